@@ -1,0 +1,1 @@
+//! The `scribe` command line client.

@@ -1,0 +1,1 @@
+//! Section: see the crate index. Filled in by later work in this issue.

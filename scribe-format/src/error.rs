@@ -1,0 +1,203 @@
+//! The one registry of Scribe error codes, and the decoding error type.
+//!
+//! Server, client and documentation all take codes from [`ErrorCode`]: its
+//! numeric value travels on the wire, its name is what users see
+//! (`error[base_mismatch]`). Numbers are stable once assigned; a retired code
+//! keeps its number. `docs/format-notes.md` lists the registry.
+
+use std::fmt;
+
+macro_rules! error_codes {
+    ($( $(#[$doc:meta])* $variant:ident = $num:literal, $name:literal; )*) => {
+        /// A stable, named error code.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        #[repr(u16)]
+        pub enum ErrorCode {
+            $( $(#[$doc])* $variant = $num, )*
+        }
+
+        impl ErrorCode {
+            /// Every registered code, in numeric order.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant,)*];
+
+            /// The numeric value carried on the wire and in `operations` rows.
+            pub const fn number(self) -> u16 {
+                self as u16
+            }
+
+            /// The stable snake_case name.
+            pub const fn name(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $name,)* }
+            }
+
+            /// The code with this number, if registered.
+            pub fn from_number(number: u16) -> Option<ErrorCode> {
+                match number { $($num => Some(ErrorCode::$variant),)* _ => None }
+            }
+
+            /// The code with this name, if registered.
+            pub fn from_name(name: &str) -> Option<ErrorCode> {
+                match name { $($name => Some(ErrorCode::$variant),)* _ => None }
+            }
+        }
+    };
+}
+
+error_codes! {
+    /// Bytes or a request that do not follow the format.
+    Malformed = 100, "malformed";
+    /// A version word this build does not read.
+    UnsupportedVersion = 101, "unsupported_version";
+    /// A value beyond a limit of section 11.
+    LimitExceeded = 102, "limit_exceeded";
+    /// A path that is not canonical (section 5).
+    InvalidPath = 103, "invalid_path";
+    /// A descriptor lists a required feature this build does not know.
+    UnsupportedFeature = 104, "unsupported_feature";
+    /// Stored bytes do not match their identity.
+    Corrupt = 105, "corrupt";
+    /// The expected base change of an entry is not the change at the head.
+    BaseMismatch = 200, "base_mismatch";
+    /// The path is absent at the head.
+    NotPresent = 201, "not_present";
+    /// A change set with no entries and no merge parent or cherry-pick source.
+    EmptySubmission = 202, "empty_submission";
+    /// Two live paths would share one collision key.
+    PathCollision = 203, "path_collision";
+    /// The path is locked by another workspace.
+    LockedByOther = 204, "locked_by_other";
+    /// A submission names objects the server does not hold.
+    MissingObjects = 205, "missing_objects";
+    /// The operation id was used before with another intent.
+    OperationIntentMismatch = 206, "operation_intent_mismatch";
+    /// No such repository, branch, workspace or change.
+    NotFound = 207, "not_found";
+    /// The thing to create exists already.
+    AlreadyExists = 208, "already_exists";
+    /// A path needs a lock that the submitter does not hold.
+    LockRequired = 209, "lock_required";
+    /// The repository configuration is missing a required part or invalid.
+    InvalidRepositoryConfig = 210, "invalid_repository_config";
+    /// A merge does not cover every source change.
+    MergeIncomplete = 211, "merge_incomplete";
+    /// The workspace is retired.
+    WorkspaceRetired = 212, "workspace_retired";
+    /// The principal may not do this.
+    Forbidden = 300, "forbidden";
+    /// The auth service could not be consulted or answered from the past.
+    AuthUnavailable = 301, "auth_unavailable";
+    /// The server or data root is busy or in use by another process.
+    Busy = 400, "busy";
+    /// An internal failure (I/O, database); the detail says which.
+    Internal = 500, "internal";
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why bytes were refused by a decoder, or a value by an encoder.
+///
+/// `what` names the structure and field (for example `"manifest.chunk count"`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FormatError {
+    /// The input ends before the field.
+    #[error("{what}: truncated: needs {needed} more bytes, {available} available")]
+    Truncated {
+        what: &'static str,
+        needed: u64,
+        available: u64,
+    },
+    /// Bytes follow the end of the structure.
+    #[error("{what}: {count} trailing bytes after the end")]
+    TrailingBytes { what: &'static str, count: u64 },
+    /// A magic number that is not the expected one.
+    #[error("{what}: bad magic")]
+    BadMagic { what: &'static str },
+    /// A version word this build does not read.
+    #[error("{what}: unsupported version {version}")]
+    UnsupportedVersion { what: &'static str, version: u64 },
+    /// A field with a value outside what the format allows.
+    #[error("{what}: invalid value {value}: {reason}")]
+    InvalidValue {
+        what: &'static str,
+        value: u64,
+        reason: &'static str,
+    },
+    /// A structural rule of the format is broken.
+    #[error("{what}: {reason}")]
+    Invalid {
+        what: &'static str,
+        reason: String,
+    },
+    /// A value beyond a limit of section 11.
+    #[error("{what}: {actual} exceeds the limit of {limit}")]
+    LimitExceeded {
+        what: &'static str,
+        limit: u64,
+        actual: u64,
+    },
+    /// Bytes that do not match the identity they claim.
+    #[error("{what}: identity mismatch: expected {expected}, found {actual}")]
+    IdentityMismatch {
+        what: &'static str,
+        expected: String,
+        actual: String,
+    },
+    /// A text field that is not UTF-8.
+    #[error("{what}: not UTF-8")]
+    NotUtf8 { what: &'static str },
+    /// A required feature this build does not know.
+    #[error("required feature {feature:?} is not supported by this build")]
+    UnsupportedFeature { feature: String },
+}
+
+impl FormatError {
+    /// The registry code users and peers see for this error.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            FormatError::UnsupportedVersion { .. } => ErrorCode::UnsupportedVersion,
+            FormatError::LimitExceeded { .. } => ErrorCode::LimitExceeded,
+            FormatError::IdentityMismatch { .. } => ErrorCode::Corrupt,
+            FormatError::UnsupportedFeature { .. } => ErrorCode::UnsupportedFeature,
+            _ => ErrorCode::Malformed,
+        }
+    }
+
+    /// Shorthand for [`FormatError::Invalid`].
+    pub fn invalid(what: &'static str, reason: impl Into<String>) -> FormatError {
+        FormatError::Invalid {
+            what,
+            reason: reason.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_names_are_unique_and_round_trip() {
+        let mut numbers = std::collections::BTreeSet::new();
+        let mut names = std::collections::BTreeSet::new();
+        for &code in ErrorCode::ALL {
+            assert!(numbers.insert(code.number()), "duplicate number {code}");
+            assert!(names.insert(code.name()), "duplicate name {code}");
+            assert_eq!(ErrorCode::from_number(code.number()), Some(code));
+            assert_eq!(ErrorCode::from_name(code.name()), Some(code));
+        }
+    }
+
+    #[test]
+    fn spec_numbers_are_kept() {
+        assert_eq!(ErrorCode::LockRequired.number(), 209);
+        assert_eq!(ErrorCode::InvalidRepositoryConfig.number(), 210);
+        assert_eq!(ErrorCode::MergeIncomplete.number(), 211);
+        assert_eq!(ErrorCode::from_number(0), None);
+    }
+}

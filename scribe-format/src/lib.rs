@@ -1,0 +1,39 @@
+//! Scribe's byte formats: the project's contract with every later build.
+//!
+//! Everything Scribe stores or sends is encoded here, following
+//! `seeds/004_f6d681dc1b1dc5df.txt` to the byte. This crate has no
+//! file-system policy and no async: it turns values into bytes and bytes into
+//! values, refusing malformed input with a named [`FormatError`] before
+//! allocating beyond the limits of section 11.
+//!
+//! | module | specification |
+//! |---|---|
+//! | [`id`] | section 1, identifiers and hashing |
+//! | [`descriptor`] | section 2, `SCRIBE_FORMAT` |
+//! | [`block`], [`envelope`] | section 3, object envelope v1 and its LZ4 blocks |
+//! | [`manifest`] | section 4.1 |
+//! | [`changeset`] | section 4.2 |
+//! | [`commit`] | section 4.3 |
+//! | [`path`] | section 5, canonical paths and collision profile 1 |
+//! | [`portable`] | portable tree commitments |
+//! | [`limits`] | section 11 |
+//! | [`error`] | the one registry of error codes |
+
+pub mod block;
+pub mod bytes;
+pub mod changeset;
+pub mod commit;
+pub mod descriptor;
+pub mod envelope;
+pub mod error;
+pub mod id;
+pub mod limits;
+pub mod manifest;
+pub mod path;
+pub mod portable;
+
+pub use error::{ErrorCode, FormatError};
+pub use id::{
+    BranchId, ChangeSetId, ChunkId, CommitId, FileContentId, ManifestId, ObjectId, ObjectKind,
+    OperationId, RepositoryId, WorkspaceId,
+};

@@ -1,0 +1,1 @@
+//! Canonical paths (section 5).
