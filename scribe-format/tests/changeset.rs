@@ -1,0 +1,1 @@
+//! Tests for `scribe_format::changeset`.
