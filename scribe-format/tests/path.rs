@@ -159,6 +159,83 @@ fn greek_iota_subscript_folds_under_nfd() {
 }
 
 #[test]
+fn case_folding_is_not_lowercasing() {
+    // Cherokee folds to the capital letters (CaseFolding.txt maps U+AB70 to
+    // U+13A0), while `char::to_lowercase` goes the other way.
+    assert_eq!(collision_key("\u{AB70}"), "\u{13A0}".as_bytes());
+    same_key("\u{13A0}", "\u{AB70}");
+    // ẞ lowercases to ß but folds to ss.
+    assert_eq!(collision_key("ẞ"), b"ss");
+}
+
+#[test]
+fn non_ascii_folding_to_ascii_is_a_short_known_list() {
+    // The device-name check compares ASCII case-insensitively and the
+    // `.scribe`/`_state` check bounds component length by 3 bytes per folded
+    // byte; both rely on this list. No entry folds to letters of device names
+    // only (c o n p r a u x l t m), and none to `.` or `_`.
+    let mut found = Vec::new();
+    for cp in 0x80..=0x10FFFFu32 {
+        let Some(c) = char::from_u32(cp) else {
+            continue;
+        };
+        let s = c.to_string();
+        let f = fold(&s);
+        if f.is_ascii() {
+            assert!(s.len() <= 3 * f.len(), "U+{cp:04X}");
+            assert!(
+                f.bytes().any(|b| !b"conpraux lmt".contains(&b)),
+                "U+{cp:04X}"
+            );
+            found.push(cp);
+        }
+    }
+    // ß ı ſ ẞ and the Latin ligatures fold; GREEK QUESTION MARK (to `;`),
+    // GREEK VARIA (to a backtick) and KELVIN SIGN (to `k`) decompose.
+    let expected = [
+        0xDF, 0x131, 0x17F, 0x37E, 0x1E9E, 0x1FEF, 0x212A, 0xFB00, 0xFB01, 0xFB02, 0xFB03, 0xFB04,
+        0xFB05, 0xFB06,
+    ];
+    assert_eq!(found, expected);
+    // The superscript digits of COM¹ … LPT³ are their own fold, and no other
+    // code point folds to them.
+    for cp in 0..=0x10FFFFu32 {
+        let Some(c) = char::from_u32(cp) else {
+            continue;
+        };
+        let f = fold(&c.to_string());
+        if ["¹", "²", "³"].contains(&f.as_str()) {
+            assert_eq!(f, c.to_string(), "U+{cp:04X}");
+        }
+    }
+}
+
+#[test]
+fn ypogegrammeni_orders_before_folding() {
+    // Found by `key_of_uppercase_variant_matches`. NFD runs before folding, so
+    // U+0345 (ccc 240) is reordered after U+0301 (ccc 230) while still a
+    // combining mark, and only then folds to ι. Its uppercase Ι is a base
+    // letter that the acute composes with. Profile 1 defines the key this way;
+    // these are two different keys.
+    assert_eq!(collision_key("\u{345}\u{301}"), "\u{301}\u{3B9}".as_bytes());
+    assert_eq!(collision_key("\u{399}\u{301}"), "\u{3AF}".as_bytes());
+    // With a base letter, the precomposed and decomposed forms agree.
+    same_key("\u{1FB4}", "\u{3B1}\u{301}\u{345}");
+    same_key("\u{1FB4}", "\u{3B1}\u{345}\u{301}");
+    same_key("\u{1FB4}", "\u{386}\u{399}");
+    // A following acute is reordered before the subscript: ᾈ + acute folds to
+    // ἄι, while its uppercase ἈΙ + acute folds to ἀί.
+    assert_eq!(
+        collision_key("\u{1F88}\u{301}"),
+        "\u{1F04}\u{3B9}".as_bytes()
+    );
+    assert_eq!(
+        collision_key("\u{1F08}\u{399}\u{301}"),
+        "\u{1F00}\u{3AF}".as_bytes()
+    );
+}
+
+#[test]
 fn key_keeps_components() {
     let key = collision_key("Assets/Ärger/ß.png");
     let joined = [
@@ -722,11 +799,18 @@ proptest! {
 
     #[test]
     fn key_of_uppercase_variant_matches(p in path()) {
-        // Upper-casing and then folding lands on the same key wherever the
-        // fold of the uppercase equals the fold of the original. That holds
-        // for every character whose uppercase folds back to its own fold;
-        // check it for strings made of such characters.
-        let simple = p.chars().all(|c| fold(&upper(&c.to_string())) == fold(&c.to_string()));
+        // Upper-casing lands on the same key for strings of characters whose
+        // uppercase folds back to their own fold, unless upper-casing turns a
+        // combining mark into a base letter (U+0345, alone or inside a
+        // precomposed ᾳ or ᾈ, to Ι, which changes canonical ordering: see
+        // `ypogegrammeni_orders_before_folding`).
+        use unicode_normalization::char::canonical_combining_class as ccc;
+        let simple = p.chars().all(|c| {
+            let u = upper(&c.to_string());
+            fold(&u) == fold(&c.to_string())
+                && (u == c.to_string() || ccc(c) == 0)
+                && !nfd(&c.to_string()).contains('\u{345}')
+        });
         if simple {
             prop_assert_eq!(collision_key(&upper(&p)), collision_key(&p));
         }

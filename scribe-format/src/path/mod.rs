@@ -338,6 +338,12 @@ fn folds_to(component: &str, target: &str) -> bool {
     if component.is_ascii() {
         return component.eq_ignore_ascii_case(target);
     }
+    // Only `.` and `_` themselves fold to `.` and `_`.
+    if let Some(first) = target.bytes().next().filter(|b| !b.is_ascii_alphabetic()) {
+        if component.as_bytes().first() != Some(&first) {
+            return false;
+        }
+    }
     // A non-ASCII code point folds to at most three ASCII letters from at
     // least as many bytes as letters, or to one letter from at most three
     // bytes (KELVIN SIGN); longer components cannot fold to `target`.
