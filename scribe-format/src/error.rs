@@ -145,6 +145,14 @@ pub enum FormatError {
         expected: String,
         actual: String,
     },
+    /// A path that is not canonical; `rule` is the path error code
+    /// (`scribe_format::path::PathError::code`).
+    #[error("{what}: invalid path ({rule}): {reason}")]
+    InvalidPath {
+        what: &'static str,
+        rule: &'static str,
+        reason: String,
+    },
     /// A text field that is not UTF-8.
     #[error("{what}: not UTF-8")]
     NotUtf8 { what: &'static str },
@@ -161,6 +169,7 @@ impl FormatError {
             FormatError::LimitExceeded { .. } => ErrorCode::LimitExceeded,
             FormatError::IdentityMismatch { .. } => ErrorCode::Corrupt,
             FormatError::UnsupportedFeature { .. } => ErrorCode::UnsupportedFeature,
+            FormatError::InvalidPath { .. } => ErrorCode::InvalidPath,
             _ => ErrorCode::Malformed,
         }
     }

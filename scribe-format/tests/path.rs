@@ -645,6 +645,7 @@ fn format_error_names_the_code() {
     let e: FormatError = PathError::ForbiddenCharacter { ch: '?', offset: 2 }.into();
     assert!(e.to_string().contains("forbidden_character"), "{e}");
     assert!(e.to_string().starts_with("canonical path"), "{e}");
+    assert_eq!(e.code(), scribe_format::ErrorCode::InvalidPath);
 }
 
 // ------------------------------------------------------------- helpers

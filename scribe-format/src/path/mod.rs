@@ -147,7 +147,11 @@ impl PathError {
 
 impl From<PathError> for FormatError {
     fn from(e: PathError) -> Self {
-        FormatError::invalid("canonical path", format!("{}: {e}", e.code()))
+        FormatError::InvalidPath {
+            what: "canonical path",
+            rule: e.code(),
+            reason: e.to_string(),
+        }
     }
 }
 

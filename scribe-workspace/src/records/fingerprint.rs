@@ -47,7 +47,7 @@ impl Fingerprint {
     /// none, sub-second digits 1 s, a whole second 2 s (FAT), each plus 1 ms
     /// for truncation to whole milliseconds.
     pub fn required_separation_ms(&self) -> u64 {
-        let granularity = if self.mtime_ns % 1_000_000 != 0 {
+        let granularity = if !self.mtime_ns.is_multiple_of(1_000_000) {
             0
         } else if self.mtime_ns != 0 {
             1_000
@@ -68,7 +68,10 @@ impl Fingerprint {
     /// bytes unchanged.
     pub fn is_settled(&self) -> bool {
         self.recorded_ms != 0
-            && self.recorded_ms >= self.mtime_ms().saturating_add(self.required_separation_ms())
+            && self.recorded_ms
+                >= self
+                    .mtime_ms()
+                    .saturating_add(self.required_separation_ms())
     }
 
     /// Whether `now` (a fresh stat) proves the bytes are those this

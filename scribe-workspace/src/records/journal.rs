@@ -53,10 +53,9 @@ impl JournalEntry {
             });
         }
         let target = if r.flag("journal target present")? {
-            Some(BaselineRecord::decode(r.bytes16(
-                "journal target",
-                BaselineRecord::LEN,
-            )?)?)
+            Some(BaselineRecord::decode(
+                r.bytes16("journal target", BaselineRecord::LEN)?,
+            )?)
         } else {
             None
         };

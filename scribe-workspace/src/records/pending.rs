@@ -150,7 +150,9 @@ impl PendingSubmit {
         )?;
         let mut fingerprints = Vec::with_capacity(n as usize);
         for _ in 0..n {
-            let path = r.str16("pending fingerprint path", MAX_PATH_BYTES)?.to_string();
+            let path = r
+                .str16("pending fingerprint path", MAX_PATH_BYTES)?
+                .to_string();
             fingerprints.push((path, Fingerprint::read(&mut r)?));
         }
         r.finish("pending submit")?;

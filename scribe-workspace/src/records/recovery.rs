@@ -94,13 +94,16 @@ impl RecoveryIndex {
             .ok_or_else(|| FormatError::invalid(WHAT, "must end with a newline"))?;
         let mut lines = body.split('\n');
         if lines.next() != Some("scribe-recovery 1") {
-            return Err(FormatError::invalid(WHAT, "first line must be `scribe-recovery 1`"));
+            return Err(FormatError::invalid(
+                WHAT,
+                "first line must be `scribe-recovery 1`",
+            ));
         }
         let (mut path, mut reason, mut operation, mut retained) = (None, None, None, None);
         for line in lines {
-            let (key, value) = line
-                .split_once('=')
-                .ok_or_else(|| FormatError::invalid(WHAT, format!("line {line:?} is not key=value")))?;
+            let (key, value) = line.split_once('=').ok_or_else(|| {
+                FormatError::invalid(WHAT, format!("line {line:?} is not key=value"))
+            })?;
             let slot = match key {
                 "path" => &mut path,
                 "reason" => &mut reason,
@@ -109,7 +112,10 @@ impl RecoveryIndex {
                 other => return Err(FormatError::invalid(WHAT, format!("unknown key {other:?}"))),
             };
             if slot.replace(value).is_some() {
-                return Err(FormatError::invalid(WHAT, format!("key {key:?} appears twice")));
+                return Err(FormatError::invalid(
+                    WHAT,
+                    format!("key {key:?} appears twice"),
+                ));
             }
         }
         let missing = |k: &str| FormatError::invalid(WHAT, format!("key {k:?} is missing"));
@@ -125,7 +131,10 @@ impl RecoveryIndex {
             || !retained_text.bytes().all(|b| b.is_ascii_digit())
             || (retained_text.len() > 1 && retained_text.starts_with('0'))
         {
-            return Err(FormatError::invalid(WHAT, "retained_ms must be a decimal number"));
+            return Err(FormatError::invalid(
+                WHAT,
+                "retained_ms must be a decimal number",
+            ));
         }
         let retained_ms = retained_text
             .parse()

@@ -32,7 +32,11 @@ pub fn decode_str16_list(
     Ok(items)
 }
 
-fn read_list(r: &mut Reader<'_>, max_items: usize, max_len: usize) -> Result<Vec<String>, FormatError> {
+fn read_list(
+    r: &mut Reader<'_>,
+    max_items: usize,
+    max_len: usize,
+) -> Result<Vec<String>, FormatError> {
     let count = r.u16("list count")?;
     if usize::from(count) > max_items {
         return Err(FormatError::LimitExceeded {
@@ -67,7 +71,9 @@ pub fn normalize_view(prefixes: &[String]) -> Result<Vec<String>, FormatError> {
             .iter()
             .rev()
             .take_while(|kept| p.as_bytes() >= kept.as_bytes())
-            .any(|kept| p.starts_with(kept.as_str()) && p.as_bytes().get(kept.len()) == Some(&b'/'));
+            .any(|kept| {
+                p.starts_with(kept.as_str()) && p.as_bytes().get(kept.len()) == Some(&b'/')
+            });
         if !redundant {
             out.push(p);
         }
@@ -119,7 +125,9 @@ impl ViewChange {
         }
         let target_change = r.u64("view-change target")?;
         let incarnation = r.array("view-change incarnation")?;
-        let profile = r.str16("view-change profile", MAX_PROFILE_NAME)?.to_string();
+        let profile = r
+            .str16("view-change profile", MAX_PROFILE_NAME)?
+            .to_string();
         let prefixes = read_list(&mut r, MAX_VIEW_PREFIXES, MAX_PATH_BYTES)?;
         r.finish("view-change")?;
         if normalize_view(&prefixes)? != prefixes {
@@ -151,7 +159,10 @@ mod tests {
             normalize_view(&s(&["b", "a/b/c", "a", "a-b", "a/", "b/x"])).unwrap(),
             s(&["a", "a-b", "b"])
         );
-        assert_eq!(normalize_view(&s(&["art/x", "artwork"])).unwrap(), s(&["art/x", "artwork"]));
+        assert_eq!(
+            normalize_view(&s(&["art/x", "artwork"])).unwrap(),
+            s(&["art/x", "artwork"])
+        );
         assert!(normalize_view(&s(&["../x"])).is_err());
         assert!(normalize_view(&s(&[""])).is_err());
         assert!(normalize_view(&[]).unwrap().is_empty());
