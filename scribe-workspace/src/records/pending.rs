@@ -181,7 +181,7 @@ mod tests {
         PendingSubmit {
             incarnation: [1; 16],
             branch: BranchId([2; 16]),
-            integration: integration.then(|| Integration {
+            integration: integration.then_some(Integration {
                 kind: 1,
                 source_branch: BranchId([3; 16]),
                 source_head: 4,
