@@ -331,15 +331,24 @@ mod tests {
     #[test]
     fn domains_separate_identities() {
         let payload = b"same bytes";
-        assert_ne!(ManifestId::of_payload(payload).0, ChangeSetId::of_payload(payload).0);
-        assert_ne!(ManifestId::of_payload(payload).0, *blake3::hash(payload).as_bytes());
+        assert_ne!(
+            ManifestId::of_payload(payload).0,
+            ChangeSetId::of_payload(payload).0
+        );
+        assert_ne!(
+            ManifestId::of_payload(payload).0,
+            *blake3::hash(payload).as_bytes()
+        );
     }
 
     #[test]
     fn hex_round_trips_and_refuses_uppercase() {
         let id = RepositoryId::random();
         assert_eq!(RepositoryId::from_hex(&id.to_hex()).unwrap(), id);
-        assert!(RepositoryId::from_hex(&id.to_hex().to_uppercase()).is_err() || id.to_hex().bytes().all(|b| b.is_ascii_digit()));
+        assert!(
+            RepositoryId::from_hex(&id.to_hex().to_uppercase()).is_err()
+                || id.to_hex().bytes().all(|b| b.is_ascii_digit())
+        );
         assert!(RepositoryId::from_hex("abc").is_err());
         assert!(RepositoryId::from_hex(&"g".repeat(32)).is_err());
         assert!(ChunkId::from_hex(&"A".repeat(64)).is_err());
