@@ -85,6 +85,15 @@ fn golden_fixtures() {
         assert_eq!(&decoded, value, "{name}");
         assert_eq!(&decoded.encode().unwrap(), bytes, "{name}: re-encode");
         assert_eq!(decoded.id().unwrap(), ChangeSetId::of_payload(bytes));
+        // The store's streaming identity (id.rs) agrees with this module's.
+        let object =
+            scribe_format::id::object_identity(scribe_format::ObjectKind::ChangeSet, bytes)
+                .unwrap();
+        assert_eq!(
+            object.digest,
+            value.id().unwrap().0,
+            "{name}: object identity"
+        );
         assert_refuses_truncation_and_trailing(name, bytes, ChangeSet::decode);
     }
 }

@@ -141,6 +141,14 @@ fn golden_fixtures() {
             *hasher.finalize().as_bytes(),
             "{name}"
         );
+        // The store's streaming identity (id.rs) agrees with this module's.
+        let object =
+            scribe_format::id::object_identity(scribe_format::ObjectKind::Commit, bytes).unwrap();
+        assert_eq!(
+            object.digest,
+            value.id().unwrap().0,
+            "{name}: object identity"
+        );
         assert_refuses_truncation_and_trailing(name, bytes, StoredCommit::decode);
     }
 }

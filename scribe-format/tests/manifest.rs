@@ -86,6 +86,14 @@ fn golden_fixtures() {
         let view = ManifestRef::decode(bytes).unwrap();
         assert_eq!(view.id(), value.id().unwrap());
         assert_eq!(view.to_manifest(), *value);
+        // The store's streaming identity (id.rs) agrees with this module's.
+        let object =
+            scribe_format::id::object_identity(scribe_format::ObjectKind::Manifest, bytes).unwrap();
+        assert_eq!(
+            object.digest,
+            value.id().unwrap().0,
+            "{name}: object identity"
+        );
         assert_refuses_truncation_and_trailing(name, bytes, Manifest::decode);
     }
 }
