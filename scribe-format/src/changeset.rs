@@ -274,87 +274,8 @@ impl ChangeSet {
 
     /// Check every structural rule (see the module documentation).
     pub fn validate(&self) -> Result<(), FormatError> {
-        if self.entries.len() > MAX_CHANGE_SET_ENTRIES as usize {
-            return Err(FormatError::LimitExceeded {
-                what: rule::ENTRY_COUNT,
-                limit: MAX_CHANGE_SET_ENTRIES.into(),
-                actual: self.entries.len() as u64,
-            });
-        }
-        let scribe_key = path::collision_key(".scribe");
-        let mut previous: Option<&str> = None;
-        for (index, entry) in self.entries.iter().enumerate() {
-            check_entry(index, entry, &scribe_key)?;
-            if let Some(prev) = previous {
-                if prev.as_bytes() >= entry.path.as_bytes() {
-                    return Err(FormatError::invalid(
-                        rule::ORDER,
-                        if prev == entry.path {
-                            format!("entry {index}: duplicate path {:?}", entry.path)
-                        } else {
-                            format!(
-                                "entry {index}: path {:?} does not sort after {prev:?}",
-                                entry.path
-                            )
-                        },
-                    ));
-                }
-            }
-            previous = Some(&entry.path);
-        }
-        self.check_moves()
-    }
-
-    fn check_moves(&self) -> Result<(), FormatError> {
-        let mut used = HashSet::new();
-        for (index, entry) in self.entries.iter().enumerate() {
-            let Some(source) = &entry.moved_from else {
-                continue;
-            };
-            let Ok(source_index) = self
-                .entries
-                .binary_search_by(|e| e.path.as_bytes().cmp(source.path.as_bytes()))
-            else {
-                return Err(FormatError::invalid(
-                    rule::MOVE_PAIRED_DELETE,
-                    format!(
-                        "entry {index} ({:?}) moves from {:?}, which has no entry in the change set",
-                        entry.path, source.path
-                    ),
-                ));
-            };
-            let paired = &self.entries[source_index];
-            if paired.action != Action::Delete {
-                return Err(FormatError::invalid(
-                    rule::MOVE_PAIRED_DELETE,
-                    format!(
-                        "entry {index} ({:?}) moves from {:?}, whose entry is a {}, not a delete",
-                        entry.path,
-                        source.path,
-                        paired.action.name()
-                    ),
-                ));
-            }
-            if paired.expected_base != source.change {
-                return Err(FormatError::invalid(
-                    rule::MOVE_SOURCE_CHANGE,
-                    format!(
-                        "entry {index} ({:?}) moves from {:?} at change {}, but its delete expects base {}",
-                        entry.path, source.path, source.change, paired.expected_base
-                    ),
-                ));
-            }
-            if !used.insert(source_index) {
-                return Err(FormatError::invalid(
-                    rule::MOVE_ONE_DESTINATION,
-                    format!(
-                        "entry {index} ({:?}) moves from {:?}, which already feeds another destination",
-                        entry.path, source.path
-                    ),
-                ));
-            }
-        }
-        Ok(())
+        let refs: Vec<EntryRef<'_>> = self.entries.iter().map(Entry::to_ref).collect();
+        validate_entries(&refs)
     }
 
     /// The canonical payload; refuses a change set that breaks a rule.
@@ -386,12 +307,82 @@ impl ChangeSet {
         Ok(out)
     }
 
+    /// Decode and validate a payload (see [`ChangeSetRef::decode`]).
+    pub fn decode(bytes: &[u8]) -> Result<ChangeSet, FormatError> {
+        ChangeSetRef::decode(bytes).map(|set| set.to_change_set())
+    }
+
+    /// `blake3("scribe:changeset:v1\0" ‖ payload)`; refuses an invalid set.
+    pub fn id(&self) -> Result<ChangeSetId, FormatError> {
+        Ok(ChangeSetId::of_payload(&self.encode()?))
+    }
+}
+
+/// A validated change set borrowed from its payload bytes: paths are
+/// `&str` slices of the input, so decoding allocates one small
+/// [`EntryRef`] per entry and no strings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChangeSetRef<'a> {
+    bytes: &'a [u8],
+    entries: Vec<EntryRef<'a>>,
+}
+
+/// One entry of a [`ChangeSetRef`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EntryRef<'a> {
+    pub path: &'a str,
+    pub action: Action,
+    pub expected_base: u64,
+    pub state: Option<FileState>,
+    pub moved_from: Option<MoveSourceRef<'a>>,
+}
+
+/// A borrowed [`MoveSource`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MoveSourceRef<'a> {
+    pub path: &'a str,
+    pub change: u64,
+}
+
+impl Entry {
+    /// Borrow as an [`EntryRef`].
+    pub fn to_ref(&self) -> EntryRef<'_> {
+        EntryRef {
+            path: &self.path,
+            action: self.action,
+            expected_base: self.expected_base,
+            state: self.state,
+            moved_from: self.moved_from.as_ref().map(|m| MoveSourceRef {
+                path: &m.path,
+                change: m.change,
+            }),
+        }
+    }
+}
+
+impl EntryRef<'_> {
+    /// Copy into an owned [`Entry`].
+    pub fn to_entry(&self) -> Entry {
+        Entry {
+            path: self.path.to_owned(),
+            action: self.action,
+            expected_base: self.expected_base,
+            state: self.state,
+            moved_from: self.moved_from.map(|m| MoveSource {
+                path: m.path.to_owned(),
+                change: m.change,
+            }),
+        }
+    }
+}
+
+impl<'a> ChangeSetRef<'a> {
     /// Decode and validate a payload.
     ///
     /// The declared entry count is checked against the limit and against
     /// the remaining input (at least [`MIN_ENTRY_LEN`] bytes per entry)
     /// before anything is allocated.
-    pub fn decode(bytes: &[u8]) -> Result<ChangeSet, FormatError> {
+    pub fn decode(bytes: &'a [u8]) -> Result<ChangeSetRef<'a>, FormatError> {
         let mut r = Reader::new(bytes);
         let version = r.u16(rule::VERSION)?;
         if version != VERSION {
@@ -416,26 +407,140 @@ impl ChangeSet {
                 available: r.remaining() as u64,
             });
         }
-        // The count is bounded by the input, but an `Entry` is larger than
-        // its smallest encoding: grow with what actually parses.
+        // The count is bounded by the input, but an entry is larger in
+        // memory than its smallest encoding: grow with what actually parses.
         let mut entries = Vec::with_capacity((count as usize).min(4096));
         for _ in 0..count {
             entries.push(read_entry(&mut r)?);
         }
         r.finish("change set")?;
-        let set = ChangeSet { entries };
-        set.validate()?;
-        Ok(set)
+        validate_entries(&entries)?;
+        Ok(ChangeSetRef { bytes, entries })
     }
 
-    /// `blake3("scribe:changeset:v1\0" ‖ payload)`; refuses an invalid set.
-    pub fn id(&self) -> Result<ChangeSetId, FormatError> {
-        Ok(ChangeSetId::of_payload(&self.encode()?))
+    /// The entries, ascending by path bytes.
+    pub fn entries(&self) -> &[EntryRef<'a>] {
+        &self.entries
+    }
+
+    /// The payload bytes this view was decoded from.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// Whether any entry is a keep (see [`ChangeSet::has_keeps`]).
+    pub fn has_keeps(&self) -> bool {
+        self.entries.iter().any(|e| e.action == Action::Keep)
+    }
+
+    /// The entry for `path`, if any.
+    pub fn get(&self, path: &str) -> Option<&EntryRef<'a>> {
+        find(&self.entries, path).map(|i| &self.entries[i])
+    }
+
+    /// The identity of the payload.
+    pub fn id(&self) -> ChangeSetId {
+        ChangeSetId::of_payload(self.bytes)
+    }
+
+    /// Copy into an owned [`ChangeSet`].
+    pub fn to_change_set(&self) -> ChangeSet {
+        ChangeSet {
+            entries: self.entries.iter().map(EntryRef::to_entry).collect(),
+        }
     }
 }
 
-fn read_entry(r: &mut Reader<'_>) -> Result<Entry, FormatError> {
-    let path = r.str16("change set path", MAX_PATH_BYTES)?.to_owned();
+fn find(entries: &[EntryRef<'_>], path: &str) -> Option<usize> {
+    entries
+        .binary_search_by(|e| e.path.as_bytes().cmp(path.as_bytes()))
+        .ok()
+}
+
+fn validate_entries(entries: &[EntryRef<'_>]) -> Result<(), FormatError> {
+    if entries.len() > MAX_CHANGE_SET_ENTRIES as usize {
+        return Err(FormatError::LimitExceeded {
+            what: rule::ENTRY_COUNT,
+            limit: MAX_CHANGE_SET_ENTRIES.into(),
+            actual: entries.len() as u64,
+        });
+    }
+    let scribe_key = path::collision_key(".scribe");
+    let mut previous: Option<&str> = None;
+    for (index, entry) in entries.iter().enumerate() {
+        check_entry(index, entry, &scribe_key)?;
+        if let Some(prev) = previous {
+            if prev.as_bytes() >= entry.path.as_bytes() {
+                return Err(FormatError::invalid(
+                    rule::ORDER,
+                    if prev == entry.path {
+                        format!("entry {index}: duplicate path {:?}", entry.path)
+                    } else {
+                        format!(
+                            "entry {index}: path {:?} does not sort after {prev:?}",
+                            entry.path
+                        )
+                    },
+                ));
+            }
+        }
+        previous = Some(entry.path);
+    }
+    check_moves(entries)
+}
+
+/// Move pairing; runs after the order check, so lookups can bisect.
+fn check_moves(entries: &[EntryRef<'_>]) -> Result<(), FormatError> {
+    let mut used = HashSet::new();
+    for (index, entry) in entries.iter().enumerate() {
+        let Some(source) = &entry.moved_from else {
+            continue;
+        };
+        let Some(source_index) = find(entries, source.path) else {
+            return Err(FormatError::invalid(
+                rule::MOVE_PAIRED_DELETE,
+                format!(
+                    "entry {index} ({:?}) moves from {:?}, which has no entry in the change set",
+                    entry.path, source.path
+                ),
+            ));
+        };
+        let paired = &entries[source_index];
+        if paired.action != Action::Delete {
+            return Err(FormatError::invalid(
+                rule::MOVE_PAIRED_DELETE,
+                format!(
+                    "entry {index} ({:?}) moves from {:?}, whose entry is a {}, not a delete",
+                    entry.path,
+                    source.path,
+                    paired.action.name()
+                ),
+            ));
+        }
+        if paired.expected_base != source.change {
+            return Err(FormatError::invalid(
+                rule::MOVE_SOURCE_CHANGE,
+                format!(
+                    "entry {index} ({:?}) moves from {:?} at change {}, but its delete expects base {}",
+                    entry.path, source.path, source.change, paired.expected_base
+                ),
+            ));
+        }
+        if !used.insert(source_index) {
+            return Err(FormatError::invalid(
+                rule::MOVE_ONE_DESTINATION,
+                format!(
+                    "entry {index} ({:?}) moves from {:?}, which already feeds another destination",
+                    entry.path, source.path
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn read_entry<'a>(r: &mut Reader<'a>) -> Result<EntryRef<'a>, FormatError> {
+    let path = r.str16("change set path", MAX_PATH_BYTES)?;
     let action = Action::from_byte(r.u8(rule::ACTION)?)?;
     let expected_base = r.u64("change set expected base")?;
     let state = if action.carries_state() {
@@ -453,13 +558,13 @@ fn read_entry(r: &mut Reader<'_>) -> Result<Entry, FormatError> {
         None
     };
     let moved_from = if r.flag(rule::MOVE_FLAG)? {
-        let path = r.str16(rule::MOVE_SOURCE_PATH, MAX_PATH_BYTES)?.to_owned();
+        let path = r.str16(rule::MOVE_SOURCE_PATH, MAX_PATH_BYTES)?;
         let change = r.u64("change set move source change")?;
-        Some(MoveSource { path, change })
+        Some(MoveSourceRef { path, change })
     } else {
         None
     };
-    Ok(Entry {
+    Ok(EntryRef {
         path,
         action,
         expected_base,
@@ -468,9 +573,9 @@ fn read_entry(r: &mut Reader<'_>) -> Result<Entry, FormatError> {
     })
 }
 
-fn check_entry(index: usize, entry: &Entry, scribe_key: &[u8]) -> Result<(), FormatError> {
+fn check_entry(index: usize, entry: &EntryRef<'_>, scribe_key: &[u8]) -> Result<(), FormatError> {
     let at = || format!("entry {index} ({:?})", entry.path);
-    path::validate(&entry.path)
+    path::validate(entry.path)
         .map_err(|e| FormatError::invalid(rule::PATH, format!("{}: not canonical: {e}", at())))?;
     let action = entry.action.name();
     match (entry.action.carries_state(), &entry.state) {
@@ -508,7 +613,7 @@ fn check_entry(index: usize, entry: &Entry, scribe_key: &[u8]) -> Result<(), For
         _ => {}
     }
     if let Some(state) = &entry.state {
-        let last = entry.path.rsplit('/').next().unwrap_or(&entry.path);
+        let last = entry.path.rsplit('/').next().unwrap_or(entry.path);
         if last.eq_ignore_ascii_case(".scribe") || path::collision_key(last) == scribe_key {
             return Err(FormatError::invalid(
                 rule::SCRIBE_NAME,
@@ -536,7 +641,7 @@ fn check_entry(index: usize, entry: &Entry, scribe_key: &[u8]) -> Result<(), For
                 ),
             ));
         }
-        path::validate(&source.path).map_err(|e| {
+        path::validate(source.path).map_err(|e| {
             FormatError::invalid(
                 rule::MOVE_SOURCE_PATH,
                 format!("{}: move source {:?} not canonical: {e}", at(), source.path),

@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 use scribe_format::changeset::{
-    rule, Action, ChangeSet, Entry, FileState, Mode, MoveSource, MIN_ENTRY_LEN,
+    rule, Action, ChangeSet, ChangeSetRef, Entry, FileState, Mode, MoveSource, MIN_ENTRY_LEN,
 };
 use scribe_format::{ChangeSetId, FileContentId, FormatError, ManifestId};
 
@@ -94,6 +94,15 @@ fn golden_fixtures() {
             value.id().unwrap().0,
             "{name}: object identity"
         );
+        let view = ChangeSetRef::decode(bytes).unwrap();
+        assert_eq!(view.to_change_set(), *value, "{name}: borrowed view");
+        assert_eq!(view.id(), value.id().unwrap());
+        assert_eq!(view.has_keeps(), value.has_keeps());
+        assert_eq!(view.entries().len(), value.entries.len());
+        assert_eq!(view.as_bytes().as_ptr(), bytes.as_ptr());
+        for entry in &value.entries {
+            assert_eq!(view.get(&entry.path), Some(&entry.to_ref()));
+        }
         assert_refuses_truncation_and_trailing(name, bytes, ChangeSet::decode);
     }
 }
