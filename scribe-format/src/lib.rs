@@ -14,6 +14,7 @@
 //! | [`manifest`] | section 4.1 |
 //! | [`changeset`] | section 4.2 |
 //! | [`commit`] | section 4.3 |
+//! | [`operation`] | section 8, operation fingerprint |
 //! | [`path`] | section 5, canonical paths and collision profile 1 |
 //! | [`portable`] | portable tree commitments |
 //! | [`limits`] | section 11 |
@@ -29,6 +30,7 @@ pub mod error;
 pub mod id;
 pub mod limits;
 pub mod manifest;
+pub mod operation;
 pub mod path;
 pub mod portable;
 
