@@ -31,6 +31,7 @@ pub mod limits;
 pub mod manifest;
 pub mod path;
 pub mod portable;
+pub mod snapshot;
 
 pub use error::{ErrorCode, FormatError};
 pub use id::{
