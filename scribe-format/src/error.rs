@@ -130,10 +130,7 @@ pub enum FormatError {
     },
     /// A structural rule of the format is broken.
     #[error("{what}: {reason}")]
-    Invalid {
-        what: &'static str,
-        reason: String,
-    },
+    Invalid { what: &'static str, reason: String },
     /// A value beyond a limit of section 11.
     #[error("{what}: {actual} exceeds the limit of {limit}")]
     LimitExceeded {

@@ -1,0 +1,3 @@
+//! One module per `scribe` command group.
+
+pub mod debug;

@@ -1,1 +1,0 @@
-//! The `scribe` command line client.

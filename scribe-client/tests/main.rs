@@ -1,0 +1,3 @@
+//! End-to-end tests of the `scribe` binary.
+
+mod debug_path;
