@@ -1,10 +1,6 @@
 //! Tests for `scribe_format::descriptor`.
 
-// Resolves to tests/support.rs both as a module of tests/main.rs and when
-// cargo builds this file as a test target of its own.
-#[path = "support.rs"]
-mod support;
-
+use crate::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
 use proptest::prelude::*;
 use scribe_format::descriptor::{
     DataRoot, Descriptor, Kind, LineEnding, Migrated, ObjectStore, Repository, Restored, Workspace,
@@ -13,7 +9,6 @@ use scribe_format::descriptor::{
 use scribe_format::envelope::Compression;
 use scribe_format::error::{ErrorCode, FormatError};
 use scribe_format::id::{RepositoryId, WorkspaceId};
-use support::{assert_refuses_truncation_and_trailing, check_area, Golden};
 
 fn data_root_fields() -> DataRoot {
     DataRoot {

@@ -1,13 +1,9 @@
 //! Tests for `scribe_format::portable`: the empty roots, portable revision
 //! and content nodes, collapse rules, and the reference builder.
 
-// Resolves to tests/support.rs both as a module of tests/main.rs and when
-// cargo builds this file as a test target of its own.
-#[path = "support.rs"]
-mod support;
-
 use std::collections::BTreeMap;
 
+use crate::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
 use proptest::prelude::*;
 use scribe_format::error::FormatError;
 use scribe_format::id::{FileContentId, ManifestId};
@@ -18,7 +14,6 @@ use scribe_format::portable::{
     EMPTY_REVISION_ROOT, REVISION_EMPTY_DOMAIN, REVISION_NODE_DOMAIN,
 };
 use scribe_format::snapshot::{decode_page, encode_page, FileRecord, Link, Node, NodeValue, Tree};
-use support::{assert_refuses_truncation_and_trailing, check_area, Golden};
 
 fn digest(seed: &str) -> [u8; 32] {
     *blake3::hash(seed.as_bytes()).as_bytes()

@@ -1,11 +1,7 @@
 //! Tests for `scribe_format::snapshot`: links, root rows and keys, file
 //! records, and snapshot pages (profile 3).
 
-// Resolves to tests/support.rs both as a module of tests/main.rs and when
-// cargo builds this file as a test target of its own.
-#[path = "support.rs"]
-mod support;
-
+use crate::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
 use proptest::prelude::*;
 use scribe_format::error::FormatError;
 use scribe_format::id::{BranchId, FileContentId, ManifestId};
@@ -14,7 +10,6 @@ use scribe_format::snapshot::{
     decode_body, decode_page, encode_body, encode_page, FileRecord, Link, Node, NodeValue, RootKey,
     RootRow, Tree, FILE_RECORD_LEN, LINK_LEN, ROOT_KEY_LEN, ROOT_ROW_LEN,
 };
-use support::{assert_refuses_truncation_and_trailing, check_area, Golden};
 
 fn digest(seed: &str) -> [u8; 32] {
     *blake3::hash(seed.as_bytes()).as_bytes()
@@ -191,7 +186,8 @@ fn golden_fixtures() {
     assert_refuses_truncation_and_trailing("file-record body", &file[1..], FileRecord::decode_body);
 
     let listed =
-        std::fs::read_to_string(support::fixture_dir("snapshot").join("IDENTITIES")).unwrap();
+        std::fs::read_to_string(crate::support::fixture_dir("snapshot").join("IDENTITIES"))
+            .unwrap();
     for name in [
         "page-leaf",
         "page-branch-raw",
