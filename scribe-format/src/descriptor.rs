@@ -27,6 +27,8 @@
 //! - `required-features` is a comma-separated list without spaces of unique
 //!   nonempty `[a-z0-9-]+` names; any kind may carry it.
 
+use std::collections::BTreeSet;
+
 use crate::envelope::Compression;
 use crate::error::{ErrorCode, FormatError};
 use crate::id::{RepositoryId, WorkspaceId};
@@ -362,9 +364,10 @@ fn check_typed(ty: Ty, value: &str) -> Result<(), String> {
 
 fn parse_features(value: &str) -> Result<Vec<&str>, String> {
     let features: Vec<&str> = value.split(',').collect();
-    for (i, feature) in features.iter().enumerate() {
+    let mut seen = BTreeSet::new();
+    for feature in &features {
         check_key(feature).map_err(|_| format!("feature {feature:?} is not [a-z0-9-]+"))?;
-        if features[..i].contains(feature) {
+        if !seen.insert(*feature) {
             return Err(format!("feature {feature:?} is listed twice"));
         }
     }
@@ -422,6 +425,7 @@ impl Descriptor {
         check_header(header)?;
 
         let mut entries: Vec<(String, String)> = Vec::new();
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
         let mut kind = None;
         for (number, line) in lines {
             if line.contains('\r') || line.contains('\n') {
@@ -438,7 +442,7 @@ impl Descriptor {
                 .ok_or_else(|| line_error(number, "not `key = value`"))?;
             check_key(key).map_err(|e| line_error(number, e))?;
             check_value_text(value).map_err(|e| line_error(number, e))?;
-            if key == HEADER_KEY || entries.iter().any(|(k, _)| k == key) {
+            if key == HEADER_KEY || !seen.insert(key) {
                 return Err(line_error(number, format!("duplicate key {key:?}")));
             }
             if key == KEY_KIND {

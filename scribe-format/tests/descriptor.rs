@@ -533,3 +533,17 @@ proptest! {
         }
     }
 }
+
+/// Guards duplicate detection over the largest files accepted: a key
+/// repeated thousands of lines later is still found.
+#[test]
+fn duplicates_are_found_among_many_lines() {
+    let mut text = WORKSPACE_TEXT.to_owned();
+    for i in 0..5000 {
+        text.push_str(&format!("x-{i} = v\n"));
+    }
+    let d = Descriptor::parse(text.as_bytes()).unwrap();
+    assert_eq!(d.get("x-4999"), Some("v"));
+    text.push_str("x-17 = w\n");
+    refuse(&text, "duplicate among many");
+}
