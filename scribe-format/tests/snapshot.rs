@@ -701,3 +701,32 @@ proptest! {
         }
     }
 }
+
+/// The 55,650-byte body bound is the sum of every field at its maximum.
+#[test]
+fn body_bound_is_the_sum_of_field_maxima() {
+    let prefix = 2 + 24_576;
+    let value = 1 + (2 + 8_192) + 8 + 1 + FILE_RECORD_LEN;
+    let children = 2 + 256 * (1 + LINK_LEN);
+    assert_eq!(
+        (prefix + value + children) as u32,
+        scribe_format::limits::MAX_SNAPSHOT_NODE_BODY
+    );
+}
+
+#[test]
+fn largest_valueless_page_round_trips() {
+    let link = incompressible_branch().children[0].1;
+    let node = Node {
+        prefix: vec![b'p'; 24_576],
+        value: None,
+        children: (0..=255u8)
+            .map(|edge| (edge, Link { live: 1, ..link }))
+            .collect(),
+    };
+    let page = encode_page(&node).unwrap();
+    assert_eq!(decode_page(&page).unwrap(), node);
+    let mut longer = node.clone();
+    longer.prefix.push(b'p');
+    assert!(encode_page(&longer).is_err());
+}
