@@ -33,6 +33,7 @@ pub mod manifest;
 pub mod operation;
 pub mod path;
 pub mod portable;
+pub mod snapshot;
 
 pub use error::{ErrorCode, FormatError};
 pub use id::{
