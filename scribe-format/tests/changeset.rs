@@ -6,13 +6,7 @@ use scribe_format::changeset::{
 };
 use scribe_format::{ChangeSetId, FileContentId, FormatError, ManifestId};
 
-// Cargo also builds every `tests/*.rs` as its own binary (the manifest has
-// no `autotests = false`), where `crate::support` does not exist; a local
-// path module compiles in both settings.
-#[path = "support.rs"]
-#[allow(clippy::duplicate_mod)]
-mod support;
-use support::{assert_refuses_truncation_and_trailing, check_area, Golden};
+use crate::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
 
 fn state(seed: &str, size: u64, mode: Mode) -> FileState {
     FileState {

@@ -7,13 +7,7 @@ use scribe_format::manifest::{
 };
 use scribe_format::{ChunkId, FileContentId, FormatError, ManifestId};
 
-// Cargo also builds every `tests/*.rs` as its own binary (the manifest has
-// no `autotests = false`), where `crate::support` does not exist; a local
-// path module compiles in both settings.
-#[path = "support.rs"]
-#[allow(clippy::duplicate_mod)]
-mod support;
-use support::{assert_refuses_truncation_and_trailing, check_area, Golden};
+use crate::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
 
 const MIB: u32 = 1024 * 1024;
 
