@@ -16,6 +16,8 @@
 //! | [`commit`] | section 4.3 |
 //! | [`operation`] | section 8, operation fingerprint |
 //! | [`path`] | section 5, canonical paths and collision profile 1 |
+//! | [`operation`] | section 8, the operation fingerprint |
+//! | [`snapshot`] | section 12 schema 3: links, root rows, radix pages, file records |
 //! | [`portable`] | portable tree commitments |
 //! | [`limits`] | section 11 |
 //! | [`error`] | the one registry of error codes |
