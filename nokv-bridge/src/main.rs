@@ -9,6 +9,9 @@ struct Cli {}
 
 fn main() {
     let _cli = Cli::parse();
-    eprintln!("nokv {}: no commands are available in this build yet", env!("CARGO_PKG_VERSION"));
+    eprintln!(
+        "nokv {}: no commands are available in this build yet",
+        env!("CARGO_PKG_VERSION")
+    );
     std::process::exit(2);
 }

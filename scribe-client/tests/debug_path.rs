@@ -27,7 +27,15 @@ fn prints_one_line_per_argument_and_exits_zero() {
 
 #[test]
 fn folded_spellings_print_the_same_key() {
-    let (_, out) = scribe(&["debug", "path", "STRASSE/ẞ", "strasse/ss", "Strasse/ß", "ſ", "s"]);
+    let (_, out) = scribe(&[
+        "debug",
+        "path",
+        "STRASSE/ẞ",
+        "strasse/ss",
+        "Strasse/ß",
+        "ſ",
+        "s",
+    ]);
     let keys: Vec<&str> = out.lines().collect();
     assert_eq!(keys[0], keys[1], "{out}");
     assert_eq!(keys[1], keys[2], "{out}");

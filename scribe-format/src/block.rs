@@ -161,7 +161,9 @@ mod tests {
 
     #[test]
     fn incompressible_block_is_raw() {
-        let data: Vec<u8> = (0..64u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        let data: Vec<u8> = (0..64u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
         let enc = encode_single_block(&data);
         assert_eq!(enc[0], BLOCK_RAW);
         assert_eq!(decode_single_block(&enc, 262_144).unwrap(), data);

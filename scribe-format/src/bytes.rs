@@ -233,7 +233,10 @@ mod tests {
         r.u16("x").unwrap();
         assert_eq!(
             r.finish("s"),
-            Err(FormatError::TrailingBytes { what: "s", count: 1 })
+            Err(FormatError::TrailingBytes {
+                what: "s",
+                count: 1
+            })
         );
     }
 }

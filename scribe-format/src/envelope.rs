@@ -59,7 +59,10 @@ impl Compression {
         match s {
             "none" => Ok(Compression::None),
             "lz4" => Ok(Compression::Lz4),
-            _ => Err(FormatError::invalid("compression", format!("unknown policy {s:?}"))),
+            _ => Err(FormatError::invalid(
+                "compression",
+                format!("unknown policy {s:?}"),
+            )),
         }
     }
 }
@@ -444,7 +447,10 @@ mod tests {
         assert_eq!(env[8], CODEC_LZ4_BLOCKS);
         let mut bad = env.clone();
         bad[0] = b'X';
-        assert!(matches!(decode(&bad, u64::MAX), Err(FormatError::BadMagic { .. })));
+        assert!(matches!(
+            decode(&bad, u64::MAX),
+            Err(FormatError::BadMagic { .. })
+        ));
         let mut bad = env.clone();
         bad[4] = 2;
         assert!(matches!(

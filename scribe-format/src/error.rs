@@ -130,10 +130,7 @@ pub enum FormatError {
     },
     /// A structural rule of the format is broken.
     #[error("{what}: {reason}")]
-    Invalid {
-        what: &'static str,
-        reason: String,
-    },
+    Invalid { what: &'static str, reason: String },
     /// A value beyond a limit of section 11.
     #[error("{what}: {actual} exceeds the limit of {limit}")]
     LimitExceeded {
@@ -147,6 +144,14 @@ pub enum FormatError {
         what: &'static str,
         expected: String,
         actual: String,
+    },
+    /// A path that is not canonical; `rule` is the path error code
+    /// (`scribe_format::path::PathError::code`).
+    #[error("{what}: invalid path ({rule}): {reason}")]
+    InvalidPath {
+        what: &'static str,
+        rule: &'static str,
+        reason: String,
     },
     /// A text field that is not UTF-8.
     #[error("{what}: not UTF-8")]
@@ -164,6 +169,7 @@ impl FormatError {
             FormatError::LimitExceeded { .. } => ErrorCode::LimitExceeded,
             FormatError::IdentityMismatch { .. } => ErrorCode::Corrupt,
             FormatError::UnsupportedFeature { .. } => ErrorCode::UnsupportedFeature,
+            FormatError::InvalidPath { .. } => ErrorCode::InvalidPath,
             _ => ErrorCode::Malformed,
         }
     }

@@ -317,51 +317,6 @@ impl FromStr for ObjectId {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn empty_file_id_is_blake3_of_nothing() {
-        assert_eq!(FileContentId::of(b""), FileContentId::EMPTY);
-        assert!(FileContentId::EMPTY.to_hex().starts_with("af1349b9"));
-        assert!(FileContentId::EMPTY.to_hex().ends_with("f3262"));
-    }
-
-    #[test]
-    fn domains_separate_identities() {
-        let payload = b"same bytes";
-        assert_ne!(ManifestId::of_payload(payload).0, ChangeSetId::of_payload(payload).0);
-        assert_ne!(ManifestId::of_payload(payload).0, *blake3::hash(payload).as_bytes());
-    }
-
-    #[test]
-    fn hex_round_trips_and_refuses_uppercase() {
-        let id = RepositoryId::random();
-        assert_eq!(RepositoryId::from_hex(&id.to_hex()).unwrap(), id);
-        assert!(RepositoryId::from_hex(&id.to_hex().to_uppercase()).is_err() || id.to_hex().bytes().all(|b| b.is_ascii_digit()));
-        assert!(RepositoryId::from_hex("abc").is_err());
-        assert!(RepositoryId::from_hex(&"g".repeat(32)).is_err());
-        assert!(ChunkId::from_hex(&"A".repeat(64)).is_err());
-    }
-
-    #[test]
-    fn random_ids_differ() {
-        assert_ne!(WorkspaceId::random(), WorkspaceId::random());
-    }
-
-    #[test]
-    fn object_id_bytes_and_hex() {
-        let id = ObjectId::manifest(ManifestId([7; 32]));
-        let bytes = id.to_bytes();
-        assert_eq!(bytes[0], 2);
-        assert_eq!(ObjectId::from_bytes(&bytes).unwrap(), id);
-        assert_eq!(ObjectId::from_hex(&id.to_hex()).unwrap(), id);
-        assert!(ObjectId::from_bytes(&[5; 33]).is_err());
-        assert!(ObjectId::from_bytes(&[1; 32]).is_err());
-    }
-}
-
 /// The identity domain of a commit envelope with this version word
 /// (`scribe:commit:v<N>\0`, section 4.3). Version 4 has a domain but no
 /// reader; unknown versions have none.
@@ -458,4 +413,58 @@ pub fn object_identity(kind: ObjectKind, payload: &[u8]) -> Result<ObjectId, For
     let mut h = IdentityHasher::new(kind);
     h.update(payload)?;
     h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_id_is_blake3_of_nothing() {
+        assert_eq!(FileContentId::of(b""), FileContentId::EMPTY);
+        assert!(FileContentId::EMPTY.to_hex().starts_with("af1349b9"));
+        assert!(FileContentId::EMPTY.to_hex().ends_with("f3262"));
+    }
+
+    #[test]
+    fn domains_separate_identities() {
+        let payload = b"same bytes";
+        assert_ne!(
+            ManifestId::of_payload(payload).0,
+            ChangeSetId::of_payload(payload).0
+        );
+        assert_ne!(
+            ManifestId::of_payload(payload).0,
+            *blake3::hash(payload).as_bytes()
+        );
+    }
+
+    #[test]
+    fn hex_round_trips_and_refuses_uppercase() {
+        let id = RepositoryId::random();
+        assert_eq!(RepositoryId::from_hex(&id.to_hex()).unwrap(), id);
+        assert!(
+            RepositoryId::from_hex(&id.to_hex().to_uppercase()).is_err()
+                || id.to_hex().bytes().all(|b| b.is_ascii_digit())
+        );
+        assert!(RepositoryId::from_hex("abc").is_err());
+        assert!(RepositoryId::from_hex(&"g".repeat(32)).is_err());
+        assert!(ChunkId::from_hex(&"A".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn random_ids_differ() {
+        assert_ne!(WorkspaceId::random(), WorkspaceId::random());
+    }
+
+    #[test]
+    fn object_id_bytes_and_hex() {
+        let id = ObjectId::manifest(ManifestId([7; 32]));
+        let bytes = id.to_bytes();
+        assert_eq!(bytes[0], 2);
+        assert_eq!(ObjectId::from_bytes(&bytes).unwrap(), id);
+        assert_eq!(ObjectId::from_hex(&id.to_hex()).unwrap(), id);
+        assert!(ObjectId::from_bytes(&[5; 33]).is_err());
+        assert!(ObjectId::from_bytes(&[1; 32]).is_err());
+    }
 }

@@ -36,16 +36,66 @@ fn goldens() -> Vec<Golden> {
     let mut commit_payload = vec![5u8, 0];
     commit_payload.extend(std::iter::repeat_n(0xabu8, 200));
     let cases: Vec<(&str, ObjectKind, Vec<u8>, Compression)> = vec![
-        ("chunk-identity", ObjectKind::Chunk, b"hello, scribe".to_vec(), Compression::None),
-        ("chunk-empty", ObjectKind::Chunk, Vec::new(), Compression::Lz4),
-        ("chunk-lz4-two-blocks", ObjectKind::Chunk, two_block_payload(), Compression::Lz4),
-        ("chunk-lz4-policy-raw-fallback", ObjectKind::Chunk, noise(4096, 7), Compression::Lz4),
-        ("manifest-identity", ObjectKind::Manifest, noise(120, 2), Compression::None),
-        ("manifest-lz4", ObjectKind::Manifest, vec![0u8; 5000], Compression::Lz4),
-        ("changeset-identity", ObjectKind::ChangeSet, noise(64, 3), Compression::None),
-        ("changeset-lz4", ObjectKind::ChangeSet, b"a/b/c".repeat(400), Compression::Lz4),
-        ("commit-identity", ObjectKind::Commit, commit_payload.clone(), Compression::None),
-        ("commit-lz4", ObjectKind::Commit, commit_payload, Compression::Lz4),
+        (
+            "chunk-identity",
+            ObjectKind::Chunk,
+            b"hello, scribe".to_vec(),
+            Compression::None,
+        ),
+        (
+            "chunk-empty",
+            ObjectKind::Chunk,
+            Vec::new(),
+            Compression::Lz4,
+        ),
+        (
+            "chunk-lz4-two-blocks",
+            ObjectKind::Chunk,
+            two_block_payload(),
+            Compression::Lz4,
+        ),
+        (
+            "chunk-lz4-policy-raw-fallback",
+            ObjectKind::Chunk,
+            noise(4096, 7),
+            Compression::Lz4,
+        ),
+        (
+            "manifest-identity",
+            ObjectKind::Manifest,
+            noise(120, 2),
+            Compression::None,
+        ),
+        (
+            "manifest-lz4",
+            ObjectKind::Manifest,
+            vec![0u8; 5000],
+            Compression::Lz4,
+        ),
+        (
+            "changeset-identity",
+            ObjectKind::ChangeSet,
+            noise(64, 3),
+            Compression::None,
+        ),
+        (
+            "changeset-lz4",
+            ObjectKind::ChangeSet,
+            b"a/b/c".repeat(400),
+            Compression::Lz4,
+        ),
+        (
+            "commit-identity",
+            ObjectKind::Commit,
+            commit_payload.clone(),
+            Compression::None,
+        ),
+        (
+            "commit-lz4",
+            ObjectKind::Commit,
+            commit_payload,
+            Compression::Lz4,
+        ),
     ];
     cases
         .into_iter()
@@ -101,7 +151,10 @@ fn hand_built_identity_envelope() {
     want.extend_from_slice(&[0, 0]); // reserved
     want.extend_from_slice(&3u64.to_le_bytes());
     want.extend_from_slice(b"abc");
-    assert_eq!(envelope::encode(ObjectKind::Chunk, b"abc", Compression::None), want);
+    assert_eq!(
+        envelope::encode(ObjectKind::Chunk, b"abc", Compression::None),
+        want
+    );
 }
 
 #[test]
@@ -182,7 +235,10 @@ fn rejects_oversized_block() {
     env.extend_from_slice(&body);
     assert!(matches!(
         envelope::decode(&env, u64::MAX),
-        Err(FormatError::InvalidValue { what: "block original length", .. })
+        Err(FormatError::InvalidValue {
+            what: "block original length",
+            ..
+        })
     ));
 }
 

@@ -55,7 +55,9 @@ pub fn check_area(area: &str, goldens: &[Golden]) -> BTreeMap<String, Vec<u8>> {
         .unwrap_or_else(|e| panic!("{}: {e}", index_path.display()));
     let mut listed = BTreeMap::new();
     for line in index.lines().filter(|l| !l.trim().is_empty()) {
-        let (file, id) = line.split_once(' ').expect("IDENTITIES line is `<file> <id>`");
+        let (file, id) = line
+            .split_once(' ')
+            .expect("IDENTITIES line is `<file> <id>`");
         listed.insert(file.to_string(), id.to_string());
     }
     assert_eq!(
@@ -68,8 +70,8 @@ pub fn check_area(area: &str, goldens: &[Golden]) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     for g in goldens {
         let file = format!("{}.bin", g.name);
-        let committed = std::fs::read(dir.join(&file))
-            .unwrap_or_else(|e| panic!("{area}/{file}: {e}"));
+        let committed =
+            std::fs::read(dir.join(&file)).unwrap_or_else(|e| panic!("{area}/{file}: {e}"));
         assert!(
             committed == g.bytes,
             "{area}/{file}: encoder output differs from the committed fixture"

@@ -1,6 +1,10 @@
 //! Scribe workspace state (specification section 9 and 9a).
 //!
-//! This crate will own: `.scribe/_state/` with its descriptor and
-//! `state.redb`, baselines and fingerprints, opened records, the durable
-//! pending submission, sync journals, the recovery area, move intents and
-//! views.
+//! This crate owns `.scribe/_state/`: its descriptor and `state.redb`,
+//! baselines and fingerprints, opened records, the durable pending
+//! submission, sync journals, the recovery area, move intents and views.
+//!
+//! [`records`] holds the byte encodings of every `state.redb` value and the
+//! recovery index text; the store and workflows that use them build on it.
+
+pub mod records;
