@@ -169,14 +169,14 @@ impl Link {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RootRow {
     pub exact: Link,
-    pub fold: Link,
+    pub collision: Link,
 }
 
 impl RootRow {
     pub fn empty() -> RootRow {
         RootRow {
             exact: Link::empty(),
-            fold: Link::empty(),
+            collision: Link::empty(),
         }
     }
 
@@ -184,7 +184,7 @@ impl RootRow {
         let mut out = Vec::with_capacity(ROOT_ROW_LEN);
         out.put_u8(ROOT_VERSION);
         self.exact.put(&mut out);
-        self.fold.put(&mut out);
+        self.collision.put(&mut out);
         out
     }
 
@@ -198,14 +198,14 @@ impl RootRow {
             });
         }
         let exact = Link::read(&mut r)?;
-        let fold = Link::read(&mut r)?;
+        let collision = Link::read(&mut r)?;
         r.finish("root row")?;
         exact.check()?;
-        fold.check()?;
-        if exact.live != fold.live {
+        collision.check()?;
+        if exact.live != collision.live {
             return Err(FormatError::invalid("root row", "live counts of the two trees differ"));
         }
-        Ok(RootRow { exact, fold })
+        Ok(RootRow { exact, collision })
     }
 }
 

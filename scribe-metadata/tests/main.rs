@@ -1,0 +1,7 @@
+//! The one integration test binary of scribe-metadata.
+
+mod main {
+    pub mod common;
+    mod accept;
+    mod root;
+}
