@@ -14,7 +14,10 @@
 //! | [`manifest`] | section 4.1 |
 //! | [`changeset`] | section 4.2 |
 //! | [`commit`] | section 4.3 |
+//! | [`operation`] | section 8, operation fingerprint |
 //! | [`path`] | section 5, canonical paths and collision profile 1 |
+//! | [`operation`] | section 8, the operation fingerprint |
+//! | [`snapshot`] | section 12 schema 3: links, root rows, radix pages, file records |
 //! | [`portable`] | portable tree commitments |
 //! | [`limits`] | section 11 |
 //! | [`error`] | the one registry of error codes |
@@ -29,8 +32,10 @@ pub mod error;
 pub mod id;
 pub mod limits;
 pub mod manifest;
+pub mod operation;
 pub mod path;
 pub mod portable;
+pub mod snapshot;
 
 pub use error::{ErrorCode, FormatError};
 pub use id::{

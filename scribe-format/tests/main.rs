@@ -10,3 +10,4 @@ mod envelope;
 mod manifest;
 mod path;
 mod portable;
+mod snapshot;

@@ -1,1 +1,0 @@
-//! Section: see the crate index. Filled in by later work in this issue.
