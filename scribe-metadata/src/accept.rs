@@ -731,7 +731,7 @@ pub(crate) fn write_ledger(tx: &mut Tx<'_>, l: &Ledger<'_>) -> Result<()> {
     }
     tx.roots.insert(
         keys::root(&s.branch, l.change).as_slice(),
-        l.root.encode().as_slice(),
+        crate::fmt::encode_root(&l.root)?.as_slice(),
     )?;
     tx.heads.insert(s.branch.0, l.change)?;
     let mut rm = tx.repo_meta()?;

@@ -312,7 +312,7 @@ impl HistoryRecord {
             None => out.put_u8(0),
             Some(s) => {
                 out.put_u8(1);
-                s.put_body(&mut out);
+                s.write_body_to(&mut out);
             }
         }
         put_move(&mut out, &self.moved_from);

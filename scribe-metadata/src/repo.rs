@@ -7,7 +7,8 @@ use std::sync::Mutex;
 use redb::{Database, Durability, ReadTransaction, ReadableDatabase, TableHandle};
 use scribe_format::{BranchId, ErrorCode, RepositoryId};
 
-use crate::descriptor::Descriptor;
+use crate::descriptor;
+use scribe_format::descriptor::{Descriptor, Kind};
 use crate::error::{MetadataError, Result};
 use crate::fmt::RootRow;
 use crate::objects::Objects;
@@ -92,7 +93,7 @@ impl Repository {
             tx.open_table(tables::BRANCH_HEADS)?.insert(main.0, 0)?;
             tx.open_table(tables::SNAPSHOT_ROOTS)?.insert(
                 keys::root(&main, 0).as_slice(),
-                RootRow::empty().encode().as_slice(),
+                crate::fmt::encode_root(&RootRow::EMPTY)?.as_slice(),
             )?;
             tx.open_table(tables::COMMITS)?;
             tx.open_table(tables::SNAPSHOT_NODES)?;
@@ -123,25 +124,29 @@ impl Repository {
         }
         tx.commit()?;
         drop(db);
-        let mut d = Descriptor::new("repository");
-        for (k, v) in expected_repo_values(&id) {
-            d = d.with(k, v);
-        }
-        d.with("name", name)
-            .with("created-ms", created_ms.to_string())
-            .with("required-features", "atomic-publication-v2")
-            .write(dir)?;
+        let fields = scribe_format::descriptor::Repository {
+            repository_id: id,
+            name: name.to_owned(),
+            schema: tables::REPOSITORY_SCHEMA,
+            engine: "redb-4".into(),
+            object_store: 1,
+            created_ms,
+            migrated: None,
+        };
+        let mut d = Descriptor::new_repository(&fields)?;
+        d.add_required_feature(descriptor::FEATURE_ATOMIC_PUBLICATION)?;
+        descriptor::write(&d, dir)?;
         Ok(())
     }
 
     /// Open `dir` for serving: the descriptor, then every marker and table
     /// of schema 3 is checked before any write.
     pub(crate) fn open(dir: &Path, id: RepositoryId, name: &str, objects: Objects) -> Result<Self> {
-        let d = Descriptor::read(dir)?;
+        let d = descriptor::read(dir)?;
         let expect = expected_repo_values(&id);
         let expect: Vec<(&'static str, &str)> =
             expect.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        d.check(dir, "repository", &expect)?;
+        descriptor::check(&d, dir, Kind::Repository, &expect)?;
         let path = dir.join(METADATA_FILE);
         if !path.exists() {
             return Err(MetadataError::corrupt(format!("{} is missing", path.display())));
@@ -169,7 +174,7 @@ impl Repository {
     /// Open `dir` read-only for inspection (no startup cleanup). Used by
     /// tools and tests; the same refusals as [`Repository::open`] apply.
     pub fn open_dir(dir: &Path, objects: Objects) -> Result<Self> {
-        let d = Descriptor::read(dir)?;
+        let d = descriptor::read(dir)?;
         let id = RepositoryId::from_hex(d.get("repository-id").unwrap_or(""))?;
         let name = d.get("name").unwrap_or("").to_owned();
         Repository::open(dir, id, &name, objects)

@@ -18,7 +18,8 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 use scribe_format::limits::MAX_REPOSITORY_NAME_BYTES;
 use scribe_format::{BranchId, ErrorCode, RepositoryId};
 
-use crate::descriptor::{sync_dir, Descriptor};
+use crate::descriptor::{self, sync_dir};
+use scribe_format::descriptor::{Descriptor, Kind};
 use crate::error::{MetadataError, Result};
 use crate::objects::{DirObjects, Objects};
 use crate::records::{decode_u32, CatalogRecord, RepoState};
@@ -140,14 +141,19 @@ impl DataRoot {
         let mut inc = [0u8; 16];
         inc.copy_from_slice(&RepositoryId::random().0);
         let incarnation = hex::encode(inc);
-        let mut d = Descriptor::new("data-root");
-        for (k, v) in expected_root_values() {
-            d = d.with(k, v);
-        }
-        d.with("incarnation", incarnation.clone())
-            .with("created-ms", now_ms().to_string())
-            .with("required-features", "atomic-publication-v2")
-            .write(&dir)?;
+        let fields = scribe_format::descriptor::DataRoot {
+            catalog_schema: CATALOG_SCHEMA,
+            repository_schema: crate::tables::REPOSITORY_SCHEMA,
+            object_store: 1,
+            envelope: 1,
+            engine: "redb-4".into(),
+            incarnation: inc,
+            created_ms: now_ms(),
+            restored: None,
+        };
+        let mut d = Descriptor::new_data_root(&fields)?;
+        d.add_required_feature(descriptor::FEATURE_ATOMIC_PUBLICATION)?;
+        descriptor::write(&d, &dir)?;
         Ok(DataRoot {
             dir,
             _lock: lock,
@@ -163,8 +169,8 @@ impl DataRoot {
     pub fn open(dir: impl AsRef<Path>) -> Result<DataRoot> {
         let dir = dir.as_ref().to_owned();
         let lock = take_lock(&dir)?;
-        let d = Descriptor::read(&dir)?;
-        d.check(&dir, "data-root", &expected_root_values())?;
+        let d = descriptor::read(&dir)?;
+        descriptor::check(&d, &dir, Kind::DataRoot, &expected_root_values())?;
         let incarnation = d.get("incarnation").unwrap_or_default().to_owned();
         let catalog_path = dir.join("catalog.redb");
         if !catalog_path.exists() {
