@@ -3,5 +3,6 @@
 mod main {
     pub mod common;
     mod accept;
+    mod model;
     mod root;
 }
