@@ -104,7 +104,7 @@ impl Reject {
 
     /// The recorded detail: the message, then one named path per line
     /// (paths never contain control characters).
-    fn recorded_detail(&self) -> String {
+    pub(crate) fn recorded_detail(&self) -> String {
         let mut s: String = self.detail.replace('\n', " ");
         for p in self.paths.iter().take(MAX_REJECT_PATHS) {
             if s.len() + p.len() + 1 > MAX_DETAIL_BYTES {

@@ -32,6 +32,8 @@ pub struct Repository {
     /// The submit turn: one streamed preparation (or lock mutation) at a time.
     pub(crate) turn: Mutex<()>,
     pub(crate) objects: Objects,
+    /// Fault-injection hook of streamed preparation.
+    pub(crate) stage_hook: Mutex<Option<Box<crate::stream::StageHook>>>,
 }
 
 fn expected_repo_values(id: &RepositoryId) -> [(&'static str, String); 4] {
@@ -166,6 +168,7 @@ impl Repository {
             gate: Mutex::new(()),
             turn: Mutex::new(()),
             objects,
+            stage_hook: Mutex::new(None),
         };
         repo.recover_submissions()?;
         Ok(repo)

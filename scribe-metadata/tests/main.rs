@@ -3,6 +3,7 @@
 mod main {
     pub mod common;
     mod accept;
+    mod crash;
     mod doctor;
     mod model;
     mod root;

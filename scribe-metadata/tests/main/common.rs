@@ -10,6 +10,7 @@ use scribe_metadata::interim::{ChangeSet, Entry, FileState, Mode};
 use scribe_metadata::{DataRoot, DirObjects, Repository};
 
 pub struct Env {
+    #[allow(dead_code)]
     pub dir: tempfile::TempDir,
     pub root: DataRoot,
     pub repo: Arc<Repository>,
