@@ -170,6 +170,10 @@ impl<R: Read> StreamChunker<R> {
     }
 }
 
+/// One chunk to hash and store: its index in the file and its bytes.
+type Job = (usize, Arc<Vec<u8>>);
+type SharedJobs = Arc<Mutex<Receiver<Job>>>;
+
 fn worker_count() -> usize {
     std::thread::available_parallelism()
         .map_or(2, |n| n.get())
@@ -255,8 +259,8 @@ fn import_stream(batch: &Batch<'_>, reader: impl Read, path: &Path) -> Result<Im
             }
             h.finalize()
         });
-        let (work_tx, work_rx) = sync_channel::<(usize, Arc<Vec<u8>>)>(workers);
-        let work_rx: Arc<Mutex<Receiver<(usize, Arc<Vec<u8>>)>>> = Arc::new(Mutex::new(work_rx));
+        let (work_tx, work_rx) = sync_channel::<Job>(workers);
+        let work_rx: SharedJobs = Arc::new(Mutex::new(work_rx));
         let mut handles = Vec::new();
         for _ in 0..workers {
             let rx = work_rx.clone();

@@ -10,7 +10,7 @@ use scribe_format::envelope;
 use scribe_format::ObjectId;
 
 use crate::descriptor_bytes;
-use crate::error::{db_err, io_err, Result, StoreError};
+use crate::error::{db_err, io_err, Result};
 use crate::layout;
 use crate::locator::{Location, LOCATOR_TABLE};
 use crate::pack::{self, ENTRY_HEADER_LEN, PACK_HEADER_LEN};
@@ -89,12 +89,13 @@ pub(crate) fn check_object(
             offset,
             entry_len,
         } => {
-            if !packs.contains_key(&p) {
-                let path = layout::pack_path(dir, p);
-                let f = File::open(&path).map_err(|e| format!("cannot open pack: {e}"))?;
-                packs.insert(p, f);
-            }
-            let f = &packs[&p];
+            let f = match packs.entry(p) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let path = layout::pack_path(dir, p);
+                    v.insert(File::open(&path).map_err(|e| format!("cannot open pack: {e}"))?)
+                }
+            };
             let len = usize::try_from(entry_len).map_err(|_| "entry too large".to_string())?;
             let mut b = vec![0u8; len];
             f.read_exact_at(&mut b, offset)
@@ -273,6 +274,3 @@ impl ObjectStore {
         verify_txn(&self.dir, &self.db_path, &txn, false)
     }
 }
-
-#[allow(dead_code)]
-fn unused(_: StoreError) {}

@@ -14,11 +14,10 @@ const CTX: CompactContext = CompactContext {
     journal_end: 42,
 };
 
+type Live = (ObjectId, Vec<u8>);
+
 /// A store with live and dead objects, packed and loose, over several packs.
-fn populated(
-    opts: StoreOptions,
-    count: u64,
-) -> (TestStore, Vec<(ObjectId, Vec<u8>)>, Vec<ObjectId>) {
+fn populated(opts: StoreOptions, count: u64) -> (TestStore, Vec<Live>, Vec<ObjectId>) {
     let (t, store) = TestStore::new(opts);
     let mut live = Vec::new();
     let mut dead = Vec::new();
