@@ -3,15 +3,17 @@
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use redb::ReadableDatabase;
 
 use scribe_format::envelope::{self, EnvelopeHeader, HEADER_LEN};
 use scribe_format::id::object_identity;
 use scribe_format::{ObjectId, ObjectKind};
 
-use crate::error::{io_err, Result, StoreError};
+use crate::error::{db_err, io_err, Result, StoreError};
 use crate::layout::{self, sync_dir};
-use crate::locator::Location;
+use crate::locator::{Location, LOCATOR_TABLE};
 use crate::store::{max_payload, ObjectStore};
 
 /// Failpoints of a publication, for crash tests.
@@ -58,7 +60,13 @@ struct State {
 pub struct Batch<'s> {
     store: &'s ObjectStore,
     state: Mutex<State>,
+    /// A locator snapshot taken at the first lookup, so deduplication
+    /// checks do not open a read transaction per put. Objects committed by
+    /// other batches after it was taken are not seen (at worst written twice).
+    snapshot: Mutex<Option<Arc<LocatorSnapshot>>>,
 }
+
+type LocatorSnapshot = redb::ReadOnlyTable<&'static [u8; 33], &'static [u8]>;
 
 /// Whether a put stored new bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +81,7 @@ impl ObjectStore {
         Batch {
             store: self,
             state: Mutex::new(State::default()),
+            snapshot: Mutex::new(None),
         }
     }
 
@@ -105,7 +114,25 @@ impl<'s> Batch<'s> {
         if self.state().rows.contains_key(id) {
             return Ok(true);
         }
-        self.store.contains(id)
+        self.stored(id)
+    }
+
+    /// Whether the locator snapshot of this batch has the object.
+    fn stored(&self, id: &ObjectId) -> Result<bool> {
+        let p = &self.store.db_path;
+        let snap = {
+            let mut slot = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+            match slot.as_ref() {
+                Some(s) => s.clone(),
+                None => {
+                    let txn = self.store.db.begin_read().map_err(db_err(p))?;
+                    let table = Arc::new(txn.open_table(LOCATOR_TABLE).map_err(db_err(p))?);
+                    *slot = Some(table.clone());
+                    table
+                }
+            }
+        };
+        Ok(snap.get(&id.to_bytes()).map_err(db_err(p))?.is_some())
     }
 
     /// Reserve `id` in this batch; false if the batch or the store has it.
@@ -118,7 +145,7 @@ impl<'s> Batch<'s> {
                 return Ok(false);
             }
         }
-        if self.store.contains(id)? {
+        if self.stored(id)? {
             self.state().receipt.objects_deduplicated += 1;
             return Ok(false);
         }

@@ -206,6 +206,32 @@ fn put_manifest(
     })
 }
 
+/// The result for a file whose manifest the store (or batch) already has.
+fn already_imported(
+    batch: &Batch<'_>,
+    size: u64,
+    content_id: FileContentId,
+    chunks: &[ManifestChunk],
+) -> Result<Option<ImportedFile>> {
+    let payload = manifest_bytes::encode(size, &content_id, chunks).map_err(|e| {
+        StoreError::InvalidInput {
+            id: ObjectId::new(ObjectKind::Manifest, [0; 32]),
+            reason: e.to_string(),
+        }
+    })?;
+    let id = ManifestId::of_payload(&payload);
+    if batch.has(&ObjectId::manifest(id))? {
+        return Ok(Some(ImportedFile {
+            manifest_id: id,
+            content_id,
+            size,
+            chunks: chunks.to_vec(),
+            new_bytes_stored: 0,
+        }));
+    }
+    Ok(None)
+}
+
 /// Import bytes that are already in memory and at most one chunk long.
 fn import_small(batch: &Batch<'_>, data: &[u8]) -> Result<ImportedFile> {
     debug_assert!(data.len() <= MIN);
@@ -215,14 +241,18 @@ fn import_small(batch: &Batch<'_>, data: &[u8]) -> Result<ImportedFile> {
     }
     // One chunk: ChunkId and FileContentId are blake3 of the same bytes.
     let chunk = ChunkId(content_id.0);
-    let mut new_bytes = 0;
-    if let PutOutcome::Written { envelope_len } = batch.put_with_id(ObjectId::chunk(chunk), data)? {
-        new_bytes = envelope_len;
-    }
     let chunks = vec![ManifestChunk {
         id: chunk,
         len: data.len() as u32,
     }];
+    // A stored manifest was published with its chunks: nothing to write.
+    if let Some(done) = already_imported(batch, data.len() as u64, content_id, &chunks)? {
+        return Ok(done);
+    }
+    let mut new_bytes = 0;
+    if let PutOutcome::Written { envelope_len } = batch.put_with_id(ObjectId::chunk(chunk), data)? {
+        new_bytes = envelope_len;
+    }
     put_manifest(batch, data.len() as u64, content_id, chunks, new_bytes)
 }
 

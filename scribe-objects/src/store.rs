@@ -67,6 +67,10 @@ pub(crate) struct PackWriter {
     /// Length known flushed to stable storage.
     synced_len: u64,
     buf: Vec<u8>,
+    /// Set when a write or flush failed: the file position may no longer
+    /// match `len`, so every later append or commit refuses until the store
+    /// is reopened (open-time recovery truncates to the committed length).
+    poisoned: Option<String>,
 }
 
 impl PackWriter {
@@ -345,6 +349,7 @@ impl ObjectStore {
                 len: committed,
                 synced_len: committed,
                 buf: Vec::with_capacity(WRITE_BUFFER),
+                poisoned: None,
             }),
             read_handles: RwLock::new(HashMap::new()),
             recovery,
@@ -374,6 +379,38 @@ impl ObjectStore {
 
     /// Append one pack entry; returns its location. Caller holds the writer.
     pub(crate) fn append_entry(
+        &self,
+        w: &mut PackWriter,
+        id: &ObjectId,
+        envelope: &[u8],
+        touched: &mut BTreeSet<u32>,
+    ) -> Result<Location> {
+        self.check_poison(w)?;
+        let r = self.append_entry_inner(w, id, envelope, touched);
+        Self::poison_on_error(w, r)
+    }
+
+    fn check_poison(&self, w: &PackWriter) -> Result<()> {
+        match &w.poisoned {
+            None => Ok(()),
+            Some(reason) => Err(StoreError::CorruptPack {
+                path: layout::pack_path(&self.dir, w.id),
+                offset: w.len,
+                reason: format!("an earlier write failed ({reason}); reopen the store"),
+            }),
+        }
+    }
+
+    fn poison_on_error<T>(w: &mut PackWriter, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            if !matches!(e, StoreError::Injected(_)) {
+                w.poisoned = Some(e.to_string());
+            }
+        }
+        r
+    }
+
+    fn append_entry_inner(
         &self,
         w: &mut PackWriter,
         id: &ObjectId,
@@ -427,6 +464,12 @@ impl ObjectStore {
 
     /// Make everything appended so far durable (step 3 of section 6.3).
     pub(crate) fn sync_writer(&self, w: &mut PackWriter) -> Result<()> {
+        self.check_poison(w)?;
+        let r = self.sync_writer_inner(w);
+        Self::poison_on_error(w, r)
+    }
+
+    fn sync_writer_inner(&self, w: &mut PackWriter) -> Result<()> {
         let path = layout::pack_path(&self.dir, w.id);
         w.flush_buf(&path)?;
         if w.synced_len != w.len {

@@ -133,8 +133,10 @@ fn verify_txn(
     dir: &Path,
     db_path: &Path,
     txn: &redb::ReadTransaction,
-    check_tail: bool,
+    live_writer_pack: Option<u32>,
 ) -> Result<VerifyReport> {
+    // In an open store, packs up to the writer's current one are in use.
+    let check_tail = live_writer_pack.is_none();
     let mut report = VerifyReport::default();
     let (open_pack, committed) = read_meta(db_path, txn)?;
     for (id, path) in layout::list_packs(dir)? {
@@ -262,15 +264,15 @@ pub fn verify_dir(dir: impl AsRef<Path>) -> Result<VerifyReport> {
         }
     };
     let txn = db.begin_read().map_err(db_err(&db_path))?;
-    verify_txn(dir, &db_path, &txn, true)
+    verify_txn(dir, &db_path, &txn, None)
 }
 
 impl ObjectStore {
     /// Verify an open store: every locator row and every object's bytes.
     /// Appends are paused for the duration.
     pub fn verify(&self) -> Result<VerifyReport> {
-        let _w = self.lock_writer();
+        let w = self.lock_writer();
         let txn = self.db.begin_read().map_err(db_err(&self.db_path))?;
-        verify_txn(&self.dir, &self.db_path, &txn, false)
+        verify_txn(&self.dir, &self.db_path, &txn, Some(w.id))
     }
 }

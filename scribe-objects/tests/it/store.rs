@@ -205,3 +205,79 @@ fn concurrent_readers_while_writing() {
     });
     assert_eq!(store.len().unwrap(), 21);
 }
+
+mod model {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+    use scribe_format::{ObjectId, ObjectKind};
+    use scribe_objects::{ObjectStore, PublishFailpoint};
+
+    use crate::support::{noise, small_packs, TestStore};
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// Put objects (seeds, sizes) in one batch; maybe fail the publication.
+        Batch(Vec<(u64, usize)>, Option<bool>),
+        Reopen,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (
+                prop::collection::vec((0u64..40, 1usize..6000), 1..6),
+                prop::option::of(any::<bool>())
+            )
+                .prop_map(|(v, f)| Op::Batch(v, f)),
+            1 => Just(Op::Reopen),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+        /// The store behaves like a map from id to payload: committed
+        /// batches are visible (also after reopen), failed ones never.
+        #[test]
+        fn store_matches_a_btreemap(ops in prop::collection::vec(op(), 1..12)) {
+            let (t, store) = TestStore::new(small_packs());
+            let mut store = Some(store);
+            let mut model: BTreeMap<ObjectId, Vec<u8>> = BTreeMap::new();
+            for op in ops {
+                match op {
+                    Op::Reopen => {
+                        drop(store.take());
+                        store = Some(ObjectStore::open(&t.dir).unwrap());
+                    }
+                    Op::Batch(items, fail) => {
+                        let s = store.as_ref().unwrap();
+                        let batch = s.batch();
+                        batch.set_failpoint(fail.map(|f| if f {
+                            PublishFailpoint::BeforeLocatorCommit
+                        } else {
+                            PublishFailpoint::BeforePackFlush
+                        }));
+                        let mut put = Vec::new();
+                        for (seed, len) in items {
+                            let kind = if len > 5000 { ObjectKind::Manifest } else { ObjectKind::Chunk };
+                            let payload = noise(len, seed);
+                            put.push((batch.put(kind, &payload).unwrap(), payload));
+                        }
+                        let ok = batch.commit().is_ok();
+                        prop_assert_eq!(ok, fail.is_none());
+                        if ok {
+                            model.extend(put);
+                        }
+                    }
+                }
+                let s = store.as_ref().unwrap();
+                prop_assert_eq!(s.len().unwrap(), model.len() as u64);
+                for (id, p) in &model {
+                    prop_assert_eq!(&s.get(id).unwrap(), p);
+                }
+            }
+            drop(store);
+            let s = ObjectStore::open(&t.dir).unwrap();
+            prop_assert!(s.verify().unwrap().is_clean());
+        }
+    }
+}
