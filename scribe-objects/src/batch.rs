@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use redb::ReadableDatabase;
 
-use scribe_format::envelope::{self, EnvelopeHeader, HEADER_LEN};
+use scribe_format::envelope::{self, Compression, EnvelopeHeader, HEADER_LEN};
 use scribe_format::id::object_identity;
 use scribe_format::{ObjectId, ObjectKind};
 
@@ -170,7 +170,7 @@ impl<'s> Batch<'s> {
         if !self.reserve(&id)? {
             return Ok(PutOutcome::AlreadyPresent);
         }
-        let env = envelope::encode(id.kind, payload, self.store.options.compression);
+        let env = encode_for_store(id.kind, payload, self.store.options.compression);
         self.store_envelope(id, &env)
     }
 
@@ -302,9 +302,73 @@ impl Drop for Batch<'_> {
     }
 }
 
+/// Objects at least this large are probed before LZ4 is tried on all of them.
+const PROBE_MIN_LEN: usize = 1 << 20;
+/// Size of each probe sample.
+const PROBE_SAMPLE: usize = 64 * 1024;
+
+/// Encode under the store's policy. Under `lz4`, a large payload is first
+/// probed: three 64 KiB samples (start, middle, end) are LZ4-compressed and
+/// if together they shrink by less than 3% the payload is stored with codec
+/// 0 without compressing the rest (incompressible media would otherwise
+/// cost a full LZ4 pass per byte for nothing). Codec 0 is always a valid
+/// representation and identity never depends on the codec; every other
+/// payload gets the format crate's exact rule (codec 1 only if smaller).
+pub(crate) fn encode_for_store(
+    kind: ObjectKind,
+    payload: &[u8],
+    compression: Compression,
+) -> Vec<u8> {
+    if compression == Compression::Lz4
+        && payload.len() >= PROBE_MIN_LEN
+        && looks_incompressible(payload)
+    {
+        return envelope::encode(kind, payload, Compression::None);
+    }
+    envelope::encode(kind, payload, compression)
+}
+
+fn looks_incompressible(payload: &[u8]) -> bool {
+    let n = payload.len();
+    let starts = [0, n / 2 - PROBE_SAMPLE / 2, n - PROBE_SAMPLE];
+    let mut original = 0usize;
+    let mut compressed = 0usize;
+    for s in starts {
+        let sample = &payload[s..s + PROBE_SAMPLE];
+        original += sample.len();
+        compressed += lz4_flex::block::compress(sample).len().min(sample.len());
+    }
+    compressed * 100 >= original * 97
+}
+
 /// Parse and check an envelope header from the first bytes of `env`.
 #[allow(dead_code)]
 pub(crate) fn header_of(env: &[u8]) -> Option<EnvelopeHeader> {
     let h: &[u8; HEADER_LEN] = env.get(..HEADER_LEN)?.try_into().ok()?;
     EnvelopeHeader::parse(h).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_keeps_compressible_payloads_compressed() {
+        let mut x = 1u64;
+        let random: Vec<u8> = (0..(2 << 20))
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        assert!(looks_incompressible(&random));
+        let env = encode_for_store(ObjectKind::Chunk, &random, Compression::Lz4);
+        assert_eq!(env[8], envelope::CODEC_IDENTITY);
+        let text = b"the quick brown fox ".repeat(100_000);
+        assert!(!looks_incompressible(&text));
+        let env = encode_for_store(ObjectKind::Chunk, &text, Compression::Lz4);
+        assert_eq!(env[8], envelope::CODEC_LZ4_BLOCKS);
+    }
 }

@@ -96,17 +96,42 @@ pub fn chunk_boundaries(data: &[u8]) -> Vec<usize> {
     out
 }
 
-/// Reads a stream and yields profile-1 chunks. The window is two maximum
-/// chunks, so remaining bytes move once per 16 MiB consumed.
+/// One chunk: a range of a shared read window (no copy per chunk).
+#[derive(Clone)]
+struct ChunkRef {
+    window: Arc<Vec<u8>>,
+    start: usize,
+    len: usize,
+}
+
+impl std::ops::Deref for ChunkRef {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.window[self.start..self.start + self.len]
+    }
+}
+
+/// Window size: two maximum chunks, so a window yields at least one
+/// maximum chunk's worth of cuts before the remainder moves.
+const WINDOW: usize = 2 * MAX;
+/// Retired windows kept for reuse.
+const POOL: usize = 4;
+
+/// Reads a stream and yields profile-1 chunks as ranges of shared read
+/// windows. Only the bytes after the last cut of a window are copied (into
+/// the next window); windows are recycled once no chunk refers to them.
+/// Memory is bounded by the chunks in flight (bounded channels) plus the
+/// pool, never by the file size.
 struct StreamChunker<R> {
     reader: R,
     path: PathBuf,
-    buf: Vec<u8>,
+    window: Arc<Vec<u8>>,
     start: usize,
     filled: usize,
     eof: bool,
     cutter: Cutter,
     total: u64,
+    pool: Vec<Arc<Vec<u8>>>,
 }
 
 impl<R: Read> StreamChunker<R> {
@@ -114,29 +139,39 @@ impl<R: Read> StreamChunker<R> {
         StreamChunker {
             reader,
             path,
-            buf: Vec::new(),
+            window: Arc::new(Vec::new()),
             start: 0,
             filled: 0,
             eof: false,
             cutter: Cutter::new(),
             total: 0,
+            pool: Vec::new(),
         }
     }
 
-    fn next_chunk(&mut self) -> Result<Option<Vec<u8>>> {
-        if self.buf.is_empty() {
-            self.buf = vec![0u8; 2 * MAX];
+    /// A window no chunk refers to, from the pool or newly allocated.
+    fn free_window(&mut self) -> Arc<Vec<u8>> {
+        if let Some(i) = self.pool.iter().position(|w| Arc::strong_count(w) == 1) {
+            return self.pool.swap_remove(i);
         }
-        if self.filled - self.start < MAX && !self.eof && self.filled + MAX > self.buf.len() {
-            self.buf.copy_within(self.start..self.filled, 0);
-            self.filled -= self.start;
-            self.start = 0;
-        }
-        while !self.eof && self.filled - self.start < MAX {
-            let n = loop {
-                match self.reader.read(&mut self.buf[self.filled..]) {
-                    Ok(n) => break n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+        Arc::new(vec![0u8; WINDOW])
+    }
+
+    /// Move the remainder into a fresh window and fill it.
+    fn refill(&mut self) -> Result<()> {
+        let mut next = self.free_window();
+        let rem = self.filled - self.start;
+        {
+            let Some(buf) = Arc::get_mut(&mut next) else {
+                return Err(StoreError::Injected("chunk window still shared"));
+            };
+            buf[..rem].copy_from_slice(&self.window[self.start..self.filled]);
+            let mut filled = rem;
+            while !self.eof && filled < buf.len() {
+                match self.reader.read(&mut buf[filled..]) {
+                    Ok(0) => self.eof = true,
+                    Ok(n) => filled += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(e) => {
                         return Err(StoreError::Io {
                             path: self.path.clone(),
@@ -144,19 +179,32 @@ impl<R: Read> StreamChunker<R> {
                         })
                     }
                 }
-            };
-            if n == 0 {
-                self.eof = true;
             }
-            self.filled += n;
+            self.filled = filled;
+        }
+        let old = std::mem::replace(&mut self.window, next);
+        if !old.is_empty() && self.pool.len() < POOL {
+            self.pool.push(old);
+        }
+        self.start = 0;
+        Ok(())
+    }
+
+    fn next_chunk(&mut self) -> Result<Option<ChunkRef>> {
+        if self.filled - self.start < MAX && !self.eof {
+            self.refill()?;
         }
         let avail = self.filled - self.start;
         if avail == 0 {
             return Ok(None);
         }
-        let window = &self.buf[self.start..self.start + avail.min(MAX)];
+        let window = &self.window[self.start..self.start + avail.min(MAX)];
         let n = self.cutter.cut(window);
-        let chunk = self.buf[self.start..self.start + n].to_vec();
+        let chunk = ChunkRef {
+            window: self.window.clone(),
+            start: self.start,
+            len: n,
+        };
         self.start += n;
         self.total += n as u64;
         if self.total > MAX_FILE_SIZE {
@@ -168,10 +216,15 @@ impl<R: Read> StreamChunker<R> {
         }
         Ok(Some(chunk))
     }
+
+    /// Whether the stream is fully consumed.
+    fn finished(&self) -> bool {
+        self.eof && self.start == self.filled
+    }
 }
 
 /// One chunk to hash and store: its index in the file and its bytes.
-type Job = (usize, Arc<Vec<u8>>);
+type Job = (usize, ChunkRef);
 type SharedJobs = Arc<Mutex<Receiver<Job>>>;
 
 fn worker_count() -> usize {
@@ -263,7 +316,7 @@ fn import_stream(batch: &Batch<'_>, reader: impl Read, path: &Path) -> Result<Im
         None => return import_small(batch, &[]),
         Some(c) => c,
     };
-    if chunker.eof && chunker.start == chunker.filled {
+    if chunker.finished() {
         // A single chunk (every file of at most 1 MiB, and some larger).
         if first.len() <= MIN {
             return import_small(batch, &first);
@@ -281,7 +334,7 @@ fn import_stream(batch: &Batch<'_>, reader: impl Read, path: &Path) -> Result<Im
         }
     };
     let (size, file_hash) = std::thread::scope(|s| -> Result<(u64, blake3::Hash)> {
-        let (hash_tx, hash_rx) = sync_channel::<Arc<Vec<u8>>>(2);
+        let (hash_tx, hash_rx) = sync_channel::<ChunkRef>(2);
         let hasher = s.spawn(move || {
             let mut h = blake3::Hasher::new();
             for c in hash_rx {
@@ -327,7 +380,6 @@ fn import_stream(batch: &Batch<'_>, reader: impl Read, path: &Path) -> Result<Im
         let mut read_error = None;
         while let Some(chunk) = next {
             size += chunk.len() as u64;
-            let chunk = Arc::new(chunk);
             if hash_tx.send(chunk.clone()).is_err() || work_tx.send((idx, chunk)).is_err() {
                 break;
             }
