@@ -127,7 +127,9 @@ pub fn doctor(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
         })?;
         let v = store.verify().map_err(store_err(&info))?;
         for p in &v.problems {
-            report.problems.push(format!("{}: objects: {p:?}", info.name));
+            report
+                .problems
+                .push(format!("{}: objects: {p:?}", info.name));
         }
         report.notes.push(format!(
             "{}: {} commits and {} pages checked, objects verified",
@@ -147,7 +149,9 @@ pub fn verify(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
         for p in &v.problems {
             report.problems.push(format!("{}: {p:?}", info.name));
         }
-        report.notes.push(format!("{}: objects verified", info.name));
+        report
+            .notes
+            .push(format!("{}: objects verified", info.name));
     }
     Ok(report)
 }
@@ -172,7 +176,9 @@ pub fn recover_submissions(dir: &Path, repo: Option<&str>) -> Result<Report, Adm
         let r = root.open_repository(info.id).map_err(meta_err(&info))?;
         r.recover_submissions().map_err(meta_err(&info))?;
         pins::resume_cleanup(&r).map_err(meta_err(&info))?;
-        report.notes.push(format!("{}: submissions recovered", info.name));
+        report
+            .notes
+            .push(format!("{}: submissions recovered", info.name));
     }
     Ok(report)
 }
@@ -198,9 +204,7 @@ pub fn live_objects(
     let mut manifests = Vec::new();
     {
         let tx = repo.database().begin_read().map_err(|e| dbe(e.into()))?;
-        let commits = tx
-            .open_table(tables::COMMITS)
-            .map_err(|e| dbe(e.into()))?;
+        let commits = tx.open_table(tables::COMMITS).map_err(|e| dbe(e.into()))?;
         for row in commits.range::<u64>(..).map_err(|e| dbe(e.into()))? {
             let (_, v) = row.map_err(|e| dbe(e.into()))?;
             let c = CommitRecord::decode(v.value()).map_err(|e| me(e.into()))?;
@@ -241,8 +245,8 @@ pub fn live_objects(
             Err(e) if required => return Err(se(e)),
             Err(_) => continue,
         };
-        let m = scribe_objects::decode_manifest(&payload)
-            .map_err(|e| me(MetadataError::Format(e)))?;
+        let m =
+            scribe_objects::decode_manifest(&payload).map_err(|e| me(MetadataError::Format(e)))?;
         for c in m.chunks {
             let cid = ObjectId::chunk(c.id);
             if required || store.contains(&cid).map_err(se)? {

@@ -95,12 +95,16 @@ enum RepoCommand {
 fn hint(e: &anyhow::Error) -> Option<&'static str> {
     for cause in e.chain() {
         if let Some(OpenError::InUse { .. }) = cause.downcast_ref::<OpenError>() {
-            return Some("stop the process that serves this data root, or connect to it with scribe://");
+            return Some(
+                "stop the process that serves this data root, or connect to it with scribe://",
+            );
         }
         if let Some(admin::AdminError::Open(OpenError::InUse { .. })) =
             cause.downcast_ref::<admin::AdminError>()
         {
-            return Some("stop the server first; offline commands need the data root to themselves");
+            return Some(
+                "stop the server first; offline commands need the data root to themselves",
+            );
         }
     }
     None
@@ -165,7 +169,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             runtime_dir,
             tls_cert,
             tls_key,
-        } => serve(&data.data, &listen, runtime_dir.as_deref(), tls_cert, tls_key),
+        } => serve(
+            &data.data,
+            &listen,
+            runtime_dir.as_deref(),
+            tls_cert,
+            tls_key,
+        ),
         Command::Doctor(a) => Ok(print_report(
             "doctor",
             &admin::doctor(&a.data, a.repo.as_deref())?,
@@ -239,7 +249,11 @@ fn serve(
     if let Some(dir) = runtime_dir {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create runtime directory {}", dir.display()))?;
-        write_runtime(dir, "scribe-server.pid", &format!("{}\n", std::process::id()))?;
+        write_runtime(
+            dir,
+            "scribe-server.pid",
+            &format!("{}\n", std::process::id()),
+        )?;
         write_runtime(dir, "listen", &format!("{addr}\n"))?;
     }
     eprintln!(

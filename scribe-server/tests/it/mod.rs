@@ -1,0 +1,7 @@
+mod support;
+
+mod embedded;
+mod hostile;
+mod ops;
+mod process;
+mod tls;
