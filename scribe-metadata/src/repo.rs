@@ -18,6 +18,16 @@ use crate::tables::{self, meta};
 /// File name of the repository database.
 pub const METADATA_FILE: &str = "metadata.redb";
 
+/// redb page cache of one repository database. redb's default (1 GiB)
+/// would let a large streamed acceptance hold most of the file in memory.
+pub const METADATA_CACHE_BYTES: usize = 64 * 1024 * 1024;
+
+fn builder() -> redb::Builder {
+    let mut b = Database::builder();
+    b.set_cache_size(METADATA_CACHE_BYTES);
+    b
+}
+
 /// One open repository. Readers use MVCC snapshots and never wait for
 /// acceptance; acceptance is serialised by the publication gate.
 pub struct Repository {
@@ -56,7 +66,7 @@ impl Repository {
         main: BranchId,
         created_ms: u64,
     ) -> Result<()> {
-        let db = Database::create(dir.join(METADATA_FILE))?;
+        let db = builder().create(dir.join(METADATA_FILE))?;
         let incarnation = RepositoryId::random().0;
         let mut tx = db.begin_write()?;
         tx.set_durability(Durability::Immediate)?;
@@ -155,7 +165,7 @@ impl Repository {
         if !path.exists() {
             return Err(MetadataError::corrupt(format!("{} is missing", path.display())));
         }
-        let db = Database::open(&path)?;
+        let db = builder().open(&path)?;
         let (incarnation, main_branch) = {
             let tx = db.begin_read()?;
             check_markers(&tx, &path, &id)?
