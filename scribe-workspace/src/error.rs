@@ -26,6 +26,14 @@ pub enum WorkspaceError {
     },
     #[error("workspace state is missing {key}")]
     MissingMeta { key: &'static str },
+    #[error("a sync to change {target} is unfinished; run `scribe sync` to complete it")]
+    JournalInProgress { target: u64 },
+    #[error("no sync is in progress")]
+    NoJournal,
+    #[error("the sync journal still has work for {path}")]
+    JournalUnfinished { path: String },
+    #[error("could not write {path}: {detail}")]
+    Materialize { path: String, detail: String },
     #[error("workspace database: {0}")]
     Database(#[from] redb::Error),
     #[error("{path}: {source}")]

@@ -16,3 +16,5 @@ pub mod state;
 
 pub use error::WorkspaceError;
 pub use state::{Workspace, WorkspaceMeta};
+pub mod recovery;
+pub mod sync;

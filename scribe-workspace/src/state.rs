@@ -690,6 +690,12 @@ impl StateWrite {
     }
 }
 
+/// A sample binding for tests of this crate.
+#[cfg(test)]
+pub(crate) fn tests_meta() -> WorkspaceMeta {
+    tests::meta()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
