@@ -16,5 +16,6 @@ pub mod state;
 
 pub use error::WorkspaceError;
 pub use state::{Workspace, WorkspaceMeta};
+pub mod open;
 pub mod recovery;
 pub mod sync;
