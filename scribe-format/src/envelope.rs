@@ -148,37 +148,41 @@ impl EnvelopeHeader {
     }
 }
 
+/// The codec-1 representation of `payload` (`u64 original length` then
+/// blocks of 262,144 bytes), or `None` when it would not be smaller than the
+/// payload itself.
+pub fn encode_codec1(payload: &[u8]) -> Option<Vec<u8>> {
+    if payload.is_empty() {
+        return None;
+    }
+    let mut body = Vec::with_capacity(payload.len() / 2 + 64);
+    body.put_u64(payload.len() as u64);
+    for chunk in payload.chunks(MAX_BLOCK_BYTES as usize) {
+        block::encode_block(chunk, &mut body);
+        if body.len() >= payload.len() {
+            return None; // cannot end up smaller any more
+        }
+    }
+    Some(body)
+}
+
 /// Encode an object payload into an envelope under `compression`.
 pub fn encode(kind: ObjectKind, payload: &[u8], compression: Compression) -> Vec<u8> {
-    if compression == Compression::Lz4 && !payload.is_empty() {
-        let mut body = Vec::with_capacity(payload.len() / 2 + 64);
-        body.put_u64(payload.len() as u64);
-        for chunk in payload.chunks(MAX_BLOCK_BYTES as usize) {
-            block::encode_block(chunk, &mut body);
-            if body.len() >= payload.len() {
-                break; // cannot end up smaller any more
-            }
-        }
-        if body.len() < payload.len() {
-            let mut out = Vec::with_capacity(HEADER_LEN + body.len());
-            EnvelopeHeader {
-                kind,
-                codec: CODEC_LZ4_BLOCKS,
-                stored_len: body.len() as u64,
-            }
-            .write(&mut out);
-            out.extend_from_slice(&body);
-            return out;
-        }
-    }
-    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
+    let (codec, stored) = match compression {
+        Compression::Lz4 => match encode_codec1(payload) {
+            Some(body) => (CODEC_LZ4_BLOCKS, Cow::Owned(body)),
+            None => (CODEC_IDENTITY, Cow::Borrowed(payload)),
+        },
+        Compression::None => (CODEC_IDENTITY, Cow::Borrowed(payload)),
+    };
+    let mut out = Vec::with_capacity(HEADER_LEN + stored.len());
     EnvelopeHeader {
         kind,
-        codec: CODEC_IDENTITY,
-        stored_len: payload.len() as u64,
+        codec,
+        stored_len: stored.len() as u64,
     }
     .write(&mut out);
-    out.extend_from_slice(payload);
+    out.extend_from_slice(&stored);
     out
 }
 
@@ -209,7 +213,7 @@ pub fn decode(bytes: &[u8], max_payload: u64) -> Result<Decoded<'_>, FormatError
             check_payload_limit(stored.len() as u64, max_payload)?;
             Cow::Borrowed(stored)
         }
-        _ => Cow::Owned(decode_blocks(stored, max_payload)?),
+        _ => Cow::Owned(decode_codec1(stored, max_payload)?),
     };
     Ok(Decoded {
         kind: header.kind,
@@ -254,9 +258,11 @@ fn check_payload_limit(len: u64, max_payload: u64) -> Result<(), FormatError> {
     Ok(())
 }
 
-/// Decode a codec-1 body. The block structure is checked first without
-/// allocating, so a hostile original length costs nothing.
-fn decode_blocks(stored: &[u8], max_payload: u64) -> Result<Vec<u8>, FormatError> {
+/// Decode a codec-1 body (`u64 original length` then blocks) of at most
+/// `max_payload` original bytes. The block structure is checked first
+/// without allocating, so a hostile original length costs nothing. Wire
+/// frames reuse this representation for transfer compression.
+pub fn decode_codec1(stored: &[u8], max_payload: u64) -> Result<Vec<u8>, FormatError> {
     let mut r = Reader::new(stored);
     let original_len = r.u64("codec-1 original length")?;
     check_payload_limit(original_len, max_payload)?;

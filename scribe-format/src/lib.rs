@@ -19,6 +19,7 @@
 //! | [`operation`] | section 8, the operation fingerprint |
 //! | [`snapshot`] | section 12 schema 3: links, root rows, radix pages, file records |
 //! | [`portable`] | portable tree commitments |
+//! | [`wire`] | the client-server protocol (`docs/wire-format.md`) |
 //! | [`limits`] | section 11 |
 //! | [`error`] | the one registry of error codes |
 
@@ -36,6 +37,7 @@ pub mod operation;
 pub mod path;
 pub mod portable;
 pub mod snapshot;
+pub mod wire;
 
 pub use error::{ErrorCode, FormatError};
 pub use id::{

@@ -267,6 +267,19 @@ fn header_parse_names_each_field() {
     }
 }
 
+/// Regression (found by fuzzing): a commit envelope whose payload is too
+/// short for a version word decodes as an envelope but has no identity, so
+/// the streaming decoder (which verifies identity) refuses it.
+#[test]
+fn short_commit_payload_has_no_identity() {
+    let env = envelope::encode(ObjectKind::Commit, b"C", Compression::None);
+    assert!(envelope::decode(&env, 100).is_ok());
+    assert!(object_identity(ObjectKind::Commit, b"C").is_err());
+    let header = EnvelopeHeader::parse(env[..HEADER_LEN].try_into().unwrap()).unwrap();
+    let mut out = Vec::new();
+    assert!(envelope::decode_stream(&header, &mut &env[HEADER_LEN..], &mut out, 100).is_err());
+}
+
 proptest! {
     #[test]
     fn any_payload_round_trips(payload in proptest::collection::vec(any::<u8>(), 0..5000), repeat in 0usize..4, lz4 in any::<bool>()) {

@@ -11,3 +11,4 @@ mod manifest;
 mod path;
 mod portable;
 mod snapshot;
+mod wire;

@@ -1,0 +1,547 @@
+//! Tests for `scribe_format::wire`: handshake, frames, every message.
+
+use proptest::prelude::*;
+use scribe_format::wire::codec::{from_bytes, to_bytes};
+use scribe_format::wire::frame::{self, check_frame_len, decode_frame_body};
+use scribe_format::wire::handshake::{HandshakeStatus, FLAG_LZ4, HANDSHAKE_LEN};
+use scribe_format::wire::message::*;
+use scribe_format::wire::{self, Answer, Bytes, Hello, Request, Response, Text};
+use scribe_format::{
+    BranchId, ChangeSetId, CommitId, ErrorCode, FileContentId, FormatError, ManifestId, ObjectId,
+    ObjectKind, OperationId, RepositoryId, WorkspaceId,
+};
+
+use crate::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
+
+fn entry(path: &str, live: bool) -> TreeEntry {
+    TreeEntry {
+        path: path.into(),
+        change: 7,
+        state: live.then_some(FileState {
+            manifest: ManifestId([1; 32]),
+            content: FileContentId([2; 32]),
+            size: 3,
+            mode: 1,
+        }),
+    }
+}
+
+fn summary() -> CommitSummary {
+    CommitSummary {
+        change: 9,
+        commit: CommitId([4; 32]),
+        branch: BranchId([5; 16]),
+        parent: 8,
+        workspace: WorkspaceId([6; 16]),
+        operation: OperationId([7; 16]),
+        author: "Ada".into(),
+        message: Text("Hero: final pass ✓".into()),
+        timestamp_ms: 1_700_000_000_000,
+        entry_count: 2,
+    }
+}
+
+fn lock() -> LockInfo {
+    LockInfo {
+        path: "art/hero.psd".into(),
+        generation: 3,
+        workspace: WorkspaceId([1; 16]),
+        branch: BranchId([2; 16]),
+        author: "ada".into(),
+        acquired_ms: 5,
+    }
+}
+
+fn workspace() -> WorkspaceInfo {
+    WorkspaceInfo {
+        workspace: WorkspaceId([1; 16]),
+        branch: BranchId([2; 16]),
+        branch_name: "main".into(),
+        view: vec!["art".into()],
+        label: "ada-desktop".into(),
+        tags: vec!["artist".into()],
+        created_ms: 1,
+        retired: false,
+        repository: RepositoryId([3; 16]),
+        incarnation: [4; 16],
+        head: 5,
+    }
+}
+
+/// One request of every opcode.
+fn every_request() -> Vec<Request> {
+    let repo = || "game".to_string();
+    let oid = ObjectId::new(ObjectKind::Chunk, [9; 32]);
+    vec![
+        Request::Status(StatusRequest {}),
+        Request::RepoCreate(RepoCreate { name: repo() }),
+        Request::RepoList(RepoListRequest {}),
+        Request::WorkspaceRegister(WorkspaceRegister {
+            repo: repo(),
+            workspace: WorkspaceId([1; 16]),
+            branch: String::new(),
+            view: vec!["art".into(), "levels/one".into()],
+            label: "desk".into(),
+            tags: vec![],
+        }),
+        Request::WorkspaceRetire(WorkspaceRetire {
+            repo: repo(),
+            workspace: WorkspaceId([1; 16]),
+        }),
+        Request::WorkspaceList(WorkspaceListRequest { repo: repo() }),
+        Request::ObjectsMissing(ObjectsMissing {
+            repo: repo(),
+            ids: vec![oid, ObjectId::new(ObjectKind::Manifest, [8; 32])],
+        }),
+        Request::ObjectPut(ObjectPut {
+            repo: repo(),
+            operation: OperationId([2; 16]),
+            id: oid,
+            total_len: 10,
+            offset: 0,
+            data: Bytes(b"0123456789".to_vec()),
+        }),
+        Request::ObjectGet(ObjectGet {
+            repo: repo(),
+            id: oid,
+            offset: 4,
+            max_len: 1 << 20,
+        }),
+        Request::Submit(Submit {
+            repo: repo(),
+            operation: OperationId([3; 16]),
+            workspace: WorkspaceId([1; 16]),
+            branch: BranchId([0; 16]),
+            change_set: ChangeSetId([4; 32]),
+            author: "ada".into(),
+            message: Text("message".into()),
+            keep_locks: true,
+            timestamp_ms: 11,
+        }),
+        Request::OperationOutcome(OperationOutcome {
+            repo: repo(),
+            operation: OperationId([3; 16]),
+        }),
+        Request::Delta(Delta {
+            repo: repo(),
+            branch: BranchId([0; 16]),
+            from: 1,
+            to: 0,
+            after: String::new(),
+            limit: 100,
+        }),
+        Request::List(List {
+            repo: repo(),
+            branch: BranchId([0; 16]),
+            change: 0,
+            prefix: "art".into(),
+            recursive: false,
+            after: "art/a".into(),
+            limit: 10,
+        }),
+        Request::Stat(Stat {
+            repo: repo(),
+            branch: BranchId([0; 16]),
+            change: 4,
+            path: "a".into(),
+        }),
+        Request::History(History {
+            repo: repo(),
+            branch: BranchId([0; 16]),
+            path: "a".into(),
+            before: 0,
+            limit: 5,
+        }),
+        Request::Log(Log {
+            repo: repo(),
+            branch: BranchId([0; 16]),
+            before: 0,
+            limit: 20,
+        }),
+        Request::Describe(Describe {
+            repo: repo(),
+            change: 3,
+            after: String::new(),
+            limit: 50,
+        }),
+        Request::LockAcquire(LockAcquire {
+            repo: repo(),
+            workspace: WorkspaceId([1; 16]),
+            branch: BranchId([0; 16]),
+            author: "ada".into(),
+            paths: vec!["art/hero.psd".into()],
+        }),
+        Request::LockRelease(LockRelease {
+            repo: repo(),
+            workspace: WorkspaceId([1; 16]),
+            paths: vec!["art/hero.psd".into()],
+        }),
+        Request::LockList(LockList {
+            repo: repo(),
+            prefix: String::new(),
+            after: String::new(),
+            limit: 100,
+        }),
+    ]
+}
+
+/// One reply of every opcode, plus the error reply.
+fn every_response() -> Vec<Response> {
+    let repo_info = RepoInfo {
+        id: RepositoryId([1; 16]),
+        name: "game".into(),
+        main_branch: BranchId([2; 16]),
+        incarnation: [3; 16],
+        head: 4,
+        created_ms: 5,
+    };
+    vec![
+        Response::Status(StatusReply {
+            server_version: "0.1.0".into(),
+            schema: "scribe.rpc.v1".into(),
+            uptime_ms: 1,
+            repositories: 2,
+            connections: 3,
+        }),
+        Response::RepoCreated(repo_info.clone()),
+        Response::RepoList(RepoList {
+            repositories: vec![repo_info],
+        }),
+        Response::WorkspaceRegistered(workspace()),
+        Response::WorkspaceRetired(Ack {}),
+        Response::WorkspaceList(WorkspaceList {
+            workspaces: vec![workspace()],
+        }),
+        Response::ObjectsMissing(ObjectsMissingReply {
+            missing: vec![ObjectId::new(ObjectKind::Chunk, [9; 32])],
+        }),
+        Response::ObjectPut(ObjectPutReply {
+            received: 10,
+            complete: true,
+        }),
+        Response::ObjectData(ObjectData {
+            total_len: 10,
+            offset: 4,
+            data: Bytes(b"456789".to_vec()),
+        }),
+        Response::Submitted(Outcome {
+            change: 12,
+            commit: Some(CommitId([1; 32])),
+            code: 0,
+            detail: String::new(),
+            paths: vec![],
+        }),
+        Response::OperationOutcome(OperationOutcomeReply {
+            outcome: Some(Outcome {
+                change: 0,
+                commit: None,
+                code: ErrorCode::BaseMismatch.number(),
+                detail: "stale".into(),
+                paths: vec!["a".into()],
+            }),
+        }),
+        Response::Delta(DeltaPage {
+            to: 9,
+            entries: vec![entry("a", true), entry("b", false)],
+            next: Some("b".into()),
+        }),
+        Response::List(ListPage {
+            change: 9,
+            entries: vec![entry("art/a", true)],
+            directories: vec!["art/sub".into()],
+            next: None,
+        }),
+        Response::Stat(StatReply {
+            change: 9,
+            entry: Some(entry("a", true)),
+        }),
+        Response::History(HistoryPage {
+            entries: vec![HistoryEntry {
+                change: 3,
+                action: 1,
+                state: entry("a", true).state,
+                moved_from: Some(MoveFrom {
+                    path: "old".into(),
+                    change: 2,
+                }),
+            }],
+            next: 0,
+        }),
+        Response::Log(LogPage {
+            commits: vec![summary()],
+            next: 8,
+        }),
+        Response::Describe(DescribeReply {
+            commit: summary(),
+            entries: vec![DescribedEntry {
+                path: "a".into(),
+                action: 2,
+                state: entry("a", true).state,
+                moved_from: None,
+            }],
+            next: None,
+        }),
+        Response::LocksAcquired(LocksReply {
+            locks: vec![lock()],
+        }),
+        Response::LocksReleased(LocksReply { locks: vec![] }),
+        Response::LockList(LockListPage {
+            locks: vec![lock()],
+            next: None,
+        }),
+        Response::Error(ErrorReply {
+            code: ErrorCode::LockedByOther.number(),
+            message: "art/hero.psd is locked by ada".into(),
+            paths: vec!["art/hero.psd".into()],
+        }),
+    ]
+}
+
+#[test]
+fn every_opcode_has_a_sample_and_opcodes_are_unique() {
+    let requests = every_request();
+    assert_eq!(requests.len(), Request::OPCODES.len());
+    let mut seen = std::collections::BTreeSet::new();
+    for r in &requests {
+        assert!(seen.insert(r.opcode()), "duplicate opcode {}", r.opcode());
+        assert!(r.opcode() < frame::REPLY_BIT);
+    }
+    assert_eq!(every_response().len(), requests.len() + 1);
+}
+
+#[test]
+fn every_message_round_trips_through_frames_with_and_without_lz4() {
+    for lz4 in [false, true] {
+        for req in every_request() {
+            let bytes = wire::request_frame(&req, lz4);
+            let (op, payload) = wire::decode_frame(&bytes, lz4).unwrap();
+            assert_eq!(Request::decode(op, &payload).unwrap(), req);
+            assert_refuses_truncation_and_trailing(req.name(), &bytes, |b| {
+                wire::decode_frame(b, lz4).and_then(|(op, p)| Request::decode(op, &p).map(|_| ()))
+            });
+        }
+        for rep in every_response() {
+            let bytes = wire::response_frame(&rep, lz4);
+            let (op, payload) = wire::decode_frame(&bytes, lz4).unwrap();
+            assert_eq!(Response::decode(op, &payload).unwrap(), rep);
+        }
+    }
+}
+
+#[test]
+fn replies_pair_with_their_requests() {
+    for (req, rep) in every_request().iter().zip(every_response()) {
+        assert!(rep.answers(req), "{} vs {:?}", req.name(), rep.opcode());
+        assert_eq!(rep.opcode(), req.opcode() | 0x8000);
+    }
+    let err = Response::Error(ErrorReply::new(ErrorCode::Busy, "later"));
+    assert!(err.answers(&every_request()[0]));
+    assert_eq!(err.opcode(), 0xffff);
+}
+
+#[test]
+fn golden_frames() {
+    let mut goldens = Vec::new();
+    for req in every_request().into_iter().take(4) {
+        goldens.push(Golden {
+            name: format!("request-{:04x}", req.opcode()),
+            bytes: wire::request_frame(&req, false),
+            identity: None,
+        });
+    }
+    goldens.push(Golden {
+        name: "reply-error".into(),
+        bytes: wire::response_frame(every_response().last().unwrap(), false),
+        identity: None,
+    });
+    goldens.push(Golden {
+        name: "hello".into(),
+        bytes: Hello::new(true).encode().to_vec(),
+        identity: None,
+    });
+    goldens.push(Golden {
+        name: "answer-accepted".into(),
+        bytes: Hello::new(true).answer().encode().to_vec(),
+        identity: None,
+    });
+    let committed = check_area("wire", &goldens);
+    for (name, bytes) in &committed {
+        if name.starts_with("request") {
+            let (op, p) = wire::decode_frame(bytes, false).unwrap();
+            let req = Request::decode(op, &p).unwrap();
+            assert_eq!(&wire::request_frame(&req, false), bytes);
+        }
+    }
+}
+
+#[test]
+fn hand_built_status_frame_and_error_reply() {
+    // length 3 = opcode + flags, empty payload
+    assert_eq!(
+        wire::request_frame(&Request::Status(StatusRequest {}), true),
+        vec![3, 0, 0, 0, 0x01, 0x00, 0]
+    );
+    let err = Response::Error(ErrorReply {
+        code: 204,
+        message: "no".into(),
+        paths: vec!["a".into()],
+    });
+    let mut want = vec![];
+    want.extend_from_slice(&(3u32 + 2 + 2 + 2 + 4 + 2 + 1).to_le_bytes());
+    want.extend_from_slice(&[0xff, 0xff, 0]);
+    want.extend_from_slice(&204u16.to_le_bytes());
+    want.extend_from_slice(&2u16.to_le_bytes());
+    want.extend_from_slice(b"no");
+    want.extend_from_slice(&1u32.to_le_bytes());
+    want.extend_from_slice(&1u16.to_le_bytes());
+    want.extend_from_slice(b"a");
+    assert_eq!(wire::response_frame(&err, false), want);
+}
+
+#[test]
+fn hello_and_answer() {
+    let hello = Hello::new(true);
+    let bytes = hello.encode();
+    assert_eq!(&bytes[..8], b"SCRBWIRE");
+    assert_eq!(&bytes[8..10], &[1, 0]);
+    assert_eq!(&bytes[10..12], &[1, 0]);
+    assert_eq!(&bytes[12..16], &[0; 4]);
+    assert_eq!(&bytes[16..29], b"scribe.rpc.v1");
+    assert_eq!(&bytes[29..], &[0; 3]);
+    assert_eq!(Hello::decode(&bytes).unwrap(), hello);
+    let answer = hello.answer();
+    assert_eq!(answer.status, HandshakeStatus::Accepted);
+    assert_eq!(answer.flags, FLAG_LZ4);
+    assert_eq!(Answer::decode(&answer.encode()).unwrap(), answer);
+
+    let mut future = hello.clone();
+    future.version = 2;
+    assert_eq!(
+        future.answer().status,
+        HandshakeStatus::UnsupportedHandshake
+    );
+    let mut other = hello.clone();
+    other.schema = "scribe.rpc.v9".into();
+    assert_eq!(other.answer().status, HandshakeStatus::UnsupportedSchema);
+    assert_eq!(other.answer().flags, 0);
+
+    let mut bad = bytes;
+    bad[0] = b'X';
+    assert!(Hello::decode(&bad).is_err());
+    let mut bad = bytes;
+    bad[13] = 1;
+    assert!(Hello::decode(&bad).is_err());
+    let mut bad = bytes;
+    bad[30] = b'x';
+    assert!(Hello::decode(&bad).is_err(), "bytes after the NUL padding");
+    let mut bad = bytes;
+    bad[11] = 0x80;
+    assert!(Hello::decode(&bad).is_err(), "unknown flag");
+    let http = *b"GET / HTTP/1.1\r\nHost: x\r\n\r\n\0\0\0\0\0";
+    assert_eq!(http.len(), HANDSHAKE_LEN);
+    assert!(Hello::decode(&http).is_err());
+    assert_eq!(Answer::malformed().status, HandshakeStatus::Malformed);
+}
+
+#[test]
+fn oversized_frames_are_refused_from_the_length_word() {
+    assert!(matches!(
+        check_frame_len((wire::MAX_FRAME_BYTES + 1).to_le_bytes()),
+        Err(FormatError::LimitExceeded { .. })
+    ));
+    assert!(check_frame_len(u32::MAX.to_le_bytes()).is_err());
+    assert!(check_frame_len(2u32.to_le_bytes()).is_err());
+    assert_eq!(check_frame_len(3u32.to_le_bytes()).unwrap(), 3);
+}
+
+#[test]
+fn hostile_frame_bodies() {
+    // unknown opcode
+    assert!(Request::decode(0x7777, &[]).is_err());
+    // a reply opcode is not a request
+    assert!(Request::decode(0x8001, &[]).is_err());
+    // unknown flag bits
+    assert!(decode_frame_body(&[1, 0, 2], true).is_err());
+    // compression that was not negotiated
+    let compressed = wire::request_frame(
+        &Request::RepoCreate(RepoCreate {
+            name: "x".repeat(4000),
+        }),
+        true,
+    );
+    assert_eq!(compressed[6], 1, "a 4000-byte repetitive name compresses");
+    assert!(wire::decode_frame(&compressed, false).is_err());
+    assert!(wire::decode_frame(&compressed, true).is_ok());
+    // a compressed payload declaring more than the frame payload limit
+    let mut bomb = vec![0x01, 0x00, 1];
+    bomb.extend_from_slice(&(frame::MAX_PAYLOAD_BYTES + 1).to_le_bytes());
+    assert!(decode_frame_body(&bomb, true).is_err());
+    // a list count larger than the frame
+    let mut payload = to_bytes(&"game".to_string());
+    payload.extend_from_slice(&u32::MAX.to_le_bytes());
+    assert!(matches!(
+        Request::decode(0x0030, &payload),
+        Err(FormatError::Truncated { .. })
+    ));
+    // strict booleans and options
+    let mut list = to_bytes(&List {
+        repo: "g".into(),
+        branch: BranchId([0; 16]),
+        change: 0,
+        prefix: String::new(),
+        recursive: true,
+        after: String::new(),
+        limit: 1,
+    });
+    let at = 2 + 1 + 16 + 8 + 2;
+    assert_eq!(list[at], 1);
+    list[at] = 2;
+    assert!(Request::decode(0x0051, &list).is_err());
+    assert!(from_bytes::<Option<u8>>(&[2, 0], "option").is_err());
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_frames_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512), lz4 in any::<bool>()) {
+        if let Ok((op, payload)) = wire::decode_frame(&bytes, lz4) {
+            let _ = Request::decode(op, &payload);
+            let _ = Response::decode(op, &payload);
+        }
+        if bytes.len() >= 2 {
+            let op = u16::from_le_bytes([bytes[0], bytes[1]]);
+            let _ = Request::decode(op, &bytes[2..]);
+            let _ = Response::decode(op | 0x8000, &bytes[2..]);
+        }
+    }
+
+    #[test]
+    fn mutated_requests_never_panic(index in 0usize..20, pos in any::<usize>(), value in any::<u8>()) {
+        let req = &every_request()[index % 20];
+        let mut payload = req.encode_payload();
+        if !payload.is_empty() {
+            let p = pos % payload.len();
+            payload[p] = value;
+        }
+        if let Ok(decoded) = Request::decode(req.opcode(), &payload) {
+            prop_assert_eq!(decoded.encode_payload(), payload);
+        }
+    }
+
+    #[test]
+    fn submit_round_trips(message in ".{0,200}", author in "[a-zA-Z ]{0,40}", keep in any::<bool>(), ts in any::<u64>()) {
+        let req = Request::Submit(Submit {
+            repo: "r".into(),
+            operation: OperationId([1; 16]),
+            workspace: WorkspaceId([2; 16]),
+            branch: BranchId([3; 16]),
+            change_set: ChangeSetId([4; 32]),
+            author,
+            message: Text(message),
+            keep_locks: keep,
+            timestamp_ms: ts,
+        });
+        let frame = wire::request_frame(&req, true);
+        let (op, p) = wire::decode_frame(&frame, true).unwrap();
+        prop_assert_eq!(Request::decode(op, &p).unwrap(), req);
+    }
+}
