@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use scribe_format::{FileContentId, ManifestId, ObjectId, OperationId, WorkspaceId};
 use scribe_metadata::accept::{Outcome, Submission};
-use scribe_metadata::interim::{ChangeSet, Entry, FileState, Mode};
+use scribe_format::changeset::{ChangeSet, Entry, FileState, Mode};
 use scribe_metadata::{DataRoot, MemoryObjects, Objects};
 
 fn peak_rss_mib() -> f64 {
@@ -59,7 +59,7 @@ fn path(i: u64) -> String {
 
 fn submission(objects: &MemoryObjects, main: scribe_format::BranchId, entries: Vec<Entry>) -> Submission {
     let cs = ChangeSet::new(entries);
-    let id = cs.id();
+    let id = cs.id().expect("valid change set");
     objects.insert(ObjectId::change_set(id), Vec::new());
     Submission {
         operation: OperationId::random(),

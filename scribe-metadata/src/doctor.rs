@@ -36,7 +36,7 @@ use scribe_format::{path, BranchId, ManifestId, ObjectId};
 
 use crate::error::Result;
 use crate::fmt::{Link, Node, RootRow};
-use crate::interim::{commit_id, envelope_links};
+use scribe_format::commit::{commit_id, StoredCommit};
 use crate::records::{
     decode_accepted_manifest, decode_move, decode_u64, keys, CommitRecord, HistoryRecord,
     LockRecord, OperationRecord, WorkspaceRecord,
@@ -122,20 +122,28 @@ impl Repository {
                     continue;
                 }
             };
-            if commit_id(&bytes) != Some(rec.commit_id) {
+            if commit_id(&bytes).ok() != Some(rec.commit_id) {
                 rep.add(
                     "commit.envelope-identity",
                     format!("change {change}: envelope does not hash to {}", rec.commit_id),
                 );
             }
-            let Some(links) = envelope_links(&bytes) else {
-                rep.add("commit.envelope-fields", format!("change {change}: envelope does not decode"));
-                continue;
+            let links = match StoredCommit::decode(&bytes) {
+                Ok(StoredCommit::V5(env)) => env,
+                Ok(_) => {
+                    rep.add("commit.unchained", format!("change {change}: a legacy envelope carries no links"));
+                    continue;
+                }
+                Err(e) => {
+                    rep.add("commit.envelope-fields", format!("change {change}: envelope does not decode: {e}"));
+                    continue;
+                }
             };
-            if links.change != change
-                || links.parent_change != rec.parent
-                || links.branch != rec.branch
-                || links.change_set != rec.change_set
+            if links.payload.change != change
+                || links.payload.parent_change != rec.parent
+                || links.payload.branch != rec.branch
+                || links.payload.change_set != rec.change_set
+                || links.payload.repository != self.id
             {
                 rep.add("commit.envelope-fields", format!("change {change}: envelope disagrees with its index row"));
             }

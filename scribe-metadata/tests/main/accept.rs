@@ -2,7 +2,7 @@
 
 use scribe_format::{ErrorCode, ObjectId, WorkspaceId};
 use scribe_metadata::accept::Outcome;
-use scribe_metadata::interim::Entry;
+use scribe_format::changeset::Entry;
 use scribe_metadata::ObjectPresence;
 
 use super::common::*;
@@ -39,9 +39,12 @@ fn envelopes_chain_and_are_durable_in_the_store() {
     };
     assert!(e.objects.contains(&ObjectId::commit(*id1)).unwrap());
     let bytes = scribe_metadata::CommitSink::read_commit(&*e.objects, &ObjectId::commit(*id2)).unwrap().unwrap();
-    let links = scribe_metadata::interim::envelope_links(&bytes).unwrap();
-    assert_eq!(links.parent_commit, Some(*id1));
-    assert_eq!(links.parent_change, 1);
+    let scribe_format::commit::StoredCommit::V5(env) = scribe_format::commit::StoredCommit::decode(&bytes).unwrap() else {
+        panic!("v5")
+    };
+    assert_eq!(env.parent_commit, Some(*id1));
+    assert_eq!(env.payload.parent_change, 1);
+    assert_eq!(scribe_format::commit::commit_id(&bytes).unwrap(), *id2);
     let root = e.repo.view().unwrap();
     drop(root);
 }

@@ -4,10 +4,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use redb::{ReadableDatabase, ReadableTable};
+use redb::ReadableDatabase;
 use scribe_format::{BranchId, ObjectId, OperationId, WorkspaceId};
 use scribe_metadata::accept::Submission;
-use scribe_metadata::interim::{ChangeSet, Entry, FileState, Mode};
+use scribe_format::changeset::{ChangeSet, Entry, FileState, Mode};
 use scribe_metadata::{tables, DataRoot, DirObjects, Repository};
 
 use super::common::*;
@@ -33,8 +33,8 @@ fn big(objects: &DirObjects, main: BranchId) -> Submission {
     }
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     let cs = ChangeSet::new(entries);
-    let id = cs.id();
-    objects.put(&ObjectId::change_set(id), &cs.encode()).unwrap();
+    let id = cs.id().unwrap();
+    objects.put(&ObjectId::change_set(id), &cs.encode().unwrap()).unwrap();
     Submission {
         operation: OperationId([7; 16]),
         branch: main,

@@ -2,7 +2,8 @@
 
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use scribe_format::{ObjectId, WorkspaceId};
-use scribe_metadata::interim::{CommitEnvelopeV5, CommitPayload, Entry};
+use scribe_format::changeset::Entry;
+use scribe_format::commit::{CommitEnvelopeV5, CommitPayload, Origin};
 use scribe_metadata::records::{keys, CommitRecord, HistoryRecord};
 use scribe_metadata::tables;
 
@@ -91,6 +92,7 @@ fn a_replaced_envelope_with_a_repointed_index_row_is_reported_by_its_child() {
             branch: e.main,
             change: 1,
             parent_change: 0,
+            branched_from: None,
             change_set: rec.change_set,
             operation: rec.operation,
             workspace: rec.workspace,
@@ -100,11 +102,12 @@ fn a_replaced_envelope_with_a_repointed_index_row_is_reported_by_its_child() {
         },
         actor: None,
         parent_commit: None,
+        origin: Origin::None,
         content_root: root.exact.content,
         revision_root: root.exact.revision,
     };
-    let bytes = forged.encode();
-    let id = scribe_metadata::interim::commit_id(&bytes).unwrap();
+    let bytes = forged.encode().unwrap();
+    let id = scribe_format::commit::commit_id(&bytes).unwrap();
     e.objects.put(&ObjectId::commit(id), &bytes).unwrap();
     write(&e, tables::COMMITS, |t| {
         let mut r = CommitRecord::decode(t.get(1).unwrap().unwrap().value()).unwrap();
