@@ -84,7 +84,8 @@ impl MemoryObjects {
         if let Ok(mut m) = self.map.lock() {
             *m = HashMap::new();
         }
-        self.all_present.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.all_present
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -128,7 +129,9 @@ pub struct DirObjects {
 impl DirObjects {
     pub fn open(dir: &Path) -> Result<Arc<Self>> {
         std::fs::create_dir_all(dir).map_err(|e| MetadataError::io(dir, e))?;
-        Ok(Arc::new(DirObjects { dir: dir.to_owned() }))
+        Ok(Arc::new(DirObjects {
+            dir: dir.to_owned(),
+        }))
     }
 
     fn path(&self, id: &ObjectId) -> PathBuf {

@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
+use scribe_format::changeset::{ChangeSet, Entry, FileState, Mode};
 use scribe_format::{
     BranchId, ErrorCode, FileContentId, ManifestId, ObjectId, OperationId, WorkspaceId,
 };
 use scribe_metadata::accept::{Outcome, Submission};
-use scribe_format::changeset::{ChangeSet, Entry, FileState, Mode};
 use scribe_metadata::{DataRoot, DirObjects, Repository};
 
 pub struct Env {
@@ -119,5 +119,9 @@ pub fn commit(env: &Env, entries: Vec<Entry>) -> u64 {
 
 pub fn assert_doctor_clean(repo: &Repository) {
     let report = repo.doctor().expect("doctor");
-    assert!(report.problems.is_empty(), "doctor found {:?}", report.problems);
+    assert!(
+        report.problems.is_empty(),
+        "doctor found {:?}",
+        report.problems
+    );
 }

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
+use scribe_format::changeset::Entry;
 use scribe_format::path::collision_key;
 use scribe_metadata::fmt::{reference_root, FileRecord, NodeValue};
-use scribe_format::changeset::Entry;
 use scribe_metadata::read::ListEntry;
 
 use super::common::*;
@@ -22,7 +22,8 @@ struct Step {
 
 fn steps() -> impl Strategy<Value = Vec<Step>> {
     prop::collection::vec(
-        prop::collection::vec((0..UNIVERSE.len(), any::<bool>()), 1..7).prop_map(|picks| Step { picks }),
+        prop::collection::vec((0..UNIVERSE.len(), any::<bool>()), 1..7)
+            .prop_map(|picks| Step { picks }),
         1..7,
     )
 }
