@@ -20,6 +20,8 @@
 //! | `history.change-paths` | `change_paths` and `history` disagree for a change |
 //! | `history.entry-count` | a change's path count differs from its commit record |
 //! | `history.tree` | a history row differs from the tree value at its change |
+//! | `history.coverage` | a tree value at a branch head has no history row |
+//! | `commit.unchained` | (warning) a legacy v1–v3 envelope carries no links |
 //! | `history.record` | a history row does not decode or has a malformed key |
 //! | `history.moves` | a `moves` row without a matching history move, or the reverse |
 //! | `lineage.missing`, `lineage.extra`, `lineage.value` | `file_lineage` edges against accepted history |
@@ -83,6 +85,11 @@ impl DoctorReport {
 }
 
 impl Repository {
+    /// `verify`: the same read-only checks as [`Repository::doctor`].
+    pub fn verify(&self) -> Result<DoctorReport> {
+        self.doctor()
+    }
+
     /// Read-only verification of every metadata invariant.
     pub fn doctor(&self) -> Result<DoctorReport> {
         let mut rep = DoctorReport::default();
@@ -243,6 +250,21 @@ impl Repository {
             let exact = crate::tree::collect_all(&mut src, &r.exact);
             let fold = crate::tree::collect_all(&mut src, &r.collision);
             if let (Ok(exact), Ok(fold)) = (exact, fold) {
+                // Every tree value at the head is an accepted revision.
+                for (_, v) in &exact {
+                    if history
+                        .get(keys::history(&branch, &v.path, v.last_change).as_slice())?
+                        .is_none()
+                    {
+                        rep.add(
+                            "history.coverage",
+                            format!(
+                                "{}@{} is in the tree but not in history",
+                                v.path, v.last_change
+                            ),
+                        );
+                    }
+                }
                 let want: BTreeMap<Vec<u8>, String> = exact
                     .iter()
                     .filter(|(_, v)| v.state.is_some())

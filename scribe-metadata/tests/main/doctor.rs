@@ -212,3 +212,14 @@ fn a_rewritten_move_row_is_reported() {
     });
     expect(&e, "history.moves");
 }
+
+#[test]
+fn a_removed_history_row_is_reported_as_missing_coverage() {
+    let e = populated();
+    write(&e, tables::HISTORY, |t| {
+        t.remove(keys::history(&e.main, "art/b.png", 1).as_slice())
+            .unwrap();
+    });
+    expect(&e, "history.coverage");
+    expect(&e, "history.change-paths");
+}
