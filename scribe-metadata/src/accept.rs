@@ -28,9 +28,6 @@ use scribe_format::{
 
 use crate::error::{MetadataError, Result};
 use crate::fmt::{FileRecord, Link, NodeValue, RootRow};
-use crate::interim::{
-    operation_fingerprint, Action, ChangeSet, CommitEnvelopeV5, CommitPayload, Entry,
-};
 use crate::records::{
     decode_u64, encode_accepted_manifest, encode_move, keys, CommitRecord, HistoryRecord,
     LockRecord, OperationRecord, RepoMeta, MAX_DETAIL_BYTES,
@@ -39,6 +36,9 @@ use crate::repo::Repository;
 use crate::tables::{self, meta, stage_tag};
 use crate::tree::{lookup, Builder, Overlay, TablePages, BATCH};
 use crate::util::now_ms;
+use scribe_format::changeset::{Action, ChangeSet, Entry};
+use scribe_format::commit::{CommitEnvelopeV5, CommitPayload, Origin};
+use scribe_format::operation::operation_fingerprint;
 
 /// One submission: a change set plus its commit metadata.
 #[derive(Clone, Debug)]
@@ -165,10 +165,16 @@ pub(crate) fn check_shape(s: &Submission) -> Option<Reject> {
         ));
     }
     if s.author.len() > MAX_AUTHOR_BYTES {
-        return Some(Reject::new(ErrorCode::LimitExceeded, "author is longer than 256 bytes"));
+        return Some(Reject::new(
+            ErrorCode::LimitExceeded,
+            "author is longer than 256 bytes",
+        ));
     }
     if s.message.len() > MAX_MESSAGE_BYTES {
-        return Some(Reject::new(ErrorCode::LimitExceeded, "message is longer than 65,536 bytes"));
+        return Some(Reject::new(
+            ErrorCode::LimitExceeded,
+            "message is longer than 65,536 bytes",
+        ));
     }
     if entries.is_empty() {
         return Some(Reject::new(
@@ -197,22 +203,28 @@ pub(crate) fn check_shape(s: &Submission) -> Option<Reject> {
         }
     }
     if !bad_paths.is_empty() {
-        return Some(Reject::with_paths(ErrorCode::InvalidPath, "paths are not canonical", bad_paths));
+        return Some(Reject::with_paths(
+            ErrorCode::InvalidPath,
+            "paths are not canonical",
+            bad_paths,
+        ));
     }
     let malformed = |why: &str, p: &str| {
-        Some(Reject::with_paths(ErrorCode::Malformed, why.to_owned(), vec![p.to_owned()]))
+        Some(Reject::with_paths(
+            ErrorCode::Malformed,
+            why.to_owned(),
+            vec![p.to_owned()],
+        ))
     };
     for e in entries {
         let ok = match e.action {
             Action::Add => e.expected_base == 0 && e.state.is_some(),
             Action::Edit => e.expected_base != 0 && e.state.is_some() && e.moved_from.is_none(),
             Action::Delete => e.expected_base != 0 && e.state.is_none() && e.moved_from.is_none(),
-            Action::Keep => {
-                return malformed(
-                    "a keep is legal only in a submission with a merge parent or cherry-pick source",
-                    &e.path,
-                )
-            }
+            Action::Keep => return malformed(
+                "a keep is legal only in a submission with a merge parent or cherry-pick source",
+                &e.path,
+            ),
         };
         if !ok {
             return malformed(
@@ -227,7 +239,10 @@ pub(crate) fn check_shape(s: &Submission) -> Option<Reject> {
     for e in entries {
         if let Some(m) = &e.moved_from {
             if m.change == 0 || m.path == e.path {
-                return malformed("a move source names a nonzero change and another path", &e.path);
+                return malformed(
+                    "a move source names a nonzero change and another path",
+                    &e.path,
+                );
             }
             let paired = find(entries, &m.path)
                 .is_some_and(|d| d.action == Action::Delete && d.expected_base == m.change);
@@ -564,12 +579,17 @@ pub(crate) fn produce<K: Sink>(
             )?;
         }
         if let Some(st) = &e.state {
-            if seen_manifests.insert(st.manifest) {
-                sink.witness(&st.manifest, &witness)?;
-            }
+            seen_manifests.insert(st.manifest);
         }
     }
-    drop(seen_manifests);
+    // Witnesses in key order: staged transactions then touch contiguous
+    // leaves of `accepted_manifests` instead of random ones.
+    let mut manifests: Vec<ManifestId> = seen_manifests.into_iter().collect();
+    manifests.sort_unstable();
+    for m in &manifests {
+        sink.witness(m, &witness)?;
+    }
+    drop(manifests);
 
     let mut overlay = Overlay {
         droppable_above: next_page,
@@ -579,7 +599,10 @@ pub(crate) fn produce<K: Sink>(
 
     // Exact tree: entries are already sorted by path bytes.
     let mut exact = base_root.exact;
-    let counted: Vec<&Entry> = entries.iter().filter(|e| e.action != Action::Keep).collect();
+    let counted: Vec<&Entry> = entries
+        .iter()
+        .filter(|e| e.action != Action::Keep)
+        .collect();
     for chunk in counted.chunks(BATCH) {
         let edits: Vec<(Vec<u8>, NodeValue)> = chunk
             .iter()
@@ -681,13 +704,14 @@ pub(crate) fn envelope(
     branch_head: u64,
     parent_commit: Option<CommitId>,
     root: &RootRow,
-) -> (Vec<u8>, CommitId) {
+) -> Result<(Vec<u8>, CommitId)> {
     let env = CommitEnvelopeV5 {
         payload: CommitPayload {
             repository: repo.id,
             branch: s.branch,
             change,
             parent_change: branch_head,
+            branched_from: None,
             change_set: s.change_set_id,
             operation: s.operation,
             workspace: s.workspace,
@@ -697,12 +721,13 @@ pub(crate) fn envelope(
         },
         actor: s.actor,
         parent_commit,
+        origin: Origin::None,
         content_root: root.exact.content,
         revision_root: root.exact.revision,
     };
-    let bytes = env.encode();
-    let id = crate::interim::commit_id(&bytes).unwrap_or(CommitId([0; 32]));
-    (bytes, id)
+    let bytes = env.encode()?;
+    let id = scribe_format::commit::commit_id(&bytes)?;
+    Ok((bytes, id))
 }
 
 /// Write the commit ledger, roots, head, lock releases and outcome.
@@ -726,7 +751,11 @@ pub(crate) fn write_ledger(tx: &mut Tx<'_>, l: &Ledger<'_>) -> Result<()> {
         message: s.message.clone(),
         cherry_pick: None,
     };
-    if tx.commits.insert(l.change, record.encode().as_slice())?.is_some() {
+    if tx
+        .commits
+        .insert(l.change, record.encode().as_slice())?
+        .is_some()
+    {
         return Err(MetadataError::Gate(format!("change {} exists", l.change)));
     }
     tx.roots.insert(
@@ -742,7 +771,8 @@ pub(crate) fn write_ledger(tx: &mut Tx<'_>, l: &Ledger<'_>) -> Result<()> {
         .checked_sub(l.old_root.exact.live)
         .ok_or_else(|| MetadataError::corrupt("snapshot-live is below a branch's live count"))?
         + l.root.exact.live;
-    tx.meta.insert(meta::SNAPSHOT_LIVE, live.to_le_bytes().as_slice())?;
+    tx.meta
+        .insert(meta::SNAPSHOT_LIVE, live.to_le_bytes().as_slice())?;
     if !l.releases.is_empty() {
         for (p, rec) in l.releases {
             tx.locks.remove(p.as_str())?;
@@ -750,7 +780,8 @@ pub(crate) fn write_ledger(tx: &mut Tx<'_>, l: &Ledger<'_>) -> Result<()> {
                 .remove(keys::ws_lock_index(&rec.workspace.0, p).as_slice())?;
         }
         let epoch = tx.meta_u64(meta::LOCK_EPOCH)? + 1;
-        tx.meta.insert(meta::LOCK_EPOCH, epoch.to_le_bytes().as_slice())?;
+        tx.meta
+            .insert(meta::LOCK_EPOCH, epoch.to_le_bytes().as_slice())?;
     }
     let op = OperationRecord {
         fingerprint: l.fingerprint,
@@ -759,7 +790,8 @@ pub(crate) fn write_ledger(tx: &mut Tx<'_>, l: &Ledger<'_>) -> Result<()> {
         detail: String::new(),
         recorded_ms: now_ms(),
     };
-    tx.operations.insert(s.operation.0, op.encode().as_slice())?;
+    tx.operations
+        .insert(s.operation.0, op.encode().as_slice())?;
     Ok(())
 }
 
@@ -790,6 +822,22 @@ pub(crate) fn estimated_rows(s: &Submission) -> usize {
 }
 
 impl Repository {
+    /// Benchmarks only: commit buffered acceptances without fsync so that
+    /// per-operation cost can be reported apart from the device's flush
+    /// latency. Never enabled by the service.
+    pub fn set_benchmark_skip_fsync(&self, skip: bool) {
+        self.skip_fsync
+            .store(skip, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn acceptance_durability(&self) -> redb::Durability {
+        if self.skip_fsync.load(std::sync::atomic::Ordering::Relaxed) {
+            redb::Durability::None
+        } else {
+            redb::Durability::Immediate
+        }
+    }
+
     pub(crate) fn fingerprint(&self, s: &Submission) -> [u8; 32] {
         operation_fingerprint(
             self.id,
@@ -803,7 +851,11 @@ impl Repository {
     }
 
     /// The recorded outcome of `op`, if any, checked against `fingerprint`.
-    pub(crate) fn replay(&self, op: &OperationId, fingerprint: &[u8; 32]) -> Result<Option<Outcome>> {
+    pub(crate) fn replay(
+        &self,
+        op: &OperationId,
+        fingerprint: &[u8; 32],
+    ) -> Result<Option<Outcome>> {
         let tx = self.db.begin_read()?;
         let ops = tx.open_table(tables::OPERATIONS)?;
         let Some(row) = ops.get(op.0)? else {
@@ -819,9 +871,9 @@ impl Repository {
         }
         let commits = tx.open_table(tables::COMMITS)?;
         outcome_of_record(&rec, |c| {
-            let row = commits
-                .get(c)?
-                .ok_or_else(|| MetadataError::corrupt(format!("operation names absent change {c}")))?;
+            let row = commits.get(c)?.ok_or_else(|| {
+                MetadataError::corrupt(format!("operation names absent change {c}"))
+            })?;
             Ok(CommitRecord::decode(row.value())?.commit_id)
         })
         .map(Some)
@@ -843,7 +895,11 @@ impl Repository {
         }
         let missing = self.objects.missing(&ids)?;
         if !missing.is_empty() {
-            let named: Vec<String> = missing.iter().take(MAX_REJECT_PATHS).map(|m| m.to_string()).collect();
+            let named: Vec<String> = missing
+                .iter()
+                .take(MAX_REJECT_PATHS)
+                .map(|m| m.to_string())
+                .collect();
             return Ok(Some(Reject::new(
                 ErrorCode::MissingObjects,
                 format!("{} objects are missing: {}", missing.len(), named.join(" ")),
@@ -879,7 +935,7 @@ impl Repository {
         let mut pending: Vec<(&Submission, [u8; 32], Option<Reject>)> = Vec::new();
         let mut rows = 0usize;
         let flush = |pending: &mut Vec<(&Submission, [u8; 32], Option<Reject>)>,
-                         out: &mut Vec<Outcome>|
+                     out: &mut Vec<Outcome>|
          -> Result<()> {
             if pending.is_empty() {
                 return Ok(());
@@ -918,13 +974,16 @@ impl Repository {
     }
 
     /// One Immediate transaction for `members`, under the publication gate.
-    pub(crate) fn accept_group(&self, members: &[(&Submission, [u8; 32], Option<Reject>)]) -> Result<Vec<Outcome>> {
+    pub(crate) fn accept_group(
+        &self,
+        members: &[(&Submission, [u8; 32], Option<Reject>)],
+    ) -> Result<Vec<Outcome>> {
         let _gate = self
             .gate
             .lock()
             .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
         let mut wtx = self.db.begin_write()?;
-        wtx.set_durability(redb::Durability::Immediate)?;
+        wtx.set_durability(self.acceptance_durability())?;
         let mut outcomes = Vec::with_capacity(members.len());
         let mut envelopes = Vec::new();
         let mut seen_ops = HashSet::new();
@@ -938,7 +997,10 @@ impl Repository {
                     if &rec.fingerprint != fp {
                         outcomes.push(Outcome::Rejected {
                             code: ErrorCode::OperationIntentMismatch,
-                            detail: format!("operation {} was used before with another intent", s.operation),
+                            detail: format!(
+                                "operation {} was used before with another intent",
+                                s.operation
+                            ),
                             paths: Vec::new(),
                         });
                     } else {
@@ -989,7 +1051,10 @@ impl Repository {
         fingerprint: [u8; 32],
     ) -> Result<std::result::Result<(u64, CommitId, Vec<u8>), Reject>> {
         let Some(branch_head) = tx.heads.get(s.branch.0)?.map(|g| g.value()) else {
-            return Ok(Err(Reject::new(ErrorCode::NotFound, format!("no branch {}", s.branch))));
+            return Ok(Err(Reject::new(
+                ErrorCode::NotFound,
+                format!("no branch {}", s.branch),
+            )));
         };
         let rm = tx.repo_meta()?;
         let change = rm.head + 1;
@@ -1002,17 +1067,23 @@ impl Repository {
                 .ok_or_else(|| MetadataError::corrupt("branch has no root"))??;
             RootRow::decode(row.1.value())?
         };
-        let releases = match validate_state(s, &tx.nodes, &tx.locks, &tx.ws_state, &tx.commits, base_root)? {
+        let releases = match validate_state(
+            s,
+            &tx.nodes,
+            &tx.locks,
+            &tx.ws_state,
+            &tx.commits,
+            base_root,
+        )? {
             Ok(r) => r,
             Err(r) => return Ok(Err(r)),
         };
         let parent_commit = if branch_head == 0 {
             None
         } else {
-            let row = tx
-                .commits
-                .get(branch_head)?
-                .ok_or_else(|| MetadataError::corrupt(format!("no commit at head {branch_head}")))?;
+            let row = tx.commits.get(branch_head)?.ok_or_else(|| {
+                MetadataError::corrupt(format!("no commit at head {branch_head}"))
+            })?;
             Some(CommitRecord::decode(row.value())?.commit_id)
         };
         let next_page = tx.nodes.last()?.map(|(k, _)| k.value()).unwrap_or(0);
@@ -1020,7 +1091,7 @@ impl Repository {
             let mut sink = TxSink { tx };
             produce(s, change, base_root, next_page, &mut sink, usize::MAX)?
         };
-        let (bytes, commit_id) = envelope(self, s, change, branch_head, parent_commit, &root);
+        let (bytes, commit_id) = envelope(self, s, change, branch_head, parent_commit, &root)?;
         write_ledger(
             tx,
             &Ledger {
@@ -1037,4 +1108,3 @@ impl Repository {
         Ok(Ok((change, commit_id, bytes)))
     }
 }
-

@@ -64,3 +64,16 @@ pub fn encode_manifest(
 ) -> std::result::Result<Vec<u8>, scribe_format::FormatError> {
     manifest_bytes::encode(total_size, content_id, chunks)
 }
+
+#[cfg(test)]
+mod tests {
+    /// The store is shared across threads as `Arc<ObjectStore>`; batches
+    /// are filled from many threads.
+    #[test]
+    fn store_and_batch_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<crate::ObjectStore>();
+        check::<crate::Batch<'static>>();
+        check::<crate::ObjectReader>();
+    }
+}

@@ -8,6 +8,14 @@
 //! recovery index text; the store and workflows that use them build on it.
 
 pub mod detect;
+pub mod error;
 pub mod platform;
 pub mod records;
 pub mod scan;
+pub mod state;
+
+pub use error::WorkspaceError;
+pub use state::{Workspace, WorkspaceMeta};
+pub mod open;
+pub mod recovery;
+pub mod sync;

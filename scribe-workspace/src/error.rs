@@ -1,0 +1,71 @@
+//! Errors of the workspace state layer.
+
+use std::path::PathBuf;
+
+use scribe_format::FormatError;
+
+/// Why a workspace operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkspaceError {
+    #[error("no Scribe workspace at or above {start}")]
+    NotAWorkspace { start: PathBuf },
+    #[error("{path} is already a Scribe workspace")]
+    AlreadyAWorkspace { path: PathBuf },
+    #[error("the workspace at {root} is in use by another scribe process{}", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    Busy { root: PathBuf, pid: Option<u32> },
+    #[error("workspace descriptor {path}: {source}")]
+    Descriptor { path: PathBuf, source: FormatError },
+    #[error("workspace schema {found} is not supported by this build (it reads {supported}); run `scribe-server migrate`")]
+    UnsupportedSchema { found: u32, supported: u32 },
+    #[error("workspace state row {table}/{key}: {source}")]
+    Corrupt {
+        table: &'static str,
+        key: String,
+        source: FormatError,
+    },
+    #[error("workspace state is missing {key}")]
+    MissingMeta { key: &'static str },
+    #[error("a sync to change {target} is unfinished; run `scribe sync` to complete it")]
+    JournalInProgress { target: u64 },
+    #[error("no sync is in progress")]
+    NoJournal,
+    #[error("the sync journal still has work for {path}")]
+    JournalUnfinished { path: String },
+    #[error("could not write {path}: {detail}")]
+    Materialize { path: String, detail: String },
+    #[error("workspace database: {0}")]
+    Database(#[from] redb::Error),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl WorkspaceError {
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> WorkspaceError {
+        let path = path.into();
+        move |source| WorkspaceError::Io { path, source }
+    }
+}
+
+macro_rules! from_redb {
+    ($($t:ty),*) => {$(
+        impl From<$t> for WorkspaceError {
+            fn from(e: $t) -> Self {
+                WorkspaceError::Database(e.into())
+            }
+        }
+    )*};
+}
+from_redb!(
+    redb::DatabaseError,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError,
+    redb::SetDurabilityError
+);
+
+pub type Result<T, E = WorkspaceError> = std::result::Result<T, E>;

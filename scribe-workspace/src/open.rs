@@ -1,0 +1,575 @@
+//! Opening files for the next submission: add, edit, delete, revert,
+//! reconcile, and the status that shows them.
+//!
+//! These change only local state (opened records, baselines' files, the
+//! recovery area); the server is not consulted. Lock acquisition, uploads
+//! and submission are the client's.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use crate::detect::{detect, Detection, LocalChange};
+use crate::error::{Result, WorkspaceError};
+use crate::records::{OpenedAction, OpenedRecord, RecoveryReason};
+use crate::recovery;
+use crate::scan::{now_ms, scan, Scan, ScanOptions};
+use crate::state::Workspace;
+use crate::sync::Materializer;
+
+/// A path argument refused by an open operation, with the reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub path: String,
+    pub code: &'static str,
+    pub detail: String,
+}
+
+/// What an open operation did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpenReport {
+    pub opened: Vec<(String, OpenedAction)>,
+    pub unchanged: Vec<String>,
+    pub refused: Vec<Refusal>,
+}
+
+fn refuse(path: &str, code: &'static str, detail: impl Into<String>) -> Refusal {
+    Refusal {
+        path: path.to_string(),
+        code,
+        detail: detail.into(),
+    }
+}
+
+/// Turn a user's path argument (relative to `cwd`, or absolute) into a
+/// canonical workspace path; `""` is the workspace root.
+pub fn workspace_path(root: &Path, cwd: &Path, arg: &str) -> std::result::Result<String, String> {
+    let joined = std::path::absolute(cwd.join(arg)).map_err(|e| e.to_string())?;
+    let mut parts: Vec<String> = Vec::new();
+    let root = std::path::absolute(root).map_err(|e| e.to_string())?;
+    let rel = joined
+        .strip_prefix(&root)
+        .map_err(|_| format!("{arg} is outside the workspace {}", root.display()))?;
+    for c in rel.components() {
+        match c {
+            std::path::Component::Normal(n) => {
+                parts.push(n.to_str().ok_or("the name is not UTF-8")?.to_string())
+            }
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                if parts.pop().is_none() {
+                    return Err(format!("{arg} is outside the workspace"));
+                }
+            }
+            _ => return Err(format!("{arg} is not inside the workspace")),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+fn opened_record(action: OpenedAction, needs_reconcile: bool) -> OpenedRecord {
+    OpenedRecord {
+        action,
+        opened_ms: now_ms(),
+        needs_reconcile,
+        moved_from: None,
+    }
+}
+
+fn scan_prefixes(ws: &Workspace, prefixes: &[String]) -> Scan {
+    let prefixes = if prefixes.iter().any(|p| p.is_empty()) {
+        Vec::new()
+    } else {
+        prefixes.to_vec()
+    };
+    scan(
+        ws.root(),
+        &ScanOptions {
+            prefixes,
+            threads: 0,
+        },
+    )
+}
+
+/// `scribe add`: open new files (directories recurse; ignore rules apply).
+///
+/// Two paths whose collision keys are equal (they differ only in case or
+/// Unicode normalization) are refused with `path_collision`, both against
+/// each other and against tracked files, before anything is uploaded.
+pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
+    let mut report = OpenReport::default();
+    let found = scan_prefixes(ws, paths);
+    for p in &found.problems {
+        report.refused.push(refuse(
+            &p.path,
+            "invalid_path",
+            format!("{} ({})", p.detail, p.code),
+        ));
+    }
+    let read = ws.read()?;
+    let baselines = read.baselines()?;
+    let opened = read.opened_all()?;
+    drop(read);
+    // collision keys of every live or about-to-be-live path
+    let mut keys: HashMap<Vec<u8>, String> = HashMap::new();
+    let opened_map: BTreeMap<&str, &OpenedRecord> =
+        opened.iter().map(|(p, r)| (p.as_str(), r)).collect();
+    for (p, _) in &baselines {
+        if opened_map.get(p.as_str()).map(|r| r.action) != Some(OpenedAction::Delete) {
+            keys.insert(scribe_format::path::collision_key(p), p.clone());
+        }
+    }
+    for (p, r) in &opened {
+        if r.action == OpenedAction::Add {
+            keys.insert(scribe_format::path::collision_key(p), p.clone());
+        }
+    }
+    let base_set: std::collections::HashSet<&str> =
+        baselines.iter().map(|(p, _)| p.as_str()).collect();
+    let tx = ws.write()?;
+    for file in &found.files {
+        let path = file.path.as_str();
+        if base_set.contains(path) || opened_map.contains_key(path) {
+            report.unchanged.push(file.path.clone());
+            continue;
+        }
+        let key = scribe_format::path::collision_key(path);
+        if let Some(other) = keys.get(&key) {
+            report.refused.push(refuse(
+                path,
+                "path_collision",
+                format!("{path} and {other} differ only in case or normalization"),
+            ));
+            continue;
+        }
+        keys.insert(key, file.path.clone());
+        tx.put_opened(path, &opened_record(OpenedAction::Add, false))?;
+        report.opened.push((file.path.clone(), OpenedAction::Add));
+    }
+    // explicit file arguments that matched nothing (missing or ignored)
+    for p in paths {
+        if !p.is_empty()
+            && !found
+                .files
+                .iter()
+                .any(|f| scribe_format::path::is_under_prefix(&f.path, p))
+            && !ws.root().join(p).is_dir()
+        {
+            report
+                .refused
+                .push(refuse(p, "not_found", "no such file, or it is ignored"));
+        }
+    }
+    tx.commit()?;
+    Ok(report)
+}
+
+/// Tracked paths at or under each argument.
+fn tracked_under(ws: &Workspace, paths: &[String]) -> Result<(Vec<String>, Vec<Refusal>)> {
+    let baselines = ws.read()?.baselines()?;
+    let mut out = Vec::new();
+    let mut refused = Vec::new();
+    for arg in paths {
+        let before = out.len();
+        out.extend(
+            baselines
+                .iter()
+                .filter(|(p, _)| scribe_format::path::is_under_prefix(p, arg))
+                .map(|(p, _)| p.clone()),
+        );
+        if out.len() == before {
+            refused.push(refuse(arg, "not_present", "not a tracked file"));
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok((out, refused))
+}
+
+/// `scribe edit`: open tracked files for edit (and make them writable).
+pub fn edit(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
+    let (targets, refused) = tracked_under(ws, paths)?;
+    let mut report = OpenReport {
+        refused,
+        ..Default::default()
+    };
+    let tx = ws.write()?;
+    for path in targets {
+        match tx.opened(&path)? {
+            Some(_) => report.unchanged.push(path.clone()),
+            None => {
+                tx.put_opened(&path, &opened_record(OpenedAction::Edit, false))?;
+                report.opened.push((path.clone(), OpenedAction::Edit));
+            }
+        }
+    }
+    tx.commit()?;
+    for (path, _) in &report.opened {
+        let full = ws.root().join(path);
+        if full.exists() {
+            crate::platform::make_writable(&full).map_err(WorkspaceError::io(&full))?;
+        }
+    }
+    Ok(report)
+}
+
+/// `scribe delete`: open tracked files for delete; the working file moves
+/// to the recovery area.
+pub fn delete(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
+    let (targets, refused) = tracked_under(ws, paths)?;
+    let mut report = OpenReport {
+        refused,
+        ..Default::default()
+    };
+    for path in targets {
+        let existing = ws.read()?.opened(&path)?;
+        if existing.as_ref().map(|r| r.action) == Some(OpenedAction::Delete) {
+            report.unchanged.push(path);
+            continue;
+        }
+        // Durable intent first, then the displacement: a crash leaves an
+        // opened delete whose file may still be present, which is safe.
+        let tx = ws.write()?;
+        tx.put_opened(&path, &opened_record(OpenedAction::Delete, false))?;
+        tx.commit()?;
+        if std::fs::symlink_metadata(ws.root().join(&path)).is_ok() {
+            recovery::displace(ws.root(), &path, RecoveryReason::Delete)?;
+        }
+        report.opened.push((path, OpenedAction::Delete));
+    }
+    Ok(report)
+}
+
+/// `scribe revert`: discard opened state. An edited file goes back to its
+/// baseline (the local version is kept in the recovery area); a deleted file
+/// is restored; an added file stays on disk, untracked.
+pub fn revert(
+    ws: &Workspace,
+    paths: &[String],
+    materializer: &dyn Materializer,
+) -> Result<OpenReport> {
+    let opened = ws.read()?.opened_all()?;
+    let mut report = OpenReport::default();
+    let mut targets: Vec<(String, OpenedRecord)> = Vec::new();
+    for arg in paths {
+        let before = targets.len();
+        targets.extend(
+            opened
+                .iter()
+                .filter(|(p, _)| scribe_format::path::is_under_prefix(p, arg))
+                .cloned(),
+        );
+        if targets.len() == before {
+            report
+                .refused
+                .push(refuse(arg, "not_present", "not opened"));
+        }
+    }
+    targets.sort_by(|a, b| a.0.cmp(&b.0));
+    targets.dedup_by(|a, b| a.0 == b.0);
+    let readonly = ws.meta()?.readonly;
+    for (path, rec) in targets {
+        let baseline = ws.read()?.baseline(&path)?;
+        if let (OpenedAction::Edit | OpenedAction::Delete, Some(base)) = (rec.action, baseline) {
+            let full = ws.root().join(&path);
+            let unchanged = match std::fs::symlink_metadata(&full) {
+                Ok(meta) => {
+                    meta.len() == base.size
+                        && crate::detect::hash_file(&full)
+                            .map_err(WorkspaceError::io(&full))?
+                            .0
+                            == base.content
+                }
+                Err(_) => false,
+            };
+            if !unchanged {
+                if std::fs::symlink_metadata(&full).is_ok() {
+                    recovery::displace(ws.root(), &path, RecoveryReason::Revert)?;
+                }
+                let tmp = ws
+                    .state_dir()
+                    .join("tmp")
+                    .join(format!("revert-{}.part", base.content.to_hex()));
+                materializer
+                    .materialize(&path, &base, &tmp)
+                    .map_err(|detail| WorkspaceError::Materialize {
+                        path: path.clone(),
+                        detail,
+                    })?;
+                if let Some(parent) = full.parent() {
+                    std::fs::create_dir_all(parent).map_err(WorkspaceError::io(parent))?;
+                }
+                std::fs::rename(&tmp, &full).map_err(WorkspaceError::io(&full))?;
+            }
+            crate::platform::set_file_mode(&full, base.mode == 1, readonly)
+                .map_err(WorkspaceError::io(&full))?;
+            let meta = std::fs::symlink_metadata(&full).map_err(WorkspaceError::io(&full))?;
+            let tx = ws.write()?;
+            tx.put_baseline(
+                &path,
+                &crate::records::BaselineRecord {
+                    fingerprint: crate::scan::fingerprint_of(&meta, now_ms()),
+                    ..base
+                },
+            )?;
+            tx.remove_opened(&path)?;
+            tx.commit()?;
+        } else {
+            let tx = ws.write()?;
+            tx.remove_opened(&path)?;
+            tx.commit()?;
+        }
+        report.opened.push((path, rec.action));
+    }
+    Ok(report)
+}
+
+/// The full picture `scribe status` prints.
+#[derive(Clone, Debug, Default)]
+pub struct Status {
+    /// Opened files with their records.
+    pub opened: Vec<(String, OpenedRecord)>,
+    /// Local changes not opened (new, modified, missing).
+    pub unopened: Vec<LocalChange>,
+    /// Paths whose sync was deferred: they need `resolve`.
+    pub needs_resolve: Vec<String>,
+    /// Names the walk found but cannot version.
+    pub problems: Vec<crate::scan::ScanProblem>,
+    /// How many files were hashed to decide.
+    pub hashed: usize,
+}
+
+/// Detect local changes under `prefixes` (all when empty) and record
+/// refreshed fingerprints so the next walk is stat-only.
+pub fn detect_changes(ws: &Workspace, prefixes: &[String]) -> Result<(Detection, Scan)> {
+    let found = scan_prefixes(ws, prefixes);
+    let baselines: Vec<_> = ws
+        .read()?
+        .baselines()?
+        .into_iter()
+        .filter(|(p, _)| {
+            prefixes.is_empty()
+                || prefixes
+                    .iter()
+                    .any(|x| scribe_format::path::is_under_prefix(p, x))
+        })
+        .collect();
+    let detection = detect(ws.root(), &found, &baselines);
+    let settled: Vec<_> = detection
+        .refreshed
+        .iter()
+        .filter(|(_, fp)| fp.is_settled())
+        .collect();
+    if !settled.is_empty() {
+        let tx = ws.write()?;
+        for (path, fp) in settled {
+            if let Some(mut base) = tx.baseline(path)? {
+                base.fingerprint = *fp;
+                tx.put_baseline(path, &base)?;
+            }
+        }
+        tx.commit()?;
+    }
+    Ok((detection, found))
+}
+
+/// `scribe status`.
+pub fn status(ws: &Workspace) -> Result<Status> {
+    let (detection, found) = detect_changes(ws, &[])?;
+    let read = ws.read()?;
+    let opened = read.opened_all()?;
+    let needs_resolve = read.deferred_all()?.into_iter().map(|(p, _)| p).collect();
+    let opened_paths: std::collections::HashSet<&str> =
+        opened.iter().map(|(p, _)| p.as_str()).collect();
+    let unopened = detection
+        .changes
+        .into_iter()
+        .filter(|c| !opened_paths.contains(c.path()))
+        .collect();
+    Ok(Status {
+        opened,
+        unopened,
+        needs_resolve,
+        problems: found.problems,
+        hashed: detection.hashed,
+    })
+}
+
+/// `scribe reconcile`: open every detected local change (new files as
+/// adds, modified as edits, missing as deletes), flagged as offline intent.
+pub fn reconcile(ws: &Workspace, prefixes: &[String]) -> Result<OpenReport> {
+    let (detection, _) = detect_changes(ws, prefixes)?;
+    let mut report = OpenReport::default();
+    let tx = ws.write()?;
+    for change in detection.changes {
+        let path = change.path().to_string();
+        if tx.opened(&path)?.is_some() {
+            report.unchanged.push(path);
+            continue;
+        }
+        let action = match change {
+            LocalChange::New(_) => OpenedAction::Add,
+            LocalChange::Modified { .. } => OpenedAction::Edit,
+            LocalChange::Missing { .. } => OpenedAction::Delete,
+        };
+        tx.put_opened(&path, &opened_record(action, true))?;
+        report.opened.push((path, action));
+    }
+    tx.commit()?;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{BaselineRecord, Fingerprint};
+    use scribe_format::{FileContentId, ManifestId};
+    use std::fs;
+
+    struct Memory(HashMap<FileContentId, Vec<u8>>);
+    impl Materializer for Memory {
+        fn materialize(
+            &self,
+            _p: &str,
+            t: &BaselineRecord,
+            dest: &Path,
+        ) -> std::result::Result<(), String> {
+            fs::write(dest, self.0.get(&t.content).ok_or("unknown")?).map_err(|e| e.to_string())
+        }
+    }
+
+    fn tracked(ws: &Workspace, path: &str, bytes: &[u8]) {
+        let full = ws.root().join(path);
+        fs::create_dir_all(full.parent().unwrap()).unwrap();
+        fs::write(&full, bytes).unwrap();
+        let meta = fs::metadata(&full).unwrap();
+        let tx = ws.write().unwrap();
+        tx.put_baseline(
+            path,
+            &BaselineRecord {
+                incarnation: [0; 16],
+                manifest: ManifestId::of_payload(bytes),
+                content: FileContentId::of(bytes),
+                size: bytes.len() as u64,
+                mode: u8::from(crate::platform::is_executable(&meta)),
+                change: 1,
+                fingerprint: Fingerprint {
+                    recorded_ms: 0,
+                    ..crate::scan::fingerprint_of(&meta, 0)
+                },
+            },
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+
+    fn ws() -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut meta = crate::state::tests_meta();
+        meta.readonly = false;
+        let ws = Workspace::create(dir.path(), &meta).unwrap();
+        (dir, ws)
+    }
+
+    #[test]
+    fn add_recurses_and_refuses_case_collisions() {
+        let (_d, ws) = ws();
+        tracked(&ws, "art/Hero.psd", b"tracked");
+        fs::write(ws.root().join("art/hero.PSD"), b"x").unwrap();
+        fs::create_dir_all(ws.root().join("art/new")).unwrap();
+        fs::write(ws.root().join("art/new/a.bin"), b"a").unwrap();
+        fs::write(ws.root().join("art/new/A.bin"), b"A").unwrap();
+        let r = add(&ws, &["art".into()]).unwrap();
+        let opened: Vec<&str> = r.opened.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(opened, vec!["art/new/A.bin"]);
+        let codes: Vec<(&str, &str)> = r
+            .refused
+            .iter()
+            .map(|x| (x.path.as_str(), x.code))
+            .collect();
+        assert_eq!(
+            codes,
+            vec![
+                ("art/hero.PSD", "path_collision"),
+                ("art/new/a.bin", "path_collision")
+            ]
+        );
+        assert_eq!(r.unchanged, vec!["art/Hero.psd"]);
+        let r = add(&ws, &["missing.txt".into()]).unwrap();
+        assert_eq!(r.refused[0].code, "not_found");
+    }
+
+    #[test]
+    fn edit_delete_revert_round_trip() {
+        let (_d, ws) = ws();
+        tracked(&ws, "a.txt", b"original");
+        tracked(&ws, "b.txt", b"keep me");
+        let mem = Memory(
+            [
+                (FileContentId::of(b"original"), b"original".to_vec()),
+                (FileContentId::of(b"keep me"), b"keep me".to_vec()),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        assert_eq!(edit(&ws, &["a.txt".into()]).unwrap().opened.len(), 1);
+        fs::write(ws.root().join("a.txt"), b"my change").unwrap();
+        assert_eq!(delete(&ws, &["b.txt".into()]).unwrap().opened.len(), 1);
+        assert!(!ws.root().join("b.txt").exists());
+        assert_eq!(
+            edit(&ws, &["nope".into()]).unwrap().refused[0].code,
+            "not_present"
+        );
+        let r = revert(&ws, &["".into()], &mem).unwrap();
+        assert_eq!(r.opened.len(), 2);
+        assert_eq!(fs::read(ws.root().join("a.txt")).unwrap(), b"original");
+        assert_eq!(fs::read(ws.root().join("b.txt")).unwrap(), b"keep me");
+        assert!(ws.read().unwrap().opened_all().unwrap().is_empty());
+        // the local edit and the deleted file are both in the recovery area
+        let kept = recovery::list(ws.root()).unwrap();
+        assert_eq!(kept.len(), 2, "{kept:?}");
+    }
+
+    #[test]
+    fn status_and_reconcile_find_offline_work() {
+        let (_d, ws) = ws();
+        tracked(&ws, "edited", b"v1");
+        tracked(&ws, "gone", b"v1");
+        tracked(&ws, "same", b"v1");
+        fs::write(ws.root().join("edited"), b"v2 offline").unwrap();
+        fs::remove_file(ws.root().join("gone")).unwrap();
+        fs::write(ws.root().join("new"), b"n").unwrap();
+        let s = status(&ws).unwrap();
+        let paths: Vec<&str> = s.unopened.iter().map(|c| c.path()).collect();
+        assert_eq!(paths, vec!["edited", "gone", "new"]);
+        assert!(s.opened.is_empty());
+        let r = reconcile(&ws, &[]).unwrap();
+        let actions: Vec<(&str, OpenedAction)> =
+            r.opened.iter().map(|(p, a)| (p.as_str(), *a)).collect();
+        assert_eq!(
+            actions,
+            vec![
+                ("edited", OpenedAction::Edit),
+                ("gone", OpenedAction::Delete),
+                ("new", OpenedAction::Add)
+            ]
+        );
+        let opened = ws.read().unwrap().opened_all().unwrap();
+        assert!(opened.iter().all(|(_, r)| r.needs_reconcile));
+        let s = status(&ws).unwrap();
+        assert!(s.unopened.is_empty());
+        assert_eq!(s.opened.len(), 3);
+    }
+
+    #[test]
+    fn workspace_paths_from_arguments() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(root.join("art/sub")).unwrap();
+        assert_eq!(
+            workspace_path(root, &root.join("art/sub"), "../x.psd").unwrap(),
+            "art/x.psd"
+        );
+        assert_eq!(workspace_path(root, root, ".").unwrap(), "");
+        assert!(workspace_path(root, root, "../outside").is_err());
+    }
+}

@@ -1,0 +1,822 @@
+//! The `.scribe/_state/` store: descriptor, `state.redb`, local LOCK and
+//! the directories beside them (specification section 9).
+//!
+//! ```text
+//! .scribe/_state/SCRIBE_FORMAT   kind = workspace, schema 2
+//! .scribe/_state/state.redb      meta, baseline, opened, pending, journal,
+//!                                local_locks, deferred, workflows_v2
+//! .scribe/_state/LOCK            held (OS lock) while a scribe process works here
+//! .scribe/_state/cache/          object store of small objects and manifests
+//! .scribe/_state/tmp/            reconstruction temporaries, cleaned at open
+//! .scribe/_state/recovery/       displaced local contents (section 9a)
+//! .scribe/_state/staging/        moves in transit
+//! .scribe/_state/ignore          optional local ignore rules
+//! ```
+//!
+//! Every write transaction commits with `Durability::Immediate`: the
+//! workspace records what the user's files mean, and losing a commit could
+//! make Scribe forget unsubmitted work.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use scribe_format::bytes::Reader;
+use scribe_format::descriptor::{self, Descriptor};
+use scribe_format::{BranchId, FormatError, OperationId, RepositoryId, WorkspaceId};
+
+use crate::error::{Result, WorkspaceError};
+use crate::records::{
+    decode_str16_list, encode_str16_list, BaselineRecord, JournalEntry, OpenedRecord, PendingSubmit,
+};
+
+/// Workspace schema written and read (schema 2 adds `workflows_v2`).
+pub const SCHEMA: u32 = 2;
+/// The state directory relative to the workspace root.
+pub const STATE_DIR: &str = ".scribe/_state";
+
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+const BASELINE: TableDefinition<&str, &[u8]> = TableDefinition::new("baseline");
+const OPENED: TableDefinition<&str, &[u8]> = TableDefinition::new("opened");
+const PENDING: TableDefinition<&[u8; 16], &[u8]> = TableDefinition::new("pending");
+const JOURNAL: TableDefinition<&str, &[u8]> = TableDefinition::new("journal");
+const LOCAL_LOCKS: TableDefinition<&str, u64> = TableDefinition::new("local_locks");
+const DEFERRED: TableDefinition<&str, &[u8]> = TableDefinition::new("deferred");
+const WORKFLOWS: TableDefinition<&str, &[u8]> = TableDefinition::new("workflows_v2");
+
+/// What a workspace is bound to, kept in the `meta` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkspaceMeta {
+    pub workspace_id: WorkspaceId,
+    pub repository_id: RepositoryId,
+    pub branch_id: BranchId,
+    pub incarnation: [u8; 16],
+    pub repository_name: String,
+    pub server: String,
+    pub author: String,
+    pub view: Vec<String>,
+    pub tags: Vec<String>,
+    pub readonly: bool,
+    pub transfer_compression: bool,
+    /// The change the working copy was last synced to.
+    pub synced: u64,
+}
+
+/// An open workspace: its root, its database, and its held LOCK.
+pub struct Workspace {
+    root: PathBuf,
+    db: Database,
+    _lock: File,
+}
+
+impl std::fmt::Debug for Workspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workspace")
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+fn state_dir(root: &Path) -> PathBuf {
+    root.join(STATE_DIR)
+}
+
+/// Take the local operation LOCK, writing our pid into it for diagnostics.
+fn take_lock(root: &Path) -> Result<File> {
+    let path = state_dir(root).join("LOCK");
+    let mut file = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(WorkspaceError::io(&path))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let pid = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+            return Err(WorkspaceError::Busy {
+                root: root.to_path_buf(),
+                pid,
+            });
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(WorkspaceError::io(&path)(e)),
+    }
+    file.set_len(0).map_err(WorkspaceError::io(&path))?;
+    write!(file, "{}", std::process::id()).map_err(WorkspaceError::io(&path))?;
+    Ok(file)
+}
+
+fn create_dirs(root: &Path) -> Result<()> {
+    for sub in ["cache", "tmp", "recovery", "staging"] {
+        let dir = state_dir(root).join(sub);
+        std::fs::create_dir_all(&dir).map_err(WorkspaceError::io(&dir))?;
+    }
+    Ok(())
+}
+
+impl Workspace {
+    /// Find the workspace root at or above `start` (the nearest directory
+    /// holding `.scribe/_state/SCRIBE_FORMAT`).
+    pub fn find(start: &Path) -> Result<PathBuf> {
+        let start = std::path::absolute(start).map_err(WorkspaceError::io(start))?;
+        let mut dir: Option<&Path> = Some(&start);
+        while let Some(d) = dir {
+            if state_dir(d).join("SCRIBE_FORMAT").is_file() {
+                return Ok(d.to_path_buf());
+            }
+            dir = d.parent();
+        }
+        Err(WorkspaceError::NotAWorkspace { start })
+    }
+
+    /// Create a workspace at `root` (which may already hold files).
+    pub fn create(root: &Path, meta: &WorkspaceMeta) -> Result<Workspace> {
+        let state = state_dir(root);
+        if state.join("SCRIBE_FORMAT").exists() {
+            return Err(WorkspaceError::AlreadyAWorkspace {
+                path: root.to_path_buf(),
+            });
+        }
+        std::fs::create_dir_all(&state).map_err(WorkspaceError::io(&state))?;
+        let lock = take_lock(root)?;
+        create_dirs(root)?;
+        let db_path = state.join("state.redb");
+        let db = Database::create(&db_path)?;
+        let ws = Workspace {
+            root: root.to_path_buf(),
+            db,
+            _lock: lock,
+        };
+        {
+            let mut tx = ws.write()?;
+            tx.tables_init()?;
+            tx.put_meta_u32("schema", SCHEMA)?;
+            tx.set_meta(meta)?;
+            tx.commit()?;
+        }
+        // The descriptor is written last: a crash before this leaves no
+        // workspace, only a directory that `create` can be rerun over.
+        let desc = Descriptor::new_workspace(&descriptor::Workspace {
+            schema: SCHEMA,
+            engine: descriptor::ENGINE_REDB_4.to_string(),
+            workspace_id: meta.workspace_id,
+        })
+        .map_err(|source| WorkspaceError::Descriptor {
+            path: state.join("SCRIBE_FORMAT"),
+            source,
+        })?;
+        write_durably(&state.join("SCRIBE_FORMAT"), &desc.encode())?;
+        Ok(ws)
+    }
+
+    /// Open the workspace whose root is `root`, taking its LOCK.
+    pub fn open(root: &Path) -> Result<Workspace> {
+        let state = state_dir(root);
+        let desc_path = state.join("SCRIBE_FORMAT");
+        let bytes = std::fs::read(&desc_path).map_err(WorkspaceError::io(&desc_path))?;
+        let desc = Descriptor::parse(&bytes).map_err(|source| WorkspaceError::Descriptor {
+            path: desc_path.clone(),
+            source,
+        })?;
+        let fields = desc
+            .workspace()
+            .map_err(|source| WorkspaceError::Descriptor {
+                path: desc_path.clone(),
+                source,
+            })?;
+        desc.check_mutation(&[])
+            .map_err(|source| WorkspaceError::Descriptor {
+                path: desc_path.clone(),
+                source,
+            })?;
+        if fields.schema != SCHEMA {
+            return Err(WorkspaceError::UnsupportedSchema {
+                found: fields.schema,
+                supported: SCHEMA,
+            });
+        }
+        let lock = take_lock(root)?;
+        create_dirs(root)?;
+        clean_tmp(&state.join("tmp"))?;
+        let db = Database::create(state.join("state.redb"))?;
+        let ws = Workspace {
+            root: root.to_path_buf(),
+            db,
+            _lock: lock,
+        };
+        let schema = ws.read()?.meta_u32("schema")?;
+        if schema != Some(SCHEMA) {
+            return Err(WorkspaceError::UnsupportedSchema {
+                found: schema.unwrap_or(0),
+                supported: SCHEMA,
+            });
+        }
+        Ok(ws)
+    }
+
+    /// The workspace root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `.scribe/_state`.
+    pub fn state_dir(&self) -> PathBuf {
+        state_dir(&self.root)
+    }
+
+    /// A read view of the state.
+    pub fn read(&self) -> Result<StateRead> {
+        Ok(StateRead {
+            tx: self.db.begin_read()?,
+        })
+    }
+
+    /// A write transaction, committed with immediate durability.
+    pub fn write(&self) -> Result<StateWrite> {
+        let mut tx = self.db.begin_write()?;
+        tx.set_durability(Durability::Immediate)?;
+        Ok(StateWrite { tx })
+    }
+
+    /// The workspace's binding.
+    pub fn meta(&self) -> Result<WorkspaceMeta> {
+        self.read()?.meta()
+    }
+}
+
+/// Remove reconstruction temporaries left by a killed process.
+fn clean_tmp(dir: &Path) -> Result<()> {
+    let entries = std::fs::read_dir(dir).map_err(WorkspaceError::io(dir))?;
+    for entry in entries {
+        let entry = entry.map_err(WorkspaceError::io(dir))?;
+        let path = entry.path();
+        let result = if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        result.map_err(WorkspaceError::io(&path))?;
+    }
+    Ok(())
+}
+
+/// Write `bytes` to `path` through a flushed temporary and a rename, then
+/// flush the directory.
+pub fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("next");
+    {
+        let mut f = File::create(&tmp).map_err(WorkspaceError::io(&tmp))?;
+        f.write_all(bytes).map_err(WorkspaceError::io(&tmp))?;
+        f.sync_all().map_err(WorkspaceError::io(&tmp))?;
+    }
+    std::fs::rename(&tmp, path).map_err(WorkspaceError::io(path))?;
+    if let Some(dir) = path.parent() {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// Flush a directory's entries (no-op where the platform cannot).
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(WorkspaceError::io(dir))?;
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
+}
+
+fn corrupt(
+    table: &'static str,
+    key: impl Into<String>,
+) -> impl FnOnce(FormatError) -> WorkspaceError {
+    let key = key.into();
+    move |source| WorkspaceError::Corrupt { table, key, source }
+}
+
+fn id16<T: From<[u8; 16]>>(bytes: &[u8], key: &'static str) -> Result<T> {
+    let arr: [u8; 16] = bytes.try_into().map_err(|_| WorkspaceError::Corrupt {
+        table: "meta",
+        key: key.into(),
+        source: FormatError::InvalidValue {
+            what: "meta id",
+            value: bytes.len() as u64,
+            reason: "ids are 16 bytes",
+        },
+    })?;
+    Ok(T::from(arr))
+}
+
+/// Read access shared by [`StateRead`] and [`StateWrite`].
+macro_rules! reads {
+    ($open:ident) => {
+        fn meta_raw(&self, key: &str) -> Result<Option<Vec<u8>>> {
+            let t = self.$open(META)?;
+            let v = t.get(key)?.map(|v| v.value().to_vec());
+            Ok(v)
+        }
+
+        /// A `u32` meta value.
+        pub fn meta_u32(&self, key: &'static str) -> Result<Option<u32>> {
+            match self.meta_raw(key)? {
+                None => Ok(None),
+                Some(v) => Ok(Some(
+                    Reader::new(&v).u32(key).map_err(corrupt("meta", key))?,
+                )),
+            }
+        }
+
+        /// A `u64` meta value.
+        pub fn meta_u64(&self, key: &'static str) -> Result<Option<u64>> {
+            match self.meta_raw(key)? {
+                None => Ok(None),
+                Some(v) => {
+                    let mut r = Reader::new(&v);
+                    let n = r.u64(key).map_err(corrupt("meta", key))?;
+                    r.finish(key).map_err(corrupt("meta", key))?;
+                    Ok(Some(n))
+                }
+            }
+        }
+
+        /// The workspace's binding.
+        pub fn meta(&self) -> Result<WorkspaceMeta> {
+            let need = |key: &'static str| -> Result<Vec<u8>> {
+                self.meta_raw(key)?
+                    .ok_or(WorkspaceError::MissingMeta { key })
+            };
+            let text = |key: &'static str| -> Result<String> {
+                String::from_utf8(need(key)?).map_err(|_| WorkspaceError::Corrupt {
+                    table: "meta",
+                    key: key.into(),
+                    source: FormatError::NotUtf8 { what: "meta text" },
+                })
+            };
+            let flag = |key: &'static str| -> Result<bool> {
+                match self.meta_raw(key)?.as_deref() {
+                    None | Some([0]) => Ok(false),
+                    Some([1]) => Ok(true),
+                    Some(_) => Err(WorkspaceError::Corrupt {
+                        table: "meta",
+                        key: key.into(),
+                        source: FormatError::invalid("meta flag", "must be 0 or 1"),
+                    }),
+                }
+            };
+            let list = |key: &'static str, max_items, max_len| -> Result<Vec<String>> {
+                match self.meta_raw(key)? {
+                    None => Ok(Vec::new()),
+                    Some(v) => {
+                        decode_str16_list(&v, max_items, max_len).map_err(corrupt("meta", key))
+                    }
+                }
+            };
+            Ok(WorkspaceMeta {
+                workspace_id: id16(&need("workspace-id")?, "workspace-id")?,
+                repository_id: id16(&need("repository-id")?, "repository-id")?,
+                branch_id: id16(&need("branch-id")?, "branch-id")?,
+                incarnation: id16::<[u8; 16]>(&need("incarnation")?, "incarnation")?,
+                repository_name: text("repository-name")?,
+                server: text("server")?,
+                author: text("author")?,
+                view: list(
+                    "view",
+                    scribe_format::limits::MAX_VIEW_PREFIXES,
+                    scribe_format::limits::MAX_PATH_BYTES,
+                )?,
+                tags: list("tags", 16, 64)?,
+                readonly: flag("readonly-mode")?,
+                transfer_compression: flag("transfer-compression")?,
+                synced: self.meta_u64("synced")?.unwrap_or(0),
+            })
+        }
+
+        /// The baseline of `path`.
+        pub fn baseline(&self, path: &str) -> Result<Option<BaselineRecord>> {
+            let t = self.$open(BASELINE)?;
+            let row = t.get(path)?;
+            let out = match row {
+                None => None,
+                Some(v) => {
+                    Some(BaselineRecord::decode(v.value()).map_err(corrupt("baseline", path))?)
+                }
+            };
+            Ok(out)
+        }
+
+        /// Every baseline, in path order.
+        pub fn baselines(&self) -> Result<Vec<(String, BaselineRecord)>> {
+            let t = self.$open(BASELINE)?;
+            let mut out = Vec::new();
+            for row in t.iter()? {
+                let (k, v) = row?;
+                let rec =
+                    BaselineRecord::decode(v.value()).map_err(corrupt("baseline", k.value()))?;
+                out.push((k.value().to_string(), rec));
+            }
+            Ok(out)
+        }
+
+        /// The opened record of `path`.
+        pub fn opened(&self, path: &str) -> Result<Option<OpenedRecord>> {
+            let t = self.$open(OPENED)?;
+            let row = t.get(path)?;
+            let out = match row {
+                None => None,
+                Some(v) => Some(OpenedRecord::decode(v.value()).map_err(corrupt("opened", path))?),
+            };
+            Ok(out)
+        }
+
+        /// Every opened record, in path order.
+        pub fn opened_all(&self) -> Result<Vec<(String, OpenedRecord)>> {
+            let t = self.$open(OPENED)?;
+            let mut out = Vec::new();
+            for row in t.iter()? {
+                let (k, v) = row?;
+                let rec = OpenedRecord::decode(v.value()).map_err(corrupt("opened", k.value()))?;
+                out.push((k.value().to_string(), rec));
+            }
+            Ok(out)
+        }
+
+        /// Every pending submission.
+        pub fn pending_all(&self) -> Result<Vec<(OperationId, PendingSubmit)>> {
+            let t = self.$open(PENDING)?;
+            let mut out = Vec::new();
+            for row in t.iter()? {
+                let (k, v) = row?;
+                let op = OperationId(*k.value());
+                let rec =
+                    PendingSubmit::decode(v.value()).map_err(corrupt("pending", op.to_hex()))?;
+                out.push((op, rec));
+            }
+            Ok(out)
+        }
+
+        /// Every journal entry, in path order.
+        pub fn journal_all(&self) -> Result<Vec<(String, JournalEntry)>> {
+            self.journal_like(JOURNAL, "journal")
+        }
+
+        /// Every deferred entry, in path order.
+        pub fn deferred_all(&self) -> Result<Vec<(String, JournalEntry)>> {
+            self.journal_like(DEFERRED, "deferred")
+        }
+
+        fn journal_like(
+            &self,
+            def: TableDefinition<&str, &[u8]>,
+            name: &'static str,
+        ) -> Result<Vec<(String, JournalEntry)>> {
+            let t = self.$open(def)?;
+            let mut out = Vec::new();
+            for row in t.iter()? {
+                let (k, v) = row?;
+                let rec = JournalEntry::decode(v.value()).map_err(corrupt(name, k.value()))?;
+                out.push((k.value().to_string(), rec));
+            }
+            Ok(out)
+        }
+
+        /// The local lock generation of `path`.
+        pub fn local_lock(&self, path: &str) -> Result<Option<u64>> {
+            let t = self.$open(LOCAL_LOCKS)?;
+            let v = t.get(path)?.map(|v| v.value());
+            Ok(v)
+        }
+
+        /// Every local lock.
+        pub fn local_locks(&self) -> Result<Vec<(String, u64)>> {
+            let t = self.$open(LOCAL_LOCKS)?;
+            let mut out = Vec::new();
+            for row in t.iter()? {
+                let (k, v) = row?;
+                out.push((k.value().to_string(), v.value()));
+            }
+            Ok(out)
+        }
+
+        /// A workflow record.
+        pub fn workflow(&self, key: &str) -> Result<Option<Vec<u8>>> {
+            let t = self.$open(WORKFLOWS)?;
+            let v = t.get(key)?.map(|v| v.value().to_vec());
+            Ok(v)
+        }
+
+        /// Workflow records whose key starts with `prefix`.
+        pub fn workflows_with_prefix(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
+            let t = self.$open(WORKFLOWS)?;
+            let mut out = Vec::new();
+            for row in t.range(prefix..)? {
+                let (k, v) = row?;
+                if !k.value().starts_with(prefix) {
+                    break;
+                }
+                out.push((k.value().to_string(), v.value().to_vec()));
+            }
+            Ok(out)
+        }
+    };
+}
+
+/// A consistent read view.
+pub struct StateRead {
+    tx: redb::ReadTransaction,
+}
+
+impl StateRead {
+    fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> Result<redb::ReadOnlyTable<K, V>> {
+        Ok(self.tx.open_table(def)?)
+    }
+
+    reads!(table);
+}
+
+/// One durable write transaction.
+pub struct StateWrite {
+    tx: redb::WriteTransaction,
+}
+
+impl StateWrite {
+    fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> Result<redb::Table<'_, K, V>> {
+        Ok(self.tx.open_table(def)?)
+    }
+
+    reads!(table);
+
+    fn tables_init(&mut self) -> Result<()> {
+        self.table(META)?;
+        self.table(BASELINE)?;
+        self.table(OPENED)?;
+        self.table(PENDING)?;
+        self.table(JOURNAL)?;
+        self.table(LOCAL_LOCKS)?;
+        self.table(DEFERRED)?;
+        self.table(WORKFLOWS)?;
+        Ok(())
+    }
+
+    fn put_meta(&self, key: &str, value: &[u8]) -> Result<()> {
+        self.table(META)?.insert(key, value)?;
+        Ok(())
+    }
+
+    pub fn put_meta_u32(&self, key: &str, v: u32) -> Result<()> {
+        self.put_meta(key, &v.to_le_bytes())
+    }
+
+    pub fn put_meta_u64(&self, key: &str, v: u64) -> Result<()> {
+        self.put_meta(key, &v.to_le_bytes())
+    }
+
+    pub fn remove_meta(&self, key: &str) -> Result<()> {
+        self.table(META)?.remove(key)?;
+        Ok(())
+    }
+
+    /// Record the workspace's binding.
+    pub fn set_meta(&self, m: &WorkspaceMeta) -> Result<()> {
+        self.put_meta("workspace-id", &m.workspace_id.0)?;
+        self.put_meta("repository-id", &m.repository_id.0)?;
+        self.put_meta("branch-id", &m.branch_id.0)?;
+        self.put_meta("incarnation", &m.incarnation)?;
+        self.put_meta("repository-name", m.repository_name.as_bytes())?;
+        self.put_meta("server", m.server.as_bytes())?;
+        self.put_meta("author", m.author.as_bytes())?;
+        self.put_meta("view", &encode_str16_list(&m.view))?;
+        self.put_meta("tags", &encode_str16_list(&m.tags))?;
+        self.put_meta("readonly-mode", &[u8::from(m.readonly)])?;
+        self.put_meta("transfer-compression", &[u8::from(m.transfer_compression)])?;
+        self.put_meta_u64("synced", m.synced)
+    }
+
+    pub fn put_baseline(&self, path: &str, rec: &BaselineRecord) -> Result<()> {
+        self.table(BASELINE)?
+            .insert(path, rec.encode().as_slice())?;
+        Ok(())
+    }
+
+    pub fn remove_baseline(&self, path: &str) -> Result<()> {
+        self.table(BASELINE)?.remove(path)?;
+        Ok(())
+    }
+
+    pub fn put_opened(&self, path: &str, rec: &OpenedRecord) -> Result<()> {
+        self.table(OPENED)?.insert(path, rec.encode().as_slice())?;
+        Ok(())
+    }
+
+    pub fn remove_opened(&self, path: &str) -> Result<()> {
+        self.table(OPENED)?.remove(path)?;
+        Ok(())
+    }
+
+    pub fn put_pending(&self, op: &OperationId, rec: &PendingSubmit) -> Result<()> {
+        self.table(PENDING)?
+            .insert(&op.0, rec.encode().as_slice())?;
+        Ok(())
+    }
+
+    pub fn remove_pending(&self, op: &OperationId) -> Result<()> {
+        self.table(PENDING)?.remove(&op.0)?;
+        Ok(())
+    }
+
+    pub fn put_journal(&self, path: &str, e: &JournalEntry) -> Result<()> {
+        self.table(JOURNAL)?.insert(path, e.encode().as_slice())?;
+        Ok(())
+    }
+
+    pub fn remove_journal(&self, path: &str) -> Result<()> {
+        self.table(JOURNAL)?.remove(path)?;
+        Ok(())
+    }
+
+    /// Remove every journal row (after the watermark moved).
+    pub fn clear_journal(&self) -> Result<()> {
+        let mut t = self.table(JOURNAL)?;
+        t.retain(|_, _| false)?;
+        Ok(())
+    }
+
+    pub fn put_deferred(&self, path: &str, e: &JournalEntry) -> Result<()> {
+        self.table(DEFERRED)?.insert(path, e.encode().as_slice())?;
+        Ok(())
+    }
+
+    pub fn remove_deferred(&self, path: &str) -> Result<()> {
+        self.table(DEFERRED)?.remove(path)?;
+        Ok(())
+    }
+
+    pub fn put_local_lock(&self, path: &str, generation: u64) -> Result<()> {
+        self.table(LOCAL_LOCKS)?.insert(path, generation)?;
+        Ok(())
+    }
+
+    pub fn remove_local_lock(&self, path: &str) -> Result<()> {
+        self.table(LOCAL_LOCKS)?.remove(path)?;
+        Ok(())
+    }
+
+    pub fn put_workflow(&self, key: &str, value: &[u8]) -> Result<()> {
+        self.table(WORKFLOWS)?.insert(key, value)?;
+        Ok(())
+    }
+
+    pub fn remove_workflow(&self, key: &str) -> Result<()> {
+        self.table(WORKFLOWS)?.remove(key)?;
+        Ok(())
+    }
+
+    /// Publish every change of this transaction durably.
+    pub fn commit(self) -> Result<()> {
+        self.tx.commit()?;
+        Ok(())
+    }
+}
+
+/// A sample binding for tests of this crate.
+#[cfg(test)]
+pub(crate) fn tests_meta() -> WorkspaceMeta {
+    tests::meta()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{Fingerprint, OpenedAction};
+
+    pub(crate) fn meta() -> WorkspaceMeta {
+        WorkspaceMeta {
+            workspace_id: WorkspaceId([1; 16]),
+            repository_id: RepositoryId([2; 16]),
+            branch_id: BranchId([3; 16]),
+            incarnation: [4; 16],
+            repository_name: "game".into(),
+            server: "scribe://127.0.0.1:7777".into(),
+            author: "ada".into(),
+            view: vec!["art".into()],
+            tags: vec![],
+            readonly: true,
+            transfer_compression: true,
+            synced: 0,
+        }
+    }
+
+    #[test]
+    fn create_open_and_round_trip_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        {
+            let ws = Workspace::create(root, &meta()).unwrap();
+            assert_eq!(ws.meta().unwrap(), meta());
+            let tx = ws.write().unwrap();
+            let base = BaselineRecord {
+                incarnation: [4; 16],
+                manifest: scribe_format::ManifestId([5; 32]),
+                content: scribe_format::FileContentId([6; 32]),
+                size: 7,
+                mode: 0,
+                change: 8,
+                fingerprint: Fingerprint::default(),
+            };
+            tx.put_baseline("art/b", &base).unwrap();
+            tx.put_baseline("art/a", &base).unwrap();
+            tx.put_opened(
+                "art/a",
+                &OpenedRecord {
+                    action: OpenedAction::Edit,
+                    opened_ms: 1,
+                    needs_reconcile: false,
+                    moved_from: None,
+                },
+            )
+            .unwrap();
+            tx.put_local_lock("art/a", 3).unwrap();
+            tx.put_workflow("move/01", b"x").unwrap();
+            tx.put_workflow("move/02", b"y").unwrap();
+            tx.put_workflow("sync-frontier", b"z").unwrap();
+            tx.commit().unwrap();
+        }
+        assert!(
+            std::fs::read_to_string(root.join(".scribe/_state/SCRIBE_FORMAT"))
+                .unwrap()
+                .contains("kind = workspace")
+        );
+        let ws = Workspace::open(root).unwrap();
+        let r = ws.read().unwrap();
+        let paths: Vec<String> = r.baselines().unwrap().into_iter().map(|(p, _)| p).collect();
+        assert_eq!(paths, vec!["art/a", "art/b"]);
+        assert_eq!(r.opened_all().unwrap().len(), 1);
+        assert_eq!(r.local_lock("art/a").unwrap(), Some(3));
+        assert_eq!(r.workflows_with_prefix("move/").unwrap().len(), 2);
+        assert_eq!(Workspace::find(&root.join("art")).unwrap(), root);
+    }
+
+    #[test]
+    fn second_opener_is_refused_while_the_lock_is_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let _ws = Workspace::create(dir.path(), &meta()).unwrap();
+        match Workspace::open(dir.path()) {
+            Err(WorkspaceError::Busy { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
+            other => panic!("expected Busy, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn refuses_unknown_schema_and_required_features() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(Workspace::create(dir.path(), &meta()).unwrap());
+        let desc = dir.path().join(".scribe/_state/SCRIBE_FORMAT");
+        let text = std::fs::read_to_string(&desc).unwrap();
+        std::fs::write(&desc, text.replace("schema = 2", "schema = 3")).unwrap();
+        assert!(matches!(
+            Workspace::open(dir.path()),
+            Err(WorkspaceError::UnsupportedSchema { found: 3, .. })
+        ));
+        std::fs::write(&desc, format!("{text}required-features = teleport\n")).unwrap();
+        assert!(matches!(
+            Workspace::open(dir.path()),
+            Err(WorkspaceError::Descriptor { .. })
+        ));
+    }
+
+    #[test]
+    fn not_a_workspace_and_already_one() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            Workspace::find(dir.path()),
+            Err(WorkspaceError::NotAWorkspace { .. })
+        ));
+        drop(Workspace::create(dir.path(), &meta()).unwrap());
+        assert!(matches!(
+            Workspace::create(dir.path(), &meta()),
+            Err(WorkspaceError::AlreadyAWorkspace { .. })
+        ));
+    }
+
+    #[test]
+    fn tmp_is_cleaned_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(Workspace::create(dir.path(), &meta()).unwrap());
+        let part = dir.path().join(".scribe/_state/tmp/abc-0-1.part");
+        std::fs::write(&part, b"partial").unwrap();
+        drop(Workspace::open(dir.path()).unwrap());
+        assert!(!part.exists());
+    }
+}

@@ -1,0 +1,630 @@
+//! Applying a sync plan: a durable journal, path by path, resumable after a
+//! kill at any point, never destroying unsubmitted work.
+//!
+//! [`begin`] records the whole plan (every path with its target state, or
+//! none for a removal) in one durable transaction before any file changes.
+//! [`apply`] then works through the undone rows in batches:
+//!
+//! 1. classify each path against its baseline, its opened record and the
+//!    file on disk; a path with local work (opened, modified without `edit`,
+//!    deleted offline, or an untracked file in the way) is *deferred*: its
+//!    target is kept in the `deferred` table for `resolve`, and the file is
+//!    not touched;
+//! 2. every file sync replaces or removes is displaced into the recovery
+//!    area (index first, recorded in the journal row, then the rename), even
+//!    when it equals its baseline (section 9a: an editor may still hold it);
+//! 3. targets are materialized on all cores into `.scribe/_state/tmp/`,
+//!    given their mode, and renamed into place;
+//! 4. one transaction per batch marks the rows done and records baselines
+//!    with fresh fingerprints.
+//!
+//! A rerun after a crash finds each row in one of these states and finishes
+//! it: a file already equal to its target is only recorded; a file already
+//! displaced (recovery name recorded, file gone) is written. [`finish`]
+//! moves the watermark and clears the journal in one transaction.
+
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use crate::detect::hash_file;
+use crate::error::{Result, WorkspaceError};
+use crate::records::{BaselineRecord, JournalEntry, RecoveryReason};
+use crate::recovery;
+use crate::scan::{fingerprint_of, now_ms};
+use crate::state::Workspace;
+
+/// Rows handled per batch (bounds memory and the size of each transaction).
+pub const BATCH: usize = 256;
+
+/// Writes the bytes of a target state.
+pub trait Materializer: Sync {
+    /// Write the complete content of `target` to the new file `dest`,
+    /// verifying that it hashes to `target.content`.
+    fn materialize(
+        &self,
+        path: &str,
+        target: &BaselineRecord,
+        dest: &Path,
+    ) -> std::result::Result<(), String>;
+}
+
+/// Why a path was deferred instead of updated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeferReason {
+    /// The path is opened for the next submission.
+    Opened,
+    /// The file differs from its baseline but is not opened.
+    ModifiedLocally,
+    /// The file was deleted without `delete`.
+    DeletedLocally,
+    /// An untracked file stands where the target would be written.
+    Untracked,
+}
+
+impl DeferReason {
+    pub fn describe(self) -> &'static str {
+        match self {
+            DeferReason::Opened => "opened locally; resolve to combine",
+            DeferReason::ModifiedLocally => "modified locally without edit; reconcile or resolve",
+            DeferReason::DeletedLocally => "deleted locally without delete; reconcile or resolve",
+            DeferReason::Untracked => "an untracked local file is in the way; add it or move it",
+        }
+    }
+}
+
+/// What an [`apply`] run did.
+#[derive(Clone, Debug, Default)]
+pub struct SyncReport {
+    pub written: Vec<String>,
+    pub removed: Vec<String>,
+    pub deferred: Vec<(String, DeferReason)>,
+    pub displaced: Vec<String>,
+    /// Bytes written into the working copy.
+    pub bytes_written: u64,
+}
+
+/// Record a plan durably. Refuses when another journal is unfinished.
+pub fn begin(
+    ws: &Workspace,
+    target_change: u64,
+    plan: &[(String, Option<BaselineRecord>)],
+) -> Result<()> {
+    let tx = ws.write()?;
+    if let Some(existing) = tx.meta_u64("journal-target")? {
+        return Err(WorkspaceError::JournalInProgress { target: existing });
+    }
+    tx.put_meta_u64("journal-target", target_change)?;
+    for (path, target) in plan {
+        tx.put_journal(
+            path,
+            &JournalEntry {
+                target: *target,
+                done: false,
+                recovery: None,
+            },
+        )?;
+    }
+    tx.commit()
+}
+
+/// The unfinished journal's target change, if any.
+pub fn in_progress(ws: &Workspace) -> Result<Option<u64>> {
+    ws.read()?.meta_u64("journal-target")
+}
+
+enum Step {
+    /// Nothing left to do but record it.
+    Record(Option<BaselineRecord>),
+    /// Write this target (after any displacement).
+    Write(BaselineRecord),
+    /// Remove the file (already displaced) and the baseline.
+    Remove,
+    Defer(DeferReason),
+}
+
+/// Whether the file at `full` is exactly `base` (by settled fingerprint or hash).
+fn matches_state(full: &Path, meta: &std::fs::Metadata, base: &BaselineRecord) -> Result<bool> {
+    let exec = u8::from(crate::platform::is_executable(meta));
+    if crate::platform::HAS_EXECUTABLE_BIT && exec != base.mode {
+        return Ok(false);
+    }
+    if meta.len() != base.size {
+        return Ok(false);
+    }
+    let now = fingerprint_of(meta, 0);
+    if base.fingerprint.proves_unchanged(&now) {
+        return Ok(true);
+    }
+    let (content, _) = hash_file(full).map_err(WorkspaceError::io(full))?;
+    Ok(content == base.content)
+}
+
+fn classify(ws: &Workspace, path: &str, row: &JournalEntry) -> Result<Step> {
+    let read = ws.read()?;
+    if read.opened(path)?.is_some() {
+        return Ok(Step::Defer(DeferReason::Opened));
+    }
+    let baseline = read.baseline(path)?;
+    drop(read);
+    let full = ws.root().join(path);
+    let meta = match std::fs::symlink_metadata(&full) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(WorkspaceError::io(&full)(e)),
+    };
+    Ok(match (meta, baseline, row.target) {
+        // Rerun: the target is already in place.
+        (Some(m), _, Some(t)) if !m.is_dir() && matches_state(&full, &m, &t)? => {
+            Step::Record(Some(t))
+        }
+        (None, _, None) => Step::Record(None),
+        // Displaced by an earlier run of this journal.
+        (None, _, Some(t)) if row.recovery.is_some() => Step::Write(t),
+        (None, None, Some(t)) => Step::Write(t),
+        (None, Some(_), Some(_)) => Step::Defer(DeferReason::DeletedLocally),
+        (Some(m), Some(b), target) if !m.is_dir() && matches_state(&full, &m, &b)? => {
+            match target {
+                Some(t) => Step::Write(t),
+                None => Step::Remove,
+            }
+        }
+        (Some(_), Some(_), _) => Step::Defer(DeferReason::ModifiedLocally),
+        (Some(_), None, _) => Step::Defer(DeferReason::Untracked),
+    })
+}
+
+fn tmp_path(ws: &Workspace, target: &BaselineRecord, index: usize) -> PathBuf {
+    ws.state_dir().join("tmp").join(format!(
+        "{}-{}-{}.part",
+        target.content.to_hex(),
+        index,
+        std::process::id()
+    ))
+}
+
+/// Remove now-empty parent directories of `path` (never the root or `.scribe`).
+fn prune_parents(root: &Path, path: &str) {
+    let mut current = scribe_format::path::parent(path);
+    while let Some(dir) = current {
+        if dir == ".scribe" || std::fs::remove_dir(root.join(dir)).is_err() {
+            break;
+        }
+        current = scribe_format::path::parent(dir);
+    }
+}
+
+/// Apply every undone journal row.
+pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncReport> {
+    let readonly = ws.meta()?.readonly;
+    let mut report = SyncReport::default();
+    let rows: Vec<(String, JournalEntry)> = ws
+        .read()?
+        .journal_all()?
+        .into_iter()
+        .filter(|(_, e)| !e.done)
+        .collect();
+    for batch in rows.chunks(BATCH) {
+        // Phase 1: classify; record displacement intents durably.
+        let mut steps = Vec::with_capacity(batch.len());
+        let mut intents = Vec::new();
+        for (path, row) in batch {
+            let step = classify(ws, path, row)?;
+            // Anything standing where a target goes, or a file being
+            // removed, leaves through the recovery area, never by overwrite.
+            let displaces = matches!(step, Step::Write(_) | Step::Remove)
+                && std::fs::symlink_metadata(ws.root().join(path)).is_ok();
+            if displaces {
+                let reason = if matches!(step, Step::Remove) {
+                    RecoveryReason::SyncRemove
+                } else {
+                    RecoveryReason::SyncUpdate
+                };
+                let index = recovery::new_index(path, reason);
+                recovery::write_index(ws.root(), &index)?;
+                intents.push((path.clone(), row.clone(), index));
+            }
+            steps.push(step);
+        }
+        if !intents.is_empty() {
+            let tx = ws.write()?;
+            for (path, row, index) in &intents {
+                tx.put_journal(
+                    path,
+                    &JournalEntry {
+                        recovery: Some(index.entry_name()),
+                        ..row.clone()
+                    },
+                )?;
+            }
+            tx.commit()?;
+            for (path, _, index) in &intents {
+                recovery::move_in(ws.root(), index)?;
+                report.displaced.push(path.clone());
+            }
+        }
+        // Phase 2: materialize targets in parallel.
+        let writes: Vec<(usize, &str, BaselineRecord)> = steps
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| match s {
+                Step::Write(t) => Some((i, batch[i].0.as_str(), *t)),
+                _ => None,
+            })
+            .collect();
+        let written: Vec<(usize, std::result::Result<PathBuf, String>)> = writes
+            .par_iter()
+            .map(|&(i, path, target)| {
+                let tmp = tmp_path(ws, &target, i);
+                let result = materializer
+                    .materialize(path, &target, &tmp)
+                    .and_then(|()| {
+                        crate::platform::set_file_mode(&tmp, target.mode == 1, readonly)
+                            .map_err(|e| e.to_string())
+                    })
+                    .map(|()| tmp.clone());
+                if result.is_err() {
+                    let _ = std::fs::remove_file(&tmp);
+                }
+                (i, result)
+            })
+            .collect();
+        let mut ready = std::collections::HashMap::new();
+        for (i, result) in written {
+            match result {
+                Ok(tmp) => {
+                    ready.insert(i, tmp);
+                }
+                Err(detail) => {
+                    return Err(WorkspaceError::Materialize {
+                        path: batch[i].0.clone(),
+                        detail,
+                    })
+                }
+            }
+        }
+        // Phase 3: put files in place, then record the batch.
+        let recorded_ms = now_ms();
+        let tx = ws.write()?;
+        for (i, step) in steps.iter().enumerate() {
+            let (path, row) = &batch[i];
+            let full = ws.root().join(path);
+            let done = JournalEntry {
+                done: true,
+                ..row.clone()
+            };
+            match step {
+                Step::Defer(reason) => {
+                    tx.put_deferred(path, row)?;
+                    report.deferred.push((path.clone(), *reason));
+                }
+                Step::Record(None) | Step::Remove => {
+                    tx.remove_baseline(path)?;
+                    if matches!(step, Step::Remove) {
+                        prune_parents(ws.root(), path);
+                        report.removed.push(path.clone());
+                    }
+                }
+                Step::Record(Some(target)) | Step::Write(target) => {
+                    if let Step::Write(_) = step {
+                        let tmp = &ready[&i];
+                        if let Some(parent) = full.parent() {
+                            std::fs::create_dir_all(parent).map_err(WorkspaceError::io(parent))?;
+                        }
+                        std::fs::rename(tmp, &full).map_err(WorkspaceError::io(&full))?;
+                        report.written.push(path.clone());
+                        report.bytes_written += target.size;
+                    }
+                    let meta =
+                        std::fs::symlink_metadata(&full).map_err(WorkspaceError::io(&full))?;
+                    tx.put_baseline(
+                        path,
+                        &BaselineRecord {
+                            fingerprint: fingerprint_of(&meta, recorded_ms),
+                            ..*target
+                        },
+                    )?;
+                }
+            }
+            tx.put_journal(path, &done)?;
+        }
+        tx.commit()?;
+    }
+    Ok(report)
+}
+
+/// Move the watermark to the journal's target and clear the journal, once
+/// every row is done. Returns the new watermark.
+pub fn finish(ws: &Workspace) -> Result<u64> {
+    let tx = ws.write()?;
+    let Some(target) = tx.meta_u64("journal-target")? else {
+        return Err(WorkspaceError::NoJournal);
+    };
+    if let Some((path, _)) = tx.journal_all()?.into_iter().find(|(_, e)| !e.done) {
+        return Err(WorkspaceError::JournalUnfinished { path });
+    }
+    tx.put_meta_u64("synced", target)?;
+    tx.remove_meta("journal-target")?;
+    tx.clear_journal()?;
+    tx.commit()?;
+    Ok(target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{Fingerprint, OpenedAction, OpenedRecord};
+    use scribe_format::{FileContentId, ManifestId};
+    use std::collections::HashMap;
+
+    /// Materializes from an in-memory map of content id → bytes.
+    struct Memory(HashMap<FileContentId, Vec<u8>>);
+
+    impl Materializer for Memory {
+        fn materialize(
+            &self,
+            _path: &str,
+            t: &BaselineRecord,
+            dest: &Path,
+        ) -> std::result::Result<(), String> {
+            let bytes = self.0.get(&t.content).ok_or("unknown content")?;
+            std::fs::write(dest, bytes).map_err(|e| e.to_string())
+        }
+    }
+
+    fn target(bytes: &[u8], change: u64) -> BaselineRecord {
+        BaselineRecord {
+            incarnation: [4; 16],
+            manifest: ManifestId::of_payload(bytes),
+            content: FileContentId::of(bytes),
+            size: bytes.len() as u64,
+            mode: 0,
+            change,
+            fingerprint: Fingerprint::default(),
+        }
+    }
+
+    fn ws() -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut meta = crate::state::tests_meta();
+        meta.readonly = false;
+        let ws = Workspace::create(dir.path(), &meta).unwrap();
+        (dir, ws)
+    }
+
+    fn sync(
+        ws: &Workspace,
+        change: u64,
+        plan: &[(String, Option<BaselineRecord>)],
+        mem: &Memory,
+    ) -> SyncReport {
+        begin(ws, change, plan).unwrap();
+        let r = apply(ws, mem).unwrap();
+        finish(ws).unwrap();
+        r
+    }
+
+    #[test]
+    fn writes_updates_and_removes_displacing_old_files() {
+        let (_d, ws) = ws();
+        let a1 = b"alpha v1".to_vec();
+        let a2 = b"alpha v2".to_vec();
+        let b1 = b"beta".to_vec();
+        let mem = Memory(
+            [&a1, &a2, &b1]
+                .iter()
+                .map(|b| (FileContentId::of(b), b.to_vec()))
+                .collect(),
+        );
+        let r = sync(
+            &ws,
+            1,
+            &[
+                ("art/a.psd".into(), Some(target(&a1, 1))),
+                ("art/deep/b.bin".into(), Some(target(&b1, 1))),
+            ],
+            &mem,
+        );
+        assert_eq!(r.written.len(), 2);
+        assert_eq!(std::fs::read(ws.root().join("art/a.psd")).unwrap(), a1);
+        assert_eq!(ws.meta().unwrap().synced, 1);
+        let r = sync(
+            &ws,
+            2,
+            &[
+                ("art/a.psd".into(), Some(target(&a2, 2))),
+                ("art/deep/b.bin".into(), None),
+            ],
+            &mem,
+        );
+        assert_eq!(r.removed, vec!["art/deep/b.bin"]);
+        assert_eq!(r.displaced.len(), 2);
+        assert_eq!(std::fs::read(ws.root().join("art/a.psd")).unwrap(), a2);
+        assert!(!ws.root().join("art/deep").exists(), "empty parent pruned");
+        assert!(ws
+            .read()
+            .unwrap()
+            .baseline("art/deep/b.bin")
+            .unwrap()
+            .is_none());
+        assert_eq!(
+            ws.read()
+                .unwrap()
+                .baseline("art/a.psd")
+                .unwrap()
+                .unwrap()
+                .change,
+            2
+        );
+        // the displaced old versions are retained with their indexes
+        let kept = recovery::list(ws.root()).unwrap();
+        assert_eq!(kept.len(), 2);
+        assert!(ws.read().unwrap().journal_all().unwrap().is_empty());
+    }
+
+    #[test]
+    fn local_work_is_deferred_never_overwritten() {
+        let (_d, ws) = ws();
+        let v1 = b"v1".to_vec();
+        let v2 = b"v2".to_vec();
+        let mem = Memory(
+            [&v1, &v2]
+                .iter()
+                .map(|b| (FileContentId::of(b), b.to_vec()))
+                .collect(),
+        );
+        let names = ["opened", "modified", "deleted", "untracked"];
+        let plan1: Vec<_> = names[..3]
+            .iter()
+            .map(|n| (n.to_string(), Some(target(&v1, 1))))
+            .collect();
+        sync(&ws, 1, &plan1, &mem);
+        // local work of four kinds
+        let tx = ws.write().unwrap();
+        tx.put_opened(
+            "opened",
+            &OpenedRecord {
+                action: OpenedAction::Edit,
+                opened_ms: 1,
+                needs_reconcile: false,
+                moved_from: None,
+            },
+        )
+        .unwrap();
+        tx.commit().unwrap();
+        std::fs::write(ws.root().join("opened"), b"my edit").unwrap();
+        std::fs::write(ws.root().join("modified"), b"offline edit").unwrap();
+        std::fs::remove_file(ws.root().join("deleted")).unwrap();
+        std::fs::write(ws.root().join("untracked"), b"mine").unwrap();
+        let plan2: Vec<_> = names
+            .iter()
+            .map(|n| (n.to_string(), Some(target(&v2, 2))))
+            .collect();
+        let r = sync(&ws, 2, &plan2, &mem);
+        let reasons: Vec<DeferReason> = r.deferred.iter().map(|(_, why)| *why).collect();
+        assert_eq!(
+            reasons,
+            vec![
+                DeferReason::DeletedLocally,
+                DeferReason::ModifiedLocally,
+                DeferReason::Opened,
+                DeferReason::Untracked
+            ]
+        );
+        assert_eq!(std::fs::read(ws.root().join("opened")).unwrap(), b"my edit");
+        assert_eq!(
+            std::fs::read(ws.root().join("modified")).unwrap(),
+            b"offline edit"
+        );
+        assert_eq!(std::fs::read(ws.root().join("untracked")).unwrap(), b"mine");
+        assert!(!ws.root().join("deleted").exists());
+        assert_eq!(ws.read().unwrap().deferred_all().unwrap().len(), 4);
+        assert!(r.written.is_empty());
+    }
+
+    #[test]
+    fn rerun_after_interruption_completes_without_loss() {
+        let (_d, ws) = ws();
+        let files: Vec<Vec<u8>> = (0..10).map(|i| format!("file {i}").into_bytes()).collect();
+        let mem = Memory(
+            files
+                .iter()
+                .map(|b| (FileContentId::of(b), b.clone()))
+                .collect(),
+        );
+        let plan: Vec<_> = files
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (format!("f{i}"), Some(target(b, 1))))
+            .collect();
+        sync(&ws, 1, &plan, &mem);
+        let v2: Vec<Vec<u8>> = (0..10)
+            .map(|i| format!("file {i} v2").into_bytes())
+            .collect();
+        let mem2 = Memory(
+            v2.iter()
+                .map(|b| (FileContentId::of(b), b.clone()))
+                .collect(),
+        );
+        let plan2: Vec<_> = v2
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (format!("f{i}"), Some(target(b, 2))))
+            .collect();
+        begin(&ws, 2, &plan2).unwrap();
+        // Simulate a crash part way: some files displaced and rewritten by
+        // hand, one displaced but not rewritten.
+        for i in 0..3 {
+            let p = format!("f{i}");
+            let ix = recovery::displace(ws.root(), &p, RecoveryReason::SyncUpdate).unwrap();
+            let tx = ws.write().unwrap();
+            tx.put_journal(
+                &p,
+                &JournalEntry {
+                    target: plan2[i].1,
+                    done: false,
+                    recovery: Some(ix.entry_name()),
+                },
+            )
+            .unwrap();
+            tx.commit().unwrap();
+            if i < 2 {
+                std::fs::write(ws.root().join(&p), &v2[i]).unwrap();
+            }
+        }
+        assert!(matches!(
+            begin(&ws, 3, &plan2),
+            Err(WorkspaceError::JournalInProgress { target: 2 })
+        ));
+        assert!(matches!(
+            finish(&ws),
+            Err(WorkspaceError::JournalUnfinished { .. })
+        ));
+        let r = apply(&ws, &mem2).unwrap();
+        assert_eq!(finish(&ws).unwrap(), 2);
+        assert!(r.deferred.is_empty(), "{:?}", r.deferred);
+        for (i, b) in v2.iter().enumerate() {
+            assert_eq!(&std::fs::read(ws.root().join(format!("f{i}"))).unwrap(), b);
+        }
+        // f0..f2 were displaced once each (by the "crashed" run), f3..f9 by apply
+        assert_eq!(recovery::list(ws.root()).unwrap().len(), 10);
+    }
+
+    #[test]
+    fn a_failed_materialization_leaves_the_row_undone() {
+        let (_d, ws) = ws();
+        let mem = Memory(HashMap::new());
+        begin(&ws, 1, &[("x".into(), Some(target(b"x", 1)))]).unwrap();
+        assert!(matches!(
+            apply(&ws, &mem),
+            Err(WorkspaceError::Materialize { .. })
+        ));
+        assert!(!ws.root().join("x").exists());
+        assert_eq!(in_progress(&ws).unwrap(), Some(1));
+        let mem = Memory(
+            [(FileContentId::of(b"x"), b"x".to_vec())]
+                .into_iter()
+                .collect(),
+        );
+        apply(&ws, &mem).unwrap();
+        assert_eq!(finish(&ws).unwrap(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn readonly_workspaces_get_readonly_files_and_modes_round_trip() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::create(dir.path(), &crate::state::tests_meta()).unwrap();
+        let mut t = target(b"#!/bin/sh\n", 1);
+        t.mode = 1;
+        let mem = Memory([(t.content, b"#!/bin/sh\n".to_vec())].into_iter().collect());
+        sync(&ws, 1, &[("tool.sh".into(), Some(t))], &mem);
+        let mode = std::fs::metadata(ws.root().join("tool.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o111, 0o111);
+        assert_eq!(mode & 0o222, 0);
+    }
+}
