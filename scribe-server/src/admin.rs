@@ -35,7 +35,7 @@ pub enum AdminError {
     Store {
         repo: String,
         #[source]
-        source: scribe_objects::StoreError,
+        source: Box<scribe_objects::StoreError>,
     },
 }
 
@@ -85,7 +85,7 @@ fn meta_err(info: &RepositoryInfo) -> impl Fn(MetadataError) -> AdminError + '_ 
 fn store_err(info: &RepositoryInfo) -> impl Fn(scribe_objects::StoreError) -> AdminError + '_ {
     move |source| AdminError::Store {
         repo: info.name.clone(),
-        source,
+        source: Box::new(source),
     }
 }
 
@@ -121,9 +121,9 @@ pub fn doctor(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
         }
         let store = reg.get(&info.id).ok_or_else(|| AdminError::Store {
             repo: info.name.clone(),
-            source: scribe_objects::StoreError::NotFound {
+            source: Box::new(scribe_objects::StoreError::NotFound {
                 id: ObjectId::new(ObjectKind::Chunk, [0; 32]),
-            },
+            }),
         })?;
         let v = store.verify().map_err(store_err(&info))?;
         for p in &v.problems {
@@ -197,7 +197,7 @@ pub fn live_objects(
     };
     let se = |source: scribe_objects::StoreError| AdminError::Store {
         repo: name.clone(),
-        source,
+        source: Box::new(source),
     };
     let dbe = |e: redb::Error| me(MetadataError::Db(e));
     let mut live = HashSet::new();
