@@ -1,5 +1,6 @@
 mod support;
 
+mod concurrent;
 mod embedded;
 mod hostile;
 mod ops;
