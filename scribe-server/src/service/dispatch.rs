@@ -19,7 +19,7 @@ use scribe_metadata::workspaces::{Registration, RetireOutcome};
 use scribe_metadata::{fmt::FileRecord, Repository};
 use scribe_objects::ObjectStore;
 
-use super::upload::{max_object_bytes, Cached, Partial, Session};
+use super::upload::{max_object_bytes, Cached, Partial, Reservation, Session};
 use super::{pins, Failure, Service};
 
 type R<T> = Result<T, Failure>;
@@ -373,10 +373,18 @@ fn object_put(svc: &Service, session: &mut Session, r: m::ObjectPut) -> R<m::Obj
                 complete: true,
             });
         }
+        session.upload = None;
+        let reservation = Reservation::take(svc.upload_budget(), r.total_len).ok_or_else(|| {
+            Failure::new(
+                ErrorCode::Busy,
+                "the server is buffering as many uploads as it may; retry shortly",
+            )
+        })?;
         let mut data = Vec::new();
         data.try_reserve_exact(r.total_len as usize)
             .map_err(|_| Failure::new(ErrorCode::Busy, "cannot buffer the object now"))?;
         session.upload = Some(Partial {
+            _reservation: reservation,
             repo: repo.id(),
             operation: r.operation,
             id: r.id,

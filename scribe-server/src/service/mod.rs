@@ -19,7 +19,7 @@ pub mod stores;
 pub mod upload;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -72,6 +72,7 @@ pub struct Service {
     stores: StoreRegistry,
     started: Instant,
     connections: AtomicU32,
+    upload_budget: Arc<AtomicU64>,
 }
 
 impl Service {
@@ -80,26 +81,34 @@ impl Service {
     /// resumed here.
     pub fn open(dir: impl AsRef<Path>) -> Result<Arc<Service>, OpenError> {
         let mut root = DataRoot::open(dir)?;
-        Ok(Self::over(&mut root).map(|stores| {
-            Arc::new(Service {
-                root,
-                stores,
-                started: Instant::now(),
-                connections: AtomicU32::new(0),
-            })
-        })?)
+        let stores = Self::over(&mut root)?;
+        Ok(Arc::new(Service::new(root, stores)))
     }
 
     /// Create a new data root at `dir` and serve it.
     pub fn create(dir: impl AsRef<Path>) -> Result<Arc<Service>, OpenError> {
         let mut root = DataRoot::create(dir)?;
         let stores = Self::over(&mut root)?;
-        Ok(Arc::new(Service {
+        Ok(Arc::new(Service::new(root, stores)))
+    }
+
+    fn new(root: DataRoot, stores: StoreRegistry) -> Service {
+        Service {
             root,
             stores,
             started: Instant::now(),
             connections: AtomicU32::new(0),
-        }))
+            upload_budget: Arc::new(AtomicU64::new(upload::DEFAULT_UPLOAD_BUDGET)),
+        }
+    }
+
+    /// Bound the bytes all connections together buffer for uploads.
+    pub fn set_upload_budget(&self, bytes: u64) {
+        self.upload_budget.store(bytes, Ordering::Release);
+    }
+
+    pub(crate) fn upload_budget(&self) -> &Arc<AtomicU64> {
+        &self.upload_budget
     }
 
     fn over(root: &mut DataRoot) -> Result<StoreRegistry, MetadataError> {

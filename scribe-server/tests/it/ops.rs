@@ -551,3 +551,34 @@ fn lz4_frames_carry_the_same_operations() {
         .unwrap();
     assert_eq!(c.download(REPO, manifest.0).unwrap(), text);
 }
+
+#[test]
+fn uploads_beyond_the_service_budget_are_refused_busy() {
+    both(|env| {
+        env.service.set_upload_budget(1 << 20);
+        let mut c = env.client();
+        let ws = WorkspaceId([1; 16]);
+        let big = vec![7u8; 2 << 20];
+        let f = file(&big);
+        let e = c
+            .upload_missing(
+                REPO,
+                ws,
+                OperationId([1; 16]),
+                f.objects.iter().map(|(id, b)| (*id, b.as_slice())),
+            )
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Busy);
+        // Small objects still go through, and the budget is returned after each.
+        for i in 0..4u8 {
+            let small = file(&[i; 300 << 10]);
+            c.upload_missing(
+                REPO,
+                ws,
+                OperationId([2; 16]),
+                small.objects.iter().map(|(id, b)| (*id, b.as_slice())),
+            )
+            .unwrap();
+        }
+    });
+}
