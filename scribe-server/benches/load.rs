@@ -304,7 +304,7 @@ fn main() {
     );
     for (change, path) in &s.acked {
         let st = repo
-            .stat(main, 0, path)
+            .stat(main, head, path)
             .expect("stat")
             .unwrap_or_else(|| panic!("acknowledged {path} at {change} is missing"));
         assert_eq!(st.change, *change);

@@ -11,8 +11,8 @@
 //! Immediate transaction) before the server accepts the first byte of an
 //! object, so the object is protected from offline collection from then
 //! until the operation's final outcome. Pinning is idempotent and may name
-//! absent objects. A retired workspace cannot pin; a finished intent cannot
-//! pin again. A final outcome writes `upload-finished`, then deletes the
+//! absent objects. A retired workspace cannot pin; an intent with a
+//! recorded outcome (or a queued cleanup) cannot pin again. A final outcome writes `upload-finished`, then deletes the
 //! intent's pins at most 512 per transaction; the last transaction removes
 //! the owner and the marker. [`resume_cleanup`] finishes queued cleanups on
 //! startup and in `recover-submissions`.
@@ -23,7 +23,7 @@
 use redb::{Durability, ReadableDatabase, ReadableTable};
 use scribe_format::{ErrorCode, ObjectId, ObjectKind, OperationId, WorkspaceId};
 use scribe_metadata::records::keys;
-use scribe_metadata::tables::{META, UPLOAD_PINS, WORKSPACE_STATE};
+use scribe_metadata::tables::{META, OPERATIONS, UPLOAD_PINS, WORKSPACE_STATE};
 use scribe_metadata::{MetadataError, Repository};
 
 use super::Failure;
@@ -86,11 +86,15 @@ pub fn pin(
                 format!("workspace {workspace} is retired"),
             ));
         }
+        let ops = tx.open_table(OPERATIONS).map_err(db_err)?;
+        let recorded = ops.get(intent.0).map_err(db_err)?.is_some();
+        drop(ops);
         let mut meta = tx.open_table(META).map_err(db_err)?;
-        if meta
-            .get(finished_key(&intent).as_str())
-            .map_err(db_err)?
-            .is_some()
+        if recorded
+            || meta
+                .get(finished_key(&intent).as_str())
+                .map_err(db_err)?
+                .is_some()
         {
             return Err(Failure::new(
                 ErrorCode::OperationIntentMismatch,
@@ -137,6 +141,11 @@ pub fn finish(repo: &Repository, intent: OperationId) -> Result<(), Failure> {
     let Some(owner) = owner else {
         return Ok(()); // nothing was pinned under this intent
     };
+    // At most one batch of pins: one transaction removes them with the
+    // owner, so no cleanup marker is needed.
+    if pins_under(repo, &owner, &intent, CLEANUP_BATCH + 1)?.len() <= CLEANUP_BATCH {
+        return cleanup(repo, intent, &owner);
+    }
     let mut tx = db.begin_write().map_err(db_err)?;
     tx.set_durability(Durability::Immediate).map_err(db_err)?;
     {
@@ -148,25 +157,33 @@ pub fn finish(repo: &Repository, intent: OperationId) -> Result<(), Failure> {
     cleanup(repo, intent, &owner)
 }
 
-fn cleanup(repo: &Repository, intent: OperationId, owner: &[u8]) -> Result<(), Failure> {
-    let db = repo.database();
+/// At most `limit` pin keys of `owner`'s `intent`, in key order.
+fn pins_under(
+    repo: &Repository,
+    owner: &[u8],
+    intent: &OperationId,
+    limit: usize,
+) -> Result<Vec<Vec<u8>>, Failure> {
     let mut prefix = owner.to_vec();
     prefix.extend_from_slice(&intent.0);
+    let tx = repo.database().begin_read().map_err(db_err)?;
+    let pins = tx.open_table(UPLOAD_PINS).map_err(db_err)?;
+    let mut out = Vec::new();
+    for row in pins.range(prefix.as_slice()..).map_err(db_err)? {
+        let (k, _) = row.map_err(db_err)?;
+        if !k.value().starts_with(&prefix) || out.len() == limit {
+            break;
+        }
+        out.push(k.value().to_vec());
+    }
+    Ok(out)
+}
+
+fn cleanup(repo: &Repository, intent: OperationId, owner: &[u8]) -> Result<(), Failure> {
+    let db = repo.database();
     loop {
         // A bounded read (at most 513 keys) finds the batch outside the write.
-        let batch: Vec<Vec<u8>> = {
-            let tx = db.begin_read().map_err(db_err)?;
-            let pins = tx.open_table(UPLOAD_PINS).map_err(db_err)?;
-            let mut out = Vec::new();
-            for row in pins.range(prefix.as_slice()..).map_err(db_err)? {
-                let (k, _) = row.map_err(db_err)?;
-                if !k.value().starts_with(&prefix) || out.len() > CLEANUP_BATCH {
-                    break;
-                }
-                out.push(k.value().to_vec());
-            }
-            out
-        };
+        let batch = pins_under(repo, owner, &intent, CLEANUP_BATCH + 1)?;
         let last = batch.len() <= CLEANUP_BATCH;
         let mut tx = db.begin_write().map_err(db_err)?;
         tx.set_durability(Durability::Immediate).map_err(db_err)?;
