@@ -287,3 +287,70 @@ fn buffered_groups_share_one_transaction_with_their_own_changes() {
     assert_eq!(e.repo.submit_group(subs).unwrap(), out);
     assert_doctor_clean(&e.repo);
 }
+
+#[test]
+fn every_refusal_leaves_the_repository_as_before_across_reopen() {
+    let e = env();
+    let c1 = commit(
+        &e,
+        vec![
+            add(&e, "Art/Hero.png", 1),
+            add(&e, "b", 2),
+            add(&e, "locked", 3),
+        ],
+    );
+    commit(&e, vec![Entry::edit("b", c1, state(&e, 4))]);
+    e.repo
+        .lock(&["locked".into()], WorkspaceId::random(), e.main, "bob")
+        .unwrap();
+    let before = dump(&e.repo, false);
+    let refusals: Vec<(Vec<Entry>, ErrorCode)> = vec![
+        (vec![add(&e, "z", 5), add(&e, "a", 6)], ErrorCode::Malformed),
+        (vec![add(&e, "art/hero.png", 5)], ErrorCode::PathCollision),
+        (
+            vec![Entry::edit("b", c1, state(&e, 5))],
+            ErrorCode::BaseMismatch,
+        ),
+        (vec![Entry::delete("nope", c1)], ErrorCode::NotPresent),
+        (
+            vec![Entry::add("new", absent_state(9))],
+            ErrorCode::MissingObjects,
+        ),
+        (
+            vec![Entry::edit("locked", c1, state(&e, 5))],
+            ErrorCode::LockedByOther,
+        ),
+    ];
+    let mut first = None;
+    for (entries, code) in refusals {
+        let s = submission(&e, entries);
+        assert_eq!(rejected(&e.repo.submit(s.clone()).unwrap()), code);
+        first.get_or_insert(s);
+    }
+    let mut other = first.unwrap();
+    other.message = "other intent".into();
+    assert_eq!(
+        rejected(&e.repo.submit(other).unwrap()),
+        ErrorCode::OperationIntentMismatch
+    );
+    assert!(
+        before == dump(&e.repo, false),
+        "a refusal wrote more than its outcome"
+    );
+    let dir = e.root.dir().to_owned();
+    let Env {
+        dir: _keep,
+        root,
+        repo,
+        ..
+    } = e;
+    drop(repo);
+    drop(root);
+    let root = scribe_metadata::DataRoot::open(&dir).unwrap();
+    let repo = root.open_repository_by_name("game").unwrap();
+    assert!(
+        before == dump(&repo, false),
+        "reopen changed the repository"
+    );
+    assert_doctor_clean(&repo);
+}

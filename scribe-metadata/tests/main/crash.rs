@@ -80,49 +80,6 @@ fn crash_child() {
     unreachable!("the parent kills this process while it stages");
 }
 
-type Dump = Vec<(&'static str, Vec<u8>, Vec<u8>)>;
-
-fn dump(repo: &Repository) -> Dump {
-    let tx = repo.database().begin_read().unwrap();
-    let mut out = Vec::new();
-    for (name, t) in [
-        ("history", tables::HISTORY),
-        ("moves", tables::MOVES),
-        ("file_lineage", tables::FILE_LINEAGE),
-        ("change_paths", tables::CHANGE_PATHS),
-        ("accepted_manifests", tables::ACCEPTED_MANIFESTS),
-        ("snapshot_roots", tables::SNAPSHOT_ROOTS),
-        ("submit_stage", tables::SUBMIT_STAGE),
-    ] {
-        let t = tx.open_table(t).unwrap();
-        for row in t.range::<&[u8]>(..).unwrap() {
-            let (k, v) = row.unwrap();
-            out.push((name, k.value().to_vec(), v.value().to_vec()));
-        }
-    }
-    for (name, t) in [
-        ("commits", tables::COMMITS),
-        ("snapshot_nodes", tables::SNAPSHOT_NODES),
-    ] {
-        let t = tx.open_table(t).unwrap();
-        for row in t.range::<u64>(..).unwrap() {
-            let (k, v) = row.unwrap();
-            out.push((name, k.value().to_le_bytes().to_vec(), v.value().to_vec()));
-        }
-    }
-    let t = tx.open_table(tables::META).unwrap();
-    for row in t.range::<&str>(..).unwrap() {
-        let (k, v) = row.unwrap();
-        out.push(("meta", k.value().as_bytes().to_vec(), v.value().to_vec()));
-    }
-    let t = tx.open_table(tables::OPERATIONS).unwrap();
-    for row in t.range::<[u8; 16]>(..).unwrap() {
-        let (k, v) = row.unwrap();
-        out.push(("operations", k.value().to_vec(), v.value().to_vec()));
-    }
-    out
-}
-
 fn pending_rows(repo_dir: &Path) -> (bool, u64) {
     let db = redb::Database::open(repo_dir.join("metadata.redb")).unwrap();
     let tx = db.begin_read().unwrap();
@@ -136,7 +93,7 @@ fn pending_rows(repo_dir: &Path) -> (bool, u64) {
 fn kill_during_streamed_preparation_leaves_the_repository_as_before() {
     let e = env();
     commit(&e, vec![add(&e, "readme", 1)]);
-    let before = dump(&e.repo);
+    let before = dump(&e.repo, true);
     let dir = e.root.dir().to_owned();
     let repo_dir = e.repo.dir().to_owned();
     let Env {
@@ -187,7 +144,7 @@ fn kill_during_streamed_preparation_leaves_the_repository_as_before() {
     let root = DataRoot::open(&dir).unwrap();
     let repo = root.open_repository_by_name("game").unwrap();
     assert!(
-        before == dump(&repo),
+        before == dump(&repo, true),
         "recovered repository differs from before"
     );
     assert_doctor_clean(&repo);
