@@ -884,6 +884,26 @@ impl Repository {
         if let Some(r) = check_shape(s) {
             return Ok(Some(r));
         }
+        // The envelope binds the change set id: it must be the identity of
+        // exactly these entries.
+        match s.change_set.id() {
+            Ok(id) if id == s.change_set_id => {}
+            Ok(id) => {
+                return Ok(Some(Reject::new(
+                    ErrorCode::Malformed,
+                    format!(
+                        "change set id {} is not the identity of its entries ({id})",
+                        s.change_set_id
+                    ),
+                )))
+            }
+            Err(e) => {
+                return Ok(Some(Reject::new(
+                    ErrorCode::Malformed,
+                    format!("change set: {e}"),
+                )))
+            }
+        }
         let mut ids = vec![ObjectId::change_set(s.change_set_id)];
         let mut seen = HashSet::new();
         for e in &s.change_set.entries {

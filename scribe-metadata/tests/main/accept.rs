@@ -193,12 +193,22 @@ fn submissions_naming_absent_objects_are_refused() {
         .submit(submission(&e, vec![Entry::add("a", absent_state(1))]))
         .unwrap();
     assert_eq!(rejected(&o), ErrorCode::MissingObjects);
-    let mut s = submission(&e, vec![add(&e, "b", 1)]);
-    s.change_set_id = scribe_format::ChangeSetId([9; 32]);
+    // The change set object itself must be present.
+    let s = submission(&e, vec![add(&e, "b", 1)]);
+    let cs_file = e
+        .repo
+        .dir()
+        .join("objects/interim")
+        .join(format!("03{}", s.change_set_id));
+    std::fs::remove_file(cs_file).unwrap();
     assert_eq!(
         rejected(&e.repo.submit(s).unwrap()),
         ErrorCode::MissingObjects
     );
+    // A change set id that is not the identity of the entries is malformed.
+    let mut s = submission(&e, vec![add(&e, "c", 1)]);
+    s.change_set_id = scribe_format::ChangeSetId([9; 32]);
+    assert_eq!(rejected(&e.repo.submit(s).unwrap()), ErrorCode::Malformed);
     assert_eq!(e.repo.head().unwrap(), 0);
     assert_doctor_clean(&e.repo);
 }
