@@ -134,3 +134,62 @@ fn a_pinned_view_keeps_its_snapshot_while_acceptance_proceeds() {
         "the view does not see later changes"
     );
 }
+
+#[test]
+fn concurrent_submitters_and_readers_serialise_through_the_gate() {
+    let e = env();
+    let c1 = commit(&e, vec![add(&e, "shared", 1)]);
+    let outcomes = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let e = &e;
+            let outcomes = &outcomes;
+            s.spawn(move || {
+                let ws = WorkspaceId::random();
+                for i in 0..10u64 {
+                    let p = format!("t{t}/f{i}");
+                    let o = e
+                        .repo
+                        .submit(submission_as(e, ws, vec![add(e, &p, t * 100 + i)]))
+                        .unwrap();
+                    outcomes.lock().unwrap().push(accepted(&o));
+                }
+            });
+        }
+        // Two racing edits of one path from the same base: exactly one wins.
+        let racers: Vec<_> = (0..2u64)
+            .map(|k| {
+                let e = &e;
+                s.spawn(move || {
+                    let o = e
+                        .repo
+                        .submit(submission(
+                            e,
+                            vec![scribe_format::changeset::Entry::edit(
+                                "shared",
+                                c1,
+                                state(e, 1000 + k),
+                            )],
+                        ))
+                        .unwrap();
+                    matches!(o, scribe_metadata::accept::Outcome::Accepted { .. })
+                })
+            })
+            .collect();
+        for _ in 0..100 {
+            assert!(e.repo.stat(e.main, c1, "shared").unwrap().is_some());
+        }
+        let wins = racers
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|w| *w)
+            .count();
+        assert_eq!(wins, 1);
+    });
+    let mut changes = outcomes.into_inner().unwrap();
+    changes.sort();
+    changes.dedup();
+    assert_eq!(changes.len(), 40, "every acceptance has its own change");
+    assert_eq!(e.repo.head().unwrap(), 42);
+    assert_doctor_clean(&e.repo);
+}
