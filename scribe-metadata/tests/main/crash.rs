@@ -13,12 +13,17 @@ use scribe_metadata::{tables, DataRoot, DirObjects, Repository};
 use super::common::*;
 
 const CHILD_ENV: &str = "SCRIBE_METADATA_CRASH_CHILD";
-const ENTRIES: u64 = 3000;
+const ENTRIES: u64 = 1000;
 
 /// A deterministic large submission (same operation id every time).
 fn big(objects: &DirObjects, main: BranchId) -> Submission {
+    big_n(objects, main, ENTRIES)
+}
+
+/// `n` new files under 37 directories (`n` > 64 makes it streamed).
+fn big_n(objects: &DirObjects, main: BranchId, n: u64) -> Submission {
     let mut entries = Vec::new();
-    for i in 0..ENTRIES {
+    for i in 0..n {
         let manifest = scribe_format::ManifestId(*blake3::hash(&i.to_le_bytes()).as_bytes());
         objects.put(&ObjectId::manifest(manifest), b"m").unwrap();
         entries.push(Entry::add(
@@ -199,5 +204,41 @@ fn streamed_acceptance_matches_buffered_semantics() {
     assert_eq!(rejected(&r), scribe_format::ErrorCode::BaseMismatch);
     assert_eq!(pending_rows_open(&e.repo), (false, 0));
     assert_eq!(e.repo.describe(1).unwrap().paths.len() as u64, ENTRIES);
+    assert_doctor_clean(&e.repo);
+}
+
+/// A crash after the final acceptance but before the undo inventory was
+/// discarded: recovery keeps every accepted row and drops only the inventory.
+#[test]
+fn recovery_of_an_accepted_preparation_discards_only_its_inventory() {
+    let e = env();
+    let o = e.repo.submit(big_n(&e.objects, e.main, 100)).unwrap();
+    assert_eq!(accepted(&o), 1);
+    let accepted_rows = dump(&e.repo, true);
+    // Re-create what the interrupted cleanup would have left behind.
+    {
+        let tx = e.repo.database().begin_write().unwrap();
+        {
+            let mut m = tx.open_table(tables::META).unwrap();
+            let pending = scribe_metadata::records::encode_pending(1, &OperationId([7; 16]));
+            m.insert("pending-submit", pending.as_slice()).unwrap();
+            let mut stage = tx.open_table(tables::SUBMIT_STAGE).unwrap();
+            let h = scribe_metadata::records::keys::history(&e.main, "assets/00/file00000.bin", 1);
+            stage
+                .insert(
+                    scribe_metadata::records::keys::stage(1, &h).as_slice(),
+                    [].as_slice(),
+                )
+                .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    assert!(e.repo.doctor().unwrap().has("submit.pending"));
+    e.repo.recover_submissions().unwrap();
+    assert!(
+        accepted_rows == dump(&e.repo, true),
+        "accepted rows survive recovery"
+    );
+    assert_eq!(pending_rows_open(&e.repo), (false, 0));
     assert_doctor_clean(&e.repo);
 }
