@@ -998,6 +998,10 @@ impl Repository {
         &self,
         members: &[(&Submission, [u8; 32], Option<Reject>)],
     ) -> Result<Vec<Outcome>> {
+        // The caller holds the submit turn. A preparation that failed
+        // part-way (an I/O error, not a crash) still holds its reserved
+        // change and staged rows: remove them before taking that change.
+        self.recover_submissions_locked()?;
         let _gate = self
             .gate
             .lock()
