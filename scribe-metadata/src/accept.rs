@@ -792,6 +792,7 @@ pub(crate) fn write_ledger(tx: &mut Tx<'_>, l: &Ledger<'_>) -> Result<()> {
     };
     tx.operations
         .insert(s.operation.0, op.encode().as_slice())?;
+    crate::pins::finish_intent(&mut tx.meta, &s.operation)?;
     Ok(())
 }
 
@@ -809,6 +810,7 @@ pub(crate) fn record_rejection(
         recorded_ms: now_ms(),
     };
     tx.operations.insert(op.0, rec.encode().as_slice())?;
+    crate::pins::finish_intent(&mut tx.meta, op)?;
     Ok(())
 }
 
@@ -1063,6 +1065,7 @@ impl Repository {
             self.objects.publish_commit(&ObjectId::commit(*id), bytes)?;
         }
         wtx.commit()?;
+        self.cleanup_finished_pins()?;
         Ok(outcomes)
     }
 

@@ -11,6 +11,7 @@
 //! | [`locks`], [`workspaces`] | repository locks and the workspace registry |
 //! | [`read`] | stat, list, delta, history, log, describe at a pinned change |
 //! | [`doctor`] | read-only verification |
+//! | [`pins`] | upload pins and their cleanup after a final outcome |
 //! | [`objects`] | the object-store hooks (presence, commit envelopes) |
 //!
 //! `docs/metadata.md` describes every table and the decisions taken here.
@@ -22,6 +23,7 @@ pub mod error;
 pub mod fmt;
 pub mod locks;
 pub mod objects;
+pub mod pins;
 pub mod read;
 pub mod records;
 pub mod repo;
