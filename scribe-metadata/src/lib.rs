@@ -22,6 +22,7 @@ pub mod doctor;
 pub mod error;
 pub mod fmt;
 pub mod locks;
+pub mod notes;
 pub mod objects;
 pub mod pins;
 pub mod read;
