@@ -792,6 +792,7 @@ pub(crate) fn write_ledger(tx: &mut Tx<'_>, l: &Ledger<'_>) -> Result<()> {
     };
     tx.operations
         .insert(s.operation.0, op.encode().as_slice())?;
+    crate::pins::finish_intent(&mut tx.meta, &s.operation)?;
     Ok(())
 }
 
@@ -809,6 +810,7 @@ pub(crate) fn record_rejection(
         recorded_ms: now_ms(),
     };
     tx.operations.insert(op.0, rec.encode().as_slice())?;
+    crate::pins::finish_intent(&mut tx.meta, op)?;
     Ok(())
 }
 
@@ -883,6 +885,26 @@ impl Repository {
     pub(crate) fn precheck(&self, s: &Submission) -> Result<Option<Reject>> {
         if let Some(r) = check_shape(s) {
             return Ok(Some(r));
+        }
+        // The envelope binds the change set id: it must be the identity of
+        // exactly these entries.
+        match s.change_set.id() {
+            Ok(id) if id == s.change_set_id => {}
+            Ok(id) => {
+                return Ok(Some(Reject::new(
+                    ErrorCode::Malformed,
+                    format!(
+                        "change set id {} is not the identity of its entries ({id})",
+                        s.change_set_id
+                    ),
+                )))
+            }
+            Err(e) => {
+                return Ok(Some(Reject::new(
+                    ErrorCode::Malformed,
+                    format!("change set: {e}"),
+                )))
+            }
         }
         let mut ids = vec![ObjectId::change_set(s.change_set_id)];
         let mut seen = HashSet::new();
@@ -978,6 +1000,10 @@ impl Repository {
         &self,
         members: &[(&Submission, [u8; 32], Option<Reject>)],
     ) -> Result<Vec<Outcome>> {
+        // The caller holds the submit turn. A preparation that failed
+        // part-way (an I/O error, not a crash) still holds its reserved
+        // change and staged rows: remove them before taking that change.
+        self.recover_submissions_locked()?;
         let _gate = self
             .gate
             .lock()
@@ -1039,6 +1065,7 @@ impl Repository {
             self.objects.publish_commit(&ObjectId::commit(*id), bytes)?;
         }
         wtx.commit()?;
+        self.cleanup_finished_pins()?;
         Ok(outcomes)
     }
 

@@ -30,6 +30,7 @@
 //! | `workspaces.record`, `workspaces.owner-count` | registrations and owner counts |
 //! | `operations.record`, `operations.accepted` | operation outcomes against commits |
 //! | `submit.pending`, `submit.stage-orphan` | an unrecovered streamed preparation |
+//! | `metadata.change-notes` | a change note that does not decode, names no accepted change, or skips a revision |
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -122,12 +123,20 @@ impl Repository {
         }
         for (&change, rec) in &records {
             rep.commits_checked += 1;
-            let bytes = match self.objects.read_commit(&ObjectId::commit(rec.commit_id))? {
-                Some(b) => b,
-                None => {
+            let bytes = match self.objects.read_commit(&ObjectId::commit(rec.commit_id)) {
+                Ok(Some(b)) => b,
+                Ok(None) => {
                     rep.add(
                         "commit.envelope-missing",
                         format!("change {change} {}", rec.commit_id),
+                    );
+                    continue;
+                }
+                // A verifying store refuses damaged bytes itself.
+                Err(e) => {
+                    rep.add(
+                        "commit.envelope-identity",
+                        format!("change {change}: the store refuses {}: {e}", rec.commit_id),
                     );
                     continue;
                 }
@@ -589,6 +598,27 @@ impl Repository {
                     "operations.record",
                     format!("{}: {e}", hex::encode(k.value())),
                 ),
+            }
+        }
+        let notes = tx.open_table(tables::CHANGE_NOTES)?;
+        let mut expect: Option<(u64, u32)> = None;
+        for row in notes.range::<&[u8]>(..)? {
+            let (k, v) = row?;
+            match crate::notes::decode_note(k.value(), v.value()) {
+                Ok((change, note)) => {
+                    let next = match expect {
+                        Some((c, r)) if c == change => r + 1,
+                        _ => 1,
+                    };
+                    if note.revision != next || !records.contains_key(&change) {
+                        rep.add(
+                            "metadata.change-notes",
+                            format!("change {change} revision {}: not the next revision of an accepted change", note.revision),
+                        );
+                    }
+                    expect = Some((change, note.revision));
+                }
+                Err(e) => rep.add("metadata.change-notes", format!("{e}")),
             }
         }
         let m = tx.open_table(tables::META)?;

@@ -194,7 +194,10 @@ impl Repository {
                 return Ok(o);
             }
             match self.stream_once(&s, fingerprint)? {
-                Some(o) => return Ok(o),
+                Some(o) => {
+                    self.cleanup_finished_pins()?;
+                    return Ok(o);
+                }
                 None => self.recover_submissions_locked()?,
             }
         }

@@ -225,14 +225,18 @@ fn main() {
     }
     let store = ObjectStore::create(&store_dir, opts).expect("create store");
     let t = Instant::now();
+    let c = cpu_secs();
     store.import_files(&small_paths).expect("import small");
     let s1 = t.elapsed().as_secs_f64();
+    let s1_cpu = cpu_secs() - c;
     let t = Instant::now();
+    let c = cpu_secs();
     store.import_files(&small_paths).expect("re-import small");
     let s2 = t.elapsed().as_secs_f64();
+    let s2_cpu = cpu_secs() - c;
     println!("load average after: {}", load_average());
     println!(
-        "(b) small import: {:.0} files/s ({:.0} MB/s, {:.2} s); re-import {:.0} files/s ({:.1}x faster)",
+        "(b) small import: {:.0} files/s ({:.0} MB/s, {:.2} s, cpu {s1_cpu:.2} s); re-import {:.0} files/s (cpu {s2_cpu:.2} s, {:.1}x faster)",
         a.small_files as f64 / s1,
         mbps(small_bytes, s1),
         s1,

@@ -193,12 +193,22 @@ fn submissions_naming_absent_objects_are_refused() {
         .submit(submission(&e, vec![Entry::add("a", absent_state(1))]))
         .unwrap();
     assert_eq!(rejected(&o), ErrorCode::MissingObjects);
-    let mut s = submission(&e, vec![add(&e, "b", 1)]);
-    s.change_set_id = scribe_format::ChangeSetId([9; 32]);
+    // The change set object itself must be present.
+    let s = submission(&e, vec![add(&e, "b", 1)]);
+    let cs_file = e
+        .repo
+        .dir()
+        .join("objects/interim")
+        .join(format!("03{}", s.change_set_id));
+    std::fs::remove_file(cs_file).unwrap();
     assert_eq!(
         rejected(&e.repo.submit(s).unwrap()),
         ErrorCode::MissingObjects
     );
+    // A change set id that is not the identity of the entries is malformed.
+    let mut s = submission(&e, vec![add(&e, "c", 1)]);
+    s.change_set_id = scribe_format::ChangeSetId([9; 32]);
+    assert_eq!(rejected(&e.repo.submit(s).unwrap()), ErrorCode::Malformed);
     assert_eq!(e.repo.head().unwrap(), 0);
     assert_doctor_clean(&e.repo);
 }
@@ -286,4 +296,115 @@ fn buffered_groups_share_one_transaction_with_their_own_changes() {
     assert_eq!(changes, (1..=10).collect::<Vec<_>>());
     assert_eq!(e.repo.submit_group(subs).unwrap(), out);
     assert_doctor_clean(&e.repo);
+}
+
+#[test]
+fn every_refusal_leaves_the_repository_as_before_across_reopen() {
+    let e = env();
+    let c1 = commit(
+        &e,
+        vec![
+            add(&e, "Art/Hero.png", 1),
+            add(&e, "b", 2),
+            add(&e, "locked", 3),
+        ],
+    );
+    commit(&e, vec![Entry::edit("b", c1, state(&e, 4))]);
+    e.repo
+        .lock(&["locked".into()], WorkspaceId::random(), e.main, "bob")
+        .unwrap();
+    let before = dump(&e.repo, false);
+    let refusals: Vec<(Vec<Entry>, ErrorCode)> = vec![
+        (vec![add(&e, "z", 5), add(&e, "a", 6)], ErrorCode::Malformed),
+        (vec![add(&e, "art/hero.png", 5)], ErrorCode::PathCollision),
+        (
+            vec![Entry::edit("b", c1, state(&e, 5))],
+            ErrorCode::BaseMismatch,
+        ),
+        (vec![Entry::delete("nope", c1)], ErrorCode::NotPresent),
+        (
+            vec![Entry::add("new", absent_state(9))],
+            ErrorCode::MissingObjects,
+        ),
+        (
+            vec![Entry::edit("locked", c1, state(&e, 5))],
+            ErrorCode::LockedByOther,
+        ),
+    ];
+    let mut first = None;
+    for (entries, code) in refusals {
+        let s = submission(&e, entries);
+        assert_eq!(rejected(&e.repo.submit(s.clone()).unwrap()), code);
+        first.get_or_insert(s);
+    }
+    let mut other = first.unwrap();
+    other.message = "other intent".into();
+    assert_eq!(
+        rejected(&e.repo.submit(other).unwrap()),
+        ErrorCode::OperationIntentMismatch
+    );
+    assert!(
+        before == dump(&e.repo, false),
+        "a refusal wrote more than its outcome"
+    );
+    let dir = e.root.dir().to_owned();
+    let Env {
+        dir: _keep,
+        root,
+        repo,
+        ..
+    } = e;
+    drop(repo);
+    drop(root);
+    let root = scribe_metadata::DataRoot::open(&dir).unwrap();
+    let repo = root.open_repository_by_name("game").unwrap();
+    assert!(
+        before == dump(&repo, false),
+        "reopen changed the repository"
+    );
+    assert_doctor_clean(&repo);
+}
+
+#[test]
+fn change_notes_append_revisions_and_doctor_checks_them() {
+    let e = env();
+    let c1 = commit(&e, vec![add(&e, "a", 1)]);
+    assert_eq!(
+        e.repo.add_change_note(c1, "ada", "better words").unwrap(),
+        1
+    );
+    assert_eq!(e.repo.add_change_note(c1, "bob", "best words").unwrap(), 2);
+    let notes = e.repo.change_notes(c1).unwrap();
+    assert_eq!(
+        notes.iter().map(|n| n.text.as_str()).collect::<Vec<_>>(),
+        vec!["better words", "best words"]
+    );
+    assert_eq!(
+        e.repo.describe(c1).unwrap().record.message,
+        "work",
+        "the commit record is untouched"
+    );
+    assert_eq!(
+        e.repo.add_change_note(9, "ada", "x").unwrap_err().code(),
+        ErrorCode::NotFound
+    );
+    assert_doctor_clean(&e.repo);
+    // A gap in the revisions is reported.
+    let w = e.repo.database().begin_write().unwrap();
+    {
+        let mut t = w.open_table(scribe_metadata::tables::CHANGE_NOTES).unwrap();
+        let v = t
+            .remove(scribe_metadata::notes::note_key(c1, 2).as_slice())
+            .unwrap()
+            .unwrap()
+            .value()
+            .to_vec();
+        t.insert(
+            scribe_metadata::notes::note_key(c1, 3).as_slice(),
+            v.as_slice(),
+        )
+        .unwrap();
+    }
+    w.commit().unwrap();
+    assert!(e.repo.doctor().unwrap().has("metadata.change-notes"));
 }

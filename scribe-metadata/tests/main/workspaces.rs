@@ -134,3 +134,106 @@ fn a_pinned_view_keeps_its_snapshot_while_acceptance_proceeds() {
         "the view does not see later changes"
     );
 }
+
+#[test]
+fn concurrent_submitters_and_readers_serialise_through_the_gate() {
+    let e = env();
+    let c1 = commit(&e, vec![add(&e, "shared", 1)]);
+    let outcomes = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let e = &e;
+            let outcomes = &outcomes;
+            s.spawn(move || {
+                let ws = WorkspaceId::random();
+                for i in 0..10u64 {
+                    let p = format!("t{t}/f{i}");
+                    let o = e
+                        .repo
+                        .submit(submission_as(e, ws, vec![add(e, &p, t * 100 + i)]))
+                        .unwrap();
+                    outcomes.lock().unwrap().push(accepted(&o));
+                }
+            });
+        }
+        // Two racing edits of one path from the same base: exactly one wins.
+        let racers: Vec<_> = (0..2u64)
+            .map(|k| {
+                let e = &e;
+                s.spawn(move || {
+                    let o = e
+                        .repo
+                        .submit(submission(
+                            e,
+                            vec![scribe_format::changeset::Entry::edit(
+                                "shared",
+                                c1,
+                                state(e, 1000 + k),
+                            )],
+                        ))
+                        .unwrap();
+                    matches!(o, scribe_metadata::accept::Outcome::Accepted { .. })
+                })
+            })
+            .collect();
+        for _ in 0..100 {
+            assert!(e.repo.stat(e.main, c1, "shared").unwrap().is_some());
+        }
+        let wins = racers
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|w| *w)
+            .count();
+        assert_eq!(wins, 1);
+    });
+    let mut changes = outcomes.into_inner().unwrap();
+    changes.sort();
+    changes.dedup();
+    assert_eq!(changes.len(), 40, "every acceptance has its own change");
+    assert_eq!(e.repo.head().unwrap(), 42);
+    assert_doctor_clean(&e.repo);
+}
+
+#[test]
+fn upload_pins_are_owned_deactivated_by_the_outcome_and_cleaned_up() {
+    use scribe_format::ObjectId;
+    let e = env();
+    let st = state(&e, 1);
+    let s = submission(&e, vec![scribe_format::changeset::Entry::add("a", st)]);
+    let ids = vec![
+        ObjectId::manifest(st.manifest),
+        ObjectId::change_set(s.change_set_id),
+    ];
+    e.repo.pin_uploads(e.ws, s.operation, &ids).unwrap();
+    e.repo.pin_uploads(e.ws, s.operation, &ids).unwrap(); // idempotent
+    assert_eq!(e.repo.upload_pins(e.ws).unwrap().len(), 2);
+    let err = e
+        .repo
+        .pin_uploads(WorkspaceId::random(), s.operation, &ids)
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Forbidden);
+    accepted(&e.repo.submit(s.clone()).unwrap());
+    assert!(
+        e.repo.upload_pins(e.ws).unwrap().is_empty(),
+        "the outcome releases the intent's pins"
+    );
+    let err = e.repo.pin_uploads(e.ws, s.operation, &ids).unwrap_err();
+    assert_eq!(
+        err.code(),
+        ErrorCode::AlreadyExists,
+        "a finished intent cannot pin again"
+    );
+    // Cleanup removed the rows and markers.
+    use redb::ReadableDatabase;
+    let tx = e.repo.database().begin_read().unwrap();
+    let pins = tx.open_table(scribe_metadata::tables::UPLOAD_PINS).unwrap();
+    assert_eq!(redb::ReadableTableMetadata::len(&pins).unwrap(), 0);
+    let meta = tx.open_table(scribe_metadata::tables::META).unwrap();
+    assert!(redb::ReadableTable::get(
+        &meta,
+        scribe_metadata::pins::owner_key(&s.operation).as_str()
+    )
+    .unwrap()
+    .is_none());
+    assert_doctor_clean(&e.repo);
+}
