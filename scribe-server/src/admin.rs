@@ -175,7 +175,6 @@ pub fn recover_submissions(dir: &Path, repo: Option<&str>) -> Result<Report, Adm
     for info in select(&root, repo)? {
         let r = root.open_repository(info.id).map_err(meta_err(&info))?;
         r.recover_submissions().map_err(meta_err(&info))?;
-        pins::resume_cleanup(&r).map_err(meta_err(&info))?;
         report
             .notes
             .push(format!("{}: submissions recovered", info.name));

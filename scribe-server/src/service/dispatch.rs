@@ -292,10 +292,7 @@ fn retire_operation(workspace: WorkspaceId) -> OperationId {
 fn ws_retire(svc: &Service, name: &str, workspace: WorkspaceId) -> R<()> {
     let (repo, _) = open(svc, name)?;
     match repo.retire_workspace(workspace, retire_operation(workspace))? {
-        RetireOutcome::Retired { .. } => {
-            pins::retire(&repo, workspace)?;
-            Ok(())
-        }
+        RetireOutcome::Retired { .. } => Ok(()),
         RetireOutcome::Refused { code, detail } => Err(Failure::new(code, detail)),
     }
 }
@@ -551,11 +548,6 @@ fn submit(svc: &Service, r: m::Submit) -> R<m::Outcome> {
         required_locks: Vec::new(),
         actor: None,
     })?;
-    let is_mismatch = matches!(&outcome, Outcome::Rejected { code, .. } if *code == ErrorCode::OperationIntentMismatch);
-    if !is_mismatch {
-        // The outcome is final for this intent: release its pins.
-        pins::finish(&repo, r.operation)?;
-    }
     Ok(wire_outcome(&outcome))
 }
 

@@ -77,8 +77,7 @@ pub struct Service {
 
 impl Service {
     /// Open (and own) the data root at `dir`, serving repositories through
-    /// `scribe_objects::ObjectStore`. Unfinished upload-pin cleanups are
-    /// resumed here.
+    /// `scribe_objects::ObjectStore`.
     pub fn open(dir: impl AsRef<Path>) -> Result<Arc<Service>, OpenError> {
         let mut root = DataRoot::open(dir)?;
         let stores = Self::over(&mut root)?;
@@ -114,10 +113,10 @@ impl Service {
     fn over(root: &mut DataRoot) -> Result<StoreRegistry, MetadataError> {
         let stores = StoreRegistry::default();
         root.set_objects_factory(stores.factory());
-        // Resume pin cleanups queued by final outcomes before a stop.
+        // Open every repository now: open-time recovery of its store and
+        // metadata (including queued pin cleanups) runs before serving.
         for info in root.list_repositories()? {
-            let repo = root.open_repository(info.id)?;
-            pins::resume_cleanup(&repo)?;
+            root.open_repository(info.id)?;
         }
         Ok(stores)
     }
