@@ -9,11 +9,13 @@
 //! | module | what |
 //! |---|---|
 //! | [`dispatch`] | the one mapping from wire messages to `scribe-metadata` / `scribe-objects` |
+//! | [`group`] | group acceptance of concurrent submissions to one repository |
 //! | [`stores`] | the object-store hooks metadata uses, backed by `scribe_objects::ObjectStore` |
 //! | [`pins`] | upload pins (atomic publication and upload lifecycle profile 1) |
 //! | [`upload`] | per-connection state of object uploads and downloads |
 
 pub mod dispatch;
+pub mod group;
 pub mod pins;
 pub mod stores;
 pub mod upload;
@@ -73,6 +75,7 @@ pub struct Service {
     started: Instant,
     connections: AtomicU32,
     upload_budget: Arc<AtomicU64>,
+    groups: group::Groups,
 }
 
 impl Service {
@@ -98,12 +101,18 @@ impl Service {
             started: Instant::now(),
             connections: AtomicU32::new(0),
             upload_budget: Arc::new(AtomicU64::new(upload::DEFAULT_UPLOAD_BUDGET)),
+            groups: group::Groups::default(),
         }
     }
 
     /// Bound the bytes all connections together buffer for uploads.
     pub fn set_upload_budget(&self, bytes: u64) {
         self.upload_budget.store(bytes, Ordering::Release);
+    }
+
+    /// The submission queues (group acceptance).
+    pub fn groups(&self) -> &group::Groups {
+        &self.groups
     }
 
     pub(crate) fn upload_budget(&self) -> &Arc<AtomicU64> {
