@@ -535,22 +535,24 @@ fn submit(svc: &Service, r: m::Submit) -> R<m::Outcome> {
         }
         Err(e) => return Err(e.into()),
     };
-    let outcome = svc.groups().submit(
-        &repo,
-        Submission {
-            operation: r.operation,
-            branch,
-            workspace: r.workspace,
-            change_set,
-            change_set_id: r.change_set,
-            author: r.author,
-            message: r.message.0,
-            timestamp_ms: r.timestamp_ms,
-            keep_locks: r.keep_locks,
-            required_locks: Vec::new(),
-            actor: None,
-        },
-    )?;
+    let submission = Submission {
+        operation: r.operation,
+        branch,
+        workspace: r.workspace,
+        change_set,
+        change_set_id: r.change_set,
+        author: r.author,
+        message: r.message.0,
+        timestamp_ms: r.timestamp_ms,
+        keep_locks: r.keep_locks,
+        required_locks: Vec::new(),
+        actor: None,
+    };
+    let outcome = if svc.group_acceptance() {
+        svc.groups().submit(&repo, submission)?
+    } else {
+        repo.submit(submission)?
+    };
     Ok(wire_outcome(&outcome))
 }
 

@@ -76,6 +76,7 @@ pub struct Service {
     connections: AtomicU32,
     upload_budget: Arc<AtomicU64>,
     groups: group::Groups,
+    group_acceptance: std::sync::atomic::AtomicBool,
 }
 
 impl Service {
@@ -102,6 +103,7 @@ impl Service {
             connections: AtomicU32::new(0),
             upload_budget: Arc::new(AtomicU64::new(upload::DEFAULT_UPLOAD_BUDGET)),
             groups: group::Groups::default(),
+            group_acceptance: std::sync::atomic::AtomicBool::new(true),
         }
     }
 
@@ -113,6 +115,15 @@ impl Service {
     /// The submission queues (group acceptance).
     pub fn groups(&self) -> &group::Groups {
         &self.groups
+    }
+
+    /// Accept concurrent submissions in groups (the default) or one by one.
+    pub fn set_group_acceptance(&self, on: bool) {
+        self.group_acceptance.store(on, Ordering::Relaxed);
+    }
+
+    pub fn group_acceptance(&self) -> bool {
+        self.group_acceptance.load(Ordering::Relaxed)
     }
 
     pub(crate) fn upload_budget(&self) -> &Arc<AtomicU64> {
