@@ -881,6 +881,25 @@ impl Repository {
         .map(Some)
     }
 
+    /// The recorded outcome of operation `op`, whatever its intent (for a
+    /// client that lost the reply and asks by operation id alone).
+    pub fn recorded_outcome(&self, op: &OperationId) -> Result<Option<Outcome>> {
+        let tx = self.db.begin_read()?;
+        let ops = tx.open_table(tables::OPERATIONS)?;
+        let Some(row) = ops.get(op.0)? else {
+            return Ok(None);
+        };
+        let rec = OperationRecord::decode(row.value())?;
+        let commits = tx.open_table(tables::COMMITS)?;
+        outcome_of_record(&rec, |c| {
+            let row = commits.get(c)?.ok_or_else(|| {
+                MetadataError::corrupt(format!("operation names absent change {c}"))
+            })?;
+            Ok(CommitRecord::decode(row.value())?.commit_id)
+        })
+        .map(Some)
+    }
+
     /// Stages 1 and 2 (no repository state). `None` when the submission may proceed.
     pub(crate) fn precheck(&self, s: &Submission) -> Result<Option<Reject>> {
         if let Some(r) = check_shape(s) {

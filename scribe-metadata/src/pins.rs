@@ -124,6 +124,61 @@ impl Repository {
         Ok(out)
     }
 
+    /// Every active pin of every workspace that is not retired, skipping
+    /// intents whose final outcome is recorded.
+    pub fn active_pins(&self) -> Result<Vec<ObjectId>> {
+        let tx = self.db.begin_read()?;
+        let st = tx.open_table(tables::WORKSPACE_STATE)?;
+        let meta = tx.open_table(tables::META)?;
+        let pins = tx.open_table(tables::UPLOAD_PINS)?;
+        let mut out = Vec::new();
+        for row in pins.range::<&[u8]>(..)? {
+            let (k, _) = row?;
+            let k = k.value();
+            if k.len() != 65 {
+                return Err(MetadataError::corrupt("an upload pin key is not 65 bytes"));
+            }
+            let mut ws = [0u8; 16];
+            ws.copy_from_slice(&k[..16]);
+            let mut op = [0u8; 16];
+            op.copy_from_slice(&k[16..32]);
+            if st.get(keys::ws_retired(&ws).as_slice())?.is_some()
+                || meta.get(finished_key(&OperationId(op)).as_str())?.is_some()
+            {
+                continue;
+            }
+            out.push(ObjectId::from_bytes(&k[32..])?);
+        }
+        Ok(out)
+    }
+
+    /// Roots offline collection must retain: every accepted commit envelope
+    /// and change set, every accepted manifest, and every active pin.
+    pub fn retained_roots(&self) -> Result<Vec<ObjectId>> {
+        let mut out = Vec::new();
+        {
+            let tx = self.db.begin_read()?;
+            let commits = tx.open_table(tables::COMMITS)?;
+            for row in commits.range::<u64>(..)? {
+                let (_, v) = row?;
+                let c = crate::records::CommitRecord::decode(v.value())?;
+                out.push(ObjectId::commit(c.commit_id));
+                out.push(ObjectId::change_set(c.change_set));
+            }
+            let manifests = tx.open_table(tables::ACCEPTED_MANIFESTS)?;
+            for row in manifests.range::<&[u8]>(..)? {
+                let (k, _) = row?;
+                let d: [u8; 32] = k
+                    .value()
+                    .try_into()
+                    .map_err(|_| MetadataError::corrupt("accepted manifest key is not 32 bytes"))?;
+                out.push(ObjectId::manifest(scribe_format::ManifestId(d)));
+            }
+        }
+        out.extend(self.active_pins()?);
+        Ok(out)
+    }
+
     /// Clean up every intent whose final outcome is recorded (startup, and
     /// after each outcome).
     pub(crate) fn cleanup_finished_pins(&self) -> Result<()> {

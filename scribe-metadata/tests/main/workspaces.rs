@@ -237,3 +237,34 @@ fn upload_pins_are_owned_deactivated_by_the_outcome_and_cleaned_up() {
     .is_none());
     assert_doctor_clean(&e.repo);
 }
+
+#[test]
+fn listing_outcomes_and_retained_roots() {
+    use scribe_format::ObjectId;
+    let e = env();
+    e.repo.register_workspace(&reg(&e, e.ws, None)).unwrap();
+    assert_eq!(e.repo.workspaces().unwrap().len(), 1);
+    let st = state(&e, 1);
+    let s = submission(&e, vec![scribe_format::changeset::Entry::add("a", st)]);
+    assert_eq!(e.repo.recorded_outcome(&s.operation).unwrap(), None);
+    let o = e.repo.submit(s.clone()).unwrap();
+    assert_eq!(
+        e.repo.recorded_outcome(&s.operation).unwrap(),
+        Some(o.clone())
+    );
+    let pending = OperationId::random();
+    let extra = ObjectId::manifest(scribe_format::ManifestId([4; 32]));
+    e.repo.pin_uploads(e.ws, pending, &[extra]).unwrap();
+    let roots = e.repo.retained_roots().unwrap();
+    let scribe_metadata::accept::Outcome::Accepted { commit_id, .. } = o else {
+        panic!()
+    };
+    for id in [
+        ObjectId::commit(commit_id),
+        ObjectId::change_set(s.change_set_id),
+        ObjectId::manifest(st.manifest),
+        extra,
+    ] {
+        assert!(roots.contains(&id), "{id} retained");
+    }
+}
