@@ -204,6 +204,29 @@ fn usage_errors_exit_2_and_failures_exit_1() {
         "{}",
         text(&out.stderr)
     );
+    // A port in use is a failure, not a usage error, and leaves no runtime files.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let runtime = dir.path().join("run");
+    let out = bin()
+        .args([
+            "serve",
+            "--data",
+            data.to_str().unwrap(),
+            "--listen",
+            &addr,
+            "--runtime-dir",
+        ])
+        .arg(&runtime)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("cannot listen"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!runtime.join("listen").exists());
 }
 
 #[test]
