@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use redb::ReadableDatabase;
 use scribe_format::changeset as cs;
 use scribe_format::limits::MAX_MESSAGE_BYTES;
 use scribe_format::wire::message::{
@@ -14,7 +13,7 @@ use scribe_format::wire::{Bytes, Request, Response, Text};
 use scribe_format::{BranchId, ErrorCode, ObjectId, OperationId, RepositoryId, WorkspaceId};
 use scribe_metadata::accept::{Outcome, Submission};
 use scribe_metadata::read::ListEntry;
-use scribe_metadata::records::{CommitRecord, HistoryRecord, LockRecord, OperationRecord};
+use scribe_metadata::records::{CommitRecord, HistoryRecord, LockRecord};
 use scribe_metadata::workspaces::{Registration, RetireOutcome};
 use scribe_metadata::{fmt::FileRecord, Repository};
 use scribe_objects::ObjectStore;
@@ -299,31 +298,8 @@ fn ws_retire(svc: &Service, name: &str, workspace: WorkspaceId) -> R<()> {
 
 fn ws_list(svc: &Service, name: &str) -> R<m::WorkspaceList> {
     let (repo, _) = open(svc, name)?;
-    // INTERIM: no listing API in scribe-metadata; read the registry table.
-    let rows: Vec<(WorkspaceId, scribe_metadata::records::WorkspaceRecord)> = {
-        let tx = repo
-            .database()
-            .begin_read()
-            .map_err(|e| Failure::from(scribe_metadata::MetadataError::from(e)))?;
-        let t = tx
-            .open_table(scribe_metadata::tables::WORKSPACES)
-            .map_err(|e| Failure::from(scribe_metadata::MetadataError::from(e)))?;
-        let mut out = Vec::new();
-        for row in t
-            .range::<[u8; 16]>(..)
-            .map_err(|e| Failure::from(scribe_metadata::MetadataError::from(e)))?
-        {
-            let (k, v) = row.map_err(|e| Failure::from(scribe_metadata::MetadataError::from(e)))?;
-            out.push((
-                WorkspaceId(k.value()),
-                scribe_metadata::records::WorkspaceRecord::decode(v.value())
-                    .map_err(scribe_metadata::MetadataError::from)?,
-            ));
-        }
-        out
-    };
-    let mut workspaces = Vec::with_capacity(rows.len());
-    for (id, rec) in rows {
+    let mut workspaces = Vec::new();
+    for (id, rec) in repo.workspaces()? {
         workspaces.push(workspace_info(&repo, id, &rec)?);
     }
     Ok(m::WorkspaceList { workspaces })
@@ -520,18 +496,21 @@ fn submit(svc: &Service, r: m::Submit) -> R<m::Outcome> {
         Ok(bytes) => cs::ChangeSet::decode(&bytes)
             .map_err(|e| malformed(format!("change set {cs_object} does not decode: {e}")))?,
         Err(scribe_objects::StoreError::NotFound { .. }) => {
-            // A retry of a recorded operation does not need the object.
-            if let Some(o) = recorded_outcome(&repo, &r.operation)? {
-                return Ok(o);
+            // A retry of a recorded operation does not need the object:
+            // metadata replays it (checking the intent) before reading any
+            // entry, and records nothing new.
+            if repo.recorded_outcome(&r.operation)?.is_some() {
+                cs::ChangeSet::new(Vec::new())
+            } else {
+                // Not recorded: the client may upload it and resend.
+                return Ok(m::Outcome {
+                    change: 0,
+                    commit: None,
+                    code: ErrorCode::MissingObjects.number(),
+                    detail: format!("change set {cs_object} has not been uploaded"),
+                    paths: Vec::new(),
+                });
             }
-            // Not recorded: the client may upload it and resend.
-            return Ok(m::Outcome {
-                change: 0,
-                commit: None,
-                code: ErrorCode::MissingObjects.number(),
-                detail: format!("change set {cs_object} has not been uploaded"),
-                paths: Vec::new(),
-            });
         }
         Err(e) => return Err(e.into()),
     };
@@ -557,50 +536,8 @@ fn submit(svc: &Service, r: m::Submit) -> R<m::Outcome> {
 }
 
 /// The recorded outcome of a submission's operation id.
-///
-/// INTERIM: `Repository::replay` is crate-private, so this reads the
-/// `operations` and `commits` tables directly.
 pub fn recorded_outcome(repo: &Repository, op: &OperationId) -> R<Option<m::Outcome>> {
-    let dberr = |e: redb::Error| Failure::from(scribe_metadata::MetadataError::Db(e));
-    let tx = repo.database().begin_read().map_err(|e| dberr(e.into()))?;
-    let ops = tx
-        .open_table(scribe_metadata::tables::OPERATIONS)
-        .map_err(|e| dberr(e.into()))?;
-    let Some(row) = ops.get(op.0).map_err(|e| dberr(e.into()))? else {
-        return Ok(None);
-    };
-    let rec = OperationRecord::decode(row.value()).map_err(scribe_metadata::MetadataError::from)?;
-    if rec.accepted_change != 0 {
-        let commits = tx
-            .open_table(scribe_metadata::tables::COMMITS)
-            .map_err(|e| dberr(e.into()))?;
-        let c = commits
-            .get(rec.accepted_change)
-            .map_err(|e| dberr(e.into()))?
-            .ok_or_else(|| {
-                Failure::new(
-                    ErrorCode::Corrupt,
-                    format!("operation {op} names absent change {}", rec.accepted_change),
-                )
-            })?;
-        let cr = CommitRecord::decode(c.value()).map_err(scribe_metadata::MetadataError::from)?;
-        return Ok(Some(m::Outcome {
-            change: rec.accepted_change,
-            commit: Some(cr.commit_id),
-            code: 0,
-            detail: String::new(),
-            paths: Vec::new(),
-        }));
-    }
-    let mut lines = rec.detail.split('\n');
-    let detail = lines.next().unwrap_or("").to_owned();
-    Ok(Some(m::Outcome {
-        change: 0,
-        commit: None,
-        code: rec.error_code,
-        detail,
-        paths: lines.map(str::to_owned).collect(),
-    }))
+    Ok(repo.recorded_outcome(op)?.as_ref().map(wire_outcome))
 }
 
 fn file_state(r: &FileRecord) -> m::FileState {

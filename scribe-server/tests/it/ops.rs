@@ -192,6 +192,10 @@ fn submit_answers_and_retries_return_the_recorded_outcome() {
         let again = c.submit(submit_req(ws, op, ch.id, "first")).unwrap();
         assert_eq!(again, o);
         assert_eq!(c.operation_outcome(REPO, op).unwrap(), Some(o.clone()));
+        // Same id, a change set never uploaded: still the recorded intent check.
+        let never = change(&[("never.txt", Some(b"never"), 0)]);
+        let r = c.submit(submit_req(ws, op, never.id, "first")).unwrap();
+        assert_eq!(r.code, ErrorCode::OperationIntentMismatch.number());
         // Same id, another intent.
         let other = c
             .submit(submit_req(ws, op, ch.id, "another message"))
