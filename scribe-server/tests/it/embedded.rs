@@ -101,3 +101,30 @@ fn a_missing_data_root_is_a_readable_error() {
     .unwrap();
     assert!(matches!(e, ClientError::Open(_)), "{e:?}");
 }
+
+#[test]
+fn an_interrupted_object_store_creation_is_redone_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let id = {
+        let svc = Service::create(&data).unwrap();
+        scribe_server::service::dispatch::repo_create(&svc, REPO)
+            .unwrap()
+            .id
+    };
+    // As if creation stopped before the store's descriptor was written.
+    let objects = data.join("repos").join(id.to_hex()).join("objects");
+    std::fs::remove_file(objects.join("SCRIBE_FORMAT")).unwrap();
+    assert!(objects.join("locator.redb").exists());
+    let mut c = connect(data.to_str().unwrap(), &ClientOptions::default()).unwrap();
+    let ws = WorkspaceId([1; 16]);
+    register(&mut c, ws);
+    accepted(&upload_and_submit(
+        &mut c,
+        ws,
+        OperationId([1; 16]),
+        &change(&[("a", Some(b"a"), 0)]),
+        "m",
+    ));
+    assert!(objects.join("SCRIBE_FORMAT").exists());
+}
