@@ -163,7 +163,7 @@ impl<R: Read> StreamChunker<R> {
         let rem = self.filled - self.start;
         {
             let Some(buf) = Arc::get_mut(&mut next) else {
-                return Err(StoreError::Injected("chunk window still shared"));
+                return Err(StoreError::Internal("chunk window still shared"));
             };
             buf[..rem].copy_from_slice(&self.window[self.start..self.filled]);
             let mut filled = rem;
@@ -399,12 +399,12 @@ fn import_stream(batch: &Batch<'_>, reader: impl Read, path: &Path) -> Result<Im
         drop(work_tx);
         for h in handles {
             if h.join().is_err() {
-                record_error(StoreError::Injected("import worker panicked"));
+                record_error(StoreError::Internal("import worker panicked"));
             }
         }
         let hash = hasher
             .join()
-            .map_err(|_| StoreError::Injected("import hasher panicked"))?;
+            .map_err(|_| StoreError::Internal("import hasher panicked"))?;
         if let Some(e) = read_error {
             return Err(e);
         }

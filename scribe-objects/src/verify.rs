@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use redb::{ReadOnlyDatabase, ReadableDatabase, ReadableTable};
@@ -53,6 +52,9 @@ pub enum Problem {
 /// The result of verification.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VerifyReport {
+    /// The locator was not closed cleanly (for example after kill -9): it
+    /// was read through a repaired private copy; opening the store repairs it.
+    pub locator_needed_repair: bool,
     pub objects_checked: u64,
     pub envelope_bytes_checked: u64,
     pub problems: Vec<Problem>,
@@ -98,7 +100,7 @@ pub(crate) fn check_object(
             };
             let len = usize::try_from(entry_len).map_err(|_| "entry too large".to_string())?;
             let mut b = vec![0u8; len];
-            f.read_exact_at(&mut b, offset)
+            crate::platform::read_exact_at(f, &mut b, offset)
                 .map_err(|e| format!("cannot read entry: {e}"))?;
             let mut head = [0u8; ENTRY_HEADER_LEN];
             head.copy_from_slice(&b[..ENTRY_HEADER_LEN]);
@@ -157,7 +159,7 @@ fn verify_txn(
                 continue;
             }
         };
-        if let Err(e) = f.read_exact_at(&mut header, 0) {
+        if let Err(e) = crate::platform::read_exact_at(&f, &mut header, 0) {
             report.problems.push(Problem::BadPack {
                 pack: id,
                 reason: format!("header: {e}"),
@@ -249,22 +251,35 @@ pub fn verify_dir(dir: impl AsRef<Path>) -> Result<VerifyReport> {
     let dir = dir.as_ref();
     descriptor_bytes::read(&dir.join(layout::DESCRIPTOR))?;
     let db_path = dir.join(layout::LOCATOR);
-    let db = match ReadOnlyDatabase::open(&db_path) {
-        Ok(db) => db,
+    match ReadOnlyDatabase::open(&db_path) {
+        Ok(db) => {
+            let txn = db.begin_read().map_err(db_err(&db_path))?;
+            verify_txn(dir, &db_path, &txn, None)
+        }
         Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
-            return Err(db_err(&db_path)(redb::DatabaseError::DatabaseAlreadyOpen))
+            Err(db_err(&db_path)(redb::DatabaseError::DatabaseAlreadyOpen))
         }
-        Err(e) => {
-            return Ok(VerifyReport {
-                problems: vec![Problem::LocatorUnreadable {
-                    reason: e.to_string(),
-                }],
+        Err(first) => {
+            // After an unclean shutdown redb needs the repair that opening
+            // for mutation performs. Repair a private copy instead, so the
+            // store itself stays untouched.
+            let unreadable = |reason: String| VerifyReport {
+                problems: vec![Problem::LocatorUnreadable { reason }],
                 ..VerifyReport::default()
-            })
+            };
+            let scratch = tempfile::tempdir().map_err(io_err(&db_path))?;
+            let copy = scratch.path().join(layout::LOCATOR);
+            std::fs::copy(&db_path, &copy).map_err(io_err(&db_path))?;
+            let db = match redb::Database::open(&copy) {
+                Ok(db) => db,
+                Err(e) => return Ok(unreadable(format!("{first}; repairing a copy: {e}"))),
+            };
+            let txn = db.begin_read().map_err(db_err(&copy))?;
+            let mut report = verify_txn(dir, &db_path, &txn, None)?;
+            report.locator_needed_repair = true;
+            Ok(report)
         }
-    };
-    let txn = db.begin_read().map_err(db_err(&db_path))?;
-    verify_txn(dir, &db_path, &txn, None)
+    }
 }
 
 impl ObjectStore {
