@@ -36,6 +36,8 @@ pub mod util;
 pub mod workspaces;
 
 pub use error::{MetadataError, Result};
-pub use objects::{CommitSink, DirObjects, MemoryObjects, ObjectHooks, ObjectPresence, Objects};
+pub use objects::{
+    CommitSink, DirObjects, MemoryObjects, ObjectHooks, ObjectPresence, Objects, StoreObjects,
+};
 pub use repo::Repository;
 pub use root::{DataRoot, RepositoryInfo};

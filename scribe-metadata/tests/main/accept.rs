@@ -356,7 +356,7 @@ fn every_refusal_leaves_the_repository_as_before_across_reopen() {
     } = e;
     drop(repo);
     drop(root);
-    let root = scribe_metadata::DataRoot::open(&dir).unwrap();
+    let root = reopen(&dir);
     let repo = root.open_repository_by_name("game").unwrap();
     assert!(
         before == dump(&repo, false),
