@@ -78,11 +78,6 @@ pub fn open_or_create(dir: &Path) -> Result<ObjectStore, StoreError> {
     if dir.join("SCRIBE_FORMAT").exists() {
         return ObjectStore::open(dir);
     }
-    // The metadata layer's interim layout leaves an empty `interim/`.
-    let interim = dir.join("interim");
-    if interim.is_dir() {
-        let _ = std::fs::remove_dir(&interim);
-    }
     // `ObjectStore::create` writes its descriptor last: without one, an
     // interrupted creation left files that never held an object.
     let io = |path: std::path::PathBuf| move |source| StoreError::Io { path, source };
