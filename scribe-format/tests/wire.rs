@@ -96,6 +96,7 @@ fn every_request() -> Vec<Request> {
         Request::ObjectPut(ObjectPut {
             repo: repo(),
             operation: OperationId([2; 16]),
+            workspace: WorkspaceId([3; 16]),
             id: oid,
             total_len: 10,
             offset: 0,

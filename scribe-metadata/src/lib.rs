@@ -1,7 +1,39 @@
 //! Scribe repository metadata (specification sections 7, 8 and 12).
 //!
-//! This crate will own: the data root (`SCRIBE_FORMAT`, `LOCK`,
-//! `catalog.redb`), repository `metadata.redb` at schema 3 with snapshot
-//! profile 3, radix snapshots, the atomic acceptance of submissions,
-//! operation idempotency, locks, the workspace registry, the read side
-//! (stat, list, delta, history, log, describe) and `doctor`/`verify`.
+//! | module | what |
+//! |---|---|
+//! | [`root`] | the data root: `SCRIBE_FORMAT`, `LOCK`, `catalog.redb`, `repos/<id>/` |
+//! | [`repo`] | `metadata.redb` at schema 3 / snapshot profile 3: creation and open refusals |
+//! | [`tables`], [`records`] | table definitions and row encodings |
+//! | [`tree`] | immutable compressed radix snapshots (exact-path and collision-key trees) |
+//! | [`accept`] | atomic acceptance of submissions, idempotency, buffered groups |
+//! | [`stream`] | streamed preparation of large submissions and its recovery |
+//! | [`locks`], [`workspaces`] | repository locks and the workspace registry |
+//! | [`read`] | stat, list, delta, history, log, describe at a pinned change |
+//! | [`doctor`] | read-only verification |
+//! | [`objects`] | the object-store hooks (presence, commit envelopes) |
+//!
+//! `docs/metadata.md` describes every table and the decisions taken here.
+
+pub mod accept;
+pub mod descriptor;
+pub mod doctor;
+pub mod error;
+pub mod fmt;
+pub mod interim;
+pub mod locks;
+pub mod objects;
+pub mod read;
+pub mod records;
+pub mod repo;
+pub mod root;
+pub mod stream;
+pub mod tables;
+pub mod tree;
+pub mod util;
+pub mod workspaces;
+
+pub use error::{MetadataError, Result};
+pub use objects::{CommitSink, DirObjects, MemoryObjects, ObjectHooks, ObjectPresence, Objects};
+pub use repo::Repository;
+pub use root::{DataRoot, RepositoryInfo};

@@ -1,8 +1,66 @@
 //! The Scribe object store (specification section 6).
 //!
-//! This crate will own: the `SCRIBE_FORMAT` object-store descriptor, packs
-//! (`packs/<id>.pack`) and loose objects (`loose/<hh>/<kk><hex>`), the
-//! `locator.redb` index, batched publication in the order of section 6.3,
-//! open-time recovery, `verify`, `rebuild-locator`, full and incremental
-//! compaction, and streaming chunked import (FastCDC-2020) with file
-//! reconstruction.
+//! ```text
+//! <store>/SCRIBE_FORMAT          kind = object-store, policy fixed at creation
+//! <store>/locator.redb           object key -> location; open-pack checkpoint
+//! <store>/loose/<hh>/<kk><hex>   envelopes above small-object-threshold
+//! <store>/packs/<8 hex>.pack     append-only packs, one open
+//! <store>/staging/               quarantine temporaries
+//! ```
+//!
+//! * [`ObjectStore::create`] / [`ObjectStore::open`] (open-time recovery);
+//! * [`ObjectStore::batch`] -> [`Batch::put`] / [`Batch::put_encoded`] ->
+//!   [`Batch::commit`]: one durable publication in the order of section 6.3;
+//! * reads: [`ObjectStore::get`], [`ObjectStore::open_reader`],
+//!   [`ObjectStore::read_to`], [`ObjectStore::read_chunk_range`], all
+//!   verifying identity; [`ObjectStore::contains`], [`ObjectStore::missing`];
+//! * chunked import: [`ObjectStore::import_file`], [`ObjectStore::import_files`],
+//!   [`ObjectStore::import_reader`]; [`ObjectStore::reconstruct`];
+//! * [`ObjectStore::verify`] and [`verify_dir`] (read-only);
+//!   [`rebuild_locator`]; [`compact`] (full and incremental).
+//!
+//! See `docs/objects.md` for the layout and the decisions behind it.
+
+mod batch;
+mod compact;
+mod descriptor_bytes;
+mod error;
+mod import;
+mod layout;
+mod locator;
+mod manifest_bytes;
+mod pack;
+mod reader;
+mod rebuild;
+mod store;
+mod verify;
+
+pub use batch::{Batch, BatchReceipt, PublishFailpoint, PutOutcome};
+pub use compact::{compact, CompactContext, CompactFailpoint, CompactOptions, CompactReport};
+pub use error::{Result, StoreError};
+pub use import::{chunk_boundaries, ImportedFile};
+pub use locator::Location;
+pub use manifest_bytes::{ManifestChunk, ManifestRef};
+pub use reader::ObjectReader;
+pub use rebuild::{rebuild_locator, RebuildReport};
+pub use store::{
+    ObjectStore, RecoveryReport, StoreOptions, DEFAULT_PACK_SEAL_BYTES,
+    DEFAULT_SMALL_OBJECT_THRESHOLD, FIRST_PACK_ID,
+};
+pub use verify::{verify_dir, Problem, VerifyReport};
+
+/// Decode a manifest payload (section 4.1).
+pub fn decode_manifest(
+    payload: &[u8],
+) -> std::result::Result<ManifestRef, scribe_format::FormatError> {
+    manifest_bytes::decode(payload)
+}
+
+/// Encode a manifest payload (section 4.1).
+pub fn encode_manifest(
+    total_size: u64,
+    content_id: &scribe_format::FileContentId,
+    chunks: &[ManifestChunk],
+) -> std::result::Result<Vec<u8>, scribe_format::FormatError> {
+    manifest_bytes::encode(total_size, content_id, chunks)
+}

@@ -116,10 +116,12 @@ wire_struct! { pub struct ObjectsMissingReply { pub missing: Vec<ObjectId> } }
 wire_struct! {
     /// One piece of an object's original payload. Pieces arrive in order;
     /// the server verifies the identity when `offset + data == total_len`
-    /// and publishes it under the upload pin of `operation`.
+    /// and publishes it under the upload pin of `operation`, owned by
+    /// `workspace`.
     pub struct ObjectPut {
         pub repo: String,
         pub operation: OperationId,
+        pub workspace: WorkspaceId,
         pub id: ObjectId,
         pub total_len: u64,
         pub offset: u64,

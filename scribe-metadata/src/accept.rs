@@ -1,0 +1,1040 @@
+//! Atomic acceptance of submissions (sections 4.2, 4.2.1, 4.3, 8, 12).
+//!
+//! A submission is checked in three stages, cheapest first:
+//!
+//! 1. its shape (no repository state): ordering, canonical paths, action
+//!    rules, move pairing, keeps, limits;
+//! 2. object presence (the change set and every manifest) through
+//!    [`crate::ObjectPresence`];
+//! 3. under the publication gate, inside one `Durability::Immediate` write
+//!    transaction: the branch head, every base, collision keys, locks.
+//!
+//! A rejection at any stage records only its operation outcome. An
+//! acceptance builds both radix trees, publishes the commit envelope v5
+//! through [`crate::CommitSink`] (durable first), then writes the commit
+//! ledger, history, moves, lineage, change paths, manifest witnesses,
+//! pages, roots, branch head, lock releases and the outcome and commits.
+//! Retrying an operation id with the same fingerprint returns the recorded
+//! outcome; another fingerprint is `operation_intent_mismatch`.
+
+use std::collections::{HashMap, HashSet};
+
+use redb::{ReadableDatabase, ReadableTable, Table, WriteTransaction};
+use scribe_format::limits::{MAX_AUTHOR_BYTES, MAX_CHANGE_SET_ENTRIES, MAX_MESSAGE_BYTES};
+use scribe_format::path;
+use scribe_format::{
+    BranchId, ChangeSetId, CommitId, ErrorCode, ManifestId, ObjectId, OperationId, WorkspaceId,
+};
+
+use crate::error::{MetadataError, Result};
+use crate::fmt::{FileRecord, Link, NodeValue, RootRow};
+use crate::interim::{
+    operation_fingerprint, Action, ChangeSet, CommitEnvelopeV5, CommitPayload, Entry,
+};
+use crate::records::{
+    decode_u64, encode_accepted_manifest, encode_move, keys, CommitRecord, HistoryRecord,
+    LockRecord, OperationRecord, RepoMeta, MAX_DETAIL_BYTES,
+};
+use crate::repo::Repository;
+use crate::tables::{self, meta, stage_tag};
+use crate::tree::{lookup, Builder, Overlay, TablePages, BATCH};
+use crate::util::now_ms;
+
+/// One submission: a change set plus its commit metadata.
+#[derive(Clone, Debug)]
+pub struct Submission {
+    pub operation: OperationId,
+    pub branch: BranchId,
+    pub workspace: WorkspaceId,
+    pub change_set: ChangeSet,
+    /// Identity of the change set object the client uploaded.
+    pub change_set_id: ChangeSetId,
+    pub author: String,
+    pub message: String,
+    pub timestamp_ms: u64,
+    pub keep_locks: bool,
+    /// Paths the repository lock policy requires the submitter to hold
+    /// (prepared by the service; `lock_required` when one is not held).
+    pub required_locks: Vec<String>,
+    /// The authenticated principal, asserted by the server.
+    pub actor: Option<[u8; 16]>,
+}
+
+/// What became of a submission. Recorded forever under its operation id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Accepted {
+        change: u64,
+        commit_id: CommitId,
+    },
+    Rejected {
+        code: ErrorCode,
+        detail: String,
+        paths: Vec<String>,
+    },
+}
+
+/// A refusal decided by validation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Reject {
+    pub code: ErrorCode,
+    pub detail: String,
+    pub paths: Vec<String>,
+}
+
+/// Most paths named by one rejection.
+const MAX_REJECT_PATHS: usize = 64;
+
+impl Reject {
+    fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
+        Reject {
+            code,
+            detail: detail.into(),
+            paths: Vec::new(),
+        }
+    }
+
+    fn with_paths(code: ErrorCode, detail: impl Into<String>, paths: Vec<String>) -> Self {
+        Reject {
+            code,
+            detail: detail.into(),
+            paths,
+        }
+    }
+
+    /// The recorded detail: the message, then one named path per line
+    /// (paths never contain control characters).
+    pub(crate) fn recorded_detail(&self) -> String {
+        let mut s: String = self.detail.replace('\n', " ");
+        for p in self.paths.iter().take(MAX_REJECT_PATHS) {
+            if s.len() + p.len() + 1 > MAX_DETAIL_BYTES {
+                break;
+            }
+            s.push('\n');
+            s.push_str(p);
+        }
+        if s.len() > MAX_DETAIL_BYTES {
+            let mut cut = MAX_DETAIL_BYTES;
+            while !s.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            s.truncate(cut);
+        }
+        s
+    }
+
+    fn outcome(&self) -> Outcome {
+        outcome_of_detail(self.code, &self.recorded_detail())
+    }
+}
+
+fn outcome_of_detail(code: ErrorCode, recorded: &str) -> Outcome {
+    let mut lines = recorded.split('\n');
+    let detail = lines.next().unwrap_or("").to_owned();
+    Outcome::Rejected {
+        code,
+        detail,
+        paths: lines.map(str::to_owned).collect(),
+    }
+}
+
+/// The outcome an operation row records.
+pub(crate) fn outcome_of_record(
+    rec: &OperationRecord,
+    commit_of: impl FnOnce(u64) -> Result<CommitId>,
+) -> Result<Outcome> {
+    if rec.accepted_change != 0 {
+        return Ok(Outcome::Accepted {
+            change: rec.accepted_change,
+            commit_id: commit_of(rec.accepted_change)?,
+        });
+    }
+    let code = ErrorCode::from_number(rec.error_code).ok_or_else(|| {
+        MetadataError::corrupt(format!("operation records unknown code {}", rec.error_code))
+    })?;
+    Ok(outcome_of_detail(code, &rec.detail))
+}
+
+/// Stage 1: rules of the submission's own shape.
+pub(crate) fn check_shape(s: &Submission) -> Option<Reject> {
+    let entries = &s.change_set.entries;
+    if entries.len() > MAX_CHANGE_SET_ENTRIES as usize {
+        return Some(Reject::new(
+            ErrorCode::LimitExceeded,
+            format!("{} entries exceed the limit", entries.len()),
+        ));
+    }
+    if s.author.len() > MAX_AUTHOR_BYTES {
+        return Some(Reject::new(ErrorCode::LimitExceeded, "author is longer than 256 bytes"));
+    }
+    if s.message.len() > MAX_MESSAGE_BYTES {
+        return Some(Reject::new(ErrorCode::LimitExceeded, "message is longer than 65,536 bytes"));
+    }
+    if entries.is_empty() {
+        return Some(Reject::new(
+            ErrorCode::EmptySubmission,
+            "the change set has no entries and no merge parent or cherry-pick source",
+        ));
+    }
+    for w in entries.windows(2) {
+        if w[0].path.as_bytes() >= w[1].path.as_bytes() {
+            return Some(Reject::with_paths(
+                ErrorCode::Malformed,
+                "entries are not strictly ascending by path",
+                vec![w[1].path.clone()],
+            ));
+        }
+    }
+    let mut bad_paths = Vec::new();
+    for e in entries {
+        let r = if e.state.is_some() {
+            path::validate_file_path(&e.path)
+        } else {
+            path::validate(&e.path)
+        };
+        if r.is_err() {
+            bad_paths.push(e.path.clone());
+        }
+    }
+    if !bad_paths.is_empty() {
+        return Some(Reject::with_paths(ErrorCode::InvalidPath, "paths are not canonical", bad_paths));
+    }
+    let malformed = |why: &str, p: &str| {
+        Some(Reject::with_paths(ErrorCode::Malformed, why.to_owned(), vec![p.to_owned()]))
+    };
+    for e in entries {
+        let ok = match e.action {
+            Action::Add => e.expected_base == 0 && e.state.is_some(),
+            Action::Edit => e.expected_base != 0 && e.state.is_some() && e.moved_from.is_none(),
+            Action::Delete => e.expected_base != 0 && e.state.is_none() && e.moved_from.is_none(),
+            Action::Keep => {
+                return malformed(
+                    "a keep is legal only in a submission with a merge parent or cherry-pick source",
+                    &e.path,
+                )
+            }
+        };
+        if !ok {
+            return malformed(
+                "entry does not follow its action's rules (base, file state, move)",
+                &e.path,
+            );
+        }
+    }
+    // Explicit moves: each destination pairs with exactly one deletion of
+    // its source at the same revision; each source feeds one destination.
+    let mut sources = HashSet::new();
+    for e in entries {
+        if let Some(m) = &e.moved_from {
+            if m.change == 0 || m.path == e.path {
+                return malformed("a move source names a nonzero change and another path", &e.path);
+            }
+            let paired = find(entries, &m.path)
+                .is_some_and(|d| d.action == Action::Delete && d.expected_base == m.change);
+            if !paired {
+                return malformed(
+                    "a move destination needs the deletion of its source at the source revision",
+                    &e.path,
+                );
+            }
+            if !sources.insert(m.path.as_str()) {
+                return malformed("a move source feeds more than one destination", &m.path);
+            }
+        }
+    }
+    None
+}
+
+fn find<'a>(entries: &'a [Entry], p: &str) -> Option<&'a Entry> {
+    entries
+        .binary_search_by(|e| e.path.as_bytes().cmp(p.as_bytes()))
+        .ok()
+        .map(|i| &entries[i])
+}
+
+/// The tables one acceptance transaction writes, each opened once.
+pub(crate) struct Tx<'t> {
+    pub meta: Table<'t, &'static str, &'static [u8]>,
+    pub commits: Table<'t, u64, &'static [u8]>,
+    pub nodes: Table<'t, u64, &'static [u8]>,
+    pub roots: Table<'t, &'static [u8], &'static [u8]>,
+    pub history: Table<'t, &'static [u8], &'static [u8]>,
+    pub moves: Table<'t, &'static [u8], &'static [u8]>,
+    pub lineage: Table<'t, &'static [u8], &'static [u8]>,
+    pub change_paths: Table<'t, &'static [u8], &'static [u8]>,
+    pub manifests: Table<'t, &'static [u8], &'static [u8]>,
+    pub locks: Table<'t, &'static str, &'static [u8]>,
+    pub ws_state: Table<'t, &'static [u8], &'static [u8]>,
+    pub operations: Table<'t, [u8; 16], &'static [u8]>,
+    pub heads: Table<'t, [u8; 16], u64>,
+}
+
+impl<'t> Tx<'t> {
+    pub fn open(tx: &'t WriteTransaction) -> Result<Self> {
+        Ok(Tx {
+            meta: tx.open_table(tables::META)?,
+            commits: tx.open_table(tables::COMMITS)?,
+            nodes: tx.open_table(tables::SNAPSHOT_NODES)?,
+            roots: tx.open_table(tables::SNAPSHOT_ROOTS)?,
+            history: tx.open_table(tables::HISTORY)?,
+            moves: tx.open_table(tables::MOVES)?,
+            lineage: tx.open_table(tables::FILE_LINEAGE)?,
+            change_paths: tx.open_table(tables::CHANGE_PATHS)?,
+            manifests: tx.open_table(tables::ACCEPTED_MANIFESTS)?,
+            locks: tx.open_table(tables::LOCKS)?,
+            ws_state: tx.open_table(tables::WORKSPACE_STATE)?,
+            operations: tx.open_table(tables::OPERATIONS)?,
+            heads: tx.open_table(tables::BRANCH_HEADS)?,
+        })
+    }
+
+    pub fn repo_meta(&self) -> Result<RepoMeta> {
+        let b = self
+            .meta
+            .get(meta::REPO_META)?
+            .ok_or_else(|| MetadataError::corrupt("no repo-meta"))?;
+        Ok(RepoMeta::decode(b.value())?)
+    }
+
+    pub fn meta_u64(&self, k: &str) -> Result<u64> {
+        let b = self
+            .meta
+            .get(k)?
+            .ok_or_else(|| MetadataError::corrupt(format!("meta.{k} is missing")))?;
+        Ok(decode_u64(b.value(), "meta counter")?)
+    }
+}
+
+/// Where the rows of an acceptance go: straight into the acceptance
+/// transaction (buffered) or into bounded staging transactions (streamed).
+pub(crate) trait Sink {
+    /// Insert a data row of undo class `tag`; a previous value is corruption.
+    fn row(&mut self, tag: u8, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Insert a manifest witness unless one exists.
+    fn witness(&mut self, manifest: &ManifestId, value: &[u8]) -> Result<()>;
+    /// Store prepared pages.
+    fn pages(&mut self, overlay: &mut Overlay) -> Result<()>;
+    /// Read a page for the tree builder.
+    fn load(&mut self, link: &Link) -> Result<std::sync::Arc<crate::fmt::Node>>;
+}
+
+/// Buffered sink: rows go into the open acceptance transaction.
+pub(crate) struct TxSink<'a, 't> {
+    pub tx: &'a mut Tx<'t>,
+}
+
+impl Sink for TxSink<'_, '_> {
+    fn row(&mut self, tag: u8, key: &[u8], value: &[u8]) -> Result<()> {
+        let t = match tag {
+            stage_tag::HISTORY => &mut self.tx.history,
+            stage_tag::MOVES => &mut self.tx.moves,
+            stage_tag::CHANGE_PATHS => &mut self.tx.change_paths,
+            stage_tag::FILE_LINEAGE => &mut self.tx.lineage,
+            _ => return Err(MetadataError::Gate(format!("row tag {tag}"))),
+        };
+        if t.insert(key, value)?.is_some() {
+            return Err(MetadataError::Gate(format!(
+                "a staged row (tag {tag}) collides with an existing row"
+            )));
+        }
+        Ok(())
+    }
+
+    fn witness(&mut self, manifest: &ManifestId, value: &[u8]) -> Result<()> {
+        if self.tx.manifests.get(manifest.0.as_slice())?.is_none() {
+            self.tx.manifests.insert(manifest.0.as_slice(), value)?;
+        }
+        Ok(())
+    }
+
+    fn pages(&mut self, overlay: &mut Overlay) -> Result<()> {
+        for (id, (_, page)) in std::mem::take(&mut overlay.pages) {
+            if self.tx.nodes.insert(id, page.as_slice())?.is_some() {
+                return Err(MetadataError::Gate(format!("page {id} allocated twice")));
+            }
+        }
+        Ok(())
+    }
+
+    fn load(&mut self, link: &Link) -> Result<std::sync::Arc<crate::fmt::Node>> {
+        use crate::tree::PageSource;
+        TablePages {
+            table: &self.tx.nodes,
+        }
+        .load(link)
+    }
+}
+
+/// Stage 3 checks against the branch head. Reads only.
+pub(crate) fn validate_state<N, L, W, C>(
+    s: &Submission,
+    nodes: &N,
+    locks: &L,
+    ws_state: &W,
+    commits: &C,
+    root: RootRow,
+) -> Result<std::result::Result<Vec<(String, LockRecord)>, Reject>>
+where
+    N: ReadableTable<u64, &'static [u8]>,
+    L: ReadableTable<&'static str, &'static [u8]>,
+    W: ReadableTable<&'static [u8], &'static [u8]>,
+    C: ReadableTable<u64, &'static [u8]>,
+{
+    let _ = commits;
+    if ws_state
+        .get(keys::ws_retired(&s.workspace.0).as_slice())?
+        .is_some()
+    {
+        return Ok(Err(Reject::new(
+            ErrorCode::WorkspaceRetired,
+            format!("workspace {} is retired", s.workspace),
+        )));
+    }
+    let entries = &s.change_set.entries;
+    let mut pages = crate::tree::CachedPages {
+        table: nodes,
+        cache: &mut crate::tree::PageCache::default(),
+    };
+    // Bases.
+    let mut mismatch = Vec::new();
+    let mut absent = Vec::new();
+    for e in entries {
+        let v = lookup(&mut pages, &root.exact, e.path.as_bytes())?;
+        let live = v.as_ref().filter(|v| v.state.is_some());
+        match e.action {
+            Action::Add => {
+                if live.is_some() {
+                    mismatch.push(e.path.clone());
+                }
+            }
+            Action::Edit | Action::Delete => match live {
+                None => absent.push(e.path.clone()),
+                Some(v) if v.last_change != e.expected_base => mismatch.push(e.path.clone()),
+                Some(_) => {}
+            },
+            Action::Keep => {}
+        }
+    }
+    if !mismatch.is_empty() {
+        return Ok(Err(Reject::with_paths(
+            ErrorCode::BaseMismatch,
+            "expected base changes differ from the branch head",
+            mismatch,
+        )));
+    }
+    if !absent.is_empty() {
+        return Ok(Err(Reject::with_paths(
+            ErrorCode::NotPresent,
+            "paths are absent at the branch head",
+            absent,
+        )));
+    }
+    // Collision keys: deletions apply first, so a case-only rename is fine.
+    let deleted: HashSet<&str> = entries
+        .iter()
+        .filter(|e| e.action == Action::Delete)
+        .map(|e| e.path.as_str())
+        .collect();
+    let mut added: HashMap<Vec<u8>, &str> = HashMap::new();
+    let mut collide = Vec::new();
+    for e in entries.iter().filter(|e| e.action == Action::Add) {
+        let key = path::collision_key(&e.path);
+        if let Some(other) = added.insert(key.clone(), &e.path) {
+            collide.push(other.to_owned());
+            collide.push(e.path.clone());
+            continue;
+        }
+        if let Some(v) = lookup(&mut pages, &root.collision, &key)? {
+            if v.state.is_some() && v.path != e.path && !deleted.contains(v.path.as_str()) {
+                collide.push(e.path.clone());
+                collide.push(v.path.clone());
+            }
+        }
+    }
+    if !collide.is_empty() {
+        return Ok(Err(Reject::with_paths(
+            ErrorCode::PathCollision,
+            "paths collide with live paths under the collision fold",
+            collide,
+        )));
+    }
+    // Locks.
+    let mut held_by_other = Vec::new();
+    let mut releases = Vec::new();
+    for e in entries.iter().filter(|e| e.action != Action::Keep) {
+        if let Some(row) = locks.get(e.path.as_str())? {
+            let rec = LockRecord::decode(row.value())?;
+            if rec.workspace != s.workspace {
+                held_by_other.push(e.path.clone());
+            } else if !s.keep_locks {
+                releases.push((e.path.clone(), rec));
+            }
+        }
+    }
+    if !held_by_other.is_empty() {
+        return Ok(Err(Reject::with_paths(
+            ErrorCode::LockedByOther,
+            "paths are locked by another workspace",
+            held_by_other,
+        )));
+    }
+    let mut missing_locks = Vec::new();
+    for p in &s.required_locks {
+        let held = match locks.get(p.as_str())? {
+            Some(row) => LockRecord::decode(row.value())?.workspace == s.workspace,
+            None => false,
+        };
+        if !held {
+            missing_locks.push(p.clone());
+        }
+    }
+    if !missing_locks.is_empty() {
+        return Ok(Err(Reject::with_paths(
+            ErrorCode::LockRequired,
+            "the repository lock policy requires locks the submitter does not hold",
+            missing_locks,
+        )));
+    }
+    Ok(Ok(releases))
+}
+
+fn file_record(e: &Entry, change: u64) -> Option<FileRecord> {
+    e.state.as_ref().map(|s| FileRecord {
+        manifest: s.manifest,
+        content: s.content,
+        size: s.size,
+        mode: s.mode as u8,
+        change,
+    })
+}
+
+/// Produce history, moves, change paths, lineage, witnesses and both trees.
+/// Returns the new root row.
+pub(crate) fn produce<K: Sink>(
+    s: &Submission,
+    change: u64,
+    base_root: RootRow,
+    next_page: u64,
+    sink: &mut K,
+    flush_pages_above: usize,
+) -> Result<(RootRow, u64)> {
+    let branch = s.branch;
+    let entries = &s.change_set.entries;
+    let witness = encode_accepted_manifest(&branch, change);
+    let mut seen_manifests = HashSet::new();
+    for e in entries.iter().filter(|e| e.action != Action::Keep) {
+        let state = file_record(e, change);
+        let moved = e.moved_from.as_ref().map(|m| (m.path.clone(), m.change));
+        let h = HistoryRecord {
+            action: e.action as u8,
+            change,
+            state,
+            moved_from: moved,
+        };
+        let hk = keys::history(&branch, &e.path, change);
+        sink.row(stage_tag::HISTORY, &hk, &h.encode())?;
+        if let Some(m) = &e.moved_from {
+            sink.row(stage_tag::MOVES, &hk, &encode_move(&m.path, m.change))?;
+            sink.row(
+                stage_tag::FILE_LINEAGE,
+                &keys::lineage(change, &e.path, m.change, &m.path),
+                &[],
+            )?;
+            sink.row(
+                stage_tag::FILE_LINEAGE,
+                &keys::lineage(m.change, &m.path, change, &e.path),
+                &[],
+            )?;
+        }
+        sink.row(
+            stage_tag::CHANGE_PATHS,
+            &keys::change_path(&branch, change, &e.path),
+            &[],
+        )?;
+        if matches!(e.action, Action::Edit | Action::Delete) {
+            sink.row(
+                stage_tag::FILE_LINEAGE,
+                &keys::lineage(change, &e.path, e.expected_base, &e.path),
+                &[],
+            )?;
+            sink.row(
+                stage_tag::FILE_LINEAGE,
+                &keys::lineage(e.expected_base, &e.path, change, &e.path),
+                &[],
+            )?;
+        }
+        if let Some(st) = &e.state {
+            if seen_manifests.insert(st.manifest) {
+                sink.witness(&st.manifest, &witness)?;
+            }
+        }
+    }
+    drop(seen_manifests);
+
+    let mut overlay = Overlay {
+        droppable_above: next_page,
+        pages: Default::default(),
+    };
+    let mut next_id = next_page;
+
+    // Exact tree: entries are already sorted by path bytes.
+    let mut exact = base_root.exact;
+    let counted: Vec<&Entry> = entries.iter().filter(|e| e.action != Action::Keep).collect();
+    for chunk in counted.chunks(BATCH) {
+        let edits: Vec<(Vec<u8>, NodeValue)> = chunk
+            .iter()
+            .map(|e| {
+                (
+                    e.path.as_bytes().to_vec(),
+                    NodeValue {
+                        path: e.path.clone(),
+                        last_change: change,
+                        state: file_record(e, change),
+                    },
+                )
+            })
+            .collect();
+        let mut b = Builder::new(next_id, &mut overlay);
+        let mut src = SinkPages { sink };
+        exact = b.apply(&mut src, exact, &edits)?;
+        next_id = b.next_id;
+        if overlay.pages.len() > flush_pages_above {
+            sink.pages(&mut overlay)?;
+        }
+    }
+
+    // Collision tree: deletions before additions at one key; last wins.
+    let mut fold: Vec<(Vec<u8>, bool, usize)> = counted
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (path::collision_key(&e.path), e.action != Action::Delete, i))
+        .collect();
+    fold.sort();
+    let mut deduped: Vec<(Vec<u8>, usize)> = Vec::with_capacity(fold.len());
+    for (k, _, i) in fold {
+        match deduped.last_mut() {
+            Some((lk, li)) if *lk == k => *li = i,
+            _ => deduped.push((k, i)),
+        }
+    }
+    let mut collision = base_root.collision;
+    for chunk in deduped.chunks(BATCH) {
+        let edits: Vec<(Vec<u8>, NodeValue)> = chunk
+            .iter()
+            .map(|(k, i)| {
+                let e = counted[*i];
+                (
+                    k.clone(),
+                    NodeValue {
+                        path: e.path.clone(),
+                        last_change: change,
+                        state: file_record(e, change),
+                    },
+                )
+            })
+            .collect();
+        let mut b = Builder::new(next_id, &mut overlay);
+        let mut src = SinkPages { sink };
+        collision = b.apply(&mut src, collision, &edits)?;
+        next_id = b.next_id;
+        if overlay.pages.len() > flush_pages_above {
+            sink.pages(&mut overlay)?;
+        }
+    }
+    sink.pages(&mut overlay)?;
+    if exact.live != collision.live {
+        return Err(MetadataError::Gate(format!(
+            "live counts differ: exact {} collision {}",
+            exact.live, collision.live
+        )));
+    }
+    Ok((RootRow { exact, collision }, next_id))
+}
+
+struct SinkPages<'a, K> {
+    sink: &'a mut K,
+}
+
+impl<K: Sink> crate::tree::PageSource for SinkPages<'_, K> {
+    fn load(&mut self, link: &Link) -> Result<std::sync::Arc<crate::fmt::Node>> {
+        self.sink.load(link)
+    }
+}
+
+/// Ledger inputs of one accepted member.
+pub(crate) struct Ledger<'a> {
+    pub s: &'a Submission,
+    pub fingerprint: [u8; 32],
+    pub change: u64,
+    pub branch_head: u64,
+    pub old_root: RootRow,
+    pub root: RootRow,
+    pub commit_id: CommitId,
+    pub releases: &'a [(String, LockRecord)],
+}
+
+/// Build the v5 envelope of an accepted change.
+pub(crate) fn envelope(
+    repo: &Repository,
+    s: &Submission,
+    change: u64,
+    branch_head: u64,
+    parent_commit: Option<CommitId>,
+    root: &RootRow,
+) -> (Vec<u8>, CommitId) {
+    let env = CommitEnvelopeV5 {
+        payload: CommitPayload {
+            repository: repo.id,
+            branch: s.branch,
+            change,
+            parent_change: branch_head,
+            change_set: s.change_set_id,
+            operation: s.operation,
+            workspace: s.workspace,
+            timestamp_ms: s.timestamp_ms,
+            author: s.author.clone(),
+            message: s.message.clone(),
+        },
+        actor: s.actor,
+        parent_commit,
+        content_root: root.exact.content,
+        revision_root: root.exact.revision,
+    };
+    let bytes = env.encode();
+    let id = crate::interim::commit_id(&bytes).unwrap_or(CommitId([0; 32]));
+    (bytes, id)
+}
+
+/// Write the commit ledger, roots, head, lock releases and outcome.
+pub(crate) fn write_ledger(tx: &mut Tx<'_>, l: &Ledger<'_>) -> Result<()> {
+    let s = l.s;
+    let record = CommitRecord {
+        commit_id: l.commit_id,
+        branch: s.branch,
+        parent: l.branch_head,
+        change_set: s.change_set_id,
+        operation: s.operation,
+        workspace: s.workspace,
+        timestamp_ms: s.timestamp_ms,
+        entry_count: s
+            .change_set
+            .entries
+            .iter()
+            .filter(|e| e.action != Action::Keep)
+            .count() as u32,
+        author: s.author.clone(),
+        message: s.message.clone(),
+        cherry_pick: None,
+    };
+    if tx.commits.insert(l.change, record.encode().as_slice())?.is_some() {
+        return Err(MetadataError::Gate(format!("change {} exists", l.change)));
+    }
+    tx.roots.insert(
+        keys::root(&s.branch, l.change).as_slice(),
+        crate::fmt::encode_root(&l.root)?.as_slice(),
+    )?;
+    tx.heads.insert(s.branch.0, l.change)?;
+    let mut rm = tx.repo_meta()?;
+    rm.head = l.change;
+    tx.meta.insert(meta::REPO_META, rm.encode().as_slice())?;
+    let live = tx.meta_u64(meta::SNAPSHOT_LIVE)?;
+    let live = live
+        .checked_sub(l.old_root.exact.live)
+        .ok_or_else(|| MetadataError::corrupt("snapshot-live is below a branch's live count"))?
+        + l.root.exact.live;
+    tx.meta.insert(meta::SNAPSHOT_LIVE, live.to_le_bytes().as_slice())?;
+    if !l.releases.is_empty() {
+        for (p, rec) in l.releases {
+            tx.locks.remove(p.as_str())?;
+            tx.ws_state
+                .remove(keys::ws_lock_index(&rec.workspace.0, p).as_slice())?;
+        }
+        let epoch = tx.meta_u64(meta::LOCK_EPOCH)? + 1;
+        tx.meta.insert(meta::LOCK_EPOCH, epoch.to_le_bytes().as_slice())?;
+    }
+    let op = OperationRecord {
+        fingerprint: l.fingerprint,
+        accepted_change: l.change,
+        error_code: 0,
+        detail: String::new(),
+        recorded_ms: now_ms(),
+    };
+    tx.operations.insert(s.operation.0, op.encode().as_slice())?;
+    Ok(())
+}
+
+pub(crate) fn record_rejection(
+    tx: &mut Tx<'_>,
+    op: &OperationId,
+    fingerprint: [u8; 32],
+    r: &Reject,
+) -> Result<()> {
+    let rec = OperationRecord {
+        fingerprint,
+        accepted_change: 0,
+        error_code: r.code.number(),
+        detail: r.recorded_detail(),
+        recorded_ms: now_ms(),
+    };
+    tx.operations.insert(op.0, rec.encode().as_slice())?;
+    Ok(())
+}
+
+/// Submissions estimated above this many data rows use streamed preparation.
+pub const BUFFERED_ROW_LIMIT: usize = 512;
+
+/// Estimated data rows of a buffered plan (history, change path, two
+/// lineage edges, witness, and about two pages per tree per entry).
+pub(crate) fn estimated_rows(s: &Submission) -> usize {
+    s.change_set.entries.len().saturating_mul(8)
+}
+
+impl Repository {
+    pub(crate) fn fingerprint(&self, s: &Submission) -> [u8; 32] {
+        operation_fingerprint(
+            self.id,
+            self.incarnation,
+            s.branch,
+            s.workspace,
+            s.change_set_id,
+            &s.message,
+            s.keep_locks,
+        )
+    }
+
+    /// The recorded outcome of `op`, if any, checked against `fingerprint`.
+    pub(crate) fn replay(&self, op: &OperationId, fingerprint: &[u8; 32]) -> Result<Option<Outcome>> {
+        let tx = self.db.begin_read()?;
+        let ops = tx.open_table(tables::OPERATIONS)?;
+        let Some(row) = ops.get(op.0)? else {
+            return Ok(None);
+        };
+        let rec = OperationRecord::decode(row.value())?;
+        if &rec.fingerprint != fingerprint {
+            return Ok(Some(Outcome::Rejected {
+                code: ErrorCode::OperationIntentMismatch,
+                detail: format!("operation {op} was used before with another intent"),
+                paths: Vec::new(),
+            }));
+        }
+        let commits = tx.open_table(tables::COMMITS)?;
+        outcome_of_record(&rec, |c| {
+            let row = commits
+                .get(c)?
+                .ok_or_else(|| MetadataError::corrupt(format!("operation names absent change {c}")))?;
+            Ok(CommitRecord::decode(row.value())?.commit_id)
+        })
+        .map(Some)
+    }
+
+    /// Stages 1 and 2 (no repository state). `None` when the submission may proceed.
+    pub(crate) fn precheck(&self, s: &Submission) -> Result<Option<Reject>> {
+        if let Some(r) = check_shape(s) {
+            return Ok(Some(r));
+        }
+        let mut ids = vec![ObjectId::change_set(s.change_set_id)];
+        let mut seen = HashSet::new();
+        for e in &s.change_set.entries {
+            if let Some(st) = &e.state {
+                if seen.insert(st.manifest) {
+                    ids.push(ObjectId::manifest(st.manifest));
+                }
+            }
+        }
+        let missing = self.objects.missing(&ids)?;
+        if !missing.is_empty() {
+            let named: Vec<String> = missing.iter().take(MAX_REJECT_PATHS).map(|m| m.to_string()).collect();
+            return Ok(Some(Reject::new(
+                ErrorCode::MissingObjects,
+                format!("{} objects are missing: {}", missing.len(), named.join(" ")),
+            )));
+        }
+        Ok(None)
+    }
+
+    /// Accept or reject one submission atomically.
+    pub fn submit(&self, s: Submission) -> Result<Outcome> {
+        let fingerprint = self.fingerprint(&s);
+        if let Some(o) = self.replay(&s.operation, &fingerprint)? {
+            return Ok(o);
+        }
+        let pre = self.precheck(&s)?;
+        if pre.is_none() && estimated_rows(&s) > BUFFERED_ROW_LIMIT {
+            return self.submit_streamed(s, fingerprint);
+        }
+        let _turn = self
+            .turn
+            .lock()
+            .map_err(|_| MetadataError::Gate("submit turn poisoned".into()))?;
+        let mut outcomes = self.accept_group(&[(&s, fingerprint, pre)])?;
+        outcomes
+            .pop()
+            .ok_or_else(|| MetadataError::Gate("no outcome".into()))
+    }
+
+    /// Accept up to eight buffered submissions sharing one transaction.
+    /// Each keeps its own change number, envelope, roots and outcome.
+    pub fn submit_group(&self, subs: Vec<Submission>) -> Result<Vec<Outcome>> {
+        let mut out = Vec::with_capacity(subs.len());
+        let mut pending: Vec<(&Submission, [u8; 32], Option<Reject>)> = Vec::new();
+        let mut rows = 0usize;
+        let flush = |pending: &mut Vec<(&Submission, [u8; 32], Option<Reject>)>,
+                         out: &mut Vec<Outcome>|
+         -> Result<()> {
+            if pending.is_empty() {
+                return Ok(());
+            }
+            let _turn = self
+                .turn
+                .lock()
+                .map_err(|_| MetadataError::Gate("submit turn poisoned".into()))?;
+            out.extend(self.accept_group(pending)?);
+            pending.clear();
+            Ok(())
+        };
+        for s in &subs {
+            let fp = self.fingerprint(s);
+            if let Some(o) = self.replay(&s.operation, &fp)? {
+                flush(&mut pending, &mut out)?;
+                out.push(o);
+                continue;
+            }
+            let pre = self.precheck(s)?;
+            let est = estimated_rows(s);
+            if pre.is_none() && est > BUFFERED_ROW_LIMIT {
+                flush(&mut pending, &mut out)?;
+                out.push(self.submit_streamed(s.clone(), fp)?);
+                continue;
+            }
+            if pending.len() == 8 || rows + est > BUFFERED_ROW_LIMIT {
+                flush(&mut pending, &mut out)?;
+                rows = 0;
+            }
+            rows += est;
+            pending.push((s, fp, pre));
+        }
+        flush(&mut pending, &mut out)?;
+        Ok(out)
+    }
+
+    /// One Immediate transaction for `members`, under the publication gate.
+    pub(crate) fn accept_group(&self, members: &[(&Submission, [u8; 32], Option<Reject>)]) -> Result<Vec<Outcome>> {
+        let _gate = self
+            .gate
+            .lock()
+            .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
+        let mut wtx = self.db.begin_write()?;
+        wtx.set_durability(redb::Durability::Immediate)?;
+        let mut outcomes = Vec::with_capacity(members.len());
+        let mut envelopes = Vec::new();
+        let mut seen_ops = HashSet::new();
+        {
+            let mut tx = Tx::open(&wtx)?;
+            for (s, fp, pre) in members {
+                // A retry racing its original, or a repeat inside the group.
+                if let Some(row) = tx.operations.get(s.operation.0)? {
+                    let rec = OperationRecord::decode(row.value())?;
+                    drop(row);
+                    if &rec.fingerprint != fp {
+                        outcomes.push(Outcome::Rejected {
+                            code: ErrorCode::OperationIntentMismatch,
+                            detail: format!("operation {} was used before with another intent", s.operation),
+                            paths: Vec::new(),
+                        });
+                    } else {
+                        let commits = &tx.commits;
+                        outcomes.push(outcome_of_record(&rec, |c| {
+                            let row = commits.get(c)?.ok_or_else(|| {
+                                MetadataError::corrupt(format!("operation names absent change {c}"))
+                            })?;
+                            Ok(CommitRecord::decode(row.value())?.commit_id)
+                        })?);
+                    }
+                    continue;
+                }
+                if !seen_ops.insert(s.operation) {
+                    return Err(MetadataError::Gate("operation repeated in a group".into()));
+                }
+                if let Some(r) = pre {
+                    record_rejection(&mut tx, &s.operation, *fp, r)?;
+                    outcomes.push(r.outcome());
+                    continue;
+                }
+                match self.accept_member(&mut tx, s, *fp)? {
+                    Ok((change, commit_id, bytes)) => {
+                        envelopes.push((commit_id, bytes));
+                        outcomes.push(Outcome::Accepted { change, commit_id });
+                    }
+                    Err(r) => {
+                        record_rejection(&mut tx, &s.operation, *fp, &r)?;
+                        outcomes.push(r.outcome());
+                    }
+                }
+            }
+        }
+        // Envelopes are durable before the metadata transaction commits.
+        for (id, bytes) in &envelopes {
+            self.objects.publish_commit(&ObjectId::commit(*id), bytes)?;
+        }
+        wtx.commit()?;
+        Ok(outcomes)
+    }
+
+    /// Validate and produce one member inside the open transaction.
+    #[allow(clippy::type_complexity)]
+    fn accept_member(
+        &self,
+        tx: &mut Tx<'_>,
+        s: &Submission,
+        fingerprint: [u8; 32],
+    ) -> Result<std::result::Result<(u64, CommitId, Vec<u8>), Reject>> {
+        let Some(branch_head) = tx.heads.get(s.branch.0)?.map(|g| g.value()) else {
+            return Ok(Err(Reject::new(ErrorCode::NotFound, format!("no branch {}", s.branch))));
+        };
+        let rm = tx.repo_meta()?;
+        let change = rm.head + 1;
+        let base_root = {
+            let lo = keys::root(&s.branch, 0);
+            let hi = keys::root(&s.branch, branch_head);
+            let mut it = tx.roots.range(lo.as_slice()..=hi.as_slice())?;
+            let row = it
+                .next_back()
+                .ok_or_else(|| MetadataError::corrupt("branch has no root"))??;
+            RootRow::decode(row.1.value())?
+        };
+        let releases = match validate_state(s, &tx.nodes, &tx.locks, &tx.ws_state, &tx.commits, base_root)? {
+            Ok(r) => r,
+            Err(r) => return Ok(Err(r)),
+        };
+        let parent_commit = if branch_head == 0 {
+            None
+        } else {
+            let row = tx
+                .commits
+                .get(branch_head)?
+                .ok_or_else(|| MetadataError::corrupt(format!("no commit at head {branch_head}")))?;
+            Some(CommitRecord::decode(row.value())?.commit_id)
+        };
+        let next_page = tx.nodes.last()?.map(|(k, _)| k.value()).unwrap_or(0);
+        let (root, _) = {
+            let mut sink = TxSink { tx };
+            produce(s, change, base_root, next_page, &mut sink, usize::MAX)?
+        };
+        let (bytes, commit_id) = envelope(self, s, change, branch_head, parent_commit, &root);
+        write_ledger(
+            tx,
+            &Ledger {
+                s,
+                fingerprint,
+                change,
+                branch_head,
+                old_root: base_root,
+                root,
+                commit_id,
+                releases: &releases,
+            },
+        )?;
+        Ok(Ok((change, commit_id, bytes)))
+    }
+}
+

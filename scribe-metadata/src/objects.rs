@@ -1,0 +1,175 @@
+//! The object-store boundary of acceptance and `doctor`.
+//!
+//! Acceptance checks that every manifest (and the change set) a submission
+//! names is present, publishes the commit envelope durably *before* its
+//! metadata transaction, and `doctor` reads every envelope back to re-hash
+//! it. All three go through [`ObjectHooks`], so the server plugs in
+//! `scribe_objects::ObjectStore` (see `docs/metadata.md`, "Object hooks").
+//!
+//! [`DirObjects`] (one file per object under a directory, flushed) and
+//! [`MemoryObjects`] are the implementations used until `scribe-objects`
+//! lands and in tests.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use scribe_format::{ObjectId, ObjectKind};
+
+use crate::error::{MetadataError, Result};
+
+/// Presence of objects in the repository's store.
+pub trait ObjectPresence: Send + Sync {
+    /// Whether the store holds `id` durably.
+    fn contains(&self, id: &ObjectId) -> Result<bool>;
+
+    /// The subset of `ids` the store lacks, in input order.
+    fn missing(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>> {
+        let mut out = Vec::new();
+        for id in ids {
+            if !self.contains(id)? {
+                out.push(*id);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Durable publication and read-back of commit envelopes (kind 4).
+pub trait CommitSink: Send + Sync {
+    /// Store `envelope` (the original v5 envelope bytes; the store wraps
+    /// them in an object envelope) under `id` and return only once durable.
+    /// Publishing an identity that is already present is a no-op.
+    fn publish_commit(&self, id: &ObjectId, envelope: &[u8]) -> Result<()>;
+
+    /// The original bytes of a stored commit object, if present.
+    fn read_commit(&self, id: &ObjectId) -> Result<Option<Vec<u8>>>;
+}
+
+/// Everything metadata needs from the object store.
+pub trait ObjectHooks: ObjectPresence + CommitSink {}
+impl<T: ObjectPresence + CommitSink> ObjectHooks for T {}
+
+/// Shared handle.
+pub type Objects = Arc<dyn ObjectHooks>;
+
+/// Objects in memory (tests).
+#[derive(Default)]
+pub struct MemoryObjects {
+    map: Mutex<HashMap<ObjectId, Vec<u8>>>,
+}
+
+impl MemoryObjects {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Record an object as present (tests stand in for uploads).
+    pub fn insert(&self, id: ObjectId, bytes: Vec<u8>) {
+        if let Ok(mut m) = self.map.lock() {
+            m.insert(id, bytes);
+        }
+    }
+
+    /// Replace stored bytes without checking identity (corruption tests).
+    pub fn overwrite(&self, id: ObjectId, bytes: Vec<u8>) {
+        self.insert(id, bytes);
+    }
+}
+
+impl ObjectPresence for MemoryObjects {
+    fn contains(&self, id: &ObjectId) -> Result<bool> {
+        let m = self
+            .map
+            .lock()
+            .map_err(|_| MetadataError::Objects("poisoned".into()))?;
+        Ok(m.contains_key(id))
+    }
+}
+
+impl CommitSink for MemoryObjects {
+    fn publish_commit(&self, id: &ObjectId, envelope: &[u8]) -> Result<()> {
+        let mut m = self
+            .map
+            .lock()
+            .map_err(|_| MetadataError::Objects("poisoned".into()))?;
+        m.entry(*id).or_insert_with(|| envelope.to_vec());
+        Ok(())
+    }
+
+    fn read_commit(&self, id: &ObjectId) -> Result<Option<Vec<u8>>> {
+        let m = self
+            .map
+            .lock()
+            .map_err(|_| MetadataError::Objects("poisoned".into()))?;
+        Ok(m.get(id).cloned())
+    }
+}
+
+/// One flushed file per object, `<dir>/<kind 2 hex><digest hex>`.
+///
+/// INTERIM object store used by [`crate::DataRoot`] until `scribe-objects`
+/// lands; it lives under `repos/<id>/objects/interim/`.
+pub struct DirObjects {
+    dir: PathBuf,
+}
+
+impl DirObjects {
+    pub fn open(dir: &Path) -> Result<Arc<Self>> {
+        std::fs::create_dir_all(dir).map_err(|e| MetadataError::io(dir, e))?;
+        Ok(Arc::new(DirObjects { dir: dir.to_owned() }))
+    }
+
+    fn path(&self, id: &ObjectId) -> PathBuf {
+        self.dir
+            .join(format!("{:02x}{}", id.kind.byte(), hex::encode(id.digest)))
+    }
+
+    /// Store any object (tests stand in for uploads); flushed.
+    pub fn put(&self, id: &ObjectId, bytes: &[u8]) -> Result<()> {
+        let path = self.path(id);
+        if path.exists() {
+            return Ok(());
+        }
+        let tmp = self.dir.join(format!(
+            "tmp-{}-{}",
+            std::process::id(),
+            hex::encode(&id.digest[..8])
+        ));
+        let mut f = std::fs::File::create(&tmp).map_err(|e| MetadataError::io(&tmp, e))?;
+        f.write_all(bytes)
+            .and_then(|_| f.sync_all())
+            .map_err(|e| MetadataError::io(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| MetadataError::io(&path, e))?;
+        crate::descriptor::sync_dir(&self.dir)
+    }
+
+    /// Replace stored bytes without checking identity (corruption tests).
+    pub fn overwrite(&self, id: &ObjectId, bytes: &[u8]) -> Result<()> {
+        let path = self.path(id);
+        std::fs::write(&path, bytes).map_err(|e| MetadataError::io(&path, e))
+    }
+}
+
+impl ObjectPresence for DirObjects {
+    fn contains(&self, id: &ObjectId) -> Result<bool> {
+        Ok(self.path(id).exists())
+    }
+}
+
+impl CommitSink for DirObjects {
+    fn publish_commit(&self, id: &ObjectId, envelope: &[u8]) -> Result<()> {
+        debug_assert_eq!(id.kind, ObjectKind::Commit);
+        self.put(id, envelope)
+    }
+
+    fn read_commit(&self, id: &ObjectId) -> Result<Option<Vec<u8>>> {
+        let path = self.path(id);
+        match std::fs::read(&path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(MetadataError::io(&path, e)),
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! A repository's `metadata.redb` at schema 3 / snapshot profile 3: creation,
+//! the refusals of opening, and the shared handle the other modules extend.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use redb::{Database, Durability, ReadTransaction, ReadableDatabase, TableHandle};
+use scribe_format::{BranchId, ErrorCode, RepositoryId};
+
+use crate::descriptor;
+use scribe_format::descriptor::{Descriptor, Kind};
+use crate::error::{MetadataError, Result};
+use crate::fmt::RootRow;
+use crate::objects::Objects;
+use crate::records::{decode_u32, decode_u64, keys, BranchRecord, RepoMeta};
+use crate::tables::{self, meta};
+
+/// File name of the repository database.
+pub const METADATA_FILE: &str = "metadata.redb";
+
+/// One open repository. Readers use MVCC snapshots and never wait for
+/// acceptance; acceptance is serialised by the publication gate.
+pub struct Repository {
+    pub(crate) id: RepositoryId,
+    pub(crate) name: String,
+    pub(crate) dir: PathBuf,
+    pub(crate) db: Database,
+    pub(crate) incarnation: [u8; 16],
+    pub(crate) main_branch: BranchId,
+    /// The publication gate: one acceptance transaction at a time.
+    pub(crate) gate: Mutex<()>,
+    /// The submit turn: one streamed preparation (or lock mutation) at a time.
+    pub(crate) turn: Mutex<()>,
+    pub(crate) objects: Objects,
+    /// Fault-injection hook of streamed preparation.
+    pub(crate) stage_hook: Mutex<Option<Box<crate::stream::StageHook>>>,
+}
+
+fn expected_repo_values(id: &RepositoryId) -> [(&'static str, String); 4] {
+    [
+        ("repository-id", id.to_hex()),
+        ("schema", "3".into()),
+        ("engine", "redb-4".into()),
+        ("object-store", "1".into()),
+    ]
+}
+
+impl Repository {
+    /// Write the descriptor and an initialised `metadata.redb` into `dir`.
+    pub(crate) fn create(
+        dir: &Path,
+        id: RepositoryId,
+        name: &str,
+        main: BranchId,
+        created_ms: u64,
+    ) -> Result<()> {
+        let db = Database::create(dir.join(METADATA_FILE))?;
+        let incarnation = RepositoryId::random().0;
+        let mut tx = db.begin_write()?;
+        tx.set_durability(Durability::Immediate)?;
+        {
+            let mut m = tx.open_table(tables::META)?;
+            m.insert(meta::SCHEMA, tables::REPOSITORY_SCHEMA.to_le_bytes().as_slice())?;
+            m.insert(meta::REPOSITORY_ID, id.0.as_slice())?;
+            m.insert(meta::INCARNATION, incarnation.as_slice())?;
+            m.insert(meta::REPO_META, RepoMeta::default().encode().as_slice())?;
+            m.insert(
+                meta::SNAPSHOT_PROFILE,
+                tables::SNAPSHOT_PROFILE.to_le_bytes().as_slice(),
+            )?;
+            m.insert(meta::SNAPSHOT_LIVE, 0u64.to_le_bytes().as_slice())?;
+            m.insert(
+                meta::PATH_FOLD_PROFILE,
+                tables::PATH_FOLD_PROFILE.to_le_bytes().as_slice(),
+            )?;
+            m.insert(
+                meta::MIGRATION_VERSION,
+                tables::MIGRATION_VERSION.to_le_bytes().as_slice(),
+            )?;
+            for k in [
+                meta::LOCK_EPOCH,
+                meta::LOCK_UPDATE_COUNT,
+                meta::LOCK_RELEASE_COUNT,
+            ] {
+                m.insert(k, 0u64.to_le_bytes().as_slice())?;
+            }
+            let branch = BranchRecord {
+                name: "main".into(),
+                created_change: 0,
+                branched_from: None,
+                state: 1,
+            };
+            tx.open_table(tables::BRANCHES)?
+                .insert(main.0, branch.encode().as_slice())?;
+            tx.open_table(tables::BRANCH_HEADS)?.insert(main.0, 0)?;
+            tx.open_table(tables::SNAPSHOT_ROOTS)?.insert(
+                keys::root(&main, 0).as_slice(),
+                crate::fmt::encode_root(&RootRow::EMPTY)?.as_slice(),
+            )?;
+            tx.open_table(tables::COMMITS)?;
+            tx.open_table(tables::SNAPSHOT_NODES)?;
+            tx.open_table(tables::MERGE_PARENTS)?;
+            for t in [
+                tables::HISTORY,
+                tables::MOVES,
+                tables::FILE_LINEAGE,
+                tables::CHANGE_PATHS,
+                tables::CHANGE_NOTES,
+                tables::ACCEPTED_MANIFESTS,
+                tables::WORKSPACE_STATE,
+                tables::SUBMIT_STAGE,
+                tables::SUBMIT_LOCK_UPDATES,
+                tables::UPLOAD_PINS,
+            ] {
+                tx.open_table(t)?;
+            }
+            for t in [
+                tables::WORKSPACES,
+                tables::OPERATIONS,
+                tables::BRANCH_OPERATIONS,
+                tables::BRANCH_PENDING,
+            ] {
+                tx.open_table(t)?;
+            }
+            tx.open_table(tables::LOCKS)?;
+        }
+        tx.commit()?;
+        drop(db);
+        let fields = scribe_format::descriptor::Repository {
+            repository_id: id,
+            name: name.to_owned(),
+            schema: tables::REPOSITORY_SCHEMA,
+            engine: "redb-4".into(),
+            object_store: 1,
+            created_ms,
+            migrated: None,
+        };
+        let mut d = Descriptor::new_repository(&fields)?;
+        d.add_required_feature(descriptor::FEATURE_ATOMIC_PUBLICATION)?;
+        descriptor::write(&d, dir)?;
+        Ok(())
+    }
+
+    /// Open `dir` for serving: the descriptor, then every marker and table
+    /// of schema 3 is checked before any write.
+    pub(crate) fn open(dir: &Path, id: RepositoryId, name: &str, objects: Objects) -> Result<Self> {
+        let d = descriptor::read(dir)?;
+        let expect = expected_repo_values(&id);
+        let expect: Vec<(&'static str, &str)> =
+            expect.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        descriptor::check(&d, dir, Kind::Repository, &expect)?;
+        let path = dir.join(METADATA_FILE);
+        if !path.exists() {
+            return Err(MetadataError::corrupt(format!("{} is missing", path.display())));
+        }
+        let db = Database::open(&path)?;
+        let (incarnation, main_branch) = {
+            let tx = db.begin_read()?;
+            check_markers(&tx, &path, &id)?
+        };
+        let repo = Repository {
+            id,
+            name: name.to_owned(),
+            dir: dir.to_owned(),
+            db,
+            incarnation,
+            main_branch,
+            gate: Mutex::new(()),
+            turn: Mutex::new(()),
+            objects,
+            stage_hook: Mutex::new(None),
+        };
+        repo.recover_submissions()?;
+        Ok(repo)
+    }
+
+    /// Open `dir` read-only for inspection (no startup cleanup). Used by
+    /// tools and tests; the same refusals as [`Repository::open`] apply.
+    pub fn open_dir(dir: &Path, objects: Objects) -> Result<Self> {
+        let d = descriptor::read(dir)?;
+        let id = RepositoryId::from_hex(d.get("repository-id").unwrap_or(""))?;
+        let name = d.get("name").unwrap_or("").to_owned();
+        Repository::open(dir, id, &name, objects)
+    }
+
+    pub fn id(&self) -> RepositoryId {
+        self.id
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The repository incarnation (16 bytes).
+    pub fn incarnation(&self) -> [u8; 16] {
+        self.incarnation
+    }
+
+    /// The main branch, created with the repository.
+    pub fn main_branch(&self) -> BranchId {
+        self.main_branch
+    }
+
+    /// The object hooks acceptance and `doctor` use.
+    pub fn objects(&self) -> &Objects {
+        &self.objects
+    }
+
+    /// The raw database (tests and maintenance tools).
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    /// The repository head (highest accepted change, all branches).
+    pub fn head(&self) -> Result<u64> {
+        let tx = self.db.begin_read()?;
+        read_repo_meta(&tx).map(|m| m.head)
+    }
+
+    /// The head change of `branch`.
+    pub fn branch_head(&self, branch: BranchId) -> Result<u64> {
+        let tx = self.db.begin_read()?;
+        branch_head(&tx, &branch)
+    }
+}
+
+/// Check every marker and table of schema 3, returning the incarnation and
+/// the main branch.
+fn check_markers(tx: &ReadTransaction, path: &Path, id: &RepositoryId) -> Result<([u8; 16], BranchId)> {
+    let present: std::collections::BTreeSet<String> =
+        tx.list_tables()?.map(|t| t.name().to_owned()).collect();
+    if !present.contains("meta") {
+        return Err(MetadataError::corrupt(format!("{}: no meta table", path.display())));
+    }
+    let m = tx.open_table(tables::META)?;
+    let get = |k: &str| -> Result<Option<Vec<u8>>> { Ok(m.get(k)?.map(|g| g.value().to_vec())) };
+    let mismatch = |what: &'static str, found: String, expected: String| MetadataError::VersionMismatch {
+        path: path.to_owned(),
+        what,
+        found,
+        expected,
+    };
+    let schema = match get(meta::SCHEMA)? {
+        Some(b) => decode_u32(&b, "meta.schema")?,
+        None => return Err(mismatch("repository schema", "absent".into(), "3".into())),
+    };
+    if schema != tables::REPOSITORY_SCHEMA {
+        return Err(mismatch("repository schema", schema.to_string(), "3".into()));
+    }
+    match get(meta::SNAPSHOT_PROFILE)? {
+        Some(b) if decode_u32(&b, "meta.snapshot-profile")? == tables::SNAPSHOT_PROFILE => {}
+        Some(b) => {
+            return Err(mismatch(
+                "snapshot profile",
+                decode_u32(&b, "meta.snapshot-profile")?.to_string(),
+                "3".into(),
+            ))
+        }
+        None => return Err(mismatch("snapshot profile", "absent".into(), "3".into())),
+    }
+    match get(meta::MIGRATION_VERSION)? {
+        Some(b) if b == tables::MIGRATION_VERSION.to_le_bytes() => {}
+        Some(b) => {
+            let v = decode_u32(&b, "meta.migration-version")
+                .map(|v| v.to_string())
+                .unwrap_or_else(|_| hex::encode(&b));
+            return Err(mismatch("migration revision", v, "3".into()));
+        }
+        None => return Err(mismatch("migration revision", "absent (0)".into(), "3".into())),
+    }
+    if get(meta::MIGRATION_ACTIVE)?.is_some() || get(meta::MIGRATION_CURSOR)?.is_some() {
+        return Err(mismatch("migration step", "active".into(), "none".into()));
+    }
+    match get(meta::PATH_FOLD_PROFILE)? {
+        Some(b) if b == tables::PATH_FOLD_PROFILE.to_le_bytes() => {}
+        Some(b) => return Err(mismatch("path fold profile", hex::encode(&b), "01000000".into())),
+        None => return Err(mismatch("path fold profile", "absent".into(), "01000000".into())),
+    }
+    for t in tables::REQUIRED_TABLES {
+        if !present.contains(*t) {
+            return Err(MetadataError::corrupt(format!(
+                "{}: required table {t} is missing",
+                path.display()
+            )));
+        }
+    }
+    let rid = get(meta::REPOSITORY_ID)?.ok_or_else(|| MetadataError::corrupt("no repository-id"))?;
+    if rid.as_slice() != id.0.as_slice() {
+        return Err(MetadataError::corrupt(format!(
+            "{}: repository-id {} is not {id}",
+            path.display(),
+            hex::encode(&rid)
+        )));
+    }
+    let inc = get(meta::INCARNATION)?.ok_or_else(|| MetadataError::corrupt("no incarnation"))?;
+    let incarnation: [u8; 16] = inc
+        .as_slice()
+        .try_into()
+        .map_err(|_| MetadataError::corrupt("incarnation is not 16 bytes"))?;
+    let rm = get(meta::REPO_META)?.ok_or_else(|| MetadataError::corrupt("no repo-meta"))?;
+    RepoMeta::decode(&rm)?;
+    for k in [
+        meta::SNAPSHOT_LIVE,
+        meta::LOCK_EPOCH,
+        meta::LOCK_UPDATE_COUNT,
+        meta::LOCK_RELEASE_COUNT,
+    ] {
+        let b = get(k)?.ok_or_else(|| MetadataError::corrupt(format!("meta.{k} is missing")))?;
+        decode_u64(&b, "meta counter")?;
+    }
+    // The main branch is the branch created at change 0 without a source.
+    let branches = tx.open_table(tables::BRANCHES)?;
+    let mut main = None;
+    for row in branches.range::<[u8; 16]>(..)? {
+        let (k, v) = row?;
+        let rec = BranchRecord::decode(v.value())?;
+        if rec.created_change == 0 && rec.branched_from.is_none() {
+            main = Some(BranchId(k.value()));
+            break;
+        }
+    }
+    let main = main.ok_or_else(|| MetadataError::corrupt("no main branch"))?;
+    Ok((incarnation, main))
+}
+
+pub(crate) fn read_repo_meta(tx: &ReadTransaction) -> Result<RepoMeta> {
+    let m = tx.open_table(tables::META)?;
+    let b = m
+        .get(meta::REPO_META)?
+        .ok_or_else(|| MetadataError::corrupt("no repo-meta"))?;
+    Ok(RepoMeta::decode(b.value())?)
+}
+
+pub(crate) fn branch_head(tx: &ReadTransaction, branch: &BranchId) -> Result<u64> {
+    let t = tx.open_table(tables::BRANCH_HEADS)?;
+    let head = t
+        .get(branch.0)?
+        .map(|g| g.value())
+        .ok_or_else(|| MetadataError::refused(ErrorCode::NotFound, format!("no branch {branch}")))?;
+    Ok(head)
+}
+
+/// The root row of `branch` pinned at `change` (reverse seek: the newest
+/// root at or below `change`).
+pub(crate) fn root_at(tx: &ReadTransaction, branch: &BranchId, change: u64) -> Result<RootRow> {
+    let t = tx.open_table(tables::SNAPSHOT_ROOTS)?;
+    let lo = keys::root(branch, 0);
+    let hi = keys::root(branch, change);
+    let mut it = t.range(lo.as_slice()..=hi.as_slice())?;
+    match it.next_back() {
+        Some(row) => {
+            let (_, v) = row?;
+            Ok(RootRow::decode(v.value())?)
+        }
+        None => Err(MetadataError::refused(
+            ErrorCode::NotFound,
+            format!("no snapshot of branch {branch} at change {change}"),
+        )),
+    }
+}

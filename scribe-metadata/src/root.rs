@@ -1,0 +1,404 @@
+//! The data root (section 7): `SCRIBE_FORMAT`, the exclusive `LOCK`,
+//! `catalog.redb` (section 7.1) and `repos/<id>/`.
+//!
+//! ```text
+//! <data>/SCRIBE_FORMAT          kind = data-root
+//! <data>/LOCK                   flock held for the life of a DataRoot; holds the owner's pid
+//! <data>/catalog.redb           meta, repos, repo_names
+//! <data>/repos/<id hex>/        SCRIBE_FORMAT, metadata.redb, objects/
+//! ```
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable};
+use scribe_format::limits::MAX_REPOSITORY_NAME_BYTES;
+use scribe_format::{BranchId, ErrorCode, RepositoryId};
+
+use crate::descriptor::{self, sync_dir};
+use scribe_format::descriptor::{Descriptor, Kind};
+use crate::error::{MetadataError, Result};
+use crate::objects::{DirObjects, Objects};
+use crate::records::{decode_u32, CatalogRecord, RepoState};
+use crate::repo::Repository;
+use crate::tables::{CATALOG_META, CATALOG_REPOS, CATALOG_REPO_NAMES, CATALOG_SCHEMA};
+use crate::util::now_ms;
+
+/// Builds the object hooks of an opened repository from its `objects/` directory.
+pub type ObjectsFactory = dyn Fn(&Path, RepositoryId) -> Result<Objects> + Send + Sync;
+
+/// One repository in the catalog.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepositoryInfo {
+    pub id: RepositoryId,
+    pub name: String,
+    pub created_ms: u64,
+    pub main_branch: BranchId,
+}
+
+/// An owned data root. Holding it holds `LOCK`.
+pub struct DataRoot {
+    dir: PathBuf,
+    _lock: File,
+    catalog: Database,
+    incarnation: String,
+    open: Mutex<HashMap<RepositoryId, Arc<Repository>>>,
+    objects: Box<ObjectsFactory>,
+    create_gate: Mutex<()>,
+}
+
+/// The descriptor values this build serves.
+fn expected_root_values() -> [(&'static str, &'static str); 5] {
+    [
+        ("catalog-schema", "1"),
+        ("repository-schema", "3"),
+        ("object-store", "1"),
+        ("envelope", "1"),
+        ("engine", "redb-4"),
+    ]
+}
+
+/// Take the exclusive OS lock on `<dir>/LOCK`, recording our pid in it.
+fn take_lock(dir: &Path) -> Result<File> {
+    let path = dir.join("LOCK");
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| MetadataError::io(&path, e))?;
+    match f.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut s = String::new();
+            let _ = f.read_to_string(&mut s);
+            let pid = s
+                .trim()
+                .strip_prefix("pid ")
+                .and_then(|p| p.parse::<u32>().ok());
+            return Err(MetadataError::DataRootLocked {
+                path: dir.to_owned(),
+                pid,
+            });
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(MetadataError::io(&path, e)),
+    }
+    f.set_len(0)
+        .and_then(|_| f.rewind())
+        .and_then(|_| f.write_all(format!("pid {}\n", std::process::id()).as_bytes()))
+        .and_then(|_| f.sync_all())
+        .map_err(|e| MetadataError::io(&path, e))?;
+    Ok(f)
+}
+
+/// Create a repository's object store directory.
+///
+/// INTERIM: creates `objects/` (and the interim `objects/interim/` used by
+/// [`DirObjects`]); it will call `scribe_objects::ObjectStore::create` once
+/// that crate lands.
+pub fn create_object_store(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir.join("interim")).map_err(|e| MetadataError::io(dir, e))?;
+    sync_dir(dir)
+}
+
+fn default_objects(dir: &Path, _id: RepositoryId) -> Result<Objects> {
+    let o: Objects = DirObjects::open(&dir.join("interim"))?;
+    Ok(o)
+}
+
+impl DataRoot {
+    /// Create a new data root in `dir` (absent or empty) and own it.
+    pub fn create(dir: impl AsRef<Path>) -> Result<DataRoot> {
+        let dir = dir.as_ref().to_owned();
+        if dir.exists() {
+            let mut it = std::fs::read_dir(&dir).map_err(|e| MetadataError::io(&dir, e))?;
+            if it.next().is_some() {
+                return Err(MetadataError::refused(
+                    ErrorCode::AlreadyExists,
+                    format!("{} is not empty", dir.display()),
+                ));
+            }
+        }
+        std::fs::create_dir_all(dir.join("repos")).map_err(|e| MetadataError::io(&dir, e))?;
+        let lock = take_lock(&dir)?;
+        let catalog_path = dir.join("catalog.redb");
+        let catalog = Database::create(&catalog_path)?;
+        {
+            let mut tx = catalog.begin_write()?;
+            tx.set_durability(Durability::Immediate)?;
+            {
+                let mut meta = tx.open_table(CATALOG_META)?;
+                meta.insert("schema", CATALOG_SCHEMA.to_le_bytes().as_slice())?;
+                tx.open_table(CATALOG_REPOS)?;
+                tx.open_table(CATALOG_REPO_NAMES)?;
+            }
+            tx.commit()?;
+        }
+        let mut inc = [0u8; 16];
+        inc.copy_from_slice(&RepositoryId::random().0);
+        let incarnation = hex::encode(inc);
+        let fields = scribe_format::descriptor::DataRoot {
+            catalog_schema: CATALOG_SCHEMA,
+            repository_schema: crate::tables::REPOSITORY_SCHEMA,
+            object_store: 1,
+            envelope: 1,
+            engine: "redb-4".into(),
+            incarnation: inc,
+            created_ms: now_ms(),
+            restored: None,
+        };
+        let mut d = Descriptor::new_data_root(&fields)?;
+        d.add_required_feature(descriptor::FEATURE_ATOMIC_PUBLICATION)?;
+        descriptor::write(&d, &dir)?;
+        Ok(DataRoot {
+            dir,
+            _lock: lock,
+            catalog,
+            incarnation,
+            open: Mutex::new(HashMap::new()),
+            objects: Box::new(default_objects),
+            create_gate: Mutex::new(()),
+        })
+    }
+
+    /// Open and own an existing data root; removes `creating` leftovers.
+    pub fn open(dir: impl AsRef<Path>) -> Result<DataRoot> {
+        let dir = dir.as_ref().to_owned();
+        let lock = take_lock(&dir)?;
+        let d = descriptor::read(&dir)?;
+        descriptor::check(&d, &dir, Kind::DataRoot, &expected_root_values())?;
+        let incarnation = d.get("incarnation").unwrap_or_default().to_owned();
+        let catalog_path = dir.join("catalog.redb");
+        if !catalog_path.exists() {
+            return Err(MetadataError::corrupt(format!(
+                "{} is missing",
+                catalog_path.display()
+            )));
+        }
+        let catalog = Database::open(&catalog_path)?;
+        {
+            let tx = catalog.begin_read()?;
+            let meta = tx.open_table(CATALOG_META)?;
+            let schema = meta
+                .get("schema")?
+                .ok_or_else(|| MetadataError::corrupt("catalog has no schema"))?;
+            let schema = decode_u32(schema.value(), "catalog schema")?;
+            if schema != CATALOG_SCHEMA {
+                return Err(MetadataError::VersionMismatch {
+                    path: catalog_path,
+                    what: "catalog schema",
+                    found: schema.to_string(),
+                    expected: CATALOG_SCHEMA.to_string(),
+                });
+            }
+            tx.open_table(CATALOG_REPOS)?;
+            tx.open_table(CATALOG_REPO_NAMES)?;
+        }
+        let root = DataRoot {
+            dir,
+            _lock: lock,
+            catalog,
+            incarnation,
+            open: Mutex::new(HashMap::new()),
+            objects: Box::new(default_objects),
+            create_gate: Mutex::new(()),
+        };
+        root.remove_creating_leftovers()?;
+        Ok(root)
+    }
+
+    /// Replace how opened repositories reach their object store (the server
+    /// passes one backed by `scribe_objects::ObjectStore`).
+    pub fn set_objects_factory(&mut self, f: Box<ObjectsFactory>) {
+        self.objects = f;
+    }
+
+    /// The data root directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The data root's incarnation (32 hex).
+    pub fn incarnation(&self) -> &str {
+        &self.incarnation
+    }
+
+    fn repo_dir(&self, id: &RepositoryId) -> PathBuf {
+        self.dir.join("repos").join(id.to_hex())
+    }
+
+    fn remove_creating_leftovers(&self) -> Result<()> {
+        let mut leftovers = Vec::new();
+        {
+            let tx = self.catalog.begin_read()?;
+            let repos = tx.open_table(CATALOG_REPOS)?;
+            for row in repos.range::<[u8; 16]>(..)? {
+                let (k, v) = row?;
+                let rec = CatalogRecord::decode(v.value())?;
+                if rec.state == RepoState::Creating {
+                    leftovers.push((RepositoryId(k.value()), rec.name));
+                }
+            }
+        }
+        for (id, name) in leftovers {
+            let dir = self.repo_dir(&id);
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).map_err(|e| MetadataError::io(&dir, e))?;
+            }
+            let mut tx = self.catalog.begin_write()?;
+            tx.set_durability(Durability::Immediate)?;
+            {
+                tx.open_table(CATALOG_REPOS)?.remove(id.0)?;
+                let mut names = tx.open_table(CATALOG_REPO_NAMES)?;
+                let same = names.get(name.as_str())?.map(|g| g.value()) == Some(id.0);
+                if same {
+                    names.remove(name.as_str())?;
+                }
+            }
+            tx.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Create a repository named `name` with its main branch.
+    pub fn create_repository(&self, name: &str) -> Result<RepositoryId> {
+        validate_name(name)?;
+        let _gate = self
+            .create_gate
+            .lock()
+            .map_err(|_| MetadataError::Gate("poisoned".into()))?;
+        let id = RepositoryId::random();
+        let main = BranchId::random();
+        let created_ms = now_ms();
+        let rec = CatalogRecord {
+            name: name.to_owned(),
+            state: RepoState::Creating,
+            created_ms,
+            main_branch: main,
+        };
+        {
+            let mut tx = self.catalog.begin_write()?;
+            tx.set_durability(Durability::Immediate)?;
+            {
+                let mut names = tx.open_table(CATALOG_REPO_NAMES)?;
+                if names.get(name)?.is_some() {
+                    return Err(MetadataError::refused(
+                        ErrorCode::AlreadyExists,
+                        format!("repository {name:?} exists"),
+                    ));
+                }
+                names.insert(name, id.0)?;
+                tx.open_table(CATALOG_REPOS)?
+                    .insert(id.0, rec.encode().as_slice())?;
+            }
+            tx.commit()?;
+        }
+        let dir = self.repo_dir(&id);
+        std::fs::create_dir_all(&dir).map_err(|e| MetadataError::io(&dir, e))?;
+        create_object_store(&dir.join("objects"))?;
+        Repository::create(&dir, id, name, main, created_ms)?;
+        sync_dir(&dir)?;
+        sync_dir(&self.dir.join("repos"))?;
+        let mut tx = self.catalog.begin_write()?;
+        tx.set_durability(Durability::Immediate)?;
+        {
+            let ready = CatalogRecord {
+                state: RepoState::Ready,
+                ..rec
+            };
+            tx.open_table(CATALOG_REPOS)?
+                .insert(id.0, ready.encode().as_slice())?;
+        }
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// Every ready repository, by id.
+    pub fn list_repositories(&self) -> Result<Vec<RepositoryInfo>> {
+        let tx = self.catalog.begin_read()?;
+        let repos = tx.open_table(CATALOG_REPOS)?;
+        let mut out = Vec::new();
+        for row in repos.range::<[u8; 16]>(..)? {
+            let (k, v) = row?;
+            let rec = CatalogRecord::decode(v.value())?;
+            if rec.state == RepoState::Ready {
+                out.push(RepositoryInfo {
+                    id: RepositoryId(k.value()),
+                    name: rec.name,
+                    created_ms: rec.created_ms,
+                    main_branch: rec.main_branch,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The id of the repository named `name`.
+    pub fn repository_id(&self, name: &str) -> Result<RepositoryId> {
+        let tx = self.catalog.begin_read()?;
+        let names = tx.open_table(CATALOG_REPO_NAMES)?;
+        let id = names
+            .get(name)?
+            .map(|g| RepositoryId(g.value()))
+            .ok_or_else(|| {
+                MetadataError::refused(ErrorCode::NotFound, format!("no repository {name:?}"))
+            })?;
+        Ok(id)
+    }
+
+    /// Open (or return the already open) repository `id`.
+    pub fn open_repository(&self, id: RepositoryId) -> Result<Arc<Repository>> {
+        let mut open = self
+            .open
+            .lock()
+            .map_err(|_| MetadataError::Gate("poisoned".into()))?;
+        if let Some(r) = open.get(&id) {
+            return Ok(r.clone());
+        }
+        let rec = {
+            let tx = self.catalog.begin_read()?;
+            let repos = tx.open_table(CATALOG_REPOS)?;
+            let row = repos.get(id.0)?.ok_or_else(|| {
+                MetadataError::refused(ErrorCode::NotFound, format!("no repository {id}"))
+            })?;
+            CatalogRecord::decode(row.value())?
+        };
+        if rec.state != RepoState::Ready {
+            return Err(MetadataError::refused(
+                ErrorCode::NotFound,
+                format!("repository {id} is being created"),
+            ));
+        }
+        let dir = self.repo_dir(&id);
+        let objects = (self.objects)(&dir.join("objects"), id)?;
+        let repo = Arc::new(Repository::open(&dir, id, &rec.name, objects)?);
+        open.insert(id, repo.clone());
+        Ok(repo)
+    }
+
+    /// Open the repository named `name`.
+    pub fn open_repository_by_name(&self, name: &str) -> Result<Arc<Repository>> {
+        let id = self.repository_id(name)?;
+        self.open_repository(id)
+    }
+}
+
+fn validate_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_REPOSITORY_NAME_BYTES
+        && !name.chars().any(|c| c.is_control() || c == '/' || c == '\\')
+        && name != "."
+        && name != "..";
+    if ok {
+        Ok(())
+    } else {
+        Err(MetadataError::refused(
+            ErrorCode::Malformed,
+            format!("repository name {name:?} must be 1..=128 bytes without `/`, `\\` or control characters"),
+        ))
+    }
+}

@@ -1,0 +1,449 @@
+//! Streamed preparation of large submissions (atomic publication and upload
+//! lifecycle profile 1) and its recovery.
+//!
+//! 1. Under the repository's submit turn, validate against a read snapshot.
+//! 2. Reserve the next change: `meta/pending-submit = u64 change ‖ [16]
+//!    operation` (Immediate).
+//! 3. Stage history, moves, change paths, lineage, new manifest witnesses
+//!    and snapshot pages in Immediate transactions of at most 512 data rows
+//!    or 4 MiB, each data row with its `submit_stage` undo entry
+//!    (`u8 tag ‖ destination key`) in the same transaction. Nothing staged
+//!    is visible: readers exclude revisions above the head, and pages are
+//!    unreachable until a root names them.
+//! 4. Under the publication gate, one transaction rechecks the heads, the
+//!    lock epoch and the reservation, then writes the commit ledger, roots,
+//!    head, live count and the outcome (after the envelope is durable).
+//! 5. The undo inventory is discarded in bounded transactions, then the
+//!    reservation.
+//!
+//! Startup and [`Repository::recover_submissions`] finish step 5 for an
+//! accepted preparation, or delete every staged row named by the inventory
+//! (bounded transactions) for an unaccepted one.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use redb::{Durability, ReadOnlyTable, ReadableDatabase, ReadableTable};
+use scribe_format::{ManifestId, ObjectId};
+
+use crate::accept::{
+    envelope, produce, record_rejection, validate_state, write_ledger, Ledger, Outcome, Sink,
+    Submission, Tx,
+};
+use crate::error::{MetadataError, Result};
+use crate::fmt::{Link, Node};
+use crate::records::{decode_pending, decode_u64, encode_pending, keys, CommitRecord, OperationRecord};
+use crate::repo::{branch_head, read_repo_meta, root_at, Repository};
+use crate::tables::{self, meta, stage_tag};
+use crate::tree::{verify_page, Overlay};
+
+/// Most data rows per staging transaction.
+pub const STAGE_ROWS: usize = 512;
+/// Most key/value bytes per staging transaction.
+pub const STAGE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Called after each committed staging transaction with their count so
+/// far (fault-injection tests stop a process there).
+pub type StageHook = dyn Fn(u64) + Send + Sync;
+
+struct StreamSink<'r> {
+    repo: &'r Repository,
+    rows: Vec<(u8, Vec<u8>, Vec<u8>)>,
+    witnesses: Vec<(ManifestId, Vec<u8>)>,
+    pages: Vec<(u64, Vec<u8>)>,
+    pending_nodes: HashMap<u64, Arc<Node>>,
+    bytes: usize,
+    read: Option<ReadOnlyTable<u64, &'static [u8]>>,
+    staged: u64,
+}
+
+impl StreamSink<'_> {
+    fn count(&self) -> usize {
+        self.rows.len() + self.witnesses.len() + self.pages.len()
+    }
+
+    fn maybe_flush(&mut self) -> Result<()> {
+        if self.count() >= STAGE_ROWS || self.bytes >= STAGE_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.count() == 0 {
+            return Ok(());
+        }
+        let mut wtx = self.repo.db.begin_write()?;
+        wtx.set_durability(Durability::Immediate)?;
+        {
+            let mut stage = wtx.open_table(tables::SUBMIT_STAGE)?;
+            let mut history = wtx.open_table(tables::HISTORY)?;
+            let mut moves = wtx.open_table(tables::MOVES)?;
+            let mut cp = wtx.open_table(tables::CHANGE_PATHS)?;
+            let mut lineage = wtx.open_table(tables::FILE_LINEAGE)?;
+            let mut manifests = wtx.open_table(tables::ACCEPTED_MANIFESTS)?;
+            let mut nodes = wtx.open_table(tables::SNAPSHOT_NODES)?;
+            for (tag, k, v) in self.rows.drain(..) {
+                let t = match tag {
+                    stage_tag::HISTORY => &mut history,
+                    stage_tag::MOVES => &mut moves,
+                    stage_tag::CHANGE_PATHS => &mut cp,
+                    stage_tag::FILE_LINEAGE => &mut lineage,
+                    _ => return Err(MetadataError::Gate(format!("row tag {tag}"))),
+                };
+                // The previous value returned by insert detects a collision.
+                if t.insert(k.as_slice(), v.as_slice())?.is_some() {
+                    return Err(MetadataError::Gate(format!(
+                        "a staged row (tag {tag}) collides with an existing row"
+                    )));
+                }
+                stage.insert(keys::stage(tag, &k).as_slice(), [].as_slice())?;
+            }
+            for (m, v) in self.witnesses.drain(..) {
+                if manifests.get(m.0.as_slice())?.is_none() {
+                    manifests.insert(m.0.as_slice(), v.as_slice())?;
+                    stage.insert(keys::stage(stage_tag::ACCEPTED_MANIFESTS, &m.0).as_slice(), [].as_slice())?;
+                }
+            }
+            for (id, page) in self.pages.drain(..) {
+                if nodes.insert(id, page.as_slice())?.is_some() {
+                    return Err(MetadataError::Gate(format!("page {id} allocated twice")));
+                }
+                stage.insert(
+                    keys::stage(stage_tag::SNAPSHOT_NODES, &id.to_le_bytes()).as_slice(),
+                    [].as_slice(),
+                )?;
+            }
+        }
+        wtx.commit()?;
+        self.pending_nodes.clear();
+        self.bytes = 0;
+        self.read = None;
+        self.staged += 1;
+        if let Ok(h) = self.repo.stage_hook.lock() {
+            if let Some(h) = h.as_ref() {
+                h(self.staged);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Sink for StreamSink<'_> {
+    fn row(&mut self, tag: u8, key: &[u8], value: &[u8]) -> Result<()> {
+        self.bytes += key.len() + value.len();
+        self.rows.push((tag, key.to_vec(), value.to_vec()));
+        self.maybe_flush()
+    }
+
+    fn witness(&mut self, manifest: &ManifestId, value: &[u8]) -> Result<()> {
+        self.bytes += 32 + value.len();
+        self.witnesses.push((*manifest, value.to_vec()));
+        self.maybe_flush()
+    }
+
+    fn pages(&mut self, overlay: &mut Overlay) -> Result<()> {
+        for (id, (node, page)) in std::mem::take(&mut overlay.pages) {
+            self.bytes += 8 + page.len();
+            self.pages.push((id, page));
+            self.pending_nodes.insert(id, node);
+            self.maybe_flush()?;
+        }
+        Ok(())
+    }
+
+    fn load(&mut self, link: &Link) -> Result<Arc<Node>> {
+        if let Some(n) = self.pending_nodes.get(&link.node) {
+            return Ok(n.clone());
+        }
+        if self.read.is_none() {
+            let tx = self.repo.db.begin_read()?;
+            self.read = Some(tx.open_table(tables::SNAPSHOT_NODES)?);
+        }
+        let t = self
+            .read
+            .as_ref()
+            .ok_or_else(|| MetadataError::Gate("no read view".into()))?;
+        let page = t.get(link.node)?.ok_or_else(|| {
+            MetadataError::corrupt(format!("snapshot page {} is missing", link.node))
+        })?;
+        Ok(Arc::new(verify_page(link, page.value())?))
+    }
+}
+
+impl Repository {
+    /// Install a hook called after each staging transaction (tests).
+    pub fn set_stage_hook(&self, hook: Option<Box<StageHook>>) {
+        if let Ok(mut h) = self.stage_hook.lock() {
+            *h = hook;
+        }
+    }
+
+    pub(crate) fn submit_streamed(&self, s: Submission, fingerprint: [u8; 32]) -> Result<Outcome> {
+        let _turn = self
+            .turn
+            .lock()
+            .map_err(|_| MetadataError::Gate("submit turn poisoned".into()))?;
+        for _attempt in 0..3 {
+            if let Some(o) = self.replay(&s.operation, &fingerprint)? {
+                return Ok(o);
+            }
+            match self.stream_once(&s, fingerprint)? {
+                Some(o) => return Ok(o),
+                None => self.recover_submissions_locked()?,
+            }
+        }
+        Err(MetadataError::refused(
+            scribe_format::ErrorCode::Busy,
+            "the streamed preparation went stale three times",
+        ))
+    }
+
+    /// One preparation; `None` when it went stale and must be retried.
+    fn stream_once(&self, s: &Submission, fingerprint: [u8; 32]) -> Result<Option<Outcome>> {
+        // 1. Validate against a read snapshot.
+        let (head, branch_head_at, epoch, base_root, releases, next_page) = {
+            let tx = self.db.begin_read()?;
+            let head = read_repo_meta(&tx)?.head;
+            let bh = match branch_head(&tx, &s.branch) {
+                Ok(h) => h,
+                Err(MetadataError::Refused { code, detail }) => {
+                    return self.record_only(s, fingerprint, crate::accept::Reject { code, detail, paths: Vec::new() });
+                }
+                Err(e) => return Err(e),
+            };
+            let root = root_at(&tx, &s.branch, bh)?;
+            let m = tx.open_table(tables::META)?;
+            if m.get(meta::PENDING_SUBMIT)?.is_some() {
+                return Ok(None);
+            }
+            let epoch = decode_u64(
+                m.get(meta::LOCK_EPOCH)?
+                    .ok_or_else(|| MetadataError::corrupt("no lock-epoch"))?
+                    .value(),
+                "lock-epoch",
+            )?;
+            let nodes = tx.open_table(tables::SNAPSHOT_NODES)?;
+            let locks = tx.open_table(tables::LOCKS)?;
+            let ws = tx.open_table(tables::WORKSPACE_STATE)?;
+            let commits = tx.open_table(tables::COMMITS)?;
+            let releases = match validate_state(s, &nodes, &locks, &ws, &commits, root)? {
+                Ok(r) => r,
+                Err(r) => return self.record_only(s, fingerprint, r),
+            };
+            let next_page = nodes.last()?.map(|(k, _)| k.value()).unwrap_or(0);
+            (head, bh, epoch, root, releases, next_page)
+        };
+        let change = head + 1;
+        // 2. Reserve.
+        {
+            let mut wtx = self.db.begin_write()?;
+            wtx.set_durability(Durability::Immediate)?;
+            {
+                let mut m = wtx.open_table(tables::META)?;
+                m.insert(meta::PENDING_SUBMIT, encode_pending(change, &s.operation).as_slice())?;
+            }
+            wtx.commit()?;
+        }
+        // 3. Stage.
+        let mut sink = StreamSink {
+            repo: self,
+            rows: Vec::new(),
+            witnesses: Vec::new(),
+            pages: Vec::new(),
+            pending_nodes: HashMap::new(),
+            bytes: 0,
+            read: None,
+            staged: 0,
+        };
+        let (root, _) = produce(s, change, base_root, next_page, &mut sink, STAGE_ROWS)?;
+        sink.flush()?;
+        drop(sink);
+        // 4. Publish under the gate.
+        let accepted = {
+            let _gate = self
+                .gate
+                .lock()
+                .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
+            let mut wtx = self.db.begin_write()?;
+            wtx.set_durability(Durability::Immediate)?;
+            let published = {
+                let mut tx = Tx::open(&wtx)?;
+                let rm = tx.repo_meta()?;
+                let bh = tx.heads.get(s.branch.0)?.map(|g| g.value());
+                let pending = tx.meta.get(meta::PENDING_SUBMIT)?.map(|g| g.value().to_vec());
+                let fresh = rm.head == head
+                    && bh == Some(branch_head_at)
+                    && tx.meta_u64(meta::LOCK_EPOCH)? == epoch
+                    && pending.as_deref() == Some(encode_pending(change, &s.operation).as_slice());
+                if !fresh {
+                    None
+                } else {
+                    let parent_commit = if branch_head_at == 0 {
+                        None
+                    } else {
+                        let row = tx.commits.get(branch_head_at)?.ok_or_else(|| {
+                            MetadataError::corrupt(format!("no commit at head {branch_head_at}"))
+                        })?;
+                        Some(CommitRecord::decode(row.value())?.commit_id)
+                    };
+                    let (bytes, commit_id) = envelope(self, s, change, branch_head_at, parent_commit, &root);
+                    write_ledger(
+                        &mut tx,
+                        &Ledger {
+                            s,
+                            fingerprint,
+                            change,
+                            branch_head: branch_head_at,
+                            old_root: base_root,
+                            root,
+                            commit_id,
+                            releases: &releases,
+                        },
+                    )?;
+                    Some((bytes, commit_id))
+                }
+            };
+            match published {
+                None => None,
+                Some((bytes, commit_id)) => {
+                    self.objects.publish_commit(&ObjectId::commit(commit_id), &bytes)?;
+                    wtx.commit()?;
+                    Some(Outcome::Accepted { change, commit_id })
+                }
+            }
+        };
+        // 5. Discard the undo inventory (or, if stale, the staged rows).
+        self.recover_submissions_locked()?;
+        Ok(accepted)
+    }
+
+    fn record_only(
+        &self,
+        s: &Submission,
+        fingerprint: [u8; 32],
+        r: crate::accept::Reject,
+    ) -> Result<Option<Outcome>> {
+        let _gate = self
+            .gate
+            .lock()
+            .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
+        let mut wtx = self.db.begin_write()?;
+        wtx.set_durability(Durability::Immediate)?;
+        {
+            let mut tx = Tx::open(&wtx)?;
+            if tx.operations.get(s.operation.0)?.is_none() {
+                record_rejection(&mut tx, &s.operation, fingerprint, &r)?;
+            }
+        }
+        wtx.commit()?;
+        Ok(Some(crate::accept::outcome_of_record(
+            &OperationRecord {
+                fingerprint,
+                accepted_change: 0,
+                error_code: r.code.number(),
+                detail: r_detail(&r),
+                recorded_ms: 0,
+            },
+            |_| Err(MetadataError::Gate("rejection has no change".into())),
+        )?))
+    }
+
+    /// Finish or remove an interrupted streamed preparation (startup and
+    /// `recover-submissions`): an accepted one loses only its undo
+    /// inventory; an unaccepted one loses every staged row. Bounded
+    /// transactions of at most [`STAGE_ROWS`] inventory rows.
+    pub fn recover_submissions(&self) -> Result<()> {
+        let _turn = self
+            .turn
+            .lock()
+            .map_err(|_| MetadataError::Gate("submit turn poisoned".into()))?;
+        self.recover_submissions_locked()
+    }
+
+    pub(crate) fn recover_submissions_locked(&self) -> Result<()> {
+        let pending = {
+            let tx = self.db.begin_read()?;
+            let m = tx.open_table(tables::META)?;
+            match m.get(meta::PENDING_SUBMIT)? {
+                Some(v) => decode_pending(v.value())?,
+                None => return Ok(()),
+            }
+        };
+        let (change, op) = pending;
+        let accepted = {
+            let tx = self.db.begin_read()?;
+            let c = tx.open_table(tables::COMMITS)?;
+            match c.get(change)? {
+                Some(row) => CommitRecord::decode(row.value())?.operation == op,
+                None => false,
+            }
+        };
+        loop {
+            let mut wtx = self.db.begin_write()?;
+            wtx.set_durability(Durability::Immediate)?;
+            let done = {
+                let mut stage = wtx.open_table(tables::SUBMIT_STAGE)?;
+                let batch: Vec<Vec<u8>> = {
+                    let mut out = Vec::with_capacity(STAGE_ROWS);
+                    for row in stage.range::<&[u8]>(..)? {
+                        out.push(row?.0.value().to_vec());
+                        if out.len() == STAGE_ROWS {
+                            break;
+                        }
+                    }
+                    out
+                };
+                if !accepted {
+                    let mut history = wtx.open_table(tables::HISTORY)?;
+                    let mut moves = wtx.open_table(tables::MOVES)?;
+                    let mut cp = wtx.open_table(tables::CHANGE_PATHS)?;
+                    let mut lineage = wtx.open_table(tables::FILE_LINEAGE)?;
+                    let mut manifests = wtx.open_table(tables::ACCEPTED_MANIFESTS)?;
+                    let mut nodes = wtx.open_table(tables::SNAPSHOT_NODES)?;
+                    for k in &batch {
+                        let (tag, dest) = k
+                            .split_first()
+                            .ok_or_else(|| MetadataError::corrupt("empty undo inventory key"))?;
+                        let removed = match *tag {
+                            stage_tag::HISTORY => history.remove(dest)?.is_some(),
+                            stage_tag::MOVES => moves.remove(dest)?.is_some(),
+                            stage_tag::CHANGE_PATHS => cp.remove(dest)?.is_some(),
+                            stage_tag::FILE_LINEAGE => lineage.remove(dest)?.is_some(),
+                            stage_tag::ACCEPTED_MANIFESTS => manifests.remove(dest)?.is_some(),
+                            stage_tag::SNAPSHOT_NODES => {
+                                let id: [u8; 8] = dest
+                                    .try_into()
+                                    .map_err(|_| MetadataError::corrupt("undo page key is not 8 bytes"))?;
+                                nodes.remove(u64::from_le_bytes(id))?.is_some()
+                            }
+                            t => return Err(MetadataError::corrupt(format!("unknown undo tag {t}"))),
+                        };
+                        if !removed {
+                            return Err(MetadataError::corrupt(format!(
+                                "undo inventory names a missing row (tag {tag})"
+                            )));
+                        }
+                    }
+                }
+                for k in &batch {
+                    stage.remove(k.as_slice())?;
+                }
+                if batch.len() < STAGE_ROWS {
+                    wtx.open_table(tables::META)?.remove(meta::PENDING_SUBMIT)?;
+                    true
+                } else {
+                    false
+                }
+            };
+            wtx.commit()?;
+            if done {
+                return Ok(());
+            }
+        }
+    }
+}
+
+fn r_detail(r: &crate::accept::Reject) -> String {
+    r.recorded_detail()
+}

@@ -1,0 +1,197 @@
+//! Acceptance: every validation, envelopes, idempotency.
+
+use scribe_format::{ErrorCode, ObjectId, WorkspaceId};
+use scribe_metadata::accept::Outcome;
+use scribe_metadata::interim::Entry;
+use scribe_metadata::ObjectPresence;
+
+use super::common::*;
+
+#[test]
+fn accept_edit_delete_and_read_back() {
+    let e = env();
+    let c1 = commit(&e, vec![add(&e, "art/a.png", 1), add(&e, "art/b.png", 2), add(&e, "readme", 3)]);
+    let c2 = commit(&e, vec![Entry::edit("art/a.png", c1, state(&e, 4)), Entry::delete("readme", c1)]);
+    assert_eq!((c1, c2), (1, 2));
+    let s = e.repo.stat(e.main, c2, "art/a.png").unwrap().expect("live");
+    assert_eq!(s.change, 2);
+    assert_eq!(s.record.size, 4);
+    assert!(e.repo.stat(e.main, c2, "readme").unwrap().is_none());
+    assert!(e.repo.stat(e.main, c1, "readme").unwrap().is_some());
+    let d = e.repo.describe(c2).unwrap();
+    assert_eq!(d.paths.len(), 2);
+    assert_eq!(d.record.entry_count, 2);
+    assert_eq!(d.record.parent, 1);
+    let log = e.repo.log(e.main, None, 10).unwrap();
+    assert_eq!(log.iter().map(|l| l.change).collect::<Vec<_>>(), vec![2, 1]);
+    let h = e.repo.history(e.main, "art/a.png").unwrap();
+    assert_eq!(h.iter().map(|r| r.change).collect::<Vec<_>>(), vec![1, 2]);
+    assert_doctor_clean(&e.repo);
+}
+
+#[test]
+fn envelopes_chain_and_are_durable_in_the_store() {
+    let e = env();
+    let o1 = e.repo.submit(submission(&e, vec![add(&e, "a", 1)])).unwrap();
+    let o2 = e.repo.submit(submission(&e, vec![Entry::edit("a", 1, state(&e, 2))])).unwrap();
+    let (Outcome::Accepted { commit_id: id1, .. }, Outcome::Accepted { commit_id: id2, .. }) = (&o1, &o2) else {
+        panic!("accepted")
+    };
+    assert!(e.objects.contains(&ObjectId::commit(*id1)).unwrap());
+    let bytes = scribe_metadata::CommitSink::read_commit(&*e.objects, &ObjectId::commit(*id2)).unwrap().unwrap();
+    let links = scribe_metadata::interim::envelope_links(&bytes).unwrap();
+    assert_eq!(links.parent_commit, Some(*id1));
+    assert_eq!(links.parent_change, 1);
+    let root = e.repo.view().unwrap();
+    drop(root);
+}
+
+#[test]
+fn stale_bases_and_absent_paths_are_refused_and_write_nothing_else() {
+    let e = env();
+    let c1 = commit(&e, vec![add(&e, "a", 1)]);
+    commit(&e, vec![Entry::edit("a", c1, state(&e, 2))]);
+    let stale = e.repo.submit(submission(&e, vec![Entry::edit("a", c1, state(&e, 3))])).unwrap();
+    assert_eq!(rejected(&stale), ErrorCode::BaseMismatch);
+    if let Outcome::Rejected { paths, .. } = &stale {
+        assert_eq!(paths, &vec!["a".to_owned()]);
+    }
+    let exists = e.repo.submit(submission(&e, vec![add(&e, "a", 4)])).unwrap();
+    assert_eq!(rejected(&exists), ErrorCode::BaseMismatch);
+    let absent = e.repo.submit(submission(&e, vec![Entry::delete("nope", 1)])).unwrap();
+    assert_eq!(rejected(&absent), ErrorCode::NotPresent);
+    assert_eq!(e.repo.head().unwrap(), 2);
+    assert_doctor_clean(&e.repo);
+}
+
+#[test]
+fn malformed_change_sets_are_refused_by_name() {
+    let e = env();
+    let c1 = commit(&e, vec![add(&e, "a", 1)]);
+    let cases: Vec<(Vec<Entry>, ErrorCode)> = vec![
+        (vec![], ErrorCode::EmptySubmission),
+        (vec![add(&e, "b", 1), add(&e, "a2", 2)], ErrorCode::Malformed),
+        (vec![add(&e, "../x", 1)], ErrorCode::InvalidPath),
+        (vec![add(&e, "x/.scribe", 1)], ErrorCode::InvalidPath),
+        (vec![Entry::keep("a", c1)], ErrorCode::Malformed),
+        (vec![Entry::delete("a", 0)], ErrorCode::Malformed),
+        (vec![add(&e, "b", 1).moved_from("a", c1)], ErrorCode::Malformed),
+        (
+            vec![Entry::delete("a", c1), add(&e, "b", 1).moved_from("a", c1 + 1)],
+            ErrorCode::Malformed,
+        ),
+        (
+            vec![Entry::delete("a", c1), add(&e, "b", 1).moved_from("a", c1), add(&e, "c", 2).moved_from("a", c1)],
+            ErrorCode::Malformed,
+        ),
+    ];
+    for (i, (entries, code)) in cases.into_iter().enumerate() {
+        let o = e.repo.submit(submission(&e, entries)).unwrap();
+        assert_eq!(rejected(&o), code, "case {i}");
+    }
+    let mut long = submission(&e, vec![add(&e, "z", 1)]);
+    long.author = "x".repeat(300);
+    assert_eq!(rejected(&e.repo.submit(long).unwrap()), ErrorCode::LimitExceeded);
+    assert_eq!(e.repo.head().unwrap(), 1);
+    assert_doctor_clean(&e.repo);
+}
+
+#[test]
+fn paths_colliding_under_folding_are_refused_but_case_only_renames_apply() {
+    let e = env();
+    let c1 = commit(&e, vec![add(&e, "Art/Hero.png", 1)]);
+    let o = e.repo.submit(submission(&e, vec![add(&e, "art/hero.png", 2)])).unwrap();
+    assert_eq!(rejected(&o), ErrorCode::PathCollision);
+    let o = e.repo.submit(submission(&e, vec![add(&e, "Straße", 2), add(&e, "strasse", 3)])).unwrap();
+    assert_eq!(rejected(&o), ErrorCode::PathCollision);
+    // A case-only rename: the deletion applies first.
+    let c2 = commit(
+        &e,
+        vec![Entry::delete("Art/Hero.png", c1), add(&e, "Art/hero.png", 4).moved_from("Art/Hero.png", c1)],
+    );
+    assert!(e.repo.stat(e.main, c2, "Art/hero.png").unwrap().is_some());
+    assert!(e.repo.stat(e.main, c2, "Art/Hero.png").unwrap().is_none());
+    // And the collision tree now names the live spelling.
+    let o = e.repo.submit(submission(&e, vec![add(&e, "ART/HERO.PNG", 5)])).unwrap();
+    assert_eq!(rejected(&o), ErrorCode::PathCollision);
+    assert_doctor_clean(&e.repo);
+}
+
+#[test]
+fn submissions_naming_absent_objects_are_refused() {
+    let e = env();
+    let o = e.repo.submit(submission(&e, vec![Entry::add("a", absent_state(1))])).unwrap();
+    assert_eq!(rejected(&o), ErrorCode::MissingObjects);
+    let mut s = submission(&e, vec![add(&e, "b", 1)]);
+    s.change_set_id = scribe_format::ChangeSetId([9; 32]);
+    assert_eq!(rejected(&e.repo.submit(s).unwrap()), ErrorCode::MissingObjects);
+    assert_eq!(e.repo.head().unwrap(), 0);
+    assert_doctor_clean(&e.repo);
+}
+
+#[test]
+fn retries_return_the_recorded_outcome_forever_and_other_intent_mismatches() {
+    let e = env();
+    let s = submission(&e, vec![add(&e, "a", 1)]);
+    let first = e.repo.submit(s.clone()).unwrap();
+    // Another submission moves the head; the retry still answers change 1.
+    commit(&e, vec![add(&e, "b", 2)]);
+    assert_eq!(e.repo.submit(s.clone()).unwrap(), first);
+    // The author is not intent.
+    let mut renamed = s.clone();
+    renamed.author = "someone else".into();
+    assert_eq!(e.repo.submit(renamed).unwrap(), first);
+    let mut other = s.clone();
+    other.message = "different".into();
+    assert_eq!(rejected(&e.repo.submit(other).unwrap()), ErrorCode::OperationIntentMismatch);
+    // A rejection is recorded too.
+    let bad = submission(&e, vec![Entry::delete("zzz", 5)]);
+    let r1 = e.repo.submit(bad.clone()).unwrap();
+    commit(&e, vec![add(&e, "zzz", 3)]);
+    assert_eq!(e.repo.submit(bad).unwrap(), r1);
+    assert_eq!(e.repo.head().unwrap(), 3);
+    assert_doctor_clean(&e.repo);
+}
+
+#[test]
+fn locks_of_other_workspaces_refuse_and_submit_releases_own_locks() {
+    let e = env();
+    let other = WorkspaceId::random();
+    let c1 = commit(&e, vec![add(&e, "a", 1), add(&e, "b", 2)]);
+    e.repo.lock(&["a".into()], other, e.main, "bob").unwrap();
+    let o = e.repo.submit(submission(&e, vec![Entry::edit("a", c1, state(&e, 3))])).unwrap();
+    assert_eq!(rejected(&o), ErrorCode::LockedByOther);
+    let err = e.repo.lock(&["a".into()], e.ws, e.main, "ada").err().unwrap();
+    assert_eq!(err.code(), ErrorCode::LockedByOther);
+    let epoch = e.repo.lock_epoch().unwrap();
+    let got = e.repo.lock(&["b".into()], e.ws, e.main, "ada").unwrap();
+    assert_eq!(got.len(), 1);
+    assert!(e.repo.lock_epoch().unwrap() > epoch);
+    assert_eq!(e.repo.workspace_locks(e.ws).unwrap(), vec!["b".to_owned()]);
+    // keep-locks retains, the default releases.
+    let mut keep = submission(&e, vec![Entry::edit("b", c1, state(&e, 4))]);
+    keep.keep_locks = true;
+    let c2 = accepted(&e.repo.submit(keep).unwrap());
+    assert_eq!(e.repo.locks("").unwrap().len(), 2);
+    commit(&e, vec![Entry::edit("b", c2, state(&e, 5))]);
+    let left = e.repo.locks("").unwrap();
+    assert_eq!(left.iter().map(|l| l.path.as_str()).collect::<Vec<_>>(), vec!["a"]);
+    assert!(e.repo.workspace_locks(e.ws).unwrap().is_empty());
+    // Required locks.
+    let mut req = submission(&e, vec![add(&e, "c", 6)]);
+    req.required_locks = vec!["c".into()];
+    assert_eq!(rejected(&e.repo.submit(req).unwrap()), ErrorCode::LockRequired);
+    assert_eq!(e.repo.unlock(&["a".into()], other).unwrap(), 1);
+    assert_doctor_clean(&e.repo);
+}
+
+#[test]
+fn buffered_groups_share_one_transaction_with_their_own_changes() {
+    let e = env();
+    let subs: Vec<_> = (0..10).map(|i| submission(&e, vec![add(&e, &format!("f{i}"), i)])).collect();
+    let out = e.repo.submit_group(subs.clone()).unwrap();
+    let changes: Vec<u64> = out.iter().map(accepted).collect();
+    assert_eq!(changes, (1..=10).collect::<Vec<_>>());
+    assert_eq!(e.repo.submit_group(subs).unwrap(), out);
+    assert_doctor_clean(&e.repo);
+}

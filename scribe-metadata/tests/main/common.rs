@@ -1,0 +1,115 @@
+//! Shared helpers: a data root in a tempdir, uploads, submissions.
+
+use std::sync::Arc;
+
+use scribe_format::{
+    BranchId, ErrorCode, FileContentId, ManifestId, ObjectId, OperationId, WorkspaceId,
+};
+use scribe_metadata::accept::{Outcome, Submission};
+use scribe_metadata::interim::{ChangeSet, Entry, FileState, Mode};
+use scribe_metadata::{DataRoot, DirObjects, Repository};
+
+pub struct Env {
+    #[allow(dead_code)]
+    pub dir: tempfile::TempDir,
+    pub root: DataRoot,
+    pub repo: Arc<Repository>,
+    pub objects: Arc<DirObjects>,
+    pub main: BranchId,
+    pub ws: WorkspaceId,
+}
+
+pub fn env() -> Env {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = DataRoot::create(dir.path().join("data")).expect("create data root");
+    let id = root.create_repository("game").expect("create repository");
+    let repo = root.open_repository(id).expect("open repository");
+    let objects = DirObjects::open(&repo.dir().join("objects/interim")).expect("objects");
+    let main = repo.main_branch();
+    Env {
+        dir,
+        root,
+        repo,
+        objects,
+        main,
+        ws: WorkspaceId::random(),
+    }
+}
+
+/// A file state whose manifest is `n`-derived and uploaded.
+pub fn state(env: &Env, n: u64) -> FileState {
+    let manifest = ManifestId(*blake3::hash(&n.to_le_bytes()).as_bytes());
+    env.objects
+        .put(&ObjectId::manifest(manifest), b"manifest")
+        .expect("upload manifest");
+    FileState {
+        manifest,
+        content: FileContentId(*blake3::hash(&(n + 1).to_le_bytes()).as_bytes()),
+        size: n,
+        mode: Mode::Regular,
+    }
+}
+
+/// A state whose manifest is not uploaded.
+pub fn absent_state(n: u64) -> FileState {
+    FileState {
+        manifest: ManifestId(*blake3::hash(&(n ^ 0xdead).to_le_bytes()).as_bytes()),
+        content: FileContentId([7; 32]),
+        size: n,
+        mode: Mode::Executable,
+    }
+}
+
+pub fn submission(env: &Env, entries: Vec<Entry>) -> Submission {
+    submission_as(env, env.ws, entries)
+}
+
+pub fn submission_as(env: &Env, ws: WorkspaceId, entries: Vec<Entry>) -> Submission {
+    let cs = ChangeSet::new(entries);
+    let id = cs.id();
+    env.objects
+        .put(&ObjectId::change_set(id), &cs.encode())
+        .expect("upload change set");
+    Submission {
+        operation: OperationId::random(),
+        branch: env.main,
+        workspace: ws,
+        change_set: cs,
+        change_set_id: id,
+        author: "ada".into(),
+        message: "work".into(),
+        timestamp_ms: 1_700_000_000_000,
+        keep_locks: false,
+        required_locks: Vec::new(),
+        actor: None,
+    }
+}
+
+pub fn accepted(o: &Outcome) -> u64 {
+    match o {
+        Outcome::Accepted { change, .. } => *change,
+        other => panic!("expected acceptance, got {other:?}"),
+    }
+}
+
+pub fn rejected(o: &Outcome) -> ErrorCode {
+    match o {
+        Outcome::Rejected { code, .. } => *code,
+        other => panic!("expected rejection, got {other:?}"),
+    }
+}
+
+pub fn add(env: &Env, path: &str, n: u64) -> Entry {
+    Entry::add(path, state(env, n))
+}
+
+/// Accept `entries` or panic; returns the change.
+pub fn commit(env: &Env, entries: Vec<Entry>) -> u64 {
+    let o = env.repo.submit(submission(env, entries)).expect("submit");
+    accepted(&o)
+}
+
+pub fn assert_doctor_clean(repo: &Repository) {
+    let report = repo.doctor().expect("doctor");
+    assert!(report.problems.is_empty(), "doctor found {:?}", report.problems);
+}

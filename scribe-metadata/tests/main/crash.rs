@@ -1,0 +1,202 @@
+//! kill -9 during streamed preparation, and streamed acceptance itself.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redb::{ReadableDatabase, ReadableTable};
+use scribe_format::{BranchId, ObjectId, OperationId, WorkspaceId};
+use scribe_metadata::accept::Submission;
+use scribe_metadata::interim::{ChangeSet, Entry, FileState, Mode};
+use scribe_metadata::{tables, DataRoot, DirObjects, Repository};
+
+use super::common::*;
+
+const CHILD_ENV: &str = "SCRIBE_METADATA_CRASH_CHILD";
+const ENTRIES: u64 = 3000;
+
+/// A deterministic large submission (same operation id every time).
+fn big(objects: &DirObjects, main: BranchId) -> Submission {
+    let mut entries = Vec::new();
+    for i in 0..ENTRIES {
+        let manifest = scribe_format::ManifestId(*blake3::hash(&i.to_le_bytes()).as_bytes());
+        objects.put(&ObjectId::manifest(manifest), b"m").unwrap();
+        entries.push(Entry::add(
+            format!("assets/{:02}/file{i:05}.bin", i % 37),
+            FileState {
+                manifest,
+                content: scribe_format::FileContentId([3; 32]),
+                size: i,
+                mode: Mode::Regular,
+            },
+        ));
+    }
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let cs = ChangeSet::new(entries);
+    let id = cs.id();
+    objects.put(&ObjectId::change_set(id), &cs.encode()).unwrap();
+    Submission {
+        operation: OperationId([7; 16]),
+        branch: main,
+        workspace: WorkspaceId([8; 16]),
+        change_set: cs,
+        change_set_id: id,
+        author: "bulk".into(),
+        message: "import".into(),
+        timestamp_ms: 1,
+        keep_locks: false,
+        required_locks: Vec::new(),
+        actor: None,
+    }
+}
+
+fn objects_of(repo: &Repository) -> std::sync::Arc<DirObjects> {
+    DirObjects::open(&repo.dir().join("objects/interim")).unwrap()
+}
+
+/// Runs only inside the child process `kill_during_streamed_preparation…`
+/// spawns (it returns at once otherwise): a streamed submit that parks
+/// forever after its third staging transaction.
+#[test]
+fn crash_child() {
+    let Ok(dir) = std::env::var(CHILD_ENV) else { return };
+    let root = DataRoot::open(&dir).unwrap();
+    let repo = root.open_repository_by_name("game").unwrap();
+    let marker = PathBuf::from(&dir).join("staging-marker");
+    repo.set_stage_hook(Some(Box::new(move |n| {
+        if n == 3 {
+            std::fs::write(&marker, b"staged").unwrap();
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    })));
+    let s = big(&objects_of(&repo), repo.main_branch());
+    let _ = repo.submit(s);
+    unreachable!("the parent kills this process while it stages");
+}
+
+type Dump = Vec<(&'static str, Vec<u8>, Vec<u8>)>;
+
+fn dump(repo: &Repository) -> Dump {
+    let tx = repo.database().begin_read().unwrap();
+    let mut out = Vec::new();
+    for (name, t) in [
+        ("history", tables::HISTORY),
+        ("moves", tables::MOVES),
+        ("file_lineage", tables::FILE_LINEAGE),
+        ("change_paths", tables::CHANGE_PATHS),
+        ("accepted_manifests", tables::ACCEPTED_MANIFESTS),
+        ("snapshot_roots", tables::SNAPSHOT_ROOTS),
+        ("submit_stage", tables::SUBMIT_STAGE),
+    ] {
+        let t = tx.open_table(t).unwrap();
+        for row in t.range::<&[u8]>(..).unwrap() {
+            let (k, v) = row.unwrap();
+            out.push((name, k.value().to_vec(), v.value().to_vec()));
+        }
+    }
+    for (name, t) in [("commits", tables::COMMITS), ("snapshot_nodes", tables::SNAPSHOT_NODES)] {
+        let t = tx.open_table(t).unwrap();
+        for row in t.range::<u64>(..).unwrap() {
+            let (k, v) = row.unwrap();
+            out.push((name, k.value().to_le_bytes().to_vec(), v.value().to_vec()));
+        }
+    }
+    let t = tx.open_table(tables::META).unwrap();
+    for row in t.range::<&str>(..).unwrap() {
+        let (k, v) = row.unwrap();
+        out.push(("meta", k.value().as_bytes().to_vec(), v.value().to_vec()));
+    }
+    let t = tx.open_table(tables::OPERATIONS).unwrap();
+    for row in t.range::<[u8; 16]>(..).unwrap() {
+        let (k, v) = row.unwrap();
+        out.push(("operations", k.value().to_vec(), v.value().to_vec()));
+    }
+    out
+}
+
+fn pending_rows(repo_dir: &Path) -> (bool, u64) {
+    let db = redb::Database::open(repo_dir.join("metadata.redb")).unwrap();
+    let tx = db.begin_read().unwrap();
+    let m = tx.open_table(tables::META).unwrap();
+    let pending = m.get("pending-submit").unwrap().is_some();
+    let stage = tx.open_table(tables::SUBMIT_STAGE).unwrap();
+    (pending, redb::ReadableTableMetadata::len(&stage).unwrap())
+}
+
+#[test]
+fn kill_during_streamed_preparation_leaves_the_repository_as_before() {
+    let e = env();
+    commit(&e, vec![add(&e, "readme", 1)]);
+    let before = dump(&e.repo);
+    let dir = e.root.dir().to_owned();
+    let repo_dir = e.repo.dir().to_owned();
+    let Env { dir: _keep, root, repo, .. } = e;
+    drop(repo);
+    drop(root);
+
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "main::crash::crash_child", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, &dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let marker = dir.join("staging-marker");
+    let start = Instant::now();
+    while !marker.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("child exited before staging: {status}");
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "child never staged");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    // The kill left a reservation and staged rows behind.
+    let (pending, staged) = pending_rows(&repo_dir);
+    assert!(pending, "pending-submit survives the kill");
+    assert!(staged >= 3 * 256, "staged undo rows survive the kill ({staged})");
+
+    // Startup recovery removes them; the repository is exactly as before.
+    let root = DataRoot::open(&dir).unwrap();
+    let repo = root.open_repository_by_name("game").unwrap();
+    assert!(before == dump(&repo), "recovered repository differs from before");
+    assert_doctor_clean(&repo);
+    repo.recover_submissions().unwrap();
+
+    // The same operation, retried, is accepted in full.
+    let o = repo.submit(big(&objects_of(&repo), repo.main_branch())).unwrap();
+    assert_eq!(accepted(&o), 2);
+    assert_eq!(repo.stat(repo.main_branch(), 2, "assets/00/file00000.bin").unwrap().unwrap().change, 2);
+    assert_eq!(repo.list(repo.main_branch(), 2, "", true, None, 10_000).unwrap().entries.len() as u64, ENTRIES + 1);
+    assert_doctor_clean(&repo);
+    assert_eq!(pending_rows_open(&repo), (false, 0));
+}
+
+fn pending_rows_open(repo: &Repository) -> (bool, u64) {
+    let tx = repo.database().begin_read().unwrap();
+    let m = tx.open_table(tables::META).unwrap();
+    let pending = m.get("pending-submit").unwrap().is_some();
+    let stage = tx.open_table(tables::SUBMIT_STAGE).unwrap();
+    (pending, redb::ReadableTableMetadata::len(&stage).unwrap())
+}
+
+#[test]
+fn streamed_acceptance_matches_buffered_semantics() {
+    let e = env();
+    let s = big(&e.objects, e.main);
+    let o = e.repo.submit(s.clone()).unwrap();
+    assert_eq!(accepted(&o), 1);
+    assert_eq!(e.repo.submit(s).unwrap(), o, "retry answers the recorded outcome");
+    // A streamed rejection records its outcome and stages nothing.
+    let mut again = big(&e.objects, e.main);
+    again.operation = OperationId::random();
+    let r = e.repo.submit(again).unwrap();
+    assert_eq!(rejected(&r), scribe_format::ErrorCode::BaseMismatch);
+    assert_eq!(pending_rows_open(&e.repo), (false, 0));
+    assert_eq!(e.repo.describe(1).unwrap().paths.len() as u64, ENTRIES);
+    assert_doctor_clean(&e.repo);
+}

@@ -1,0 +1,217 @@
+//! Import benchmark (not a test): measures large-file and small-file import
+//! beside the machine's own limits in the same run.
+//!
+//! ```text
+//! cargo bench -p scribe-objects --bench import -- [--size-mib 2048] [--files 16]
+//!     [--small-files 20000] [--compression lz4|none] [--dir /work/tmp]
+//! ```
+//!
+//! (a) `--size-mib` of incompressible data in `--files` files; (b)
+//! `--small-files` files of 4-64 KiB. For each: first import, then
+//! re-import of identical data (deduplicated, no writes). Baselines:
+//! BLAKE3 all-core (`update_rayon`) over the same bytes in memory, and a
+//! plain sequential write + fsync of the same size.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use scribe_format::envelope::Compression;
+use scribe_objects::{ObjectStore, StoreOptions};
+
+struct Args {
+    size_mib: u64,
+    files: u64,
+    small_files: u64,
+    compression: Compression,
+    dir: PathBuf,
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        size_mib: 2048,
+        files: 16,
+        small_files: 20_000,
+        compression: Compression::Lz4,
+        dir: std::env::temp_dir(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut val = || it.next().unwrap_or_else(|| usage(&flag));
+        match flag.as_str() {
+            "--size-mib" | "--size" => {
+                a.size_mib = val().parse().unwrap_or_else(|_| usage("--size-mib"))
+            }
+            "--files" => a.files = val().parse().unwrap_or_else(|_| usage("--files")),
+            "--small-files" => {
+                a.small_files = val().parse().unwrap_or_else(|_| usage("--small-files"))
+            }
+            "--compression" => {
+                a.compression =
+                    Compression::parse(&val()).unwrap_or_else(|_| usage("--compression"))
+            }
+            "--dir" => a.dir = PathBuf::from(val()),
+            "--bench" => {}
+            other => usage(other),
+        }
+    }
+    a
+}
+
+fn usage(flag: &str) -> ! {
+    eprintln!("bad argument {flag}; see the header of benches/import.rs");
+    std::process::exit(2)
+}
+
+fn fill(buf: &mut [u8], seed: u64) {
+    let mut x = seed.wrapping_mul(0x9e3779b97f4a7c15) | 1;
+    for c in buf.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let b = x.to_le_bytes();
+        c.copy_from_slice(&b[..c.len()]);
+    }
+}
+
+fn mbps(bytes: u64, secs: f64) -> f64 {
+    bytes as f64 / secs / 1e6
+}
+
+fn write_fsync_baseline(path: &Path, total: u64) -> f64 {
+    let mut buf = vec![0u8; 8 << 20];
+    fill(&mut buf, 99);
+    let start = Instant::now();
+    let mut f = std::fs::File::create(path).expect("create baseline file");
+    let mut left = total;
+    while left > 0 {
+        let n = left.min(buf.len() as u64) as usize;
+        f.write_all(&buf[..n]).expect("write baseline");
+        left -= n as u64;
+    }
+    f.sync_all().expect("fsync baseline");
+    let secs = start.elapsed().as_secs_f64();
+    drop(f);
+    std::fs::remove_file(path).expect("remove baseline file");
+    secs
+}
+
+fn main() {
+    let a = parse_args();
+    let root = tempfile::Builder::new()
+        .prefix("scribe-objects-bench-")
+        .tempdir_in(&a.dir)
+        .expect("bench directory");
+    let src = root.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    let total = a.size_mib << 20;
+    let per_file = total / a.files;
+    println!(
+        "machine: {} cores; compression {}; data {} MiB in {} files; small files {}",
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        a.compression.as_str(),
+        a.size_mib,
+        a.files,
+        a.small_files
+    );
+
+    // Generate large files and measure BLAKE3 all-core over the same bytes.
+    let mut paths = Vec::new();
+    let mut hash_secs = 0.0;
+    let mut buf = vec![0u8; per_file as usize];
+    for i in 0..a.files {
+        fill(&mut buf, i + 1);
+        let p = src.join(format!("large-{i}"));
+        std::fs::write(&p, &buf).expect("write source");
+        let t = Instant::now();
+        let mut h = blake3::Hasher::new();
+        h.update_rayon(&buf);
+        std::hint::black_box(h.finalize());
+        hash_secs += t.elapsed().as_secs_f64();
+        paths.push(p);
+    }
+    drop(buf);
+    let hash_mbps = mbps(per_file * a.files, hash_secs);
+    let write_secs = write_fsync_baseline(&root.path().join("baseline"), per_file * a.files);
+    let write_mbps = mbps(per_file * a.files, write_secs);
+    println!("baseline blake3 all-core: {hash_mbps:.0} MB/s");
+    println!("baseline sequential write+fsync: {write_mbps:.0} MB/s");
+
+    let opts = StoreOptions {
+        compression: a.compression,
+        ..StoreOptions::default()
+    };
+    let store_dir = root.path().join("store");
+    let store = ObjectStore::create(&store_dir, opts).expect("create store");
+    let t = Instant::now();
+    let imported = store.import_files(&paths).expect("import");
+    let first = t.elapsed().as_secs_f64();
+    let chunks: usize = imported.iter().map(|f| f.chunks.len()).sum();
+    let limit = hash_mbps.min(write_mbps);
+    println!(
+        "(a) large import: {:.0} MB/s ({:.2} s, {chunks} chunks) = {:.0}% of min(hash, write) {:.0} MB/s",
+        mbps(total, first),
+        first,
+        100.0 * mbps(total, first) / limit,
+        limit
+    );
+    let t = Instant::now();
+    let again = store.import_files(&paths).expect("re-import");
+    let second = t.elapsed().as_secs_f64();
+    assert!(again.iter().all(|f| f.new_bytes_stored == 0));
+    println!(
+        "(a) large re-import (dedup, no writes): {:.0} MB/s ({:.2} s) = {:.1}x faster",
+        mbps(total, second),
+        second,
+        first / second
+    );
+    let dest = root.path().join("reconstructed");
+    let t = Instant::now();
+    store
+        .reconstruct(&imported[0].manifest_id, &dest)
+        .expect("reconstruct");
+    let rsecs = t.elapsed().as_secs_f64();
+    println!("reconstruct one file: {:.0} MB/s", mbps(per_file, rsecs));
+    std::fs::remove_file(&dest).expect("rm");
+    drop(store);
+    std::fs::remove_dir_all(&store_dir).expect("rm store");
+    for p in &paths {
+        std::fs::remove_file(p).expect("rm source");
+    }
+
+    // (b) small files of 4-64 KiB.
+    let small = root.path().join("small");
+    std::fs::create_dir_all(&small).expect("mkdir");
+    let mut small_paths = Vec::with_capacity(a.small_files as usize);
+    let mut small_bytes = 0u64;
+    let mut x = 12345u64;
+    let mut b = vec![0u8; 64 << 10];
+    for i in 0..a.small_files {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let len = 4096 + (x % (60 << 10)) as usize;
+        fill(&mut b[..len], i + 1000);
+        let p = small.join(format!("f{i:06}"));
+        std::fs::write(&p, &b[..len]).expect("write small");
+        small_bytes += len as u64;
+        small_paths.push(p);
+    }
+    let store = ObjectStore::create(&store_dir, opts).expect("create store");
+    let t = Instant::now();
+    store.import_files(&small_paths).expect("import small");
+    let s1 = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    store.import_files(&small_paths).expect("re-import small");
+    let s2 = t.elapsed().as_secs_f64();
+    println!(
+        "(b) small import: {:.0} files/s ({:.0} MB/s, {:.2} s); re-import {:.0} files/s ({:.1}x faster)",
+        a.small_files as f64 / s1,
+        mbps(small_bytes, s1),
+        s1,
+        a.small_files as f64 / s2,
+        s1 / s2
+    );
+    drop(store);
+    drop(root);
+}

@@ -1,0 +1,374 @@
+//! [`Batch`]: many puts, one durable publication (specification section 6.3).
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use redb::ReadableDatabase;
+
+use scribe_format::envelope::{self, Compression, EnvelopeHeader, HEADER_LEN};
+use scribe_format::id::object_identity;
+use scribe_format::{ObjectId, ObjectKind};
+
+use crate::error::{db_err, io_err, Result, StoreError};
+use crate::layout::{self, sync_dir};
+use crate::locator::{Location, LOCATOR_TABLE};
+use crate::store::{max_payload, ObjectStore};
+
+/// Failpoints of a publication, for crash tests.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PublishFailpoint {
+    /// After pack appends and loose renames, before the pack flush.
+    BeforePackFlush,
+    /// After all flushes, before the locator commit.
+    BeforeLocatorCommit,
+}
+
+/// The outcome of a committed batch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BatchReceipt {
+    /// Objects whose bytes this batch wrote.
+    pub objects_written: u64,
+    /// Envelope bytes this batch wrote (excluding pack entry framing).
+    pub bytes_written: u64,
+    /// Puts skipped because the store or the batch already had the object.
+    pub objects_deduplicated: u64,
+}
+
+struct Staged {
+    id: ObjectId,
+    tmp: PathBuf,
+    envelope_len: u64,
+}
+
+#[derive(Default)]
+struct State {
+    rows: HashMap<ObjectId, Location>,
+    staged: Vec<Staged>,
+    touched_packs: BTreeSet<u32>,
+    receipt: BatchReceipt,
+    failpoint: Option<PublishFailpoint>,
+}
+
+/// A set of objects published together: their bytes are appended (or
+/// staged) as they are put, and [`Batch::commit`] makes them visible in one
+/// `Durability::Immediate` locator transaction after the flushes of
+/// section 6.3. `Batch` is `Sync`: many threads may put into one batch.
+/// Dropping a batch without committing leaves only unreferenced bytes.
+pub struct Batch<'s> {
+    store: &'s ObjectStore,
+    state: Mutex<State>,
+    /// A locator snapshot taken at the first lookup, so deduplication
+    /// checks do not open a read transaction per put. Objects committed by
+    /// other batches after it was taken are not seen (at worst written twice).
+    snapshot: Mutex<Option<Arc<LocatorSnapshot>>>,
+}
+
+type LocatorSnapshot = redb::ReadOnlyTable<&'static [u8; 33], &'static [u8]>;
+
+/// Whether a put stored new bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PutOutcome {
+    Written { envelope_len: u64 },
+    AlreadyPresent,
+}
+
+impl ObjectStore {
+    /// Start a batch.
+    pub fn batch(&self) -> Batch<'_> {
+        Batch {
+            store: self,
+            state: Mutex::new(State::default()),
+            snapshot: Mutex::new(None),
+        }
+    }
+
+    /// Put one object and publish it durably.
+    pub fn put(&self, kind: ObjectKind, payload: &[u8]) -> Result<ObjectId> {
+        let b = self.batch();
+        let id = b.put(kind, payload)?;
+        b.commit()?;
+        Ok(id)
+    }
+}
+
+impl<'s> Batch<'s> {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The store this batch writes to.
+    pub fn store(&self) -> &'s ObjectStore {
+        self.store
+    }
+
+    #[doc(hidden)]
+    pub fn set_failpoint(&self, fp: Option<PublishFailpoint>) {
+        self.state().failpoint = fp;
+    }
+
+    /// Whether the object is already stored or put in this batch.
+    pub fn has(&self, id: &ObjectId) -> Result<bool> {
+        if self.state().rows.contains_key(id) {
+            return Ok(true);
+        }
+        self.stored(id)
+    }
+
+    /// Whether the locator snapshot of this batch has the object.
+    fn stored(&self, id: &ObjectId) -> Result<bool> {
+        let p = &self.store.db_path;
+        let snap = {
+            let mut slot = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+            match slot.as_ref() {
+                Some(s) => s.clone(),
+                None => {
+                    let txn = self.store.db.begin_read().map_err(db_err(p))?;
+                    let table = Arc::new(txn.open_table(LOCATOR_TABLE).map_err(db_err(p))?);
+                    *slot = Some(table.clone());
+                    table
+                }
+            }
+        };
+        Ok(snap.get(&id.to_bytes()).map_err(db_err(p))?.is_some())
+    }
+
+    /// Reserve `id` in this batch; false if the batch or the store has it.
+    fn reserve(&self, id: &ObjectId) -> Result<bool> {
+        {
+            let st = self.state();
+            if st.rows.contains_key(id) {
+                drop(st);
+                self.state().receipt.objects_deduplicated += 1;
+                return Ok(false);
+            }
+        }
+        if self.stored(id)? {
+            self.state().receipt.objects_deduplicated += 1;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Put an object from its original payload: compute the identity,
+    /// skip it if present, otherwise encode under the store's compression.
+    pub fn put(&self, kind: ObjectKind, payload: &[u8]) -> Result<ObjectId> {
+        let id = object_identity(kind, payload).map_err(|e| StoreError::InvalidInput {
+            id: ObjectId::new(kind, [0; 32]),
+            reason: e.to_string(),
+        })?;
+        self.put_with_id(id, payload)?;
+        Ok(id)
+    }
+
+    /// Put a payload whose identity the caller has just computed from these
+    /// same bytes (the import path). Not for untrusted ids: use
+    /// [`Batch::put_encoded`] for bytes from elsewhere.
+    pub fn put_with_id(&self, id: ObjectId, payload: &[u8]) -> Result<PutOutcome> {
+        if !self.reserve(&id)? {
+            return Ok(PutOutcome::AlreadyPresent);
+        }
+        let env = encode_for_store(id.kind, payload, self.store.options.compression);
+        self.store_envelope(id, &env)
+    }
+
+    /// Put an already-encoded envelope (as received from a peer). Its
+    /// framing and identity are verified before anything is written.
+    pub fn put_encoded(&self, id: ObjectId, envelope_bytes: &[u8]) -> Result<PutOutcome> {
+        envelope::decode_verified(envelope_bytes, &id, max_payload(id.kind)).map_err(|e| {
+            StoreError::InvalidInput {
+                id,
+                reason: e.to_string(),
+            }
+        })?;
+        if !self.reserve(&id)? {
+            return Ok(PutOutcome::AlreadyPresent);
+        }
+        self.store_envelope(id, envelope_bytes)
+    }
+
+    /// Write a verified envelope: pack append or loose staging.
+    pub(crate) fn store_envelope(&self, id: ObjectId, env: &[u8]) -> Result<PutOutcome> {
+        let envelope_len = env.len() as u64;
+        debug_assert!(env.len() >= HEADER_LEN);
+        if envelope_len > self.store.options.small_object_threshold {
+            // Step 1: staged file data flushed at staging time.
+            let staging = self.store.dir.join(layout::STAGING);
+            let mut tmp = tempfile::Builder::new()
+                .prefix("loose-")
+                .suffix(".tmp")
+                .tempfile_in(&staging)
+                .map_err(io_err(&staging))?;
+            tmp.write_all(env).map_err(io_err(tmp.path()))?;
+            tmp.as_file().sync_data().map_err(io_err(tmp.path()))?;
+            let path = tmp.into_temp_path().keep().map_err(|e| StoreError::Io {
+                path: staging.clone(),
+                source: e.error,
+            })?;
+            let mut st = self.state();
+            if st.rows.contains_key(&id) {
+                let _ = std::fs::remove_file(&path);
+                st.receipt.objects_deduplicated += 1;
+                return Ok(PutOutcome::AlreadyPresent);
+            }
+            st.rows.insert(id, Location::Loose { envelope_len });
+            st.staged.push(Staged {
+                id,
+                tmp: path,
+                envelope_len,
+            });
+            st.receipt.objects_written += 1;
+            st.receipt.bytes_written += envelope_len;
+            return Ok(PutOutcome::Written { envelope_len });
+        }
+        let mut w = self.store.lock_writer();
+        let mut st = self.state();
+        if st.rows.contains_key(&id) {
+            st.receipt.objects_deduplicated += 1;
+            return Ok(PutOutcome::AlreadyPresent);
+        }
+        let loc = self
+            .store
+            .append_entry(&mut w, &id, env, &mut st.touched_packs)?;
+        st.rows.insert(id, loc);
+        st.receipt.objects_written += 1;
+        st.receipt.bytes_written += envelope_len;
+        Ok(PutOutcome::Written { envelope_len })
+    }
+
+    /// Number of objects written by this batch so far.
+    pub fn len(&self) -> usize {
+        self.state().rows.len()
+    }
+
+    /// Whether nothing was written yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Publish: loose renames into shard directories, pack flush, shard and
+    /// `loose/` directory flushes, then one Immediate locator commit. When
+    /// this returns `Ok`, every object of the batch is durable and visible.
+    pub fn commit(self) -> Result<BatchReceipt> {
+        let store = self.store;
+        let mut st = std::mem::take(&mut *self.state());
+        let mut w = store.lock_writer();
+        // Step 2: loose renames into shard directories (pack appends are done).
+        let mut shards = BTreeSet::new();
+        let mut created_shard = false;
+        for s in std::mem::take(&mut st.staged) {
+            let shard = layout::loose_shard(&store.dir, &s.id);
+            if !shard.exists() {
+                std::fs::create_dir_all(&shard).map_err(io_err(&shard))?;
+                created_shard = true;
+            }
+            let dest = layout::loose_path(&store.dir, &s.id);
+            std::fs::rename(&s.tmp, &dest).map_err(io_err(&dest))?;
+            debug_assert!(s.envelope_len > 0);
+            shards.insert(shard);
+        }
+        if st.failpoint == Some(PublishFailpoint::BeforePackFlush) {
+            return Err(StoreError::Injected("before pack flush"));
+        }
+        // Step 3: pack flushed (earlier packs were flushed when sealed).
+        store.sync_writer(&mut w)?;
+        // Step 4: shard directories, then `loose/` if a shard was created.
+        for shard in &shards {
+            sync_dir(shard)?;
+        }
+        if created_shard {
+            sync_dir(&store.dir.join(layout::LOOSE))?;
+        }
+        // Step 5: the locator transaction.
+        let rows: Vec<(ObjectId, Location)> = st.rows.iter().map(|(k, v)| (*k, *v)).collect();
+        store.commit_rows(
+            &w,
+            &rows,
+            st.failpoint == Some(PublishFailpoint::BeforeLocatorCommit),
+        )?;
+        Ok(st.receipt)
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        // Uncommitted loose candidates are quarantine temporaries.
+        let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        for s in st.staged.drain(..) {
+            let _ = std::fs::remove_file(&s.tmp);
+        }
+    }
+}
+
+/// Objects at least this large are probed before LZ4 is tried on all of them.
+const PROBE_MIN_LEN: usize = 1 << 20;
+/// Size of each probe sample.
+const PROBE_SAMPLE: usize = 64 * 1024;
+
+/// Encode under the store's policy. Under `lz4`, a large payload is first
+/// probed: three 64 KiB samples (start, middle, end) are LZ4-compressed and
+/// if together they shrink by less than 3% the payload is stored with codec
+/// 0 without compressing the rest (incompressible media would otherwise
+/// cost a full LZ4 pass per byte for nothing). Codec 0 is always a valid
+/// representation and identity never depends on the codec; every other
+/// payload gets the format crate's exact rule (codec 1 only if smaller).
+pub(crate) fn encode_for_store(
+    kind: ObjectKind,
+    payload: &[u8],
+    compression: Compression,
+) -> Vec<u8> {
+    if compression == Compression::Lz4
+        && payload.len() >= PROBE_MIN_LEN
+        && looks_incompressible(payload)
+    {
+        return envelope::encode(kind, payload, Compression::None);
+    }
+    envelope::encode(kind, payload, compression)
+}
+
+fn looks_incompressible(payload: &[u8]) -> bool {
+    let n = payload.len();
+    let starts = [0, n / 2 - PROBE_SAMPLE / 2, n - PROBE_SAMPLE];
+    let mut original = 0usize;
+    let mut compressed = 0usize;
+    for s in starts {
+        let sample = &payload[s..s + PROBE_SAMPLE];
+        original += sample.len();
+        compressed += lz4_flex::block::compress(sample).len().min(sample.len());
+    }
+    compressed * 100 >= original * 97
+}
+
+/// Parse and check an envelope header from the first bytes of `env`.
+#[allow(dead_code)]
+pub(crate) fn header_of(env: &[u8]) -> Option<EnvelopeHeader> {
+    let h: &[u8; HEADER_LEN] = env.get(..HEADER_LEN)?.try_into().ok()?;
+    EnvelopeHeader::parse(h).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_keeps_compressible_payloads_compressed() {
+        let mut x = 1u64;
+        let random: Vec<u8> = (0..(2 << 20))
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        assert!(looks_incompressible(&random));
+        let env = encode_for_store(ObjectKind::Chunk, &random, Compression::Lz4);
+        assert_eq!(env[8], envelope::CODEC_IDENTITY);
+        let text = b"the quick brown fox ".repeat(100_000);
+        assert!(!looks_incompressible(&text));
+        let env = encode_for_store(ObjectKind::Chunk, &text, Compression::Lz4);
+        assert_eq!(env[8], envelope::CODEC_LZ4_BLOCKS);
+    }
+}

@@ -1,0 +1,640 @@
+//! Streaming chunked import (FastCDC-2020, chunking profile 1) and file
+//! reconstruction.
+//!
+//! One large file is a pipeline: the calling thread reads and cuts chunks;
+//! a hasher thread computes the `FileContentId` over the stream; worker
+//! threads hash each chunk, compress it under the store's policy and append
+//! it through the one pack writer. Channels are bounded, so memory is a few
+//! chunk sizes whatever the file size. Many small files are spread over the
+//! rayon pool; each is one chunk, whose `ChunkId` equals its `FileContentId`
+//! (both are `blake3` of the same bytes), so it is hashed once.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::{Arc, Mutex};
+
+use fastcdc::v2020::{cut_gear, get_gear_with_seed, select_masks, Normalization};
+use rayon::prelude::*;
+use scribe_format::limits::{CHUNK_AVG_BYTES, CHUNK_MAX_BYTES, CHUNK_MIN_BYTES, MAX_FILE_SIZE};
+use scribe_format::{ChunkId, FileContentId, ManifestId, ObjectId, ObjectKind};
+
+use crate::batch::{Batch, PutOutcome};
+use crate::error::{io_err, Result, StoreError};
+use crate::layout::sync_dir;
+use crate::manifest_bytes::{self, ManifestChunk};
+use crate::store::ObjectStore;
+
+const MIN: usize = CHUNK_MIN_BYTES as usize;
+const AVG: usize = CHUNK_AVG_BYTES as usize;
+const MAX: usize = CHUNK_MAX_BYTES as usize;
+
+/// The result of importing one file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportedFile {
+    pub manifest_id: ManifestId,
+    pub content_id: FileContentId,
+    pub size: u64,
+    pub chunks: Vec<ManifestChunk>,
+    /// Envelope bytes newly written for this file (0 when fully deduplicated).
+    pub new_bytes_stored: u64,
+}
+
+/// FastCDC-2020 cut-point search with profile 1 parameters.
+struct Cutter {
+    mask_s: u64,
+    mask_l: u64,
+    gear: std::borrow::Cow<'static, [u64]>,
+    gear_ls: std::borrow::Cow<'static, [u64]>,
+}
+
+impl Cutter {
+    fn new() -> Self {
+        let (mask_s, mask_l) = select_masks(AVG, Normalization::Level1);
+        let (gear, gear_ls) = get_gear_with_seed(0);
+        Cutter {
+            mask_s,
+            mask_l,
+            gear,
+            gear_ls,
+        }
+    }
+
+    /// Length of the next chunk at the start of `data`. `data` holds at
+    /// least `MAX` bytes unless it is the end of the stream.
+    fn cut(&self, data: &[u8]) -> usize {
+        let (_, n) = cut_gear(
+            data,
+            MIN,
+            AVG,
+            MAX,
+            self.mask_s,
+            self.mask_l,
+            self.mask_s << 1,
+            self.mask_l << 1,
+            &self.gear,
+            &self.gear_ls,
+        );
+        n
+    }
+}
+
+/// Chunk lengths of `data` under profile 1 (equal to fastcdc's `StreamCDC`
+/// with min 1 MiB, average 4 MiB, max 16 MiB, level 1, seed 0).
+pub fn chunk_boundaries(data: &[u8]) -> Vec<usize> {
+    let c = Cutter::new();
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < data.len() {
+        let end = (pos + MAX).min(data.len());
+        let n = c.cut(&data[pos..end]);
+        out.push(n);
+        pos += n;
+    }
+    out
+}
+
+/// One chunk: a range of a shared read window (no copy per chunk).
+#[derive(Clone)]
+struct ChunkRef {
+    window: Arc<Vec<u8>>,
+    start: usize,
+    len: usize,
+}
+
+impl std::ops::Deref for ChunkRef {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.window[self.start..self.start + self.len]
+    }
+}
+
+/// Window size: two maximum chunks, so a window yields at least one
+/// maximum chunk's worth of cuts before the remainder moves.
+const WINDOW: usize = 2 * MAX;
+/// Retired windows kept for reuse.
+const POOL: usize = 4;
+
+/// Reads a stream and yields profile-1 chunks as ranges of shared read
+/// windows. Only the bytes after the last cut of a window are copied (into
+/// the next window); windows are recycled once no chunk refers to them.
+/// Memory is bounded by the chunks in flight (bounded channels) plus the
+/// pool, never by the file size.
+struct StreamChunker<R> {
+    reader: R,
+    path: PathBuf,
+    window: Arc<Vec<u8>>,
+    start: usize,
+    filled: usize,
+    eof: bool,
+    cutter: Cutter,
+    total: u64,
+    pool: Vec<Arc<Vec<u8>>>,
+}
+
+impl<R: Read> StreamChunker<R> {
+    fn new(reader: R, path: PathBuf) -> Self {
+        StreamChunker {
+            reader,
+            path,
+            window: Arc::new(Vec::new()),
+            start: 0,
+            filled: 0,
+            eof: false,
+            cutter: Cutter::new(),
+            total: 0,
+            pool: Vec::new(),
+        }
+    }
+
+    /// A window no chunk refers to, from the pool or newly allocated.
+    fn free_window(&mut self) -> Arc<Vec<u8>> {
+        if let Some(i) = self.pool.iter().position(|w| Arc::strong_count(w) == 1) {
+            return self.pool.swap_remove(i);
+        }
+        Arc::new(vec![0u8; WINDOW])
+    }
+
+    /// Move the remainder into a fresh window and fill it.
+    fn refill(&mut self) -> Result<()> {
+        let mut next = self.free_window();
+        let rem = self.filled - self.start;
+        {
+            let Some(buf) = Arc::get_mut(&mut next) else {
+                return Err(StoreError::Injected("chunk window still shared"));
+            };
+            buf[..rem].copy_from_slice(&self.window[self.start..self.filled]);
+            let mut filled = rem;
+            while !self.eof && filled < buf.len() {
+                match self.reader.read(&mut buf[filled..]) {
+                    Ok(0) => self.eof = true,
+                    Ok(n) => filled += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        return Err(StoreError::Io {
+                            path: self.path.clone(),
+                            source: e,
+                        })
+                    }
+                }
+            }
+            self.filled = filled;
+        }
+        let old = std::mem::replace(&mut self.window, next);
+        if !old.is_empty() && self.pool.len() < POOL {
+            self.pool.push(old);
+        }
+        self.start = 0;
+        Ok(())
+    }
+
+    fn next_chunk(&mut self) -> Result<Option<ChunkRef>> {
+        if self.filled - self.start < MAX && !self.eof {
+            self.refill()?;
+        }
+        let avail = self.filled - self.start;
+        if avail == 0 {
+            return Ok(None);
+        }
+        let window = &self.window[self.start..self.start + avail.min(MAX)];
+        let n = self.cutter.cut(window);
+        let chunk = ChunkRef {
+            window: self.window.clone(),
+            start: self.start,
+            len: n,
+        };
+        self.start += n;
+        self.total += n as u64;
+        if self.total > MAX_FILE_SIZE {
+            return Err(StoreError::FileTooLarge {
+                path: self.path.clone(),
+                size: self.total,
+                limit: MAX_FILE_SIZE,
+            });
+        }
+        Ok(Some(chunk))
+    }
+
+    /// Whether the stream is fully consumed.
+    fn finished(&self) -> bool {
+        self.eof && self.start == self.filled
+    }
+}
+
+/// One chunk to hash and store: its index in the file and its bytes.
+type Job = (usize, ChunkRef);
+type SharedJobs = Arc<Mutex<Receiver<Job>>>;
+
+fn worker_count() -> usize {
+    std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, 8)
+}
+
+fn put_manifest(
+    batch: &Batch<'_>,
+    size: u64,
+    content_id: FileContentId,
+    chunks: Vec<ManifestChunk>,
+    mut new_bytes: u64,
+) -> Result<ImportedFile> {
+    let payload = manifest_bytes::encode(size, &content_id, &chunks).map_err(|e| {
+        StoreError::InvalidInput {
+            id: ObjectId::new(ObjectKind::Manifest, [0; 32]),
+            reason: e.to_string(),
+        }
+    })?;
+    let id = ObjectId::manifest(ManifestId::of_payload(&payload));
+    if let PutOutcome::Written { envelope_len } = batch.put_with_id(id, &payload)? {
+        new_bytes += envelope_len;
+    }
+    Ok(ImportedFile {
+        manifest_id: ManifestId(id.digest),
+        content_id,
+        size,
+        chunks,
+        new_bytes_stored: new_bytes,
+    })
+}
+
+/// The result for a file whose manifest the store (or batch) already has.
+fn already_imported(
+    batch: &Batch<'_>,
+    size: u64,
+    content_id: FileContentId,
+    chunks: &[ManifestChunk],
+) -> Result<Option<ImportedFile>> {
+    let payload = manifest_bytes::encode(size, &content_id, chunks).map_err(|e| {
+        StoreError::InvalidInput {
+            id: ObjectId::new(ObjectKind::Manifest, [0; 32]),
+            reason: e.to_string(),
+        }
+    })?;
+    let id = ManifestId::of_payload(&payload);
+    if batch.has(&ObjectId::manifest(id))? {
+        return Ok(Some(ImportedFile {
+            manifest_id: id,
+            content_id,
+            size,
+            chunks: chunks.to_vec(),
+            new_bytes_stored: 0,
+        }));
+    }
+    Ok(None)
+}
+
+/// Import bytes that are already in memory and at most one chunk long.
+fn import_small(batch: &Batch<'_>, data: &[u8]) -> Result<ImportedFile> {
+    debug_assert!(data.len() <= MIN);
+    let content_id = FileContentId::of(data);
+    if data.is_empty() {
+        return put_manifest(batch, 0, content_id, Vec::new(), 0);
+    }
+    // One chunk: ChunkId and FileContentId are blake3 of the same bytes.
+    let chunk = ChunkId(content_id.0);
+    let chunks = vec![ManifestChunk {
+        id: chunk,
+        len: data.len() as u32,
+    }];
+    // A stored manifest was published with its chunks: nothing to write.
+    if let Some(done) = already_imported(batch, data.len() as u64, content_id, &chunks)? {
+        return Ok(done);
+    }
+    let mut new_bytes = 0;
+    if let PutOutcome::Written { envelope_len } = batch.put_with_id(ObjectId::chunk(chunk), data)? {
+        new_bytes = envelope_len;
+    }
+    put_manifest(batch, data.len() as u64, content_id, chunks, new_bytes)
+}
+
+/// The pipelined import of one stream into `batch`.
+fn import_stream(batch: &Batch<'_>, reader: impl Read, path: &Path) -> Result<ImportedFile> {
+    let mut chunker = StreamChunker::new(reader, path.to_path_buf());
+    let first = match chunker.next_chunk()? {
+        None => return import_small(batch, &[]),
+        Some(c) => c,
+    };
+    if chunker.finished() {
+        // A single chunk (every file of at most 1 MiB, and some larger).
+        if first.len() <= MIN {
+            return import_small(batch, &first);
+        }
+    }
+    let workers = worker_count();
+    let failed = AtomicBool::new(false);
+    let results: Mutex<Vec<(usize, ChunkId, u32, u64)>> = Mutex::new(Vec::new());
+    let first_error: Mutex<Option<StoreError>> = Mutex::new(None);
+    let record_error = |e: StoreError| {
+        failed.store(true, Ordering::SeqCst);
+        let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+    };
+    let (size, file_hash) = std::thread::scope(|s| -> Result<(u64, blake3::Hash)> {
+        let (hash_tx, hash_rx) = sync_channel::<ChunkRef>(2);
+        let hasher = s.spawn(move || {
+            let mut h = blake3::Hasher::new();
+            for c in hash_rx {
+                h.update(&c);
+            }
+            h.finalize()
+        });
+        let (work_tx, work_rx) = sync_channel::<Job>(workers);
+        let work_rx: SharedJobs = Arc::new(Mutex::new(work_rx));
+        let mut handles = Vec::new();
+        for _ in 0..workers {
+            let rx = work_rx.clone();
+            let results = &results;
+            let failed = &failed;
+            let record_error = &record_error;
+            handles.push(s.spawn(move || loop {
+                let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                let Ok((idx, data)) = job else { break };
+                if failed.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let id = ChunkId(*blake3::hash(&data).as_bytes());
+                match batch.put_with_id(ObjectId::chunk(id), &data) {
+                    Ok(outcome) => {
+                        let new = match outcome {
+                            PutOutcome::Written { envelope_len } => envelope_len,
+                            PutOutcome::AlreadyPresent => 0,
+                        };
+                        results.lock().unwrap_or_else(|p| p.into_inner()).push((
+                            idx,
+                            id,
+                            data.len() as u32,
+                            new,
+                        ));
+                    }
+                    Err(e) => record_error(e),
+                }
+            }));
+        }
+        let mut idx = 0usize;
+        let mut next = Some(first);
+        let mut size = 0u64;
+        let mut read_error = None;
+        while let Some(chunk) = next {
+            size += chunk.len() as u64;
+            if hash_tx.send(chunk.clone()).is_err() || work_tx.send((idx, chunk)).is_err() {
+                break;
+            }
+            idx += 1;
+            if failed.load(Ordering::SeqCst) {
+                break;
+            }
+            next = match chunker.next_chunk() {
+                Ok(n) => n,
+                Err(e) => {
+                    read_error = Some(e);
+                    None
+                }
+            };
+        }
+        drop(hash_tx);
+        drop(work_tx);
+        for h in handles {
+            if h.join().is_err() {
+                record_error(StoreError::Injected("import worker panicked"));
+            }
+        }
+        let hash = hasher
+            .join()
+            .map_err(|_| StoreError::Injected("import hasher panicked"))?;
+        if let Some(e) = read_error {
+            return Err(e);
+        }
+        Ok((size, hash))
+    })?;
+    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    let mut results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    results.sort_unstable_by_key(|r| r.0);
+    let new_bytes = results.iter().map(|r| r.3).sum();
+    let chunks = results
+        .into_iter()
+        .map(|(_, id, len, _)| ManifestChunk { id, len })
+        .collect();
+    put_manifest(
+        batch,
+        size,
+        FileContentId(*file_hash.as_bytes()),
+        chunks,
+        new_bytes,
+    )
+}
+
+impl ObjectStore {
+    /// Import one stream into an open batch (chunks and manifest); the
+    /// caller commits. `name` is used in error messages.
+    pub fn import_reader(
+        &self,
+        batch: &Batch<'_>,
+        reader: impl Read,
+        name: &Path,
+    ) -> Result<ImportedFile> {
+        import_stream(batch, reader, name)
+    }
+
+    /// Import one file: read once, chunk, store chunks and manifest in one
+    /// publication.
+    pub fn import_file(&self, path: impl AsRef<Path>) -> Result<ImportedFile> {
+        let path = path.as_ref();
+        let batch = self.batch();
+        let imported = self.import_path_into(&batch, path)?;
+        batch.commit()?;
+        Ok(imported)
+    }
+
+    fn import_path_into(&self, batch: &Batch<'_>, path: &Path) -> Result<ImportedFile> {
+        let mut f = File::open(path).map_err(io_err(path))?;
+        let len = f.metadata().map_err(io_err(path))?.len();
+        if len > MAX_FILE_SIZE {
+            return Err(StoreError::FileTooLarge {
+                path: path.to_path_buf(),
+                size: len,
+                limit: MAX_FILE_SIZE,
+            });
+        }
+        if len <= MIN as u64 {
+            let mut data = Vec::with_capacity(len as usize);
+            f.read_to_end(&mut data).map_err(io_err(path))?;
+            if data.len() <= MIN {
+                return import_small(batch, &data);
+            }
+            return import_stream(batch, std::io::Cursor::new(data), path);
+        }
+        import_stream(batch, f, path)
+    }
+
+    /// Import many files in one publication. Small files are processed in
+    /// parallel on the rayon pool; each large file uses the pipelined
+    /// import (which itself uses all cores). Results are in input order.
+    pub fn import_files<P: AsRef<Path> + Sync>(&self, paths: &[P]) -> Result<Vec<ImportedFile>> {
+        let batch = self.batch();
+        let sizes: Vec<u64> = paths
+            .iter()
+            .map(|p| {
+                std::fs::metadata(p.as_ref())
+                    .map(|m| m.len())
+                    .map_err(io_err(p.as_ref()))
+            })
+            .collect::<Result<_>>()?;
+        let mut out: Vec<Option<ImportedFile>> = vec![None; paths.len()];
+        let small: Vec<(usize, Result<ImportedFile>)> = paths
+            .par_iter()
+            .enumerate()
+            .filter(|(i, _)| sizes[*i] <= MIN as u64)
+            .map(|(i, p)| (i, self.import_path_into(&batch, p.as_ref())))
+            .collect();
+        for (i, r) in small {
+            out[i] = Some(r?);
+        }
+        for (i, p) in paths.iter().enumerate() {
+            if sizes[i] > MIN as u64 {
+                out[i] = Some(self.import_path_into(&batch, p.as_ref())?);
+            }
+        }
+        batch.commit()?;
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    /// Read and decode a manifest (verified).
+    pub fn manifest(&self, id: &ManifestId) -> Result<crate::ManifestRef> {
+        let oid = ObjectId::manifest(*id);
+        let payload = self.get(&oid)?;
+        manifest_bytes::decode(&payload).map_err(|e| StoreError::CorruptManifest {
+            id: oid,
+            reason: e.to_string(),
+        })
+    }
+
+    /// Reconstruct the file a manifest describes at `dest`, through a
+    /// temporary file in the same directory renamed into place after its
+    /// `FileContentId` and size are verified and it is flushed. A chunk
+    /// fetch thread reads and verifies the next chunks while this one is
+    /// written. Returns the file size.
+    pub fn reconstruct(&self, manifest: &ManifestId, dest: impl AsRef<Path>) -> Result<u64> {
+        let dest = dest.as_ref();
+        let moid = ObjectId::manifest(*manifest);
+        let m = self.manifest(manifest)?;
+        let parent = match dest.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".scribe-reconstruct-")
+            .tempfile_in(&parent)
+            .map_err(io_err(&parent))?;
+        let fail = |reason: String| StoreError::Reconstruct {
+            manifest: moid,
+            path: dest.to_path_buf(),
+            reason,
+        };
+        let mut hasher = blake3::Hasher::new();
+        let mut written = 0u64;
+        std::thread::scope(|s| -> Result<()> {
+            let (tx, rx) = sync_channel::<Result<(ManifestChunk, Vec<u8>)>>(2);
+            let chunks = &m.chunks;
+            s.spawn(move || {
+                for c in chunks {
+                    let r = self.get(&ObjectId::chunk(c.id)).map(|d| (*c, d));
+                    let stop = r.is_err();
+                    if tx.send(r).is_err() || stop {
+                        break;
+                    }
+                }
+            });
+            for r in rx {
+                let (c, data) = r?;
+                if data.len() != c.len as usize {
+                    return Err(fail(format!(
+                        "chunk {} has {} bytes, the manifest says {}",
+                        c.id,
+                        data.len(),
+                        c.len
+                    )));
+                }
+                hasher.update(&data);
+                tmp.write_all(&data).map_err(io_err(tmp.path()))?;
+                written += data.len() as u64;
+            }
+            Ok(())
+        })?;
+        if written != m.total_size {
+            return Err(fail(format!(
+                "wrote {written} bytes, the manifest says {}",
+                m.total_size
+            )));
+        }
+        let actual = FileContentId(*hasher.finalize().as_bytes());
+        if actual != m.content_id {
+            return Err(fail(format!(
+                "content hashes to {}, the manifest says {}",
+                actual.to_hex(),
+                m.content_id.to_hex()
+            )));
+        }
+        tmp.as_file().sync_all().map_err(io_err(tmp.path()))?;
+        tmp.persist(dest).map_err(|e| StoreError::Io {
+            path: dest.to_path_buf(),
+            source: e.error,
+        })?;
+        sync_dir(&parent)?;
+        Ok(written)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn noise(n: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cuts_match_fastcdc_stream() {
+        let data = noise(40 * 1024 * 1024 + 17, 7);
+        let ours = chunk_boundaries(&data);
+        let theirs: Vec<usize> = fastcdc::v2020::StreamCDC::with_level_and_seed(
+            &data[..],
+            MIN,
+            AVG,
+            MAX,
+            Normalization::Level1,
+            0,
+        )
+        .map(|c| c.map(|c| c.length))
+        .collect::<std::result::Result<_, _>>()
+        .unwrap();
+        assert_eq!(ours, theirs);
+        let mut ch = StreamChunker::new(&data[..], PathBuf::from("x"));
+        let mut streamed = Vec::new();
+        while let Some(c) = ch.next_chunk().unwrap() {
+            streamed.push(c.len());
+        }
+        assert_eq!(streamed, theirs);
+        assert!(theirs.len() > 3);
+    }
+
+    #[test]
+    fn small_inputs_are_one_chunk() {
+        assert_eq!(chunk_boundaries(&noise(MIN, 3)), vec![MIN]);
+        assert_eq!(chunk_boundaries(&[]), Vec::<usize>::new());
+        assert_eq!(chunk_boundaries(&[1]), vec![1]);
+    }
+}

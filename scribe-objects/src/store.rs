@@ -1,0 +1,732 @@
+//! [`ObjectStore`]: creation, open-time recovery, the pack writer and reads.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use scribe_format::envelope::{self, Compression, HEADER_LEN};
+use scribe_format::limits::MAX_CHUNK_BYTES;
+use scribe_format::{ObjectId, ObjectKind};
+
+use crate::descriptor_bytes::{self, StoreDescriptor};
+use crate::error::{db_err, io_err, Result, StoreError};
+use crate::layout::{self, sync_dir};
+use crate::locator::{Location, LOCATOR_TABLE, META_OPEN_PACK, META_OPEN_PACK_LEN, META_TABLE};
+use crate::pack::{self, ENTRY_HEADER_LEN, PACK_HEADER_LEN};
+
+/// Default `small-object-threshold`: a 16 MiB chunk envelope (16 MiB + 20) is packed.
+pub const DEFAULT_SMALL_OBJECT_THRESHOLD: u64 = 16_777_236;
+/// Default `pack-seal-bytes`: 256 MiB.
+pub const DEFAULT_PACK_SEAL_BYTES: u64 = 256 * 1024 * 1024;
+/// The first pack id of a new store.
+pub const FIRST_PACK_ID: u32 = 1;
+/// Appends smaller than this are gathered in the writer's buffer.
+const WRITE_BUFFER: usize = 1 << 20;
+
+/// Storage policy fixed when a store is created (recorded in `SCRIBE_FORMAT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// Envelopes up to this length are packed; larger ones are loose files.
+    pub small_object_threshold: u64,
+    /// The open pack rolls over when an append would exceed this length.
+    pub pack_seal_bytes: u64,
+    /// `none` or `lz4`; immutable.
+    pub compression: Compression,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            small_object_threshold: DEFAULT_SMALL_OBJECT_THRESHOLD,
+            pack_seal_bytes: DEFAULT_PACK_SEAL_BYTES,
+            compression: Compression::Lz4,
+        }
+    }
+}
+
+/// What open-time recovery did (also reported by [`crate::verify_dir`] without doing it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Bytes past the committed length of the open pack that were truncated.
+    pub truncated_bytes: u64,
+    /// Packs above the checkpoint pack that were removed.
+    pub removed_packs: Vec<u32>,
+    /// Quarantine temporaries removed from `staging/`.
+    pub removed_staging_files: usize,
+}
+
+pub(crate) struct PackWriter {
+    pub id: u32,
+    file: File,
+    /// Length including bytes still in `buf`.
+    pub len: u64,
+    /// Length known flushed to stable storage.
+    synced_len: u64,
+    buf: Vec<u8>,
+    /// Set when a write or flush failed: the file position may no longer
+    /// match `len`, so every later append or commit refuses until the store
+    /// is reopened (open-time recovery truncates to the committed length).
+    poisoned: Option<String>,
+}
+
+impl PackWriter {
+    fn flush_buf(&mut self, path: &Path) -> Result<()> {
+        if !self.buf.is_empty() {
+            self.file.write_all(&self.buf).map_err(io_err(path))?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+}
+
+/// The pack/locator object store. Share it as `Arc<ObjectStore>`: every
+/// method takes `&self`; appends go through one writer mutex and readers
+/// run concurrently with it.
+pub struct ObjectStore {
+    pub(crate) dir: PathBuf,
+    pub(crate) options: StoreOptions,
+    pub(crate) db: Database,
+    pub(crate) db_path: PathBuf,
+    pub(crate) writer: Mutex<PackWriter>,
+    read_handles: RwLock<HashMap<u32, Arc<File>>>,
+    recovery: RecoveryReport,
+}
+
+impl std::fmt::Debug for ObjectStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectStore")
+            .field("dir", &self.dir)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The largest original payload a read accepts for a kind.
+pub(crate) fn max_payload(kind: ObjectKind) -> u64 {
+    match kind {
+        ObjectKind::Chunk => u64::from(MAX_CHUNK_BYTES),
+        _ => 1 << 40,
+    }
+}
+
+pub(crate) fn compaction_marker_for(dir: &Path) -> Option<PathBuf> {
+    let name = dir.file_name()?.to_str()?;
+    Some(dir.with_file_name(format!("{name}.compaction-ready")))
+}
+
+pub(crate) fn refuse_pending_marker(dir: &Path) -> Result<()> {
+    if let Some(marker) = compaction_marker_for(dir) {
+        if marker.exists() {
+            return Err(StoreError::CompactionPending { path: marker });
+        }
+    }
+    Ok(())
+}
+
+/// Read `(open-pack, open-pack-committed-len)` from a read transaction.
+pub(crate) fn read_meta(db_path: &Path, txn: &redb::ReadTransaction) -> Result<(u32, u64)> {
+    let meta = txn.open_table(META_TABLE).map_err(db_err(db_path))?;
+    let get = |key: &str| -> Result<Vec<u8>> {
+        meta.get(key)
+            .map_err(db_err(db_path))?
+            .map(|v| v.value().to_vec())
+            .ok_or_else(|| StoreError::CorruptLocatorRow {
+                key: format!("meta/{key}"),
+                reason: "missing".into(),
+            })
+    };
+    let pack = get(META_OPEN_PACK)?;
+    let len = get(META_OPEN_PACK_LEN)?;
+    let pack: [u8; 4] = pack
+        .as_slice()
+        .try_into()
+        .map_err(|_| StoreError::CorruptLocatorRow {
+            key: format!("meta/{META_OPEN_PACK}"),
+            reason: format!("{} bytes, expected 4", pack.len()),
+        })?;
+    let len: [u8; 8] = len
+        .as_slice()
+        .try_into()
+        .map_err(|_| StoreError::CorruptLocatorRow {
+            key: format!("meta/{META_OPEN_PACK_LEN}"),
+            reason: format!("{} bytes, expected 8", len.len()),
+        })?;
+    Ok((u32::from_le_bytes(pack), u64::from_le_bytes(len)))
+}
+
+pub(crate) fn write_meta(
+    db_path: &Path,
+    txn: &redb::WriteTransaction,
+    pack: u32,
+    len: u64,
+) -> Result<()> {
+    let mut meta = txn.open_table(META_TABLE).map_err(db_err(db_path))?;
+    meta.insert(META_OPEN_PACK, pack.to_le_bytes().as_slice())
+        .map_err(db_err(db_path))?;
+    meta.insert(META_OPEN_PACK_LEN, len.to_le_bytes().as_slice())
+        .map_err(db_err(db_path))?;
+    Ok(())
+}
+
+/// Create a pack file with its header, flushed, and flush `packs/`.
+pub(crate) fn create_pack(dir: &Path, id: u32) -> Result<File> {
+    let path = layout::pack_path(dir, id);
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    f.write_all(&pack::pack_header(id)).map_err(io_err(&path))?;
+    f.sync_all().map_err(io_err(&path))?;
+    sync_dir(&dir.join(layout::PACKS))?;
+    Ok(f)
+}
+
+/// Write `SCRIBE_FORMAT` through a temporary and a rename.
+pub(crate) fn write_descriptor(dir: &Path, d: &StoreDescriptor) -> Result<()> {
+    let tmp = dir.join(format!("{}.tmp", layout::DESCRIPTOR));
+    let path = dir.join(layout::DESCRIPTOR);
+    let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
+    f.write_all(d.to_text().as_bytes()).map_err(io_err(&tmp))?;
+    f.sync_all().map_err(io_err(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
+    sync_dir(dir)
+}
+
+impl ObjectStore {
+    /// Create a new, empty store at `dir` (which must not exist or be empty).
+    pub fn create(dir: impl AsRef<Path>, options: StoreOptions) -> Result<ObjectStore> {
+        Self::create_with_first_pack(dir.as_ref(), options, FIRST_PACK_ID)?;
+        Self::open(dir)
+    }
+
+    pub(crate) fn create_with_first_pack(
+        dir: &Path,
+        options: StoreOptions,
+        first_pack: u32,
+    ) -> Result<()> {
+        if options.pack_seal_bytes < PACK_HEADER_LEN + ENTRY_HEADER_LEN as u64 + HEADER_LEN as u64 {
+            return Err(StoreError::Descriptor {
+                path: dir.join(layout::DESCRIPTOR),
+                reason: format!("pack-seal-bytes {} is too small", options.pack_seal_bytes),
+            });
+        }
+        if dir.join(layout::DESCRIPTOR).exists() || dir.join(layout::LOCATOR).exists() {
+            return Err(StoreError::AlreadyExists {
+                path: dir.to_path_buf(),
+            });
+        }
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        for sub in [layout::LOOSE, layout::PACKS, layout::STAGING] {
+            let p = dir.join(sub);
+            std::fs::create_dir_all(&p).map_err(io_err(&p))?;
+        }
+        create_pack(dir, first_pack)?;
+        let db_path = dir.join(layout::LOCATOR);
+        let db = Database::create(&db_path).map_err(db_err(&db_path))?;
+        let mut txn = db.begin_write().map_err(db_err(&db_path))?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(db_err(&db_path))?;
+        txn.open_table(LOCATOR_TABLE).map_err(db_err(&db_path))?;
+        write_meta(&db_path, &txn, first_pack, PACK_HEADER_LEN)?;
+        txn.commit().map_err(db_err(&db_path))?;
+        drop(db);
+        sync_dir(dir)?;
+        write_descriptor(
+            dir,
+            &StoreDescriptor {
+                small_object_threshold: options.small_object_threshold,
+                pack_seal_bytes: options.pack_seal_bytes,
+                compression: options.compression,
+                extra: Vec::new(),
+            },
+        )?;
+        if let Some(parent) = dir.parent() {
+            if !parent.as_os_str().is_empty() {
+                sync_dir(parent)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Open an existing store, performing open-time recovery (section 6.1):
+    /// bytes past the committed length of the open pack are truncated, packs
+    /// above the checkpoint pack are removed, and a pack shorter than its
+    /// committed length refuses to open.
+    pub fn open(dir: impl AsRef<Path>) -> Result<ObjectStore> {
+        let dir = dir.as_ref().to_path_buf();
+        refuse_pending_marker(&dir)?;
+        let d = descriptor_bytes::read(&dir.join(layout::DESCRIPTOR))?;
+        let options = StoreOptions {
+            small_object_threshold: d.small_object_threshold,
+            pack_seal_bytes: d.pack_seal_bytes,
+            compression: d.compression,
+        };
+        let db_path = dir.join(layout::LOCATOR);
+        if !db_path.exists() {
+            return Err(StoreError::Io {
+                path: db_path,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "locator database is missing",
+                ),
+            });
+        }
+        let db = Database::open(&db_path).map_err(db_err(&db_path))?;
+        let (open_pack, committed) = {
+            let txn = db.begin_read().map_err(db_err(&db_path))?;
+            read_meta(&db_path, &txn)?
+        };
+        let mut recovery = RecoveryReport::default();
+        // Packs above the checkpoint were created by an interrupted publication.
+        let mut removed_any = false;
+        for (id, path) in layout::list_packs(&dir)? {
+            if id > open_pack {
+                std::fs::remove_file(&path).map_err(io_err(&path))?;
+                recovery.removed_packs.push(id);
+                removed_any = true;
+            }
+        }
+        if removed_any {
+            sync_dir(&dir.join(layout::PACKS))?;
+        }
+        let path = layout::pack_path(&dir, open_pack);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| StoreError::CorruptPack {
+                path: path.clone(),
+                offset: 0,
+                reason: format!("the open pack named by the locator cannot be opened: {e}"),
+            })?;
+        let actual = file.metadata().map_err(io_err(&path))?.len();
+        if actual < committed {
+            return Err(StoreError::CorruptPack {
+                path,
+                offset: actual,
+                reason: format!("pack is shorter than its committed length {committed}"),
+            });
+        }
+        let mut header = [0u8; PACK_HEADER_LEN as usize];
+        file.read_exact_at(&mut header, 0).map_err(io_err(&path))?;
+        pack::check_pack_header(&header, open_pack).map_err(|reason| StoreError::CorruptPack {
+            path: path.clone(),
+            offset: 0,
+            reason,
+        })?;
+        if actual > committed {
+            file.set_len(committed).map_err(io_err(&path))?;
+            file.sync_all().map_err(io_err(&path))?;
+            recovery.truncated_bytes = actual - committed;
+        }
+        file.seek(SeekFrom::Start(committed))
+            .map_err(io_err(&path))?;
+        // Quarantine temporaries are never referenced.
+        let staging = dir.join(layout::STAGING);
+        std::fs::create_dir_all(&staging).map_err(io_err(&staging))?;
+        for entry in std::fs::read_dir(&staging).map_err(io_err(&staging))? {
+            let entry = entry.map_err(io_err(&staging))?;
+            let p = entry.path();
+            if p.is_file() {
+                std::fs::remove_file(&p).map_err(io_err(&p))?;
+                recovery.removed_staging_files += 1;
+            }
+        }
+        Ok(ObjectStore {
+            dir,
+            options,
+            db,
+            db_path,
+            writer: Mutex::new(PackWriter {
+                id: open_pack,
+                file,
+                len: committed,
+                synced_len: committed,
+                buf: Vec::with_capacity(WRITE_BUFFER),
+                poisoned: None,
+            }),
+            read_handles: RwLock::new(HashMap::new()),
+            recovery,
+        })
+    }
+
+    /// The store directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The storage policy recorded at creation.
+    pub fn options(&self) -> StoreOptions {
+        self.options
+    }
+
+    /// What recovery did when this handle was opened.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    pub(crate) fn lock_writer(&self) -> MutexGuard<'_, PackWriter> {
+        // A panic while holding the writer leaves at worst unreferenced bytes
+        // past the committed length, which the next commit or open handles.
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Append one pack entry; returns its location. Caller holds the writer.
+    pub(crate) fn append_entry(
+        &self,
+        w: &mut PackWriter,
+        id: &ObjectId,
+        envelope: &[u8],
+        touched: &mut BTreeSet<u32>,
+    ) -> Result<Location> {
+        self.check_poison(w)?;
+        let r = self.append_entry_inner(w, id, envelope, touched);
+        Self::poison_on_error(w, r)
+    }
+
+    fn check_poison(&self, w: &PackWriter) -> Result<()> {
+        match &w.poisoned {
+            None => Ok(()),
+            Some(reason) => Err(StoreError::CorruptPack {
+                path: layout::pack_path(&self.dir, w.id),
+                offset: w.len,
+                reason: format!("an earlier write failed ({reason}); reopen the store"),
+            }),
+        }
+    }
+
+    fn poison_on_error<T>(w: &mut PackWriter, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            if !matches!(e, StoreError::Injected(_)) {
+                w.poisoned = Some(e.to_string());
+            }
+        }
+        r
+    }
+
+    fn append_entry_inner(
+        &self,
+        w: &mut PackWriter,
+        id: &ObjectId,
+        envelope: &[u8],
+        touched: &mut BTreeSet<u32>,
+    ) -> Result<Location> {
+        let entry_len = ENTRY_HEADER_LEN as u64 + envelope.len() as u64;
+        if w.len > PACK_HEADER_LEN && w.len + entry_len > self.options.pack_seal_bytes {
+            self.roll_over(w)?;
+        }
+        let path = layout::pack_path(&self.dir, w.id);
+        let header = pack::entry_header(id, envelope.len() as u64);
+        if envelope.len() >= WRITE_BUFFER / 4 {
+            w.flush_buf(&path)?;
+            w.file.write_all(&header).map_err(io_err(&path))?;
+            w.file.write_all(envelope).map_err(io_err(&path))?;
+        } else {
+            w.buf.extend_from_slice(&header);
+            w.buf.extend_from_slice(envelope);
+            if w.buf.len() >= WRITE_BUFFER {
+                w.flush_buf(&path)?;
+            }
+        }
+        let offset = w.len;
+        w.len += entry_len;
+        touched.insert(w.id);
+        Ok(Location::Packed {
+            pack: w.id,
+            offset,
+            entry_len,
+        })
+    }
+
+    /// Seal the open pack (flushed) and start the next one.
+    fn roll_over(&self, w: &mut PackWriter) -> Result<()> {
+        let path = layout::pack_path(&self.dir, w.id);
+        w.flush_buf(&path)?;
+        w.file.sync_all().map_err(io_err(&path))?;
+        let next = w.id.checked_add(1).ok_or_else(|| StoreError::CorruptPack {
+            path: path.clone(),
+            offset: w.len,
+            reason: "pack ids are exhausted".into(),
+        })?;
+        let file = create_pack(&self.dir, next)?;
+        w.id = next;
+        w.file = file;
+        w.len = PACK_HEADER_LEN;
+        w.synced_len = PACK_HEADER_LEN;
+        Ok(())
+    }
+
+    /// Make everything appended so far durable (step 3 of section 6.3).
+    pub(crate) fn sync_writer(&self, w: &mut PackWriter) -> Result<()> {
+        self.check_poison(w)?;
+        let r = self.sync_writer_inner(w);
+        Self::poison_on_error(w, r)
+    }
+
+    fn sync_writer_inner(&self, w: &mut PackWriter) -> Result<()> {
+        let path = layout::pack_path(&self.dir, w.id);
+        w.flush_buf(&path)?;
+        if w.synced_len != w.len {
+            w.file.sync_data().map_err(io_err(&path))?;
+            w.synced_len = w.len;
+        }
+        Ok(())
+    }
+
+    /// Commit locator rows and the open-pack checkpoint in one Immediate
+    /// transaction. Caller holds the writer (so checkpoints are monotonic)
+    /// and has made every referenced byte durable.
+    pub(crate) fn commit_rows(
+        &self,
+        w: &PackWriter,
+        rows: &[(ObjectId, Location)],
+        fail_before_commit: bool,
+    ) -> Result<()> {
+        let p = &self.db_path;
+        let mut txn = self.db.begin_write().map_err(db_err(p))?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(db_err(p))?;
+        {
+            let mut table = txn.open_table(LOCATOR_TABLE).map_err(db_err(p))?;
+            for (id, loc) in rows {
+                table
+                    .insert(&id.to_bytes(), loc.encode().as_slice())
+                    .map_err(db_err(p))?;
+            }
+        }
+        write_meta(p, &txn, w.id, w.len)?;
+        if fail_before_commit {
+            return Err(StoreError::Injected("before locator commit"));
+        }
+        txn.commit().map_err(db_err(p))?;
+        Ok(())
+    }
+
+    /// The location of an object, if the locator has it.
+    pub fn locate(&self, id: &ObjectId) -> Result<Option<Location>> {
+        let p = &self.db_path;
+        let txn = self.db.begin_read().map_err(db_err(p))?;
+        let table = txn.open_table(LOCATOR_TABLE).map_err(db_err(p))?;
+        let key = id.to_bytes();
+        match table.get(&key).map_err(db_err(p))? {
+            None => Ok(None),
+            Some(v) => Location::decode(v.value()).map(Some).map_err(|reason| {
+                StoreError::CorruptLocatorRow {
+                    key: id.to_string(),
+                    reason,
+                }
+            }),
+        }
+    }
+
+    /// Whether the locator has the object (its bytes are not read).
+    pub fn contains(&self, id: &ObjectId) -> Result<bool> {
+        Ok(self.locate(id)?.is_some())
+    }
+
+    /// The ids among `ids` that the store lacks, in their given order.
+    pub fn missing(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>> {
+        let p = &self.db_path;
+        let txn = self.db.begin_read().map_err(db_err(p))?;
+        let table = txn.open_table(LOCATOR_TABLE).map_err(db_err(p))?;
+        let mut out = Vec::new();
+        for id in ids {
+            if table.get(&id.to_bytes()).map_err(db_err(p))?.is_none() {
+                out.push(*id);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Number of objects in the locator.
+    pub fn len(&self) -> Result<u64> {
+        let p = &self.db_path;
+        let txn = self.db.begin_read().map_err(db_err(p))?;
+        let table = txn.open_table(LOCATOR_TABLE).map_err(db_err(p))?;
+        table.len().map_err(db_err(p))
+    }
+
+    /// Whether the store holds no objects.
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Every object id with its location, in key order.
+    pub fn list(&self) -> Result<Vec<(ObjectId, Location)>> {
+        let p = &self.db_path;
+        let txn = self.db.begin_read().map_err(db_err(p))?;
+        let table = txn.open_table(LOCATOR_TABLE).map_err(db_err(p))?;
+        let mut out = Vec::new();
+        for row in table.iter().map_err(db_err(p))? {
+            let (k, v) = row.map_err(db_err(p))?;
+            let key = k.value();
+            let id = ObjectId::from_bytes(key).map_err(|e| StoreError::CorruptLocatorRow {
+                key: hex::encode(key),
+                reason: e.to_string(),
+            })?;
+            let loc =
+                Location::decode(v.value()).map_err(|reason| StoreError::CorruptLocatorRow {
+                    key: id.to_string(),
+                    reason,
+                })?;
+            out.push((id, loc));
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn pack_handle(&self, pack: u32) -> Result<Arc<File>> {
+        if let Some(f) = self
+            .read_handles
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&pack)
+        {
+            return Ok(f.clone());
+        }
+        let path = layout::pack_path(&self.dir, pack);
+        let f = Arc::new(File::open(&path).map_err(io_err(&path))?);
+        self.read_handles
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(pack, f.clone());
+        Ok(f)
+    }
+
+    pub(crate) fn describe(&self, loc: &Location, id: &ObjectId) -> String {
+        match loc {
+            Location::Loose { .. } => layout::loose_path(&self.dir, id).display().to_string(),
+            Location::Packed { pack, offset, .. } => format!(
+                "{} offset {offset}",
+                layout::pack_path(&self.dir, *pack).display()
+            ),
+        }
+    }
+
+    pub(crate) fn corrupt(
+        &self,
+        id: &ObjectId,
+        loc: &Location,
+        reason: impl Into<String>,
+    ) -> StoreError {
+        StoreError::CorruptObject {
+            id: *id,
+            location: self.describe(loc, id),
+            reason: reason.into(),
+        }
+    }
+
+    /// Read an object's raw envelope bytes, checking pack framing (not identity).
+    pub fn read_envelope(&self, id: &ObjectId) -> Result<Vec<u8>> {
+        let loc = self.locate(id)?.ok_or(StoreError::NotFound { id: *id })?;
+        self.read_envelope_at(id, &loc)
+    }
+
+    pub(crate) fn read_envelope_at(&self, id: &ObjectId, loc: &Location) -> Result<Vec<u8>> {
+        match *loc {
+            Location::Loose { envelope_len } => {
+                let path = layout::loose_path(&self.dir, id);
+                let bytes = std::fs::read(&path)
+                    .map_err(|e| self.corrupt(id, loc, format!("cannot read loose file: {e}")))?;
+                if bytes.len() as u64 != envelope_len {
+                    return Err(self.corrupt(
+                        id,
+                        loc,
+                        format!(
+                            "loose file has {} bytes, locator says {envelope_len}",
+                            bytes.len()
+                        ),
+                    ));
+                }
+                Ok(bytes)
+            }
+            Location::Packed {
+                pack,
+                offset,
+                entry_len,
+            } => {
+                let file = self
+                    .pack_handle(pack)
+                    .map_err(|e| self.corrupt(id, loc, format!("cannot open pack: {e}")))?;
+                let len = usize::try_from(entry_len)
+                    .map_err(|_| self.corrupt(id, loc, "entry length does not fit in memory"))?;
+                let mut buf = vec![0u8; len];
+                file.read_exact_at(&mut buf, offset)
+                    .map_err(|e| self.corrupt(id, loc, format!("cannot read pack entry: {e}")))?;
+                let mut head = [0u8; ENTRY_HEADER_LEN];
+                head.copy_from_slice(&buf[..ENTRY_HEADER_LEN]);
+                let (key, env_len) =
+                    pack::parse_entry_header(&head).map_err(|r| self.corrupt(id, loc, r))?;
+                if key != id.to_bytes() {
+                    return Err(self.corrupt(id, loc, "pack entry names a different object"));
+                }
+                if env_len != entry_len - ENTRY_HEADER_LEN as u64 {
+                    return Err(self.corrupt(
+                        id,
+                        loc,
+                        "pack entry length disagrees with the locator",
+                    ));
+                }
+                buf.drain(..ENTRY_HEADER_LEN);
+                Ok(buf)
+            }
+        }
+    }
+
+    /// Read an object's original payload, verifying its identity. A damaged
+    /// byte is [`StoreError::CorruptObject`] naming the object; wrong data is
+    /// never returned.
+    pub fn get(&self, id: &ObjectId) -> Result<Vec<u8>> {
+        let loc = self.locate(id)?.ok_or(StoreError::NotFound { id: *id })?;
+        self.get_at(id, &loc)
+    }
+
+    pub(crate) fn get_at(&self, id: &ObjectId, loc: &Location) -> Result<Vec<u8>> {
+        let mut env = self.read_envelope_at(id, loc)?;
+        let payload = envelope::decode_verified(&env, id, max_payload(id.kind))
+            .map_err(|e| self.corrupt(id, loc, e.to_string()))?;
+        match payload {
+            std::borrow::Cow::Borrowed(_) => {
+                env.drain(..HEADER_LEN);
+                Ok(env)
+            }
+            std::borrow::Cow::Owned(v) => Ok(v),
+        }
+    }
+
+    /// Read `len` bytes at `offset` of a chunk object's original bytes. The
+    /// whole chunk (at most 16 MiB) is verified before any byte is returned.
+    pub fn read_chunk_range(&self, id: &ObjectId, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let bytes = self.get(id)?;
+        let size = bytes.len() as u64;
+        match offset.checked_add(len) {
+            Some(end) if end <= size => Ok(bytes[offset as usize..end as usize].to_vec()),
+            _ => Err(StoreError::RangeOutOfBounds {
+                id: *id,
+                offset,
+                len,
+                size,
+            }),
+        }
+    }
+
+    /// Stream an object's original payload into `out` in bounded memory,
+    /// verifying identity at the end. On a mismatch the error names the
+    /// object; bytes already written must then be discarded by the caller
+    /// (use [`ObjectStore::reconstruct`] for files, which never exposes them).
+    pub fn read_to(&self, id: &ObjectId, out: &mut impl Write) -> Result<u64> {
+        let mut r = self.open_reader(id)?;
+        std::io::copy(&mut r, out).map_err(|e| match e.downcast::<StoreError>() {
+            Ok(se) => se,
+            Err(e) => StoreError::Io {
+                path: self.dir.clone(),
+                source: e,
+            },
+        })
+    }
+}

@@ -1,0 +1,278 @@
+//! `verify`: report damage without changing anything.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use redb::{ReadOnlyDatabase, ReadableDatabase, ReadableTable};
+use scribe_format::envelope;
+use scribe_format::ObjectId;
+
+use crate::descriptor_bytes;
+use crate::error::{db_err, io_err, Result};
+use crate::layout;
+use crate::locator::{Location, LOCATOR_TABLE};
+use crate::pack::{self, ENTRY_HEADER_LEN, PACK_HEADER_LEN};
+use crate::store::{max_payload, read_meta, ObjectStore};
+
+/// One condition found by verification.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Problem {
+    /// The open pack has bytes past its committed length (a torn tail;
+    /// `open` truncates them).
+    UncommittedTail {
+        pack: u32,
+        committed_len: u64,
+        actual_len: u64,
+    },
+    /// A pack above the checkpoint pack (`open` removes it).
+    UncommittedPack { pack: u32, path: PathBuf },
+    /// A pack shorter than its committed length: corruption, open refuses.
+    PackShorterThanCommitted {
+        pack: u32,
+        committed_len: u64,
+        actual_len: u64,
+    },
+    /// A pack header is damaged or a pack is missing.
+    BadPack { pack: u32, reason: String },
+    /// An object's bytes are damaged or do not match its identity.
+    CorruptObject {
+        id: ObjectId,
+        location: String,
+        reason: String,
+    },
+    /// A locator row cannot be decoded.
+    BadLocatorRow { key: String, reason: String },
+    /// The locator cannot be opened read-only (for example it needs the
+    /// repair that opening for mutation performs).
+    LocatorUnreadable { reason: String },
+}
+
+/// The result of verification.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    pub objects_checked: u64,
+    pub envelope_bytes_checked: u64,
+    pub problems: Vec<Problem>,
+}
+
+impl VerifyReport {
+    /// Whether nothing was found.
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Read and verify one object directly from the layout.
+pub(crate) fn check_object(
+    dir: &Path,
+    id: &ObjectId,
+    loc: &Location,
+    packs: &mut HashMap<u32, File>,
+) -> std::result::Result<u64, String> {
+    let env = match *loc {
+        Location::Loose { envelope_len } => {
+            let p = layout::loose_path(dir, id);
+            let b = std::fs::read(&p).map_err(|e| format!("cannot read: {e}"))?;
+            if b.len() as u64 != envelope_len {
+                return Err(format!(
+                    "loose file has {} bytes, locator says {envelope_len}",
+                    b.len()
+                ));
+            }
+            b
+        }
+        Location::Packed {
+            pack: p,
+            offset,
+            entry_len,
+        } => {
+            let f = match packs.entry(p) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let path = layout::pack_path(dir, p);
+                    v.insert(File::open(&path).map_err(|e| format!("cannot open pack: {e}"))?)
+                }
+            };
+            let len = usize::try_from(entry_len).map_err(|_| "entry too large".to_string())?;
+            let mut b = vec![0u8; len];
+            f.read_exact_at(&mut b, offset)
+                .map_err(|e| format!("cannot read entry: {e}"))?;
+            let mut head = [0u8; ENTRY_HEADER_LEN];
+            head.copy_from_slice(&b[..ENTRY_HEADER_LEN]);
+            let (key, env_len) = pack::parse_entry_header(&head)?;
+            if key != id.to_bytes() {
+                return Err("pack entry names a different object".into());
+            }
+            if env_len + ENTRY_HEADER_LEN as u64 != entry_len {
+                return Err("pack entry length disagrees with the locator".into());
+            }
+            b.drain(..ENTRY_HEADER_LEN);
+            b
+        }
+    };
+    envelope::decode_verified(&env, id, max_payload(id.kind)).map_err(|e| e.to_string())?;
+    Ok(env.len() as u64)
+}
+
+fn location_text(dir: &Path, id: &ObjectId, loc: &Location) -> String {
+    match loc {
+        Location::Loose { .. } => layout::loose_path(dir, id).display().to_string(),
+        Location::Packed { pack, offset, .. } => {
+            format!(
+                "{} offset {offset}",
+                layout::pack_path(dir, *pack).display()
+            )
+        }
+    }
+}
+
+fn verify_txn(
+    dir: &Path,
+    db_path: &Path,
+    txn: &redb::ReadTransaction,
+    live_writer_pack: Option<u32>,
+) -> Result<VerifyReport> {
+    // In an open store, packs up to the writer's current one are in use.
+    let check_tail = live_writer_pack.is_none();
+    let mut report = VerifyReport::default();
+    let (open_pack, committed) = read_meta(db_path, txn)?;
+    for (id, path) in layout::list_packs(dir)? {
+        if id > open_pack {
+            report
+                .problems
+                .push(Problem::UncommittedPack { pack: id, path });
+            continue;
+        }
+        let mut header = [0u8; PACK_HEADER_LEN as usize];
+        let f = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                report.problems.push(Problem::BadPack {
+                    pack: id,
+                    reason: e.to_string(),
+                });
+                continue;
+            }
+        };
+        if let Err(e) = f.read_exact_at(&mut header, 0) {
+            report.problems.push(Problem::BadPack {
+                pack: id,
+                reason: format!("header: {e}"),
+            });
+            continue;
+        }
+        if let Err(reason) = pack::check_pack_header(&header, id) {
+            report.problems.push(Problem::BadPack { pack: id, reason });
+        }
+        if id == open_pack {
+            let actual = f.metadata().map_err(io_err(&path))?.len();
+            if actual < committed {
+                report.problems.push(Problem::PackShorterThanCommitted {
+                    pack: id,
+                    committed_len: committed,
+                    actual_len: actual,
+                });
+            } else if actual > committed && check_tail {
+                report.problems.push(Problem::UncommittedTail {
+                    pack: id,
+                    committed_len: committed,
+                    actual_len: actual,
+                });
+            }
+        }
+    }
+    if !layout::pack_path(dir, open_pack).exists() {
+        report.problems.push(Problem::BadPack {
+            pack: open_pack,
+            reason: "the open pack named by the locator is missing".into(),
+        });
+    }
+    let table = txn.open_table(LOCATOR_TABLE).map_err(db_err(db_path))?;
+    let mut packs = HashMap::new();
+    for row in table.iter().map_err(db_err(db_path))? {
+        let (k, v) = row.map_err(db_err(db_path))?;
+        let id = match ObjectId::from_bytes(k.value()) {
+            Ok(id) => id,
+            Err(e) => {
+                report.problems.push(Problem::BadLocatorRow {
+                    key: hex::encode(k.value()),
+                    reason: e.to_string(),
+                });
+                continue;
+            }
+        };
+        let loc = match Location::decode(v.value()) {
+            Ok(l) => l,
+            Err(reason) => {
+                report.problems.push(Problem::BadLocatorRow {
+                    key: id.to_string(),
+                    reason,
+                });
+                continue;
+            }
+        };
+        if let Location::Packed {
+            pack,
+            offset,
+            entry_len,
+        } = loc
+        {
+            if pack > open_pack || (pack == open_pack && offset + entry_len > committed) {
+                report.problems.push(Problem::CorruptObject {
+                    id,
+                    location: location_text(dir, &id, &loc),
+                    reason: "located past the committed end of the packs".into(),
+                });
+                continue;
+            }
+        }
+        report.objects_checked += 1;
+        match check_object(dir, &id, &loc, &mut packs) {
+            Ok(n) => report.envelope_bytes_checked += n,
+            Err(reason) => report.problems.push(Problem::CorruptObject {
+                id,
+                location: location_text(dir, &id, &loc),
+                reason,
+            }),
+        }
+    }
+    Ok(report)
+}
+
+/// Verify a closed store without changing anything: the pack conditions
+/// that open-time recovery would repair or refuse, every locator row, and
+/// every object's bytes against its identity.
+pub fn verify_dir(dir: impl AsRef<Path>) -> Result<VerifyReport> {
+    let dir = dir.as_ref();
+    descriptor_bytes::read(&dir.join(layout::DESCRIPTOR))?;
+    let db_path = dir.join(layout::LOCATOR);
+    let db = match ReadOnlyDatabase::open(&db_path) {
+        Ok(db) => db,
+        Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+            return Err(db_err(&db_path)(redb::DatabaseError::DatabaseAlreadyOpen))
+        }
+        Err(e) => {
+            return Ok(VerifyReport {
+                problems: vec![Problem::LocatorUnreadable {
+                    reason: e.to_string(),
+                }],
+                ..VerifyReport::default()
+            })
+        }
+    };
+    let txn = db.begin_read().map_err(db_err(&db_path))?;
+    verify_txn(dir, &db_path, &txn, None)
+}
+
+impl ObjectStore {
+    /// Verify an open store: every locator row and every object's bytes.
+    /// Appends are paused for the duration.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let w = self.lock_writer();
+        let txn = self.db.begin_read().map_err(db_err(&self.db_path))?;
+        verify_txn(&self.dir, &self.db_path, &txn, Some(w.id))
+    }
+}

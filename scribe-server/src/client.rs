@@ -1,0 +1,618 @@
+//! The synchronous client the `scribe` CLI uses.
+//!
+//! [`connect`] takes a server URL: `scribe://HOST:PORT` (plain TCP),
+//! `scribes://HOST:PORT` (TLS, trusting [`ClientOptions::ca_file`]), or a
+//! data root path (`file:///abs/path` or a plain path). For a path the
+//! client runs the service in-process and holds the data root's `LOCK`
+//! until the [`Client`] is dropped; a second process gets
+//! [`ClientError::Open`] naming the PID that holds it. Both transports are
+//! behind the one [`Client`] type, with one method per operation.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use scribe_format::wire::frame::check_frame_len;
+use scribe_format::wire::handshake::{HandshakeStatus, FLAG_LZ4, HANDSHAKE_LEN};
+use scribe_format::wire::message::{self as m, MAX_IDS_PER_REQUEST, MAX_OBJECT_DATA_PER_FRAME};
+use scribe_format::wire::{decode_response, request_frame, Answer, Bytes, Hello, Request, Response};
+use scribe_format::{ErrorCode, ObjectId, OperationId, WorkspaceId};
+
+use crate::service::upload::max_object_bytes;
+use crate::service::{OpenError, Service, Session};
+use crate::tls::TlsError;
+
+/// How to connect.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// Ask for LZ4-compressed frames.
+    pub lz4: bool,
+    /// CA certificates (PEM) trusted for `scribes://`.
+    pub ca_file: Option<PathBuf>,
+    /// Timeout of every read and write on the socket.
+    pub timeout: Duration,
+    /// Timeout of the TCP connect.
+    pub connect_timeout: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            lz4: false,
+            ca_file: None,
+            timeout: Duration::from_secs(300),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A failed client call.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The server refused or failed the request.
+    #[error("{message}")]
+    Server {
+        code: ErrorCode,
+        message: String,
+        paths: Vec<String>,
+    },
+    /// The server did not accept the handshake.
+    #[error("the server refused the connection: {} (it speaks {server_schema})", status.describe())]
+    Handshake {
+        status: HandshakeStatus,
+        server_schema: String,
+    },
+    /// The connection failed.
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The peer sent something this client cannot read.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The URL is not one this client understands.
+    #[error("invalid server URL {url:?}: {reason}")]
+    Url { url: String, reason: String },
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The data root of a path URL could not be opened.
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// Downloaded bytes do not match their identity.
+    #[error("downloaded object {id} is corrupt: {detail}")]
+    Corrupt { id: ObjectId, detail: String },
+}
+
+impl ClientError {
+    /// The registry code of this failure.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            ClientError::Server { code, .. } => *code,
+            ClientError::Handshake { .. } => ErrorCode::UnsupportedVersion,
+            ClientError::Io { .. } | ClientError::Tls(_) => ErrorCode::Internal,
+            ClientError::Protocol(_) | ClientError::Url { .. } => ErrorCode::Malformed,
+            ClientError::Open(e) => e.code(),
+            ClientError::Corrupt { .. } => ErrorCode::Corrupt,
+        }
+    }
+
+    /// The paths a refusal names.
+    pub fn paths(&self) -> &[String] {
+        match self {
+            ClientError::Server { paths, .. } => paths,
+            _ => &[],
+        }
+    }
+
+    fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ClientError {
+        let context = context.into();
+        move |source| ClientError::Io { context, source }
+    }
+}
+
+type R<T> = Result<T, ClientError>;
+
+/// Where a URL points.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    Tcp { host: String, port: u16, tls: bool },
+    Path(PathBuf),
+}
+
+/// Parse a server URL.
+pub fn parse_url(url: &str) -> R<Target> {
+    let bad = |reason: &str| ClientError::Url {
+        url: url.to_string(),
+        reason: reason.to_string(),
+    };
+    let (tls, rest) = if let Some(r) = url.strip_prefix("scribe://") {
+        (false, r)
+    } else if let Some(r) = url.strip_prefix("scribes://") {
+        (true, r)
+    } else if let Some(p) = url.strip_prefix("file://") {
+        if !p.starts_with('/') {
+            return Err(bad("a file URL needs an absolute path (file:///...)"));
+        }
+        return Ok(Target::Path(PathBuf::from(p)));
+    } else if url.contains("://") {
+        return Err(bad("use scribe://, scribes://, file:// or a path"));
+    } else if url.is_empty() {
+        return Err(bad("empty"));
+    } else {
+        return Ok(Target::Path(PathBuf::from(url)));
+    };
+    let rest = rest.trim_end_matches('/');
+    let (host, port) = rest
+        .rsplit_once(':')
+        .ok_or_else(|| bad("expected HOST:PORT"))?;
+    let port: u16 = port.parse().map_err(|_| bad("the port is not a number"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(bad("no host"));
+    }
+    Ok(Target::Tcp {
+        host: host.to_string(),
+        port,
+        tls,
+    })
+}
+
+trait Stream: Read + Write + Send {}
+impl<T: Read + Write + Send> Stream for T {}
+
+struct Remote {
+    stream: Box<dyn Stream>,
+    lz4: bool,
+    broken: bool,
+}
+
+struct Local {
+    service: Arc<Service>,
+    session: Session,
+}
+
+enum Conn {
+    Remote(Remote),
+    Local(Local),
+}
+
+/// A connection to a Scribe service, over TCP/TLS or in-process.
+pub struct Client {
+    conn: Conn,
+}
+
+/// Connect to `url`.
+pub fn connect(url: &str, opts: &ClientOptions) -> R<Client> {
+    match parse_url(url)? {
+        Target::Path(p) => Ok(Client::in_process(Service::open(&p)?)),
+        Target::Tcp { host, port, tls } => {
+            let addrs: Vec<_> = (host.as_str(), port)
+                .to_socket_addrs()
+                .map_err(ClientError::io(format!("cannot resolve {host}")))?
+                .collect();
+            let mut last = None;
+            let mut sock = None;
+            for a in addrs {
+                match TcpStream::connect_timeout(&a, opts.connect_timeout) {
+                    Ok(s) => {
+                        sock = Some(s);
+                        break;
+                    }
+                    Err(e) => last = Some(e),
+                }
+            }
+            let sock = match (sock, last) {
+                (Some(s), _) => s,
+                (None, Some(e)) => {
+                    return Err(ClientError::Io {
+                        context: format!("cannot connect to {host}:{port}"),
+                        source: e,
+                    })
+                }
+                (None, None) => {
+                    return Err(ClientError::Url {
+                        url: url.to_string(),
+                        reason: "the host has no address".into(),
+                    })
+                }
+            };
+            let ctx = || format!("connection to {host}:{port}");
+            sock.set_read_timeout(Some(opts.timeout))
+                .map_err(ClientError::io(ctx()))?;
+            sock.set_write_timeout(Some(opts.timeout))
+                .map_err(ClientError::io(ctx()))?;
+            let _ = sock.set_nodelay(true);
+            let stream: Box<dyn Stream> = if tls {
+                let ca = opts.ca_file.as_ref().ok_or_else(|| ClientError::Url {
+                    url: url.to_string(),
+                    reason: "scribes:// needs a trusted CA file".into(),
+                })?;
+                let cfg = crate::tls::client_config(ca)?;
+                let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|_| {
+                    ClientError::Url {
+                        url: url.to_string(),
+                        reason: "the host is not a valid TLS server name".into(),
+                    }
+                })?;
+                let conn = rustls::ClientConnection::new(cfg, name).map_err(TlsError::from)?;
+                Box::new(rustls::StreamOwned::new(conn, sock))
+            } else {
+                Box::new(sock)
+            };
+            Client::handshake(stream, opts.lz4, &ctx())
+        }
+    }
+}
+
+impl Client {
+    /// A client of `service` in this process (the path transport).
+    pub fn in_process(service: Arc<Service>) -> Client {
+        Client {
+            conn: Conn::Local(Local {
+                service,
+                session: Session::new(),
+            }),
+        }
+    }
+
+    fn handshake(mut stream: Box<dyn Stream>, lz4: bool, ctx: &str) -> R<Client> {
+        stream
+            .write_all(&Hello::new(lz4).encode())
+            .and_then(|_| stream.flush())
+            .map_err(ClientError::io(format!("{ctx}: sending the hello")))?;
+        let mut buf = [0u8; HANDSHAKE_LEN];
+        stream
+            .read_exact(&mut buf)
+            .map_err(ClientError::io(format!("{ctx}: reading the handshake answer")))?;
+        let answer = Answer::decode(&buf)
+            .map_err(|e| ClientError::Protocol(format!("handshake answer: {e}")))?;
+        if answer.status != HandshakeStatus::Accepted {
+            return Err(ClientError::Handshake {
+                status: answer.status,
+                server_schema: answer.schema,
+            });
+        }
+        Ok(Client {
+            conn: Conn::Remote(Remote {
+                stream,
+                lz4: lz4 && answer.flags & FLAG_LZ4 != 0,
+                broken: false,
+            }),
+        })
+    }
+
+    /// Whether this client talks to an in-process service.
+    pub fn is_in_process(&self) -> bool {
+        matches!(self.conn, Conn::Local(_))
+    }
+
+    /// Whether LZ4 frames were granted (always false in-process).
+    pub fn lz4(&self) -> bool {
+        matches!(&self.conn, Conn::Remote(r) if r.lz4)
+    }
+
+    /// Send one request and return its reply; an error reply becomes
+    /// [`ClientError::Server`].
+    pub fn call(&mut self, request: Request) -> R<Response> {
+        let reply = match &mut self.conn {
+            Conn::Local(l) => l.service.handle(&mut l.session, request.clone()),
+            Conn::Remote(r) => {
+                if r.broken {
+                    return Err(ClientError::Protocol(
+                        "the connection failed earlier; reconnect".into(),
+                    ));
+                }
+                match r.exchange(&request) {
+                    Ok(reply) => reply,
+                    Err(e) => {
+                        r.broken = true;
+                        return Err(e);
+                    }
+                }
+            }
+        };
+        match reply {
+            Response::Error(e) => Err(ClientError::Server {
+                code: e.error_code(),
+                message: e.message,
+                paths: e.paths,
+            }),
+            other if other.answers(&request) => Ok(other),
+            other => Err(ClientError::Protocol(format!(
+                "reply {:#06x} does not answer {}",
+                other.opcode(),
+                request.name()
+            ))),
+        }
+    }
+}
+
+impl Remote {
+    fn exchange(&mut self, request: &Request) -> R<Response> {
+        let frame = request_frame(request, self.lz4);
+        self.stream
+            .write_all(&frame)
+            .and_then(|_| self.stream.flush())
+            .map_err(ClientError::io(format!("sending {}", request.name())))?;
+        let mut len = [0u8; 4];
+        self.stream
+            .read_exact(&mut len)
+            .map_err(ClientError::io(format!("reading the reply to {}", request.name())))?;
+        let n = check_frame_len(len).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let mut body = vec![0u8; n];
+        self.stream
+            .read_exact(&mut body)
+            .map_err(ClientError::io(format!("reading the reply to {}", request.name())))?;
+        decode_response(&body, self.lz4).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+}
+
+macro_rules! expect {
+    ($reply:expr, $variant:ident) => {
+        match $reply {
+            Response::$variant(x) => Ok(x),
+            other => Err(ClientError::Protocol(format!(
+                "unexpected reply {:#06x}",
+                other.opcode()
+            ))),
+        }
+    };
+}
+
+/// What [`Client::upload_missing`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UploadReport {
+    /// Objects offered.
+    pub offered: usize,
+    /// Objects the server lacked and that were sent.
+    pub sent: usize,
+    /// Payload bytes sent.
+    pub bytes: u64,
+}
+
+impl Client {
+    pub fn status(&mut self) -> R<m::StatusReply> {
+        expect!(self.call(Request::Status(m::StatusRequest {}))?, Status)
+    }
+
+    pub fn repo_create(&mut self, name: &str) -> R<m::RepoInfo> {
+        let req = Request::RepoCreate(m::RepoCreate { name: name.into() });
+        expect!(self.call(req)?, RepoCreated)
+    }
+
+    pub fn repo_list(&mut self) -> R<Vec<m::RepoInfo>> {
+        let r = expect!(self.call(Request::RepoList(m::RepoListRequest {}))?, RepoList)?;
+        Ok(r.repositories)
+    }
+
+    /// Register a workspace (idempotent for the same id).
+    pub fn workspace_register(&mut self, r: m::WorkspaceRegister) -> R<m::WorkspaceInfo> {
+        expect!(self.call(Request::WorkspaceRegister(r))?, WorkspaceRegistered)
+    }
+
+    pub fn workspace_retire(&mut self, repo: &str, workspace: WorkspaceId) -> R<()> {
+        let req = Request::WorkspaceRetire(m::WorkspaceRetire {
+            repo: repo.into(),
+            workspace,
+        });
+        expect!(self.call(req)?, WorkspaceRetired).map(|_| ())
+    }
+
+    pub fn workspace_list(&mut self, repo: &str) -> R<Vec<m::WorkspaceInfo>> {
+        let req = Request::WorkspaceList(m::WorkspaceListRequest { repo: repo.into() });
+        Ok(expect!(self.call(req)?, WorkspaceList)?.workspaces)
+    }
+
+    /// The subset of `ids` the server lacks (any number; sent in batches).
+    pub fn objects_missing(&mut self, repo: &str, ids: &[ObjectId]) -> R<Vec<ObjectId>> {
+        let mut out = Vec::new();
+        for batch in ids.chunks(MAX_IDS_PER_REQUEST) {
+            let req = Request::ObjectsMissing(m::ObjectsMissing {
+                repo: repo.into(),
+                ids: batch.to_vec(),
+            });
+            out.extend(expect!(self.call(req)?, ObjectsMissing)?.missing);
+        }
+        Ok(out)
+    }
+
+    pub fn object_put(&mut self, r: m::ObjectPut) -> R<m::ObjectPutReply> {
+        expect!(self.call(Request::ObjectPut(r))?, ObjectPut)
+    }
+
+    pub fn object_get(&mut self, r: m::ObjectGet) -> R<m::ObjectData> {
+        expect!(self.call(Request::ObjectGet(r))?, ObjectData)
+    }
+
+    /// Submit; the outcome (accepted or refused) is a successful reply.
+    pub fn submit(&mut self, r: m::Submit) -> R<m::Outcome> {
+        expect!(self.call(Request::Submit(r))?, Submitted)
+    }
+
+    pub fn operation_outcome(&mut self, repo: &str, operation: OperationId) -> R<Option<m::Outcome>> {
+        let req = Request::OperationOutcome(m::OperationOutcome {
+            repo: repo.into(),
+            operation,
+        });
+        Ok(expect!(self.call(req)?, OperationOutcome)?.outcome)
+    }
+
+    pub fn delta(&mut self, r: m::Delta) -> R<m::DeltaPage> {
+        expect!(self.call(Request::Delta(r))?, Delta)
+    }
+
+    pub fn list(&mut self, r: m::List) -> R<m::ListPage> {
+        expect!(self.call(Request::List(r))?, List)
+    }
+
+    pub fn stat(&mut self, r: m::Stat) -> R<m::StatReply> {
+        expect!(self.call(Request::Stat(r))?, Stat)
+    }
+
+    pub fn history(&mut self, r: m::History) -> R<m::HistoryPage> {
+        expect!(self.call(Request::History(r))?, History)
+    }
+
+    pub fn log(&mut self, r: m::Log) -> R<m::LogPage> {
+        expect!(self.call(Request::Log(r))?, Log)
+    }
+
+    pub fn describe(&mut self, r: m::Describe) -> R<m::DescribeReply> {
+        expect!(self.call(Request::Describe(r))?, Describe)
+    }
+
+    pub fn lock_acquire(&mut self, r: m::LockAcquire) -> R<Vec<m::LockInfo>> {
+        Ok(expect!(self.call(Request::LockAcquire(r))?, LocksAcquired)?.locks)
+    }
+
+    pub fn lock_release(&mut self, r: m::LockRelease) -> R<Vec<m::LockInfo>> {
+        Ok(expect!(self.call(Request::LockRelease(r))?, LocksReleased)?.locks)
+    }
+
+    pub fn lock_list(&mut self, r: m::LockList) -> R<m::LockListPage> {
+        expect!(self.call(Request::LockList(r))?, LockList)
+    }
+
+    /// Offer `objects`, then send each one the server lacks in pieces of at
+    /// most 4 MiB under `operation`'s upload pin. A reader is read only when
+    /// its object is missing; an object is held in memory while sent (at
+    /// most 16 MiB for a chunk).
+    pub fn upload_missing<Rd: Read>(
+        &mut self,
+        repo: &str,
+        workspace: WorkspaceId,
+        operation: OperationId,
+        objects: impl IntoIterator<Item = (ObjectId, Rd)>,
+    ) -> R<UploadReport> {
+        let objects: Vec<(ObjectId, Rd)> = objects.into_iter().collect();
+        let ids: Vec<ObjectId> = objects.iter().map(|(id, _)| *id).collect();
+        let missing: std::collections::HashSet<ObjectId> =
+            self.objects_missing(repo, &ids)?.into_iter().collect();
+        let mut report = UploadReport {
+            offered: objects.len(),
+            ..UploadReport::default()
+        };
+        let mut sent = std::collections::HashSet::new();
+        for (id, reader) in objects {
+            if !missing.contains(&id) || !sent.insert(id) {
+                continue;
+            }
+            let limit = max_object_bytes(id.kind);
+            let mut data = Vec::new();
+            reader
+                .take(limit + 1)
+                .read_to_end(&mut data)
+                .map_err(ClientError::io(format!("reading object {id}")))?;
+            if data.len() as u64 > limit {
+                return Err(ClientError::Server {
+                    code: ErrorCode::LimitExceeded,
+                    message: format!("object {id} is larger than {limit} bytes"),
+                    paths: Vec::new(),
+                });
+            }
+            self.put_object(repo, workspace, operation, id, &data)?;
+            report.sent += 1;
+            report.bytes += data.len() as u64;
+        }
+        Ok(report)
+    }
+
+    /// Send one whole object in pieces of at most 4 MiB.
+    pub fn put_object(
+        &mut self,
+        repo: &str,
+        workspace: WorkspaceId,
+        operation: OperationId,
+        id: ObjectId,
+        data: &[u8],
+    ) -> R<()> {
+        let total_len = data.len() as u64;
+        let mut offset = 0usize;
+        loop {
+            let end = (offset + MAX_OBJECT_DATA_PER_FRAME as usize).min(data.len());
+            let reply = self.object_put(m::ObjectPut {
+                repo: repo.into(),
+                operation,
+                workspace,
+                id,
+                total_len,
+                offset: offset as u64,
+                data: Bytes(data[offset..end].to_vec()),
+            })?;
+            if reply.complete {
+                return Ok(());
+            }
+            if reply.received != end as u64 || end == data.len() {
+                return Err(ClientError::Protocol(format!(
+                    "upload of {id}: the server reports {} bytes received after {end}",
+                    reply.received
+                )));
+            }
+            offset = end;
+        }
+    }
+
+    /// Download an object's payload, verifying its identity.
+    pub fn download(&mut self, repo: &str, id: ObjectId) -> R<Vec<u8>> {
+        let mut out = Vec::new();
+        self.download_to(repo, id, &mut out)?;
+        Ok(out)
+    }
+
+    /// Stream an object's payload into `out` in 4 MiB ranges, verifying
+    /// its identity at the end. On [`ClientError::Corrupt`] the bytes
+    /// already written must be discarded.
+    pub fn download_to(&mut self, repo: &str, id: ObjectId, out: &mut impl Write) -> R<u64> {
+        let mut hasher = scribe_format::id::IdentityHasher::new(id.kind);
+        let mut offset = 0u64;
+        let mut total = None;
+        loop {
+            let piece = self.object_get(m::ObjectGet {
+                repo: repo.into(),
+                id,
+                offset,
+                max_len: MAX_OBJECT_DATA_PER_FRAME,
+            })?;
+            let t = *total.get_or_insert(piece.total_len);
+            if piece.total_len != t || piece.offset != offset {
+                return Err(ClientError::Protocol(format!(
+                    "download of {id}: inconsistent ranges"
+                )));
+            }
+            if t > max_object_bytes(id.kind).max(1 << 40) {
+                return Err(ClientError::Protocol(format!("object {id} claims {t} bytes")));
+            }
+            hasher.update(&piece.data.0).map_err(|e| ClientError::Corrupt {
+                id,
+                detail: e.to_string(),
+            })?;
+            out.write_all(&piece.data.0)
+                .map_err(ClientError::io(format!("writing object {id}")))?;
+            offset += piece.data.0.len() as u64;
+            if offset >= t {
+                break;
+            }
+            if piece.data.0.is_empty() {
+                return Err(ClientError::Protocol(format!(
+                    "download of {id}: empty range before the end"
+                )));
+            }
+        }
+        let got = hasher.finish().map_err(|e| ClientError::Corrupt {
+            id,
+            detail: e.to_string(),
+        })?;
+        if got != id {
+            return Err(ClientError::Corrupt {
+                id,
+                detail: format!("the bytes hash to {got}"),
+            });
+        }
+        Ok(offset)
+    }
+}

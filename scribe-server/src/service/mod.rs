@@ -1,0 +1,207 @@
+//! The service: one [`Service`] per data root, shared by every transport.
+//!
+//! A transport decodes a [`Request`], hands it with the connection's
+//! [`Session`] to [`Service::handle`] on a blocking thread (never on the
+//! async reactor: every call may touch redb or the file system) and sends
+//! back the [`Response`]. The in-process transport calls the same function
+//! directly, so both transports answer exactly alike.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`dispatch`] | the one mapping from wire messages to `scribe-metadata` / `scribe-objects` |
+//! | [`stores`] | the object-store hooks metadata uses, backed by `scribe_objects::ObjectStore` |
+//! | [`pins`] | upload pins (atomic publication and upload lifecycle profile 1) |
+//! | [`upload`] | per-connection state of object uploads and downloads |
+
+pub mod dispatch;
+pub mod pins;
+pub mod stores;
+pub mod upload;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use scribe_format::wire::{ErrorReply, Request, Response};
+use scribe_format::ErrorCode;
+use scribe_metadata::{DataRoot, MetadataError};
+
+pub use stores::StoreRegistry;
+pub use upload::Session;
+
+/// Why a data root could not be served.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// Another process holds the data root's `LOCK`.
+    #[error("data root {} is in use by {}", path.display(), match pid { Some(p) => format!("PID {p}"), None => "another process".to_string() })]
+    InUse {
+        path: std::path::PathBuf,
+        pid: Option<u32>,
+    },
+    /// Any other refusal of the metadata layer.
+    #[error(transparent)]
+    Metadata(MetadataError),
+}
+
+impl OpenError {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            OpenError::InUse { .. } => ErrorCode::Busy,
+            OpenError::Metadata(e) => e.code(),
+        }
+    }
+}
+
+impl From<MetadataError> for OpenError {
+    fn from(e: MetadataError) -> Self {
+        match e {
+            MetadataError::DataRootLocked { path, pid } => OpenError::InUse { path, pid },
+            other => OpenError::Metadata(other),
+        }
+    }
+}
+
+/// The Scribe service over one owned data root.
+///
+/// Holding a `Service` holds the data root's `LOCK`; dropping the last
+/// `Arc<Service>` releases it.
+pub struct Service {
+    root: DataRoot,
+    stores: StoreRegistry,
+    started: Instant,
+    connections: AtomicU32,
+}
+
+impl Service {
+    /// Open (and own) the data root at `dir`, serving repositories through
+    /// `scribe_objects::ObjectStore`. Unfinished upload-pin cleanups are
+    /// resumed here.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Arc<Service>, OpenError> {
+        let mut root = DataRoot::open(dir)?;
+        Ok(Self::over(&mut root).map(|stores| {
+            Arc::new(Service {
+                root,
+                stores,
+                started: Instant::now(),
+                connections: AtomicU32::new(0),
+            })
+        })?)
+    }
+
+    /// Create a new data root at `dir` and serve it.
+    pub fn create(dir: impl AsRef<Path>) -> Result<Arc<Service>, OpenError> {
+        let mut root = DataRoot::create(dir)?;
+        let stores = Self::over(&mut root)?;
+        Ok(Arc::new(Service {
+            root,
+            stores,
+            started: Instant::now(),
+            connections: AtomicU32::new(0),
+        }))
+    }
+
+    fn over(root: &mut DataRoot) -> Result<StoreRegistry, MetadataError> {
+        let stores = StoreRegistry::default();
+        root.set_objects_factory(stores.factory());
+        // Resume pin cleanups queued by final outcomes before a stop.
+        for info in root.list_repositories()? {
+            let repo = root.open_repository(info.id)?;
+            pins::resume_cleanup(&repo)?;
+        }
+        Ok(stores)
+    }
+
+    /// The owned data root.
+    pub fn root(&self) -> &DataRoot {
+        &self.root
+    }
+
+    /// The object stores of opened repositories.
+    pub fn stores(&self) -> &StoreRegistry {
+        &self.stores
+    }
+
+    /// Time since the service opened.
+    pub fn uptime_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Connections currently served by transports.
+    pub fn connections(&self) -> u32 {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    /// Count a connection for as long as the guard lives.
+    pub fn connection_guard(self: &Arc<Self>) -> ConnectionGuard {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        ConnectionGuard(self.clone())
+    }
+
+    /// Answer one request. Blocking: call it from a blocking thread.
+    /// Failures become an error reply; nothing here panics on input.
+    pub fn handle(&self, session: &mut Session, request: Request) -> Response {
+        match dispatch::dispatch(self, session, request) {
+            Ok(r) => r,
+            Err(e) => Response::Error(e.into_reply()),
+        }
+    }
+}
+
+/// Keeps [`Service::connections`] counted while a connection is open.
+pub struct ConnectionGuard(Arc<Service>);
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A refusal or failure of one request, as the client will see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub code: ErrorCode,
+    pub message: String,
+    pub paths: Vec<String>,
+}
+
+impl Failure {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Failure {
+            code,
+            message: message.into(),
+            paths: Vec::new(),
+        }
+    }
+
+    pub fn into_reply(self) -> ErrorReply {
+        ErrorReply {
+            code: self.code.number(),
+            message: self.message,
+            paths: self.paths,
+        }
+    }
+}
+
+impl From<MetadataError> for Failure {
+    fn from(e: MetadataError) -> Self {
+        let message = match &e {
+            MetadataError::Refused { detail, .. } => detail.clone(),
+            other => other.to_string(),
+        };
+        Failure::new(e.code(), message)
+    }
+}
+
+impl From<scribe_objects::StoreError> for Failure {
+    fn from(e: scribe_objects::StoreError) -> Self {
+        Failure::new(stores::store_code(&e), e.to_string())
+    }
+}
+
+impl From<scribe_format::FormatError> for Failure {
+    fn from(e: scribe_format::FormatError) -> Self {
+        Failure::new(e.code(), e.to_string())
+    }
+}

@@ -1,0 +1,120 @@
+//! The object-store hooks of `scribe-metadata`, backed by
+//! `scribe_objects::ObjectStore` at `repos/<id>/objects/`.
+//!
+//! `DataRoot::create_repository` prepares `objects/` but does not create a
+//! store there yet; the factory creates one on first open when the
+//! directory holds no store descriptor (see `docs/server.md`).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use scribe_format::{ErrorCode, ObjectId, RepositoryId};
+use scribe_metadata::root::ObjectsFactory;
+use scribe_metadata::{CommitSink, MetadataError, ObjectPresence, Objects};
+use scribe_objects::{ObjectStore, StoreError, StoreOptions};
+
+/// The registry code of an object-store failure.
+pub fn store_code(e: &StoreError) -> ErrorCode {
+    match e {
+        StoreError::NotFound { .. } => ErrorCode::NotFound,
+        StoreError::InvalidInput { .. } => ErrorCode::Malformed,
+        StoreError::UnexpectedVersion { .. } => ErrorCode::UnsupportedVersion,
+        StoreError::UnsupportedFeature { .. } => ErrorCode::UnsupportedFeature,
+        StoreError::AlreadyExists { .. } => ErrorCode::AlreadyExists,
+        StoreError::CorruptObject { .. }
+        | StoreError::CorruptLocatorRow { .. }
+        | StoreError::CorruptPack { .. }
+        | StoreError::CorruptLoose { .. }
+        | StoreError::CorruptManifest { .. } => ErrorCode::Corrupt,
+        _ => ErrorCode::Internal,
+    }
+}
+
+fn objects_err(e: StoreError) -> MetadataError {
+    MetadataError::Objects(e.to_string())
+}
+
+/// Metadata's view of one repository's store.
+pub struct StoreHooks(pub Arc<ObjectStore>);
+
+impl ObjectPresence for StoreHooks {
+    fn contains(&self, id: &ObjectId) -> scribe_metadata::Result<bool> {
+        self.0.contains(id).map_err(objects_err)
+    }
+
+    fn missing(&self, ids: &[ObjectId]) -> scribe_metadata::Result<Vec<ObjectId>> {
+        self.0.missing(ids).map_err(objects_err)
+    }
+}
+
+impl CommitSink for StoreHooks {
+    fn publish_commit(&self, id: &ObjectId, envelope: &[u8]) -> scribe_metadata::Result<()> {
+        let computed = scribe_format::id::object_identity(id.kind, envelope)
+            .map_err(|e| MetadataError::Objects(format!("commit {id}: {e}")))?;
+        if &computed != id {
+            return Err(MetadataError::Objects(format!(
+                "commit envelope hashes to {computed}, not {id}"
+            )));
+        }
+        let batch = self.0.batch();
+        batch.put_with_id(*id, envelope).map_err(objects_err)?;
+        batch.commit().map_err(objects_err)?;
+        Ok(())
+    }
+
+    fn read_commit(&self, id: &ObjectId) -> scribe_metadata::Result<Option<Vec<u8>>> {
+        match self.0.get(id) {
+            Ok(b) => Ok(Some(b)),
+            Err(StoreError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(objects_err(e)),
+        }
+    }
+}
+
+/// Open (creating when absent) the store at `dir`.
+pub fn open_or_create(dir: &Path) -> Result<ObjectStore, StoreError> {
+    if dir.join("SCRIBE_FORMAT").exists() {
+        return ObjectStore::open(dir);
+    }
+    // The metadata layer's interim layout leaves an empty `interim/`.
+    let interim = dir.join("interim");
+    if interim.is_dir() {
+        let _ = std::fs::remove_dir(&interim);
+    }
+    ObjectStore::create(dir, StoreOptions::default())
+}
+
+/// Every opened repository's store, shared by metadata's hooks and the
+/// object-transfer operations.
+#[derive(Clone, Default)]
+pub struct StoreRegistry {
+    map: Arc<Mutex<HashMap<RepositoryId, Arc<ObjectStore>>>>,
+}
+
+impl StoreRegistry {
+    /// The factory handed to `DataRoot::set_objects_factory`.
+    pub fn factory(&self) -> Box<ObjectsFactory> {
+        let map = self.map.clone();
+        Box::new(move |dir: &Path, id: RepositoryId| -> scribe_metadata::Result<Objects> {
+            let mut m = map
+                .lock()
+                .map_err(|_| MetadataError::Objects("store registry poisoned".into()))?;
+            let store = match m.get(&id) {
+                Some(s) => s.clone(),
+                None => {
+                    let s = Arc::new(open_or_create(dir).map_err(objects_err)?);
+                    m.insert(id, s.clone());
+                    s
+                }
+            };
+            let hooks: Objects = Arc::new(StoreHooks(store));
+            Ok(hooks)
+        })
+    }
+
+    /// The store of an opened repository.
+    pub fn get(&self, id: &RepositoryId) -> Option<Arc<ObjectStore>> {
+        self.map.lock().ok()?.get(id).cloned()
+    }
+}

@@ -1,0 +1,58 @@
+//! Per-connection transfer state.
+//!
+//! A connection uploads one object at a time: pieces arrive in order into a
+//! buffer bounded by the object's declared length (itself bounded by
+//! [`max_object_bytes`]); a piece for another object at offset 0 replaces
+//! an unfinished one. Downloads keep the last verified object so reading
+//! it in 4 MiB ranges verifies it once.
+
+use std::sync::Arc;
+
+use scribe_format::limits::MAX_CHUNK_BYTES;
+use scribe_format::{ObjectId, ObjectKind, OperationId, RepositoryId};
+
+/// Largest non-chunk object (manifest, change set) accepted by upload.
+pub const MAX_STRUCTURED_OBJECT_BYTES: u64 = 64 << 20;
+
+/// The largest payload an upload of `kind` may declare.
+pub fn max_object_bytes(kind: ObjectKind) -> u64 {
+    match kind {
+        ObjectKind::Chunk => u64::from(MAX_CHUNK_BYTES),
+        _ => MAX_STRUCTURED_OBJECT_BYTES,
+    }
+}
+
+/// An object being received.
+pub(crate) struct Partial {
+    pub repo: RepositoryId,
+    pub operation: OperationId,
+    pub id: ObjectId,
+    pub total_len: u64,
+    pub data: Vec<u8>,
+}
+
+/// The last object read for download.
+pub(crate) struct Cached {
+    pub repo: RepositoryId,
+    pub id: ObjectId,
+    pub data: Arc<Vec<u8>>,
+}
+
+/// What the service remembers about one connection.
+#[derive(Default)]
+pub struct Session {
+    pub(crate) upload: Option<Partial>,
+    pub(crate) download: Option<Cached>,
+}
+
+impl Session {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bytes buffered for this connection (bounded by one object each way).
+    pub fn buffered_bytes(&self) -> usize {
+        self.upload.as_ref().map_or(0, |p| p.data.capacity())
+            + self.download.as_ref().map_or(0, |c| c.data.len())
+    }
+}

@@ -1,0 +1,180 @@
+//! The connection protocol over any byte stream (TCP or TLS): the 32-byte
+//! handshake, then one request frame and one reply frame at a time.
+//!
+//! Fail closed: a hello that is not one is answered with status 3, an
+//! unknown handshake version or schema with status 1 or 2, and the
+//! connection closes. After the handshake a frame whose length word is
+//! beyond [`MAX_FRAME_BYTES`] is refused before any of its body is read
+//! (`limit_exceeded`); a body that does not decode, an unknown opcode or
+//! trailing bytes get `malformed`; either error reply is followed by the
+//! close. Every read and write has a timeout, so a slow or dead peer only
+//! holds its own connection; each connection buffers at most one frame
+//! each way plus its session's one object.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use scribe_format::wire::frame::check_frame_len;
+use scribe_format::wire::handshake::{HandshakeStatus, FLAG_LZ4, HANDSHAKE_LEN};
+use scribe_format::wire::{
+    decode_request, response_frame, Answer, ErrorReply, Hello, Response, MAX_FRAME_BYTES,
+};
+use scribe_format::ErrorCode;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
+use tokio::time::timeout;
+
+use crate::service::{Service, Session};
+
+/// Timeouts of one connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// For the 32-byte hello (the wire format fixes 10 s).
+    pub handshake: Duration,
+    /// Between requests; an idle connection is closed after this.
+    pub idle: Duration,
+    /// For the rest of a frame once its length word has arrived.
+    pub frame: Duration,
+    /// For writing one reply.
+    pub write: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            handshake: Duration::from_secs(10),
+            idle: Duration::from_secs(600),
+            frame: Duration::from_secs(60),
+            write: Duration::from_secs(60),
+        }
+    }
+}
+
+/// How a connection ended (logged by the listener).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The peer closed between requests.
+    Closed,
+    /// The server is shutting down.
+    Shutdown,
+    /// The handshake was refused with this status.
+    Refused(HandshakeStatus),
+    /// A frame was refused; an error reply was sent.
+    BadFrame(String),
+    /// A read or write timed out or failed.
+    Io(String),
+}
+
+async fn write_all<S: AsyncWrite + Unpin>(s: &mut S, bytes: &[u8], t: Duration) -> Result<(), Ended> {
+    match timeout(t, async {
+        s.write_all(bytes).await?;
+        s.flush().await
+    })
+    .await
+    {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Ended::Io(e.to_string())),
+        Err(_) => Err(Ended::Io("write timed out".into())),
+    }
+}
+
+async fn refuse<S: AsyncWrite + Unpin>(s: &mut S, code: ErrorCode, message: String, lz4: bool, t: Duration) -> Ended {
+    let frame = response_frame(&Response::Error(ErrorReply::new(code, message.clone())), lz4);
+    let _ = write_all(s, &frame, t).await;
+    let _ = s.shutdown().await;
+    Ended::BadFrame(message)
+}
+
+/// Serve one connection until it ends. `shutdown` turning true closes it
+/// between requests; a request already being handled finishes first.
+pub async fn serve_connection<S>(
+    mut stream: S,
+    service: Arc<Service>,
+    timeouts: Timeouts,
+    mut shutdown: watch::Receiver<bool>,
+) -> Ended
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let _guard = service.connection_guard();
+    let mut hello = [0u8; HANDSHAKE_LEN];
+    match timeout(timeouts.handshake, stream.read_exact(&mut hello)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Ended::Io(format!("reading the hello: {e}")),
+        Err(_) => return Ended::Io("no hello within the handshake timeout".into()),
+    }
+    let answer = match Hello::decode(&hello) {
+        Ok(h) => h.answer(),
+        Err(_) => Answer::malformed(),
+    };
+    if let Err(e) = write_all(&mut stream, &answer.encode(), timeouts.write).await {
+        return e;
+    }
+    if answer.status != HandshakeStatus::Accepted {
+        let _ = stream.shutdown().await;
+        return Ended::Refused(answer.status);
+    }
+    let lz4 = answer.flags & FLAG_LZ4 != 0;
+    let mut session = Some(Session::new());
+    loop {
+        if *shutdown.borrow() {
+            return Ended::Shutdown;
+        }
+        let mut len_word = [0u8; 4];
+        tokio::select! {
+            _ = shutdown.changed() => return Ended::Shutdown,
+            r = timeout(timeouts.idle, stream.read_exact(&mut len_word)) => match r {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ended::Closed,
+                Ok(Err(e)) => return Ended::Io(e.to_string()),
+                Err(_) => return Ended::Io("idle timeout".into()),
+            },
+        }
+        let len = match check_frame_len(len_word) {
+            Ok(len) => len,
+            Err(e) => {
+                let code = if u32::from_le_bytes(len_word) > MAX_FRAME_BYTES {
+                    ErrorCode::LimitExceeded
+                } else {
+                    ErrorCode::Malformed
+                };
+                return refuse(&mut stream, code, format!("frame refused: {e}"), lz4, timeouts.write).await;
+            }
+        };
+        let mut body = vec![0u8; len];
+        match timeout(timeouts.frame, stream.read_exact(&mut body)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Ended::Io(format!("frame of {len} bytes cut short: {e}")),
+            Err(_) => return Ended::Io("frame body timed out".into()),
+        }
+        let request = match decode_request(&body, lz4) {
+            Ok(r) => r,
+            Err(e) => {
+                return refuse(&mut stream, ErrorCode::Malformed, format!("malformed request: {e}"), lz4, timeouts.write)
+                    .await
+            }
+        };
+        drop(body);
+        let svc = service.clone();
+        let mut s = session.take().unwrap_or_default();
+        let joined = tokio::task::spawn_blocking(move || {
+            let reply = svc.handle(&mut s, request);
+            (s, reply)
+        })
+        .await;
+        let reply = match joined {
+            Ok((s, reply)) => {
+                session = Some(s);
+                reply
+            }
+            Err(e) => {
+                session = Some(Session::new());
+                Response::Error(ErrorReply::new(ErrorCode::Internal, format!("request failed: {e}")))
+            }
+        };
+        let frame = response_frame(&reply, lz4);
+        if let Err(e) = write_all(&mut stream, &frame, timeouts.write).await {
+            return e;
+        }
+    }
+}
