@@ -34,6 +34,8 @@ pub struct Repository {
     pub(crate) objects: Objects,
     /// Fault-injection hook of streamed preparation.
     pub(crate) stage_hook: Mutex<Option<Box<crate::stream::StageHook>>>,
+    /// Benchmarks only: see [`Repository::set_benchmark_skip_fsync`].
+    pub(crate) skip_fsync: std::sync::atomic::AtomicBool,
 }
 
 fn expected_repo_values(id: &RepositoryId) -> [(&'static str, String); 4] {
@@ -169,6 +171,7 @@ impl Repository {
             turn: Mutex::new(()),
             objects,
             stage_hook: Mutex::new(None),
+            skip_fsync: std::sync::atomic::AtomicBool::new(false),
         };
         repo.recover_submissions()?;
         Ok(repo)

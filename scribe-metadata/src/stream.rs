@@ -379,6 +379,17 @@ impl Repository {
                 None => false,
             }
         };
+        if accepted {
+            // The inventory holds only this preparation's rows: discard it
+            // whole in one transaction; the accepted rows stay.
+            let mut wtx = self.db.begin_write()?;
+            wtx.set_durability(Durability::Immediate)?;
+            wtx.delete_table(tables::SUBMIT_STAGE)?;
+            wtx.open_table(tables::SUBMIT_STAGE)?;
+            wtx.open_table(tables::META)?.remove(meta::PENDING_SUBMIT)?;
+            wtx.commit()?;
+            return Ok(());
+        }
         loop {
             let mut wtx = self.db.begin_write()?;
             wtx.set_durability(Durability::Immediate)?;

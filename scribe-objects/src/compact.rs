@@ -30,7 +30,7 @@ use scribe_format::ObjectId;
 use crate::error::{db_err, io_err, Result, StoreError};
 use crate::layout::{self, sync_dir};
 use crate::locator::Location;
-use crate::store::{ObjectStore, StoreOptions};
+use crate::store::ObjectStore;
 
 /// Marker magic.
 pub const MARKER_MAGIC: [u8; 8] = *b"SCRGC1\0\0";
@@ -336,6 +336,7 @@ fn full(
     remove_file_if_exists(&p.index)?;
     let source = ObjectStore::open(&p.store)?;
     let target = ObjectStore::create(&p.compacting, source.options())?;
+    keep_descriptor_keys(&source, &p.compacting)?;
     let mut report = CompactReport::default();
     let mut pending: Vec<ObjectId> = Vec::with_capacity(COPY_BATCH);
     let mut batches = 0u64;
@@ -577,8 +578,19 @@ fn incremental(
         rewritten_packs: rewrite.len() as u64,
         ..CompactReport::default()
     };
+    if p.compacting.exists() && !p.compacting.join(layout::DESCRIPTOR).exists() {
+        // Creation was interrupted (the descriptor is written last).
+        if st.seeded {
+            return Err(refused(format!(
+                "{} lost its descriptor",
+                p.compacting.display()
+            )));
+        }
+        remove_dir_if_exists(&p.compacting)?;
+    }
     if !p.compacting.exists() {
         ObjectStore::create_with_first_pack(&p.compacting, source.options(), last_pack + 1)?;
+        keep_descriptor_keys(&source, &p.compacting)?;
     }
     let target = ObjectStore::open(&p.compacting)?;
     // Seed: hard-link unselected packs and live loose files, index the
@@ -699,6 +711,15 @@ fn incremental(
     Ok(report)
 }
 
+/// Carry unknown descriptor keys of the source over to the replacement.
+fn keep_descriptor_keys(source: &ObjectStore, target: &Path) -> Result<()> {
+    let d = crate::descriptor_bytes::read(&source.dir.join(layout::DESCRIPTOR))?;
+    if d.extra.is_empty() {
+        return Ok(());
+    }
+    crate::store::write_descriptor(target, &d)
+}
+
 impl ObjectStore {
     /// Insert locator rows for bytes already durable in this store (links).
     pub(crate) fn insert_rows(&self, rows: &[(ObjectId, Location)]) -> Result<()> {
@@ -708,9 +729,4 @@ impl ObjectStore {
         let w = self.lock_writer();
         self.commit_rows(&w, rows, false)
     }
-}
-
-#[allow(dead_code)]
-fn options_of(s: &ObjectStore) -> StoreOptions {
-    s.options()
 }

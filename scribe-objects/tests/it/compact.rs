@@ -70,6 +70,9 @@ fn check_result(t: &TestStore, live: &[(ObjectId, Vec<u8>)], dead: &[ObjectId]) 
 #[test]
 fn full_compaction_retains_exactly_the_live_set() {
     let (t, live, dead) = populated(small_packs(), 300);
+    let d = t.dir.join("SCRIBE_FORMAT");
+    let text = std::fs::read_to_string(&d).unwrap();
+    std::fs::write(&d, format!("{text}future-key = kept\n")).unwrap();
     let before = std::fs::read_dir(t.dir.join("packs")).unwrap().count();
     let report = compact(
         &t.dir,
@@ -81,6 +84,9 @@ fn full_compaction_retains_exactly_the_live_set() {
     assert_eq!(report.retained_objects, live.len() as u64);
     assert!(std::fs::read_dir(t.dir.join("packs")).unwrap().count() < before);
     check_result(&t, &live, &dead);
+    assert!(std::fs::read_to_string(&d)
+        .unwrap()
+        .ends_with("future-key = kept\n"));
 }
 
 #[test]
