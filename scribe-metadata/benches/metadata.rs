@@ -17,7 +17,12 @@ fn peak_rss_mib() -> f64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     for line in s.lines() {
         if let Some(v) = line.strip_prefix("VmHWM:") {
-            let kb: f64 = v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0.0);
+            let kb: f64 = v
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .unwrap_or(0.0);
             return kb / 1024.0;
         }
     }
@@ -27,8 +32,18 @@ fn peak_rss_mib() -> f64 {
 /// User + system CPU seconds of this process so far.
 fn cpu_s() -> f64 {
     let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = s.rsplit(')').next().unwrap_or("").split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let fields: Vec<&str> = s
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     (ticks(11) + ticks(12)) / 100.0
 }
 
@@ -54,10 +69,18 @@ fn state(objects: &MemoryObjects, i: u64) -> FileState {
 }
 
 fn path(i: u64) -> String {
-    format!("assets/d{:03}/s{:02}/file{i:07}.bin", i % 100, (i / 100) % 10)
+    format!(
+        "assets/d{:03}/s{:02}/file{i:07}.bin",
+        i % 100,
+        (i / 100) % 10
+    )
 }
 
-fn submission(objects: &MemoryObjects, main: scribe_format::BranchId, entries: Vec<Entry>) -> Submission {
+fn submission(
+    objects: &MemoryObjects,
+    main: scribe_format::BranchId,
+    entries: Vec<Entry>,
+) -> Submission {
     let cs = ChangeSet::new(entries);
     let id = cs.id();
     objects.insert(ObjectId::change_set(id), Vec::new());
@@ -98,10 +121,15 @@ fn main() {
     let repo = root.open_repository(id).expect("open");
     let main = repo.main_branch();
 
-    let mut entries: Vec<Entry> = (0..n).map(|i| Entry::add(path(i), state(&objects, i))).collect();
+    let mut entries: Vec<Entry> = (0..n)
+        .map(|i| Entry::add(path(i), state(&objects, i)))
+        .collect();
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     let s = submission(&objects, main, entries);
-    println!("built {n}-entry change set; peak RSS so far {:.0} MiB", peak_rss_mib());
+    println!(
+        "built {n}-entry change set; peak RSS so far {:.0} MiB",
+        peak_rss_mib()
+    );
     let t = Instant::now();
     let cpu0 = cpu_s();
     let c1 = change(&repo.submit(s).expect("submit"));
@@ -131,7 +159,15 @@ fn main() {
         for k in 0..count {
             let i = next() % n;
             let base = bases[&i];
-            let s = submission(&objects, main, vec![Entry::edit(path(i), base, state(&objects, n + k as u64 + i))]);
+            let s = submission(
+                &objects,
+                main,
+                vec![Entry::edit(
+                    path(i),
+                    base,
+                    state(&objects, n + k as u64 + i),
+                )],
+            );
             let t = Instant::now();
             let c = change(&repo.submit(s).expect("submit"));
             times.push(t.elapsed());
@@ -188,7 +224,9 @@ fn main() {
         l1.push(t.elapsed());
         assert_eq!(p.entries.len(), 10);
         let t = Instant::now();
-        let p = view.list(main, head, &format!("{d}/s03"), false, None, 1000).expect("list");
+        let p = view
+            .list(main, head, &format!("{d}/s03"), false, None, 1000)
+            .expect("list");
         l2.push(t.elapsed());
         assert_eq!(p.entries.len(), 100);
         let t = Instant::now();
@@ -209,7 +247,9 @@ fn main() {
     for _ in 0..100 {
         let mut v = repo.view().expect("view");
         let t = Instant::now();
-        let p = v.delta(main, head - 100, head, None, 10_000).expect("delta");
+        let p = v
+            .delta(main, head - 100, head, None, 10_000)
+            .expect("delta");
         d.push(t.elapsed());
         count = p.entries.len();
     }

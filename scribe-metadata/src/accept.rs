@@ -165,10 +165,16 @@ pub(crate) fn check_shape(s: &Submission) -> Option<Reject> {
         ));
     }
     if s.author.len() > MAX_AUTHOR_BYTES {
-        return Some(Reject::new(ErrorCode::LimitExceeded, "author is longer than 256 bytes"));
+        return Some(Reject::new(
+            ErrorCode::LimitExceeded,
+            "author is longer than 256 bytes",
+        ));
     }
     if s.message.len() > MAX_MESSAGE_BYTES {
-        return Some(Reject::new(ErrorCode::LimitExceeded, "message is longer than 65,536 bytes"));
+        return Some(Reject::new(
+            ErrorCode::LimitExceeded,
+            "message is longer than 65,536 bytes",
+        ));
     }
     if entries.is_empty() {
         return Some(Reject::new(
@@ -197,22 +203,28 @@ pub(crate) fn check_shape(s: &Submission) -> Option<Reject> {
         }
     }
     if !bad_paths.is_empty() {
-        return Some(Reject::with_paths(ErrorCode::InvalidPath, "paths are not canonical", bad_paths));
+        return Some(Reject::with_paths(
+            ErrorCode::InvalidPath,
+            "paths are not canonical",
+            bad_paths,
+        ));
     }
     let malformed = |why: &str, p: &str| {
-        Some(Reject::with_paths(ErrorCode::Malformed, why.to_owned(), vec![p.to_owned()]))
+        Some(Reject::with_paths(
+            ErrorCode::Malformed,
+            why.to_owned(),
+            vec![p.to_owned()],
+        ))
     };
     for e in entries {
         let ok = match e.action {
             Action::Add => e.expected_base == 0 && e.state.is_some(),
             Action::Edit => e.expected_base != 0 && e.state.is_some() && e.moved_from.is_none(),
             Action::Delete => e.expected_base != 0 && e.state.is_none() && e.moved_from.is_none(),
-            Action::Keep => {
-                return malformed(
-                    "a keep is legal only in a submission with a merge parent or cherry-pick source",
-                    &e.path,
-                )
-            }
+            Action::Keep => return malformed(
+                "a keep is legal only in a submission with a merge parent or cherry-pick source",
+                &e.path,
+            ),
         };
         if !ok {
             return malformed(
@@ -227,7 +239,10 @@ pub(crate) fn check_shape(s: &Submission) -> Option<Reject> {
     for e in entries {
         if let Some(m) = &e.moved_from {
             if m.change == 0 || m.path == e.path {
-                return malformed("a move source names a nonzero change and another path", &e.path);
+                return malformed(
+                    "a move source names a nonzero change and another path",
+                    &e.path,
+                );
             }
             let paired = find(entries, &m.path)
                 .is_some_and(|d| d.action == Action::Delete && d.expected_base == m.change);
@@ -584,7 +599,10 @@ pub(crate) fn produce<K: Sink>(
 
     // Exact tree: entries are already sorted by path bytes.
     let mut exact = base_root.exact;
-    let counted: Vec<&Entry> = entries.iter().filter(|e| e.action != Action::Keep).collect();
+    let counted: Vec<&Entry> = entries
+        .iter()
+        .filter(|e| e.action != Action::Keep)
+        .collect();
     for chunk in counted.chunks(BATCH) {
         let edits: Vec<(Vec<u8>, NodeValue)> = chunk
             .iter()
@@ -731,7 +749,11 @@ pub(crate) fn write_ledger(tx: &mut Tx<'_>, l: &Ledger<'_>) -> Result<()> {
         message: s.message.clone(),
         cherry_pick: None,
     };
-    if tx.commits.insert(l.change, record.encode().as_slice())?.is_some() {
+    if tx
+        .commits
+        .insert(l.change, record.encode().as_slice())?
+        .is_some()
+    {
         return Err(MetadataError::Gate(format!("change {} exists", l.change)));
     }
     tx.roots.insert(
@@ -747,7 +769,8 @@ pub(crate) fn write_ledger(tx: &mut Tx<'_>, l: &Ledger<'_>) -> Result<()> {
         .checked_sub(l.old_root.exact.live)
         .ok_or_else(|| MetadataError::corrupt("snapshot-live is below a branch's live count"))?
         + l.root.exact.live;
-    tx.meta.insert(meta::SNAPSHOT_LIVE, live.to_le_bytes().as_slice())?;
+    tx.meta
+        .insert(meta::SNAPSHOT_LIVE, live.to_le_bytes().as_slice())?;
     if !l.releases.is_empty() {
         for (p, rec) in l.releases {
             tx.locks.remove(p.as_str())?;
@@ -755,7 +778,8 @@ pub(crate) fn write_ledger(tx: &mut Tx<'_>, l: &Ledger<'_>) -> Result<()> {
                 .remove(keys::ws_lock_index(&rec.workspace.0, p).as_slice())?;
         }
         let epoch = tx.meta_u64(meta::LOCK_EPOCH)? + 1;
-        tx.meta.insert(meta::LOCK_EPOCH, epoch.to_le_bytes().as_slice())?;
+        tx.meta
+            .insert(meta::LOCK_EPOCH, epoch.to_le_bytes().as_slice())?;
     }
     let op = OperationRecord {
         fingerprint: l.fingerprint,
@@ -764,7 +788,8 @@ pub(crate) fn write_ledger(tx: &mut Tx<'_>, l: &Ledger<'_>) -> Result<()> {
         detail: String::new(),
         recorded_ms: now_ms(),
     };
-    tx.operations.insert(s.operation.0, op.encode().as_slice())?;
+    tx.operations
+        .insert(s.operation.0, op.encode().as_slice())?;
     Ok(())
 }
 
@@ -799,7 +824,8 @@ impl Repository {
     /// per-operation cost can be reported apart from the device's flush
     /// latency. Never enabled by the service.
     pub fn set_benchmark_skip_fsync(&self, skip: bool) {
-        self.skip_fsync.store(skip, std::sync::atomic::Ordering::Relaxed);
+        self.skip_fsync
+            .store(skip, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn acceptance_durability(&self) -> redb::Durability {
@@ -823,7 +849,11 @@ impl Repository {
     }
 
     /// The recorded outcome of `op`, if any, checked against `fingerprint`.
-    pub(crate) fn replay(&self, op: &OperationId, fingerprint: &[u8; 32]) -> Result<Option<Outcome>> {
+    pub(crate) fn replay(
+        &self,
+        op: &OperationId,
+        fingerprint: &[u8; 32],
+    ) -> Result<Option<Outcome>> {
         let tx = self.db.begin_read()?;
         let ops = tx.open_table(tables::OPERATIONS)?;
         let Some(row) = ops.get(op.0)? else {
@@ -839,9 +869,9 @@ impl Repository {
         }
         let commits = tx.open_table(tables::COMMITS)?;
         outcome_of_record(&rec, |c| {
-            let row = commits
-                .get(c)?
-                .ok_or_else(|| MetadataError::corrupt(format!("operation names absent change {c}")))?;
+            let row = commits.get(c)?.ok_or_else(|| {
+                MetadataError::corrupt(format!("operation names absent change {c}"))
+            })?;
             Ok(CommitRecord::decode(row.value())?.commit_id)
         })
         .map(Some)
@@ -863,7 +893,11 @@ impl Repository {
         }
         let missing = self.objects.missing(&ids)?;
         if !missing.is_empty() {
-            let named: Vec<String> = missing.iter().take(MAX_REJECT_PATHS).map(|m| m.to_string()).collect();
+            let named: Vec<String> = missing
+                .iter()
+                .take(MAX_REJECT_PATHS)
+                .map(|m| m.to_string())
+                .collect();
             return Ok(Some(Reject::new(
                 ErrorCode::MissingObjects,
                 format!("{} objects are missing: {}", missing.len(), named.join(" ")),
@@ -899,7 +933,7 @@ impl Repository {
         let mut pending: Vec<(&Submission, [u8; 32], Option<Reject>)> = Vec::new();
         let mut rows = 0usize;
         let flush = |pending: &mut Vec<(&Submission, [u8; 32], Option<Reject>)>,
-                         out: &mut Vec<Outcome>|
+                     out: &mut Vec<Outcome>|
          -> Result<()> {
             if pending.is_empty() {
                 return Ok(());
@@ -938,7 +972,10 @@ impl Repository {
     }
 
     /// One Immediate transaction for `members`, under the publication gate.
-    pub(crate) fn accept_group(&self, members: &[(&Submission, [u8; 32], Option<Reject>)]) -> Result<Vec<Outcome>> {
+    pub(crate) fn accept_group(
+        &self,
+        members: &[(&Submission, [u8; 32], Option<Reject>)],
+    ) -> Result<Vec<Outcome>> {
         let _gate = self
             .gate
             .lock()
@@ -958,7 +995,10 @@ impl Repository {
                     if &rec.fingerprint != fp {
                         outcomes.push(Outcome::Rejected {
                             code: ErrorCode::OperationIntentMismatch,
-                            detail: format!("operation {} was used before with another intent", s.operation),
+                            detail: format!(
+                                "operation {} was used before with another intent",
+                                s.operation
+                            ),
                             paths: Vec::new(),
                         });
                     } else {
@@ -1009,7 +1049,10 @@ impl Repository {
         fingerprint: [u8; 32],
     ) -> Result<std::result::Result<(u64, CommitId, Vec<u8>), Reject>> {
         let Some(branch_head) = tx.heads.get(s.branch.0)?.map(|g| g.value()) else {
-            return Ok(Err(Reject::new(ErrorCode::NotFound, format!("no branch {}", s.branch))));
+            return Ok(Err(Reject::new(
+                ErrorCode::NotFound,
+                format!("no branch {}", s.branch),
+            )));
         };
         let rm = tx.repo_meta()?;
         let change = rm.head + 1;
@@ -1022,17 +1065,23 @@ impl Repository {
                 .ok_or_else(|| MetadataError::corrupt("branch has no root"))??;
             RootRow::decode(row.1.value())?
         };
-        let releases = match validate_state(s, &tx.nodes, &tx.locks, &tx.ws_state, &tx.commits, base_root)? {
+        let releases = match validate_state(
+            s,
+            &tx.nodes,
+            &tx.locks,
+            &tx.ws_state,
+            &tx.commits,
+            base_root,
+        )? {
             Ok(r) => r,
             Err(r) => return Ok(Err(r)),
         };
         let parent_commit = if branch_head == 0 {
             None
         } else {
-            let row = tx
-                .commits
-                .get(branch_head)?
-                .ok_or_else(|| MetadataError::corrupt(format!("no commit at head {branch_head}")))?;
+            let row = tx.commits.get(branch_head)?.ok_or_else(|| {
+                MetadataError::corrupt(format!("no commit at head {branch_head}"))
+            })?;
             Some(CommitRecord::decode(row.value())?.commit_id)
         };
         let next_page = tx.nodes.last()?.map(|(k, _)| k.value()).unwrap_or(0);
@@ -1057,4 +1106,3 @@ impl Repository {
         Ok(Ok((change, commit_id, bytes)))
     }
 }
-

@@ -40,7 +40,12 @@ pub fn write(d: &Descriptor, dir: &Path) -> Result<()> {
 
 /// Refuse a kind other than `kind`, a value other than each expected one
 /// (naming `scribe-server migrate`), and unknown required features.
-pub fn check(d: &Descriptor, dir: &Path, kind: Kind, expect: &[(&'static str, &str)]) -> Result<()> {
+pub fn check(
+    d: &Descriptor,
+    dir: &Path,
+    kind: Kind,
+    expect: &[(&'static str, &str)],
+) -> Result<()> {
     let path = dir.join(FILE);
     if d.kind() != kind {
         return Err(MetadataError::VersionMismatch {

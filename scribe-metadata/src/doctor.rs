@@ -118,18 +118,27 @@ impl Repository {
             let bytes = match self.objects.read_commit(&ObjectId::commit(rec.commit_id))? {
                 Some(b) => b,
                 None => {
-                    rep.add("commit.envelope-missing", format!("change {change} {}", rec.commit_id));
+                    rep.add(
+                        "commit.envelope-missing",
+                        format!("change {change} {}", rec.commit_id),
+                    );
                     continue;
                 }
             };
             if commit_id(&bytes) != Some(rec.commit_id) {
                 rep.add(
                     "commit.envelope-identity",
-                    format!("change {change}: envelope does not hash to {}", rec.commit_id),
+                    format!(
+                        "change {change}: envelope does not hash to {}",
+                        rec.commit_id
+                    ),
                 );
             }
             let Some(links) = envelope_links(&bytes) else {
-                rep.add("commit.envelope-fields", format!("change {change}: envelope does not decode"));
+                rep.add(
+                    "commit.envelope-fields",
+                    format!("change {change}: envelope does not decode"),
+                );
                 continue;
             };
             if links.change != change
@@ -137,7 +146,10 @@ impl Repository {
                 || links.branch != rec.branch
                 || links.change_set != rec.change_set
             {
-                rep.add("commit.envelope-fields", format!("change {change}: envelope disagrees with its index row"));
+                rep.add(
+                    "commit.envelope-fields",
+                    format!("change {change}: envelope disagrees with its index row"),
+                );
             }
             let want_parent = if rec.parent == 0 {
                 None
@@ -155,7 +167,9 @@ impl Repository {
                 Some(v) => match RootRow::decode(v.value()) {
                     Err(e) => rep.add("snapshot.root-row", format!("change {change}: {e}")),
                     Ok(r) => {
-                        if r.exact.content != links.content_root || r.exact.revision != links.revision_root {
+                        if r.exact.content != links.content_root
+                            || r.exact.revision != links.revision_root
+                        {
                             rep.add(
                                 "snapshot.root-provenance",
                                 format!("change {change}: envelope roots differ from the stored root row"),
@@ -183,8 +197,10 @@ impl Repository {
                 Err(e) => rep.add("snapshot.root-row", format!("change {c}: {e}")),
             }
         }
-        let root_map: HashMap<(BranchId, u64), RootRow> =
-            branch_roots.iter().map(|(b, c, r)| ((*b, *c), *r)).collect();
+        let root_map: HashMap<(BranchId, u64), RootRow> = branch_roots
+            .iter()
+            .map(|(b, c, r)| ((*b, *c), *r))
+            .collect();
         let mut visited: HashSet<u64> = HashSet::new();
         for (_, c, r) in &branch_roots {
             for (link, exact) in [(&r.exact, true), (&r.collision, false)] {
@@ -209,7 +225,10 @@ impl Repository {
                 continue;
             };
             total_live += r.exact.live;
-            let mut src = CachedPages { table: &nodes, cache: &mut cache };
+            let mut src = CachedPages {
+                table: &nodes,
+                cache: &mut cache,
+            };
             let exact = crate::tree::collect_all(&mut src, &r.exact);
             let fold = crate::tree::collect_all(&mut src, &r.collision);
             if let (Ok(exact), Ok(fold)) = (exact, fold) {
@@ -226,7 +245,11 @@ impl Repository {
                 if want != have || want.len() as u64 != r.exact.live {
                     rep.add(
                         "snapshot.collision-state",
-                        format!("branch {branch}: {} live collision keys, {} expected", have.len(), want.len()),
+                        format!(
+                            "branch {branch}: {} live collision keys, {} expected",
+                            have.len(),
+                            want.len()
+                        ),
                     );
                 }
             }
@@ -236,7 +259,10 @@ impl Repository {
             None => u64::MAX,
         };
         if stored_live != total_live {
-            rep.add("meta.snapshot-live", format!("stored {stored_live}, branch heads hold {total_live}"));
+            rep.add(
+                "meta.snapshot-live",
+                format!("stored {stored_live}, branch heads hold {total_live}"),
+            );
         }
 
         // ---- history, change paths, trees, moves, lineage, witnesses.
@@ -258,7 +284,10 @@ impl Repository {
             let rec = match HistoryRecord::decode(v.value()) {
                 Ok(r) if r.change == change => r,
                 Ok(_) => {
-                    rep.add("history.record", format!("{p}@{change}: change field differs from key"));
+                    rep.add(
+                        "history.record",
+                        format!("{p}@{change}: change field differs from key"),
+                    );
                     continue;
                 }
                 Err(e) => {
@@ -277,7 +306,10 @@ impl Repository {
                         expected_edges.insert(keys::lineage(change, p, base, p));
                         expected_edges.insert(keys::lineage(base, p, change, p));
                     }
-                    None => rep.add("history.record", format!("{p}@{change}: edit or delete without a prior revision")),
+                    None => rep.add(
+                        "history.record",
+                        format!("{p}@{change}: edit or delete without a prior revision"),
+                    ),
                 }
             }
             let mk = keys::history(&branch, p, change);
@@ -287,24 +319,42 @@ impl Repository {
                 (Some((sp, sc)), Some(Ok((mp, mc)))) if sp == &mp && *sc == mc => {
                     expected_edges.insert(keys::lineage(change, p, *sc, sp));
                     expected_edges.insert(keys::lineage(*sc, sp, change, p));
-                    if history.get(keys::history(&branch, sp, *sc).as_slice())?.is_none() {
-                        rep.add("history.moves", format!("{p}@{change}: move source {sp}@{sc} has no history"));
+                    if history
+                        .get(keys::history(&branch, sp, *sc).as_slice())?
+                        .is_none()
+                    {
+                        rep.add(
+                            "history.moves",
+                            format!("{p}@{change}: move source {sp}@{sc} has no history"),
+                        );
                     }
                 }
-                _ => rep.add("history.moves", format!("{p}@{change}: moves row and history disagree")),
+                _ => rep.add(
+                    "history.moves",
+                    format!("{p}@{change}: moves row and history disagree"),
+                ),
             }
             if change_paths
                 .get(keys::change_path(&branch, change, p).as_slice())?
                 .is_none()
             {
-                rep.add("history.change-paths", format!("{p}@{change} has no change_paths row"));
+                rep.add(
+                    "history.change-paths",
+                    format!("{p}@{change} has no change_paths row"),
+                );
             }
             if let Some(st) = &rec.state {
-                used_manifests.entry(st.manifest).or_default().push((branch, change));
+                used_manifests
+                    .entry(st.manifest)
+                    .or_default()
+                    .push((branch, change));
             }
             // The tree at that change holds exactly this revision.
             if let Some(r) = root_map.get(&(branch, change)) {
-                let mut src = CachedPages { table: &nodes, cache: &mut cache };
+                let mut src = CachedPages {
+                    table: &nodes,
+                    cache: &mut cache,
+                };
                 match lookup(&mut src, &r.exact, p.as_bytes()) {
                     Ok(Some(v)) if v.last_change == change && v.state == rec.state => {}
                     Ok(_) => rep.add("history.tree", format!("{p}@{change}: tree value differs")),
@@ -333,15 +383,24 @@ impl Repository {
                 continue;
             }
             let p = String::from_utf8_lossy(&k[24..]).into_owned();
-            if history.get(keys::history(&BranchId(b), &p, c).as_slice())?.is_none() {
-                rep.add("history.change-paths", format!("{p}@{c} has no history row"));
+            if history
+                .get(keys::history(&BranchId(b), &p, c).as_slice())?
+                .is_none()
+            {
+                rep.add(
+                    "history.change-paths",
+                    format!("{p}@{c} has no history row"),
+                );
             }
             *cp_count.entry(c).or_default() += 1;
         }
         for (c, rec) in &records {
             let n = cp_count.get(c).copied().unwrap_or(0);
             if n != rec.entry_count {
-                rep.add("history.entry-count", format!("change {c}: {n} paths, record says {}", rec.entry_count));
+                rep.add(
+                    "history.entry-count",
+                    format!("change {c}: {n} paths, record says {}", rec.entry_count),
+                );
             }
         }
         let _ = history_rows;
@@ -365,10 +424,16 @@ impl Repository {
         }
         for (mid, uses) in &used_manifests {
             match manifests.get(mid.0.as_slice())? {
-                None => rep.add("manifests.missing", format!("manifest {mid} has no witness")),
+                None => rep.add(
+                    "manifests.missing",
+                    format!("manifest {mid} has no witness"),
+                ),
                 Some(v) => match decode_accepted_manifest(v.value()) {
                     Ok(w) if uses.contains(&w) => {}
-                    _ => rep.add("manifests.witness", format!("manifest {mid}: witness names no accepted use")),
+                    _ => rep.add(
+                        "manifests.witness",
+                        format!("manifest {mid}: witness names no accepted use"),
+                    ),
                 },
             }
         }
@@ -380,7 +445,10 @@ impl Repository {
                 continue;
             };
             if !used_manifests.contains_key(&ManifestId(arr)) {
-                rep.add("manifests.witness", format!("manifest {} is witnessed but unused", hex::encode(k)));
+                rep.add(
+                    "manifests.witness",
+                    format!("manifest {} is witnessed but unused", hex::encode(k)),
+                );
             }
         }
 
@@ -402,8 +470,14 @@ impl Repository {
             let (k, v) = row?;
             match LockRecord::decode(v.value()) {
                 Ok(r) => {
-                    if st.get(keys::ws_lock_index(&r.workspace.0, k.value()).as_slice())?.is_none() {
-                        rep.add("locks.index", format!("lock {} has no ownership index row", k.value()));
+                    if st
+                        .get(keys::ws_lock_index(&r.workspace.0, k.value()).as_slice())?
+                        .is_none()
+                    {
+                        rep.add(
+                            "locks.index",
+                            format!("lock {} has no ownership index row", k.value()),
+                        );
                     }
                     lock_owners.insert(k.value().to_owned(), r.workspace.0);
                 }
@@ -421,7 +495,10 @@ impl Repository {
                     ws.copy_from_slice(&k[1..17]);
                     let p = String::from_utf8_lossy(&k[17..]).into_owned();
                     if lock_owners.get(&p) != Some(&ws) {
-                        rep.add("locks.index", format!("index row for {p} names no matching lock"));
+                        rep.add(
+                            "locks.index",
+                            format!("index row for {p} names no matching lock"),
+                        );
                     }
                 }
                 Some(1) if k.len() == 33 => {
@@ -432,19 +509,26 @@ impl Repository {
                 Some(2) if k.len() == 17 => {
                     let mut o = [0u8; 16];
                     o.copy_from_slice(&k[1..17]);
-                    stored_counts.insert(o, decode_u64(v.value(), "owner count").unwrap_or(u64::MAX));
+                    stored_counts
+                        .insert(o, decode_u64(v.value(), "owner count").unwrap_or(u64::MAX));
                 }
                 _ => {}
             }
         }
         if index_counts != stored_counts {
-            rep.add("workspaces.owner-count", "active owner counts differ from the owner index");
+            rep.add(
+                "workspaces.owner-count",
+                "active owner counts differ from the owner index",
+            );
         }
         let ws = tx.open_table(tables::WORKSPACES)?;
         for row in ws.range::<[u8; 16]>(..)? {
             let (k, v) = row?;
             if let Err(e) = WorkspaceRecord::decode(v.value()) {
-                rep.add("workspaces.record", format!("{}: {e}", hex::encode(k.value())));
+                rep.add(
+                    "workspaces.record",
+                    format!("{}: {e}", hex::encode(k.value())),
+                );
             }
         }
         let ops = tx.open_table(tables::OPERATIONS)?;
@@ -457,21 +541,37 @@ impl Repository {
                             .get(&r.accepted_change)
                             .is_some_and(|c| c.operation.0 == k.value());
                     if !ok {
-                        rep.add("operations.accepted", format!("operation {} names change {}", hex::encode(k.value()), r.accepted_change));
+                        rep.add(
+                            "operations.accepted",
+                            format!(
+                                "operation {} names change {}",
+                                hex::encode(k.value()),
+                                r.accepted_change
+                            ),
+                        );
                     }
                 }
                 Ok(_) => {}
-                Err(e) => rep.add("operations.record", format!("{}: {e}", hex::encode(k.value()))),
+                Err(e) => rep.add(
+                    "operations.record",
+                    format!("{}: {e}", hex::encode(k.value())),
+                ),
             }
         }
         let m = tx.open_table(tables::META)?;
         let pending = m.get(meta::PENDING_SUBMIT)?.is_some();
         if pending {
-            rep.add("submit.pending", "a streamed preparation awaits recover-submissions");
+            rep.add(
+                "submit.pending",
+                "a streamed preparation awaits recover-submissions",
+            );
         }
         let stage = tx.open_table(tables::SUBMIT_STAGE)?;
         if !pending && stage.first()?.is_some() {
-            rep.add("submit.stage-orphan", "undo inventory rows without a pending preparation");
+            rep.add(
+                "submit.stage-orphan",
+                "undo inventory rows without a pending preparation",
+            );
         }
         Ok(())
     }
@@ -500,7 +600,10 @@ fn check_tree<T: ReadableTable<u64, &'static [u8]>>(
     while let Some((link, parent)) = stack.pop() {
         if let Some((pp, edge, pid)) = &parent {
             if link.node >= *pid {
-                rep.add("snapshot.structure", format!("page {} is not below its parent {pid}", link.node));
+                rep.add(
+                    "snapshot.structure",
+                    format!("page {} is not below its parent {pid}", link.node),
+                );
             }
             let _ = (pp, edge);
         }
@@ -509,7 +612,10 @@ fn check_tree<T: ReadableTable<u64, &'static [u8]>>(
         }
         let node: Node = match nodes.get(link.node)? {
             None => {
-                rep.add("snapshot.page", format!("page {} (root at change {change}) is missing", link.node));
+                rep.add(
+                    "snapshot.page",
+                    format!("page {} (root at change {change}) is missing", link.node),
+                );
                 continue;
             }
             Some(page) => match verify_page(&link, page.value()) {
@@ -521,14 +627,28 @@ fn check_tree<T: ReadableTable<u64, &'static [u8]>>(
             },
         };
         if let Some((pp, edge, _)) = &parent {
-            let ok = node.prefix.len() > pp.len() && node.prefix.starts_with(pp) && node.prefix[pp.len()] == *edge;
+            let ok = node.prefix.len() > pp.len()
+                && node.prefix.starts_with(pp)
+                && node.prefix[pp.len()] == *edge;
             if !ok {
-                rep.add("snapshot.structure", format!("page {}: prefix does not extend its parent's by its edge", link.node));
+                rep.add(
+                    "snapshot.structure",
+                    format!(
+                        "page {}: prefix does not extend its parent's by its edge",
+                        link.node
+                    ),
+                );
             }
         }
         match &node.value {
             None if node.children.len() < 2 => {
-                rep.add("snapshot.structure", format!("page {}: valueless node with fewer than two children", link.node));
+                rep.add(
+                    "snapshot.structure",
+                    format!(
+                        "page {}: valueless node with fewer than two children",
+                        link.node
+                    ),
+                );
             }
             Some(v) => {
                 let key_ok = if exact {
@@ -536,9 +656,13 @@ fn check_tree<T: ReadableTable<u64, &'static [u8]>>(
                 } else {
                     node.prefix == path::collision_key(&v.path)
                 };
-                let state_ok = v.last_change != 0 && v.state.as_ref().is_none_or(|s| s.change == v.last_change);
+                let state_ok = v.last_change != 0
+                    && v.state.as_ref().is_none_or(|s| s.change == v.last_change);
                 if !key_ok || !state_ok {
-                    rep.add("snapshot.structure", format!("page {}: value disagrees with its key or change", link.node));
+                    rep.add(
+                        "snapshot.structure",
+                        format!("page {}: value disagrees with its key or change", link.node),
+                    );
                 }
             }
             None => {}

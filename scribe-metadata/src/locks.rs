@@ -59,17 +59,27 @@ impl Repository {
             })?;
         }
         if author.len() > scribe_format::limits::MAX_AUTHOR_BYTES {
-            return Err(MetadataError::refused(ErrorCode::LimitExceeded, "author is longer than 256 bytes"));
+            return Err(MetadataError::refused(
+                ErrorCode::LimitExceeded,
+                "author is longer than 256 bytes",
+            ));
         }
         self.mutate_locks(|tx| {
-            if tx.ws_state.get(keys::ws_retired(&workspace.0).as_slice())?.is_some() {
+            if tx
+                .ws_state
+                .get(keys::ws_retired(&workspace.0).as_slice())?
+                .is_some()
+            {
                 return Err(MetadataError::refused(
                     ErrorCode::WorkspaceRetired,
                     format!("workspace {workspace} is retired"),
                 ));
             }
             if tx.heads.get(branch.0)?.is_none() {
-                return Err(MetadataError::refused(ErrorCode::NotFound, format!("no branch {branch}")));
+                return Err(MetadataError::refused(
+                    ErrorCode::NotFound,
+                    format!("no branch {branch}"),
+                ));
             }
             let mut others = Vec::new();
             let mut out = Vec::new();
@@ -113,13 +123,19 @@ impl Repository {
                     acquired_ms: now,
                 };
                 tx.locks.insert(p.as_str(), rec.encode().as_slice())?;
-                tx.ws_state
-                    .insert(keys::ws_lock_index(&workspace.0, &p).as_slice(), [].as_slice())?;
-                out.push(LockInfo { path: p, record: rec });
+                tx.ws_state.insert(
+                    keys::ws_lock_index(&workspace.0, &p).as_slice(),
+                    [].as_slice(),
+                )?;
+                out.push(LockInfo {
+                    path: p,
+                    record: rec,
+                });
             }
             tx.meta.insert(meta::REPO_META, rm.encode().as_slice())?;
             let epoch = tx.meta_u64(meta::LOCK_EPOCH)? + 1;
-            tx.meta.insert(meta::LOCK_EPOCH, epoch.to_le_bytes().as_slice())?;
+            tx.meta
+                .insert(meta::LOCK_EPOCH, epoch.to_le_bytes().as_slice())?;
             out.sort_by(|a, b| a.path.cmp(&b.path));
             Ok(out)
         })
@@ -154,7 +170,8 @@ impl Repository {
             }
             if !mine.is_empty() {
                 let epoch = tx.meta_u64(meta::LOCK_EPOCH)? + 1;
-                tx.meta.insert(meta::LOCK_EPOCH, epoch.to_le_bytes().as_slice())?;
+                tx.meta
+                    .insert(meta::LOCK_EPOCH, epoch.to_le_bytes().as_slice())?;
             }
             Ok(mine.len())
         })

@@ -118,7 +118,9 @@ pub struct DirObjects {
 impl DirObjects {
     pub fn open(dir: &Path) -> Result<Arc<Self>> {
         std::fs::create_dir_all(dir).map_err(|e| MetadataError::io(dir, e))?;
-        Ok(Arc::new(DirObjects { dir: dir.to_owned() }))
+        Ok(Arc::new(DirObjects {
+            dir: dir.to_owned(),
+        }))
     }
 
     fn path(&self, id: &ObjectId) -> PathBuf {

@@ -124,7 +124,8 @@ impl Repository {
         token: Option<&[u8]>,
         limit: usize,
     ) -> Result<ListPage> {
-        self.view()?.list(branch, change, prefix, recursive, token, limit)
+        self.view()?
+            .list(branch, change, prefix, recursive, token, limit)
     }
 
     /// [`ReadView::delta`] in a fresh view.
@@ -145,7 +146,12 @@ impl Repository {
     }
 
     /// [`ReadView::log`] in a fresh view.
-    pub fn log(&self, branch: BranchId, before: Option<u64>, limit: usize) -> Result<Vec<LogEntry>> {
+    pub fn log(
+        &self,
+        branch: BranchId,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<LogEntry>> {
         self.view()?.log(branch, before, limit)
     }
 
@@ -184,13 +190,15 @@ impl ReadView {
             table: &self.nodes,
             cache: &mut self.cache,
         };
-        Ok(lookup(&mut src, &root.exact, path.as_bytes())?.and_then(|v| {
-            v.state.map(|record| Stat {
-                path: v.path,
-                change: v.last_change,
-                record,
-            })
-        }))
+        Ok(
+            lookup(&mut src, &root.exact, path.as_bytes())?.and_then(|v| {
+                v.state.map(|record| Stat {
+                    path: v.path,
+                    change: v.last_change,
+                    record,
+                })
+            }),
+        )
     }
 
     /// Live paths below directory `prefix` (`""` for the root): direct
@@ -230,7 +238,10 @@ impl ReadView {
                 });
             }
             let Some((key, v)) = walk.next(&mut src)? else {
-                return Ok(ListPage { entries, next: None });
+                return Ok(ListPage {
+                    entries,
+                    next: None,
+                });
             };
             let rest = &key[within.len()..];
             match rest.iter().position(|&b| b == b'/') {
@@ -270,7 +281,10 @@ impl ReadView {
         limit: usize,
     ) -> Result<DeltaPage> {
         if from > to {
-            return Err(MetadataError::refused(ErrorCode::Malformed, "delta from a later change"));
+            return Err(MetadataError::refused(
+                ErrorCode::Malformed,
+                "delta from a later change",
+            ));
         }
         let root = self.pinned(&branch, to)?;
         let lower = token.map(<[u8]>::to_vec).unwrap_or_default();
@@ -298,7 +312,10 @@ impl ReadView {
                 state: v.state,
             });
         }
-        Ok(DeltaPage { entries, next: None })
+        Ok(DeltaPage {
+            entries,
+            next: None,
+        })
     }
 
     /// Accepted revisions of `path` on `branch`, oldest first.
@@ -321,7 +338,12 @@ impl ReadView {
     }
 
     /// Commits of `branch`, newest first, starting below `before` (or at the head).
-    pub fn log(&mut self, branch: BranchId, before: Option<u64>, limit: usize) -> Result<Vec<LogEntry>> {
+    pub fn log(
+        &mut self,
+        branch: BranchId,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<LogEntry>> {
         let head = branch_head(&self.tx, &branch)?;
         let commits = self.tx.open_table(tables::COMMITS)?;
         let mut change = match before {
@@ -348,7 +370,10 @@ impl ReadView {
     /// The commit record and changed paths of `change`.
     pub fn describe(&mut self, change: u64) -> Result<Described> {
         if change == 0 || change > self.head {
-            return Err(MetadataError::refused(ErrorCode::NotFound, format!("no change {change}")));
+            return Err(MetadataError::refused(
+                ErrorCode::NotFound,
+                format!("no change {change}"),
+            ));
         }
         let commits = self.tx.open_table(tables::COMMITS)?;
         let record = commit(&commits, change)?;
@@ -366,16 +391,22 @@ impl ReadView {
                 .map_err(|_| MetadataError::corrupt("change path is not UTF-8"))?;
             let h = hist
                 .get(keys::history(&record.branch, p, change).as_slice())?
-                .ok_or_else(|| MetadataError::corrupt(format!("change {change} path {p} has no history")))?;
+                .ok_or_else(|| {
+                    MetadataError::corrupt(format!("change {change} path {p} has no history"))
+                })?;
             paths.push((p.to_owned(), HistoryRecord::decode(h.value())?));
         }
-        Ok(Described { change, record, paths })
+        Ok(Described {
+            change,
+            record,
+            paths,
+        })
     }
 }
 
 fn commit(t: &ReadOnlyTable<u64, &'static [u8]>, change: u64) -> Result<CommitRecord> {
-    let row = t
-        .get(change)?
-        .ok_or_else(|| MetadataError::refused(ErrorCode::NotFound, format!("no change {change}")))?;
+    let row = t.get(change)?.ok_or_else(|| {
+        MetadataError::refused(ErrorCode::NotFound, format!("no change {change}"))
+    })?;
     Ok(CommitRecord::decode(row.value())?)
 }

@@ -258,8 +258,12 @@ impl CommitRecord {
         let workspace = WorkspaceId(id16(&mut r, "commit record.workspace")?);
         let timestamp_ms = r.u64("commit record.timestamp")?;
         let entry_count = r.u32("commit record.entry count")?;
-        let author = r.str16("commit record.author", MAX_AUTHOR_BYTES)?.to_owned();
-        let message = r.str32("commit record.message", MAX_MESSAGE_BYTES)?.to_owned();
+        let author = r
+            .str16("commit record.author", MAX_AUTHOR_BYTES)?
+            .to_owned();
+        let message = r
+            .str32("commit record.message", MAX_MESSAGE_BYTES)?
+            .to_owned();
         let cherry_pick = if v == 2 {
             let b = BranchId(id16(&mut r, "commit record.source branch")?);
             Some((b, r.u64("commit record.source change")?))
@@ -460,7 +464,9 @@ impl OperationRecord {
         let fingerprint = id32(&mut r, "operation record.fingerprint")?;
         let accepted_change = r.u64("operation record.accepted change")?;
         let error_code = r.u16("operation record.error code")?;
-        let detail = r.str16("operation record.detail", usize::from(u16::MAX))?.to_owned();
+        let detail = r
+            .str16("operation record.detail", usize::from(u16::MAX))?
+            .to_owned();
         let recorded_ms = r.u64("operation record.recorded ms")?;
         r.finish("operation record")?;
         Ok(OperationRecord {
@@ -544,10 +550,15 @@ impl WorkspaceRecord {
         }
         let mut view = Vec::with_capacity(n);
         for _ in 0..n {
-            view.push(r.str16("workspace record.view prefix", MAX_PATH_BYTES)?.to_owned());
+            view.push(
+                r.str16("workspace record.view prefix", MAX_PATH_BYTES)?
+                    .to_owned(),
+            );
         }
         let created_ms = r.u64("workspace record.created ms")?;
-        let label = r.str16("workspace record.label", MAX_LABEL_BYTES)?.to_owned();
+        let label = r
+            .str16("workspace record.label", MAX_LABEL_BYTES)?
+            .to_owned();
         let mut tags = Vec::new();
         if v == 2 {
             let n = usize::from(r.u8("workspace record.tag count")?);

@@ -8,12 +8,12 @@ use redb::{Database, Durability, ReadTransaction, ReadableDatabase, TableHandle}
 use scribe_format::{BranchId, ErrorCode, RepositoryId};
 
 use crate::descriptor;
-use scribe_format::descriptor::{Descriptor, Kind};
 use crate::error::{MetadataError, Result};
 use crate::fmt::RootRow;
 use crate::objects::Objects;
 use crate::records::{decode_u32, decode_u64, keys, BranchRecord, RepoMeta};
 use crate::tables::{self, meta};
+use scribe_format::descriptor::{Descriptor, Kind};
 
 /// File name of the repository database.
 pub const METADATA_FILE: &str = "metadata.redb";
@@ -62,7 +62,10 @@ impl Repository {
         tx.set_durability(Durability::Immediate)?;
         {
             let mut m = tx.open_table(tables::META)?;
-            m.insert(meta::SCHEMA, tables::REPOSITORY_SCHEMA.to_le_bytes().as_slice())?;
+            m.insert(
+                meta::SCHEMA,
+                tables::REPOSITORY_SCHEMA.to_le_bytes().as_slice(),
+            )?;
             m.insert(meta::REPOSITORY_ID, id.0.as_slice())?;
             m.insert(meta::INCARNATION, incarnation.as_slice())?;
             m.insert(meta::REPO_META, RepoMeta::default().encode().as_slice())?;
@@ -153,7 +156,10 @@ impl Repository {
         descriptor::check(&d, dir, Kind::Repository, &expect)?;
         let path = dir.join(METADATA_FILE);
         if !path.exists() {
-            return Err(MetadataError::corrupt(format!("{} is missing", path.display())));
+            return Err(MetadataError::corrupt(format!(
+                "{} is missing",
+                path.display()
+            )));
         }
         let db = Database::open(&path)?;
         let (incarnation, main_branch) = {
@@ -233,26 +239,38 @@ impl Repository {
 
 /// Check every marker and table of schema 3, returning the incarnation and
 /// the main branch.
-fn check_markers(tx: &ReadTransaction, path: &Path, id: &RepositoryId) -> Result<([u8; 16], BranchId)> {
+fn check_markers(
+    tx: &ReadTransaction,
+    path: &Path,
+    id: &RepositoryId,
+) -> Result<([u8; 16], BranchId)> {
     let present: std::collections::BTreeSet<String> =
         tx.list_tables()?.map(|t| t.name().to_owned()).collect();
     if !present.contains("meta") {
-        return Err(MetadataError::corrupt(format!("{}: no meta table", path.display())));
+        return Err(MetadataError::corrupt(format!(
+            "{}: no meta table",
+            path.display()
+        )));
     }
     let m = tx.open_table(tables::META)?;
     let get = |k: &str| -> Result<Option<Vec<u8>>> { Ok(m.get(k)?.map(|g| g.value().to_vec())) };
-    let mismatch = |what: &'static str, found: String, expected: String| MetadataError::VersionMismatch {
-        path: path.to_owned(),
-        what,
-        found,
-        expected,
-    };
+    let mismatch =
+        |what: &'static str, found: String, expected: String| MetadataError::VersionMismatch {
+            path: path.to_owned(),
+            what,
+            found,
+            expected,
+        };
     let schema = match get(meta::SCHEMA)? {
         Some(b) => decode_u32(&b, "meta.schema")?,
         None => return Err(mismatch("repository schema", "absent".into(), "3".into())),
     };
     if schema != tables::REPOSITORY_SCHEMA {
-        return Err(mismatch("repository schema", schema.to_string(), "3".into()));
+        return Err(mismatch(
+            "repository schema",
+            schema.to_string(),
+            "3".into(),
+        ));
     }
     match get(meta::SNAPSHOT_PROFILE)? {
         Some(b) if decode_u32(&b, "meta.snapshot-profile")? == tables::SNAPSHOT_PROFILE => {}
@@ -273,15 +291,33 @@ fn check_markers(tx: &ReadTransaction, path: &Path, id: &RepositoryId) -> Result
                 .unwrap_or_else(|_| hex::encode(&b));
             return Err(mismatch("migration revision", v, "3".into()));
         }
-        None => return Err(mismatch("migration revision", "absent (0)".into(), "3".into())),
+        None => {
+            return Err(mismatch(
+                "migration revision",
+                "absent (0)".into(),
+                "3".into(),
+            ))
+        }
     }
     if get(meta::MIGRATION_ACTIVE)?.is_some() || get(meta::MIGRATION_CURSOR)?.is_some() {
         return Err(mismatch("migration step", "active".into(), "none".into()));
     }
     match get(meta::PATH_FOLD_PROFILE)? {
         Some(b) if b == tables::PATH_FOLD_PROFILE.to_le_bytes() => {}
-        Some(b) => return Err(mismatch("path fold profile", hex::encode(&b), "01000000".into())),
-        None => return Err(mismatch("path fold profile", "absent".into(), "01000000".into())),
+        Some(b) => {
+            return Err(mismatch(
+                "path fold profile",
+                hex::encode(&b),
+                "01000000".into(),
+            ))
+        }
+        None => {
+            return Err(mismatch(
+                "path fold profile",
+                "absent".into(),
+                "01000000".into(),
+            ))
+        }
     }
     for t in tables::REQUIRED_TABLES {
         if !present.contains(*t) {
@@ -291,7 +327,8 @@ fn check_markers(tx: &ReadTransaction, path: &Path, id: &RepositoryId) -> Result
             )));
         }
     }
-    let rid = get(meta::REPOSITORY_ID)?.ok_or_else(|| MetadataError::corrupt("no repository-id"))?;
+    let rid =
+        get(meta::REPOSITORY_ID)?.ok_or_else(|| MetadataError::corrupt("no repository-id"))?;
     if rid.as_slice() != id.0.as_slice() {
         return Err(MetadataError::corrupt(format!(
             "{}: repository-id {} is not {id}",
@@ -340,10 +377,9 @@ pub(crate) fn read_repo_meta(tx: &ReadTransaction) -> Result<RepoMeta> {
 
 pub(crate) fn branch_head(tx: &ReadTransaction, branch: &BranchId) -> Result<u64> {
     let t = tx.open_table(tables::BRANCH_HEADS)?;
-    let head = t
-        .get(branch.0)?
-        .map(|g| g.value())
-        .ok_or_else(|| MetadataError::refused(ErrorCode::NotFound, format!("no branch {branch}")))?;
+    let head = t.get(branch.0)?.map(|g| g.value()).ok_or_else(|| {
+        MetadataError::refused(ErrorCode::NotFound, format!("no branch {branch}"))
+    })?;
     Ok(head)
 }
 

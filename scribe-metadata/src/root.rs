@@ -19,13 +19,13 @@ use scribe_format::limits::MAX_REPOSITORY_NAME_BYTES;
 use scribe_format::{BranchId, ErrorCode, RepositoryId};
 
 use crate::descriptor::{self, sync_dir};
-use scribe_format::descriptor::{Descriptor, Kind};
 use crate::error::{MetadataError, Result};
 use crate::objects::{DirObjects, Objects};
 use crate::records::{decode_u32, CatalogRecord, RepoState};
 use crate::repo::Repository;
 use crate::tables::{CATALOG_META, CATALOG_REPOS, CATALOG_REPO_NAMES, CATALOG_SCHEMA};
 use crate::util::now_ms;
+use scribe_format::descriptor::{Descriptor, Kind};
 
 /// Builds the object hooks of an opened repository from its `objects/` directory.
 pub type ObjectsFactory = dyn Fn(&Path, RepositoryId) -> Result<Objects> + Send + Sync;
@@ -390,7 +390,9 @@ impl DataRoot {
 fn validate_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= MAX_REPOSITORY_NAME_BYTES
-        && !name.chars().any(|c| c.is_control() || c == '/' || c == '\\')
+        && !name
+            .chars()
+            .any(|c| c.is_control() || c == '/' || c == '\\')
         && name != "."
         && name != "..";
     if ok {

@@ -32,7 +32,9 @@ use crate::accept::{
 };
 use crate::error::{MetadataError, Result};
 use crate::fmt::{Link, Node};
-use crate::records::{decode_pending, decode_u64, encode_pending, keys, CommitRecord, OperationRecord};
+use crate::records::{
+    decode_pending, decode_u64, encode_pending, keys, CommitRecord, OperationRecord,
+};
 use crate::repo::{branch_head, read_repo_meta, root_at, Repository};
 use crate::tables::{self, meta, stage_tag};
 use crate::tree::{verify_page, Overlay};
@@ -102,7 +104,10 @@ impl StreamSink<'_> {
             for (m, v) in self.witnesses.drain(..) {
                 if manifests.get(m.0.as_slice())?.is_none() {
                     manifests.insert(m.0.as_slice(), v.as_slice())?;
-                    stage.insert(keys::stage(stage_tag::ACCEPTED_MANIFESTS, &m.0).as_slice(), [].as_slice())?;
+                    stage.insert(
+                        keys::stage(stage_tag::ACCEPTED_MANIFESTS, &m.0).as_slice(),
+                        [].as_slice(),
+                    )?;
                 }
             }
             for (id, page) in self.pages.drain(..) {
@@ -208,7 +213,15 @@ impl Repository {
             let bh = match branch_head(&tx, &s.branch) {
                 Ok(h) => h,
                 Err(MetadataError::Refused { code, detail }) => {
-                    return self.record_only(s, fingerprint, crate::accept::Reject { code, detail, paths: Vec::new() });
+                    return self.record_only(
+                        s,
+                        fingerprint,
+                        crate::accept::Reject {
+                            code,
+                            detail,
+                            paths: Vec::new(),
+                        },
+                    );
                 }
                 Err(e) => return Err(e),
             };
@@ -241,7 +254,10 @@ impl Repository {
             wtx.set_durability(Durability::Immediate)?;
             {
                 let mut m = wtx.open_table(tables::META)?;
-                m.insert(meta::PENDING_SUBMIT, encode_pending(change, &s.operation).as_slice())?;
+                m.insert(
+                    meta::PENDING_SUBMIT,
+                    encode_pending(change, &s.operation).as_slice(),
+                )?;
             }
             wtx.commit()?;
         }
@@ -271,7 +287,10 @@ impl Repository {
                 let mut tx = Tx::open(&wtx)?;
                 let rm = tx.repo_meta()?;
                 let bh = tx.heads.get(s.branch.0)?.map(|g| g.value());
-                let pending = tx.meta.get(meta::PENDING_SUBMIT)?.map(|g| g.value().to_vec());
+                let pending = tx
+                    .meta
+                    .get(meta::PENDING_SUBMIT)?
+                    .map(|g| g.value().to_vec());
                 let fresh = rm.head == head
                     && bh == Some(branch_head_at)
                     && tx.meta_u64(meta::LOCK_EPOCH)? == epoch
@@ -287,7 +306,8 @@ impl Repository {
                         })?;
                         Some(CommitRecord::decode(row.value())?.commit_id)
                     };
-                    let (bytes, commit_id) = envelope(self, s, change, branch_head_at, parent_commit, &root);
+                    let (bytes, commit_id) =
+                        envelope(self, s, change, branch_head_at, parent_commit, &root);
                     write_ledger(
                         &mut tx,
                         &Ledger {
@@ -307,7 +327,8 @@ impl Repository {
             match published {
                 None => None,
                 Some((bytes, commit_id)) => {
-                    self.objects.publish_commit(&ObjectId::commit(commit_id), &bytes)?;
+                    self.objects
+                        .publish_commit(&ObjectId::commit(commit_id), &bytes)?;
                     wtx.commit()?;
                     Some(Outcome::Accepted { change, commit_id })
                 }
@@ -423,12 +444,14 @@ impl Repository {
                             stage_tag::FILE_LINEAGE => lineage.remove(dest)?.is_some(),
                             stage_tag::ACCEPTED_MANIFESTS => manifests.remove(dest)?.is_some(),
                             stage_tag::SNAPSHOT_NODES => {
-                                let id: [u8; 8] = dest
-                                    .try_into()
-                                    .map_err(|_| MetadataError::corrupt("undo page key is not 8 bytes"))?;
+                                let id: [u8; 8] = dest.try_into().map_err(|_| {
+                                    MetadataError::corrupt("undo page key is not 8 bytes")
+                                })?;
                                 nodes.remove(u64::from_le_bytes(id))?.is_some()
                             }
-                            t => return Err(MetadataError::corrupt(format!("unknown undo tag {t}"))),
+                            t => {
+                                return Err(MetadataError::corrupt(format!("unknown undo tag {t}")))
+                            }
                         };
                         if !removed {
                             return Err(MetadataError::corrupt(format!(

@@ -157,7 +157,9 @@ impl<'o> Builder<'o> {
         };
         let mut stack = vec![self.open(base, first, edits)?];
         loop {
-            let top = stack.last_mut().ok_or_else(|| MetadataError::Gate("empty stack".into()))?;
+            let top = stack
+                .last_mut()
+                .ok_or_else(|| MetadataError::Gate("empty stack".into()))?;
             if top.next < top.tasks.len() {
                 let i = top.next;
                 top.next += 1;
@@ -241,7 +243,11 @@ impl<S: PageSource + ?Sized> PageSource for &mut S {
 
 /// Group `r` (keys sharing the first `depth` bytes, none equal to them) by
 /// the byte at `depth`.
-fn groups(r: Range<usize>, depth: usize, edits: &[(Vec<u8>, NodeValue)]) -> Vec<(u8, Range<usize>)> {
+fn groups(
+    r: Range<usize>,
+    depth: usize,
+    edits: &[(Vec<u8>, NodeValue)],
+) -> Vec<(u8, Range<usize>)> {
     let mut out = Vec::new();
     let mut i = r.start;
     while i < r.end {
@@ -389,7 +395,9 @@ impl PageCache {
             return;
         }
         while self.map.len() >= CACHE_ENTRIES || self.bytes + size > CACHE_BYTES {
-            let Some(old) = self.order.pop_front() else { break };
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
             if let Some((_, _, s)) = self.map.remove(&old) {
                 self.bytes -= s;
             }
@@ -519,7 +527,11 @@ impl Walk {
                 }
                 let b = lower[p.len()];
                 let idx = node.children.partition_point(|(e, _)| *e < b);
-                let descend = node.children.get(idx).filter(|(e, _)| *e == b).map(|(_, l)| *l);
+                let descend = node
+                    .children
+                    .get(idx)
+                    .filter(|(e, _)| *e == b)
+                    .map(|(_, l)| *l);
                 let next_child = if descend.is_some() { idx + 1 } else { idx };
                 w.stack.push(WalkFrame {
                     node: node.clone(),
@@ -557,13 +569,18 @@ impl Walk {
             if top.emit_value {
                 top.emit_value = false;
                 let node = top.node.clone();
-                if !node.prefix.starts_with(&self.within) && node.prefix.as_slice() > self.within.as_slice() {
+                if !node.prefix.starts_with(&self.within)
+                    && node.prefix.as_slice() > self.within.as_slice()
+                {
                     self.done = true;
                     break;
                 }
                 if let Some(v) = &node.value {
                     let live_ok = !self.filter.live_only || v.state.is_some();
-                    if live_ok && v.last_change > self.filter.newer_than && node.prefix.starts_with(&self.within) {
+                    if live_ok
+                        && v.last_change > self.filter.newer_than
+                        && node.prefix.starts_with(&self.within)
+                    {
                         return Ok(Some((node.prefix.clone(), v.clone())));
                     }
                 }
@@ -668,8 +685,10 @@ mod tests {
             root = b.apply(&mut src, root, &edits).unwrap();
             let entries: Vec<_> = model.clone().into_iter().collect();
             let want = reference_root(&entries).unwrap();
-            assert_eq!((root.live, root.newest, root.content, root.revision),
-                (want.live, want.newest, want.content, want.revision));
+            assert_eq!(
+                (root.live, root.newest, root.content, root.revision),
+                (want.live, want.newest, want.content, want.revision)
+            );
         }
     }
 }

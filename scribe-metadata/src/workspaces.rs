@@ -35,14 +35,21 @@ impl Repository {
     /// Register (or re-register, replacing view, label and tags) a workspace.
     pub fn register_workspace(&self, r: &Registration) -> Result<WorkspaceRecord> {
         if r.view.len() > scribe_format::limits::MAX_VIEW_PREFIXES {
-            return Err(MetadataError::refused(ErrorCode::LimitExceeded, "more than 256 view prefixes"));
+            return Err(MetadataError::refused(
+                ErrorCode::LimitExceeded,
+                "more than 256 view prefixes",
+            ));
         }
         for p in &r.view {
-            path::validate(p).map_err(|e| MetadataError::refused(ErrorCode::InvalidPath, format!("view {p:?}: {e}")))?;
+            path::validate(p).map_err(|e| {
+                MetadataError::refused(ErrorCode::InvalidPath, format!("view {p:?}: {e}"))
+            })?;
         }
         if r.label.len() > MAX_LABEL_BYTES
             || r.tags.len() > MAX_TAGS
-            || r.tags.iter().any(|t| t.len() > MAX_TAG_BYTES || t.is_empty())
+            || r.tags
+                .iter()
+                .any(|t| t.len() > MAX_TAG_BYTES || t.is_empty())
         {
             return Err(MetadataError::refused(
                 ErrorCode::LimitExceeded,
@@ -59,14 +66,20 @@ impl Repository {
             let mut ws = wtx.open_table(tables::WORKSPACES)?;
             let mut st = wtx.open_table(tables::WORKSPACE_STATE)?;
             let heads = wtx.open_table(tables::BRANCH_HEADS)?;
-            if st.get(keys::ws_retired(&r.workspace.0).as_slice())?.is_some() {
+            if st
+                .get(keys::ws_retired(&r.workspace.0).as_slice())?
+                .is_some()
+            {
                 return Err(MetadataError::refused(
                     ErrorCode::WorkspaceRetired,
                     format!("workspace {} is retired", r.workspace),
                 ));
             }
             if heads.get(r.branch.0)?.is_none() {
-                return Err(MetadataError::refused(ErrorCode::NotFound, format!("no branch {}", r.branch)));
+                return Err(MetadataError::refused(
+                    ErrorCode::NotFound,
+                    format!("no branch {}", r.branch),
+                ));
             }
             let existing = match ws.get(r.workspace.0)? {
                 Some(row) => Some(WorkspaceRecord::decode(row.value())?),
@@ -93,7 +106,10 @@ impl Repository {
             ws.insert(r.workspace.0, rec.encode().as_slice())?;
             if existing.is_none() {
                 if let Some(owner) = &r.owner {
-                    st.insert(keys::ws_owner_index(owner, &r.workspace.0).as_slice(), [].as_slice())?;
+                    st.insert(
+                        keys::ws_owner_index(owner, &r.workspace.0).as_slice(),
+                        [].as_slice(),
+                    )?;
                     let ck = keys::ws_owner_count(owner);
                     let n = match st.get(ck.as_slice())? {
                         Some(v) => decode_u64(v.value(), "owner count")?,
@@ -130,7 +146,11 @@ impl Repository {
 
     /// Retire `workspace` under `operation` (idempotent). A workspace that
     /// still holds locks is refused (`busy`), found by one index seek.
-    pub fn retire_workspace(&self, workspace: WorkspaceId, operation: OperationId) -> Result<RetireOutcome> {
+    pub fn retire_workspace(
+        &self,
+        workspace: WorkspaceId,
+        operation: OperationId,
+    ) -> Result<RetireOutcome> {
         let _turn = self
             .turn
             .lock()
@@ -152,11 +172,15 @@ impl Repository {
                 if rec.fingerprint != fingerprint {
                     return Ok(RetireOutcome::Refused {
                         code: ErrorCode::OperationIntentMismatch,
-                        detail: format!("operation {operation} was used before with another intent"),
+                        detail: format!(
+                            "operation {operation} was used before with another intent"
+                        ),
                     });
                 }
                 return Ok(if rec.error_code == 0 {
-                    RetireOutcome::Retired { retired_ms: rec.recorded_ms }
+                    RetireOutcome::Retired {
+                        retired_ms: rec.recorded_ms,
+                    }
                 } else {
                     RetireOutcome::Refused {
                         code: ErrorCode::from_number(rec.error_code).unwrap_or(ErrorCode::Internal),
@@ -171,9 +195,15 @@ impl Repository {
                 None => false,
             };
             let refusal = if st.get(keys::ws_retired(&workspace.0).as_slice())?.is_some() {
-                Some((ErrorCode::WorkspaceRetired, format!("workspace {workspace} is retired")))
+                Some((
+                    ErrorCode::WorkspaceRetired,
+                    format!("workspace {workspace} is retired"),
+                ))
             } else if holds {
-                Some((ErrorCode::Busy, format!("workspace {workspace} holds locks; release them first")))
+                Some((
+                    ErrorCode::Busy,
+                    format!("workspace {workspace} holds locks; release them first"),
+                ))
             } else {
                 None
             };
@@ -211,7 +241,10 @@ impl Repository {
                         st.insert(ck.as_slice(), (n - 1).to_le_bytes().as_slice())?;
                     }
                 }
-                st.insert(keys::ws_retired(&workspace.0).as_slice(), now.to_le_bytes().as_slice())?;
+                st.insert(
+                    keys::ws_retired(&workspace.0).as_slice(),
+                    now.to_le_bytes().as_slice(),
+                )?;
             }
             st.insert(ok.as_slice(), rec.encode().as_slice())?;
             match refusal {

@@ -1,8 +1,8 @@
 //! The one integration test binary of scribe-metadata.
 
 mod main {
-    pub mod common;
     mod accept;
+    pub mod common;
     mod crash;
     mod doctor;
     mod model;

@@ -17,7 +17,9 @@ use std::time::Duration;
 use scribe_format::wire::frame::check_frame_len;
 use scribe_format::wire::handshake::{HandshakeStatus, FLAG_LZ4, HANDSHAKE_LEN};
 use scribe_format::wire::message::{self as m, MAX_IDS_PER_REQUEST, MAX_OBJECT_DATA_PER_FRAME};
-use scribe_format::wire::{decode_response, request_frame, Answer, Bytes, Hello, Request, Response};
+use scribe_format::wire::{
+    decode_response, request_frame, Answer, Bytes, Hello, Request, Response,
+};
 use scribe_format::{ErrorCode, ObjectId, OperationId, WorkspaceId};
 
 use crate::service::upload::max_object_bytes;
@@ -268,7 +270,9 @@ impl Client {
         let mut buf = [0u8; HANDSHAKE_LEN];
         stream
             .read_exact(&mut buf)
-            .map_err(ClientError::io(format!("{ctx}: reading the handshake answer")))?;
+            .map_err(ClientError::io(format!(
+                "{ctx}: reading the handshake answer"
+            )))?;
         let answer = Answer::decode(&buf)
             .map_err(|e| ClientError::Protocol(format!("handshake answer: {e}")))?;
         if answer.status != HandshakeStatus::Accepted {
@@ -342,12 +346,18 @@ impl Remote {
         let mut len = [0u8; 4];
         self.stream
             .read_exact(&mut len)
-            .map_err(ClientError::io(format!("reading the reply to {}", request.name())))?;
+            .map_err(ClientError::io(format!(
+                "reading the reply to {}",
+                request.name()
+            )))?;
         let n = check_frame_len(len).map_err(|e| ClientError::Protocol(e.to_string()))?;
         let mut body = vec![0u8; n];
         self.stream
             .read_exact(&mut body)
-            .map_err(ClientError::io(format!("reading the reply to {}", request.name())))?;
+            .map_err(ClientError::io(format!(
+                "reading the reply to {}",
+                request.name()
+            )))?;
         decode_response(&body, self.lz4).map_err(|e| ClientError::Protocol(e.to_string()))
     }
 }
@@ -386,13 +396,19 @@ impl Client {
     }
 
     pub fn repo_list(&mut self) -> R<Vec<m::RepoInfo>> {
-        let r = expect!(self.call(Request::RepoList(m::RepoListRequest {}))?, RepoList)?;
+        let r = expect!(
+            self.call(Request::RepoList(m::RepoListRequest {}))?,
+            RepoList
+        )?;
         Ok(r.repositories)
     }
 
     /// Register a workspace (idempotent for the same id).
     pub fn workspace_register(&mut self, r: m::WorkspaceRegister) -> R<m::WorkspaceInfo> {
-        expect!(self.call(Request::WorkspaceRegister(r))?, WorkspaceRegistered)
+        expect!(
+            self.call(Request::WorkspaceRegister(r))?,
+            WorkspaceRegistered
+        )
     }
 
     pub fn workspace_retire(&mut self, repo: &str, workspace: WorkspaceId) -> R<()> {
@@ -434,7 +450,11 @@ impl Client {
         expect!(self.call(Request::Submit(r))?, Submitted)
     }
 
-    pub fn operation_outcome(&mut self, repo: &str, operation: OperationId) -> R<Option<m::Outcome>> {
+    pub fn operation_outcome(
+        &mut self,
+        repo: &str,
+        operation: OperationId,
+    ) -> R<Option<m::Outcome>> {
         let req = Request::OperationOutcome(m::OperationOutcome {
             repo: repo.into(),
             operation,
@@ -585,12 +605,16 @@ impl Client {
                 )));
             }
             if t > max_object_bytes(id.kind).max(1 << 40) {
-                return Err(ClientError::Protocol(format!("object {id} claims {t} bytes")));
+                return Err(ClientError::Protocol(format!(
+                    "object {id} claims {t} bytes"
+                )));
             }
-            hasher.update(&piece.data.0).map_err(|e| ClientError::Corrupt {
-                id,
-                detail: e.to_string(),
-            })?;
+            hasher
+                .update(&piece.data.0)
+                .map_err(|e| ClientError::Corrupt {
+                    id,
+                    detail: e.to_string(),
+                })?;
             out.write_all(&piece.data.0)
                 .map_err(ClientError::io(format!("writing object {id}")))?;
             offset += piece.data.0.len() as u64;

@@ -65,7 +65,11 @@ pub enum Ended {
     Io(String),
 }
 
-async fn write_all<S: AsyncWrite + Unpin>(s: &mut S, bytes: &[u8], t: Duration) -> Result<(), Ended> {
+async fn write_all<S: AsyncWrite + Unpin>(
+    s: &mut S,
+    bytes: &[u8],
+    t: Duration,
+) -> Result<(), Ended> {
     match timeout(t, async {
         s.write_all(bytes).await?;
         s.flush().await
@@ -78,8 +82,17 @@ async fn write_all<S: AsyncWrite + Unpin>(s: &mut S, bytes: &[u8], t: Duration) 
     }
 }
 
-async fn refuse<S: AsyncWrite + Unpin>(s: &mut S, code: ErrorCode, message: String, lz4: bool, t: Duration) -> Ended {
-    let frame = response_frame(&Response::Error(ErrorReply::new(code, message.clone())), lz4);
+async fn refuse<S: AsyncWrite + Unpin>(
+    s: &mut S,
+    code: ErrorCode,
+    message: String,
+    lz4: bool,
+    t: Duration,
+) -> Ended {
+    let frame = response_frame(
+        &Response::Error(ErrorReply::new(code, message.clone())),
+        lz4,
+    );
     let _ = write_all(s, &frame, t).await;
     let _ = s.shutdown().await;
     Ended::BadFrame(message)
@@ -138,7 +151,14 @@ where
                 } else {
                     ErrorCode::Malformed
                 };
-                return refuse(&mut stream, code, format!("frame refused: {e}"), lz4, timeouts.write).await;
+                return refuse(
+                    &mut stream,
+                    code,
+                    format!("frame refused: {e}"),
+                    lz4,
+                    timeouts.write,
+                )
+                .await;
             }
         };
         let mut body = vec![0u8; len];
@@ -150,8 +170,14 @@ where
         let request = match decode_request(&body, lz4) {
             Ok(r) => r,
             Err(e) => {
-                return refuse(&mut stream, ErrorCode::Malformed, format!("malformed request: {e}"), lz4, timeouts.write)
-                    .await
+                return refuse(
+                    &mut stream,
+                    ErrorCode::Malformed,
+                    format!("malformed request: {e}"),
+                    lz4,
+                    timeouts.write,
+                )
+                .await
             }
         };
         drop(body);
@@ -169,7 +195,10 @@ where
             }
             Err(e) => {
                 session = Some(Session::new());
-                Response::Error(ErrorReply::new(ErrorCode::Internal, format!("request failed: {e}")))
+                Response::Error(ErrorReply::new(
+                    ErrorCode::Internal,
+                    format!("request failed: {e}"),
+                ))
             }
         };
         let frame = response_frame(&reply, lz4);

@@ -10,8 +10,21 @@ use super::common::*;
 #[test]
 fn accept_edit_delete_and_read_back() {
     let e = env();
-    let c1 = commit(&e, vec![add(&e, "art/a.png", 1), add(&e, "art/b.png", 2), add(&e, "readme", 3)]);
-    let c2 = commit(&e, vec![Entry::edit("art/a.png", c1, state(&e, 4)), Entry::delete("readme", c1)]);
+    let c1 = commit(
+        &e,
+        vec![
+            add(&e, "art/a.png", 1),
+            add(&e, "art/b.png", 2),
+            add(&e, "readme", 3),
+        ],
+    );
+    let c2 = commit(
+        &e,
+        vec![
+            Entry::edit("art/a.png", c1, state(&e, 4)),
+            Entry::delete("readme", c1),
+        ],
+    );
     assert_eq!((c1, c2), (1, 2));
     let s = e.repo.stat(e.main, c2, "art/a.png").unwrap().expect("live");
     assert_eq!(s.change, 2);
@@ -32,13 +45,23 @@ fn accept_edit_delete_and_read_back() {
 #[test]
 fn envelopes_chain_and_are_durable_in_the_store() {
     let e = env();
-    let o1 = e.repo.submit(submission(&e, vec![add(&e, "a", 1)])).unwrap();
-    let o2 = e.repo.submit(submission(&e, vec![Entry::edit("a", 1, state(&e, 2))])).unwrap();
-    let (Outcome::Accepted { commit_id: id1, .. }, Outcome::Accepted { commit_id: id2, .. }) = (&o1, &o2) else {
+    let o1 = e
+        .repo
+        .submit(submission(&e, vec![add(&e, "a", 1)]))
+        .unwrap();
+    let o2 = e
+        .repo
+        .submit(submission(&e, vec![Entry::edit("a", 1, state(&e, 2))]))
+        .unwrap();
+    let (Outcome::Accepted { commit_id: id1, .. }, Outcome::Accepted { commit_id: id2, .. }) =
+        (&o1, &o2)
+    else {
         panic!("accepted")
     };
     assert!(e.objects.contains(&ObjectId::commit(*id1)).unwrap());
-    let bytes = scribe_metadata::CommitSink::read_commit(&*e.objects, &ObjectId::commit(*id2)).unwrap().unwrap();
+    let bytes = scribe_metadata::CommitSink::read_commit(&*e.objects, &ObjectId::commit(*id2))
+        .unwrap()
+        .unwrap();
     let links = scribe_metadata::interim::envelope_links(&bytes).unwrap();
     assert_eq!(links.parent_commit, Some(*id1));
     assert_eq!(links.parent_change, 1);
@@ -51,14 +74,23 @@ fn stale_bases_and_absent_paths_are_refused_and_write_nothing_else() {
     let e = env();
     let c1 = commit(&e, vec![add(&e, "a", 1)]);
     commit(&e, vec![Entry::edit("a", c1, state(&e, 2))]);
-    let stale = e.repo.submit(submission(&e, vec![Entry::edit("a", c1, state(&e, 3))])).unwrap();
+    let stale = e
+        .repo
+        .submit(submission(&e, vec![Entry::edit("a", c1, state(&e, 3))]))
+        .unwrap();
     assert_eq!(rejected(&stale), ErrorCode::BaseMismatch);
     if let Outcome::Rejected { paths, .. } = &stale {
         assert_eq!(paths, &vec!["a".to_owned()]);
     }
-    let exists = e.repo.submit(submission(&e, vec![add(&e, "a", 4)])).unwrap();
+    let exists = e
+        .repo
+        .submit(submission(&e, vec![add(&e, "a", 4)]))
+        .unwrap();
     assert_eq!(rejected(&exists), ErrorCode::BaseMismatch);
-    let absent = e.repo.submit(submission(&e, vec![Entry::delete("nope", 1)])).unwrap();
+    let absent = e
+        .repo
+        .submit(submission(&e, vec![Entry::delete("nope", 1)]))
+        .unwrap();
     assert_eq!(rejected(&absent), ErrorCode::NotPresent);
     assert_eq!(e.repo.head().unwrap(), 2);
     assert_doctor_clean(&e.repo);
@@ -70,18 +102,31 @@ fn malformed_change_sets_are_refused_by_name() {
     let c1 = commit(&e, vec![add(&e, "a", 1)]);
     let cases: Vec<(Vec<Entry>, ErrorCode)> = vec![
         (vec![], ErrorCode::EmptySubmission),
-        (vec![add(&e, "b", 1), add(&e, "a2", 2)], ErrorCode::Malformed),
+        (
+            vec![add(&e, "b", 1), add(&e, "a2", 2)],
+            ErrorCode::Malformed,
+        ),
         (vec![add(&e, "../x", 1)], ErrorCode::InvalidPath),
         (vec![add(&e, "x/.scribe", 1)], ErrorCode::InvalidPath),
         (vec![Entry::keep("a", c1)], ErrorCode::Malformed),
         (vec![Entry::delete("a", 0)], ErrorCode::Malformed),
-        (vec![add(&e, "b", 1).moved_from("a", c1)], ErrorCode::Malformed),
         (
-            vec![Entry::delete("a", c1), add(&e, "b", 1).moved_from("a", c1 + 1)],
+            vec![add(&e, "b", 1).moved_from("a", c1)],
             ErrorCode::Malformed,
         ),
         (
-            vec![Entry::delete("a", c1), add(&e, "b", 1).moved_from("a", c1), add(&e, "c", 2).moved_from("a", c1)],
+            vec![
+                Entry::delete("a", c1),
+                add(&e, "b", 1).moved_from("a", c1 + 1),
+            ],
+            ErrorCode::Malformed,
+        ),
+        (
+            vec![
+                Entry::delete("a", c1),
+                add(&e, "b", 1).moved_from("a", c1),
+                add(&e, "c", 2).moved_from("a", c1),
+            ],
             ErrorCode::Malformed,
         ),
     ];
@@ -91,7 +136,10 @@ fn malformed_change_sets_are_refused_by_name() {
     }
     let mut long = submission(&e, vec![add(&e, "z", 1)]);
     long.author = "x".repeat(300);
-    assert_eq!(rejected(&e.repo.submit(long).unwrap()), ErrorCode::LimitExceeded);
+    assert_eq!(
+        rejected(&e.repo.submit(long).unwrap()),
+        ErrorCode::LimitExceeded
+    );
     assert_eq!(e.repo.head().unwrap(), 1);
     assert_doctor_clean(&e.repo);
 }
@@ -100,19 +148,34 @@ fn malformed_change_sets_are_refused_by_name() {
 fn paths_colliding_under_folding_are_refused_but_case_only_renames_apply() {
     let e = env();
     let c1 = commit(&e, vec![add(&e, "Art/Hero.png", 1)]);
-    let o = e.repo.submit(submission(&e, vec![add(&e, "art/hero.png", 2)])).unwrap();
+    let o = e
+        .repo
+        .submit(submission(&e, vec![add(&e, "art/hero.png", 2)]))
+        .unwrap();
     assert_eq!(rejected(&o), ErrorCode::PathCollision);
-    let o = e.repo.submit(submission(&e, vec![add(&e, "Straße", 2), add(&e, "strasse", 3)])).unwrap();
+    let o = e
+        .repo
+        .submit(submission(
+            &e,
+            vec![add(&e, "Straße", 2), add(&e, "strasse", 3)],
+        ))
+        .unwrap();
     assert_eq!(rejected(&o), ErrorCode::PathCollision);
     // A case-only rename: the deletion applies first.
     let c2 = commit(
         &e,
-        vec![Entry::delete("Art/Hero.png", c1), add(&e, "Art/hero.png", 4).moved_from("Art/Hero.png", c1)],
+        vec![
+            Entry::delete("Art/Hero.png", c1),
+            add(&e, "Art/hero.png", 4).moved_from("Art/Hero.png", c1),
+        ],
     );
     assert!(e.repo.stat(e.main, c2, "Art/hero.png").unwrap().is_some());
     assert!(e.repo.stat(e.main, c2, "Art/Hero.png").unwrap().is_none());
     // And the collision tree now names the live spelling.
-    let o = e.repo.submit(submission(&e, vec![add(&e, "ART/HERO.PNG", 5)])).unwrap();
+    let o = e
+        .repo
+        .submit(submission(&e, vec![add(&e, "ART/HERO.PNG", 5)]))
+        .unwrap();
     assert_eq!(rejected(&o), ErrorCode::PathCollision);
     assert_doctor_clean(&e.repo);
 }
@@ -120,11 +183,17 @@ fn paths_colliding_under_folding_are_refused_but_case_only_renames_apply() {
 #[test]
 fn submissions_naming_absent_objects_are_refused() {
     let e = env();
-    let o = e.repo.submit(submission(&e, vec![Entry::add("a", absent_state(1))])).unwrap();
+    let o = e
+        .repo
+        .submit(submission(&e, vec![Entry::add("a", absent_state(1))]))
+        .unwrap();
     assert_eq!(rejected(&o), ErrorCode::MissingObjects);
     let mut s = submission(&e, vec![add(&e, "b", 1)]);
     s.change_set_id = scribe_format::ChangeSetId([9; 32]);
-    assert_eq!(rejected(&e.repo.submit(s).unwrap()), ErrorCode::MissingObjects);
+    assert_eq!(
+        rejected(&e.repo.submit(s).unwrap()),
+        ErrorCode::MissingObjects
+    );
     assert_eq!(e.repo.head().unwrap(), 0);
     assert_doctor_clean(&e.repo);
 }
@@ -143,7 +212,10 @@ fn retries_return_the_recorded_outcome_forever_and_other_intent_mismatches() {
     assert_eq!(e.repo.submit(renamed).unwrap(), first);
     let mut other = s.clone();
     other.message = "different".into();
-    assert_eq!(rejected(&e.repo.submit(other).unwrap()), ErrorCode::OperationIntentMismatch);
+    assert_eq!(
+        rejected(&e.repo.submit(other).unwrap()),
+        ErrorCode::OperationIntentMismatch
+    );
     // A rejection is recorded too.
     let bad = submission(&e, vec![Entry::delete("zzz", 5)]);
     let r1 = e.repo.submit(bad.clone()).unwrap();
@@ -159,9 +231,16 @@ fn locks_of_other_workspaces_refuse_and_submit_releases_own_locks() {
     let other = WorkspaceId::random();
     let c1 = commit(&e, vec![add(&e, "a", 1), add(&e, "b", 2)]);
     e.repo.lock(&["a".into()], other, e.main, "bob").unwrap();
-    let o = e.repo.submit(submission(&e, vec![Entry::edit("a", c1, state(&e, 3))])).unwrap();
+    let o = e
+        .repo
+        .submit(submission(&e, vec![Entry::edit("a", c1, state(&e, 3))]))
+        .unwrap();
     assert_eq!(rejected(&o), ErrorCode::LockedByOther);
-    let err = e.repo.lock(&["a".into()], e.ws, e.main, "ada").err().unwrap();
+    let err = e
+        .repo
+        .lock(&["a".into()], e.ws, e.main, "ada")
+        .err()
+        .unwrap();
     assert_eq!(err.code(), ErrorCode::LockedByOther);
     let epoch = e.repo.lock_epoch().unwrap();
     let got = e.repo.lock(&["b".into()], e.ws, e.main, "ada").unwrap();
@@ -175,12 +254,18 @@ fn locks_of_other_workspaces_refuse_and_submit_releases_own_locks() {
     assert_eq!(e.repo.locks("").unwrap().len(), 2);
     commit(&e, vec![Entry::edit("b", c2, state(&e, 5))]);
     let left = e.repo.locks("").unwrap();
-    assert_eq!(left.iter().map(|l| l.path.as_str()).collect::<Vec<_>>(), vec!["a"]);
+    assert_eq!(
+        left.iter().map(|l| l.path.as_str()).collect::<Vec<_>>(),
+        vec!["a"]
+    );
     assert!(e.repo.workspace_locks(e.ws).unwrap().is_empty());
     // Required locks.
     let mut req = submission(&e, vec![add(&e, "c", 6)]);
     req.required_locks = vec!["c".into()];
-    assert_eq!(rejected(&e.repo.submit(req).unwrap()), ErrorCode::LockRequired);
+    assert_eq!(
+        rejected(&e.repo.submit(req).unwrap()),
+        ErrorCode::LockRequired
+    );
     assert_eq!(e.repo.unlock(&["a".into()], other).unwrap(), 1);
     assert_doctor_clean(&e.repo);
 }
@@ -188,7 +273,9 @@ fn locks_of_other_workspaces_refuse_and_submit_releases_own_locks() {
 #[test]
 fn buffered_groups_share_one_transaction_with_their_own_changes() {
     let e = env();
-    let subs: Vec<_> = (0..10).map(|i| submission(&e, vec![add(&e, &format!("f{i}"), i)])).collect();
+    let subs: Vec<_> = (0..10)
+        .map(|i| submission(&e, vec![add(&e, &format!("f{i}"), i)]))
+        .collect();
     let out = e.repo.submit_group(subs.clone()).unwrap();
     let changes: Vec<u64> = out.iter().map(accepted).collect();
     assert_eq!(changes, (1..=10).collect::<Vec<_>>());

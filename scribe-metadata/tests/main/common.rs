@@ -111,5 +111,9 @@ pub fn commit(env: &Env, entries: Vec<Entry>) -> u64 {
 
 pub fn assert_doctor_clean(repo: &Repository) {
     let report = repo.doctor().expect("doctor");
-    assert!(report.problems.is_empty(), "doctor found {:?}", report.problems);
+    assert!(
+        report.problems.is_empty(),
+        "doctor found {:?}",
+        report.problems
+    );
 }

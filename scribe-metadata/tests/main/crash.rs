@@ -34,7 +34,9 @@ fn big(objects: &DirObjects, main: BranchId) -> Submission {
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     let cs = ChangeSet::new(entries);
     let id = cs.id();
-    objects.put(&ObjectId::change_set(id), &cs.encode()).unwrap();
+    objects
+        .put(&ObjectId::change_set(id), &cs.encode())
+        .unwrap();
     Submission {
         operation: OperationId([7; 16]),
         branch: main,
@@ -59,7 +61,9 @@ fn objects_of(repo: &Repository) -> std::sync::Arc<DirObjects> {
 /// forever after its third staging transaction.
 #[test]
 fn crash_child() {
-    let Ok(dir) = std::env::var(CHILD_ENV) else { return };
+    let Ok(dir) = std::env::var(CHILD_ENV) else {
+        return;
+    };
     let root = DataRoot::open(&dir).unwrap();
     let repo = root.open_repository_by_name("game").unwrap();
     let marker = PathBuf::from(&dir).join("staging-marker");
@@ -96,7 +100,10 @@ fn dump(repo: &Repository) -> Dump {
             out.push((name, k.value().to_vec(), v.value().to_vec()));
         }
     }
-    for (name, t) in [("commits", tables::COMMITS), ("snapshot_nodes", tables::SNAPSHOT_NODES)] {
+    for (name, t) in [
+        ("commits", tables::COMMITS),
+        ("snapshot_nodes", tables::SNAPSHOT_NODES),
+    ] {
         let t = tx.open_table(t).unwrap();
         for row in t.range::<u64>(..).unwrap() {
             let (k, v) = row.unwrap();
@@ -132,12 +139,22 @@ fn kill_during_streamed_preparation_leaves_the_repository_as_before() {
     let before = dump(&e.repo);
     let dir = e.root.dir().to_owned();
     let repo_dir = e.repo.dir().to_owned();
-    let Env { dir: _keep, root, repo, .. } = e;
+    let Env {
+        dir: _keep,
+        root,
+        repo,
+        ..
+    } = e;
     drop(repo);
     drop(root);
 
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "main::crash::crash_child", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "main::crash::crash_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, &dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -149,7 +166,10 @@ fn kill_during_streamed_preparation_leaves_the_repository_as_before() {
         if let Some(status) = child.try_wait().unwrap() {
             panic!("child exited before staging: {status}");
         }
-        assert!(start.elapsed() < Duration::from_secs(120), "child never staged");
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "child never staged"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     child.kill().unwrap(); // SIGKILL
@@ -158,20 +178,40 @@ fn kill_during_streamed_preparation_leaves_the_repository_as_before() {
     // The kill left a reservation and staged rows behind.
     let (pending, staged) = pending_rows(&repo_dir);
     assert!(pending, "pending-submit survives the kill");
-    assert!(staged >= 3 * 256, "staged undo rows survive the kill ({staged})");
+    assert!(
+        staged >= 3 * 256,
+        "staged undo rows survive the kill ({staged})"
+    );
 
     // Startup recovery removes them; the repository is exactly as before.
     let root = DataRoot::open(&dir).unwrap();
     let repo = root.open_repository_by_name("game").unwrap();
-    assert!(before == dump(&repo), "recovered repository differs from before");
+    assert!(
+        before == dump(&repo),
+        "recovered repository differs from before"
+    );
     assert_doctor_clean(&repo);
     repo.recover_submissions().unwrap();
 
     // The same operation, retried, is accepted in full.
-    let o = repo.submit(big(&objects_of(&repo), repo.main_branch())).unwrap();
+    let o = repo
+        .submit(big(&objects_of(&repo), repo.main_branch()))
+        .unwrap();
     assert_eq!(accepted(&o), 2);
-    assert_eq!(repo.stat(repo.main_branch(), 2, "assets/00/file00000.bin").unwrap().unwrap().change, 2);
-    assert_eq!(repo.list(repo.main_branch(), 2, "", true, None, 10_000).unwrap().entries.len() as u64, ENTRIES + 1);
+    assert_eq!(
+        repo.stat(repo.main_branch(), 2, "assets/00/file00000.bin")
+            .unwrap()
+            .unwrap()
+            .change,
+        2
+    );
+    assert_eq!(
+        repo.list(repo.main_branch(), 2, "", true, None, 10_000)
+            .unwrap()
+            .entries
+            .len() as u64,
+        ENTRIES + 1
+    );
     assert_doctor_clean(&repo);
     assert_eq!(pending_rows_open(&repo), (false, 0));
 }
@@ -190,7 +230,11 @@ fn streamed_acceptance_matches_buffered_semantics() {
     let s = big(&e.objects, e.main);
     let o = e.repo.submit(s.clone()).unwrap();
     assert_eq!(accepted(&o), 1);
-    assert_eq!(e.repo.submit(s).unwrap(), o, "retry answers the recorded outcome");
+    assert_eq!(
+        e.repo.submit(s).unwrap(),
+        o,
+        "retry answers the recorded outcome"
+    );
     // A streamed rejection records its outcome and stages nothing.
     let mut again = big(&e.objects, e.main);
     again.operation = OperationId::random();

@@ -11,13 +11,31 @@ use super::common::*;
 /// A small repository: three changes with an edit, a delete, a move and a lock.
 fn populated() -> Env {
     let e = env();
-    let c1 = commit(&e, vec![add(&e, "art/a.png", 1), add(&e, "art/b.png", 2), add(&e, "docs/readme", 3)]);
-    let c2 = commit(&e, vec![Entry::edit("art/a.png", c1, state(&e, 4)), Entry::delete("docs/readme", c1)]);
+    let c1 = commit(
+        &e,
+        vec![
+            add(&e, "art/a.png", 1),
+            add(&e, "art/b.png", 2),
+            add(&e, "docs/readme", 3),
+        ],
+    );
+    let c2 = commit(
+        &e,
+        vec![
+            Entry::edit("art/a.png", c1, state(&e, 4)),
+            Entry::delete("docs/readme", c1),
+        ],
+    );
     commit(
         &e,
-        vec![Entry::delete("art/a.png", c2), add(&e, "art/hero.png", 5).moved_from("art/a.png", c2)],
+        vec![
+            Entry::delete("art/a.png", c2),
+            add(&e, "art/hero.png", 5).moved_from("art/a.png", c2),
+        ],
     );
-    e.repo.lock(&["art/b.png".into()], WorkspaceId::random(), e.main, "bob").unwrap();
+    e.repo
+        .lock(&["art/b.png".into()], WorkspaceId::random(), e.main, "bob")
+        .unwrap();
     assert_doctor_clean(&e.repo);
     e
 }
@@ -37,7 +55,11 @@ fn write<K: redb::Key + 'static, V: redb::Value + 'static>(
 
 fn expect(e: &Env, name: &str) {
     let report = e.repo.doctor().unwrap();
-    assert!(report.has(name), "expected {name}, got {:?}", report.problems);
+    assert!(
+        report.has(name),
+        "expected {name}, got {:?}",
+        report.problems
+    );
 }
 
 #[test]
@@ -71,7 +93,9 @@ fn a_rewritten_page_is_reported() {
 fn a_rewritten_envelope_is_reported() {
     let e = populated();
     let rec = e.repo.describe(2).unwrap().record;
-    e.objects.overwrite(&ObjectId::commit(rec.commit_id), b"\x05\x00garbage").unwrap();
+    e.objects
+        .overwrite(&ObjectId::commit(rec.commit_id), b"\x05\x00garbage")
+        .unwrap();
     expect(&e, "commit.envelope-identity");
 }
 
@@ -114,7 +138,11 @@ fn a_replaced_envelope_with_a_repointed_index_row_is_reported_by_its_child() {
     });
     let report = e.repo.doctor().unwrap();
     assert!(report.has("commit.parent-link"), "{:?}", report.problems);
-    assert!(!report.has("commit.envelope-identity"), "{:?}", report.problems);
+    assert!(
+        !report.has("commit.envelope-identity"),
+        "{:?}",
+        report.problems
+    );
 }
 
 #[test]
@@ -126,11 +154,13 @@ fn missing_lineage_edges_change_paths_and_witnesses_are_reported() {
     });
     expect(&e, "lineage.missing");
     write(&e, tables::FILE_LINEAGE, |t| {
-        t.insert(keys::lineage(3, "x", 1, "y").as_slice(), [].as_slice()).unwrap();
+        t.insert(keys::lineage(3, "x", 1, "y").as_slice(), [].as_slice())
+            .unwrap();
     });
     expect(&e, "lineage.extra");
     write(&e, tables::CHANGE_PATHS, |t| {
-        t.remove(keys::change_path(&e.main, 2, "docs/readme").as_slice()).unwrap();
+        t.remove(keys::change_path(&e.main, 2, "docs/readme").as_slice())
+            .unwrap();
     });
     expect(&e, "history.change-paths");
     expect(&e, "history.entry-count");
@@ -153,7 +183,8 @@ fn lock_index_live_count_and_root_rows_are_checked() {
     });
     expect(&e, "locks.index");
     write(&e, tables::META, |t| {
-        t.insert("snapshot-live", 99u64.to_le_bytes().as_slice()).unwrap();
+        t.insert("snapshot-live", 99u64.to_le_bytes().as_slice())
+            .unwrap();
     });
     expect(&e, "meta.snapshot-live");
     write(&e, tables::SNAPSHOT_ROOTS, |t| {
@@ -170,7 +201,11 @@ fn a_rewritten_move_row_is_reported() {
     let e = populated();
     write(&e, tables::MOVES, |t| {
         let k = keys::history(&e.main, "art/hero.png", 3);
-        t.insert(k.as_slice(), scribe_metadata::records::encode_move("art/b.png", 1).as_slice()).unwrap();
+        t.insert(
+            k.as_slice(),
+            scribe_metadata::records::encode_move("art/b.png", 1).as_slice(),
+        )
+        .unwrap();
     });
     expect(&e, "history.moves");
 }

@@ -22,7 +22,8 @@ struct Step {
 
 fn steps() -> impl Strategy<Value = Vec<Step>> {
     prop::collection::vec(
-        prop::collection::vec((0..UNIVERSE.len(), any::<bool>()), 1..7).prop_map(|picks| Step { picks }),
+        prop::collection::vec((0..UNIVERSE.len(), any::<bool>()), 1..7)
+            .prop_map(|picks| Step { picks }),
         1..7,
     )
 }

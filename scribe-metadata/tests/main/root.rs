@@ -9,12 +9,16 @@ use super::common::*;
 #[test]
 fn a_second_owner_is_refused_naming_the_holder() {
     let e = env();
-    let err = DataRoot::open(e.root.dir()).err().expect("second owner refused");
+    let err = DataRoot::open(e.root.dir())
+        .err()
+        .expect("second owner refused");
     match &err {
         MetadataError::DataRootLocked { pid, .. } => assert_eq!(*pid, Some(std::process::id())),
         other => panic!("unexpected {other:?}"),
     }
-    assert!(err.to_string().contains(&format!("pid {}", std::process::id())));
+    assert!(err
+        .to_string()
+        .contains(&format!("pid {}", std::process::id())));
     assert_eq!(err.code(), ErrorCode::Busy);
 }
 
@@ -25,9 +29,16 @@ fn repositories_survive_reopen_and_names_are_unique() {
     let id = e.repo.id();
     let c = commit(&e, vec![add(&e, "a.txt", 1)]);
     assert_eq!(c, 1);
-    let dup = e.root.create_repository("game").err().expect("duplicate name");
+    let dup = e
+        .root
+        .create_repository("game")
+        .err()
+        .expect("duplicate name");
     assert_eq!(dup.code(), ErrorCode::AlreadyExists);
-    assert_eq!(e.root.create_repository("a/b").err().map(|e| e.code()), Some(ErrorCode::Malformed));
+    assert_eq!(
+        e.root.create_repository("a/b").err().map(|e| e.code()),
+        Some(ErrorCode::Malformed)
+    );
     drop(e.repo);
     drop(e.root);
     let root = DataRoot::open(&dir).expect("reopen");
@@ -52,7 +63,9 @@ fn creating_leftovers_are_removed_at_startup() {
         let db = redb::Database::open(dir.join("catalog.redb")).unwrap();
         let tx = db.begin_write().unwrap();
         {
-            let mut t = tx.open_table(scribe_metadata::tables::CATALOG_REPOS).unwrap();
+            let mut t = tx
+                .open_table(scribe_metadata::tables::CATALOG_REPOS)
+                .unwrap();
             let mut rec = {
                 let g = t.get(id.0).unwrap().unwrap();
                 scribe_metadata::records::CatalogRecord::decode(g.value()).unwrap()
@@ -67,7 +80,10 @@ fn creating_leftovers_are_removed_at_startup() {
     let root = DataRoot::open(&dir).expect("reopen");
     assert!(!repo_dir.exists(), "leftover directory removed");
     assert!(root.list_repositories().unwrap().is_empty());
-    assert_eq!(root.repository_id("game").err().map(|e| e.code()), Some(ErrorCode::NotFound));
+    assert_eq!(
+        root.repository_id("game").err().map(|e| e.code()),
+        Some(ErrorCode::NotFound)
+    );
     // The name is free again.
     root.create_repository("game").expect("name reusable");
 }
@@ -95,14 +111,22 @@ fn logical_rows(dir: &std::path::Path) -> Vec<(String, Vec<u8>, Vec<u8>)> {
     let db = redb::Database::open(dir.join("metadata.redb")).unwrap();
     let tx = db.begin_read().unwrap();
     let mut out = Vec::new();
-    let names: Vec<String> = tx.list_tables().unwrap().map(|t| t.name().to_owned()).collect();
+    let names: Vec<String> = tx
+        .list_tables()
+        .unwrap()
+        .map(|t| t.name().to_owned())
+        .collect();
     for name in names {
         if name == "meta" || name == "locks" {
             let def: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new(&name);
             let t = tx.open_table(def).unwrap();
             for row in t.range::<&str>(..).unwrap() {
                 let (k, v) = row.unwrap();
-                out.push((name.clone(), k.value().as_bytes().to_vec(), v.value().to_vec()));
+                out.push((
+                    name.clone(),
+                    k.value().as_bytes().to_vec(),
+                    v.value().to_vec(),
+                ));
             }
         }
     }
@@ -130,7 +154,10 @@ fn openers_refuse_other_schema_profile_and_migration_values_before_writing() {
         set_meta(&repo_dir, key, value.as_deref());
         let before = logical_rows(&repo_dir);
         let root = DataRoot::open(&dir).unwrap();
-        let err = root.open_repository(id).err().unwrap_or_else(|| panic!("{key} accepted"));
+        let err = root
+            .open_repository(id)
+            .err()
+            .unwrap_or_else(|| panic!("{key} accepted"));
         assert!(
             matches!(err, MetadataError::VersionMismatch { .. }),
             "{key}: {err:?}"
@@ -152,7 +179,8 @@ fn a_missing_required_table_is_refused() {
     {
         let db = redb::Database::open(repo_dir.join("metadata.redb")).unwrap();
         let tx = db.begin_write().unwrap();
-        tx.delete_table(scribe_metadata::tables::ACCEPTED_MANIFESTS).unwrap();
+        tx.delete_table(scribe_metadata::tables::ACCEPTED_MANIFESTS)
+            .unwrap();
         tx.commit().unwrap();
         let r = db.begin_read().unwrap();
         drop(r);
@@ -171,10 +199,18 @@ fn descriptors_with_other_versions_or_unknown_features_are_refused() {
     drop(e.root);
     let path = dir.join("SCRIBE_FORMAT");
     let original = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(&path, original.replace("repository-schema = 3", "repository-schema = 2")).unwrap();
+    std::fs::write(
+        &path,
+        original.replace("repository-schema = 3", "repository-schema = 2"),
+    )
+    .unwrap();
     let err = DataRoot::open(&dir).err().expect("refused");
     assert!(err.to_string().contains("scribe-server migrate"), "{err}");
-    std::fs::write(&path, original.replace("atomic-publication-v2", "atomic-publication-v2,warp-drive")).unwrap();
+    std::fs::write(
+        &path,
+        original.replace("atomic-publication-v2", "atomic-publication-v2,warp-drive"),
+    )
+    .unwrap();
     let err = DataRoot::open(&dir).err().expect("refused");
     assert_eq!(err.code(), ErrorCode::UnsupportedFeature);
     std::fs::write(&path, original).unwrap();

@@ -53,7 +53,10 @@ pub fn dispatch(svc: &Service, session: &mut Session, req: Request) -> R<Respons
             if r.ids.len() > MAX_IDS_PER_REQUEST {
                 return Err(Failure::new(
                     ErrorCode::LimitExceeded,
-                    format!("{} ids exceed {MAX_IDS_PER_REQUEST} per request", r.ids.len()),
+                    format!(
+                        "{} ids exceed {MAX_IDS_PER_REQUEST} per request",
+                        r.ids.len()
+                    ),
                 ));
             }
             let (_, store) = open(svc, &r.repo)?;
@@ -541,9 +544,10 @@ fn submit(svc: &Service, r: m::Submit) -> R<m::Outcome> {
     }
     let cs_object = ObjectId::change_set(r.change_set);
     let change_set = match store.get(&cs_object) {
-        Ok(bytes) => to_interim(cs::ChangeSet::decode(&bytes).map_err(|e| {
-            malformed(format!("change set {cs_object} does not decode: {e}"))
-        })?),
+        Ok(bytes) => to_interim(
+            cs::ChangeSet::decode(&bytes)
+                .map_err(|e| malformed(format!("change set {cs_object} does not decode: {e}")))?,
+        ),
         Err(scribe_objects::StoreError::NotFound { .. }) => {
             // A retry of a recorded operation does not need the object.
             if let Some(o) = recorded_outcome(&repo, &r.operation)? {

@@ -96,21 +96,23 @@ impl StoreRegistry {
     /// The factory handed to `DataRoot::set_objects_factory`.
     pub fn factory(&self) -> Box<ObjectsFactory> {
         let map = self.map.clone();
-        Box::new(move |dir: &Path, id: RepositoryId| -> scribe_metadata::Result<Objects> {
-            let mut m = map
-                .lock()
-                .map_err(|_| MetadataError::Objects("store registry poisoned".into()))?;
-            let store = match m.get(&id) {
-                Some(s) => s.clone(),
-                None => {
-                    let s = Arc::new(open_or_create(dir).map_err(objects_err)?);
-                    m.insert(id, s.clone());
-                    s
-                }
-            };
-            let hooks: Objects = Arc::new(StoreHooks(store));
-            Ok(hooks)
-        })
+        Box::new(
+            move |dir: &Path, id: RepositoryId| -> scribe_metadata::Result<Objects> {
+                let mut m = map
+                    .lock()
+                    .map_err(|_| MetadataError::Objects("store registry poisoned".into()))?;
+                let store = match m.get(&id) {
+                    Some(s) => s.clone(),
+                    None => {
+                        let s = Arc::new(open_or_create(dir).map_err(objects_err)?);
+                        m.insert(id, s.clone());
+                        s
+                    }
+                };
+                let hooks: Objects = Arc::new(StoreHooks(store));
+                Ok(hooks)
+            },
+        )
     }
 
     /// The store of an opened repository.
