@@ -74,6 +74,27 @@ fn fill(buf: &mut [u8], seed: u64) {
     }
 }
 
+/// This process's user + system CPU seconds (Linux `/proc/self/stat`);
+/// shows how much of a phase was computation when the machine is shared.
+fn cpu_secs() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let Some(rest) = stat.rsplit(')').next() else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // Fields 14 and 15 (utime, stime) are at 11 and 12 after the command name.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
 fn mbps(bytes: u64, secs: f64) -> f64 {
     bytes as f64 / secs / 1e6
 }
@@ -143,24 +164,29 @@ fn main() {
     };
     let store_dir = root.path().join("store");
     let store = ObjectStore::create(&store_dir, opts).expect("create store");
+    println!("load average before import: {}", load_average());
     let t = Instant::now();
+    let c = cpu_secs();
     let imported = store.import_files(&paths).expect("import");
     let first = t.elapsed().as_secs_f64();
+    let first_cpu = cpu_secs() - c;
     let chunks: usize = imported.iter().map(|f| f.chunks.len()).sum();
     let limit = hash_mbps.min(write_mbps);
     println!(
-        "(a) large import: {:.0} MB/s ({:.2} s, {chunks} chunks) = {:.0}% of min(hash, write) {:.0} MB/s",
+        "(a) large import: {:.0} MB/s ({:.2} s, cpu {first_cpu:.2} s, {chunks} chunks) = {:.0}% of min(hash, write) {:.0} MB/s",
         mbps(total, first),
         first,
         100.0 * mbps(total, first) / limit,
         limit
     );
     let t = Instant::now();
+    let c = cpu_secs();
     let again = store.import_files(&paths).expect("re-import");
     let second = t.elapsed().as_secs_f64();
+    let second_cpu = cpu_secs() - c;
     assert!(again.iter().all(|f| f.new_bytes_stored == 0));
     println!(
-        "(a) large re-import (dedup, no writes): {:.0} MB/s ({:.2} s) = {:.1}x faster",
+        "(a) large re-import (dedup, no writes): {:.0} MB/s ({:.2} s, cpu {second_cpu:.2} s) = {:.1}x faster",
         mbps(total, second),
         second,
         first / second
@@ -199,13 +225,18 @@ fn main() {
     }
     let store = ObjectStore::create(&store_dir, opts).expect("create store");
     let t = Instant::now();
+    let c = cpu_secs();
     store.import_files(&small_paths).expect("import small");
     let s1 = t.elapsed().as_secs_f64();
+    let s1_cpu = cpu_secs() - c;
     let t = Instant::now();
+    let c = cpu_secs();
     store.import_files(&small_paths).expect("re-import small");
     let s2 = t.elapsed().as_secs_f64();
+    let s2_cpu = cpu_secs() - c;
+    println!("load average after: {}", load_average());
     println!(
-        "(b) small import: {:.0} files/s ({:.0} MB/s, {:.2} s); re-import {:.0} files/s ({:.1}x faster)",
+        "(b) small import: {:.0} files/s ({:.0} MB/s, {:.2} s, cpu {s1_cpu:.2} s); re-import {:.0} files/s (cpu {s2_cpu:.2} s, {:.1}x faster)",
         a.small_files as f64 / s1,
         mbps(small_bytes, s1),
         s1,

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use redb::ReadableDatabase;
 
-use scribe_format::envelope::{self, Compression, EnvelopeHeader, HEADER_LEN};
+use scribe_format::envelope::{self, Compression, HEADER_LEN};
 use scribe_format::id::object_identity;
 use scribe_format::{ObjectId, ObjectKind};
 
@@ -339,13 +339,6 @@ fn looks_incompressible(payload: &[u8]) -> bool {
         compressed += lz4_flex::block::compress(sample).len().min(sample.len());
     }
     compressed * 100 >= original * 97
-}
-
-/// Parse and check an envelope header from the first bytes of `env`.
-#[allow(dead_code)]
-pub(crate) fn header_of(env: &[u8]) -> Option<EnvelopeHeader> {
-    let h: &[u8; HEADER_LEN] = env.get(..HEADER_LEN)?.try_into().ok()?;
-    EnvelopeHeader::parse(h).ok()
 }
 
 #[cfg(test)]

@@ -472,6 +472,7 @@ fn init_index(
         let mut live_bytes = txn.open_table(PACK_LIVE_TABLE).map_err(db_err(tmp))?;
         let mut rewrite = txn.open_table(REWRITE_TABLE).map_err(db_err(tmp))?;
         let mut selected = 0u64;
+        let mut budget_open = true;
         for (id, path) in layout::list_packs(&source.dir)? {
             let size = std::fs::metadata(&path).map_err(io_err(&path))?.len();
             let live = pack_live.get(&id).copied().unwrap_or(0);
@@ -480,11 +481,14 @@ fn init_index(
             if live == 0 {
                 // Whole-dead: dropped, no payload rewrite.
                 rewrite.insert(id, 0u8).map_err(db_err(tmp))?;
-            } else if live * 100 < body * LIVE_THRESHOLD_PERCENT
-                && selected.saturating_add(size) <= budget
-            {
-                rewrite.insert(id, 1u8).map_err(db_err(tmp))?;
-                selected += size;
+            } else if budget_open && live * 100 < body * LIVE_THRESHOLD_PERCENT {
+                // Selection stops at the first sparse pack that does not fit.
+                if selected.saturating_add(size) <= budget {
+                    rewrite.insert(id, 1u8).map_err(db_err(tmp))?;
+                    selected += size;
+                } else {
+                    budget_open = false;
+                }
             }
         }
         let mut state = txn.open_table(STATE_TABLE).map_err(db_err(tmp))?;

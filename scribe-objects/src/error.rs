@@ -105,6 +105,9 @@ pub enum StoreError {
     /// Compaction refused (malformed marker, changed boundary, missing live object, ...).
     #[error("compaction refused: {reason}")]
     CompactionRefused { reason: String },
+    /// An internal invariant failed (a bug: a worker thread panicked, ...).
+    #[error("internal error: {0}")]
+    Internal(&'static str),
     /// A failure injected by a test failpoint.
     #[error("injected failure at {0}")]
     Injected(&'static str),

@@ -163,7 +163,7 @@ impl<R: Read> StreamChunker<R> {
         let rem = self.filled - self.start;
         {
             let Some(buf) = Arc::get_mut(&mut next) else {
-                return Err(StoreError::Injected("chunk window still shared"));
+                return Err(StoreError::Internal("chunk window still shared"));
             };
             buf[..rem].copy_from_slice(&self.window[self.start..self.filled]);
             let mut filled = rem;
@@ -399,12 +399,12 @@ fn import_stream(batch: &Batch<'_>, reader: impl Read, path: &Path) -> Result<Im
         drop(work_tx);
         for h in handles {
             if h.join().is_err() {
-                record_error(StoreError::Injected("import worker panicked"));
+                record_error(StoreError::Internal("import worker panicked"));
             }
         }
         let hash = hasher
             .join()
-            .map_err(|_| StoreError::Injected("import hasher panicked"))?;
+            .map_err(|_| StoreError::Internal("import hasher panicked"))?;
         if let Some(e) = read_error {
             return Err(e);
         }
@@ -473,8 +473,8 @@ impl ObjectStore {
     }
 
     /// Import many files in one publication. Small files are processed in
-    /// parallel on the rayon pool; each large file uses the pipelined
-    /// import (which itself uses all cores). Results are in input order.
+    /// parallel on the rayon pool; large files run as pipelined imports,
+    /// one per core at a time. Results are in input order.
     pub fn import_files<P: AsRef<Path> + Sync>(&self, paths: &[P]) -> Result<Vec<ImportedFile>> {
         let batch = self.batch();
         let sizes: Vec<u64> = paths
@@ -495,10 +495,31 @@ impl ObjectStore {
         for (i, r) in small {
             out[i] = Some(r?);
         }
-        for (i, p) in paths.iter().enumerate() {
-            if sizes[i] > MIN as u64 {
-                out[i] = Some(self.import_path_into(&batch, p.as_ref())?);
+        // Large files: one pipeline per core at a time. Cutting chunks is
+        // sequential within a file, so concurrent files are what lets every
+        // core cut (each pipeline's hashing overlaps its own cutting).
+        let large: Vec<usize> = (0..paths.len())
+            .filter(|&i| sizes[i] > MIN as u64)
+            .collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let done: Mutex<Vec<(usize, Result<ImportedFile>)>> = Mutex::new(Vec::new());
+        let lanes = worker_count().min(large.len());
+        std::thread::scope(|s| {
+            for _ in 0..lanes {
+                s.spawn(|| loop {
+                    let k = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(&i) = large.get(k) else { break };
+                    let r = self.import_path_into(&batch, paths[i].as_ref());
+                    let failed = r.is_err();
+                    done.lock().unwrap_or_else(|p| p.into_inner()).push((i, r));
+                    if failed {
+                        next.store(large.len(), Ordering::SeqCst);
+                    }
+                });
             }
+        });
+        for (i, r) in done.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            out[i] = Some(r?);
         }
         batch.commit()?;
         Ok(out.into_iter().flatten().collect())

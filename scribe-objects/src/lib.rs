@@ -19,6 +19,23 @@
 //! * [`ObjectStore::verify`] and [`verify_dir`] (read-only);
 //!   [`rebuild_locator`]; [`compact`] (full and incremental).
 //!
+//! ```
+//! use scribe_format::ObjectKind;
+//! use scribe_objects::{ObjectStore, StoreOptions};
+//!
+//! let tmp = tempfile::tempdir()?;
+//! let store = ObjectStore::create(tmp.path().join("objects"), StoreOptions::default())?;
+//! let batch = store.batch();
+//! let id = batch.put(ObjectKind::Chunk, b"bytes")?;
+//! batch.commit()?; // one durable publication
+//! assert_eq!(store.get(&id)?, b"bytes"); // identity verified
+//!
+//! std::fs::write(tmp.path().join("asset.bin"), vec![7u8; 3 << 20])?;
+//! let imported = store.import_file(tmp.path().join("asset.bin"))?;
+//! store.reconstruct(&imported.manifest_id, tmp.path().join("copy.bin"))?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! See `docs/objects.md` for the layout and the decisions behind it.
 
 mod batch;
@@ -63,4 +80,17 @@ pub fn encode_manifest(
     chunks: &[ManifestChunk],
 ) -> std::result::Result<Vec<u8>, scribe_format::FormatError> {
     manifest_bytes::encode(total_size, content_id, chunks)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The store is shared across threads as `Arc<ObjectStore>`; batches
+    /// are filled from many threads.
+    #[test]
+    fn store_and_batch_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<crate::ObjectStore>();
+        check::<crate::Batch<'static>>();
+        check::<crate::ObjectReader>();
+    }
 }

@@ -5,6 +5,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata};
@@ -71,6 +72,41 @@ pub(crate) struct PackWriter {
     /// match `len`, so every later append or commit refuses until the store
     /// is reopened (open-time recovery truncates to the committed length).
     poisoned: Option<String>,
+    /// Bytes appended since writeback was last started early.
+    since_kick: u64,
+    /// Starts writeback of the open pack in the background (see [`Flusher`]).
+    kicker: Option<SyncSender<File>>,
+}
+
+/// Appended bytes between early writeback starts.
+const KICK_BYTES: u64 = 32 << 20;
+
+/// A background thread that flushes a duplicate handle of the open pack
+/// every [`KICK_BYTES`] appended, so the disk writes while the import
+/// computes and the publication's own flush (and a roll-over's) finds little
+/// left to do. It only makes bytes durable earlier; it never stands in for
+/// a flush of section 6.3.
+struct Flusher {
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Flusher {
+    fn start() -> (Flusher, Option<SyncSender<File>>) {
+        let (tx, rx) = sync_channel::<File>(1);
+        let handle = std::thread::Builder::new()
+            .name("scribe-pack-flusher".into())
+            .spawn(move || {
+                for f in rx {
+                    // Best effort: errors surface at the publication's flush.
+                    let _ = f.sync_data();
+                }
+            })
+            .ok();
+        match handle {
+            Some(h) => (Flusher { handle: Some(h) }, Some(tx)),
+            None => (Flusher { handle: None }, None),
+        }
+    }
 }
 
 impl PackWriter {
@@ -94,6 +130,18 @@ pub struct ObjectStore {
     pub(crate) writer: Mutex<PackWriter>,
     read_handles: RwLock<HashMap<u32, Arc<File>>>,
     recovery: RecoveryReport,
+    flusher: Mutex<Flusher>,
+}
+
+impl Drop for ObjectStore {
+    fn drop(&mut self) {
+        // Close the kick channel, then wait for an in-progress flush.
+        self.lock_writer().kicker = None;
+        let mut f = self.flusher.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(h) = f.handle.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for ObjectStore {
@@ -338,6 +386,7 @@ impl ObjectStore {
                 recovery.removed_staging_files += 1;
             }
         }
+        let (flusher, kicker) = Flusher::start();
         Ok(ObjectStore {
             dir,
             options,
@@ -350,9 +399,12 @@ impl ObjectStore {
                 synced_len: committed,
                 buf: Vec::with_capacity(WRITE_BUFFER),
                 poisoned: None,
+                since_kick: 0,
+                kicker,
             }),
             read_handles: RwLock::new(HashMap::new()),
             recovery,
+            flusher: Mutex::new(flusher),
         })
     }
 
@@ -436,6 +488,15 @@ impl ObjectStore {
         }
         let offset = w.len;
         w.len += entry_len;
+        w.since_kick += entry_len;
+        if w.since_kick >= KICK_BYTES {
+            w.since_kick = 0;
+            w.flush_buf(&path)?;
+            if let (Some(tx), Ok(dup)) = (w.kicker.as_ref(), w.file.try_clone()) {
+                // Skipped if the previous early flush is still running.
+                let _ = tx.try_send(dup);
+            }
+        }
         touched.insert(w.id);
         Ok(Location::Packed {
             pack: w.id,

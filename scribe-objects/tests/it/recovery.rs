@@ -117,3 +117,14 @@ fn dropped_batch_leaves_no_staging_files() {
     drop(batch);
     assert_eq!(std::fs::read_dir(t.dir.join("staging")).unwrap().count(), 0);
 }
+
+#[test]
+fn staging_leftovers_are_removed_on_open() {
+    // A process killed after staging a loose candidate leaves a temporary.
+    let (t, store) = TestStore::new(small_packs());
+    drop(store);
+    std::fs::write(t.dir.join("staging").join("loose-crashed.tmp"), b"partial").unwrap();
+    let store = ObjectStore::open(&t.dir).unwrap();
+    assert_eq!(store.recovery_report().removed_staging_files, 1);
+    assert_eq!(std::fs::read_dir(t.dir.join("staging")).unwrap().count(), 0);
+}

@@ -281,3 +281,28 @@ mod model {
         }
     }
 }
+
+#[test]
+fn streaming_reader_over_a_large_compressed_loose_object() {
+    let (_t, store) = TestStore::new(small_packs());
+    // Compressible, several 256 KiB blocks, above the loose threshold.
+    let payload: Vec<u8> = (0..1_500_000u32).map(|i| (i / 1000) as u8).collect();
+    let id = store.put(ObjectKind::Manifest, &payload).unwrap();
+    assert!(matches!(
+        store.locate(&id).unwrap(),
+        Some(Location::Loose { .. })
+    ));
+    assert_eq!(store.read_envelope(&id).unwrap()[8], 1, "codec 1");
+    let mut r = store.open_reader(&id).unwrap();
+    assert_eq!(r.id(), &id);
+    let mut out = Vec::new();
+    let mut buf = [0u8; 7777];
+    loop {
+        let n = std::io::Read::read(&mut r, &mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(out, payload);
+}
