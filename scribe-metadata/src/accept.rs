@@ -28,9 +28,6 @@ use scribe_format::{
 
 use crate::error::{MetadataError, Result};
 use crate::fmt::{FileRecord, Link, NodeValue, RootRow};
-use crate::interim::{
-    operation_fingerprint, Action, ChangeSet, CommitEnvelopeV5, CommitPayload, Entry,
-};
 use crate::records::{
     decode_u64, encode_accepted_manifest, encode_move, keys, CommitRecord, HistoryRecord,
     LockRecord, OperationRecord, RepoMeta, MAX_DETAIL_BYTES,
@@ -39,6 +36,9 @@ use crate::repo::Repository;
 use crate::tables::{self, meta, stage_tag};
 use crate::tree::{lookup, Builder, Overlay, TablePages, BATCH};
 use crate::util::now_ms;
+use scribe_format::changeset::{Action, ChangeSet, Entry};
+use scribe_format::commit::{CommitEnvelopeV5, CommitPayload, Origin};
+use scribe_format::operation::operation_fingerprint;
 
 /// One submission: a change set plus its commit metadata.
 #[derive(Clone, Debug)]
@@ -704,13 +704,14 @@ pub(crate) fn envelope(
     branch_head: u64,
     parent_commit: Option<CommitId>,
     root: &RootRow,
-) -> (Vec<u8>, CommitId) {
+) -> Result<(Vec<u8>, CommitId)> {
     let env = CommitEnvelopeV5 {
         payload: CommitPayload {
             repository: repo.id,
             branch: s.branch,
             change,
             parent_change: branch_head,
+            branched_from: None,
             change_set: s.change_set_id,
             operation: s.operation,
             workspace: s.workspace,
@@ -720,12 +721,13 @@ pub(crate) fn envelope(
         },
         actor: s.actor,
         parent_commit,
+        origin: Origin::None,
         content_root: root.exact.content,
         revision_root: root.exact.revision,
     };
-    let bytes = env.encode();
-    let id = crate::interim::commit_id(&bytes).unwrap_or(CommitId([0; 32]));
-    (bytes, id)
+    let bytes = env.encode()?;
+    let id = scribe_format::commit::commit_id(&bytes)?;
+    Ok((bytes, id))
 }
 
 /// Write the commit ledger, roots, head, lock releases and outcome.
@@ -881,6 +883,26 @@ impl Repository {
     pub(crate) fn precheck(&self, s: &Submission) -> Result<Option<Reject>> {
         if let Some(r) = check_shape(s) {
             return Ok(Some(r));
+        }
+        // The envelope binds the change set id: it must be the identity of
+        // exactly these entries.
+        match s.change_set.id() {
+            Ok(id) if id == s.change_set_id => {}
+            Ok(id) => {
+                return Ok(Some(Reject::new(
+                    ErrorCode::Malformed,
+                    format!(
+                        "change set id {} is not the identity of its entries ({id})",
+                        s.change_set_id
+                    ),
+                )))
+            }
+            Err(e) => {
+                return Ok(Some(Reject::new(
+                    ErrorCode::Malformed,
+                    format!("change set: {e}"),
+                )))
+            }
         }
         let mut ids = vec![ObjectId::change_set(s.change_set_id)];
         let mut seen = HashSet::new();
@@ -1089,7 +1111,7 @@ impl Repository {
             let mut sink = TxSink { tx };
             produce(s, change, base_root, next_page, &mut sink, usize::MAX)?
         };
-        let (bytes, commit_id) = envelope(self, s, change, branch_head, parent_commit, &root);
+        let (bytes, commit_id) = envelope(self, s, change, branch_head, parent_commit, &root)?;
         write_ledger(
             tx,
             &Ledger {

@@ -20,6 +20,8 @@
 //! | `history.change-paths` | `change_paths` and `history` disagree for a change |
 //! | `history.entry-count` | a change's path count differs from its commit record |
 //! | `history.tree` | a history row differs from the tree value at its change |
+//! | `history.coverage` | a tree value at a branch head has no history row |
+//! | `commit.unchained` | (warning) a legacy v1–v3 envelope carries no links |
 //! | `history.record` | a history row does not decode or has a malformed key |
 //! | `history.moves` | a `moves` row without a matching history move, or the reverse |
 //! | `lineage.missing`, `lineage.extra`, `lineage.value` | `file_lineage` edges against accepted history |
@@ -36,7 +38,6 @@ use scribe_format::{path, BranchId, ManifestId, ObjectId};
 
 use crate::error::Result;
 use crate::fmt::{Link, Node, RootRow};
-use crate::interim::{commit_id, envelope_links};
 use crate::records::{
     decode_accepted_manifest, decode_move, decode_u64, keys, CommitRecord, HistoryRecord,
     LockRecord, OperationRecord, WorkspaceRecord,
@@ -44,6 +45,7 @@ use crate::records::{
 use crate::repo::{read_repo_meta, Repository};
 use crate::tables::{self, meta};
 use crate::tree::{lookup, verify_page, CachedPages, PageCache};
+use scribe_format::commit::{commit_id, StoredCommit};
 
 /// One problem found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,6 +85,11 @@ impl DoctorReport {
 }
 
 impl Repository {
+    /// `verify`: the same read-only checks as [`Repository::doctor`].
+    pub fn verify(&self) -> Result<DoctorReport> {
+        self.doctor()
+    }
+
     /// Read-only verification of every metadata invariant.
     pub fn doctor(&self) -> Result<DoctorReport> {
         let mut rep = DoctorReport::default();
@@ -115,17 +122,25 @@ impl Repository {
         }
         for (&change, rec) in &records {
             rep.commits_checked += 1;
-            let bytes = match self.objects.read_commit(&ObjectId::commit(rec.commit_id))? {
-                Some(b) => b,
-                None => {
+            let bytes = match self.objects.read_commit(&ObjectId::commit(rec.commit_id)) {
+                Ok(Some(b)) => b,
+                Ok(None) => {
                     rep.add(
                         "commit.envelope-missing",
                         format!("change {change} {}", rec.commit_id),
                     );
                     continue;
                 }
+                // A verifying store refuses damaged bytes itself.
+                Err(e) => {
+                    rep.add(
+                        "commit.envelope-identity",
+                        format!("change {change}: the store refuses {}: {e}", rec.commit_id),
+                    );
+                    continue;
+                }
             };
-            if commit_id(&bytes) != Some(rec.commit_id) {
+            if commit_id(&bytes).ok() != Some(rec.commit_id) {
                 rep.add(
                     "commit.envelope-identity",
                     format!(
@@ -134,17 +149,28 @@ impl Repository {
                     ),
                 );
             }
-            let Some(links) = envelope_links(&bytes) else {
-                rep.add(
-                    "commit.envelope-fields",
-                    format!("change {change}: envelope does not decode"),
-                );
-                continue;
+            let links = match StoredCommit::decode(&bytes) {
+                Ok(StoredCommit::V5(env)) => env,
+                Ok(_) => {
+                    rep.add(
+                        "commit.unchained",
+                        format!("change {change}: a legacy envelope carries no links"),
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    rep.add(
+                        "commit.envelope-fields",
+                        format!("change {change}: envelope does not decode: {e}"),
+                    );
+                    continue;
+                }
             };
-            if links.change != change
-                || links.parent_change != rec.parent
-                || links.branch != rec.branch
-                || links.change_set != rec.change_set
+            if links.payload.change != change
+                || links.payload.parent_change != rec.parent
+                || links.payload.branch != rec.branch
+                || links.payload.change_set != rec.change_set
+                || links.payload.repository != self.id
             {
                 rep.add(
                     "commit.envelope-fields",
@@ -232,6 +258,21 @@ impl Repository {
             let exact = crate::tree::collect_all(&mut src, &r.exact);
             let fold = crate::tree::collect_all(&mut src, &r.collision);
             if let (Ok(exact), Ok(fold)) = (exact, fold) {
+                // Every tree value at the head is an accepted revision.
+                for (_, v) in &exact {
+                    if history
+                        .get(keys::history(&branch, &v.path, v.last_change).as_slice())?
+                        .is_none()
+                    {
+                        rep.add(
+                            "history.coverage",
+                            format!(
+                                "{}@{} is in the tree but not in history",
+                                v.path, v.last_change
+                            ),
+                        );
+                    }
+                }
                 let want: BTreeMap<Vec<u8>, String> = exact
                     .iter()
                     .filter(|(_, v)| v.state.is_some())
@@ -596,7 +637,9 @@ fn check_tree<T: ReadableTable<u64, &'static [u8]>>(
     if root.is_empty() {
         return Ok(());
     }
-    let mut stack: Vec<(Link, Option<(Vec<u8>, u8, u64)>)> = vec![(*root, None)];
+    // (link, parent prefix, edge, parent page id)
+    type Pending = (Link, Option<(Vec<u8>, u8, u64)>);
+    let mut stack: Vec<Pending> = vec![(*root, None)];
     while let Some((link, parent)) = stack.pop() {
         if let Some((pp, edge, pid)) = &parent {
             if link.node >= *pid {

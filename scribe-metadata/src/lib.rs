@@ -20,7 +20,6 @@ pub mod descriptor;
 pub mod doctor;
 pub mod error;
 pub mod fmt;
-pub mod interim;
 pub mod locks;
 pub mod objects;
 pub mod read;

@@ -846,4 +846,27 @@ mod tests {
         let l = keys::lineage(5, "x/y", 3, "z");
         assert_eq!(keys::split_lineage(&l), Some((5, "x/y", 3, "z")));
     }
+
+    proptest::proptest! {
+        /// Hostile bytes never panic a decoder, and whatever decodes
+        /// re-encodes to the same bytes.
+        #[test]
+        fn decoders_refuse_or_round_trip(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            if let Ok(r) = CatalogRecord::decode(&bytes) { proptest::prop_assert_eq!(r.encode(), bytes.clone()); }
+            if let Ok(r) = HistoryRecord::decode(&bytes) { proptest::prop_assert_eq!(r.encode(), bytes.clone()); }
+            if let Ok(r) = CommitRecord::decode(&bytes) { proptest::prop_assert_eq!(r.encode(), bytes.clone()); }
+            if let Ok(r) = LockRecord::decode(&bytes) { proptest::prop_assert_eq!(r.encode(), bytes.clone()); }
+            if let Ok(r) = OperationRecord::decode(&bytes) { proptest::prop_assert_eq!(r.encode(), bytes.clone()); }
+            if let Ok(r) = BranchRecord::decode(&bytes) { proptest::prop_assert_eq!(r.encode(), bytes.clone()); }
+            if let Ok(r) = RepoMeta::decode(&bytes) { proptest::prop_assert_eq!(r.encode().to_vec(), bytes.clone()); }
+            if let Ok(r) = WorkspaceRecord::decode(&bytes) {
+                if bytes.first() == Some(&2) { proptest::prop_assert_eq!(r.encode(), bytes.clone()); }
+            }
+            let _ = decode_move(&bytes);
+            let _ = decode_accepted_manifest(&bytes);
+            let _ = decode_pending(&bytes);
+            let _ = keys::split_history(&bytes);
+            let _ = keys::split_lineage(&bytes);
+        }
+    }
 }

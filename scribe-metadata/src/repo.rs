@@ -18,6 +18,16 @@ use scribe_format::descriptor::{Descriptor, Kind};
 /// File name of the repository database.
 pub const METADATA_FILE: &str = "metadata.redb";
 
+/// redb page cache of one repository database. redb's default (1 GiB)
+/// would let a large streamed acceptance hold most of the file in memory.
+pub const METADATA_CACHE_BYTES: usize = 64 * 1024 * 1024;
+
+fn builder() -> redb::Builder {
+    let mut b = Database::builder();
+    b.set_cache_size(METADATA_CACHE_BYTES);
+    b
+}
+
 /// One open repository. Readers use MVCC snapshots and never wait for
 /// acceptance; acceptance is serialised by the publication gate.
 pub struct Repository {
@@ -56,7 +66,7 @@ impl Repository {
         main: BranchId,
         created_ms: u64,
     ) -> Result<()> {
-        let db = Database::create(dir.join(METADATA_FILE))?;
+        let db = builder().create(dir.join(METADATA_FILE))?;
         let incarnation = RepositoryId::random().0;
         let mut tx = db.begin_write()?;
         tx.set_durability(Durability::Immediate)?;
@@ -161,7 +171,7 @@ impl Repository {
                 path.display()
             )));
         }
-        let db = Database::open(&path)?;
+        let db = builder().open(&path)?;
         let (incarnation, main_branch) = {
             let tx = db.begin_read()?;
             check_markers(&tx, &path, &id)?
@@ -399,5 +409,15 @@ pub(crate) fn root_at(tx: &ReadTransaction, branch: &BranchId, change: u64) -> R
             ErrorCode::NotFound,
             format!("no snapshot of branch {branch} at change {change}"),
         )),
+    }
+}
+
+impl std::fmt::Debug for Repository {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Repository")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
     }
 }

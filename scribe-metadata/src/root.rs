@@ -404,3 +404,12 @@ fn validate_name(name: &str) -> Result<()> {
         ))
     }
 }
+
+impl std::fmt::Debug for DataRoot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataRoot")
+            .field("dir", &self.dir)
+            .field("incarnation", &self.incarnation)
+            .finish_non_exhaustive()
+    }
+}

@@ -307,7 +307,7 @@ impl Repository {
                         Some(CommitRecord::decode(row.value())?.commit_id)
                     };
                     let (bytes, commit_id) =
-                        envelope(self, s, change, branch_head_at, parent_commit, &root);
+                        envelope(self, s, change, branch_head_at, parent_commit, &root)?;
                     write_ledger(
                         &mut tx,
                         &Ledger {

@@ -652,7 +652,7 @@ mod tests {
         NodeValue {
             path: path.into(),
             last_change: change,
-            state: live.then(|| FileRecord {
+            state: live.then_some(FileRecord {
                 manifest: ManifestId([change as u8; 32]),
                 content: FileContentId([path.len() as u8; 32]),
                 size: change,
@@ -690,5 +690,115 @@ mod tests {
                 (want.live, want.newest, want.content, want.revision)
             );
         }
+    }
+
+    /// A page store that records every read.
+    struct MapPages {
+        pages: HashMap<u64, Arc<Node>>,
+        reads: Vec<u64>,
+    }
+    impl PageSource for MapPages {
+        fn load(&mut self, link: &Link) -> Result<Arc<Node>> {
+            self.reads.push(link.node);
+            self.pages
+                .get(&link.node)
+                .cloned()
+                .ok_or_else(|| MetadataError::corrupt("missing"))
+        }
+    }
+
+    fn build(n: usize) -> (MapPages, Link, u64) {
+        let mut overlay = Overlay::default();
+        let mut b = Builder::new(0, &mut overlay);
+        let mut root = Link::EMPTY;
+        let keys: Vec<String> = (0..n).map(|i| format!("d{}/f{i:05}", i % 7)).collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        for chunk in sorted.chunks(BATCH) {
+            let edits: Vec<_> = chunk
+                .iter()
+                .map(|k| (k.as_bytes().to_vec(), val(k, 1, true)))
+                .collect();
+            root = b.apply(&mut NoPages, root, &edits).unwrap();
+        }
+        let next = b.next_id;
+        let pages = overlay
+            .pages
+            .into_iter()
+            .map(|(id, (n, _))| (id, n))
+            .collect();
+        (
+            MapPages {
+                pages,
+                reads: Vec::new(),
+            },
+            root,
+            next,
+        )
+    }
+
+    #[test]
+    fn a_batch_reads_each_page_once_and_shares_unchanged_subtrees() {
+        let (mut store, root, next) = build(1000);
+        let total = store.pages.len();
+        let edits: Vec<_> = ["d0/f00000", "d0/f00007", "d3/f00003", "d6/zz"]
+            .iter()
+            .map(|k| (k.as_bytes().to_vec(), val(k, 2, true)))
+            .collect();
+        let mut overlay = Overlay {
+            droppable_above: next,
+            pages: BTreeMap::new(),
+        };
+        let mut b = Builder::new(next, &mut overlay);
+        let new_root = b.apply(&mut store, root, &edits).unwrap();
+        let mut seen = std::collections::HashSet::new();
+        assert!(
+            store.reads.iter().all(|id| seen.insert(*id)),
+            "a page was read twice: {:?}",
+            store.reads
+        );
+        assert_eq!(b.reads as usize, store.reads.len());
+        // Each new page is encoded and hashed once; only the changed spines are new.
+        assert_eq!(b.writes as usize, overlay.pages.len());
+        assert!(
+            overlay.pages.len() < 40,
+            "{} new pages of {total}",
+            overlay.pages.len()
+        );
+        assert_eq!(new_root.live, 1001);
+        assert_eq!(new_root.newest, 2);
+        // Children always have smaller ids than their parents.
+        for (id, (node, _)) in &overlay.pages {
+            assert!(node.children.iter().all(|(_, l)| l.node < *id));
+        }
+    }
+
+    #[test]
+    fn the_page_cache_is_bounded_by_entries_and_bytes() {
+        let mut c = PageCache::default();
+        let node = Arc::new(Node {
+            prefix: b"x".to_vec(),
+            value: Some(val("x", 1, true)),
+            children: Vec::new(),
+        });
+        for id in 1..=300u64 {
+            let l = Link {
+                node: id,
+                ..crate::fmt::node_link(&node, id).unwrap()
+            };
+            c.put(l, node.clone(), 100);
+        }
+        assert_eq!(c.len(), CACHE_ENTRIES);
+        let l = crate::fmt::node_link(&node, 300).unwrap();
+        assert!(c.get(&l).is_some());
+        let wrong = Link { newest: 9, ..l };
+        assert!(c.get(&wrong).is_none(), "a hit checks the full link");
+        let mut big = PageCache::default();
+        for id in 1..=100u64 {
+            let l = crate::fmt::node_link(&node, id).unwrap();
+            big.put(l, node.clone(), 100 * 1024);
+        }
+        assert!(big.bytes <= CACHE_BYTES);
+        assert_eq!(big.len(), CACHE_BYTES / (100 * 1024));
     }
 }

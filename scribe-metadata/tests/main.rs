@@ -7,4 +7,5 @@ mod main {
     mod doctor;
     mod model;
     mod root;
+    mod workspaces;
 }

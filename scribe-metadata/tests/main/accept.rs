@@ -1,8 +1,8 @@
 //! Acceptance: every validation, envelopes, idempotency.
 
+use scribe_format::changeset::Entry;
 use scribe_format::{ErrorCode, ObjectId, WorkspaceId};
 use scribe_metadata::accept::Outcome;
-use scribe_metadata::interim::Entry;
 use scribe_metadata::ObjectPresence;
 
 use super::common::*;
@@ -62,9 +62,14 @@ fn envelopes_chain_and_are_durable_in_the_store() {
     let bytes = scribe_metadata::CommitSink::read_commit(&*e.objects, &ObjectId::commit(*id2))
         .unwrap()
         .unwrap();
-    let links = scribe_metadata::interim::envelope_links(&bytes).unwrap();
-    assert_eq!(links.parent_commit, Some(*id1));
-    assert_eq!(links.parent_change, 1);
+    let scribe_format::commit::StoredCommit::V5(env) =
+        scribe_format::commit::StoredCommit::decode(&bytes).unwrap()
+    else {
+        panic!("v5")
+    };
+    assert_eq!(env.parent_commit, Some(*id1));
+    assert_eq!(env.payload.parent_change, 1);
+    assert_eq!(scribe_format::commit::commit_id(&bytes).unwrap(), *id2);
     let root = e.repo.view().unwrap();
     drop(root);
 }
@@ -188,12 +193,22 @@ fn submissions_naming_absent_objects_are_refused() {
         .submit(submission(&e, vec![Entry::add("a", absent_state(1))]))
         .unwrap();
     assert_eq!(rejected(&o), ErrorCode::MissingObjects);
-    let mut s = submission(&e, vec![add(&e, "b", 1)]);
-    s.change_set_id = scribe_format::ChangeSetId([9; 32]);
+    // The change set object itself must be present.
+    let s = submission(&e, vec![add(&e, "b", 1)]);
+    let cs_file = e
+        .repo
+        .dir()
+        .join("objects/interim")
+        .join(format!("03{}", s.change_set_id));
+    std::fs::remove_file(cs_file).unwrap();
     assert_eq!(
         rejected(&e.repo.submit(s).unwrap()),
         ErrorCode::MissingObjects
     );
+    // A change set id that is not the identity of the entries is malformed.
+    let mut s = submission(&e, vec![add(&e, "c", 1)]);
+    s.change_set_id = scribe_format::ChangeSetId([9; 32]);
+    assert_eq!(rejected(&e.repo.submit(s).unwrap()), ErrorCode::Malformed);
     assert_eq!(e.repo.head().unwrap(), 0);
     assert_doctor_clean(&e.repo);
 }
@@ -281,4 +296,71 @@ fn buffered_groups_share_one_transaction_with_their_own_changes() {
     assert_eq!(changes, (1..=10).collect::<Vec<_>>());
     assert_eq!(e.repo.submit_group(subs).unwrap(), out);
     assert_doctor_clean(&e.repo);
+}
+
+#[test]
+fn every_refusal_leaves_the_repository_as_before_across_reopen() {
+    let e = env();
+    let c1 = commit(
+        &e,
+        vec![
+            add(&e, "Art/Hero.png", 1),
+            add(&e, "b", 2),
+            add(&e, "locked", 3),
+        ],
+    );
+    commit(&e, vec![Entry::edit("b", c1, state(&e, 4))]);
+    e.repo
+        .lock(&["locked".into()], WorkspaceId::random(), e.main, "bob")
+        .unwrap();
+    let before = dump(&e.repo, false);
+    let refusals: Vec<(Vec<Entry>, ErrorCode)> = vec![
+        (vec![add(&e, "z", 5), add(&e, "a", 6)], ErrorCode::Malformed),
+        (vec![add(&e, "art/hero.png", 5)], ErrorCode::PathCollision),
+        (
+            vec![Entry::edit("b", c1, state(&e, 5))],
+            ErrorCode::BaseMismatch,
+        ),
+        (vec![Entry::delete("nope", c1)], ErrorCode::NotPresent),
+        (
+            vec![Entry::add("new", absent_state(9))],
+            ErrorCode::MissingObjects,
+        ),
+        (
+            vec![Entry::edit("locked", c1, state(&e, 5))],
+            ErrorCode::LockedByOther,
+        ),
+    ];
+    let mut first = None;
+    for (entries, code) in refusals {
+        let s = submission(&e, entries);
+        assert_eq!(rejected(&e.repo.submit(s.clone()).unwrap()), code);
+        first.get_or_insert(s);
+    }
+    let mut other = first.unwrap();
+    other.message = "other intent".into();
+    assert_eq!(
+        rejected(&e.repo.submit(other).unwrap()),
+        ErrorCode::OperationIntentMismatch
+    );
+    assert!(
+        before == dump(&e.repo, false),
+        "a refusal wrote more than its outcome"
+    );
+    let dir = e.root.dir().to_owned();
+    let Env {
+        dir: _keep,
+        root,
+        repo,
+        ..
+    } = e;
+    drop(repo);
+    drop(root);
+    let root = scribe_metadata::DataRoot::open(&dir).unwrap();
+    let repo = root.open_repository_by_name("game").unwrap();
+    assert!(
+        before == dump(&repo, false),
+        "reopen changed the repository"
+    );
+    assert_doctor_clean(&repo);
 }

@@ -4,21 +4,26 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use redb::{ReadableDatabase, ReadableTable};
+use redb::ReadableDatabase;
+use scribe_format::changeset::{ChangeSet, Entry, FileState, Mode};
 use scribe_format::{BranchId, ObjectId, OperationId, WorkspaceId};
 use scribe_metadata::accept::Submission;
-use scribe_metadata::interim::{ChangeSet, Entry, FileState, Mode};
 use scribe_metadata::{tables, DataRoot, DirObjects, Repository};
 
 use super::common::*;
 
 const CHILD_ENV: &str = "SCRIBE_METADATA_CRASH_CHILD";
-const ENTRIES: u64 = 3000;
+const ENTRIES: u64 = 1000;
 
 /// A deterministic large submission (same operation id every time).
 fn big(objects: &DirObjects, main: BranchId) -> Submission {
+    big_n(objects, main, ENTRIES)
+}
+
+/// `n` new files under 37 directories (`n` > 64 makes it streamed).
+fn big_n(objects: &DirObjects, main: BranchId, n: u64) -> Submission {
     let mut entries = Vec::new();
-    for i in 0..ENTRIES {
+    for i in 0..n {
         let manifest = scribe_format::ManifestId(*blake3::hash(&i.to_le_bytes()).as_bytes());
         objects.put(&ObjectId::manifest(manifest), b"m").unwrap();
         entries.push(Entry::add(
@@ -33,9 +38,9 @@ fn big(objects: &DirObjects, main: BranchId) -> Submission {
     }
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     let cs = ChangeSet::new(entries);
-    let id = cs.id();
+    let id = cs.id().unwrap();
     objects
-        .put(&ObjectId::change_set(id), &cs.encode())
+        .put(&ObjectId::change_set(id), &cs.encode().unwrap())
         .unwrap();
     Submission {
         operation: OperationId([7; 16]),
@@ -80,49 +85,6 @@ fn crash_child() {
     unreachable!("the parent kills this process while it stages");
 }
 
-type Dump = Vec<(&'static str, Vec<u8>, Vec<u8>)>;
-
-fn dump(repo: &Repository) -> Dump {
-    let tx = repo.database().begin_read().unwrap();
-    let mut out = Vec::new();
-    for (name, t) in [
-        ("history", tables::HISTORY),
-        ("moves", tables::MOVES),
-        ("file_lineage", tables::FILE_LINEAGE),
-        ("change_paths", tables::CHANGE_PATHS),
-        ("accepted_manifests", tables::ACCEPTED_MANIFESTS),
-        ("snapshot_roots", tables::SNAPSHOT_ROOTS),
-        ("submit_stage", tables::SUBMIT_STAGE),
-    ] {
-        let t = tx.open_table(t).unwrap();
-        for row in t.range::<&[u8]>(..).unwrap() {
-            let (k, v) = row.unwrap();
-            out.push((name, k.value().to_vec(), v.value().to_vec()));
-        }
-    }
-    for (name, t) in [
-        ("commits", tables::COMMITS),
-        ("snapshot_nodes", tables::SNAPSHOT_NODES),
-    ] {
-        let t = tx.open_table(t).unwrap();
-        for row in t.range::<u64>(..).unwrap() {
-            let (k, v) = row.unwrap();
-            out.push((name, k.value().to_le_bytes().to_vec(), v.value().to_vec()));
-        }
-    }
-    let t = tx.open_table(tables::META).unwrap();
-    for row in t.range::<&str>(..).unwrap() {
-        let (k, v) = row.unwrap();
-        out.push(("meta", k.value().as_bytes().to_vec(), v.value().to_vec()));
-    }
-    let t = tx.open_table(tables::OPERATIONS).unwrap();
-    for row in t.range::<[u8; 16]>(..).unwrap() {
-        let (k, v) = row.unwrap();
-        out.push(("operations", k.value().to_vec(), v.value().to_vec()));
-    }
-    out
-}
-
 fn pending_rows(repo_dir: &Path) -> (bool, u64) {
     let db = redb::Database::open(repo_dir.join("metadata.redb")).unwrap();
     let tx = db.begin_read().unwrap();
@@ -136,7 +98,7 @@ fn pending_rows(repo_dir: &Path) -> (bool, u64) {
 fn kill_during_streamed_preparation_leaves_the_repository_as_before() {
     let e = env();
     commit(&e, vec![add(&e, "readme", 1)]);
-    let before = dump(&e.repo);
+    let before = dump(&e.repo, true);
     let dir = e.root.dir().to_owned();
     let repo_dir = e.repo.dir().to_owned();
     let Env {
@@ -187,7 +149,7 @@ fn kill_during_streamed_preparation_leaves_the_repository_as_before() {
     let root = DataRoot::open(&dir).unwrap();
     let repo = root.open_repository_by_name("game").unwrap();
     assert!(
-        before == dump(&repo),
+        before == dump(&repo, true),
         "recovered repository differs from before"
     );
     assert_doctor_clean(&repo);
@@ -242,5 +204,41 @@ fn streamed_acceptance_matches_buffered_semantics() {
     assert_eq!(rejected(&r), scribe_format::ErrorCode::BaseMismatch);
     assert_eq!(pending_rows_open(&e.repo), (false, 0));
     assert_eq!(e.repo.describe(1).unwrap().paths.len() as u64, ENTRIES);
+    assert_doctor_clean(&e.repo);
+}
+
+/// A crash after the final acceptance but before the undo inventory was
+/// discarded: recovery keeps every accepted row and drops only the inventory.
+#[test]
+fn recovery_of_an_accepted_preparation_discards_only_its_inventory() {
+    let e = env();
+    let o = e.repo.submit(big_n(&e.objects, e.main, 100)).unwrap();
+    assert_eq!(accepted(&o), 1);
+    let accepted_rows = dump(&e.repo, true);
+    // Re-create what the interrupted cleanup would have left behind.
+    {
+        let tx = e.repo.database().begin_write().unwrap();
+        {
+            let mut m = tx.open_table(tables::META).unwrap();
+            let pending = scribe_metadata::records::encode_pending(1, &OperationId([7; 16]));
+            m.insert("pending-submit", pending.as_slice()).unwrap();
+            let mut stage = tx.open_table(tables::SUBMIT_STAGE).unwrap();
+            let h = scribe_metadata::records::keys::history(&e.main, "assets/00/file00000.bin", 1);
+            stage
+                .insert(
+                    scribe_metadata::records::keys::stage(1, &h).as_slice(),
+                    [].as_slice(),
+                )
+                .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    assert!(e.repo.doctor().unwrap().has("submit.pending"));
+    e.repo.recover_submissions().unwrap();
+    assert!(
+        accepted_rows == dump(&e.repo, true),
+        "accepted rows survive recovery"
+    );
+    assert_eq!(pending_rows_open(&e.repo), (false, 0));
     assert_doctor_clean(&e.repo);
 }

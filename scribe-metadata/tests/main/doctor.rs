@@ -1,8 +1,9 @@
 //! `doctor` reports each corruption a test introduces, by name.
 
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use scribe_format::changeset::Entry;
+use scribe_format::commit::{CommitEnvelopeV5, CommitPayload, Origin};
 use scribe_format::{ObjectId, WorkspaceId};
-use scribe_metadata::interim::{CommitEnvelopeV5, CommitPayload, Entry};
 use scribe_metadata::records::{keys, CommitRecord, HistoryRecord};
 use scribe_metadata::tables;
 
@@ -115,6 +116,7 @@ fn a_replaced_envelope_with_a_repointed_index_row_is_reported_by_its_child() {
             branch: e.main,
             change: 1,
             parent_change: 0,
+            branched_from: None,
             change_set: rec.change_set,
             operation: rec.operation,
             workspace: rec.workspace,
@@ -124,11 +126,12 @@ fn a_replaced_envelope_with_a_repointed_index_row_is_reported_by_its_child() {
         },
         actor: None,
         parent_commit: None,
+        origin: Origin::None,
         content_root: root.exact.content,
         revision_root: root.exact.revision,
     };
-    let bytes = forged.encode();
-    let id = scribe_metadata::interim::commit_id(&bytes).unwrap();
+    let bytes = forged.encode().unwrap();
+    let id = scribe_format::commit::commit_id(&bytes).unwrap();
     e.objects.put(&ObjectId::commit(id), &bytes).unwrap();
     write(&e, tables::COMMITS, |t| {
         let mut r = CommitRecord::decode(t.get(1).unwrap().unwrap().value()).unwrap();
@@ -208,4 +211,15 @@ fn a_rewritten_move_row_is_reported() {
         .unwrap();
     });
     expect(&e, "history.moves");
+}
+
+#[test]
+fn a_removed_history_row_is_reported_as_missing_coverage() {
+    let e = populated();
+    write(&e, tables::HISTORY, |t| {
+        t.remove(keys::history(&e.main, "art/b.png", 1).as_slice())
+            .unwrap();
+    });
+    expect(&e, "history.coverage");
+    expect(&e, "history.change-paths");
 }

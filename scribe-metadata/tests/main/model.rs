@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
+use scribe_format::changeset::Entry;
 use scribe_format::path::collision_key;
 use scribe_metadata::fmt::{reference_root, FileRecord, NodeValue};
-use scribe_metadata::interim::Entry;
 use scribe_metadata::read::ListEntry;
 
 use super::common::*;
@@ -73,7 +73,7 @@ proptest! {
         let head = e.repo.head().unwrap();
         let view_roots = {
             let db = e.repo.database();
-            use redb::{ReadableDatabase, ReadableTable};
+            use redb::ReadableDatabase;
             let tx = db.begin_read().unwrap();
             let t = tx.open_table(scribe_metadata::tables::SNAPSHOT_ROOTS).unwrap();
             let mut out = Vec::new();

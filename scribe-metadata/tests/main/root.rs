@@ -9,9 +9,7 @@ use super::common::*;
 #[test]
 fn a_second_owner_is_refused_naming_the_holder() {
     let e = env();
-    let err = DataRoot::open(e.root.dir())
-        .err()
-        .expect("second owner refused");
+    let err = DataRoot::open(e.root.dir()).expect_err("second owner refused");
     match &err {
         MetadataError::DataRootLocked { pid, .. } => assert_eq!(*pid, Some(std::process::id())),
         other => panic!("unexpected {other:?}"),
@@ -32,8 +30,7 @@ fn repositories_survive_reopen_and_names_are_unique() {
     let dup = e
         .root
         .create_repository("game")
-        .err()
-        .expect("duplicate name");
+        .expect_err("duplicate name");
     assert_eq!(dup.code(), ErrorCode::AlreadyExists);
     assert_eq!(
         e.root.create_repository("a/b").err().map(|e| e.code()),
@@ -186,7 +183,7 @@ fn a_missing_required_table_is_refused() {
         drop(r);
     }
     let root = DataRoot::open(&dir).unwrap();
-    let err = root.open_repository(id).err().expect("refused");
+    let err = root.open_repository(id).expect_err("refused");
     assert_eq!(err.code(), ErrorCode::Corrupt, "{err}");
     assert!(err.to_string().contains("accepted_manifests"));
 }
@@ -204,14 +201,14 @@ fn descriptors_with_other_versions_or_unknown_features_are_refused() {
         original.replace("repository-schema = 3", "repository-schema = 2"),
     )
     .unwrap();
-    let err = DataRoot::open(&dir).err().expect("refused");
+    let err = DataRoot::open(&dir).expect_err("refused");
     assert!(err.to_string().contains("scribe-server migrate"), "{err}");
     std::fs::write(
         &path,
         original.replace("atomic-publication-v2", "atomic-publication-v2,warp-drive"),
     )
     .unwrap();
-    let err = DataRoot::open(&dir).err().expect("refused");
+    let err = DataRoot::open(&dir).expect_err("refused");
     assert_eq!(err.code(), ErrorCode::UnsupportedFeature);
     std::fs::write(&path, original).unwrap();
     DataRoot::open(&dir).expect("original opens");

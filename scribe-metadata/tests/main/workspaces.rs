@@ -1,0 +1,195 @@
+//! Workspace registry, lifecycle index, retirement fences; MVCC reads.
+
+use scribe_format::{ErrorCode, OperationId, WorkspaceId};
+use scribe_metadata::workspaces::{Registration, RetireOutcome};
+
+use super::common::*;
+
+fn reg(e: &Env, ws: WorkspaceId, owner: Option<[u8; 16]>) -> Registration {
+    Registration {
+        workspace: ws,
+        owner,
+        branch: e.main,
+        view: vec!["art".into(), "code/engine".into()],
+        label: "desk-01".into(),
+        tags: vec!["ci".into()],
+    }
+}
+
+#[test]
+fn registration_counts_owners_and_retirement_fences() {
+    let e = env();
+    let owner = [5u8; 16];
+    let a = WorkspaceId::random();
+    let b = WorkspaceId::random();
+    e.repo.register_workspace(&reg(&e, a, Some(owner))).unwrap();
+    e.repo.register_workspace(&reg(&e, b, Some(owner))).unwrap();
+    // Re-registration replaces the view and keeps the count.
+    let mut again = reg(&e, a, Some(owner));
+    again.view = vec!["sound".into()];
+    let rec = e.repo.register_workspace(&again).unwrap();
+    assert_eq!(rec.view, vec!["sound".to_owned()]);
+    assert_eq!(e.repo.active_workspace_count(&owner).unwrap(), 2);
+    // Another owner may not take it over.
+    let err = e
+        .repo
+        .register_workspace(&reg(&e, a, Some([6; 16])))
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Forbidden);
+    let mut bad = reg(&e, WorkspaceId::random(), None);
+    bad.tags = (0..17).map(|i| format!("t{i}")).collect();
+    assert_eq!(
+        e.repo.register_workspace(&bad).unwrap_err().code(),
+        ErrorCode::LimitExceeded
+    );
+
+    // A workspace holding locks is not retired.
+    e.repo.lock(&["art/x".into()], a, e.main, "ada").unwrap();
+    let op = OperationId::random();
+    let refused = e.repo.retire_workspace(a, op).unwrap();
+    assert!(
+        matches!(
+            refused,
+            RetireOutcome::Refused {
+                code: ErrorCode::Busy,
+                ..
+            }
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(
+        e.repo.retire_workspace(a, op).unwrap(),
+        refused,
+        "the outcome is recorded"
+    );
+    e.repo.unlock(&["art/x".into()], a).unwrap();
+
+    let op = OperationId::random();
+    let done = e.repo.retire_workspace(a, op).unwrap();
+    assert!(matches!(done, RetireOutcome::Retired { .. }));
+    assert_eq!(e.repo.retire_workspace(a, op).unwrap(), done, "idempotent");
+    let other = e.repo.retire_workspace(b, op).unwrap();
+    assert!(matches!(
+        other,
+        RetireOutcome::Refused {
+            code: ErrorCode::OperationIntentMismatch,
+            ..
+        }
+    ));
+    assert_eq!(e.repo.active_workspace_count(&owner).unwrap(), 1);
+    assert!(e.repo.workspace(a).unwrap().is_none());
+
+    // The fence refuses registration, locks and submissions.
+    assert_eq!(
+        e.repo
+            .register_workspace(&reg(&e, a, Some(owner)))
+            .unwrap_err()
+            .code(),
+        ErrorCode::WorkspaceRetired
+    );
+    assert_eq!(
+        e.repo
+            .lock(&["y".into()], a, e.main, "ada")
+            .unwrap_err()
+            .code(),
+        ErrorCode::WorkspaceRetired
+    );
+    let o = e
+        .repo
+        .submit(submission_as(&e, a, vec![add(&e, "z", 1)]))
+        .unwrap();
+    assert_eq!(rejected(&o), ErrorCode::WorkspaceRetired);
+    assert_doctor_clean(&e.repo);
+}
+
+#[test]
+fn a_pinned_view_keeps_its_snapshot_while_acceptance_proceeds() {
+    let e = env();
+    let c1 = commit(&e, vec![add(&e, "a", 1)]);
+    let mut view = e.repo.view().unwrap();
+    // Acceptance from another thread while the view is open.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..20u64 {
+                commit(&e, vec![add(&e, &format!("f{i}"), i)]);
+            }
+        });
+        for _ in 0..50 {
+            assert!(view.stat(e.main, c1, "a").unwrap().is_some());
+            assert_eq!(view.head(), c1);
+        }
+    });
+    assert_eq!(
+        view.list(e.main, c1, "", true, None, 100)
+            .unwrap()
+            .entries
+            .len(),
+        1
+    );
+    assert_eq!(e.repo.head().unwrap(), 21);
+    let err = view.stat(e.main, 21, "a").unwrap_err();
+    assert_eq!(
+        err.code(),
+        ErrorCode::NotFound,
+        "the view does not see later changes"
+    );
+}
+
+#[test]
+fn concurrent_submitters_and_readers_serialise_through_the_gate() {
+    let e = env();
+    let c1 = commit(&e, vec![add(&e, "shared", 1)]);
+    let outcomes = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let e = &e;
+            let outcomes = &outcomes;
+            s.spawn(move || {
+                let ws = WorkspaceId::random();
+                for i in 0..10u64 {
+                    let p = format!("t{t}/f{i}");
+                    let o = e
+                        .repo
+                        .submit(submission_as(e, ws, vec![add(e, &p, t * 100 + i)]))
+                        .unwrap();
+                    outcomes.lock().unwrap().push(accepted(&o));
+                }
+            });
+        }
+        // Two racing edits of one path from the same base: exactly one wins.
+        let racers: Vec<_> = (0..2u64)
+            .map(|k| {
+                let e = &e;
+                s.spawn(move || {
+                    let o = e
+                        .repo
+                        .submit(submission(
+                            e,
+                            vec![scribe_format::changeset::Entry::edit(
+                                "shared",
+                                c1,
+                                state(e, 1000 + k),
+                            )],
+                        ))
+                        .unwrap();
+                    matches!(o, scribe_metadata::accept::Outcome::Accepted { .. })
+                })
+            })
+            .collect();
+        for _ in 0..100 {
+            assert!(e.repo.stat(e.main, c1, "shared").unwrap().is_some());
+        }
+        let wins = racers
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|w| *w)
+            .count();
+        assert_eq!(wins, 1);
+    });
+    let mut changes = outcomes.into_inner().unwrap();
+    changes.sort();
+    changes.dedup();
+    assert_eq!(changes.len(), 40, "every acceptance has its own change");
+    assert_eq!(e.repo.head().unwrap(), 42);
+    assert_doctor_clean(&e.repo);
+}
