@@ -83,12 +83,16 @@ impl Listener {
                     let log = self.options.log;
                     let acceptor = acceptor.clone();
                     conns.spawn(async move {
+                        let mut stop = rx.clone();
                         let ended = match acceptor {
                             None => serve_connection(sock, svc, t, rx).await,
-                            Some(a) => match tokio::time::timeout(t.handshake, a.accept(sock)).await {
-                                Ok(Ok(tls)) => serve_connection(tls, svc, t, rx).await,
-                                Ok(Err(e)) => Ended::Io(format!("TLS handshake: {e}")),
-                                Err(_) => Ended::Io("TLS handshake timed out".into()),
+                            Some(a) => tokio::select! {
+                                _ = stop.changed() => Ended::Shutdown,
+                                r = tokio::time::timeout(t.handshake, a.accept(sock)) => match r {
+                                    Ok(Ok(tls)) => serve_connection(tls, svc, t, rx).await,
+                                    Ok(Err(e)) => Ended::Io(format!("TLS handshake: {e}")),
+                                    Err(_) => Ended::Io("TLS handshake timed out".into()),
+                                },
                             },
                         };
                         if log && !matches!(ended, Ended::Closed | Ended::Shutdown) {

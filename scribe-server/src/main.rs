@@ -1,17 +1,288 @@
-//! The `scribe-server` binary.
+//! The `scribe-server` binary: create and serve a data root, and
+//! administer it offline.
 
-use clap::Parser;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
-/// scribe-server: nothing is served yet; see the crate documentation for what this binary will own.
+use anyhow::{anyhow, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use scribe_server::admin::{self, Report};
+use scribe_server::{ListenOptions, Listener, OpenError, Service};
+
+/// Serve Scribe repositories to a team, or administer a data root offline
 #[derive(Parser)]
-#[command(name = "scribe-server", version, about)]
-struct Cli {}
+#[command(name = "scribe-server", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() {
-    let _cli = Cli::parse();
+#[derive(Args)]
+struct DataArg {
+    /// The data root directory
+    #[arg(long, value_name = "DIR")]
+    data: PathBuf,
+}
+
+#[derive(Args)]
+struct AdminArgs {
+    /// The data root directory
+    #[arg(long, value_name = "DIR")]
+    data: PathBuf,
+    /// Only this repository
+    #[arg(long, value_name = "NAME")]
+    repo: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create a new, empty data root
+    Init(DataArg),
+    /// Manage repositories offline
+    Repo {
+        #[command(subcommand)]
+        command: RepoCommand,
+    },
+    /// Serve the data root over TCP (or TLS)
+    Serve {
+        #[command(flatten)]
+        data: DataArg,
+        /// HOST:PORT to listen on; port 0 picks a free port
+        #[arg(long, value_name = "HOST:PORT")]
+        listen: String,
+        /// Where to write `listen` and `scribe-server.pid` once listening
+        #[arg(long, value_name = "DIR")]
+        runtime_dir: Option<PathBuf>,
+        /// TLS certificate chain (PEM); requires --tls-key
+        #[arg(long, value_name = "FILE", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// TLS private key (PEM); requires --tls-cert
+        #[arg(long, value_name = "FILE", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+    },
+    /// Check metadata and objects of every repository (read-only)
+    Doctor(AdminArgs),
+    /// Verify every stored object against its identity (read-only)
+    Verify(AdminArgs),
+    /// Rebuild the object locator from packs and loose files
+    RebuildLocator(AdminArgs),
+    /// Reclaim unreferenced objects by rewriting the object store
+    CompactObjects {
+        #[command(flatten)]
+        args: AdminArgs,
+        /// Rewrite only packs below 80% live, within --budget
+        #[arg(long)]
+        incremental: bool,
+        /// Most source pack bytes an incremental run rewrites
+        #[arg(long, value_name = "BYTES", requires = "incremental")]
+        budget: Option<u64>,
+    },
+    /// Finish or remove interrupted submissions and upload-pin cleanups
+    RecoverSubmissions(AdminArgs),
+}
+
+#[derive(Subcommand)]
+enum RepoCommand {
+    /// Create a repository
+    Create {
+        #[command(flatten)]
+        data: DataArg,
+        /// The repository name
+        name: String,
+    },
+}
+
+fn hint(e: &anyhow::Error) -> Option<&'static str> {
+    for cause in e.chain() {
+        if let Some(OpenError::InUse { .. }) = cause.downcast_ref::<OpenError>() {
+            return Some(
+                "stop the process that serves this data root, or connect to it with scribe://",
+            );
+        }
+        if let Some(admin::AdminError::Open(OpenError::InUse { .. })) =
+            cause.downcast_ref::<admin::AdminError>()
+        {
+            return Some(
+                "stop the server first; offline commands need the data root to themselves",
+            );
+        }
+    }
+    None
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("Caused by: {cause}");
+            }
+            if let Some(h) = hint(&e) {
+                eprintln!("Hint: {h}");
+            }
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn print_report(what: &str, r: &Report) -> ExitCode {
+    for n in &r.notes {
+        println!("{n}");
+    }
+    for p in &r.problems {
+        println!("problem: {p}");
+    }
+    if r.is_clean() {
+        eprintln!("{what}: clean");
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("{what}: {} problems", r.problems.len());
+        ExitCode::from(1)
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Init(d) => {
+            Service::create(&d.data)
+                .with_context(|| format!("cannot create a data root at {}", d.data.display()))?;
+            eprintln!("created data root {}", d.data.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Repo {
+            command: RepoCommand::Create { data, name },
+        } => {
+            let svc = Service::open(&data.data)
+                .with_context(|| format!("cannot open data root {}", data.data.display()))?;
+            let info = scribe_server::service::dispatch::repo_create(&svc, &name)
+                .map_err(|f| anyhow!("{}: {}", f.code, f.message))
+                .with_context(|| format!("cannot create repository {name:?}"))?;
+            println!("{}", info.id.to_hex());
+            eprintln!("created repository {name}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve {
+            data,
+            listen,
+            runtime_dir,
+            tls_cert,
+            tls_key,
+        } => serve(
+            &data.data,
+            &listen,
+            runtime_dir.as_deref(),
+            tls_cert,
+            tls_key,
+        ),
+        Command::Doctor(a) => Ok(print_report(
+            "doctor",
+            &admin::doctor(&a.data, a.repo.as_deref())?,
+        )),
+        Command::Verify(a) => Ok(print_report(
+            "verify",
+            &admin::verify(&a.data, a.repo.as_deref())?,
+        )),
+        Command::RebuildLocator(a) => Ok(print_report(
+            "rebuild-locator",
+            &admin::rebuild_locator(&a.data, a.repo.as_deref())?,
+        )),
+        Command::CompactObjects {
+            args,
+            incremental,
+            budget,
+        } => {
+            let opts = scribe_objects::CompactOptions {
+                incremental,
+                budget: budget.unwrap_or(u64::MAX),
+                ..Default::default()
+            };
+            Ok(print_report(
+                "compact-objects",
+                &admin::compact_objects(&args.data, args.repo.as_deref(), &opts)?,
+            ))
+        }
+        Command::RecoverSubmissions(a) => Ok(print_report(
+            "recover-submissions",
+            &admin::recover_submissions(&a.data, a.repo.as_deref())?,
+        )),
+    }
+}
+
+/// Write `contents` to `dir/name` atomically.
+fn write_runtime(dir: &Path, name: &str, contents: &str) -> Result<()> {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, contents).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, dir.join(name))
+        .with_context(|| format!("cannot write {}", dir.join(name).display()))?;
+    Ok(())
+}
+
+fn serve(
+    data: &Path,
+    listen: &str,
+    runtime_dir: Option<&Path>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+) -> Result<ExitCode> {
+    let tls = match (tls_cert, tls_key) {
+        (Some(c), Some(k)) => Some(scribe_server::tls::server_config(&c, &k)?),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "scribes" } else { "scribe" };
+    let service = Service::open(data)
+        .with_context(|| format!("cannot serve data root {}", data.display()))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    let options = ListenOptions {
+        tls,
+        log: true,
+        ..ListenOptions::default()
+    };
+    let listener = rt
+        .block_on(Listener::bind(listen, service.clone(), options))
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let addr = listener.local_addr().context("no local address")?;
+    if let Some(dir) = runtime_dir {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create runtime directory {}", dir.display()))?;
+        write_runtime(
+            dir,
+            "scribe-server.pid",
+            &format!("{}\n", std::process::id()),
+        )?;
+        write_runtime(dir, "listen", &format!("{addr}\n"))?;
+    }
     eprintln!(
-        "scribe-server {}: no commands are available in this build yet",
-        env!("CARGO_PKG_VERSION")
+        "scribe-server: serving {} on {scheme}://{addr} (pid {})",
+        data.display(),
+        std::process::id()
     );
-    std::process::exit(2);
+    let result = rt.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+        let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+        listener
+            .run(async move {
+                tokio::select! {
+                    _ = term.recv() => eprintln!("scribe-server: SIGTERM, shutting down"),
+                    _ = int.recv() => eprintln!("scribe-server: SIGINT, shutting down"),
+                }
+            })
+            .await;
+        anyhow::Ok(())
+    });
+    drop(rt);
+    // Every connection has finished: release the data root, then the files.
+    drop(service);
+    if let Some(dir) = runtime_dir {
+        let _ = std::fs::remove_file(dir.join("listen"));
+        let _ = std::fs::remove_file(dir.join("scribe-server.pid"));
+    }
+    result?;
+    eprintln!("scribe-server: stopped");
+    Ok(ExitCode::SUCCESS)
 }

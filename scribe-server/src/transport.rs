@@ -111,10 +111,13 @@ where
 {
     let _guard = service.connection_guard();
     let mut hello = [0u8; HANDSHAKE_LEN];
-    match timeout(timeouts.handshake, stream.read_exact(&mut hello)).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => return Ended::Io(format!("reading the hello: {e}")),
-        Err(_) => return Ended::Io("no hello within the handshake timeout".into()),
+    tokio::select! {
+        _ = shutdown.changed() => return Ended::Shutdown,
+        r = timeout(timeouts.handshake, stream.read_exact(&mut hello)) => match r {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Ended::Io(format!("reading the hello: {e}")),
+            Err(_) => return Ended::Io("no hello within the handshake timeout".into()),
+        },
     }
     let answer = match Hello::decode(&hello) {
         Ok(h) => h.answer(),

@@ -13,7 +13,6 @@ use scribe_format::wire::message::{
 use scribe_format::wire::{Bytes, Request, Response, Text};
 use scribe_format::{BranchId, ErrorCode, ObjectId, OperationId, RepositoryId, WorkspaceId};
 use scribe_metadata::accept::{Outcome, Submission};
-use scribe_metadata::interim;
 use scribe_metadata::read::ListEntry;
 use scribe_metadata::records::{CommitRecord, HistoryRecord, LockRecord, OperationRecord};
 use scribe_metadata::workspaces::{Registration, RetireOutcome};
@@ -502,37 +501,6 @@ fn wire_outcome(o: &Outcome) -> m::Outcome {
     }
 }
 
-fn to_interim(c: cs::ChangeSet) -> interim::ChangeSet {
-    interim::ChangeSet::new(
-        c.entries
-            .into_iter()
-            .map(|e| interim::Entry {
-                path: e.path,
-                action: match e.action {
-                    cs::Action::Add => interim::Action::Add,
-                    cs::Action::Edit => interim::Action::Edit,
-                    cs::Action::Delete => interim::Action::Delete,
-                    cs::Action::Keep => interim::Action::Keep,
-                },
-                expected_base: e.expected_base,
-                state: e.state.map(|s| interim::FileState {
-                    manifest: s.manifest,
-                    content: s.content,
-                    size: s.size,
-                    mode: match s.mode {
-                        cs::Mode::Regular => interim::Mode::Regular,
-                        cs::Mode::Executable => interim::Mode::Executable,
-                    },
-                }),
-                moved_from: e.moved_from.map(|mv| interim::MoveSource {
-                    path: mv.path,
-                    change: mv.change,
-                }),
-            })
-            .collect(),
-    )
-}
-
 fn submit(svc: &Service, r: m::Submit) -> R<m::Outcome> {
     let (repo, store) = open(svc, &r.repo)?;
     let branch = branch_of(&repo, r.branch);
@@ -544,10 +512,8 @@ fn submit(svc: &Service, r: m::Submit) -> R<m::Outcome> {
     }
     let cs_object = ObjectId::change_set(r.change_set);
     let change_set = match store.get(&cs_object) {
-        Ok(bytes) => to_interim(
-            cs::ChangeSet::decode(&bytes)
-                .map_err(|e| malformed(format!("change set {cs_object} does not decode: {e}")))?,
-        ),
+        Ok(bytes) => cs::ChangeSet::decode(&bytes)
+            .map_err(|e| malformed(format!("change set {cs_object} does not decode: {e}")))?,
         Err(scribe_objects::StoreError::NotFound { .. }) => {
             // A retry of a recorded operation does not need the object.
             if let Some(o) = recorded_outcome(&repo, &r.operation)? {

@@ -1,0 +1,198 @@
+//! The real `scribe-server` binary: init, repo create, serve with runtime
+//! files, LOCK refusal of a second process, SIGTERM shutdown, admin exits.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use scribe_format::{OperationId, WorkspaceId};
+use scribe_server::{connect, ClientOptions};
+
+use super::support::*;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_scribe-server"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run scribe-server")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+struct Served {
+    child: Child,
+    runtime: PathBuf,
+    addr: String,
+}
+
+/// Start `serve` and wait until it has written its runtime files.
+fn serve(data: &Path, runtime: &Path) -> Served {
+    let child = bin()
+        .args([
+            "serve",
+            "--data",
+            data.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--runtime-dir",
+        ])
+        .arg(runtime)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let listen = runtime.join("listen");
+    let mut child = child;
+    // Waiting for a file is not a timing assertion: it fails only if the
+    // server exits without listening.
+    loop {
+        if let Ok(s) = std::fs::read_to_string(&listen) {
+            if s.ends_with('\n') {
+                return Served {
+                    child,
+                    runtime: runtime.to_owned(),
+                    addr: s.trim().to_string(),
+                };
+            }
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("serve exited early with {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn sigterm(child: &Child) {
+    // SAFETY: kill(2) with a pid we spawned and still own.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+}
+
+#[test]
+fn serve_writes_runtime_files_refuses_a_second_owner_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let out = run(&["init", "--data", d]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(&["repo", "create", "--data", d, REPO]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim().len(),
+        32,
+        "prints the repository id"
+    );
+
+    let mut s = serve(&data, &dir.path().join("run"));
+    let pid: u32 = std::fs::read_to_string(s.runtime.join("scribe-server.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(pid, s.child.id());
+    assert!(
+        !s.addr.ends_with(":0"),
+        "the real port is written: {}",
+        s.addr
+    );
+
+    let mut c = connect(&format!("scribe://{}", s.addr), &ClientOptions::default()).unwrap();
+    let ws = WorkspaceId([1; 16]);
+    register(&mut c, ws);
+    let n = accepted(&upload_and_submit(
+        &mut c,
+        ws,
+        OperationId([1; 16]),
+        &change(&[("a.txt", Some(b"a"), 0)]),
+        "m",
+    ));
+
+    // A second process cannot own the data root.
+    let out = run(&["doctor", "--data", d]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("Error:") && err.contains(&format!("in use by PID {pid}")),
+        "{err}"
+    );
+    assert!(err.contains("Hint:"), "{err}");
+    let out = run(&["serve", "--data", d, "--listen", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(1));
+    // Nor can an embedded client in this process.
+    let e = connect(d, &ClientOptions::default()).err().unwrap();
+    assert!(e.to_string().contains(&format!("PID {pid}")), "{e}");
+
+    drop(c);
+    sigterm(&s.child);
+    let status = s.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(!s.runtime.join("listen").exists());
+    assert!(!s.runtime.join("scribe-server.pid").exists());
+
+    // Offline administration now owns it, and the data is whole.
+    for cmd in ["doctor", "verify", "recover-submissions", "rebuild-locator"] {
+        let out = run(&[cmd, "--data", d]);
+        assert!(
+            out.status.success(),
+            "{cmd}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+    let out = run(&["compact-objects", "--data", d, "--repo", REPO]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let out = run(&["doctor", "--data", d, "--repo", REPO]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut c = connect(d, &ClientOptions::default()).unwrap();
+    assert_eq!(c.repo_list().unwrap()[0].head, n);
+    let f = file(b"a");
+    assert_eq!(c.download(REPO, f.objects[0].0).unwrap(), b"a");
+}
+
+#[test]
+fn usage_errors_exit_2_and_failures_exit_1() {
+    let out = run(&["serve"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(&["frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("none");
+    let out = run(&["doctor", "--data", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).starts_with("Error: "),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&[
+        "doctor",
+        "--data",
+        dir.path().to_str().unwrap(),
+        "--repo",
+        "x",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let data = dir.path().join("d");
+    assert!(run(&["init", "--data", data.to_str().unwrap()])
+        .status
+        .success());
+    // init refuses a data root that exists.
+    let out = run(&["init", "--data", data.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = run(&["repo", "create", "--data", data.to_str().unwrap(), "a/b"]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = run(&["doctor", "--data", data.to_str().unwrap(), "--repo", "x"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no repository"),
+        "{}",
+        text(&out.stderr)
+    );
+}
