@@ -111,6 +111,13 @@ fn exchange(t: Transport) {
 }
 both!(exchange);
 
+/// The same loop against the real `scribe-server serve` process.
+#[test]
+fn exchange_with_the_server_binary() {
+    exchange(Transport::Binary);
+    lock_blocks_submit(Transport::Binary);
+}
+
 fn stale_base_refused_then_resolved(t: Transport) {
     let env = Env::new(t);
     let a = env.workspace("alice", &[]);

@@ -10,14 +10,90 @@ use scribe_server::{ListenOptions, ServerHandle, Service};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
+    /// An in-process `scribe_server` listener on 127.0.0.1.
     Tcp,
+    /// A data root path: each `scribe` process serves it in-process.
     Path,
+    /// The real `scribe-server serve` binary on 127.0.0.1.
+    Binary,
+}
+
+/// A spawned `scribe-server` process, killed on drop.
+struct ServerProcess(std::process::Child);
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `target/debug/scribe-server`, built once if this test run lacks it
+/// (`CARGO_BIN_EXE_*` exists only for the crate's own binaries).
+fn server_binary() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test binary path");
+        // target/debug/deps/main-xxxx -> target/debug/scribe-server
+        let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+        let bin = dir.join(format!("scribe-server{}", std::env::consts::EXE_SUFFIX));
+        if !bin.exists() {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let st = Command::new(cargo)
+                .args(["build", "-p", "scribe-server", "--bin", "scribe-server"])
+                .status()
+                .expect("cargo runs");
+            assert!(st.success(), "building scribe-server failed");
+        }
+        assert!(bin.exists(), "{} is missing", bin.display());
+        bin
+    })
+    .clone()
+}
+
+fn spawn_server(root: &Path, runtime: &Path) -> (ServerProcess, String) {
+    let bin = server_binary();
+    let st = Command::new(&bin)
+        .args(["init", "--data"])
+        .arg(root)
+        .output()
+        .expect("scribe-server init");
+    assert!(
+        st.status.success(),
+        "init: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let child = Command::new(&bin)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(root)
+        .arg("--runtime-dir")
+        .arg(runtime)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("scribe-server serve");
+    let proc = ServerProcess(child);
+    let listen = runtime.join("listen");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Ok(s) = std::fs::read_to_string(&listen) {
+            if s.ends_with('\n') {
+                return (proc, format!("scribe://{}", s.trim()));
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "scribe-server did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 pub struct Env {
     pub tmp: tempfile::TempDir,
     pub url: String,
     _server: Option<ServerHandle>,
+    _process: Option<ServerProcess>,
 }
 
 /// What one `scribe` run printed.
@@ -63,25 +139,30 @@ impl Env {
     pub fn new(t: Transport) -> Env {
         let tmp = tempfile::tempdir().expect("temp dir");
         let root = tmp.path().join("server");
-        let svc = Service::create(&root).expect("data root");
-        let server = match t {
-            Transport::Tcp => Some(
-                ServerHandle::start(svc, "127.0.0.1:0", ListenOptions::default())
-                    .expect("listener"),
-            ),
-            Transport::Path => {
-                drop(svc);
-                None
+        let (server, process, url) = match t {
+            Transport::Tcp => {
+                let svc = Service::create(&root).expect("data root");
+                let h = ServerHandle::start(svc, "127.0.0.1:0", ListenOptions::default())
+                    .expect("listener");
+                let url = h.url();
+                (Some(h), None, url)
             }
-        };
-        let url = match &server {
-            Some(s) => s.url(),
-            None => root.display().to_string(),
+            Transport::Path => {
+                drop(Service::create(&root).expect("data root"));
+                (None, None, root.display().to_string())
+            }
+            Transport::Binary => {
+                let runtime = tmp.path().join("run");
+                std::fs::create_dir_all(&runtime).expect("runtime dir");
+                let (p, url) = spawn_server(&root, &runtime);
+                (None, Some(p), url)
+            }
         };
         let env = Env {
             tmp,
             url,
             _server: server,
+            _process: process,
         };
         env.scribe(
             env.tmp.path(),

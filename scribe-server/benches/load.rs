@@ -206,7 +206,11 @@ fn worker(url: String, t: u32, deadline: Instant, stats: Arc<Mutex<Stats>>) {
                 .expect("log");
             }
         }
-        local.latencies.entry(kind).or_default().push(start.elapsed());
+        local
+            .latencies
+            .entry(kind)
+            .or_default()
+            .push(start.elapsed());
     }
     let mut s = stats.lock().expect("stats");
     for (k, v) in local.latencies {
@@ -235,8 +239,8 @@ fn main() {
     let data = dir.path().join("data");
     let service = Service::create(&data).expect("data root");
     scribe_server::service::dispatch::repo_create(&service, REPO).expect("repo");
-    let server =
-        ServerHandle::start(service.clone(), "127.0.0.1:0", ListenOptions::default()).expect("listen");
+    let server = ServerHandle::start(service.clone(), "127.0.0.1:0", ListenOptions::default())
+        .expect("listen");
     let url = server.url();
     let stats = Arc::new(Mutex::new(Stats::default()));
     let start = Instant::now();
@@ -287,8 +291,17 @@ fn main() {
     let mut changes: Vec<u64> = s.acked.iter().map(|(c, _)| *c).collect();
     changes.sort();
     changes.dedup();
-    assert_eq!(changes.len(), s.acked.len(), "two acknowledgements share a change");
-    assert_eq!(head, changes.len() as u64, "head {head} but {} acknowledged", changes.len());
+    assert_eq!(
+        changes.len(),
+        s.acked.len(),
+        "two acknowledgements share a change"
+    );
+    assert_eq!(
+        head,
+        changes.len() as u64,
+        "head {head} but {} acknowledged",
+        changes.len()
+    );
     for (change, path) in &s.acked {
         let st = repo
             .stat(main, 0, path)
