@@ -179,7 +179,8 @@ fn mib(n: u64) -> f64 {
 
 fn main() {
     let o = opts();
-    let tmp = tempfile::tempdir_in(o.dir.clone().unwrap_or_else(std::env::temp_dir)).expect("temp dir");
+    let tmp =
+        tempfile::tempdir_in(o.dir.clone().unwrap_or_else(std::env::temp_dir)).expect("temp dir");
     let root = tmp.path();
     let data = root.join("server");
     let (_server, url) = if o.tcp {
@@ -211,9 +212,10 @@ fn main() {
         let ws = root.join("status-ws");
         let t = Instant::now();
         for i in 0..o.files {
-            let d = ws.join(format!("d{:03}/e{:02}", i % 1000, (i / 1000) % 100));
+            let d = ws.join(format!("d{:02}/e{:02}", i / 10_000, (i / 100) % 100));
             std::fs::create_dir_all(&d).expect("mkdir");
-            std::fs::write(d.join(format!("f{i}.bin")), noise(64 + i % 512, i as u64)).expect("write");
+            std::fs::write(d.join(format!("f{i}.bin")), noise(64 + i % 512, i as u64))
+                .expect("write");
         }
         let write_secs = t.elapsed().as_secs_f64();
         let t = Instant::now();
@@ -237,7 +239,15 @@ fn main() {
             run(
                 &ws,
                 "git",
-                &["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "x"],
+                &[
+                    "-c",
+                    "user.name=b",
+                    "-c",
+                    "user.email=b@b",
+                    "commit",
+                    "-qm",
+                    "x",
+                ],
             );
             run(&ws, "git", &["status"]);
         }
@@ -263,12 +273,27 @@ fn main() {
     // 2. fresh workspace create of M MiB vs. sequential write rate.
     if o.create_mib > 0 {
         let src = root.join("create-src");
-        scribe(root, &["workspace", "create", "create-src", "--server", &url, "--repo", "create"]);
+        scribe(
+            root,
+            &[
+                "workspace",
+                "create",
+                "create-src",
+                "--server",
+                &url,
+                "--repo",
+                "create",
+            ],
+        );
         let per = 64u64; // MiB per file
         let n = o.create_mib.div_ceil(per);
         for i in 0..n {
             let size = per.min(o.create_mib - i * per) << 20;
-            std::fs::write(src.join(format!("asset{i:03}.bin")), noise(size as usize, 1000 + i)).expect("write");
+            std::fs::write(
+                src.join(format!("asset{i:03}.bin")),
+                noise(size as usize, 1000 + i),
+            )
+            .expect("write");
         }
         scribe(&src, &["add", "."]);
         scribe(&src, &["submit", "-m", "big"]);
@@ -291,7 +316,18 @@ fn main() {
         }
         let write_secs = t.elapsed().as_secs_f64();
         std::fs::remove_dir_all(&wr).expect("cleanup");
-        let (t_create, _) = scribe(root, &["workspace", "create", "create-dst", "--server", &url, "--repo", "create"]);
+        let (t_create, _) = scribe(
+            root,
+            &[
+                "workspace",
+                "create",
+                "create-dst",
+                "--server",
+                &url,
+                "--repo",
+                "create",
+            ],
+        );
         let rate = o.create_mib as f64 / t_create;
         let base = o.create_mib as f64 / write_secs;
         println!(
@@ -310,7 +346,18 @@ fn main() {
     // 3. 1 MiB edit inside a big file.
     if o.big_mib > 1 {
         let ws = root.join("edit-ws");
-        scribe(root, &["workspace", "create", "edit-ws", "--server", &url, "--repo", "edit"]);
+        scribe(
+            root,
+            &[
+                "workspace",
+                "create",
+                "edit-ws",
+                "--server",
+                &url,
+                "--repo",
+                "edit",
+            ],
+        );
         let size = (o.big_mib << 20) as usize;
         let mut bytes = noise(size, 77);
         std::fs::write(ws.join("huge.bin"), &bytes).expect("write");

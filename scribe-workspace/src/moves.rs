@@ -359,3 +359,83 @@ pub fn resume(ws: &Workspace) -> Result<usize> {
     }
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{BaselineRecord, Fingerprint};
+    use scribe_format::{FileContentId, ManifestId};
+
+    #[test]
+    fn intent_round_trips_and_refuses_truncation() {
+        let i = MoveIntent {
+            operation: OperationId([1; 16]),
+            sequence: 2,
+            source: "a".into(),
+            destination: "b".into(),
+            staged: true,
+            complete: false,
+            aborting: false,
+            dependencies: vec![OperationId([3; 16])],
+            files: vec![MovedFile {
+                physical_source: "a/x".into(),
+                destination: "b/x".into(),
+                original_source: "a/x".into(),
+                original_change: 4,
+                prior: Some(OpenedRecord {
+                    action: OpenedAction::Edit,
+                    opened_ms: 5,
+                    needs_reconcile: true,
+                    moved_from: None,
+                }),
+            }],
+        };
+        let b = i.encode();
+        assert_eq!(MoveIntent::decode(&b).unwrap(), i);
+        for cut in 0..b.len() {
+            assert!(MoveIntent::decode(&b[..cut]).is_err(), "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn move_directory_opens_pairs_and_renames() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut meta = crate::state::tests_meta();
+        meta.readonly = false;
+        let ws = Workspace::create(dir.path(), &meta).unwrap();
+        std::fs::create_dir_all(dir.path().join("old/sub")).unwrap();
+        std::fs::write(dir.path().join("old/sub/f"), b"x").unwrap();
+        let tx = ws.write().unwrap();
+        tx.put_baseline(
+            "old/sub/f",
+            &BaselineRecord {
+                incarnation: [0; 16],
+                manifest: ManifestId([0; 32]),
+                content: FileContentId::of(b"x"),
+                size: 1,
+                mode: 0,
+                change: 3,
+                fingerprint: Fingerprint::default(),
+            },
+        )
+        .unwrap();
+        tx.commit().unwrap();
+        let i = move_path(&ws, "old", "new/place").unwrap();
+        assert!(i.complete);
+        assert_eq!(
+            std::fs::read(dir.path().join("new/place/sub/f")).unwrap(),
+            b"x"
+        );
+        assert!(!dir.path().join("old").exists());
+        let r = ws.read().unwrap();
+        assert_eq!(
+            r.opened("old/sub/f").unwrap().unwrap().action,
+            OpenedAction::Delete
+        );
+        let dst = r.opened("new/place/sub/f").unwrap().unwrap();
+        assert_eq!(dst.action, OpenedAction::Add);
+        assert_eq!(dst.moved_from, Some(("old/sub/f".into(), 3)));
+        drop(r);
+        assert!(move_path(&ws, "new", "new/inner").is_err());
+    }
+}

@@ -175,3 +175,106 @@ fn copy_in(src: &Path, dest: &Path) -> Result<()> {
     std::fs::copy(src, &tmp).map_err(WorkspaceError::io(src))?;
     std::fs::rename(&tmp, dest).map_err(WorkspaceError::io(dest))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{Fingerprint, JournalEntry};
+    use scribe_format::{FileContentId, ManifestId};
+    use std::collections::HashMap;
+
+    struct Memory(HashMap<FileContentId, Vec<u8>>);
+    impl Materializer for Memory {
+        fn materialize(
+            &self,
+            _p: &str,
+            t: &BaselineRecord,
+            dest: &Path,
+        ) -> std::result::Result<(), String> {
+            std::fs::write(dest, self.0.get(&t.content).ok_or("unknown")?)
+                .map_err(|e| e.to_string())
+        }
+    }
+
+    fn rec(b: &[u8], change: u64) -> BaselineRecord {
+        BaselineRecord {
+            incarnation: [4; 16],
+            manifest: ManifestId::of_payload(b),
+            content: FileContentId::of(b),
+            size: b.len() as u64,
+            mode: 0,
+            change,
+            fingerprint: Fingerprint::default(),
+        }
+    }
+
+    fn setup() -> (tempfile::TempDir, Workspace, Memory) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut meta = crate::state::tests_meta();
+        meta.readonly = false;
+        let ws = Workspace::create(dir.path(), &meta).unwrap();
+        std::fs::write(dir.path().join("f"), b"ours").unwrap();
+        let tx = ws.write().unwrap();
+        tx.put_baseline("f", &rec(b"base", 1)).unwrap();
+        tx.put_deferred(
+            "f",
+            &JournalEntry {
+                target: Some(rec(b"theirs", 2)),
+                done: false,
+                recovery: None,
+            },
+        )
+        .unwrap();
+        tx.commit().unwrap();
+        let mem = Memory(
+            [(FileContentId::of(b"theirs"), b"theirs".to_vec())]
+                .into_iter()
+                .collect(),
+        );
+        (dir, ws, mem)
+    }
+
+    #[test]
+    fn ours_rebases_and_opens_for_edit() {
+        let (dir, ws, mem) = setup();
+        assert_eq!(
+            resolve(&ws, "f", &Resolution::Ours, &mem).unwrap(),
+            Resolved::Opened(OpenedAction::Edit)
+        );
+        assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"ours");
+        let r = ws.read().unwrap();
+        assert_eq!(r.baseline("f").unwrap().unwrap().change, 2);
+        assert!(r.deferred_all().unwrap().is_empty());
+        drop(r);
+        assert!(
+            resolve(&ws, "f", &Resolution::Ours, &mem).is_err(),
+            "nothing left to resolve"
+        );
+    }
+
+    /// Taking theirs must never lose ours: it goes to the recovery area.
+    #[test]
+    fn theirs_keeps_ours_in_recovery() {
+        let (dir, ws, mem) = setup();
+        assert_eq!(
+            resolve(&ws, "f", &Resolution::Theirs, &mem).unwrap(),
+            Resolved::TookTheirs
+        );
+        assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"theirs");
+        let kept = crate::recovery::list(dir.path()).unwrap();
+        assert_eq!(kept.len(), 1);
+        let r = ws.read().unwrap();
+        assert!(r.opened("f").unwrap().is_none());
+        assert_eq!(r.baseline("f").unwrap().unwrap().change, 2);
+    }
+
+    #[test]
+    fn merged_copies_the_file_in() {
+        let (dir, ws, mem) = setup();
+        let m = dir.path().join("merged.out");
+        std::fs::write(&m, b"merged").unwrap();
+        resolve(&ws, "f", &Resolution::Merged(m), &mem).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"merged");
+        assert_eq!(crate::recovery::list(dir.path()).unwrap().len(), 1);
+    }
+}

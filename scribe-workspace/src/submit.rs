@@ -154,3 +154,96 @@ pub fn abandon(ws: &Workspace, op: &OperationId) -> Result<()> {
     tx.remove_pending(op)?;
     tx.commit()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{OpenedAction, OpenedRecord};
+    use scribe_format::changeset::{Entry, FileState, Mode};
+    use scribe_format::{FileContentId, ManifestId};
+
+    fn state(b: &[u8]) -> FileState {
+        FileState {
+            manifest: ManifestId::of_payload(b),
+            content: FileContentId::of(b),
+            size: b.len() as u64,
+            mode: Mode::Regular,
+        }
+    }
+
+    #[test]
+    fn receipt_layout() {
+        let r = LastSubmit {
+            incarnation: [1; 16],
+            branch: BranchId([2; 16]),
+            change: 3,
+        };
+        let b = r.encode();
+        assert_eq!(&b[32..], &3u64.to_le_bytes());
+        assert_eq!(LastSubmit::decode(&b).unwrap(), r);
+        assert!(LastSubmit::decode(&b[..39]).is_err());
+    }
+
+    /// Finalization is the one transaction that turns opened work into
+    /// baselines; it must clear opened, pending and local locks together.
+    #[test]
+    fn finalize_records_baselines_and_clears_opened_pending_locks() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::create(dir.path(), &crate::state::tests_meta()).unwrap();
+        let set = ChangeSet::new(vec![
+            Entry::add("a.bin", state(b"a")),
+            Entry::delete("gone.bin", 1),
+        ]);
+        let pending = PendingSubmit {
+            incarnation: [4; 16],
+            branch: BranchId([3; 16]),
+            integration: None,
+            change_set_id: set.id().unwrap(),
+            change_set: set.encode().unwrap(),
+            author: "ada".into(),
+            message: "m".into(),
+            keep_locks: false,
+            locks: vec![],
+            created_ms: 1,
+            fingerprints: vec![],
+        };
+        let op = OperationId([9; 16]);
+        {
+            let tx = ws.write().unwrap();
+            for (p, a) in [
+                ("a.bin", OpenedAction::Add),
+                ("gone.bin", OpenedAction::Delete),
+            ] {
+                tx.put_opened(
+                    p,
+                    &OpenedRecord {
+                        action: a,
+                        opened_ms: 1,
+                        needs_reconcile: false,
+                        moved_from: None,
+                    },
+                )
+                .unwrap();
+            }
+            tx.put_local_lock("a.bin", 7).unwrap();
+            tx.put_pending(&op, &pending).unwrap();
+            tx.commit().unwrap();
+        }
+        let f = finalize(&ws, &op, &pending, 5).unwrap();
+        assert_eq!(f.updated, vec!["a.bin"]);
+        assert_eq!(f.removed, vec!["gone.bin"]);
+        let r = ws.read().unwrap();
+        assert_eq!(r.baseline("a.bin").unwrap().unwrap().change, 5);
+        assert!(r.opened_all().unwrap().is_empty());
+        assert!(r.pending_all().unwrap().is_empty());
+        assert!(r.local_locks().unwrap().is_empty());
+        drop(r);
+        assert_eq!(last_submit(&ws).unwrap().unwrap().change, 5);
+        // An older receipt never replaces a newer one.
+        let tx = ws.write().unwrap();
+        tx.put_pending(&op, &pending).unwrap();
+        tx.commit().unwrap();
+        finalize(&ws, &op, &pending, 4).unwrap();
+        assert_eq!(last_submit(&ws).unwrap().unwrap().change, 5);
+    }
+}
