@@ -5,4 +5,5 @@ mod support;
 mod crash;
 mod daily;
 mod debug_path;
+mod help;
 mod views;

@@ -126,9 +126,13 @@ fn push_ignore(stack: &Arc<Stack>, dir: &Path) -> Arc<Stack> {
     if !file.is_file() {
         return stack.clone();
     }
+    push_ignore_file(stack, dir, &file)
+}
+
+fn push_ignore_file(stack: &Arc<Stack>, dir: &Path, file: &Path) -> Arc<Stack> {
     let mut b = GitignoreBuilder::new(dir);
     // A malformed line is skipped; the rest apply.
-    let _ = b.add(&file);
+    let _ = b.add(file);
     match b.build() {
         Ok(g) => {
             let mut next = (**stack).clone();
@@ -153,6 +157,19 @@ struct Part {
 }
 
 impl Part {
+    fn concat(parts: Vec<Part>) -> Part {
+        let n = parts.iter().map(|p| p.files.len()).sum();
+        let mut out = Part {
+            files: Vec::with_capacity(n),
+            problems: Vec::new(),
+        };
+        for p in parts {
+            out.files.extend(p.files);
+            out.problems.extend(p.problems);
+        }
+        out
+    }
+
     fn merge(mut self, other: Part) -> Part {
         self.files.extend(other.files);
         self.problems.extend(other.problems);
@@ -164,16 +181,7 @@ impl Walk<'_> {
     /// Walk `dir` (absolute) whose canonical path is `rel` ("" = root).
     /// Entries are stat'ed through their directory handle (`fstatat`), not
     /// by full path; subdirectories are walked in parallel.
-    fn dir(&self, dir: &Path, rel: &str, stack: &Arc<Stack>) -> Part {
-        let stack = push_ignore(stack, dir);
-        // Validate the directory once; each file then checks only its name
-        // (a full check runs when that fails, for the exact error, and for
-        // anything under a `.scribe` directory).
-        let dir_ok = rel.is_empty() || scribe_format::path::validate(rel).is_ok();
-        let under_scribe = !rel.is_empty()
-            && scribe_format::path::collision_key(scribe_format::path::file_name(rel))
-                == scribe_format::path::collision_key(scribe_format::path::SCRIBE_DIR);
-        let quick = dir_ok && !under_scribe;
+    fn dir(&self, dir: &Path, rel: &str, stack: &Arc<Stack>, out: &mut Vec<Part>) {
         let mut part = Part::default();
         let rd = match std::fs::read_dir(dir) {
             Ok(rd) => rd,
@@ -183,11 +191,39 @@ impl Walk<'_> {
                     code: "io".into(),
                     detail: err.to_string(),
                 });
-                return part;
+                out.push(part);
+                return;
             }
         };
+        // One listing answers both "has a .scribeignore" and "is a nested
+        // workspace" without extra lookups per directory.
+        let entries: Vec<std::io::Result<std::fs::DirEntry>> = rd.collect();
+        let mut has_ignore = false;
+        let mut has_scribe = false;
+        for e in entries.iter().flatten() {
+            let n = e.file_name();
+            has_ignore |= n == IGNORE_FILE;
+            has_scribe |= n == scribe_format::path::SCRIBE_DIR;
+        }
+        if has_scribe && !rel.is_empty() && dir.join(STATE_DIR).is_dir() {
+            // A nested workspace belongs to itself.
+            return;
+        }
+        let stack = if has_ignore {
+            push_ignore_file(stack, dir, &dir.join(IGNORE_FILE))
+        } else {
+            stack.clone()
+        };
+        // Validate the directory once; each file then checks only its name
+        // (a full check runs when that fails, for the exact error, and for
+        // anything under a `.scribe` directory).
+        let dir_ok = rel.is_empty() || scribe_format::path::validate(rel).is_ok();
+        let under_scribe = !rel.is_empty()
+            && scribe_format::path::collision_key(scribe_format::path::file_name(rel))
+                == scribe_format::path::collision_key(scribe_format::path::SCRIBE_DIR);
+        let quick = dir_ok && !under_scribe;
         let mut subdirs = Vec::new();
-        for entry in rd {
+        for entry in entries {
             let entry = match entry {
                 Ok(e) => e,
                 Err(err) => {
@@ -223,10 +259,7 @@ impl Walk<'_> {
             };
             if file_type.is_dir() {
                 let full = entry.path();
-                if full == self.state_dir
-                    || full.join(STATE_DIR).is_dir()
-                    || ignored(&stack, self.local.as_ref(), &full, true)
-                {
+                if full == self.state_dir || ignored(&stack, self.local.as_ref(), &full, true) {
                     continue;
                 }
                 subdirs.push((full, path));
@@ -281,11 +314,18 @@ impl Walk<'_> {
                 }),
             }
         }
-        let below = subdirs
+        out.push(part);
+        let below: Vec<Vec<Part>> = subdirs
             .par_iter()
-            .map(|(full, path)| self.dir(full, path, &stack))
-            .reduce(Part::default, Part::merge);
-        part.merge(below)
+            .map(|(full, path)| {
+                let mut parts = Vec::new();
+                self.dir(full, path, &stack, &mut parts);
+                parts
+            })
+            .collect();
+        for mut b in below {
+            out.append(&mut b);
+        }
     }
 
     /// The ignore stack in effect inside `rel` (from the root's
@@ -331,7 +371,9 @@ fn scan_here(root: &Path, options: &ScanOptions) -> Scan {
         options.prefixes.clone()
     };
     let part = if prefixes.is_empty() {
-        walk.dir(root, "", &Arc::new(Stack::new()))
+        let mut parts = Vec::new();
+        walk.dir(root, "", &Arc::new(Stack::new()), &mut parts);
+        Part::concat(parts)
     } else {
         prefixes
             .par_iter()
@@ -345,7 +387,9 @@ fn scan_here(root: &Path, options: &ScanOptions) -> Scan {
                     return Part::default();
                 }
                 if meta.is_dir() {
-                    return walk.dir(&full, prefix, &stack);
+                    let mut parts = Vec::new();
+                    walk.dir(&full, prefix, &stack, &mut parts);
+                    return Part::concat(parts);
                 }
                 let mut part = Part::default();
                 if meta.file_type().is_symlink() {
