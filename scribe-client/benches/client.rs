@@ -231,6 +231,10 @@ fn main() {
         // refreshes them; the measured runs are the steady state.
         std::thread::sleep(std::time::Duration::from_millis(2500));
         scribe(&ws, &["status"]);
+        // Let writeback of the freshly written tree finish so neither tool
+        // is measured against the kernel flushing it.
+        let _ = Command::new("sync").status();
+        std::thread::sleep(std::time::Duration::from_secs(10));
         let git = Command::new("git").arg("--version").output().is_ok();
         if git {
             run(&ws, "git", &["init", "-q"]);
@@ -253,7 +257,7 @@ fn main() {
         }
         let mut s = Vec::new();
         let mut g = Vec::new();
-        for _ in 0..5 {
+        for _ in 0..7 {
             let (t, out) = scribe(&ws, &["status"]);
             assert!(out.contains("Nothing opened, no local changes"), "{out}");
             s.push(t);
