@@ -16,6 +16,9 @@ pub mod state;
 
 pub use error::WorkspaceError;
 pub use state::{Workspace, WorkspaceMeta};
+pub mod moves;
 pub mod open;
 pub mod recovery;
+pub mod resolve;
+pub mod submit;
 pub mod sync;

@@ -341,10 +341,11 @@ pub struct Status {
 /// Detect local changes under `prefixes` (all when empty) and record
 /// refreshed fingerprints so the next walk is stat-only.
 pub fn detect_changes(ws: &Workspace, prefixes: &[String]) -> Result<(Detection, Scan)> {
-    let found = scan_prefixes(ws, prefixes);
-    let baselines: Vec<_> = ws
-        .read()?
-        .baselines()?
+    // The walk and the baseline read overlap: both are I/O.
+    let read = ws.read()?;
+    let (found, baselines) = rayon::join(|| scan_prefixes(ws, prefixes), || read.baselines());
+    drop(read);
+    let baselines: Vec<_> = baselines?
         .into_iter()
         .filter(|(p, _)| {
             prefixes.is_empty()

@@ -323,6 +323,11 @@ macro_rules! reads {
             Ok(v)
         }
 
+        /// A raw meta value.
+        pub fn meta_bytes(&self, key: &str) -> Result<Option<Vec<u8>>> {
+            self.meta_raw(key)
+        }
+
         /// A `u32` meta value.
         pub fn meta_u32(&self, key: &'static str) -> Result<Option<u32>> {
             match self.meta_raw(key)? {
@@ -573,6 +578,10 @@ impl StateWrite {
     fn put_meta(&self, key: &str, value: &[u8]) -> Result<()> {
         self.table(META)?.insert(key, value)?;
         Ok(())
+    }
+
+    pub fn put_meta_bytes(&self, key: &str, value: &[u8]) -> Result<()> {
+        self.put_meta(key, value)
     }
 
     pub fn put_meta_u32(&self, key: &str, v: u32) -> Result<()> {

@@ -47,6 +47,10 @@ pub trait Materializer: Sync {
         target: &BaselineRecord,
         dest: &Path,
     ) -> std::result::Result<(), String>;
+
+    /// Called after `path` was renamed into place (before its batch is
+    /// recorded); a hook for progress and crash tests.
+    fn placed(&self, _path: &str) {}
 }
 
 /// Why a path was deferred instead of updated.
@@ -312,6 +316,7 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
                             std::fs::create_dir_all(parent).map_err(WorkspaceError::io(parent))?;
                         }
                         std::fs::rename(tmp, &full).map_err(WorkspaceError::io(&full))?;
+                        materializer.placed(path);
                         report.written.push(path.clone());
                         report.bytes_written += target.size;
                     }
@@ -345,6 +350,8 @@ pub fn finish(ws: &Workspace) -> Result<u64> {
     }
     tx.put_meta_u64("synced", target)?;
     tx.remove_meta("journal-target")?;
+    // A completed sync supersedes the local publication receipt.
+    tx.remove_meta("last-submit")?;
     tx.clear_journal()?;
     tx.commit()?;
     Ok(target)

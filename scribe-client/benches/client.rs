@@ -1,0 +1,397 @@
+//! Client benchmarks (measure, never assert timings):
+//!
+//! 1. `status` on an N-file workspace with nothing changed, side by side
+//!    with `git status` on the same tree;
+//! 2. fresh `workspace create` of M MiB against the machine's sequential
+//!    write rate (a flushed file of the same size in the same filesystem);
+//! 3. a 1 MiB edit inside a B MiB file: bytes `submit` uploads, and bytes
+//!    the server's data root and the workspace cache grow by.
+//!
+//! ```text
+//! cargo bench -p scribe-client --bench client -- [--files N] [--create-mib M] [--big-mib B] [--dir D] [--transport tcp|path]
+//! ```
+//! Defaults: 100000 files, 2048 MiB, 1024 MiB, a temp dir, tcp (an
+//! in-process `scribe_server` listener on 127.0.0.1).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use scribe_server::{ListenOptions, ServerHandle, Service};
+
+struct Opts {
+    files: usize,
+    create_mib: u64,
+    big_mib: u64,
+    dir: Option<PathBuf>,
+    tcp: bool,
+    keep: bool,
+}
+
+fn opts() -> Opts {
+    let mut o = Opts {
+        files: 100_000,
+        create_mib: 2048,
+        big_mib: 1024,
+        dir: None,
+        tcp: true,
+        keep: false,
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < args.len() {
+        let v = args.get(i + 1).cloned().unwrap_or_default();
+        match args[i].as_str() {
+            "--files" => o.files = v.parse().expect("--files N"),
+            "--create-mib" => o.create_mib = v.parse().expect("--create-mib M"),
+            "--big-mib" => o.big_mib = v.parse().expect("--big-mib B"),
+            "--dir" => o.dir = Some(PathBuf::from(v)),
+            "--transport" => o.tcp = v == "tcp",
+            "--keep" => {
+                o.keep = true;
+                i += 1;
+                continue;
+            }
+            _ => {
+                i += 1;
+                continue;
+            }
+        }
+        i += 2;
+    }
+    o
+}
+
+fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(n + 8);
+    while out.len() < n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(n);
+    out
+}
+
+fn scribe(dir: &Path, args: &[&str]) -> (f64, String) {
+    let t = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_scribe"))
+        .args(args)
+        .arg("--quiet")
+        .current_dir(dir)
+        .env("SCRIBE_AUTHOR", "bench")
+        .output()
+        .expect("scribe runs");
+    let secs = t.elapsed().as_secs_f64();
+    assert!(
+        out.status.success(),
+        "scribe {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (secs, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn run(dir: &Path, prog: &str, args: &[&str]) -> f64 {
+    let t = Instant::now();
+    let st = Command::new(prog)
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("runs");
+    assert!(st.success(), "{prog} {args:?}");
+    t.elapsed().as_secs_f64()
+}
+
+fn du(p: &Path) -> u64 {
+    let mut total = 0;
+    if let Ok(rd) = std::fs::read_dir(p) {
+        for e in rd.flatten() {
+            let m = match e.metadata() {
+                Ok(m) => m,
+                Err(_) => continue,
+            };
+            total += if m.is_dir() { du(&e.path()) } else { m.len() };
+        }
+    }
+    total
+}
+
+/// Make `dir` a workspace whose baselines are exactly its files.
+fn record_baselines(dir: &Path) {
+    use scribe_format::{BranchId, FileContentId, ManifestId, RepositoryId, WorkspaceId};
+    use scribe_workspace::records::BaselineRecord;
+    use scribe_workspace::scan::{fingerprint_of, now_ms, scan, ScanOptions};
+    let meta = scribe_workspace::WorkspaceMeta {
+        workspace_id: WorkspaceId::random(),
+        repository_id: RepositoryId::random(),
+        branch_id: BranchId([0; 16]),
+        incarnation: [0; 16],
+        repository_name: "status".into(),
+        server: "scribe://127.0.0.1:1".into(),
+        author: "bench".into(),
+        view: Vec::new(),
+        tags: Vec::new(),
+        readonly: false,
+        transfer_compression: false,
+        synced: 1,
+    };
+    let ws = scribe_workspace::Workspace::create(dir, &meta).expect("workspace");
+    let found = scan(dir, &ScanOptions::default());
+    let now = now_ms();
+    let tx = ws.write().expect("write");
+    for f in &found.files {
+        let full = dir.join(&f.path);
+        let bytes = std::fs::read(&full).expect("read");
+        let m = std::fs::metadata(&full).expect("stat");
+        tx.put_baseline(
+            &f.path,
+            &BaselineRecord {
+                incarnation: [0; 16],
+                manifest: ManifestId([0; 32]),
+                content: FileContentId::of(&bytes),
+                size: bytes.len() as u64,
+                mode: u8::from(f.executable),
+                change: 1,
+                fingerprint: fingerprint_of(&m, now),
+            },
+        )
+        .expect("baseline");
+    }
+    tx.commit().expect("commit");
+}
+
+fn best(xs: &[f64]) -> f64 {
+    xs.iter().cloned().fold(f64::INFINITY, f64::min)
+}
+
+fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+    xs[xs.len() / 2]
+}
+
+fn mib(n: u64) -> f64 {
+    n as f64 / 1_048_576.0
+}
+
+fn main() {
+    let o = opts();
+    let tmp =
+        tempfile::tempdir_in(o.dir.clone().unwrap_or_else(std::env::temp_dir)).expect("temp dir");
+    let root = tmp.path();
+    let data = root.join("server");
+    let (_server, url) = if o.tcp {
+        let svc = Service::create(&data).expect("data root");
+        let h = ServerHandle::start(svc, "127.0.0.1:0", ListenOptions::default()).expect("listen");
+        let url = h.url();
+        (Some(h), url)
+    } else {
+        drop(Service::create(&data).expect("data root"));
+        (None, data.display().to_string())
+    };
+    println!(
+        "scribe client bench: {} files, create {} MiB, edit in {} MiB, transport {}, dir {}",
+        o.files,
+        o.create_mib,
+        o.big_mib,
+        if o.tcp { "tcp" } else { "path" },
+        root.display()
+    );
+    scribe(root, &["repo", "create", "create", "--server", &url]);
+    scribe(root, &["repo", "create", "edit", "--server", &url]);
+
+    // 1. status on N files, side by side with git status. The tree's
+    //    baselines are recorded through the workspace library (what a
+    //    submit or sync records), because uploading 100,000 objects one
+    //    durable `ObjectPut` at a time costs the server minutes; `status`
+    //    itself is purely local.
+    {
+        let ws = root.join("status-ws");
+        let t = Instant::now();
+        for i in 0..o.files {
+            let d = ws.join(format!("d{:02}/e{:02}", i / 10_000, (i / 100) % 100));
+            std::fs::create_dir_all(&d).expect("mkdir");
+            std::fs::write(d.join(format!("f{i}.bin")), noise(64 + i % 512, i as u64))
+                .expect("write");
+        }
+        let write_secs = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        record_baselines(&ws);
+        std::fs::write(ws.join(".scribe/_state/ignore"), ".git/\n").expect("ignore");
+        println!(
+            "status-tree: {} files written in {:.2} s, baselines recorded in {:.2} s",
+            o.files,
+            write_secs,
+            t.elapsed().as_secs_f64()
+        );
+        // Let fingerprints settle (2 s granularity rule), then one status
+        // refreshes them; the measured runs are the steady state.
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+        scribe(&ws, &["status"]);
+        // Let writeback of the freshly written tree finish so neither tool
+        // is measured against the kernel flushing it.
+        let _ = Command::new("sync").status();
+        std::thread::sleep(std::time::Duration::from_secs(10));
+        let git = Command::new("git").arg("--version").output().is_ok();
+        if git {
+            run(&ws, "git", &["init", "-q"]);
+            std::fs::write(ws.join(".git/info/exclude"), ".scribe/\n").expect("exclude");
+            run(&ws, "git", &["add", "-A"]);
+            run(
+                &ws,
+                "git",
+                &[
+                    "-c",
+                    "user.name=b",
+                    "-c",
+                    "user.email=b@b",
+                    "commit",
+                    "-qm",
+                    "x",
+                ],
+            );
+            run(&ws, "git", &["status"]);
+        }
+        let mut s = Vec::new();
+        let mut g = Vec::new();
+        for _ in 0..7 {
+            let (t, out) = scribe(&ws, &["status"]);
+            assert!(out.contains("Nothing opened, no local changes"), "{out}");
+            s.push(t);
+            if git {
+                g.push(run(&ws, "git", &["status"]));
+            }
+        }
+        println!(
+            "status: scribe status best {:.3} s median {:.3} s; git status best {:.3} s median {:.3} s",
+            best(&s),
+            median(&mut s),
+            if git { best(&g) } else { f64::NAN },
+            if git { median(&mut g) } else { f64::NAN },
+        );
+    }
+
+    // 2. fresh workspace create of M MiB vs. sequential write rate.
+    if o.create_mib > 0 {
+        let src = root.join("create-src");
+        scribe(
+            root,
+            &[
+                "workspace",
+                "create",
+                "create-src",
+                "--server",
+                &url,
+                "--repo",
+                "create",
+            ],
+        );
+        let per = 64u64; // MiB per file
+        let n = o.create_mib.div_ceil(per);
+        for i in 0..n {
+            let size = per.min(o.create_mib - i * per) << 20;
+            std::fs::write(
+                src.join(format!("asset{i:03}.bin")),
+                noise(size as usize, 1000 + i),
+            )
+            .expect("write");
+        }
+        scribe(&src, &["add", "."]);
+        scribe(&src, &["submit", "-m", "big"]);
+        // sequential write rate: the same bytes, one flushed file per asset
+        let wr = root.join("write-rate");
+        std::fs::create_dir_all(&wr).expect("mkdir");
+        let buf = noise(4 << 20, 5);
+        let t = Instant::now();
+        for i in 0..n {
+            use std::io::Write;
+            let mut f = std::fs::File::create(wr.join(format!("f{i}"))).expect("create");
+            let size = per.min(o.create_mib - i * per) << 20;
+            let mut left = size;
+            while left > 0 {
+                let k = left.min(buf.len() as u64) as usize;
+                f.write_all(&buf[..k]).expect("write");
+                left -= k as u64;
+            }
+            f.sync_all().expect("fsync");
+        }
+        let write_secs = t.elapsed().as_secs_f64();
+        std::fs::remove_dir_all(&wr).expect("cleanup");
+        let (t_create, _) = scribe(
+            root,
+            &[
+                "workspace",
+                "create",
+                "create-dst",
+                "--server",
+                &url,
+                "--repo",
+                "create",
+            ],
+        );
+        let rate = o.create_mib as f64 / t_create;
+        let base = o.create_mib as f64 / write_secs;
+        println!(
+            "create: {} MiB workspace create {:.2} s = {:.0} MiB/s; sequential write {:.2} s = {:.0} MiB/s; ratio {:.0}%",
+            o.create_mib,
+            t_create,
+            rate,
+            write_secs,
+            base,
+            100.0 * rate / base
+        );
+        std::fs::remove_dir_all(root.join("create-dst")).ok();
+        std::fs::remove_dir_all(&src).ok();
+    }
+
+    // 3. 1 MiB edit inside a big file.
+    if o.big_mib > 1 {
+        let ws = root.join("edit-ws");
+        scribe(
+            root,
+            &[
+                "workspace",
+                "create",
+                "edit-ws",
+                "--server",
+                &url,
+                "--repo",
+                "edit",
+            ],
+        );
+        let size = (o.big_mib << 20) as usize;
+        let mut bytes = noise(size, 77);
+        std::fs::write(ws.join("huge.bin"), &bytes).expect("write");
+        scribe(&ws, &["add", "huge.bin"]);
+        let (t1, _) = scribe(&ws, &["submit", "-m", "huge", "--json"]);
+        let server_before = du(&data);
+        let cache_before = du(&ws.join(".scribe/_state/cache"));
+        scribe(&ws, &["edit", "huge.bin"]);
+        let at = size / 2;
+        bytes[at..at + (1 << 20)].copy_from_slice(&noise(1 << 20, 78));
+        std::fs::write(ws.join("huge.bin"), &bytes).expect("write");
+        let (t2, out) = scribe(&ws, &["submit", "-m", "1 MiB edit", "--json"]);
+        let uploaded: u64 = out
+            .split("\"uploaded_bytes\":")
+            .nth(1)
+            .and_then(|r| r.trim_end_matches(['}', '\n']).parse().ok())
+            .expect("uploaded_bytes in the JSON");
+        let server_growth = du(&data).saturating_sub(server_before);
+        let cache_growth = du(&ws.join(".scribe/_state/cache")).saturating_sub(cache_before);
+        println!(
+            "edit: first submit of {} MiB {:.2} s; 1 MiB edit submit {:.2} s: uploaded {:.1} MiB, server grew {:.1} MiB, cache grew {:.1} MiB",
+            o.big_mib,
+            t1,
+            t2,
+            mib(uploaded),
+            mib(server_growth),
+            mib(cache_growth)
+        );
+    }
+    if o.keep {
+        println!("kept {}", tmp.keep().display());
+    }
+}

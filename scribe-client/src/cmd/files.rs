@@ -1,0 +1,272 @@
+//! Opening files: add, edit, delete, move, reconcile, revert, resolve,
+//! and `status`.
+
+use scribe_format::wire::message as m;
+use scribe_workspace::detect::LocalChange;
+use scribe_workspace::open;
+use scribe_workspace::resolve::{resolve as resolve_path, Resolution, Resolved};
+
+use crate::ctx::{self, report, Ctx};
+use crate::error::{CliError, CliResult};
+use crate::out::Json;
+
+pub fn add(ctx: &Ctx, args: Vec<String>) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let paths = ctx::paths(ctx, &o.ws, &args)?;
+    let r = open::add(&o.ws, &paths)?;
+    report(ctx, "add", &r)
+}
+
+pub fn edit(ctx: &Ctx, args: Vec<String>) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let paths = ctx::paths(ctx, &o.ws, &args)?;
+    let r = open::edit(&o.ws, &paths)?;
+    warn_locked(
+        ctx,
+        &o,
+        &r.opened.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>(),
+    );
+    report(ctx, "edit", &r)
+}
+
+/// Tell the user (best effort, works offline) when a file they open is
+/// locked by another workspace: their submit would be refused.
+fn warn_locked(ctx: &Ctx, o: &ctx::Open, paths: &[String]) {
+    if paths.is_empty() || paths.len() > 1000 {
+        return;
+    }
+    let Ok(mut client) = crate::remote::connect(&o.meta.server, false) else {
+        return;
+    };
+    let Ok(page) = client.lock_list(m::LockList {
+        repo: o.meta.repository_name.clone(),
+        prefix: String::new(),
+        after: String::new(),
+        limit: m::MAX_PAGE_ITEMS,
+    }) else {
+        return;
+    };
+    let set: std::collections::HashSet<&str> = paths.iter().map(String::as_str).collect();
+    for l in page.locks {
+        if set.contains(l.path.as_str()) && l.workspace != o.meta.workspace_id {
+            ctx.out.status(format!(
+                "warning: {} is locked by {} (workspace {}); your submit of it will be refused until they unlock",
+                l.path,
+                l.author,
+                &l.workspace.to_hex()[..8]
+            ));
+        }
+    }
+}
+
+pub fn delete(ctx: &Ctx, args: Vec<String>) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let paths = ctx::paths(ctx, &o.ws, &args)?;
+    let r = open::delete(&o.ws, &paths)?;
+    report(ctx, "delete", &r)
+}
+
+pub fn reconcile(ctx: &Ctx, args: Vec<String>) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let paths = ctx::paths(ctx, &o.ws, &args)?;
+    let r = open::reconcile(&o.ws, &paths)?;
+    report(ctx, "reconcile", &r)
+}
+
+pub fn revert(ctx: &Ctx, args: Vec<String>) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let paths = ctx::paths(ctx, &o.ws, &args)?;
+    let remote = o.remote()?;
+    let r = open::revert(&o.ws, &paths, &remote)?;
+    for (p, a) in &r.opened {
+        println!("reverted {p} (was {})", a.name());
+    }
+    report(
+        ctx,
+        "revert",
+        &open::OpenReport {
+            refused: r.refused,
+            ..Default::default()
+        },
+    )
+}
+
+pub fn move_cmd(ctx: &Ctx, src: String, dst: String) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let p = ctx::paths(ctx, &o.ws, &[src, dst])?;
+    let intent = scribe_workspace::moves::move_path(&o.ws, &p[0], &p[1])?;
+    for f in &intent.files {
+        println!("moved {} -> {}", f.physical_source, f.destination);
+    }
+    ctx.out.status(format!(
+        "move: {} file(s) opened as add+delete pairs",
+        intent.files.len()
+    ));
+    Ok(())
+}
+
+pub fn resolve(
+    ctx: &Ctx,
+    args: Vec<String>,
+    ours: bool,
+    theirs: bool,
+    merged: Option<std::path::PathBuf>,
+) -> CliResult {
+    let how = match (ours, theirs, merged) {
+        (true, false, None) => Resolution::Ours,
+        (false, true, None) => Resolution::Theirs,
+        (false, false, Some(f)) => Resolution::Merged(std::path::absolute(ctx.cwd.join(f))?),
+        _ => {
+            return Err(CliError::new(
+                "usage",
+                "choose one of --ours, --theirs, --merged FILE",
+            ))
+        }
+    };
+    let o = ctx::open(ctx)?;
+    let paths = ctx::paths(ctx, &o.ws, &args)?;
+    let deferred: Vec<String> =
+        o.ws.read()?
+            .deferred_all()?
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+    let targets: Vec<String> = deferred
+        .into_iter()
+        .filter(|d| {
+            paths
+                .iter()
+                .any(|p| scribe_format::path::is_under_prefix(d, p))
+        })
+        .collect();
+    if targets.is_empty() {
+        return Err(
+            CliError::new("not_present", "nothing there needs resolving")
+                .paths(paths)
+                .hint("`scribe status` lists files needing resolution"),
+        );
+    }
+    let remote = o.remote()?;
+    for p in targets {
+        match resolve_path(&o.ws, &p, &how, &remote)? {
+            Resolved::Opened(a) => println!("resolved {p}: kept yours, opened for {}", a.name()),
+            Resolved::TookTheirs => {
+                println!("resolved {p}: took theirs (yours is in the recovery area)")
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn status(ctx: &Ctx) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let s = open::status(&o.ws)?;
+    let kind = |c: &LocalChange| match c {
+        LocalChange::New(_) => "new",
+        LocalChange::Modified { .. } => "modified",
+        LocalChange::Missing { .. } => "missing",
+    };
+    let journal = scribe_workspace::sync::in_progress(&o.ws)?;
+    let pending = o.ws.read()?.pending_all()?.len();
+    if ctx.out.json {
+        println!(
+            "{}",
+            Json::obj(vec![
+                ("change", Json::Num(o.meta.synced)),
+                ("sync_unfinished", journal.map_or(Json::Null, Json::Num)),
+                ("submit_pending", Json::Num(pending as u64)),
+                (
+                    "opened",
+                    Json::Arr(
+                        s.opened
+                            .iter()
+                            .map(|(p, r)| {
+                                Json::obj(vec![
+                                    ("path", Json::str(p)),
+                                    ("action", Json::str(r.action.name())),
+                                    ("needs_reconcile", Json::Bool(r.needs_reconcile)),
+                                    (
+                                        "moved_from",
+                                        r.moved_from
+                                            .as_ref()
+                                            .map_or(Json::Null, |(s, _)| Json::str(s)),
+                                    ),
+                                ])
+                            })
+                            .collect()
+                    )
+                ),
+                (
+                    "unopened",
+                    Json::Arr(
+                        s.unopened
+                            .iter()
+                            .map(|c| Json::obj(vec![
+                                ("path", Json::str(c.path())),
+                                ("kind", Json::str(kind(c)))
+                            ]))
+                            .collect()
+                    )
+                ),
+                (
+                    "needs_resolve",
+                    Json::Arr(s.needs_resolve.iter().map(Json::str).collect())
+                ),
+                (
+                    "problems",
+                    Json::Arr(
+                        s.problems
+                            .iter()
+                            .map(|p| Json::obj(vec![
+                                ("path", Json::str(&p.path)),
+                                ("code", Json::str(&p.code))
+                            ]))
+                            .collect()
+                    )
+                ),
+                ("hashed", Json::Num(s.hashed as u64)),
+            ])
+        );
+        return Ok(());
+    }
+    println!("On change {} of {}", o.meta.synced, o.meta.repository_name);
+    if let Some(t) = journal {
+        println!("A sync to change {t} is unfinished: run `scribe sync`");
+    }
+    if pending > 0 {
+        println!("A submission is unfinished: run `scribe submit` to complete it");
+    }
+    if !s.opened.is_empty() {
+        println!("Opened:");
+        for (p, r) in &s.opened {
+            let mv = r
+                .moved_from
+                .as_ref()
+                .map(|(src, _)| format!("  (moved from {src})"))
+                .unwrap_or_default();
+            println!("  {:<8}{p}{mv}", r.action.name());
+        }
+    }
+    if !s.unopened.is_empty() {
+        println!("Changed but not opened (`scribe reconcile` opens them):");
+        for c in &s.unopened {
+            println!("  {:<8}{}", kind(c), c.path());
+        }
+    }
+    if !s.needs_resolve.is_empty() {
+        println!("Needs resolve (`scribe resolve PATH --ours|--theirs|--merged FILE`):");
+        for p in &s.needs_resolve {
+            println!("  {p}");
+        }
+    }
+    if !s.problems.is_empty() {
+        println!("Cannot be versioned:");
+        for p in &s.problems {
+            println!("  {}  ({}: {})", p.path, p.code, p.detail);
+        }
+    }
+    if s.opened.is_empty() && s.unopened.is_empty() && s.needs_resolve.is_empty() {
+        println!("Nothing opened, no local changes");
+    }
+    Ok(())
+}

@@ -1,0 +1,401 @@
+//! `scribe submit`: freeze the opened files into the cache, build the
+//! change set, record it as the pending submission, upload what the server
+//! lacks, submit with the operation id, and finalize locally.
+//!
+//! The pending row is committed before the first request that carries its
+//! operation id (`ObjectPut`), so a crash or a lost reply at any later
+//! point is completed by rerunning `scribe submit`, which replays the same
+//! id: the server answers the recorded outcome.
+
+use std::collections::{HashMap, HashSet};
+
+use scribe_format::changeset::{Action, ChangeSet, Entry, FileState, Mode};
+use scribe_format::wire::message as m;
+use scribe_format::wire::Text;
+use scribe_format::{ErrorCode, ObjectId, OperationId};
+use scribe_workspace::records::{OpenedAction, PendingLock, PendingSubmit};
+use scribe_workspace::scan::{fingerprint_of, now_ms};
+use scribe_workspace::submit::{abandon, finalize};
+
+use crate::ctx::{self, Ctx, Open};
+use crate::error::{hint_for, CliError, CliResult};
+use crate::out::{size, Json, Timer};
+use crate::remote::{crash_point, Remote};
+
+pub struct SubmitArgs {
+    pub message: String,
+    pub keep_locks: bool,
+    pub paths: Vec<String>,
+}
+
+/// What a submission did.
+pub struct Submitted {
+    pub change: u64,
+    pub files: usize,
+    pub uploaded_objects: usize,
+    pub uploaded_bytes: u64,
+    pub secs: f64,
+}
+
+pub fn submit_cmd(ctx: &Ctx, a: SubmitArgs) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let remote = o.remote()?;
+    let s = submit(ctx, &o, &remote, a)?;
+    if ctx.out.json {
+        println!(
+            "{}",
+            Json::obj(vec![
+                ("change", Json::Num(s.change)),
+                ("files", Json::Num(s.files as u64)),
+                ("uploaded_objects", Json::Num(s.uploaded_objects as u64)),
+                ("uploaded_bytes", Json::Num(s.uploaded_bytes)),
+            ])
+        );
+    } else {
+        println!("change {}", s.change);
+    }
+    ctx.out.status(format!(
+        "submitted change {}: {} file(s), uploaded {} object(s) ({}) in {:.2} s",
+        s.change,
+        s.files,
+        s.uploaded_objects,
+        size(s.uploaded_bytes),
+        s.secs
+    ));
+    Ok(())
+}
+
+pub fn submit(ctx: &Ctx, o: &Open, remote: &Remote, a: SubmitArgs) -> CliResult<Submitted> {
+    let t = Timer::start();
+    // An interrupted candidate is completed first, with its own id.
+    if let Some((op, pending)) = o.ws.read()?.pending_all()?.into_iter().next() {
+        ctx.out.status(format!(
+            "completing the interrupted submission {} ({:?})",
+            op.to_hex(),
+            pending.message
+        ));
+        let (objects, bytes) = upload(o, remote, &op, &pending)?;
+        let change = send(o, remote, &op, &pending)?;
+        return Ok(Submitted {
+            change,
+            files: ChangeSet::decode(&pending.change_set)?.entries.len(),
+            uploaded_objects: objects,
+            uploaded_bytes: bytes,
+            secs: t.secs(),
+        });
+    }
+    if a.message.trim().is_empty() {
+        return Err(CliError::new("usage", "a submit needs a message")
+            .hint("scribe submit -m \"what changed\""));
+    }
+    let read = o.ws.read()?;
+    let deferred = read.deferred_all()?;
+    if !deferred.is_empty() {
+        return Err(CliError::new(
+            "needs_resolve",
+            format!(
+                "{} path(s) need resolution before submitting",
+                deferred.len()
+            ),
+        )
+        .paths(deferred.into_iter().map(|(p, _)| p).collect())
+        .hint("settle them with `scribe resolve PATH --ours|--theirs|--merged FILE`"));
+    }
+    if scribe_workspace::sync::in_progress(&o.ws)?.is_some() {
+        return Err(CliError::new("sync_unfinished", "a sync is unfinished")
+            .hint("run `scribe sync` first"));
+    }
+    if read
+        .workflows_with_prefix("move/")?
+        .iter()
+        .any(|(_, v)| scribe_workspace::moves::MoveIntent::decode(v).is_ok_and(|m| !m.complete))
+    {
+        return Err(CliError::new("move_unfinished", "a move is unfinished")
+            .hint("rerun `scribe move` or `scribe status` after it completes"));
+    }
+    let filter = ctx::paths(ctx, &o.ws, &a.paths)?;
+    let opened: Vec<_> = read
+        .opened_all()?
+        .into_iter()
+        .filter(|(p, _)| {
+            filter.is_empty()
+                || filter
+                    .iter()
+                    .any(|f| scribe_format::path::is_under_prefix(p, f))
+        })
+        .collect();
+    if opened.is_empty() {
+        return Err(CliError::new("empty_submission", "nothing is opened")
+            .hint(hint_for(ErrorCode::EmptySubmission).unwrap_or_default()));
+    }
+    // A moved destination must travel with its source's delete.
+    let selected: HashSet<&str> = opened.iter().map(|(p, _)| p.as_str()).collect();
+    for (p, r) in &opened {
+        if let Some((src, _)) = &r.moved_from {
+            if !selected.contains(src.as_str()) {
+                return Err(CliError::new(
+                    "refused",
+                    format!("{p} was moved from {src}; submit both together"),
+                ));
+            }
+        }
+    }
+    // Collisions among the paths that would be live.
+    let baselines: HashMap<String, _> = read.baselines()?.into_iter().collect();
+    let mut keys: HashMap<Vec<u8>, String> = HashMap::new();
+    let deleted: HashSet<&str> = opened
+        .iter()
+        .filter(|(_, r)| r.action == OpenedAction::Delete)
+        .map(|(p, _)| p.as_str())
+        .collect();
+    for p in baselines.keys() {
+        if !deleted.contains(p.as_str()) {
+            keys.insert(scribe_format::path::collision_key(p), p.clone());
+        }
+    }
+    let mut collisions = Vec::new();
+    for (p, r) in &opened {
+        if r.action == OpenedAction::Add {
+            let k = scribe_format::path::collision_key(p);
+            if let Some(other) = keys.get(&k) {
+                if other != p {
+                    collisions.push(format!("{p} (and {other})"));
+                }
+            }
+            keys.insert(k, p.clone());
+        }
+    }
+    if !collisions.is_empty() {
+        return Err(CliError::new(
+            "path_collision",
+            "paths differ only in case or normalization",
+        )
+        .paths(collisions)
+        .hint(hint_for(ErrorCode::PathCollision).unwrap_or_default()));
+    }
+    let local_locks: HashMap<String, u64> = read.local_locks()?.into_iter().collect();
+    drop(read);
+    // Freeze the bytes into the cache.
+    let mut to_import = Vec::new();
+    let mut missing = Vec::new();
+    let mut fingerprints = Vec::new();
+    let recorded = now_ms();
+    for (p, r) in &opened {
+        if matches!(r.action, OpenedAction::Add | OpenedAction::Edit) {
+            let full = o.ws.root().join(p);
+            match std::fs::symlink_metadata(&full) {
+                Ok(meta) if meta.is_file() => {
+                    fingerprints.push((p.clone(), fingerprint_of(&meta, recorded)));
+                    to_import.push((
+                        p.clone(),
+                        full,
+                        scribe_workspace::platform::is_executable(&meta),
+                    ));
+                }
+                _ => missing.push(p.clone()),
+            }
+        }
+    }
+    if !missing.is_empty() {
+        return Err(CliError::new(
+            "not_found",
+            "opened files are missing from the working copy",
+        )
+        .paths(missing)
+        .hint("restore them, `scribe revert` them, or `scribe delete` them"));
+    }
+    let import_t = Timer::start();
+    let files: Vec<&std::path::Path> = to_import.iter().map(|(_, f, _)| f.as_path()).collect();
+    let imported = remote.cache().import_files(&files)?;
+    ctx.out.status(format!(
+        "froze {} file(s) into the cache in {:.2} s",
+        imported.len(),
+        import_t.secs()
+    ));
+    let mut states = HashMap::new();
+    for ((p, _, exec), imp) in to_import.iter().zip(&imported) {
+        states.insert(
+            p.as_str(),
+            FileState {
+                manifest: imp.manifest_id,
+                content: imp.content_id,
+                size: imp.size,
+                mode: if *exec {
+                    Mode::Executable
+                } else {
+                    Mode::Regular
+                },
+            },
+        );
+    }
+    let mut entries = Vec::new();
+    for (p, r) in &opened {
+        let base = baselines.get(p).map(|b| b.change);
+        let e = match r.action {
+            OpenedAction::Add => {
+                let e = Entry::add(p.clone(), states[p.as_str()]);
+                match &r.moved_from {
+                    Some((src, ch)) => e.moved_from(src.clone(), *ch),
+                    None => e,
+                }
+            }
+            OpenedAction::Edit => match base {
+                Some(b) => Entry::edit(p.clone(), b, states[p.as_str()]),
+                None => Entry::add(p.clone(), states[p.as_str()]),
+            },
+            OpenedAction::Delete => match base {
+                Some(b) => Entry::delete(p.clone(), b),
+                None => continue,
+            },
+            OpenedAction::Keep => match base {
+                Some(b) => Entry::keep(p.clone(), b),
+                None => continue,
+            },
+        };
+        entries.push(e);
+    }
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let set = ChangeSet::new(entries);
+    let cs_bytes = set.encode()?;
+    let cs_id = set.id()?;
+    let op = OperationId::random();
+    let pending = PendingSubmit {
+        incarnation: o.meta.incarnation,
+        branch: o.meta.branch_id,
+        integration: None,
+        change_set_id: cs_id,
+        change_set: cs_bytes,
+        author: o.meta.author.clone(),
+        message: a.message.clone(),
+        keep_locks: a.keep_locks,
+        locks: set
+            .entries
+            .iter()
+            .filter_map(|e| {
+                local_locks.get(&e.path).map(|g| PendingLock {
+                    path: e.path.clone(),
+                    generation: *g,
+                })
+            })
+            .collect(),
+        created_ms: now_ms(),
+        fingerprints,
+    };
+    {
+        let tx = o.ws.write()?;
+        tx.put_pending(&op, &pending)?;
+        tx.commit()?;
+    }
+    crash_point("submit-after-pending");
+    let (objects, bytes) = upload(o, remote, &op, &pending)?;
+    crash_point("submit-after-upload");
+    let change = send(o, remote, &op, &pending)?;
+    Ok(Submitted {
+        change,
+        files: set.entries.len(),
+        uploaded_objects: objects,
+        uploaded_bytes: bytes,
+        secs: t.secs(),
+    })
+}
+
+/// Send every object of the candidate the server lacks: chunks, then
+/// manifests, then the change set.
+fn upload(
+    o: &Open,
+    remote: &Remote,
+    op: &OperationId,
+    p: &PendingSubmit,
+) -> CliResult<(usize, u64)> {
+    let set = ChangeSet::decode(&p.change_set)?;
+    let mut chunks = Vec::new();
+    let mut manifests = Vec::new();
+    for e in &set.entries {
+        if let Some(s) = e.state {
+            let mid = ObjectId::manifest(s.manifest);
+            let mbytes = remote.cache().get(&mid)?;
+            let mref = scribe_format::manifest::ManifestRef::decode(&mbytes)?;
+            chunks.extend(mref.chunks().map(|c| ObjectId::chunk(c.id)));
+            manifests.push(mid);
+        }
+    }
+    let cs = ObjectId::change_set(p.change_set_id);
+    let mut all: Vec<ObjectId> = Vec::new();
+    let mut seen = HashSet::new();
+    for id in chunks.into_iter().chain(manifests).chain([cs]) {
+        if seen.insert(id) {
+            all.push(id);
+        }
+    }
+    let repo = o.meta.repository_name.clone();
+    let missing: HashSet<ObjectId> = remote
+        .with(|c| c.objects_missing(&repo, &all))?
+        .into_iter()
+        .collect();
+    let mut bytes = 0u64;
+    let mut n = 0;
+    let ws_id = o.meta.workspace_id;
+    for id in all.iter().filter(|id| missing.contains(id)) {
+        let data = if *id == cs {
+            p.change_set.clone()
+        } else {
+            remote.cache().get(id)?
+        };
+        remote.with(|c| c.put_object(&repo, ws_id, *op, *id, &data))?;
+        bytes += data.len() as u64;
+        n += 1;
+    }
+    Ok((n, bytes))
+}
+
+/// Submit (or replay) the candidate and settle its outcome locally.
+fn send(o: &Open, remote: &Remote, op: &OperationId, p: &PendingSubmit) -> CliResult<u64> {
+    let repo = o.meta.repository_name.clone();
+    let req = m::Submit {
+        repo: repo.clone(),
+        operation: *op,
+        workspace: o.meta.workspace_id,
+        branch: p.branch,
+        change_set: p.change_set_id,
+        author: p.author.clone(),
+        message: Text(p.message.clone()),
+        keep_locks: p.keep_locks,
+        timestamp_ms: p.created_ms,
+    };
+    let mut outcome = remote.with(|c| c.submit(req.clone()))?;
+    if outcome.code == ErrorCode::MissingObjects.number() {
+        upload(o, remote, op, p)?;
+        outcome = remote.with(|c| c.submit(req.clone()))?;
+    }
+    crash_point("submit-after-reply");
+    if outcome.code == 0 {
+        let f = finalize(&o.ws, op, p, outcome.change)?;
+        if o.meta.readonly {
+            for path in &f.updated {
+                let full = o.ws.root().join(path);
+                let exec = std::fs::metadata(&full)
+                    .map(|m| scribe_workspace::platform::is_executable(&m))
+                    .unwrap_or(false);
+                let _ = scribe_workspace::platform::set_file_mode(&full, exec, true);
+            }
+        }
+        return Ok(outcome.change);
+    }
+    let code = ErrorCode::from_number(outcome.code).unwrap_or(ErrorCode::Internal);
+    if code == ErrorCode::MissingObjects || code == ErrorCode::Internal || code == ErrorCode::Busy {
+        // Not final: keep the candidate for a retry with the same id.
+        return Err(CliError::new(code.name(), outcome.detail)
+            .hint("rerun `scribe submit` to retry the same submission"));
+    }
+    abandon(&o.ws, op)?;
+    let mut err = CliError::new(
+        code.name(),
+        format!("the server refused the submission: {}", outcome.detail),
+    )
+    .paths(outcome.paths);
+    if let Some(h) = hint_for(code) {
+        err = err.hint(h);
+    }
+    let _ = Action::Add;
+    Err(err)
+}

@@ -1,0 +1,242 @@
+//! Talking to the service: connecting by URL (creating an embedded data
+//! root on request), the workspace cache, the materializer that downloads
+//! what sync writes, and test failpoints.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use indicatif::ProgressBar;
+use scribe_format::manifest::ManifestRef;
+use scribe_format::{FileContentId, ObjectId, ObjectKind};
+use scribe_objects::{ObjectStore, StoreOptions};
+use scribe_server::client::{parse_url, Target};
+use scribe_server::{Client, ClientOptions, Service};
+use scribe_workspace::records::BaselineRecord;
+use scribe_workspace::sync::Materializer;
+use scribe_workspace::Workspace;
+
+use crate::error::{CliError, CliResult};
+
+/// Connect to `url`. With `create`, a path URL whose directory does not
+/// hold a data root yet gets a new one (embedded use).
+pub fn connect(url: &str, create: bool) -> CliResult<Client> {
+    if let Target::Path(p) = parse_url(url)? {
+        let fresh = !p.join("SCRIBE_FORMAT").exists()
+            && std::fs::read_dir(&p).map_or(true, |mut d| d.next().is_none());
+        if fresh {
+            if !create {
+                return Err(CliError::new(
+                    "not_found",
+                    format!("{} is not a Scribe data root", p.display()),
+                )
+                .hint("create it with `scribe repo create NAME --server PATH`"));
+            }
+            let svc = Service::create(&p).map_err(scribe_server::ClientError::from)?;
+            return Ok(Client::in_process(svc));
+        }
+    }
+    Ok(scribe_server::connect(url, &ClientOptions::default())?)
+}
+
+/// Make a path URL absolute so a workspace can use it from any directory.
+pub fn absolute_url(url: &str) -> CliResult<String> {
+    match parse_url(url)? {
+        Target::Path(p) => Ok(std::path::absolute(&p)?.display().to_string()),
+        Target::Tcp { .. } => Ok(url.to_string()),
+    }
+}
+
+/// The workspace cache (`.scribe/_state/cache/`), created on first use.
+pub fn open_cache(ws: &Workspace) -> CliResult<ObjectStore> {
+    let dir = ws.state_dir().join("cache");
+    if dir.join("SCRIBE_FORMAT").exists() {
+        Ok(ObjectStore::open(&dir)?)
+    } else {
+        Ok(ObjectStore::create(&dir, StoreOptions::default())?)
+    }
+}
+
+/// A named point where a test build kills itself (`SCRIBE_TEST_CRASH_AT`).
+///
+/// `NAME` fires the first time [`crash_point`] is called with it;
+/// `NAME-N` (for `sync-after`) fires when a counter reaches N.
+pub fn crash_point(name: &str) {
+    if std::env::var("SCRIBE_TEST_CRASH_AT").ok().as_deref() == Some(name) {
+        die();
+    }
+}
+
+/// A counted point: fires when `SCRIBE_TEST_CRASH_AT` is `{prefix}-{n}`.
+pub fn crash_count(prefix: &str, n: usize) {
+    if let Ok(v) = std::env::var("SCRIBE_TEST_CRASH_AT") {
+        if v.strip_prefix(prefix)
+            .and_then(|r| r.strip_prefix('-'))
+            .and_then(|r| r.parse::<usize>().ok())
+            == Some(n)
+        {
+            die();
+        }
+    }
+}
+
+/// A pause after each written file (`SCRIBE_TEST_SLOW_MS`), so a test can
+/// kill a run in the middle for real.
+fn slow() {
+    if let Some(ms) = std::env::var("SCRIBE_TEST_SLOW_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
+fn die() -> ! {
+    let _ = std::io::stderr().flush();
+    #[cfg(unix)]
+    {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &std::process::id().to_string()])
+            .status();
+        std::thread::sleep(std::time::Duration::from_secs(5));
+    }
+    std::process::abort()
+}
+
+/// The remote end of a workspace, connected on first use.
+pub struct Remote {
+    url: String,
+    pub repo: String,
+    client: Mutex<Option<Client>>,
+    cache: ObjectStore,
+    cache_write: Mutex<()>,
+    placed: AtomicUsize,
+    pub bar: Mutex<ProgressBar>,
+}
+
+impl Remote {
+    pub fn new(ws: &Workspace, url: &str, repo: &str) -> CliResult<Remote> {
+        Ok(Remote {
+            url: url.to_string(),
+            repo: repo.to_string(),
+            client: Mutex::new(None),
+            cache: open_cache(ws)?,
+            cache_write: Mutex::new(()),
+            placed: AtomicUsize::new(0),
+            bar: Mutex::new(ProgressBar::hidden()),
+        })
+    }
+
+    pub fn cache(&self) -> &ObjectStore {
+        &self.cache
+    }
+
+    /// Run `f` with the connected client.
+    pub fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Client) -> Result<T, scribe_server::ClientError>,
+    ) -> CliResult<T> {
+        let mut guard = self
+            .client
+            .lock()
+            .map_err(|_| CliError::new("internal", "client lock poisoned"))?;
+        if guard.is_none() {
+            *guard = Some(connect(&self.url, false)?);
+        }
+        let c = guard.as_mut().expect("connected just above");
+        Ok(f(c)?)
+    }
+
+    /// A manifest's payload, from the cache or downloaded into it.
+    pub fn manifest(&self, id: ObjectId) -> CliResult<Vec<u8>> {
+        if self.cache.contains(&id)? {
+            return Ok(self.cache.get(&id)?);
+        }
+        let repo = self.repo.clone();
+        let bytes = self.with(|c| c.download(&repo, id))?;
+        let _g = self.cache_write.lock();
+        let batch = self.cache.batch();
+        batch.put(ObjectKind::Manifest, &bytes)?;
+        batch.commit()?;
+        Ok(bytes)
+    }
+
+    fn write_file(&self, target: &BaselineRecord, dest: &Path) -> CliResult<()> {
+        let bytes = self.manifest(ObjectId::manifest(target.manifest))?;
+        let m = ManifestRef::decode(&bytes)?;
+        let file = std::fs::File::create(dest)?;
+        let mut w = HashingWriter {
+            out: std::io::BufWriter::with_capacity(1 << 20, file),
+            hasher: blake3::Hasher::new(),
+            written: 0,
+        };
+        for c in m.chunks() {
+            let oid = ObjectId::chunk(c.id);
+            if self.cache.contains(&oid)? {
+                let data = self.cache.get(&oid)?;
+                w.write_all(&data)?;
+            } else {
+                let repo = self.repo.clone();
+                self.with(|cl| cl.download_to(&repo, oid, &mut w))?;
+            }
+            if let Ok(bar) = self.bar.lock() {
+                bar.inc(u64::from(c.length));
+            }
+        }
+        let content = FileContentId(*w.hasher.finalize().as_bytes());
+        if content != target.content || w.written != target.size {
+            return Err(CliError::new(
+                "corrupt",
+                format!(
+                    "reconstructed bytes hash to {} ({} bytes), expected {} ({} bytes)",
+                    content.to_hex(),
+                    w.written,
+                    target.content.to_hex(),
+                    target.size
+                ),
+            ));
+        }
+        let file = w
+            .out
+            .into_inner()
+            .map_err(|e| CliError::new("io", e.to_string()))?;
+        file.sync_all()?;
+        Ok(())
+    }
+}
+
+struct HashingWriter<W: Write> {
+    out: W,
+    hasher: blake3::Hasher,
+    written: u64,
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        if n >= 128 * 1024 {
+            self.hasher.update_rayon(&buf[..n]);
+        } else {
+            self.hasher.update(&buf[..n]);
+        }
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+impl Materializer for Remote {
+    fn materialize(&self, _path: &str, target: &BaselineRecord, dest: &Path) -> Result<(), String> {
+        self.write_file(target, dest).map_err(|e| e.message)
+    }
+
+    fn placed(&self, _path: &str) {
+        let n = self.placed.fetch_add(1, Ordering::SeqCst) + 1;
+        crash_count("sync-after", n);
+        slow();
+    }
+}

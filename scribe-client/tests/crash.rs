@@ -1,0 +1,166 @@
+//! kill -9 of `scribe sync` and `scribe submit` at named points (the
+//! process SIGKILLs itself through `SCRIBE_TEST_CRASH_AT`) and of a slowed
+//! run from outside, followed by a rerun that completes with nothing lost.
+
+use crate::support::{both, noise, read, write, Env, Transport};
+
+fn files(n: usize) -> Vec<(String, Vec<u8>)> {
+    (0..n)
+        .map(|i| {
+            (
+                format!("dir{}/f{i}.bin", i % 3),
+                noise(20_000 + i * 1000, i as u64),
+            )
+        })
+        .collect()
+}
+
+fn sync_killed_at_each_point(t: Transport) {
+    let env = Env::new(t);
+    let a = env.workspace("alice", &[]);
+    write(&a, "local.txt", b"v1");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "base"]).ok();
+    let mut bobs = Vec::new();
+    for p in ["sync-after-plan", "sync-after-1", "sync-after-4"] {
+        let b = env.workspace(&format!("bob-{p}"), &[]);
+        // Offline work the sync must not destroy.
+        write(&b, "local.txt", b"bob's unsubmitted");
+        bobs.push((p, b));
+    }
+    let set = files(6);
+    for (p, bytes) in &set {
+        write(&a, p, bytes);
+    }
+    env.scribe(&a, &["edit", "local.txt"]).ok();
+    write(&a, "local.txt", b"v2");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "six files"]).ok();
+    for (point, b) in &bobs {
+        let r = env.crash(b, point, &["sync"]);
+        assert!(r.killed, "{point}: the failpoint kills the process: {r:?}");
+        let st = env.scribe(b, &["status", "--json"]);
+        assert!(
+            st.stdout.contains("\"sync_unfinished\":2"),
+            "{point}: {}",
+            st.stdout
+        );
+        env.scribe(b, &["sync"]).ok();
+        for (p, bytes) in &set {
+            assert_eq!(&read(b, p), bytes, "{point}: {p}");
+        }
+        assert_eq!(read(b, "local.txt"), b"bob's unsubmitted", "{point}");
+        let st = env.scribe(b, &["status", "--json"]);
+        assert!(
+            st.stdout.contains("\"needs_resolve\":[\"local.txt\"]"),
+            "{point}: {}",
+            st.stdout
+        );
+        assert!(
+            st.stdout.contains("\"sync_unfinished\":null"),
+            "{point}: {}",
+            st.stdout
+        );
+        assert!(st.stdout.contains("\"change\":2"), "{point}: {}", st.stdout);
+        let tmp = std::fs::read_dir(b.join(".scribe/_state/tmp"))
+            .unwrap()
+            .count();
+        assert_eq!(tmp, 0, "{point}: temporaries are cleaned");
+    }
+}
+both!(sync_killed_at_each_point);
+
+/// A real kill -9 from outside, in the middle of a slowed sync.
+fn sync_killed_from_outside(t: Transport) {
+    let env = Env::new(t);
+    let a = env.workspace("alice", &[]);
+    let b = env.workspace("bob", &[]);
+    let set = files(8);
+    for (p, bytes) in &set {
+        write(&a, p, bytes);
+    }
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "eight"]).ok();
+    let mut child = env
+        .command(&b, &["sync"])
+        .env("SCRIBE_TEST_SLOW_MS", "150")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the sync has placed at least one file, then kill it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !set.iter().any(|(p, _)| b.join(p).exists()) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    env.scribe(&b, &["sync"]).ok();
+    for (p, bytes) in &set {
+        assert_eq!(&read(&b, p), bytes, "{p}");
+    }
+    let st = env.scribe(&b, &["status"]);
+    assert!(
+        st.stdout.contains("Nothing opened, no local changes"),
+        "{}",
+        st.stdout
+    );
+}
+both!(sync_killed_from_outside);
+
+fn submit_killed_at_each_point(t: Transport) {
+    let env = Env::new(t);
+    let a = env.workspace("alice", &[]);
+    let points = [
+        "submit-after-pending",
+        "submit-after-upload",
+        "submit-after-reply",
+    ];
+    for (i, point) in points.iter().enumerate() {
+        let name = format!("p{i}/big.bin");
+        let bytes = noise(2 << 20, 10 + i as u64);
+        write(&a, &name, &bytes);
+        env.scribe(&a, &["add", &name]).ok();
+        let r = env.crash(&a, point, &["submit", "-m", point]);
+        assert!(r.killed, "{point}: {r:?}");
+        let st = env.scribe(&a, &["status", "--json"]);
+        assert!(
+            st.stdout.contains("\"submit_pending\":1"),
+            "{point}: {}",
+            st.stdout
+        );
+        // The rerun replays the same operation: exactly one change.
+        let r = env.scribe(&a, &["submit"]);
+        r.ok();
+        assert_eq!(r.stdout.trim(), format!("change {}", i + 1), "{point}");
+        let st = env.scribe(&a, &["status", "--json"]);
+        assert!(
+            st.stdout.contains("\"opened\":[]"),
+            "{point}: {}",
+            st.stdout
+        );
+        assert!(
+            st.stdout.contains("\"submit_pending\":0"),
+            "{point}: {}",
+            st.stdout
+        );
+        assert_eq!(read(&a, &name), bytes);
+    }
+    let log = env.scribe(&a, &["log", "--json"]);
+    for p in points {
+        assert_eq!(
+            log.stdout.matches(&format!("\"message\":\"{p}\"")).count(),
+            1,
+            "{}",
+            log.stdout
+        );
+    }
+    let b = env.workspace("bob", &[]);
+    for i in 0..points.len() {
+        assert_eq!(
+            read(&b, &format!("p{i}/big.bin")),
+            noise(2 << 20, 10 + i as u64)
+        );
+    }
+}
+both!(submit_killed_at_each_point);

@@ -1,0 +1,287 @@
+//! The daily loop between two workspaces, over both transports.
+
+use crate::support::{both, noise, read, write, Env, Transport};
+
+fn exchange(t: Transport) {
+    let env = Env::new(t);
+    let a = env.workspace("alice", &[]);
+    write(&a, "art/hero.psd", &noise(3 << 20, 1));
+    write(&a, "art/deep/er/and/deeper/still/level.dat", b"deep");
+    write(&a, "art/Ünïcødé-名前.txt", "non-ascii".as_bytes());
+    write(&a, "empty.cfg", b"");
+    write(&a, "tools/build.sh", b"#!/bin/sh\n");
+    write(&a, "old/name.txt", b"moving");
+    write(&a, "ignored.tmp", b"x");
+    write(&a, ".scribeignore", b"*.tmp\n");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            a.join("tools/build.sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    env.scribe(&a, &["add", "."]).ok();
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(st.stdout.contains("\"action\":\"add\""), "{}", st.stdout);
+    assert!(
+        !st.stdout.contains("ignored.tmp"),
+        "ignore rules apply: {}",
+        st.stdout
+    );
+    let s = env.scribe(&a, &["submit", "-m", "first"]);
+    s.ok();
+    assert_eq!(s.stdout.trim(), "change 1");
+
+    let b = env.workspace("bob", &[]);
+    assert_eq!(read(&b, "art/hero.psd"), noise(3 << 20, 1));
+    assert_eq!(read(&b, "art/deep/er/and/deeper/still/level.dat"), b"deep");
+    assert_eq!(read(&b, "art/Ünïcødé-名前.txt"), "non-ascii".as_bytes());
+    assert_eq!(read(&b, "empty.cfg"), b"");
+    assert!(!b.join("ignored.tmp").exists());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(b.join("tools/build.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_ne!(mode & 0o111, 0, "the executable bit round-trips");
+        let mode = std::fs::metadata(b.join("empty.cfg"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o111, 0);
+    }
+    let st = env.scribe(&b, &["status"]);
+    assert!(
+        st.stdout.contains("Nothing opened, no local changes"),
+        "{}",
+        st.stdout
+    );
+
+    // Bob edits, deletes and moves.
+    env.scribe(&b, &["edit", "art/hero.psd"]).ok();
+    let mut hero = noise(3 << 20, 1);
+    hero[100..200].copy_from_slice(&[7; 100]);
+    write(&b, "art/hero.psd", &hero);
+    env.scribe(&b, &["delete", "empty.cfg"]).ok();
+    assert!(!b.join("empty.cfg").exists());
+    env.scribe(&b, &["move", "old", "new/place"]).ok();
+    assert_eq!(read(&b, "new/place/name.txt"), b"moving");
+    let st = env.scribe(&b, &["status", "--json"]);
+    assert!(
+        st.stdout.contains("\"moved_from\":\"old/name.txt\""),
+        "{}",
+        st.stdout
+    );
+    env.scribe(&b, &["submit", "-m", "bob's changes"]).ok();
+
+    env.scribe(&a, &["sync"]).ok();
+    assert_eq!(read(&a, "art/hero.psd"), hero);
+    assert!(!a.join("empty.cfg").exists());
+    assert!(!a.join("old/name.txt").exists());
+    assert_eq!(read(&a, "new/place/name.txt"), b"moving");
+    // Alice's replaced and removed files were kept.
+    let rec = env.scribe(&a, &["recovery", "list", "--json"]);
+    assert!(
+        rec.stdout.contains("\"path\":\"art/hero.psd\""),
+        "{}",
+        rec.stdout
+    );
+
+    let log = env.scribe(&a, &["log", "--json"]);
+    assert!(
+        log.stdout.contains("\"message\":\"bob's changes\""),
+        "{}",
+        log.stdout
+    );
+    assert!(log.stdout.contains("\"author\":\"bob\""), "{}", log.stdout);
+    let d = env.scribe(&a, &["describe", "2"]);
+    assert!(
+        d.stdout.contains("(moved from old/name.txt)"),
+        "{}",
+        d.stdout
+    );
+    let h = env.scribe(&a, &["history", "art/hero.psd"]);
+    assert_eq!(h.stdout.lines().count(), 2, "{}", h.stdout);
+    let st = env.scribe(&a, &["status"]);
+    assert!(st.stdout.contains("Nothing opened"), "{}", st.stdout);
+}
+both!(exchange);
+
+/// The same loop against the real `scribe-server serve` process.
+#[test]
+fn exchange_with_the_server_binary() {
+    exchange(Transport::Binary);
+    lock_blocks_submit(Transport::Binary);
+}
+
+fn stale_base_refused_then_resolved(t: Transport) {
+    let env = Env::new(t);
+    let a = env.workspace("alice", &[]);
+    write(&a, "doc.txt", b"v1");
+    env.scribe(&a, &["add", "doc.txt"]).ok();
+    env.scribe(&a, &["submit", "-m", "v1"]).ok();
+    let b = env.workspace("bob", &[]);
+    env.scribe(&a, &["edit", "doc.txt"]).ok();
+    write(&a, "doc.txt", b"alice v2");
+    env.scribe(&a, &["submit", "-m", "alice"]).ok();
+
+    env.scribe(&b, &["edit", "doc.txt"]).ok();
+    write(&b, "doc.txt", b"bob v2");
+    let r = env.scribe(&b, &["submit", "-m", "bob"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Error[base_mismatch]"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("doc.txt"),
+        "the refusal names the path: {}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("Hint:"), "{}", r.stderr);
+    // Nothing local changed.
+    assert_eq!(read(&b, "doc.txt"), b"bob v2");
+    let st = env.scribe(&b, &["status", "--json"]);
+    assert!(
+        st.stdout
+            .contains("\"path\":\"doc.txt\",\"action\":\"edit\""),
+        "{}",
+        st.stdout
+    );
+
+    // Sync keeps Bob's work and asks for resolution.
+    let s = env.scribe(&b, &["sync"]);
+    s.ok();
+    assert_eq!(read(&b, "doc.txt"), b"bob v2");
+    let st = env.scribe(&b, &["status", "--json"]);
+    assert!(
+        st.stdout.contains("\"needs_resolve\":[\"doc.txt\"]"),
+        "{}",
+        st.stdout
+    );
+    let r = env.scribe(&b, &["submit", "-m", "bob"]);
+    assert!(r.stderr.contains("Error[needs_resolve]"), "{}", r.stderr);
+    env.scribe(&b, &["resolve", "doc.txt", "--ours"]).ok();
+    env.scribe(&b, &["submit", "-m", "bob over alice"]).ok();
+    env.scribe(&a, &["sync"]).ok();
+    assert_eq!(read(&a, "doc.txt"), b"bob v2");
+
+    // --theirs takes the server's bytes and keeps ours in recovery.
+    env.scribe(&a, &["edit", "doc.txt"]).ok();
+    write(&a, "doc.txt", b"alice v3");
+    env.scribe(&a, &["submit", "-m", "a3"]).ok();
+    env.scribe(&b, &["edit", "doc.txt"]).ok();
+    write(&b, "doc.txt", b"bob v3");
+    env.scribe(&b, &["sync"]).ok();
+    env.scribe(&b, &["resolve", "doc.txt", "--theirs"]).ok();
+    assert_eq!(read(&b, "doc.txt"), b"alice v3");
+    let rec = env.scribe(&b, &["recovery", "list", "--json"]);
+    assert!(
+        rec.stdout.contains("\"reason\":\"resolve\""),
+        "{}",
+        rec.stdout
+    );
+    let st = env.scribe(&b, &["status"]);
+    assert!(st.stdout.contains("Nothing opened"), "{}", st.stdout);
+}
+both!(stale_base_refused_then_resolved);
+
+fn lock_blocks_submit(t: Transport) {
+    let env = Env::new(t);
+    let a = env.workspace("alice", &[]);
+    write(&a, "hero.psd", b"v1");
+    env.scribe(&a, &["add", "hero.psd"]).ok();
+    env.scribe(&a, &["submit", "-m", "v1"]).ok();
+    let b = env.workspace("bob", &[]);
+    env.scribe(&a, &["lock", "hero.psd"]).ok();
+    let l = env.scribe(&b, &["locks", "--json"]);
+    assert!(l.stdout.contains("\"owner\":\"alice\""), "{}", l.stdout);
+    assert!(l.stdout.contains("\"mine\":false"), "{}", l.stdout);
+    let e = env.scribe(&b, &["edit", "hero.psd"]);
+    e.ok();
+    assert!(e.stderr.contains("locked by alice"), "{}", e.stderr);
+    write(&b, "hero.psd", b"bob's");
+    let r = env.scribe(&b, &["submit", "-m", "bob"]);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("Error[locked_by_other]"), "{}", r.stderr);
+    assert!(r.stderr.contains("hero.psd"), "{}", r.stderr);
+    assert_eq!(read(&b, "hero.psd"), b"bob's");
+    // Alice submits; her lock is released.
+    env.scribe(&a, &["edit", "hero.psd"]).ok();
+    write(&a, "hero.psd", b"v2");
+    env.scribe(&a, &["submit", "-m", "v2"]).ok();
+    let l = env.scribe(&a, &["locks", "--json"]);
+    assert_eq!(l.stdout.trim(), "[]");
+    // --keep-locks keeps it.
+    env.scribe(&a, &["lock", "hero.psd"]).ok();
+    env.scribe(&a, &["edit", "hero.psd"]).ok();
+    write(&a, "hero.psd", b"v3");
+    env.scribe(&a, &["submit", "-m", "v3", "--keep-locks"]).ok();
+    let l = env.scribe(&a, &["locks"]);
+    assert!(l.stdout.contains("hero.psd"), "{}", l.stdout);
+    env.scribe(&a, &["unlock", "hero.psd"]).ok();
+    let l = env.scribe(&a, &["locks", "--json"]);
+    assert_eq!(l.stdout.trim(), "[]");
+}
+both!(lock_blocks_submit);
+
+fn offline_work_reconciled(t: Transport) {
+    let env = Env::new(t);
+    let a = env.workspace("alice", &[]);
+    write(&a, "keep.txt", b"keep");
+    write(&a, "edit.txt", b"before");
+    write(&a, "gone.txt", b"gone");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "base"]).ok();
+    // Offline: no edit/add/delete.
+    write(&a, "edit.txt", b"after, offline");
+    std::fs::remove_file(a.join("gone.txt")).unwrap();
+    write(&a, "new/file.bin", &noise(10_000, 3));
+    let st = env.scribe(&a, &["status", "--json"]);
+    for (p, k) in [
+        ("edit.txt", "modified"),
+        ("gone.txt", "missing"),
+        ("new/file.bin", "new"),
+    ] {
+        assert!(
+            st.stdout
+                .contains(&format!("{{\"path\":\"{p}\",\"kind\":\"{k}\"}}")),
+            "{p} {k}: {}",
+            st.stdout
+        );
+    }
+    env.scribe(&a, &["reconcile"]).ok();
+    env.scribe(&a, &["submit", "-m", "offline work"]).ok();
+    let b = env.workspace("bob", &[]);
+    assert_eq!(read(&b, "edit.txt"), b"after, offline");
+    assert!(!b.join("gone.txt").exists());
+    assert_eq!(read(&b, "new/file.bin"), noise(10_000, 3));
+    assert_eq!(read(&b, "keep.txt"), b"keep");
+}
+both!(offline_work_reconciled);
+
+fn refusals_and_usage(t: Transport) {
+    let env = Env::new(t);
+    let a = env.workspace("alice", &[]);
+    write(&a, "Art/Hero.psd", b"1");
+    write(&a, "art/hero.PSD", b"2");
+    let r = env.scribe(&a, &["add", "."]);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("Error[path_collision]"), "{}", r.stderr);
+    // Nothing was uploaded: the server has no change.
+    let log = env.scribe(&a, &["log", "--json"]);
+    assert_eq!(log.stdout.trim(), "[]");
+    let r = env.scribe(&a, &["submit"]);
+    assert_eq!(r.code, Some(2), "{r:?}");
+    let r = env.scribe(&a, &["frobnicate"]);
+    assert_eq!(r.code, Some(2));
+    let r = env.scribe(&env.path(""), &["status"]);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("Error[not_a_workspace]"), "{}", r.stderr);
+    assert!(r.stderr.contains("Hint:"), "{}", r.stderr);
+    let r = env.scribe(&a, &["edit", "nope.txt"]);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("Error[not_present]"), "{}", r.stderr);
+}
+both!(refusals_and_usage);

@@ -1,0 +1,87 @@
+//! Views, read-only workspaces and the recovery commands.
+
+use crate::support::{both, read, write, Env, Transport};
+
+fn views_select_prefixes(t: Transport) {
+    let env = Env::new(t);
+    let a = env.workspace("alice", &[]);
+    write(&a, "art/a.psd", b"art");
+    write(&a, "audio/b.wav", b"audio");
+    write(&a, "code/c.rs", b"code");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "all"]).ok();
+    let b = env.workspace("bob", &["--view", "art"]);
+    assert_eq!(read(&b, "art/a.psd"), b"art");
+    assert!(
+        !b.join("audio").exists(),
+        "outside the view is not downloaded"
+    );
+    assert!(!b.join("code").exists());
+    env.scribe(&b, &["view", "set", "audio", "code"]).ok();
+    assert!(!b.join("art/a.psd").exists());
+    assert_eq!(read(&b, "audio/b.wav"), b"audio");
+    assert_eq!(read(&b, "code/c.rs"), b"code");
+    let v = env.scribe(&b, &["view", "show", "--json"]);
+    assert_eq!(v.stdout.trim(), "[\"audio\",\"code\"]");
+    // A later change outside the view is not synced.
+    env.scribe(&a, &["edit", "art/a.psd", "code/c.rs"]).ok();
+    write(&a, "art/a.psd", b"art 2");
+    write(&a, "code/c.rs", b"code 2");
+    env.scribe(&a, &["submit", "-m", "two"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    assert!(!b.join("art/a.psd").exists());
+    assert_eq!(read(&b, "code/c.rs"), b"code 2");
+    let w = env.scribe(&b, &["workspace", "list", "--json"]);
+    assert!(
+        w.stdout.contains("\"view\":[\"audio\",\"code\"]"),
+        "{}",
+        w.stdout
+    );
+}
+both!(views_select_prefixes);
+
+fn readonly_until_edit(t: Transport) {
+    let env = Env::new(t);
+    let a = env.workspace("alice", &[]);
+    write(&a, "f.txt", b"one");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "one"]).ok();
+    let b = env.workspace("bob", &["--readonly"]);
+    let ro = |p: &str| {
+        std::fs::metadata(b.join(p))
+            .unwrap()
+            .permissions()
+            .readonly()
+    };
+    assert!(ro("f.txt"));
+    env.scribe(&b, &["edit", "f.txt"]).ok();
+    assert!(!ro("f.txt"));
+    write(&b, "f.txt", b"two");
+    env.scribe(&b, &["submit", "-m", "two"]).ok();
+    assert!(ro("f.txt"), "submitted files are read-only again");
+    // Revert puts the file back and keeps the local version.
+    env.scribe(&b, &["edit", "f.txt"]).ok();
+    write(&b, "f.txt", b"scratch");
+    env.scribe(&b, &["revert", "f.txt"]).ok();
+    assert_eq!(read(&b, "f.txt"), b"two");
+    let l = env.scribe(&b, &["recovery", "list", "--json"]);
+    assert!(l.stdout.contains("\"reason\":\"revert\""), "{}", l.stdout);
+    env.scribe(&b, &["recovery", "prune", "--older-than", "0"])
+        .ok();
+    let l = env.scribe(&b, &["recovery", "list", "--json"]);
+    assert_eq!(l.stdout.trim(), "[]");
+    let w = env.scribe(&b, &["workspace", "list", "--json"]);
+    assert!(
+        w.stdout.contains("\"retired\":false,\"current\":true"),
+        "{}",
+        w.stdout
+    );
+    env.scribe(&b, &["workspace", "retire"]).ok();
+    let w = env.scribe(&b, &["workspace", "list", "--json"]);
+    assert!(
+        !w.stdout.contains("\"retired\":false,\"current\":true"),
+        "{}",
+        w.stdout
+    );
+}
+both!(readonly_until_edit);

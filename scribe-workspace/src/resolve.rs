@@ -1,0 +1,280 @@
+//! `scribe resolve`: settle a path whose sync was deferred because it had
+//! local work.
+//!
+//! The deferred row holds *theirs* (the server's target, or none for a
+//! removal); the baseline is the *base*; the working file is *ours*.
+//!
+//! - `Ours` keeps the working file and rebases it: the baseline becomes
+//!   theirs, and the path is opened (edit, add when theirs removed it,
+//!   delete when ours is gone) so the next submit carries our bytes over
+//!   their change.
+//! - `Theirs` displaces the working file into the recovery area (reason
+//!   `resolve`), writes theirs, and drops the opened record.
+//! - `Merged(file)` displaces the working file, copies `file` in its place
+//!   and then proceeds as `Ours`.
+//!
+//! Nothing is lost: every displaced working file keeps a recovery entry.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Result, WorkspaceError};
+use crate::records::{BaselineRecord, OpenedAction, OpenedRecord, RecoveryReason};
+use crate::recovery;
+use crate::scan::{fingerprint_of, now_ms};
+use crate::state::Workspace;
+use crate::sync::Materializer;
+
+/// How to settle a deferred path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resolution {
+    Ours,
+    Theirs,
+    Merged(PathBuf),
+}
+
+/// The outcome for one path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resolved {
+    /// Opened with this action over the new base.
+    Opened(OpenedAction),
+    /// The working copy now holds theirs (or nothing, if theirs removed it).
+    TookTheirs,
+}
+
+/// Settle `path`. Refuses (`NoJournal`-like `Materialize` error) when the
+/// path is not waiting for resolution.
+pub fn resolve(
+    ws: &Workspace,
+    path: &str,
+    how: &Resolution,
+    materializer: &dyn Materializer,
+) -> Result<Resolved> {
+    let read = ws.read()?;
+    let deferred = read
+        .deferred_all()?
+        .into_iter()
+        .find(|(p, _)| p == path)
+        .map(|(_, e)| e);
+    let Some(row) = deferred else {
+        return Err(WorkspaceError::Materialize {
+            path: path.into(),
+            detail: "nothing to resolve: the path is not waiting for resolution".into(),
+        });
+    };
+    let opened = read.opened(path)?;
+    drop(read);
+    let full = ws.root().join(path);
+    let readonly = ws.meta()?.readonly;
+    let present = std::fs::symlink_metadata(&full).is_ok();
+    match how {
+        Resolution::Theirs => {
+            if present {
+                recovery::displace(ws.root(), path, RecoveryReason::Resolve)?;
+            }
+            let tx_base = match row.target {
+                Some(t) => {
+                    place(ws, path, &t, materializer, readonly)?;
+                    let meta =
+                        std::fs::symlink_metadata(&full).map_err(WorkspaceError::io(&full))?;
+                    Some(BaselineRecord {
+                        fingerprint: fingerprint_of(&meta, now_ms()),
+                        ..t
+                    })
+                }
+                None => None,
+            };
+            let tx = ws.write()?;
+            match tx_base {
+                Some(b) => tx.put_baseline(path, &b)?,
+                None => tx.remove_baseline(path)?,
+            }
+            tx.remove_opened(path)?;
+            tx.remove_deferred(path)?;
+            tx.commit()?;
+            Ok(Resolved::TookTheirs)
+        }
+        Resolution::Ours | Resolution::Merged(_) => {
+            if let Resolution::Merged(src) = how {
+                if present {
+                    recovery::displace(ws.root(), path, RecoveryReason::Resolve)?;
+                }
+                copy_in(src, &full)?;
+            }
+            let ours_present = std::fs::symlink_metadata(&full).is_ok();
+            let action = match (row.target.is_some(), ours_present) {
+                (true, true) => OpenedAction::Edit,
+                (false, true) => OpenedAction::Add,
+                (true, false) => OpenedAction::Delete,
+                (false, false) => {
+                    // Both sides removed it: nothing remains to submit.
+                    let tx = ws.write()?;
+                    tx.remove_baseline(path)?;
+                    tx.remove_opened(path)?;
+                    tx.remove_deferred(path)?;
+                    tx.commit()?;
+                    return Ok(Resolved::TookTheirs);
+                }
+            };
+            if ours_present {
+                crate::platform::make_writable(&full).map_err(WorkspaceError::io(&full))?;
+            }
+            let tx = ws.write()?;
+            match row.target {
+                // The base is theirs; the fingerprint is left unsettled
+                // so the next status hashes the working file.
+                Some(t) => tx.put_baseline(path, &t)?,
+                None => tx.remove_baseline(path)?,
+            }
+            tx.put_opened(
+                path,
+                &OpenedRecord {
+                    action,
+                    opened_ms: opened.as_ref().map_or_else(now_ms, |o| o.opened_ms),
+                    needs_reconcile: true,
+                    moved_from: opened.and_then(|o| o.moved_from),
+                },
+            )?;
+            tx.remove_deferred(path)?;
+            tx.commit()?;
+            Ok(Resolved::Opened(action))
+        }
+    }
+}
+
+fn place(
+    ws: &Workspace,
+    path: &str,
+    target: &BaselineRecord,
+    materializer: &dyn Materializer,
+    readonly: bool,
+) -> Result<()> {
+    let full = ws.root().join(path);
+    let tmp = ws
+        .state_dir()
+        .join("tmp")
+        .join(format!("resolve-{}.part", target.content.to_hex()));
+    materializer
+        .materialize(path, target, &tmp)
+        .map_err(|detail| WorkspaceError::Materialize {
+            path: path.into(),
+            detail,
+        })?;
+    crate::platform::set_file_mode(&tmp, target.mode == 1, readonly)
+        .map_err(WorkspaceError::io(&tmp))?;
+    if let Some(parent) = full.parent() {
+        std::fs::create_dir_all(parent).map_err(WorkspaceError::io(parent))?;
+    }
+    std::fs::rename(&tmp, &full).map_err(WorkspaceError::io(&full))
+}
+
+fn copy_in(src: &Path, dest: &Path) -> Result<()> {
+    if let Some(parent) = dest.parent() {
+        std::fs::create_dir_all(parent).map_err(WorkspaceError::io(parent))?;
+    }
+    let tmp = dest.with_extension("scribe-merge.part");
+    std::fs::copy(src, &tmp).map_err(WorkspaceError::io(src))?;
+    std::fs::rename(&tmp, dest).map_err(WorkspaceError::io(dest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{Fingerprint, JournalEntry};
+    use scribe_format::{FileContentId, ManifestId};
+    use std::collections::HashMap;
+
+    struct Memory(HashMap<FileContentId, Vec<u8>>);
+    impl Materializer for Memory {
+        fn materialize(
+            &self,
+            _p: &str,
+            t: &BaselineRecord,
+            dest: &Path,
+        ) -> std::result::Result<(), String> {
+            std::fs::write(dest, self.0.get(&t.content).ok_or("unknown")?)
+                .map_err(|e| e.to_string())
+        }
+    }
+
+    fn rec(b: &[u8], change: u64) -> BaselineRecord {
+        BaselineRecord {
+            incarnation: [4; 16],
+            manifest: ManifestId::of_payload(b),
+            content: FileContentId::of(b),
+            size: b.len() as u64,
+            mode: 0,
+            change,
+            fingerprint: Fingerprint::default(),
+        }
+    }
+
+    fn setup() -> (tempfile::TempDir, Workspace, Memory) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut meta = crate::state::tests_meta();
+        meta.readonly = false;
+        let ws = Workspace::create(dir.path(), &meta).unwrap();
+        std::fs::write(dir.path().join("f"), b"ours").unwrap();
+        let tx = ws.write().unwrap();
+        tx.put_baseline("f", &rec(b"base", 1)).unwrap();
+        tx.put_deferred(
+            "f",
+            &JournalEntry {
+                target: Some(rec(b"theirs", 2)),
+                done: false,
+                recovery: None,
+            },
+        )
+        .unwrap();
+        tx.commit().unwrap();
+        let mem = Memory(
+            [(FileContentId::of(b"theirs"), b"theirs".to_vec())]
+                .into_iter()
+                .collect(),
+        );
+        (dir, ws, mem)
+    }
+
+    #[test]
+    fn ours_rebases_and_opens_for_edit() {
+        let (dir, ws, mem) = setup();
+        assert_eq!(
+            resolve(&ws, "f", &Resolution::Ours, &mem).unwrap(),
+            Resolved::Opened(OpenedAction::Edit)
+        );
+        assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"ours");
+        let r = ws.read().unwrap();
+        assert_eq!(r.baseline("f").unwrap().unwrap().change, 2);
+        assert!(r.deferred_all().unwrap().is_empty());
+        drop(r);
+        assert!(
+            resolve(&ws, "f", &Resolution::Ours, &mem).is_err(),
+            "nothing left to resolve"
+        );
+    }
+
+    /// Taking theirs must never lose ours: it goes to the recovery area.
+    #[test]
+    fn theirs_keeps_ours_in_recovery() {
+        let (dir, ws, mem) = setup();
+        assert_eq!(
+            resolve(&ws, "f", &Resolution::Theirs, &mem).unwrap(),
+            Resolved::TookTheirs
+        );
+        assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"theirs");
+        let kept = crate::recovery::list(dir.path()).unwrap();
+        assert_eq!(kept.len(), 1);
+        let r = ws.read().unwrap();
+        assert!(r.opened("f").unwrap().is_none());
+        assert_eq!(r.baseline("f").unwrap().unwrap().change, 2);
+    }
+
+    #[test]
+    fn merged_copies_the_file_in() {
+        let (dir, ws, mem) = setup();
+        let m = dir.path().join("merged.out");
+        std::fs::write(&m, b"merged").unwrap();
+        resolve(&ws, "f", &Resolution::Merged(m), &mem).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"merged");
+        assert_eq!(crate::recovery::list(dir.path()).unwrap().len(), 1);
+    }
+}
