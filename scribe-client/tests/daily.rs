@@ -108,6 +108,19 @@ fn exchange(t: Transport) {
     assert_eq!(h.stdout.lines().count(), 2, "{}", h.stdout);
     let st = env.scribe(&a, &["status"]);
     assert!(st.stdout.contains("Nothing opened"), "{}", st.stdout);
+
+    // Back to change 1 and forward again.
+    env.scribe(&a, &["sync", "1"]).ok();
+    assert_eq!(read(&a, "art/hero.psd"), noise(3 << 20, 1));
+    assert_eq!(read(&a, "empty.cfg"), b"");
+    assert_eq!(read(&a, "old/name.txt"), b"moving");
+    assert!(!a.join("new/place/name.txt").exists());
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(st.stdout.starts_with("{\"change\":1,"), "{}", st.stdout);
+    assert!(st.stdout.contains("\"unopened\":[]"), "{}", st.stdout);
+    env.scribe(&a, &["sync"]).ok();
+    assert_eq!(read(&a, "art/hero.psd"), hero);
+    assert!(!a.join("old/name.txt").exists());
 }
 both!(exchange);
 
