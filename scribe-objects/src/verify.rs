@@ -53,6 +53,9 @@ pub enum Problem {
 /// The result of verification.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VerifyReport {
+    /// The locator was not closed cleanly (for example after kill -9): it
+    /// was read through a repaired private copy; opening the store repairs it.
+    pub locator_needed_repair: bool,
     pub objects_checked: u64,
     pub envelope_bytes_checked: u64,
     pub problems: Vec<Problem>,
@@ -249,22 +252,35 @@ pub fn verify_dir(dir: impl AsRef<Path>) -> Result<VerifyReport> {
     let dir = dir.as_ref();
     descriptor_bytes::read(&dir.join(layout::DESCRIPTOR))?;
     let db_path = dir.join(layout::LOCATOR);
-    let db = match ReadOnlyDatabase::open(&db_path) {
-        Ok(db) => db,
+    match ReadOnlyDatabase::open(&db_path) {
+        Ok(db) => {
+            let txn = db.begin_read().map_err(db_err(&db_path))?;
+            verify_txn(dir, &db_path, &txn, None)
+        }
         Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
-            return Err(db_err(&db_path)(redb::DatabaseError::DatabaseAlreadyOpen))
+            Err(db_err(&db_path)(redb::DatabaseError::DatabaseAlreadyOpen))
         }
-        Err(e) => {
-            return Ok(VerifyReport {
-                problems: vec![Problem::LocatorUnreadable {
-                    reason: e.to_string(),
-                }],
+        Err(first) => {
+            // After an unclean shutdown redb needs the repair that opening
+            // for mutation performs. Repair a private copy instead, so the
+            // store itself stays untouched.
+            let unreadable = |reason: String| VerifyReport {
+                problems: vec![Problem::LocatorUnreadable { reason }],
                 ..VerifyReport::default()
-            })
+            };
+            let scratch = tempfile::tempdir().map_err(io_err(&db_path))?;
+            let copy = scratch.path().join(layout::LOCATOR);
+            std::fs::copy(&db_path, &copy).map_err(io_err(&db_path))?;
+            let db = match redb::Database::open(&copy) {
+                Ok(db) => db,
+                Err(e) => return Ok(unreadable(format!("{first}; repairing a copy: {e}"))),
+            };
+            let txn = db.begin_read().map_err(db_err(&copy))?;
+            let mut report = verify_txn(dir, &db_path, &txn, None)?;
+            report.locator_needed_repair = true;
+            Ok(report)
         }
-    };
-    let txn = db.begin_read().map_err(db_err(&db_path))?;
-    verify_txn(dir, &db_path, &txn, None)
+    }
 }
 
 impl ObjectStore {

@@ -181,3 +181,42 @@ fn descriptor_refusals() {
     std::fs::write(&d, format!("{text}future-key = kept\n")).unwrap();
     assert!(ObjectStore::open(&t.dir).is_ok());
 }
+
+#[test]
+fn truncated_sealed_pack_is_reported_per_object() {
+    let (t, store) = TestStore::new(small_packs());
+    let batch = store.batch();
+    let ids: Vec<_> = (0..40u64)
+        .map(|i| batch.put(ObjectKind::Chunk, &noise(3500, i)).unwrap())
+        .collect();
+    batch.commit().unwrap();
+    let last_in_pack1 = ids
+        .iter()
+        .copied()
+        .filter(|id| {
+            matches!(
+                store.locate(id).unwrap(),
+                Some(Location::Packed { pack: 1, .. })
+            )
+        })
+        .last()
+        .unwrap();
+    drop(store);
+    let p = pack_file(&t.dir, 1);
+    let len = std::fs::metadata(&p).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_len(len - 100)
+        .unwrap();
+    let report = verify_dir(&t.dir).unwrap();
+    assert!(
+        matches!(report.problems.as_slice(), [Problem::CorruptObject { id, .. }] if *id == last_in_pack1)
+    );
+    // The open pack is intact, so the store opens; the damaged object errors.
+    let store = ObjectStore::open(&t.dir).unwrap();
+    let err = store.get(&last_in_pack1).unwrap_err();
+    assert!(matches!(err, StoreError::CorruptObject { .. }), "{err}");
+    assert_eq!(store.get(&ids[0]).unwrap(), noise(3500, 0));
+}

@@ -9,13 +9,28 @@ use std::time::Duration;
 use scribe_format::envelope::Compression;
 use scribe_format::id::object_identity;
 use scribe_format::{ChunkId, FileContentId, ManifestId, ObjectId};
-use scribe_objects::{chunk_boundaries, encode_manifest, verify_dir, ManifestChunk};
+use scribe_objects::{chunk_boundaries, encode_manifest, verify_dir, ManifestChunk, Problem};
 use scribe_objects::{ObjectStore, StoreOptions};
 
 #[path = "../../src/bin/objects-crash-helper/payloads.rs"]
 mod payloads;
 
 const ITERATIONS: u64 = 30;
+
+fn pack_sizes(dir: &std::path::Path) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = std::fs::read_dir(dir.join("packs"))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
 
 /// The manifest id an import of `content` produces (profile 1).
 fn manifest_of(content: &[u8]) -> ManifestId {
@@ -74,6 +89,7 @@ fn sigkill_during_batched_publication_loses_nothing_acknowledged() {
     let mut rng = 0x2545f4914f6cdd1du64;
     let mut next_batch = 0u64;
     let mut truncations = 0;
+    let mut unreadable = 0;
     for _ in 0..ITERATIONS {
         rng ^= rng << 13;
         rng ^= rng >> 7;
@@ -94,10 +110,44 @@ fn sigkill_during_batched_publication_loses_nothing_acknowledged() {
             .lines()
             .filter_map(|l| l.parse().ok())
             .collect();
+        // Read-only verification first: it must change nothing and report
+        // exactly what open-time recovery then repairs.
+        let sizes = pack_sizes(&dir);
+        let before = verify_dir(&dir).unwrap();
+        assert_eq!(pack_sizes(&dir), sizes, "verify changed the packs");
         let store = ObjectStore::open(&dir).unwrap();
-        if store.recovery_report().truncated_bytes > 0
-            || !store.recovery_report().removed_packs.is_empty()
-        {
+        let rec = store.recovery_report().clone();
+        if before.locator_needed_repair {
+            unreadable += 1;
+        }
+        let tail = before
+            .problems
+            .iter()
+            .any(|p| matches!(p, Problem::UncommittedTail { .. }));
+        assert_eq!(
+            tail,
+            rec.truncated_bytes > 0,
+            "{:?} vs {rec:?}",
+            before.problems
+        );
+        let uncommitted: Vec<u32> = before
+            .problems
+            .iter()
+            .filter_map(|p| match p {
+                Problem::UncommittedPack { pack, .. } => Some(*pack),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(uncommitted, rec.removed_packs);
+        assert!(
+            before.problems.iter().all(|p| matches!(
+                p,
+                Problem::UncommittedTail { .. } | Problem::UncommittedPack { .. }
+            )),
+            "{:?}",
+            before.problems
+        );
+        if rec.truncated_bytes > 0 || !rec.removed_packs.is_empty() {
             truncations += 1;
         }
         let last_acked = acked.last().copied();
@@ -151,11 +201,14 @@ fn sigkill_during_batched_publication_loses_nothing_acknowledged() {
         }
         next_batch = in_flight + 1;
         drop(store);
-        // Read-only verification reports nothing left to repair.
-        let report = verify_dir(&dir).unwrap();
-        assert!(report.is_clean(), "{:?}", report.problems);
     }
+    // After the last recovery, read-only verification finds nothing.
+    let report = verify_dir(&dir).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
     assert!(next_batch > ITERATIONS, "the helper made progress");
     // Not a pass condition, but shows the recovery paths ran.
-    eprintln!("crash test: {next_batch} batches, {truncations} recoveries with repairs");
+    eprintln!(
+        "crash test: {next_batch} batches, {truncations} recoveries with repairs, \
+         {unreadable} locators needing redb repair before open"
+    );
 }
