@@ -792,6 +792,7 @@ pub(crate) fn write_ledger(tx: &mut Tx<'_>, l: &Ledger<'_>) -> Result<()> {
     };
     tx.operations
         .insert(s.operation.0, op.encode().as_slice())?;
+    crate::pins::finish_intent(&mut tx.meta, &s.operation)?;
     Ok(())
 }
 
@@ -809,6 +810,7 @@ pub(crate) fn record_rejection(
         recorded_ms: now_ms(),
     };
     tx.operations.insert(op.0, rec.encode().as_slice())?;
+    crate::pins::finish_intent(&mut tx.meta, op)?;
     Ok(())
 }
 
@@ -869,6 +871,25 @@ impl Repository {
                 paths: Vec::new(),
             }));
         }
+        let commits = tx.open_table(tables::COMMITS)?;
+        outcome_of_record(&rec, |c| {
+            let row = commits.get(c)?.ok_or_else(|| {
+                MetadataError::corrupt(format!("operation names absent change {c}"))
+            })?;
+            Ok(CommitRecord::decode(row.value())?.commit_id)
+        })
+        .map(Some)
+    }
+
+    /// The recorded outcome of operation `op`, whatever its intent (for a
+    /// client that lost the reply and asks by operation id alone).
+    pub fn recorded_outcome(&self, op: &OperationId) -> Result<Option<Outcome>> {
+        let tx = self.db.begin_read()?;
+        let ops = tx.open_table(tables::OPERATIONS)?;
+        let Some(row) = ops.get(op.0)? else {
+            return Ok(None);
+        };
+        let rec = OperationRecord::decode(row.value())?;
         let commits = tx.open_table(tables::COMMITS)?;
         outcome_of_record(&rec, |c| {
             let row = commits.get(c)?.ok_or_else(|| {
@@ -998,6 +1019,10 @@ impl Repository {
         &self,
         members: &[(&Submission, [u8; 32], Option<Reject>)],
     ) -> Result<Vec<Outcome>> {
+        // The caller holds the submit turn. A preparation that failed
+        // part-way (an I/O error, not a crash) still holds its reserved
+        // change and staged rows: remove them before taking that change.
+        self.recover_submissions_locked()?;
         let _gate = self
             .gate
             .lock()
@@ -1059,6 +1084,7 @@ impl Repository {
             self.objects.publish_commit(&ObjectId::commit(*id), bytes)?;
         }
         wtx.commit()?;
+        self.cleanup_finished_pins()?;
         Ok(outcomes)
     }
 

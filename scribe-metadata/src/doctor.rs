@@ -30,6 +30,7 @@
 //! | `workspaces.record`, `workspaces.owner-count` | registrations and owner counts |
 //! | `operations.record`, `operations.accepted` | operation outcomes against commits |
 //! | `submit.pending`, `submit.stage-orphan` | an unrecovered streamed preparation |
+//! | `metadata.change-notes` | a change note that does not decode, names no accepted change, or skips a revision |
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -597,6 +598,27 @@ impl Repository {
                     "operations.record",
                     format!("{}: {e}", hex::encode(k.value())),
                 ),
+            }
+        }
+        let notes = tx.open_table(tables::CHANGE_NOTES)?;
+        let mut expect: Option<(u64, u32)> = None;
+        for row in notes.range::<&[u8]>(..)? {
+            let (k, v) = row?;
+            match crate::notes::decode_note(k.value(), v.value()) {
+                Ok((change, note)) => {
+                    let next = match expect {
+                        Some((c, r)) if c == change => r + 1,
+                        _ => 1,
+                    };
+                    if note.revision != next || !records.contains_key(&change) {
+                        rep.add(
+                            "metadata.change-notes",
+                            format!("change {change} revision {}: not the next revision of an accepted change", note.revision),
+                        );
+                    }
+                    expect = Some((change, note.revision));
+                }
+                Err(e) => rep.add("metadata.change-notes", format!("{e}")),
             }
         }
         let m = tx.open_table(tables::META)?;

@@ -11,6 +11,7 @@
 //! | [`locks`], [`workspaces`] | repository locks and the workspace registry |
 //! | [`read`] | stat, list, delta, history, log, describe at a pinned change |
 //! | [`doctor`] | read-only verification |
+//! | [`pins`] | upload pins and their cleanup after a final outcome |
 //! | [`objects`] | the object-store hooks (presence, commit envelopes) |
 //!
 //! `docs/metadata.md` describes every table and the decisions taken here.
@@ -21,7 +22,9 @@ pub mod doctor;
 pub mod error;
 pub mod fmt;
 pub mod locks;
+pub mod notes;
 pub mod objects;
+pub mod pins;
 pub mod read;
 pub mod records;
 pub mod repo;
@@ -33,6 +36,8 @@ pub mod util;
 pub mod workspaces;
 
 pub use error::{MetadataError, Result};
-pub use objects::{CommitSink, DirObjects, MemoryObjects, ObjectHooks, ObjectPresence, Objects};
+pub use objects::{
+    CommitSink, DirObjects, MemoryObjects, ObjectHooks, ObjectPresence, Objects, StoreObjects,
+};
 pub use repo::Repository;
 pub use root::{DataRoot, RepositoryInfo};

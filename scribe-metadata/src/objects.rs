@@ -6,9 +6,9 @@
 //! it. All three go through [`ObjectHooks`], so the server plugs in
 //! `scribe_objects::ObjectStore` (see `docs/metadata.md`, "Object hooks").
 //!
-//! [`DirObjects`] (one file per object under a directory, flushed) and
-//! [`MemoryObjects`] are the implementations used until `scribe-objects`
-//! lands and in tests.
+//! [`StoreObjects`] adapts `scribe_objects::ObjectStore` (the default of
+//! [`crate::DataRoot`]); [`DirObjects`] (one flushed file per object) and
+//! [`MemoryObjects`] serve tests and benchmarks.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -118,10 +118,7 @@ impl CommitSink for MemoryObjects {
     }
 }
 
-/// One flushed file per object, `<dir>/<kind 2 hex><digest hex>`.
-///
-/// INTERIM object store used by [`crate::DataRoot`] until `scribe-objects`
-/// lands; it lives under `repos/<id>/objects/interim/`.
+/// One flushed file per object, `<dir>/<kind 2 hex><digest hex>` (tests).
 pub struct DirObjects {
     dir: PathBuf,
 }
@@ -183,6 +180,47 @@ impl CommitSink for DirObjects {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(MetadataError::io(&path, e)),
+        }
+    }
+}
+
+/// The hooks over a repository's `scribe_objects::ObjectStore`.
+pub struct StoreObjects(pub Arc<scribe_objects::ObjectStore>);
+
+fn store_err(e: scribe_objects::StoreError) -> MetadataError {
+    MetadataError::Objects(e.to_string())
+}
+
+impl ObjectPresence for StoreObjects {
+    fn contains(&self, id: &ObjectId) -> Result<bool> {
+        self.0.contains(id).map_err(store_err)
+    }
+
+    fn missing(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>> {
+        self.0.missing(ids).map_err(store_err)
+    }
+}
+
+impl CommitSink for StoreObjects {
+    fn publish_commit(&self, id: &ObjectId, envelope: &[u8]) -> Result<()> {
+        let computed = scribe_format::id::object_identity(id.kind, envelope)?;
+        if &computed != id {
+            return Err(MetadataError::Objects(format!(
+                "commit envelope hashes to {computed}, not {id}"
+            )));
+        }
+        // One batch: the publication order of section 6.3, durable on return.
+        let batch = self.0.batch();
+        batch.put_with_id(*id, envelope).map_err(store_err)?;
+        batch.commit().map_err(store_err)?;
+        Ok(())
+    }
+
+    fn read_commit(&self, id: &ObjectId) -> Result<Option<Vec<u8>>> {
+        match self.0.get(id) {
+            Ok(b) => Ok(Some(b)),
+            Err(scribe_objects::StoreError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(store_err(e)),
         }
     }
 }

@@ -190,6 +190,7 @@ impl Repository {
             skip_fsync: std::sync::atomic::AtomicBool::new(false),
         };
         repo.recover_submissions()?;
+        repo.cleanup_finished_pins()?;
         Ok(repo)
     }
 

@@ -20,7 +20,7 @@ use scribe_format::{BranchId, ErrorCode, RepositoryId};
 
 use crate::descriptor::{self, sync_dir};
 use crate::error::{MetadataError, Result};
-use crate::objects::{DirObjects, Objects};
+use crate::objects::{Objects, StoreObjects};
 use crate::records::{decode_u32, CatalogRecord, RepoState};
 use crate::repo::Repository;
 use crate::tables::{CATALOG_META, CATALOG_REPOS, CATALOG_REPO_NAMES, CATALOG_SCHEMA};
@@ -95,18 +95,19 @@ fn take_lock(dir: &Path) -> Result<File> {
     Ok(f)
 }
 
-/// Create a repository's object store directory.
-///
-/// INTERIM: creates `objects/` (and the interim `objects/interim/` used by
-/// [`DirObjects`]); it will call `scribe_objects::ObjectStore::create` once
-/// that crate lands.
+/// Create a repository's object store (section 6) at `dir`.
 pub fn create_object_store(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir.join("interim")).map_err(|e| MetadataError::io(dir, e))?;
-    sync_dir(dir)
+    let store = scribe_objects::ObjectStore::create(dir, scribe_objects::StoreOptions::default())
+        .map_err(|e| MetadataError::Objects(format!("{}: {e}", dir.display())))?;
+    drop(store);
+    Ok(())
 }
 
+/// The default hooks: the repository's `scribe_objects::ObjectStore`.
 fn default_objects(dir: &Path, _id: RepositoryId) -> Result<Objects> {
-    let o: Objects = DirObjects::open(&dir.join("interim"))?;
+    let store = scribe_objects::ObjectStore::open(dir)
+        .map_err(|e| MetadataError::Objects(format!("{}: {e}", dir.display())))?;
+    let o: Objects = Arc::new(StoreObjects(Arc::new(store)));
     Ok(o)
 }
 

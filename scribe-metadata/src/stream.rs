@@ -20,7 +20,9 @@
 //! accepted preparation, or delete every staged row named by the inventory
 //! (bounded transactions) for an unaccepted one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
 use redb::{Durability, ReadOnlyTable, ReadableDatabase, ReadableTable};
@@ -48,20 +50,98 @@ pub const STAGE_BYTES: usize = 4 * 1024 * 1024;
 /// far (fault-injection tests stop a process there).
 pub type StageHook = dyn Fn(u64) + Send + Sync;
 
-struct StreamSink<'r> {
-    repo: &'r Repository,
+/// One staging transaction's rows.
+#[derive(Default)]
+struct StageBatch {
     rows: Vec<(u8, Vec<u8>, Vec<u8>)>,
     witnesses: Vec<(ManifestId, Vec<u8>)>,
     pages: Vec<(u64, Vec<u8>)>,
+}
+
+/// Commit one staging transaction: every data row with its undo entry.
+fn commit_stage(repo: &Repository, b: StageBatch) -> Result<()> {
+    let mut wtx = repo.db.begin_write()?;
+    wtx.set_durability(Durability::Immediate)?;
+    {
+        let mut stage = wtx.open_table(tables::SUBMIT_STAGE)?;
+        let mut history = wtx.open_table(tables::HISTORY)?;
+        let mut moves = wtx.open_table(tables::MOVES)?;
+        let mut cp = wtx.open_table(tables::CHANGE_PATHS)?;
+        let mut lineage = wtx.open_table(tables::FILE_LINEAGE)?;
+        let mut manifests = wtx.open_table(tables::ACCEPTED_MANIFESTS)?;
+        let mut nodes = wtx.open_table(tables::SNAPSHOT_NODES)?;
+        for (tag, k, v) in b.rows {
+            let t = match tag {
+                stage_tag::HISTORY => &mut history,
+                stage_tag::MOVES => &mut moves,
+                stage_tag::CHANGE_PATHS => &mut cp,
+                stage_tag::FILE_LINEAGE => &mut lineage,
+                _ => return Err(MetadataError::Gate(format!("row tag {tag}"))),
+            };
+            // The previous value returned by insert detects a collision.
+            if t.insert(k.as_slice(), v.as_slice())?.is_some() {
+                return Err(MetadataError::Gate(format!(
+                    "a staged row (tag {tag}) collides with an existing row"
+                )));
+            }
+            stage.insert(keys::stage(tag, &k).as_slice(), [].as_slice())?;
+        }
+        for (m, v) in b.witnesses {
+            if manifests.get(m.0.as_slice())?.is_none() {
+                manifests.insert(m.0.as_slice(), v.as_slice())?;
+                stage.insert(
+                    keys::stage(stage_tag::ACCEPTED_MANIFESTS, &m.0).as_slice(),
+                    [].as_slice(),
+                )?;
+            }
+        }
+        for (id, page) in b.pages {
+            if nodes.insert(id, page.as_slice())?.is_some() {
+                return Err(MetadataError::Gate(format!("page {id} allocated twice")));
+            }
+            stage.insert(
+                keys::stage(stage_tag::SNAPSHOT_NODES, &id.to_le_bytes()).as_slice(),
+                [].as_slice(),
+            )?;
+        }
+    }
+    wtx.commit()?;
+    Ok(())
+}
+
+/// Commits staging batches on its own thread, so preparation of the next
+/// batch overlaps the flush of the previous one (at most one waiting).
+fn stage_writer(repo: &Repository, rx: Receiver<StageBatch>, committed: &AtomicU64) -> Result<()> {
+    for batch in rx {
+        commit_stage(repo, batch)?;
+        let n = committed.fetch_add(1, Ordering::AcqRel) + 1;
+        if let Ok(h) = repo.stage_hook.lock() {
+            if let Some(h) = h.as_ref() {
+                h(n);
+            }
+        }
+    }
+    Ok(())
+}
+
+struct StreamSink<'r> {
+    repo: &'r Repository,
+    batch: StageBatch,
+    /// Pages of the batch being filled.
     pending_nodes: HashMap<u64, Arc<Node>>,
+    /// Pages of batches sent but perhaps not yet committed, by batch number.
+    inflight: VecDeque<(u64, HashMap<u64, Arc<Node>>)>,
+    sent: u64,
+    committed: &'r AtomicU64,
     bytes: usize,
-    read: Option<ReadOnlyTable<u64, &'static [u8]>>,
-    staged: u64,
+    /// A read view and the committed count when it was opened.
+    read: Option<(u64, ReadOnlyTable<u64, &'static [u8]>)>,
+    tx: Option<SyncSender<StageBatch>>,
 }
 
 impl StreamSink<'_> {
     fn count(&self) -> usize {
-        self.rows.len() + self.witnesses.len() + self.pages.len()
+        self.batch.rows.len() + self.batch.witnesses.len() + self.batch.pages.len()
     }
 
     fn maybe_flush(&mut self) -> Result<()> {
@@ -71,86 +151,52 @@ impl StreamSink<'_> {
         Ok(())
     }
 
+    /// Hand the filled batch to the writer.
     fn flush(&mut self) -> Result<()> {
         if self.count() == 0 {
             return Ok(());
         }
-        let mut wtx = self.repo.db.begin_write()?;
-        wtx.set_durability(Durability::Immediate)?;
-        {
-            let mut stage = wtx.open_table(tables::SUBMIT_STAGE)?;
-            let mut history = wtx.open_table(tables::HISTORY)?;
-            let mut moves = wtx.open_table(tables::MOVES)?;
-            let mut cp = wtx.open_table(tables::CHANGE_PATHS)?;
-            let mut lineage = wtx.open_table(tables::FILE_LINEAGE)?;
-            let mut manifests = wtx.open_table(tables::ACCEPTED_MANIFESTS)?;
-            let mut nodes = wtx.open_table(tables::SNAPSHOT_NODES)?;
-            for (tag, k, v) in self.rows.drain(..) {
-                let t = match tag {
-                    stage_tag::HISTORY => &mut history,
-                    stage_tag::MOVES => &mut moves,
-                    stage_tag::CHANGE_PATHS => &mut cp,
-                    stage_tag::FILE_LINEAGE => &mut lineage,
-                    _ => return Err(MetadataError::Gate(format!("row tag {tag}"))),
-                };
-                // The previous value returned by insert detects a collision.
-                if t.insert(k.as_slice(), v.as_slice())?.is_some() {
-                    return Err(MetadataError::Gate(format!(
-                        "a staged row (tag {tag}) collides with an existing row"
-                    )));
-                }
-                stage.insert(keys::stage(tag, &k).as_slice(), [].as_slice())?;
-            }
-            for (m, v) in self.witnesses.drain(..) {
-                if manifests.get(m.0.as_slice())?.is_none() {
-                    manifests.insert(m.0.as_slice(), v.as_slice())?;
-                    stage.insert(
-                        keys::stage(stage_tag::ACCEPTED_MANIFESTS, &m.0).as_slice(),
-                        [].as_slice(),
-                    )?;
-                }
-            }
-            for (id, page) in self.pages.drain(..) {
-                if nodes.insert(id, page.as_slice())?.is_some() {
-                    return Err(MetadataError::Gate(format!("page {id} allocated twice")));
-                }
-                stage.insert(
-                    keys::stage(stage_tag::SNAPSHOT_NODES, &id.to_le_bytes()).as_slice(),
-                    [].as_slice(),
-                )?;
-            }
-        }
-        wtx.commit()?;
-        self.pending_nodes.clear();
+        self.sent += 1;
+        let nodes = std::mem::take(&mut self.pending_nodes);
+        self.inflight.push_back((self.sent, nodes));
+        let batch = std::mem::take(&mut self.batch);
         self.bytes = 0;
-        self.read = None;
-        self.staged += 1;
-        if let Ok(h) = self.repo.stage_hook.lock() {
-            if let Some(h) = h.as_ref() {
-                h(self.staged);
-            }
-        }
+        let tx = self
+            .tx
+            .as_ref()
+            .ok_or_else(|| MetadataError::Gate("staging writer closed".into()))?;
+        tx.send(batch)
+            .map_err(|_| MetadataError::Gate("the staging writer stopped".into()))?;
+        self.evict();
         Ok(())
+    }
+
+    /// Forget in-memory pages whose batch is committed (readable from disk).
+    fn evict(&mut self) {
+        let done = self.committed.load(Ordering::Acquire);
+        while self.inflight.front().is_some_and(|(n, _)| *n <= done) {
+            self.inflight.pop_front();
+        }
     }
 }
 
 impl Sink for StreamSink<'_> {
     fn row(&mut self, tag: u8, key: &[u8], value: &[u8]) -> Result<()> {
         self.bytes += key.len() + value.len();
-        self.rows.push((tag, key.to_vec(), value.to_vec()));
+        self.batch.rows.push((tag, key.to_vec(), value.to_vec()));
         self.maybe_flush()
     }
 
     fn witness(&mut self, manifest: &ManifestId, value: &[u8]) -> Result<()> {
         self.bytes += 32 + value.len();
-        self.witnesses.push((*manifest, value.to_vec()));
+        self.batch.witnesses.push((*manifest, value.to_vec()));
         self.maybe_flush()
     }
 
     fn pages(&mut self, overlay: &mut Overlay) -> Result<()> {
         for (id, (node, page)) in std::mem::take(&mut overlay.pages) {
             self.bytes += 8 + page.len();
-            self.pages.push((id, page));
+            self.batch.pages.push((id, page));
             self.pending_nodes.insert(id, node);
             self.maybe_flush()?;
         }
@@ -161,11 +207,20 @@ impl Sink for StreamSink<'_> {
         if let Some(n) = self.pending_nodes.get(&link.node) {
             return Ok(n.clone());
         }
-        if self.read.is_none() {
-            let tx = self.repo.db.begin_read()?;
-            self.read = Some(tx.open_table(tables::SNAPSHOT_NODES)?);
+        self.evict();
+        for (_, nodes) in &self.inflight {
+            if let Some(n) = nodes.get(&link.node) {
+                return Ok(n.clone());
+            }
         }
-        let t = self
+        // Not in memory: its batch is committed. A view opened before that
+        // commit would not see it.
+        let done = self.committed.load(Ordering::Acquire);
+        if self.read.as_ref().is_none_or(|(at, _)| *at != done) {
+            let tx = self.repo.db.begin_read()?;
+            self.read = Some((done, tx.open_table(tables::SNAPSHOT_NODES)?));
+        }
+        let (_, t) = self
             .read
             .as_ref()
             .ok_or_else(|| MetadataError::Gate("no read view".into()))?;
@@ -194,7 +249,10 @@ impl Repository {
                 return Ok(o);
             }
             match self.stream_once(&s, fingerprint)? {
-                Some(o) => return Ok(o),
+                Some(o) => {
+                    self.cleanup_finished_pins()?;
+                    return Ok(o);
+                }
                 None => self.recover_submissions_locked()?,
             }
         }
@@ -262,19 +320,33 @@ impl Repository {
             wtx.commit()?;
         }
         // 3. Stage.
-        let mut sink = StreamSink {
-            repo: self,
-            rows: Vec::new(),
-            witnesses: Vec::new(),
-            pages: Vec::new(),
-            pending_nodes: HashMap::new(),
-            bytes: 0,
-            read: None,
-            staged: 0,
-        };
-        let (root, _) = produce(s, change, base_root, next_page, &mut sink, STAGE_ROWS)?;
-        sink.flush()?;
-        drop(sink);
+        let committed = AtomicU64::new(0);
+        let (root, next_id) = std::thread::scope(|scope| -> Result<(crate::fmt::RootRow, u64)> {
+            let (tx, rx) = sync_channel::<StageBatch>(1);
+            let writer = scope.spawn(|| stage_writer(self, rx, &committed));
+            let mut sink = StreamSink {
+                repo: self,
+                batch: StageBatch::default(),
+                pending_nodes: HashMap::new(),
+                inflight: VecDeque::new(),
+                sent: 0,
+                committed: &committed,
+                bytes: 0,
+                read: None,
+                tx: Some(tx),
+            };
+            let produced = produce(s, change, base_root, next_page, &mut sink, STAGE_ROWS)
+                .and_then(|r| sink.flush().map(|_| r));
+            // Close the channel, then surface the writer's own error first.
+            sink.tx = None;
+            drop(sink);
+            let written = writer
+                .join()
+                .map_err(|_| MetadataError::Gate("the staging writer panicked".into()))?;
+            written?;
+            produced
+        })?;
+        let _ = next_id;
         // 4. Publish under the gate.
         let accepted = {
             let _gate = self

@@ -256,3 +256,17 @@ impl Repository {
         Ok(out)
     }
 }
+
+impl Repository {
+    /// Every active registration, by workspace id.
+    pub fn workspaces(&self) -> Result<Vec<(WorkspaceId, WorkspaceRecord)>> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(tables::WORKSPACES)?;
+        let mut out = Vec::new();
+        for row in t.range::<[u8; 16]>(..)? {
+            let (k, v) = row?;
+            out.push((WorkspaceId(k.value()), WorkspaceRecord::decode(v.value())?));
+        }
+        Ok(out)
+    }
+}

@@ -1,9 +1,5 @@
-//! A minimal private reader/writer of the object-store `SCRIBE_FORMAT`
-//! descriptor (specification section 2).
-//!
-//! Temporary: `scribe_format::descriptor` is being written in parallel; once
-//! it lands, [`read`] and [`StoreDescriptor::to_text`] are replaced by it.
-//! Nothing outside this module depends on the parsing details.
+//! The object-store `SCRIBE_FORMAT` descriptor (specification section 2),
+//! read and written by `scribe_format::descriptor` (the one descriptor codec).
 //!
 //! ```text
 //! scribe-descriptor = 1
@@ -18,7 +14,9 @@
 
 use std::path::Path;
 
+use scribe_format::descriptor::{self, Descriptor, FEATURE_LZ4};
 use scribe_format::envelope::Compression;
+use scribe_format::FormatError;
 
 use crate::error::{Result, StoreError};
 
@@ -27,7 +25,17 @@ pub const LAYOUT_VERSION: u32 = 1;
 /// Envelope version written and read.
 pub const ENVELOPE_VERSION: u32 = 1;
 /// Features this build recognizes.
-const KNOWN_FEATURES: &[&str] = &["lz4"];
+const KNOWN_FEATURES: &[&str] = &[FEATURE_LZ4];
+/// Keys the store interprets; every other key is kept as it was.
+const KNOWN_KEYS: &[&str] = &[
+    "kind",
+    "layout",
+    "envelope",
+    "small-object-threshold",
+    "pack-seal-bytes",
+    "compression",
+    "required-features",
+];
 
 /// The fields of an object-store descriptor, plus unknown keys kept in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,146 +50,73 @@ pub struct StoreDescriptor {
 impl StoreDescriptor {
     /// The descriptor text, LF line endings.
     pub fn to_text(&self) -> String {
-        let mut s = String::new();
-        s.push_str("scribe-descriptor = 1\n");
-        s.push_str("kind = object-store\n");
-        s.push_str(&format!("layout = {LAYOUT_VERSION}\n"));
-        s.push_str(&format!("envelope = {ENVELOPE_VERSION}\n"));
-        s.push_str(&format!(
-            "small-object-threshold = {}\n",
-            self.small_object_threshold
-        ));
-        s.push_str(&format!("pack-seal-bytes = {}\n", self.pack_seal_bytes));
-        s.push_str(&format!("compression = {}\n", self.compression.as_str()));
-        if self.compression == Compression::Lz4 {
-            s.push_str("required-features = lz4\n");
-        }
+        let mut d = Descriptor::new_object_store(&descriptor::ObjectStore {
+            layout: LAYOUT_VERSION,
+            envelope: ENVELOPE_VERSION,
+            small_object_threshold: self.small_object_threshold,
+            pack_seal_bytes: self.pack_seal_bytes,
+            compression: self.compression,
+        })
+        .expect(
+            "the store's own fields are valid descriptor values because StoreOptions checks them",
+        );
         for (k, v) in &self.extra {
-            s.push_str(&format!("{k} = {v}\n"));
+            // Unknown keys came from a descriptor that parsed, so they are valid.
+            let _ = d.set(k, v);
         }
-        s
+        String::from_utf8(d.encode()).expect("descriptors are UTF-8")
     }
 }
 
-fn bad(path: &Path, reason: impl Into<String>) -> StoreError {
-    StoreError::Descriptor {
-        path: path.to_path_buf(),
-        reason: reason.into(),
+fn bad(path: &Path, e: FormatError) -> StoreError {
+    match e {
+        FormatError::UnsupportedFeature { feature } => StoreError::UnsupportedFeature {
+            path: path.to_path_buf(),
+            feature,
+        },
+        other => StoreError::Descriptor {
+            path: path.to_path_buf(),
+            reason: other.to_string(),
+        },
     }
 }
 
 /// Parse descriptor text read from `path`.
 pub fn parse(path: &Path, text: &str) -> Result<StoreDescriptor> {
-    let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
-    match lines.next() {
-        Some("scribe-descriptor = 1") => {}
-        Some(first) if first.starts_with("scribe-descriptor") => {
-            return Err(StoreError::UnexpectedVersion {
-                path: path.to_path_buf(),
-                what: "descriptor",
-                found: first.to_string(),
-                supported: "scribe-descriptor = 1".into(),
-            })
-        }
-        _ => return Err(bad(path, "first line is not `scribe-descriptor = 1`")),
-    }
-    let mut kind = None;
-    let mut layout = None;
-    let mut envelope = None;
-    let mut threshold = None;
-    let mut seal = None;
-    let mut compression = None;
-    let mut features: Vec<String> = Vec::new();
-    let mut extra = Vec::new();
-    let mut seen = std::collections::BTreeSet::new();
-    for (n, line) in lines.enumerate() {
-        if line.is_empty() {
-            continue;
-        }
-        let (key, value) = line
-            .split_once(" = ")
-            .ok_or_else(|| bad(path, format!("line {} is not `key = value`", n + 2)))?;
-        if key.is_empty()
-            || !key
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        {
-            return Err(bad(path, format!("line {}: invalid key {key:?}", n + 2)));
-        }
-        if !seen.insert(key.to_string()) {
-            return Err(bad(path, format!("duplicate key {key:?}")));
-        }
-        let num = |v: &str| -> Result<u64> {
-            v.parse::<u64>()
-                .map_err(|_| bad(path, format!("{key} = {v:?} is not a number")))
-        };
-        match key {
-            "kind" => kind = Some(value.to_string()),
-            "layout" => layout = Some(num(value)?),
-            "envelope" => envelope = Some(num(value)?),
-            "small-object-threshold" => threshold = Some(num(value)?),
-            "pack-seal-bytes" => seal = Some(num(value)?),
-            "compression" => {
-                compression = Some(
-                    Compression::parse(value)
-                        .map_err(|_| bad(path, format!("unknown compression {value:?}")))?,
-                )
+    let d = Descriptor::parse(text.as_bytes()).map_err(|e| bad(path, e))?;
+    for (key, supported) in [("layout", LAYOUT_VERSION), ("envelope", ENVELOPE_VERSION)] {
+        if let Err(m) = d.version_check(key, &supported.to_string()) {
+            if d.kind() == descriptor::Kind::ObjectStore {
+                return Err(StoreError::UnexpectedVersion {
+                    path: path.to_path_buf(),
+                    what: key,
+                    found: m.found.unwrap_or_else(|| "(missing)".into()),
+                    supported: supported.to_string(),
+                });
             }
-            "required-features" => {
-                features = value.split(',').map(|f| f.trim().to_string()).collect()
-            }
-            _ => extra.push((key.to_string(), value.to_string())),
         }
     }
-    match kind.as_deref() {
-        Some("object-store") => {}
-        Some(other) => return Err(bad(path, format!("kind is {other:?}, not object-store"))),
-        None => return Err(bad(path, "missing `kind`")),
-    }
-    for f in &features {
-        if !KNOWN_FEATURES.contains(&f.as_str()) {
-            return Err(StoreError::UnsupportedFeature {
-                path: path.to_path_buf(),
-                feature: f.clone(),
-            });
-        }
-    }
-    let check = |what: &'static str, v: Option<u64>, want: u32| -> Result<()> {
-        match v {
-            Some(v) if v == u64::from(want) => Ok(()),
-            Some(v) => Err(StoreError::UnexpectedVersion {
-                path: path.to_path_buf(),
-                what,
-                found: v.to_string(),
-                supported: want.to_string(),
-            }),
-            None => Err(bad(path, format!("missing `{what}`"))),
-        }
-    };
-    check("layout", layout, LAYOUT_VERSION)?;
-    check("envelope", envelope, ENVELOPE_VERSION)?;
-    let compression = compression.ok_or_else(|| bad(path, "missing `compression`"))?;
-    if compression == Compression::Lz4 && !features.iter().any(|f| f == "lz4") {
-        return Err(bad(path, "an lz4 store must require feature `lz4`"));
-    }
-    let small_object_threshold =
-        threshold.ok_or_else(|| bad(path, "missing `small-object-threshold`"))?;
-    let pack_seal_bytes = seal.ok_or_else(|| bad(path, "missing `pack-seal-bytes`"))?;
-    if pack_seal_bytes < 16 {
-        return Err(bad(path, "pack-seal-bytes is smaller than a pack header"));
-    }
+    let fields = d.object_store().map_err(|e| bad(path, e))?;
+    d.check_mutation(KNOWN_FEATURES).map_err(|e| bad(path, e))?;
     Ok(StoreDescriptor {
-        small_object_threshold,
-        pack_seal_bytes,
-        compression,
-        extra,
+        small_object_threshold: fields.small_object_threshold,
+        pack_seal_bytes: fields.pack_seal_bytes,
+        compression: fields.compression,
+        extra: d
+            .entries()
+            .filter(|(k, _)| !KNOWN_KEYS.contains(k))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
     })
 }
 
 /// Read and parse the descriptor file at `path`.
 pub fn read(path: &Path) -> Result<StoreDescriptor> {
     let text = std::fs::read(path).map_err(crate::error::io_err(path))?;
-    let text = String::from_utf8(text).map_err(|_| bad(path, "not UTF-8"))?;
+    let text = String::from_utf8(text).map_err(|_| StoreError::Descriptor {
+        path: path.to_path_buf(),
+        reason: "not UTF-8".into(),
+    })?;
     parse(path, &text)
 }
 

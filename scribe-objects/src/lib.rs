@@ -47,6 +47,7 @@ mod layout;
 mod locator;
 mod manifest_bytes;
 mod pack;
+mod platform;
 mod reader;
 mod rebuild;
 mod store;

@@ -1,27 +1,10 @@
-//! A minimal private manifest v1 encoder/decoder (specification section 4.1).
-//!
-//! Temporary: `scribe_format::manifest` is being written in parallel. The
-//! rest of the crate uses only [`ManifestChunk`], [`encode`], [`decode`] and
-//! [`ManifestRef`], so swapping in the format crate's codec is local.
-//!
-//! ```text
-//! u16 version = 1 | u32 flags = 0 | u8 content codec = 0 | u16 chunking profile = 1
-//! u64 total size | [32] file content id | u32 chunk count
-//! repeat: [32] chunk id | u32 chunk length
-//! ```
+//! The store's view of manifest v1 (specification section 4.1), encoded
+//! and decoded by `scribe_format::manifest` (the one codec of the format).
+//! The store keeps these small owned types for its import and
+//! reconstruction paths.
 
-use scribe_format::bytes::{Put, Reader};
-use scribe_format::limits::{CHUNK_MIN_BYTES, MAX_CHUNK_BYTES, MAX_FILE_SIZE, MAX_MANIFEST_CHUNKS};
+use scribe_format::manifest::{ChunkRef, Manifest, PROFILE_FASTCDC_2020};
 use scribe_format::{ChunkId, FileContentId, FormatError};
-
-/// Manifest version written and read.
-pub const VERSION: u16 = 1;
-/// Chunking profile 1: FastCDC-2020, level 1, seed 0, 1/4/16 MiB.
-pub const PROFILE_FASTCDC_2020: u16 = 1;
-/// Fixed header length before the chunk list.
-pub const HEADER_LEN: usize = 2 + 4 + 1 + 2 + 8 + 32 + 4;
-/// Length of one chunk record.
-pub const CHUNK_RECORD_LEN: usize = 36;
 
 /// One chunk of a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,147 +21,42 @@ pub struct ManifestRef {
     pub chunks: Vec<ManifestChunk>,
 }
 
-/// Encode a manifest payload. The caller supplies chunks produced by
-/// profile 1 (so the rules hold by construction); they are checked anyway.
+/// Encode a manifest payload of chunking profile 1; every rule of section
+/// 4.1 is checked by the format crate.
 pub fn encode(
     total_size: u64,
     content_id: &FileContentId,
     chunks: &[ManifestChunk],
 ) -> Result<Vec<u8>, FormatError> {
-    check(total_size, chunks)?;
-    let mut out = Vec::with_capacity(HEADER_LEN + chunks.len() * CHUNK_RECORD_LEN);
-    out.put_u16(VERSION);
-    out.put_u32(0);
-    out.put_u8(0);
-    out.put_u16(PROFILE_FASTCDC_2020);
-    out.put_u64(total_size);
-    out.put_bytes(&content_id.0);
-    out.put_u32(chunks.len() as u32);
-    for c in chunks {
-        out.put_bytes(&c.id.0);
-        out.put_u32(c.len);
-    }
-    Ok(out)
-}
-
-fn check(total_size: u64, chunks: &[ManifestChunk]) -> Result<(), FormatError> {
-    if total_size > MAX_FILE_SIZE {
-        return Err(FormatError::LimitExceeded {
-            what: "manifest.total size",
-            limit: MAX_FILE_SIZE,
-            actual: total_size,
-        });
-    }
-    if chunks.len() as u64 > u64::from(MAX_MANIFEST_CHUNKS) {
-        return Err(FormatError::LimitExceeded {
-            what: "manifest.chunk count",
-            limit: MAX_MANIFEST_CHUNKS.into(),
-            actual: chunks.len() as u64,
-        });
-    }
-    let mut sum = 0u64;
-    for c in chunks {
-        if c.len == 0 || c.len > MAX_CHUNK_BYTES {
-            return Err(FormatError::InvalidValue {
-                what: "manifest.chunk length",
-                value: c.len.into(),
-                reason: "chunk lengths are 1 to 16 MiB",
-            });
-        }
-        sum += u64::from(c.len);
-    }
-    if sum != total_size {
-        return Err(FormatError::InvalidValue {
-            what: "manifest.total size",
-            value: total_size,
-            reason: "differs from the sum of chunk lengths",
-        });
-    }
-    if total_size <= u64::from(CHUNK_MIN_BYTES) && chunks.len() > 1 {
-        return Err(FormatError::InvalidValue {
-            what: "manifest.chunk count",
-            value: chunks.len() as u64,
-            reason: "files no larger than 1 MiB are exactly one chunk",
-        });
-    }
-    Ok(())
-}
-
-/// Decode a manifest payload.
-pub fn decode(payload: &[u8]) -> Result<ManifestRef, FormatError> {
-    let mut r = Reader::new(payload);
-    let version = r.u16("manifest.version")?;
-    if version != VERSION {
-        return Err(FormatError::UnsupportedVersion {
-            what: "manifest",
-            version: version.into(),
-        });
-    }
-    let flags = r.u32("manifest.flags")?;
-    if flags != 0 {
-        return Err(FormatError::InvalidValue {
-            what: "manifest.flags",
-            value: flags.into(),
-            reason: "unknown flag bits",
-        });
-    }
-    let codec = r.u8("manifest.content codec")?;
-    if codec != 0 {
-        return Err(FormatError::InvalidValue {
-            what: "manifest.content codec",
-            value: codec.into(),
-            reason: "only 0 (original bytes) is defined",
-        });
-    }
-    let profile = r.u16("manifest.chunking profile")?;
-    if profile != PROFILE_FASTCDC_2020 {
-        return Err(FormatError::InvalidValue {
-            what: "manifest.chunking profile",
-            value: profile.into(),
-            reason: "only profile 1 is defined",
-        });
-    }
-    let total_size = r.u64("manifest.total size")?;
-    let content_id = FileContentId(r.array("manifest.file content id")?);
-    let count = r.u32("manifest.chunk count")?;
-    if count > MAX_MANIFEST_CHUNKS {
-        return Err(FormatError::LimitExceeded {
-            what: "manifest.chunk count",
-            limit: MAX_MANIFEST_CHUNKS.into(),
-            actual: count.into(),
-        });
-    }
-    if (r.remaining() as u64) < u64::from(count) * CHUNK_RECORD_LEN as u64 {
-        return Err(FormatError::Truncated {
-            what: "manifest.chunks",
-            needed: u64::from(count) * CHUNK_RECORD_LEN as u64,
-            available: r.remaining() as u64,
-        });
-    }
-    let mut chunks = Vec::with_capacity(count as usize);
-    for _ in 0..count {
-        let id = ChunkId(r.array("manifest.chunk id")?);
-        let len = r.u32("manifest.chunk length")?;
-        chunks.push(ManifestChunk { id, len });
-    }
-    r.finish("manifest")?;
-    check(total_size, &chunks)?;
-    if (count == 0) != (total_size == 0) {
-        return Err(FormatError::invalid(
-            "manifest",
-            "chunk count is zero exactly when the size is",
-        ));
-    }
-    if total_size == 0 && content_id != FileContentId::EMPTY {
-        return Err(FormatError::invalid(
-            "manifest.file content id",
-            "an empty file has id blake3(\"\")",
-        ));
-    }
-    Ok(ManifestRef {
+    Manifest {
+        chunking_profile: PROFILE_FASTCDC_2020,
         total_size,
-        content_id,
-        chunks,
+        file_content_id: *content_id,
+        chunks: chunks
+            .iter()
+            .map(|c| ChunkRef {
+                id: c.id,
+                length: c.len,
+            })
+            .collect(),
+    }
+    .encode()
+}
+
+/// Decode and check a manifest payload.
+pub fn decode(payload: &[u8]) -> Result<ManifestRef, FormatError> {
+    let m = Manifest::decode(payload)?;
+    Ok(ManifestRef {
+        total_size: m.total_size,
+        content_id: m.file_content_id,
+        chunks: m
+            .chunks
+            .into_iter()
+            .map(|c| ManifestChunk {
+                id: c.id,
+                len: c.length,
+            })
+            .collect(),
     })
 }
 
@@ -195,7 +73,7 @@ mod tests {
         }];
         let fid = FileContentId::of(b"abc");
         let bytes = encode(3, &fid, &chunks).unwrap();
-        assert_eq!(bytes.len(), HEADER_LEN + 36);
+        assert_eq!(bytes.len(), 53 + 36);
         assert_eq!(&bytes[..9], &[1, 0, 0, 0, 0, 0, 0, 1, 0]);
         assert_eq!(&bytes[9..17], &3u64.to_le_bytes());
         assert_eq!(&bytes[17..49], &fid.0);
@@ -217,8 +95,16 @@ mod tests {
             id: ChunkId([1; 32]),
             len: 2,
         };
-        assert!(encode(3, &FileContentId::EMPTY, &[c]).is_err());
-        let mut b = encode(2, &FileContentId::EMPTY, &[c]).unwrap();
+        let fid = FileContentId([9; 32]);
+        assert!(
+            encode(3, &fid, &[c]).is_err(),
+            "lengths must sum to the size"
+        );
+        assert!(
+            encode(2, &FileContentId::EMPTY, &[c]).is_err(),
+            "a nonempty file cannot have the empty identity"
+        );
+        let mut b = encode(2, &fid, &[c]).unwrap();
         b.push(0);
         assert!(decode(&b).is_err());
         b.pop();

@@ -2,7 +2,6 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use scribe_format::block::{self, BlockHeader, BLOCK_HEADER_LEN};
@@ -31,7 +30,7 @@ impl Read for Source {
                 if n == 0 {
                     return Ok(0);
                 }
-                let got = file.read_at(&mut buf[..n], *pos)?;
+                let got = crate::platform::read_at(file, &mut buf[..n], *pos)?;
                 *pos += got as u64;
                 Ok(got)
             }
@@ -208,7 +207,7 @@ impl ObjectStore {
             } => {
                 let file = self.pack_handle(p).map_err(|e| corrupt(e.to_string()))?;
                 let mut head = [0u8; ENTRY_HEADER_LEN];
-                file.read_exact_at(&mut head, offset)
+                crate::platform::read_exact_at(&file, &mut head, offset)
                     .map_err(|e| corrupt(format!("cannot read pack entry: {e}")))?;
                 let (key, env_len) = pack::parse_entry_header(&head).map_err(corrupt)?;
                 if key != id.to_bytes() || env_len + ENTRY_HEADER_LEN as u64 != entry_len {

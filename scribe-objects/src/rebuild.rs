@@ -2,7 +2,6 @@
 //! files, indexing only bytes that match the identity they claim.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use redb::{Database, Durability, ReadableTable};
@@ -58,8 +57,7 @@ pub fn rebuild_locator(dir: impl AsRef<Path>) -> Result<RebuildReport> {
             let f = File::open(path).map_err(io_err(path))?;
             let len = f.metadata().map_err(io_err(path))?.len();
             let mut header = [0u8; PACK_HEADER_LEN as usize];
-            let header_ok = f
-                .read_exact_at(&mut header, 0)
+            let header_ok = crate::platform::read_exact_at(&f, &mut header, 0)
                 .map_err(|e| e.to_string())
                 .and_then(|_| pack::check_pack_header(&header, *id));
             if let Err(reason) = header_ok {
@@ -77,7 +75,7 @@ pub fn rebuild_locator(dir: impl AsRef<Path>) -> Result<RebuildReport> {
                     break;
                 }
                 let mut head = [0u8; ENTRY_HEADER_LEN];
-                f.read_exact_at(&mut head, pos).map_err(io_err(path))?;
+                crate::platform::read_exact_at(&f, &mut head, pos).map_err(io_err(path))?;
                 let (key, env_len) = match pack::parse_entry_header(&head) {
                     Ok(h) => h,
                     Err(reason) => {
@@ -93,7 +91,7 @@ pub fn rebuild_locator(dir: impl AsRef<Path>) -> Result<RebuildReport> {
                     break;
                 }
                 buf.resize(env_len as usize, 0);
-                f.read_exact_at(&mut buf, pos + ENTRY_HEADER_LEN as u64)
+                crate::platform::read_exact_at(&f, &mut buf, pos + ENTRY_HEADER_LEN as u64)
                     .map_err(io_err(path))?;
                 let verdict = ObjectId::from_bytes(&key)
                     .map_err(|e| e.to_string())

@@ -3,7 +3,6 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -362,7 +361,7 @@ impl ObjectStore {
             });
         }
         let mut header = [0u8; PACK_HEADER_LEN as usize];
-        file.read_exact_at(&mut header, 0).map_err(io_err(&path))?;
+        crate::platform::read_exact_at(&file, &mut header, 0).map_err(io_err(&path))?;
         pack::check_pack_header(&header, open_pack).map_err(|reason| StoreError::CorruptPack {
             path: path.clone(),
             offset: 0,
@@ -717,7 +716,7 @@ impl ObjectStore {
                 let len = usize::try_from(entry_len)
                     .map_err(|_| self.corrupt(id, loc, "entry length does not fit in memory"))?;
                 let mut buf = vec![0u8; len];
-                file.read_exact_at(&mut buf, offset)
+                crate::platform::read_exact_at(&file, &mut buf, offset)
                     .map_err(|e| self.corrupt(id, loc, format!("cannot read pack entry: {e}")))?;
                 let mut head = [0u8; ENTRY_HEADER_LEN];
                 head.copy_from_slice(&buf[..ENTRY_HEADER_LEN]);

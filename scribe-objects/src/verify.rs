@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use redb::{ReadOnlyDatabase, ReadableDatabase, ReadableTable};
@@ -101,7 +100,7 @@ pub(crate) fn check_object(
             };
             let len = usize::try_from(entry_len).map_err(|_| "entry too large".to_string())?;
             let mut b = vec![0u8; len];
-            f.read_exact_at(&mut b, offset)
+            crate::platform::read_exact_at(f, &mut b, offset)
                 .map_err(|e| format!("cannot read entry: {e}"))?;
             let mut head = [0u8; ENTRY_HEADER_LEN];
             head.copy_from_slice(&b[..ENTRY_HEADER_LEN]);
@@ -160,7 +159,7 @@ fn verify_txn(
                 continue;
             }
         };
-        if let Err(e) = f.read_exact_at(&mut header, 0) {
+        if let Err(e) = crate::platform::read_exact_at(&f, &mut header, 0) {
             report.problems.push(Problem::BadPack {
                 pack: id,
                 reason: format!("header: {e}"),

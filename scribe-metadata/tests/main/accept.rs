@@ -356,11 +356,55 @@ fn every_refusal_leaves_the_repository_as_before_across_reopen() {
     } = e;
     drop(repo);
     drop(root);
-    let root = scribe_metadata::DataRoot::open(&dir).unwrap();
+    let root = reopen(&dir);
     let repo = root.open_repository_by_name("game").unwrap();
     assert!(
         before == dump(&repo, false),
         "reopen changed the repository"
     );
     assert_doctor_clean(&repo);
+}
+
+#[test]
+fn change_notes_append_revisions_and_doctor_checks_them() {
+    let e = env();
+    let c1 = commit(&e, vec![add(&e, "a", 1)]);
+    assert_eq!(
+        e.repo.add_change_note(c1, "ada", "better words").unwrap(),
+        1
+    );
+    assert_eq!(e.repo.add_change_note(c1, "bob", "best words").unwrap(), 2);
+    let notes = e.repo.change_notes(c1).unwrap();
+    assert_eq!(
+        notes.iter().map(|n| n.text.as_str()).collect::<Vec<_>>(),
+        vec!["better words", "best words"]
+    );
+    assert_eq!(
+        e.repo.describe(c1).unwrap().record.message,
+        "work",
+        "the commit record is untouched"
+    );
+    assert_eq!(
+        e.repo.add_change_note(9, "ada", "x").unwrap_err().code(),
+        ErrorCode::NotFound
+    );
+    assert_doctor_clean(&e.repo);
+    // A gap in the revisions is reported.
+    let w = e.repo.database().begin_write().unwrap();
+    {
+        let mut t = w.open_table(scribe_metadata::tables::CHANGE_NOTES).unwrap();
+        let v = t
+            .remove(scribe_metadata::notes::note_key(c1, 2).as_slice())
+            .unwrap()
+            .unwrap()
+            .value()
+            .to_vec();
+        t.insert(
+            scribe_metadata::notes::note_key(c1, 3).as_slice(),
+            v.as_slice(),
+        )
+        .unwrap();
+    }
+    w.commit().unwrap();
+    assert!(e.repo.doctor().unwrap().has("metadata.change-notes"));
 }

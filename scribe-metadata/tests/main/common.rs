@@ -20,9 +20,26 @@ pub struct Env {
     pub ws: WorkspaceId,
 }
 
+/// Hooks over `objects/interim/` (one file per object) so tests can
+/// upload, rewrite and remove objects directly.
+pub fn dir_objects_factory() -> Box<scribe_metadata::root::ObjectsFactory> {
+    Box::new(|dir, _| {
+        let o: scribe_metadata::Objects = DirObjects::open(&dir.join("interim"))?;
+        Ok(o)
+    })
+}
+
+/// Reopen a data root with the test hooks.
+pub fn reopen(dir: &std::path::Path) -> DataRoot {
+    let mut root = DataRoot::open(dir).expect("reopen data root");
+    root.set_objects_factory(dir_objects_factory());
+    root
+}
+
 pub fn env() -> Env {
     let dir = tempfile::tempdir().expect("tempdir");
-    let root = DataRoot::create(dir.path().join("data")).expect("create data root");
+    let mut root = DataRoot::create(dir.path().join("data")).expect("create data root");
+    root.set_objects_factory(dir_objects_factory());
     let id = root.create_repository("game").expect("create repository");
     let repo = root.open_repository(id).expect("open repository");
     let objects = DirObjects::open(&repo.dir().join("objects/interim")).expect("objects");

@@ -8,7 +8,7 @@ use redb::ReadableDatabase;
 use scribe_format::changeset::{ChangeSet, Entry, FileState, Mode};
 use scribe_format::{BranchId, ObjectId, OperationId, WorkspaceId};
 use scribe_metadata::accept::Submission;
-use scribe_metadata::{tables, DataRoot, DirObjects, Repository};
+use scribe_metadata::{tables, DirObjects, Repository};
 
 use super::common::*;
 
@@ -69,7 +69,7 @@ fn crash_child() {
     let Ok(dir) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let root = DataRoot::open(&dir).unwrap();
+    let root = reopen(std::path::Path::new(&dir));
     let repo = root.open_repository_by_name("game").unwrap();
     let marker = PathBuf::from(&dir).join("staging-marker");
     repo.set_stage_hook(Some(Box::new(move |n| {
@@ -146,7 +146,7 @@ fn kill_during_streamed_preparation_leaves_the_repository_as_before() {
     );
 
     // Startup recovery removes them; the repository is exactly as before.
-    let root = DataRoot::open(&dir).unwrap();
+    let root = reopen(&dir);
     let repo = root.open_repository_by_name("game").unwrap();
     assert!(
         before == dump(&repo, true),

@@ -38,7 +38,7 @@ fn repositories_survive_reopen_and_names_are_unique() {
     );
     drop(e.repo);
     drop(e.root);
-    let root = DataRoot::open(&dir).expect("reopen");
+    let root = reopen(&dir);
     let list = root.list_repositories().expect("list");
     assert_eq!(list.len(), 1);
     assert_eq!(list[0].name, "game");
@@ -74,7 +74,7 @@ fn creating_leftovers_are_removed_at_startup() {
     }
     let repo_dir = dir.join("repos").join(id.to_hex());
     assert!(repo_dir.exists());
-    let root = DataRoot::open(&dir).expect("reopen");
+    let root = reopen(&dir);
     assert!(!repo_dir.exists(), "leftover directory removed");
     assert!(root.list_repositories().unwrap().is_empty());
     assert_eq!(
@@ -150,7 +150,7 @@ fn openers_refuse_other_schema_profile_and_migration_values_before_writing() {
         drop(e.root);
         set_meta(&repo_dir, key, value.as_deref());
         let before = logical_rows(&repo_dir);
-        let root = DataRoot::open(&dir).unwrap();
+        let root = reopen(&dir);
         let err = root
             .open_repository(id)
             .err()
@@ -182,7 +182,7 @@ fn a_missing_required_table_is_refused() {
         let r = db.begin_read().unwrap();
         drop(r);
     }
-    let root = DataRoot::open(&dir).unwrap();
+    let root = reopen(&dir);
     let err = root.open_repository(id).expect_err("refused");
     assert_eq!(err.code(), ErrorCode::Corrupt, "{err}");
     assert!(err.to_string().contains("accepted_manifests"));
@@ -212,4 +212,17 @@ fn descriptors_with_other_versions_or_unknown_features_are_refused() {
     assert_eq!(err.code(), ErrorCode::UnsupportedFeature);
     std::fs::write(&path, original).unwrap();
     DataRoot::open(&dir).expect("original opens");
+}
+
+#[test]
+fn repositories_get_a_real_object_store_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = DataRoot::create(dir.path().join("data")).unwrap();
+    let id = root.create_repository("assets").unwrap();
+    let repo = root.open_repository(id).unwrap();
+    assert!(repo.dir().join("objects/SCRIBE_FORMAT").exists());
+    assert!(repo.dir().join("objects/locator.redb").exists());
+    let probe = scribe_format::ObjectId::manifest(scribe_format::ManifestId([1; 32]));
+    assert!(!scribe_metadata::ObjectPresence::contains(&**repo.objects(), &probe).unwrap());
+    assert_doctor_clean(&repo);
 }

@@ -193,3 +193,78 @@ fn concurrent_submitters_and_readers_serialise_through_the_gate() {
     assert_eq!(e.repo.head().unwrap(), 42);
     assert_doctor_clean(&e.repo);
 }
+
+#[test]
+fn upload_pins_are_owned_deactivated_by_the_outcome_and_cleaned_up() {
+    use scribe_format::ObjectId;
+    let e = env();
+    let st = state(&e, 1);
+    let s = submission(&e, vec![scribe_format::changeset::Entry::add("a", st)]);
+    let ids = vec![
+        ObjectId::manifest(st.manifest),
+        ObjectId::change_set(s.change_set_id),
+    ];
+    e.repo.pin_uploads(e.ws, s.operation, &ids).unwrap();
+    e.repo.pin_uploads(e.ws, s.operation, &ids).unwrap(); // idempotent
+    assert_eq!(e.repo.upload_pins(e.ws).unwrap().len(), 2);
+    let err = e
+        .repo
+        .pin_uploads(WorkspaceId::random(), s.operation, &ids)
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Forbidden);
+    accepted(&e.repo.submit(s.clone()).unwrap());
+    assert!(
+        e.repo.upload_pins(e.ws).unwrap().is_empty(),
+        "the outcome releases the intent's pins"
+    );
+    let err = e.repo.pin_uploads(e.ws, s.operation, &ids).unwrap_err();
+    assert_eq!(
+        err.code(),
+        ErrorCode::AlreadyExists,
+        "a finished intent cannot pin again"
+    );
+    // Cleanup removed the rows and markers.
+    use redb::ReadableDatabase;
+    let tx = e.repo.database().begin_read().unwrap();
+    let pins = tx.open_table(scribe_metadata::tables::UPLOAD_PINS).unwrap();
+    assert_eq!(redb::ReadableTableMetadata::len(&pins).unwrap(), 0);
+    let meta = tx.open_table(scribe_metadata::tables::META).unwrap();
+    assert!(redb::ReadableTable::get(
+        &meta,
+        scribe_metadata::pins::owner_key(&s.operation).as_str()
+    )
+    .unwrap()
+    .is_none());
+    assert_doctor_clean(&e.repo);
+}
+
+#[test]
+fn listing_outcomes_and_retained_roots() {
+    use scribe_format::ObjectId;
+    let e = env();
+    e.repo.register_workspace(&reg(&e, e.ws, None)).unwrap();
+    assert_eq!(e.repo.workspaces().unwrap().len(), 1);
+    let st = state(&e, 1);
+    let s = submission(&e, vec![scribe_format::changeset::Entry::add("a", st)]);
+    assert_eq!(e.repo.recorded_outcome(&s.operation).unwrap(), None);
+    let o = e.repo.submit(s.clone()).unwrap();
+    assert_eq!(
+        e.repo.recorded_outcome(&s.operation).unwrap(),
+        Some(o.clone())
+    );
+    let pending = OperationId::random();
+    let extra = ObjectId::manifest(scribe_format::ManifestId([4; 32]));
+    e.repo.pin_uploads(e.ws, pending, &[extra]).unwrap();
+    let roots = e.repo.retained_roots().unwrap();
+    let scribe_metadata::accept::Outcome::Accepted { commit_id, .. } = o else {
+        panic!()
+    };
+    for id in [
+        ObjectId::commit(commit_id),
+        ObjectId::change_set(s.change_set_id),
+        ObjectId::manifest(st.manifest),
+        extra,
+    ] {
+        assert!(roots.contains(&id), "{id} retained");
+    }
+}
