@@ -239,6 +239,8 @@ fn main() {
     let data = dir.path().join("data");
     let service = Service::create(&data).expect("data root");
     scribe_server::service::dispatch::repo_create(&service, REPO).expect("repo");
+    let grouped = !std::env::args().any(|a| a == "--no-group");
+    service.set_group_acceptance(grouped);
     let server = ServerHandle::start(service.clone(), "127.0.0.1:0", ListenOptions::default())
         .expect("listen");
     let url = server.url();
@@ -260,7 +262,7 @@ fn main() {
     let mut s = stats.lock().expect("stats");
     let total: usize = s.latencies.values().map(Vec::len).sum();
     println!(
-        "clients {clients}, {:.1} s, {total} operations, {:.0} ops/s, {} submissions acknowledged, {} refused",
+        "clients {clients}, group acceptance {grouped}, {:.1} s, {total} operations, {:.0} ops/s, {} submissions acknowledged, {} refused",
         elapsed.as_secs_f64(),
         total as f64 / elapsed.as_secs_f64(),
         s.acked.len(),
@@ -304,7 +306,7 @@ fn main() {
     );
     for (change, path) in &s.acked {
         let st = repo
-            .stat(main, 0, path)
+            .stat(main, head, path)
             .expect("stat")
             .unwrap_or_else(|| panic!("acknowledged {path} at {change} is missing"));
         assert_eq!(st.change, *change);

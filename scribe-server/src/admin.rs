@@ -9,13 +9,11 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use redb::ReadableDatabase;
-use scribe_format::{ManifestId, ObjectId, ObjectKind};
-use scribe_metadata::records::CommitRecord;
-use scribe_metadata::{tables, DataRoot, MemoryObjects, MetadataError, Objects, RepositoryInfo};
+use scribe_format::{ObjectId, ObjectKind};
+use scribe_metadata::{DataRoot, MemoryObjects, MetadataError, Objects, RepositoryInfo};
 use scribe_objects::{CompactContext, CompactOptions, ObjectStore};
 
-use crate::service::{pins, stores, OpenError, StoreRegistry};
+use crate::service::{stores, OpenError, StoreRegistry};
 
 /// Why an administrative command could not run.
 #[derive(Debug, thiserror::Error)]
@@ -175,7 +173,6 @@ pub fn recover_submissions(dir: &Path, repo: Option<&str>) -> Result<Report, Adm
     for info in select(&root, repo)? {
         let r = root.open_repository(info.id).map_err(meta_err(&info))?;
         r.recover_submissions().map_err(meta_err(&info))?;
-        pins::resume_cleanup(&r).map_err(meta_err(&info))?;
         report
             .notes
             .push(format!("{}: submissions recovered", info.name));
@@ -183,9 +180,11 @@ pub fn recover_submissions(dir: &Path, repo: Option<&str>) -> Result<Report, Adm
     Ok(report)
 }
 
-/// The live object set of a repository: every accepted commit, its change
-/// set, every accepted manifest and their chunks, and actively pinned
-/// objects (with the chunks of pinned manifests) that are present.
+/// The live object set of a repository: metadata's retained roots (every
+/// accepted commit, its change set, every accepted manifest, every active
+/// pin) and the chunks of every retained manifest. Pinned objects may be
+/// absent (an upload may not have started) and are then skipped; anything
+/// else that is absent stops collection.
 pub fn live_objects(
     repo: &scribe_metadata::Repository,
     store: &ObjectStore,
@@ -199,57 +198,29 @@ pub fn live_objects(
         repo: name.clone(),
         source: Box::new(source),
     };
-    let dbe = |e: redb::Error| me(MetadataError::Db(e));
+    let pinned: HashSet<ObjectId> = repo.active_pins().map_err(&me)?.into_iter().collect();
+    let mut required: HashSet<ObjectId> = HashSet::new();
+    for id in repo.retained_roots().map_err(&me)? {
+        if !pinned.contains(&id) {
+            required.insert(id);
+        }
+    }
     let mut live = HashSet::new();
-    let mut manifests = Vec::new();
-    {
-        let tx = repo.database().begin_read().map_err(|e| dbe(e.into()))?;
-        let commits = tx.open_table(tables::COMMITS).map_err(|e| dbe(e.into()))?;
-        for row in commits.range::<u64>(..).map_err(|e| dbe(e.into()))? {
-            let (_, v) = row.map_err(|e| dbe(e.into()))?;
-            let c = CommitRecord::decode(v.value()).map_err(|e| me(e.into()))?;
-            live.insert(ObjectId::commit(c.commit_id));
-            live.insert(ObjectId::change_set(c.change_set));
-        }
-        let accepted = tx
-            .open_table(tables::ACCEPTED_MANIFESTS)
-            .map_err(|e| dbe(e.into()))?;
-        for row in accepted.range::<&[u8]>(..).map_err(|e| dbe(e.into()))? {
-            let (k, _) = row.map_err(|e| dbe(e.into()))?;
-            let k = k.value();
-            if k.len() != 32 {
-                return Err(me(MetadataError::Corrupt(
-                    "accepted manifest key is not 32 bytes".into(),
-                )));
-            }
-            let mut d = [0u8; 32];
-            d.copy_from_slice(k);
-            manifests.push((ObjectId::manifest(ManifestId(d)), true));
-        }
-    }
-    for id in pins::active(repo).map_err(&me)? {
-        if store.contains(&id).map_err(se)? {
-            if id.kind == ObjectKind::Manifest {
-                manifests.push((id, false));
-            } else {
-                live.insert(id);
-            }
-        }
-    }
-    for (id, required) in manifests {
-        if !live.insert(id) {
+    let roots: Vec<ObjectId> = required.iter().chain(pinned.iter()).copied().collect();
+    for id in roots {
+        let must = required.contains(&id);
+        if !must && !store.contains(&id).map_err(se)? {
             continue;
         }
-        let payload = match store.get(&id) {
-            Ok(p) => p,
-            Err(e) if required => return Err(se(e)),
-            Err(_) => continue,
-        };
+        if !live.insert(id) || id.kind != ObjectKind::Manifest {
+            continue;
+        }
+        let payload = store.get(&id).map_err(se)?;
         let m =
             scribe_objects::decode_manifest(&payload).map_err(|e| me(MetadataError::Format(e)))?;
         for c in m.chunks {
             let cid = ObjectId::chunk(c.id);
-            if required || store.contains(&cid).map_err(se)? {
+            if must || store.contains(&cid).map_err(se)? {
                 live.insert(cid);
             }
         }

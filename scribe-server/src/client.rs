@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use scribe_format::wire::frame::check_frame_len;
+use scribe_format::wire::frame::{check_frame_len, REPLY_BIT};
 use scribe_format::wire::handshake::{HandshakeStatus, FLAG_LZ4, HANDSHAKE_LEN};
 use scribe_format::wire::message::{self as m, MAX_IDS_PER_REQUEST, MAX_OBJECT_DATA_PER_FRAME};
 use scribe_format::wire::{
@@ -303,8 +303,10 @@ impl Client {
     /// Send one request and return its reply; an error reply becomes
     /// [`ClientError::Server`].
     pub fn call(&mut self, request: Request) -> R<Response> {
+        let opcode = request.opcode();
+        let name = request.name();
         let reply = match &mut self.conn {
-            Conn::Local(l) => l.service.handle(&mut l.session, request.clone()),
+            Conn::Local(l) => l.service.handle(&mut l.session, request),
             Conn::Remote(r) => {
                 if r.broken {
                     return Err(ClientError::Protocol(
@@ -326,11 +328,10 @@ impl Client {
                 message: e.message,
                 paths: e.paths,
             }),
-            other if other.answers(&request) => Ok(other),
+            other if other.opcode() == opcode | REPLY_BIT => Ok(other),
             other => Err(ClientError::Protocol(format!(
-                "reply {:#06x} does not answer {}",
+                "reply {:#06x} does not answer {name}",
                 other.opcode(),
-                request.name()
             ))),
         }
     }

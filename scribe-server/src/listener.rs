@@ -19,13 +19,30 @@ use crate::service::Service;
 use crate::transport::{serve_connection, Ended, Timeouts};
 
 /// How the listener serves.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ListenOptions {
     pub timeouts: Timeouts,
     /// Serve TLS with this configuration (`scribes://`).
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Log each connection's end to stderr.
     pub log: bool,
+    /// Connections served at once; one more completes its handshake, gets a
+    /// `busy` error frame and is closed.
+    pub max_connections: usize,
+}
+
+/// Default [`ListenOptions::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
+impl Default for ListenOptions {
+    fn default() -> Self {
+        ListenOptions {
+            timeouts: Timeouts::default(),
+            tls: None,
+            log: false,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
 }
 
 /// A bound listener.
@@ -60,6 +77,9 @@ impl Listener {
         let (tx, rx) = watch::channel(false);
         let mut conns = JoinSet::new();
         let acceptor = self.options.tls.clone().map(TlsAcceptor::from);
+        let slots = Arc::new(tokio::sync::Semaphore::new(
+            self.options.max_connections.max(1),
+        ));
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
@@ -82,14 +102,17 @@ impl Listener {
                     let t = self.options.timeouts;
                     let log = self.options.log;
                     let acceptor = acceptor.clone();
+                    // Over the limit: still answer, with a `busy` error frame.
+                    let permit = slots.clone().try_acquire_owned().ok();
                     conns.spawn(async move {
                         let mut stop = rx.clone();
+                        let admit = permit.is_some();
                         let ended = match acceptor {
-                            None => serve_connection(sock, svc, t, rx).await,
+                            None => serve_connection(sock, svc, t, rx, admit).await,
                             Some(a) => tokio::select! {
                                 _ = stop.changed() => Ended::Shutdown,
                                 r = tokio::time::timeout(t.handshake, a.accept(sock)) => match r {
-                                    Ok(Ok(tls)) => serve_connection(tls, svc, t, rx).await,
+                                    Ok(Ok(tls)) => serve_connection(tls, svc, t, rx, admit).await,
                                     Ok(Err(e)) => Ended::Io(format!("TLS handshake: {e}")),
                                     Err(_) => Ended::Io("TLS handshake timed out".into()),
                                 },
@@ -98,6 +121,7 @@ impl Listener {
                         if log && !matches!(ended, Ended::Closed | Ended::Shutdown) {
                             eprintln!("scribe-server: connection from {peer} ended: {ended:?}");
                         }
+                        drop(permit);
                     });
                 }
                 // Reap finished connections so the set stays small.

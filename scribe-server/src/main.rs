@@ -60,7 +60,7 @@ enum Command {
         #[arg(long, value_name = "FILE", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
     },
-    /// Check metadata and objects of every repository (read-only)
+    /// Check metadata and objects of every repository
     Doctor(AdminArgs),
     /// Verify every stored object against its identity (read-only)
     Verify(AdminArgs),

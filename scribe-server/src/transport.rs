@@ -99,12 +99,15 @@ async fn refuse<S: AsyncWrite + Unpin>(
 }
 
 /// Serve one connection until it ends. `shutdown` turning true closes it
-/// between requests; a request already being handled finishes first.
+/// between requests; a request already being handled finishes first. A
+/// connection that is not `admit`ted (the server is at its connection
+/// limit) completes the handshake, gets a `busy` error frame, and closes.
 pub async fn serve_connection<S>(
     mut stream: S,
     service: Arc<Service>,
     timeouts: Timeouts,
     mut shutdown: watch::Receiver<bool>,
+    admit: bool,
 ) -> Ended
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
@@ -131,6 +134,16 @@ where
         return Ended::Refused(answer.status);
     }
     let lz4 = answer.flags & FLAG_LZ4 != 0;
+    if !admit {
+        return refuse(
+            &mut stream,
+            ErrorCode::Busy,
+            "the server is serving as many connections as it may; retry shortly".into(),
+            lz4,
+            timeouts.write,
+        )
+        .await;
+    }
     let mut session = Some(Session::new());
     loop {
         if *shutdown.borrow() {

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use redb::ReadableDatabase;
 use scribe_format::changeset as cs;
 use scribe_format::limits::MAX_MESSAGE_BYTES;
 use scribe_format::wire::message::{
@@ -14,12 +13,12 @@ use scribe_format::wire::{Bytes, Request, Response, Text};
 use scribe_format::{BranchId, ErrorCode, ObjectId, OperationId, RepositoryId, WorkspaceId};
 use scribe_metadata::accept::{Outcome, Submission};
 use scribe_metadata::read::ListEntry;
-use scribe_metadata::records::{CommitRecord, HistoryRecord, LockRecord, OperationRecord};
+use scribe_metadata::records::{CommitRecord, HistoryRecord, LockRecord};
 use scribe_metadata::workspaces::{Registration, RetireOutcome};
 use scribe_metadata::{fmt::FileRecord, Repository};
 use scribe_objects::ObjectStore;
 
-use super::upload::{max_object_bytes, Cached, Partial, Session};
+use super::upload::{max_object_bytes, Cached, Partial, Reservation, Session};
 use super::{pins, Failure, Service};
 
 type R<T> = Result<T, Failure>;
@@ -292,41 +291,15 @@ fn retire_operation(workspace: WorkspaceId) -> OperationId {
 fn ws_retire(svc: &Service, name: &str, workspace: WorkspaceId) -> R<()> {
     let (repo, _) = open(svc, name)?;
     match repo.retire_workspace(workspace, retire_operation(workspace))? {
-        RetireOutcome::Retired { .. } => {
-            pins::retire(&repo, workspace)?;
-            Ok(())
-        }
+        RetireOutcome::Retired { .. } => Ok(()),
         RetireOutcome::Refused { code, detail } => Err(Failure::new(code, detail)),
     }
 }
 
 fn ws_list(svc: &Service, name: &str) -> R<m::WorkspaceList> {
     let (repo, _) = open(svc, name)?;
-    // INTERIM: no listing API in scribe-metadata; read the registry table.
-    let rows: Vec<(WorkspaceId, scribe_metadata::records::WorkspaceRecord)> = {
-        let tx = repo
-            .database()
-            .begin_read()
-            .map_err(|e| Failure::from(scribe_metadata::MetadataError::from(e)))?;
-        let t = tx
-            .open_table(scribe_metadata::tables::WORKSPACES)
-            .map_err(|e| Failure::from(scribe_metadata::MetadataError::from(e)))?;
-        let mut out = Vec::new();
-        for row in t
-            .range::<[u8; 16]>(..)
-            .map_err(|e| Failure::from(scribe_metadata::MetadataError::from(e)))?
-        {
-            let (k, v) = row.map_err(|e| Failure::from(scribe_metadata::MetadataError::from(e)))?;
-            out.push((
-                WorkspaceId(k.value()),
-                scribe_metadata::records::WorkspaceRecord::decode(v.value())
-                    .map_err(scribe_metadata::MetadataError::from)?,
-            ));
-        }
-        out
-    };
-    let mut workspaces = Vec::with_capacity(rows.len());
-    for (id, rec) in rows {
+    let mut workspaces = Vec::new();
+    for (id, rec) in repo.workspaces()? {
         workspaces.push(workspace_info(&repo, id, &rec)?);
     }
     Ok(m::WorkspaceList { workspaces })
@@ -373,10 +346,18 @@ fn object_put(svc: &Service, session: &mut Session, r: m::ObjectPut) -> R<m::Obj
                 complete: true,
             });
         }
+        session.upload = None;
+        let reservation = Reservation::take(svc.upload_budget(), r.total_len).ok_or_else(|| {
+            Failure::new(
+                ErrorCode::Busy,
+                "the server is buffering as many uploads as it may; retry shortly",
+            )
+        })?;
         let mut data = Vec::new();
         data.try_reserve_exact(r.total_len as usize)
             .map_err(|_| Failure::new(ErrorCode::Busy, "cannot buffer the object now"))?;
         session.upload = Some(Partial {
+            _reservation: reservation,
             repo: repo.id(),
             operation: r.operation,
             id: r.id,
@@ -515,22 +496,25 @@ fn submit(svc: &Service, r: m::Submit) -> R<m::Outcome> {
         Ok(bytes) => cs::ChangeSet::decode(&bytes)
             .map_err(|e| malformed(format!("change set {cs_object} does not decode: {e}")))?,
         Err(scribe_objects::StoreError::NotFound { .. }) => {
-            // A retry of a recorded operation does not need the object.
-            if let Some(o) = recorded_outcome(&repo, &r.operation)? {
-                return Ok(o);
+            // A retry of a recorded operation does not need the object:
+            // metadata replays it (checking the intent) before reading any
+            // entry, and records nothing new.
+            if repo.recorded_outcome(&r.operation)?.is_some() {
+                cs::ChangeSet::new(Vec::new())
+            } else {
+                // Not recorded: the client may upload it and resend.
+                return Ok(m::Outcome {
+                    change: 0,
+                    commit: None,
+                    code: ErrorCode::MissingObjects.number(),
+                    detail: format!("change set {cs_object} has not been uploaded"),
+                    paths: Vec::new(),
+                });
             }
-            // Not recorded: the client may upload it and resend.
-            return Ok(m::Outcome {
-                change: 0,
-                commit: None,
-                code: ErrorCode::MissingObjects.number(),
-                detail: format!("change set {cs_object} has not been uploaded"),
-                paths: Vec::new(),
-            });
         }
         Err(e) => return Err(e.into()),
     };
-    let outcome = repo.submit(Submission {
+    let submission = Submission {
         operation: r.operation,
         branch,
         workspace: r.workspace,
@@ -542,60 +526,18 @@ fn submit(svc: &Service, r: m::Submit) -> R<m::Outcome> {
         keep_locks: r.keep_locks,
         required_locks: Vec::new(),
         actor: None,
-    })?;
-    let is_mismatch = matches!(&outcome, Outcome::Rejected { code, .. } if *code == ErrorCode::OperationIntentMismatch);
-    if !is_mismatch {
-        // The outcome is final for this intent: release its pins.
-        pins::finish(&repo, r.operation)?;
-    }
+    };
+    let outcome = if svc.group_acceptance() {
+        svc.groups().submit(&repo, submission)?
+    } else {
+        repo.submit(submission)?
+    };
     Ok(wire_outcome(&outcome))
 }
 
 /// The recorded outcome of a submission's operation id.
-///
-/// INTERIM: `Repository::replay` is crate-private, so this reads the
-/// `operations` and `commits` tables directly.
 pub fn recorded_outcome(repo: &Repository, op: &OperationId) -> R<Option<m::Outcome>> {
-    let dberr = |e: redb::Error| Failure::from(scribe_metadata::MetadataError::Db(e));
-    let tx = repo.database().begin_read().map_err(|e| dberr(e.into()))?;
-    let ops = tx
-        .open_table(scribe_metadata::tables::OPERATIONS)
-        .map_err(|e| dberr(e.into()))?;
-    let Some(row) = ops.get(op.0).map_err(|e| dberr(e.into()))? else {
-        return Ok(None);
-    };
-    let rec = OperationRecord::decode(row.value()).map_err(scribe_metadata::MetadataError::from)?;
-    if rec.accepted_change != 0 {
-        let commits = tx
-            .open_table(scribe_metadata::tables::COMMITS)
-            .map_err(|e| dberr(e.into()))?;
-        let c = commits
-            .get(rec.accepted_change)
-            .map_err(|e| dberr(e.into()))?
-            .ok_or_else(|| {
-                Failure::new(
-                    ErrorCode::Corrupt,
-                    format!("operation {op} names absent change {}", rec.accepted_change),
-                )
-            })?;
-        let cr = CommitRecord::decode(c.value()).map_err(scribe_metadata::MetadataError::from)?;
-        return Ok(Some(m::Outcome {
-            change: rec.accepted_change,
-            commit: Some(cr.commit_id),
-            code: 0,
-            detail: String::new(),
-            paths: Vec::new(),
-        }));
-    }
-    let mut lines = rec.detail.split('\n');
-    let detail = lines.next().unwrap_or("").to_owned();
-    Ok(Some(m::Outcome {
-        change: 0,
-        commit: None,
-        code: rec.error_code,
-        detail,
-        paths: lines.map(str::to_owned).collect(),
-    }))
+    Ok(repo.recorded_outcome(op)?.as_ref().map(wire_outcome))
 }
 
 fn file_state(r: &FileRecord) -> m::FileState {

@@ -9,17 +9,19 @@
 //! | module | what |
 //! |---|---|
 //! | [`dispatch`] | the one mapping from wire messages to `scribe-metadata` / `scribe-objects` |
+//! | [`group`] | group acceptance of concurrent submissions to one repository |
 //! | [`stores`] | the object-store hooks metadata uses, backed by `scribe_objects::ObjectStore` |
 //! | [`pins`] | upload pins (atomic publication and upload lifecycle profile 1) |
 //! | [`upload`] | per-connection state of object uploads and downloads |
 
 pub mod dispatch;
+pub mod group;
 pub mod pins;
 pub mod stores;
 pub mod upload;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -72,43 +74,69 @@ pub struct Service {
     stores: StoreRegistry,
     started: Instant,
     connections: AtomicU32,
+    upload_budget: Arc<AtomicU64>,
+    groups: group::Groups,
+    group_acceptance: std::sync::atomic::AtomicBool,
 }
 
 impl Service {
     /// Open (and own) the data root at `dir`, serving repositories through
-    /// `scribe_objects::ObjectStore`. Unfinished upload-pin cleanups are
-    /// resumed here.
+    /// `scribe_objects::ObjectStore`.
     pub fn open(dir: impl AsRef<Path>) -> Result<Arc<Service>, OpenError> {
         let mut root = DataRoot::open(dir)?;
-        Ok(Self::over(&mut root).map(|stores| {
-            Arc::new(Service {
-                root,
-                stores,
-                started: Instant::now(),
-                connections: AtomicU32::new(0),
-            })
-        })?)
+        let stores = Self::over(&mut root)?;
+        Ok(Arc::new(Service::new(root, stores)))
     }
 
     /// Create a new data root at `dir` and serve it.
     pub fn create(dir: impl AsRef<Path>) -> Result<Arc<Service>, OpenError> {
         let mut root = DataRoot::create(dir)?;
         let stores = Self::over(&mut root)?;
-        Ok(Arc::new(Service {
+        Ok(Arc::new(Service::new(root, stores)))
+    }
+
+    fn new(root: DataRoot, stores: StoreRegistry) -> Service {
+        Service {
             root,
             stores,
             started: Instant::now(),
             connections: AtomicU32::new(0),
-        }))
+            upload_budget: Arc::new(AtomicU64::new(upload::DEFAULT_UPLOAD_BUDGET)),
+            groups: group::Groups::default(),
+            group_acceptance: std::sync::atomic::AtomicBool::new(true),
+        }
+    }
+
+    /// Bound the bytes all connections together buffer for uploads.
+    pub fn set_upload_budget(&self, bytes: u64) {
+        self.upload_budget.store(bytes, Ordering::Release);
+    }
+
+    /// The submission queues (group acceptance).
+    pub fn groups(&self) -> &group::Groups {
+        &self.groups
+    }
+
+    /// Accept concurrent submissions in groups (the default) or one by one.
+    pub fn set_group_acceptance(&self, on: bool) {
+        self.group_acceptance.store(on, Ordering::Relaxed);
+    }
+
+    pub fn group_acceptance(&self) -> bool {
+        self.group_acceptance.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn upload_budget(&self) -> &Arc<AtomicU64> {
+        &self.upload_budget
     }
 
     fn over(root: &mut DataRoot) -> Result<StoreRegistry, MetadataError> {
         let stores = StoreRegistry::default();
         root.set_objects_factory(stores.factory());
-        // Resume pin cleanups queued by final outcomes before a stop.
+        // Open every repository now: open-time recovery of its store and
+        // metadata (including queued pin cleanups) runs before serving.
         for info in root.list_repositories()? {
-            let repo = root.open_repository(info.id)?;
-            pins::resume_cleanup(&repo)?;
+            root.open_repository(info.id)?;
         }
         Ok(stores)
     }

@@ -3,7 +3,8 @@
 //!
 //! `DataRoot::create_repository` prepares `objects/` but does not create a
 //! store there yet; the factory creates one on first open when the
-//! directory holds no store descriptor (see `docs/server.md`).
+//! directory holds no store descriptor, clearing what an interrupted
+//! creation left (see `docs/server.md`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -81,6 +82,17 @@ pub fn open_or_create(dir: &Path) -> Result<ObjectStore, StoreError> {
     let interim = dir.join("interim");
     if interim.is_dir() {
         let _ = std::fs::remove_dir(&interim);
+    }
+    // `ObjectStore::create` writes its descriptor last: without one, an
+    // interrupted creation left files that never held an object.
+    let io = |path: std::path::PathBuf| move |source| StoreError::Io { path, source };
+    for sub in ["locator.redb", "packs", "loose", "staging"] {
+        let p = dir.join(sub);
+        if p.is_dir() {
+            std::fs::remove_dir_all(&p).map_err(io(p.clone()))?;
+        } else if p.exists() {
+            std::fs::remove_file(&p).map_err(io(p.clone()))?;
+        }
     }
     ObjectStore::create(dir, StoreOptions::default())
 }

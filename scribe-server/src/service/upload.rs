@@ -6,6 +6,7 @@
 //! an unfinished one. Downloads keep the last verified object so reading
 //! it in 4 MiB ranges verifies it once.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use scribe_format::limits::MAX_CHUNK_BYTES;
@@ -22,8 +23,39 @@ pub fn max_object_bytes(kind: ObjectKind) -> u64 {
     }
 }
 
+/// Default bound on the bytes all connections together may buffer for
+/// uploads in progress.
+pub const DEFAULT_UPLOAD_BUDGET: u64 = 1 << 30;
+
+/// Bytes reserved from the service-wide upload budget; returned on drop.
+pub(crate) struct Reservation {
+    pool: Arc<AtomicU64>,
+    bytes: u64,
+}
+
+impl Reservation {
+    /// Take `bytes` from `pool` (the bytes still available), if there are enough.
+    pub fn take(pool: &Arc<AtomicU64>, bytes: u64) -> Option<Reservation> {
+        pool.fetch_update(Ordering::AcqRel, Ordering::Acquire, |free| {
+            free.checked_sub(bytes)
+        })
+        .ok()
+        .map(|_| Reservation {
+            pool: pool.clone(),
+            bytes,
+        })
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.pool.fetch_add(self.bytes, Ordering::AcqRel);
+    }
+}
+
 /// An object being received.
 pub(crate) struct Partial {
+    pub _reservation: Reservation,
     pub repo: RepositoryId,
     pub operation: OperationId,
     pub id: ObjectId,

@@ -223,3 +223,37 @@ fn many_clients_submit_and_lock_concurrently() {
         .unwrap();
     assert!(doctor.is_clean(), "{:?}", doctor.problems);
 }
+
+#[test]
+fn a_retry_racing_its_original_gets_the_same_outcome() {
+    let env = Env::new(Transport::Tcp);
+    let url = env.server.as_ref().unwrap().url();
+    let ws = WorkspaceId([1; 16]);
+    let mut c = env.client();
+    register(&mut c, ws);
+    let op = OperationId([8; 16]);
+    let ch = change(&[("race.txt", Some(b"race"), 0)]);
+    c.upload_missing(
+        REPO,
+        ws,
+        op,
+        ch.objects.iter().map(|(id, b)| (*id, b.as_slice())),
+    )
+    .unwrap();
+    // Several connections send the same submission at once.
+    let threads: Vec<_> = (0..6)
+        .map(|_| {
+            let url = url.clone();
+            let id = ch.id;
+            std::thread::spawn(move || {
+                let mut c = scribe_server::connect(&url, &Default::default()).unwrap();
+                c.submit(submit_req(ws, op, id, "race")).unwrap()
+            })
+        })
+        .collect();
+    let outcomes: Vec<m::Outcome> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let n = accepted(&outcomes[0]);
+    assert!(outcomes.iter().all(|o| *o == outcomes[0]), "{outcomes:?}");
+    assert_eq!(c.repo_list().unwrap()[0].head, n);
+    assert_eq!(n, 1);
+}

@@ -101,3 +101,93 @@ fn a_missing_data_root_is_a_readable_error() {
     .unwrap();
     assert!(matches!(e, ClientError::Open(_)), "{e:?}");
 }
+
+#[test]
+fn an_interrupted_object_store_creation_is_redone_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let id = {
+        let svc = Service::create(&data).unwrap();
+        scribe_server::service::dispatch::repo_create(&svc, REPO)
+            .unwrap()
+            .id
+    };
+    // As if creation stopped before the store's descriptor was written.
+    let objects = data.join("repos").join(id.to_hex()).join("objects");
+    std::fs::remove_file(objects.join("SCRIBE_FORMAT")).unwrap();
+    assert!(objects.join("locator.redb").exists());
+    let mut c = connect(data.to_str().unwrap(), &ClientOptions::default()).unwrap();
+    let ws = WorkspaceId([1; 16]);
+    register(&mut c, ws);
+    accepted(&upload_and_submit(
+        &mut c,
+        ws,
+        OperationId([1; 16]),
+        &change(&[("a", Some(b"a"), 0)]),
+        "m",
+    ));
+    assert!(objects.join("SCRIBE_FORMAT").exists());
+}
+
+#[test]
+fn compaction_keeps_accepted_and_actively_pinned_objects_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let accepted_ch = change(&[("kept.txt", Some(b"kept"), 0)]);
+    let pinned = file(b"pinned upload in progress");
+    let dropped = file(b"upload of a retired workspace");
+    {
+        let svc = Service::create(&data).unwrap();
+        scribe_server::service::dispatch::repo_create(&svc, REPO).unwrap();
+        let mut c = scribe_server::Client::in_process(svc);
+        let (a, b, r) = (
+            WorkspaceId([1; 16]),
+            WorkspaceId([2; 16]),
+            WorkspaceId([3; 16]),
+        );
+        for ws in [a, b, r] {
+            register(&mut c, ws);
+        }
+        accepted(&upload_and_submit(
+            &mut c,
+            a,
+            OperationId([1; 16]),
+            &accepted_ch,
+            "kept",
+        ));
+        let send = |c: &mut scribe_server::Client, ws, op, f: &File| {
+            c.upload_missing(
+                REPO,
+                ws,
+                op,
+                f.objects.iter().map(|(id, b)| (*id, b.as_slice())),
+            )
+            .unwrap();
+        };
+        send(&mut c, b, OperationId([2; 16]), &pinned);
+        send(&mut c, r, OperationId([3; 16]), &dropped);
+        c.workspace_retire(REPO, r).unwrap();
+    }
+    let report = scribe_server::admin::compact_objects(&data, None, &Default::default()).unwrap();
+    assert!(report.is_clean());
+    let mut c = connect(data.to_str().unwrap(), &ClientOptions::default()).unwrap();
+    let ids = |objs: &[(scribe_format::ObjectId, Vec<u8>)]| {
+        objs.iter().map(|(id, _)| *id).collect::<Vec<_>>()
+    };
+    assert!(c
+        .objects_missing(REPO, &ids(&accepted_ch.objects))
+        .unwrap()
+        .is_empty());
+    assert!(c
+        .objects_missing(REPO, &ids(&pinned.objects))
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        c.objects_missing(REPO, &ids(&dropped.objects)).unwrap(),
+        ids(&dropped.objects)
+    );
+    drop(c);
+    assert!(scribe_server::admin::doctor(&data, Some(REPO))
+        .unwrap()
+        .is_clean());
+}

@@ -328,3 +328,31 @@ fn request_ids_over_the_limit_are_refused() {
     assert_eq!(r.unwrap_err().code(), ErrorCode::LimitExceeded);
     assert_eq!(c.status().unwrap().repositories, 1);
 }
+
+#[test]
+fn connections_over_the_limit_get_busy_and_others_continue() {
+    let opts = scribe_server::ListenOptions {
+        max_connections: 1,
+        ..Default::default()
+    };
+    let env = Env::with_options(Transport::Tcp, opts);
+    let mut first = env.client();
+    assert_eq!(first.status().unwrap().connections, 1);
+    let mut second = env.client();
+    assert_eq!(second.status().unwrap_err().code(), ErrorCode::Busy);
+    // The admitted client is unaffected; after it leaves, a slot frees up.
+    assert_eq!(first.repo_list().unwrap().len(), 1);
+    drop(first);
+    let mut third = loop {
+        let mut c = env.client();
+        match c.status() {
+            Ok(_) => break c,
+            // The first connection's slot is released when its task ends.
+            Err(e) if e.code() == ErrorCode::Busy => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert_eq!(third.repo_list().unwrap().len(), 1);
+}

@@ -120,11 +120,16 @@ fn objects_move_both_ways_in_bounded_pieces() {
         // Pins were written for both objects under the operation.
         let repo = env.service.root().open_repository_by_name(REPO).unwrap();
         assert_eq!(pins::count(&repo, ws, op).unwrap(), 2);
+        assert_eq!(pins::active(&repo).unwrap().len(), 2);
         let absent = ObjectId::chunk(scribe_format::ChunkId::of(b"absent"));
         assert_eq!(
             code(c.download(REPO, absent).unwrap_err()),
             ErrorCode::NotFound
         );
+        // Retirement makes the workspace's pins inactive.
+        register(&mut c, ws);
+        c.workspace_retire(REPO, ws).unwrap();
+        assert!(pins::active(&repo).unwrap().is_empty());
     });
 }
 
@@ -187,6 +192,10 @@ fn submit_answers_and_retries_return_the_recorded_outcome() {
         let again = c.submit(submit_req(ws, op, ch.id, "first")).unwrap();
         assert_eq!(again, o);
         assert_eq!(c.operation_outcome(REPO, op).unwrap(), Some(o.clone()));
+        // Same id, a change set never uploaded: still the recorded intent check.
+        let never = change(&[("never.txt", Some(b"never"), 0)]);
+        let r = c.submit(submit_req(ws, op, never.id, "first")).unwrap();
+        assert_eq!(r.code, ErrorCode::OperationIntentMismatch.number());
         // Same id, another intent.
         let other = c
             .submit(submit_req(ws, op, ch.id, "another message"))
@@ -196,6 +205,17 @@ fn submit_answers_and_retries_return_the_recorded_outcome() {
         // The final outcome released the intent's pins.
         let repo = env.service.root().open_repository_by_name(REPO).unwrap();
         assert_eq!(pins::count(&repo, ws, op).unwrap(), 0);
+        // A finished intent cannot pin again.
+        let late = c.upload_missing(
+            REPO,
+            ws,
+            op,
+            std::iter::once((
+                ObjectId::chunk(scribe_format::ChunkId::of(b"late")),
+                &b"late"[..],
+            )),
+        );
+        assert_eq!(late.unwrap_err().code(), ErrorCode::AlreadyExists);
         // A stale base is refused and recorded.
         let op2 = OperationId([10; 16]);
         let stale = change(&[("readme.txt", Some(b"ho"), n + 5)]);
@@ -550,4 +570,35 @@ fn lz4_frames_carry_the_same_operations() {
         .find(|(id, _)| id.kind == ObjectKind::Chunk)
         .unwrap();
     assert_eq!(c.download(REPO, manifest.0).unwrap(), text);
+}
+
+#[test]
+fn uploads_beyond_the_service_budget_are_refused_busy() {
+    both(|env| {
+        env.service.set_upload_budget(1 << 20);
+        let mut c = env.client();
+        let ws = WorkspaceId([1; 16]);
+        let big = vec![7u8; 2 << 20];
+        let f = file(&big);
+        let e = c
+            .upload_missing(
+                REPO,
+                ws,
+                OperationId([1; 16]),
+                f.objects.iter().map(|(id, b)| (*id, b.as_slice())),
+            )
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Busy);
+        // Small objects still go through, and the budget is returned after each.
+        for i in 0..4u8 {
+            let small = file(&[i; 300 << 10]);
+            c.upload_missing(
+                REPO,
+                ws,
+                OperationId([2; 16]),
+                small.objects.iter().map(|(id, b)| (*id, b.as_slice())),
+            )
+            .unwrap();
+        }
+    });
 }

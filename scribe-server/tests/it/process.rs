@@ -29,6 +29,10 @@ struct Served {
 
 /// Start `serve` and wait until it has written its runtime files.
 fn serve(data: &Path, runtime: &Path) -> Served {
+    serve_with(data, runtime, &[])
+}
+
+fn serve_with(data: &Path, runtime: &Path, extra: &[&str]) -> Served {
     let child = bin()
         .args([
             "serve",
@@ -39,6 +43,7 @@ fn serve(data: &Path, runtime: &Path) -> Served {
             "--runtime-dir",
         ])
         .arg(runtime)
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -64,10 +69,14 @@ fn serve(data: &Path, runtime: &Path) -> Served {
     }
 }
 
-fn sigterm(child: &Child) {
-    // SAFETY: kill(2) with a pid we spawned and still own.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+fn signal(child: &Child, sig: libc::c_int) {
+    // SAFETY: kill(2) with a pid we spawned and have not yet waited for.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, sig) };
     assert_eq!(rc, 0);
+}
+
+fn sigterm(child: &Child) {
+    signal(child, libc::SIGTERM)
 }
 
 #[test]
@@ -195,4 +204,71 @@ fn usage_errors_exit_2_and_failures_exit_1() {
         "{}",
         text(&out.stderr)
     );
+    // A port in use is a failure, not a usage error, and leaves no runtime files.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let runtime = dir.path().join("run");
+    let out = bin()
+        .args([
+            "serve",
+            "--data",
+            data.to_str().unwrap(),
+            "--listen",
+            &addr,
+            "--runtime-dir",
+        ])
+        .arg(&runtime)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("cannot listen"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!runtime.join("listen").exists());
+}
+
+#[test]
+fn serve_speaks_tls_with_cert_and_key_and_stops_on_sigint() {
+    let pki = super::tls::ca_and_server();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    assert!(run(&["init", "--data", data.to_str().unwrap()])
+        .status
+        .success());
+    let cert = pki.path("server.pem");
+    let key = pki.path("server.key");
+    let mut s = serve_with(
+        &data,
+        &dir.path().join("run"),
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    let opts = ClientOptions {
+        ca_file: Some(pki.path("ca.pem")),
+        ..Default::default()
+    };
+    let mut c = connect(&format!("scribes://{}", s.addr), &opts).unwrap();
+    c.repo_create(REPO).unwrap();
+    assert_eq!(c.repo_list().unwrap().len(), 1);
+    drop(c);
+    signal(&s.child, libc::SIGINT);
+    assert!(s.child.wait().unwrap().success());
+    assert!(!s.runtime.join("listen").exists());
+    // --tls-cert without --tls-key is a usage error.
+    let out = run(&[
+        "serve",
+        "--data",
+        data.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        "x",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
 }

@@ -5,17 +5,17 @@ use std::sync::Arc;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
 use scribe_server::{connect, ClientOptions, ListenOptions, ServerHandle, Service};
 
-struct Pki {
+pub struct Pki {
     dir: tempfile::TempDir,
 }
 
 impl Pki {
-    fn path(&self, name: &str) -> std::path::PathBuf {
+    pub fn path(&self, name: &str) -> std::path::PathBuf {
         self.dir.path().join(name)
     }
 }
 
-fn ca_and_server() -> Pki {
+pub fn ca_and_server() -> Pki {
     let dir = tempfile::tempdir().unwrap();
     let ca_key = KeyPair::generate().unwrap();
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();

@@ -1,0 +1,134 @@
+//! Group acceptance: concurrent submissions to one repository share
+//! acceptance transactions.
+//!
+//! Each submission takes a ticket and joins the repository's queue. One
+//! waiting thread at a time leads: it takes the oldest (at most
+//! [`GROUP_MAX`]) queued submissions, hands them to
+//! `Repository::submit_group` (one Immediate transaction for up to eight
+//! buffered members; large ones are streamed individually), posts each
+//! outcome under its ticket and wakes the others. Every member keeps its
+//! own change number, envelope and recorded outcome. A lone submission is
+//! accepted at once, exactly as `Repository::submit` would.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex};
+
+use scribe_format::{ErrorCode, RepositoryId};
+use scribe_metadata::accept::{Outcome, Submission};
+use scribe_metadata::Repository;
+
+use super::Failure;
+
+/// Most submissions handed to one `submit_group` call.
+pub const GROUP_MAX: usize = 8;
+
+#[derive(Default)]
+struct State {
+    next_ticket: u64,
+    pending: VecDeque<(u64, Submission)>,
+    results: HashMap<u64, Result<Outcome, Failure>>,
+    leading: bool,
+}
+
+/// One repository's queue.
+#[derive(Default)]
+struct Queue {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+/// The queues of every repository.
+#[derive(Default)]
+pub struct Groups {
+    queues: Mutex<HashMap<RepositoryId, Arc<Queue>>>,
+}
+
+fn poisoned() -> Failure {
+    Failure::new(ErrorCode::Internal, "submission queue poisoned")
+}
+
+impl Groups {
+    /// Accept or refuse `s`, possibly together with concurrent submissions.
+    pub fn submit(&self, repo: &Repository, s: Submission) -> Result<Outcome, Failure> {
+        let queue = {
+            let mut q = self.queues.lock().map_err(|_| poisoned())?;
+            q.entry(repo.id()).or_default().clone()
+        };
+        let mut st = queue.state.lock().map_err(|_| poisoned())?;
+        let ticket = st.next_ticket;
+        st.next_ticket += 1;
+        st.pending.push_back((ticket, s));
+        loop {
+            if let Some(r) = st.results.remove(&ticket) {
+                return r;
+            }
+            if !st.leading {
+                st.leading = true;
+                // The oldest submissions, at most one per operation id (a
+                // retry racing its original waits for the next group and
+                // then gets the recorded outcome).
+                let mut batch: Vec<(u64, Submission)> = Vec::new();
+                let mut rest = VecDeque::new();
+                while let Some((t, s)) = st.pending.pop_front() {
+                    if batch.len() < GROUP_MAX
+                        && !batch.iter().any(|(_, b)| b.operation == s.operation)
+                    {
+                        batch.push((t, s));
+                    } else {
+                        rest.push_back((t, s));
+                    }
+                }
+                st.pending = rest;
+                drop(st);
+                let (tickets, subs): (Vec<u64>, Vec<Submission>) = batch.into_iter().unzip();
+                // A panic must not leave the queue without a leader.
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    if subs.len() == 1 {
+                        subs.into_iter()
+                            .next()
+                            .map(|s| repo.submit(s).map(|o| vec![o]))
+                            .unwrap_or_else(|| Ok(Vec::new()))
+                    } else {
+                        repo.submit_group(subs)
+                    }
+                }))
+                .unwrap_or_else(|_| {
+                    Err(scribe_metadata::MetadataError::Gate(
+                        "acceptance panicked".into(),
+                    ))
+                });
+                st = queue.state.lock().map_err(|_| poisoned())?;
+                match outcome {
+                    Ok(outcomes) if outcomes.len() == tickets.len() => {
+                        for (t, o) in tickets.into_iter().zip(outcomes) {
+                            st.results.insert(t, Ok(o));
+                        }
+                    }
+                    Ok(outcomes) => {
+                        let f = Failure::new(
+                            ErrorCode::Internal,
+                            format!(
+                                "a group of {} submissions returned {} outcomes",
+                                tickets.len(),
+                                outcomes.len()
+                            ),
+                        );
+                        for t in tickets {
+                            st.results.insert(t, Err(f.clone()));
+                        }
+                    }
+                    Err(e) => {
+                        let f = Failure::from(e);
+                        for t in tickets {
+                            st.results.insert(t, Err(f.clone()));
+                        }
+                    }
+                }
+                st.leading = false;
+                queue.wake.notify_all();
+                continue;
+            }
+            st = queue.wake.wait(st).map_err(|_| poisoned())?;
+        }
+    }
+}
