@@ -28,8 +28,9 @@ impl Drop for ServerProcess {
     }
 }
 
-/// `target/debug/scribe-server`, built once if this test run lacks it
-/// (`CARGO_BIN_EXE_*` exists only for the crate's own binaries).
+/// `target/debug/scribe-server`, brought up to date once per test run
+/// (`CARGO_BIN_EXE_*` exists only for the crate's own binaries, and a
+/// dev-dependency builds only the library).
 fn server_binary() -> PathBuf {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BIN.get_or_init(|| {
@@ -37,14 +38,19 @@ fn server_binary() -> PathBuf {
         // target/debug/deps/main-xxxx -> target/debug/scribe-server
         let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
         let bin = dir.join(format!("scribe-server{}", std::env::consts::EXE_SUFFIX));
-        if !bin.exists() {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let st = Command::new(cargo)
-                .args(["build", "-p", "scribe-server", "--bin", "scribe-server"])
-                .status()
-                .expect("cargo runs");
-            assert!(st.success(), "building scribe-server failed");
-        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let built = Command::new(cargo)
+            .args([
+                "build",
+                "-q",
+                "-p",
+                "scribe-server",
+                "--bin",
+                "scribe-server",
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(built || bin.exists(), "building scribe-server failed");
         assert!(bin.exists(), "{} is missing", bin.display());
         bin
     })
