@@ -293,6 +293,23 @@ fn refusals_and_usage(t: Transport) {
     assert_eq!(r.code, Some(1));
     assert!(r.stderr.contains("Error[not_a_workspace]"), "{}", r.stderr);
     assert!(r.stderr.contains("Hint:"), "{}", r.stderr);
+    // A collision that reaches submit (reconcile opens without checking)
+    // is refused there, before anything is uploaded.
+    std::fs::remove_file(a.join("art/hero.PSD")).unwrap();
+    env.scribe(&a, &["submit", "-m", "hero"]).ok();
+    write(&a, "ART/HERO.psd", b"3");
+    env.scribe(&a, &["reconcile"]).ok();
+    let r = env.scribe(&a, &["submit", "-m", "collide"]);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("Error[path_collision]"), "{}", r.stderr);
+    assert!(r.stderr.contains("ART/HERO.psd"), "{}", r.stderr);
+    let log = env.scribe(&a, &["log", "--json"]);
+    assert_eq!(
+        log.stdout.matches("\"change\":").count(),
+        1,
+        "{}",
+        log.stdout
+    );
     let r = env.scribe(&a, &["edit", "nope.txt"]);
     assert_eq!(r.code, Some(1));
     assert!(r.stderr.contains("Error[not_present]"), "{}", r.stderr);
