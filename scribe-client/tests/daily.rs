@@ -124,6 +124,13 @@ fn exchange(t: Transport) {
 }
 both!(exchange);
 
+/// The same loop over TLS (`scribes://`).
+#[test]
+fn exchange_over_tls() {
+    exchange(Transport::Tls);
+    stale_base_refused_then_resolved(Transport::Tls);
+}
+
 /// The same loop against the real `scribe-server serve` process.
 #[test]
 fn exchange_with_the_server_binary() {
