@@ -252,6 +252,7 @@ fn run(cli: Cli) -> CliResult {
                     view,
                     label,
                     readonly,
+                    author: None,
                 },
             )
             .map(|_| ()),

@@ -37,7 +37,12 @@ pub fn connect(url: &str, create: bool) -> CliResult<Client> {
             return Ok(Client::in_process(svc));
         }
     }
-    Ok(scribe_server::connect(url, &ClientOptions::default())?)
+    let opts = ClientOptions {
+        // The CA trusted for `scribes://` (the binary may read the environment).
+        ca_file: std::env::var_os("SCRIBE_CA_FILE").map(std::path::PathBuf::from),
+        ..ClientOptions::default()
+    };
+    Ok(scribe_server::connect(url, &opts)?)
 }
 
 /// Make a path URL absolute so a workspace can use it from any directory.

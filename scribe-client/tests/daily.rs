@@ -108,8 +108,28 @@ fn exchange(t: Transport) {
     assert_eq!(h.stdout.lines().count(), 2, "{}", h.stdout);
     let st = env.scribe(&a, &["status"]);
     assert!(st.stdout.contains("Nothing opened"), "{}", st.stdout);
+
+    // Back to change 1 and forward again.
+    env.scribe(&a, &["sync", "1"]).ok();
+    assert_eq!(read(&a, "art/hero.psd"), noise(3 << 20, 1));
+    assert_eq!(read(&a, "empty.cfg"), b"");
+    assert_eq!(read(&a, "old/name.txt"), b"moving");
+    assert!(!a.join("new/place/name.txt").exists());
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(st.stdout.starts_with("{\"change\":1,"), "{}", st.stdout);
+    assert!(st.stdout.contains("\"unopened\":[]"), "{}", st.stdout);
+    env.scribe(&a, &["sync"]).ok();
+    assert_eq!(read(&a, "art/hero.psd"), hero);
+    assert!(!a.join("old/name.txt").exists());
 }
 both!(exchange);
+
+/// The same loop over TLS (`scribes://`).
+#[test]
+fn exchange_over_tls() {
+    exchange(Transport::Tls);
+    stale_base_refused_then_resolved(Transport::Tls);
+}
 
 /// The same loop against the real `scribe-server serve` process.
 #[test]
@@ -280,6 +300,23 @@ fn refusals_and_usage(t: Transport) {
     assert_eq!(r.code, Some(1));
     assert!(r.stderr.contains("Error[not_a_workspace]"), "{}", r.stderr);
     assert!(r.stderr.contains("Hint:"), "{}", r.stderr);
+    // A collision that reaches submit (reconcile opens without checking)
+    // is refused there, before anything is uploaded.
+    std::fs::remove_file(a.join("art/hero.PSD")).unwrap();
+    env.scribe(&a, &["submit", "-m", "hero"]).ok();
+    write(&a, "ART/HERO.psd", b"3");
+    env.scribe(&a, &["reconcile"]).ok();
+    let r = env.scribe(&a, &["submit", "-m", "collide"]);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("Error[path_collision]"), "{}", r.stderr);
+    assert!(r.stderr.contains("ART/HERO.psd"), "{}", r.stderr);
+    let log = env.scribe(&a, &["log", "--json"]);
+    assert_eq!(
+        log.stdout.matches("\"change\":").count(),
+        1,
+        "{}",
+        log.stdout
+    );
     let r = env.scribe(&a, &["edit", "nope.txt"]);
     assert_eq!(r.code, Some(1));
     assert!(r.stderr.contains("Error[not_present]"), "{}", r.stderr);

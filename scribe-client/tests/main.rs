@@ -6,4 +6,5 @@ mod crash;
 mod daily;
 mod debug_path;
 mod help;
+mod quickstart;
 mod views;

@@ -16,6 +16,28 @@ pub enum Transport {
     Path,
     /// The real `scribe-server serve` binary on 127.0.0.1.
     Binary,
+    /// The in-process listener over TLS (`scribes://localhost:PORT`),
+    /// trusted through `SCRIBE_CA_FILE`.
+    Tls,
+}
+
+/// A CA and a server certificate for localhost/127.0.0.1 in `dir`.
+fn make_pki(dir: &Path) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
+    let ca_key = KeyPair::generate().expect("key");
+    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "scribe client test CA");
+    let ca_cert = ca.self_signed(&ca_key).expect("CA");
+    let key = KeyPair::generate().expect("key");
+    let mut leaf = CertificateParams::new(vec!["localhost".to_string()]).expect("params");
+    leaf.subject_alt_names
+        .push(SanType::IpAddress(std::net::IpAddr::from([127, 0, 0, 1])));
+    let cert = leaf.signed_by(&key, &ca_cert, &ca_key).expect("leaf");
+    std::fs::write(dir.join("ca.pem"), ca_cert.pem()).expect("write");
+    std::fs::write(dir.join("server.pem"), cert.pem()).expect("write");
+    std::fs::write(dir.join("server.key"), key.serialize_pem()).expect("write");
 }
 
 /// A spawned `scribe-server` process, killed on drop.
@@ -28,8 +50,9 @@ impl Drop for ServerProcess {
     }
 }
 
-/// `target/debug/scribe-server`, built once if this test run lacks it
-/// (`CARGO_BIN_EXE_*` exists only for the crate's own binaries).
+/// `target/debug/scribe-server`, brought up to date once per test run
+/// (`CARGO_BIN_EXE_*` exists only for the crate's own binaries, and a
+/// dev-dependency builds only the library).
 fn server_binary() -> PathBuf {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BIN.get_or_init(|| {
@@ -37,14 +60,19 @@ fn server_binary() -> PathBuf {
         // target/debug/deps/main-xxxx -> target/debug/scribe-server
         let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
         let bin = dir.join(format!("scribe-server{}", std::env::consts::EXE_SUFFIX));
-        if !bin.exists() {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let st = Command::new(cargo)
-                .args(["build", "-p", "scribe-server", "--bin", "scribe-server"])
-                .status()
-                .expect("cargo runs");
-            assert!(st.success(), "building scribe-server failed");
-        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let built = Command::new(cargo)
+            .args([
+                "build",
+                "-q",
+                "-p",
+                "scribe-server",
+                "--bin",
+                "scribe-server",
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(built || bin.exists(), "building scribe-server failed");
         assert!(bin.exists(), "{} is missing", bin.display());
         bin
     })
@@ -151,6 +179,24 @@ impl Env {
                 drop(Service::create(&root).expect("data root"));
                 (None, None, root.display().to_string())
             }
+            Transport::Tls => {
+                let pki = tmp.path().join("pki");
+                std::fs::create_dir_all(&pki).expect("pki dir");
+                make_pki(&pki);
+                let cfg = scribe_server::tls::server_config(
+                    &pki.join("server.pem"),
+                    &pki.join("server.key"),
+                )
+                .expect("tls config");
+                let svc = Service::create(&root).expect("data root");
+                let opts = ListenOptions {
+                    tls: Some(cfg),
+                    ..Default::default()
+                };
+                let h = ServerHandle::start(svc, "127.0.0.1:0", opts).expect("listener");
+                let url = format!("scribes://localhost:{}", h.addr().port());
+                (Some(h), None, url)
+            }
             Transport::Binary => {
                 let runtime = tmp.path().join("run");
                 std::fs::create_dir_all(&runtime).expect("runtime dir");
@@ -192,6 +238,7 @@ impl Env {
             .current_dir(dir)
             .env("HOME", self.tmp.path())
             .env("SCRIBE_AUTHOR", author)
+            .env("SCRIBE_CA_FILE", self.tmp.path().join("pki/ca.pem"))
             .env_remove("SCRIBE_TEST_CRASH_AT")
             .env_remove("SCRIBE_TEST_SLOW_MS");
         c

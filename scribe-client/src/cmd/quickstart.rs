@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::cmd::{files, locks, submit, sync, workspace};
-use crate::ctx::{self, Ctx};
+use crate::ctx::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::out::{size, Timer};
 
@@ -108,6 +108,7 @@ pub fn run(ctx: &Ctx, dir: Option<PathBuf>) -> CliResult {
         || crate::cmd::repo::create(ctx, "demo", &url),
     )?;
     let create = |d: &Path| workspace::CreateArgs {
+        author: d.file_name().and_then(|n| n.to_str()).map(str::to_string),
         dir: d.to_path_buf(),
         server: url.clone(),
         repo: "demo".into(),
@@ -200,7 +201,10 @@ pub fn run(ctx: &Ctx, dir: Option<PathBuf>) -> CliResult {
     step(&mut n, "scribe status (in Bob's workspace)", || {
         files::status(&b)
     })?;
-    let _ = ctx::author;
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "scribe".into());
+    println!("\n(`scribe` below is {exe})");
     println!(
         "\nDone in {:.2} s. Continue by hand:\n\n  cd {}\n  scribe status\n  echo hello > notes.txt && scribe add notes.txt && scribe submit -m \"notes\"\n  cd {} && scribe sync && scribe log\n  scribe locks; scribe history art/characters/hero.psd; scribe recovery list\n\nThe data root is {} (used in-process: a path as --server).",
         total.secs(),

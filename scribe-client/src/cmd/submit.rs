@@ -74,8 +74,8 @@ pub fn submit(ctx: &Ctx, o: &Open, remote: &Remote, a: SubmitArgs) -> CliResult<
             op.to_hex(),
             pending.message
         ));
-        let (objects, bytes) = upload(o, remote, &op, &pending)?;
-        let change = send(o, remote, &op, &pending)?;
+        let (objects, bytes) = upload(ctx, o, remote, &op, &pending)?;
+        let change = send(ctx, o, remote, &op, &pending)?;
         return Ok(Submitted {
             change,
             files: ChangeSet::decode(&pending.change_set)?.entries.len(),
@@ -287,9 +287,9 @@ pub fn submit(ctx: &Ctx, o: &Open, remote: &Remote, a: SubmitArgs) -> CliResult<
         tx.commit()?;
     }
     crash_point("submit-after-pending");
-    let (objects, bytes) = upload(o, remote, &op, &pending)?;
+    let (objects, bytes) = upload(ctx, o, remote, &op, &pending)?;
     crash_point("submit-after-upload");
-    let change = send(o, remote, &op, &pending)?;
+    let change = send(ctx, o, remote, &op, &pending)?;
     Ok(Submitted {
         change,
         files: set.entries.len(),
@@ -302,6 +302,7 @@ pub fn submit(ctx: &Ctx, o: &Open, remote: &Remote, a: SubmitArgs) -> CliResult<
 /// Send every object of the candidate the server lacks: chunks, then
 /// manifests, then the change set.
 fn upload(
+    ctx: &Ctx,
     o: &Open,
     remote: &Remote,
     op: &OperationId,
@@ -335,6 +336,12 @@ fn upload(
     let mut bytes = 0u64;
     let mut n = 0;
     let ws_id = o.meta.workspace_id;
+    let bar = ctx.out.bytes_bar(missing.len() as u64, "upload");
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg:10} [{bar:30}] {pos}/{len} objects {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
     for id in all.iter().filter(|id| missing.contains(id)) {
         let data = if *id == cs {
             p.change_set.clone()
@@ -344,12 +351,20 @@ fn upload(
         remote.with(|c| c.put_object(&repo, ws_id, *op, *id, &data))?;
         bytes += data.len() as u64;
         n += 1;
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     Ok((n, bytes))
 }
 
 /// Submit (or replay) the candidate and settle its outcome locally.
-fn send(o: &Open, remote: &Remote, op: &OperationId, p: &PendingSubmit) -> CliResult<u64> {
+fn send(
+    ctx: &Ctx,
+    o: &Open,
+    remote: &Remote,
+    op: &OperationId,
+    p: &PendingSubmit,
+) -> CliResult<u64> {
     let repo = o.meta.repository_name.clone();
     let req = m::Submit {
         repo: repo.clone(),
@@ -364,7 +379,7 @@ fn send(o: &Open, remote: &Remote, op: &OperationId, p: &PendingSubmit) -> CliRe
     };
     let mut outcome = remote.with(|c| c.submit(req.clone()))?;
     if outcome.code == ErrorCode::MissingObjects.number() {
-        upload(o, remote, op, p)?;
+        upload(ctx, o, remote, op, p)?;
         outcome = remote.with(|c| c.submit(req.clone()))?;
     }
     crash_point("submit-after-reply");

@@ -127,12 +127,35 @@ pub fn run_sync(ctx: &Ctx, o: &Open, remote: &Remote, change: u64) -> CliResult<
         }
     }
     let meta = o.ws.meta()?;
-    let (target, entries) = delta_all(remote, meta.branch_id, meta.synced, change)?;
-    let plan: Vec<(String, Option<BaselineRecord>)> = entries
-        .iter()
-        .filter(|e| in_view(&meta.view, &e.path))
-        .map(|e| (e.path.clone(), target_of(o, e)))
-        .collect();
+    let (target, plan) = if change != 0 && change < meta.synced {
+        // Backward: the paths changed in (change, synced], each at its
+        // state in `change`.
+        let (_, entries) = delta_all(remote, meta.branch_id, change, meta.synced)?;
+        let mut plan = Vec::new();
+        for e in entries.iter().filter(|e| in_view(&meta.view, &e.path)) {
+            let repo = remote.repo.clone();
+            let path = e.path.clone();
+            let st = remote.with(|c| {
+                c.stat(m::Stat {
+                    repo,
+                    branch: meta.branch_id,
+                    change,
+                    path,
+                })
+            })?;
+            let t = st.entry.as_ref().and_then(|old| target_of(o, old));
+            plan.push((e.path.clone(), t));
+        }
+        (change, plan)
+    } else {
+        let (target, entries) = delta_all(remote, meta.branch_id, meta.synced, change)?;
+        let plan: Vec<(String, Option<BaselineRecord>)> = entries
+            .iter()
+            .filter(|e| in_view(&meta.view, &e.path))
+            .map(|e| (e.path.clone(), target_of(o, e)))
+            .collect();
+        (target, plan)
+    };
     sync::begin(&o.ws, target, &plan)?;
     crash_point("sync-after-plan");
     let r = apply(ctx, o, remote)?;

@@ -21,6 +21,8 @@ pub struct CreateArgs {
     pub view: Vec<String>,
     pub label: Option<String>,
     pub readonly: bool,
+    /// The author recorded on submissions and locks (default: $SCRIBE_AUTHOR, $USER).
+    pub author: Option<String>,
 }
 
 /// Register a workspace and sync the branch head into `dir`.
@@ -66,7 +68,7 @@ pub fn create(ctx: &Ctx, a: CreateArgs) -> CliResult<std::path::PathBuf> {
         incarnation: info.1.incarnation,
         repository_name: a.repo.clone(),
         server: url,
-        author: author(),
+        author: a.author.clone().unwrap_or_else(author),
         view,
         tags: Vec::new(),
         readonly: a.readonly,
