@@ -26,6 +26,11 @@ use crate::service::upload::max_object_bytes;
 use crate::service::{OpenError, Service, Session};
 use crate::tls::TlsError;
 
+/// Objects no larger than this are uploaded in groups (`ObjectPutMany`).
+pub const SMALL_OBJECT_BYTES: usize = 1 << 20;
+/// Most objects in one `ObjectPutMany`.
+const MAX_GROUP_OBJECTS: usize = 4096;
+
 /// How to connect.
 #[derive(Clone, Debug)]
 pub struct ClientOptions {
@@ -442,6 +447,10 @@ impl Client {
         expect!(self.call(Request::ObjectPut(r))?, ObjectPut)
     }
 
+    pub fn object_put_many(&mut self, r: m::ObjectPutMany) -> R<m::ObjectPutManyReply> {
+        expect!(self.call(Request::ObjectPutMany(r))?, ObjectPutMany)
+    }
+
     pub fn object_get(&mut self, r: m::ObjectGet) -> R<m::ObjectData> {
         expect!(self.call(Request::ObjectGet(r))?, ObjectData)
     }
@@ -519,6 +528,8 @@ impl Client {
             ..UploadReport::default()
         };
         let mut sent = std::collections::HashSet::new();
+        let mut group: Vec<m::ObjectPiece> = Vec::new();
+        let mut group_bytes = 0usize;
         for (id, reader) in objects {
             if !missing.contains(&id) || !sent.insert(id) {
                 continue;
@@ -536,11 +547,47 @@ impl Client {
                     paths: Vec::new(),
                 });
             }
-            self.put_object(repo, workspace, operation, id, &data)?;
             report.sent += 1;
             report.bytes += data.len() as u64;
+            if data.len() > SMALL_OBJECT_BYTES {
+                self.put_object(repo, workspace, operation, id, &data)?;
+                continue;
+            }
+            // Small objects travel together: one pin transaction and one
+            // durable publication per group instead of per object.
+            if group_bytes + data.len() > MAX_OBJECT_DATA_PER_FRAME as usize
+                || group.len() >= MAX_GROUP_OBJECTS
+            {
+                self.flush_group(repo, workspace, operation, &mut group)?;
+                group_bytes = 0;
+            }
+            group_bytes += data.len();
+            group.push(m::ObjectPiece {
+                id,
+                data: Bytes(data),
+            });
         }
+        self.flush_group(repo, workspace, operation, &mut group)?;
         Ok(report)
+    }
+
+    fn flush_group(
+        &mut self,
+        repo: &str,
+        workspace: WorkspaceId,
+        operation: OperationId,
+        group: &mut Vec<m::ObjectPiece>,
+    ) -> R<()> {
+        if group.is_empty() {
+            return Ok(());
+        }
+        self.object_put_many(m::ObjectPutMany {
+            repo: repo.into(),
+            operation,
+            workspace,
+            objects: std::mem::take(group),
+        })?;
+        Ok(())
     }
 
     /// Send one whole object in pieces of at most 4 MiB.

@@ -130,6 +130,22 @@ wire_struct! {
 }
 wire_struct! { pub struct ObjectPutReply { pub received: u64, pub complete: bool } }
 wire_struct! {
+    /// One whole small object of an [`ObjectPutMany`].
+    pub struct ObjectPiece { pub id: ObjectId, pub data: Bytes }
+}
+wire_struct! {
+    /// Many whole small objects in one frame (their data at most 4 MiB in
+    /// all): one upload pin transaction and one durable publication for
+    /// the lot, so thousands of small files do not cost a flush each.
+    pub struct ObjectPutMany {
+        pub repo: String,
+        pub operation: OperationId,
+        pub workspace: WorkspaceId,
+        pub objects: Vec<ObjectPiece>,
+    }
+}
+wire_struct! { pub struct ObjectPutManyReply { pub stored: u32 } }
+wire_struct! {
     pub struct ObjectGet { pub repo: String, pub id: ObjectId, pub offset: u64, pub max_len: u32 }
 }
 wire_struct! { pub struct ObjectData { pub total_len: u64, pub offset: u64, pub data: Bytes } }
@@ -409,6 +425,7 @@ messages! {
     0x0030 ObjectsMissing(ObjectsMissing) -> ObjectsMissing(ObjectsMissingReply);
     0x0031 ObjectPut(ObjectPut) -> ObjectPut(ObjectPutReply);
     0x0032 ObjectGet(ObjectGet) -> ObjectData(ObjectData);
+    0x0033 ObjectPutMany(ObjectPutMany) -> ObjectPutMany(ObjectPutManyReply);
     0x0040 Submit(Submit) -> Submitted(Outcome);
     0x0041 OperationOutcome(OperationOutcome) -> OperationOutcome(OperationOutcomeReply);
     0x0050 Delta(Delta) -> Delta(DeltaPage);

@@ -63,6 +63,7 @@ pub fn dispatch(svc: &Service, session: &mut Session, req: Request) -> R<Respons
             })
         }
         Request::ObjectPut(r) => Response::ObjectPut(object_put(svc, session, r)?),
+        Request::ObjectPutMany(r) => Response::ObjectPutMany(object_put_many(svc, r)?),
         Request::ObjectGet(r) => Response::ObjectData(object_get(svc, session, r)?),
         Request::Submit(r) => Response::Submitted(submit(svc, r)?),
         Request::OperationOutcome(r) => {
@@ -416,6 +417,38 @@ fn object_put(svc: &Service, session: &mut Session, r: m::ObjectPut) -> R<m::Obj
     Ok(m::ObjectPutReply {
         received,
         complete: true,
+    })
+}
+
+/// Many whole small objects: every id pinned in one transaction before any
+/// byte is accepted, every identity verified, one durable publication.
+fn object_put_many(svc: &Service, r: m::ObjectPutMany) -> R<m::ObjectPutManyReply> {
+    let (repo, store) = open(svc, &r.repo)?;
+    let total: u64 = r.objects.iter().map(|o| o.data.0.len() as u64).sum();
+    if total > u64::from(MAX_OBJECT_DATA_PER_FRAME) {
+        return Err(Failure::new(
+            ErrorCode::LimitExceeded,
+            format!("{total} bytes of objects exceed {MAX_OBJECT_DATA_PER_FRAME} in one request"),
+        ));
+    }
+    let ids: Vec<ObjectId> = r.objects.iter().map(|o| o.id).collect();
+    for piece in &r.objects {
+        let computed = scribe_format::id::object_identity(piece.id.kind, &piece.data.0)?;
+        if computed != piece.id {
+            return Err(Failure::new(
+                ErrorCode::Corrupt,
+                format!("uploaded bytes hash to {computed}, not {}", piece.id),
+            ));
+        }
+    }
+    repo.pin_uploads(r.workspace, r.operation, &ids)?;
+    let batch = store.batch();
+    for piece in &r.objects {
+        batch.put_with_id(piece.id, &piece.data.0)?;
+    }
+    batch.commit()?;
+    Ok(m::ObjectPutManyReply {
+        stored: r.objects.len() as u32,
     })
 }
 
