@@ -342,17 +342,51 @@ fn upload(
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
+    // Small objects travel in groups (one pin transaction and one durable
+    // publication on the server per group); large ones in pieces.
+    let mut group: Vec<m::ObjectPiece> = Vec::new();
+    let mut group_bytes = 0usize;
+    let flush = |group: &mut Vec<m::ObjectPiece>| -> CliResult<()> {
+        if group.is_empty() {
+            return Ok(());
+        }
+        let objects = std::mem::take(group);
+        let count = objects.len() as u64;
+        remote.with(|c| {
+            c.object_put_many(m::ObjectPutMany {
+                repo: repo.clone(),
+                operation: *op,
+                workspace: ws_id,
+                objects,
+            })
+        })?;
+        bar.inc(count);
+        Ok(())
+    };
     for id in all.iter().filter(|id| missing.contains(id)) {
         let data = if *id == cs {
             p.change_set.clone()
         } else {
             remote.cache().get(id)?
         };
-        remote.with(|c| c.put_object(&repo, ws_id, *op, *id, &data))?;
         bytes += data.len() as u64;
         n += 1;
-        bar.inc(1);
+        if data.len() > scribe_server::client::SMALL_OBJECT_BYTES {
+            remote.with(|c| c.put_object(&repo, ws_id, *op, *id, &data))?;
+            bar.inc(1);
+            continue;
+        }
+        if group_bytes + data.len() > m::MAX_OBJECT_DATA_PER_FRAME as usize || group.len() >= 4096 {
+            flush(&mut group)?;
+            group_bytes = 0;
+        }
+        group_bytes += data.len();
+        group.push(m::ObjectPiece {
+            id: *id,
+            data: scribe_format::wire::Bytes(data),
+        });
     }
+    flush(&mut group)?;
     bar.finish_and_clear();
     Ok((n, bytes))
 }
