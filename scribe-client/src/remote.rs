@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use indicatif::ProgressBar;
 use scribe_format::manifest::ManifestRef;
-use scribe_format::{FileContentId, ObjectId, ObjectKind};
+use scribe_format::{FileContentId, ObjectId};
 use scribe_objects::{ObjectStore, StoreOptions};
 use scribe_server::client::{parse_url, Target};
 use scribe_server::{Client, ClientOptions, Service};
@@ -115,7 +115,6 @@ pub struct Remote {
     pub repo: String,
     client: Mutex<Option<Client>>,
     cache: ObjectStore,
-    cache_write: Mutex<()>,
     placed: AtomicUsize,
     pub bar: Mutex<ProgressBar>,
 }
@@ -127,7 +126,6 @@ impl Remote {
             repo: repo.to_string(),
             client: Mutex::new(None),
             cache: open_cache(ws)?,
-            cache_write: Mutex::new(()),
             placed: AtomicUsize::new(0),
             bar: Mutex::new(ProgressBar::hidden()),
         })
@@ -153,18 +151,17 @@ impl Remote {
         Ok(f(c)?)
     }
 
-    /// A manifest's payload, from the cache or downloaded into it.
+    /// A manifest's payload, from the cache or downloaded (verified).
+    ///
+    /// Downloaded manifests are not added to the cache: a durable cache
+    /// publication per synced file cost two flushes each, and the server
+    /// can always answer again (submit only needs the manifests it froze).
     pub fn manifest(&self, id: ObjectId) -> CliResult<Vec<u8>> {
         if self.cache.contains(&id)? {
             return Ok(self.cache.get(&id)?);
         }
         let repo = self.repo.clone();
-        let bytes = self.with(|c| c.download(&repo, id))?;
-        let _g = self.cache_write.lock();
-        let batch = self.cache.batch();
-        batch.put(ObjectKind::Manifest, &bytes)?;
-        batch.commit()?;
-        Ok(bytes)
+        Ok(self.with(|c| c.download(&repo, id))?)
     }
 
     fn write_file(&self, target: &BaselineRecord, dest: &Path) -> CliResult<()> {
