@@ -161,7 +161,7 @@ impl Remote {
             return Ok(self.cache.get(&id)?);
         }
         let repo = self.repo.clone();
-        Ok(self.with(|c| c.download(&repo, id))?)
+        self.with(|c| c.download(&repo, id))
     }
 
     fn write_file(&self, target: &BaselineRecord, dest: &Path) -> CliResult<()> {
