@@ -74,7 +74,18 @@ pub fn check(
 }
 
 /// Flush a directory so a rename or creation inside it is durable.
+///
+/// A no-op where directories cannot be flushed as files (Windows, where
+/// NTFS journals metadata).
 pub fn sync_dir(dir: &Path) -> Result<()> {
-    let f = std::fs::File::open(dir).map_err(|e| MetadataError::io(dir, e))?;
-    f.sync_all().map_err(|e| MetadataError::io(dir, e))
+    #[cfg(unix)]
+    {
+        let f = std::fs::File::open(dir).map_err(|e| MetadataError::io(dir, e))?;
+        f.sync_all().map_err(|e| MetadataError::io(dir, e))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
+    }
 }

@@ -70,10 +70,22 @@ pub fn parse_loose_name(shard: &str, name: &str) -> Option<ObjectId> {
 }
 
 /// Flush a directory so the entries created or renamed in it are durable.
+///
+/// On Unix a directory's entries are made durable by fsync of the directory.
+/// Windows cannot open a directory as a file without backup semantics and
+/// NTFS journals its metadata, so there this is a no-op.
 pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|f| f.sync_all())
-        .map_err(io_err(dir))
+    #[cfg(unix)]
+    {
+        File::open(dir)
+            .and_then(|f| f.sync_all())
+            .map_err(io_err(dir))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
+    }
 }
 
 /// List packs as (id, path), ascending by id; other files are ignored.

@@ -262,17 +262,8 @@ fn serve(
         std::process::id()
     );
     let result = rt.block_on(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-        let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
-        listener
-            .run(async move {
-                tokio::select! {
-                    _ = term.recv() => eprintln!("scribe-server: SIGTERM, shutting down"),
-                    _ = int.recv() => eprintln!("scribe-server: SIGINT, shutting down"),
-                }
-            })
-            .await;
+        let stop = shutdown_signal()?;
+        listener.run(stop).await;
         anyhow::Ok(())
     });
     drop(rt);
@@ -285,4 +276,30 @@ fn serve(
     result?;
     eprintln!("scribe-server: stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves when the operator asks the server to stop: SIGTERM or SIGINT on
+/// Unix, Ctrl-C (or Ctrl-Break / service stop delivered as Ctrl-C) on Windows.
+#[cfg(unix)]
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => eprintln!("scribe-server: SIGTERM, shutting down"),
+            _ = int.recv() => eprintln!("scribe-server: SIGINT, shutting down"),
+        }
+    })
+}
+
+/// Resolves when the operator asks the server to stop: SIGTERM or SIGINT on
+/// Unix, Ctrl-C (or Ctrl-Break / service stop delivered as Ctrl-C) on Windows.
+#[cfg(not(unix))]
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    Ok(async {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("scribe-server: Ctrl-C, shutting down");
+        }
+    })
 }
