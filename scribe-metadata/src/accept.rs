@@ -598,33 +598,19 @@ pub(crate) fn produce<K: Sink>(
     let mut next_id = next_page;
 
     // Exact tree: entries are already sorted by path bytes.
-    let mut exact = base_root.exact;
     let counted: Vec<&Entry> = entries
         .iter()
         .filter(|e| e.action != Action::Keep)
         .collect();
-    for chunk in counted.chunks(BATCH) {
-        let edits: Vec<(Vec<u8>, NodeValue)> = chunk
-            .iter()
-            .map(|e| {
-                (
-                    e.path.as_bytes().to_vec(),
-                    NodeValue {
-                        path: e.path.clone(),
-                        last_change: change,
-                        state: file_record(e, change),
-                    },
-                )
-            })
-            .collect();
-        let mut b = Builder::new(next_id, &mut overlay);
-        let mut src = SinkPages { sink };
-        exact = b.apply(&mut src, exact, &edits)?;
-        next_id = b.next_id;
-        if overlay.pages.len() > flush_pages_above {
-            sink.pages(&mut overlay)?;
-        }
-    }
+    let exact = apply_in_batches(
+        base_root.exact,
+        counted.iter().map(|e| (e.path.as_bytes().to_vec(), *e)),
+        change,
+        &mut overlay,
+        &mut next_id,
+        sink,
+        flush_pages_above,
+    )?;
 
     // Collision tree: deletions before additions at one key; last wins.
     let mut fold: Vec<(Vec<u8>, bool, usize)> = counted
@@ -640,30 +626,15 @@ pub(crate) fn produce<K: Sink>(
             _ => deduped.push((k, i)),
         }
     }
-    let mut collision = base_root.collision;
-    for chunk in deduped.chunks(BATCH) {
-        let edits: Vec<(Vec<u8>, NodeValue)> = chunk
-            .iter()
-            .map(|(k, i)| {
-                let e = counted[*i];
-                (
-                    k.clone(),
-                    NodeValue {
-                        path: e.path.clone(),
-                        last_change: change,
-                        state: file_record(e, change),
-                    },
-                )
-            })
-            .collect();
-        let mut b = Builder::new(next_id, &mut overlay);
-        let mut src = SinkPages { sink };
-        collision = b.apply(&mut src, collision, &edits)?;
-        next_id = b.next_id;
-        if overlay.pages.len() > flush_pages_above {
-            sink.pages(&mut overlay)?;
-        }
-    }
+    let collision = apply_in_batches(
+        base_root.collision,
+        deduped.into_iter().map(|(k, i)| (k, counted[i])),
+        change,
+        &mut overlay,
+        &mut next_id,
+        sink,
+        flush_pages_above,
+    )?;
     sink.pages(&mut overlay)?;
     if exact.live != collision.live {
         return Err(MetadataError::Gate(format!(
@@ -672,6 +643,44 @@ pub(crate) fn produce<K: Sink>(
         )));
     }
     Ok((RootRow { exact, collision }, next_id))
+}
+
+/// Apply `(key, entry)` edits, sorted by key and unique, to the tree at
+/// `root` in preparation batches of at most [`BATCH`], staging pages through
+/// `sink` whenever the overlay holds more than `flush_pages_above`.
+#[allow(clippy::too_many_arguments)]
+fn apply_in_batches<'e, K: Sink>(
+    mut root: Link,
+    items: impl Iterator<Item = (Vec<u8>, &'e Entry)>,
+    change: u64,
+    overlay: &mut Overlay,
+    next_id: &mut u64,
+    sink: &mut K,
+    flush_pages_above: usize,
+) -> Result<Link> {
+    let mut items = items.peekable();
+    let mut edits: Vec<(Vec<u8>, NodeValue)> = Vec::with_capacity(BATCH);
+    while items.peek().is_some() {
+        edits.clear();
+        edits.extend(items.by_ref().take(BATCH).map(|(key, e)| {
+            (
+                key,
+                NodeValue {
+                    path: e.path.clone(),
+                    last_change: change,
+                    state: file_record(e, change),
+                },
+            )
+        }));
+        let mut b = Builder::new(*next_id, overlay);
+        let mut src = SinkPages { sink };
+        root = b.apply(&mut src, root, &edits)?;
+        *next_id = b.next_id;
+        if overlay.pages.len() > flush_pages_above {
+            sink.pages(overlay)?;
+        }
+    }
+    Ok(root)
 }
 
 struct SinkPages<'a, K> {
