@@ -48,6 +48,8 @@ struct State {
     rows: HashMap<ObjectId, Location>,
     staged: Vec<Staged>,
     touched_packs: BTreeSet<u32>,
+    /// Content index rows (non-normative cache) committed with the rows.
+    content: Vec<crate::content_index::ContentRow>,
     receipt: BatchReceipt,
     failpoint: Option<PublishFailpoint>,
 }
@@ -238,6 +240,12 @@ impl<'s> Batch<'s> {
         Ok(PutOutcome::Written { envelope_len })
     }
 
+    /// Record a content index row for a manifest put (or found) in this
+    /// batch; committed in the same transaction as the locator rows.
+    pub(crate) fn record_content(&self, row: crate::content_index::ContentRow) {
+        self.state().content.push(row);
+    }
+
     /// Number of objects written by this batch so far.
     pub fn len(&self) -> usize {
         self.state().rows.len()
@@ -286,6 +294,7 @@ impl<'s> Batch<'s> {
         store.commit_rows(
             &w,
             &rows,
+            &st.content,
             st.failpoint == Some(PublishFailpoint::BeforeLocatorCommit),
         )?;
         Ok(st.receipt)

@@ -40,6 +40,10 @@ pub const MARKER_LEN: usize = 8 + 16 + 8;
 pub const COPY_BATCH: usize = 512;
 /// A pack is rewritten only when less than this share of it is live.
 pub const LIVE_THRESHOLD_PERCENT: u64 = 80;
+/// Incremental compaction: the most durable pack links the link cache of
+/// one source holds across copy batches (specification, "Incremental
+/// object compaction").
+pub const LINK_CACHE_LIMIT: usize = 1_048_576;
 
 const STATE_TABLE: TableDefinition<&str, &[u8]> = TableDefinition::new("incremental_state");
 const PACK_LIVE_TABLE: TableDefinition<u32, u64> = TableDefinition::new("pack_live_bytes");
@@ -79,6 +83,8 @@ impl CompactContext {
 pub enum CompactFailpoint {
     /// After the first copy batch is durable.
     AfterFirstCopyBatch,
+    /// After the first seed batch (links and their rows) is durable (incremental).
+    AfterFirstSeedBatch,
     /// After the index is published (incremental).
     AfterIndexPublished,
     /// Everything copied, before the temporary marker.
@@ -105,6 +111,10 @@ pub struct CompactOptions {
     pub budget: u64,
     #[doc(hidden)]
     pub failpoint: Option<CompactFailpoint>,
+    /// Incremental: the bound of the durable pack-link cache
+    /// ([`LINK_CACHE_LIMIT`]; smaller in tests).
+    #[doc(hidden)]
+    pub link_cache_limit: usize,
 }
 
 impl Default for CompactOptions {
@@ -113,6 +123,7 @@ impl Default for CompactOptions {
             incremental: false,
             budget: u64::MAX,
             failpoint: None,
+            link_cache_limit: LINK_CACHE_LIMIT,
         }
     }
 }
@@ -132,6 +143,14 @@ pub struct CompactReport {
     pub selected_bytes: u64,
     /// True when this run only completed a swap recorded by a marker.
     pub completed_pending_swap: bool,
+    /// Incremental seeding: pack links made durable (a link is established
+    /// again after the cache forgot it, or by a rerun).
+    pub links_established: u64,
+    /// Incremental seeding: the most links the durable link cache held.
+    pub link_cache_peak: u64,
+    /// Incremental seeding: times the full cache was emptied to stay within
+    /// its bound.
+    pub link_cache_resets: u64,
 }
 
 struct Paths {
@@ -522,6 +541,76 @@ fn hard_link_if_absent(from: &Path, to: &Path) -> Result<bool> {
     }
 }
 
+/// The durable pack-link cache of one incremental pass: pack ids of the
+/// source whose hard links in the replacement are known durable (linked and
+/// `packs/` flushed). Bound to its source and replacement, it lives for one
+/// run: a rerun starts empty, so every link an interrupted run made is
+/// re-established (linked if absent, directory flushed) before it is cached
+/// again. It never holds more than `limit` links; when full it is emptied
+/// (the links stay durable on disk; a forgotten one is merely established
+/// again, which costs a directory flush).
+struct LinkCache {
+    source_packs: PathBuf,
+    target_packs: PathBuf,
+    limit: usize,
+    durable: std::collections::HashSet<u32>,
+    /// Linked in this batch, not yet flushed.
+    pending: std::collections::BTreeSet<u32>,
+    established: u64,
+    peak: usize,
+    resets: u64,
+}
+
+impl LinkCache {
+    fn new(source: &Path, target: &Path, limit: usize) -> LinkCache {
+        LinkCache {
+            source_packs: source.join(layout::PACKS),
+            target_packs: target.join(layout::PACKS),
+            limit: limit.max(1),
+            durable: std::collections::HashSet::new(),
+            pending: std::collections::BTreeSet::new(),
+            established: 0,
+            peak: 0,
+            resets: 0,
+        }
+    }
+
+    /// Link `pack` (at `from`, in the source's `packs/`) into the
+    /// replacement unless the cache knows the link is durable.
+    fn link(&mut self, pack: u32, from: &Path) -> Result<()> {
+        if self.durable.contains(&pack) || self.pending.contains(&pack) {
+            return Ok(());
+        }
+        debug_assert!(from.starts_with(&self.source_packs));
+        let to = self.target_packs.join(
+            from.file_name()
+                .ok_or_else(|| refused(format!("pack path {} has no name", from.display())))?,
+        );
+        hard_link_if_absent(from, &to)?;
+        self.pending.insert(pack);
+        Ok(())
+    }
+
+    /// Flush the replacement's `packs/` once for this batch's new links,
+    /// then cache them within the bound.
+    fn make_durable(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        sync_dir(&self.target_packs)?;
+        for pack in std::mem::take(&mut self.pending) {
+            if self.durable.len() >= self.limit {
+                self.durable.clear();
+                self.resets += 1;
+            }
+            self.durable.insert(pack);
+            self.established += 1;
+            self.peak = self.peak.max(self.durable.len());
+        }
+        Ok(())
+    }
+}
+
 fn incremental(
     p: &Paths,
     live: impl IntoIterator<Item = ObjectId>,
@@ -598,60 +687,84 @@ fn incremental(
     }
     let target = ObjectStore::open(&p.compacting)?;
     // Seed: hard-link unselected packs and live loose files, index the
-    // objects they hold. Idempotent, so an interrupted seed is redone.
+    // objects they hold, in batches of COPY_BATCH live ids. Each batch makes
+    // its new links durable before committing its rows; the bounded link
+    // cache remembers links already durable so later batches skip them.
+    // Idempotent, so an interrupted seed is redone (re-establishing the
+    // durability of links an earlier run made before caching them again).
+    report.linked_packs = packs
+        .iter()
+        .filter(|(id, _)| !rewrite.contains_key(id))
+        .count() as u64;
     if !st.seeded {
-        for (id, path) in &packs {
-            if !rewrite.contains_key(id) {
-                hard_link_if_absent(path, &layout::pack_path(&p.compacting, *id))?;
-                report.linked_packs += 1;
-            }
-        }
-        sync_dir(&p.compacting.join(layout::PACKS))?;
+        let pack_paths: std::collections::BTreeMap<u32, &PathBuf> =
+            packs.iter().map(|(id, path)| (*id, path)).collect();
+        let mut links = LinkCache::new(&source.dir, &p.compacting, opts.link_cache_limit);
         let txn = db.begin_read().map_err(db_err(idx))?;
         let live_t = txn.open_table(LIVE_TABLE).map_err(db_err(idx))?;
         let mut rows = Vec::with_capacity(COPY_BATCH);
         let mut shards = std::collections::BTreeSet::new();
-        for row in live_t.iter().map_err(db_err(idx))? {
-            let (k, _) = row.map_err(db_err(idx))?;
-            let id =
-                ObjectId::from_bytes(k.value()).map_err(|e| refused(format!("live table: {e}")))?;
-            let loc = source
-                .locate(&id)?
-                .ok_or_else(|| refused(format!("live object {id} is missing")))?;
-            match loc {
-                Location::Packed { pack, .. } if rewrite.contains_key(&pack) => continue,
-                Location::Packed { .. } => rows.push((id, loc)),
-                Location::Loose { .. } => {
-                    let shard = layout::loose_shard(&p.compacting, &id);
-                    std::fs::create_dir_all(&shard).map_err(io_err(&shard))?;
-                    hard_link_if_absent(
-                        &layout::loose_path(&source.dir, &id),
-                        &layout::loose_path(&p.compacting, &id),
-                    )?;
-                    shards.insert(shard);
-                    rows.push((id, loc));
+        let mut created_shard = false;
+        let mut seed_batches = 0u64;
+        let mut iter = live_t.iter().map_err(db_err(idx))?.peekable();
+        while iter.peek().is_some() {
+            for row in iter.by_ref().take(COPY_BATCH) {
+                let (k, _) = row.map_err(db_err(idx))?;
+                let id = ObjectId::from_bytes(k.value())
+                    .map_err(|e| refused(format!("live table: {e}")))?;
+                let loc = source
+                    .locate(&id)?
+                    .ok_or_else(|| refused(format!("live object {id} is missing")))?;
+                match loc {
+                    Location::Packed { pack, .. } if rewrite.contains_key(&pack) => continue,
+                    Location::Packed { pack, .. } => {
+                        let from = pack_paths.get(&pack).ok_or_else(|| {
+                            refused(format!("live object {id} names absent pack {pack}"))
+                        })?;
+                        links.link(pack, from)?;
+                        rows.push((id, loc));
+                    }
+                    Location::Loose { .. } => {
+                        let shard = layout::loose_shard(&p.compacting, &id);
+                        if !shard.exists() {
+                            std::fs::create_dir_all(&shard).map_err(io_err(&shard))?;
+                            created_shard = true;
+                        }
+                        hard_link_if_absent(
+                            &layout::loose_path(&source.dir, &id),
+                            &layout::loose_path(&p.compacting, &id),
+                        )?;
+                        shards.insert(shard);
+                        rows.push((id, loc));
+                    }
                 }
             }
-            if rows.len() == COPY_BATCH {
-                target.insert_rows(&rows)?;
-                rows.clear();
+            // The batch's links are durable before its rows commit.
+            links.make_durable()?;
+            for s in std::mem::take(&mut shards) {
+                sync_dir(&s)?;
+            }
+            if std::mem::take(&mut created_shard) {
+                sync_dir(&p.compacting.join(layout::LOOSE))?;
+            }
+            target.insert_rows(&rows)?;
+            rows.clear();
+            seed_batches += 1;
+            if seed_batches == 1 {
+                fail(
+                    opts,
+                    CompactFailpoint::AfterFirstSeedBatch,
+                    "after first seed batch",
+                )?;
             }
         }
-        for s in &shards {
-            sync_dir(s)?;
-        }
-        if !shards.is_empty() {
-            sync_dir(&p.compacting.join(layout::LOOSE))?;
-        }
-        target.insert_rows(&rows)?;
+        drop(iter);
         drop(live_t);
         drop(txn);
         set_state(idx, &db, STATE_SEED, &[1])?;
-    } else {
-        report.linked_packs = packs
-            .iter()
-            .filter(|(id, _)| !rewrite.contains_key(id))
-            .count() as u64;
+        report.links_established = links.established;
+        report.link_cache_peak = links.peak as u64;
+        report.link_cache_resets = links.resets;
     }
     // Copy live objects of rewritten packs, in key order from the cursor.
     let mut cursor = st.cursor;
@@ -731,6 +844,6 @@ impl ObjectStore {
             return Ok(());
         }
         let w = self.lock_writer();
-        self.commit_rows(&w, rows, false)
+        self.commit_rows(&w, rows, &[], false)
     }
 }

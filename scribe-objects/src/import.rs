@@ -10,7 +10,7 @@
 //! (both are `blake3` of the same bytes), so it is hashed once.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
@@ -22,6 +22,7 @@ use scribe_format::limits::{CHUNK_AVG_BYTES, CHUNK_MAX_BYTES, CHUNK_MIN_BYTES, M
 use scribe_format::{ChunkId, FileContentId, ManifestId, ObjectId, ObjectKind};
 
 use crate::batch::{Batch, PutOutcome};
+use crate::content_index;
 use crate::error::{io_err, Result, StoreError};
 use crate::layout::sync_dir;
 use crate::manifest_bytes::{self, ManifestChunk};
@@ -40,6 +41,9 @@ pub struct ImportedFile {
     pub chunks: Vec<ManifestChunk>,
     /// Envelope bytes newly written for this file (0 when fully deduplicated).
     pub new_bytes_stored: u64,
+    /// True when the content index found a verified manifest for this
+    /// content, so the file was hashed but not chunked.
+    pub via_content_index: bool,
 }
 
 /// FastCDC-2020 cut-point search with profile 1 parameters.
@@ -223,6 +227,43 @@ impl<R: Read> StreamChunker<R> {
     }
 }
 
+/// Read size of the whole-file hash; large enough for `update_rayon` to
+/// spread each block over every core.
+const HASH_BLOCK: usize = 16 << 20;
+
+/// `FileContentId` and length of a whole file, hashed with BLAKE3 on all
+/// cores (`update_rayon`), one block at a time. Plain reads rather than a
+/// memory map, so a file truncated meanwhile is an error, not a SIGBUS.
+fn hash_file(f: &mut File, path: &Path) -> Result<(u64, FileContentId)> {
+    let mut h = blake3::Hasher::new();
+    let mut buf = vec![0u8; HASH_BLOCK];
+    let mut total = 0u64;
+    loop {
+        let mut filled = 0;
+        while filled < buf.len() {
+            match f.read(&mut buf[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_err(path)(e)),
+            }
+        }
+        if filled == 0 {
+            break;
+        }
+        h.update_rayon(&buf[..filled]);
+        total += filled as u64;
+        if total > MAX_FILE_SIZE {
+            return Err(StoreError::FileTooLarge {
+                path: path.to_path_buf(),
+                size: total,
+                limit: MAX_FILE_SIZE,
+            });
+        }
+    }
+    Ok((total, FileContentId(*h.finalize().as_bytes())))
+}
+
 /// One chunk to hash and store: its index in the file and its bytes.
 type Job = (usize, ChunkRef);
 type SharedJobs = Arc<Mutex<Receiver<Job>>>;
@@ -250,12 +291,19 @@ fn put_manifest(
     if let PutOutcome::Written { envelope_len } = batch.put_with_id(id, &payload)? {
         new_bytes += envelope_len;
     }
+    let manifest_id = ManifestId(id.digest);
+    if size > MIN as u64 {
+        // Also when the manifest was already stored: a missing or stale
+        // row heals here.
+        batch.record_content(content_index::row(size, &content_id, &manifest_id));
+    }
     Ok(ImportedFile {
-        manifest_id: ManifestId(id.digest),
+        manifest_id,
         content_id,
         size,
         chunks,
         new_bytes_stored: new_bytes,
+        via_content_index: false,
     })
 }
 
@@ -280,6 +328,7 @@ fn already_imported(
             size,
             chunks: chunks.to_vec(),
             new_bytes_stored: 0,
+            via_content_index: false,
         }));
     }
     Ok(None)
@@ -469,7 +518,59 @@ impl ObjectStore {
             }
             return import_stream(batch, std::io::Cursor::new(data), path);
         }
+        // Content index: only when some indexed content has this size is
+        // the whole file hashed first (all cores) in search of a hit.
+        if self.content_size_indexed(len)? {
+            let (size, content_id) = hash_file(&mut f, path)?;
+            if let Some(hit) = self.content_index_hit(batch, size, &content_id) {
+                return Ok(hit);
+            }
+            f.seek(SeekFrom::Start(0)).map_err(io_err(path))?;
+        }
+        // The pipeline hashes the bytes it chunks: a file changed since the
+        // hash above still gets a manifest consistent with its chunks.
         import_stream(batch, f, path)
+    }
+
+    /// A verified content index hit: the recorded manifest is present and
+    /// intact (identity verified on read), is chunking profile 1 with this
+    /// size and `FileContentId`, and every chunk it names is stored. Any
+    /// failure is a miss (the index is only a cache).
+    fn content_index_hit(
+        &self,
+        batch: &Batch<'_>,
+        size: u64,
+        content_id: &FileContentId,
+    ) -> Option<ImportedFile> {
+        let manifest_id = self.content_manifest(size, content_id).ok()??;
+        let payload = self.get(&ObjectId::manifest(manifest_id)).ok()?;
+        let m = scribe_format::manifest::Manifest::decode(&payload).ok()?;
+        if m.chunking_profile != scribe_format::manifest::PROFILE_FASTCDC_2020
+            || m.total_size != size
+            || m.file_content_id != *content_id
+        {
+            return None;
+        }
+        for c in &m.chunks {
+            if !batch.has(&ObjectId::chunk(c.id)).ok()? {
+                return None;
+            }
+        }
+        Some(ImportedFile {
+            manifest_id,
+            content_id: *content_id,
+            size,
+            chunks: m
+                .chunks
+                .iter()
+                .map(|c| ManifestChunk {
+                    id: c.id,
+                    len: c.length,
+                })
+                .collect(),
+            new_bytes_stored: 0,
+            via_content_index: true,
+        })
     }
 
     /// Import many files in one publication. Small files are processed in

@@ -40,6 +40,7 @@
 
 mod batch;
 mod compact;
+mod content_index;
 mod descriptor_bytes;
 mod error;
 mod import;
@@ -54,7 +55,9 @@ mod store;
 mod verify;
 
 pub use batch::{Batch, BatchReceipt, PublishFailpoint, PutOutcome};
-pub use compact::{compact, CompactContext, CompactFailpoint, CompactOptions, CompactReport};
+pub use compact::{
+    compact, CompactContext, CompactFailpoint, CompactOptions, CompactReport, LINK_CACHE_LIMIT,
+};
 pub use error::{Result, StoreError};
 pub use import::{chunk_boundaries, ImportedFile};
 pub use locator::Location;

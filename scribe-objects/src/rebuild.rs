@@ -8,6 +8,7 @@ use redb::{Database, Durability, ReadableTable};
 use scribe_format::envelope;
 use scribe_format::ObjectId;
 
+use crate::content_index::{ContentRow, CONTENT_TABLE};
 use crate::descriptor_bytes;
 use crate::error::{db_err, io_err, Result};
 use crate::layout::{self, sync_dir};
@@ -51,6 +52,8 @@ pub fn rebuild_locator(dir: impl AsRef<Path>) -> Result<RebuildReport> {
         .map_err(db_err(&new_path))?;
     let packs = layout::list_packs(dir)?;
     let mut last: Option<(u32, u64)> = None;
+    // Content index rows of every verified manifest (a cache, regenerated).
+    let mut content: Vec<ContentRow> = Vec::new();
     {
         let mut table = txn.open_table(LOCATOR_TABLE).map_err(db_err(&new_path))?;
         for (id, path) in &packs {
@@ -97,7 +100,10 @@ pub fn rebuild_locator(dir: impl AsRef<Path>) -> Result<RebuildReport> {
                     .map_err(|e| e.to_string())
                     .and_then(|oid| {
                         envelope::decode_verified(&buf, &oid, max_payload(oid.kind))
-                            .map(|_| oid)
+                            .map(|payload| {
+                                content.extend(content_row(&oid, &payload));
+                                oid
+                            })
                             .map_err(|e| e.to_string())
                     });
                 match verdict {
@@ -135,7 +141,8 @@ pub fn rebuild_locator(dir: impl AsRef<Path>) -> Result<RebuildReport> {
                 }
             };
             match envelope::decode_verified(&bytes, &oid, max_payload(oid.kind)) {
-                Ok(_) => {
+                Ok(payload) => {
+                    content.extend(content_row(&oid, &payload));
                     if table
                         .get(&oid.to_bytes())
                         .map_err(db_err(&new_path))?
@@ -169,6 +176,12 @@ pub fn rebuild_locator(dir: impl AsRef<Path>) -> Result<RebuildReport> {
             (FIRST_PACK_ID, PACK_HEADER_LEN)
         }
     };
+    if !content.is_empty() {
+        let mut t = txn.open_table(CONTENT_TABLE).map_err(db_err(&new_path))?;
+        for (k, v) in &content {
+            t.insert(k, v).map_err(db_err(&new_path))?;
+        }
+    }
     write_meta(&new_path, &txn, open_pack, committed)?;
     txn.commit().map_err(db_err(&new_path))?;
     drop(db);
@@ -180,4 +193,23 @@ pub fn rebuild_locator(dir: impl AsRef<Path>) -> Result<RebuildReport> {
     report.open_pack = open_pack;
     report.committed_len = committed;
     Ok(report)
+}
+
+/// The content index row of a verified manifest of more than one profile
+/// minimum (smaller files are one chunk and need no index).
+fn content_row(oid: &ObjectId, payload: &[u8]) -> Option<ContentRow> {
+    if oid.kind != scribe_format::ObjectKind::Manifest {
+        return None;
+    }
+    let m = scribe_format::manifest::Manifest::decode(payload).ok()?;
+    if m.chunking_profile != scribe_format::manifest::PROFILE_FASTCDC_2020
+        || m.total_size <= u64::from(scribe_format::limits::CHUNK_MIN_BYTES)
+    {
+        return None;
+    }
+    Some(crate::content_index::row(
+        m.total_size,
+        &m.file_content_id,
+        &scribe_format::ManifestId(oid.digest),
+    ))
 }

@@ -546,6 +546,7 @@ impl ObjectStore {
         &self,
         w: &PackWriter,
         rows: &[(ObjectId, Location)],
+        content: &[crate::content_index::ContentRow],
         fail_before_commit: bool,
     ) -> Result<()> {
         let p = &self.db_path;
@@ -558,6 +559,14 @@ impl ObjectStore {
                 table
                     .insert(&id.to_bytes(), loc.encode().as_slice())
                     .map_err(db_err(p))?;
+            }
+        }
+        if !content.is_empty() {
+            let mut table = txn
+                .open_table(crate::content_index::CONTENT_TABLE)
+                .map_err(db_err(p))?;
+            for (k, v) in content {
+                table.insert(k, v).map_err(db_err(p))?;
             }
         }
         write_meta(p, &txn, w.id, w.len)?;

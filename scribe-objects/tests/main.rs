@@ -23,3 +23,6 @@ mod crash;
 
 #[path = "it/compact.rs"]
 mod compact;
+
+#[path = "it/content_index.rs"]
+mod content_index;

@@ -212,6 +212,7 @@ fn incremental_opts(budget: u64, failpoint: Option<CompactFailpoint>) -> Compact
         incremental: true,
         budget,
         failpoint,
+        ..CompactOptions::default()
     }
 }
 
@@ -272,6 +273,7 @@ fn incremental_interrupted_at_each_step_resumes() {
     use CompactFailpoint::*;
     for fp in [
         AfterIndexPublished,
+        AfterFirstSeedBatch,
         AfterFirstCopyBatch,
         BeforeMarker,
         AfterMarker,
@@ -319,4 +321,73 @@ fn incremental_changed_boundary_discards_and_malformed_state_refuses() {
     let err = compact(&t.dir, ids(), newer, &incremental_opts(u64::MAX, None)).unwrap_err();
     assert!(matches!(err, StoreError::CompactionRefused { .. }), "{err}");
     assert!(ObjectStore::open(&t.dir).unwrap().len().unwrap() > live.len() as u64);
+}
+
+fn link_opts(limit: usize, failpoint: Option<CompactFailpoint>) -> CompactOptions {
+    CompactOptions {
+        incremental: true,
+        // Nothing fits: every pack with a live object is linked.
+        budget: 0,
+        failpoint,
+        link_cache_limit: limit,
+    }
+}
+
+#[test]
+fn link_cache_is_bounded_and_reused_across_batches() {
+    assert_eq!(scribe_objects::LINK_CACHE_LIMIT, 1_048_576);
+    let run = |limit: usize| {
+        let (t, live, dead) = populated(small_packs(), 1500);
+        assert!(live.len() > 512, "more than one seed batch");
+        let r = compact(
+            &t.dir,
+            live.iter().map(|l| l.0),
+            CTX,
+            &link_opts(limit, None),
+        )
+        .unwrap();
+        check_result(&t, &live, &dead);
+        assert_eq!(r.copied_objects, 0, "{r:?}");
+        assert!(r.linked_packs > 4, "{r:?}");
+        r
+    };
+    // Far below the bound: each link is made durable once and remembered by
+    // every later batch.
+    let free = run(scribe_objects::LINK_CACHE_LIMIT);
+    assert_eq!(free.links_established, free.linked_packs, "{free:?}");
+    assert_eq!(free.link_cache_peak, free.linked_packs);
+    assert_eq!(free.link_cache_resets, 0);
+    let n = free.linked_packs as usize;
+    // Exactly at the bound: the cache holds every link, never more.
+    let exact = run(n);
+    assert_eq!(exact.link_cache_peak, n as u64);
+    assert_eq!(exact.link_cache_resets, 0);
+    assert_eq!(exact.links_established, exact.linked_packs);
+    // One below, and far below: the cache never exceeds its bound; links it
+    // had to forget are established again (linked if absent, flushed).
+    for limit in [n - 1, 2] {
+        let r = run(limit);
+        assert_eq!(r.link_cache_peak, limit as u64, "{r:?}");
+        assert!(r.link_cache_resets >= 1, "{r:?}");
+        assert!(r.links_established > r.linked_packs, "{r:?}");
+    }
+}
+
+#[test]
+fn interrupted_seed_reestablishes_links_before_caching_them() {
+    let (t, live, dead) = populated(small_packs(), 1500);
+    let ids = || live.iter().map(|l| l.0);
+    let fp = Some(CompactFailpoint::AfterFirstSeedBatch);
+    let err = compact(&t.dir, ids(), CTX, &link_opts(3, fp)).unwrap_err();
+    assert!(matches!(err, StoreError::Injected(_)), "{err}");
+    // The first batch's links exist in the replacement.
+    let linked_before = std::fs::read_dir(t.path("objects.compacting").join("packs"))
+        .unwrap()
+        .count();
+    assert!(linked_before > 1);
+    let r = compact(&t.dir, ids(), CTX, &link_opts(3, None)).unwrap();
+    assert!(r.link_cache_peak <= 3, "{r:?}");
+    // Every link of the earlier run was established again by this run.
+    assert!(r.links_established >= r.linked_packs, "{r:?}");
+    check_result(&t, &live, &dead);
 }
