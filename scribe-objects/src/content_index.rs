@@ -77,6 +77,21 @@ impl ObjectStore {
             .map(|v| ManifestId(*v.value())))
     }
 
+    /// Turn the content index lookup on imports on (the default) or off,
+    /// to measure the full import pipeline (benchmarks). Rows are written
+    /// either way.
+    #[doc(hidden)]
+    pub fn set_content_index_lookups(&self, on: bool) {
+        self.content_index
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether imports consult the content index.
+    pub(crate) fn content_index_lookups(&self) -> bool {
+        self.content_index
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Number of content index rows (tests and diagnostics).
     #[doc(hidden)]
     pub fn content_index_len(&self) -> Result<u64> {

@@ -520,7 +520,7 @@ impl ObjectStore {
         }
         // Content index: only when some indexed content has this size is
         // the whole file hashed first (all cores) in search of a hit.
-        if self.content_size_indexed(len)? {
+        if self.content_index_lookups() && self.content_size_indexed(len)? {
             let (size, content_id) = hash_file(&mut f, path)?;
             if let Some(hit) = self.content_index_hit(batch, size, &content_id) {
                 return Ok(hit);

@@ -130,6 +130,9 @@ pub struct ObjectStore {
     read_handles: RwLock<HashMap<u32, Arc<File>>>,
     recovery: RecoveryReport,
     flusher: Mutex<Flusher>,
+    /// Whether imports consult the content index (benchmarks turn it off
+    /// to measure the full pipeline).
+    pub(crate) content_index: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for ObjectStore {
@@ -404,6 +407,7 @@ impl ObjectStore {
             read_handles: RwLock::new(HashMap::new()),
             recovery,
             flusher: Mutex::new(flusher),
+            content_index: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
