@@ -6,5 +6,6 @@ mod crash;
 mod daily;
 mod debug_path;
 mod help;
+mod moves;
 mod quickstart;
 mod views;

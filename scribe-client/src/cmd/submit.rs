@@ -105,14 +105,7 @@ pub fn submit(ctx: &Ctx, o: &Open, remote: &Remote, a: SubmitArgs) -> CliResult<
         return Err(CliError::new("sync_unfinished", "a sync is unfinished")
             .hint("run `scribe sync` first"));
     }
-    if read
-        .workflows_with_prefix("move/")?
-        .iter()
-        .any(|(_, v)| scribe_workspace::moves::MoveIntent::decode(v).is_ok_and(|m| !m.complete))
-    {
-        return Err(CliError::new("move_unfinished", "a move is unfinished")
-            .hint("rerun `scribe move` or `scribe status` after it completes"));
-    }
+    scribe_workspace::moves::refuse_if_interrupted(&o.ws)?;
     let filter = ctx::paths(ctx, &o.ws, &a.paths)?;
     let opened: Vec<_> = read
         .opened_all()?

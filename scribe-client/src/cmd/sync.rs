@@ -257,6 +257,7 @@ pub fn print_synced(ctx: &Ctx, s: &Synced) {
 
 pub fn sync_cmd(ctx: &Ctx, change: Option<u64>) -> CliResult {
     let o = ctx::open(ctx)?;
+    scribe_workspace::moves::refuse_if_interrupted(&o.ws)?;
     let remote = o.remote()?;
     if let Some(bytes) = o.ws.read()?.meta_bytes("view-change")? {
         let vc = ViewChange::decode(&bytes)?;
@@ -288,6 +289,7 @@ pub fn view_show(ctx: &Ctx) -> CliResult {
 /// durable first and the new view is published once the journal is done.
 pub fn view_set(ctx: &Ctx, prefixes: Vec<String>) -> CliResult {
     let o = ctx::open(ctx)?;
+    scribe_workspace::moves::refuse_if_interrupted(&o.ws)?;
     let prefixes: Vec<String> = prefixes
         .into_iter()
         .map(|p| p.trim_end_matches('/').to_string())
