@@ -8,4 +8,5 @@ mod debug_path;
 mod help;
 mod moves;
 mod quickstart;
+mod receipt;
 mod views;

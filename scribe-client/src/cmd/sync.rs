@@ -127,12 +127,28 @@ pub fn run_sync(ctx: &Ctx, o: &Open, remote: &Remote, change: u64) -> CliResult<
         }
     }
     let meta = o.ws.meta()?;
-    let (target, plan) = if change != 0 && change < meta.synced {
-        // Backward: the paths changed in (change, synced], each at its
-        // state in `change`.
-        let (_, entries) = delta_all(remote, meta.branch_id, change, meta.synced)?;
-        let mut plan = Vec::new();
+    let pin = sync::local_pin(&o.ws)?;
+    let ranges = sync::plan_ranges(meta.synced, pin, (change != 0).then_some(change));
+    let mut target = change;
+    let mut plan: Vec<(String, Option<BaselineRecord>)> = Vec::new();
+    let mut planned = std::collections::HashSet::new();
+    if let Some((from, to)) = ranges.forward {
+        let (resolved, entries) = delta_all(remote, meta.branch_id, from, to)?;
+        target = resolved;
         for e in entries.iter().filter(|e| in_view(&meta.view, &e.path)) {
+            if planned.insert(e.path.clone()) {
+                plan.push((e.path.clone(), target_of(o, e)));
+            }
+        }
+    }
+    if let Some((from, to)) = ranges.restat {
+        // Backward, or behind the local receipt: the paths changed in
+        // (from, to], each at its state in the target.
+        let (_, entries) = delta_all(remote, meta.branch_id, from, to)?;
+        for e in entries.iter().filter(|e| in_view(&meta.view, &e.path)) {
+            if !planned.insert(e.path.clone()) {
+                continue;
+            }
             let repo = remote.repo.clone();
             let path = e.path.clone();
             let st = remote.with(|c| {
@@ -146,16 +162,11 @@ pub fn run_sync(ctx: &Ctx, o: &Open, remote: &Remote, change: u64) -> CliResult<
             let t = st.entry.as_ref().and_then(|old| target_of(o, old));
             plan.push((e.path.clone(), t));
         }
-        (change, plan)
-    } else {
-        let (target, entries) = delta_all(remote, meta.branch_id, meta.synced, change)?;
-        let plan: Vec<(String, Option<BaselineRecord>)> = entries
-            .iter()
-            .filter(|e| in_view(&meta.view, &e.path))
-            .map(|e| (e.path.clone(), target_of(o, e)))
-            .collect();
-        (target, plan)
-    };
+    }
+    if ranges.forward.is_none() && ranges.restat.is_none() {
+        target = meta.synced;
+    }
+    plan.sort_by(|a, b| a.0.cmp(&b.0));
     sync::begin(&o.ws, target, &plan)?;
     crash_point("sync-after-plan");
     let r = apply(ctx, o, remote)?;
