@@ -9,4 +9,5 @@ mod help;
 mod moves;
 mod quickstart;
 mod receipt;
+mod restore;
 mod views;

@@ -13,8 +13,12 @@ use crate::out::{size, Json, Timer};
 use crate::remote::{crash_point, Remote};
 
 fn target_of(o: &Open, e: &m::TreeEntry) -> Option<BaselineRecord> {
+    target_in(o.meta.incarnation, e)
+}
+
+fn target_in(incarnation: [u8; 16], e: &m::TreeEntry) -> Option<BaselineRecord> {
     e.state.as_ref().map(|s| BaselineRecord {
-        incarnation: o.meta.incarnation,
+        incarnation,
         manifest: s.manifest,
         content: s.content,
         size: s.size,
@@ -94,6 +98,49 @@ pub fn list_all(
     Ok(out)
 }
 
+/// The repository as the server describes it now (incarnation, head).
+pub fn repo_info(remote: &Remote) -> CliResult<m::RepoInfo> {
+    let repos = remote.with(|c| c.repo_list())?;
+    repos
+        .into_iter()
+        .find(|r| r.name == remote.repo)
+        .ok_or_else(|| {
+            CliError::new(
+                "not_found",
+                format!("the server has no repository {:?}", remote.repo),
+            )
+        })
+}
+
+/// After a restore changed the repository incarnation the watermark and
+/// the receipt mean nothing: plan every path of the target's tree (in the
+/// view) in the new incarnation, and remove baselines it lacks. Opened
+/// paths are deferred as always and keep their old-incarnation baselines.
+fn full_plan(
+    o: &Open,
+    remote: &Remote,
+    incarnation: [u8; 16],
+    target: u64,
+) -> CliResult<Vec<(String, Option<BaselineRecord>)>> {
+    let meta = o.ws.meta()?;
+    let roots: Vec<String> = if meta.view.is_empty() {
+        vec![String::new()]
+    } else {
+        meta.view.clone()
+    };
+    let mut plan = std::collections::BTreeMap::new();
+    for root in roots {
+        for e in list_all(remote, meta.branch_id, target, &root)? {
+            let t = target_in(incarnation, &e);
+            plan.insert(e.path.clone(), t);
+        }
+    }
+    for (p, _) in o.ws.read()?.baselines()? {
+        plan.entry(p).or_insert(None);
+    }
+    Ok(plan.into_iter().collect())
+}
+
 /// What a sync did, for printing.
 pub struct Synced {
     pub change: u64,
@@ -127,6 +174,24 @@ pub fn run_sync(ctx: &Ctx, o: &Open, remote: &Remote, change: u64) -> CliResult<
         }
     }
     let meta = o.ws.meta()?;
+    let info = repo_info(remote)?;
+    if info.incarnation != meta.incarnation {
+        let target = if change == 0 { info.head } else { change };
+        ctx.out.status(format!(
+            "the server was restored (new incarnation): full sync to change {target}"
+        ));
+        let plan = full_plan(o, remote, info.incarnation, target)?;
+        sync::begin(&o.ws, target, &plan)?;
+        crash_point("sync-after-plan");
+        let r = apply(ctx, o, remote)?;
+        merge(&mut total.report, r);
+        total.change = sync::finish(&o.ws)?;
+        let tx = o.ws.write()?;
+        tx.put_meta_bytes("incarnation", &info.incarnation)?;
+        tx.commit()?;
+        total.secs = t.secs();
+        return Ok(total);
+    }
     let pin = sync::local_pin(&o.ws)?;
     let ranges = sync::plan_ranges(meta.synced, pin, (change != 0).then_some(change));
     let mut target = change;
