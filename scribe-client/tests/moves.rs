@@ -40,7 +40,12 @@ fn move_abort_dependencies_and_submit() {
     assert_eq!(r.code, Some(1), "{r:?}");
     assert!(r.stderr.contains("Error[move_dependent]"), "{}", r.stderr);
     assert!(r.stderr.contains("Hint: "), "{}", r.stderr);
-    // a vacated source is reserved
+    // a vacated source is reserved, for moves and adds
+    write(&a, "old/again.txt", b"new file in the vacated source");
+    let r = env.scribe(&a, &["add", "old/again.txt"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Error[move_reserved]"), "{}", r.stderr);
+    std::fs::remove_dir_all(a.join("old")).unwrap();
     write(&a, "other.txt", b"o");
     env.scribe(&a, &["add", "other.txt"]).ok();
     let r = env.scribe(&a, &["move", "other.txt", "old"]);

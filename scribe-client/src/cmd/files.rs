@@ -14,6 +14,26 @@ pub fn add(ctx: &Ctx, args: Vec<String>) -> CliResult {
     let o = ctx::open(ctx)?;
     no_interrupted_move(&o)?;
     let paths = ctx::paths(ctx, &o.ws, &args)?;
+    // A source vacated by a pending move is reserved until submit or abort.
+    let reserved = moves::reserved_roots(&o.ws)?;
+    let blocked: Vec<String> = paths
+        .iter()
+        .filter(|p| {
+            !p.is_empty()
+                && reserved
+                    .iter()
+                    .any(|r| scribe_format::path::is_under_prefix(p, r))
+        })
+        .cloned()
+        .collect();
+    if !blocked.is_empty() {
+        return Err(CliError::new(
+            "move_reserved",
+            "these paths were vacated by a pending move and are reserved",
+        )
+        .paths(blocked)
+        .hint("abort that move (`scribe move --abort`) or submit it first"));
+    }
     let r = open::add(&o.ws, &paths)?;
     report(ctx, "add", &r)
 }
