@@ -398,6 +398,12 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
 /// Move the watermark to the journal's target and clear the journal, once
 /// every row is done. Returns the new watermark.
 pub fn finish(ws: &Workspace) -> Result<u64> {
+    finish_in(ws, None)
+}
+
+/// [`finish`], also publishing a new repository incarnation in the same
+/// transaction as the watermark (the full sync after a restore).
+pub fn finish_in(ws: &Workspace, incarnation: Option<[u8; 16]>) -> Result<u64> {
     let tx = ws.write()?;
     let Some(target) = tx.meta_u64("journal-target")? else {
         return Err(WorkspaceError::NoJournal);
@@ -409,6 +415,9 @@ pub fn finish(ws: &Workspace) -> Result<u64> {
     tx.remove_meta("journal-target")?;
     // A completed sync supersedes the local publication receipt.
     tx.remove_meta("last-submit")?;
+    if let Some(inc) = incarnation {
+        tx.put_meta_bytes("incarnation", &inc)?;
+    }
     tx.clear_journal()?;
     tx.commit()?;
     Ok(target)

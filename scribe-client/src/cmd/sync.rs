@@ -185,10 +185,7 @@ pub fn run_sync(ctx: &Ctx, o: &Open, remote: &Remote, change: u64) -> CliResult<
         crash_point("sync-after-plan");
         let r = apply(ctx, o, remote)?;
         merge(&mut total.report, r);
-        total.change = sync::finish(&o.ws)?;
-        let tx = o.ws.write()?;
-        tx.put_meta_bytes("incarnation", &info.incarnation)?;
-        tx.commit()?;
+        total.change = sync::finish_in(&o.ws, Some(info.incarnation))?;
         total.secs = t.secs();
         return Ok(total);
     }
