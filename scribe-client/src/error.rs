@@ -96,6 +96,9 @@ impl From<ClientError> for CliError {
 
 impl From<WorkspaceError> for CliError {
     fn from(e: WorkspaceError) -> CliError {
+        if let WorkspaceError::Refused { code, hint, .. } = &e {
+            return CliError::new(*code, e.to_string()).hint(*hint);
+        }
         let (code, hint) = match &e {
             WorkspaceError::NotAWorkspace { .. } => (
                 "not_a_workspace",

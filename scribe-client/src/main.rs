@@ -55,7 +55,23 @@ enum Command {
         paths: Vec<String>,
     },
     /// Move a tracked file or directory (submitted as add + paired delete)
-    Move { src: String, dst: String },
+    ///
+    /// `scribe move SRC DST` moves; `scribe move --abort [DST|ID]` undoes a
+    /// pending move (default: the interrupted one, else the newest), refused
+    /// while a later move depends on it; `scribe move --resume` finishes an
+    /// interrupted move. `scribe status` lists pending moves and their ids.
+    Move {
+        #[arg(required_unless_present_any = ["abort", "resume"])]
+        src: Option<String>,
+        #[arg(required_unless_present_any = ["abort", "resume"])]
+        dst: Option<String>,
+        /// Undo a pending move, named by its destination or operation id
+        #[arg(long, value_name = "DST|ID", num_args = 0..=1, conflicts_with_all = ["src", "dst", "resume"])]
+        abort: Option<Option<String>>,
+        /// Finish an interrupted move
+        #[arg(long, conflicts_with_all = ["src", "dst"])]
+        resume: bool,
+    },
     /// Open every local change made without add/edit/delete
     Reconcile { paths: Vec<String> },
     /// Discard opened state (displaced contents go to the recovery area)
@@ -268,7 +284,17 @@ fn run(cli: Cli) -> CliResult {
         Command::Add { paths } => files::add(c, paths),
         Command::Edit { paths } => files::edit(c, paths),
         Command::Delete { paths } => files::delete(c, paths),
-        Command::Move { src, dst } => files::move_cmd(c, src, dst),
+        Command::Move {
+            src,
+            dst,
+            abort,
+            resume,
+        } => match (abort, resume, src, dst) {
+            (Some(sel), _, _, _) => files::move_abort(c, sel),
+            (None, true, _, _) => files::move_resume(c),
+            (None, false, Some(src), Some(dst)) => files::move_cmd(c, src, dst),
+            _ => Err(error::CliError::new("usage", "scribe move SRC DST")),
+        },
         Command::Reconcile { paths } => files::reconcile(
             c,
             if paths.is_empty() {

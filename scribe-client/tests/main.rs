@@ -6,5 +6,8 @@ mod crash;
 mod daily;
 mod debug_path;
 mod help;
+mod moves;
 mod quickstart;
+mod receipt;
+mod restore;
 mod views;

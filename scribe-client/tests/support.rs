@@ -53,7 +53,7 @@ impl Drop for ServerProcess {
 /// `target/debug/scribe-server`, brought up to date once per test run
 /// (`CARGO_BIN_EXE_*` exists only for the crate's own binaries, and a
 /// dev-dependency builds only the library).
-fn server_binary() -> PathBuf {
+pub fn server_binary() -> PathBuf {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BIN.get_or_init(|| {
         let exe = std::env::current_exe().expect("test binary path");

@@ -28,6 +28,7 @@ pub mod pins;
 pub mod read;
 pub mod records;
 pub mod repo;
+pub mod restore;
 pub mod root;
 pub mod stream;
 pub mod tables;

@@ -62,7 +62,7 @@ fn expected_root_values() -> [(&'static str, &'static str); 5] {
 }
 
 /// Take the exclusive OS lock on `<dir>/LOCK`, recording our pid in it.
-fn take_lock(dir: &Path) -> Result<File> {
+pub(crate) fn take_lock(dir: &Path) -> Result<File> {
     let path = dir.join("LOCK");
     let mut f = std::fs::OpenOptions::new()
         .read(true)

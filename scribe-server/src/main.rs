@@ -79,6 +79,19 @@ enum Command {
     },
     /// Finish or remove interrupted submissions and upload-pin cleanups
     RecoverSubmissions(AdminArgs),
+    /// Restore a data root from a copy taken while it was stopped
+    ///
+    /// Copies FROM into --data (absent or empty) and gives the data root
+    /// and every repository a new incarnation, so clients retire pending
+    /// submissions whose outcome the copy does not hold instead of
+    /// replaying them.
+    Restore {
+        #[command(flatten)]
+        data: DataArg,
+        /// The stopped data root copy to restore from
+        #[arg(long, value_name = "DIR")]
+        from: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -207,6 +220,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
             "recover-submissions",
             &admin::recover_submissions(&a.data, a.repo.as_deref())?,
         )),
+        Command::Restore { data, from } => {
+            let r = scribe_metadata::restore::restore(&from, &data.data).with_context(|| {
+                format!(
+                    "cannot restore {} into {}",
+                    from.display(),
+                    data.data.display()
+                )
+            })?;
+            println!("{}", hex::encode(r.incarnation));
+            eprintln!(
+                "restored {} file(s) into {}: incarnation {} (was {}), {} repositor(ies) re-incarnated",
+                r.files,
+                data.data.display(),
+                hex::encode(r.incarnation),
+                hex::encode(r.from_incarnation),
+                r.repositories.len()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

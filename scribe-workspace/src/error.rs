@@ -34,6 +34,15 @@ pub enum WorkspaceError {
     JournalUnfinished { path: String },
     #[error("could not write {path}: {detail}")]
     Materialize { path: String, detail: String },
+    /// A workflow refused by workspace state, with the client's error code
+    /// (`docs/cli.md`) and a one-line hint.
+    #[error("{path}: {detail}")]
+    Refused {
+        code: &'static str,
+        path: String,
+        detail: String,
+        hint: &'static str,
+    },
     #[error("workspace database: {0}")]
     Database(#[from] redb::Error),
     #[error("{path}: {source}")]
@@ -44,6 +53,20 @@ pub enum WorkspaceError {
 }
 
 impl WorkspaceError {
+    pub(crate) fn refused(
+        code: &'static str,
+        path: impl Into<String>,
+        detail: impl Into<String>,
+        hint: &'static str,
+    ) -> WorkspaceError {
+        WorkspaceError::Refused {
+            code,
+            path: path.into(),
+            detail: detail.into(),
+            hint,
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> WorkspaceError {
         let path = path.into();
         move |source| WorkspaceError::Io { path, source }

@@ -1,29 +1,58 @@
-//! `scribe move`: explicit local move intent (workflow `move/<operation>`).
+//! `scribe move`: explicit local move intent (workflow `move/<operation>`,
+//! specification "Explicit local move intent").
 //!
-//! The intent is durable before any opened record changes or any rename:
+//! Forward application; the intent is durable before any opened record
+//! changes or any rename:
 //!
 //! 1. record `move/<op>` (staged 0, complete 0) with every tracked file and
-//!    its prior opened record;
-//! 2. rename the source root to `.scribe/_state/staging/move-<op>`, then to
-//!    the destination (new parents created and flushed first);
+//!    its prior opened record, its sequence (greatest active + 1) and its
+//!    dependencies (older moves whose source or destination root overlaps);
+//! 2. rename the source root to `.scribe/_state/staging/move-<op>` and
+//!    record `staged`; create and flush the destination's new parents, then
+//!    rename the staging entry to the destination and flush both sides;
 //! 3. in one transaction: open sources for delete and destinations for add
 //!    with their move source, and mark the intent complete.
 //!
-//! [`resume`] finishes an interrupted intent from whichever side of the two
-//! renames the files are on. Accepted submit clears every record.
+//! Abort (allowed only when no pending move depends on the intent) records
+//! `aborting` first, performs the inverse renames through the same staging
+//! name (the files keep their current contents), then in one transaction
+//! restores the prior opened records and removes only its own record.
+//!
+//! At most one intent is interrupted (incomplete or aborting) at a time; it
+//! blocks other moves until [`resume`] finishes it or [`abort`] undoes it.
+//! Both work from whichever side of the two renames the files are on.
+//! Accepted submit clears every record (`submit::finalize`).
 
-use std::path::Path;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 
 use scribe_format::bytes::{Put, Reader};
+use scribe_format::path::is_under_prefix;
 use scribe_format::{FormatError, OperationId};
 
 use crate::error::{Result, WorkspaceError};
 use crate::records::{OpenedAction, OpenedRecord};
 use crate::scan::now_ms;
-use crate::state::{sync_dir, Workspace};
+use crate::state::{sync_dir, StateRead, Workspace};
 
 /// Bound on tracked files per move.
 pub const MAX_TRACKED: usize = 50_000;
+/// Bound on entries (files, directories, links) found under a move's source.
+pub const MAX_DISCOVERED: usize = 100_000;
+/// Bound on pending move records.
+pub const MAX_OPERATIONS: usize = 1_024;
+/// Bound on the encoded size of all pending move records together.
+pub const MAX_JOURNAL_BYTES: usize = 32 << 20;
+
+/// Where a move reports its progress: named points between its durable
+/// steps (the client's crash tests kill the process at them).
+pub trait MoveHooks {
+    fn point(&self, _name: &str) {}
+}
+
+/// No hooks.
+pub struct NoHooks;
+impl MoveHooks for NoHooks {}
 
 /// One tracked file of a move.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,9 +78,43 @@ pub struct MoveIntent {
     pub files: Vec<MovedFile>,
 }
 
+fn invalid(reason: &'static str) -> FormatError {
+    FormatError::invalid("move intent", reason)
+}
+
+/// Substitute the root `src` of `path` with `dst`.
+fn substitute(path: &str, src: &str, dst: &str) -> String {
+    if path == src {
+        dst.to_string()
+    } else {
+        format!("{dst}{}", &path[src.len()..])
+    }
+}
+
+/// Whether two roots overlap (one is the other or inside it).
+fn overlaps(a: &str, b: &str) -> bool {
+    is_under_prefix(a, b) || is_under_prefix(b, a)
+}
+
 impl MoveIntent {
     pub fn key(&self) -> String {
         format!("move/{}", self.operation.to_hex())
+    }
+
+    /// Interrupted: not yet complete, or being aborted.
+    pub fn interrupted(&self) -> bool {
+        !self.complete || self.aborting
+    }
+
+    /// `pending`, `interrupted` or `aborting`.
+    pub fn state_name(&self) -> &'static str {
+        if self.aborting {
+            "aborting"
+        } else if !self.complete {
+            "interrupted"
+        } else {
+            "pending"
+        }
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -87,6 +150,7 @@ impl MoveIntent {
         out
     }
 
+    /// Decode and check one record on its own (see [`MoveIntent::check`]).
     pub fn decode(bytes: &[u8]) -> std::result::Result<Self, FormatError> {
         let mut r = Reader::new(bytes);
         let v = r.u8("move version")?;
@@ -96,18 +160,14 @@ impl MoveIntent {
                 version: v.into(),
             });
         }
-        let flag = |r: &mut Reader<'_>, what: &'static str| r.flag(what);
+        let max = scribe_format::limits::MAX_PATH_BYTES;
         let operation = OperationId(r.array("move operation")?);
         let sequence = r.u64("move sequence")?;
-        let source = r
-            .str16("move source", scribe_format::limits::MAX_PATH_BYTES)?
-            .to_string();
-        let destination = r
-            .str16("move destination", scribe_format::limits::MAX_PATH_BYTES)?
-            .to_string();
-        let staged = flag(&mut r, "move staged")?;
-        let complete = flag(&mut r, "move complete")?;
-        let aborting = flag(&mut r, "move aborting")?;
+        let source = r.str16("move source", max)?.to_string();
+        let destination = r.str16("move destination", max)?.to_string();
+        let staged = r.flag("move staged")?;
+        let complete = r.flag("move complete")?;
+        let aborting = r.flag("move aborting")?;
         let n = r.u32("move dependency count")?;
         crate::records::check_count("move dependencies", n.into(), r.remaining(), 16)?;
         let mut dependencies = Vec::new();
@@ -118,26 +178,11 @@ impl MoveIntent {
         crate::records::check_count("move files", n.into(), r.remaining(), 15)?;
         let mut files = Vec::new();
         for _ in 0..n {
-            let physical_source = r
-                .str16(
-                    "move physical source",
-                    scribe_format::limits::MAX_PATH_BYTES,
-                )?
-                .to_string();
-            let destination = r
-                .str16(
-                    "move file destination",
-                    scribe_format::limits::MAX_PATH_BYTES,
-                )?
-                .to_string();
-            let original_source = r
-                .str16(
-                    "move original source",
-                    scribe_format::limits::MAX_PATH_BYTES,
-                )?
-                .to_string();
+            let physical_source = r.str16("move physical source", max)?.to_string();
+            let destination = r.str16("move file destination", max)?.to_string();
+            let original_source = r.str16("move original source", max)?.to_string();
             let original_change = r.u64("move original change")?;
-            let prior = if flag(&mut r, "move prior present")? {
+            let prior = if r.flag("move prior present")? {
                 Some(OpenedRecord::decode(r.bytes16("move prior", 65_535)?)?)
             } else {
                 None
@@ -151,7 +196,7 @@ impl MoveIntent {
             });
         }
         r.finish("move intent")?;
-        Ok(MoveIntent {
+        let intent = MoveIntent {
             operation,
             sequence,
             source,
@@ -161,59 +206,332 @@ impl MoveIntent {
             aborting,
             dependencies,
             files,
-        })
+        };
+        intent.check()?;
+        Ok(intent)
+    }
+
+    /// The rules one record must satisfy on its own: files sorted by
+    /// destination and unique; each destination the exact root substitution
+    /// of its physical source; a prior opened record is an Add carrying the
+    /// same original accepted source and revision; without one the original
+    /// source is the physical source; dependencies unique.
+    pub fn check(&self) -> std::result::Result<(), FormatError> {
+        if self.sequence == 0 {
+            return Err(invalid("sequence numbers start at 1"));
+        }
+        if self.source.is_empty() || self.destination.is_empty() {
+            return Err(invalid("the workspace root cannot be moved"));
+        }
+        if overlaps(&self.source, &self.destination) {
+            return Err(invalid("source and destination roots overlap"));
+        }
+        if self.files.len() > MAX_TRACKED {
+            return Err(invalid("more than 50,000 tracked files"));
+        }
+        let mut deps = HashSet::new();
+        for d in &self.dependencies {
+            if !deps.insert(d.0) || *d == self.operation {
+                return Err(invalid("dependencies must be unique and name other moves"));
+            }
+        }
+        for w in self.files.windows(2) {
+            if w[0].destination >= w[1].destination {
+                return Err(invalid("files must be sorted by destination, once each"));
+            }
+        }
+        for f in &self.files {
+            if !is_under_prefix(&f.physical_source, &self.source)
+                || substitute(&f.physical_source, &self.source, &self.destination) != f.destination
+            {
+                return Err(invalid(
+                    "a destination must be the root substitution of its physical source",
+                ));
+            }
+            match &f.prior {
+                None if f.original_source != f.physical_source => {
+                    return Err(invalid(
+                        "without a prior opened record the original source is the physical source",
+                    ))
+                }
+                None => {}
+                Some(p) => {
+                    let carries = match &p.moved_from {
+                        Some((s, c)) => *s == f.original_source && *c == f.original_change,
+                        None => f.original_source == f.physical_source && f.original_change == 0,
+                    };
+                    if p.action != OpenedAction::Add || !carries {
+                        return Err(invalid(
+                            "a prior opened record is an add carrying the original source and revision",
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 
-fn bad(path: &str, detail: impl Into<String>) -> WorkspaceError {
-    WorkspaceError::Materialize {
-        path: path.into(),
-        detail: detail.into(),
+fn corrupt(key: &str, source: FormatError) -> WorkspaceError {
+    WorkspaceError::Corrupt {
+        table: "workflows_v2",
+        key: key.to_string(),
+        source,
     }
 }
 
-/// Substitute the root `src` of `path` with `dst`.
-fn substitute(path: &str, src: &str, dst: &str) -> String {
-    if path == src {
-        dst.to_string()
-    } else {
-        format!("{dst}{}", &path[src.len()..])
+/// Check the whole journal: ids match their keys, sequences are unique,
+/// dependencies refer backward to existing records, at most one intent is
+/// interrupted, and the journal bounds hold.
+pub fn check_journal(records: &[(String, Vec<u8>)]) -> Result<Vec<MoveIntent>> {
+    if records.len() > MAX_OPERATIONS {
+        return Err(corrupt(
+            "move/",
+            invalid("more than 1,024 pending move operations"),
+        ));
+    }
+    let bytes: usize = records.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if bytes > MAX_JOURNAL_BYTES {
+        return Err(corrupt("move/", invalid("the move journal exceeds 32 MiB")));
+    }
+    let mut out = Vec::new();
+    for (k, v) in records {
+        let intent = MoveIntent::decode(v).map_err(|e| corrupt(k, e))?;
+        if intent.key() != *k {
+            return Err(corrupt(
+                k,
+                invalid("the operation id does not match its key"),
+            ));
+        }
+        out.push(intent);
+    }
+    let seq: HashMap<[u8; 16], u64> = out.iter().map(|i| (i.operation.0, i.sequence)).collect();
+    let mut seen = HashSet::new();
+    for i in &out {
+        if !seen.insert(i.sequence) {
+            return Err(corrupt(
+                &i.key(),
+                invalid("sequence numbers must be unique"),
+            ));
+        }
+        for d in &i.dependencies {
+            match seq.get(&d.0) {
+                Some(s) if *s < i.sequence => {}
+                _ => {
+                    return Err(corrupt(
+                        &i.key(),
+                        invalid("a dependency must name an older pending move"),
+                    ))
+                }
+            }
+        }
+    }
+    if out.iter().filter(|i| i.interrupted()).count() > 1 {
+        return Err(corrupt("move/", invalid("more than one interrupted move")));
+    }
+    out.sort_by_key(|i| i.sequence);
+    Ok(out)
+}
+
+fn load(read: &StateRead) -> Result<Vec<MoveIntent>> {
+    check_journal(&read.workflows_with_prefix("move/")?)
+}
+
+/// Every pending move, oldest first (the journal is checked as a whole).
+pub fn pending(ws: &Workspace) -> Result<Vec<MoveIntent>> {
+    load(&ws.read()?)
+}
+
+/// The interrupted move, if any.
+pub fn interrupted(ws: &Workspace) -> Result<Option<MoveIntent>> {
+    Ok(pending(ws)?.into_iter().find(|i| i.interrupted()))
+}
+
+/// Refuse while a move is interrupted (it blocks competing workflows).
+pub fn refuse_if_interrupted(ws: &Workspace) -> Result<()> {
+    match interrupted(ws)? {
+        None => Ok(()),
+        Some(i) => Err(WorkspaceError::refused(
+            "move_unfinished",
+            format!("{} -> {}", i.source, i.destination),
+            format!("move {} is {}", i.operation.to_hex(), i.state_name()),
+            "run `scribe move --resume` to finish it or `scribe move --abort` to undo it",
+        )),
     }
 }
 
-/// Move `src` (a tracked file or a directory of tracked files) to `dst`.
-pub fn move_path(ws: &Workspace, src: &str, dst: &str) -> Result<MoveIntent> {
-    resume(ws)?;
+/// Source roots vacated by pending moves (reserved until submit or abort).
+pub fn reserved_roots(ws: &Workspace) -> Result<Vec<String>> {
+    Ok(pending(ws)?.into_iter().map(|i| i.source).collect())
+}
+
+/// The pending move named by `selector`: its operation id (or a unique
+/// hex prefix of at least 4 digits), or its destination root. `None`
+/// selects the interrupted move, else the newest.
+pub fn select(ws: &Workspace, selector: Option<&str>) -> Result<MoveIntent> {
+    let all = pending(ws)?;
+    let found = match selector {
+        None => all
+            .iter()
+            .find(|i| i.interrupted())
+            .or_else(|| all.last())
+            .cloned(),
+        Some(s) => {
+            let by_dst: Vec<&MoveIntent> = all.iter().filter(|i| i.destination == s).collect();
+            let lower = s.to_ascii_lowercase();
+            let by_id: Vec<&MoveIntent> = if lower.len() >= 4
+                && lower.len() <= 32
+                && lower.bytes().all(|b| b.is_ascii_hexdigit())
+            {
+                all.iter()
+                    .filter(|i| i.operation.to_hex().starts_with(&lower))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            match (by_dst.as_slice(), by_id.as_slice()) {
+                ([one], _) | ([], [one]) => Some((*one).clone()),
+                ([], []) => None,
+                _ => {
+                    return Err(WorkspaceError::refused(
+                        "usage",
+                        s,
+                        "names more than one pending move",
+                        "give the full operation id shown by `scribe status`",
+                    ))
+                }
+            }
+        }
+    };
+    found.ok_or_else(|| {
+        WorkspaceError::refused(
+            "not_found",
+            selector.unwrap_or("."),
+            "no pending move there",
+            "`scribe status` lists pending moves with their ids",
+        )
+    })
+}
+
+fn refuse(
+    code: &'static str,
+    path: &str,
+    detail: impl Into<String>,
+    hint: &'static str,
+) -> WorkspaceError {
+    WorkspaceError::refused(code, path, detail, hint)
+}
+
+/// Count entries under `root` on disk (not following links), stopping
+/// once `limit` is exceeded.
+fn count_entries(root: &Path, limit: usize) -> Result<usize> {
+    let mut n = 0usize;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&dir).map_err(WorkspaceError::io(&dir))?;
+        n += 1;
+        if n > limit {
+            return Ok(n);
+        }
+        if meta.is_dir() {
+            for e in std::fs::read_dir(&dir).map_err(WorkspaceError::io(&dir))? {
+                stack.push(e.map_err(WorkspaceError::io(&dir))?.path());
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// Build the intent of moving `src` to `dst` without changing anything.
+pub fn plan(ws: &Workspace, src: &str, dst: &str) -> Result<MoveIntent> {
     if src.is_empty() || dst.is_empty() {
-        return Err(bad(src, "cannot move the workspace root"));
+        return Err(refuse(
+            "refused",
+            src,
+            "cannot move the workspace root",
+            "name a file or directory inside the workspace",
+        ));
     }
-    if scribe_format::path::is_under_prefix(dst, src) {
-        return Err(bad(dst, "cannot move a directory into itself"));
+    if overlaps(src, dst) {
+        return Err(refuse(
+            "refused",
+            dst,
+            "source and destination overlap",
+            "a directory cannot move into itself or onto its parent",
+        ));
     }
-    scribe_format::path::validate(dst).map_err(|e| bad(dst, e.to_string()))?;
+    scribe_format::path::validate(dst).map_err(|e| {
+        refuse(
+            "invalid_path",
+            dst,
+            e.to_string(),
+            "`scribe debug path PATH` explains which rule a name breaks",
+        )
+    })?;
     let read = ws.read()?;
+    let existing = load(&read)?;
+    if let Some(i) = existing.iter().find(|i| i.interrupted()) {
+        return Err(refuse(
+            "move_unfinished",
+            &i.destination,
+            format!("move {} is {}", i.operation.to_hex(), i.state_name()),
+            "run `scribe move --resume` to finish it or `scribe move --abort` to undo it",
+        ));
+    }
+    for i in &existing {
+        if overlaps(dst, &i.source) {
+            return Err(refuse(
+                "move_reserved",
+                dst,
+                format!("{} was vacated by a pending move and is reserved", i.source),
+                "abort that move (`scribe move --abort`) or submit it first",
+            ));
+        }
+    }
+    if existing.len() >= MAX_OPERATIONS {
+        return Err(refuse(
+            "limit_exceeded",
+            src,
+            "1,024 moves are already pending",
+            "submit the pending moves first",
+        ));
+    }
     let baselines = read.baselines()?;
     let opened = read.opened_all()?;
-    let opened_map: std::collections::HashMap<&str, &OpenedRecord> =
+    let opened_map: HashMap<&str, &OpenedRecord> =
         opened.iter().map(|(p, r)| (p.as_str(), r)).collect();
     let mut files = Vec::new();
+    let mut busy = Vec::new();
     for (p, b) in &baselines {
-        if scribe_format::path::is_under_prefix(p, src) {
-            let prior = opened_map.get(p.as_str()).map(|r| (*r).clone());
-            if matches!(prior.as_ref().map(|r| r.action), Some(OpenedAction::Delete)) {
-                continue;
-            }
-            files.push(MovedFile {
+        if !is_under_prefix(p, src) {
+            continue;
+        }
+        match opened_map.get(p.as_str()).map(|r| r.action) {
+            // A deleted file stays deleted where it is.
+            Some(OpenedAction::Delete) => continue,
+            Some(OpenedAction::Edit | OpenedAction::Keep) => busy.push(p.clone()),
+            // A tracked path opened for add is a destination of an earlier
+            // move replacing it; handled with the opened adds below.
+            Some(OpenedAction::Add) => {}
+            None => files.push(MovedFile {
                 physical_source: p.clone(),
                 destination: substitute(p, src, dst),
                 original_source: p.clone(),
                 original_change: b.change,
-                prior,
-            });
+                prior: None,
+            }),
         }
     }
+    if !busy.is_empty() {
+        return Err(refuse(
+            "move_refused",
+            &busy[0],
+            format!("{} file(s) there are opened for edit", busy.len()),
+            "submit those edits first (a move restores exact prior state only for unopened files and adds)",
+        ));
+    }
     for (p, r) in &opened {
-        if r.action == OpenedAction::Add && scribe_format::path::is_under_prefix(p, src) {
+        if r.action == OpenedAction::Add && is_under_prefix(p, src) {
             let (orig, change) = r.moved_from.clone().unwrap_or((p.clone(), 0));
             files.push(MovedFile {
                 physical_source: p.clone(),
@@ -225,94 +543,268 @@ pub fn move_path(ws: &Workspace, src: &str, dst: &str) -> Result<MoveIntent> {
         }
     }
     if files.is_empty() {
-        return Err(bad(src, "nothing tracked or opened for add there"));
+        return Err(refuse(
+            "not_present",
+            src,
+            "nothing tracked or opened for add there",
+            "the path is not tracked here; `scribe status` lists what is",
+        ));
     }
     if files.len() > MAX_TRACKED {
-        return Err(bad(
+        return Err(refuse(
+            "limit_exceeded",
             src,
-            format!("a move is bounded to {MAX_TRACKED} files"),
+            format!(
+                "{} tracked files; a move is bounded to {MAX_TRACKED}",
+                files.len()
+            ),
+            "move smaller directories one at a time",
+        ));
+    }
+    let src_full = ws.root().join(src);
+    if std::fs::symlink_metadata(&src_full).is_err() {
+        return Err(refuse(
+            "not_found",
+            src,
+            "not on disk",
+            "restore it, or `scribe revert` it, before moving",
+        ));
+    }
+    if let Some(f) = files
+        .iter()
+        .find(|f| !exists(&ws.root().join(&f.physical_source)))
+    {
+        return Err(refuse(
+            "not_found",
+            &f.physical_source,
+            "a tracked file to move is missing from disk",
+            "restore it, or `scribe delete` it, before moving",
+        ));
+    }
+    if count_entries(&src_full, MAX_DISCOVERED)? > MAX_DISCOVERED {
+        return Err(refuse(
+            "limit_exceeded",
+            src,
+            format!("more than {MAX_DISCOVERED} entries on disk"),
+            "move smaller directories one at a time",
         ));
     }
     if std::fs::symlink_metadata(ws.root().join(dst)).is_ok() {
-        return Err(bad(dst, "the destination exists"));
+        return Err(refuse(
+            "already_exists",
+            dst,
+            "the destination exists",
+            "pick a destination that does not exist yet",
+        ));
     }
+    let live: HashMap<Vec<u8>, &str> = baselines
+        .iter()
+        .filter(|(p, _)| !is_under_prefix(p, src))
+        .map(|(p, _)| (scribe_format::path::collision_key(p), p.as_str()))
+        .chain(
+            opened
+                .iter()
+                .filter(|(p, r)| r.action == OpenedAction::Add && !is_under_prefix(p, src))
+                .map(|(p, _)| (scribe_format::path::collision_key(p), p.as_str())),
+        )
+        .collect();
     for f in &files {
-        let key = scribe_format::path::collision_key(&f.destination);
-        if baselines.iter().any(|(p, _)| {
-            !scribe_format::path::is_under_prefix(p, src)
-                && scribe_format::path::collision_key(p) == key
-        }) {
-            return Err(bad(&f.destination, "collides with a tracked path"));
+        if let Some(other) = live.get(&scribe_format::path::collision_key(&f.destination)) {
+            return Err(refuse(
+                "path_collision",
+                &f.destination,
+                format!("collides with {other}"),
+                "two paths may not differ only in case or normalization; pick another name",
+            ));
         }
     }
-    let sequence = read
-        .workflows_with_prefix("move/")?
-        .iter()
-        .filter_map(|(_, v)| MoveIntent::decode(v).ok())
-        .map(|m| m.sequence)
-        .max()
-        .unwrap_or(0)
-        + 1;
-    drop(read);
+    files.sort_by(|a, b| a.destination.cmp(&b.destination));
+    let operation = OperationId::random();
     let intent = MoveIntent {
-        operation: OperationId::random(),
-        sequence,
+        operation,
+        sequence: existing.iter().map(|i| i.sequence).max().unwrap_or(0) + 1,
         source: src.into(),
         destination: dst.into(),
         staged: false,
         complete: false,
         aborting: false,
-        dependencies: Vec::new(),
+        dependencies: existing
+            .iter()
+            .filter(|i| {
+                overlaps(&i.source, src)
+                    || overlaps(&i.source, dst)
+                    || overlaps(&i.destination, src)
+                    || overlaps(&i.destination, dst)
+            })
+            .map(|i| i.operation)
+            .collect(),
         files,
     };
+    let total: usize = read
+        .workflows_with_prefix("move/")?
+        .iter()
+        .map(|(k, v)| k.len() + v.len())
+        .sum::<usize>()
+        + intent.key().len()
+        + intent.encode().len();
+    if total > MAX_JOURNAL_BYTES {
+        return Err(refuse(
+            "limit_exceeded",
+            src,
+            "the move journal would exceed 32 MiB",
+            "submit the pending moves first",
+        ));
+    }
+    Ok(intent)
+}
+
+/// Move `src` (a tracked file or a directory of tracked files) to `dst`.
+pub fn move_path(ws: &Workspace, src: &str, dst: &str) -> Result<MoveIntent> {
+    move_path_with(ws, src, dst, &NoHooks)
+}
+
+/// [`move_path`] with progress hooks.
+pub fn move_path_with(
+    ws: &Workspace,
+    src: &str,
+    dst: &str,
+    hooks: &dyn MoveHooks,
+) -> Result<MoveIntent> {
+    let intent = plan(ws, src, dst)?;
     let tx = ws.write()?;
     tx.put_workflow(&intent.key(), &intent.encode())?;
     tx.commit()?;
-    apply(ws, intent)
+    hooks.point("move-after-intent");
+    apply(ws, intent, hooks)
 }
 
-fn staging(ws: &Workspace, op: &OperationId) -> std::path::PathBuf {
+fn staging(ws: &Workspace, op: &OperationId) -> PathBuf {
     ws.state_dir()
         .join("staging")
         .join(format!("move-{}", op.to_hex()))
 }
 
-fn rename(from: &Path, to: &Path) -> Result<()> {
+fn exists(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok()
+}
+
+/// Rename that never replaces an existing entry.
+fn rename_exclusive(from: &Path, to: &Path) -> Result<()> {
+    if exists(to) {
+        return Err(WorkspaceError::Io {
+            path: to.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "a move never replaces an existing entry",
+            ),
+        });
+    }
     std::fs::rename(from, to).map_err(WorkspaceError::io(from))
 }
 
-/// Finish the renames and opened-state changes of an intent.
-fn apply(ws: &Workspace, mut intent: MoveIntent) -> Result<MoveIntent> {
-    let src = ws.root().join(&intent.source);
-    let dst = ws.root().join(&intent.destination);
+/// Create the missing parents of `path`, flushing each new directory's
+/// parent so the new entries are durable.
+fn create_parents(root: &Path, path: &Path) -> Result<()> {
+    let Some(parent) = path.parent() else {
+        return Ok(());
+    };
+    let mut missing = Vec::new();
+    let mut p = parent;
+    while !exists(p) && p != root {
+        missing.push(p.to_path_buf());
+        match p.parent() {
+            Some(up) => p = up,
+            None => break,
+        }
+    }
+    for dir in missing.iter().rev() {
+        std::fs::create_dir(dir).map_err(WorkspaceError::io(dir))?;
+        if let Some(up) = dir.parent() {
+            sync_dir(up)?;
+        }
+    }
+    Ok(())
+}
+
+fn record(ws: &Workspace, intent: &MoveIntent) -> Result<()> {
+    let tx = ws.write()?;
+    tx.put_workflow(&intent.key(), &intent.encode())?;
+    tx.commit()
+}
+
+/// Bring the files from `from` (through staging) to `to`, from whichever
+/// side of the two renames they are on. `staged` is recorded after the
+/// first rename when `mark` is set.
+fn carry(
+    ws: &Workspace,
+    intent: &mut MoveIntent,
+    from: &str,
+    to: &str,
+    hooks: &dyn MoveHooks,
+    point: &str,
+) -> Result<()> {
+    let from_full = ws.root().join(from);
+    let to_full = ws.root().join(to);
     let stage = staging(ws, &intent.operation);
-    if src.exists() && !stage.exists() && !dst.exists() {
-        rename(&src, &stage)?;
-        sync_dir(&ws.state_dir().join("staging"))?;
-    }
-    if stage.exists() {
-        if let Some(parent) = dst.parent() {
-            std::fs::create_dir_all(parent).map_err(WorkspaceError::io(parent))?;
-            sync_dir(parent)?;
+    let staging_dir = ws.state_dir().join("staging");
+    let (f, s, t) = (exists(&from_full), exists(&stage), exists(&to_full));
+    match (f, s, t) {
+        (true, false, false) => {
+            rename_exclusive(&from_full, &stage)?;
+            sync_dir(&staging_dir)?;
+            if let Some(p) = from_full.parent() {
+                sync_dir(p)?;
+            }
+            if !intent.aborting && !intent.staged {
+                intent.staged = true;
+                record(ws, intent)?;
+            }
+            hooks.point(point);
         }
-        rename(&stage, &dst)?;
-        if let Some(parent) = dst.parent() {
-            sync_dir(parent)?;
+        (false, true, false) | (false, false, true) => {}
+        _ => {
+            return Err(refuse(
+                "move_refused",
+                to,
+                format!(
+                    "cannot tell where the moved files are (source {}, staging {}, destination {})",
+                    if f { "present" } else { "absent" },
+                    if s { "present" } else { "absent" },
+                    if t { "present" } else { "absent" }
+                ),
+                "move the stray entry out of the way, then rerun",
+            ))
         }
     }
+    if exists(&stage) {
+        create_parents(ws.root(), &to_full)?;
+        rename_exclusive(&stage, &to_full)?;
+        if let Some(p) = to_full.parent() {
+            sync_dir(p)?;
+        }
+        sync_dir(&staging_dir)?;
+    }
+    Ok(())
+}
+
+/// Finish the renames and opened-state changes of an intent.
+fn apply(ws: &Workspace, mut intent: MoveIntent, hooks: &dyn MoveHooks) -> Result<MoveIntent> {
+    let (src, dst) = (intent.source.clone(), intent.destination.clone());
+    carry(ws, &mut intent, &src, &dst, hooks, "move-after-stage")?;
+    hooks.point("move-after-place");
     intent.staged = true;
     intent.complete = true;
+    let opened_ms = now_ms();
     let tx = ws.write()?;
     for f in &intent.files {
-        let was_add = matches!(f.prior.as_ref().map(|r| r.action), Some(OpenedAction::Add));
-        if was_add {
+        if f.prior.is_some() {
             tx.remove_opened(&f.physical_source)?;
         } else {
             tx.put_opened(
                 &f.physical_source,
                 &OpenedRecord {
                     action: OpenedAction::Delete,
-                    opened_ms: now_ms(),
+                    opened_ms,
                     needs_reconcile: true,
                     moved_from: None,
                 },
@@ -327,7 +819,7 @@ fn apply(ws: &Workspace, mut intent: MoveIntent) -> Result<MoveIntent> {
             &f.destination,
             &OpenedRecord {
                 action: OpenedAction::Add,
-                opened_ms: now_ms(),
+                opened_ms,
                 needs_reconcile: true,
                 moved_from,
             },
@@ -335,107 +827,169 @@ fn apply(ws: &Workspace, mut intent: MoveIntent) -> Result<MoveIntent> {
     }
     tx.put_workflow(&intent.key(), &intent.encode())?;
     tx.commit()?;
+    prune_empty_parents(ws.root(), &src);
     Ok(intent)
 }
 
-/// Complete every interrupted move intent.
-pub fn resume(ws: &Workspace) -> Result<usize> {
-    let pending: Vec<MoveIntent> = ws
-        .read()?
-        .workflows_with_prefix("move/")?
-        .into_iter()
-        .map(|(k, v)| {
-            MoveIntent::decode(&v).map_err(|source| WorkspaceError::Corrupt {
-                table: "workflows_v2",
-                key: k,
-                source,
-            })
-        })
-        .collect::<Result<_>>()?;
-    let mut n = 0;
-    for intent in pending.into_iter().filter(|i| !i.complete) {
-        apply(ws, intent)?;
-        n += 1;
+/// Remove the directories above `rel` that the move left empty.
+fn prune_empty_parents(root: &Path, rel: &str) {
+    let mut p = root.join(rel);
+    while let Some(parent) = p.parent() {
+        if parent == root
+            || parent == root.join(".scribe")
+            || !parent.starts_with(root)
+            || std::fs::remove_dir(parent).is_err()
+        {
+            break;
+        }
+        p = parent.to_path_buf();
     }
-    Ok(n)
+}
+
+/// Finish the interrupted move, if any (a forward one is completed, an
+/// aborting one is undone).
+pub fn resume(ws: &Workspace) -> Result<Option<MoveIntent>> {
+    resume_with(ws, &NoHooks)
+}
+
+/// [`resume`] with progress hooks.
+pub fn resume_with(ws: &Workspace, hooks: &dyn MoveHooks) -> Result<Option<MoveIntent>> {
+    match interrupted(ws)? {
+        None => Ok(None),
+        Some(i) if i.aborting => finish_abort(ws, i, hooks).map(Some),
+        Some(i) => apply(ws, i, hooks).map(Some),
+    }
+}
+
+/// Undo the pending move `operation`: refused while a pending move depends
+/// on it. The files go back with their current contents; the prior opened
+/// records come back; only this move's record is removed.
+pub fn abort(ws: &Workspace, operation: &OperationId) -> Result<MoveIntent> {
+    abort_with(ws, operation, &NoHooks)
+}
+
+/// [`abort`] with progress hooks.
+pub fn abort_with(
+    ws: &Workspace,
+    operation: &OperationId,
+    hooks: &dyn MoveHooks,
+) -> Result<MoveIntent> {
+    let read = ws.read()?;
+    let all = load(&read)?;
+    let Some(intent) = all.iter().find(|i| i.operation == *operation).cloned() else {
+        return Err(refuse(
+            "not_found",
+            &operation.to_hex(),
+            "no pending move has this id",
+            "`scribe status` lists pending moves with their ids",
+        ));
+    };
+    if let Some(other) = all
+        .iter()
+        .find(|i| i.interrupted() && i.operation != *operation)
+    {
+        return Err(refuse(
+            "move_unfinished",
+            &other.destination,
+            format!(
+                "move {} is {}",
+                other.operation.to_hex(),
+                other.state_name()
+            ),
+            "run `scribe move --resume` to finish it or `scribe move --abort` to undo it",
+        ));
+    }
+    let dependents: Vec<&MoveIntent> = all
+        .iter()
+        .filter(|i| i.dependencies.contains(operation))
+        .collect();
+    if let Some(d) = dependents.first() {
+        return Err(refuse(
+            "move_dependent",
+            &intent.destination,
+            format!(
+                "{} later move(s) depend on it, first {} -> {} ({})",
+                dependents.len(),
+                d.source,
+                d.destination,
+                d.operation.to_hex()
+            ),
+            "abort the later moves first (newest first)",
+        ));
+    }
+    if !intent.aborting && intent.complete && exists(&ws.root().join(&intent.source)) {
+        return Err(refuse(
+            "move_refused",
+            &intent.source,
+            "something new stands at the vacated source",
+            "move it out of the way, then abort again",
+        ));
+    }
+    if !intent.aborting {
+        // Tracked content that arrived under the destination after the
+        // move (a sync) would be carried away by the inverse rename.
+        if let Some((p, _)) = read
+            .baselines()?
+            .into_iter()
+            .find(|(p, _)| is_under_prefix(p, &intent.destination))
+        {
+            return Err(refuse(
+                "move_refused",
+                &p,
+                "a tracked file now lives under the destination",
+                "move or revert it first, or submit the move",
+            ));
+        }
+    }
+    drop(read);
+    let mut intent = intent;
+    if !intent.aborting {
+        intent.aborting = true;
+        record(ws, &intent)?;
+    }
+    hooks.point("move-abort-after-mark");
+    finish_abort(ws, intent, hooks)
+}
+
+fn finish_abort(
+    ws: &Workspace,
+    mut intent: MoveIntent,
+    hooks: &dyn MoveHooks,
+) -> Result<MoveIntent> {
+    let (src, dst) = (intent.source.clone(), intent.destination.clone());
+    carry(ws, &mut intent, &dst, &src, hooks, "move-abort-after-stage")?;
+    let tx = ws.write()?;
+    if intent.complete {
+        let ours: HashSet<&str> = intent
+            .files
+            .iter()
+            .map(|f| f.destination.as_str())
+            .collect();
+        // Opened adds made under the destination after the move travel back
+        // with their files.
+        let extra: Vec<(String, OpenedRecord)> = tx
+            .opened_all()?
+            .into_iter()
+            .filter(|(p, _)| is_under_prefix(p, &dst) && !ours.contains(p.as_str()))
+            .collect();
+        for (p, r) in extra {
+            tx.remove_opened(&p)?;
+            tx.put_opened(&substitute(&p, &dst, &src), &r)?;
+        }
+        for f in &intent.files {
+            tx.remove_opened(&f.destination)?;
+            match &f.prior {
+                Some(rec) => tx.put_opened(&f.physical_source, rec)?,
+                None => tx.remove_opened(&f.physical_source)?,
+            }
+        }
+    }
+    tx.remove_workflow(&intent.key())?;
+    tx.commit()?;
+    prune_empty_parents(ws.root(), &dst);
+    Ok(intent)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::records::{BaselineRecord, Fingerprint};
-    use scribe_format::{FileContentId, ManifestId};
-
-    #[test]
-    fn intent_round_trips_and_refuses_truncation() {
-        let i = MoveIntent {
-            operation: OperationId([1; 16]),
-            sequence: 2,
-            source: "a".into(),
-            destination: "b".into(),
-            staged: true,
-            complete: false,
-            aborting: false,
-            dependencies: vec![OperationId([3; 16])],
-            files: vec![MovedFile {
-                physical_source: "a/x".into(),
-                destination: "b/x".into(),
-                original_source: "a/x".into(),
-                original_change: 4,
-                prior: Some(OpenedRecord {
-                    action: OpenedAction::Edit,
-                    opened_ms: 5,
-                    needs_reconcile: true,
-                    moved_from: None,
-                }),
-            }],
-        };
-        let b = i.encode();
-        assert_eq!(MoveIntent::decode(&b).unwrap(), i);
-        for cut in 0..b.len() {
-            assert!(MoveIntent::decode(&b[..cut]).is_err(), "cut {cut}");
-        }
-    }
-
-    #[test]
-    fn move_directory_opens_pairs_and_renames() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut meta = crate::state::tests_meta();
-        meta.readonly = false;
-        let ws = Workspace::create(dir.path(), &meta).unwrap();
-        std::fs::create_dir_all(dir.path().join("old/sub")).unwrap();
-        std::fs::write(dir.path().join("old/sub/f"), b"x").unwrap();
-        let tx = ws.write().unwrap();
-        tx.put_baseline(
-            "old/sub/f",
-            &BaselineRecord {
-                incarnation: [0; 16],
-                manifest: ManifestId([0; 32]),
-                content: FileContentId::of(b"x"),
-                size: 1,
-                mode: 0,
-                change: 3,
-                fingerprint: Fingerprint::default(),
-            },
-        )
-        .unwrap();
-        tx.commit().unwrap();
-        let i = move_path(&ws, "old", "new/place").unwrap();
-        assert!(i.complete);
-        assert_eq!(
-            std::fs::read(dir.path().join("new/place/sub/f")).unwrap(),
-            b"x"
-        );
-        assert!(!dir.path().join("old").exists());
-        let r = ws.read().unwrap();
-        assert_eq!(
-            r.opened("old/sub/f").unwrap().unwrap().action,
-            OpenedAction::Delete
-        );
-        let dst = r.opened("new/place/sub/f").unwrap().unwrap();
-        assert_eq!(dst.action, OpenedAction::Add);
-        assert_eq!(dst.moved_from, Some(("old/sub/f".into(), 3)));
-        drop(r);
-        assert!(move_path(&ws, "new", "new/inner").is_err());
-    }
-}
+#[path = "moves_tests.rs"]
+mod tests;

@@ -466,6 +466,13 @@ macro_rules! reads {
             Ok(out)
         }
 
+        /// The stored bytes of one pending submission.
+        pub fn pending_bytes(&self, op: &OperationId) -> Result<Option<Vec<u8>>> {
+            let t = self.$open(PENDING)?;
+            let v = t.get(&op.0)?.map(|v| v.value().to_vec());
+            Ok(v)
+        }
+
         /// Every journal entry, in path order.
         pub fn journal_all(&self) -> Result<Vec<(String, JournalEntry)>> {
             self.journal_like(JOURNAL, "journal")

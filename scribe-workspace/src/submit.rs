@@ -147,6 +147,80 @@ pub fn finalize(
     Ok(out)
 }
 
+/// `.scribe/_state/recovery/submit-<operation>.pending`.
+pub fn archive_path(ws: &Workspace, op: &OperationId) -> std::path::PathBuf {
+    crate::recovery::recovery_dir(ws.root()).join(format!("submit-{}.pending", op.to_hex()))
+}
+
+/// Retire a candidate whose outcome is absent after a restore changed the
+/// repository incarnation: its exact pending bytes are saved as
+/// `recovery/submit-<operation>.pending` (file and directory flushed)
+/// before the pending row is removed; opened records and baselines stay.
+/// An existing archive must hold exactly these bytes (a rerun after a
+/// crash between the two steps finds it so); anything else is refused and
+/// nothing changes.
+pub fn archive_pending(ws: &Workspace, op: &OperationId) -> Result<std::path::PathBuf> {
+    let Some(bytes) = ws.read()?.pending_bytes(op)? else {
+        return Err(WorkspaceError::refused(
+            "not_found",
+            op.to_hex(),
+            "no pending submission has this id",
+            "`scribe status` shows whether a submission is pending",
+        ));
+    };
+    let path = archive_path(ws, op);
+    match std::fs::read(&path) {
+        Ok(existing) if existing == bytes => {}
+        Ok(_) => {
+            return Err(WorkspaceError::refused(
+                "corrupt",
+                path.display().to_string(),
+                "an archive of this submission exists with other bytes",
+                "move that file aside (it is kept evidence), then rerun `scribe submit`",
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = crate::recovery::recovery_dir(ws.root());
+            std::fs::create_dir_all(&dir).map_err(WorkspaceError::io(&dir))?;
+            // Written whole in tmp/ (cleaned at open), flushed, then renamed
+            // into the recovery area, whose directory is flushed.
+            let tmp = ws
+                .state_dir()
+                .join("tmp")
+                .join(format!("submit-{}.pending", op.to_hex()));
+            {
+                use std::io::Write;
+                let mut f = std::fs::File::create(&tmp).map_err(WorkspaceError::io(&tmp))?;
+                f.write_all(&bytes).map_err(WorkspaceError::io(&tmp))?;
+                f.sync_all().map_err(WorkspaceError::io(&tmp))?;
+            }
+            std::fs::rename(&tmp, &path).map_err(WorkspaceError::io(&path))?;
+            crate::state::sync_dir(&dir)?;
+        }
+        Err(e) => return Err(WorkspaceError::io(&path)(e)),
+    }
+    let tx = ws.write()?;
+    tx.remove_pending(op)?;
+    tx.commit()?;
+    Ok(path)
+}
+
+/// Opened paths whose baseline is of another incarnation than
+/// `incarnation` (created before a restore): submit refuses them until
+/// resolution or revert replaces the baseline.
+pub fn stale_bases(ws: &Workspace, incarnation: [u8; 16]) -> Result<Vec<String>> {
+    let read = ws.read()?;
+    let mut out = Vec::new();
+    for (p, _) in read.opened_all()? {
+        if let Some(b) = read.baseline(&p)? {
+            if b.incarnation != incarnation {
+                out.push(p);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Forget a candidate the server refused (its outcome is recorded there);
 /// opened records and files are untouched.
 pub fn abandon(ws: &Workspace, op: &OperationId) -> Result<()> {
@@ -169,6 +243,87 @@ mod tests {
             size: b.len() as u64,
             mode: Mode::Regular,
         }
+    }
+
+    #[test]
+    fn archive_keeps_exact_bytes_and_opened_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::create(dir.path(), &crate::state::tests_meta()).unwrap();
+        let set = ChangeSet::new(vec![Entry::edit("a.bin", 1, state(b"mine"))]);
+        let pending = PendingSubmit {
+            incarnation: [4; 16],
+            branch: BranchId([3; 16]),
+            integration: None,
+            change_set_id: set.id().unwrap(),
+            change_set: set.encode().unwrap(),
+            author: "ada".into(),
+            message: "before the restore".into(),
+            keep_locks: true,
+            locks: vec![],
+            created_ms: 1,
+            fingerprints: vec![],
+        };
+        let op = OperationId([5; 16]);
+        let opened = OpenedRecord {
+            action: OpenedAction::Edit,
+            opened_ms: 1,
+            needs_reconcile: false,
+            moved_from: None,
+        };
+        let base = BaselineRecord {
+            incarnation: [4; 16],
+            manifest: ManifestId::of_payload(b"base"),
+            content: FileContentId::of(b"base"),
+            size: 4,
+            mode: 0,
+            change: 1,
+            fingerprint: Fingerprint::default(),
+        };
+        let put = || {
+            let tx = ws.write().unwrap();
+            tx.put_opened("a.bin", &opened).unwrap();
+            tx.put_baseline("a.bin", &base).unwrap();
+            tx.put_pending(&op, &pending).unwrap();
+            tx.commit().unwrap();
+        };
+        put();
+        let exact = ws.read().unwrap().pending_bytes(&op).unwrap().unwrap();
+        let path = archive_pending(&ws, &op).unwrap();
+        assert_eq!(path, archive_path(&ws, &op));
+        assert_eq!(std::fs::read(&path).unwrap(), exact);
+        let r = ws.read().unwrap();
+        assert!(r.pending_all().unwrap().is_empty());
+        assert_eq!(r.opened("a.bin").unwrap(), Some(opened.clone()));
+        assert_eq!(r.baseline("a.bin").unwrap(), Some(base));
+        drop(r);
+        assert!(crate::recovery::list(ws.root())
+            .unwrap()
+            .iter()
+            .any(|e| matches!(
+            e, crate::recovery::RecoveryEntry::Archive { name, .. }
+                if *name == format!("submit-{}.pending", op.to_hex()))));
+        // archives are never pruned
+        crate::recovery::prune(ws.root(), u64::MAX).unwrap();
+        assert!(path.exists());
+        // a rerun after a crash between the two steps: same bytes, accepted
+        put();
+        archive_pending(&ws, &op).unwrap();
+        assert!(ws.read().unwrap().pending_all().unwrap().is_empty());
+        // other bytes under the same name: refused, the pending row stays
+        put();
+        std::fs::write(&path, b"something else").unwrap();
+        assert!(matches!(
+            archive_pending(&ws, &op),
+            Err(WorkspaceError::Refused {
+                code: "corrupt",
+                ..
+            })
+        ));
+        assert_eq!(ws.read().unwrap().pending_all().unwrap().len(), 1);
+        assert_eq!(std::fs::read(&path).unwrap(), b"something else");
+        // stale bases: the baseline's incarnation against the current one
+        assert!(stale_bases(&ws, [4; 16]).unwrap().is_empty());
+        assert_eq!(stale_bases(&ws, [8; 16]).unwrap(), vec!["a.bin"]);
     }
 
     #[test]

@@ -112,6 +112,63 @@ pub fn begin(
     tx.commit()
 }
 
+/// Which server deltas a sync plan is built from.
+///
+/// `forward = (from, to)`: every path changed in `(from, to]`, each at the
+/// state the delta reports (its state in `to`, the target). `restat =
+/// (from, to)`: every path changed in `(from, to]` not already planned,
+/// each at its state in the target (one `Stat` per path).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanRanges {
+    pub forward: Option<(u64, u64)>,
+    pub restat: Option<(u64, u64)>,
+}
+
+/// The local publication pin: the `last-submit` receipt's change when it
+/// is of this workspace's branch and incarnation and newer than `synced`
+/// (the paths submitted since the sync are at that change locally). A
+/// receipt from another branch or incarnation is not a local pin.
+pub fn local_pin(ws: &Workspace) -> Result<Option<u64>> {
+    let meta = ws.meta()?;
+    Ok(crate::submit::last_submit(ws)?
+        .filter(|r| {
+            r.branch == meta.branch_id
+                && r.incarnation == meta.incarnation
+                && r.change > meta.synced
+        })
+        .map(|r| r.change))
+}
+
+/// The deltas that bring a working copy synced to `synced`, with paths
+/// submitted up to `pin` since, to `target` (`None`: the head, which is
+/// never older than an accepted local submission).
+///
+/// An explicit target older than the newest local state reconciles
+/// against the pin even when it equals the watermark: the paths changed
+/// in `(min(target, synced), max(synced, pin)]` are planned at their state
+/// in the target.
+pub fn plan_ranges(synced: u64, pin: Option<u64>, target: Option<u64>) -> PlanRanges {
+    let newest = pin.map_or(synced, |p| p.max(synced));
+    match target {
+        None => PlanRanges {
+            forward: Some((synced, 0)),
+            restat: None,
+        },
+        Some(t) if t >= newest => PlanRanges {
+            forward: (t > synced).then_some((synced, t)),
+            restat: None,
+        },
+        Some(t) if t > synced => PlanRanges {
+            forward: Some((synced, t)),
+            restat: Some((t, newest)),
+        },
+        Some(t) => PlanRanges {
+            forward: None,
+            restat: Some((t, newest)),
+        },
+    }
+}
+
 /// The unfinished journal's target change, if any.
 pub fn in_progress(ws: &Workspace) -> Result<Option<u64>> {
     ws.read()?.meta_u64("journal-target")
@@ -341,6 +398,12 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
 /// Move the watermark to the journal's target and clear the journal, once
 /// every row is done. Returns the new watermark.
 pub fn finish(ws: &Workspace) -> Result<u64> {
+    finish_in(ws, None)
+}
+
+/// [`finish`], also publishing a new repository incarnation in the same
+/// transaction as the watermark (the full sync after a restore).
+pub fn finish_in(ws: &Workspace, incarnation: Option<[u8; 16]>) -> Result<u64> {
     let tx = ws.write()?;
     let Some(target) = tx.meta_u64("journal-target")? else {
         return Err(WorkspaceError::NoJournal);
@@ -352,10 +415,17 @@ pub fn finish(ws: &Workspace) -> Result<u64> {
     tx.remove_meta("journal-target")?;
     // A completed sync supersedes the local publication receipt.
     tx.remove_meta("last-submit")?;
+    if let Some(inc) = incarnation {
+        tx.put_meta_bytes("incarnation", &inc)?;
+    }
     tx.clear_journal()?;
     tx.commit()?;
     Ok(target)
 }
+
+#[cfg(test)]
+#[path = "sync_plan_tests.rs"]
+mod plan_tests;
 
 #[cfg(test)]
 mod tests {

@@ -3,8 +3,8 @@
 
 use scribe_format::wire::message as m;
 use scribe_workspace::detect::LocalChange;
-use scribe_workspace::open;
 use scribe_workspace::resolve::{resolve as resolve_path, Resolution, Resolved};
+use scribe_workspace::{moves, open};
 
 use crate::ctx::{self, report, Ctx};
 use crate::error::{CliError, CliResult};
@@ -12,13 +12,35 @@ use crate::out::Json;
 
 pub fn add(ctx: &Ctx, args: Vec<String>) -> CliResult {
     let o = ctx::open(ctx)?;
+    no_interrupted_move(&o)?;
     let paths = ctx::paths(ctx, &o.ws, &args)?;
+    // A source vacated by a pending move is reserved until submit or abort.
+    let reserved = moves::reserved_roots(&o.ws)?;
+    let blocked: Vec<String> = paths
+        .iter()
+        .filter(|p| {
+            !p.is_empty()
+                && reserved
+                    .iter()
+                    .any(|r| scribe_format::path::is_under_prefix(p, r))
+        })
+        .cloned()
+        .collect();
+    if !blocked.is_empty() {
+        return Err(CliError::new(
+            "move_reserved",
+            "these paths were vacated by a pending move and are reserved",
+        )
+        .paths(blocked)
+        .hint("abort that move (`scribe move --abort`) or submit it first"));
+    }
     let r = open::add(&o.ws, &paths)?;
     report(ctx, "add", &r)
 }
 
 pub fn edit(ctx: &Ctx, args: Vec<String>) -> CliResult {
     let o = ctx::open(ctx)?;
+    no_interrupted_move(&o)?;
     let paths = ctx::paths(ctx, &o.ws, &args)?;
     let r = open::edit(&o.ws, &paths)?;
     warn_locked(
@@ -61,6 +83,7 @@ fn warn_locked(ctx: &Ctx, o: &ctx::Open, paths: &[String]) {
 
 pub fn delete(ctx: &Ctx, args: Vec<String>) -> CliResult {
     let o = ctx::open(ctx)?;
+    no_interrupted_move(&o)?;
     let paths = ctx::paths(ctx, &o.ws, &args)?;
     let r = open::delete(&o.ws, &paths)?;
     report(ctx, "delete", &r)
@@ -68,6 +91,7 @@ pub fn delete(ctx: &Ctx, args: Vec<String>) -> CliResult {
 
 pub fn reconcile(ctx: &Ctx, args: Vec<String>) -> CliResult {
     let o = ctx::open(ctx)?;
+    no_interrupted_move(&o)?;
     let paths = ctx::paths(ctx, &o.ws, &args)?;
     let r = open::reconcile(&o.ws, &paths)?;
     report(ctx, "reconcile", &r)
@@ -75,6 +99,7 @@ pub fn reconcile(ctx: &Ctx, args: Vec<String>) -> CliResult {
 
 pub fn revert(ctx: &Ctx, args: Vec<String>) -> CliResult {
     let o = ctx::open(ctx)?;
+    no_interrupted_move(&o)?;
     let paths = ctx::paths(ctx, &o.ws, &args)?;
     let remote = o.remote()?;
     let r = open::revert(&o.ws, &paths, &remote)?;
@@ -91,18 +116,106 @@ pub fn revert(ctx: &Ctx, args: Vec<String>) -> CliResult {
     )
 }
 
+/// Kills the process at a named move step when `SCRIBE_TEST_CRASH_AT`
+/// names it (crash tests).
+struct CrashHooks;
+impl scribe_workspace::moves::MoveHooks for CrashHooks {
+    fn point(&self, name: &str) {
+        crate::remote::crash_point(name);
+    }
+}
+
+fn print_move(ctx: &Ctx, verb: &str, intent: &moves::MoveIntent) {
+    if ctx.out.json {
+        println!("{}", move_json(intent));
+        return;
+    }
+    for f in &intent.files {
+        if verb == "aborted" {
+            println!("restored {} <- {}", f.physical_source, f.destination);
+        } else {
+            println!("moved {} -> {}", f.physical_source, f.destination);
+        }
+    }
+    ctx.out.status(format!(
+        "{verb} move {} -> {} ({}, {} file(s))",
+        intent.source,
+        intent.destination,
+        intent.operation.to_hex(),
+        intent.files.len()
+    ));
+}
+
+fn move_json(i: &moves::MoveIntent) -> Json {
+    Json::obj(vec![
+        ("id", Json::str(i.operation.to_hex())),
+        ("sequence", Json::Num(i.sequence)),
+        ("source", Json::str(&i.source)),
+        ("destination", Json::str(&i.destination)),
+        ("state", Json::str(i.state_name())),
+        ("files", Json::Num(i.files.len() as u64)),
+        (
+            "depends_on",
+            Json::Arr(
+                i.dependencies
+                    .iter()
+                    .map(|d| Json::str(d.to_hex()))
+                    .collect(),
+            ),
+        ),
+    ])
+}
+
 pub fn move_cmd(ctx: &Ctx, src: String, dst: String) -> CliResult {
     let o = ctx::open(ctx)?;
     let p = ctx::paths(ctx, &o.ws, &[src, dst])?;
-    let intent = scribe_workspace::moves::move_path(&o.ws, &p[0], &p[1])?;
-    for f in &intent.files {
-        println!("moved {} -> {}", f.physical_source, f.destination);
+    // A rerun of the interrupted move's own command finishes it.
+    if let Some(i) = moves::interrupted(&o.ws)? {
+        if !i.aborting && i.source == p[0] && i.destination == p[1] {
+            ctx.out.status("resuming the interrupted move");
+            let intent = moves::resume_with(&o.ws, &CrashHooks)?;
+            if let Some(intent) = intent {
+                print_move(ctx, "moved", &intent);
+            }
+            return Ok(());
+        }
     }
-    ctx.out.status(format!(
-        "move: {} file(s) opened as add+delete pairs",
-        intent.files.len()
-    ));
+    let intent = moves::move_path_with(&o.ws, &p[0], &p[1], &CrashHooks)?;
+    print_move(ctx, "moved", &intent);
     Ok(())
+}
+
+/// `scribe move --abort [DST|ID]`.
+pub fn move_abort(ctx: &Ctx, selector: Option<String>) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let selector = match selector {
+        // An id, or a destination as the user typed it.
+        Some(s) => Some(match ctx::paths(ctx, &o.ws, std::slice::from_ref(&s)) {
+            Ok(p) if moves::select(&o.ws, Some(&p[0])).is_ok() => p[0].clone(),
+            _ => s,
+        }),
+        None => None,
+    };
+    let intent = moves::select(&o.ws, selector.as_deref())?;
+    let done = moves::abort_with(&o.ws, &intent.operation, &CrashHooks)?;
+    print_move(ctx, "aborted", &done);
+    Ok(())
+}
+
+/// `scribe move --resume`.
+pub fn move_resume(ctx: &Ctx) -> CliResult {
+    let o = ctx::open(ctx)?;
+    match moves::resume_with(&o.ws, &CrashHooks)? {
+        Some(i) if i.aborting => print_move(ctx, "aborted", &i),
+        Some(i) => print_move(ctx, "moved", &i),
+        None => ctx.out.status("no move is interrupted"),
+    }
+    Ok(())
+}
+
+/// An interrupted move blocks the other workflows.
+fn no_interrupted_move(o: &ctx::Open) -> CliResult {
+    Ok(moves::refuse_if_interrupted(&o.ws)?)
 }
 
 pub fn resolve(
@@ -124,6 +237,7 @@ pub fn resolve(
         }
     };
     let o = ctx::open(ctx)?;
+    no_interrupted_move(&o)?;
     let paths = ctx::paths(ctx, &o.ws, &args)?;
     let deferred: Vec<String> =
         o.ws.read()?
@@ -168,6 +282,7 @@ pub fn status(ctx: &Ctx) -> CliResult {
     };
     let journal = scribe_workspace::sync::in_progress(&o.ws)?;
     let pending = o.ws.read()?.pending_all()?.len();
+    let moves = moves::pending(&o.ws)?;
     if ctx.out.json {
         println!(
             "{}",
@@ -175,6 +290,7 @@ pub fn status(ctx: &Ctx) -> CliResult {
                 ("change", Json::Num(o.meta.synced)),
                 ("sync_unfinished", journal.map_or(Json::Null, Json::Num)),
                 ("submit_pending", Json::Num(pending as u64)),
+                ("moves", Json::Arr(moves.iter().map(move_json).collect())),
                 (
                     "opened",
                     Json::Arr(
@@ -235,6 +351,38 @@ pub fn status(ctx: &Ctx) -> CliResult {
     }
     if pending > 0 {
         println!("A submission is unfinished: run `scribe submit` to complete it");
+    }
+    if !moves.is_empty() {
+        println!("Pending moves (undo one with `scribe move --abort DST|ID`):");
+        for i in &moves {
+            let deps = if i.dependencies.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "  (after {})",
+                    i.dependencies
+                        .iter()
+                        .map(|d| d.to_hex()[..8].to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            let state = if i.interrupted() {
+                format!(
+                    "  [{}: run `scribe move --resume` or `scribe move --abort`]",
+                    i.state_name()
+                )
+            } else {
+                String::new()
+            };
+            println!(
+                "  {}  {} -> {}  {} file(s){deps}{state}",
+                i.operation.to_hex(),
+                i.source,
+                i.destination,
+                i.files.len()
+            );
+        }
     }
     if !s.opened.is_empty() {
         println!("Opened:");

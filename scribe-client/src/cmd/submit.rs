@@ -15,7 +15,7 @@ use scribe_format::wire::Text;
 use scribe_format::{ErrorCode, ObjectId, OperationId};
 use scribe_workspace::records::{OpenedAction, PendingLock, PendingSubmit};
 use scribe_workspace::scan::{fingerprint_of, now_ms};
-use scribe_workspace::submit::{abandon, finalize};
+use scribe_workspace::submit::{abandon, archive_pending, finalize, stale_bases};
 
 use crate::ctx::{self, Ctx, Open};
 use crate::error::{hint_for, CliError, CliResult};
@@ -69,6 +69,32 @@ pub fn submit(ctx: &Ctx, o: &Open, remote: &Remote, a: SubmitArgs) -> CliResult<
     let t = Timer::start();
     // An interrupted candidate is completed first, with its own id.
     if let Some((op, pending)) = o.ws.read()?.pending_all()?.into_iter().next() {
+        let current = server_incarnation(remote)?;
+        if current != pending.incarnation {
+            // A restore changed the incarnation: the outcome decides; an
+            // absent one retires the candidate instead of replaying it.
+            let repo = o.meta.repository_name.clone();
+            if let Some(outcome) = remote.with(|c| c.operation_outcome(&repo, op))? {
+                let change = settle(o, &op, &pending, outcome)?;
+                return Ok(Submitted {
+                    change,
+                    files: ChangeSet::decode(&pending.change_set)?.entries.len(),
+                    uploaded_objects: 0,
+                    uploaded_bytes: 0,
+                    secs: t.secs(),
+                });
+            }
+            let path = archive_pending(&o.ws, &op)?;
+            return Err(CliError::new(
+                "submit_retired",
+                format!(
+                    "the server was restored since submission {} was prepared and holds no outcome for it; it was not replayed",
+                    op.to_hex()
+                ),
+            )
+            .paths(vec![path.display().to_string()])
+            .hint("your opened files are untouched: run `scribe sync`, settle what it lists with `scribe resolve`, then submit again"));
+        }
         ctx.out.status(format!(
             "completing the interrupted submission {} ({:?})",
             op.to_hex(),
@@ -105,13 +131,25 @@ pub fn submit(ctx: &Ctx, o: &Open, remote: &Remote, a: SubmitArgs) -> CliResult<
         return Err(CliError::new("sync_unfinished", "a sync is unfinished")
             .hint("run `scribe sync` first"));
     }
-    if read
-        .workflows_with_prefix("move/")?
-        .iter()
-        .any(|(_, v)| scribe_workspace::moves::MoveIntent::decode(v).is_ok_and(|m| !m.complete))
-    {
-        return Err(CliError::new("move_unfinished", "a move is unfinished")
-            .hint("rerun `scribe move` or `scribe status` after it completes"));
+    scribe_workspace::moves::refuse_if_interrupted(&o.ws)?;
+    if server_incarnation(remote)? != o.meta.incarnation {
+        return Err(CliError::new(
+            "incarnation_changed",
+            "the server was restored since this workspace last synced",
+        )
+        .hint("run `scribe sync` first (your opened files are kept)"));
+    }
+    let stale = stale_bases(&o.ws, o.meta.incarnation)?;
+    if !stale.is_empty() {
+        return Err(CliError::new(
+            "stale_base",
+            format!(
+                "{} opened path(s) are based on the server's state before a restore",
+                stale.len()
+            ),
+        )
+        .paths(stale)
+        .hint("settle them with `scribe resolve PATH --ours|--theirs|--merged FILE`, or `scribe revert` them"));
     }
     let filter = ctx::paths(ctx, &o.ws, &a.paths)?;
     let opened: Vec<_> = read
@@ -417,6 +455,17 @@ fn send(
         outcome = remote.with(|c| c.submit(req.clone()))?;
     }
     crash_point("submit-after-reply");
+    settle(o, op, p, outcome)
+}
+
+/// The repository's current incarnation on the server.
+pub fn server_incarnation(remote: &Remote) -> CliResult<[u8; 16]> {
+    Ok(super::sync::repo_info(remote)?.incarnation)
+}
+
+/// Settle a recorded outcome locally: accepted → finalize; refused →
+/// forget the candidate; not final → keep it for a retry.
+fn settle(o: &Open, op: &OperationId, p: &PendingSubmit, outcome: m::Outcome) -> CliResult<u64> {
     if outcome.code == 0 {
         let f = finalize(&o.ws, op, p, outcome.change)?;
         if o.meta.readonly {

@@ -13,8 +13,12 @@ use crate::out::{size, Json, Timer};
 use crate::remote::{crash_point, Remote};
 
 fn target_of(o: &Open, e: &m::TreeEntry) -> Option<BaselineRecord> {
+    target_in(o.meta.incarnation, e)
+}
+
+fn target_in(incarnation: [u8; 16], e: &m::TreeEntry) -> Option<BaselineRecord> {
     e.state.as_ref().map(|s| BaselineRecord {
-        incarnation: o.meta.incarnation,
+        incarnation,
         manifest: s.manifest,
         content: s.content,
         size: s.size,
@@ -94,6 +98,49 @@ pub fn list_all(
     Ok(out)
 }
 
+/// The repository as the server describes it now (incarnation, head).
+pub fn repo_info(remote: &Remote) -> CliResult<m::RepoInfo> {
+    let repos = remote.with(|c| c.repo_list())?;
+    repos
+        .into_iter()
+        .find(|r| r.name == remote.repo)
+        .ok_or_else(|| {
+            CliError::new(
+                "not_found",
+                format!("the server has no repository {:?}", remote.repo),
+            )
+        })
+}
+
+/// After a restore changed the repository incarnation the watermark and
+/// the receipt mean nothing: plan every path of the target's tree (in the
+/// view) in the new incarnation, and remove baselines it lacks. Opened
+/// paths are deferred as always and keep their old-incarnation baselines.
+fn full_plan(
+    o: &Open,
+    remote: &Remote,
+    incarnation: [u8; 16],
+    target: u64,
+) -> CliResult<Vec<(String, Option<BaselineRecord>)>> {
+    let meta = o.ws.meta()?;
+    let roots: Vec<String> = if meta.view.is_empty() {
+        vec![String::new()]
+    } else {
+        meta.view.clone()
+    };
+    let mut plan = std::collections::BTreeMap::new();
+    for root in roots {
+        for e in list_all(remote, meta.branch_id, target, &root)? {
+            let t = target_in(incarnation, &e);
+            plan.insert(e.path.clone(), t);
+        }
+    }
+    for (p, _) in o.ws.read()?.baselines()? {
+        plan.entry(p).or_insert(None);
+    }
+    Ok(plan.into_iter().collect())
+}
+
 /// What a sync did, for printing.
 pub struct Synced {
     pub change: u64,
@@ -127,12 +174,43 @@ pub fn run_sync(ctx: &Ctx, o: &Open, remote: &Remote, change: u64) -> CliResult<
         }
     }
     let meta = o.ws.meta()?;
-    let (target, plan) = if change != 0 && change < meta.synced {
-        // Backward: the paths changed in (change, synced], each at its
-        // state in `change`.
-        let (_, entries) = delta_all(remote, meta.branch_id, change, meta.synced)?;
-        let mut plan = Vec::new();
+    let info = repo_info(remote)?;
+    if info.incarnation != meta.incarnation {
+        let target = if change == 0 { info.head } else { change };
+        ctx.out.status(format!(
+            "the server was restored (new incarnation): full sync to change {target}"
+        ));
+        let plan = full_plan(o, remote, info.incarnation, target)?;
+        sync::begin(&o.ws, target, &plan)?;
+        crash_point("sync-after-plan");
+        let r = apply(ctx, o, remote)?;
+        merge(&mut total.report, r);
+        total.change = sync::finish_in(&o.ws, Some(info.incarnation))?;
+        total.secs = t.secs();
+        return Ok(total);
+    }
+    let pin = sync::local_pin(&o.ws)?;
+    let ranges = sync::plan_ranges(meta.synced, pin, (change != 0).then_some(change));
+    let mut target = change;
+    let mut plan: Vec<(String, Option<BaselineRecord>)> = Vec::new();
+    let mut planned = std::collections::HashSet::new();
+    if let Some((from, to)) = ranges.forward {
+        let (resolved, entries) = delta_all(remote, meta.branch_id, from, to)?;
+        target = resolved;
         for e in entries.iter().filter(|e| in_view(&meta.view, &e.path)) {
+            if planned.insert(e.path.clone()) {
+                plan.push((e.path.clone(), target_of(o, e)));
+            }
+        }
+    }
+    if let Some((from, to)) = ranges.restat {
+        // Backward, or behind the local receipt: the paths changed in
+        // (from, to], each at its state in the target.
+        let (_, entries) = delta_all(remote, meta.branch_id, from, to)?;
+        for e in entries.iter().filter(|e| in_view(&meta.view, &e.path)) {
+            if !planned.insert(e.path.clone()) {
+                continue;
+            }
             let repo = remote.repo.clone();
             let path = e.path.clone();
             let st = remote.with(|c| {
@@ -146,16 +224,11 @@ pub fn run_sync(ctx: &Ctx, o: &Open, remote: &Remote, change: u64) -> CliResult<
             let t = st.entry.as_ref().and_then(|old| target_of(o, old));
             plan.push((e.path.clone(), t));
         }
-        (change, plan)
-    } else {
-        let (target, entries) = delta_all(remote, meta.branch_id, meta.synced, change)?;
-        let plan: Vec<(String, Option<BaselineRecord>)> = entries
-            .iter()
-            .filter(|e| in_view(&meta.view, &e.path))
-            .map(|e| (e.path.clone(), target_of(o, e)))
-            .collect();
-        (target, plan)
-    };
+    }
+    if ranges.forward.is_none() && ranges.restat.is_none() {
+        target = meta.synced;
+    }
+    plan.sort_by(|a, b| a.0.cmp(&b.0));
     sync::begin(&o.ws, target, &plan)?;
     crash_point("sync-after-plan");
     let r = apply(ctx, o, remote)?;
@@ -257,6 +330,7 @@ pub fn print_synced(ctx: &Ctx, s: &Synced) {
 
 pub fn sync_cmd(ctx: &Ctx, change: Option<u64>) -> CliResult {
     let o = ctx::open(ctx)?;
+    scribe_workspace::moves::refuse_if_interrupted(&o.ws)?;
     let remote = o.remote()?;
     if let Some(bytes) = o.ws.read()?.meta_bytes("view-change")? {
         let vc = ViewChange::decode(&bytes)?;
@@ -288,6 +362,7 @@ pub fn view_show(ctx: &Ctx) -> CliResult {
 /// durable first and the new view is published once the journal is done.
 pub fn view_set(ctx: &Ctx, prefixes: Vec<String>) -> CliResult {
     let o = ctx::open(ctx)?;
+    scribe_workspace::moves::refuse_if_interrupted(&o.ws)?;
     let prefixes: Vec<String> = prefixes
         .into_iter()
         .map(|p| p.trim_end_matches('/').to_string())

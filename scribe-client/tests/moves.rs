@@ -1,0 +1,187 @@
+//! `scribe move`: pending moves in `status`, dependencies refusing abort,
+//! abort keeping edits made after the move, chains, exit codes, and a
+//! kill -9 at each durable step followed by a rerun or an abort.
+
+use crate::support::{read, write, Env, Transport};
+
+fn setup(env: &Env) -> std::path::PathBuf {
+    let a = env.workspace("alice", &[]);
+    write(&a, "old/a.txt", b"alpha");
+    write(&a, "old/deep/b.txt", b"beta");
+    write(&a, "keep.txt", b"keep");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "base"]).ok();
+    a
+}
+
+#[test]
+fn move_abort_dependencies_and_submit() {
+    let env = Env::new(Transport::Tcp);
+    let a = setup(&env);
+    env.scribe(&a, &["move", "old", "new"]).ok();
+    env.scribe(&a, &["move", "new/deep", "deeper"]).ok();
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert_eq!(
+        st.stdout.matches("\"state\":\"pending\"").count(),
+        2,
+        "{}",
+        st.stdout
+    );
+    assert!(
+        st.stdout.contains("\"destination\":\"deeper\""),
+        "{}",
+        st.stdout
+    );
+    let text = env.scribe(&a, &["status"]);
+    assert!(text.stdout.contains("Pending moves"), "{}", text.stdout);
+    assert!(text.stdout.contains("old -> new"), "{}", text.stdout);
+    // the first move has a dependent: refused, exit 1, named code, hint
+    let r = env.scribe(&a, &["move", "--abort", "new"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Error[move_dependent]"), "{}", r.stderr);
+    assert!(r.stderr.contains("Hint: "), "{}", r.stderr);
+    // a vacated source is reserved, for moves and adds
+    write(&a, "old/again.txt", b"new file in the vacated source");
+    let r = env.scribe(&a, &["add", "old/again.txt"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Error[move_reserved]"), "{}", r.stderr);
+    std::fs::remove_dir_all(a.join("old")).unwrap();
+    write(&a, "other.txt", b"o");
+    env.scribe(&a, &["add", "other.txt"]).ok();
+    let r = env.scribe(&a, &["move", "other.txt", "old"]);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("Error[move_reserved]"), "{}", r.stderr);
+    // the newest move aborts by default; edits made after the move stay
+    write(&a, "deeper/b.txt", b"beta edited after the move");
+    env.scribe(&a, &["move", "--abort"]).ok();
+    assert_eq!(read(&a, "new/deep/b.txt"), b"beta edited after the move");
+    assert!(!a.join("deeper").exists());
+    // now the first aborts too, from a subdirectory, by its destination
+    let sub = a.join("new");
+    env.scribe(&sub, &["move", "--abort", "."]).ok();
+    assert_eq!(read(&a, "old/a.txt"), b"alpha");
+    assert_eq!(read(&a, "old/deep/b.txt"), b"beta edited after the move");
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(st.stdout.contains("\"moves\":[]"), "{}", st.stdout);
+    assert!(
+        st.stdout.contains("\"opened\":[{\"path\":\"other.txt\""),
+        "only the unrelated add stays opened: {}",
+        st.stdout
+    );
+    // usage errors exit 2; --help exits 0
+    assert_eq!(env.scribe(&a, &["move", "old"]).code, Some(2));
+    assert_eq!(
+        env.scribe(&a, &["move", "--abort", "x", "--resume"]).code,
+        Some(2)
+    );
+    let h = env.scribe(&a, &["move", "--help"]);
+    h.ok();
+    assert!(h.stdout.contains("--abort"), "{}", h.stdout);
+    // aborting nothing is a named refusal
+    let r = env.scribe(&a, &["move", "--abort"]);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("Error[not_found]"), "{}", r.stderr);
+    // a chain a -> b -> c submits as one move from the original source
+    env.scribe(&a, &["move", "old", "mid"]).ok();
+    env.scribe(&a, &["move", "mid", "final"]).ok();
+    env.scribe(&a, &["revert", "other.txt"]).ok();
+    let r = env.scribe(&a, &["submit", "-m", "moved"]);
+    r.ok();
+    let d = env.scribe(&a, &["describe", "2"]);
+    assert!(d.stdout.contains("(moved from old/a.txt)"), "{}", d.stdout);
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(
+        st.stdout.contains("\"moves\":[]"),
+        "submit clears moves: {}",
+        st.stdout
+    );
+    let b = env.workspace("bob", &[]);
+    assert_eq!(read(&b, "final/a.txt"), b"alpha");
+    assert_eq!(read(&b, "final/deep/b.txt"), b"beta edited after the move");
+    assert!(!b.join("old").exists());
+}
+
+#[test]
+fn move_killed_at_each_step_then_rerun_or_abort() {
+    let env = Env::new(Transport::Path);
+    let a = setup(&env);
+    for point in ["move-after-intent", "move-after-stage", "move-after-place"] {
+        for by_abort in [false, true] {
+            let r = env.crash(&a, point, &["move", "old", "new/place"]);
+            assert!(r.killed, "{point}: {r:?}");
+            let st = env.scribe(&a, &["status", "--json"]);
+            assert!(
+                st.stdout.contains("\"state\":\"interrupted\""),
+                "{point}: {}",
+                st.stdout
+            );
+            // it blocks competing workflows
+            let r = env.scribe(&a, &["edit", "keep.txt"]);
+            assert_eq!(r.code, Some(1), "{point}");
+            assert!(r.stderr.contains("Error[move_unfinished]"), "{}", r.stderr);
+            let r = env.scribe(&a, &["move", "keep.txt", "k2.txt"]);
+            assert!(r.stderr.contains("Error[move_unfinished]"), "{}", r.stderr);
+            if by_abort {
+                env.scribe(&a, &["move", "--abort"]).ok();
+                assert_eq!(read(&a, "old/a.txt"), b"alpha", "{point}");
+                assert_eq!(read(&a, "old/deep/b.txt"), b"beta", "{point}");
+                assert!(!a.join("new/place").exists(), "{point}");
+            } else {
+                // the same command finishes it
+                env.scribe(&a, &["move", "old", "new/place"]).ok();
+                assert_eq!(read(&a, "new/place/a.txt"), b"alpha", "{point}");
+                assert_eq!(read(&a, "new/place/deep/b.txt"), b"beta", "{point}");
+                let st = env.scribe(&a, &["status", "--json"]);
+                assert!(
+                    st.stdout.contains("\"moved_from\":\"old/a.txt\""),
+                    "{point}: {}",
+                    st.stdout
+                );
+                env.scribe(&a, &["move", "--abort", "new/place"]).ok();
+                assert_eq!(read(&a, "old/a.txt"), b"alpha", "{point}");
+            }
+            let st = env.scribe(&a, &["status", "--json"]);
+            assert!(st.stdout.contains("\"moves\":[]"), "{point}: {}", st.stdout);
+            assert!(
+                st.stdout.contains("\"opened\":[]"),
+                "{point}: {}",
+                st.stdout
+            );
+            assert!(
+                st.stdout.contains("\"unopened\":[]"),
+                "{point}: {}",
+                st.stdout
+            );
+            assert_eq!(
+                std::fs::read_dir(a.join(".scribe/_state/staging"))
+                    .unwrap()
+                    .count(),
+                0,
+                "{point}"
+            );
+        }
+    }
+    // an abort killed part way is finished by --resume
+    for point in ["move-abort-after-mark", "move-abort-after-stage"] {
+        env.scribe(&a, &["move", "old", "new"]).ok();
+        write(&a, "new/a.txt", b"edited");
+        let r = env.crash(&a, point, &["move", "--abort"]);
+        assert!(r.killed, "{point}: {r:?}");
+        let st = env.scribe(&a, &["status", "--json"]);
+        assert!(
+            st.stdout.contains("\"state\":\"aborting\""),
+            "{}",
+            st.stdout
+        );
+        env.scribe(&a, &["move", "--resume"]).ok();
+        assert_eq!(read(&a, "old/a.txt"), b"edited", "{point}");
+        write(&a, "old/a.txt", b"alpha");
+        let st = env.scribe(&a, &["status", "--json"]);
+        assert!(st.stdout.contains("\"moves\":[]"), "{point}: {}", st.stdout);
+        assert!(
+            st.stdout.contains("\"opened\":[]"),
+            "{point}: {}",
+            st.stdout
+        );
+    }
+}
