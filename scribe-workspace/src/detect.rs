@@ -10,11 +10,14 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use rayon::prelude::*;
 use scribe_format::FileContentId;
 
+use crate::baseline_index::BaselineIndex;
 use crate::records::{BaselineRecord, Fingerprint};
-use crate::scan::{Scan, ScannedFile};
+use crate::scan::{walk_with, Scan, ScanOptions, ScanProblem, ScannedFile, Visit};
 
 /// What changed at one path.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -132,6 +135,148 @@ pub fn detect(root: &Path, scan: &Scan, baselines: &[(String, BaselineRecord)]) 
     }
     out.changes.sort_by(|a, b| a.path().cmp(b.path()));
     out
+}
+
+/// Files of one directory walk compared against the index in place.
+#[derive(Default)]
+struct Found {
+    /// Files without a baseline.
+    new: Vec<ScannedFile>,
+    /// Files whose stat does not prove them unchanged, with their entry.
+    candidates: Vec<(ScannedFile, usize)>,
+}
+
+struct Compare<'a> {
+    index: &'a BaselineIndex,
+    seen: Vec<AtomicBool>,
+}
+
+impl Visit for Compare<'_> {
+    /// The entries under the directory and the length of `dir/`.
+    type Dir = (usize, usize, usize);
+    type Acc = Found;
+
+    fn dir(&self, rel: &str) -> (usize, usize, usize) {
+        let (lo, hi) = self.index.range_under(rel);
+        (lo, hi, if rel.is_empty() { 0 } else { rel.len() + 1 })
+    }
+
+    fn file(
+        &self,
+        &(lo, hi, skip): &(usize, usize, usize),
+        acc: &mut Found,
+        path: &str,
+        name: &str,
+        fingerprint: Fingerprint,
+        executable: bool,
+    ) {
+        let file = || ScannedFile {
+            path: path.to_string(),
+            fingerprint,
+            executable,
+        };
+        debug_assert_eq!(path.len(), skip + name.len());
+        let Some(i) = self.index.find_in(lo, hi, skip, name) else {
+            acc.new.push(file());
+            return;
+        };
+        if let Some(seen) = self.seen.get(i) {
+            seen.store(true, Ordering::Relaxed);
+        }
+        let mode_same =
+            self.index.mode(i) == u8::from(executable) || !crate::platform::HAS_EXECUTABLE_BIT;
+        if !(mode_same && self.index.fingerprint(i).proves_unchanged(&fingerprint)) {
+            acc.candidates.push((file(), i));
+        }
+    }
+
+    fn join(into: &mut Found, mut part: Found) {
+        into.new.append(&mut part.new);
+        into.candidates.append(&mut part.candidates);
+    }
+}
+
+/// Walk `root` (limited to `options.prefixes`) and compare each file with
+/// `index` as it is stat'ed: a file whose settled fingerprint matches costs
+/// one stat and a lookup, nothing is allocated for it. Candidates are
+/// hashed and compared with their full record from `record` (the
+/// `state.redb` row: the content id is not in the index).
+///
+/// Returns the detection (with `refreshed` naming index entries through
+/// their paths) and the walk's problems. Equal to `detect(scan(...),
+/// baselines under the prefixes)`.
+pub fn detect_indexed(
+    root: &Path,
+    options: &ScanOptions,
+    index: &BaselineIndex,
+    record: impl Fn(&str) -> crate::error::Result<Option<BaselineRecord>>,
+) -> crate::error::Result<(Detection, Vec<ScanProblem>)> {
+    let compare = Compare {
+        index,
+        seen: (0..index.len()).map(|_| AtomicBool::new(false)).collect(),
+    };
+    let (mut found, problems) = walk_with(root, options, &compare);
+    let mut out = Detection::default();
+    // Overlapping prefixes may visit a file twice.
+    found.new.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    found.new.dedup_by(|a, b| a.path == b.path);
+    found.candidates.sort_unstable_by_key(|(_, i)| *i);
+    found.candidates.dedup_by_key(|(_, i)| *i);
+    let prefixes: Vec<&String> = options.prefixes.iter().collect();
+    let in_scope = |p: &str| {
+        prefixes.is_empty()
+            || prefixes.iter().any(|x| x.is_empty())
+            || prefixes
+                .iter()
+                .any(|x| scribe_format::path::is_under_prefix(p, x))
+    };
+    for (i, seen) in compare.seen.iter().enumerate() {
+        if !seen.load(Ordering::Relaxed) {
+            let path = index.path(i);
+            if in_scope(path) {
+                out.changes.push(LocalChange::Missing {
+                    path: path.to_string(),
+                });
+            }
+        }
+    }
+    out.changes
+        .extend(found.new.into_iter().map(LocalChange::New));
+    let mut candidates = Vec::with_capacity(found.candidates.len());
+    for (f, _) in found.candidates {
+        match record(&f.path)? {
+            Some(base) => candidates.push((f, base)),
+            // The index named it, the state does not: treat as new (the
+            // index is only a cache; state.redb decides).
+            None => out.changes.push(LocalChange::New(f)),
+        }
+    }
+    out.hashed = candidates.len();
+    let hashed: Vec<_> = candidates
+        .par_iter()
+        .map(|(f, base)| (f, base, hash_file(&root.join(&f.path))))
+        .collect();
+    for (f, base, result) in hashed {
+        match result {
+            Err(e) => out.unreadable.push((f.path.clone(), e.to_string())),
+            Ok((content, _)) => {
+                let mode_same =
+                    base.mode == u8::from(f.executable) || !crate::platform::HAS_EXECUTABLE_BIT;
+                if content == base.content && mode_same {
+                    out.refreshed.push((f.path.clone(), f.fingerprint));
+                } else {
+                    out.changes.push(LocalChange::Modified {
+                        file: f.clone(),
+                        content,
+                    });
+                }
+            }
+        }
+    }
+    out.changes.sort_by(|a, b| a.path().cmp(b.path()));
+    out.refreshed.sort_by(|a, b| a.0.cmp(&b.0));
+    out.unreadable.sort();
+    Ok((out, problems))
 }
 
 #[cfg(test)]

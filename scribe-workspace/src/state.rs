@@ -21,7 +21,9 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{
+    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
+};
 use scribe_format::bytes::Reader;
 use scribe_format::descriptor::{self, Descriptor};
 use scribe_format::{BranchId, FormatError, OperationId, RepositoryId, WorkspaceId};
@@ -37,6 +39,9 @@ pub const SCHEMA: u32 = 2;
 pub const STATE_DIR: &str = ".scribe/_state";
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// Every write to `BASELINE` goes through `StateWrite::baseline_table`, which
+/// stamps a fresh [`BASELINE_GENERATION`]: the status cache
+/// (`crate::baseline_index`) is valid only for the stamp it was built from.
 const BASELINE: TableDefinition<&str, &[u8]> = TableDefinition::new("baseline");
 const OPENED: TableDefinition<&str, &[u8]> = TableDefinition::new("opened");
 const PENDING: TableDefinition<&[u8; 16], &[u8]> = TableDefinition::new("pending");
@@ -44,6 +49,11 @@ const JOURNAL: TableDefinition<&str, &[u8]> = TableDefinition::new("journal");
 const LOCAL_LOCKS: TableDefinition<&str, u64> = TableDefinition::new("local_locks");
 const DEFERRED: TableDefinition<&str, &[u8]> = TableDefinition::new("deferred");
 const WORKFLOWS: TableDefinition<&str, &[u8]> = TableDefinition::new("workflows_v2");
+
+/// `meta` key: 16 random bytes replaced by every transaction that writes a
+/// baseline (an extension of section 9's `meta` keys; absent until the first
+/// such write by a client that knows it).
+pub const BASELINE_GENERATION: &str = "baseline-generation";
 
 /// What a workspace is bound to, kept in the `meta` table.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -154,6 +164,7 @@ impl Workspace {
         {
             let mut tx = ws.write()?;
             tx.tables_init()?;
+            tx.stamp_baseline_generation()?;
             tx.put_meta_u32("schema", SCHEMA)?;
             tx.set_meta(meta)?;
             tx.commit()?;
@@ -239,7 +250,10 @@ impl Workspace {
     pub fn write(&self) -> Result<StateWrite> {
         let mut tx = self.db.begin_write()?;
         tx.set_durability(Durability::Immediate)?;
-        Ok(StateWrite { tx })
+        Ok(StateWrite {
+            tx,
+            baselines_stamped: std::cell::Cell::new(false),
+        })
     }
 
     /// The workspace's binding.
@@ -416,6 +430,31 @@ macro_rules! reads {
             Ok(out)
         }
 
+        /// The stamp of the last transaction that wrote a baseline.
+        pub fn baseline_generation(&self) -> Result<Option<[u8; 16]>> {
+            match self.meta_raw(BASELINE_GENERATION)? {
+                None => Ok(None),
+                Some(v) => Ok(Some(id16::<[u8; 16]>(&v, BASELINE_GENERATION)?)),
+            }
+        }
+
+        /// How many baselines there are.
+        pub fn baseline_count(&self) -> Result<u64> {
+            Ok(self.$open(BASELINE)?.len()?)
+        }
+
+        /// Visit every baseline in path order without copying its key.
+        pub fn visit_baselines(&self, mut f: impl FnMut(&str, &BaselineRecord)) -> Result<()> {
+            let t = self.$open(BASELINE)?;
+            for row in t.iter()? {
+                let (k, v) = row?;
+                let rec =
+                    BaselineRecord::decode(v.value()).map_err(corrupt("baseline", k.value()))?;
+                f(k.value(), &rec);
+            }
+            Ok(())
+        }
+
         /// Every baseline, in path order.
         pub fn baselines(&self) -> Result<Vec<(String, BaselineRecord)>> {
             let t = self.$open(BASELINE)?;
@@ -551,6 +590,8 @@ impl StateRead {
 /// One durable write transaction.
 pub struct StateWrite {
     tx: redb::WriteTransaction,
+    /// Whether this transaction already stamped a new baseline generation.
+    baselines_stamped: std::cell::Cell<bool>,
 }
 
 impl StateWrite {
@@ -613,14 +654,44 @@ impl StateWrite {
         self.put_meta_u64("synced", m.synced)
     }
 
+    /// The baseline table for writing; stamps a fresh generation once per
+    /// transaction so a status cache built before it is never trusted.
+    fn baseline_table(&self) -> Result<redb::Table<'_, &'static str, &'static [u8]>> {
+        if !self.baselines_stamped.get() {
+            self.put_meta(BASELINE_GENERATION, &scribe_format::OperationId::random().0)?;
+            self.baselines_stamped.set(true);
+        }
+        self.table(BASELINE)
+    }
+
+    /// The generation this transaction stamped (after a baseline write).
+    pub fn stamped_baseline_generation(&self) -> Result<Option<[u8; 16]>> {
+        if self.baselines_stamped.get() {
+            self.baseline_generation()
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Stamp a fresh baseline generation without changing a baseline
+    /// (workspaces whose state predates the stamp).
+    pub fn stamp_baseline_generation(&self) -> Result<[u8; 16]> {
+        self.baselines_stamped.set(false);
+        drop(self.baseline_table()?);
+        self.baseline_generation()?
+            .ok_or(WorkspaceError::MissingMeta {
+                key: BASELINE_GENERATION,
+            })
+    }
+
     pub fn put_baseline(&self, path: &str, rec: &BaselineRecord) -> Result<()> {
-        self.table(BASELINE)?
+        self.baseline_table()?
             .insert(path, rec.encode().as_slice())?;
         Ok(())
     }
 
     pub fn remove_baseline(&self, path: &str) -> Result<()> {
-        self.table(BASELINE)?.remove(path)?;
+        self.baseline_table()?.remove(path)?;
         Ok(())
     }
 
