@@ -778,5 +778,49 @@ mod tests {
             assert_eq!(d.hashed, 0);
             assert!(d.changes.is_empty());
         }
+
+        #[test]
+        fn status_opened_for_reading_writes_nothing_until_it_must() {
+            let (d, ws) = ws();
+            for i in 0..20 {
+                track(&ws, &format!("f{i}"), b"x", true);
+            }
+            track(&ws, "unsettled", b"u", false);
+            drop(ws);
+            let db = d.path().join(".scribe/_state/state.redb");
+            // The first status settles "unsettled" (a write: the handle is
+            // reopened writable) and builds the cache.
+            let ws = Workspace::open_for_reading(d.path()).unwrap();
+            let s = open::status(&ws).unwrap();
+            assert_eq!(s.hashed, 1);
+            drop(ws);
+            let before = fs::read(&db).unwrap();
+            // The next one is stat-only and leaves state.redb byte for byte.
+            let ws = Workspace::open_for_reading(d.path()).unwrap();
+            let s = open::status(&ws).unwrap();
+            assert_eq!((s.hashed, s.unopened.len()), (0, 0));
+            assert_eq!(load(&ws).unwrap().1, CacheUse::Hit);
+            drop(ws);
+            assert!(fs::read(&db).unwrap() == before, "state.redb changed");
+            // A read-only handle still writes when asked.
+            let ws = Workspace::open_for_reading(d.path()).unwrap();
+            fs::write(ws.root().join("f3"), b"changed").unwrap();
+            let tx = ws.write().unwrap();
+            tx.remove_baseline("f4").unwrap();
+            tx.commit().unwrap();
+            let s = open::status(&ws).unwrap();
+            let paths: Vec<&str> = s.unopened.iter().map(|c| c.path()).collect();
+            assert_eq!(paths, vec!["f3", "f4"]);
+            // A state.redb left by a killed writer (its "needs repair" flag
+            // set while it was open) is opened writable and repaired.
+            let dirty = fs::read(&db).unwrap();
+            drop(ws);
+            fs::write(&db, dirty).unwrap();
+            assert!(redb::ReadOnlyDatabase::open(&db).is_err());
+            let ws = Workspace::open_for_reading(d.path()).unwrap();
+            let s = open::status(&ws).unwrap();
+            let paths: Vec<&str> = s.unopened.iter().map(|c| c.path()).collect();
+            assert_eq!(paths, vec!["f3", "f4"]);
+        }
     }
 }

@@ -76,8 +76,15 @@ pub struct WorkspaceMeta {
 /// An open workspace: its root, its database, and its held LOCK.
 pub struct Workspace {
     root: PathBuf,
-    db: Database,
+    db: std::sync::RwLock<Option<Db>>,
     _lock: File,
+}
+
+/// `state.redb`, writable, or read-only until the first write
+/// ([`Workspace::open_for_reading`]).
+enum Db {
+    Write(Database),
+    Read(redb::ReadOnlyDatabase),
 }
 
 impl std::fmt::Debug for Workspace {
@@ -158,7 +165,7 @@ impl Workspace {
         let db = Database::create(&db_path)?;
         let ws = Workspace {
             root: root.to_path_buf(),
-            db,
+            db: std::sync::RwLock::new(Some(Db::Write(db))),
             _lock: lock,
         };
         {
@@ -186,6 +193,20 @@ impl Workspace {
 
     /// Open the workspace whose root is `root`, taking its LOCK.
     pub fn open(root: &Path) -> Result<Workspace> {
+        Self::open_with(root, false)
+    }
+
+    /// [`open`](Workspace::open) for a command that mostly reads (`status`):
+    /// `state.redb` is opened read-only, which neither writes nor flushes
+    /// it (a writable redb open and close costs five `fdatasync`s). The
+    /// first [`write`](Workspace::write) reopens it writable; no
+    /// [`StateRead`] may be alive then. A database that was not closed
+    /// cleanly is opened writable at once (redb repairs it).
+    pub fn open_for_reading(root: &Path) -> Result<Workspace> {
+        Self::open_with(root, true)
+    }
+
+    fn open_with(root: &Path, read_only: bool) -> Result<Workspace> {
         let state = state_dir(root);
         let desc_path = state.join("SCRIBE_FORMAT");
         let bytes = std::fs::read(&desc_path).map_err(WorkspaceError::io(&desc_path))?;
@@ -213,10 +234,17 @@ impl Workspace {
         let lock = take_lock(root)?;
         create_dirs(root)?;
         clean_tmp(&state.join("tmp"))?;
-        let db = Database::create(state.join("state.redb"))?;
+        let db_path = state.join("state.redb");
+        let db = match read_only {
+            true => match redb::ReadOnlyDatabase::open(&db_path) {
+                Ok(db) => Db::Read(db),
+                Err(_) => Db::Write(Database::create(&db_path)?),
+            },
+            false => Db::Write(Database::create(&db_path)?),
+        };
         let ws = Workspace {
             root: root.to_path_buf(),
-            db,
+            db: std::sync::RwLock::new(Some(db)),
             _lock: lock,
         };
         let schema = ws.read()?.meta_u32("schema")?;
@@ -241,14 +269,43 @@ impl Workspace {
 
     /// A read view of the state.
     pub fn read(&self) -> Result<StateRead> {
-        Ok(StateRead {
-            tx: self.db.begin_read()?,
-        })
+        let db = self.db.read().unwrap_or_else(|e| e.into_inner());
+        let tx = match &*db {
+            Some(Db::Write(d)) => d.begin_read()?,
+            Some(Db::Read(d)) => d.begin_read()?,
+            None => return Err(redb::StorageError::DatabaseClosed.into()),
+        };
+        Ok(StateRead { tx })
     }
 
     /// A write transaction, committed with immediate durability.
     pub fn write(&self) -> Result<StateWrite> {
-        let mut tx = self.db.begin_write()?;
+        let writable = |db: &Option<Db>| match db {
+            Some(Db::Write(d)) => Some(d.begin_write()),
+            _ => None,
+        };
+        let begun = writable(&self.db.read().unwrap_or_else(|e| e.into_inner()));
+        let begun = match begun {
+            Some(tx) => tx,
+            None => {
+                // Reopen writable: the read-only handle (and its shared
+                // file lock) goes first.
+                let mut db = self.db.write().unwrap_or_else(|e| e.into_inner());
+                if !matches!(&*db, Some(Db::Write(_))) {
+                    let path = self.state_dir().join("state.redb");
+                    drop(db.take());
+                    match Database::create(&path) {
+                        Ok(d) => *db = Some(Db::Write(d)),
+                        Err(e) => {
+                            *db = redb::ReadOnlyDatabase::open(&path).ok().map(Db::Read);
+                            return Err(e.into());
+                        }
+                    }
+                }
+                writable(&db).ok_or(redb::StorageError::DatabaseClosed)?
+            }
+        };
+        let mut tx = begun?;
         tx.set_durability(Durability::Immediate)?;
         Ok(StateWrite {
             tx,
