@@ -380,14 +380,14 @@ fn record_refreshed(
         return Ok(());
     }
     let tx = ws.write()?;
-    let mut written = Vec::new();
-    for (path, fp) in settled {
-        if let Some(mut base) = tx.baseline(path)? {
-            base.fingerprint = *fp;
-            tx.put_baseline(path, &base)?;
-            written.push((path, *fp));
-        }
-    }
+    let rows: Vec<(&str, crate::records::Fingerprint)> =
+        settled.iter().map(|(p, fp)| (p.as_str(), *fp)).collect();
+    let present = tx.refresh_fingerprints(&rows)?;
+    let written: Vec<_> = rows
+        .iter()
+        .zip(present)
+        .filter_map(|(row, there)| there.then_some(*row))
+        .collect();
     let generation = tx.stamped_baseline_generation()?;
     tx.commit()?;
     if let (Some(index), Some(generation)) = (index, generation) {

@@ -747,6 +747,31 @@ impl StateWrite {
         Ok(())
     }
 
+    /// Replace the fingerprints of existing baselines (a status settling
+    /// what it proved unchanged), opening the table once; returns which
+    /// paths had a baseline.
+    pub fn refresh_fingerprints(
+        &self,
+        rows: &[(&str, crate::records::Fingerprint)],
+    ) -> Result<Vec<bool>> {
+        let mut t = self.baseline_table()?;
+        let mut out = Vec::with_capacity(rows.len());
+        for &(path, fp) in rows {
+            let old = match t.get(path)? {
+                None => None,
+                Some(v) => {
+                    Some(BaselineRecord::decode(v.value()).map_err(corrupt("baseline", path))?)
+                }
+            };
+            if let Some(mut rec) = old {
+                rec.fingerprint = fp;
+                t.insert(path, rec.encode().as_slice())?;
+            }
+            out.push(old.is_some());
+        }
+        Ok(out)
+    }
+
     pub fn remove_baseline(&self, path: &str) -> Result<()> {
         self.baseline_table()?.remove(path)?;
         Ok(())
