@@ -306,11 +306,18 @@ impl Walk<'_> {
         };
         // One listing answers both "has a .scribeignore" and "is a nested
         // workspace" without extra lookups per directory.
-        let entries: Vec<std::io::Result<std::fs::DirEntry>> = rd.collect();
+        // Each name is copied out of its entry once.
+        let entries: Vec<std::io::Result<(std::fs::DirEntry, std::ffi::OsString)>> = rd
+            .map(|e| {
+                e.map(|e| {
+                    let name = e.file_name();
+                    (e, name)
+                })
+            })
+            .collect();
         let mut has_ignore = false;
         let mut has_scribe = false;
-        for e in entries.iter().flatten() {
-            let n = e.file_name();
+        for (_, n) in entries.iter().flatten() {
             has_ignore |= n == IGNORE_FILE;
             has_scribe |= n == scribe_format::path::SCRIBE_DIR;
         }
@@ -343,7 +350,7 @@ impl Walk<'_> {
         }
         let mut subdirs = Vec::new();
         for entry in entries {
-            let entry = match entry {
+            let (entry, os_name) = match entry {
                 Ok(e) => e,
                 Err(err) => {
                     part.problems.push(io_problem(rel, &err));
@@ -353,7 +360,6 @@ impl Walk<'_> {
             let Ok(file_type) = entry.file_type() else {
                 continue;
             };
-            let os_name = entry.file_name();
             let Some(name) = os_name.to_str() else {
                 let lossy = os_name.to_string_lossy();
                 part.problems.push(ScanProblem {
