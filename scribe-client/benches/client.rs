@@ -8,8 +8,11 @@
 //!    the server's data root and the workspace cache grow by.
 //!
 //! ```text
-//! cargo bench -p scribe-client --bench client -- [--files N] [--create-mib M] [--big-mib B] [--dir D] [--transport tcp|path]
+//! cargo bench -p scribe-client --bench client -- [--files N] [--create-mib M] [--big-mib B] [--dir D] [--transport tcp|path] [--only status|create|edit] [--keep]
 //! ```
+//! Part 1 also measures the two other `status` variants: one file changed,
+//! and every mtime touched with no content change (the first status hashes
+//! every file and settles the fingerprints, the next is stat-only again).
 //! Defaults: 100000 files, 2048 MiB, 1024 MiB, a temp dir, tcp (an
 //! in-process `scribe_server` listener on 127.0.0.1).
 
@@ -26,6 +29,14 @@ struct Opts {
     dir: Option<PathBuf>,
     tcp: bool,
     keep: bool,
+    /// Run only this part (status, create, edit).
+    only: Option<String>,
+}
+
+impl Opts {
+    fn part(&self, name: &str) -> bool {
+        self.only.as_deref().is_none_or(|o| o == name)
+    }
 }
 
 fn opts() -> Opts {
@@ -36,6 +47,7 @@ fn opts() -> Opts {
         dir: None,
         tcp: true,
         keep: false,
+        only: None,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -47,6 +59,7 @@ fn opts() -> Opts {
             "--big-mib" => o.big_mib = v.parse().expect("--big-mib B"),
             "--dir" => o.dir = Some(PathBuf::from(v)),
             "--transport" => o.tcp = v == "tcp",
+            "--only" => o.only = Some(v),
             "--keep" => {
                 o.keep = true;
                 i += 1;
@@ -164,6 +177,38 @@ fn record_baselines(dir: &Path) {
     tx.commit().expect("commit");
 }
 
+/// The machine's own floor for a status: one thread listing every
+/// directory and stat'ing every entry (no comparison, no state), seconds.
+fn raw_walk(dir: &Path) -> (f64, usize) {
+    fn go(d: &Path, n: &mut usize) {
+        if let Ok(rd) = std::fs::read_dir(d) {
+            for e in rd.flatten() {
+                if e.file_name() == ".git" || e.file_name() == ".scribe" {
+                    continue;
+                }
+                if let Ok(m) = e.metadata() {
+                    *n += 1;
+                    if m.is_dir() {
+                        go(&e.path(), n);
+                    }
+                }
+            }
+        }
+    }
+    let t = Instant::now();
+    let mut n = 0;
+    go(dir, &mut n);
+    (t.elapsed().as_secs_f64(), n)
+}
+
+fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into());
+    format!("{cores} cores, load average {load}")
+}
+
 fn best(xs: &[f64]) -> f64 {
     xs.iter().cloned().fold(f64::INFINITY, f64::min)
 }
@@ -208,7 +253,7 @@ fn main() {
     //    submit or sync records), because uploading 100,000 objects one
     //    durable `ObjectPut` at a time costs the server minutes; `status`
     //    itself is purely local.
-    {
+    if o.part("status") {
         let ws = root.join("status-ws");
         let t = Instant::now();
         for i in 0..o.files {
@@ -257,7 +302,10 @@ fn main() {
         }
         let mut s = Vec::new();
         let mut g = Vec::new();
+        let mut raw = Vec::new();
+        println!("status-machine: {}", machine());
         for _ in 0..7 {
+            raw.push(raw_walk(&ws).0);
             let (t, out) = scribe(&ws, &["status"]);
             assert!(out.contains("Nothing opened, no local changes"), "{out}");
             s.push(t);
@@ -266,16 +314,102 @@ fn main() {
             }
         }
         println!(
-            "status: scribe status best {:.3} s median {:.3} s; git status best {:.3} s median {:.3} s",
+            "status: scribe status best {:.3} s median {:.3} s; git status best {:.3} s median {:.3} s; raw walk (1 thread, readdir + stat, {} entries) best {:.3} s median {:.3} s; {}",
             best(&s),
             median(&mut s),
+            if git { best(&g) } else { f64::NAN },
+            if git { median(&mut g) } else { f64::NAN },
+            raw_walk(&ws).1,
+            best(&raw),
+            median(&mut raw),
+            machine(),
+        );
+        let hashed = |out: &str| -> u64 {
+            out.split("\"hashed\":")
+                .nth(1)
+                .and_then(|r| r.trim_end_matches(['}', '\n']).parse().ok())
+                .expect("hashed in the JSON")
+        };
+        // 1b. One file changed (same size, new bytes).
+        let victim = ws.join(format!(
+            "d{:02}/e{:02}/f{}.bin",
+            (o.files / 2) / 10_000,
+            ((o.files / 2) / 100) % 100,
+            o.files / 2
+        ));
+        let original = std::fs::read(&victim).expect("victim");
+        let mut changed = original.clone();
+        for b in &mut changed {
+            *b = !*b;
+        }
+        std::fs::write(&victim, &changed).expect("change one file");
+        let (mut s, mut g) = (Vec::new(), Vec::new());
+        for _ in 0..7 {
+            let (t, out) = scribe(&ws, &["status", "--json"]);
+            assert!(out.contains("\"kind\":\"modified\""), "{out}");
+            s.push(t);
+            if git {
+                g.push(run(&ws, "git", &["status"]));
+            }
+        }
+        println!(
+            "status-one-changed: scribe status best {:.3} s median {:.3} s; git status best {:.3} s median {:.3} s",
+            best(&s),
+            median(&mut s),
+            if git { best(&g) } else { f64::NAN },
+            if git { median(&mut g) } else { f64::NAN },
+        );
+        std::fs::write(&victim, &original).expect("restore");
+        std::fs::File::options()
+            .write(true)
+            .open(&victim)
+            .and_then(|f| {
+                f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(60))
+            })
+            .expect("age");
+        // 1c. Every mtime touched, no content change.
+        let past = std::time::SystemTime::now() - std::time::Duration::from_secs(30);
+        let found = scribe_workspace::scan::scan(&ws, &Default::default());
+        for f in &found.files {
+            std::fs::File::options()
+                .write(true)
+                .open(ws.join(&f.path))
+                .and_then(|h| h.set_modified(past))
+                .expect("touch");
+        }
+        let (first, out) = scribe(&ws, &["status", "--json"]);
+        let first_hashed = hashed(&out);
+        assert!(out.contains("\"unopened\":[]"), "{out}");
+        let git_first = if git {
+            run(&ws, "git", &["status"])
+        } else {
+            f64::NAN
+        };
+        let (mut s, mut g) = (Vec::new(), Vec::new());
+        let mut later_hashed = 0;
+        for _ in 0..5 {
+            let (t, out) = scribe(&ws, &["status", "--json"]);
+            later_hashed = later_hashed.max(hashed(&out));
+            s.push(t);
+            if git {
+                g.push(run(&ws, "git", &["status"]));
+            }
+        }
+        println!(
+            "status-touched: first scribe status {:.3} s (hashed {}), git {:.3} s; then scribe best {:.3} s median {:.3} s (hashed at most {}), git best {:.3} s median {:.3} s",
+            first,
+            first_hashed,
+            git_first,
+            best(&s),
+            median(&mut s),
+            later_hashed,
             if git { best(&g) } else { f64::NAN },
             if git { median(&mut g) } else { f64::NAN },
         );
     }
 
     // 2. fresh workspace create of M MiB vs. sequential write rate.
-    if o.create_mib > 0 {
+    if o.create_mib > 0 && o.part("create") {
         let src = root.join("create-src");
         scribe(
             root,
@@ -348,7 +482,7 @@ fn main() {
     }
 
     // 3. 1 MiB edit inside a big file.
-    if o.big_mib > 1 {
+    if o.big_mib > 1 && o.part("edit") {
         let ws = root.join("edit-ws");
         scribe(
             root,

@@ -10,11 +10,14 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use rayon::prelude::*;
 use scribe_format::FileContentId;
 
+use crate::baseline_index::BaselineIndex;
 use crate::records::{BaselineRecord, Fingerprint};
-use crate::scan::{Scan, ScannedFile};
+use crate::scan::{walk_with, Scan, ScanOptions, ScanProblem, ScannedFile, Visit};
 
 /// What changed at one path.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,21 +57,43 @@ pub struct Detection {
     pub hashed: usize,
 }
 
-/// BLAKE3 of a whole file, streaming in 1 MiB reads.
+/// BLAKE3 of a whole file, streaming in reads of up to 1 MiB through one
+/// buffer per thread (hashing 100,000 small files allocates nothing per
+/// file).
 pub fn hash_file(path: &Path) -> std::io::Result<(FileContentId, u64)> {
-    let mut file = File::open(path)?;
-    let mut hasher = blake3::Hasher::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut total = 0u64;
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        total += n as u64;
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
-    Ok((FileContentId(*hasher.finalize().as_bytes()), total))
+    let mut file = File::open(path)?;
+    BUF.with(|cell| {
+        let mut owned;
+        let mut borrowed = cell.try_borrow_mut().ok();
+        let buf: &mut Vec<u8> = match borrowed.as_deref_mut() {
+            Some(b) => b,
+            None => {
+                owned = Vec::new();
+                &mut owned
+            }
+        };
+        if buf.len() < 1 << 20 {
+            buf.resize(1 << 20, 0);
+        }
+        let mut hasher = blake3::Hasher::new();
+        let mut total = 0u64;
+        loop {
+            let n = match file.read(buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            total += n as u64;
+        }
+        Ok((FileContentId(*hasher.finalize().as_bytes()), total))
+    })
 }
 
 /// Compare `scan` with `baselines` (sorted by path, unique).
@@ -132,6 +157,154 @@ pub fn detect(root: &Path, scan: &Scan, baselines: &[(String, BaselineRecord)]) 
     }
     out.changes.sort_by(|a, b| a.path().cmp(b.path()));
     out
+}
+
+/// Files of one directory walk compared against the index in place.
+#[derive(Default)]
+struct Found {
+    /// Files without a baseline.
+    new: Vec<ScannedFile>,
+    /// Files whose stat does not prove them unchanged, with their entry.
+    candidates: Vec<(ScannedFile, usize)>,
+}
+
+struct Compare<'a> {
+    index: &'a BaselineIndex,
+    seen: Vec<AtomicBool>,
+}
+
+impl Visit for Compare<'_> {
+    /// The entries under the directory and the length of `dir/`.
+    type Dir = (usize, usize, usize);
+    type Acc = Found;
+
+    fn dir(&self, rel: &str) -> (usize, usize, usize) {
+        let (lo, hi) = self.index.range_under(rel);
+        (lo, hi, if rel.is_empty() { 0 } else { rel.len() + 1 })
+    }
+
+    fn file(
+        &self,
+        &(lo, hi, skip): &(usize, usize, usize),
+        acc: &mut Found,
+        path: &str,
+        name: &str,
+        fingerprint: Fingerprint,
+        executable: bool,
+    ) {
+        let file = || ScannedFile {
+            path: path.to_string(),
+            fingerprint,
+            executable,
+        };
+        debug_assert_eq!(path.len(), skip + name.len());
+        let Some(i) = self.index.find_in(lo, hi, skip, name) else {
+            acc.new.push(file());
+            return;
+        };
+        if let Some(seen) = self.seen.get(i) {
+            seen.store(true, Ordering::Relaxed);
+        }
+        let mode_same =
+            self.index.mode(i) == u8::from(executable) || !crate::platform::HAS_EXECUTABLE_BIT;
+        if !(mode_same && self.index.fingerprint(i).proves_unchanged(&fingerprint)) {
+            acc.candidates.push((file(), i));
+        }
+    }
+
+    fn join(into: &mut Found, mut part: Found) {
+        into.new.append(&mut part.new);
+        into.candidates.append(&mut part.candidates);
+    }
+}
+
+/// Walk `root` (limited to `options.prefixes`) and compare each file with
+/// `index` as it is stat'ed: a file whose settled fingerprint matches costs
+/// one stat and a lookup, nothing is allocated for it. Candidates are
+/// hashed and compared with their full record from `record` (the
+/// `state.redb` row: the content id is not in the index).
+///
+/// Returns the detection (with `refreshed` naming index entries through
+/// their paths) and the walk's problems. Equal to `detect(scan(...),
+/// baselines under the prefixes)`.
+pub fn detect_indexed(
+    root: &Path,
+    options: &ScanOptions,
+    index: &BaselineIndex,
+    record: impl Fn(&str) -> crate::error::Result<Option<BaselineRecord>> + Sync,
+) -> crate::error::Result<(Detection, Vec<ScanProblem>)> {
+    let compare = Compare {
+        index,
+        seen: (0..index.len()).map(|_| AtomicBool::new(false)).collect(),
+    };
+    let (mut found, problems) = walk_with(root, options, &compare);
+    let mut out = Detection::default();
+    // Overlapping prefixes may visit a file twice.
+    found.new.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    found.new.dedup_by(|a, b| a.path == b.path);
+    found.candidates.sort_unstable_by_key(|(_, i)| *i);
+    found.candidates.dedup_by_key(|(_, i)| *i);
+    let prefixes: Vec<&String> = options.prefixes.iter().collect();
+    let in_scope = |p: &str| {
+        prefixes.is_empty()
+            || prefixes.iter().any(|x| x.is_empty())
+            || prefixes
+                .iter()
+                .any(|x| scribe_format::path::is_under_prefix(p, x))
+    };
+    for (i, seen) in compare.seen.iter().enumerate() {
+        if !seen.load(Ordering::Relaxed) {
+            let path = index.path(i);
+            if in_scope(path) {
+                out.changes.push(LocalChange::Missing {
+                    path: path.to_string(),
+                });
+            }
+        }
+    }
+    out.changes
+        .extend(found.new.into_iter().map(LocalChange::New));
+    // Each candidate's row and its hash, in parallel.
+    let looked: Vec<_> = found
+        .candidates
+        .into_par_iter()
+        .map(|(f, _)| match record(&f.path) {
+            Err(e) => Err(e),
+            Ok(None) => Ok((f, None)),
+            Ok(Some(base)) => {
+                let hashed = hash_file(&root.join(&f.path));
+                Ok((f, Some((base, hashed))))
+            }
+        })
+        .collect();
+    let mut hashed = Vec::with_capacity(looked.len());
+    for item in looked {
+        match item? {
+            // The index named it, the state does not: treat as new (the
+            // index is only a cache; state.redb decides).
+            (f, None) => out.changes.push(LocalChange::New(f)),
+            (f, Some((base, result))) => hashed.push((f, base, result)),
+        }
+    }
+    out.hashed = hashed.len();
+    for (f, base, result) in hashed {
+        match result {
+            Err(e) => out.unreadable.push((f.path.clone(), e.to_string())),
+            Ok((content, _)) => {
+                let mode_same =
+                    base.mode == u8::from(f.executable) || !crate::platform::HAS_EXECUTABLE_BIT;
+                if content == base.content && mode_same {
+                    out.refreshed.push((f.path.clone(), f.fingerprint));
+                } else {
+                    out.changes.push(LocalChange::Modified { file: f, content });
+                }
+            }
+        }
+    }
+    out.changes.sort_by(|a, b| a.path().cmp(b.path()));
+    out.refreshed.sort_by(|a, b| a.0.cmp(&b.0));
+    out.unreadable.sort();
+    Ok((out, problems))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! [`records`] holds the byte encodings of every `state.redb` value and the
 //! recovery index text; the store and workflows that use them build on it.
 
+pub mod baseline_index;
 pub mod detect;
 pub mod error;
 pub mod platform;

@@ -8,11 +8,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use crate::detect::{detect, Detection, LocalChange};
+use crate::detect::{detect, detect_indexed, Detection, LocalChange};
 use crate::error::{Result, WorkspaceError};
 use crate::records::{OpenedAction, OpenedRecord, RecoveryReason};
 use crate::recovery;
-use crate::scan::{now_ms, scan, Scan, ScanOptions};
+use crate::scan::{now_ms, scan, Scan, ScanOptions, ScanProblem};
 use crate::state::Workspace;
 use crate::sync::Materializer;
 
@@ -340,42 +340,72 @@ pub struct Status {
 
 /// Detect local changes under `prefixes` (all when empty) and record
 /// refreshed fingerprints so the next walk is stat-only.
-pub fn detect_changes(ws: &Workspace, prefixes: &[String]) -> Result<(Detection, Scan)> {
-    // The walk and the baseline read overlap: both are I/O.
+///
+/// Baselines come from the status cache ([`crate::baseline_index`]) when it
+/// is valid, else from `state.redb` (and the cache is rebuilt); each file is
+/// compared as the walk stats it.
+pub fn detect_changes(
+    ws: &Workspace,
+    prefixes: &[String],
+) -> Result<(Detection, Vec<ScanProblem>)> {
+    let (mut index, _) = crate::baseline_index::load(ws)?;
     let read = ws.read()?;
-    let (found, baselines) = rayon::join(|| scan_prefixes(ws, prefixes), || read.baselines());
+    let options = ScanOptions {
+        prefixes: if prefixes.iter().any(|p| p.is_empty()) {
+            Vec::new()
+        } else {
+            prefixes.to_vec()
+        },
+        threads: 0,
+    };
+    let (detection, problems) = detect_indexed(ws.root(), &options, &index, |p| read.baseline(p))?;
     drop(read);
-    let baselines: Vec<_> = baselines?
-        .into_iter()
-        .filter(|(p, _)| {
-            prefixes.is_empty()
-                || prefixes
-                    .iter()
-                    .any(|x| scribe_format::path::is_under_prefix(p, x))
-        })
-        .collect();
-    let detection = detect(ws.root(), &found, &baselines);
+    record_refreshed(ws, &detection, Some(&mut index))?;
+    Ok((detection, problems))
+}
+
+/// Write back the refreshed fingerprints that are settled (one
+/// transaction), keeping `index` and its cache file in step.
+fn record_refreshed(
+    ws: &Workspace,
+    detection: &Detection,
+    index: Option<&mut crate::baseline_index::BaselineIndex>,
+) -> Result<()> {
     let settled: Vec<_> = detection
         .refreshed
         .iter()
         .filter(|(_, fp)| fp.is_settled())
         .collect();
-    if !settled.is_empty() {
-        let tx = ws.write()?;
-        for (path, fp) in settled {
-            if let Some(mut base) = tx.baseline(path)? {
-                base.fingerprint = *fp;
-                tx.put_baseline(path, &base)?;
+    if settled.is_empty() {
+        return Ok(());
+    }
+    let tx = ws.write()?;
+    let rows: Vec<(&str, crate::records::Fingerprint)> =
+        settled.iter().map(|(p, fp)| (p.as_str(), *fp)).collect();
+    let present = tx.refresh_fingerprints(&rows)?;
+    let written: Vec<_> = rows
+        .iter()
+        .zip(present)
+        .filter_map(|(row, there)| there.then_some(*row))
+        .collect();
+    let generation = tx.stamped_baseline_generation()?;
+    tx.commit()?;
+    if let (Some(index), Some(generation)) = (index, generation) {
+        // The transaction changed exactly these fingerprints.
+        for (path, fp) in written {
+            if let Some(i) = index.position(path) {
+                index.refresh(i, fp);
             }
         }
-        tx.commit()?;
+        index.set_generation(generation);
+        let _ = index.save(ws);
     }
-    Ok((detection, found))
+    Ok(())
 }
 
 /// `scribe status`.
 pub fn status(ws: &Workspace) -> Result<Status> {
-    let (detection, found) = detect_changes(ws, &[])?;
+    let (detection, problems) = detect_changes(ws, &[])?;
     let read = ws.read()?;
     let opened = read.opened_all()?;
     let needs_resolve = read.deferred_all()?.into_iter().map(|(p, _)| p).collect();
@@ -390,9 +420,34 @@ pub fn status(ws: &Workspace) -> Result<Status> {
         opened,
         unopened,
         needs_resolve,
-        problems: found.problems,
+        problems,
         hashed: detection.hashed,
     })
+}
+
+/// [`detect_changes`] without the status cache: the walk collected, then
+/// merge-joined with every `state.redb` baseline. Kept as the reference the
+/// cached path is tested against.
+pub fn detect_changes_uncached(
+    ws: &Workspace,
+    prefixes: &[String],
+) -> Result<(Detection, Vec<ScanProblem>)> {
+    let read = ws.read()?;
+    let (found, baselines) = rayon::join(|| scan_prefixes(ws, prefixes), || read.baselines());
+    drop(read);
+    let baselines: Vec<_> = baselines?
+        .into_iter()
+        .filter(|(p, _)| {
+            prefixes.is_empty()
+                || prefixes.iter().any(|x| x.is_empty())
+                || prefixes
+                    .iter()
+                    .any(|x| scribe_format::path::is_under_prefix(p, x))
+        })
+        .collect();
+    let detection = detect(ws.root(), &found, &baselines);
+    record_refreshed(ws, &detection, None)?;
+    Ok((detection, found.problems))
 }
 
 /// `scribe reconcile`: open every detected local change (new files as

@@ -89,33 +89,136 @@ pub fn fingerprint_of(meta: &std::fs::Metadata, recorded_ms: u64) -> Fingerprint
 
 /// Walk the working copy under `root`.
 pub fn scan(root: &Path, options: &ScanOptions) -> Scan {
+    let (files, problems) = walk_with(root, options, &Collect);
+    let mut out = Scan { files, problems };
+    out.files.par_sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    out.files.dedup_by(|a, b| a.path == b.path);
+    out
+}
+
+/// What the walk does with each file it accepts (not ignored, not a
+/// symlink, a valid canonical path, stat'ed). One implementation collects
+/// [`ScannedFile`]s ([`scan`]); change detection compares in place instead,
+/// so unchanged files cost no allocation.
+pub(crate) trait Visit: Sync {
+    /// Per-directory context, made once before the directory's files.
+    type Dir;
+    /// What one directory's files produce; parts are joined in any order.
+    type Acc: Default + Send;
+    /// Enter directory `rel` (canonical, "" = root).
+    fn dir(&self, rel: &str) -> Self::Dir;
+    /// One file: its canonical `path`, whose last component is `name`.
+    fn file(
+        &self,
+        dir: &Self::Dir,
+        acc: &mut Self::Acc,
+        path: &str,
+        name: &str,
+        fingerprint: Fingerprint,
+        executable: bool,
+    );
+    fn join(into: &mut Self::Acc, part: Self::Acc);
+}
+
+struct Collect;
+
+impl Visit for Collect {
+    type Dir = ();
+    type Acc = Vec<ScannedFile>;
+    fn dir(&self, _rel: &str) {}
+    fn file(
+        &self,
+        _dir: &(),
+        acc: &mut Vec<ScannedFile>,
+        path: &str,
+        _name: &str,
+        fingerprint: Fingerprint,
+        executable: bool,
+    ) {
+        acc.push(ScannedFile {
+            path: path.to_string(),
+            fingerprint,
+            executable,
+        });
+    }
+    fn join(into: &mut Vec<ScannedFile>, mut part: Vec<ScannedFile>) {
+        if into.is_empty() {
+            *into = part;
+        } else {
+            into.append(&mut part);
+        }
+    }
+}
+
+/// Walk with `visit` on `options.threads` threads; problems sorted by path.
+pub(crate) fn walk_with<V: Visit>(
+    root: &Path,
+    options: &ScanOptions,
+    visit: &V,
+) -> (V::Acc, Vec<ScanProblem>) {
     if options.threads == 0 {
-        return scan_here(root, options);
+        return walk_here(root, options, visit);
     }
     match rayon::ThreadPoolBuilder::new()
         .num_threads(options.threads)
         .build()
     {
-        Ok(pool) => pool.install(|| scan_here(root, options)),
-        Err(_) => scan_here(root, options),
+        Ok(pool) => pool.install(|| walk_here(root, options, visit)),
+        Err(_) => walk_here(root, options, visit),
     }
 }
 
+/// One ignore file's rules.
+struct Rules {
+    matcher: Gitignore,
+    /// Whether any rule can match a file (is not directory-only); when no
+    /// rule in effect can, files skip matching entirely.
+    files: bool,
+}
+
 /// Ignore matchers from the root down to the directory being walked.
-type Stack = Vec<Arc<Gitignore>>;
+type Stack = Vec<Arc<Rules>>;
+
+/// Whether a rule of the ignore file at `file` can match a file, not only
+/// directories: any rule not ending in `/`. Unreadable text counts as yes.
+fn can_match_files(file: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(file) else {
+        return true;
+    };
+    text.lines().any(|line| {
+        let line = line.trim_start_matches('\u{feff}');
+        if line.starts_with('#') {
+            return false;
+        }
+        let line = line.trim_end_matches(' ');
+        !line.is_empty() && !line.ends_with('/')
+    })
+}
+
+/// The rules of the ignore file at `file`, rooted at `dir`.
+fn rules(dir: &Path, file: &Path) -> Option<Rules> {
+    let mut b = GitignoreBuilder::new(dir);
+    // A malformed line is skipped; the rest apply.
+    let _ = b.add(file);
+    let matcher = b.build().ok()?;
+    Some(Rules {
+        files: !matcher.is_empty() && can_match_files(file),
+        matcher,
+    })
+}
 
 /// Whether `path` is ignored: the deepest matcher with an opinion wins
 /// (gitignore precedence); the local ignore file is consulted last.
-fn ignored(stack: &Stack, local: Option<&Gitignore>, path: &Path, is_dir: bool) -> bool {
+fn ignored(stack: &Stack, local: Option<&Rules>, path: &Path, is_dir: bool) -> bool {
     for g in stack.iter().rev() {
-        match g.matched(path, is_dir) {
+        match g.matcher.matched(path, is_dir) {
             Match::Ignore(_) => return true,
             Match::Whitelist(_) => return false,
             Match::None => {}
         }
     }
     matches!(
-        local.map(|g| g.matched(path, is_dir)),
+        local.map(|g| g.matcher.matched(path, is_dir)),
         Some(Match::Ignore(_))
     )
 }
@@ -130,78 +233,91 @@ fn push_ignore(stack: &Arc<Stack>, dir: &Path) -> Arc<Stack> {
 }
 
 fn push_ignore_file(stack: &Arc<Stack>, dir: &Path, file: &Path) -> Arc<Stack> {
-    let mut b = GitignoreBuilder::new(dir);
-    // A malformed line is skipped; the rest apply.
-    let _ = b.add(file);
-    match b.build() {
-        Ok(g) => {
+    match rules(dir, file) {
+        Some(r) => {
             let mut next = (**stack).clone();
-            next.push(Arc::new(g));
+            next.push(Arc::new(r));
             Arc::new(next)
         }
-        Err(_) => stack.clone(),
+        None => stack.clone(),
     }
 }
 
 struct Walk<'a> {
     root: &'a Path,
     state_dir: PathBuf,
-    local: Option<Gitignore>,
+    local: Option<Rules>,
     recorded_ms: u64,
 }
 
-#[derive(Default)]
-struct Part {
-    files: Vec<ScannedFile>,
+struct Part<A> {
+    acc: A,
     problems: Vec<ScanProblem>,
 }
 
-impl Part {
-    fn concat(parts: Vec<Part>) -> Part {
-        let n = parts.iter().map(|p| p.files.len()).sum();
-        let mut out = Part {
-            files: Vec::with_capacity(n),
+impl<A: Default> Default for Part<A> {
+    fn default() -> Self {
+        Part {
+            acc: A::default(),
             problems: Vec::new(),
-        };
-        for p in parts {
-            out.files.extend(p.files);
-            out.problems.extend(p.problems);
         }
-        out
     }
+}
 
-    fn merge(mut self, other: Part) -> Part {
-        self.files.extend(other.files);
-        self.problems.extend(other.problems);
-        self
+fn concat<V: Visit>(parts: Vec<Part<V::Acc>>) -> Part<V::Acc> {
+    let mut out = Part::<V::Acc>::default();
+    for p in parts {
+        V::join(&mut out.acc, p.acc);
+        out.problems.extend(p.problems);
+    }
+    out
+}
+
+fn io_problem(path: &str, err: &std::io::Error) -> ScanProblem {
+    ScanProblem {
+        path: path.to_string(),
+        code: "io".into(),
+        detail: err.to_string(),
     }
 }
 
 impl Walk<'_> {
     /// Walk `dir` (absolute) whose canonical path is `rel` ("" = root).
     /// Entries are stat'ed through their directory handle (`fstatat`), not
-    /// by full path; subdirectories are walked in parallel.
-    fn dir(&self, dir: &Path, rel: &str, stack: &Arc<Stack>, out: &mut Vec<Part>) {
-        let mut part = Part::default();
+    /// by full path; subdirectories are walked in parallel. A file's path
+    /// is built in one buffer reused across the directory: nothing is
+    /// allocated per accepted file unless the visitor keeps it.
+    fn dir<V: Visit>(
+        &self,
+        visit: &V,
+        dir: &Path,
+        rel: &str,
+        stack: &Arc<Stack>,
+        out: &mut Vec<Part<V::Acc>>,
+    ) {
+        let mut part = Part::<V::Acc>::default();
         let rd = match std::fs::read_dir(dir) {
             Ok(rd) => rd,
             Err(err) => {
-                part.problems.push(ScanProblem {
-                    path: rel.to_string(),
-                    code: "io".into(),
-                    detail: err.to_string(),
-                });
+                part.problems.push(io_problem(rel, &err));
                 out.push(part);
                 return;
             }
         };
         // One listing answers both "has a .scribeignore" and "is a nested
         // workspace" without extra lookups per directory.
-        let entries: Vec<std::io::Result<std::fs::DirEntry>> = rd.collect();
+        // Each name is copied out of its entry once.
+        let entries: Vec<std::io::Result<(std::fs::DirEntry, std::ffi::OsString)>> = rd
+            .map(|e| {
+                e.map(|e| {
+                    let name = e.file_name();
+                    (e, name)
+                })
+            })
+            .collect();
         let mut has_ignore = false;
         let mut has_scribe = false;
-        for e in entries.iter().flatten() {
-            let n = e.file_name();
+        for (_, n) in entries.iter().flatten() {
             has_ignore |= n == IGNORE_FILE;
             has_scribe |= n == scribe_format::path::SCRIBE_DIR;
         }
@@ -214,6 +330,9 @@ impl Walk<'_> {
         } else {
             stack.clone()
         };
+        // Whether any rule in effect can match a file at all.
+        let files_may_be_ignored =
+            stack.iter().any(|r| r.files) || self.local.as_ref().is_some_and(|r| r.files);
         // Validate the directory once; each file then checks only its name
         // (a full check runs when that fails, for the exact error, and for
         // anything under a `.scribe` directory).
@@ -222,25 +341,27 @@ impl Walk<'_> {
             && scribe_format::path::collision_key(scribe_format::path::file_name(rel))
                 == scribe_format::path::collision_key(scribe_format::path::SCRIBE_DIR);
         let quick = dir_ok && !under_scribe;
+        let ctx = visit.dir(rel);
+        let base_len = if rel.is_empty() { 0 } else { rel.len() + 1 };
+        let mut path = String::with_capacity(base_len + 64);
+        path.push_str(rel);
+        if !rel.is_empty() {
+            path.push('/');
+        }
         let mut subdirs = Vec::new();
         for entry in entries {
-            let entry = match entry {
+            let (entry, os_name) = match entry {
                 Ok(e) => e,
                 Err(err) => {
-                    part.problems.push(ScanProblem {
-                        path: rel.to_string(),
-                        code: "io".into(),
-                        detail: err.to_string(),
-                    });
+                    part.problems.push(io_problem(rel, &err));
                     continue;
                 }
             };
             let Ok(file_type) = entry.file_type() else {
                 continue;
             };
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else {
-                let lossy = name.to_string_lossy();
+            let Some(name) = os_name.to_str() else {
+                let lossy = os_name.to_string_lossy();
                 part.problems.push(ScanProblem {
                     path: if rel.is_empty() {
                         lossy.into_owned()
@@ -252,26 +373,25 @@ impl Walk<'_> {
                 });
                 continue;
             };
-            let path = if rel.is_empty() {
-                name.to_string()
-            } else {
-                format!("{rel}/{name}")
-            };
+            path.truncate(base_len);
+            path.push_str(name);
             if file_type.is_dir() {
                 let full = entry.path();
                 if full == self.state_dir || ignored(&stack, self.local.as_ref(), &full, true) {
                     continue;
                 }
-                subdirs.push((full, path));
+                subdirs.push((full, path.clone()));
                 continue;
             }
-            let is_ignored = if stack.is_empty() {
+            let is_ignored = if !files_may_be_ignored {
+                false
+            } else if stack.is_empty() {
                 // The local rules are rooted at the workspace root, so the
-                // relative path is enough (no allocation per file).
+                // relative path is enough.
                 matches!(
                     self.local
                         .as_ref()
-                        .map(|g| g.matched(Path::new(&path), false)),
+                        .map(|g| g.matcher.matched(Path::new(&path), false)),
                     Some(Match::Ignore(_))
                 )
             } else {
@@ -282,7 +402,7 @@ impl Walk<'_> {
             }
             if file_type.is_symlink() {
                 part.problems.push(ScanProblem {
-                    path,
+                    path: path.clone(),
                     code: "symlink".into(),
                     detail: "symbolic links are not versioned".into(),
                 });
@@ -294,7 +414,7 @@ impl Walk<'_> {
             if !valid {
                 if let Err(e) = scribe_format::path::validate_file_path(&path) {
                     part.problems.push(ScanProblem {
-                        path,
+                        path: path.clone(),
                         code: e.code().into(),
                         detail: e.to_string(),
                     });
@@ -302,24 +422,24 @@ impl Walk<'_> {
                 }
             }
             match entry.metadata() {
-                Ok(meta) => part.files.push(ScannedFile {
-                    path,
-                    fingerprint: fingerprint_of(&meta, self.recorded_ms),
-                    executable: platform::is_executable(&meta),
-                }),
-                Err(err) => part.problems.push(ScanProblem {
-                    path,
-                    code: "io".into(),
-                    detail: err.to_string(),
-                }),
+                Ok(meta) => visit.file(
+                    &ctx,
+                    &mut part.acc,
+                    &path,
+                    name,
+                    fingerprint_of(&meta, self.recorded_ms),
+                    platform::is_executable(&meta),
+                ),
+                Err(err) => part.problems.push(io_problem(&path, &err)),
             }
         }
+        drop(ctx);
         out.push(part);
-        let below: Vec<Vec<Part>> = subdirs
+        let below: Vec<Vec<Part<V::Acc>>> = subdirs
             .par_iter()
             .map(|(full, path)| {
                 let mut parts = Vec::new();
-                self.dir(full, path, &stack, &mut parts);
+                self.dir(visit, full, path, &stack, &mut parts);
                 parts
             })
             .collect();
@@ -350,12 +470,14 @@ impl Walk<'_> {
     }
 }
 
-fn scan_here(root: &Path, options: &ScanOptions) -> Scan {
+fn walk_here<V: Visit>(
+    root: &Path,
+    options: &ScanOptions,
+    visit: &V,
+) -> (V::Acc, Vec<ScanProblem>) {
     let local_path = root.join(STATE_DIR).join("ignore");
     let local = if local_path.is_file() {
-        let mut b = GitignoreBuilder::new(root);
-        let _ = b.add(&local_path);
-        b.build().ok()
+        rules(root, &local_path)
     } else {
         None
     };
@@ -372,10 +494,10 @@ fn scan_here(root: &Path, options: &ScanOptions) -> Scan {
     };
     let part = if prefixes.is_empty() {
         let mut parts = Vec::new();
-        walk.dir(root, "", &Arc::new(Stack::new()), &mut parts);
-        Part::concat(parts)
+        walk.dir(visit, root, "", &Arc::new(Stack::new()), &mut parts);
+        concat::<V>(parts)
     } else {
-        prefixes
+        let parts: Vec<Part<V::Acc>> = prefixes
             .par_iter()
             .map(|prefix| {
                 let full = root.join(prefix);
@@ -388,10 +510,10 @@ fn scan_here(root: &Path, options: &ScanOptions) -> Scan {
                 }
                 if meta.is_dir() {
                     let mut parts = Vec::new();
-                    walk.dir(&full, prefix, &stack, &mut parts);
-                    return Part::concat(parts);
+                    walk.dir(visit, &full, prefix, &stack, &mut parts);
+                    return concat::<V>(parts);
                 }
-                let mut part = Part::default();
+                let mut part = Part::<V::Acc>::default();
                 if meta.file_type().is_symlink() {
                     part.problems.push(ScanProblem {
                         path: prefix.clone(),
@@ -405,24 +527,25 @@ fn scan_here(root: &Path, options: &ScanOptions) -> Scan {
                         detail: e.to_string(),
                     });
                 } else {
-                    part.files.push(ScannedFile {
-                        path: prefix.clone(),
-                        fingerprint: fingerprint_of(&meta, walk.recorded_ms),
-                        executable: platform::is_executable(&meta),
-                    });
+                    let (parent, name) = prefix.rsplit_once('/').unwrap_or(("", prefix));
+                    let ctx = visit.dir(parent);
+                    visit.file(
+                        &ctx,
+                        &mut part.acc,
+                        prefix,
+                        name,
+                        fingerprint_of(&meta, walk.recorded_ms),
+                        platform::is_executable(&meta),
+                    );
                 }
                 part
             })
-            .reduce(Part::default, Part::merge)
+            .collect();
+        concat::<V>(parts)
     };
-    let mut out = Scan {
-        files: part.files,
-        problems: part.problems,
-    };
-    out.files.par_sort_unstable_by(|a, b| a.path.cmp(&b.path));
-    out.files.dedup_by(|a, b| a.path == b.path);
-    out.problems.sort_by(|a, b| a.path.cmp(&b.path));
-    out
+    let mut problems = part.problems;
+    problems.sort_by(|a, b| a.path.cmp(&b.path));
+    (part.acc, problems)
 }
 
 /// A relative OS path as a `/`-separated string, if every component is UTF-8.

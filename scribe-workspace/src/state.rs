@@ -21,7 +21,9 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{
+    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
+};
 use scribe_format::bytes::Reader;
 use scribe_format::descriptor::{self, Descriptor};
 use scribe_format::{BranchId, FormatError, OperationId, RepositoryId, WorkspaceId};
@@ -37,6 +39,9 @@ pub const SCHEMA: u32 = 2;
 pub const STATE_DIR: &str = ".scribe/_state";
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// Every write to `BASELINE` goes through `StateWrite::baseline_table`, which
+/// stamps a fresh [`BASELINE_GENERATION`]: the status cache
+/// (`crate::baseline_index`) is valid only for the stamp it was built from.
 const BASELINE: TableDefinition<&str, &[u8]> = TableDefinition::new("baseline");
 const OPENED: TableDefinition<&str, &[u8]> = TableDefinition::new("opened");
 const PENDING: TableDefinition<&[u8; 16], &[u8]> = TableDefinition::new("pending");
@@ -44,6 +49,11 @@ const JOURNAL: TableDefinition<&str, &[u8]> = TableDefinition::new("journal");
 const LOCAL_LOCKS: TableDefinition<&str, u64> = TableDefinition::new("local_locks");
 const DEFERRED: TableDefinition<&str, &[u8]> = TableDefinition::new("deferred");
 const WORKFLOWS: TableDefinition<&str, &[u8]> = TableDefinition::new("workflows_v2");
+
+/// `meta` key: 16 random bytes replaced by every transaction that writes a
+/// baseline (an extension of section 9's `meta` keys; absent until the first
+/// such write by a client that knows it).
+pub const BASELINE_GENERATION: &str = "baseline-generation";
 
 /// What a workspace is bound to, kept in the `meta` table.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,8 +76,15 @@ pub struct WorkspaceMeta {
 /// An open workspace: its root, its database, and its held LOCK.
 pub struct Workspace {
     root: PathBuf,
-    db: Database,
+    db: std::sync::RwLock<Option<Db>>,
     _lock: File,
+}
+
+/// `state.redb`, writable, or read-only until the first write
+/// ([`Workspace::open_for_reading`]).
+enum Db {
+    Write(Database),
+    Read(redb::ReadOnlyDatabase),
 }
 
 impl std::fmt::Debug for Workspace {
@@ -148,12 +165,13 @@ impl Workspace {
         let db = Database::create(&db_path)?;
         let ws = Workspace {
             root: root.to_path_buf(),
-            db,
+            db: std::sync::RwLock::new(Some(Db::Write(db))),
             _lock: lock,
         };
         {
             let mut tx = ws.write()?;
             tx.tables_init()?;
+            tx.stamp_baseline_generation()?;
             tx.put_meta_u32("schema", SCHEMA)?;
             tx.set_meta(meta)?;
             tx.commit()?;
@@ -175,6 +193,20 @@ impl Workspace {
 
     /// Open the workspace whose root is `root`, taking its LOCK.
     pub fn open(root: &Path) -> Result<Workspace> {
+        Self::open_with(root, false)
+    }
+
+    /// [`open`](Workspace::open) for a command that mostly reads (`status`):
+    /// `state.redb` is opened read-only, which neither writes nor flushes
+    /// it (a writable redb open and close costs five `fdatasync`s). The
+    /// first [`write`](Workspace::write) reopens it writable; no
+    /// [`StateRead`] may be alive then. A database that was not closed
+    /// cleanly is opened writable at once (redb repairs it).
+    pub fn open_for_reading(root: &Path) -> Result<Workspace> {
+        Self::open_with(root, true)
+    }
+
+    fn open_with(root: &Path, read_only: bool) -> Result<Workspace> {
         let state = state_dir(root);
         let desc_path = state.join("SCRIBE_FORMAT");
         let bytes = std::fs::read(&desc_path).map_err(WorkspaceError::io(&desc_path))?;
@@ -202,10 +234,17 @@ impl Workspace {
         let lock = take_lock(root)?;
         create_dirs(root)?;
         clean_tmp(&state.join("tmp"))?;
-        let db = Database::create(state.join("state.redb"))?;
+        let db_path = state.join("state.redb");
+        let db = match read_only {
+            true => match redb::ReadOnlyDatabase::open(&db_path) {
+                Ok(db) => Db::Read(db),
+                Err(_) => Db::Write(Database::create(&db_path)?),
+            },
+            false => Db::Write(Database::create(&db_path)?),
+        };
         let ws = Workspace {
             root: root.to_path_buf(),
-            db,
+            db: std::sync::RwLock::new(Some(db)),
             _lock: lock,
         };
         let schema = ws.read()?.meta_u32("schema")?;
@@ -230,16 +269,48 @@ impl Workspace {
 
     /// A read view of the state.
     pub fn read(&self) -> Result<StateRead> {
-        Ok(StateRead {
-            tx: self.db.begin_read()?,
-        })
+        let db = self.db.read().unwrap_or_else(|e| e.into_inner());
+        let tx = match &*db {
+            Some(Db::Write(d)) => d.begin_read()?,
+            Some(Db::Read(d)) => d.begin_read()?,
+            None => return Err(redb::StorageError::DatabaseClosed.into()),
+        };
+        Ok(StateRead { tx })
     }
 
     /// A write transaction, committed with immediate durability.
     pub fn write(&self) -> Result<StateWrite> {
-        let mut tx = self.db.begin_write()?;
+        let writable = |db: &Option<Db>| match db {
+            Some(Db::Write(d)) => Some(d.begin_write()),
+            _ => None,
+        };
+        let begun = writable(&self.db.read().unwrap_or_else(|e| e.into_inner()));
+        let begun = match begun {
+            Some(tx) => tx,
+            None => {
+                // Reopen writable: the read-only handle (and its shared
+                // file lock) goes first.
+                let mut db = self.db.write().unwrap_or_else(|e| e.into_inner());
+                if !matches!(&*db, Some(Db::Write(_))) {
+                    let path = self.state_dir().join("state.redb");
+                    drop(db.take());
+                    match Database::create(&path) {
+                        Ok(d) => *db = Some(Db::Write(d)),
+                        Err(e) => {
+                            *db = redb::ReadOnlyDatabase::open(&path).ok().map(Db::Read);
+                            return Err(e.into());
+                        }
+                    }
+                }
+                writable(&db).ok_or(redb::StorageError::DatabaseClosed)?
+            }
+        };
+        let mut tx = begun?;
         tx.set_durability(Durability::Immediate)?;
-        Ok(StateWrite { tx })
+        Ok(StateWrite {
+            tx,
+            baselines_stamped: std::cell::Cell::new(false),
+        })
     }
 
     /// The workspace's binding.
@@ -416,6 +487,31 @@ macro_rules! reads {
             Ok(out)
         }
 
+        /// The stamp of the last transaction that wrote a baseline.
+        pub fn baseline_generation(&self) -> Result<Option<[u8; 16]>> {
+            match self.meta_raw(BASELINE_GENERATION)? {
+                None => Ok(None),
+                Some(v) => Ok(Some(id16::<[u8; 16]>(&v, BASELINE_GENERATION)?)),
+            }
+        }
+
+        /// How many baselines there are.
+        pub fn baseline_count(&self) -> Result<u64> {
+            Ok(self.$open(BASELINE)?.len()?)
+        }
+
+        /// Visit every baseline in path order without copying its key.
+        pub fn visit_baselines(&self, mut f: impl FnMut(&str, &BaselineRecord)) -> Result<()> {
+            let t = self.$open(BASELINE)?;
+            for row in t.iter()? {
+                let (k, v) = row?;
+                let rec =
+                    BaselineRecord::decode(v.value()).map_err(corrupt("baseline", k.value()))?;
+                f(k.value(), &rec);
+            }
+            Ok(())
+        }
+
         /// Every baseline, in path order.
         pub fn baselines(&self) -> Result<Vec<(String, BaselineRecord)>> {
             let t = self.$open(BASELINE)?;
@@ -558,6 +654,8 @@ impl StateRead {
 /// One durable write transaction.
 pub struct StateWrite {
     tx: redb::WriteTransaction,
+    /// Whether this transaction already stamped a new baseline generation.
+    baselines_stamped: std::cell::Cell<bool>,
 }
 
 impl StateWrite {
@@ -620,14 +718,69 @@ impl StateWrite {
         self.put_meta_u64("synced", m.synced)
     }
 
+    /// The baseline table for writing; stamps a fresh generation once per
+    /// transaction so a status cache built before it is never trusted.
+    fn baseline_table(&self) -> Result<redb::Table<'_, &'static str, &'static [u8]>> {
+        if !self.baselines_stamped.get() {
+            self.put_meta(BASELINE_GENERATION, &scribe_format::OperationId::random().0)?;
+            self.baselines_stamped.set(true);
+        }
+        self.table(BASELINE)
+    }
+
+    /// The generation this transaction stamped (after a baseline write).
+    pub fn stamped_baseline_generation(&self) -> Result<Option<[u8; 16]>> {
+        if self.baselines_stamped.get() {
+            self.baseline_generation()
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Stamp a fresh baseline generation without changing a baseline
+    /// (workspaces whose state predates the stamp).
+    pub fn stamp_baseline_generation(&self) -> Result<[u8; 16]> {
+        self.baselines_stamped.set(false);
+        drop(self.baseline_table()?);
+        self.baseline_generation()?
+            .ok_or(WorkspaceError::MissingMeta {
+                key: BASELINE_GENERATION,
+            })
+    }
+
     pub fn put_baseline(&self, path: &str, rec: &BaselineRecord) -> Result<()> {
-        self.table(BASELINE)?
+        self.baseline_table()?
             .insert(path, rec.encode().as_slice())?;
         Ok(())
     }
 
+    /// Replace the fingerprints of existing baselines (a status settling
+    /// what it proved unchanged), opening the table once; returns which
+    /// paths had a baseline.
+    pub fn refresh_fingerprints(
+        &self,
+        rows: &[(&str, crate::records::Fingerprint)],
+    ) -> Result<Vec<bool>> {
+        let mut t = self.baseline_table()?;
+        let mut out = Vec::with_capacity(rows.len());
+        for &(path, fp) in rows {
+            let old = match t.get(path)? {
+                None => None,
+                Some(v) => {
+                    Some(BaselineRecord::decode(v.value()).map_err(corrupt("baseline", path))?)
+                }
+            };
+            if let Some(mut rec) = old {
+                rec.fingerprint = fp;
+                t.insert(path, rec.encode().as_slice())?;
+            }
+            out.push(old.is_some());
+        }
+        Ok(out)
+    }
+
     pub fn remove_baseline(&self, path: &str) -> Result<()> {
-        self.table(BASELINE)?.remove(path)?;
+        self.baseline_table()?.remove(path)?;
         Ok(())
     }
 

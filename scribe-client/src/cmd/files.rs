@@ -273,7 +273,12 @@ pub fn resolve(
 }
 
 pub fn status(ctx: &Ctx) -> CliResult {
-    let o = ctx::open(ctx)?;
+    // Read-only until status has something to record (settled
+    // fingerprints): a clean status neither writes nor flushes state.redb.
+    let root = scribe_workspace::Workspace::find(&ctx.cwd)?;
+    let ws = scribe_workspace::Workspace::open_for_reading(&root)?;
+    let meta = ws.meta()?;
+    let o = ctx::Open { ws, meta };
     let s = open::status(&o.ws)?;
     let kind = |c: &LocalChange| match c {
         LocalChange::New(_) => "new",
