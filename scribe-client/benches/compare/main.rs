@@ -609,10 +609,24 @@ impl Bench {
             self.scribe_proxy.as_ref().expect("scribe").addr
         )
     }
-    fn git_url(&self, name: &str) -> String {
+    /// Git and Git LFS keep their bare repositories side by side on the
+    /// one `git daemon`; LFS's carry an `lfs-` prefix.
+    fn git_name(t: Tool, name: &str) -> String {
+        if t == Tool::Lfs {
+            format!("lfs-{name}")
+        } else {
+            name.to_string()
+        }
+    }
+    fn bare(&self, t: Tool, name: &str) -> PathBuf {
+        self.git_root
+            .join(format!("{}.git", Self::git_name(t, name)))
+    }
+    fn git_url(&self, t: Tool, name: &str) -> String {
         format!(
-            "git://{}/{name}.git",
-            self.git_proxy.as_ref().expect("git").addr
+            "git://{}/{}.git",
+            self.git_proxy.as_ref().expect("git").addr,
+            Self::git_name(t, name)
         )
     }
     fn lfs_url(&self, name: &str) -> String {
@@ -898,7 +912,7 @@ impl Bench {
                 );
             }
             Tool::Git | Tool::Lfs => {
-                let bare = self.git_root.join(format!("{name}.git"));
+                let bare = self.bare(t, name);
                 rm(&bare);
                 self.git(
                     &self.root,
@@ -908,7 +922,7 @@ impl Bench {
                 self.git(&bare, &["config", "uploadpack.allowAnySHA1InWant", "true"]);
                 std::fs::create_dir_all(ws).expect("mkdir");
                 self.git(ws, &["init", "-q", "-b", "main"]);
-                self.git(ws, &["remote", "add", "origin", &self.git_url(name)]);
+                self.git(ws, &["remote", "add", "origin", &self.git_url(t, name)]);
                 if t == Tool::Lfs {
                     self.git(ws, &["lfs", "install", "--local"]);
                     self.git(ws, &["lfs", "track", "*.bin"]);
@@ -1075,7 +1089,7 @@ impl Bench {
                 // repository removal exists), as do rudolfs objects.
                 if run + 1 < runs || !keep_last {
                     match t {
-                        Tool::Git | Tool::Lfs => rm(&self.git_root.join(format!("{name}.git"))),
+                        Tool::Git | Tool::Lfs => rm(&self.bare(t, &name)),
                         Tool::Svn => rm(&self.svn_root.join(&name)),
                         Tool::Scribe => {}
                     }
@@ -1345,7 +1359,7 @@ impl Bench {
                             steps.push(self.scribe(&self.root, &a));
                         }
                         Tool::Git => {
-                            let url = self.git_url(&name);
+                            let url = self.git_url(t, &name);
                             if is_view {
                                 steps.push(self.git(
                                     &self.root,
@@ -1357,7 +1371,7 @@ impl Bench {
                             }
                         }
                         Tool::Lfs => {
-                            let url = self.git_url(&name);
+                            let url = self.git_url(t, &name);
                             let skip = [("GIT_LFS_SKIP_SMUDGE", "1")];
                             let g = Path::new("git");
                             if is_view {
@@ -1481,7 +1495,12 @@ impl Bench {
                     self.import(t, "w5", &a, &mut steps);
                     self.git(
                         &self.root,
-                        &["clone", "-q", &self.git_url("w5"), &b.display().to_string()],
+                        &[
+                            "clone",
+                            "-q",
+                            &self.git_url(t, "w5"),
+                            &b.display().to_string(),
+                        ],
                     );
                     self.git(&b, &["lfs", "install", "--local"]);
                 }
@@ -1878,18 +1897,12 @@ fn report(
                 human(r.samples.iter().map(|s| s.max_rss).max().unwrap_or(0))
             };
             let mut note = r.note.clone();
-            if w.starts_with("W2") {
-                if let Some(rd) =
-                    median_u(&r.samples.iter().filter_map(|s| s.read).collect::<Vec<_>>())
-                        .checked_sub(0)
-                {
-                    if r.samples.iter().any(|s| s.read.is_some()) {
-                        if !note.is_empty() {
-                            note.push_str("; ");
-                        }
-                        note.push_str(&format!("read(2) {}", human(rd)));
-                    }
+            let reads: Vec<u64> = r.samples.iter().filter_map(|s| s.read).collect();
+            if w.starts_with("W2") && !reads.is_empty() {
+                if !note.is_empty() {
+                    note.push_str("; ");
                 }
+                note.push_str(&format!("read(2) {}", human(median_u(&reads))));
             }
             let runs = t
                 .iter()
@@ -1909,6 +1922,7 @@ fn report(
     for line in targets(b, limits) {
         writeln!(md, "- {line}").ok();
     }
+    writeln!(md, "\n{}", include_str!("method.md")).ok();
     if !load.is_empty() {
         writeln!(
             md,
