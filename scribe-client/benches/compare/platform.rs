@@ -7,6 +7,8 @@ use std::process::Child;
 /// How a measured child ended.
 pub struct Exit {
     pub ok: bool,
+    /// The exit code (128 + the signal number when killed by one).
+    pub code: i32,
     /// Peak resident set of the child and the descendants it waited for, in bytes.
     pub max_rss: u64,
     /// Bytes the child itself passed through read(2) (Linux: `rchar`), if known.
@@ -55,10 +57,16 @@ pub fn wait(child: Child) -> std::io::Result<Exit> {
     // Dropping a Child never waits or kills; it is reaped above.
     drop(child);
     let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    };
     // Linux reports KiB, macOS bytes.
     let scale = if cfg!(target_os = "macos") { 1 } else { 1024 };
     Ok(Exit {
         ok,
+        code,
         max_rss: (ru.ru_maxrss.max(0) as u64) * scale,
         read_bytes,
     })
@@ -69,6 +77,7 @@ pub fn wait(mut child: Child) -> std::io::Result<Exit> {
     let st = child.wait()?;
     Ok(Exit {
         ok: st.success(),
+        code: st.code().unwrap_or(1),
         max_rss: 0,
         read_bytes: None,
     })
