@@ -95,6 +95,7 @@ fn opts() -> Opts {
                 o.keep = true;
                 took = false
             }
+            "--estimate" => took = false,
             "--svn-status" => {
                 o.svn_status = true;
                 took = false
@@ -786,25 +787,53 @@ fn install_peers(o: &Opts, tools_dir: &Path, notes: &mut Vec<String>) -> PathBuf
     local
 }
 
+/// A `cargo` command without the variables `cargo bench` set for this
+/// process (package name, manifest dir, ...): build scripts that watch
+/// them would otherwise see a change and rebuild on every run.
+fn cargo_cmd() -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        let injected = [
+            "CARGO_PKG_",
+            "CARGO_MANIFEST_",
+            "CARGO_CRATE_",
+            "CARGO_BIN_",
+            "CARGO_PRIMARY_",
+            "CARGO_TARGET_TMPDIR",
+            "CARGO_RUSTC_CURRENT_DIR",
+        ]
+        .iter()
+        .any(|p| k.starts_with(p));
+        if injected || k == "OUT_DIR" || k == "CARGO" {
+            cmd.env_remove(&*k);
+        }
+    }
+    cmd.current_dir(workspace_root());
+    cmd
+}
+
 fn build_binaries(o: &Opts) {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let t = Instant::now();
-    let ok = Command::new(&cargo)
+    let ok = cargo_cmd()
+        // The bench profile (release settings, same output directory): the
+        // one `cargo bench` built `scribe` and this harness with, so the
+        // shared crates are not rebuilt for a second profile.
         .args([
             "build",
-            "--release",
+            "--profile",
+            "bench",
             "-p",
             "scribe-server",
-            "-p",
-            "scribe-client",
-            "--bins",
+            "--bin",
+            "scribe-server",
         ])
         .current_dir(workspace_root())
         .status()
         .is_ok_and(|s| s.success());
-    assert!(ok, "cargo build --release failed");
+    assert!(ok, "cargo build --profile bench -p scribe-server failed");
     if o.wants("LOAD") {
-        let ok = Command::new(&cargo)
+        let ok = cargo_cmd()
             .args([
                 "bench",
                 "-p",
@@ -1129,7 +1158,7 @@ impl Bench {
         let tools: Vec<Tool> = if self.o.svn_status {
             vec![Tool::Scribe, Tool::Git, Tool::Svn]
         } else {
-            self.notes.push("W2: Subversion left out (its add + commit of the tree costs ~40 ms a file here, over an hour at 100,000 files); `--svn-status` adds it.".into());
+            self.notes.push("W2: Subversion left out (its add + commit of the tree cost 9-25 ms a file in the smoke runs, 15-40 min at 100,000 files); `--svn-status` adds it.".into());
             vec![Tool::Scribe, Tool::Git]
         };
         let mut ws = BTreeMap::new();
@@ -1684,7 +1713,6 @@ impl Bench {
 
     fn load(&mut self) -> String {
         let secs = ((60.0 * self.o.scale).round() as u64).max(5);
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let args = [
             "bench",
             "-p",
@@ -1698,7 +1726,7 @@ impl Bench {
             "32",
         ];
         eprintln!("compare: cargo {}", args.join(" "));
-        let out = Command::new(&cargo)
+        let out = cargo_cmd()
             .args(args)
             .current_dir(workspace_root())
             .stderr(Stdio::inherit())
@@ -1759,11 +1787,14 @@ fn estimate(o: &Opts) -> f64 {
                       // limits: 3 x hash, 2 x write + fsync of the W1 large bytes
     let mut s = 30.0 + g(2 * GIB) * 15.0;
     if o.wants("W1") {
-        // seconds per GiB imported: Scribe 8, Git 70, Git LFS 25,
-        // Subversion 45, writing + flushing the tool's copy 4 x 4
-        s += fixed + runs * g(2 * GIB) * (8.0 + 70.0 + 25.0 + 45.0 + 16.0);
-        // per 20,000 small files: Scribe 10, Git 10, Git LFS 60, Subversion 150, writing 4 x 3
-        s += fixed + runs * (o.scale * (10.0 + 10.0 + 60.0 + 150.0 + 12.0) + 4.0);
+        // seconds per GiB imported: Scribe 8, Git 130 (add 30; push 100:
+        // delta search among the 128 MiB files, below Git's 512 MiB
+        // bigFileThreshold), Git LFS 25, Subversion 45, writing +
+        // flushing each tool's copy 4 x 4
+        s += fixed + runs * g(2 * GIB) * (8.0 + 130.0 + 25.0 + 45.0 + 16.0);
+        // per 20,000 small files: Scribe 10, Git 10, Git LFS 60,
+        // Subversion 250 (~12 ms a file), writing 4 x 3
+        s += fixed + runs * (o.scale * (10.0 + 10.0 + 60.0 + 250.0 + 12.0) + 4.0);
     }
     if o.wants("W2") {
         // setup per 100,000 files: Scribe 50, Git 20 (Subversion ~ 1 hour, opt-in)
@@ -1772,18 +1803,20 @@ fn estimate(o: &Opts) -> f64 {
         s += fixed + o.scale * (70.0 + svn) + o.fast_runs() as f64 * 2.0 * (8.0 + 6.0 * o.scale);
     }
     if o.wants("W3") {
-        // setup per GiB: 8 + 60 + 20 + 40 + writing 16;
-        // each of 3 edits per run: Git 60, Git LFS 18, Subversion 20, Scribe 3, applying 4 x 3
-        s += fixed + g(GIB) * 144.0 + runs * 3.0 * (g(GIB) * 113.0 + 1.0);
+        // setup per GiB: 8 + 90 + 20 + 40 + writing 16;
+        // each of 3 edits per run: Git 90 (deflate on add, again on push,
+        // again unpacking on the server), Git LFS 18, Subversion 20,
+        // Scribe 3, applying 4 x 3
+        s += fixed + g(GIB) * 174.0 + runs * 3.0 * (g(GIB) * 143.0 + 1.0);
     }
     if o.wants("W4") {
         let setup = if o.wants("W1") {
             0.0
         } else {
-            g(2 * GIB) * 164.0
+            g(2 * GIB) * 224.0
         };
-        // fresh: Scribe 6, Git 30, Git LFS 15, Subversion 30; view: a quarter of it
-        s += fixed + setup + runs * g(2 * GIB) * (6.0 + 30.0 + 15.0 + 30.0) * 1.25;
+        // fresh: Scribe 6, Git 40, Git LFS 15, Subversion 30; view: a quarter of it
+        s += fixed + setup + runs * g(2 * GIB) * (6.0 + 40.0 + 15.0 + 30.0) * 1.25;
     }
     if o.wants("W5") {
         s += fixed + o.count(100, 5) as f64 * 0.15;
@@ -2130,6 +2163,9 @@ fn main() {
         o.scale,
         est / 60.0
     );
+    if o.args.iter().any(|a| a == "--estimate") {
+        return;
+    }
     let started_at = Instant::now();
     let started =
         shell_out("date", &["-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_else(|| "unknown".into());
