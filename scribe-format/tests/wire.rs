@@ -123,6 +123,10 @@ fn every_request() -> Vec<Request> {
             offset: 4,
             max_len: 1 << 20,
         }),
+        Request::ObjectGetMany(ObjectGetMany {
+            repo: repo(),
+            ids: vec![oid, ObjectId::new(ObjectKind::Manifest, [8; 32])],
+        }),
         Request::Submit(Submit {
             repo: repo(),
             operation: OperationId([3; 16]),
@@ -236,6 +240,12 @@ fn every_response() -> Vec<Response> {
             complete: true,
         }),
         Response::ObjectPutMany(ObjectPutManyReply { stored: 2 }),
+        Response::ObjectGetMany(ObjectGetManyReply {
+            objects: vec![ObjectPiece {
+                id: ObjectId::new(ObjectKind::Chunk, [9; 32]),
+                data: Bytes(b"xyz".to_vec()),
+            }],
+        }),
         Response::ObjectData(ObjectData {
             total_len: 10,
             offset: 4,
