@@ -7,4 +7,5 @@ mod daily;
 mod debug_path;
 mod help;
 mod quickstart;
+mod transfer;
 mod views;
