@@ -240,16 +240,16 @@ fn every_response() -> Vec<Response> {
             complete: true,
         }),
         Response::ObjectPutMany(ObjectPutManyReply { stored: 2 }),
+        Response::ObjectData(ObjectData {
+            total_len: 10,
+            offset: 4,
+            data: Bytes(b"456789".to_vec()),
+        }),
         Response::ObjectGetMany(ObjectGetManyReply {
             objects: vec![ObjectPiece {
                 id: ObjectId::new(ObjectKind::Chunk, [9; 32]),
                 data: Bytes(b"xyz".to_vec()),
             }],
-        }),
-        Response::ObjectData(ObjectData {
-            total_len: 10,
-            offset: 4,
-            data: Bytes(b"456789".to_vec()),
         }),
         Response::Submitted(Outcome {
             change: 12,
