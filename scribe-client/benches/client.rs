@@ -327,49 +327,67 @@ fn main() {
         }
         scribe(&src, &["add", "."]);
         scribe(&src, &["submit", "-m", "big"]);
-        // sequential write rate: the same bytes, one flushed file per asset
-        let wr = root.join("write-rate");
-        std::fs::create_dir_all(&wr).expect("mkdir");
-        let buf = noise(4 << 20, 5);
-        let t = Instant::now();
-        for i in 0..n {
-            use std::io::Write;
-            let mut f = std::fs::File::create(wr.join(format!("f{i}"))).expect("create");
-            let size = per.min(o.create_mib - i * per) << 20;
-            let mut left = size;
-            while left > 0 {
-                let k = left.min(buf.len() as u64) as usize;
-                f.write_all(&buf[..k]).expect("write");
-                left -= k as u64;
-            }
-            f.sync_all().expect("fsync");
+        // Alternating runs: the sequential write rate (the same bytes, one
+        // flushed file per asset), then `workspace create` with each binary.
+        let ours = PathBuf::from(env!("CARGO_BIN_EXE_scribe"));
+        let mut bins = vec![("this build", ours)];
+        if let Some(b) = &o.other_bin {
+            bins.push(("other binary", b.clone()));
         }
-        let write_secs = t.elapsed().as_secs_f64();
-        std::fs::remove_dir_all(&wr).expect("cleanup");
-        let (t_create, _) = scribe(
-            root,
-            &[
-                "workspace",
-                "create",
-                "create-dst",
-                "--server",
-                &url,
-                "--repo",
-                "create",
-            ],
-        );
-        let rate = o.create_mib as f64 / t_create;
-        let base = o.create_mib as f64 / write_secs;
-        println!(
-            "create: {} MiB workspace create {:.2} s = {:.0} MiB/s; sequential write {:.2} s = {:.0} MiB/s; ratio {:.0}%",
-            o.create_mib,
-            t_create,
-            rate,
-            write_secs,
-            base,
-            100.0 * rate / base
-        );
-        std::fs::remove_dir_all(root.join("create-dst")).ok();
+        let buf = noise(4 << 20, 5);
+        for run in 0..o.runs {
+            let wr = root.join("write-rate");
+            std::fs::create_dir_all(&wr).expect("mkdir");
+            let t = Instant::now();
+            for i in 0..n {
+                use std::io::Write;
+                let mut f = std::fs::File::create(wr.join(format!("f{i}"))).expect("create");
+                let size = per.min(o.create_mib - i * per) << 20;
+                let mut left = size;
+                while left > 0 {
+                    let k = left.min(buf.len() as u64) as usize;
+                    f.write_all(&buf[..k]).expect("write");
+                    left -= k as u64;
+                }
+                f.sync_all().expect("fsync");
+            }
+            let write_secs = t.elapsed().as_secs_f64();
+            std::fs::remove_dir_all(&wr).expect("cleanup");
+            let base = o.create_mib as f64 / write_secs;
+            // Alternate the order: whichever runs first pays for the
+            // reference files' removal.
+            let order: Vec<&(&str, PathBuf)> = if run % 2 == 0 {
+                bins.iter().collect()
+            } else {
+                bins.iter().rev().collect()
+            };
+            for (label, bin) in order {
+                let (t_create, _) = scribe_with(
+                    bin,
+                    root,
+                    &[
+                        "workspace",
+                        "create",
+                        "create-dst",
+                        "--server",
+                        &url,
+                        "--repo",
+                        "create",
+                    ],
+                );
+                let rate = o.create_mib as f64 / t_create;
+                println!(
+                    "create run {run} ({label}): {} MiB workspace create {:.2} s = {:.0} MiB/s; sequential write {:.2} s = {:.0} MiB/s; ratio {:.0}%",
+                    o.create_mib,
+                    t_create,
+                    rate,
+                    write_secs,
+                    base,
+                    100.0 * rate / base
+                );
+                std::fs::remove_dir_all(root.join("create-dst")).ok();
+            }
+        }
         std::fs::remove_dir_all(&src).ok();
     }
 
@@ -536,7 +554,13 @@ fn small_files(o: &Opts, root: &Path, url: &str) {
         let (s, b) = small_file_rates(&rates, o.small);
         serial.push(s);
         batched.push(b);
-        for (k, (_, bin)) in bins.iter().enumerate() {
+        let order: Vec<usize> = if run % 2 == 0 {
+            (0..bins.len()).collect()
+        } else {
+            (0..bins.len()).rev().collect()
+        };
+        for k in order {
+            let bin = &bins[k].1;
             let name = format!("small-dst-{run}-{k}");
             let (t, _) = scribe_with(
                 bin,
