@@ -4,17 +4,26 @@
 //!    with `git status` on the same tree;
 //! 2. fresh `workspace create` of M MiB against the machine's sequential
 //!    write rate (a flushed file of the same size in the same filesystem);
-//! 3. a 1 MiB edit inside a B MiB file: bytes `submit` uploads, and bytes
-//!    the server's data root and the workspace cache grow by.
+//! 3. a 1 MiB edit inside a B MiB file in a workspace that only *synced*
+//!    it: bytes `submit` uploads, and bytes the server's data root and the
+//!    workspace cache grow by;
+//! 4. (`--small N`) fresh `workspace create` of N small files (64 B–8 KiB)
+//!    in files/s, beside the machine's small-file create+fsync rate (one
+//!    flushed file at a time) and its batched rate (256 files written,
+//!    then flushed 16 at a time) measured in the same run.
 //!
 //! ```text
-//! cargo bench -p scribe-client --bench client -- [--files N] [--create-mib M] [--big-mib B] [--dir D] [--transport tcp|path] [--only status|create|edit] [--keep]
+//! cargo bench -p scribe-client --bench client -- [--files N] [--create-mib M] [--big-mib B] [--small N]
+//!     [--runs R] [--other-bin PATH] [--dir D] [--transport tcp|path] [--only status|create|edit|small] [--keep]
 //! ```
+//! Defaults: 100000 files, 2048 MiB, 1024 MiB, no small-file part, 3 runs, a
+//! temp dir, tcp (an in-process `scribe_server` listener on 127.0.0.1).
+//! `--files 0` skips part 1, `--create-mib 0` part 2, `--big-mib 0` part 3.
+//! `--other-bin` also runs part 4 with another `scribe` binary (alternating
+//! with this build's), for before/after figures.
 //! Part 1 also measures the two other `status` variants: one file changed,
 //! and every mtime touched with no content change (the first status hashes
 //! every file and settles the fingerprints, the next is stat-only again).
-//! Defaults: 100000 files, 2048 MiB, 1024 MiB, a temp dir, tcp (an
-//! in-process `scribe_server` listener on 127.0.0.1).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,6 +40,13 @@ struct Opts {
     keep: bool,
     /// Run only this part (status, create, edit).
     only: Option<String>,
+    /// Files of the small-file create (0 = skip).
+    small: usize,
+    /// Another `scribe` binary to run the small-file create with as well
+    /// (alternating with this build's), e.g. a build of an older commit.
+    other_bin: Option<PathBuf>,
+    /// Alternating runs of the small-file create.
+    runs: usize,
 }
 
 impl Opts {
@@ -48,6 +64,9 @@ fn opts() -> Opts {
         tcp: true,
         keep: false,
         only: None,
+        small: 0,
+        other_bin: None,
+        runs: 3,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -60,6 +79,9 @@ fn opts() -> Opts {
             "--dir" => o.dir = Some(PathBuf::from(v)),
             "--transport" => o.tcp = v == "tcp",
             "--only" => o.only = Some(v),
+            "--small" => o.small = v.parse().expect("--small N"),
+            "--other-bin" => o.other_bin = Some(PathBuf::from(v)),
+            "--runs" => o.runs = v.parse().expect("--runs N"),
             "--keep" => {
                 o.keep = true;
                 i += 1;
@@ -89,8 +111,12 @@ fn noise(n: usize, seed: u64) -> Vec<u8> {
 }
 
 fn scribe(dir: &Path, args: &[&str]) -> (f64, String) {
+    scribe_with(Path::new(env!("CARGO_BIN_EXE_scribe")), dir, args)
+}
+
+fn scribe_with(bin: &Path, dir: &Path, args: &[&str]) -> (f64, String) {
     let t = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_scribe"))
+    let out = Command::new(bin)
         .args(args)
         .arg("--quiet")
         .current_dir(dir)
@@ -253,7 +279,7 @@ fn main() {
     //    submit or sync records), because uploading 100,000 objects one
     //    durable `ObjectPut` at a time costs the server minutes; `status`
     //    itself is purely local.
-    if o.part("status") {
+    if o.files > 0 && o.part("status") {
         let ws = root.join("status-ws");
         let t = Instant::now();
         for i in 0..o.files {
@@ -435,56 +461,94 @@ fn main() {
         }
         scribe(&src, &["add", "."]);
         scribe(&src, &["submit", "-m", "big"]);
-        // sequential write rate: the same bytes, one flushed file per asset
-        let wr = root.join("write-rate");
-        std::fs::create_dir_all(&wr).expect("mkdir");
-        let buf = noise(4 << 20, 5);
-        let t = Instant::now();
-        for i in 0..n {
-            use std::io::Write;
-            let mut f = std::fs::File::create(wr.join(format!("f{i}"))).expect("create");
-            let size = per.min(o.create_mib - i * per) << 20;
-            let mut left = size;
-            while left > 0 {
-                let k = left.min(buf.len() as u64) as usize;
-                f.write_all(&buf[..k]).expect("write");
-                left -= k as u64;
-            }
-            f.sync_all().expect("fsync");
+        // Alternating runs: the sequential write rate (the same bytes, one
+        // flushed file per asset), then `workspace create` with each binary.
+        let ours = PathBuf::from(env!("CARGO_BIN_EXE_scribe"));
+        let mut bins = vec![("this build", ours)];
+        if let Some(b) = &o.other_bin {
+            bins.push(("other binary", b.clone()));
         }
-        let write_secs = t.elapsed().as_secs_f64();
-        std::fs::remove_dir_all(&wr).expect("cleanup");
-        let (t_create, _) = scribe(
+        let buf = noise(4 << 20, 5);
+        for run in 0..o.runs {
+            let wr = root.join("write-rate");
+            std::fs::create_dir_all(&wr).expect("mkdir");
+            let t = Instant::now();
+            for i in 0..n {
+                use std::io::Write;
+                let mut f = std::fs::File::create(wr.join(format!("f{i}"))).expect("create");
+                let size = per.min(o.create_mib - i * per) << 20;
+                let mut left = size;
+                while left > 0 {
+                    let k = left.min(buf.len() as u64) as usize;
+                    f.write_all(&buf[..k]).expect("write");
+                    left -= k as u64;
+                }
+                f.sync_all().expect("fsync");
+            }
+            let write_secs = t.elapsed().as_secs_f64();
+            std::fs::remove_dir_all(&wr).expect("cleanup");
+            let base = o.create_mib as f64 / write_secs;
+            // Alternate the order: whichever runs first pays for the
+            // reference files' removal.
+            let order: Vec<&(&str, PathBuf)> = if run % 2 == 0 {
+                bins.iter().collect()
+            } else {
+                bins.iter().rev().collect()
+            };
+            for (label, bin) in order {
+                let (t_create, _) = scribe_with(
+                    bin,
+                    root,
+                    &[
+                        "workspace",
+                        "create",
+                        "create-dst",
+                        "--server",
+                        &url,
+                        "--repo",
+                        "create",
+                    ],
+                );
+                let rate = o.create_mib as f64 / t_create;
+                println!(
+                    "create run {run} ({label}): {} MiB workspace create {:.2} s = {:.0} MiB/s; sequential write {:.2} s = {:.0} MiB/s; ratio {:.0}%",
+                    o.create_mib,
+                    t_create,
+                    rate,
+                    write_secs,
+                    base,
+                    100.0 * rate / base
+                );
+                std::fs::remove_dir_all(root.join("create-dst")).ok();
+            }
+        }
+        std::fs::remove_dir_all(&src).ok();
+    }
+
+    // 3. 1 MiB edit inside a big file, in a workspace that only synced it
+    //    (its cache never held the file's chunks).
+    if o.big_mib > 1 && o.part("edit") {
+        let src = root.join("edit-src");
+        scribe(
             root,
             &[
                 "workspace",
                 "create",
-                "create-dst",
+                "edit-src",
                 "--server",
                 &url,
                 "--repo",
-                "create",
+                "edit",
             ],
         );
-        let rate = o.create_mib as f64 / t_create;
-        let base = o.create_mib as f64 / write_secs;
-        println!(
-            "create: {} MiB workspace create {:.2} s = {:.0} MiB/s; sequential write {:.2} s = {:.0} MiB/s; ratio {:.0}%",
-            o.create_mib,
-            t_create,
-            rate,
-            write_secs,
-            base,
-            100.0 * rate / base
-        );
-        std::fs::remove_dir_all(root.join("create-dst")).ok();
+        let size = (o.big_mib << 20) as usize;
+        let mut bytes = noise(size, 77);
+        std::fs::write(src.join("huge.bin"), &bytes).expect("write");
+        scribe(&src, &["add", "huge.bin"]);
+        let (t1, _) = scribe(&src, &["submit", "-m", "huge", "--json"]);
         std::fs::remove_dir_all(&src).ok();
-    }
-
-    // 3. 1 MiB edit inside a big file.
-    if o.big_mib > 1 && o.part("edit") {
         let ws = root.join("edit-ws");
-        scribe(
+        let (t_sync, _) = scribe(
             root,
             &[
                 "workspace",
@@ -496,11 +560,6 @@ fn main() {
                 "edit",
             ],
         );
-        let size = (o.big_mib << 20) as usize;
-        let mut bytes = noise(size, 77);
-        std::fs::write(ws.join("huge.bin"), &bytes).expect("write");
-        scribe(&ws, &["add", "huge.bin"]);
-        let (t1, _) = scribe(&ws, &["submit", "-m", "huge", "--json"]);
         let server_before = du(&data);
         let cache_before = du(&ws.join(".scribe/_state/cache"));
         scribe(&ws, &["edit", "huge.bin"]);
@@ -516,16 +575,167 @@ fn main() {
         let server_growth = du(&data).saturating_sub(server_before);
         let cache_growth = du(&ws.join(".scribe/_state/cache")).saturating_sub(cache_before);
         println!(
-            "edit: first submit of {} MiB {:.2} s; 1 MiB edit submit {:.2} s: uploaded {:.1} MiB, server grew {:.1} MiB, cache grew {:.1} MiB",
+            "edit: first submit of {} MiB {:.2} s (other workspace); synced into a fresh workspace {:.2} s; 1 MiB edit submit there {:.2} s: uploaded {:.1} MiB, server grew {:.1} MiB, cache grew {:.1} MiB",
             o.big_mib,
             t1,
+            t_sync,
             t2,
             mib(uploaded),
             mib(server_growth),
             mib(cache_growth)
         );
+        std::fs::remove_dir_all(&ws).ok();
+    }
+
+    // 4. fresh create of N small files vs the machine's small-file rates.
+    if o.small > 0 && o.part("small") {
+        small_files(&o, root, &url);
     }
     if o.keep {
         println!("kept {}", tmp.keep().display());
+    }
+}
+
+fn small_size(i: usize) -> usize {
+    64 + (i * 977) % 8128
+}
+
+/// The machine's small-file rates in `dir`: one created, written and
+/// flushed file at a time; and 256 written, then flushed 16 at a time.
+fn small_file_rates(dir: &Path, n: usize) -> (f64, f64) {
+    use std::io::Write;
+    let one = dir.join("one");
+    std::fs::create_dir_all(&one).expect("mkdir");
+    let n1 = n.min(1000);
+    let t = Instant::now();
+    for i in 0..n1 {
+        let mut f = std::fs::File::create(one.join(format!("f{i}"))).expect("create");
+        f.write_all(&noise(small_size(i), i as u64)).expect("write");
+        f.sync_all().expect("fsync");
+    }
+    let serial = n1 as f64 / t.elapsed().as_secs_f64();
+    let many = dir.join("many");
+    std::fs::create_dir_all(&many).expect("mkdir");
+    let t = Instant::now();
+    let mut i = 0;
+    while i < n {
+        let end = (i + 256).min(n);
+        let files: Vec<std::fs::File> = (i..end)
+            .map(|k| {
+                let mut f = std::fs::File::create(many.join(format!("f{k}"))).expect("create");
+                f.write_all(&noise(small_size(k), k as u64)).expect("write");
+                f
+            })
+            .collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..16 {
+                s.spawn(|| loop {
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(f) = files.get(k) else { break };
+                    f.sync_all().expect("fsync");
+                });
+            }
+        });
+        std::fs::File::open(&many)
+            .and_then(|d| d.sync_all())
+            .expect("dir fsync");
+        i = end;
+    }
+    let batched = n as f64 / t.elapsed().as_secs_f64();
+    std::fs::remove_dir_all(&one).ok();
+    std::fs::remove_dir_all(&many).ok();
+    (serial, batched)
+}
+
+fn small_files(o: &Opts, root: &Path, url: &str) {
+    scribe(root, &["repo", "create", "small", "--server", url]);
+    let src = root.join("small-src");
+    scribe(
+        root,
+        &[
+            "workspace",
+            "create",
+            "small-src",
+            "--server",
+            url,
+            "--repo",
+            "small",
+        ],
+    );
+    let mut bytes = 0u64;
+    for i in 0..o.small {
+        let d = src.join(format!("d{:02}/e{:02}", i % 20, (i / 20) % 10));
+        std::fs::create_dir_all(&d).expect("mkdir");
+        let b = noise(small_size(i), 9000 + i as u64);
+        bytes += b.len() as u64;
+        std::fs::write(d.join(format!("f{i}.dat")), b).expect("write");
+    }
+    scribe(&src, &["add", "."]);
+    let (t_submit, _) = scribe(&src, &["submit", "-m", "small files"]);
+    std::fs::remove_dir_all(&src).ok();
+    let _ = Command::new("sync").status();
+    let ours = PathBuf::from(env!("CARGO_BIN_EXE_scribe"));
+    let mut bins = vec![("this build", ours)];
+    if let Some(b) = &o.other_bin {
+        bins.push(("other binary", b.clone()));
+    }
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); bins.len()];
+    let mut serial = Vec::new();
+    let mut batched = Vec::new();
+    for run in 0..o.runs {
+        let rates = root.join("rates");
+        let (s, b) = small_file_rates(&rates, o.small);
+        serial.push(s);
+        batched.push(b);
+        let order: Vec<usize> = if run % 2 == 0 {
+            (0..bins.len()).collect()
+        } else {
+            (0..bins.len()).rev().collect()
+        };
+        for k in order {
+            let bin = &bins[k].1;
+            let name = format!("small-dst-{run}-{k}");
+            let (t, _) = scribe_with(
+                bin,
+                root,
+                &[
+                    "workspace",
+                    "create",
+                    &name,
+                    "--server",
+                    url,
+                    "--repo",
+                    "small",
+                ],
+            );
+            let placed = (0..o.small).all(|i| {
+                root.join(&name)
+                    .join(format!("d{:02}/e{:02}/f{i}.dat", i % 20, (i / 20) % 10))
+                    .exists()
+            });
+            assert!(placed, "every file was created");
+            times[k].push(t);
+            std::fs::remove_dir_all(root.join(&name)).ok();
+        }
+    }
+    println!(
+        "small: {} files ({:.1} MiB) submitted in {:.2} s; machine: create+fsync one at a time median {:.0} files/s, batched (256 written, 16 flushes in flight) median {:.0} files/s",
+        o.small,
+        mib(bytes),
+        t_submit,
+        median(&mut serial),
+        median(&mut batched)
+    );
+    for (k, (label, bin)) in bins.iter().enumerate() {
+        let m = median(&mut times[k]);
+        println!(
+            "small: workspace create ({label}, {}): median {:.2} s = {:.0} files/s over {} runs ({:?})",
+            bin.display(),
+            m,
+            o.small as f64 / m,
+            times[k].len(),
+            times[k].iter().map(|t| (t * 100.0).round() / 100.0).collect::<Vec<_>>()
+        );
     }
 }

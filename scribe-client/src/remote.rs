@@ -2,10 +2,11 @@
 //! root on request), the workspace cache, the materializer that downloads
 //! what sync writes, and test failpoints.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use indicatif::ProgressBar;
 use scribe_format::manifest::ManifestRef;
@@ -116,8 +117,17 @@ pub struct Remote {
     client: Mutex<Option<Client>>,
     cache: ObjectStore,
     placed: AtomicUsize,
+    /// Calls of each [`Materializer::checkpoint`] name so far.
+    checkpoints: Mutex<HashMap<String, usize>>,
+    /// Objects fetched together for the current sync batch.
+    prefetched: Mutex<HashMap<ObjectId, Arc<Vec<u8>>>>,
     pub bar: Mutex<ProgressBar>,
 }
+
+/// Files up to this size have their chunks fetched with the batch.
+const PREFETCH_FILE_BYTES: u64 = 4 << 20;
+/// Most chunk bytes held in memory for one batch.
+const PREFETCH_BUDGET: u64 = 64 << 20;
 
 impl Remote {
     pub fn new(ws: &Workspace, url: &str, repo: &str) -> CliResult<Remote> {
@@ -127,6 +137,8 @@ impl Remote {
             client: Mutex::new(None),
             cache: open_cache(ws)?,
             placed: AtomicUsize::new(0),
+            checkpoints: Mutex::new(HashMap::new()),
+            prefetched: Mutex::new(HashMap::new()),
             bar: Mutex::new(ProgressBar::hidden()),
         })
     }
@@ -157,6 +169,9 @@ impl Remote {
     /// publication per synced file cost two flushes each, and the server
     /// can always answer again (submit only needs the manifests it froze).
     pub fn manifest(&self, id: ObjectId) -> CliResult<Vec<u8>> {
+        if let Some(b) = self.prefetched(&id) {
+            return Ok(b.to_vec());
+        }
         if self.cache.contains(&id)? {
             return Ok(self.cache.get(&id)?);
         }
@@ -164,6 +179,68 @@ impl Remote {
         self.with(|c| c.download(&repo, id))
     }
 
+    fn prefetched(&self, id: &ObjectId) -> Option<Arc<Vec<u8>>> {
+        self.prefetched.lock().ok()?.get(id).cloned()
+    }
+
+    /// Fetch the manifests of `targets` and the chunks of their small
+    /// files (at most [`PREFETCH_BUDGET`] bytes) that the cache lacks, in
+    /// `ObjectGetMany` round trips; replaces the previous batch's objects.
+    fn prefetch_batch(&self, targets: &[BaselineRecord]) -> CliResult<()> {
+        let mut held = self
+            .prefetched
+            .lock()
+            .map_err(|_| CliError::new("internal", "prefetch lock poisoned"))?;
+        held.clear();
+        drop(held);
+        let mut seen = std::collections::HashSet::new();
+        let mut want = Vec::new();
+        for t in targets {
+            let id = ObjectId::manifest(t.manifest);
+            if seen.insert(id) && !self.cache.contains(&id)? {
+                want.push(id);
+            }
+        }
+        let repo = self.repo.clone();
+        let mut got = if want.is_empty() {
+            Vec::new()
+        } else {
+            self.with(|c| c.download_many(&repo, &want))?
+        };
+        let mut chunks = Vec::new();
+        let mut budget = PREFETCH_BUDGET;
+        for t in targets.iter().filter(|t| t.size <= PREFETCH_FILE_BYTES) {
+            if t.size > budget {
+                continue;
+            }
+            let mid = ObjectId::manifest(t.manifest);
+            let bytes = match got.iter().find(|(id, _)| *id == mid) {
+                Some((_, b)) => b.clone(),
+                None => self.cache.get(&mid)?,
+            };
+            let m = ManifestRef::decode(&bytes)?;
+            for c in m.chunks() {
+                let oid = ObjectId::chunk(c.id);
+                if seen.insert(oid) && !self.cache.contains(&oid)? {
+                    chunks.push(oid);
+                    budget = budget.saturating_sub(u64::from(c.length));
+                }
+            }
+        }
+        if !chunks.is_empty() {
+            got.extend(self.with(|c| c.download_many(&repo, &chunks))?);
+        }
+        let mut held = self
+            .prefetched
+            .lock()
+            .map_err(|_| CliError::new("internal", "prefetch lock poisoned"))?;
+        for (id, b) in got {
+            held.insert(id, Arc::new(b));
+        }
+        Ok(())
+    }
+
+    /// Write the bytes of `target` to `dest`, verified, not flushed.
     fn write_file(&self, target: &BaselineRecord, dest: &Path) -> CliResult<()> {
         let bytes = self.manifest(ObjectId::manifest(target.manifest))?;
         let m = ManifestRef::decode(&bytes)?;
@@ -175,7 +252,9 @@ impl Remote {
         };
         for c in m.chunks() {
             let oid = ObjectId::chunk(c.id);
-            if self.cache.contains(&oid)? {
+            if let Some(data) = self.prefetched(&oid) {
+                w.write_all(&data)?;
+            } else if self.cache.contains(&oid)? {
                 let data = self.cache.get(&oid)?;
                 w.write_all(&data)?;
             } else {
@@ -199,11 +278,9 @@ impl Remote {
                 ),
             ));
         }
-        let file = w
-            .out
+        w.out
             .into_inner()
             .map_err(|e| CliError::new("io", e.to_string()))?;
-        file.sync_all()?;
         Ok(())
     }
 }
@@ -233,7 +310,37 @@ impl<W: Write> Write for HashingWriter<W> {
 
 impl Materializer for Remote {
     fn materialize(&self, _path: &str, target: &BaselineRecord, dest: &Path) -> Result<(), String> {
+        self.write_file(target, dest).map_err(|e| e.message)?;
+        scribe_workspace::platform::flush_file(dest)
+            .map_err(|e| format!("flushing {}: {e}", dest.display()))
+    }
+
+    fn write_unflushed(
+        &self,
+        _path: &str,
+        target: &BaselineRecord,
+        dest: &Path,
+    ) -> Result<(), String> {
         self.write_file(target, dest).map_err(|e| e.message)
+    }
+
+    fn prefetch(&self, targets: &[BaselineRecord]) -> Result<(), String> {
+        self.prefetch_batch(targets).map_err(|e| e.message)
+    }
+
+    fn checkpoint(&self, name: &str) {
+        let n = match self.checkpoints.lock() {
+            Ok(mut m) => {
+                let n = m.entry(name.to_string()).or_insert(0);
+                *n += 1;
+                *n
+            }
+            Err(_) => return,
+        };
+        if n == 1 {
+            crash_point(name);
+        }
+        crash_count(name, n);
     }
 
     fn placed(&self, _path: &str) {

@@ -22,7 +22,13 @@ fn sync_killed_at_each_point(t: Transport) {
     env.scribe(&a, &["add", "."]).ok();
     env.scribe(&a, &["submit", "-m", "base"]).ok();
     let mut bobs = Vec::new();
-    for p in ["sync-after-plan", "sync-after-1", "sync-after-4"] {
+    for p in [
+        "sync-after-plan",
+        "sync-after-1",
+        "sync-after-4",
+        "sync-batch-flushed",
+        "sync-batch-placed",
+    ] {
         let b = env.workspace(&format!("bob-{p}"), &[]);
         // Offline work the sync must not destroy.
         write(&b, "local.txt", b"bob's unsubmitted");

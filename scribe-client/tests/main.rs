@@ -10,4 +10,5 @@ mod moves;
 mod quickstart;
 mod receipt;
 mod restore;
+mod transfer;
 mod views;

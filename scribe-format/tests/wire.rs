@@ -123,6 +123,10 @@ fn every_request() -> Vec<Request> {
             offset: 4,
             max_len: 1 << 20,
         }),
+        Request::ObjectGetMany(ObjectGetMany {
+            repo: repo(),
+            ids: vec![oid, ObjectId::new(ObjectKind::Manifest, [8; 32])],
+        }),
         Request::Submit(Submit {
             repo: repo(),
             operation: OperationId([3; 16]),
@@ -240,6 +244,12 @@ fn every_response() -> Vec<Response> {
             total_len: 10,
             offset: 4,
             data: Bytes(b"456789".to_vec()),
+        }),
+        Response::ObjectGetMany(ObjectGetManyReply {
+            objects: vec![ObjectPiece {
+                id: ObjectId::new(ObjectKind::Chunk, [9; 32]),
+                data: Bytes(b"xyz".to_vec()),
+            }],
         }),
         Response::Submitted(Outcome {
             change: 12,

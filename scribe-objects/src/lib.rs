@@ -48,6 +48,7 @@ mod layout;
 mod locator;
 mod manifest_bytes;
 mod pack;
+mod partial;
 mod platform;
 mod reader;
 mod rebuild;
@@ -62,6 +63,7 @@ pub use error::{Result, StoreError};
 pub use import::{chunk_boundaries, ImportedFile};
 pub use locator::Location;
 pub use manifest_bytes::{ManifestChunk, ManifestRef};
+pub use partial::{chunk_offset, PartialImport};
 pub use reader::ObjectReader;
 pub use rebuild::{rebuild_locator, RebuildReport};
 pub use store::{

@@ -625,6 +625,63 @@ impl Client {
         }
     }
 
+    /// Whole objects in one round trip per 4 MiB of data (`ObjectGetMany`),
+    /// each verified against its id. Objects larger than one frame's data
+    /// budget are fetched with [`Client::download`]. Results are in the
+    /// order of `ids`.
+    pub fn download_many(&mut self, repo: &str, ids: &[ObjectId]) -> R<Vec<(ObjectId, Vec<u8>)>> {
+        let mut out = Vec::with_capacity(ids.len());
+        let mut rest = ids;
+        while !rest.is_empty() {
+            let ask = &rest[..rest.len().min(m::MAX_IDS_PER_GET_MANY)];
+            let reply = expect!(
+                self.call(Request::ObjectGetMany(m::ObjectGetMany {
+                    repo: repo.into(),
+                    ids: ask.to_vec(),
+                }))?,
+                ObjectGetMany
+            )?;
+            if reply.objects.len() > ask.len() {
+                return Err(ClientError::Protocol(format!(
+                    "ObjectGetMany answered {} objects for {} ids",
+                    reply.objects.len(),
+                    ask.len()
+                )));
+            }
+            let got = reply.objects.len();
+            for (piece, want) in reply.objects.into_iter().zip(ask) {
+                if piece.id != *want {
+                    return Err(ClientError::Protocol(format!(
+                        "ObjectGetMany answered {} where {want} was asked",
+                        piece.id
+                    )));
+                }
+                let actual =
+                    scribe_format::id::object_identity(want.kind, &piece.data.0).map_err(|e| {
+                        ClientError::Corrupt {
+                            id: *want,
+                            detail: e.to_string(),
+                        }
+                    })?;
+                if actual != *want {
+                    return Err(ClientError::Corrupt {
+                        id: *want,
+                        detail: format!("the bytes hash to {actual}"),
+                    });
+                }
+                out.push((*want, piece.data.0));
+            }
+            rest = &rest[got..];
+            if got == 0 {
+                // The next object is larger than one reply: ranges.
+                let id = rest[0];
+                out.push((id, self.download(repo, id)?));
+                rest = &rest[1..];
+            }
+        }
+        Ok(out)
+    }
+
     /// Download an object's payload, verifying its identity.
     pub fn download(&mut self, repo: &str, id: ObjectId) -> R<Vec<u8>> {
         let mut out = Vec::new();

@@ -67,3 +67,36 @@ pub fn make_writable(path: &std::path::Path) -> std::io::Result<()> {
     perms.set_readonly(false);
     std::fs::set_permissions(path, perms)
 }
+
+/// Whether a written file is given its mode before it is flushed (Unix:
+/// the flush then covers the mode too). On Windows a read-only file cannot
+/// be opened for the flush, so it is flushed first.
+pub const FLUSH_AFTER_MODE: bool = cfg!(unix);
+
+/// Flush a written file's data and metadata to stable storage.
+#[cfg(unix)]
+pub fn flush_file(path: &std::path::Path) -> std::io::Result<()> {
+    std::fs::File::open(path)?.sync_all()
+}
+
+/// Flush a written file's data and metadata to stable storage.
+#[cfg(not(unix))]
+pub fn flush_file(path: &std::path::Path) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .sync_all()
+}
+
+/// Flush a directory's entries (renames into it, new subdirectories).
+#[cfg(unix)]
+pub fn flush_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Flush a directory's entries: Windows has no directory flush (NTFS
+/// journals the rename itself).
+#[cfg(not(unix))]
+pub fn flush_dir(_dir: &std::path::Path) -> std::io::Result<()> {
+    Ok(())
+}

@@ -13,8 +13,11 @@
 //! 2. every file sync replaces or removes is displaced into the recovery
 //!    area (index first, recorded in the journal row, then the rename), even
 //!    when it equals its baseline (section 9a: an editor may still hold it);
-//! 3. targets are materialized on all cores into `.scribe/_state/tmp/`,
-//!    given their mode, and renamed into place;
+//! 3. targets are materialized on all cores into `.scribe/_state/tmp/`
+//!    (the materializer may first fetch the whole batch's bytes together),
+//!    given their mode and flushed — small files together, many flushes in
+//!    flight — then renamed into place, and the directories that changed
+//!    are flushed;
 //! 4. one transaction per batch marks the rows done and records baselines
 //!    with fresh fingerprints.
 //!
@@ -48,9 +51,85 @@ pub trait Materializer: Sync {
         dest: &Path,
     ) -> std::result::Result<(), String>;
 
+    /// Like [`Materializer::materialize`] but without flushing: [`apply`]
+    /// flushes a whole batch of small files together (many flushes in
+    /// flight let the file system commit them as one). The default writes
+    /// through `materialize`.
+    fn write_unflushed(
+        &self,
+        path: &str,
+        target: &BaselineRecord,
+        dest: &Path,
+    ) -> std::result::Result<(), String> {
+        self.materialize(path, target, dest)
+    }
+
+    /// Called once per batch, before any of its files is written, with
+    /// every target the batch writes: a materializer may fetch their bytes
+    /// together (one round trip for many small files). Default: nothing.
+    fn prefetch(&self, _targets: &[BaselineRecord]) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
     /// Called after `path` was renamed into place (before its batch is
     /// recorded); a hook for progress and crash tests.
     fn placed(&self, _path: &str) {}
+
+    /// A named point inside a batch (`sync-batch-flushed`: temporaries
+    /// written and flushed, nothing renamed; `sync-batch-placed`: renamed
+    /// and directories flushed, the batch not yet recorded); a hook for
+    /// crash tests.
+    fn checkpoint(&self, _name: &str) {}
+}
+
+/// Files at least this large are flushed by the worker that wrote them
+/// (their write-back overlaps the next file); smaller ones are flushed
+/// together once the batch is written.
+pub const FLUSH_INLINE_BYTES: u64 = 8 << 20;
+/// Flushes in flight at once for a batch of small files.
+const FLUSH_THREADS: usize = 16;
+
+/// Run `f` over `items` on up to [`FLUSH_THREADS`] threads (flushes wait
+/// on the device, not the CPU, so more threads than cores pay off).
+fn in_flight<T: Sync>(
+    items: &[T],
+    f: impl Fn(&T) -> std::io::Result<()> + Sync,
+) -> std::result::Result<(), (usize, std::io::Error)> {
+    if items.is_empty() {
+        return Ok(());
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed: std::sync::Mutex<Option<(usize, std::io::Error)>> = std::sync::Mutex::new(None);
+    std::thread::scope(|s| {
+        for _ in 0..FLUSH_THREADS.min(items.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(item) = items.get(i) else { break };
+                if let Err(e) = f(item) {
+                    let mut slot = failed.lock().unwrap_or_else(|p| p.into_inner());
+                    slot.get_or_insert((i, e));
+                    next.store(items.len(), std::sync::atomic::Ordering::SeqCst);
+                    break;
+                }
+            });
+        }
+    });
+    match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Give a written temporary its mode and flush it (the order the platform
+/// needs: a read-only file cannot be opened for a flush on Windows).
+fn finish_tmp(tmp: &Path, executable: bool, readonly: bool) -> std::io::Result<()> {
+    if crate::platform::FLUSH_AFTER_MODE {
+        crate::platform::set_file_mode(tmp, executable, readonly)?;
+        crate::platform::flush_file(tmp)
+    } else {
+        crate::platform::flush_file(tmp)?;
+        crate::platform::set_file_mode(tmp, executable, readonly)
+    }
 }
 
 /// Why a path was deferred instead of updated.
@@ -304,7 +383,8 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
                 report.displaced.push(path.clone());
             }
         }
-        // Phase 2: materialize targets in parallel.
+        // Phase 2: materialize targets in parallel, unflushed; large files
+        // are flushed by their worker, small ones together below.
         let writes: Vec<(usize, &str, BaselineRecord)> = steps
             .iter()
             .enumerate()
@@ -313,15 +393,27 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
                 _ => None,
             })
             .collect();
+        if !writes.is_empty() {
+            let targets: Vec<BaselineRecord> = writes.iter().map(|w| w.2).collect();
+            if let Err(detail) = materializer.prefetch(&targets) {
+                return Err(WorkspaceError::Materialize {
+                    path: writes[0].1.to_string(),
+                    detail,
+                });
+            }
+        }
         let written: Vec<(usize, std::result::Result<PathBuf, String>)> = writes
             .par_iter()
             .map(|&(i, path, target)| {
                 let tmp = tmp_path(ws, &target, i);
                 let result = materializer
-                    .materialize(path, &target, &tmp)
+                    .write_unflushed(path, &target, &tmp)
                     .and_then(|()| {
-                        crate::platform::set_file_mode(&tmp, target.mode == 1, readonly)
-                            .map_err(|e| e.to_string())
+                        if target.size >= FLUSH_INLINE_BYTES {
+                            finish_tmp(&tmp, target.mode == 1, readonly).map_err(|e| e.to_string())
+                        } else {
+                            Ok(())
+                        }
                     })
                     .map(|()| tmp.clone());
                 if result.is_err() {
@@ -337,15 +429,66 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
                     ready.insert(i, tmp);
                 }
                 Err(detail) => {
+                    for tmp in ready.values() {
+                        let _ = std::fs::remove_file(tmp);
+                    }
                     return Err(WorkspaceError::Materialize {
                         path: batch[i].0.clone(),
                         detail,
-                    })
+                    });
                 }
             }
         }
-        // Phase 3: put files in place, then record the batch.
+        // Every small file's mode and data reach the disk before any of
+        // them is renamed into place: many flushes in flight at once.
+        let small: Vec<(usize, bool)> = writes
+            .iter()
+            .filter(|w| w.2.size < FLUSH_INLINE_BYTES)
+            .map(|w| (w.0, w.2.mode == 1))
+            .collect();
+        if let Err((k, e)) = in_flight(&small, |&(i, exec)| finish_tmp(&ready[&i], exec, readonly))
+        {
+            for tmp in ready.values() {
+                let _ = std::fs::remove_file(tmp);
+            }
+            return Err(WorkspaceError::io(&ready[&small[k].0])(e));
+        }
+        materializer.checkpoint("sync-batch-flushed");
+        // Phase 3: put files in place, flush the directories that changed,
+        // then record the batch in one transaction.
         let recorded_ms = now_ms();
+        let mut dirs: std::collections::BTreeSet<PathBuf> = std::collections::BTreeSet::new();
+        for (i, step) in steps.iter().enumerate() {
+            let Step::Write(target) = step else { continue };
+            let path = &batch[i].0;
+            let full = ws.root().join(path);
+            let tmp = &ready[&i];
+            if let Some(parent) = full.parent() {
+                if !parent.is_dir() {
+                    // New directories: each one's entry lives in its parent.
+                    let mut d = parent;
+                    while !d.is_dir() {
+                        dirs.insert(d.to_path_buf());
+                        match d.parent() {
+                            Some(up) => d = up,
+                            None => break,
+                        }
+                    }
+                    dirs.insert(d.to_path_buf());
+                    std::fs::create_dir_all(parent).map_err(WorkspaceError::io(parent))?;
+                }
+                dirs.insert(parent.to_path_buf());
+            }
+            std::fs::rename(tmp, &full).map_err(WorkspaceError::io(&full))?;
+            materializer.placed(path);
+            report.written.push(path.clone());
+            report.bytes_written += target.size;
+        }
+        let dirs: Vec<PathBuf> = dirs.into_iter().collect();
+        if let Err((k, e)) = in_flight(&dirs, |d| crate::platform::flush_dir(d)) {
+            return Err(WorkspaceError::io(&dirs[k])(e));
+        }
+        materializer.checkpoint("sync-batch-placed");
         let tx = ws.write()?;
         for (i, step) in steps.iter().enumerate() {
             let (path, row) = &batch[i];
@@ -367,16 +510,6 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
                     }
                 }
                 Step::Record(Some(target)) | Step::Write(target) => {
-                    if let Step::Write(_) = step {
-                        let tmp = &ready[&i];
-                        if let Some(parent) = full.parent() {
-                            std::fs::create_dir_all(parent).map_err(WorkspaceError::io(parent))?;
-                        }
-                        std::fs::rename(tmp, &full).map_err(WorkspaceError::io(&full))?;
-                        materializer.placed(path);
-                        report.written.push(path.clone());
-                        report.bytes_written += target.size;
-                    }
                     let meta =
                         std::fs::symlink_metadata(&full).map_err(WorkspaceError::io(&full))?;
                     tx.put_baseline(

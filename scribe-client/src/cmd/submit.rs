@@ -12,8 +12,8 @@ use std::collections::{HashMap, HashSet};
 use scribe_format::changeset::{Action, ChangeSet, Entry, FileState, Mode};
 use scribe_format::wire::message as m;
 use scribe_format::wire::Text;
-use scribe_format::{ErrorCode, ObjectId, OperationId};
-use scribe_workspace::records::{OpenedAction, PendingLock, PendingSubmit};
+use scribe_format::{ChunkId, ErrorCode, ObjectId, OperationId};
+use scribe_workspace::records::{BaselineRecord, OpenedAction, PendingLock, PendingSubmit};
 use scribe_workspace::scan::{fingerprint_of, now_ms};
 use scribe_workspace::submit::{abandon, archive_pending, finalize, stale_bases};
 
@@ -243,8 +243,7 @@ pub fn submit(ctx: &Ctx, o: &Open, remote: &Remote, a: SubmitArgs) -> CliResult<
         .hint("restore them, `scribe revert` them, or `scribe delete` them"));
     }
     let import_t = Timer::start();
-    let files: Vec<&std::path::Path> = to_import.iter().map(|(_, f, _)| f.as_path()).collect();
-    let imported = remote.cache().import_files(&files)?;
+    let imported = freeze(remote, &opened, &baselines, &to_import)?;
     ctx.out.status(format!(
         "froze {} file(s) into the cache in {:.2} s",
         imported.len(),
@@ -337,6 +336,98 @@ pub fn submit(ctx: &Ctx, o: &Open, remote: &Remote, a: SubmitArgs) -> CliResult<
     })
 }
 
+/// The chunk ids of a baseline's manifest (its previous revision, on the
+/// server), when the freeze can use them: from the cache, else downloaded.
+/// `None` (plain freeze) when the manifest cannot be had.
+fn base_chunks(remote: &Remote, b: &BaselineRecord) -> Option<HashSet<ChunkId>> {
+    let bytes = remote.manifest(ObjectId::manifest(b.manifest)).ok()?;
+    let m = scribe_format::manifest::ManifestRef::decode(&bytes).ok()?;
+    if m.file_content_id() != b.content {
+        return None;
+    }
+    Some(m.chunks().map(|c| c.id).collect())
+}
+
+/// Freeze the files of `to_import` into the cache (results in the same
+/// order). An edit of a file larger than one chunk is frozen against its
+/// baseline's manifest: chunks of the previous revision stay on the server
+/// and only the new ones (and the manifest) are written to the cache, so a
+/// 1 MiB edit of a synced 1 GiB file writes megabytes, not the file. Other
+/// files are imported whole in one publication.
+fn freeze(
+    remote: &Remote,
+    opened: &[(String, scribe_workspace::records::OpenedRecord)],
+    baselines: &HashMap<String, BaselineRecord>,
+    to_import: &[(String, std::path::PathBuf, bool)],
+) -> CliResult<Vec<scribe_objects::ImportedFile>> {
+    let actions: HashMap<&str, OpenedAction> =
+        opened.iter().map(|(p, r)| (p.as_str(), r.action)).collect();
+    let min = u64::from(scribe_format::limits::CHUNK_MIN_BYTES);
+    let mut against = Vec::new();
+    let mut whole = Vec::new();
+    for (i, (p, full, _)) in to_import.iter().enumerate() {
+        let big = std::fs::metadata(full).is_ok_and(|m| m.len() > min);
+        let base = baselines
+            .get(p)
+            .filter(|b| b.size > min && big && actions.get(p.as_str()) == Some(&OpenedAction::Edit))
+            .and_then(|b| base_chunks(remote, b));
+        match base {
+            Some(set) => against.push((i, set)),
+            None => whole.push(i),
+        }
+    }
+    let mut out: Vec<Option<scribe_objects::ImportedFile>> = vec![None; to_import.len()];
+    let files: Vec<&std::path::Path> = whole.iter().map(|&i| to_import[i].1.as_path()).collect();
+    for (&i, imp) in whole.iter().zip(remote.cache().import_files(&files)?) {
+        out[i] = Some(imp);
+    }
+    for (i, set) in against {
+        out[i] = Some(
+            remote
+                .cache()
+                .import_file_against(&to_import[i].1, &set)?
+                .file,
+        );
+    }
+    crash_point("submit-after-freeze");
+    Ok(out.into_iter().flatten().collect())
+}
+
+/// A chunk the cache does not hold (a freeze against the base left it on
+/// the server) but the server now lacks: read it from the working file,
+/// which still holds it unless edited since the freeze.
+fn chunk_from_working_file(
+    o: &Open,
+    places: &HashMap<ObjectId, (String, u64, u32)>,
+    id: &ObjectId,
+) -> CliResult<Vec<u8>> {
+    use std::io::{Read, Seek};
+    let Some((path, offset, len)) = places.get(id) else {
+        return Err(CliError::new(
+            "missing_objects",
+            format!("object {id} is neither in the cache nor on the server"),
+        ));
+    };
+    let full = o.ws.root().join(path);
+    let mut data = vec![0u8; *len as usize];
+    let read = std::fs::File::open(&full).and_then(|mut f| {
+        f.seek(std::io::SeekFrom::Start(*offset))?;
+        f.read_exact(&mut data)
+    });
+    if read.is_ok() && ObjectId::chunk(ChunkId(*blake3::hash(&data).as_bytes())) == *id {
+        return Ok(data);
+    }
+    Err(CliError::new(
+        "missing_objects",
+        format!(
+            "the server lacks chunk {id} of {path}'s previous revision, and {path} changed \
+             since it was frozen for this submission"
+        ),
+    )
+    .paths(vec![path.clone()])
+    .hint("the server lost objects it held: ask its administrator to run `scribe-server verify`"))
+}
+
 /// Send every object of the candidate the server lacks: chunks, then
 /// manifests, then the change set.
 fn upload(
@@ -349,12 +440,23 @@ fn upload(
     let set = ChangeSet::decode(&p.change_set)?;
     let mut chunks = Vec::new();
     let mut manifests = Vec::new();
+    // Where each chunk lies in its working file (for chunks a freeze
+    // against the base left on the server).
+    let mut places: HashMap<ObjectId, (String, u64, u32)> = HashMap::new();
     for e in &set.entries {
         if let Some(s) = e.state {
             let mid = ObjectId::manifest(s.manifest);
             let mbytes = remote.cache().get(&mid)?;
             let mref = scribe_format::manifest::ManifestRef::decode(&mbytes)?;
-            chunks.extend(mref.chunks().map(|c| ObjectId::chunk(c.id)));
+            let mut offset = 0u64;
+            for c in mref.chunks() {
+                let oid = ObjectId::chunk(c.id);
+                chunks.push(oid);
+                places
+                    .entry(oid)
+                    .or_insert_with(|| (e.path.clone(), offset, c.length));
+                offset += u64::from(c.length);
+            }
             manifests.push(mid);
         }
     }
@@ -405,7 +507,13 @@ fn upload(
         let data = if *id == cs {
             p.change_set.clone()
         } else {
-            remote.cache().get(id)?
+            match remote.cache().get(id) {
+                Ok(d) => d,
+                Err(scribe_objects::StoreError::NotFound { .. }) => {
+                    chunk_from_working_file(o, &places, id)?
+                }
+                Err(e) => return Err(e.into()),
+            }
         };
         bytes += data.len() as u64;
         n += 1;

@@ -18,6 +18,8 @@ use crate::id::{
 pub const MAX_IDS_PER_REQUEST: usize = 65_536;
 /// Largest object data carried by one [`ObjectPut`] or [`ObjectData`].
 pub const MAX_OBJECT_DATA_PER_FRAME: u32 = 4 << 20;
+/// Largest number of ids in one [`ObjectGetMany`] request.
+pub const MAX_IDS_PER_GET_MANY: usize = 4_096;
 /// Largest page of any paged listing.
 pub const MAX_PAGE_ITEMS: u32 = 4_096;
 
@@ -149,6 +151,18 @@ wire_struct! {
     pub struct ObjectGet { pub repo: String, pub id: ObjectId, pub offset: u64, pub max_len: u32 }
 }
 wire_struct! { pub struct ObjectData { pub total_len: u64, pub offset: u64, pub data: Bytes } }
+wire_struct! {
+    /// Many whole objects in one round trip (sync of many small files).
+    /// At most [`MAX_IDS_PER_GET_MANY`] ids; the reply holds the first
+    /// objects of `ids`, in order, whole, as many as fit in
+    /// [`MAX_OBJECT_DATA_PER_FRAME`] bytes of data in all (at least none:
+    /// an object larger than that is fetched with [`ObjectGet`] ranges).
+    pub struct ObjectGetMany { pub repo: String, pub ids: Vec<ObjectId> }
+}
+wire_struct! {
+    /// The leading objects of an [`ObjectGetMany`], whole and in request order.
+    pub struct ObjectGetManyReply { pub objects: Vec<ObjectPiece> }
+}
 
 wire_struct! {
     /// Submit an uploaded change set. A retry with the same operation id
@@ -426,6 +440,7 @@ messages! {
     0x0031 ObjectPut(ObjectPut) -> ObjectPut(ObjectPutReply);
     0x0032 ObjectGet(ObjectGet) -> ObjectData(ObjectData);
     0x0033 ObjectPutMany(ObjectPutMany) -> ObjectPutMany(ObjectPutManyReply);
+    0x0034 ObjectGetMany(ObjectGetMany) -> ObjectGetMany(ObjectGetManyReply);
     0x0040 Submit(Submit) -> Submitted(Outcome);
     0x0041 OperationOutcome(OperationOutcome) -> OperationOutcome(OperationOutcomeReply);
     0x0050 Delta(Delta) -> Delta(DeltaPage);

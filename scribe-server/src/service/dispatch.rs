@@ -65,6 +65,7 @@ pub fn dispatch(svc: &Service, session: &mut Session, req: Request) -> R<Respons
         Request::ObjectPut(r) => Response::ObjectPut(object_put(svc, session, r)?),
         Request::ObjectPutMany(r) => Response::ObjectPutMany(object_put_many(svc, r)?),
         Request::ObjectGet(r) => Response::ObjectData(object_get(svc, session, r)?),
+        Request::ObjectGetMany(r) => Response::ObjectGetMany(object_get_many(svc, r)?),
         Request::Submit(r) => Response::Submitted(submit(svc, r)?),
         Request::OperationOutcome(r) => {
             let (repo, _) = open(svc, &r.repo)?;
@@ -450,6 +451,36 @@ fn object_put_many(svc: &Service, r: m::ObjectPutMany) -> R<m::ObjectPutManyRepl
     Ok(m::ObjectPutManyReply {
         stored: r.objects.len() as u32,
     })
+}
+
+/// Whole objects in request order, as many as fit in one frame's data
+/// budget; the first that would not fit ends the reply.
+fn object_get_many(svc: &Service, r: m::ObjectGetMany) -> R<m::ObjectGetManyReply> {
+    if r.ids.len() > m::MAX_IDS_PER_GET_MANY {
+        return Err(Failure::new(
+            ErrorCode::LimitExceeded,
+            format!(
+                "{} ids exceed {} per request",
+                r.ids.len(),
+                m::MAX_IDS_PER_GET_MANY
+            ),
+        ));
+    }
+    let (_, store) = open(svc, &r.repo)?;
+    let mut objects = Vec::new();
+    let mut total = 0usize;
+    for id in &r.ids {
+        let data = store.get(id)?;
+        if total + data.len() > MAX_OBJECT_DATA_PER_FRAME as usize {
+            break;
+        }
+        total += data.len();
+        objects.push(m::ObjectPiece {
+            id: *id,
+            data: Bytes(data),
+        });
+    }
+    Ok(m::ObjectGetManyReply { objects })
 }
 
 fn object_get(svc: &Service, session: &mut Session, r: m::ObjectGet) -> R<m::ObjectData> {

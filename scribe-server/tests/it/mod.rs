@@ -2,6 +2,7 @@ mod support;
 
 mod concurrent;
 mod embedded;
+mod get_many;
 mod hostile;
 mod ops;
 mod process;
