@@ -584,3 +584,45 @@ fn interrupted_abort_resumes() {
         assert!(pending(&ws).unwrap().is_empty());
     }
 }
+
+#[test]
+fn adding_a_directory_skips_new_files_under_a_vacated_source() {
+    let (_d, ws) = ws();
+    track(&ws, &[("a/x", b"x")], 1);
+    move_path(&ws, "a", "b").unwrap();
+    // new files appear at the vacated source and elsewhere
+    std::fs::create_dir_all(ws.root().join("a")).unwrap();
+    std::fs::write(ws.root().join("a/new"), b"n").unwrap();
+    std::fs::write(ws.root().join("c"), b"c").unwrap();
+    let r = crate::open::reconcile(&ws, &[String::new()]).unwrap();
+    let refused: Vec<(&str, &str)> = r
+        .refused
+        .iter()
+        .map(|f| (f.path.as_str(), f.code))
+        .collect();
+    assert_eq!(refused, vec![("a/new", "move_reserved")], "reconcile");
+    assert!(ws.read().unwrap().opened("a/new").unwrap().is_none());
+    let r = crate::open::add(&ws, &[String::new()]).unwrap();
+    let refused: Vec<(&str, &str)> = r
+        .refused
+        .iter()
+        .map(|f| (f.path.as_str(), f.code))
+        .collect();
+    assert_eq!(refused, vec![("a/new", "move_reserved")]);
+    let o = ws.read().unwrap();
+    assert!(o.opened("a/new").unwrap().is_none(), "not opened");
+    assert_eq!(
+        o.opened("c").unwrap().map(|r| r.action),
+        Some(OpenedAction::Add)
+    );
+    drop(o);
+    // abort needs the vacated source clear; afterwards the path is free
+    std::fs::remove_file(ws.root().join("a/new")).unwrap();
+    std::fs::remove_dir(ws.root().join("a")).unwrap();
+    let m = pending(&ws).unwrap().pop().unwrap();
+    abort(&ws, &m.operation).unwrap();
+    std::fs::write(ws.root().join("a/new"), b"n").unwrap();
+    let r = crate::open::add(&ws, &[String::new()]).unwrap();
+    assert!(r.refused.is_empty(), "nothing reserved after the abort");
+    assert!(ws.read().unwrap().opened("a/new").unwrap().is_some());
+}

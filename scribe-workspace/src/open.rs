@@ -125,11 +125,27 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
     }
     let base_set: std::collections::HashSet<&str> =
         baselines.iter().map(|(p, _)| p.as_str()).collect();
+    // Source roots vacated by pending moves are reserved until submit or
+    // abort: a new file found there (e.g. by `add .`) is refused, not added.
+    let reserved = crate::moves::reserved_roots(ws)?;
     let tx = ws.write()?;
     for file in &found.files {
         let path = file.path.as_str();
         if base_set.contains(path) || opened_map.contains_key(path) {
             report.unchanged.push(file.path.clone());
+            continue;
+        }
+        if let Some(root) = reserved
+            .iter()
+            .find(|r| scribe_format::path::is_under_prefix(path, r))
+        {
+            report.refused.push(refuse(
+                path,
+                "move_reserved",
+                format!(
+                    "{root} was vacated by a pending move and is reserved until submit or abort"
+                ),
+            ));
             continue;
         }
         let key = scribe_format::path::collision_key(path);
@@ -455,12 +471,25 @@ pub fn detect_changes_uncached(
 pub fn reconcile(ws: &Workspace, prefixes: &[String]) -> Result<OpenReport> {
     let (detection, _) = detect_changes(ws, prefixes)?;
     let mut report = OpenReport::default();
+    let reserved = crate::moves::reserved_roots(ws)?;
     let tx = ws.write()?;
     for change in detection.changes {
         let path = change.path().to_string();
         if tx.opened(&path)?.is_some() {
             report.unchanged.push(path);
             continue;
+        }
+        if matches!(change, LocalChange::New(_)) {
+            if let Some(root) = reserved
+                .iter()
+                .find(|r| scribe_format::path::is_under_prefix(&path, r))
+            {
+                let detail = format!(
+                    "{root} was vacated by a pending move and is reserved until submit or abort"
+                );
+                report.refused.push(refuse(&path, "move_reserved", detail));
+                continue;
+            }
         }
         let action = match change {
             LocalChange::New(_) => OpenedAction::Add,
