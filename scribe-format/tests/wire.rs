@@ -117,6 +117,22 @@ fn every_request() -> Vec<Request> {
                 },
             ],
         }),
+        Request::ObjectsPinMissing(ObjectsPinMissing {
+            repo: repo(),
+            operation: OperationId([2; 16]),
+            workspace: WorkspaceId([3; 16]),
+            ids: vec![oid, ObjectId::new(ObjectKind::Manifest, [8; 32])],
+        }),
+        Request::ObjectPutStaged(ObjectPut {
+            repo: repo(),
+            operation: OperationId([2; 16]),
+            workspace: WorkspaceId([3; 16]),
+            id: oid,
+            total_len: 10,
+            offset: 4,
+            data: Bytes(b"456789".to_vec()),
+        }),
+        Request::ObjectsPublish(ObjectsPublish { repo: repo() }),
         Request::ObjectGet(ObjectGet {
             repo: repo(),
             id: oid,
@@ -240,6 +256,14 @@ fn every_response() -> Vec<Response> {
             complete: true,
         }),
         Response::ObjectPutMany(ObjectPutManyReply { stored: 2 }),
+        Response::ObjectsPinMissing(ObjectsMissingReply {
+            missing: vec![ObjectId::new(ObjectKind::Chunk, [7; 32])],
+        }),
+        Response::ObjectPutStaged(ObjectPutReply {
+            received: 4,
+            complete: false,
+        }),
+        Response::ObjectsPublished(ObjectsPublishReply { published: 3 }),
         Response::ObjectData(ObjectData {
             total_len: 10,
             offset: 4,

@@ -176,6 +176,16 @@ impl<'s> Batch<'s> {
         self.store_envelope(id, &env)
     }
 
+    /// Put many payloads whose identities the caller has verified against
+    /// these same bytes, in parallel on the rayon pool (each loose object's
+    /// staging write and flush overlaps the others').
+    pub fn put_all_with_ids(&self, objects: &[(ObjectId, &[u8])]) -> Result<()> {
+        use rayon::prelude::*;
+        objects
+            .par_iter()
+            .try_for_each(|(id, data)| self.put_with_id(*id, data).map(|_| ()))
+    }
+
     /// Put an already-encoded envelope (as received from a peer). Its
     /// framing and identity are verified before anything is written.
     pub fn put_encoded(&self, id: ObjectId, envelope_bytes: &[u8]) -> Result<PutOutcome> {

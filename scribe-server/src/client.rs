@@ -447,6 +447,41 @@ impl Client {
         expect!(self.call(Request::ObjectPut(r))?, ObjectPut)
     }
 
+    /// One piece of an object to stage (published by the connection's
+    /// next publication, see [`Client::objects_publish`]).
+    pub fn object_put_staged(&mut self, r: m::ObjectPut) -> R<m::ObjectPutReply> {
+        expect!(self.call(Request::ObjectPutStaged(r))?, ObjectPutStaged)
+    }
+
+    /// Pin `ids` for the upload intent `operation` of `workspace` (one
+    /// transaction per 65,536 ids) and return the ones the server lacks.
+    pub fn objects_pin_missing(
+        &mut self,
+        repo: &str,
+        workspace: WorkspaceId,
+        operation: OperationId,
+        ids: &[ObjectId],
+    ) -> R<Vec<ObjectId>> {
+        let mut out = Vec::new();
+        for batch in ids.chunks(MAX_IDS_PER_REQUEST) {
+            let req = Request::ObjectsPinMissing(m::ObjectsPinMissing {
+                repo: repo.into(),
+                operation,
+                workspace,
+                ids: batch.to_vec(),
+            });
+            out.extend(expect!(self.call(req)?, ObjectsPinMissing)?.missing);
+        }
+        Ok(out)
+    }
+
+    /// Publish every object this connection staged, durably; returns how
+    /// many were staged since the last publication.
+    pub fn objects_publish(&mut self, repo: &str) -> R<u32> {
+        let req = Request::ObjectsPublish(m::ObjectsPublish { repo: repo.into() });
+        Ok(expect!(self.call(req)?, ObjectsPublished)?.published)
+    }
+
     pub fn object_put_many(&mut self, r: m::ObjectPutMany) -> R<m::ObjectPutManyReply> {
         expect!(self.call(Request::ObjectPutMany(r))?, ObjectPutMany)
     }
@@ -599,11 +634,38 @@ impl Client {
         id: ObjectId,
         data: &[u8],
     ) -> R<()> {
+        self.put_pieces(repo, workspace, operation, id, data, false)
+    }
+
+    /// [`Client::put_object`], staged: the object is verified when complete
+    /// and published with the connection's next publication (an explicit
+    /// [`Client::objects_publish`], a full stage, or any request other
+    /// than staging). Pin it first with [`Client::objects_pin_missing`].
+    pub fn put_object_staged(
+        &mut self,
+        repo: &str,
+        workspace: WorkspaceId,
+        operation: OperationId,
+        id: ObjectId,
+        data: &[u8],
+    ) -> R<()> {
+        self.put_pieces(repo, workspace, operation, id, data, true)
+    }
+
+    fn put_pieces(
+        &mut self,
+        repo: &str,
+        workspace: WorkspaceId,
+        operation: OperationId,
+        id: ObjectId,
+        data: &[u8],
+        staged: bool,
+    ) -> R<()> {
         let total_len = data.len() as u64;
         let mut offset = 0usize;
         loop {
             let end = (offset + MAX_OBJECT_DATA_PER_FRAME as usize).min(data.len());
-            let reply = self.object_put(m::ObjectPut {
+            let piece = m::ObjectPut {
                 repo: repo.into(),
                 operation,
                 workspace,
@@ -611,7 +673,12 @@ impl Client {
                 total_len,
                 offset: offset as u64,
                 data: Bytes(data[offset..end].to_vec()),
-            })?;
+            };
+            let reply = if staged {
+                self.object_put_staged(piece)?
+            } else {
+                self.object_put(piece)?
+            };
             if reply.complete {
                 return Ok(());
             }

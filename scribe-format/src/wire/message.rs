@@ -148,6 +148,24 @@ wire_struct! {
 }
 wire_struct! { pub struct ObjectPutManyReply { pub stored: u32 } }
 wire_struct! {
+    /// "Pin these for my upload intent, then tell me which you lack": one
+    /// Immediate pin transaction for the lot (upload pins are persisted
+    /// before the client transmits or reuses an identity). Objects staged
+    /// by this connection and not yet published count as held.
+    pub struct ObjectsPinMissing {
+        pub repo: String,
+        pub operation: OperationId,
+        pub workspace: WorkspaceId,
+        pub ids: Vec<ObjectId>,
+    }
+}
+wire_struct! {
+    /// Publish every object this connection staged ([`ObjectPut`] pieces
+    /// sent as `ObjectPutStaged`) in one durable batch.
+    pub struct ObjectsPublish { pub repo: String }
+}
+wire_struct! { pub struct ObjectsPublishReply { pub published: u32 } }
+wire_struct! {
     pub struct ObjectGet { pub repo: String, pub id: ObjectId, pub offset: u64, pub max_len: u32 }
 }
 wire_struct! { pub struct ObjectData { pub total_len: u64, pub offset: u64, pub data: Bytes } }
@@ -441,6 +459,9 @@ messages! {
     0x0032 ObjectGet(ObjectGet) -> ObjectData(ObjectData);
     0x0033 ObjectPutMany(ObjectPutMany) -> ObjectPutMany(ObjectPutManyReply);
     0x0034 ObjectGetMany(ObjectGetMany) -> ObjectGetMany(ObjectGetManyReply);
+    0x0035 ObjectsPinMissing(ObjectsPinMissing) -> ObjectsPinMissing(ObjectsMissingReply);
+    0x0036 ObjectPutStaged(ObjectPut) -> ObjectPutStaged(ObjectPutReply);
+    0x0037 ObjectsPublish(ObjectsPublish) -> ObjectsPublished(ObjectsPublishReply);
     0x0040 Submit(Submit) -> Submitted(Outcome);
     0x0041 OperationOutcome(OperationOutcome) -> OperationOutcome(OperationOutcomeReply);
     0x0050 Delta(Delta) -> Delta(DeltaPage);

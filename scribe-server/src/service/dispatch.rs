@@ -18,7 +18,10 @@ use scribe_metadata::workspaces::{Registration, RetireOutcome};
 use scribe_metadata::{fmt::FileRecord, Repository};
 use scribe_objects::ObjectStore;
 
-use super::upload::{max_object_bytes, Cached, Partial, Reservation, Session};
+use super::upload::{
+    max_object_bytes, Cached, Partial, Reservation, Session, StagedObject, MAX_REMEMBERED_PINS,
+    STAGE_PUBLISH_BYTES, STAGE_PUBLISH_OBJECTS,
+};
 use super::{pins, Failure, Service};
 
 type R<T> = Result<T, Failure>;
@@ -29,6 +32,18 @@ fn malformed(msg: impl Into<String>) -> Failure {
 
 /// Answer one request.
 pub fn dispatch(svc: &Service, session: &mut Session, req: Request) -> R<Response> {
+    // Anything but staging publishes what this connection staged first, so
+    // every later request of the connection sees its objects.
+    if !session.staged.is_empty()
+        && !matches!(
+            req,
+            Request::ObjectPutStaged(_)
+                | Request::ObjectsPinMissing(_)
+                | Request::ObjectsPublish(_)
+        )
+    {
+        publish_staged(session)?;
+    }
     Ok(match req {
         Request::Status(_) => Response::Status(m::StatusReply {
             server_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -62,7 +77,20 @@ pub fn dispatch(svc: &Service, session: &mut Session, req: Request) -> R<Respons
                 missing: store.missing(&r.ids)?,
             })
         }
-        Request::ObjectPut(r) => Response::ObjectPut(object_put(svc, session, r)?),
+        Request::ObjectPut(r) => Response::ObjectPut(object_put(svc, session, r, false)?),
+        Request::ObjectPutStaged(r) => {
+            Response::ObjectPutStaged(object_put(svc, session, r, true)?)
+        }
+        Request::ObjectsPinMissing(r) => {
+            Response::ObjectsPinMissing(objects_pin_missing(svc, session, r)?)
+        }
+        Request::ObjectsPublish(r) => {
+            // The repository must exist, even with nothing staged.
+            open(svc, &r.repo)?;
+            Response::ObjectsPublished(m::ObjectsPublishReply {
+                published: publish_staged(session)?,
+            })
+        }
         Request::ObjectPutMany(r) => Response::ObjectPutMany(object_put_many(svc, r)?),
         Request::ObjectGet(r) => Response::ObjectData(object_get(svc, session, r)?),
         Request::ObjectGetMany(r) => Response::ObjectGetMany(object_get_many(svc, r)?),
@@ -307,7 +335,70 @@ fn ws_list(svc: &Service, name: &str) -> R<m::WorkspaceList> {
     Ok(m::WorkspaceList { workspaces })
 }
 
-fn object_put(svc: &Service, session: &mut Session, r: m::ObjectPut) -> R<m::ObjectPutReply> {
+/// Pin every id for the intent in one transaction, then name the ones
+/// neither the store nor this connection's stage holds.
+fn objects_pin_missing(
+    svc: &Service,
+    session: &mut Session,
+    r: m::ObjectsPinMissing,
+) -> R<m::ObjectsMissingReply> {
+    if r.ids.len() > MAX_IDS_PER_REQUEST {
+        return Err(Failure::new(
+            ErrorCode::LimitExceeded,
+            format!(
+                "{} ids exceed {MAX_IDS_PER_REQUEST} per request",
+                r.ids.len()
+            ),
+        ));
+    }
+    let (repo, store) = open(svc, &r.repo)?;
+    repo.pin_uploads(r.workspace, r.operation, &r.ids)?;
+    if session.pinned.len() + r.ids.len() > MAX_REMEMBERED_PINS {
+        session.pinned.clear();
+    }
+    for id in &r.ids {
+        session.pinned.insert((r.workspace, r.operation, *id));
+    }
+    let missing = store
+        .missing(&r.ids)?
+        .into_iter()
+        .filter(|id| !session.has_staged(repo.id(), id))
+        .collect();
+    Ok(m::ObjectsMissingReply { missing })
+}
+
+/// Publish this connection's staged objects: per repository one batch,
+/// written in parallel, one durable locator commit. Returns how many were
+/// staged. On failure the stage is dropped (the objects are simply not
+/// stored; the client's next `ObjectsMissing` names them again).
+fn publish_staged(session: &mut Session) -> R<u32> {
+    let staged = std::mem::take(&mut session.staged);
+    session.staged_bytes = 0;
+    let count = staged.len() as u32;
+    let mut groups: Vec<(RepositoryId, Vec<&StagedObject>)> = Vec::new();
+    for o in &staged {
+        match groups.iter_mut().find(|(r, _)| *r == o.repo) {
+            Some((_, g)) => g.push(o),
+            None => groups.push((o.repo, vec![o])),
+        }
+    }
+    for (_, group) in groups {
+        let store = &group[0].store;
+        let batch = store.batch();
+        let objects: Vec<(ObjectId, &[u8])> =
+            group.iter().map(|o| (o.id, o.data.as_slice())).collect();
+        batch.put_all_with_ids(&objects)?;
+        batch.commit()?;
+    }
+    Ok(count)
+}
+
+fn object_put(
+    svc: &Service,
+    session: &mut Session,
+    r: m::ObjectPut,
+    staged: bool,
+) -> R<m::ObjectPutReply> {
     let (repo, store) = open(svc, &r.repo)?;
     if r.data.0.len() > MAX_OBJECT_DATA_PER_FRAME as usize {
         return Err(Failure::new(
@@ -339,9 +430,12 @@ fn object_put(svc: &Service, session: &mut Session, r: m::ObjectPut) -> R<m::Obj
         )));
     }
     if r.offset == 0 {
-        // Pin before the first byte is accepted.
-        pins::pin(&repo, r.workspace, r.operation, &r.id)?;
-        if store.contains(&r.id)? {
+        // Pin before the first byte is accepted (unless this connection
+        // pinned it with `ObjectsPinMissing`).
+        if !(staged && session.pinned.contains(&(r.workspace, r.operation, r.id))) {
+            pins::pin(&repo, r.workspace, r.operation, &r.id)?;
+        }
+        if (staged && session.has_staged(repo.id(), &r.id)) || store.contains(&r.id)? {
             session.upload = None;
             return Ok(m::ObjectPutReply {
                 received: r.total_len,
@@ -412,9 +506,25 @@ fn object_put(svc: &Service, session: &mut Session, r: m::ObjectPut) -> R<m::Obj
             format!("uploaded bytes hash to {computed}, not {}", p.id),
         ));
     }
-    let batch = store.batch();
-    batch.put_with_id(p.id, &p.data)?;
-    batch.commit()?;
+    if staged {
+        session.staged_bytes += p.data.len() as u64;
+        session.staged.push(StagedObject {
+            _reservation: p._reservation,
+            repo: p.repo,
+            store,
+            id: p.id,
+            data: p.data,
+        });
+        if session.staged_bytes >= STAGE_PUBLISH_BYTES
+            || session.staged.len() >= STAGE_PUBLISH_OBJECTS
+        {
+            publish_staged(session)?;
+        }
+    } else {
+        let batch = store.batch();
+        batch.put_with_id(p.id, &p.data)?;
+        batch.commit()?;
+    }
     Ok(m::ObjectPutReply {
         received,
         complete: true,

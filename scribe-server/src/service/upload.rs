@@ -5,12 +5,20 @@
 //! [`max_object_bytes`]); a piece for another object at offset 0 replaces
 //! an unfinished one. Downloads keep the last verified object so reading
 //! it in 4 MiB ranges verifies it once.
+//!
+//! Objects sent with `ObjectPutStaged` are verified when complete and kept
+//! in [`Session::staged`] (bounded by [`STAGE_PUBLISH_BYTES`] and
+//! [`STAGE_PUBLISH_OBJECTS`], and by the service-wide upload budget) until
+//! the connection's next publication: `ObjectsPublish`, a full stage, or
+//! any request other than a staged put or `ObjectsPinMissing`. One
+//! publication is one durable batch (one locator commit for the lot).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use scribe_format::limits::MAX_CHUNK_BYTES;
-use scribe_format::{ObjectId, ObjectKind, OperationId, RepositoryId};
+use scribe_format::{ObjectId, ObjectKind, OperationId, RepositoryId, WorkspaceId};
+use scribe_objects::ObjectStore;
 
 /// Largest non-chunk object (manifest, change set) accepted by upload.
 pub const MAX_STRUCTURED_OBJECT_BYTES: u64 = 64 << 20;
@@ -70,11 +78,32 @@ pub(crate) struct Cached {
     pub data: Arc<Vec<u8>>,
 }
 
+/// Staged bytes at which a staged put publishes the stage.
+pub const STAGE_PUBLISH_BYTES: u64 = 64 << 20;
+/// Staged objects at which a staged put publishes the stage.
+pub const STAGE_PUBLISH_OBJECTS: usize = 64;
+/// Most (intent, object) pins a connection remembers having made.
+pub(crate) const MAX_REMEMBERED_PINS: usize = 1 << 20;
+
+/// A verified object waiting for its connection's next publication.
+pub(crate) struct StagedObject {
+    pub _reservation: Reservation,
+    pub repo: RepositoryId,
+    pub store: Arc<ObjectStore>,
+    pub id: ObjectId,
+    pub data: Vec<u8>,
+}
+
 /// What the service remembers about one connection.
 #[derive(Default)]
 pub struct Session {
     pub(crate) upload: Option<Partial>,
     pub(crate) download: Option<Cached>,
+    pub(crate) staged: Vec<StagedObject>,
+    pub(crate) staged_bytes: u64,
+    /// Pins this connection made with `ObjectsPinMissing` (so a staged put
+    /// of a pinned id does not pin again); bounded, cleared when full.
+    pub(crate) pinned: std::collections::HashSet<(WorkspaceId, OperationId, ObjectId)>,
 }
 
 impl Session {
@@ -86,5 +115,11 @@ impl Session {
     pub fn buffered_bytes(&self) -> usize {
         self.upload.as_ref().map_or(0, |p| p.data.capacity())
             + self.download.as_ref().map_or(0, |c| c.data.len())
+            + self.staged_bytes as usize
+    }
+
+    /// Whether `id` is staged by this connection for `repo`.
+    pub(crate) fn has_staged(&self, repo: RepositoryId, id: &ObjectId) -> bool {
+        self.staged.iter().any(|o| o.repo == repo && o.id == *id)
     }
 }

@@ -6,4 +6,5 @@ mod get_many;
 mod hostile;
 mod ops;
 mod process;
+mod staged;
 mod tls;

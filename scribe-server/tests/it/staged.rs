@@ -1,0 +1,130 @@
+//! Staged uploads: `ObjectsPinMissing`, `ObjectPutStaged`, `ObjectsPublish`
+//! and the implicit publications (full stage, any other request).
+
+use scribe_format::{ChunkId, ErrorCode, ObjectId, OperationId, WorkspaceId};
+use scribe_server::service::pins;
+use scribe_server::service::upload::STAGE_PUBLISH_OBJECTS;
+
+use super::support::*;
+
+const WS: WorkspaceId = WorkspaceId([1; 16]);
+const OP: OperationId = OperationId([2; 16]);
+
+fn chunk(data: &[u8]) -> ObjectId {
+    ObjectId::chunk(ChunkId::of(data))
+}
+
+fn noise(n: usize, seed: u8) -> Vec<u8> {
+    let mut h = blake3::Hasher::new();
+    h.update(&[seed]);
+    let mut out = vec![0u8; n];
+    h.finalize_xof().fill(&mut out);
+    out
+}
+
+#[test]
+fn pin_missing_pins_every_id_and_names_only_the_absent() {
+    both(|env| {
+        let mut c = env.client();
+        let present = b"already here".to_vec();
+        c.put_object(REPO, WS, OperationId([9; 16]), chunk(&present), &present)
+            .unwrap();
+        let absent = chunk(b"not yet");
+        let ids = [chunk(&present), absent];
+        assert_eq!(
+            c.objects_pin_missing(REPO, WS, OP, &ids).unwrap(),
+            vec![absent]
+        );
+        let repo = env.service.root().open_repository_by_name(REPO).unwrap();
+        // Both are pinned, the present one too (its reuse is protected).
+        assert_eq!(pins::count(&repo, WS, OP).unwrap(), 2);
+        let err = c.objects_pin_missing("nope", WS, OP, &ids).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::NotFound);
+    });
+}
+
+#[test]
+fn staged_objects_are_published_together_and_visible_after() {
+    both(|env| {
+        let mut c = env.client();
+        let mut other = env.client();
+        // One object of several pieces (6 MiB) and two small ones.
+        let objects = [noise(6 << 20, 1), noise(1000, 2), noise(70_000, 3)];
+        let ids: Vec<ObjectId> = objects.iter().map(|o| chunk(o)).collect();
+        assert_eq!(c.objects_pin_missing(REPO, WS, OP, &ids).unwrap(), ids);
+        for (id, o) in ids.iter().zip(&objects) {
+            c.put_object_staged(REPO, WS, OP, *id, o).unwrap();
+        }
+        // Staged: held for this connection, not yet stored for others.
+        assert!(c
+            .objects_pin_missing(REPO, WS, OP, &ids)
+            .unwrap()
+            .is_empty());
+        assert_eq!(other.objects_missing(REPO, &ids).unwrap(), ids);
+        assert_eq!(c.objects_publish(REPO).unwrap(), 3);
+        assert!(other.objects_missing(REPO, &ids).unwrap().is_empty());
+        assert_eq!(other.download(REPO, ids[0]).unwrap(), objects[0]);
+        assert_eq!(other.download(REPO, ids[2]).unwrap(), objects[2]);
+        // Nothing left to publish; the pins stayed as they were.
+        assert_eq!(c.objects_publish(REPO).unwrap(), 0);
+        let repo = env.service.root().open_repository_by_name(REPO).unwrap();
+        assert_eq!(pins::count(&repo, WS, OP).unwrap(), 3);
+        assert_eq!(
+            c.objects_publish("nope").unwrap_err().code(),
+            ErrorCode::NotFound
+        );
+    });
+}
+
+#[test]
+fn any_other_request_publishes_the_stage_first() {
+    both(|env| {
+        let mut c = env.client();
+        let data = noise(5000, 4);
+        let id = chunk(&data);
+        // Not pinned beforehand: the staged put pins it itself.
+        c.put_object_staged(REPO, WS, OP, id, &data).unwrap();
+        let repo = env.service.root().open_repository_by_name(REPO).unwrap();
+        assert_eq!(pins::count(&repo, WS, OP).unwrap(), 1);
+        assert!(c.objects_missing(REPO, &[id]).unwrap().is_empty());
+        assert_eq!(env.client().download(REPO, id).unwrap(), data);
+    });
+}
+
+#[test]
+fn a_full_stage_publishes_itself() {
+    both(|env| {
+        let mut c = env.client();
+        let objects: Vec<Vec<u8>> = (0..=STAGE_PUBLISH_OBJECTS)
+            .map(|i| noise(100, i as u8))
+            .collect();
+        let ids: Vec<ObjectId> = objects.iter().map(|o| chunk(o)).collect();
+        c.objects_pin_missing(REPO, WS, OP, &ids).unwrap();
+        for (id, o) in ids.iter().zip(&objects) {
+            c.put_object_staged(REPO, WS, OP, *id, o).unwrap();
+        }
+        // The first STAGE_PUBLISH_OBJECTS were published by the put that
+        // filled the stage; the last one waits.
+        let missing = env.client().objects_missing(REPO, &ids).unwrap();
+        assert_eq!(missing, vec![ids[STAGE_PUBLISH_OBJECTS]]);
+        assert_eq!(c.objects_publish(REPO).unwrap(), 1);
+    });
+}
+
+#[test]
+fn staged_bytes_are_verified_and_a_dropped_connection_stores_nothing() {
+    both(|env| {
+        let mut c = env.client();
+        let data = noise(3000, 5);
+        let wrong = chunk(b"something else");
+        let err = c.put_object_staged(REPO, WS, OP, wrong, &data).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Corrupt);
+        assert_eq!(c.objects_publish(REPO).unwrap(), 0);
+        // Staged but never published: gone with the connection.
+        let id = chunk(&data);
+        c.put_object_staged(REPO, WS, OP, id, &data).unwrap();
+        drop(c);
+        let mut fresh = env.client();
+        assert_eq!(fresh.objects_missing(REPO, &[id]).unwrap(), vec![id]);
+    });
+}
