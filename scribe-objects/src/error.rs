@@ -108,6 +108,9 @@ pub enum StoreError {
     /// An internal invariant failed (a bug: a worker thread panicked, ...).
     #[error("internal error: {0}")]
     Internal(&'static str),
+    /// A [`crate::ChunkSink`] refused a chunk (it carries its own reason).
+    #[error("the import's chunk consumer stopped: {reason}")]
+    SinkStopped { reason: String },
     /// A failure injected by a test failpoint.
     #[error("injected failure at {0}")]
     Injected(&'static str),

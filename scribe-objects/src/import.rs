@@ -102,7 +102,7 @@ pub fn chunk_boundaries(data: &[u8]) -> Vec<usize> {
 
 /// One chunk: a range of a shared read window (no copy per chunk).
 #[derive(Clone)]
-struct ChunkRef {
+pub(crate) struct ChunkRef {
     window: Arc<Vec<u8>>,
     start: usize,
     len: usize,
@@ -114,6 +114,44 @@ impl std::ops::Deref for ChunkRef {
         &self.window[self.start..self.start + self.len]
     }
 }
+
+/// A chunk's bytes as cut from the stream, handed to a [`ChunkSink`]. It
+/// shares the read window it was cut from: cloning is cheap, and holding it
+/// keeps that window (at most 32 MiB) alive, so a sink should pass chunks on
+/// through a bounded queue rather than collect them.
+#[derive(Clone)]
+pub struct ChunkBytes(ChunkRef);
+
+impl ChunkBytes {
+    fn copy_of(data: &[u8]) -> Self {
+        ChunkBytes(ChunkRef {
+            window: Arc::new(data.to_vec()),
+            start: 0,
+            len: data.len(),
+        })
+    }
+}
+
+impl std::ops::Deref for ChunkBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// Where [`ObjectStore::chunk_files_into`] sends chunks instead of storing
+/// them (e.g. straight to a server, so a large file is never copied into
+/// the local store).
+pub trait ChunkSink: Sync {
+    /// One chunk and its id (BLAKE3 of these bytes, computed by the
+    /// import), called from the import's worker threads in no particular
+    /// order; every chunk of every file is passed, repeats included. An
+    /// error stops the import, which returns it.
+    fn chunk(&self, id: ChunkId, bytes: ChunkBytes) -> Result<()>;
+}
+
+/// Where an import's chunks go: the batch's store, or a sink.
+type Dest<'a> = Option<&'a dyn ChunkSink>;
 
 /// Window size: two maximum chunks, so a window yields at least one
 /// maximum chunk's worth of cuts before the remainder moves.
@@ -335,7 +373,7 @@ fn already_imported(
 }
 
 /// Import bytes that are already in memory and at most one chunk long.
-fn import_small(batch: &Batch<'_>, data: &[u8]) -> Result<ImportedFile> {
+fn import_small(batch: &Batch<'_>, data: &[u8], sink: Dest<'_>) -> Result<ImportedFile> {
     debug_assert!(data.len() <= MIN);
     let content_id = FileContentId::of(data);
     if data.is_empty() {
@@ -347,6 +385,10 @@ fn import_small(batch: &Batch<'_>, data: &[u8]) -> Result<ImportedFile> {
         id: chunk,
         len: data.len() as u32,
     }];
+    if let Some(sink) = sink {
+        sink.chunk(chunk, ChunkBytes::copy_of(data))?;
+        return put_manifest(batch, data.len() as u64, content_id, chunks, 0);
+    }
     // A stored manifest was published with its chunks: nothing to write.
     if let Some(done) = already_imported(batch, data.len() as u64, content_id, &chunks)? {
         return Ok(done);
@@ -359,16 +401,21 @@ fn import_small(batch: &Batch<'_>, data: &[u8]) -> Result<ImportedFile> {
 }
 
 /// The pipelined import of one stream into `batch`.
-fn import_stream(batch: &Batch<'_>, reader: impl Read, path: &Path) -> Result<ImportedFile> {
+fn import_stream(
+    batch: &Batch<'_>,
+    reader: impl Read,
+    path: &Path,
+    sink: Dest<'_>,
+) -> Result<ImportedFile> {
     let mut chunker = StreamChunker::new(reader, path.to_path_buf());
     let first = match chunker.next_chunk()? {
-        None => return import_small(batch, &[]),
+        None => return import_small(batch, &[], sink),
         Some(c) => c,
     };
     if chunker.finished() {
         // A single chunk (every file of at most 1 MiB, and some larger).
         if first.len() <= MIN {
-            return import_small(batch, &first);
+            return import_small(batch, &first, sink);
         }
     }
     let workers = worker_count();
@@ -406,18 +453,22 @@ fn import_stream(batch: &Batch<'_>, reader: impl Read, path: &Path) -> Result<Im
                     continue;
                 }
                 let id = ChunkId(*blake3::hash(&data).as_bytes());
-                match batch.put_with_id(ObjectId::chunk(id), &data) {
-                    Ok(outcome) => {
-                        let new = match outcome {
+                let len = data.len() as u32;
+                let put = match sink {
+                    Some(sink) => sink.chunk(id, ChunkBytes(data)).map(|()| 0),
+                    None => batch
+                        .put_with_id(ObjectId::chunk(id), &data)
+                        .map(|outcome| match outcome {
                             PutOutcome::Written { envelope_len } => envelope_len,
                             PutOutcome::AlreadyPresent => 0,
-                        };
-                        results.lock().unwrap_or_else(|p| p.into_inner()).push((
-                            idx,
-                            id,
-                            data.len() as u32,
-                            new,
-                        ));
+                        }),
+                };
+                match put {
+                    Ok(new) => {
+                        results
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push((idx, id, len, new));
                     }
                     Err(e) => record_error(e),
                 }
@@ -487,7 +538,7 @@ impl ObjectStore {
         reader: impl Read,
         name: &Path,
     ) -> Result<ImportedFile> {
-        import_stream(batch, reader, name)
+        import_stream(batch, reader, name, None)
     }
 
     /// Import one file: read once, chunk, store chunks and manifest in one
@@ -495,12 +546,17 @@ impl ObjectStore {
     pub fn import_file(&self, path: impl AsRef<Path>) -> Result<ImportedFile> {
         let path = path.as_ref();
         let batch = self.batch();
-        let imported = self.import_path_into(&batch, path)?;
+        let imported = self.import_path_into(&batch, path, None)?;
         batch.commit()?;
         Ok(imported)
     }
 
-    fn import_path_into(&self, batch: &Batch<'_>, path: &Path) -> Result<ImportedFile> {
+    fn import_path_into(
+        &self,
+        batch: &Batch<'_>,
+        path: &Path,
+        sink: Dest<'_>,
+    ) -> Result<ImportedFile> {
         let mut f = File::open(path).map_err(io_err(path))?;
         let len = f.metadata().map_err(io_err(path))?.len();
         if len > MAX_FILE_SIZE {
@@ -514,13 +570,14 @@ impl ObjectStore {
             let mut data = Vec::with_capacity(len as usize);
             f.read_to_end(&mut data).map_err(io_err(path))?;
             if data.len() <= MIN {
-                return import_small(batch, &data);
+                return import_small(batch, &data, sink);
             }
-            return import_stream(batch, std::io::Cursor::new(data), path);
+            return import_stream(batch, std::io::Cursor::new(data), path, sink);
         }
         // Content index: only when some indexed content has this size is
         // the whole file hashed first (all cores) in search of a hit.
-        if self.content_index_lookups() && self.content_size_indexed(len)? {
+        // (A sink needs every chunk, so it never takes the shortcut.)
+        if sink.is_none() && self.content_index_lookups() && self.content_size_indexed(len)? {
             let (size, content_id) = hash_file(&mut f, path)?;
             if let Some(hit) = self.content_index_hit(batch, size, &content_id) {
                 return Ok(hit);
@@ -529,7 +586,7 @@ impl ObjectStore {
         }
         // The pipeline hashes the bytes it chunks: a file changed since the
         // hash above still gets a manifest consistent with its chunks.
-        import_stream(batch, f, path)
+        import_stream(batch, f, path, sink)
     }
 
     /// A verified content index hit: the recorded manifest is present and
@@ -577,6 +634,28 @@ impl ObjectStore {
     /// parallel on the rayon pool; large files run as pipelined imports,
     /// one per core at a time. Results are in input order.
     pub fn import_files<P: AsRef<Path> + Sync>(&self, paths: &[P]) -> Result<Vec<ImportedFile>> {
+        self.import_files_with(paths, None)
+    }
+
+    /// Chunk many files exactly as [`ObjectStore::import_files`] does (same
+    /// cut points, chunk ids and manifests) but hand every chunk to `sink`
+    /// instead of storing it; only the manifests are stored, in one
+    /// publication at the end. `ImportedFile::new_bytes_stored` counts the
+    /// manifests' bytes only. A file changed while it is read gets the
+    /// manifest of the bytes read (each chunk's id is of the bytes passed).
+    pub fn chunk_files_into<P: AsRef<Path> + Sync>(
+        &self,
+        paths: &[P],
+        sink: &dyn ChunkSink,
+    ) -> Result<Vec<ImportedFile>> {
+        self.import_files_with(paths, Some(sink))
+    }
+
+    fn import_files_with<P: AsRef<Path> + Sync>(
+        &self,
+        paths: &[P],
+        sink: Dest<'_>,
+    ) -> Result<Vec<ImportedFile>> {
         let batch = self.batch();
         let sizes: Vec<u64> = paths
             .iter()
@@ -591,7 +670,7 @@ impl ObjectStore {
             .par_iter()
             .enumerate()
             .filter(|(i, _)| sizes[*i] <= MIN as u64)
-            .map(|(i, p)| (i, self.import_path_into(&batch, p.as_ref())))
+            .map(|(i, p)| (i, self.import_path_into(&batch, p.as_ref(), sink)))
             .collect();
         for (i, r) in small {
             out[i] = Some(r?);
@@ -610,7 +689,7 @@ impl ObjectStore {
                 s.spawn(|| loop {
                     let k = next.fetch_add(1, Ordering::SeqCst);
                     let Some(&i) = large.get(k) else { break };
-                    let r = self.import_path_into(&batch, paths[i].as_ref());
+                    let r = self.import_path_into(&batch, paths[i].as_ref(), sink);
                     let failed = r.is_err();
                     done.lock().unwrap_or_else(|p| p.into_inner()).push((i, r));
                     if failed {

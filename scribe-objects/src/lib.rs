@@ -48,7 +48,6 @@ mod layout;
 mod locator;
 mod manifest_bytes;
 mod pack;
-mod partial;
 mod platform;
 mod reader;
 mod rebuild;
@@ -60,10 +59,9 @@ pub use compact::{
     compact, CompactContext, CompactFailpoint, CompactOptions, CompactReport, LINK_CACHE_LIMIT,
 };
 pub use error::{Result, StoreError};
-pub use import::{chunk_boundaries, ImportedFile};
+pub use import::{chunk_boundaries, ChunkBytes, ChunkSink, ImportedFile};
 pub use locator::Location;
 pub use manifest_bytes::{ManifestChunk, ManifestRef};
-pub use partial::{chunk_offset, PartialImport};
 pub use reader::ObjectReader;
 pub use rebuild::{rebuild_locator, RebuildReport};
 pub use store::{

@@ -26,3 +26,6 @@ mod compact;
 
 #[path = "it/content_index.rs"]
 mod content_index;
+
+#[path = "it/sink.rs"]
+mod sink;

@@ -185,7 +185,7 @@ struct Local {
 
 enum Conn {
     Remote(Remote),
-    Local(Local),
+    Local(Box<Local>),
 }
 
 /// A connection to a Scribe service, over TCP/TLS or in-process.
@@ -260,10 +260,10 @@ impl Client {
     /// A client of `service` in this process (the path transport).
     pub fn in_process(service: Arc<Service>) -> Client {
         Client {
-            conn: Conn::Local(Local {
+            conn: Conn::Local(Box::new(Local {
                 service,
                 session: Session::new(),
-            }),
+            })),
         }
     }
 

@@ -399,6 +399,20 @@ macro_rules! reads {
             self.meta_raw(key)
         }
 
+        /// Meta keys that start with `prefix`, in order.
+        pub fn meta_keys_with_prefix(&self, prefix: &str) -> Result<Vec<String>> {
+            let t = self.$open(META)?;
+            let mut out = Vec::new();
+            for row in t.range(prefix..)? {
+                let (k, _) = row?;
+                if !k.value().starts_with(prefix) {
+                    break;
+                }
+                out.push(k.value().to_string());
+            }
+            Ok(out)
+        }
+
         /// A `u32` meta value.
         pub fn meta_u32(&self, key: &'static str) -> Result<Option<u32>> {
             match self.meta_raw(key)? {

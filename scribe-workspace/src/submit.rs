@@ -130,6 +130,7 @@ pub fn finalize(
         tx.remove_workflow(k)?;
     }
     tx.remove_pending(op)?;
+    tx.remove_meta(&intent_key(op))?;
     let receipt = LastSubmit {
         incarnation: pending.incarnation,
         branch: pending.branch,
@@ -145,6 +146,38 @@ pub fn finalize(
     }
     tx.commit()?;
     Ok(out)
+}
+
+/// Prefix of `meta["upload-intent:<operation hex>"]`.
+const INTENT_PREFIX: &str = "upload-intent:";
+
+/// `meta["upload-intent:<operation>"]`: byte 1, persisted before the first
+/// upload pin of that operation (specification, upload lifecycle) and
+/// removed with its pending submit (finalize, abandon, archive).
+pub fn intent_key(op: &OperationId) -> String {
+    format!("{INTENT_PREFIX}{}", op.to_hex())
+}
+
+/// Record that `op` is about to pin uploads (durably, before any pin).
+pub fn begin_intent(ws: &Workspace, op: &OperationId) -> Result<()> {
+    let tx = ws.write()?;
+    tx.put_meta_bytes(&intent_key(op), &[1])?;
+    tx.commit()
+}
+
+/// An upload intent a stopped submit left without a pending submit. No
+/// `Submit` ever carried it (the pending row is committed first), so the
+/// next submission reuses it and its pins instead of leaving them held
+/// forever. Malformed keys are ignored.
+pub fn leftover_intent(ws: &Workspace) -> Result<Option<OperationId>> {
+    let read = ws.read()?;
+    let pending: std::collections::HashSet<OperationId> =
+        read.pending_all()?.into_iter().map(|(op, _)| op).collect();
+    Ok(read
+        .meta_keys_with_prefix(INTENT_PREFIX)?
+        .iter()
+        .filter_map(|k| OperationId::from_hex(&k[INTENT_PREFIX.len()..]).ok())
+        .find(|op| !pending.contains(op)))
 }
 
 /// `.scribe/_state/recovery/submit-<operation>.pending`.
@@ -201,6 +234,7 @@ pub fn archive_pending(ws: &Workspace, op: &OperationId) -> Result<std::path::Pa
     }
     let tx = ws.write()?;
     tx.remove_pending(op)?;
+    tx.remove_meta(&intent_key(op))?;
     tx.commit()?;
     Ok(path)
 }
@@ -226,6 +260,7 @@ pub fn stale_bases(ws: &Workspace, incarnation: [u8; 16]) -> Result<Vec<String>>
 pub fn abandon(ws: &Workspace, op: &OperationId) -> Result<()> {
     let tx = ws.write()?;
     tx.remove_pending(op)?;
+    tx.remove_meta(&intent_key(op))?;
     tx.commit()
 }
 
@@ -243,6 +278,54 @@ mod tests {
             size: b.len() as u64,
             mode: Mode::Regular,
         }
+    }
+
+    #[test]
+    fn upload_intents_are_reused_until_their_pending_submit_settles() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::create(dir.path(), &crate::state::tests_meta()).unwrap();
+        assert_eq!(leftover_intent(&ws).unwrap(), None);
+        let op = OperationId([7; 16]);
+        begin_intent(&ws, &op).unwrap();
+        // A stopped freeze: the intent is offered for reuse.
+        assert_eq!(leftover_intent(&ws).unwrap(), Some(op));
+        let set = ChangeSet::new(vec![Entry::add("a.bin", state(b"a"))]);
+        let pending = PendingSubmit {
+            incarnation: [4; 16],
+            branch: BranchId([3; 16]),
+            integration: None,
+            change_set_id: set.id().unwrap(),
+            change_set: set.encode().unwrap(),
+            author: "ada".into(),
+            message: "m".into(),
+            keep_locks: false,
+            locks: vec![],
+            created_ms: 1,
+            fingerprints: vec![],
+        };
+        let tx = ws.write().unwrap();
+        tx.put_pending(&op, &pending).unwrap();
+        tx.commit().unwrap();
+        // With its pending submit it is no longer a leftover.
+        assert_eq!(leftover_intent(&ws).unwrap(), None);
+        finalize(&ws, &op, &pending, 3).unwrap();
+        let r = ws.read().unwrap();
+        assert_eq!(r.meta_bytes(&intent_key(&op)).unwrap(), None);
+        drop(r);
+        // Abandon removes it too.
+        let other = OperationId([8; 16]);
+        begin_intent(&ws, &other).unwrap();
+        let tx = ws.write().unwrap();
+        tx.put_pending(&other, &pending).unwrap();
+        tx.commit().unwrap();
+        abandon(&ws, &other).unwrap();
+        assert_eq!(leftover_intent(&ws).unwrap(), None);
+        assert!(ws
+            .read()
+            .unwrap()
+            .meta_keys_with_prefix("upload-intent:")
+            .unwrap()
+            .is_empty());
     }
 
     #[test]

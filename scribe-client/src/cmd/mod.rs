@@ -7,6 +7,7 @@ pub mod locks;
 pub mod quickstart;
 pub mod recovery;
 pub mod repo;
+pub mod stream;
 pub mod submit;
 pub mod sync;
 pub mod workspace;

@@ -1,11 +1,15 @@
-//! `scribe submit`: freeze the opened files into the cache, build the
-//! change set, record it as the pending submission, upload what the server
-//! lacks, submit with the operation id, and finalize locally.
+//! `scribe submit`: freeze the opened files (small ones into the cache,
+//! large ones streamed chunk by chunk to the server, see [`super::stream`]),
+//! build the change set, record it as the pending submission, upload what
+//! the server still lacks, submit with the operation id, and finalize
+//! locally.
 //!
-//! The pending row is committed before the first request that carries its
-//! operation id (`ObjectPut`), so a crash or a lost reply at any later
-//! point is completed by rerunning `scribe submit`, which replays the same
-//! id: the server answers the recorded outcome.
+//! The operation id is also the upload intent: `meta["upload-intent:<op>"]`
+//! is committed before the first pin, and a submit stopped before its
+//! pending row leaves it for the next submit to reuse. The pending row is
+//! committed before the `Submit` that carries the id, so a crash or a lost
+//! reply at any later point is completed by rerunning `scribe submit`,
+//! which replays the same id: the server answers the recorded outcome.
 
 use std::collections::{HashMap, HashSet};
 
@@ -13,9 +17,11 @@ use scribe_format::changeset::{Action, ChangeSet, Entry, FileState, Mode};
 use scribe_format::wire::message as m;
 use scribe_format::wire::Text;
 use scribe_format::{ChunkId, ErrorCode, ObjectId, OperationId};
-use scribe_workspace::records::{BaselineRecord, OpenedAction, PendingLock, PendingSubmit};
+use scribe_workspace::records::{OpenedAction, PendingLock, PendingSubmit};
 use scribe_workspace::scan::{fingerprint_of, now_ms};
-use scribe_workspace::submit::{abandon, archive_pending, finalize, stale_bases};
+use scribe_workspace::submit::{
+    abandon, archive_pending, begin_intent, finalize, leftover_intent, stale_bases,
+};
 
 use crate::ctx::{self, Ctx, Open};
 use crate::error::{hint_for, CliError, CliResult};
@@ -213,7 +219,7 @@ pub fn submit(ctx: &Ctx, o: &Open, remote: &Remote, a: SubmitArgs) -> CliResult<
     }
     let local_locks: HashMap<String, u64> = read.local_locks()?.into_iter().collect();
     drop(read);
-    // Freeze the bytes into the cache.
+    // Freeze the bytes.
     let mut to_import = Vec::new();
     let mut missing = Vec::new();
     let mut fingerprints = Vec::new();
@@ -242,13 +248,26 @@ pub fn submit(ctx: &Ctx, o: &Open, remote: &Remote, a: SubmitArgs) -> CliResult<
         .paths(missing)
         .hint("restore them, `scribe revert` them, or `scribe delete` them"));
     }
+    // The upload intent (reused when a stopped submit left one), recorded
+    // before anything is pinned.
+    let op = match leftover_intent(&o.ws)? {
+        Some(op) => op,
+        None => {
+            let op = OperationId::random();
+            begin_intent(&o.ws, &op)?;
+            op
+        }
+    };
     let import_t = Timer::start();
-    let imported = freeze(remote, &opened, &baselines, &to_import)?;
+    let frozen = freeze(ctx, o, remote, &op, &to_import, &fingerprints)?;
+    let imported = frozen.files;
     ctx.out.status(format!(
-        "froze {} file(s) into the cache in {:.2} s",
+        "froze {} file(s) in {:.2} s ({} streamed to the server)",
         imported.len(),
-        import_t.secs()
+        import_t.secs(),
+        size(frozen.streamed_bytes)
     ));
+    refuse_if_changed(&to_import, &fingerprints, &imported)?;
     let mut states = HashMap::new();
     for ((p, _, exec), imp) in to_import.iter().zip(&imported) {
         states.insert(
@@ -295,7 +314,6 @@ pub fn submit(ctx: &Ctx, o: &Open, remote: &Remote, a: SubmitArgs) -> CliResult<
     let set = ChangeSet::new(entries);
     let cs_bytes = set.encode()?;
     let cs_id = set.id()?;
-    let op = OperationId::random();
     let pending = PendingSubmit {
         incarnation: o.meta.incarnation,
         branch: o.meta.branch_id,
@@ -330,102 +348,127 @@ pub fn submit(ctx: &Ctx, o: &Open, remote: &Remote, a: SubmitArgs) -> CliResult<
     Ok(Submitted {
         change,
         files: set.entries.len(),
-        uploaded_objects: objects,
-        uploaded_bytes: bytes,
+        uploaded_objects: objects + frozen.streamed_objects,
+        uploaded_bytes: bytes + frozen.streamed_bytes,
         secs: t.secs(),
     })
 }
 
-/// The chunk ids of a baseline's manifest (its previous revision, on the
-/// server), when the freeze can use them: from the cache, else downloaded.
-/// `None` (plain freeze) when the manifest cannot be had.
-fn base_chunks(remote: &Remote, b: &BaselineRecord) -> Option<HashSet<ChunkId>> {
-    let bytes = remote.manifest(ObjectId::manifest(b.manifest)).ok()?;
-    let m = scribe_format::manifest::ManifestRef::decode(&bytes).ok()?;
-    if m.file_content_id() != b.content {
-        return None;
-    }
-    Some(m.chunks().map(|c| c.id).collect())
+/// What the freeze produced.
+struct Frozen {
+    /// One per file of `to_import`, in order.
+    files: Vec<scribe_objects::ImportedFile>,
+    streamed_objects: usize,
+    streamed_bytes: u64,
 }
 
-/// Freeze the files of `to_import` into the cache (results in the same
-/// order). An edit of a file larger than one chunk is frozen against its
-/// baseline's manifest: chunks of the previous revision stay on the server
-/// and only the new ones (and the manifest) are written to the cache, so a
-/// 1 MiB edit of a synced 1 GiB file writes megabytes, not the file. Other
-/// files are imported whole in one publication.
+/// Freeze the files of `to_import` (their fingerprints, taken just before,
+/// beside them). Files of at most one chunk (1 MiB) are imported into the
+/// cache in one publication and uploaded in groups after the pending row
+/// is written. Larger files are chunked and streamed to the server under
+/// the upload intent `op` ([`super::stream`]): nothing but their manifests
+/// is written locally, chunks the server already holds (an edit's
+/// unchanged ranges, content submitted before) are not sent, and every
+/// chunk is published before this returns.
 fn freeze(
+    ctx: &Ctx,
+    o: &Open,
     remote: &Remote,
-    opened: &[(String, scribe_workspace::records::OpenedRecord)],
-    baselines: &HashMap<String, BaselineRecord>,
+    op: &OperationId,
     to_import: &[(String, std::path::PathBuf, bool)],
-) -> CliResult<Vec<scribe_objects::ImportedFile>> {
-    let actions: HashMap<&str, OpenedAction> =
-        opened.iter().map(|(p, r)| (p.as_str(), r.action)).collect();
+    fingerprints: &[(String, scribe_workspace::records::Fingerprint)],
+) -> CliResult<Frozen> {
     let min = u64::from(scribe_format::limits::CHUNK_MIN_BYTES);
-    let mut against = Vec::new();
-    let mut whole = Vec::new();
-    for (i, (p, full, _)) in to_import.iter().enumerate() {
-        let big = std::fs::metadata(full).is_ok_and(|m| m.len() > min);
-        let base = baselines
-            .get(p)
-            .filter(|b| b.size > min && big && actions.get(p.as_str()) == Some(&OpenedAction::Edit))
-            .and_then(|b| base_chunks(remote, b));
-        match base {
-            Some(set) => against.push((i, set)),
-            None => whole.push(i),
+    let (large, small): (Vec<usize>, Vec<usize>) =
+        (0..to_import.len()).partition(|&i| fingerprints[i].1.size > min);
+    let mut out: Vec<Option<scribe_objects::ImportedFile>> = vec![None; to_import.len()];
+    let files: Vec<&std::path::Path> = small.iter().map(|&i| to_import[i].1.as_path()).collect();
+    if !files.is_empty() {
+        for (&i, imp) in small.iter().zip(remote.cache().import_files(&files)?) {
+            out[i] = Some(imp);
         }
     }
-    let mut out: Vec<Option<scribe_objects::ImportedFile>> = vec![None; to_import.len()];
-    let files: Vec<&std::path::Path> = whole.iter().map(|&i| to_import[i].1.as_path()).collect();
-    for (&i, imp) in whole.iter().zip(remote.cache().import_files(&files)?) {
-        out[i] = Some(imp);
-    }
-    for (i, set) in against {
-        out[i] = Some(
-            remote
-                .cache()
-                .import_file_against(&to_import[i].1, &set)?
-                .file,
-        );
+    let mut frozen = Frozen {
+        files: Vec::new(),
+        streamed_objects: 0,
+        streamed_bytes: 0,
+    };
+    if !large.is_empty() {
+        let total: u64 = large.iter().map(|&i| fingerprints[i].1.size).sum();
+        let bar = ctx.out.bytes_bar(total, "upload");
+        let paths: Vec<std::path::PathBuf> =
+            large.iter().map(|&i| to_import[i].1.clone()).collect();
+        let streamed =
+            super::stream::freeze_and_upload(remote, o.meta.workspace_id, op, &paths, &bar)?;
+        bar.finish_and_clear();
+        for (&i, imp) in large.iter().zip(streamed.files) {
+            out[i] = Some(imp);
+        }
+        frozen.streamed_objects = streamed.objects;
+        frozen.streamed_bytes = streamed.bytes;
     }
     crash_point("submit-after-freeze");
-    Ok(out.into_iter().flatten().collect())
+    frozen.files = out.into_iter().flatten().collect();
+    if frozen.files.len() != to_import.len() {
+        return Err(CliError::new("internal", "the freeze lost a file"));
+    }
+    Ok(frozen)
 }
 
-/// A chunk the cache does not hold (a freeze against the base left it on
-/// the server) but the server now lacks: read it from the working file,
-/// which still holds it unless edited since the freeze.
+/// A file rewritten while the freeze read it (its size or mtime now differ
+/// from the fingerprint taken before, or the bytes read do not have that
+/// size) is not submitted: nothing has been recorded yet, and the next
+/// `scribe submit` freezes the file as it is then.
+fn refuse_if_changed(
+    to_import: &[(String, std::path::PathBuf, bool)],
+    fingerprints: &[(String, scribe_workspace::records::Fingerprint)],
+    imported: &[scribe_objects::ImportedFile],
+) -> CliResult<()> {
+    let mut changed = Vec::new();
+    for (((p, full, _), (_, before)), imp) in to_import.iter().zip(fingerprints).zip(imported) {
+        let now = std::fs::symlink_metadata(full)
+            .ok()
+            .map(|m| fingerprint_of(&m, before.recorded_ms));
+        let same = now.is_some_and(|n| {
+            n.size == before.size && n.mtime_s == before.mtime_s && n.mtime_ns == before.mtime_ns
+        });
+        if !same || imp.size != before.size {
+            changed.push(p.clone());
+        }
+    }
+    if changed.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::new(
+        "changed_while_submitting",
+        format!(
+            "{} file(s) changed while they were being read for this submission; nothing was submitted",
+            changed.len()
+        ),
+    )
+    .paths(changed)
+    .hint("wait until they are saved, then run `scribe submit` again"))
+}
+
+/// A chunk the cache does not hold (a large file's chunks are streamed to
+/// the server, never cached) but the server lacks: read it from the
+/// working file, which still holds it unless rewritten since the freeze.
+/// `None` when it does not (or the chunk is unknown).
 fn chunk_from_working_file(
     o: &Open,
     places: &HashMap<ObjectId, (String, u64, u32)>,
     id: &ObjectId,
-) -> CliResult<Vec<u8>> {
+) -> Option<Vec<u8>> {
     use std::io::{Read, Seek};
-    let Some((path, offset, len)) = places.get(id) else {
-        return Err(CliError::new(
-            "missing_objects",
-            format!("object {id} is neither in the cache nor on the server"),
-        ));
-    };
+    let (path, offset, len) = places.get(id)?;
     let full = o.ws.root().join(path);
     let mut data = vec![0u8; *len as usize];
     let read = std::fs::File::open(&full).and_then(|mut f| {
         f.seek(std::io::SeekFrom::Start(*offset))?;
         f.read_exact(&mut data)
     });
-    if read.is_ok() && ObjectId::chunk(ChunkId(*blake3::hash(&data).as_bytes())) == *id {
-        return Ok(data);
-    }
-    Err(CliError::new(
-        "missing_objects",
-        format!(
-            "the server lacks chunk {id} of {path}'s previous revision, and {path} changed \
-             since it was frozen for this submission"
-        ),
-    )
-    .paths(vec![path.clone()])
-    .hint("the server lost objects it held: ask its administrator to run `scribe-server verify`"))
+    (read.is_ok() && ObjectId::chunk(ChunkId(*blake3::hash(&data).as_bytes())) == *id)
+        .then_some(data)
 }
 
 /// Send every object of the candidate the server lacks: chunks, then
@@ -469,13 +512,20 @@ fn upload(
         }
     }
     let repo = o.meta.repository_name.clone();
-    let missing: HashSet<ObjectId> = remote
-        .with(|c| c.objects_missing(&repo, &all))?
-        .into_iter()
-        .collect();
+    let ws_id = o.meta.workspace_id;
+    // Pins every id (the present ones are reused) in one transaction. An
+    // operation with a recorded outcome cannot pin: it was submitted (a
+    // replay after a lost reply), and the `Submit` replay answers it.
+    let missing: HashSet<ObjectId> =
+        match remote.with(|c| c.objects_pin_missing(&repo, ws_id, *op, &all)) {
+            Ok(missing) => missing.into_iter().collect(),
+            Err(e) if e.code == ErrorCode::AlreadyExists.name() => return Ok((0, 0)),
+            Err(e) => return Err(e),
+        };
     let mut bytes = 0u64;
     let mut n = 0;
-    let ws_id = o.meta.workspace_id;
+    // Paths whose chunks neither the cache, the server nor the file hold.
+    let mut lost: Vec<String> = Vec::new();
     let bar = ctx.out.bytes_bar(missing.len() as u64, "upload");
     bar.set_style(
         indicatif::ProgressStyle::with_template("{msg:10} [{bar:30}] {pos}/{len} objects {eta}")
@@ -510,7 +560,18 @@ fn upload(
             match remote.cache().get(id) {
                 Ok(d) => d,
                 Err(scribe_objects::StoreError::NotFound { .. }) => {
-                    chunk_from_working_file(o, &places, id)?
+                    match chunk_from_working_file(o, &places, id) {
+                        Some(d) => d,
+                        None => {
+                            let path = places
+                                .get(id)
+                                .map_or_else(|| id.to_string(), |p| p.0.clone());
+                            if !lost.contains(&path) {
+                                lost.push(path);
+                            }
+                            continue;
+                        }
+                    }
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -518,7 +579,7 @@ fn upload(
         bytes += data.len() as u64;
         n += 1;
         if data.len() > scribe_server::client::SMALL_OBJECT_BYTES {
-            remote.with(|c| c.put_object(&repo, ws_id, *op, *id, &data))?;
+            remote.with(|c| c.put_object_staged(&repo, ws_id, *op, *id, &data))?;
             bar.inc(1);
             continue;
         }
@@ -533,8 +594,43 @@ fn upload(
         });
     }
     flush(&mut group)?;
+    remote.with(|c| c.objects_publish(&repo))?;
     bar.finish_and_clear();
+    if !lost.is_empty() {
+        return withdraw(o, remote, op, lost);
+    }
     Ok((n, bytes))
+}
+
+/// The server lacks chunks of the candidate that only the working files
+/// held, and they were rewritten since the freeze (the server lost objects
+/// it had published and pinned). Unless the server recorded an outcome for
+/// the operation (then the `Submit` replay settles it), the candidate can
+/// never complete: its exact row is archived as
+/// `recovery/submit-<op>.pending` and removed, so the next `scribe submit`
+/// freezes the files as they are now. Opened records and files are kept.
+fn withdraw(
+    o: &Open,
+    remote: &Remote,
+    op: &OperationId,
+    lost: Vec<String>,
+) -> CliResult<(usize, u64)> {
+    let repo = o.meta.repository_name.clone();
+    if remote.with(|c| c.operation_outcome(&repo, *op))?.is_some() {
+        return Ok((0, 0));
+    }
+    let archived = archive_pending(&o.ws, op)?;
+    let mut paths = lost;
+    paths.push(archived.display().to_string());
+    Err(CliError::new(
+        "submit_withdrawn",
+        format!(
+            "the server no longer holds bytes of submission {} and the working files changed since it was prepared; it was withdrawn",
+            op.to_hex()
+        ),
+    )
+    .paths(paths)
+    .hint("your files are untouched and still opened: run `scribe submit` again to submit their current contents (the withdrawn record is kept in the recovery area)"))
 }
 
 /// Submit (or replay) the candidate and settle its outcome locally.
@@ -604,4 +700,46 @@ fn settle(o: &Open, op: &OperationId, p: &PendingSubmit, outcome: m::Outcome) ->
     }
     let _ = Action::Add;
     Err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn imported(size: u64) -> scribe_objects::ImportedFile {
+        scribe_objects::ImportedFile {
+            manifest_id: scribe_format::ManifestId([1; 32]),
+            content_id: scribe_format::FileContentId([2; 32]),
+            size,
+            chunks: Vec::new(),
+            new_bytes_stored: 0,
+            via_content_index: false,
+        }
+    }
+
+    #[test]
+    fn a_file_rewritten_during_the_freeze_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.bin");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let fps = vec![("a.bin".to_string(), fingerprint_of(&meta, 1))];
+        let files = vec![("a.bin".to_string(), path.clone(), false)];
+        // Unchanged, and the bytes read had the recorded size.
+        refuse_if_changed(&files, &fps, &[imported(10)]).unwrap();
+        // The read saw another size (the file grew between stat and read).
+        let err = refuse_if_changed(&files, &fps, &[imported(12)]).unwrap_err();
+        assert_eq!(err.code, "changed_while_submitting");
+        // Rewritten with the same size but a new mtime.
+        std::fs::write(&path, b"9876543210").unwrap();
+        let f = std::fs::File::options().write(true).open(&path).unwrap();
+        f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000))
+            .unwrap();
+        let err = refuse_if_changed(&files, &fps, &[imported(10)]).unwrap_err();
+        assert_eq!(err.code, "changed_while_submitting");
+        assert_eq!(err.paths, vec!["a.bin".to_string()]);
+        // Deleted meanwhile.
+        std::fs::remove_file(&path).unwrap();
+        assert!(refuse_if_changed(&files, &fps, &[imported(10)]).is_err());
+    }
 }

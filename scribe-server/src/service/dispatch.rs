@@ -449,9 +449,13 @@ fn object_put(
                 "the server is buffering as many uploads as it may; retry shortly",
             )
         })?;
+        // A whole object in one piece is kept as received (no copy).
+        let whole = r.data.0.len() as u64 == r.total_len;
         let mut data = Vec::new();
-        data.try_reserve_exact(r.total_len as usize)
-            .map_err(|_| Failure::new(ErrorCode::Busy, "cannot buffer the object now"))?;
+        if !whole {
+            data.try_reserve_exact(r.total_len as usize)
+                .map_err(|_| Failure::new(ErrorCode::Busy, "cannot buffer the object now"))?;
+        }
         session.upload = Some(Partial {
             _reservation: reservation,
             repo: repo.id(),
@@ -488,7 +492,11 @@ fn object_put(
     let Some(p) = session.upload.as_mut() else {
         return Err(malformed("no upload in progress"));
     };
-    p.data.extend_from_slice(&r.data.0);
+    if p.data.is_empty() && r.data.0.len() as u64 == p.total_len {
+        p.data = r.data.0;
+    } else {
+        p.data.extend_from_slice(&r.data.0);
+    }
     let received = p.data.len() as u64;
     if received < p.total_len {
         return Ok(m::ObjectPutReply {

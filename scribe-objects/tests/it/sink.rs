@@ -1,0 +1,122 @@
+//! `chunk_files_into`: the same chunking and manifests as a plain import,
+//! chunks handed to a sink instead of the store.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use scribe_format::{ChunkId, ObjectId};
+use scribe_objects::{ChunkBytes, ChunkSink, StoreError, StoreOptions};
+
+use crate::support::{noise, TestStore};
+
+const MIB: usize = 1024 * 1024;
+
+/// Collects every chunk it is given (and how often).
+#[derive(Default)]
+struct Collect {
+    got: Mutex<HashMap<ChunkId, (Vec<u8>, usize)>>,
+}
+
+impl ChunkSink for Collect {
+    fn chunk(&self, id: ChunkId, bytes: ChunkBytes) -> scribe_objects::Result<()> {
+        let mut got = self.got.lock().unwrap();
+        got.entry(id).or_insert_with(|| (bytes.to_vec(), 0)).1 += 1;
+        Ok(())
+    }
+}
+
+#[test]
+fn same_manifests_as_import_chunks_to_the_sink_not_the_store() {
+    let (t, plain) = TestStore::new(StoreOptions::default());
+    let sinked =
+        scribe_objects::ObjectStore::create(t.tmp.path().join("sinked"), StoreOptions::default())
+            .unwrap();
+    let big = noise(21 * MIB + 5, 1);
+    let small = noise(70_000, 2);
+    let files = [
+        ("big.bin", big.clone()),
+        ("small.bin", small.clone()),
+        ("empty.bin", Vec::new()),
+        // The same bytes twice: the sink sees them twice.
+        ("small-again.bin", small.clone()),
+    ];
+    let paths: Vec<_> = files
+        .iter()
+        .map(|(n, d)| {
+            let p = t.path(n);
+            std::fs::write(&p, d).unwrap();
+            p
+        })
+        .collect();
+    let want = plain.import_files(&paths).unwrap();
+    let sink = Collect::default();
+    let got = sinked.chunk_files_into(&paths, &sink).unwrap();
+    assert_eq!(
+        got.iter().map(|f| f.manifest_id).collect::<Vec<_>>(),
+        want.iter().map(|f| f.manifest_id).collect::<Vec<_>>()
+    );
+    assert_eq!(got[0].chunks, want[0].chunks);
+    assert!(got[0].chunks.len() >= 3, "{} chunks", got[0].chunks.len());
+    let seen = sink.got.into_inner().unwrap();
+    // Every chunk of every file, with its own bytes; nothing else.
+    let mut expected = 0;
+    for f in &got {
+        for c in &f.chunks {
+            let (bytes, _) = &seen[&c.id];
+            assert_eq!(ChunkId::of(bytes), c.id);
+            assert_eq!(bytes.len(), c.len as usize);
+            expected += 1;
+        }
+    }
+    let passed: usize = seen.values().map(|(_, n)| n).sum();
+    assert_eq!(passed, expected);
+    assert_eq!(seen[&got[1].chunks[0].id].1, 2);
+    // The store holds the manifests, not the chunks.
+    for f in &got {
+        assert!(sinked.contains(&ObjectId::manifest(f.manifest_id)).unwrap());
+        for c in &f.chunks {
+            assert!(!sinked.contains(&ObjectId::chunk(c.id)).unwrap());
+        }
+    }
+}
+
+/// Refuses the n-th chunk.
+struct FailAt {
+    n: usize,
+    seen: Mutex<usize>,
+}
+
+impl ChunkSink for FailAt {
+    fn chunk(&self, _: ChunkId, _: ChunkBytes) -> scribe_objects::Result<()> {
+        let mut seen = self.seen.lock().unwrap();
+        *seen += 1;
+        if *seen == self.n {
+            return Err(StoreError::SinkStopped {
+                reason: "the server went away".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_sink_error_stops_the_import_and_publishes_nothing() {
+    let (t, store) = TestStore::new(StoreOptions::default());
+    let p = t.path("big.bin");
+    std::fs::write(&p, noise(40 * MIB, 3)).unwrap();
+    let sink = FailAt {
+        n: 2,
+        seen: Mutex::new(0),
+    };
+    let err = store.chunk_files_into(&[&p], &sink).unwrap_err();
+    assert!(
+        matches!(&err, StoreError::SinkStopped { reason } if reason.contains("went away")),
+        "{err}"
+    );
+    // Stopped early: far fewer chunks than the file has (~10).
+    assert!(*sink.seen.lock().unwrap() < 8);
+    let imported = store.import_file(&p).unwrap();
+    // Nothing of the stopped import was published: the plain import
+    // writes the manifest fresh.
+    assert!(imported.new_bytes_stored > 40 * MIB as u64);
+}
