@@ -297,21 +297,20 @@ fn io_problem(path: &str, err: &std::io::Error) -> ScanProblem {
 impl<R: DirReader> Walk<'_, R> {
     /// Walk the open directory `handle` at `dir` (absolute) whose canonical
     /// path is `rel` ("" = root). Entries are stat'ed through the directory
-    /// handle, not by full path; subdirectories are opened relative to it
-    /// and walked in parallel. A file's path is built in one buffer reused
+    /// handle, not by full path; subdirectories are walked in parallel. A file's path is built in one buffer reused
     /// across the directory: nothing is allocated per accepted file unless
     /// the visitor keeps it.
     fn dir<V: Visit>(
         &self,
         visit: &V,
-        handle: &R::Dir,
+        handle: R::Dir,
         dir: &Path,
         rel: &str,
         stack: &Arc<Stack>,
         out: &mut Vec<Part<V::Acc>>,
     ) {
         let mut part = Part::<V::Acc>::default();
-        let (listing, errors) = self.reader.list(handle);
+        let (listing, errors) = self.reader.list(&handle);
         for err in &errors {
             part.problems.push(io_problem(rel, err));
         }
@@ -378,7 +377,7 @@ impl<R: DirReader> Walk<'_, R> {
                 if full == self.state_dir || ignored(&stack, self.local.as_ref(), &full, true) {
                     continue;
                 }
-                subdirs.push((full, path.clone(), i));
+                subdirs.push((full, path.clone()));
                 continue;
             }
             let is_ignored = if !files_may_be_ignored {
@@ -420,7 +419,7 @@ impl<R: DirReader> Walk<'_, R> {
                     continue;
                 }
             }
-            match self.reader.stat(handle, &listing, i) {
+            match self.reader.stat(&handle, &listing, i) {
                 Ok(st) => visit.file(
                     &ctx,
                     &mut part.acc,
@@ -439,17 +438,16 @@ impl<R: DirReader> Walk<'_, R> {
         }
         drop(ctx);
         out.push(part);
+        // The directory is closed before its subdirectories are walked, so
+        // a deep tree holds one open directory per walking thread, not one
+        // per level.
+        drop(listing);
+        drop(handle);
         let below: Vec<Vec<Part<V::Acc>>> = subdirs
             .par_iter()
-            .map(|(full, path, i)| {
+            .map(|(full, path)| {
                 let mut parts = Vec::new();
-                match self.reader.open_in(handle, R::name(&listing, *i), full) {
-                    Ok(sub) => self.dir(visit, &sub, full, path, &stack, &mut parts),
-                    Err(err) => parts.push(Part {
-                        acc: V::Acc::default(),
-                        problems: vec![io_problem(path, &err)],
-                    }),
-                }
+                self.dir_at(visit, full, path, &stack, &mut parts);
                 parts
             })
             .collect();
@@ -469,7 +467,7 @@ impl<R: DirReader> Walk<'_, R> {
         out: &mut Vec<Part<V::Acc>>,
     ) {
         match self.reader.open(dir) {
-            Ok(handle) => self.dir(visit, &handle, dir, rel, stack, out),
+            Ok(handle) => self.dir(visit, handle, dir, rel, stack, out),
             Err(err) => out.push(Part {
                 acc: V::Acc::default(),
                 problems: vec![io_problem(rel, &err)],

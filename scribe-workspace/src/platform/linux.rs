@@ -1,5 +1,4 @@
-//! The Linux directory reader of the walk: each directory is opened
-//! relative to its parent (`openat`, one path component to resolve), listed
+//! The Linux directory reader of the walk: each directory is opened, listed
 //! with `getdents64` into one buffer per thread (names copied once into one
 //! vector per directory, nothing allocated per entry), and each file is
 //! `statx`'ed relative to its directory asking only for type, mode, size
@@ -127,15 +126,6 @@ impl DirReader for Linux {
         Ok(rustix::fs::open(
             full,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?)
-    }
-
-    fn open_in(&self, parent: &OwnedFd, name: &OsStr, _full: &Path) -> io::Result<OwnedFd> {
-        Ok(rustix::fs::openat(
-            parent,
-            name,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
             Mode::empty(),
         )?)
     }

@@ -52,8 +52,6 @@ pub(crate) trait DirReader: Sync {
     type Listing: Sync;
     /// Open the directory at `full`.
     fn open(&self, full: &Path) -> io::Result<Self::Dir>;
-    /// Open the subdirectory `name` of `parent`, whose full path is `full`.
-    fn open_in(&self, parent: &Self::Dir, name: &OsStr, full: &Path) -> io::Result<Self::Dir>;
     /// The entries of `dir`, and the errors met while listing it.
     fn list(&self, dir: &Self::Dir) -> (Self::Listing, Vec<io::Error>);
     fn count(listing: &Self::Listing) -> usize;
@@ -74,10 +72,6 @@ impl DirReader for Portable {
     type Listing = Vec<(std::fs::DirEntry, OsString, Option<Kind>)>;
 
     fn open(&self, full: &Path) -> io::Result<PathBuf> {
-        Ok(full.to_path_buf())
-    }
-
-    fn open_in(&self, _parent: &PathBuf, _name: &OsStr, full: &Path) -> io::Result<PathBuf> {
         Ok(full.to_path_buf())
     }
 
