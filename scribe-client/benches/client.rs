@@ -20,7 +20,9 @@
 //! temp dir, tcp (an in-process `scribe_server` listener on 127.0.0.1).
 //! `--files 0` skips part 1, `--create-mib 0` part 2, `--big-mib 0` part 3.
 //! `--other-bin` also runs part 4 with another `scribe` binary (alternating
-//! with this build's), for before/after figures.
+//! with this build's), for before/after figures, and adds that binary to
+//! the alternation of part 1's clean, one-changed and settled-touched runs
+//! (this build, the other binary, git: A B C A B C ...).
 //! Part 1 also measures the two other `status` variants: one file changed,
 //! and every mtime touched with no content change (the first status hashes
 //! every file and settles the fingerprints, the next is stat-only again).
@@ -244,6 +246,18 @@ fn median(xs: &mut [f64]) -> f64 {
     xs[xs.len() / 2]
 }
 
+/// The `--other-bin` figures of a status variant, if it ran.
+fn other_line(what: &str, o: &Opts, xs: &mut [f64]) {
+    if let (Some(b), false) = (&o.other_bin, xs.is_empty()) {
+        println!(
+            "{what}: other binary {} best {:.3} s median {:.3} s",
+            b.display(),
+            best(xs),
+            median(xs)
+        );
+    }
+}
+
 fn mib(n: u64) -> f64 {
     n as f64 / 1_048_576.0
 }
@@ -330,11 +344,15 @@ fn main() {
         let mut g = Vec::new();
         let mut raw = Vec::new();
         println!("status-machine: {}", machine());
+        let mut other = Vec::new();
         for _ in 0..7 {
             raw.push(raw_walk(&ws).0);
             let (t, out) = scribe(&ws, &["status"]);
             assert!(out.contains("Nothing opened, no local changes"), "{out}");
             s.push(t);
+            if let Some(b) = &o.other_bin {
+                other.push(scribe_with(b, &ws, &["status"]).0);
+            }
             if git {
                 g.push(run(&ws, "git", &["status"]));
             }
@@ -350,6 +368,7 @@ fn main() {
             median(&mut raw),
             machine(),
         );
+        other_line("status", &o, &mut other);
         let hashed = |out: &str| -> u64 {
             out.split("\"hashed\":")
                 .nth(1)
@@ -369,11 +388,14 @@ fn main() {
             *b = !*b;
         }
         std::fs::write(&victim, &changed).expect("change one file");
-        let (mut s, mut g) = (Vec::new(), Vec::new());
+        let (mut s, mut g, mut other) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..7 {
             let (t, out) = scribe(&ws, &["status", "--json"]);
             assert!(out.contains("\"kind\":\"modified\""), "{out}");
             s.push(t);
+            if let Some(b) = &o.other_bin {
+                other.push(scribe_with(b, &ws, &["status", "--json"]).0);
+            }
             if git {
                 g.push(run(&ws, "git", &["status"]));
             }
@@ -385,6 +407,7 @@ fn main() {
             if git { best(&g) } else { f64::NAN },
             if git { median(&mut g) } else { f64::NAN },
         );
+        other_line("status-one-changed", &o, &mut other);
         std::fs::write(&victim, &original).expect("restore");
         std::fs::File::options()
             .write(true)
@@ -411,12 +434,15 @@ fn main() {
         } else {
             f64::NAN
         };
-        let (mut s, mut g) = (Vec::new(), Vec::new());
+        let (mut s, mut g, mut other) = (Vec::new(), Vec::new(), Vec::new());
         let mut later_hashed = 0;
         for _ in 0..5 {
             let (t, out) = scribe(&ws, &["status", "--json"]);
             later_hashed = later_hashed.max(hashed(&out));
             s.push(t);
+            if let Some(b) = &o.other_bin {
+                other.push(scribe_with(b, &ws, &["status", "--json"]).0);
+            }
             if git {
                 g.push(run(&ws, "git", &["status"]));
             }
@@ -432,6 +458,7 @@ fn main() {
             if git { best(&g) } else { f64::NAN },
             if git { median(&mut g) } else { f64::NAN },
         );
+        other_line("status-touched (later)", &o, &mut other);
     }
 
     // 2. fresh workspace create of M MiB vs. sequential write rate.

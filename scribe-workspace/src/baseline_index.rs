@@ -18,10 +18,15 @@
 //! ‖ [32] BLAKE3 of everything before it
 //! ```
 //! Integers are little-endian.
+//!
+//! In memory the index *is* the file's bytes (without the checksum): the
+//! decoder checks them in one pass and keeps them; lookups read the fixed
+//! 36-byte records in place. Loading 100,000 entries costs the read, the
+//! checksum and that pass, no per-entry decoding into a second structure.
 
 use std::path::{Path, PathBuf};
 
-use scribe_format::bytes::{Put, Reader};
+use scribe_format::bytes::Put;
 use scribe_format::FormatError;
 
 use crate::error::Result;
@@ -35,21 +40,96 @@ const VERSION: u32 = 1;
 const HEADER: usize = 8 + 4 + 16 + 8 + 8;
 const RECORD: usize = 4 + 2 + 1 + 1 + Fingerprint::LEN;
 const CHECKSUM: usize = 32;
+/// Where the generation lies in the header.
+const GENERATION_AT: usize = 12;
+/// Above this many bytes the checksum is computed on all cores.
+const PARALLEL_CHECKSUM: usize = 1 << 20;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Entry {
-    off: u32,
-    len: u16,
-    mode: u8,
-    fingerprint: Fingerprint,
+fn le_u16(b: &[u8], at: usize) -> u16 {
+    let mut a = [0u8; 2];
+    a.copy_from_slice(&b[at..at + 2]);
+    u16::from_le_bytes(a)
 }
 
-/// Every baseline's path, mode and fingerprint, sorted by path.
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+fn checksum(body: &[u8]) -> blake3::Hash {
+    let mut h = blake3::Hasher::new();
+    if body.len() >= PARALLEL_CHECKSUM {
+        h.update_rayon(body);
+    } else {
+        h.update(body);
+    }
+    h.finalize()
+}
+
+/// Every baseline's path, mode and fingerprint, sorted by path: the cache
+/// file's body (header, records, path blob), checked when it was made.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BaselineIndex {
-    generation: [u8; 16],
-    paths: String,
-    entries: Vec<Entry>,
+    body: Vec<u8>,
+    count: usize,
+    /// Where the path blob starts in `body`.
+    blob: usize,
+}
+
+/// Collects baselines in path order into a [`BaselineIndex`].
+#[derive(Debug, Default)]
+struct Builder {
+    records: Vec<u8>,
+    blob: Vec<u8>,
+    last: (usize, usize),
+    count: usize,
+}
+
+impl Builder {
+    /// Append a baseline; `path` must sort after the last one.
+    fn push(&mut self, path: &str, mode: u8, fingerprint: Fingerprint) -> bool {
+        let last = &self.blob[self.last.0..self.last.1];
+        let ordered = self.count == 0 || last < path.as_bytes();
+        let (Ok(off), Ok(len)) = (u32::try_from(self.blob.len()), u16::try_from(path.len())) else {
+            return false;
+        };
+        if !ordered || path.is_empty() || mode > 1 {
+            return false;
+        }
+        self.last = (self.blob.len(), self.blob.len() + path.len());
+        self.blob.extend_from_slice(path.as_bytes());
+        self.records.put_u32(off);
+        self.records.put_u16(len);
+        self.records.put_u8(mode);
+        self.records.put_u8(0);
+        fingerprint.write(&mut self.records);
+        self.count += 1;
+        true
+    }
+
+    fn finish(self, generation: [u8; 16]) -> BaselineIndex {
+        let mut body = Vec::with_capacity(HEADER + self.records.len() + self.blob.len() + CHECKSUM);
+        body.put_bytes(MAGIC);
+        body.put_u32(VERSION);
+        body.put_bytes(&generation);
+        body.put_u64(self.count as u64);
+        body.put_u64(self.blob.len() as u64);
+        body.put_bytes(&self.records);
+        let blob = body.len();
+        body.put_bytes(&self.blob);
+        BaselineIndex {
+            body,
+            count: self.count,
+            blob,
+        }
+    }
 }
 
 /// Where [`load`] got the index from.
@@ -68,39 +148,12 @@ pub enum CacheUse {
 impl BaselineIndex {
     /// An empty index for `generation`.
     pub fn new(generation: [u8; 16]) -> BaselineIndex {
-        BaselineIndex {
-            generation,
-            paths: String::new(),
-            entries: Vec::new(),
-        }
-    }
-
-    /// Append a baseline; `path` must sort after the last one.
-    fn push(&mut self, path: &str, mode: u8, fingerprint: Fingerprint) -> bool {
-        let ordered = self
-            .entries
-            .last()
-            .is_none_or(|_| self.path(self.entries.len() - 1) < path);
-        let (Ok(off), Ok(len)) = (u32::try_from(self.paths.len()), u16::try_from(path.len()))
-        else {
-            return false;
-        };
-        if !ordered || path.is_empty() || mode > 1 {
-            return false;
-        }
-        self.paths.push_str(path);
-        self.entries.push(Entry {
-            off,
-            len,
-            mode,
-            fingerprint,
-        });
-        true
+        Builder::default().finish(generation)
     }
 
     /// Build from the baseline table of `read`, for `generation`.
     pub fn from_state(read: &StateRead, generation: [u8; 16]) -> Result<BaselineIndex> {
-        let mut out = BaselineIndex::new(generation);
+        let mut out = Builder::default();
         let mut ok = true;
         read.visit_baselines(|path, rec| {
             ok &= out.push(path, rec.mode, rec.fingerprint);
@@ -115,50 +168,82 @@ impl BaselineIndex {
                 ),
             });
         }
-        Ok(out)
+        Ok(out.finish(generation))
     }
 
     /// The stamp this index was built from.
     pub fn generation(&self) -> [u8; 16] {
-        self.generation
+        let mut g = [0u8; 16];
+        g.copy_from_slice(&self.body[GENERATION_AT..GENERATION_AT + 16]);
+        g
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.count
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.count == 0
+    }
+
+    /// The record of entry `i` (`None` when out of range).
+    fn record(&self, i: usize) -> Option<&[u8]> {
+        if i >= self.count {
+            return None;
+        }
+        let at = HEADER + i * RECORD;
+        self.body.get(at..at + RECORD)
+    }
+
+    /// The path bytes of entry `i` (empty when out of range).
+    fn path_bytes(&self, i: usize) -> &[u8] {
+        self.record(i)
+            .and_then(|r| {
+                let start = self.blob + le_u32(r, 0) as usize;
+                self.body.get(start..start + usize::from(le_u16(r, 4)))
+            })
+            .unwrap_or(&[])
+    }
+
+    /// The path bytes of entry `i` after its first `skip` bytes (empty when
+    /// out of range or shorter).
+    pub fn path_tail(&self, i: usize, skip: usize) -> &[u8] {
+        self.path_bytes(i).get(skip..).unwrap_or(&[])
     }
 
     /// The path of entry `i` ("" when out of range).
     pub fn path(&self, i: usize) -> &str {
-        self.entries
-            .get(i)
-            .and_then(|e| {
-                let start = e.off as usize;
-                self.paths.get(start..start + usize::from(e.len))
-            })
-            .unwrap_or("")
+        // Checked UTF-8 with char boundaries when the index was made.
+        std::str::from_utf8(self.path_bytes(i)).unwrap_or("")
     }
 
     /// The recorded mode of entry `i` (0 regular, 1 executable).
     pub fn mode(&self, i: usize) -> u8 {
-        self.entries.get(i).map_or(0, |e| e.mode)
+        self.record(i).map_or(0, |r| r[6])
     }
 
     /// The recorded fingerprint of entry `i`.
     pub fn fingerprint(&self, i: usize) -> Fingerprint {
-        self.entries
-            .get(i)
-            .map_or_else(Fingerprint::default, |e| e.fingerprint)
+        self.record(i)
+            .map_or_else(Fingerprint::default, |r| Fingerprint {
+                size: le_u64(r, 8),
+                mtime_s: le_u64(r, 16),
+                mtime_ns: le_u32(r, 24),
+                recorded_ms: le_u64(r, 28),
+            })
     }
 
     /// Record a refreshed fingerprint for entry `i` (after `state.redb` got
     /// it under `generation`).
     pub fn refresh(&mut self, i: usize, fingerprint: Fingerprint) {
-        if let Some(e) = self.entries.get_mut(i) {
-            e.fingerprint = fingerprint;
+        if i >= self.count || fingerprint.mtime_ns >= 1_000_000_000 {
+            return;
+        }
+        let at = HEADER + i * RECORD + 8;
+        let mut fp = Vec::with_capacity(Fingerprint::LEN);
+        fingerprint.write(&mut fp);
+        if let Some(dst) = self.body.get_mut(at..at + Fingerprint::LEN) {
+            dst.copy_from_slice(&fp);
         }
     }
 
@@ -167,25 +252,23 @@ impl BaselineIndex {
     ///
     /// [`refresh`]: BaselineIndex::refresh
     pub fn set_generation(&mut self, generation: [u8; 16]) {
-        self.generation = generation;
+        self.body[GENERATION_AT..GENERATION_AT + 16].copy_from_slice(&generation);
     }
 
     /// The entry of `path`.
     pub fn position(&self, path: &str) -> Option<usize> {
-        let (lo, hi) = (0, self.entries.len());
-        self.find_in(lo, hi, 0, path)
+        self.find_in(0, self.count, 0, path)
     }
 
     /// The entries `[lo, hi)` whose paths lie under directory `dir`
     /// (`dir/...`; everything for the root `""`).
     pub fn range_under(&self, dir: &str) -> (usize, usize) {
         if dir.is_empty() {
-            return (0, self.entries.len());
+            return (0, self.count);
         }
-        let below = |p: &str| -> bool {
+        let db = dir.as_bytes();
+        let below = |pb: &[u8]| -> bool {
             // p < "dir/": compare the first dir.len() bytes, then '/'.
-            let pb = p.as_bytes();
-            let db = dir.as_bytes();
             let n = db.len().min(pb.len());
             match pb[..n].cmp(&db[..n]) {
                 std::cmp::Ordering::Less => true,
@@ -193,10 +276,8 @@ impl BaselineIndex {
                 std::cmp::Ordering::Equal => pb.len() <= db.len() || pb[db.len()] < b'/',
             }
         };
-        let above = |p: &str| -> bool {
+        let above = |pb: &[u8]| -> bool {
             // p >= "dir0" ('/' + 1): past everything under "dir/".
-            let pb = p.as_bytes();
-            let db = dir.as_bytes();
             let n = db.len().min(pb.len());
             match pb[..n].cmp(&db[..n]) {
                 std::cmp::Ordering::Less => false,
@@ -204,129 +285,98 @@ impl BaselineIndex {
                 std::cmp::Ordering::Equal => pb.len() > db.len() && pb[db.len()] > b'/',
             }
         };
-        let lo = self.partition(0, self.entries.len(), |i| below(self.path(i)));
-        let hi = self.partition(lo, self.entries.len(), |i| !above(self.path(i)));
+        let lo = partition(0, self.count, |i| below(self.path_bytes(i)));
+        let hi = partition(lo, self.count, |i| !above(self.path_bytes(i)));
         (lo, hi)
-    }
-
-    /// The first index in `[lo, hi)` where `pred` turns false (it must be
-    /// true then false over the range).
-    fn partition(&self, mut lo: usize, mut hi: usize, pred: impl Fn(usize) -> bool) -> usize {
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if pred(mid) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
     }
 
     /// The entry in `[lo, hi)` whose path, after its first `skip` bytes
     /// (a common prefix of the range), equals `rest`.
     pub fn find_in(&self, lo: usize, hi: usize, skip: usize, rest: &str) -> Option<usize> {
-        let hi = hi.min(self.entries.len());
-        let at = self.partition(lo, hi, |i| {
-            self.path(i).as_bytes().get(skip..).unwrap_or(&[]) < rest.as_bytes()
-        });
-        (at < hi && self.path(at).as_bytes().get(skip..) == Some(rest.as_bytes())).then_some(at)
+        let hi = hi.min(self.count);
+        let rest = rest.as_bytes();
+        let tail = |i: usize| self.path_bytes(i).get(skip..).unwrap_or(&[]);
+        let at = partition(lo, hi, |i| tail(i) < rest);
+        (at < hi && tail(at) == rest).then_some(at)
     }
 
     /// The file bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out =
-            Vec::with_capacity(HEADER + self.entries.len() * RECORD + self.paths.len() + CHECKSUM);
-        out.put_bytes(MAGIC);
-        out.put_u32(VERSION);
-        out.put_bytes(&self.generation);
-        out.put_u64(self.entries.len() as u64);
-        out.put_u64(self.paths.len() as u64);
-        for e in &self.entries {
-            out.put_u32(e.off);
-            out.put_u16(e.len);
-            out.put_u8(e.mode);
-            out.put_u8(0);
-            e.fingerprint.write(&mut out);
-        }
-        out.put_bytes(self.paths.as_bytes());
-        let sum = blake3::hash(&out);
+        let mut out = Vec::with_capacity(self.body.len() + CHECKSUM);
+        out.extend_from_slice(&self.body);
+        let sum = checksum(&out);
         out.put_bytes(sum.as_bytes());
         out
     }
 
     /// Parse and check the file bytes; never panics.
     pub fn decode(bytes: &[u8]) -> std::result::Result<BaselineIndex, FormatError> {
+        Self::decode_owned(bytes.to_vec())
+    }
+
+    /// [`decode`](BaselineIndex::decode) keeping `bytes` as the index (no
+    /// copy); never panics.
+    pub fn decode_owned(mut bytes: Vec<u8>) -> std::result::Result<BaselineIndex, FormatError> {
         let bad = |reason: &'static str| FormatError::invalid("status cache", reason);
         if bytes.len() < HEADER + CHECKSUM {
             return Err(bad("shorter than its header"));
         }
-        let (body, sum) = bytes.split_at(bytes.len() - CHECKSUM);
-        if blake3::hash(body).as_bytes() != sum {
+        let body_len = bytes.len() - CHECKSUM;
+        if checksum(&bytes[..body_len]).as_bytes() != &bytes[body_len..] {
             return Err(bad("checksum mismatch"));
         }
-        let mut r = Reader::new(body);
-        let magic: [u8; 8] = r.array("status cache magic")?;
-        if &magic != MAGIC {
+        bytes.truncate(body_len);
+        let body = bytes;
+        if &body[..8] != MAGIC {
             return Err(bad("not a status cache"));
         }
-        let version = r.u32("status cache version")?;
+        let version = le_u32(&body, 8);
         if version != VERSION {
             return Err(FormatError::UnsupportedVersion {
                 what: "status cache",
                 version: version.into(),
             });
         }
-        let generation: [u8; 16] = r.array("status cache generation")?;
-        let count = r.u64("status cache count")?;
-        let blob_len = r.u64("status cache blob length")?;
+        let count = le_u64(&body, 28);
+        let blob_len = le_u64(&body, 36);
         let expected = (count as u128) * (RECORD as u128) + u128::from(blob_len) + HEADER as u128;
         if expected != body.len() as u128 {
             return Err(bad("length does not match its counts"));
         }
         let count = count as usize;
-        let blob_start = HEADER + count * RECORD;
-        let paths = std::str::from_utf8(&body[blob_start..])
-            .map_err(|_| FormatError::NotUtf8 {
-                what: "status cache path",
-            })?
-            .to_string();
-        let mut entries = Vec::with_capacity(count);
+        let blob = HEADER + count * RECORD;
+        let paths = std::str::from_utf8(&body[blob..]).map_err(|_| FormatError::NotUtf8 {
+            what: "status cache path",
+        })?;
         let mut next = 0usize;
-        let mut prev: Option<&str> = None;
-        for _ in 0..count {
-            let off = r.u32("status cache path offset")?;
-            let len = r.u16("status cache path length")?;
-            let mode = r.u8("status cache mode")?;
-            let pad = r.u8("status cache padding")?;
-            let fingerprint = Fingerprint::read(&mut r)?;
+        let mut prev: &[u8] = &[];
+        for r in body[HEADER..blob].chunks_exact(RECORD) {
+            let (off, len, mode, pad) = (le_u32(r, 0), le_u16(r, 4), r[6], r[7]);
             if off as usize != next || len == 0 || mode > 1 || pad != 0 {
                 return Err(bad("malformed record"));
+            }
+            if le_u32(r, 24) >= 1_000_000_000 {
+                return Err(FormatError::InvalidValue {
+                    what: "fingerprint mtime ns",
+                    value: le_u32(r, 24).into(),
+                    reason: "nanoseconds must be below one second",
+                });
             }
             let end = next + usize::from(len);
             let path = paths
                 .get(next..end)
-                .ok_or_else(|| bad("path out of range"))?;
-            if prev.is_some_and(|p| p >= path) {
+                .ok_or_else(|| bad("path out of range"))?
+                .as_bytes();
+            if !prev.is_empty() && prev >= path {
                 return Err(bad("paths out of order"));
             }
-            prev = Some(path);
+            prev = path;
             next = end;
-            entries.push(Entry {
-                off,
-                len,
-                mode,
-                fingerprint,
-            });
         }
         if next != paths.len() {
             return Err(bad("unused path bytes"));
         }
-        Ok(BaselineIndex {
-            generation,
-            paths,
-            entries,
-        })
+        Ok(BaselineIndex { body, count, blob })
     }
 
     /// Write the cache file (temporary + rename; no flush: a torn file
@@ -337,6 +387,20 @@ impl BaselineIndex {
         std::fs::write(&tmp, self.encode())?;
         std::fs::rename(&tmp, &path)
     }
+}
+
+/// The first index in `[lo, hi)` where `pred` turns false (it must be true
+/// then false over the range).
+fn partition(mut lo: usize, mut hi: usize, pred: impl Fn(usize) -> bool) -> usize {
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 /// `.scribe/_state/status-cache` of the workspace at `root`.
@@ -354,10 +418,10 @@ pub fn load(ws: &Workspace) -> Result<(BaselineIndex, CacheUse)> {
     let how = match std::fs::read(cache_path(ws.root())) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => CacheUse::Missing,
         Err(_) => CacheUse::Corrupt,
-        Ok(bytes) => match BaselineIndex::decode(&bytes) {
+        Ok(bytes) => match BaselineIndex::decode_owned(bytes) {
             Err(_) => CacheUse::Corrupt,
             Ok(index) => {
-                if Some(index.generation) == generation && index.len() as u64 == count {
+                if Some(index.generation()) == generation && index.len() as u64 == count {
                     return Ok((index, CacheUse::Hit));
                 }
                 CacheUse::Stale
@@ -394,15 +458,19 @@ mod tests {
         }
     }
 
-    fn sample() -> BaselineIndex {
-        let mut ix = BaselineIndex::new([9; 16]);
+    fn sample_builder() -> Builder {
+        let mut b = Builder::default();
         for (i, p) in ["a", "a.txt", "a/b", "a/b/c", "a/d", "ab", "b/é", "z"]
             .iter()
             .enumerate()
         {
-            assert!(ix.push(p, (i % 2) as u8, fp(i as u64)));
+            assert!(b.push(p, (i % 2) as u8, fp(i as u64)));
         }
-        ix
+        b
+    }
+
+    fn sample() -> BaselineIndex {
+        sample_builder().finish([9; 16])
     }
 
     #[test]
@@ -428,8 +496,29 @@ mod tests {
     }
 
     #[test]
-    fn push_refuses_disorder() {
+    fn refresh_and_restamp_in_place() {
         let mut ix = sample();
+        ix.refresh(4, fp(40));
+        ix.refresh(99, fp(41)); // out of range: ignored
+        ix.set_generation([3; 16]);
+        let back = BaselineIndex::decode(&ix.encode()).unwrap();
+        assert_eq!(back, ix);
+        assert_eq!(back.generation(), [3; 16]);
+        assert_eq!(back.fingerprint(4), fp(40));
+        assert_eq!(back.fingerprint(3), fp(3));
+        assert_eq!(back.path(4), "a/d");
+        assert_eq!(BaselineIndex::new([1; 16]).len(), 0);
+        assert_eq!(
+            BaselineIndex::decode(&BaselineIndex::new([1; 16]).encode())
+                .unwrap()
+                .len(),
+            0
+        );
+    }
+
+    #[test]
+    fn push_refuses_disorder() {
+        let mut ix = sample_builder();
         assert!(!ix.push("b", 0, fp(1)));
         assert!(!ix.push("z", 0, fp(1)));
         assert!(!ix.push("zz", 2, fp(1)));
@@ -461,6 +550,18 @@ mod tests {
         let mut mode = bytes.clone();
         mode[HEADER + 6] = 2;
         assert!(BaselineIndex::decode(&reseal(mode)).is_err());
+        let mut ns = bytes.clone();
+        ns[HEADER + 24..HEADER + 28].copy_from_slice(&1_000_000_000u32.to_le_bytes());
+        assert!(BaselineIndex::decode(&reseal(ns)).is_err());
+        // A path length that splits a multi-byte character.
+        let mut split = bytes.clone();
+        let e = HEADER + 6 * RECORD; // "b/é": 4 bytes
+        split[e + 4..e + 6].copy_from_slice(&3u16.to_le_bytes());
+        let next = HEADER + 7 * RECORD;
+        let off = u32::from_le_bytes(split[next..next + 4].try_into().unwrap());
+        split[next..next + 4].copy_from_slice(&(off - 1).to_le_bytes());
+        split[next + 4..next + 6].copy_from_slice(&2u16.to_le_bytes());
+        assert!(BaselineIndex::decode(&reseal(split)).is_err());
         let mut count = bytes.clone();
         count[28..36].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(BaselineIndex::decode(&reseal(count)).is_err());
@@ -623,6 +724,53 @@ mod tests {
                 assert!(cached.contains(expected), "{expected} in {cached}");
             }
             assert!(!cached.contains("y.tmp"), "{cached}");
+        }
+
+        #[test]
+        fn big_directories_use_the_name_table_and_agree() {
+            // Directories with enough entries get a hash table of their
+            // files; lookups through it must equal the plain merge-join.
+            let (_d, ws) = ws();
+            for i in 0..60 {
+                track(
+                    &ws,
+                    &format!("big/f{i}.bin"),
+                    format!("{i}").as_bytes(),
+                    true,
+                );
+            }
+            for i in 0..30 {
+                track(&ws, &format!("big/sub/g{i}"), b"g", true);
+            }
+            track(&ws, "big0/after", b"a", true);
+            track(&ws, "big.txt", b"b", true);
+            for i in (0..60).step_by(7) {
+                fs::remove_file(ws.root().join(format!("big/f{i}.bin"))).unwrap();
+            }
+            for i in 0..5 {
+                fs::write(ws.root().join(format!("big/new{i}")), b"n").unwrap();
+                fs::write(ws.root().join(format!("big/sub/new{i}")), b"n").unwrap();
+            }
+            fs::write(ws.root().join("big/f3.bin"), b"edited!").unwrap();
+            fs::write(ws.root().join("big/sub"), b"x").unwrap_err();
+            for prefixes in [&[][..], &["big"][..], &["big/sub"][..]] {
+                let (cached, plain) = both(&ws, prefixes);
+                assert_eq!(cached, plain, "prefixes {prefixes:?}");
+            }
+            let (cached, _) = both(&ws, &[]);
+            for expected in [
+                "missing big/f0.bin",
+                "missing big/f56.bin",
+                "new big/new4",
+                "new big/sub/new0",
+                "modified big/f3.bin",
+            ] {
+                assert!(cached.contains(expected), "{expected} in {cached}");
+            }
+            assert!(
+                !cached.contains("big0/after") && !cached.contains("big.txt"),
+                "{cached}"
+            );
         }
 
         #[test]

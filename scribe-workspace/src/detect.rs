@@ -173,19 +173,89 @@ struct Compare<'a> {
     seen: Vec<AtomicBool>,
 }
 
+/// One directory's slice of the index: the entries `[lo, hi)` under it,
+/// the length of `dir/`, and for a directory whose range is mostly its own
+/// files a hash table of those (entry + 1, 0 = empty; `mask` = size - 1),
+/// so each file costs one hash and one compare instead of a binary search.
+struct DirSlice {
+    lo: usize,
+    hi: usize,
+    skip: usize,
+    table: Vec<u32>,
+    mask: usize,
+}
+
+/// FNV-1a of a name (a handful of bytes; no need for more).
+fn name_hash(name: &[u8]) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in name {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h ^ (h >> 29)) as usize
+}
+
+impl DirSlice {
+    fn find(&self, index: &BaselineIndex, name: &str) -> Option<usize> {
+        if self.table.is_empty() {
+            return index.find_in(self.lo, self.hi, self.skip, name);
+        }
+        let mut at = name_hash(name.as_bytes()) & self.mask;
+        loop {
+            let slot = self.table[at] as usize;
+            if slot == 0 {
+                return None;
+            }
+            let i = slot - 1;
+            if index.path_tail(i, self.skip) == name.as_bytes() {
+                return Some(i);
+            }
+            at = (at + 1) & self.mask;
+        }
+    }
+}
+
 impl Visit for Compare<'_> {
-    /// The entries under the directory and the length of `dir/`.
-    type Dir = (usize, usize, usize);
+    type Dir = DirSlice;
     type Acc = Found;
 
-    fn dir(&self, rel: &str) -> (usize, usize, usize) {
+    fn dir(&self, rel: &str, entries: usize) -> DirSlice {
         let (lo, hi) = self.index.range_under(rel);
-        (lo, hi, if rel.is_empty() { 0 } else { rel.len() + 1 })
+        let skip = if rel.is_empty() { 0 } else { rel.len() + 1 };
+        let mut slice = DirSlice {
+            lo,
+            hi,
+            skip,
+            table: Vec::new(),
+            mask: 0,
+        };
+        // Worth a table when there are files to look up and the range is
+        // not mostly deeper entries (the root of a big tree is not).
+        let span = hi - lo;
+        if entries >= 8 && span <= 4 * entries + 64 && u32::try_from(hi).is_ok() {
+            let size = (2 * span).next_power_of_two().max(16);
+            let mut table = vec![0u32; size];
+            let mask = size - 1;
+            for i in lo..hi {
+                let tail = self.index.path_tail(i, skip);
+                if tail.contains(&b'/') {
+                    continue; // in a subdirectory
+                }
+                let mut at = name_hash(tail) & mask;
+                while table[at] != 0 {
+                    at = (at + 1) & mask;
+                }
+                table[at] = (i + 1) as u32;
+            }
+            slice.table = table;
+            slice.mask = mask;
+        }
+        slice
     }
 
     fn file(
         &self,
-        &(lo, hi, skip): &(usize, usize, usize),
+        dir: &DirSlice,
         acc: &mut Found,
         path: &str,
         name: &str,
@@ -197,8 +267,8 @@ impl Visit for Compare<'_> {
             fingerprint,
             executable,
         };
-        debug_assert_eq!(path.len(), skip + name.len());
-        let Some(i) = self.index.find_in(lo, hi, skip, name) else {
+        debug_assert_eq!(path.len(), dir.skip + name.len());
+        let Some(i) = dir.find(self.index, name) else {
             acc.new.push(file());
             return;
         };

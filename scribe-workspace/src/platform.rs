@@ -100,3 +100,26 @@ pub fn flush_dir(dir: &std::path::Path) -> std::io::Result<()> {
 pub fn flush_dir(_dir: &std::path::Path) -> std::io::Result<()> {
     Ok(())
 }
+
+/// The walk's directory readers: [`walk::Portable`] everywhere, and on
+/// Linux a reader built on `openat`, `getdents64` and a narrow `statx`.
+pub(crate) mod walk;
+
+#[cfg(target_os = "linux")]
+mod linux;
+
+/// The reader the walk uses on this platform.
+#[cfg(target_os = "linux")]
+pub(crate) type NativeReader = linux::Linux;
+
+/// The reader the walk uses on this platform.
+#[cfg(not(target_os = "linux"))]
+pub(crate) type NativeReader = walk::Portable;
+
+/// An instance of [`NativeReader`].
+#[cfg(target_os = "linux")]
+pub(crate) const NATIVE: NativeReader = linux::Linux;
+
+/// An instance of [`NativeReader`].
+#[cfg(not(target_os = "linux"))]
+pub(crate) const NATIVE: NativeReader = walk::Portable;

@@ -21,6 +21,7 @@ use ignore::Match;
 use rayon::prelude::*;
 
 use crate::platform;
+use crate::platform::walk::{DirReader, Kind};
 use crate::records::Fingerprint;
 
 /// The versioned ignore file name.
@@ -105,8 +106,9 @@ pub(crate) trait Visit: Sync {
     type Dir;
     /// What one directory's files produce; parts are joined in any order.
     type Acc: Default + Send;
-    /// Enter directory `rel` (canonical, "" = root).
-    fn dir(&self, rel: &str) -> Self::Dir;
+    /// Enter directory `rel` (canonical, "" = root) listing `entries`
+    /// names.
+    fn dir(&self, rel: &str, entries: usize) -> Self::Dir;
     /// One file: its canonical `path`, whose last component is `name`.
     fn file(
         &self,
@@ -125,7 +127,7 @@ struct Collect;
 impl Visit for Collect {
     type Dir = ();
     type Acc = Vec<ScannedFile>;
-    fn dir(&self, _rel: &str) {}
+    fn dir(&self, _rel: &str, _entries: usize) {}
     fn file(
         &self,
         _dir: &(),
@@ -156,15 +158,25 @@ pub(crate) fn walk_with<V: Visit>(
     options: &ScanOptions,
     visit: &V,
 ) -> (V::Acc, Vec<ScanProblem>) {
+    walk_with_reader(root, options, visit, &platform::NATIVE)
+}
+
+/// [`walk_with`] through a given directory reader.
+pub(crate) fn walk_with_reader<V: Visit, R: DirReader>(
+    root: &Path,
+    options: &ScanOptions,
+    visit: &V,
+    reader: &R,
+) -> (V::Acc, Vec<ScanProblem>) {
     if options.threads == 0 {
-        return walk_here(root, options, visit);
+        return walk_here(root, options, visit, reader);
     }
     match rayon::ThreadPoolBuilder::new()
         .num_threads(options.threads)
         .build()
     {
-        Ok(pool) => pool.install(|| walk_here(root, options, visit)),
-        Err(_) => walk_here(root, options, visit),
+        Ok(pool) => pool.install(|| walk_here(root, options, visit, reader)),
+        Err(_) => walk_here(root, options, visit, reader),
     }
 }
 
@@ -243,7 +255,8 @@ fn push_ignore_file(stack: &Arc<Stack>, dir: &Path, file: &Path) -> Arc<Stack> {
     }
 }
 
-struct Walk<'a> {
+struct Walk<'a, R> {
+    reader: &'a R,
     root: &'a Path,
     state_dir: PathBuf,
     local: Option<Rules>,
@@ -281,43 +294,33 @@ fn io_problem(path: &str, err: &std::io::Error) -> ScanProblem {
     }
 }
 
-impl Walk<'_> {
-    /// Walk `dir` (absolute) whose canonical path is `rel` ("" = root).
-    /// Entries are stat'ed through their directory handle (`fstatat`), not
-    /// by full path; subdirectories are walked in parallel. A file's path
-    /// is built in one buffer reused across the directory: nothing is
-    /// allocated per accepted file unless the visitor keeps it.
+impl<R: DirReader> Walk<'_, R> {
+    /// Walk the open directory `handle` at `dir` (absolute) whose canonical
+    /// path is `rel` ("" = root). Entries are stat'ed through the directory
+    /// handle, not by full path; subdirectories are walked in parallel. A file's path is built in one buffer reused
+    /// across the directory: nothing is allocated per accepted file unless
+    /// the visitor keeps it.
     fn dir<V: Visit>(
         &self,
         visit: &V,
+        handle: R::Dir,
         dir: &Path,
         rel: &str,
         stack: &Arc<Stack>,
         out: &mut Vec<Part<V::Acc>>,
     ) {
         let mut part = Part::<V::Acc>::default();
-        let rd = match std::fs::read_dir(dir) {
-            Ok(rd) => rd,
-            Err(err) => {
-                part.problems.push(io_problem(rel, &err));
-                out.push(part);
-                return;
-            }
-        };
+        let (listing, errors) = self.reader.list(&handle);
+        for err in &errors {
+            part.problems.push(io_problem(rel, err));
+        }
+        let count = R::count(&listing);
         // One listing answers both "has a .scribeignore" and "is a nested
         // workspace" without extra lookups per directory.
-        // Each name is copied out of its entry once.
-        let entries: Vec<std::io::Result<(std::fs::DirEntry, std::ffi::OsString)>> = rd
-            .map(|e| {
-                e.map(|e| {
-                    let name = e.file_name();
-                    (e, name)
-                })
-            })
-            .collect();
         let mut has_ignore = false;
         let mut has_scribe = false;
-        for (_, n) in entries.iter().flatten() {
+        for i in 0..count {
+            let n = R::name(&listing, i);
             has_ignore |= n == IGNORE_FILE;
             has_scribe |= n == scribe_format::path::SCRIBE_DIR;
         }
@@ -341,7 +344,7 @@ impl Walk<'_> {
             && scribe_format::path::collision_key(scribe_format::path::file_name(rel))
                 == scribe_format::path::collision_key(scribe_format::path::SCRIBE_DIR);
         let quick = dir_ok && !under_scribe;
-        let ctx = visit.dir(rel);
+        let ctx = visit.dir(rel, count);
         let base_len = if rel.is_empty() { 0 } else { rel.len() + 1 };
         let mut path = String::with_capacity(base_len + 64);
         path.push_str(rel);
@@ -349,17 +352,11 @@ impl Walk<'_> {
             path.push('/');
         }
         let mut subdirs = Vec::new();
-        for entry in entries {
-            let (entry, os_name) = match entry {
-                Ok(e) => e,
-                Err(err) => {
-                    part.problems.push(io_problem(rel, &err));
-                    continue;
-                }
-            };
-            let Ok(file_type) = entry.file_type() else {
+        for i in 0..count {
+            let Some(kind) = R::kind(&listing, i) else {
                 continue;
             };
+            let os_name = R::name(&listing, i);
             let Some(name) = os_name.to_str() else {
                 let lossy = os_name.to_string_lossy();
                 part.problems.push(ScanProblem {
@@ -375,8 +372,8 @@ impl Walk<'_> {
             };
             path.truncate(base_len);
             path.push_str(name);
-            if file_type.is_dir() {
-                let full = entry.path();
+            if kind == Kind::Dir {
+                let full = dir.join(os_name);
                 if full == self.state_dir || ignored(&stack, self.local.as_ref(), &full, true) {
                     continue;
                 }
@@ -395,12 +392,12 @@ impl Walk<'_> {
                     Some(Match::Ignore(_))
                 )
             } else {
-                ignored(&stack, self.local.as_ref(), &entry.path(), false)
+                ignored(&stack, self.local.as_ref(), &dir.join(os_name), false)
             };
             if is_ignored {
                 continue;
             }
-            if file_type.is_symlink() {
+            if kind == Kind::Symlink {
                 part.problems.push(ScanProblem {
                     path: path.clone(),
                     code: "symlink".into(),
@@ -410,7 +407,8 @@ impl Walk<'_> {
             }
             let valid = quick
                 && path.len() <= scribe_format::limits::MAX_PATH_BYTES
-                && scribe_format::path::validate_file_path(name).is_ok();
+                && (plainly_valid_name(name)
+                    || scribe_format::path::validate_file_path(name).is_ok());
             if !valid {
                 if let Err(e) = scribe_format::path::validate_file_path(&path) {
                     part.problems.push(ScanProblem {
@@ -421,30 +419,59 @@ impl Walk<'_> {
                     continue;
                 }
             }
-            match entry.metadata() {
-                Ok(meta) => visit.file(
+            match self.reader.stat(&handle, &listing, i) {
+                Ok(st) => visit.file(
                     &ctx,
                     &mut part.acc,
                     &path,
                     name,
-                    fingerprint_of(&meta, self.recorded_ms),
-                    platform::is_executable(&meta),
+                    Fingerprint {
+                        size: st.size,
+                        mtime_s: st.mtime_s,
+                        mtime_ns: st.mtime_ns,
+                        recorded_ms: self.recorded_ms,
+                    },
+                    st.executable,
                 ),
                 Err(err) => part.problems.push(io_problem(&path, &err)),
             }
         }
         drop(ctx);
         out.push(part);
+        // The directory is closed before its subdirectories are walked, so
+        // a deep tree holds one open directory per walking thread, not one
+        // per level.
+        drop(listing);
+        drop(handle);
         let below: Vec<Vec<Part<V::Acc>>> = subdirs
             .par_iter()
             .map(|(full, path)| {
                 let mut parts = Vec::new();
-                self.dir(visit, full, path, &stack, &mut parts);
+                self.dir_at(visit, full, path, &stack, &mut parts);
                 parts
             })
             .collect();
         for mut b in below {
             out.append(&mut b);
+        }
+    }
+
+    /// Open `dir` and walk it ([`Walk::dir`]); a failure to open it is a
+    /// problem at `rel`.
+    fn dir_at<V: Visit>(
+        &self,
+        visit: &V,
+        dir: &Path,
+        rel: &str,
+        stack: &Arc<Stack>,
+        out: &mut Vec<Part<V::Acc>>,
+    ) {
+        match self.reader.open(dir) {
+            Ok(handle) => self.dir(visit, handle, dir, rel, stack, out),
+            Err(err) => out.push(Part {
+                acc: V::Acc::default(),
+                problems: vec![io_problem(rel, &err)],
+            }),
         }
     }
 
@@ -470,10 +497,11 @@ impl Walk<'_> {
     }
 }
 
-fn walk_here<V: Visit>(
+fn walk_here<V: Visit, R: DirReader>(
     root: &Path,
     options: &ScanOptions,
     visit: &V,
+    reader: &R,
 ) -> (V::Acc, Vec<ScanProblem>) {
     let local_path = root.join(STATE_DIR).join("ignore");
     let local = if local_path.is_file() {
@@ -482,6 +510,7 @@ fn walk_here<V: Visit>(
         None
     };
     let walk = Walk {
+        reader,
         root,
         state_dir: root.join(STATE_DIR),
         local,
@@ -494,7 +523,7 @@ fn walk_here<V: Visit>(
     };
     let part = if prefixes.is_empty() {
         let mut parts = Vec::new();
-        walk.dir(visit, root, "", &Arc::new(Stack::new()), &mut parts);
+        walk.dir_at(visit, root, "", &Arc::new(Stack::new()), &mut parts);
         concat::<V>(parts)
     } else {
         let parts: Vec<Part<V::Acc>> = prefixes
@@ -510,7 +539,7 @@ fn walk_here<V: Visit>(
                 }
                 if meta.is_dir() {
                     let mut parts = Vec::new();
-                    walk.dir(visit, &full, prefix, &stack, &mut parts);
+                    walk.dir_at(visit, &full, prefix, &stack, &mut parts);
                     return concat::<V>(parts);
                 }
                 let mut part = Part::<V::Acc>::default();
@@ -528,7 +557,7 @@ fn walk_here<V: Visit>(
                     });
                 } else {
                     let (parent, name) = prefix.rsplit_once('/').unwrap_or(("", prefix));
-                    let ctx = visit.dir(parent);
+                    let ctx = visit.dir(parent, 1);
                     visit.file(
                         &ctx,
                         &mut part.acc,
@@ -546,6 +575,34 @@ fn walk_here<V: Visit>(
     let mut problems = part.problems;
     problems.sort_by(|a, b| a.path.cmp(&b.path));
     (part.acc, problems)
+}
+
+/// Whether `name` is certainly a valid file name (what
+/// `validate_file_path(name)` accepts), by a cheap check that answers yes
+/// only for plain ASCII names: letters, digits, `.`, `_` and `-`, not
+/// ending in `.`, no reserved device stem, not `.scribe`. Anything else
+/// (and every "no") goes through the full validation.
+pub(crate) fn plainly_valid_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    let (Some(&last), true) = (
+        b.last(),
+        b.len() <= scribe_format::limits::MAX_COMPONENT_BYTES,
+    ) else {
+        return false;
+    };
+    if last == b'.'
+        || !b
+            .iter()
+            .all(|&c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-')
+    {
+        return false;
+    }
+    let stem = b
+        .iter()
+        .position(|&c| c == b'.')
+        .map_or(name, |at| &name[..at]);
+    !scribe_format::path::is_reserved_device_stem(stem)
+        && !name.eq_ignore_ascii_case(scribe_format::path::SCRIBE_DIR)
 }
 
 /// A relative OS path as a `/`-separated string, if every component is UTF-8.
@@ -654,5 +711,181 @@ mod tests {
             },
         );
         assert_eq!(paths(&scan), vec!["a/1", "c/3"]);
+    }
+
+    /// The walk of `root` through `reader`, collected and sorted like [`scan`].
+    fn scan_with<R: DirReader>(root: &Path, options: &ScanOptions, reader: &R) -> Scan {
+        let (files, problems) = walk_with_reader(root, options, &Collect, reader);
+        let mut out = Scan { files, problems };
+        out.files.sort_by(|a, b| a.path.cmp(&b.path));
+        out.files.dedup_by(|a, b| a.path == b.path);
+        // The observation time is the walk's own: not compared.
+        for f in &mut out.files {
+            assert!(f.fingerprint.recorded_ms > 0);
+            f.fingerprint.recorded_ms = 0;
+        }
+        out
+    }
+
+    /// A tree with every kind of entry the walk treats specially.
+    fn varied_tree(root: &Path) {
+        for i in 0..40 {
+            write(root, &format!("many/f{i}.bin"), &vec![b'x'; i]);
+        }
+        write(root, "many/sub/deep/x", b"x");
+        write(root, "art/hero.psd", b"psd");
+        write(root, "art/tmp/cache.bin", b"x");
+        write(root, "art/.scribeignore", b"tmp/\n*.log\n!keep.log\n");
+        write(root, "art/build.log", b"log");
+        write(root, "art/keep.log", b"log");
+        write(root, "levels/\u{fc}n\u{ef}code.map", b"map");
+        write(root, ".scribe/_state/state.redb", b"state");
+        write(root, ".scribe/_state/ignore", b"*.tmp\n");
+        write(root, ".scribe/flows/build.yml", b"flow");
+        write(root, "nested/.scribe/_state/SCRIBE_FORMAT", b"x");
+        write(root, "nested/file", b"x");
+        write(root, "local.tmp", b"x");
+        write(root, "bad:name.txt", b"x");
+        write(root, "CON.txt", b"x");
+        write(root, "trailing.", b"x");
+        fs::create_dir_all(root.join("empty/dir")).unwrap();
+        let old = std::time::SystemTime::UNIX_EPOCH
+            + std::time::Duration::new(1_000_000_000, 123_456_789);
+        fs::File::options()
+            .write(true)
+            .open(root.join("many/f3.bin"))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            use std::os::unix::fs::PermissionsExt;
+            write(root, "tool.sh", b"#!/bin/sh\n");
+            fs::set_permissions(root.join("tool.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+            std::os::unix::fs::symlink("tool.sh", root.join("link")).unwrap();
+            std::os::unix::fs::symlink("art", root.join("dirlink")).unwrap();
+            let bad = std::ffi::OsStr::from_bytes(b"bad\xffname");
+            fs::write(root.join("many").join(bad), b"x").unwrap();
+            // A FIFO is listed and stat'ed like a file by both readers.
+            let fifo = root.join("many/pipe");
+            let _ = std::process::Command::new("mkfifo").arg(&fifo).status();
+        }
+    }
+
+    #[test]
+    fn native_reader_walks_like_the_portable_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        varied_tree(root);
+        for prefixes in [
+            vec![],
+            vec!["many".to_string()],
+            vec![
+                "art".to_string(),
+                "many/f3.bin".to_string(),
+                "missing".to_string(),
+            ],
+            vec!["nested".to_string(), "empty".to_string()],
+        ] {
+            let options = ScanOptions {
+                prefixes,
+                threads: 2,
+            };
+            let native = scan_with(root, &options, &platform::NATIVE);
+            let portable = scan_with(root, &options, &platform::walk::Portable);
+            assert_eq!(native.files, portable.files, "{:?}", options.prefixes);
+            assert_eq!(native.problems, portable.problems, "{:?}", options.prefixes);
+        }
+        let all = scan_with(root, &ScanOptions::default(), &platform::NATIVE);
+        let f3 = all.files.iter().find(|f| f.path == "many/f3.bin").unwrap();
+        assert_eq!(
+            (f3.fingerprint.mtime_s, f3.fingerprint.mtime_ns),
+            (1_000_000_000, 123_456_789)
+        );
+        assert_eq!(f3.fingerprint.size, 3);
+        let paths = paths(&all);
+        assert!(paths.contains(&"art/keep.log") && !paths.contains(&"art/build.log"));
+        assert!(!paths
+            .iter()
+            .any(|p| p.starts_with("nested/") || p.ends_with(".tmp")));
+        let codes: Vec<&str> = all.problems.iter().map(|p| p.code.as_str()).collect();
+        for code in [
+            "forbidden_character",
+            "reserved_device_name",
+            "trailing_dot",
+        ] {
+            assert!(codes.contains(&code), "{code} in {codes:?}");
+        }
+        #[cfg(unix)]
+        {
+            assert!(
+                codes.contains(&"symlink") && codes.contains(&"not_utf8"),
+                "{codes:?}"
+            );
+            assert!(all
+                .files
+                .iter()
+                .any(|f| f.path == "tool.sh" && f.executable));
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn unreadable_directories_are_problems_for_both_readers() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "ok/a", b"x");
+        write(root, "locked/b", b"x");
+        fs::set_permissions(root.join("locked"), fs::Permissions::from_mode(0o000)).unwrap();
+        let native = scan_with(root, &ScanOptions::default(), &platform::NATIVE);
+        let portable = scan_with(root, &ScanOptions::default(), &platform::walk::Portable);
+        fs::set_permissions(root.join("locked"), fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(native.files, portable.files);
+        let codes = |s: &Scan| {
+            s.problems
+                .iter()
+                .map(|p| (p.path.clone(), p.code.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(codes(&native), codes(&portable));
+        // root can read anything: then both simply list it
+        if !native.problems.is_empty() {
+            assert_eq!(
+                codes(&native),
+                vec![("locked".to_string(), "io".to_string())]
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn plainly_valid_names_are_valid(name in "[a-zA-Z0-9._ :<|~\u{e9}\u{212a}-]{0,12}") {
+            if plainly_valid_name(&name) {
+                proptest::prop_assert!(scribe_format::path::validate_file_path(&name).is_ok(), "{}", name);
+            }
+        }
+    }
+
+    #[test]
+    fn plain_name_check_defers_the_special_cases() {
+        for name in [
+            "f1.bin",
+            "a",
+            "README.md",
+            "x-y_z.tar.gz",
+            ".hidden",
+            "com10",
+        ] {
+            assert!(plainly_valid_name(name), "{name}");
+        }
+        for name in [
+            "", ".", "..", "a.", "con", "CON.txt", "lpt1.x", ".scribe", ".SCRIBE", "a b", "a:b",
+            "\u{e9}",
+        ] {
+            assert!(!plainly_valid_name(name), "{name}");
+        }
+        assert!(!plainly_valid_name(&"a".repeat(256)));
     }
 }

@@ -403,7 +403,7 @@ pub fn status(ctx: &Ctx) -> CliResult {
     if !s.unopened.is_empty() {
         println!("Changed but not opened (`scribe reconcile` opens them):");
         for c in &s.unopened {
-            println!("  {:<8}{}", kind(c), c.path());
+            println!("  {:<8} {}", kind(c), c.path());
         }
     }
     if !s.needs_resolve.is_empty() {
