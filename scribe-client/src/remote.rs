@@ -163,6 +163,15 @@ impl Remote {
         Ok(f(c)?)
     }
 
+    /// Another connection to the same server, for parallel transfers;
+    /// `None` on the in-process transport (one service per data root).
+    pub fn extra_connection(&self) -> Option<CliResult<Client>> {
+        match parse_url(&self.url) {
+            Ok(Target::Tcp { .. }) => Some(connect(&self.url, false)),
+            _ => None,
+        }
+    }
+
     /// A manifest's payload, from the cache or downloaded (verified).
     ///
     /// Downloaded manifests are not added to the cache: a durable cache

@@ -3,14 +3,17 @@
 //!
 //! The files are chunked by `scribe-objects` exactly as an import would
 //! (same cut points, chunk ids and manifests); its worker threads hand each
-//! hashed chunk to a bounded queue. One uploader thread takes the queue in
-//! groups (at most [`GROUP_CHUNKS`] chunks / [`GROUP_BYTES`]), pins the
-//! group's ids for the submission's upload intent and learns which the
-//! server lacks (`ObjectsPinMissing`, one transaction per group), and sends
+//! hashed chunk to a bounded queue. Uploader threads ([`LANES`] over TCP,
+//! each with its own connection, so one sends while the server publishes
+//! the other's stage; one on the in-process transport) take the queue in
+//! groups (at most [`GROUP_CHUNKS`] chunks / [`GROUP_BYTES`]), pin the
+//! group's ids for the submission's upload intent and learn which the
+//! server lacks (`ObjectsPinMissing`, one transaction per group), and send
 //! only those as staged puts, which the server publishes in durable
-//! batches of 64 MiB; a final `ObjectsPublish` publishes the rest. Reading,
-//! chunking and hashing overlap the transfer and the server's writes; the
-//! file is read once; only the manifests are written to the cache.
+//! batches of 64 MiB; a final `ObjectsPublish` on each connection
+//! publishes the rest. Reading, chunking and hashing overlap the transfer
+//! and the server's writes; the file is read once; only the manifests are
+//! written to the cache.
 //!
 //! What makes this safe without a local copy: every chunk id is computed
 //! from the very bytes sent, the manifest from those ids, and the pending
@@ -21,6 +24,7 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -28,6 +32,7 @@ use std::time::Duration;
 use indicatif::ProgressBar;
 use scribe_format::{ChunkId, ObjectId, OperationId, WorkspaceId};
 use scribe_objects::{ChunkBytes, ChunkSink, ImportedFile, StoreError};
+use scribe_server::{Client, ClientError};
 
 use crate::error::{CliError, CliResult};
 use crate::remote::{crash_count, Remote};
@@ -40,6 +45,8 @@ const GROUP_BYTES: usize = 32 << 20;
 const QUEUE_CHUNKS: usize = 8;
 /// How long the uploader waits to fill a group before sending what it has.
 const GROUP_WAIT: Duration = Duration::from_millis(20);
+/// Upload connections over TCP.
+const LANES: usize = 2;
 
 /// What the streaming freeze did.
 pub struct Streamed {
@@ -50,12 +57,14 @@ pub struct Streamed {
     pub bytes: u64,
 }
 
-/// Hands each chunk to the uploader's queue.
-struct QueueSink {
+/// Hands each chunk to the uploaders' queue.
+struct QueueSink<'a> {
     tx: Mutex<Option<SyncSender<(ChunkId, ChunkBytes)>>>,
+    /// Set by an uploader that failed: the import stops.
+    failed: &'a AtomicBool,
 }
 
-impl QueueSink {
+impl QueueSink<'_> {
     fn close(&self) {
         if let Ok(mut tx) = self.tx.lock() {
             tx.take();
@@ -63,8 +72,13 @@ impl QueueSink {
     }
 }
 
-impl ChunkSink for QueueSink {
+impl ChunkSink for QueueSink<'_> {
     fn chunk(&self, id: ChunkId, bytes: ChunkBytes) -> scribe_objects::Result<()> {
+        if self.failed.load(Ordering::SeqCst) {
+            return Err(StoreError::SinkStopped {
+                reason: "the upload failed".into(),
+            });
+        }
         let tx = self
             .tx
             .lock()
@@ -81,6 +95,33 @@ impl ChunkSink for QueueSink {
     }
 }
 
+/// One upload connection: the remote's own, or another one.
+enum Lane<'r> {
+    Shared(&'r Remote),
+    Own(Box<Client>),
+}
+
+impl Lane<'_> {
+    fn with<T>(&mut self, f: impl FnOnce(&mut Client) -> Result<T, ClientError>) -> CliResult<T> {
+        match self {
+            Lane::Shared(r) => r.with(f),
+            Lane::Own(c) => Ok(f(c)?),
+        }
+    }
+}
+
+/// What the uploaders share.
+struct Shared<'a> {
+    rx: Mutex<Receiver<(ChunkId, ChunkBytes)>>,
+    seen: Mutex<HashSet<ChunkId>>,
+    groups: AtomicUsize,
+    failed: &'a AtomicBool,
+    repo: String,
+    workspace: WorkspaceId,
+    op: OperationId,
+    bar: &'a ProgressBar,
+}
+
 /// Chunk `paths` into the cache's manifests while their chunks stream to
 /// the server under the upload intent `op` of `workspace`. Returns the
 /// imported files in order once every chunk the server lacked is
@@ -93,19 +134,65 @@ pub fn freeze_and_upload(
     bar: &ProgressBar,
 ) -> CliResult<Streamed> {
     let (tx, rx) = sync_channel::<(ChunkId, ChunkBytes)>(QUEUE_CHUNKS);
+    let failed = AtomicBool::new(false);
     let sink = QueueSink {
         tx: Mutex::new(Some(tx)),
+        failed: &failed,
     };
-    let repo = remote.repo.clone();
+    let shared = Shared {
+        rx: Mutex::new(rx),
+        seen: Mutex::new(HashSet::new()),
+        groups: AtomicUsize::new(0),
+        failed: &failed,
+        repo: remote.repo.clone(),
+        workspace,
+        op: *op,
+        bar,
+    };
+    let mut lanes = vec![Lane::Shared(remote)];
+    for _ in 1..LANES {
+        match remote.extra_connection() {
+            Some(c) => lanes.push(Lane::Own(Box::new(c?))),
+            None => break,
+        }
+    }
     std::thread::scope(|s| {
-        let uploader = s.spawn(|| upload_queue(remote, &repo, workspace, op, rx, bar));
+        let handles: Vec<_> = lanes
+            .into_iter()
+            .map(|mut lane| {
+                let shared = &shared;
+                s.spawn(move || {
+                    let r = upload_queue(&mut lane, shared);
+                    if r.is_err() {
+                        shared.failed.store(true, Ordering::SeqCst);
+                    }
+                    r
+                })
+            })
+            .collect();
         let imported = remote.cache().chunk_files_into(paths, &sink);
         sink.close();
-        let uploaded = uploader
-            .join()
-            .map_err(|_| CliError::new("internal", "the upload thread panicked"))?;
-        // The uploader's own error explains a stopped import best.
-        let (objects, bytes) = uploaded?;
+        let mut objects = 0;
+        let mut bytes = 0;
+        let mut first_err = None;
+        for h in handles {
+            match h.join() {
+                Ok(Ok((o, b))) => {
+                    objects += o;
+                    bytes += b;
+                }
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_err.get_or_insert(CliError::new("internal", "an upload thread panicked"));
+                }
+            }
+        }
+        // The uploaders' own error explains a stopped import best.
+        if let Some(e) = first_err {
+            return Err(e);
+        }
         Ok(Streamed {
             files: imported?,
             objects,
@@ -114,60 +201,68 @@ pub fn freeze_and_upload(
     })
 }
 
-/// The uploader: groups, pins and checks, sends what is missing, then
-/// publishes. Dropping `rx` on an error stops the import.
-fn upload_queue(
-    remote: &Remote,
-    repo: &str,
-    workspace: WorkspaceId,
-    op: &OperationId,
-    rx: Receiver<(ChunkId, ChunkBytes)>,
-    bar: &ProgressBar,
-) -> CliResult<(usize, u64)> {
-    let mut seen: HashSet<ChunkId> = HashSet::new();
+/// Take the next group from the queue: `None` when it is closed and empty.
+fn next_group(sh: &Shared<'_>) -> Option<Vec<(ChunkId, ChunkBytes)>> {
+    let rx = sh.rx.lock().ok()?;
+    let first = rx.recv().ok()?;
+    let mut group = vec![first];
+    let mut group_bytes = group[0].1.len();
+    while group.len() < GROUP_CHUNKS && group_bytes < GROUP_BYTES {
+        match rx.recv_timeout(GROUP_WAIT) {
+            Ok(c) => {
+                group_bytes += c.1.len();
+                group.push(c);
+            }
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    Some(group)
+}
+
+/// One uploader: groups, pins and checks, sends what is missing, then
+/// publishes its connection's stage.
+fn upload_queue(lane: &mut Lane<'_>, sh: &Shared<'_>) -> CliResult<(usize, u64)> {
     let mut objects = 0usize;
     let mut bytes = 0u64;
-    let mut groups = 0usize;
-    while let Ok(first) = rx.recv() {
-        let mut group = vec![first];
-        let mut group_bytes = group[0].1.len();
-        while group.len() < GROUP_CHUNKS && group_bytes < GROUP_BYTES {
-            match rx.recv_timeout(GROUP_WAIT) {
-                Ok(c) => {
-                    group_bytes += c.1.len();
-                    group.push(c);
-                }
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
-            }
+    let (repo, workspace, op) = (sh.repo.as_str(), sh.workspace, sh.op);
+    while let Some(mut group) = next_group(sh) {
+        if sh.failed.load(Ordering::SeqCst) {
+            break;
         }
         // A chunk repeated within the submission is sent once.
-        group.retain(|(id, bytes)| {
-            let new = seen.insert(*id);
-            if !new {
-                bar.inc(bytes.len() as u64);
-            }
-            new
-        });
+        {
+            let mut seen = sh
+                .seen
+                .lock()
+                .map_err(|_| CliError::new("internal", "upload set lock poisoned"))?;
+            group.retain(|(id, bytes)| {
+                let new = seen.insert(*id);
+                if !new {
+                    sh.bar.inc(bytes.len() as u64);
+                }
+                new
+            });
+        }
         if group.is_empty() {
             continue;
         }
         let ids: Vec<ObjectId> = group.iter().map(|(id, _)| ObjectId::chunk(*id)).collect();
-        let missing: HashSet<ObjectId> = remote
-            .with(|c| c.objects_pin_missing(repo, workspace, *op, &ids))?
+        let missing: HashSet<ObjectId> = lane
+            .with(|c| c.objects_pin_missing(repo, workspace, op, &ids))?
             .into_iter()
             .collect();
         for (id, data) in &group {
             let oid = ObjectId::chunk(*id);
             if missing.contains(&oid) {
-                remote.with(|c| c.put_object_staged(repo, workspace, *op, oid, data))?;
+                lane.with(|c| c.put_object_staged(repo, workspace, op, oid, data))?;
                 objects += 1;
                 bytes += data.len() as u64;
             }
-            bar.inc(data.len() as u64);
+            sh.bar.inc(data.len() as u64);
         }
-        groups += 1;
-        crash_count("submit-stream-group", groups);
+        let n = sh.groups.fetch_add(1, Ordering::SeqCst) + 1;
+        crash_count("submit-stream-group", n);
     }
-    remote.with(|c| c.objects_publish(repo))?;
+    lane.with(|c| c.objects_publish(repo))?;
     Ok((objects, bytes))
 }
