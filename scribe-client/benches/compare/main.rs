@@ -2230,9 +2230,16 @@ fn main() {
     };
     std::fs::create_dir_all(&b.logs).expect("logs");
     std::fs::create_dir_all(&b.work).expect("work");
+    // Git's automatic maintenance runs in the foreground of the command
+    // that triggers it (`git commit` past gc.auto's 6,700 loose objects):
+    // detached, it repacks and deletes loose objects while the timed `git
+    // push` runs, and Git LFS's pre-push scan, which reads loose objects
+    // itself, then fails with `missing object` (git-lfs issue 6309); it
+    // would also take CPU from whichever tool is measured next. In the
+    // foreground its time is counted in the commit that caused it.
     std::fs::write(
         home.join(".gitconfig"),
-        "[user]\n\tname = bench\n\temail = bench@example.invalid\n[init]\n\tdefaultBranch = main\n[lfs]\n\tlocksverify = false\n[advice]\n\tdetachedHead = false\n",
+        "[user]\n\tname = bench\n\temail = bench@example.invalid\n[init]\n\tdefaultBranch = main\n[lfs]\n\tlocksverify = false\n[advice]\n\tdetachedHead = false\n[maintenance]\n\tautoDetach = false\n[gc]\n\tautoDetach = false\n",
     )
     .expect("gitconfig");
     b.git(&home, &["lfs", "install", "--skip-repo"]);
