@@ -1836,9 +1836,10 @@ fn estimate(o: &Opts) -> f64 {
         s += fixed + runs * g(2 * GIB) * (9.0 + 455.0 + 9.0 + 10.0 + 16.0);
     }
     if o.wants("W1") || o.wants("W1S") {
-        // per 20,000 small files: Scribe 10, Git 10, Git LFS 60,
-        // Subversion 250 (~12 ms a file), writing 4 x 3
-        s += fixed + runs * (o.scale * (10.0 + 10.0 + 60.0 + 250.0 + 12.0) + 4.0);
+        // per 20,000 small files: Scribe 10, Git 75 + its maintenance
+        // afterwards 120 (untimed), Git LFS 40 + 50, Subversion 250
+        // (~12 ms a file), writing 4 x 3
+        s += fixed + runs * (o.scale * (10.0 + 195.0 + 90.0 + 250.0 + 12.0) + 4.0);
     }
     if o.wants("W2") {
         // setup per 100,000 files: Scribe 50, Git 20 (Subversion ~ 1 hour, opt-in)
