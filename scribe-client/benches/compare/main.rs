@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo bench -p scribe-client --bench compare -- [--dir DIR] [--seed N] [--scale F]
-//!     [--runs N] [--only W1,W1L,W1S,W2,W3,W4,W5,LOAD] [--out FILE] [--no-install] [--keep]
+//!     [--runs N] [--only W1,W1L,W1S,W2,W3,W4,W5,LOAD,PROXY] [--out FILE] [--no-install] [--keep]
 //! ```
 //!
 //! A measurement, never a test: nothing in `cargo test` runs it and nothing
@@ -509,6 +509,8 @@ struct Bench {
     notes: Vec<String>,
     /// The W1-large repository of each tool's last run, reused by W4.
     w1_large: BTreeMap<Tool, String>,
+    /// `--only PROXY`: the counting proxy against a direct connection.
+    proxy_cost: Vec<proxy::CostRow>,
 }
 
 impl Bench {
@@ -1122,6 +1124,7 @@ impl Bench {
             "w1s"
         };
         let mut samples: BTreeMap<Tool, Vec<Sample>> = BTreeMap::new();
+        let mut maint: BTreeMap<Tool, Vec<f64>> = BTreeMap::new();
         for run in 0..runs {
             for t in ALL {
                 let name = format!("{key}-{run}");
@@ -1134,6 +1137,19 @@ impl Bench {
                 platform::sync_all();
                 let s = self.measure(t, |steps| self.import(t, &name, &ws, steps));
                 samples.entry(t).or_default().push(s);
+                if matches!(t, Tool::Git | Tool::Lfs) {
+                    // The automatic maintenance `git commit` would have
+                    // started in the background on default settings (off
+                    // while timed, see main): run to completion, untimed,
+                    // and reported beside the row.
+                    let m = self.run(
+                        &ws,
+                        Path::new("git"),
+                        &["-c", "gc.auto=6700", "maintenance", "run", "--auto"],
+                        &[],
+                    );
+                    maint.entry(t).or_default().push(m.secs);
+                }
                 rm(&ws);
                 // Keep the disk in bounds: only the last run's server copy
                 // stays (W4 clones it); Scribe's repositories stay (no
@@ -1152,7 +1168,30 @@ impl Bench {
         let desc = format!("{label}: {} files, {}", files.len(), human(total(files)));
         for (t, s) in samples {
             self.push_row(&desc, t, s, true);
+            if let Some(m) = maint.get(&t) {
+                let list = m.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>();
+                self.note_row(
+                    &desc,
+                    t,
+                    &format!(
+                        "not timed: the automatic maintenance the commit starts in the background on default settings, run afterwards to completion: {} s",
+                        list.join(", ")
+                    ),
+                );
+            }
         }
+    }
+
+    /// What the counting proxy costs: the same transfers straight to a
+    /// loopback server and through a proxy with each relay.
+    fn proxy_cost(&mut self) {
+        let bytes = self.o.bytes(GIB, 64 * MIB);
+        let runs = self.o.fast_runs();
+        eprintln!(
+            "compare: proxy cost, {} MiB per test, {runs} runs",
+            bytes >> 20
+        );
+        self.proxy_cost = proxy::cost(bytes, runs).expect("proxy cost measurement");
     }
 
     fn w2(&mut self) {
@@ -1797,9 +1836,10 @@ fn estimate(o: &Opts) -> f64 {
         s += fixed + runs * g(2 * GIB) * (9.0 + 455.0 + 9.0 + 10.0 + 16.0);
     }
     if o.wants("W1") || o.wants("W1S") {
-        // per 20,000 small files: Scribe 10, Git 10, Git LFS 60,
-        // Subversion 250 (~12 ms a file), writing 4 x 3
-        s += fixed + runs * (o.scale * (10.0 + 10.0 + 60.0 + 250.0 + 12.0) + 4.0);
+        // per 20,000 small files: Scribe 10, Git 75 + its maintenance
+        // afterwards 120 (untimed), Git LFS 40 + 50, Subversion 250
+        // (~12 ms a file), writing 4 x 3
+        s += fixed + runs * (o.scale * (10.0 + 195.0 + 90.0 + 250.0 + 12.0) + 4.0);
     }
     if o.wants("W2") {
         // setup per 100,000 files: Scribe 50, Git 20 (Subversion ~ 1 hour, opt-in)
@@ -1822,6 +1862,10 @@ fn estimate(o: &Opts) -> f64 {
         };
         // fresh: Scribe 6, Git 40, Git LFS 15, Subversion 30; view: a quarter of it
         s += fixed + setup + runs * g(2 * GIB) * (6.0 + 40.0 + 15.0 + 30.0) * 1.25;
+    }
+    if o.wants("PROXY") {
+        // 4 tests x 3 transfers x runs, about 1 s per GiB moved
+        s += o.fast_runs() as f64 * 3.0 * 4.0 * g(GIB).max(1.0 / 16.0);
     }
     if o.wants("W5") {
         s += fixed + o.count(100, 5) as f64 * 0.15;
@@ -1928,6 +1972,9 @@ fn report(
         0.7 * limits.0.min(limits.1)
     )
     .ok();
+    if !b.proxy_cost.is_empty() {
+        proxy_section(&mut md, &b.proxy_cost);
+    }
     writeln!(md, "## Results (medians over alternated runs)\n").ok();
     writeln!(md, "Time is the sum of the tool's own commands (nothing the harness does between them). Ratio = the tool's median time ÷ Scribe's (above 1: Scribe is faster). Bytes sent are counted by the harness's TCP proxy between client and server (up = client to server, down = server to client, payload bytes); bytes stored are the growth of the server's data directories (apparent file sizes). Peak RSS is the largest `ru_maxrss` of the measured client commands (each with its waited-for children, from `wait4`).\n").ok();
     writeln!(md, "| workload | tool | median time | ratio to Scribe | bytes stored | bytes sent (up / down) | peak RSS | runs (s) | notes |").ok();
@@ -2026,6 +2073,86 @@ fn report(
         .ok();
     }
     md
+}
+
+/// The proxy-cost table (`--only PROXY`).
+fn proxy_section(md: &mut String, rows: &[proxy::CostRow]) {
+    use std::fmt::Write;
+    let best = proxy::Relay::best();
+    writeln!(md, "## The counting proxy's cost, measured in this run\n").ok();
+    writeln!(
+        md,
+        "The same transfers straight to a loopback test server and through a proxy (medians over alternated runs; \
+         every tool's proxy in this run uses {}). Cost = how much the harness's proxy lowers the figure.\n",
+        best.name()
+    )
+    .ok();
+    let Some(first) = rows.first() else { return };
+    write!(md, "| test | unit | direct |").ok();
+    for (r, _) in &first.via {
+        write!(md, " via proxy: {} |", r.name()).ok();
+    }
+    writeln!(md, " cost of the harness's proxy |").ok();
+    writeln!(md, "|---|---|---|{}---|", "---|".repeat(first.via.len())).ok();
+    for row in rows {
+        let d = median(&row.direct);
+        let fmt = |x: f64| {
+            if row.higher_is_better {
+                format!("{x:.0}")
+            } else {
+                format!("{x:.1}")
+            }
+        };
+        write!(md, "| {} | {} | {} |", row.test, row.unit, fmt(d)).ok();
+        let mut cost = String::new();
+        for (r, xs) in &row.via {
+            let m = median(xs);
+            write!(md, " {} |", fmt(m)).ok();
+            if *r == best {
+                cost = if row.higher_is_better {
+                    format!("{:.0} % slower", (1.0 - m / d) * 100.0)
+                } else {
+                    format!("+{:.1} µs per exchange", m - d)
+                };
+            }
+        }
+        writeln!(md, " {cost} |").ok();
+    }
+    writeln!(md).ok();
+    writeln!(
+        md,
+        "CPU seconds per GiB moved (the whole harness process: test client, test server and, through a proxy, the proxy; \
+         its difference to direct is the proxy's own CPU, which the tools' clients and servers compete with on this machine):\n"
+    )
+    .ok();
+    write!(md, "| test | direct |").ok();
+    for (r, _) in &first.via {
+        write!(md, " via proxy: {} |", r.name()).ok();
+    }
+    writeln!(md).ok();
+    writeln!(md, "|---|---|{}", "---|".repeat(first.via.len())).ok();
+    for row in rows.iter().filter(|r| r.higher_is_better) {
+        write!(md, "| {} | {:.2} s |", row.test, median(&row.cpu_direct)).ok();
+        for (_, xs) in &row.cpu_via {
+            write!(md, " {:.2} s |", median(xs)).ok();
+        }
+        writeln!(md).ok();
+    }
+    writeln!(md).ok();
+    for row in rows {
+        let list = |xs: &[f64]| {
+            xs.iter()
+                .map(|x| format!("{x:.1}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        write!(md, "- {}: direct {}", row.test, list(&row.direct)).ok();
+        for (r, xs) in &row.via {
+            write!(md, "; {} {}", r.name(), list(xs)).ok();
+        }
+        writeln!(md).ok();
+    }
+    writeln!(md).ok();
 }
 
 fn row_median(b: &Bench, prefix: &str, t: Tool, f: impl Fn(&Sample) -> f64) -> f64 {
@@ -2227,12 +2354,20 @@ fn main() {
         rows: Vec::new(),
         notes,
         w1_large: BTreeMap::new(),
+        proxy_cost: Vec::new(),
     };
     std::fs::create_dir_all(&b.logs).expect("logs");
     std::fs::create_dir_all(&b.work).expect("work");
+    // Git's automatic maintenance is off (`git commit` past gc.auto's 6,700
+    // loose objects starts a detached repack): in the background it deletes
+    // loose objects while the timed `git push` runs, and Git LFS's pre-push
+    // scan, which reads loose objects itself, then fails with `missing
+    // object` (the race of git-lfs issue 6309); it would also take CPU from
+    // whichever tool is measured next. W1 runs it after each import,
+    // untimed, to completion (in the foreground: autoDetach) and reports it.
     std::fs::write(
         home.join(".gitconfig"),
-        "[user]\n\tname = bench\n\temail = bench@example.invalid\n[init]\n\tdefaultBranch = main\n[lfs]\n\tlocksverify = false\n[advice]\n\tdetachedHead = false\n",
+        "[user]\n\tname = bench\n\temail = bench@example.invalid\n[init]\n\tdefaultBranch = main\n[lfs]\n\tlocksverify = false\n[advice]\n\tdetachedHead = false\n[maintenance]\n\tauto = false\n\tautoDetach = false\n[gc]\n\tauto = 0\n\tautoDetach = false\n",
     )
     .expect("gitconfig");
     b.git(&home, &["lfs", "install", "--skip-repo"]);
@@ -2297,6 +2432,7 @@ fn main() {
         eprintln!("compare: {msg}");
         b.notes.push(msg);
     }
+    phase(&mut b, "PROXY", &|b| b.proxy_cost());
     phase(&mut b, "W2", &|b| b.w2());
     phase(&mut b, "W3", &|b| b.w3());
     phase(&mut b, "W4", &|b| b.w4(&tree_large(&b.o)));

@@ -131,3 +131,115 @@ pub fn exited(child: &Child) -> bool {
     let _ = child;
     true
 }
+
+/// Whether [`splice_all`] moves bytes without copying them through the process.
+#[cfg(target_os = "linux")]
+pub const HAS_SPLICE: bool = true;
+#[cfg(not(target_os = "linux"))]
+pub const HAS_SPLICE: bool = false;
+
+/// Move bytes from `from` to `to` until end of stream with `splice(2)`
+/// through a pipe (socket to pipe, pipe to socket: the bytes never enter
+/// this process), adding each batch to `n` once it is written out.
+#[cfg(target_os = "linux")]
+pub fn splice_all(
+    from: &std::net::TcpStream,
+    to: &std::net::TcpStream,
+    n: &std::sync::atomic::AtomicU64,
+) -> std::io::Result<()> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: fds is a valid out-array of two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 just returned these two descriptors; each is owned once.
+    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // A 1 MiB pipe where allowed (pipe-max-size); the 64 KiB default otherwise.
+    // SAFETY: F_SETPIPE_SZ on our own pipe; a failure leaves it as it was.
+    let cap = unsafe { libc::fcntl(wr.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
+    let cap = if cap > 0 { cap as usize } else { 64 << 10 };
+    let (src, dst) = (from.as_raw_fd(), to.as_raw_fd());
+    let call = |r: isize| -> std::io::Result<Option<usize>> {
+        if r >= 0 {
+            return Ok(Some(r as usize));
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::Interrupted {
+            Ok(None)
+        } else {
+            Err(e)
+        }
+    };
+    loop {
+        // SAFETY: both descriptors are open for the whole call; null offsets
+        // (sockets and pipes have none).
+        let got = unsafe {
+            libc::splice(
+                src,
+                std::ptr::null_mut(),
+                wr.as_raw_fd(),
+                std::ptr::null_mut(),
+                cap,
+                libc::SPLICE_F_MOVE,
+            )
+        };
+        let mut left = match call(got)? {
+            None => continue,
+            Some(0) => return Ok(()),
+            Some(k) => k,
+        };
+        let moved = left as u64;
+        while left > 0 {
+            // SAFETY: as above.
+            let put = unsafe {
+                libc::splice(
+                    rd.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    dst,
+                    std::ptr::null_mut(),
+                    left,
+                    libc::SPLICE_F_MOVE,
+                )
+            };
+            match call(put)? {
+                None => {}
+                Some(0) => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::WriteZero,
+                        "splice wrote nothing",
+                    ))
+                }
+                Some(k) => left -= k,
+            }
+        }
+        n.fetch_add(moved, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Elsewhere the proxy copies through a buffer; this is never called.
+#[cfg(not(target_os = "linux"))]
+pub fn splice_all(
+    from: &std::net::TcpStream,
+    to: &std::net::TcpStream,
+    n: &std::sync::atomic::AtomicU64,
+) -> std::io::Result<()> {
+    crate::proxy::copy_buffered(from, to, n)
+}
+
+/// CPU time (user + system) this whole process has used so far, in seconds.
+#[cfg(unix)]
+pub fn cpu_secs() -> f64 {
+    // SAFETY: a zeroed rusage is a valid out-parameter for getrusage.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid out-pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+/// Unknown elsewhere.
+#[cfg(not(unix))]
+pub fn cpu_secs() -> f64 {
+    f64::NAN
+}
