@@ -128,3 +128,27 @@ fn staged_bytes_are_verified_and_a_dropped_connection_stores_nothing() {
         assert_eq!(fresh.objects_missing(REPO, &[id]).unwrap(), vec![id]);
     });
 }
+
+#[test]
+fn staged_bytes_hold_the_upload_budget_until_published() {
+    both(|env| {
+        env.service.set_upload_budget(10 << 20);
+        let mut c = env.client();
+        let a = noise(6 << 20, 6);
+        let b = noise(6 << 20, 7);
+        c.put_object_staged(REPO, WS, OP, chunk(&a), &a).unwrap();
+        // The first object's 6 MiB stay reserved while staged.
+        let err = c
+            .put_object_staged(REPO, WS, OP, chunk(&b), &b)
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Busy);
+        assert_eq!(c.objects_publish(REPO).unwrap(), 1);
+        // Published: the budget is free again.
+        c.put_object_staged(REPO, WS, OP, chunk(&b), &b).unwrap();
+        assert_eq!(c.objects_publish(REPO).unwrap(), 1);
+        assert!(c
+            .objects_missing(REPO, &[chunk(&a), chunk(&b)])
+            .unwrap()
+            .is_empty());
+    });
+}
