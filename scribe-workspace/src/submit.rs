@@ -280,6 +280,23 @@ mod tests {
         }
     }
 
+    /// A pending submission of `set` (incarnation [4; 16], branch [3; 16]).
+    fn pending_of(set: &ChangeSet, message: &str, keep_locks: bool) -> PendingSubmit {
+        PendingSubmit {
+            incarnation: [4; 16],
+            branch: BranchId([3; 16]),
+            integration: None,
+            change_set_id: set.id().unwrap(),
+            change_set: set.encode().unwrap(),
+            author: "ada".into(),
+            message: message.into(),
+            keep_locks,
+            locks: vec![],
+            created_ms: 1,
+            fingerprints: vec![],
+        }
+    }
+
     #[test]
     fn upload_intents_are_reused_until_their_pending_submit_settles() {
         let dir = tempfile::tempdir().unwrap();
@@ -290,19 +307,7 @@ mod tests {
         // A stopped freeze: the intent is offered for reuse.
         assert_eq!(leftover_intent(&ws).unwrap(), Some(op));
         let set = ChangeSet::new(vec![Entry::add("a.bin", state(b"a"))]);
-        let pending = PendingSubmit {
-            incarnation: [4; 16],
-            branch: BranchId([3; 16]),
-            integration: None,
-            change_set_id: set.id().unwrap(),
-            change_set: set.encode().unwrap(),
-            author: "ada".into(),
-            message: "m".into(),
-            keep_locks: false,
-            locks: vec![],
-            created_ms: 1,
-            fingerprints: vec![],
-        };
+        let pending = pending_of(&set, "m", false);
         let tx = ws.write().unwrap();
         tx.put_pending(&op, &pending).unwrap();
         tx.commit().unwrap();
@@ -333,19 +338,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ws = Workspace::create(dir.path(), &crate::state::tests_meta()).unwrap();
         let set = ChangeSet::new(vec![Entry::edit("a.bin", 1, state(b"mine"))]);
-        let pending = PendingSubmit {
-            incarnation: [4; 16],
-            branch: BranchId([3; 16]),
-            integration: None,
-            change_set_id: set.id().unwrap(),
-            change_set: set.encode().unwrap(),
-            author: "ada".into(),
-            message: "before the restore".into(),
-            keep_locks: true,
-            locks: vec![],
-            created_ms: 1,
-            fingerprints: vec![],
-        };
+        let pending = pending_of(&set, "before the restore", true);
         let op = OperationId([5; 16]);
         let opened = OpenedRecord {
             action: OpenedAction::Edit,
@@ -432,19 +425,7 @@ mod tests {
             Entry::add("a.bin", state(b"a")),
             Entry::delete("gone.bin", 1),
         ]);
-        let pending = PendingSubmit {
-            incarnation: [4; 16],
-            branch: BranchId([3; 16]),
-            integration: None,
-            change_set_id: set.id().unwrap(),
-            change_set: set.encode().unwrap(),
-            author: "ada".into(),
-            message: "m".into(),
-            keep_locks: false,
-            locks: vec![],
-            created_ms: 1,
-            fingerprints: vec![],
-        };
+        let pending = pending_of(&set, "m", false);
         let op = OperationId([9; 16]);
         {
             let tx = ws.write().unwrap();

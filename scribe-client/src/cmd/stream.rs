@@ -57,19 +57,11 @@ pub struct Streamed {
     pub bytes: u64,
 }
 
-/// Hands each chunk to the uploaders' queue.
+/// Hands each chunk to the uploaders' queue; dropping it closes the queue.
 struct QueueSink<'a> {
-    tx: Mutex<Option<SyncSender<(ChunkId, ChunkBytes)>>>,
+    tx: SyncSender<(ChunkId, ChunkBytes)>,
     /// Set by an uploader that failed: the import stops.
     failed: &'a AtomicBool,
-}
-
-impl QueueSink<'_> {
-    fn close(&self) {
-        if let Ok(mut tx) = self.tx.lock() {
-            tx.take();
-        }
-    }
 }
 
 impl ChunkSink for QueueSink<'_> {
@@ -79,19 +71,11 @@ impl ChunkSink for QueueSink<'_> {
                 reason: "the upload failed".into(),
             });
         }
-        let tx = self
-            .tx
-            .lock()
-            .map_err(|_| StoreError::Internal("upload queue lock poisoned"))?
-            .clone();
-        match tx {
-            Some(tx) => tx.send((id, bytes)).map_err(|_| StoreError::SinkStopped {
+        self.tx
+            .send((id, bytes))
+            .map_err(|_| StoreError::SinkStopped {
                 reason: "the upload stopped".into(),
-            }),
-            None => Err(StoreError::SinkStopped {
-                reason: "the upload was closed".into(),
-            }),
-        }
+            })
     }
 }
 
@@ -135,10 +119,6 @@ pub fn freeze_and_upload(
 ) -> CliResult<Streamed> {
     let (tx, rx) = sync_channel::<(ChunkId, ChunkBytes)>(QUEUE_CHUNKS);
     let failed = AtomicBool::new(false);
-    let sink = QueueSink {
-        tx: Mutex::new(Some(tx)),
-        failed: &failed,
-    };
     let shared = Shared {
         rx: Mutex::new(rx),
         seen: Mutex::new(HashSet::new()),
@@ -170,8 +150,13 @@ pub fn freeze_and_upload(
                 })
             })
             .collect();
+        let sink = QueueSink {
+            tx,
+            failed: &failed,
+        };
         let imported = remote.cache().chunk_files_into(paths, &sink);
-        sink.close();
+        // Closes the queue: the uploaders finish what it holds.
+        drop(sink);
         let mut objects = 0;
         let mut bytes = 0;
         let mut first_err = None;

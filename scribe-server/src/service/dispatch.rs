@@ -63,15 +63,7 @@ pub fn dispatch(svc: &Service, session: &mut Session, req: Request) -> R<Respons
         }
         Request::WorkspaceList(r) => Response::WorkspaceList(ws_list(svc, &r.repo)?),
         Request::ObjectsMissing(r) => {
-            if r.ids.len() > MAX_IDS_PER_REQUEST {
-                return Err(Failure::new(
-                    ErrorCode::LimitExceeded,
-                    format!(
-                        "{} ids exceed {MAX_IDS_PER_REQUEST} per request",
-                        r.ids.len()
-                    ),
-                ));
-            }
+            check_id_count(r.ids.len())?;
             let (_, store) = open(svc, &r.repo)?;
             Response::ObjectsMissing(m::ObjectsMissingReply {
                 missing: store.missing(&r.ids)?,
@@ -335,6 +327,18 @@ fn ws_list(svc: &Service, name: &str) -> R<m::WorkspaceList> {
     Ok(m::WorkspaceList { workspaces })
 }
 
+/// At most [`MAX_IDS_PER_REQUEST`] ids per `ObjectsMissing` /
+/// `ObjectsPinMissing`.
+fn check_id_count(n: usize) -> R<()> {
+    if n > MAX_IDS_PER_REQUEST {
+        return Err(Failure::new(
+            ErrorCode::LimitExceeded,
+            format!("{n} ids exceed {MAX_IDS_PER_REQUEST} per request"),
+        ));
+    }
+    Ok(())
+}
+
 /// Pin every id for the intent in one transaction, then name the ones
 /// neither the store nor this connection's stage holds.
 fn objects_pin_missing(
@@ -342,15 +346,7 @@ fn objects_pin_missing(
     session: &mut Session,
     r: m::ObjectsPinMissing,
 ) -> R<m::ObjectsMissingReply> {
-    if r.ids.len() > MAX_IDS_PER_REQUEST {
-        return Err(Failure::new(
-            ErrorCode::LimitExceeded,
-            format!(
-                "{} ids exceed {MAX_IDS_PER_REQUEST} per request",
-                r.ids.len()
-            ),
-        ));
-    }
+    check_id_count(r.ids.len())?;
     let (repo, store) = open(svc, &r.repo)?;
     repo.pin_uploads(r.workspace, r.operation, &r.ids)?;
     if session.pinned.len() + r.ids.len() > MAX_REMEMBERED_PINS {
