@@ -136,7 +136,8 @@ impl EnvelopeHeader {
         HEADER_LEN as u64 + self.stored_len
     }
 
-    fn write(&self, out: &mut Vec<u8>) {
+    /// Append the 20 header bytes to `out`.
+    pub fn write(&self, out: &mut Vec<u8>) {
         out.put_bytes(&MAGIC);
         out.put_u16(VERSION);
         out.put_u8(self.kind.byte());

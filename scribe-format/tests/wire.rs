@@ -7,8 +7,8 @@ use scribe_format::wire::handshake::{HandshakeStatus, FLAG_LZ4, HANDSHAKE_LEN};
 use scribe_format::wire::message::*;
 use scribe_format::wire::{self, Answer, Bytes, Hello, Request, Response, Text};
 use scribe_format::{
-    BranchId, ChangeSetId, CommitId, ErrorCode, FileContentId, FormatError, ManifestId, ObjectId,
-    ObjectKind, OperationId, RepositoryId, WorkspaceId,
+    BranchId, ChangeSetId, ChunkId, CommitId, ErrorCode, FileContentId, FormatError, ManifestId,
+    ObjectId, ObjectKind, OperationId, RepositoryId, WorkspaceId,
 };
 
 use crate::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
@@ -551,7 +551,92 @@ fn hostile_frame_bodies() {
     assert!(from_bytes::<Option<u8>>(&[2, 0], "option").is_err());
 }
 
+fn put_of(repo: &str, data: Vec<u8>) -> ObjectPut {
+    ObjectPut {
+        repo: repo.into(),
+        operation: OperationId([2; 16]),
+        workspace: WorkspaceId([3; 16]),
+        id: ObjectId::chunk(ChunkId([9; 32])),
+        total_len: 1 << 20,
+        offset: 4096,
+        data: Bytes(data),
+    }
+}
+
+#[test]
+fn object_put_head_and_data_are_the_request_frame() {
+    for staged in [false, true] {
+        for (repo, len) in [
+            ("r", 0usize),
+            ("game", 10),
+            ("é".repeat(300).as_str(), 70_000),
+        ] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+            let put = put_of(repo, data.clone());
+            let req = if staged {
+                Request::ObjectPutStaged(put.clone())
+            } else {
+                Request::ObjectPut(put.clone())
+            };
+            let frame = wire::request_frame(&req, false);
+            // The sender's head followed by the data is the same frame.
+            let head = wire::object_put_frame_head(&put_of(repo, Vec::new()), staged, len);
+            assert_eq!([head.as_slice(), &data].concat(), frame);
+            // The receiver finds the head in any prefix that holds it.
+            let body = &frame[4..];
+            let parsed = wire::object_put_head(body, body.len()).expect("a head");
+            assert_eq!(parsed.staged, staged);
+            assert_eq!(parsed.put, put_of(repo, Vec::new()));
+            assert_eq!(&body[parsed.data_offset..], &data[..]);
+            let short = &body[..parsed.data_offset];
+            assert_eq!(
+                wire::object_put_head(short, body.len()),
+                Some(parsed.clone())
+            );
+            assert_eq!(
+                wire::object_put_head(&short[..short.len() - 1], body.len()),
+                None
+            );
+            assert_eq!(parsed.into_request(data.clone()), req);
+            // Data that would not end the frame exactly: left to the full decode.
+            assert_eq!(wire::object_put_head(body, body.len() + 1), None);
+            if len > 0 {
+                assert_eq!(wire::object_put_head(body, body.len() - 1), None);
+            }
+        }
+    }
+    // Other requests and compressed frames are not object puts.
+    let other = wire::request_frame(&every_request()[0], false);
+    assert_eq!(wire::object_put_head(&other[4..], other.len() - 4), None);
+    let big = put_of("r", vec![0; 64 << 10]);
+    let compressed = wire::request_frame(&Request::ObjectPut(big), true);
+    assert_ne!(compressed[6], 0, "the sample frame is compressed");
+    assert_eq!(
+        wire::object_put_head(&compressed[4..], compressed.len() - 4),
+        None
+    );
+}
+
 proptest! {
+    #[test]
+    fn object_put_head_agrees_with_decode(staged in any::<bool>(), len in 0usize..64, pos in any::<usize>(), value in any::<u8>(), cut in any::<usize>()) {
+        // A valid object put body with one byte changed: a head found
+        // means the full decode gives the same request with the rest as
+        // its data.
+        let put = put_of("repo", vec![5; len]);
+        let req = if staged { Request::ObjectPutStaged(put) } else { Request::ObjectPut(put) };
+        let mut bytes = wire::request_frame(&req, false)[4..].to_vec();
+        let p = pos % bytes.len();
+        bytes[p] = value;
+        let body_len = bytes.len();
+        let prefix = &bytes[..cut % (body_len + 1)];
+        if let Some(h) = wire::object_put_head(prefix, body_len) {
+            let data = bytes[h.data_offset..].to_vec();
+            let decoded = wire::decode_request(&bytes, false).expect("decodes");
+            prop_assert_eq!(decoded, h.into_request(data));
+        }
+    }
+
     #[test]
     fn arbitrary_frames_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512), lz4 in any::<bool>()) {
         if let Ok((op, payload)) = wire::decode_frame(&bytes, lz4) {

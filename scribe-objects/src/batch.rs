@@ -173,7 +173,7 @@ impl<'s> Batch<'s> {
             return Ok(PutOutcome::AlreadyPresent);
         }
         let env = encode_for_store(id.kind, payload, self.store.options.compression);
-        self.store_envelope(id, &env)
+        self.store_envelope(id, env.parts())
     }
 
     /// Put many payloads whose identities the caller has verified against
@@ -198,13 +198,16 @@ impl<'s> Batch<'s> {
         if !self.reserve(&id)? {
             return Ok(PutOutcome::AlreadyPresent);
         }
-        self.store_envelope(id, envelope_bytes)
+        self.store_envelope(id, [envelope_bytes, &[]])
     }
 
-    /// Write a verified envelope: pack append or loose staging.
-    pub(crate) fn store_envelope(&self, id: ObjectId, env: &[u8]) -> Result<PutOutcome> {
-        let envelope_len = env.len() as u64;
-        debug_assert!(env.len() >= HEADER_LEN);
+    /// Write a verified envelope, given as two consecutive parts (the
+    /// header and the payload of a codec-0 envelope, so its bytes are not
+    /// copied once more; or the whole envelope and nothing): pack append
+    /// or loose staging.
+    pub(crate) fn store_envelope(&self, id: ObjectId, env: [&[u8]; 2]) -> Result<PutOutcome> {
+        let envelope_len = (env[0].len() + env[1].len()) as u64;
+        debug_assert!(envelope_len as usize >= HEADER_LEN);
         if envelope_len > self.store.options.small_object_threshold {
             // Step 1: staged file data flushed at staging time.
             let staging = self.store.dir.join(layout::STAGING);
@@ -213,7 +216,9 @@ impl<'s> Batch<'s> {
                 .suffix(".tmp")
                 .tempfile_in(&staging)
                 .map_err(io_err(&staging))?;
-            tmp.write_all(env).map_err(io_err(tmp.path()))?;
+            for part in env {
+                tmp.write_all(part).map_err(io_err(tmp.path()))?;
+            }
             tmp.as_file().sync_data().map_err(io_err(tmp.path()))?;
             let path = tmp.into_temp_path().keep().map_err(|e| StoreError::Io {
                 path: staging.clone(),
@@ -337,14 +342,54 @@ pub(crate) fn encode_for_store(
     kind: ObjectKind,
     payload: &[u8],
     compression: Compression,
-) -> Vec<u8> {
-    if compression == Compression::Lz4
-        && payload.len() >= PROBE_MIN_LEN
-        && looks_incompressible(payload)
+) -> Encoded<'_> {
+    if compression == Compression::None
+        || (payload.len() >= PROBE_MIN_LEN && looks_incompressible(payload))
     {
-        return envelope::encode(kind, payload, Compression::None);
+        return Encoded::identity(kind, payload);
     }
-    envelope::encode(kind, payload, compression)
+    Encoded::Owned(envelope::encode(kind, payload, compression))
+}
+
+/// An envelope ready to store.
+pub(crate) enum Encoded<'a> {
+    /// Codec 0: the 20-byte header, then the original payload itself (not
+    /// copied: a large chunk goes from the caller's buffer to the file).
+    Identity {
+        header: [u8; HEADER_LEN],
+        payload: &'a [u8],
+    },
+    /// Any envelope, whole.
+    Owned(Vec<u8>),
+}
+
+impl<'a> Encoded<'a> {
+    fn identity(kind: ObjectKind, payload: &'a [u8]) -> Self {
+        let mut h = Vec::with_capacity(HEADER_LEN);
+        envelope::EnvelopeHeader {
+            kind,
+            codec: envelope::CODEC_IDENTITY,
+            stored_len: payload.len() as u64,
+        }
+        .write(&mut h);
+        let mut header = [0u8; HEADER_LEN];
+        header.copy_from_slice(&h);
+        Encoded::Identity { header, payload }
+    }
+
+    /// The envelope's bytes, in order.
+    pub(crate) fn parts(&self) -> [&[u8]; 2] {
+        match self {
+            Encoded::Identity { header, payload } => [header, payload],
+            Encoded::Owned(v) => [v, &[]],
+        }
+    }
+
+    /// The envelope's bytes in one buffer.
+    #[cfg(test)]
+    pub(crate) fn to_vec(&self) -> Vec<u8> {
+        self.parts().concat()
+    }
 }
 
 fn looks_incompressible(payload: &[u8]) -> bool {
@@ -376,11 +421,32 @@ mod tests {
             })
             .collect();
         assert!(looks_incompressible(&random));
-        let env = encode_for_store(ObjectKind::Chunk, &random, Compression::Lz4);
+        let env = encode_for_store(ObjectKind::Chunk, &random, Compression::Lz4).to_vec();
         assert_eq!(env[8], envelope::CODEC_IDENTITY);
         let text = b"the quick brown fox ".repeat(100_000);
         assert!(!looks_incompressible(&text));
-        let env = encode_for_store(ObjectKind::Chunk, &text, Compression::Lz4);
+        let env = encode_for_store(ObjectKind::Chunk, &text, Compression::Lz4).to_vec();
         assert_eq!(env[8], envelope::CODEC_LZ4_BLOCKS);
+    }
+
+    #[test]
+    fn identity_parts_are_the_codec_0_envelope() {
+        for (payload, compression) in [
+            (vec![7u8; 3], Compression::None),
+            (Vec::new(), Compression::None),
+            (
+                (0..(2u32 << 20))
+                    .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+                    .collect(),
+                Compression::None,
+            ),
+        ] {
+            let enc = encode_for_store(ObjectKind::Manifest, &payload, compression);
+            assert!(matches!(enc, Encoded::Identity { .. }));
+            assert_eq!(
+                enc.to_vec(),
+                envelope::encode(ObjectKind::Manifest, &payload, Compression::None)
+            );
+        }
     }
 }

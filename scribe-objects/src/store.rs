@@ -437,7 +437,7 @@ impl ObjectStore {
         &self,
         w: &mut PackWriter,
         id: &ObjectId,
-        envelope: &[u8],
+        envelope: [&[u8]; 2],
         touched: &mut BTreeSet<u32>,
     ) -> Result<Location> {
         self.check_poison(w)?;
@@ -469,22 +469,34 @@ impl ObjectStore {
         &self,
         w: &mut PackWriter,
         id: &ObjectId,
-        envelope: &[u8],
+        envelope: [&[u8]; 2],
         touched: &mut BTreeSet<u32>,
     ) -> Result<Location> {
-        let entry_len = ENTRY_HEADER_LEN as u64 + envelope.len() as u64;
+        let envelope_len = envelope[0].len() + envelope[1].len();
+        let entry_len = ENTRY_HEADER_LEN as u64 + envelope_len as u64;
         if w.len > PACK_HEADER_LEN && w.len + entry_len > self.options.pack_seal_bytes {
             self.roll_over(w)?;
         }
         let path = layout::pack_path(&self.dir, w.id);
-        let header = pack::entry_header(id, envelope.len() as u64);
-        if envelope.len() >= WRITE_BUFFER / 4 {
+        let header = pack::entry_header(id, envelope_len as u64);
+        w.buf.extend_from_slice(&header);
+        if envelope_len >= WRITE_BUFFER / 4 {
+            // Large: the small head goes with the buffered bytes, the
+            // payload straight from the caller's buffer.
+            let (head, body) = if envelope[0].len() <= WRITE_BUFFER / 4 {
+                w.buf.extend_from_slice(envelope[0]);
+                (None, envelope[1])
+            } else {
+                (Some(envelope[0]), envelope[1])
+            };
             w.flush_buf(&path)?;
-            w.file.write_all(&header).map_err(io_err(&path))?;
-            w.file.write_all(envelope).map_err(io_err(&path))?;
+            for part in head.into_iter().chain([body]) {
+                w.file.write_all(part).map_err(io_err(&path))?;
+            }
         } else {
-            w.buf.extend_from_slice(&header);
-            w.buf.extend_from_slice(envelope);
+            for part in envelope {
+                w.buf.extend_from_slice(part);
+            }
             if w.buf.len() >= WRITE_BUFFER {
                 w.flush_buf(&path)?;
             }

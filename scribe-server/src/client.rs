@@ -18,7 +18,7 @@ use scribe_format::wire::frame::{check_frame_len, REPLY_BIT};
 use scribe_format::wire::handshake::{HandshakeStatus, FLAG_LZ4, HANDSHAKE_LEN};
 use scribe_format::wire::message::{self as m, MAX_IDS_PER_REQUEST, MAX_OBJECT_DATA_PER_FRAME};
 use scribe_format::wire::{
-    decode_response, request_frame, Answer, Bytes, Hello, Request, Response,
+    decode_response, object_put_frame_head, request_frame, Answer, Bytes, Hello, Request, Response,
 };
 use scribe_format::{ErrorCode, ObjectId, OperationId, WorkspaceId};
 
@@ -310,6 +310,20 @@ impl Client {
     pub fn call(&mut self, request: Request) -> R<Response> {
         let opcode = request.opcode();
         let name = request.name();
+        // An object piece over a plain connection goes out from the
+        // caller's buffer: no copy into a frame.
+        if let (Conn::Remote(r), Request::ObjectPut(_) | Request::ObjectPutStaged(_)) =
+            (&self.conn, &request)
+        {
+            if !r.lz4 {
+                let (put, staged) = match request {
+                    Request::ObjectPut(p) => (p, false),
+                    Request::ObjectPutStaged(p) => (p, true),
+                    _ => unreachable!("matched above"),
+                };
+                return self.put_piece(&put, staged, &put.data.0);
+            }
+        }
         let reply = match &mut self.conn {
             Conn::Local(l) => l.service.handle(&mut l.session, request),
             Conn::Remote(r) => {
@@ -327,6 +341,53 @@ impl Client {
                 }
             }
         };
+        Self::checked(reply, opcode, name)
+    }
+
+    /// One object piece whose data is `data` (`put.data` is not sent):
+    /// over a plain TCP or TLS connection without LZ4 frames the frame's
+    /// head and `data` are written as they are, without building a frame.
+    fn put_piece(&mut self, put: &m::ObjectPut, staged: bool, data: &[u8]) -> R<Response> {
+        let (opcode, name) = if staged {
+            (0x0036, "ObjectPutStaged")
+        } else {
+            (0x0031, "ObjectPut")
+        };
+        let reply = match &mut self.conn {
+            Conn::Remote(r) if !r.lz4 => {
+                if r.broken {
+                    return Err(ClientError::Protocol(
+                        "the connection failed earlier; reconnect".into(),
+                    ));
+                }
+                let head = object_put_frame_head(put, staged, data.len());
+                match r.exchange_parts(&head, data, name) {
+                    Ok(reply) => reply,
+                    Err(e) => {
+                        r.broken = true;
+                        return Err(e);
+                    }
+                }
+            }
+            _ => {
+                let put = m::ObjectPut {
+                    data: Bytes(data.to_vec()),
+                    repo: put.repo.clone(),
+                    ..*put
+                };
+                return self.call(if staged {
+                    Request::ObjectPutStaged(put)
+                } else {
+                    Request::ObjectPut(put)
+                });
+            }
+        };
+        Self::checked(reply, opcode, name)
+    }
+
+    /// An error reply as [`ClientError::Server`]; a reply to another
+    /// request as a protocol error.
+    fn checked(reply: Response, opcode: u16, name: &str) -> R<Response> {
         match reply {
             Response::Error(e) => Err(ClientError::Server {
                 code: e.error_code(),
@@ -345,27 +406,43 @@ impl Client {
 impl Remote {
     fn exchange(&mut self, request: &Request) -> R<Response> {
         let frame = request_frame(request, self.lz4);
-        self.stream
-            .write_all(&frame)
+        self.exchange_parts(&frame, &[], request.name())
+    }
+
+    /// Send one request frame given as two consecutive parts, then read
+    /// its reply.
+    fn exchange_parts(&mut self, head: &[u8], tail: &[u8], name: &str) -> R<Response> {
+        write_both(&mut *self.stream, head, tail)
             .and_then(|_| self.stream.flush())
-            .map_err(ClientError::io(format!("sending {}", request.name())))?;
+            .map_err(ClientError::io(format!("sending {name}")))?;
         let mut len = [0u8; 4];
         self.stream
             .read_exact(&mut len)
-            .map_err(ClientError::io(format!(
-                "reading the reply to {}",
-                request.name()
-            )))?;
+            .map_err(ClientError::io(format!("reading the reply to {name}")))?;
         let n = check_frame_len(len).map_err(|e| ClientError::Protocol(e.to_string()))?;
         let mut body = vec![0u8; n];
         self.stream
             .read_exact(&mut body)
-            .map_err(ClientError::io(format!(
-                "reading the reply to {}",
-                request.name()
-            )))?;
+            .map_err(ClientError::io(format!("reading the reply to {name}")))?;
         decode_response(&body, self.lz4).map_err(|e| ClientError::Protocol(e.to_string()))
     }
+}
+
+/// Write `head` then `tail` with as few system calls as the stream takes.
+fn write_both(w: &mut dyn Write, head: &[u8], tail: &[u8]) -> std::io::Result<()> {
+    use std::io::{ErrorKind, IoSlice};
+    let mut bufs = [IoSlice::new(head), IoSlice::new(tail)];
+    let mut bufs = &mut bufs[..];
+    IoSlice::advance_slices(&mut bufs, 0);
+    while !bufs.is_empty() {
+        match w.write_vectored(bufs) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 macro_rules! expect {
@@ -672,12 +749,13 @@ impl Client {
                 id,
                 total_len,
                 offset: offset as u64,
-                data: Bytes(data[offset..end].to_vec()),
+                data: Bytes(Vec::new()),
             };
+            let reply = self.put_piece(&piece, staged, &data[offset..end])?;
             let reply = if staged {
-                self.object_put_staged(piece)?
+                expect!(reply, ObjectPutStaged)?
             } else {
-                self.object_put(piece)?
+                expect!(reply, ObjectPut)?
             };
             if reply.complete {
                 return Ok(());

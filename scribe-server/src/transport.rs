@@ -17,7 +17,8 @@ use std::time::Duration;
 use scribe_format::wire::frame::check_frame_len;
 use scribe_format::wire::handshake::{HandshakeStatus, FLAG_LZ4, HANDSHAKE_LEN};
 use scribe_format::wire::{
-    decode_request, response_frame, Answer, ErrorReply, Hello, Response, MAX_FRAME_BYTES,
+    decode_request, object_put_head, response_frame, Answer, ErrorReply, Hello, Response,
+    MAX_FRAME_BYTES,
 };
 use scribe_format::ErrorCode;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -28,6 +29,10 @@ use crate::service::{Service, Session};
 
 /// Frame buffers up to this size are kept for the connection's next frame.
 const REUSED_FRAME_BUFFER: usize = 16 << 20;
+/// Bytes read first from each frame: enough for an object piece's head
+/// (a longer head, with a very long repository name, takes the whole-frame
+/// path).
+const HEAD_PEEK: usize = 4096;
 
 /// Timeouts of one connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,13 +188,39 @@ where
                 .await;
             }
         };
-        body.resize(len, 0);
-        match timeout(timeouts.frame, stream.read_exact(&mut body[..len])).await {
-            Ok(Ok(_)) => {}
+        // The first bytes tell an object piece, whose data is then read
+        // straight into the object's own buffer (not copied out of the
+        // frame); any other frame is read whole and decoded.
+        let peek = len.min(HEAD_PEEK);
+        body.resize(peek, 0);
+        let read = timeout(timeouts.frame, async {
+            stream.read_exact(&mut body[..peek]).await?;
+            if let Some(head) = object_put_head(&body[..peek], len) {
+                let want = len - head.data_offset;
+                let mut data = Vec::new();
+                data.try_reserve_exact(want)
+                    .map_err(|_| std::io::Error::other("cannot buffer the piece now"))?;
+                data.extend_from_slice(&body[head.data_offset..peek]);
+                let mut rest = (&mut stream).take((want - data.len()) as u64);
+                while data.len() < want {
+                    if rest.read_buf(&mut data).await? == 0 {
+                        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+                    }
+                }
+                return Ok(Some(head.into_request(data)));
+            }
+            body.resize(len, 0);
+            stream.read_exact(&mut body[peek..len]).await?;
+            Ok::<_, std::io::Error>(None)
+        })
+        .await;
+        let decoded = match read {
+            Ok(Ok(Some(request))) => Ok(request),
+            Ok(Ok(None)) => decode_request(&body[..len], lz4),
             Ok(Err(e)) => return Ended::Io(format!("frame of {len} bytes cut short: {e}")),
             Err(_) => return Ended::Io("frame body timed out".into()),
-        }
-        let request = match decode_request(&body[..len], lz4) {
+        };
+        let request = match decoded {
             Ok(r) => r,
             Err(e) => {
                 return refuse(

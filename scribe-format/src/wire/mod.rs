@@ -29,6 +29,115 @@ pub fn response_frame(response: &Response, lz4: bool) -> Vec<u8> {
     encode_frame(response.opcode(), &response.encode_payload(), lz4)
 }
 
+/// The frame of an `ObjectPut` request (`ObjectPutStaged` when `staged`)
+/// carrying `data_len` bytes of data, up to the data: `head ‖ data` is
+/// byte for byte `request_frame(&request, false)` (the data is the last
+/// field). Lets a sender write an object's bytes from its own buffer
+/// rather than copy them into a frame. `put.data` is not used. Only for
+/// connections without LZ4 frames.
+pub fn object_put_frame_head(put: &message::ObjectPut, staged: bool, data_len: usize) -> Vec<u8> {
+    let empty = message::ObjectPut {
+        repo: put.repo.clone(),
+        operation: put.operation,
+        workspace: put.workspace,
+        id: put.id,
+        total_len: put.total_len,
+        offset: put.offset,
+        data: Bytes(Vec::new()),
+    };
+    let request = if staged {
+        Request::ObjectPutStaged(empty)
+    } else {
+        Request::ObjectPut(empty)
+    };
+    let mut payload = request.encode_payload();
+    // The empty data field is its u32 length, last.
+    let n = payload.len();
+    payload[n - 4..].copy_from_slice(&(data_len as u32).to_le_bytes());
+    let mut out = Vec::with_capacity(4 + frame::FRAME_HEADER_LEN + n);
+    out.extend_from_slice(&((frame::FRAME_HEADER_LEN + n + data_len) as u32).to_le_bytes());
+    out.extend_from_slice(&request.opcode().to_le_bytes());
+    out.push(0);
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// Opcode of `ObjectPut`.
+const OP_OBJECT_PUT: u16 = 0x0031;
+/// Opcode of `ObjectPutStaged`.
+const OP_OBJECT_PUT_STAGED: u16 = 0x0036;
+
+/// The head of an uncompressed `ObjectPut` / `ObjectPutStaged` frame,
+/// for a receiver that reads the data into its own buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectPutHead {
+    pub staged: bool,
+    /// Every field but the data (empty here).
+    pub put: message::ObjectPut,
+    /// Where the data starts in the frame body; it runs to the body's end.
+    pub data_offset: usize,
+}
+
+/// Parse the head of an object put from `prefix`, the first bytes of a
+/// frame body (after the length word) that is `body_len` bytes long. `None`
+/// for any other request, a compressed frame, a head longer than `prefix`,
+/// or anything [`decode_request`] would refuse (a malformed head, or data
+/// that does not end exactly at the body's end): the caller then reads
+/// the whole body and decodes it, which gives the named error. When this
+/// returns a head, `decode_request` of the whole body would return the
+/// same request with the data that follows the head.
+pub fn object_put_head(prefix: &[u8], body_len: usize) -> Option<ObjectPutHead> {
+    use crate::bytes::Reader;
+    let mut r = Reader::new(prefix);
+    let staged = match r.u16("frame opcode").ok()? {
+        OP_OBJECT_PUT => false,
+        OP_OBJECT_PUT_STAGED => true,
+        _ => return None,
+    };
+    if r.u8("frame flags").ok()? != 0 {
+        return None;
+    }
+    let repo = String::get(&mut r).ok()?;
+    let operation = Wire::get(&mut r).ok()?;
+    let workspace = Wire::get(&mut r).ok()?;
+    let id = Wire::get(&mut r).ok()?;
+    let total_len = u64::get(&mut r).ok()?;
+    let offset = u64::get(&mut r).ok()?;
+    let data_len = r.u32("bytes32").ok()? as usize;
+    let data_offset = r.position();
+    if data_offset.checked_add(data_len)? != body_len {
+        return None;
+    }
+    Some(ObjectPutHead {
+        staged,
+        put: message::ObjectPut {
+            repo,
+            operation,
+            workspace,
+            id,
+            total_len,
+            offset,
+            data: Bytes(Vec::new()),
+        },
+        data_offset,
+    })
+}
+
+impl ObjectPutHead {
+    /// The request, with `data` as its data.
+    pub fn into_request(self, data: Vec<u8>) -> Request {
+        let put = message::ObjectPut {
+            data: Bytes(data),
+            ..self.put
+        };
+        if self.staged {
+            Request::ObjectPutStaged(put)
+        } else {
+            Request::ObjectPut(put)
+        }
+    }
+}
+
 /// Decode a request from a frame body (after the length word).
 pub fn decode_request(body: &[u8], lz4: bool) -> Result<Request, FormatError> {
     let (opcode, payload) = frame::decode_frame_body(body, lz4)?;
