@@ -122,7 +122,16 @@ pub struct Remote {
     /// Objects fetched together for the current sync batch.
     prefetched: Mutex<HashMap<ObjectId, Arc<Vec<u8>>>>,
     pub bar: Mutex<ProgressBar>,
+    /// Idle extra connections for parallel downloads (TCP only).
+    spare: Mutex<Vec<Client>>,
+    /// Extra connections opened so far (at most [`EXTRA_CONNECTIONS`]).
+    extra: AtomicUsize,
 }
+
+/// Most extra connections a sync opens, so files written in parallel
+/// download in parallel (the server reads and verifies one object while
+/// the client hashes and writes another).
+const EXTRA_CONNECTIONS: usize = 3;
 
 /// Files up to this size have their chunks fetched with the batch.
 const PREFETCH_FILE_BYTES: u64 = 4 << 20;
@@ -140,6 +149,8 @@ impl Remote {
             checkpoints: Mutex::new(HashMap::new()),
             prefetched: Mutex::new(HashMap::new()),
             bar: Mutex::new(ProgressBar::hidden()),
+            spare: Mutex::new(Vec::new()),
+            extra: AtomicUsize::new(0),
         })
     }
 
@@ -161,6 +172,66 @@ impl Remote {
         }
         let c = guard.as_mut().expect("connected just above");
         Ok(f(c)?)
+    }
+
+    /// Run `f` on a connection no other thread is using: the main one if
+    /// it is free, else an idle extra one, else a new one (up to
+    /// [`EXTRA_CONNECTIONS`]; past that, wait for the main one). A
+    /// connection that failed is dropped, not reused. In-process, always
+    /// the main one.
+    pub fn with_free<T>(
+        &self,
+        f: impl FnOnce(&mut Client) -> Result<T, scribe_server::ClientError>,
+    ) -> CliResult<T> {
+        if let Ok(mut guard) = self.client.try_lock() {
+            if guard.is_none() {
+                *guard = Some(connect(&self.url, false)?);
+            }
+            let c = guard.as_mut().expect("connected just above");
+            return Ok(f(c)?);
+        }
+        let idle = self.spare.lock().ok().and_then(|mut v| v.pop());
+        let client = match idle {
+            Some(c) => Some(c),
+            None => {
+                let slot = self
+                    .extra
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                        (n < EXTRA_CONNECTIONS).then_some(n + 1)
+                    })
+                    .is_ok();
+                if !slot {
+                    None
+                } else {
+                    match self.extra_connection() {
+                        Some(Ok(c)) => Some(c),
+                        Some(Err(e)) => {
+                            self.extra.fetch_sub(1, Ordering::SeqCst);
+                            return Err(e);
+                        }
+                        None => {
+                            self.extra.fetch_sub(1, Ordering::SeqCst);
+                            None
+                        }
+                    }
+                }
+            }
+        };
+        let Some(mut c) = client else {
+            return self.with(f);
+        };
+        match f(&mut c) {
+            Ok(v) => {
+                if let Ok(mut spare) = self.spare.lock() {
+                    spare.push(c);
+                }
+                Ok(v)
+            }
+            Err(e) => {
+                self.extra.fetch_sub(1, Ordering::SeqCst);
+                Err(e.into())
+            }
+        }
     }
 
     /// Another connection to the same server, for parallel transfers;
@@ -268,7 +339,7 @@ impl Remote {
                 w.write_all(&data)?;
             } else {
                 let repo = self.repo.clone();
-                self.with(|cl| cl.download_to(&repo, oid, &mut w))?;
+                self.with_free(|cl| cl.download_to(&repo, oid, &mut w))?;
             }
             if let Ok(bar) = self.bar.lock() {
                 bar.inc(u64::from(c.length));

@@ -617,6 +617,56 @@ fn object_put_head_and_data_are_the_request_frame() {
     );
 }
 
+#[test]
+fn object_data_head_and_data_are_the_reply_frame() {
+    for len in [0usize, 1, 70_000] {
+        let data: Vec<u8> = (0..len).map(|i| (i * 13 + 1) as u8).collect();
+        let reply = ObjectData {
+            total_len: 1 << 30,
+            offset: 12345,
+            data: Bytes(data.clone()),
+        };
+        let frame = wire::response_frame(&Response::ObjectData(reply.clone()), false);
+        let empty = ObjectData {
+            data: Bytes(Vec::new()),
+            ..reply.clone()
+        };
+        let head = wire::object_data_frame_head(&empty, len);
+        assert_eq!([head.as_slice(), &data].concat(), frame);
+        let body = &frame[4..];
+        let prefix = &body[..wire::OBJECT_DATA_HEAD_LEN];
+        assert_eq!(
+            wire::object_data_head(prefix, body.len()),
+            Some(empty.clone())
+        );
+        assert_eq!(wire::object_data_head(body, body.len()), Some(empty));
+        assert_eq!(
+            wire::object_data_head(&prefix[..prefix.len() - 1], body.len()),
+            None
+        );
+        assert_eq!(wire::object_data_head(prefix, body.len() + 1), None);
+        assert_eq!(&body[wire::OBJECT_DATA_HEAD_LEN..], &data[..]);
+    }
+    // Another reply, an error, or a compressed frame is not taken.
+    let other = wire::response_frame(&every_response()[0], false);
+    assert_eq!(wire::object_data_head(&other[4..], other.len() - 4), None);
+    let err = wire::response_frame(
+        &Response::Error(ErrorReply::new(ErrorCode::Corrupt, "x")),
+        false,
+    );
+    assert_eq!(wire::object_data_head(&err[4..], err.len() - 4), None);
+    let big = ObjectData {
+        total_len: 1,
+        offset: 0,
+        data: Bytes(vec![0; 64 << 10]),
+    };
+    let compressed = wire::response_frame(&Response::ObjectData(big), true);
+    assert_eq!(
+        wire::object_data_head(&compressed[4..], compressed.len() - 4),
+        None
+    );
+}
+
 proptest! {
     #[test]
     fn object_put_head_agrees_with_decode(staged in any::<bool>(), len in 0usize..64, pos in any::<usize>(), value in any::<u8>(), cut in any::<usize>()) {

@@ -18,7 +18,8 @@ use scribe_format::wire::frame::{check_frame_len, REPLY_BIT};
 use scribe_format::wire::handshake::{HandshakeStatus, FLAG_LZ4, HANDSHAKE_LEN};
 use scribe_format::wire::message::{self as m, MAX_IDS_PER_REQUEST, MAX_OBJECT_DATA_PER_FRAME};
 use scribe_format::wire::{
-    decode_response, object_put_frame_head, request_frame, Answer, Bytes, Hello, Request, Response,
+    decode_response, object_data_head, object_put_frame_head, request_frame, Answer, Bytes, Hello,
+    Request, Response, OBJECT_DATA_HEAD_LEN,
 };
 use scribe_format::{ErrorCode, ObjectId, OperationId, WorkspaceId};
 
@@ -420,10 +421,29 @@ impl Remote {
             .read_exact(&mut len)
             .map_err(ClientError::io(format!("reading the reply to {name}")))?;
         let n = check_frame_len(len).map_err(|e| ClientError::Protocol(e.to_string()))?;
-        let mut body = vec![0u8; n];
-        self.stream
-            .read_exact(&mut body)
-            .map_err(ClientError::io(format!("reading the reply to {name}")))?;
+        let reading = || ClientError::io(format!("reading the reply to {name}"));
+        // Object bytes are read straight into their own buffer.
+        let k = n.min(OBJECT_DATA_HEAD_LEN);
+        let mut body = vec![0u8; k];
+        self.stream.read_exact(&mut body).map_err(reading())?;
+        if let Some(mut reply) = object_data_head(&body, n) {
+            let want = n - k;
+            let mut data = Vec::new();
+            data.try_reserve_exact(want).map_err(|_| {
+                ClientError::Protocol(format!("cannot buffer a reply of {n} bytes"))
+            })?;
+            (&mut *self.stream)
+                .take(want as u64)
+                .read_to_end(&mut data)
+                .map_err(reading())?;
+            if data.len() != want {
+                return Err(reading()(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+            reply.data = Bytes(data);
+            return Ok(Response::ObjectData(reply));
+        }
+        body.resize(n, 0);
+        self.stream.read_exact(&mut body[k..]).map_err(reading())?;
         decode_response(&body, self.lz4).map_err(|e| ClientError::Protocol(e.to_string()))
     }
 }

@@ -17,8 +17,8 @@ use std::time::Duration;
 use scribe_format::wire::frame::check_frame_len;
 use scribe_format::wire::handshake::{HandshakeStatus, FLAG_LZ4, HANDSHAKE_LEN};
 use scribe_format::wire::{
-    decode_request, object_put_head, response_frame, Answer, ErrorReply, Hello, Response,
-    MAX_FRAME_BYTES,
+    decode_request, object_data_frame_head, object_put_head, response_frame, Answer, ErrorReply,
+    Hello, Response, MAX_FRAME_BYTES,
 };
 use scribe_format::ErrorCode;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -256,9 +256,36 @@ where
                 ))
             }
         };
-        let frame = response_frame(&reply, lz4);
-        if let Err(e) = write_all(&mut stream, &frame, timeouts.write).await {
+        // Object bytes go out from the reply's own buffer, not copied
+        // into a frame.
+        let sent = match &reply {
+            Response::ObjectData(d) if !lz4 => {
+                let head = object_data_frame_head(d, d.data.0.len());
+                write_parts(&mut stream, &head, &d.data.0, timeouts.write).await
+            }
+            _ => write_all(&mut stream, &response_frame(&reply, lz4), timeouts.write).await,
+        };
+        if let Err(e) = sent {
             return e;
         }
+    }
+}
+
+async fn write_parts<S: AsyncWrite + Unpin>(
+    s: &mut S,
+    head: &[u8],
+    tail: &[u8],
+    t: Duration,
+) -> Result<(), Ended> {
+    match timeout(t, async {
+        s.write_all(head).await?;
+        s.write_all(tail).await?;
+        s.flush().await
+    })
+    .await
+    {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Ended::Io(e.to_string())),
+        Err(_) => Err(Ended::Io("write timed out".into())),
     }
 }

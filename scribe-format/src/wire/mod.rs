@@ -138,6 +138,56 @@ impl ObjectPutHead {
     }
 }
 
+/// Opcode of the `ObjectData` reply (to `ObjectGet`).
+const OP_OBJECT_DATA: u16 = 0x0032 | frame::REPLY_BIT;
+
+/// The frame of an `ObjectData` reply carrying `data_len` bytes of data,
+/// up to the data: `head ‖ data` is byte for byte
+/// `response_frame(&Response::ObjectData(reply), false)`. `reply.data` is
+/// not used. Only for connections without LZ4 frames.
+pub fn object_data_frame_head(reply: &message::ObjectData, data_len: usize) -> Vec<u8> {
+    let payload_len = 8 + 8 + 4;
+    let mut out = Vec::with_capacity(4 + frame::FRAME_HEADER_LEN + payload_len);
+    out.extend_from_slice(
+        &((frame::FRAME_HEADER_LEN + payload_len + data_len) as u32).to_le_bytes(),
+    );
+    out.extend_from_slice(&OP_OBJECT_DATA.to_le_bytes());
+    out.push(0);
+    out.extend_from_slice(&reply.total_len.to_le_bytes());
+    out.extend_from_slice(&reply.offset.to_le_bytes());
+    out.extend_from_slice(&(data_len as u32).to_le_bytes());
+    out
+}
+
+/// Bytes of an uncompressed `ObjectData` reply's frame body before its
+/// data.
+pub const OBJECT_DATA_HEAD_LEN: usize = frame::FRAME_HEADER_LEN + 8 + 8 + 4;
+
+/// Parse the head of an `ObjectData` reply from `prefix`, the first bytes
+/// (at least [`OBJECT_DATA_HEAD_LEN`]) of a frame body of `body_len` bytes:
+/// the reply with empty data, its data running from
+/// [`OBJECT_DATA_HEAD_LEN`] to the body's end. `None` for any other reply,
+/// a compressed frame, or data that would not end exactly at the body's
+/// end (decode the whole body instead, which names the error).
+pub fn object_data_head(prefix: &[u8], body_len: usize) -> Option<message::ObjectData> {
+    use crate::bytes::Reader;
+    let mut r = Reader::new(prefix);
+    if r.u16("frame opcode").ok()? != OP_OBJECT_DATA || r.u8("frame flags").ok()? != 0 {
+        return None;
+    }
+    let total_len = r.u64("total_len").ok()?;
+    let offset = r.u64("offset").ok()?;
+    let data_len = r.u32("bytes32").ok()? as usize;
+    if OBJECT_DATA_HEAD_LEN.checked_add(data_len)? != body_len {
+        return None;
+    }
+    Some(message::ObjectData {
+        total_len,
+        offset,
+        data: Bytes(Vec::new()),
+    })
+}
+
 /// Decode a request from a frame body (after the length word).
 pub fn decode_request(body: &[u8], lz4: bool) -> Result<Request, FormatError> {
     let (opcode, payload) = frame::decode_frame_body(body, lz4)?;

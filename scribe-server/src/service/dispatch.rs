@@ -626,10 +626,15 @@ fn object_get(svc: &Service, session: &mut Session, r: m::ObjectGet) -> R<m::Obj
     }
     let start = r.offset as usize;
     let end = (start + max as usize).min(data.len());
-    let piece = data[start..end].to_vec();
     if end == data.len() {
         session.download = None;
     }
+    // A whole object in one piece leaves as it was read (no copy).
+    let piece = match (start, Arc::try_unwrap(data)) {
+        (0, Ok(whole)) if end == whole.len() => whole,
+        (_, Ok(v)) => v[start..end].to_vec(),
+        (_, Err(shared)) => shared[start..end].to_vec(),
+    };
     Ok(m::ObjectData {
         total_len: total,
         offset: r.offset,
