@@ -200,20 +200,13 @@ impl Remote {
                         (n < EXTRA_CONNECTIONS).then_some(n + 1)
                     })
                     .is_ok();
-                if !slot {
-                    None
+                // Refused (the server is at its connection limit) or
+                // in-process: the slot stays taken and this thread waits
+                // for the main connection.
+                if slot {
+                    self.usable_extra_connection()
                 } else {
-                    match self.extra_connection() {
-                        Some(Ok(c)) => Some(c),
-                        Some(Err(e)) => {
-                            self.extra.fetch_sub(1, Ordering::SeqCst);
-                            return Err(e);
-                        }
-                        None => {
-                            self.extra.fetch_sub(1, Ordering::SeqCst);
-                            None
-                        }
-                    }
+                    None
                 }
             }
         };
@@ -232,6 +225,17 @@ impl Remote {
                 Err(e.into())
             }
         }
+    }
+
+    /// An extra connection that answered a `Status` request, or `None`
+    /// (in-process, cannot connect, or refused: a server at its
+    /// connection limit accepts the handshake and answers `busy`). A
+    /// transfer then uses fewer connections; it never fails for want of
+    /// an extra one.
+    pub fn usable_extra_connection(&self) -> Option<Client> {
+        let mut c = self.extra_connection()?.ok()?;
+        c.status().ok()?;
+        Some(c)
     }
 
     /// Another connection to the same server, for parallel transfers;

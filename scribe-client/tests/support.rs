@@ -163,6 +163,32 @@ fn to_run(out: Output) -> Run {
 }
 
 impl Env {
+    /// An in-process listener on 127.0.0.1 serving at most
+    /// `max_connections` at once (one more is answered `busy`), with
+    /// repository `demo`; the service is returned to watch its
+    /// connections.
+    pub fn tcp_limited(max_connections: usize) -> (Env, std::sync::Arc<Service>) {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let svc = Service::create(tmp.path().join("server")).expect("data root");
+        let opts = ListenOptions {
+            max_connections,
+            ..Default::default()
+        };
+        let h = ServerHandle::start(svc.clone(), "127.0.0.1:0", opts).expect("listener");
+        let env = Env {
+            url: h.url(),
+            tmp,
+            _server: Some(h),
+            _process: None,
+        };
+        env.scribe(
+            env.tmp.path(),
+            &["repo", "create", "demo", "--server", &env.url.clone()],
+        )
+        .ok();
+        (env, svc)
+    }
+
     /// A fresh data root with repository `demo`.
     pub fn new(t: Transport) -> Env {
         let tmp = tempfile::tempdir().expect("temp dir");

@@ -148,6 +148,48 @@ fn large_files_download_in_parallel(t: Transport) {
 }
 both!(large_files_download_in_parallel);
 
+/// A server at its connection limit refuses the extra connections a
+/// large submit and a parallel sync would open (`busy`): both carry on
+/// over their one connection instead of failing.
+#[test]
+fn refused_extra_connections_fall_back_to_one() {
+    let (env, svc) = Env::tcp_limited(1);
+    // Each command's connection is closed when it exits; wait until the
+    // server has seen it, so the next command's own connection fits.
+    let settle = || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while svc.connections() > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a connection stayed open"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    };
+    settle();
+    let a = env.workspace("alice", &[]);
+    let files: Vec<(String, Vec<u8>)> = (0..3)
+        .map(|i| {
+            (
+                format!("art/f{i}.bin"),
+                noise(18 * MIB + i * 511, 60 + i as u64),
+            )
+        })
+        .collect();
+    for (p, b) in &files {
+        write(&a, p, b);
+    }
+    settle();
+    env.scribe(&a, &["add", "."]).ok();
+    settle();
+    env.scribe(&a, &["submit", "-m", "at the limit"]).ok();
+    settle();
+    let b = env.workspace("bob", &[]);
+    for (p, bytes) in &files {
+        assert!(read(&b, p) == *bytes, "{p} arrived whole");
+    }
+}
+
 fn kill_between_freeze_and_upload_then_replay(t: Transport) {
     let env = Env::new(t);
     let (b, mut bytes) = big_file_synced_by_bob(&env);

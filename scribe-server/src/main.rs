@@ -65,6 +65,11 @@ enum Command {
         /// TLS private key (PEM); requires --tls-cert
         #[arg(long, value_name = "FILE", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+        /// Most connections served at once; one more is answered `busy`
+        /// (clients use up to 4 each while syncing or submitting large
+        /// files, and fall back to one when refused)
+        #[arg(long, value_name = "N", default_value_t = scribe_server::listener::DEFAULT_MAX_CONNECTIONS)]
+        max_connections: usize,
     },
     /// Check metadata and objects of every repository
     Doctor(AdminArgs),
@@ -188,12 +193,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             runtime_dir,
             tls_cert,
             tls_key,
+            max_connections,
         } => serve(
             &data.data,
             &listen,
             runtime_dir.as_deref(),
             tls_cert,
             tls_key,
+            max_connections,
         ),
         Command::Doctor(a) => Ok(print_report(
             "doctor",
@@ -263,6 +270,7 @@ fn serve(
     runtime_dir: Option<&Path>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
+    max_connections: usize,
 ) -> Result<ExitCode> {
     let tls = match (tls_cert, tls_key) {
         (Some(c), Some(k)) => Some(scribe_server::tls::server_config(&c, &k)?),
@@ -278,6 +286,7 @@ fn serve(
     let options = ListenOptions {
         tls,
         log: true,
+        max_connections,
         ..ListenOptions::default()
     };
     let listener = rt

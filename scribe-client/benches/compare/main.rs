@@ -1916,18 +1916,34 @@ fn estimate(o: &Opts) -> f64 {
     let fixed = 20.0; // per workload: repositories, servers, sleeps
                       // limits: 3 x hash, 2 x write + fsync of the W1 large bytes
     let mut s = 30.0 + g(2 * GIB) * 15.0;
+    // Only the tools measured count (`--tools`).
+    let w = |t: Tool, secs: f64| if o.measures(t) { secs } else { 0.0 };
+    // Warming memory before a large run: 3 x its bytes at ~0.5 GB/s.
+    let warm = |bytes: f64| if o.warm { bytes * 3.0 / 0.5 } else { 0.0 };
     if o.wants("W1") || o.wants("W1L") {
-        // seconds per GiB imported, as measured in the full run of
-        // 2026-12-02: Scribe 9, Git 455 (add 27; push 430: delta search
-        // among the 128 MiB files, below Git's 512 MiB bigFileThreshold),
-        // Git LFS 9, Subversion 10, writing + flushing each tool's copy 4 x 4
-        s += fixed + runs * g(2 * GIB) * (9.0 + 455.0 + 9.0 + 10.0 + 16.0);
+        // seconds per GiB imported: Scribe 2 (2026-12-03), Git 455 (add
+        // 27; push 430: delta search among the 128 MiB files, below Git's
+        // 512 MiB bigFileThreshold; 12-02), Git LFS 11, Subversion 11
+        // (12-03), writing + flushing each tool's copy 4, warming
+        let per_tool = 4.0 + warm(1.0);
+        s += fixed
+            + runs
+                * g(2 * GIB)
+                * (2.0
+                    + per_tool
+                    + w(Tool::Git, 455.0 + per_tool)
+                    + w(Tool::Lfs, 11.0 + per_tool)
+                    + w(Tool::Svn, 11.0 + per_tool));
     }
     if o.wants("W1") || o.wants("W1S") {
         // per 20,000 small files: Scribe 10, Git 75 + its maintenance
         // afterwards 120 (untimed), Git LFS 40 + 50, Subversion 250
-        // (~12 ms a file), writing 4 x 3
-        s += fixed + runs * (o.scale * (10.0 + 195.0 + 90.0 + 250.0 + 12.0) + 4.0);
+        // (~12 ms a file), writing 3 each
+        s += fixed
+            + runs
+                * (o.scale
+                    * (13.0 + w(Tool::Git, 198.0) + w(Tool::Lfs, 93.0) + w(Tool::Svn, 253.0))
+                    + 4.0);
     }
     if o.wants("W2") {
         // setup per 100,000 files: Scribe 50, Git 20 (Subversion ~ 1 hour, opt-in)
@@ -1940,16 +1956,33 @@ fn estimate(o: &Opts) -> f64 {
         // each of 3 edits per run: Git 90 (deflate on add, again on push,
         // again unpacking on the server), Git LFS 18, Subversion 20,
         // Scribe 3, applying 4 x 3
-        s += fixed + g(GIB) * 174.0 + runs * 3.0 * (g(GIB) * 143.0 + 1.0);
+        s += fixed
+            + g(GIB) * (24.0 + w(Tool::Git, 90.0) + w(Tool::Lfs, 20.0) + w(Tool::Svn, 40.0))
+            + runs
+                * 3.0
+                * (g(GIB)
+                    * (3.0
+                        + w(Tool::Git, 90.0)
+                        + w(Tool::Lfs, 18.0)
+                        + w(Tool::Svn, 20.0)
+                        + o.tools.len() as f64 * (3.0 + warm(1.0)))
+                    + 1.0);
     }
     if o.wants("W4") {
         let setup = if o.wants("W1") || o.wants("W1L") {
             0.0
         } else {
-            g(2 * GIB) * 499.0
+            g(2 * GIB) * (6.0 + w(Tool::Git, 459.0) + w(Tool::Lfs, 15.0) + w(Tool::Svn, 15.0))
         };
-        // fresh: Scribe 6, Git 40, Git LFS 15, Subversion 30; view: a quarter of it
-        s += fixed + setup + runs * g(2 * GIB) * (6.0 + 40.0 + 15.0 + 30.0) * 1.25;
+        // per GiB fresh (12-02): Scribe 10, Git 393 (its clone packs the
+        // objects on the server), Git LFS 11, Subversion 15; a view costs
+        // about a quarter more; warming before each of the 2 x tools runs
+        s += fixed
+            + setup
+            + runs
+                * g(2 * GIB)
+                * ((10.0 + w(Tool::Git, 393.0) + w(Tool::Lfs, 11.0) + w(Tool::Svn, 15.0)) * 1.25
+                    + o.tools.len() as f64 * warm(1.25));
     }
     if o.wants("PROXY") {
         // 4 tests x 3 transfers x runs, about 1 s per GiB moved

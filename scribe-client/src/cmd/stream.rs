@@ -131,8 +131,9 @@ pub fn freeze_and_upload(
     };
     let mut lanes = vec![Lane::Shared(remote)];
     for _ in 1..LANES {
-        match remote.extra_connection() {
-            Some(c) => lanes.push(Lane::Own(Box::new(c?))),
+        // Fewer lanes when the server refuses another connection.
+        match remote.usable_extra_connection() {
+            Some(c) => lanes.push(Lane::Own(Box::new(c))),
             None => break,
         }
     }
