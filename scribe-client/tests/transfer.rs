@@ -110,23 +110,28 @@ fn edit_of_a_synced_big_file_stores_and_sends_little(t: Transport) {
 }
 both!(edit_of_a_synced_big_file_stores_and_sends_little);
 
+/// Write `n` files `art/f<i>.bin` of about `mib` MiB of noise into `ws`
+/// (sizes differ by a few bytes); returns their paths and bytes.
+fn large_files(ws: &Path, n: usize, mib: usize, seed: u64) -> Vec<(String, Vec<u8>)> {
+    (0..n)
+        .map(|i| {
+            let (p, b) = (
+                format!("art/f{i}.bin"),
+                noise(mib * MIB + i * 4099, seed + i as u64),
+            );
+            write(ws, &p, &b);
+            (p, b)
+        })
+        .collect()
+}
+
 /// Large files written in parallel by a sync each download over a free
 /// connection (TCP: extra connections beside the main one): every byte
 /// arrives in the right file, including chunks fetched in several ranges.
 fn large_files_download_in_parallel(t: Transport) {
     let env = Env::new(t);
     let a = env.workspace("alice", &[]);
-    let files: Vec<(String, Vec<u8>)> = (0..4)
-        .map(|i| {
-            (
-                format!("art/f{i}.bin"),
-                noise(20 * MIB + i * 4099, 20 + i as u64),
-            )
-        })
-        .collect();
-    for (p, b) in &files {
-        write(&a, p, b);
-    }
+    let files = large_files(&a, 4, 20, 20);
     env.scribe(&a, &["add", "."]).ok();
     env.scribe(&a, &["submit", "-m", "four large files"]).ok();
     let b = env.workspace("bob", &[]);
@@ -168,17 +173,7 @@ fn refused_extra_connections_fall_back_to_one() {
     };
     settle();
     let a = env.workspace("alice", &[]);
-    let files: Vec<(String, Vec<u8>)> = (0..3)
-        .map(|i| {
-            (
-                format!("art/f{i}.bin"),
-                noise(18 * MIB + i * 511, 60 + i as u64),
-            )
-        })
-        .collect();
-    for (p, b) in &files {
-        write(&a, p, b);
-    }
+    let files = large_files(&a, 3, 18, 60);
     settle();
     env.scribe(&a, &["add", "."]).ok();
     settle();

@@ -78,16 +78,7 @@ async fn write_all<S: AsyncWrite + Unpin>(
     bytes: &[u8],
     t: Duration,
 ) -> Result<(), Ended> {
-    match timeout(t, async {
-        s.write_all(bytes).await?;
-        s.flush().await
-    })
-    .await
-    {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(Ended::Io(e.to_string())),
-        Err(_) => Err(Ended::Io("write timed out".into())),
-    }
+    write_parts(s, bytes, &[], t).await
 }
 
 async fn refuse<S: AsyncWrite + Unpin>(
@@ -271,6 +262,7 @@ where
     }
 }
 
+/// Write `head` then `tail` and flush, within `t`.
 async fn write_parts<S: AsyncWrite + Unpin>(
     s: &mut S,
     head: &[u8],
