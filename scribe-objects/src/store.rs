@@ -478,28 +478,20 @@ impl ObjectStore {
             self.roll_over(w)?;
         }
         let path = layout::pack_path(&self.dir, w.id);
-        let header = pack::entry_header(id, envelope_len as u64);
-        w.buf.extend_from_slice(&header);
-        if envelope_len >= WRITE_BUFFER / 4 {
-            // Large: the small head goes with the buffered bytes, the
-            // payload straight from the caller's buffer.
-            let (head, body) = if envelope[0].len() <= WRITE_BUFFER / 4 {
-                w.buf.extend_from_slice(envelope[0]);
-                (None, envelope[1])
-            } else {
-                (Some(envelope[0]), envelope[1])
-            };
-            w.flush_buf(&path)?;
-            for part in head.into_iter().chain([body]) {
+        w.buf
+            .extend_from_slice(&pack::entry_header(id, envelope_len as u64));
+        // Small parts join the buffered bytes; a large one is written
+        // straight from the caller's buffer, after what is buffered.
+        for part in envelope {
+            if part.len() >= WRITE_BUFFER / 4 {
+                w.flush_buf(&path)?;
                 w.file.write_all(part).map_err(io_err(&path))?;
-            }
-        } else {
-            for part in envelope {
+            } else {
                 w.buf.extend_from_slice(part);
             }
-            if w.buf.len() >= WRITE_BUFFER {
-                w.flush_buf(&path)?;
-            }
+        }
+        if w.buf.len() >= WRITE_BUFFER {
+            w.flush_buf(&path)?;
         }
         let offset = w.len;
         w.len += entry_len;

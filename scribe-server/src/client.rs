@@ -19,7 +19,7 @@ use scribe_format::wire::handshake::{HandshakeStatus, FLAG_LZ4, HANDSHAKE_LEN};
 use scribe_format::wire::message::{self as m, MAX_IDS_PER_REQUEST, MAX_OBJECT_DATA_PER_FRAME};
 use scribe_format::wire::{
     decode_response, object_data_head, object_put_frame_head, request_frame, Answer, Bytes, Hello,
-    Request, Response, OBJECT_DATA_HEAD_LEN,
+    Request, Response, OBJECT_DATA_HEAD_LEN, OP_OBJECT_PUT, OP_OBJECT_PUT_STAGED,
 };
 use scribe_format::{ErrorCode, ObjectId, OperationId, WorkspaceId};
 
@@ -311,36 +311,19 @@ impl Client {
     pub fn call(&mut self, request: Request) -> R<Response> {
         let opcode = request.opcode();
         let name = request.name();
-        // An object piece over a plain connection goes out from the
-        // caller's buffer: no copy into a frame.
-        if let (Conn::Remote(r), Request::ObjectPut(_) | Request::ObjectPutStaged(_)) =
-            (&self.conn, &request)
-        {
-            if !r.lz4 {
-                let (put, staged) = match request {
-                    Request::ObjectPut(p) => (p, false),
-                    Request::ObjectPutStaged(p) => (p, true),
-                    _ => unreachable!("matched above"),
-                };
-                return self.put_piece(&put, staged, &put.data.0);
-            }
-        }
         let reply = match &mut self.conn {
             Conn::Local(l) => l.service.handle(&mut l.session, request),
-            Conn::Remote(r) => {
-                if r.broken {
-                    return Err(ClientError::Protocol(
-                        "the connection failed earlier; reconnect".into(),
-                    ));
+            // An object piece over a plain connection goes out from its
+            // own buffer: no copy into a frame.
+            Conn::Remote(r) if !r.lz4 => match &request {
+                Request::ObjectPut(p) | Request::ObjectPutStaged(p) => {
+                    let staged = opcode == OP_OBJECT_PUT_STAGED;
+                    let head = object_put_frame_head(p, staged, p.data.0.len());
+                    r.send(&head, &p.data.0, name)?
                 }
-                match r.exchange(&request) {
-                    Ok(reply) => reply,
-                    Err(e) => {
-                        r.broken = true;
-                        return Err(e);
-                    }
-                }
-            }
+                _ => r.send(&request_frame(&request, false), &[], name)?,
+            },
+            Conn::Remote(r) => r.send(&request_frame(&request, true), &[], name)?,
         };
         Self::checked(reply, opcode, name)
     }
@@ -350,25 +333,15 @@ impl Client {
     /// head and `data` are written as they are, without building a frame.
     fn put_piece(&mut self, put: &m::ObjectPut, staged: bool, data: &[u8]) -> R<Response> {
         let (opcode, name) = if staged {
-            (0x0036, "ObjectPutStaged")
+            (OP_OBJECT_PUT_STAGED, "ObjectPutStaged")
         } else {
-            (0x0031, "ObjectPut")
+            (OP_OBJECT_PUT, "ObjectPut")
         };
-        let reply = match &mut self.conn {
+        match &mut self.conn {
             Conn::Remote(r) if !r.lz4 => {
-                if r.broken {
-                    return Err(ClientError::Protocol(
-                        "the connection failed earlier; reconnect".into(),
-                    ));
-                }
                 let head = object_put_frame_head(put, staged, data.len());
-                match r.exchange_parts(&head, data, name) {
-                    Ok(reply) => reply,
-                    Err(e) => {
-                        r.broken = true;
-                        return Err(e);
-                    }
-                }
+                let reply = r.send(&head, data, name)?;
+                Self::checked(reply, opcode, name)
             }
             _ => {
                 let put = m::ObjectPut {
@@ -376,14 +349,13 @@ impl Client {
                     repo: put.repo.clone(),
                     ..*put
                 };
-                return self.call(if staged {
+                self.call(if staged {
                     Request::ObjectPutStaged(put)
                 } else {
                     Request::ObjectPut(put)
-                });
+                })
             }
-        };
-        Self::checked(reply, opcode, name)
+        }
     }
 
     /// An error reply as [`ClientError::Server`]; a reply to another
@@ -405,13 +377,20 @@ impl Client {
 }
 
 impl Remote {
-    fn exchange(&mut self, request: &Request) -> R<Response> {
-        let frame = request_frame(request, self.lz4);
-        self.exchange_parts(&frame, &[], request.name())
+    /// Send one request frame given as two consecutive parts and read its
+    /// reply. A failure marks the connection broken: the exchange may be
+    /// half done, so nothing more is sent on it.
+    fn send(&mut self, head: &[u8], tail: &[u8], name: &str) -> R<Response> {
+        if self.broken {
+            return Err(ClientError::Protocol(
+                "the connection failed earlier; reconnect".into(),
+            ));
+        }
+        let r = self.exchange_parts(head, tail, name);
+        self.broken = r.is_err();
+        r
     }
 
-    /// Send one request frame given as two consecutive parts, then read
-    /// its reply.
     fn exchange_parts(&mut self, head: &[u8], tail: &[u8], name: &str) -> R<Response> {
         write_both(&mut *self.stream, head, tail)
             .and_then(|_| self.stream.flush())
@@ -453,6 +432,8 @@ fn write_both(w: &mut dyn Write, head: &[u8], tail: &[u8]) -> std::io::Result<()
     use std::io::{ErrorKind, IoSlice};
     let mut bufs = [IoSlice::new(head), IoSlice::new(tail)];
     let mut bufs = &mut bufs[..];
+    // Drop leading empty parts: a write of nothing but empty slices
+    // returns 0, which would read as WriteZero.
     IoSlice::advance_slices(&mut bufs, 0);
     while !bufs.is_empty() {
         match w.write_vectored(bufs) {

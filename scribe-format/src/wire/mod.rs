@@ -63,9 +63,9 @@ pub fn object_put_frame_head(put: &message::ObjectPut, staged: bool, data_len: u
 }
 
 /// Opcode of `ObjectPut`.
-const OP_OBJECT_PUT: u16 = 0x0031;
+pub const OP_OBJECT_PUT: u16 = 0x0031;
 /// Opcode of `ObjectPutStaged`.
-const OP_OBJECT_PUT_STAGED: u16 = 0x0036;
+pub const OP_OBJECT_PUT_STAGED: u16 = 0x0036;
 
 /// The head of an uncompressed `ObjectPut` / `ObjectPutStaged` frame,
 /// for a receiver that reads the data into its own buffer.
