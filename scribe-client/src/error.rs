@@ -1,141 +1,146 @@
-//! The command-line error: a named code, one line of what happened, the
-//! paths it concerns, and a hint. Printed as
+//! The error of every workflow: a registered code, one line of what
+//! happened, the paths it concerns, and the cause it came from.
 //!
-//! ```text
-//! Error[base_mismatch]: 1 path changed on the server since you synced it
-//!   art/hero.psd
-//! Hint: run `scribe sync`, then `scribe resolve`, then submit again
-//! ```
-//!
-//! Exit status 1; usage errors (clap) exit 2.
+//! Codes come from the one registry (`scribe_format::ErrorCode`); their
+//! [`ErrorKind`] decides how a command ends. What to do next (hints) is
+//! the binary's business, keyed by code.
 
-use scribe_format::ErrorCode;
-use scribe_server::ClientError;
+use std::fmt;
+
+use scribe_format::{ErrorCode, ErrorKind, FormatError};
 use scribe_workspace::WorkspaceError;
 
+use crate::client::ClientError;
+
+type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A refused or failed workflow.
 #[derive(Debug)]
-pub struct CliError {
-    pub code: String,
-    pub message: String,
-    pub paths: Vec<String>,
-    pub hint: Option<String>,
+pub struct Error {
+    code: ErrorCode,
+    message: String,
+    paths: Vec<String>,
+    source: Option<Cause>,
 }
 
-pub type CliResult<T = ()> = Result<T, CliError>;
+/// The result of a workflow.
+pub type Result<T = (), E = Error> = std::result::Result<T, E>;
 
-impl CliError {
-    pub fn new(code: impl Into<String>, message: impl Into<String>) -> CliError {
-        CliError {
-            code: code.into(),
+impl Error {
+    /// An error with `code` and `message`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Error {
+        Error {
+            code,
             message: message.into(),
             paths: Vec::new(),
-            hint: None,
+            source: None,
         }
     }
 
-    pub fn hint(mut self, hint: impl Into<String>) -> CliError {
-        self.hint = Some(hint.into());
-        self
-    }
-
-    pub fn paths(mut self, paths: Vec<String>) -> CliError {
+    /// The same error naming `paths`.
+    pub fn with_paths(mut self, paths: Vec<String>) -> Error {
         self.paths = paths;
         self
     }
 
-    pub fn print(&self) {
-        eprintln!("Error[{}]: {}", self.code, self.message);
-        for p in self.paths.iter().take(50) {
-            eprintln!("  {p}");
-        }
-        if self.paths.len() > 50 {
-            eprintln!("  ... and {} more", self.paths.len() - 50);
-        }
-        if let Some(h) = &self.hint {
-            eprintln!("Hint: {h}");
-        }
+    /// The same error caused by `cause`.
+    pub fn caused_by(mut self, cause: impl Into<Cause>) -> Error {
+        self.source = Some(cause.into());
+        self
+    }
+
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        self.code.kind()
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub fn paths(&self) -> &[String] {
+        &self.paths
     }
 }
 
-/// The hint for a server refusal code.
-pub fn hint_for(code: ErrorCode) -> Option<&'static str> {
-    Some(match code {
-        ErrorCode::BaseMismatch | ErrorCode::NotPresent => {
-            "run `scribe sync`, settle the listed paths with `scribe resolve`, then submit again"
-        }
-        ErrorCode::LockedByOther => {
-            "`scribe locks` shows who holds the lock; ask them to submit or unlock"
-        }
-        ErrorCode::PathCollision => {
-            "two paths may not differ only in case or normalization; rename one with `scribe move`"
-        }
-        ErrorCode::EmptySubmission => {
-            "open files with `scribe add`, `scribe edit` or `scribe delete` first"
-        }
-        ErrorCode::NotFound => "check the name with `scribe repo list --server URL`",
-        ErrorCode::AlreadyExists => "pick another name",
-        ErrorCode::Busy => "another scribe process is using it; wait for it to finish",
-        ErrorCode::InvalidPath => "`scribe debug path PATH` explains which rule a path breaks",
-        ErrorCode::WorkspaceRetired => "create a new workspace with `scribe workspace create`",
-        _ => return None,
-    })
-}
-
-impl From<ClientError> for CliError {
-    fn from(e: ClientError) -> CliError {
-        let code = e.code();
-        let mut err = CliError::new(code.name(), e.to_string()).paths(e.paths().to_vec());
-        if let ClientError::Io { .. } = e {
-            err = err.hint("is the server running and reachable at the workspace's URL?");
-        } else if let Some(h) = hint_for(code) {
-            err = err.hint(h);
-        }
-        err
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
     }
 }
 
-impl From<WorkspaceError> for CliError {
-    fn from(e: WorkspaceError) -> CliError {
-        if let WorkspaceError::Refused { code, hint, .. } = &e {
-            return CliError::new(*code, e.to_string()).hint(*hint);
-        }
-        let (code, hint) = match &e {
-            WorkspaceError::NotAWorkspace { .. } => (
-                "not_a_workspace",
-                Some("run this inside a workspace, or create one with `scribe workspace create DIR --server URL --repo NAME`"),
-            ),
-            WorkspaceError::AlreadyAWorkspace { .. } => ("already_exists", Some("choose an empty or new directory")),
-            WorkspaceError::Busy { .. } => ("busy", Some("wait for the other scribe command to finish")),
-            WorkspaceError::JournalInProgress { .. } | WorkspaceError::JournalUnfinished { .. } => {
-                ("sync_unfinished", Some("run `scribe sync` to complete it"))
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl From<ClientError> for Error {
+    fn from(e: ClientError) -> Error {
+        match e {
+            ClientError::Io { context, source } => {
+                Error::new(ErrorCode::Unreachable, context).caused_by(source)
             }
-            WorkspaceError::UnsupportedSchema { .. } => ("unsupported_version", None),
-            WorkspaceError::Corrupt { .. } => ("corrupt", None),
-            WorkspaceError::Materialize { .. } => ("refused", None),
-            _ => ("internal", None),
-        };
-        let mut err = CliError::new(code, e.to_string());
-        if let Some(h) = hint {
-            err = err.hint(h);
+            ClientError::Server {
+                code,
+                message,
+                paths,
+            } => Error::new(code, message).with_paths(paths),
+            ClientError::Tls(t) => {
+                Error::new(ErrorCode::Unreachable, "TLS is not configured").caused_by(t)
+            }
+            other => Error::new(other.code(), other.to_string()),
         }
-        err
     }
 }
 
-impl From<scribe_objects::StoreError> for CliError {
-    fn from(e: scribe_objects::StoreError) -> CliError {
-        CliError::new("internal", format!("workspace cache: {e}"))
+impl From<WorkspaceError> for Error {
+    fn from(e: WorkspaceError) -> Error {
+        let code = match &e {
+            WorkspaceError::Refused { code, .. } => *code,
+            WorkspaceError::NotAWorkspace { .. } => ErrorCode::NotAWorkspace,
+            WorkspaceError::AlreadyAWorkspace { .. } => ErrorCode::AlreadyExists,
+            WorkspaceError::Busy { .. } => ErrorCode::Busy,
+            WorkspaceError::JournalInProgress { .. } | WorkspaceError::JournalUnfinished { .. } => {
+                ErrorCode::SyncUnfinished
+            }
+            WorkspaceError::UnsupportedSchema { .. } => ErrorCode::UnsupportedVersion,
+            WorkspaceError::Corrupt { .. } | WorkspaceError::Descriptor { .. } => {
+                ErrorCode::Corrupt
+            }
+            WorkspaceError::Materialize { .. } => ErrorCode::Refused,
+            WorkspaceError::Io { .. } => ErrorCode::Io,
+            _ => ErrorCode::Internal,
+        };
+        match e {
+            WorkspaceError::Io { path, source } => {
+                Error::new(code, format!("{}", path.display())).caused_by(source)
+            }
+            WorkspaceError::Database(d) => Error::new(code, "workspace database").caused_by(d),
+            other => Error::new(code, other.to_string()),
+        }
     }
 }
 
-impl From<std::io::Error> for CliError {
-    fn from(e: std::io::Error) -> CliError {
-        CliError::new("io", e.to_string())
+impl From<scribe_objects::StoreError> for Error {
+    fn from(e: scribe_objects::StoreError) -> Error {
+        Error::new(ErrorCode::Internal, "workspace cache").caused_by(e)
     }
 }
 
-impl From<scribe_format::FormatError> for CliError {
-    fn from(e: scribe_format::FormatError) -> CliError {
-        CliError::new(e.code().name(), e.to_string())
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::new(ErrorCode::Io, e.to_string())
+    }
+}
+
+impl From<FormatError> for Error {
+    fn from(e: FormatError) -> Error {
+        Error::new(e.code(), e.to_string())
     }
 }

@@ -1,14 +1,4 @@
-//! End-to-end tests of the `scribe` binary.
+//! Integration tests of the client library against the real service, over
+//! TCP, TLS and in-process (one binary, one module per concern).
 
-mod support;
-
-mod crash;
-mod daily;
-mod debug_path;
-mod help;
-mod moves;
-mod quickstart;
-mod receipt;
-mod restore;
-mod transfer;
-mod views;
+mod it;

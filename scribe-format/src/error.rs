@@ -91,6 +91,75 @@ error_codes! {
     Busy = 400, "busy";
     /// An internal failure (I/O, database); the detail says which.
     Internal = 500, "internal";
+    // 6xx: client-side codes. Never sent by a server; a client reports
+    // them for refusals of its own workflows (`docs/cli.md`).
+    /// The command line is not one the command accepts.
+    Usage = 600, "usage";
+    /// The directory is not inside a Scribe workspace.
+    NotAWorkspace = 601, "not_a_workspace";
+    /// A local file or directory could not be read or written.
+    Io = 602, "io";
+    /// The server could not be reached or the connection failed.
+    Unreachable = 603, "unreachable";
+    /// A workflow refused the request (the message says why).
+    Refused = 604, "refused";
+    /// A sync is unfinished; `scribe sync` completes it.
+    SyncUnfinished = 605, "sync_unfinished";
+    /// An interrupted submission must finish first.
+    SubmitPending = 606, "submit_pending";
+    /// Paths need resolving before this can run.
+    NeedsResolve = 607, "needs_resolve";
+    /// The server was restored since the workspace last synced.
+    IncarnationChanged = 608, "incarnation_changed";
+    /// Opened paths are based on the server's state before a restore.
+    StaleBase = 609, "stale_base";
+    /// Files changed while a submission read them.
+    ChangedWhileSubmitting = 610, "changed_while_submitting";
+    /// A prepared submission can never complete and was set aside.
+    SubmitWithdrawn = 611, "submit_withdrawn";
+    /// A prepared submission was not replayed after a server restore.
+    SubmitRetired = 612, "submit_retired";
+    /// Local work stands in the way of a view change.
+    ViewChangeBlocked = 613, "view_change_blocked";
+    /// A move was refused by the move rules.
+    MoveRefused = 614, "move_refused";
+    /// The path was vacated by a pending move and is reserved.
+    MoveReserved = 615, "move_reserved";
+    /// An interrupted move must be resumed or aborted first.
+    MoveUnfinished = 616, "move_unfinished";
+    /// A later pending move depends on the one to undo.
+    MoveDependent = 617, "move_dependent";
+}
+
+/// How a failure ends a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The command line was wrong (exit status 2).
+    Usage,
+    /// The request was understood and refused, or failed (exit status 1).
+    Refused,
+    /// Something broke: I/O, a corrupt store, a protocol error (exit status 1).
+    Failed,
+}
+
+impl ErrorCode {
+    /// Whether only clients use this code (never on the wire).
+    pub const fn is_client_side(self) -> bool {
+        self.number() >= 600
+    }
+
+    /// How a failure with this code ends a command.
+    pub const fn kind(self) -> ErrorKind {
+        match self {
+            ErrorCode::Usage => ErrorKind::Usage,
+            ErrorCode::Internal
+            | ErrorCode::Io
+            | ErrorCode::Unreachable
+            | ErrorCode::Corrupt
+            | ErrorCode::Malformed => ErrorKind::Failed,
+            _ => ErrorKind::Refused,
+        }
+    }
 }
 
 impl fmt::Display for ErrorCode {

@@ -39,7 +39,7 @@ pub mod portable;
 pub mod snapshot;
 pub mod wire;
 
-pub use error::{ErrorCode, FormatError};
+pub use error::{ErrorCode, ErrorKind, FormatError};
 pub use id::{
     BranchId, ChangeSetId, ChunkId, CommitId, FileContentId, ManifestId, ObjectId, ObjectKind,
     OperationId, RepositoryId, WorkspaceId,

@@ -1,4 +1,5 @@
-//! TLS configuration (rustls with the ring provider) from PEM files.
+//! The server's TLS configuration (rustls with the ring provider) from PEM
+//! files. The client's is in `scribe-client`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -53,18 +54,5 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
         .with_single_cert(chain, key)?;
-    Ok(Arc::new(cfg))
-}
-
-/// A client configuration trusting the certificates of `ca_file`.
-pub fn client_config(ca_file: &Path) -> Result<Arc<rustls::ClientConfig>, TlsError> {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in certs(ca_file)? {
-        roots.add(c)?;
-    }
-    let cfg = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
     Ok(Arc::new(cfg))
 }

@@ -1,3 +1,3 @@
-//! The scribe-server integration tests (one binary, one module per concern).
+//! The scribe-server integration tests of the binary.
 
 mod it;

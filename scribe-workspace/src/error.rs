@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use scribe_format::FormatError;
+use scribe_format::{ErrorCode, FormatError};
 
 /// Why a workspace operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -34,14 +34,13 @@ pub enum WorkspaceError {
     JournalUnfinished { path: String },
     #[error("could not write {path}: {detail}")]
     Materialize { path: String, detail: String },
-    /// A workflow refused by workspace state, with the client's error code
-    /// (`docs/cli.md`) and a one-line hint.
+    /// A workflow refused by workspace state, with its registered code
+    /// (what to do next is the command line's business).
     #[error("{path}: {detail}")]
     Refused {
-        code: &'static str,
+        code: ErrorCode,
         path: String,
         detail: String,
-        hint: &'static str,
     },
     #[error("workspace database: {0}")]
     Database(#[from] redb::Error),
@@ -54,16 +53,14 @@ pub enum WorkspaceError {
 
 impl WorkspaceError {
     pub(crate) fn refused(
-        code: &'static str,
+        code: ErrorCode,
         path: impl Into<String>,
         detail: impl Into<String>,
-        hint: &'static str,
     ) -> WorkspaceError {
         WorkspaceError::Refused {
             code,
             path: path.into(),
             detail: detail.into(),
-            hint,
         }
     }
 

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 
 use scribe_format::bytes::{Put, Reader};
 use scribe_format::path::is_under_prefix;
-use scribe_format::{FormatError, OperationId};
+use scribe_format::{ErrorCode, FormatError, OperationId};
 
 use crate::error::{Result, WorkspaceError};
 use crate::records::{OpenedAction, OpenedRecord};
@@ -352,10 +352,9 @@ pub fn refuse_if_interrupted(ws: &Workspace) -> Result<()> {
     match interrupted(ws)? {
         None => Ok(()),
         Some(i) => Err(WorkspaceError::refused(
-            "move_unfinished",
+            ErrorCode::MoveUnfinished,
             format!("{} -> {}", i.source, i.destination),
             format!("move {} is {}", i.operation.to_hex(), i.state_name()),
-            "run `scribe move --resume` to finish it or `scribe move --abort` to undo it",
         )),
     }
 }
@@ -394,10 +393,9 @@ pub fn select(ws: &Workspace, selector: Option<&str>) -> Result<MoveIntent> {
                 ([], []) => None,
                 _ => {
                     return Err(WorkspaceError::refused(
-                        "usage",
+                        ErrorCode::Usage,
                         s,
                         "names more than one pending move",
-                        "give the full operation id shown by `scribe status`",
                     ))
                 }
             }
@@ -405,21 +403,15 @@ pub fn select(ws: &Workspace, selector: Option<&str>) -> Result<MoveIntent> {
     };
     found.ok_or_else(|| {
         WorkspaceError::refused(
-            "not_found",
+            ErrorCode::NotFound,
             selector.unwrap_or("."),
             "no pending move there",
-            "`scribe status` lists pending moves with their ids",
         )
     })
 }
 
-fn refuse(
-    code: &'static str,
-    path: &str,
-    detail: impl Into<String>,
-    hint: &'static str,
-) -> WorkspaceError {
-    WorkspaceError::refused(code, path, detail, hint)
+fn refuse(code: ErrorCode, path: &str, detail: impl Into<String>) -> WorkspaceError {
+    WorkspaceError::refused(code, path, detail)
 }
 
 /// Count entries under `root` on disk (not following links), stopping
@@ -446,54 +438,43 @@ fn count_entries(root: &Path, limit: usize) -> Result<usize> {
 pub fn plan(ws: &Workspace, src: &str, dst: &str) -> Result<MoveIntent> {
     if src.is_empty() || dst.is_empty() {
         return Err(refuse(
-            "refused",
+            ErrorCode::Refused,
             src,
             "cannot move the workspace root",
-            "name a file or directory inside the workspace",
         ));
     }
     if overlaps(src, dst) {
         return Err(refuse(
-            "refused",
+            ErrorCode::Refused,
             dst,
             "source and destination overlap",
-            "a directory cannot move into itself or onto its parent",
         ));
     }
-    scribe_format::path::validate(dst).map_err(|e| {
-        refuse(
-            "invalid_path",
-            dst,
-            e.to_string(),
-            "`scribe debug path PATH` explains which rule a name breaks",
-        )
-    })?;
+    scribe_format::path::validate(dst)
+        .map_err(|e| refuse(ErrorCode::InvalidPath, dst, e.to_string()))?;
     let read = ws.read()?;
     let existing = load(&read)?;
     if let Some(i) = existing.iter().find(|i| i.interrupted()) {
         return Err(refuse(
-            "move_unfinished",
+            ErrorCode::MoveUnfinished,
             &i.destination,
             format!("move {} is {}", i.operation.to_hex(), i.state_name()),
-            "run `scribe move --resume` to finish it or `scribe move --abort` to undo it",
         ));
     }
     for i in &existing {
         if overlaps(dst, &i.source) {
             return Err(refuse(
-                "move_reserved",
+                ErrorCode::MoveReserved,
                 dst,
                 format!("{} was vacated by a pending move and is reserved", i.source),
-                "abort that move (`scribe move --abort`) or submit it first",
             ));
         }
     }
     if existing.len() >= MAX_OPERATIONS {
         return Err(refuse(
-            "limit_exceeded",
+            ErrorCode::LimitExceeded,
             src,
             "1,024 moves are already pending",
-            "submit the pending moves first",
         ));
     }
     let baselines = read.baselines()?;
@@ -524,10 +505,9 @@ pub fn plan(ws: &Workspace, src: &str, dst: &str) -> Result<MoveIntent> {
     }
     if !busy.is_empty() {
         return Err(refuse(
-            "move_refused",
+            ErrorCode::MoveRefused,
             &busy[0],
             format!("{} file(s) there are opened for edit", busy.len()),
-            "submit those edits first (a move restores exact prior state only for unopened files and adds)",
         ));
     }
     for (p, r) in &opened {
@@ -544,57 +524,47 @@ pub fn plan(ws: &Workspace, src: &str, dst: &str) -> Result<MoveIntent> {
     }
     if files.is_empty() {
         return Err(refuse(
-            "not_present",
+            ErrorCode::NotPresent,
             src,
             "nothing tracked or opened for add there",
-            "the path is not tracked here; `scribe status` lists what is",
         ));
     }
     if files.len() > MAX_TRACKED {
         return Err(refuse(
-            "limit_exceeded",
+            ErrorCode::LimitExceeded,
             src,
             format!(
                 "{} tracked files; a move is bounded to {MAX_TRACKED}",
                 files.len()
             ),
-            "move smaller directories one at a time",
         ));
     }
     let src_full = ws.root().join(src);
     if std::fs::symlink_metadata(&src_full).is_err() {
-        return Err(refuse(
-            "not_found",
-            src,
-            "not on disk",
-            "restore it, or `scribe revert` it, before moving",
-        ));
+        return Err(refuse(ErrorCode::NotFound, src, "not on disk"));
     }
     if let Some(f) = files
         .iter()
         .find(|f| !exists(&ws.root().join(&f.physical_source)))
     {
         return Err(refuse(
-            "not_found",
+            ErrorCode::NotFound,
             &f.physical_source,
             "a tracked file to move is missing from disk",
-            "restore it, or `scribe delete` it, before moving",
         ));
     }
     if count_entries(&src_full, MAX_DISCOVERED)? > MAX_DISCOVERED {
         return Err(refuse(
-            "limit_exceeded",
+            ErrorCode::LimitExceeded,
             src,
             format!("more than {MAX_DISCOVERED} entries on disk"),
-            "move smaller directories one at a time",
         ));
     }
     if std::fs::symlink_metadata(ws.root().join(dst)).is_ok() {
         return Err(refuse(
-            "already_exists",
+            ErrorCode::AlreadyExists,
             dst,
             "the destination exists",
-            "pick a destination that does not exist yet",
         ));
     }
     let live: HashMap<Vec<u8>, &str> = baselines
@@ -611,10 +581,9 @@ pub fn plan(ws: &Workspace, src: &str, dst: &str) -> Result<MoveIntent> {
     for f in &files {
         if let Some(other) = live.get(&scribe_format::path::collision_key(&f.destination)) {
             return Err(refuse(
-                "path_collision",
+                ErrorCode::PathCollision,
                 &f.destination,
                 format!("collides with {other}"),
-                "two paths may not differ only in case or normalization; pick another name",
             ));
         }
     }
@@ -649,10 +618,9 @@ pub fn plan(ws: &Workspace, src: &str, dst: &str) -> Result<MoveIntent> {
         + intent.encode().len();
     if total > MAX_JOURNAL_BYTES {
         return Err(refuse(
-            "limit_exceeded",
+            ErrorCode::LimitExceeded,
             src,
             "the move journal would exceed 32 MiB",
-            "submit the pending moves first",
         ));
     }
     Ok(intent)
@@ -764,7 +732,7 @@ fn carry(
         (false, true, false) | (false, false, true) => {}
         _ => {
             return Err(refuse(
-                "move_refused",
+                ErrorCode::MoveRefused,
                 to,
                 format!(
                     "cannot tell where the moved files are (source {}, staging {}, destination {})",
@@ -772,7 +740,6 @@ fn carry(
                     if s { "present" } else { "absent" },
                     if t { "present" } else { "absent" }
                 ),
-                "move the stray entry out of the way, then rerun",
             ))
         }
     }
@@ -878,10 +845,9 @@ pub fn abort_with(
     let all = load(&read)?;
     let Some(intent) = all.iter().find(|i| i.operation == *operation).cloned() else {
         return Err(refuse(
-            "not_found",
+            ErrorCode::NotFound,
             &operation.to_hex(),
             "no pending move has this id",
-            "`scribe status` lists pending moves with their ids",
         ));
     };
     if let Some(other) = all
@@ -889,14 +855,13 @@ pub fn abort_with(
         .find(|i| i.interrupted() && i.operation != *operation)
     {
         return Err(refuse(
-            "move_unfinished",
+            ErrorCode::MoveUnfinished,
             &other.destination,
             format!(
                 "move {} is {}",
                 other.operation.to_hex(),
                 other.state_name()
             ),
-            "run `scribe move --resume` to finish it or `scribe move --abort` to undo it",
         ));
     }
     let dependents: Vec<&MoveIntent> = all
@@ -905,7 +870,7 @@ pub fn abort_with(
         .collect();
     if let Some(d) = dependents.first() {
         return Err(refuse(
-            "move_dependent",
+            ErrorCode::MoveDependent,
             &intent.destination,
             format!(
                 "{} later move(s) depend on it, first {} -> {} ({})",
@@ -914,15 +879,13 @@ pub fn abort_with(
                 d.destination,
                 d.operation.to_hex()
             ),
-            "abort the later moves first (newest first)",
         ));
     }
     if !intent.aborting && intent.complete && exists(&ws.root().join(&intent.source)) {
         return Err(refuse(
-            "move_refused",
+            ErrorCode::MoveRefused,
             &intent.source,
             "something new stands at the vacated source",
-            "move it out of the way, then abort again",
         ));
     }
     if !intent.aborting {
@@ -934,10 +897,9 @@ pub fn abort_with(
             .find(|(p, _)| is_under_prefix(p, &intent.destination))
         {
             return Err(refuse(
-                "move_refused",
+                ErrorCode::MoveRefused,
                 &p,
                 "a tracked file now lives under the destination",
-                "move or revert it first, or submit the move",
             ));
         }
     }

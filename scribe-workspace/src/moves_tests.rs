@@ -62,7 +62,7 @@ fn opened(ws: &Workspace) -> Vec<(String, OpenedRecord)> {
 
 fn code(e: WorkspaceError) -> &'static str {
     match e {
-        WorkspaceError::Refused { code, .. } => code,
+        WorkspaceError::Refused { code, .. } => code.name(),
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
@@ -598,7 +598,7 @@ fn adding_a_directory_skips_new_files_under_a_vacated_source() {
     let refused: Vec<(&str, &str)> = r
         .refused
         .iter()
-        .map(|f| (f.path.as_str(), f.code))
+        .map(|f| (f.path.as_str(), f.code.name()))
         .collect();
     assert_eq!(refused, vec![("a/new", "move_reserved")], "reconcile");
     assert!(ws.read().unwrap().opened("a/new").unwrap().is_none());
@@ -606,7 +606,7 @@ fn adding_a_directory_skips_new_files_under_a_vacated_source() {
     let refused: Vec<(&str, &str)> = r
         .refused
         .iter()
-        .map(|f| (f.path.as_str(), f.code))
+        .map(|f| (f.path.as_str(), f.code.name()))
         .collect();
     assert_eq!(refused, vec![("a/new", "move_reserved")]);
     let o = ws.read().unwrap();

@@ -8,6 +8,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
+use scribe_format::ErrorCode;
+
 use crate::detect::{detect, detect_indexed, Detection, LocalChange};
 use crate::error::{Result, WorkspaceError};
 use crate::records::{OpenedAction, OpenedRecord, RecoveryReason};
@@ -20,7 +22,7 @@ use crate::sync::Materializer;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
     pub path: String,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub detail: String,
 }
 
@@ -32,7 +34,7 @@ pub struct OpenReport {
     pub refused: Vec<Refusal>,
 }
 
-fn refuse(path: &str, code: &'static str, detail: impl Into<String>) -> Refusal {
+fn refuse(path: &str, code: ErrorCode, detail: impl Into<String>) -> Refusal {
     Refusal {
         path: path.to_string(),
         code,
@@ -101,7 +103,7 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
     for p in &found.problems {
         report.refused.push(refuse(
             &p.path,
-            "invalid_path",
+            ErrorCode::InvalidPath,
             format!("{} ({})", p.detail, p.code),
         ));
     }
@@ -141,7 +143,7 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
         {
             report.refused.push(refuse(
                 path,
-                "move_reserved",
+                ErrorCode::MoveReserved,
                 format!(
                     "{root} was vacated by a pending move and is reserved until submit or abort"
                 ),
@@ -152,7 +154,7 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
         if let Some(other) = keys.get(&key) {
             report.refused.push(refuse(
                 path,
-                "path_collision",
+                ErrorCode::PathCollision,
                 format!("{path} and {other} differ only in case or normalization"),
             ));
             continue;
@@ -170,9 +172,11 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
                 .any(|f| scribe_format::path::is_under_prefix(&f.path, p))
             && !ws.root().join(p).is_dir()
         {
-            report
-                .refused
-                .push(refuse(p, "not_found", "no such file, or it is ignored"));
+            report.refused.push(refuse(
+                p,
+                ErrorCode::NotFound,
+                "no such file, or it is ignored",
+            ));
         }
     }
     tx.commit()?;
@@ -193,7 +197,7 @@ fn tracked_under(ws: &Workspace, paths: &[String]) -> Result<(Vec<String>, Vec<R
                 .map(|(p, _)| p.clone()),
         );
         if out.len() == before {
-            refused.push(refuse(arg, "not_present", "not a tracked file"));
+            refused.push(refuse(arg, ErrorCode::NotPresent, "not a tracked file"));
         }
     }
     out.sort();
@@ -277,7 +281,7 @@ pub fn revert(
         if targets.len() == before {
             report
                 .refused
-                .push(refuse(arg, "not_present", "not opened"));
+                .push(refuse(arg, ErrorCode::NotPresent, "not opened"));
         }
     }
     targets.sort_by(|a, b| a.0.cmp(&b.0));
@@ -487,7 +491,9 @@ pub fn reconcile(ws: &Workspace, prefixes: &[String]) -> Result<OpenReport> {
                 let detail = format!(
                     "{root} was vacated by a pending move and is reserved until submit or abort"
                 );
-                report.refused.push(refuse(&path, "move_reserved", detail));
+                report
+                    .refused
+                    .push(refuse(&path, ErrorCode::MoveReserved, detail));
                 continue;
             }
         }
@@ -569,7 +575,7 @@ mod tests {
         let codes: Vec<(&str, &str)> = r
             .refused
             .iter()
-            .map(|x| (x.path.as_str(), x.code))
+            .map(|x| (x.path.as_str(), x.code.name()))
             .collect();
         assert_eq!(
             codes,
@@ -580,7 +586,7 @@ mod tests {
         );
         assert_eq!(r.unchanged, vec!["art/Hero.psd"]);
         let r = add(&ws, &["missing.txt".into()]).unwrap();
-        assert_eq!(r.refused[0].code, "not_found");
+        assert_eq!(r.refused[0].code, ErrorCode::NotFound);
     }
 
     #[test]
@@ -602,7 +608,7 @@ mod tests {
         assert!(!ws.root().join("b.txt").exists());
         assert_eq!(
             edit(&ws, &["nope".into()]).unwrap().refused[0].code,
-            "not_present"
+            ErrorCode::NotPresent
         );
         let r = revert(&ws, &["".into()], &mem).unwrap();
         assert_eq!(r.opened.len(), 2);

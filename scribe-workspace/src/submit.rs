@@ -10,6 +10,7 @@
 
 use scribe_format::bytes::Reader;
 use scribe_format::changeset::{Action, ChangeSet};
+use scribe_format::ErrorCode;
 use scribe_format::{BranchId, OperationId};
 
 use crate::error::{Result, WorkspaceError};
@@ -195,10 +196,9 @@ pub fn archive_path(ws: &Workspace, op: &OperationId) -> std::path::PathBuf {
 pub fn archive_pending(ws: &Workspace, op: &OperationId) -> Result<std::path::PathBuf> {
     let Some(bytes) = ws.read()?.pending_bytes(op)? else {
         return Err(WorkspaceError::refused(
-            "not_found",
+            ErrorCode::NotFound,
             op.to_hex(),
             "no pending submission has this id",
-            "`scribe status` shows whether a submission is pending",
         ));
     };
     let path = archive_path(ws, op);
@@ -206,10 +206,9 @@ pub fn archive_pending(ws: &Workspace, op: &OperationId) -> Result<std::path::Pa
         Ok(existing) if existing == bytes => {}
         Ok(_) => {
             return Err(WorkspaceError::refused(
-                "corrupt",
+                ErrorCode::Corrupt,
                 path.display().to_string(),
                 "an archive of this submission exists with other bytes",
-                "move that file aside (it is kept evidence), then rerun `scribe submit`",
             ))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -391,7 +390,7 @@ mod tests {
         assert!(matches!(
             archive_pending(&ws, &op),
             Err(WorkspaceError::Refused {
-                code: "corrupt",
+                code: ErrorCode::Corrupt,
                 ..
             })
         ));

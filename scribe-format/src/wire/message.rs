@@ -18,6 +18,19 @@ use crate::id::{
 pub const MAX_IDS_PER_REQUEST: usize = 65_536;
 /// Largest object data carried by one [`ObjectPut`] or [`ObjectData`].
 pub const MAX_OBJECT_DATA_PER_FRAME: u32 = 4 << 20;
+
+/// Largest payload of an object other than a chunk (manifests, change sets)
+/// that an upload may declare.
+pub const MAX_STRUCTURED_OBJECT_BYTES: u64 = 64 << 20;
+
+/// The largest payload an upload of `kind` may declare (a chunk: the
+/// format's largest chunk).
+pub fn max_object_bytes(kind: crate::id::ObjectKind) -> u64 {
+    match kind {
+        crate::id::ObjectKind::Chunk => u64::from(crate::limits::MAX_CHUNK_BYTES),
+        _ => MAX_STRUCTURED_OBJECT_BYTES,
+    }
+}
 /// Largest number of ids in one [`ObjectGetMany`] request.
 pub const MAX_IDS_PER_GET_MANY: usize = 4_096;
 /// Largest page of any paged listing.

@@ -4,15 +4,17 @@
 //! A connection opens with the fixed 32-byte [`handshake`], then carries
 //! length-prefixed [`frame`]s: one request, one reply, in order. Messages are
 //! in [`message`]; their field codec is [`codec`]. Client and server share
-//! this one implementation; the transports (TCP, TLS, in-process) live in
-//! `scribe-server`.
+//! this one implementation. [`connection`] is the seam every transport
+//! implements: TCP/TLS in `scribe-client`, in-process in `scribe-server`.
 
 pub mod codec;
+pub mod connection;
 pub mod frame;
 pub mod handshake;
 pub mod message;
 
 pub use codec::{Bytes, Text, Wire};
+pub use connection::{Connection, ConnectionKind, TransportError};
 pub use frame::{decode_frame, encode_frame, MAX_FRAME_BYTES};
 pub use handshake::{Answer, HandshakeStatus, Hello};
 pub use message::{ErrorReply, Request, Response};

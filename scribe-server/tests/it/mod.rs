@@ -1,10 +1,4 @@
 mod support;
 
-mod concurrent;
-mod embedded;
-mod get_many;
-mod hostile;
-mod ops;
 mod process;
-mod staged;
 mod tls;

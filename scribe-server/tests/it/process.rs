@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
+use scribe_client::{connect, ClientOptions};
 use scribe_format::{OperationId, WorkspaceId};
-use scribe_server::{connect, ClientOptions};
 
 use super::support::*;
 

@@ -1,7 +1,9 @@
+#![allow(dead_code)] // TEMPORARY: a copy of the client tests' support, shrinking with the raw client.
 //! Shared fixtures: data roots, both transports, change sets built from bytes.
 
 use std::sync::Arc;
 
+use scribe_client::{Client, ClientOptions};
 use scribe_format::changeset::{ChangeSet, Entry, FileState, Mode};
 use scribe_format::wire::message as m;
 use scribe_format::wire::Text;
@@ -9,7 +11,7 @@ use scribe_format::{
     BranchId, ChangeSetId, ChunkId, FileContentId, ManifestId, ObjectId, OperationId, WorkspaceId,
 };
 use scribe_objects::ManifestChunk;
-use scribe_server::{Client, ClientOptions, ListenOptions, ServerHandle, Service};
+use scribe_server::{ListenOptions, ServerHandle, Service};
 use tempfile::TempDir;
 
 pub const REPO: &str = "game";
@@ -57,7 +59,7 @@ impl Env {
 
     pub fn client_with(&self, opts: &ClientOptions) -> Client {
         match &self.server {
-            Some(s) => scribe_server::connect(&s.url(), opts).expect("connect"),
+            Some(s) => scribe_client::connect(&s.url(), opts).expect("connect"),
             None => Client::in_process(self.service.clone()),
         }
     }

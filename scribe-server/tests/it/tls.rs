@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
-use scribe_server::{connect, ClientOptions, ListenOptions, ServerHandle, Service};
+use scribe_client::{connect, ClientOptions};
+use scribe_server::{ListenOptions, ServerHandle, Service};
 
 pub struct Pki {
     dir: tempfile::TempDir,
@@ -105,6 +106,6 @@ fn bad_pem_files_are_readable_errors() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("no certificate"), "{e}");
-    let e = scribe_server::tls::client_config(&dir.path().join("absent.pem")).unwrap_err();
+    let e = scribe_client::tls::client_config(&dir.path().join("absent.pem")).unwrap_err();
     assert!(e.to_string().contains("absent.pem"), "{e}");
 }

@@ -1,0 +1,281 @@
+//! Every argument of `scribe`, declared once, each with its help text.
+//! `docs/cli.md`'s reference section, the shell completions and the man
+//! page are generated from these declarations.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Scribe: version control for large binary assets
+#[derive(Parser, Debug)]
+#[command(name = "scribe", version, about = "Scribe: version control for large binary assets", long_about = None)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct Global {
+    /// Silence status lines (data on stdout is still printed)
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Print data, and errors, as JSON on stdout
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a guided demo on an embedded server
+    ///
+    /// Creates DIR (default ./scribe-quickstart) with a data root, a
+    /// repository, two workspaces and a generated asset set, then adds,
+    /// submits, syncs and shows a lock stopping a conflicting submit.
+    Quickstart {
+        /// A new or empty directory for the demo
+        dir: Option<PathBuf>,
+    },
+    /// Create, list or retire workspaces
+    #[command(subcommand)]
+    Workspace(WorkspaceCmd),
+    /// Create or list repositories
+    #[command(subcommand)]
+    Repo(RepoCmd),
+    /// Open new files for add (directories recurse; ignore rules apply)
+    Add {
+        /// Files or directories to add
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+    /// Open tracked files for edit (and make them writable)
+    Edit {
+        /// Tracked files or directories to edit
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+    /// Open tracked files for delete (the file moves to the recovery area)
+    Delete {
+        /// Tracked files or directories to delete
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+    /// Move a tracked file or directory (submitted as add + paired delete)
+    ///
+    /// `scribe move SRC DST` moves; `scribe move --abort [DST|ID]` undoes a
+    /// pending move (default: the interrupted one, else the newest), refused
+    /// while a later move depends on it; `scribe move --resume` finishes an
+    /// interrupted move. `scribe status` lists pending moves and their ids.
+    Move {
+        /// The tracked file or directory to move
+        #[arg(required_unless_present_any = ["abort", "resume"])]
+        src: Option<String>,
+        /// Where it goes (must not exist)
+        #[arg(required_unless_present_any = ["abort", "resume"])]
+        dst: Option<String>,
+        /// Undo a pending move, named by its destination or operation id
+        #[arg(long, value_name = "DST|ID", num_args = 0..=1, conflicts_with_all = ["src", "dst", "resume"])]
+        abort: Option<Option<String>>,
+        /// Finish an interrupted move
+        #[arg(long, conflicts_with_all = ["src", "dst"])]
+        resume: bool,
+    },
+    /// Open every local change made without add/edit/delete
+    Reconcile {
+        /// Limit to these paths (default: the whole workspace)
+        paths: Vec<String>,
+    },
+    /// Discard opened state (displaced contents go to the recovery area)
+    Revert {
+        /// Opened files or directories to revert
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+    /// Show opened files, unopened local changes, and paths needing resolve
+    Status,
+    /// Submit opened files as one numbered change
+    Submit {
+        /// The change description
+        #[arg(short, long)]
+        message: Option<String>,
+        /// Keep the locks of submitted files
+        #[arg(long)]
+        keep_locks: bool,
+        /// Submit only opened files under these paths
+        paths: Vec<String>,
+    },
+    /// Bring the working copy to CHANGE (default: the branch head)
+    Sync {
+        /// The change to sync to
+        change: Option<u64>,
+    },
+    /// Settle paths whose sync was deferred because of local work
+    Resolve {
+        /// Deferred files or directories to settle
+        #[arg(required = true)]
+        paths: Vec<String>,
+        /// Keep the working file, rebased onto the server's revision
+        #[arg(long)]
+        ours: bool,
+        /// Take the server's revision (yours goes to the recovery area)
+        #[arg(long)]
+        theirs: bool,
+        /// Use FILE as the merged result
+        #[arg(long, value_name = "FILE")]
+        merged: Option<PathBuf>,
+    },
+    /// Lock files on the server so only this workspace can submit them
+    Lock {
+        /// Files to lock
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+    /// Release locks held by this workspace
+    Unlock {
+        /// Files to unlock
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+    /// List locks with owner, workspace and time
+    Locks,
+    /// Show recent changes of the branch
+    Log {
+        /// How many changes to show
+        #[arg(short = 'n', default_value_t = 20)]
+        n: u32,
+    },
+    /// Show the changes of one path
+    History {
+        /// The file to show the history of
+        path: String,
+    },
+    /// Show one change and its files
+    Describe {
+        /// The change number
+        change: u64,
+    },
+    /// List or prune displaced local contents
+    #[command(subcommand)]
+    Recovery(RecoveryCmd),
+    /// Show or change which path prefixes this workspace holds
+    #[command(subcommand)]
+    View(ViewCmd),
+    /// Inspect how Scribe sees its inputs
+    #[command(subcommand)]
+    Debug(DebugCmd),
+    /// Print a shell completion script
+    Completions {
+        /// The shell to complete for
+        shell: Shell,
+    },
+    /// Print the man page (roff)
+    Man,
+}
+
+/// Shells `scribe completions` writes scripts for.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+    Elvish,
+    Powershell,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WorkspaceCmd {
+    /// Register a workspace and sync the branch head into DIR
+    Create {
+        /// The new workspace's directory
+        dir: PathBuf,
+        /// scribe://HOST:PORT, scribes://HOST:PORT, or a data root path
+        #[arg(long)]
+        server: String,
+        /// The repository's name
+        #[arg(long)]
+        repo: String,
+        /// The branch to follow (default: main)
+        #[arg(long)]
+        branch: Option<String>,
+        /// Hold only these path prefixes (repeatable)
+        #[arg(long = "view")]
+        view: Vec<String>,
+        /// A label shown in `scribe workspace list`
+        #[arg(long)]
+        label: Option<String>,
+        /// Synced files are read-only until `edit` opens them
+        #[arg(long)]
+        readonly: bool,
+    },
+    /// List the repository's workspaces
+    List {
+        /// The server (default: this workspace's)
+        #[arg(long)]
+        server: Option<String>,
+        /// The repository (default: this workspace's)
+        #[arg(long)]
+        repo: Option<String>,
+    },
+    /// Retire this workspace (or the one named by id) on the server
+    Retire {
+        /// The workspace id (32 hex digits; default: this one)
+        workspace: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RepoCmd {
+    /// Create a repository (a path --server gets a new data root if needed)
+    Create {
+        /// The repository's name
+        name: String,
+        /// scribe://HOST:PORT, scribes://HOST:PORT, or a data root path
+        #[arg(long)]
+        server: String,
+    },
+    /// List repositories
+    List {
+        /// scribe://HOST:PORT, scribes://HOST:PORT, or a data root path
+        #[arg(long)]
+        server: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RecoveryCmd {
+    /// List displaced contents and intent archives
+    List,
+    /// Remove displaced contents older than DAYS (default 14)
+    Prune {
+        /// Age in days of the contents to remove
+        #[arg(long, value_name = "DAYS", default_value_t = 14)]
+        older_than: u64,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ViewCmd {
+    /// Select these prefixes (none: the whole repository)
+    Set {
+        /// Path prefixes to hold
+        prefixes: Vec<String>,
+    },
+    /// Print the selected prefixes
+    Show,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DebugCmd {
+    /// Check canonical paths and print their collision keys
+    ///
+    /// Prints one line per argument: `ok <collision-key-hex>` for a valid
+    /// canonical path (section 5 of the format specification), or
+    /// `invalid <error-code>` naming the rule it breaks. Exits 0 either way.
+    Path {
+        /// Repository-relative paths with `/` separators
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+}

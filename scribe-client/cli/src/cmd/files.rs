@@ -1,0 +1,357 @@
+//! Opening files: add, edit, delete, move, reconcile, revert, resolve,
+//! and `status`. The workflows are `scribe_client::workflow::files`.
+
+use scribe_client::workflow::files::{self, Moved};
+use scribe_client::workflow::Opened;
+use scribe_format::ErrorCode;
+use scribe_workspace::detect::LocalChange;
+use scribe_workspace::moves;
+use scribe_workspace::open;
+use scribe_workspace::resolve::{Resolution, Resolved};
+
+use crate::ctx::{self, report, Ctx};
+use crate::error::{CliError, CliResult};
+use crate::ui::Json;
+
+pub fn add(ctx: &Ctx, args: Vec<String>) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let paths = ctx::paths(ctx, &o.ws, &args)?;
+    let r = files::add(&o, &paths)?;
+    report(ctx, "add", &r)
+}
+
+pub fn edit(ctx: &Ctx, args: Vec<String>) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let paths = ctx::paths(ctx, &o.ws, &args)?;
+    let r = files::edit(&ctx.lib, &o, &paths)?;
+    report(ctx, "edit", &r)
+}
+
+pub fn delete(ctx: &Ctx, args: Vec<String>) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let paths = ctx::paths(ctx, &o.ws, &args)?;
+    let r = files::delete(&o, &paths)?;
+    report(ctx, "delete", &r)
+}
+
+pub fn reconcile(ctx: &Ctx, args: Vec<String>) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let paths = ctx::paths(ctx, &o.ws, &args)?;
+    let r = files::reconcile(&o, &paths)?;
+    report(ctx, "reconcile", &r)
+}
+
+pub fn revert(ctx: &Ctx, args: Vec<String>) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let paths = ctx::paths(ctx, &o.ws, &args)?;
+    let link = o.link(&ctx.lib)?;
+    let r = files::revert(&o, &link, &paths)?;
+    for (p, a) in &r.opened {
+        ctx.out
+            .line(format_args!("reverted {p} (was {})", a.name()))?;
+    }
+    report(
+        ctx,
+        "revert",
+        &open::OpenReport {
+            refused: r.refused,
+            ..Default::default()
+        },
+    )
+}
+
+fn print_moved(ctx: &Ctx, m: Moved) -> CliResult {
+    match m {
+        Moved::Moved(i) => print_move(ctx, "moved", &i),
+        Moved::Aborted(i) => print_move(ctx, "aborted", &i),
+        Moved::NothingInterrupted => {
+            ctx.out.status("no move is interrupted");
+            Ok(())
+        }
+    }
+}
+
+fn print_move(ctx: &Ctx, verb: &str, intent: &moves::MoveIntent) -> CliResult {
+    if ctx.out.json {
+        return ctx.out.json(&move_json(intent));
+    }
+    for f in &intent.files {
+        if verb == "aborted" {
+            ctx.out.line(format_args!(
+                "restored {} <- {}",
+                f.physical_source, f.destination
+            ))?;
+        } else {
+            ctx.out.line(format_args!(
+                "moved {} -> {}",
+                f.physical_source, f.destination
+            ))?;
+        }
+    }
+    ctx.out.status(format!(
+        "{verb} move {} -> {} ({}, {} file(s))",
+        intent.source,
+        intent.destination,
+        intent.operation.to_hex(),
+        intent.files.len()
+    ));
+    Ok(())
+}
+
+fn move_json(i: &moves::MoveIntent) -> Json {
+    Json::obj(vec![
+        ("id", Json::str(i.operation.to_hex())),
+        ("sequence", Json::Num(i.sequence)),
+        ("source", Json::str(&i.source)),
+        ("destination", Json::str(&i.destination)),
+        ("state", Json::str(i.state_name())),
+        ("files", Json::Num(i.files.len() as u64)),
+        (
+            "depends_on",
+            Json::Arr(
+                i.dependencies
+                    .iter()
+                    .map(|d| Json::str(d.to_hex()))
+                    .collect(),
+            ),
+        ),
+    ])
+}
+
+pub fn move_cmd(ctx: &Ctx, src: String, dst: String) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let p = ctx::paths(ctx, &o.ws, &[src, dst])?;
+    print_moved(ctx, files::move_path(&ctx.lib, &o, &p[0], &p[1])?)
+}
+
+/// `scribe move --abort [DST|ID]`.
+pub fn move_abort(ctx: &Ctx, selector: Option<String>) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let selector = match selector {
+        // An id, or a destination as the user typed it.
+        Some(s) => Some(match ctx::paths(ctx, &o.ws, std::slice::from_ref(&s)) {
+            Ok(p) if moves::select(&o.ws, Some(&p[0])).is_ok() => p[0].clone(),
+            _ => s,
+        }),
+        None => None,
+    };
+    print_moved(ctx, files::move_abort(&ctx.lib, &o, selector.as_deref())?)
+}
+
+/// `scribe move --resume`.
+pub fn move_resume(ctx: &Ctx) -> CliResult {
+    let o = ctx::open(ctx)?;
+    print_moved(ctx, files::move_resume(&ctx.lib, &o)?)
+}
+
+pub fn resolve(
+    ctx: &Ctx,
+    args: Vec<String>,
+    ours: bool,
+    theirs: bool,
+    merged: Option<std::path::PathBuf>,
+) -> CliResult {
+    let how = match (ours, theirs, merged) {
+        (true, false, None) => Resolution::Ours,
+        (false, true, None) => Resolution::Theirs,
+        (false, false, Some(f)) => Resolution::Merged(std::path::absolute(ctx.cwd.join(f))?),
+        _ => {
+            return Err(CliError::new(
+                ErrorCode::Usage,
+                "choose one of --ours, --theirs, --merged FILE",
+            ))
+        }
+    };
+    let o = ctx::open(ctx)?;
+    let paths = ctx::paths(ctx, &o.ws, &args)?;
+    let link = o.link(&ctx.lib)?;
+    let done = files::resolve(&o, &link, &paths, &how).map_err(|e| {
+        let none = e.code() == ErrorCode::NotPresent;
+        let err = CliError::from(e);
+        if none {
+            err.hint("`scribe status` lists files needing resolution")
+        } else {
+            err
+        }
+    })?;
+    for r in done {
+        let p = &r.path;
+        match r.outcome {
+            Resolved::Opened(a) => ctx.out.line(format_args!(
+                "resolved {p}: kept yours, opened for {}",
+                a.name()
+            ))?,
+            Resolved::TookTheirs => ctx.out.line(format_args!(
+                "resolved {p}: took theirs (yours is in the recovery area)"
+            ))?,
+        }
+    }
+    Ok(())
+}
+
+pub fn status(ctx: &Ctx) -> CliResult {
+    // Read-only until status has something to record (settled
+    // fingerprints): a clean status neither writes nor flushes state.redb.
+    let o = Opened::find_for_reading(&ctx.cwd)?;
+    let report = files::status(&o)?;
+    let s = &report.files;
+    let kind = |c: &LocalChange| match c {
+        LocalChange::New(_) => "new",
+        LocalChange::Modified { .. } => "modified",
+        LocalChange::Missing { .. } => "missing",
+    };
+    let journal = report.sync_unfinished;
+    let pending = report.submit_pending;
+    let moves = &report.moves;
+    if ctx.out.json {
+        return ctx.out.json(&Json::obj(vec![
+            ("change", Json::Num(o.meta.synced)),
+            ("sync_unfinished", journal.map_or(Json::Null, Json::Num)),
+            ("submit_pending", Json::Num(pending as u64)),
+            ("moves", Json::Arr(moves.iter().map(move_json).collect())),
+            (
+                "opened",
+                Json::Arr(
+                    s.opened
+                        .iter()
+                        .map(|(p, r)| {
+                            Json::obj(vec![
+                                ("path", Json::str(p)),
+                                ("action", Json::str(r.action.name())),
+                                ("needs_reconcile", Json::Bool(r.needs_reconcile)),
+                                (
+                                    "moved_from",
+                                    r.moved_from
+                                        .as_ref()
+                                        .map_or(Json::Null, |(s, _)| Json::str(s)),
+                                ),
+                            ])
+                        })
+                        .collect(),
+                ),
+            ),
+            (
+                "unopened",
+                Json::Arr(
+                    s.unopened
+                        .iter()
+                        .map(|c| {
+                            Json::obj(vec![
+                                ("path", Json::str(c.path())),
+                                ("kind", Json::str(kind(c))),
+                            ])
+                        })
+                        .collect(),
+                ),
+            ),
+            (
+                "needs_resolve",
+                Json::Arr(s.needs_resolve.iter().map(Json::str).collect()),
+            ),
+            (
+                "problems",
+                Json::Arr(
+                    s.problems
+                        .iter()
+                        .map(|p| {
+                            Json::obj(vec![
+                                ("path", Json::str(&p.path)),
+                                ("code", Json::str(&p.code)),
+                            ])
+                        })
+                        .collect(),
+                ),
+            ),
+            ("hashed", Json::Num(s.hashed as u64)),
+        ]));
+    }
+    ctx.out.line(format_args!(
+        "On change {} of {}",
+        o.meta.synced, o.meta.repository_name
+    ))?;
+    if let Some(t) = journal {
+        ctx.out.line(format_args!(
+            "A sync to change {t} is unfinished: run `scribe sync`"
+        ))?;
+    }
+    if pending > 0 {
+        ctx.out.line(format_args!(
+            "A submission is unfinished: run `scribe submit` to complete it"
+        ))?;
+    }
+    if !moves.is_empty() {
+        ctx.out.line(format_args!(
+            "Pending moves (undo one with `scribe move --abort DST|ID`):"
+        ))?;
+        for i in moves {
+            let deps = if i.dependencies.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "  (after {})",
+                    i.dependencies
+                        .iter()
+                        .map(|d| d.to_hex()[..8].to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            let state = if i.interrupted() {
+                format!(
+                    "  [{}: run `scribe move --resume` or `scribe move --abort`]",
+                    i.state_name()
+                )
+            } else {
+                String::new()
+            };
+            ctx.out.line(format_args!(
+                "  {}  {} -> {}  {} file(s){deps}{state}",
+                i.operation.to_hex(),
+                i.source,
+                i.destination,
+                i.files.len()
+            ))?;
+        }
+    }
+    if !s.opened.is_empty() {
+        ctx.out.line(format_args!("Opened:"))?;
+        for (p, r) in &s.opened {
+            let mv = r
+                .moved_from
+                .as_ref()
+                .map(|(src, _)| format!("  (moved from {src})"))
+                .unwrap_or_default();
+            ctx.out
+                .line(format_args!("  {:<8}{p}{mv}", r.action.name()))?;
+        }
+    }
+    if !s.unopened.is_empty() {
+        ctx.out.line(format_args!(
+            "Changed but not opened (`scribe reconcile` opens them):"
+        ))?;
+        for c in &s.unopened {
+            ctx.out
+                .line(format_args!("  {:<8} {}", kind(c), c.path()))?;
+        }
+    }
+    if !s.needs_resolve.is_empty() {
+        ctx.out.line(format_args!(
+            "Needs resolve (`scribe resolve PATH --ours|--theirs|--merged FILE`):"
+        ))?;
+        for p in &s.needs_resolve {
+            ctx.out.line(format_args!("  {p}"))?;
+        }
+    }
+    if !s.problems.is_empty() {
+        ctx.out.line(format_args!("Cannot be versioned:"))?;
+        for p in &s.problems {
+            ctx.out
+                .line(format_args!("  {}  ({}: {})", p.path, p.code, p.detail))?;
+        }
+    }
+    if s.opened.is_empty() && s.unopened.is_empty() && s.needs_resolve.is_empty() {
+        ctx.out
+            .line(format_args!("Nothing opened, no local changes"))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,152 @@
+//! `scribe log|history|describe`: reading the repository's past.
+
+use scribe_format::wire::message as m;
+
+use scribe_client::workflow::history;
+
+use crate::ctx::{self, Ctx};
+use crate::error::CliResult;
+use crate::ui::{size, utc, Json};
+
+fn action(a: u8) -> &'static str {
+    match a {
+        1 => "add",
+        2 => "edit",
+        3 => "delete",
+        _ => "?",
+    }
+}
+
+fn summary_json(c: &m::CommitSummary) -> Json {
+    Json::obj(vec![
+        ("change", Json::Num(c.change)),
+        ("commit", Json::str(c.commit.to_hex())),
+        ("parent", Json::Num(c.parent)),
+        ("author", Json::str(&c.author)),
+        ("message", Json::str(&c.message.0)),
+        ("timestamp_ms", Json::Num(c.timestamp_ms)),
+        ("workspace", Json::str(c.workspace.to_hex())),
+        ("entries", Json::Num(c.entry_count.into())),
+    ])
+}
+
+pub fn log(ctx: &Ctx, n: u32) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let out = history::log(&ctx.lib, &o, n)?;
+    if ctx.out.json {
+        return ctx
+            .out
+            .json(&Json::Arr(out.iter().map(summary_json).collect()));
+    }
+    for s in &out {
+        let first = s.message.0.lines().next().unwrap_or("");
+        ctx.out.line(format_args!(
+            "change {:<6} {}  {:<12} {:>4} file(s)  {first}",
+            s.change,
+            utc(s.timestamp_ms),
+            s.author,
+            s.entry_count
+        ))?;
+    }
+    Ok(())
+}
+
+pub fn history(ctx: &Ctx, path: String) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let p = ctx::paths(ctx, &o.ws, &[path])?.remove(0);
+    let all = history::history(&ctx.lib, &o, &p)?;
+    if ctx.out.json {
+        return ctx.out.json(&Json::Arr(
+            all.iter()
+                .map(|h| {
+                    Json::obj(vec![
+                        ("change", Json::Num(h.change)),
+                        ("action", Json::str(action(h.action))),
+                        (
+                            "size",
+                            h.state.as_ref().map_or(Json::Null, |s| Json::Num(s.size)),
+                        ),
+                        (
+                            "content",
+                            h.state
+                                .as_ref()
+                                .map_or(Json::Null, |s| Json::str(s.content.to_hex())),
+                        ),
+                        (
+                            "moved_from",
+                            h.moved_from
+                                .as_ref()
+                                .map_or(Json::Null, |m| Json::str(&m.path)),
+                        ),
+                    ])
+                })
+                .collect(),
+        ));
+    }
+    for h in &all {
+        let mv = h
+            .moved_from
+            .as_ref()
+            .map(|m| format!("  (moved from {}@{})", m.path, m.change))
+            .unwrap_or_default();
+        ctx.out.line(format_args!(
+            "change {:<6} {:<7} {}{mv}",
+            h.change,
+            action(h.action),
+            h.state.as_ref().map(|s| size(s.size)).unwrap_or_default()
+        ))?;
+    }
+    Ok(())
+}
+
+pub fn describe(ctx: &Ctx, change: u64) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let (commit, entries) = history::describe(&ctx.lib, &o, change)?;
+    if ctx.out.json {
+        let mut j = summary_json(&commit);
+        if let Json::Obj(f) = &mut j {
+            f.push((
+                "files",
+                Json::Arr(
+                    entries
+                        .iter()
+                        .map(|e| {
+                            Json::obj(vec![
+                                ("path", Json::str(&e.path)),
+                                ("action", Json::str(action(e.action))),
+                                (
+                                    "size",
+                                    e.state.as_ref().map_or(Json::Null, |s| Json::Num(s.size)),
+                                ),
+                                (
+                                    "moved_from",
+                                    e.moved_from
+                                        .as_ref()
+                                        .map_or(Json::Null, |m| Json::str(&m.path)),
+                                ),
+                            ])
+                        })
+                        .collect(),
+                ),
+            ));
+        }
+        return ctx.out.json(&j);
+    }
+    ctx.out.line(format_args!(
+        "change {} by {} at {}\n\n    {}\n",
+        commit.change,
+        commit.author,
+        utc(commit.timestamp_ms),
+        commit.message.0.replace('\n', "\n    ")
+    ))?;
+    for e in &entries {
+        let mv = e
+            .moved_from
+            .as_ref()
+            .map(|m| format!("  (moved from {})", m.path))
+            .unwrap_or_default();
+        ctx.out
+            .line(format_args!("  {:<7} {}{mv}", action(e.action), e.path))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,13 @@
+//! One module per `scribe` command group: each turns arguments into a
+//! library call and its report into output.
+
+pub mod debug;
+pub mod files;
+pub mod info;
+pub mod locks;
+pub mod quickstart;
+pub mod recovery;
+pub mod repo;
+pub mod submit;
+pub mod sync;
+pub mod workspace;

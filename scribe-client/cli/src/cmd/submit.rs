@@ -1,0 +1,52 @@
+//! `scribe submit`: the workflow is `scribe_client::workflow::submit`.
+
+use scribe_client::workflow::submit::{self, SubmitArgs, Submitted};
+use scribe_format::ErrorCode;
+
+use crate::ctx::{self, Ctx};
+use crate::error::{CliError, CliResult};
+use crate::ui::{size, Json};
+
+pub fn run(ctx: &Ctx, message: Option<String>, keep_locks: bool, paths: Vec<String>) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let link = o.link(&ctx.lib)?;
+    let pending = !o.ws.read()?.pending_all()?.is_empty();
+    let message = message.unwrap_or_default();
+    if !pending && message.trim().is_empty() {
+        return Err(CliError::new(ErrorCode::Usage, "a submit needs a message")
+            .hint("scribe submit -m \"what changed\""));
+    }
+    let paths = ctx::paths(ctx, &o.ws, &paths)?;
+    let s = submit::submit(
+        &o,
+        &link,
+        SubmitArgs {
+            message,
+            keep_locks,
+            paths,
+        },
+    )?;
+    print(ctx, &s)
+}
+
+pub fn print(ctx: &Ctx, s: &Submitted) -> CliResult {
+    if ctx.out.json {
+        ctx.out.json(&Json::obj(vec![
+            ("change", Json::Num(s.change)),
+            ("files", Json::Num(s.files as u64)),
+            ("uploaded_objects", Json::Num(s.uploaded_objects as u64)),
+            ("uploaded_bytes", Json::Num(s.uploaded_bytes)),
+        ]))?;
+    } else {
+        ctx.out.line(format_args!("change {}", s.change))?;
+    }
+    ctx.out.status(format!(
+        "submitted change {}: {} file(s), uploaded {} object(s) ({}) in {:.2} s",
+        s.change,
+        s.files,
+        s.uploaded_objects,
+        size(s.uploaded_bytes),
+        s.secs
+    ));
+    Ok(())
+}

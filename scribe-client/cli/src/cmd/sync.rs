@@ -1,0 +1,121 @@
+//! `scribe sync` and `scribe view`: the workflows are
+//! `scribe_client::workflow::{sync, view}`.
+
+use scribe_client::workflow::sync::{self, Synced};
+use scribe_client::workflow::view;
+
+use crate::ctx::{self, Ctx};
+use crate::error::CliResult;
+use crate::ui::{size, Json};
+
+pub fn run(ctx: &Ctx, change: Option<u64>) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let link = o.link(&ctx.lib)?;
+    let s = sync::sync(&o, &link, change.unwrap_or(0))?;
+    print_synced(ctx, &s)
+}
+
+pub fn print_synced(ctx: &Ctx, s: &Synced) -> CliResult {
+    if ctx.out.json {
+        return ctx.out.json(&Json::obj(vec![
+            ("change", Json::Num(s.change)),
+            (
+                "written",
+                Json::Arr(s.report.written.iter().map(Json::str).collect()),
+            ),
+            (
+                "removed",
+                Json::Arr(s.report.removed.iter().map(Json::str).collect()),
+            ),
+            (
+                "needs_resolve",
+                Json::Arr(
+                    s.report
+                        .deferred
+                        .iter()
+                        .map(|(p, r)| {
+                            Json::obj(vec![
+                                ("path", Json::str(p)),
+                                ("reason", Json::str(r.describe())),
+                            ])
+                        })
+                        .collect(),
+                ),
+            ),
+            ("bytes_written", Json::Num(s.report.bytes_written)),
+        ]));
+    }
+    for p in &s.report.written {
+        ctx.out.line(format_args!("updated {p}"))?;
+    }
+    for p in &s.report.removed {
+        ctx.out.line(format_args!("removed {p}"))?;
+    }
+    for (p, r) in &s.report.deferred {
+        ctx.out
+            .line(format_args!("resolve {p}  ({})", r.describe()))?;
+    }
+    print_summary(ctx, s);
+    Ok(())
+}
+
+/// The status lines after a sync.
+pub fn print_summary(ctx: &Ctx, s: &Synced) {
+    let mbps = s.report.bytes_written as f64 / 1_048_576.0 / s.secs.max(1e-6);
+    ctx.out.status(format!(
+        "synced to change {}: {} written ({}, {:.0} MiB/s), {} removed, {} need resolve, in {:.2} s",
+        s.change,
+        s.report.written.len(),
+        size(s.report.bytes_written),
+        mbps,
+        s.report.removed.len(),
+        s.report.deferred.len(),
+        s.secs
+    ));
+    if !s.report.deferred.is_empty() {
+        ctx.out.status(
+            "Hint: local work was kept; settle it with `scribe resolve PATH --ours|--theirs|--merged FILE`",
+        );
+    }
+    if !s.report.displaced.is_empty() {
+        ctx.out.status(format!(
+            "{} replaced file(s) were kept in the recovery area (`scribe recovery list`)",
+            s.report.displaced.len()
+        ));
+    }
+}
+
+/// `scribe view show`.
+pub fn view_show(ctx: &Ctx) -> CliResult {
+    let o = ctx::open(ctx)?;
+    if ctx.out.json {
+        return ctx
+            .out
+            .json(&Json::Arr(o.meta.view.iter().map(Json::str).collect()));
+    }
+    if o.meta.view.is_empty() {
+        ctx.out.line("(the whole repository)")?;
+    }
+    for p in &o.meta.view {
+        ctx.out.line(p)?;
+    }
+    Ok(())
+}
+
+/// `scribe view set PREFIX...`.
+pub fn view_set(ctx: &Ctx, prefixes: Vec<String>) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let link = o.link(&ctx.lib)?;
+    let v = view::view_set(&o, &link, prefixes)?;
+    ctx.out.status(format!(
+        "view is now {}: {} written, {} removed",
+        if v.prefixes.is_empty() {
+            "the whole repository".to_string()
+        } else {
+            v.prefixes.join(", ")
+        },
+        v.written.len(),
+        v.removed.len()
+    ));
+    Ok(())
+}

@@ -1,0 +1,135 @@
+//! What every command gets: output settings, the working directory, the
+//! library's context (connection options, progress, failpoints), and the
+//! helpers that turn arguments into workspace paths.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use scribe_client::workflow::Opened;
+use scribe_client::{ClientOptions, Context, Failpoints};
+use scribe_format::ErrorCode;
+use scribe_workspace::open::{workspace_path, OpenReport};
+use scribe_workspace::Workspace;
+
+use crate::error::{CliError, CliResult};
+use crate::ui::{Out, TermProgress};
+
+pub struct Ctx {
+    pub out: Out,
+    pub cwd: PathBuf,
+    pub lib: Context,
+}
+
+impl Ctx {
+    /// The context of this process: its environment is read here, once.
+    pub fn from_env(out: Out) -> CliResult<Ctx> {
+        let options = ClientOptions {
+            // The CA trusted for `scribes://`.
+            ca_file: std::env::var_os("SCRIBE_CA_FILE").map(PathBuf::from),
+            ..ClientOptions::default()
+        };
+        let failpoints = if Failpoints::ENABLED {
+            Failpoints::new(
+                std::env::var("SCRIBE_TEST_CRASH_AT").ok(),
+                std::env::var("SCRIBE_TEST_SLOW_MS")
+                    .ok()
+                    .and_then(|v| v.parse().ok()),
+            )
+        } else {
+            Failpoints::default()
+        };
+        Ok(Ctx {
+            out,
+            cwd: std::env::current_dir()?,
+            lib: Context {
+                options,
+                progress: Arc::new(TermProgress::new(out)),
+                failpoints: Arc::new(failpoints),
+            },
+        })
+    }
+
+    /// The same context in another directory.
+    pub fn in_dir(&self, dir: &Path) -> Ctx {
+        Ctx {
+            out: self.out,
+            cwd: dir.to_path_buf(),
+            lib: self.lib.clone(),
+        }
+    }
+
+    /// The same context with other output settings.
+    pub fn with_out(&self, out: Out) -> Ctx {
+        Ctx {
+            out,
+            cwd: self.cwd.clone(),
+            lib: self.lib.clone(),
+        }
+    }
+}
+
+/// The workspace the command runs in.
+pub fn open(ctx: &Ctx) -> CliResult<Opened> {
+    Ok(Opened::find(&ctx.cwd)?)
+}
+
+/// Canonical workspace paths of the user's arguments.
+pub fn paths(ctx: &Ctx, ws: &Workspace, args: &[String]) -> CliResult<Vec<String>> {
+    args.iter()
+        .map(|a| {
+            workspace_path(ws.root(), &ctx.cwd, a).map_err(|m| {
+                CliError::new(ErrorCode::InvalidPath, m).hint("paths must be inside the workspace")
+            })
+        })
+        .collect()
+}
+
+/// The author recorded on submissions and locks.
+pub fn author() -> String {
+    std::env::var("SCRIBE_AUTHOR")
+        .or_else(|_| std::env::var("USER"))
+        .or_else(|_| std::env::var("USERNAME"))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Print what an open operation did; refusals become the error.
+pub fn report(ctx: &Ctx, verb: &str, r: &OpenReport) -> CliResult {
+    for (p, a) in &r.opened {
+        ctx.out.line(format_args!("{:<7} {p}", a.name()))?;
+    }
+    if !r.unchanged.is_empty() {
+        ctx.out.status(format!(
+            "{} path(s) already open or tracked, unchanged",
+            r.unchanged.len()
+        ));
+    }
+    if verb != "revert" {
+        ctx.out
+            .status(format!("{verb}: {} file(s) opened", r.opened.len()));
+    }
+    if let Some(first) = r.refused.first() {
+        let mut paths: Vec<String> = r
+            .refused
+            .iter()
+            .map(|x| format!("{}: {}", x.path, x.detail))
+            .collect();
+        paths.dedup();
+        let mut err =
+            CliError::new(first.code, format!("{} path(s) refused", r.refused.len())).paths(paths);
+        match first.code {
+            ErrorCode::NotFound => {
+                err =
+                    err.hint("check the path, and `.scribeignore` / `.scribe/_state/ignore` rules")
+            }
+            ErrorCode::NotPresent => {
+                err = err.hint("the path is not tracked here; `scribe status` lists what is")
+            }
+            ErrorCode::PathCollision => {
+                err = err.hint("two paths may not differ only in case or normalization; rename one")
+            }
+            _ => {}
+        }
+        return Err(err);
+    }
+    Ok(())
+}

@@ -1,0 +1,206 @@
+//! The command-line error: a registered code, one line of what happened,
+//! the paths it concerns, the causes, and a hint. Printed as
+//!
+//! ```text
+//! Error[base_mismatch]: 1 path changed on the server since you synced it
+//!   art/hero.psd
+//! Caused by: ...
+//! Hint: run `scribe sync`, then `scribe resolve`, then submit again
+//! ```
+//!
+//! With `--json` the same error is one JSON object on stdout. The exit
+//! status comes from the code's kind: 2 for usage, 1 for everything else.
+//! Hints live here and only here, keyed by code.
+
+use scribe_format::{ErrorCode, ErrorKind};
+
+use crate::ui::Json;
+
+#[derive(Debug)]
+pub struct CliError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub paths: Vec<String>,
+    pub causes: Vec<String>,
+    pub hint: Option<String>,
+    /// stdout was closed by its reader: not a failure.
+    pub closed_pipe: bool,
+}
+
+pub type CliResult<T = ()> = Result<T, CliError>;
+
+impl CliError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> CliError {
+        CliError {
+            code,
+            message: message.into(),
+            paths: Vec::new(),
+            causes: Vec::new(),
+            hint: hint_for(code).map(str::to_string),
+            closed_pipe: false,
+        }
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> CliError {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn paths(mut self, paths: Vec<String>) -> CliError {
+        self.paths = paths;
+        self
+    }
+
+    /// A failed write of data to stdout.
+    pub fn from_stdout(e: std::io::Error) -> CliError {
+        let mut err = CliError::new(ErrorCode::Io, format!("writing to stdout: {e}"));
+        err.closed_pipe = e.kind() == std::io::ErrorKind::BrokenPipe;
+        err
+    }
+
+    /// The exit status of this error.
+    pub fn exit_status(&self) -> u8 {
+        if self.closed_pipe {
+            return 0;
+        }
+        match self.code.kind() {
+            ErrorKind::Usage => 2,
+            ErrorKind::Refused | ErrorKind::Failed => 1,
+        }
+    }
+
+    /// Print on stderr (text) or stdout (`json`).
+    pub fn print(&self, json: bool) {
+        use std::io::Write;
+        if self.closed_pipe {
+            return;
+        }
+        if json {
+            let v = Json::obj(vec![(
+                "error",
+                Json::obj(vec![
+                    ("code", Json::str(self.code.name())),
+                    ("message", Json::str(&self.message)),
+                    (
+                        "paths",
+                        Json::Arr(self.paths.iter().map(Json::str).collect()),
+                    ),
+                    (
+                        "causes",
+                        Json::Arr(self.causes.iter().map(Json::str).collect()),
+                    ),
+                    ("hint", self.hint.as_ref().map_or(Json::Null, Json::str)),
+                ]),
+            )]);
+            let _ = writeln!(std::io::stdout(), "{v}");
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "Error[{}]: {}", self.code, self.message);
+        for p in self.paths.iter().take(50) {
+            let _ = writeln!(err, "  {p}");
+        }
+        if self.paths.len() > 50 {
+            let _ = writeln!(err, "  ... and {} more", self.paths.len() - 50);
+        }
+        for c in &self.causes {
+            let _ = writeln!(err, "Caused by: {c}");
+        }
+        if let Some(h) = &self.hint {
+            let _ = writeln!(err, "Hint: {h}");
+        }
+    }
+}
+
+/// What to do next after a failure with `code`.
+pub fn hint_for(code: ErrorCode) -> Option<&'static str> {
+    Some(match code {
+        ErrorCode::BaseMismatch | ErrorCode::NotPresent => {
+            "run `scribe sync`, settle the listed paths with `scribe resolve`, then submit again"
+        }
+        ErrorCode::LockedByOther => {
+            "`scribe locks` shows who holds the lock; ask them to submit or unlock"
+        }
+        ErrorCode::PathCollision => {
+            "two paths may not differ only in case or normalization; rename one with `scribe move`"
+        }
+        ErrorCode::EmptySubmission => {
+            "open files with `scribe add`, `scribe edit` or `scribe delete` first"
+        }
+        ErrorCode::NotFound => "check the name with `scribe repo list --server URL`",
+        ErrorCode::AlreadyExists => "pick another name, or another directory",
+        ErrorCode::Busy => "another scribe process is using it; wait for it to finish",
+        ErrorCode::InvalidPath => "`scribe debug path PATH` explains which rule a path breaks",
+        ErrorCode::WorkspaceRetired => "create a new workspace with `scribe workspace create`",
+        ErrorCode::NotAWorkspace => "run this inside a workspace, or create one with `scribe workspace create DIR --server URL --repo NAME`",
+        ErrorCode::Unreachable => "is the server running and reachable at the workspace's URL?",
+        ErrorCode::SyncUnfinished => "run `scribe sync` to complete it",
+        ErrorCode::SubmitPending => {
+            "run `scribe submit` to complete it (it replays the same operation)"
+        }
+        ErrorCode::NeedsResolve | ErrorCode::StaleBase => {
+            "settle them with `scribe resolve PATH --ours|--theirs|--merged FILE`, or `scribe revert` them"
+        }
+        ErrorCode::IncarnationChanged => "run `scribe sync` first (your opened files are kept)",
+        ErrorCode::ChangedWhileSubmitting => {
+            "wait until they are saved, then run `scribe submit` again"
+        }
+        ErrorCode::SubmitWithdrawn => "your files are untouched and still opened: run `scribe submit` again to submit their current contents (the withdrawn record is kept in the recovery area)",
+        ErrorCode::SubmitRetired => "your opened files are untouched: run `scribe sync`, settle what it lists with `scribe resolve`, then submit again",
+        ErrorCode::ViewChangeBlocked => {
+            "submit or revert those paths, then run `scribe sync` to finish the view change"
+        }
+        ErrorCode::MoveUnfinished => {
+            "run `scribe move --resume` to finish it or `scribe move --abort` to undo it"
+        }
+        ErrorCode::MoveDependent => "abort the later move first (`scribe status` lists pending moves)",
+        ErrorCode::MoveReserved => "abort that move (`scribe move --abort`) or submit it first",
+        ErrorCode::MoveRefused => "`scribe status` shows pending moves; `scribe move --help` the rules",
+        ErrorCode::MissingObjects | ErrorCode::Internal => {
+            "rerun the command; an interrupted submission is retried with the same id"
+        }
+        ErrorCode::UnsupportedVersion => "use a scribe build that matches the server or workspace",
+        _ => return None,
+    })
+}
+
+fn causes(mut e: Option<&(dyn std::error::Error + 'static)>) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Some(c) = e {
+        out.push(c.to_string());
+        e = c.source();
+    }
+    out
+}
+
+impl From<scribe_client::Error> for CliError {
+    fn from(e: scribe_client::Error) -> CliError {
+        let mut err = CliError::new(e.code(), e.message()).paths(e.paths().to_vec());
+        err.causes = causes(std::error::Error::source(&e));
+        err
+    }
+}
+
+impl From<scribe_client::ClientError> for CliError {
+    fn from(e: scribe_client::ClientError) -> CliError {
+        scribe_client::Error::from(e).into()
+    }
+}
+
+impl From<scribe_workspace::WorkspaceError> for CliError {
+    fn from(e: scribe_workspace::WorkspaceError) -> CliError {
+        scribe_client::Error::from(e).into()
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> CliError {
+        scribe_client::Error::from(e).into()
+    }
+}
+
+impl From<scribe_format::FormatError> for CliError {
+    fn from(e: scribe_format::FormatError) -> CliError {
+        scribe_client::Error::from(e).into()
+    }
+}

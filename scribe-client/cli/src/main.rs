@@ -1,0 +1,144 @@
+//! The `scribe` binary: arguments ([`args`]), output ([`ui`]), errors and
+//! exit statuses ([`error`]) over the `scribe-client` library.
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser};
+use scribe_client::workflow::workspace::CreateArgs;
+use scribe_format::ErrorCode;
+
+/// mimalloc: large transfer buffers (4-32 MiB) are reused instead of being
+/// mapped, faulted in and unmapped on every allocation (the system
+/// allocators of Linux and Windows map such sizes directly).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+mod args;
+mod cmd;
+mod ctx;
+mod error;
+mod reference;
+mod ui;
+
+use args::{Cli, Command, RecoveryCmd, RepoCmd, ViewCmd, WorkspaceCmd};
+use cmd::{files, info, locks, quickstart, recovery, repo, submit, sync, workspace};
+use error::{CliError, CliResult};
+
+fn run(cli: Cli) -> CliResult {
+    let out = ui::Out {
+        quiet: cli.global.quiet,
+        json: cli.global.json,
+    };
+    let c = &ctx::Ctx::from_env(out)?;
+    match cli.command {
+        Command::Quickstart { dir } => quickstart::run(c, dir),
+        Command::Workspace(w) => match w {
+            WorkspaceCmd::Create {
+                dir,
+                server,
+                repo,
+                branch,
+                view,
+                label,
+                readonly,
+            } => workspace::create(
+                c,
+                CreateArgs {
+                    dir,
+                    server,
+                    repo,
+                    branch,
+                    view,
+                    label,
+                    readonly,
+                    author: String::new(),
+                },
+            )
+            .map(|_| ()),
+            WorkspaceCmd::List { server, repo } => workspace::list(c, server, repo),
+            WorkspaceCmd::Retire { workspace: w } => workspace::retire(c, w),
+        },
+        Command::Repo(r) => match r {
+            RepoCmd::Create { name, server } => repo::create(c, &name, &server),
+            RepoCmd::List { server } => repo::list(c, &server),
+        },
+        Command::Add { paths } => files::add(c, paths),
+        Command::Edit { paths } => files::edit(c, paths),
+        Command::Delete { paths } => files::delete(c, paths),
+        Command::Move {
+            src,
+            dst,
+            abort,
+            resume,
+        } => match (abort, resume, src, dst) {
+            (Some(sel), _, _, _) => files::move_abort(c, sel),
+            (None, true, _, _) => files::move_resume(c),
+            (None, false, Some(src), Some(dst)) => files::move_cmd(c, src, dst),
+            _ => Err(CliError::new(ErrorCode::Usage, "scribe move SRC DST")),
+        },
+        Command::Reconcile { paths } => files::reconcile(
+            c,
+            if paths.is_empty() {
+                vec![".".into()]
+            } else {
+                paths
+            },
+        ),
+        Command::Revert { paths } => files::revert(c, paths),
+        Command::Status => files::status(c),
+        Command::Submit {
+            message,
+            keep_locks,
+            paths,
+        } => submit::run(c, message, keep_locks, paths),
+        Command::Sync { change } => sync::run(c, change),
+        Command::Resolve {
+            paths,
+            ours,
+            theirs,
+            merged,
+        } => files::resolve(c, paths, ours, theirs, merged),
+        Command::Lock { paths } => locks::lock(c, paths),
+        Command::Unlock { paths } => locks::unlock(c, paths),
+        Command::Locks => locks::locks(c),
+        Command::Log { n } => info::log(c, n),
+        Command::History { path } => info::history(c, path),
+        Command::Describe { change } => info::describe(c, change),
+        Command::Recovery(r) => match r {
+            RecoveryCmd::List => recovery::list(c),
+            RecoveryCmd::Prune { older_than } => recovery::prune(c, older_than),
+        },
+        Command::View(v) => match v {
+            ViewCmd::Set { prefixes } => sync::view_set(c, prefixes),
+            ViewCmd::Show => sync::view_show(c),
+        },
+        Command::Debug(d) => cmd::debug::run(c, d),
+        Command::Completions { shell } => reference::completions(c, shell),
+        Command::Man => reference::man(c),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version are not errors; a closed pipe is not
+            // one either.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let json = cli.global.json;
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            e.print(json);
+            ExitCode::from(e.exit_status())
+        }
+    }
+}
+
+/// The whole command tree (for the reference, completions and man page).
+pub fn command() -> clap::Command {
+    Cli::command()
+}

@@ -1,0 +1,370 @@
+//! The link from a workspace to its server: connections (one main, up to
+//! [`EXTRA_CONNECTIONS`] more for parallel downloads), the workspace cache,
+//! batch prefetching, and the [`Materializer`] that writes what a sync
+//! places, verified.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use scribe_format::manifest::ManifestRef;
+use scribe_format::{ErrorCode, FileContentId, ObjectId};
+use scribe_objects::{ObjectStore, StoreOptions};
+use scribe_server::Service;
+use scribe_workspace::records::BaselineRecord;
+use scribe_workspace::sync::Materializer;
+use scribe_workspace::Workspace;
+
+use crate::client::{Client, ClientError};
+use crate::error::{Error, Result};
+use crate::progress::Task;
+use crate::url::ServerUrl;
+use crate::Context;
+
+/// Connect to `url`. With `create`, a path URL whose directory does not
+/// hold a data root yet gets a new one (embedded use).
+pub fn connect(url: &str, create: bool, ctx: &Context) -> Result<Client> {
+    if let ServerUrl::Path(p) = ServerUrl::parse(url)? {
+        let fresh = !p.join("SCRIBE_FORMAT").exists()
+            && std::fs::read_dir(&p).map_or(true, |mut d| d.next().is_none());
+        if fresh {
+            if !create {
+                return Err(Error::new(
+                    ErrorCode::NotFound,
+                    format!("{} is not a Scribe data root", p.display()),
+                ));
+            }
+            let svc = Service::create(&p).map_err(ClientError::from)?;
+            return Ok(Client::in_process(svc));
+        }
+    }
+    Ok(crate::client::connect(url, &ctx.options)?)
+}
+
+/// The workspace cache (`.scribe/_state/cache/`), created on first use.
+pub fn open_cache(ws: &Workspace) -> Result<ObjectStore> {
+    let dir = ws.state_dir().join("cache");
+    if dir.join("SCRIBE_FORMAT").exists() {
+        Ok(ObjectStore::open(&dir)?)
+    } else {
+        Ok(ObjectStore::create(&dir, StoreOptions::default())?)
+    }
+}
+
+/// The server end of a workspace, connected on first use.
+pub struct ServerLink {
+    url: String,
+    repo: String,
+    ctx: Context,
+    client: Mutex<Option<Client>>,
+    cache: ObjectStore,
+    placed: AtomicUsize,
+    /// Objects fetched together for the current sync batch.
+    prefetched: Mutex<HashMap<ObjectId, Arc<Vec<u8>>>>,
+    /// Idle extra connections for parallel downloads (TCP only).
+    spare: Mutex<Vec<Client>>,
+    /// Extra connections opened so far (at most [`EXTRA_CONNECTIONS`]).
+    extra: AtomicUsize,
+}
+
+/// Most extra connections a sync opens, so files written in parallel
+/// download in parallel (the server reads and verifies one object while
+/// the client hashes and writes another).
+const EXTRA_CONNECTIONS: usize = 3;
+
+/// Files up to this size have their chunks fetched with the batch.
+const PREFETCH_FILE_BYTES: u64 = 4 << 20;
+/// Most chunk bytes held in memory for one batch.
+const PREFETCH_BUDGET: u64 = 64 << 20;
+
+impl ServerLink {
+    /// The link of `ws` to the server at `url`, repository `repo`.
+    pub fn new(ws: &Workspace, url: &str, repo: &str, ctx: &Context) -> Result<ServerLink> {
+        Ok(ServerLink {
+            url: url.to_string(),
+            repo: repo.to_string(),
+            ctx: ctx.clone(),
+            client: Mutex::new(None),
+            cache: open_cache(ws)?,
+            placed: AtomicUsize::new(0),
+            prefetched: Mutex::new(HashMap::new()),
+            spare: Mutex::new(Vec::new()),
+            extra: AtomicUsize::new(0),
+        })
+    }
+
+    /// The repository's name on the server.
+    pub fn repo(&self) -> &str {
+        &self.repo
+    }
+
+    /// The server URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// What the workflows of this link run with.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    pub fn cache(&self) -> &ObjectStore {
+        &self.cache
+    }
+
+    /// Run `f` with the connected client.
+    pub fn with<T>(&self, f: impl FnOnce(&mut Client) -> Result<T, ClientError>) -> Result<T> {
+        let mut guard = self
+            .client
+            .lock()
+            .map_err(|_| Error::new(ErrorCode::Internal, "client lock poisoned"))?;
+        if guard.is_none() {
+            *guard = Some(connect(&self.url, false, &self.ctx)?);
+        }
+        let c = guard.as_mut().expect("connected just above");
+        Ok(f(c)?)
+    }
+
+    /// Run `f` on a connection no other thread is using: the main one if
+    /// it is free, else an idle extra one, else a new one (up to
+    /// [`EXTRA_CONNECTIONS`]; past that, wait for the main one). A
+    /// connection that failed is dropped, not reused. In-process, always
+    /// the main one.
+    pub fn with_free<T>(&self, f: impl FnOnce(&mut Client) -> Result<T, ClientError>) -> Result<T> {
+        if let Ok(mut guard) = self.client.try_lock() {
+            if guard.is_none() {
+                *guard = Some(connect(&self.url, false, &self.ctx)?);
+            }
+            let c = guard.as_mut().expect("connected just above");
+            return Ok(f(c)?);
+        }
+        let idle = self.spare.lock().ok().and_then(|mut v| v.pop());
+        let client = match idle {
+            Some(c) => Some(c),
+            None => {
+                let slot = self
+                    .extra
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                        (n < EXTRA_CONNECTIONS).then_some(n + 1)
+                    })
+                    .is_ok();
+                // Refused (the server is at its connection limit) or
+                // in-process: the slot stays taken and this thread waits
+                // for the main connection.
+                if slot {
+                    self.usable_extra_connection()
+                } else {
+                    None
+                }
+            }
+        };
+        let Some(mut c) = client else {
+            return self.with(f);
+        };
+        match f(&mut c) {
+            Ok(v) => {
+                if let Ok(mut spare) = self.spare.lock() {
+                    spare.push(c);
+                }
+                Ok(v)
+            }
+            Err(e) => {
+                self.extra.fetch_sub(1, Ordering::SeqCst);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// An extra connection that answered a `Status` request, or `None`
+    /// (in-process, cannot connect, or refused: a server at its
+    /// connection limit accepts the handshake and answers `busy`). A
+    /// transfer then uses fewer connections; it never fails for want of
+    /// an extra one.
+    pub fn usable_extra_connection(&self) -> Option<Client> {
+        let mut c = self.extra_connection()?.ok()?;
+        c.status().ok()?;
+        Some(c)
+    }
+
+    /// Another connection to the same server, for parallel transfers;
+    /// `None` on the in-process transport (one service per data root).
+    pub fn extra_connection(&self) -> Option<Result<Client>> {
+        match ServerUrl::parse(&self.url) {
+            Ok(ServerUrl::Tcp { .. }) => Some(connect(&self.url, false, &self.ctx)),
+            _ => None,
+        }
+    }
+
+    /// A manifest's payload, from the cache or downloaded (verified).
+    ///
+    /// Downloaded manifests are not added to the cache: a durable cache
+    /// publication per synced file cost two flushes each, and the server
+    /// can always answer again (submit only needs the manifests it froze).
+    pub fn manifest(&self, id: ObjectId) -> Result<Vec<u8>> {
+        if let Some(b) = self.prefetched(&id) {
+            return Ok(b.to_vec());
+        }
+        if self.cache.contains(&id)? {
+            return Ok(self.cache.get(&id)?);
+        }
+        let repo = self.repo.clone();
+        self.with(|c| c.download(&repo, id))
+    }
+
+    fn prefetched(&self, id: &ObjectId) -> Option<Arc<Vec<u8>>> {
+        self.prefetched.lock().ok()?.get(id).cloned()
+    }
+
+    /// Fetch the manifests of `targets` and the chunks of their small
+    /// files (at most [`PREFETCH_BUDGET`] bytes) that the cache lacks, in
+    /// `ObjectGetMany` round trips; replaces the previous batch's objects.
+    fn prefetch_batch(&self, targets: &[BaselineRecord]) -> Result<()> {
+        let mut held = self
+            .prefetched
+            .lock()
+            .map_err(|_| Error::new(ErrorCode::Internal, "prefetch lock poisoned"))?;
+        held.clear();
+        drop(held);
+        let mut seen = std::collections::HashSet::new();
+        let mut want = Vec::new();
+        for t in targets {
+            let id = ObjectId::manifest(t.manifest);
+            if seen.insert(id) && !self.cache.contains(&id)? {
+                want.push(id);
+            }
+        }
+        let repo = self.repo.clone();
+        let mut got = if want.is_empty() {
+            Vec::new()
+        } else {
+            self.with(|c| c.download_many(&repo, &want))?
+        };
+        let mut chunks = Vec::new();
+        let mut budget = PREFETCH_BUDGET;
+        for t in targets.iter().filter(|t| t.size <= PREFETCH_FILE_BYTES) {
+            if t.size > budget {
+                continue;
+            }
+            let mid = ObjectId::manifest(t.manifest);
+            let bytes = match got.iter().find(|(id, _)| *id == mid) {
+                Some((_, b)) => b.clone(),
+                None => self.cache.get(&mid)?,
+            };
+            let m = ManifestRef::decode(&bytes)?;
+            for c in m.chunks() {
+                let oid = ObjectId::chunk(c.id);
+                if seen.insert(oid) && !self.cache.contains(&oid)? {
+                    chunks.push(oid);
+                    budget = budget.saturating_sub(u64::from(c.length));
+                }
+            }
+        }
+        if !chunks.is_empty() {
+            got.extend(self.with(|c| c.download_many(&repo, &chunks))?);
+        }
+        let mut held = self
+            .prefetched
+            .lock()
+            .map_err(|_| Error::new(ErrorCode::Internal, "prefetch lock poisoned"))?;
+        for (id, b) in got {
+            held.insert(id, Arc::new(b));
+        }
+        Ok(())
+    }
+
+    /// Write the bytes of `target` to `dest`, verified, not flushed.
+    fn write_file(&self, target: &BaselineRecord, dest: &Path) -> Result<()> {
+        let bytes = self.manifest(ObjectId::manifest(target.manifest))?;
+        let m = ManifestRef::decode(&bytes)?;
+        let file = std::fs::File::create(dest)?;
+        let mut w = HashingWriter {
+            out: std::io::BufWriter::with_capacity(1 << 20, file),
+            hasher: blake3::Hasher::new(),
+            written: 0,
+        };
+        for c in m.chunks() {
+            let oid = ObjectId::chunk(c.id);
+            if let Some(data) = self.prefetched(&oid) {
+                w.write_all(&data)?;
+            } else if self.cache.contains(&oid)? {
+                let data = self.cache.get(&oid)?;
+                w.write_all(&data)?;
+            } else {
+                let repo = self.repo.clone();
+                self.with_free(|cl| cl.download_to(&repo, oid, &mut w))?;
+            }
+            self.ctx.progress.advance(Task::Sync, u64::from(c.length));
+        }
+        let content = FileContentId(*w.hasher.finalize().as_bytes());
+        if content != target.content || w.written != target.size {
+            return Err(Error::new(
+                ErrorCode::Corrupt,
+                format!(
+                    "reconstructed bytes hash to {} ({} bytes), expected {} ({} bytes)",
+                    content.to_hex(),
+                    w.written,
+                    target.content.to_hex(),
+                    target.size
+                ),
+            ));
+        }
+        w.out.into_inner().map_err(|e| e.into_error())?;
+        Ok(())
+    }
+}
+
+struct HashingWriter<W: Write> {
+    out: W,
+    hasher: blake3::Hasher,
+    written: u64,
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        if n >= 128 * 1024 {
+            self.hasher.update_rayon(&buf[..n]);
+        } else {
+            self.hasher.update(&buf[..n]);
+        }
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+impl Materializer for ServerLink {
+    fn materialize(&self, _path: &str, target: &BaselineRecord, dest: &Path) -> Result<(), String> {
+        self.write_file(target, dest).map_err(|e| e.to_string())?;
+        scribe_workspace::platform::flush_file(dest)
+            .map_err(|e| format!("flushing {}: {e}", dest.display()))
+    }
+
+    fn write_unflushed(
+        &self,
+        _path: &str,
+        target: &BaselineRecord,
+        dest: &Path,
+    ) -> Result<(), String> {
+        self.write_file(target, dest).map_err(|e| e.to_string())
+    }
+
+    fn prefetch(&self, targets: &[BaselineRecord]) -> Result<(), String> {
+        self.prefetch_batch(targets).map_err(|e| e.to_string())
+    }
+
+    fn checkpoint(&self, name: &str) {
+        self.ctx.failpoints.pass(name);
+    }
+
+    fn placed(&self, _path: &str) {
+        let n = self.placed.fetch_add(1, Ordering::SeqCst) + 1;
+        self.ctx.failpoints.nth("sync-after", n);
+        self.ctx.failpoints.pause();
+    }
+}

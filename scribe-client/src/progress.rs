@@ -1,0 +1,72 @@
+//! How workflows report while they run: a [`Progress`] receives typed
+//! [`Note`]s and the start, advance and end of each [`Task`]. The library
+//! never prints; the `scribe` binary turns these into status lines and
+//! progress bars, and a test or an agent may record them.
+
+use scribe_format::OperationId;
+
+/// Something a workflow tells the user while it runs.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Note {
+    /// An interrupted sync to `target` is being completed first.
+    ResumingSync { target: u64 },
+    /// The server was restored: every path is planned again.
+    FullSync { target: u64 },
+    /// An interrupted submission is being completed with its own id.
+    CompletingSubmit {
+        operation: OperationId,
+        message: String,
+    },
+    /// The opened files were frozen (read, chunked, hashed).
+    Froze {
+        files: usize,
+        secs: f64,
+        streamed_bytes: u64,
+    },
+    /// An interrupted view change is being finished.
+    FinishingViewChange,
+    /// An interrupted move is being finished.
+    ResumingMove,
+    /// The workspace was registered and created.
+    WorkspaceCreated {
+        workspace: scribe_format::WorkspaceId,
+        repository: String,
+        root: std::path::PathBuf,
+    },
+    /// A file about to be opened is locked by another workspace.
+    LockedByOther {
+        path: String,
+        owner: String,
+        workspace: scribe_format::WorkspaceId,
+    },
+}
+
+/// A measured piece of work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Task {
+    /// Bytes of large files streamed to the server while they are frozen.
+    Stream,
+    /// Objects uploaded for a submission (counted in objects).
+    Upload,
+    /// Bytes written into the working copy by a sync.
+    Sync,
+}
+
+/// Receives what a workflow reports. Every method defaults to nothing.
+pub trait Progress: Send + Sync {
+    /// A note for the user.
+    fn note(&self, _note: Note) {}
+    /// `task` starts with `total` units to do.
+    fn start(&self, _task: Task, _total: u64) {}
+    /// `n` more units of `task` are done.
+    fn advance(&self, _task: Task, _n: u64) {}
+    /// `task` ended (successfully or not).
+    fn finish(&self, _task: Task) {}
+}
+
+/// Reports nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Silent;
+
+impl Progress for Silent {}

@@ -1,0 +1,256 @@
+//! The byte-stream transport: plain TCP or TLS, the 32-byte handshake,
+//! then one request frame and one reply frame at a time.
+//!
+//! Object pieces go out from the caller's buffer (the frame's head, then
+//! the data) and object data comes back straight into its own buffer, so
+//! a 4 MiB piece is never copied into or out of a frame on a connection
+//! without LZ4 frames.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+
+use scribe_format::wire::frame::check_frame_len;
+use scribe_format::wire::handshake::{HandshakeStatus, FLAG_LZ4, HANDSHAKE_LEN};
+use scribe_format::wire::message as m;
+use scribe_format::wire::{
+    decode_response, object_data_head, object_put_frame_head, request_frame, Answer, Bytes,
+    Connection, ConnectionKind, Hello, Request, Response, TransportError, OBJECT_DATA_HEAD_LEN,
+};
+
+use crate::client::{ClientError, ClientOptions};
+use crate::tls::TlsError;
+
+trait Stream: Read + Write + Send {}
+impl<T: Read + Write + Send> Stream for T {}
+
+/// A connection over TCP or TLS.
+pub struct TcpConnection {
+    stream: Box<dyn Stream>,
+    tls: bool,
+    lz4: bool,
+    broken: bool,
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> TransportError {
+    let context = context.into();
+    move |source| TransportError::Io { context, source }
+}
+
+impl TcpConnection {
+    /// Connect to `host:port`, with TLS when `tls`, and shake hands.
+    pub fn open(
+        url: &str,
+        host: &str,
+        port: u16,
+        tls: bool,
+        opts: &ClientOptions,
+    ) -> Result<TcpConnection, ClientError> {
+        let addrs: Vec<_> = (host, port)
+            .to_socket_addrs()
+            .map_err(ClientError::io(format!("cannot resolve {host}")))?
+            .collect();
+        let mut last = None;
+        let mut sock = None;
+        for a in addrs {
+            match TcpStream::connect_timeout(&a, opts.connect_timeout) {
+                Ok(s) => {
+                    sock = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let sock = match (sock, last) {
+            (Some(s), _) => s,
+            (None, Some(e)) => {
+                return Err(ClientError::Io {
+                    context: format!("cannot connect to {host}:{port}"),
+                    source: e,
+                })
+            }
+            (None, None) => {
+                return Err(ClientError::Url {
+                    url: url.to_string(),
+                    reason: "the host has no address".into(),
+                })
+            }
+        };
+        let ctx = format!("connection to {host}:{port}");
+        sock.set_read_timeout(Some(opts.timeout))
+            .map_err(ClientError::io(ctx.clone()))?;
+        sock.set_write_timeout(Some(opts.timeout))
+            .map_err(ClientError::io(ctx.clone()))?;
+        let _ = sock.set_nodelay(true);
+        let stream: Box<dyn Stream> = if tls {
+            let ca = opts.ca_file.as_ref().ok_or_else(|| ClientError::Url {
+                url: url.to_string(),
+                reason: "scribes:// needs a trusted CA file".into(),
+            })?;
+            let cfg = crate::tls::client_config(ca)?;
+            let name = rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|_| {
+                ClientError::Url {
+                    url: url.to_string(),
+                    reason: "the host is not a valid TLS server name".into(),
+                }
+            })?;
+            let conn = rustls::ClientConnection::new(cfg, name).map_err(TlsError::from)?;
+            Box::new(rustls::StreamOwned::new(conn, sock))
+        } else {
+            Box::new(sock)
+        };
+        Self::handshake(stream, tls, opts.lz4, &ctx)
+    }
+
+    fn handshake(
+        mut stream: Box<dyn Stream>,
+        tls: bool,
+        lz4: bool,
+        ctx: &str,
+    ) -> Result<TcpConnection, ClientError> {
+        stream
+            .write_all(&Hello::new(lz4).encode())
+            .and_then(|_| stream.flush())
+            .map_err(ClientError::io(format!("{ctx}: sending the hello")))?;
+        let mut buf = [0u8; HANDSHAKE_LEN];
+        stream
+            .read_exact(&mut buf)
+            .map_err(ClientError::io(format!(
+                "{ctx}: reading the handshake answer"
+            )))?;
+        let answer = Answer::decode(&buf)
+            .map_err(|e| ClientError::Protocol(format!("handshake answer: {e}")))?;
+        if answer.status != HandshakeStatus::Accepted {
+            return Err(ClientError::Handshake {
+                status: answer.status,
+                server_schema: answer.schema,
+            });
+        }
+        Ok(TcpConnection {
+            stream,
+            tls,
+            lz4: lz4 && answer.flags & FLAG_LZ4 != 0,
+            broken: false,
+        })
+    }
+
+    /// Send one request frame given as two consecutive parts and read its
+    /// reply. A failure marks the connection broken: the exchange may be
+    /// half done, so nothing more is sent on it.
+    fn send(&mut self, head: &[u8], tail: &[u8], name: &str) -> Result<Response, TransportError> {
+        if self.broken {
+            return Err(TransportError::Broken);
+        }
+        let r = self.exchange_parts(head, tail, name);
+        self.broken = r.is_err();
+        r
+    }
+
+    fn exchange_parts(
+        &mut self,
+        head: &[u8],
+        tail: &[u8],
+        name: &str,
+    ) -> Result<Response, TransportError> {
+        write_both(&mut *self.stream, head, tail)
+            .and_then(|_| self.stream.flush())
+            .map_err(io(format!("sending {name}")))?;
+        let mut len = [0u8; 4];
+        self.stream
+            .read_exact(&mut len)
+            .map_err(io(format!("reading the reply to {name}")))?;
+        let n = check_frame_len(len).map_err(|e| TransportError::Protocol(e.to_string()))?;
+        let reading = || io(format!("reading the reply to {name}"));
+        // Object bytes are read straight into their own buffer.
+        let k = n.min(OBJECT_DATA_HEAD_LEN);
+        let mut body = vec![0u8; k];
+        self.stream.read_exact(&mut body).map_err(reading())?;
+        if let Some(mut reply) = object_data_head(&body, n) {
+            let want = n - k;
+            let mut data = Vec::new();
+            data.try_reserve_exact(want).map_err(|_| {
+                TransportError::Protocol(format!("cannot buffer a reply of {n} bytes"))
+            })?;
+            (&mut *self.stream)
+                .take(want as u64)
+                .read_to_end(&mut data)
+                .map_err(reading())?;
+            if data.len() != want {
+                return Err(reading()(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+            reply.data = Bytes(data);
+            return Ok(Response::ObjectData(reply));
+        }
+        body.resize(n, 0);
+        self.stream.read_exact(&mut body[k..]).map_err(reading())?;
+        decode_response(&body, self.lz4).map_err(|e| TransportError::Protocol(e.to_string()))
+    }
+}
+
+impl Connection for TcpConnection {
+    fn call(&mut self, request: Request) -> Result<Response, TransportError> {
+        let name = request.name();
+        match &request {
+            // An object piece over a plain connection goes out from its
+            // own buffer: no copy into a frame.
+            Request::ObjectPut(p) | Request::ObjectPutStaged(p) if !self.lz4 => {
+                let staged = matches!(request, Request::ObjectPutStaged(_));
+                let head = object_put_frame_head(p, staged, p.data.0.len());
+                self.send(&head, &p.data.0, name)
+            }
+            _ => self.send(&request_frame(&request, self.lz4), &[], name),
+        }
+    }
+
+    fn put_piece(
+        &mut self,
+        head: &m::ObjectPut,
+        staged: bool,
+        data: &[u8],
+    ) -> Result<Response, TransportError> {
+        if self.lz4 {
+            let put = m::ObjectPut {
+                repo: head.repo.clone(),
+                data: Bytes(data.to_vec()),
+                ..*head
+            };
+            return self.call(if staged {
+                Request::ObjectPutStaged(put)
+            } else {
+                Request::ObjectPut(put)
+            });
+        }
+        let name = if staged {
+            "ObjectPutStaged"
+        } else {
+            "ObjectPut"
+        };
+        let frame_head = object_put_frame_head(head, staged, data.len());
+        self.send(&frame_head, data, name)
+    }
+
+    fn kind(&self) -> ConnectionKind {
+        ConnectionKind::Stream {
+            tls: self.tls,
+            lz4: self.lz4,
+        }
+    }
+}
+
+/// Write `head` then `tail` with as few system calls as the stream takes.
+fn write_both(w: &mut dyn Write, head: &[u8], tail: &[u8]) -> std::io::Result<()> {
+    use std::io::{ErrorKind, IoSlice};
+    let mut bufs = [IoSlice::new(head), IoSlice::new(tail)];
+    let mut bufs = &mut bufs[..];
+    // Drop leading empty parts: a write of nothing but empty slices
+    // returns 0, which would read as WriteZero.
+    IoSlice::advance_slices(&mut bufs, 0);
+    while !bufs.is_empty() {
+        match w.write_vectored(bufs) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,219 @@
+//! Opening files (add, edit, delete, reconcile, revert), moves, resolve,
+//! and the status of a workspace. Paths are canonical workspace paths.
+
+use scribe_format::wire::message as m;
+use scribe_format::{ErrorCode, OperationId};
+use scribe_workspace::moves::{self, MoveHooks, MoveIntent};
+use scribe_workspace::open::{self, OpenReport};
+use scribe_workspace::resolve::{resolve as resolve_path, Resolution, Resolved};
+
+use crate::error::{Error, Result};
+use crate::link::{connect, ServerLink};
+use crate::progress::Note;
+use crate::workflow::Opened;
+use crate::Context;
+
+/// Open new files for add. Paths vacated by a pending move are reserved
+/// until that move is submitted or aborted.
+pub fn add(o: &Opened, paths: &[String]) -> Result<OpenReport> {
+    moves::refuse_if_interrupted(&o.ws)?;
+    let reserved = moves::reserved_roots(&o.ws)?;
+    let blocked: Vec<String> = paths
+        .iter()
+        .filter(|p| {
+            !p.is_empty()
+                && reserved
+                    .iter()
+                    .any(|r| scribe_format::path::is_under_prefix(p, r))
+        })
+        .cloned()
+        .collect();
+    if !blocked.is_empty() {
+        return Err(Error::new(
+            ErrorCode::MoveReserved,
+            "these paths were vacated by a pending move and are reserved",
+        )
+        .with_paths(blocked));
+    }
+    Ok(open::add(&o.ws, paths)?)
+}
+
+/// Open tracked files for edit (and make them writable). Files another
+/// workspace has locked are reported as [`Note::LockedByOther`] (best
+/// effort: works offline).
+pub fn edit(ctx: &Context, o: &Opened, paths: &[String]) -> Result<OpenReport> {
+    moves::refuse_if_interrupted(&o.ws)?;
+    let r = open::edit(&o.ws, paths)?;
+    let opened: Vec<&str> = r.opened.iter().map(|(p, _)| p.as_str()).collect();
+    warn_locked(ctx, o, &opened);
+    Ok(r)
+}
+
+fn warn_locked(ctx: &Context, o: &Opened, paths: &[&str]) {
+    if paths.is_empty() || paths.len() > 1000 {
+        return;
+    }
+    let Ok(mut client) = connect(&o.meta.server, false, ctx) else {
+        return;
+    };
+    let Ok(page) = client.lock_list(m::LockList {
+        repo: o.meta.repository_name.clone(),
+        prefix: String::new(),
+        after: String::new(),
+        limit: m::MAX_PAGE_ITEMS,
+    }) else {
+        return;
+    };
+    let set: std::collections::HashSet<&str> = paths.iter().copied().collect();
+    for l in page.locks {
+        if set.contains(l.path.as_str()) && l.workspace != o.meta.workspace_id {
+            ctx.progress.note(Note::LockedByOther {
+                path: l.path,
+                owner: l.author,
+                workspace: l.workspace,
+            });
+        }
+    }
+}
+
+/// Open tracked files for delete (the file moves to the recovery area).
+pub fn delete(o: &Opened, paths: &[String]) -> Result<OpenReport> {
+    moves::refuse_if_interrupted(&o.ws)?;
+    Ok(open::delete(&o.ws, paths)?)
+}
+
+/// Open every local change made without add/edit/delete under `paths`.
+pub fn reconcile(o: &Opened, paths: &[String]) -> Result<OpenReport> {
+    moves::refuse_if_interrupted(&o.ws)?;
+    Ok(open::reconcile(&o.ws, paths)?)
+}
+
+/// Discard opened state (displaced contents go to the recovery area).
+pub fn revert(o: &Opened, link: &ServerLink, paths: &[String]) -> Result<OpenReport> {
+    moves::refuse_if_interrupted(&o.ws)?;
+    Ok(open::revert(&o.ws, paths, link)?)
+}
+
+/// Kills the process at a named move step in a failpoints build.
+struct Points<'a>(&'a Context);
+
+impl MoveHooks for Points<'_> {
+    fn point(&self, name: &str) {
+        self.0.failpoints.point(name);
+    }
+}
+
+/// What a move command did.
+#[derive(Debug)]
+pub enum Moved {
+    /// The move was made (or an interrupted one finished).
+    Moved(MoveIntent),
+    /// The move was undone.
+    Aborted(MoveIntent),
+    /// `--resume` found nothing interrupted.
+    NothingInterrupted,
+}
+
+/// Move `src` to `dst`; a rerun of an interrupted move's own command
+/// finishes it.
+pub fn move_path(ctx: &Context, o: &Opened, src: &str, dst: &str) -> Result<Moved> {
+    if let Some(i) = moves::interrupted(&o.ws)? {
+        if !i.aborting && i.source == src && i.destination == dst {
+            ctx.progress.note(Note::ResumingMove);
+            return Ok(match moves::resume_with(&o.ws, &Points(ctx))? {
+                Some(i) => Moved::Moved(i),
+                None => Moved::NothingInterrupted,
+            });
+        }
+    }
+    Ok(Moved::Moved(moves::move_path_with(
+        &o.ws,
+        src,
+        dst,
+        &Points(ctx),
+    )?))
+}
+
+/// Undo the pending move named by `selector` (a destination or an
+/// operation id; none: the interrupted one, else the newest).
+pub fn move_abort(ctx: &Context, o: &Opened, selector: Option<&str>) -> Result<Moved> {
+    let intent = moves::select(&o.ws, selector)?;
+    Ok(Moved::Aborted(abort(ctx, o, &intent.operation)?))
+}
+
+fn abort(ctx: &Context, o: &Opened, op: &OperationId) -> Result<MoveIntent> {
+    Ok(moves::abort_with(&o.ws, op, &Points(ctx))?)
+}
+
+/// Finish an interrupted move (or its abort).
+pub fn move_resume(ctx: &Context, o: &Opened) -> Result<Moved> {
+    Ok(match moves::resume_with(&o.ws, &Points(ctx))? {
+        Some(i) if i.aborting => Moved::Aborted(i),
+        Some(i) => Moved::Moved(i),
+        None => Moved::NothingInterrupted,
+    })
+}
+
+/// How one path was resolved.
+#[derive(Debug)]
+pub struct ResolvedPath {
+    pub path: String,
+    pub outcome: Resolved,
+}
+
+/// Settle every deferred path under `paths` the way `how` says.
+pub fn resolve(
+    o: &Opened,
+    link: &ServerLink,
+    paths: &[String],
+    how: &Resolution,
+) -> Result<Vec<ResolvedPath>> {
+    moves::refuse_if_interrupted(&o.ws)?;
+    let deferred: Vec<String> =
+        o.ws.read()?
+            .deferred_all()?
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+    let targets: Vec<String> = deferred
+        .into_iter()
+        .filter(|d| {
+            paths
+                .iter()
+                .any(|p| scribe_format::path::is_under_prefix(d, p))
+        })
+        .collect();
+    if targets.is_empty() {
+        return Err(
+            Error::new(ErrorCode::NotPresent, "nothing there needs resolving")
+                .with_paths(paths.to_vec()),
+        );
+    }
+    let mut out = Vec::new();
+    for p in targets {
+        let outcome = resolve_path(&o.ws, &p, how, link)?;
+        out.push(ResolvedPath { path: p, outcome });
+    }
+    Ok(out)
+}
+
+/// Everything `scribe status` shows.
+#[derive(Debug)]
+pub struct StatusReport {
+    pub files: open::Status,
+    /// The target of an unfinished sync.
+    pub sync_unfinished: Option<u64>,
+    /// Submissions waiting to be completed.
+    pub submit_pending: usize,
+    pub moves: Vec<MoveIntent>,
+}
+
+/// The status of `o` (read-only unless fingerprints settle).
+pub fn status(o: &Opened) -> Result<StatusReport> {
+    Ok(StatusReport {
+        files: open::status(&o.ws)?,
+        sync_unfinished: scribe_workspace::sync::in_progress(&o.ws)?,
+        submit_pending: o.ws.read()?.pending_all()?.len(),
+        moves: moves::pending(&o.ws)?,
+    })
+}

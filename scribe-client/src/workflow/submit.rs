@@ -1,0 +1,697 @@
+//! `scribe submit`: freeze the opened files (small ones into the cache,
+//! large ones streamed chunk by chunk to the server, see [`super::stream`]),
+//! build the change set, record it as the pending submission, upload what
+//! the server still lacks, submit with the operation id, and finalize
+//! locally.
+//!
+//! The operation id is also the upload intent: `meta["upload-intent:<op>"]`
+//! is committed before the first pin, and a submit stopped before its
+//! pending row leaves it for the next submit to reuse. The pending row is
+//! committed before the `Submit` that carries the id, so a crash or a lost
+//! reply at any later point is completed by rerunning `scribe submit`,
+//! which replays the same id: the server answers the recorded outcome.
+
+use std::collections::{HashMap, HashSet};
+
+use scribe_format::changeset::{ChangeSet, Entry, FileState, Mode};
+use scribe_format::wire::message as m;
+use scribe_format::wire::Text;
+use scribe_format::{ChunkId, ErrorCode, ObjectId, OperationId};
+use scribe_workspace::records::{OpenedAction, PendingLock, PendingSubmit};
+use scribe_workspace::scan::{fingerprint_of, now_ms};
+use scribe_workspace::submit::{
+    abandon, archive_pending, begin_intent, finalize, leftover_intent, stale_bases,
+};
+
+use crate::error::{Error, Result};
+use crate::link::ServerLink;
+use crate::progress::{Note, Task};
+use crate::workflow::Opened;
+
+/// What to submit.
+#[derive(Clone, Debug, Default)]
+pub struct SubmitArgs {
+    /// The change description (required for a new submission).
+    pub message: String,
+    /// Keep the locks of submitted files.
+    pub keep_locks: bool,
+    /// Submit only opened files under these canonical paths (none: all).
+    pub paths: Vec<String>,
+}
+
+/// What a submission did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Submitted {
+    pub change: u64,
+    pub files: usize,
+    pub uploaded_objects: usize,
+    pub uploaded_bytes: u64,
+    pub secs: f64,
+}
+
+/// Submit the opened files of `o` (or complete an interrupted submission
+/// first, with its own operation id) and return the accepted change.
+pub fn submit(o: &Opened, remote: &ServerLink, a: SubmitArgs) -> Result<Submitted> {
+    let t = std::time::Instant::now();
+    // An interrupted candidate is completed first, with its own id.
+    if let Some((op, pending)) = o.ws.read()?.pending_all()?.into_iter().next() {
+        let current = server_incarnation(remote)?;
+        if current != pending.incarnation {
+            // A restore changed the incarnation: the outcome decides; an
+            // absent one retires the candidate instead of replaying it.
+            let repo = o.meta.repository_name.clone();
+            if let Some(outcome) = remote.with(|c| c.operation_outcome(&repo, op))? {
+                let change = settle(o, &op, &pending, outcome)?;
+                return Ok(Submitted {
+                    change,
+                    files: ChangeSet::decode(&pending.change_set)?.entries.len(),
+                    uploaded_objects: 0,
+                    uploaded_bytes: 0,
+                    secs: t.elapsed().as_secs_f64(),
+                });
+            }
+            let path = archive_pending(&o.ws, &op)?;
+            return Err(Error::new(ErrorCode::SubmitRetired,
+                format!(
+                    "the server was restored since submission {} was prepared and holds no outcome for it; it was not replayed",
+                    op.to_hex()
+                ),
+            )
+            .with_paths(vec![path.display().to_string()]));
+        }
+        remote.context().progress.note(Note::CompletingSubmit {
+            operation: op,
+            message: pending.message.clone(),
+        });
+        let (objects, bytes) = upload(o, remote, &op, &pending)?;
+        let change = send(o, remote, &op, &pending)?;
+        return Ok(Submitted {
+            change,
+            files: ChangeSet::decode(&pending.change_set)?.entries.len(),
+            uploaded_objects: objects,
+            uploaded_bytes: bytes,
+            secs: t.elapsed().as_secs_f64(),
+        });
+    }
+    if a.message.trim().is_empty() {
+        return Err(Error::new(ErrorCode::Usage, "a submit needs a message"));
+    }
+    let read = o.ws.read()?;
+    let deferred = read.deferred_all()?;
+    if !deferred.is_empty() {
+        return Err(Error::new(
+            ErrorCode::NeedsResolve,
+            format!(
+                "{} path(s) need resolution before submitting",
+                deferred.len()
+            ),
+        )
+        .with_paths(deferred.into_iter().map(|(p, _)| p).collect()));
+    }
+    if scribe_workspace::sync::in_progress(&o.ws)?.is_some() {
+        return Err(Error::new(
+            ErrorCode::SyncUnfinished,
+            "a sync is unfinished",
+        ));
+    }
+    scribe_workspace::moves::refuse_if_interrupted(&o.ws)?;
+    if server_incarnation(remote)? != o.meta.incarnation {
+        return Err(Error::new(
+            ErrorCode::IncarnationChanged,
+            "the server was restored since this workspace last synced",
+        ));
+    }
+    let stale = stale_bases(&o.ws, o.meta.incarnation)?;
+    if !stale.is_empty() {
+        return Err(Error::new(
+            ErrorCode::StaleBase,
+            format!(
+                "{} opened path(s) are based on the server's state before a restore",
+                stale.len()
+            ),
+        )
+        .with_paths(stale));
+    }
+    let filter = &a.paths;
+    let opened: Vec<_> = read
+        .opened_all()?
+        .into_iter()
+        .filter(|(p, _)| {
+            filter.is_empty()
+                || filter
+                    .iter()
+                    .any(|f| scribe_format::path::is_under_prefix(p, f))
+        })
+        .collect();
+    if opened.is_empty() {
+        return Err(Error::new(ErrorCode::EmptySubmission, "nothing is opened"));
+    }
+    // A moved destination must travel with its source's delete.
+    let selected: HashSet<&str> = opened.iter().map(|(p, _)| p.as_str()).collect();
+    for (p, r) in &opened {
+        if let Some((src, _)) = &r.moved_from {
+            if !selected.contains(src.as_str()) {
+                return Err(Error::new(
+                    ErrorCode::Refused,
+                    format!("{p} was moved from {src}; submit both together"),
+                ));
+            }
+        }
+    }
+    // Collisions among the paths that would be live.
+    let baselines: HashMap<String, _> = read.baselines()?.into_iter().collect();
+    let mut keys: HashMap<Vec<u8>, String> = HashMap::new();
+    let deleted: HashSet<&str> = opened
+        .iter()
+        .filter(|(_, r)| r.action == OpenedAction::Delete)
+        .map(|(p, _)| p.as_str())
+        .collect();
+    for p in baselines.keys() {
+        if !deleted.contains(p.as_str()) {
+            keys.insert(scribe_format::path::collision_key(p), p.clone());
+        }
+    }
+    let mut collisions = Vec::new();
+    for (p, r) in &opened {
+        if r.action == OpenedAction::Add {
+            let k = scribe_format::path::collision_key(p);
+            if let Some(other) = keys.get(&k) {
+                if other != p {
+                    collisions.push(format!("{p} (and {other})"));
+                }
+            }
+            keys.insert(k, p.clone());
+        }
+    }
+    if !collisions.is_empty() {
+        return Err(Error::new(
+            ErrorCode::PathCollision,
+            "paths differ only in case or normalization",
+        )
+        .with_paths(collisions));
+    }
+    let local_locks: HashMap<String, u64> = read.local_locks()?.into_iter().collect();
+    drop(read);
+    // Freeze the bytes.
+    let mut to_import = Vec::new();
+    let mut missing = Vec::new();
+    let mut fingerprints = Vec::new();
+    let recorded = now_ms();
+    for (p, r) in &opened {
+        if matches!(r.action, OpenedAction::Add | OpenedAction::Edit) {
+            let full = o.ws.root().join(p);
+            match std::fs::symlink_metadata(&full) {
+                Ok(meta) if meta.is_file() => {
+                    fingerprints.push((p.clone(), fingerprint_of(&meta, recorded)));
+                    to_import.push((
+                        p.clone(),
+                        full,
+                        scribe_workspace::platform::is_executable(&meta),
+                    ));
+                }
+                _ => missing.push(p.clone()),
+            }
+        }
+    }
+    if !missing.is_empty() {
+        return Err(Error::new(
+            ErrorCode::NotFound,
+            "opened files are missing from the working copy",
+        )
+        .with_paths(missing));
+    }
+    // The upload intent (reused when a stopped submit left one), recorded
+    // before anything is pinned.
+    let op = match leftover_intent(&o.ws)? {
+        Some(op) => op,
+        None => {
+            let op = OperationId::random();
+            begin_intent(&o.ws, &op)?;
+            op
+        }
+    };
+    let import_t = std::time::Instant::now();
+    let frozen = freeze(o, remote, &op, &to_import, &fingerprints)?;
+    let imported = frozen.files;
+    remote.context().progress.note(Note::Froze {
+        files: imported.len(),
+        secs: import_t.elapsed().as_secs_f64(),
+        streamed_bytes: frozen.streamed_bytes,
+    });
+    refuse_if_changed(&to_import, &fingerprints, &imported)?;
+    let mut states = HashMap::new();
+    for ((p, _, exec), imp) in to_import.iter().zip(&imported) {
+        states.insert(
+            p.as_str(),
+            FileState {
+                manifest: imp.manifest_id,
+                content: imp.content_id,
+                size: imp.size,
+                mode: if *exec {
+                    Mode::Executable
+                } else {
+                    Mode::Regular
+                },
+            },
+        );
+    }
+    let mut entries = Vec::new();
+    for (p, r) in &opened {
+        let base = baselines.get(p).map(|b| b.change);
+        let e = match r.action {
+            OpenedAction::Add => {
+                let e = Entry::add(p.clone(), states[p.as_str()]);
+                match &r.moved_from {
+                    Some((src, ch)) => e.moved_from(src.clone(), *ch),
+                    None => e,
+                }
+            }
+            OpenedAction::Edit => match base {
+                Some(b) => Entry::edit(p.clone(), b, states[p.as_str()]),
+                None => Entry::add(p.clone(), states[p.as_str()]),
+            },
+            OpenedAction::Delete => match base {
+                Some(b) => Entry::delete(p.clone(), b),
+                None => continue,
+            },
+            OpenedAction::Keep => match base {
+                Some(b) => Entry::keep(p.clone(), b),
+                None => continue,
+            },
+        };
+        entries.push(e);
+    }
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let set = ChangeSet::new(entries);
+    let cs_bytes = set.encode()?;
+    let cs_id = set.id()?;
+    let pending = PendingSubmit {
+        incarnation: o.meta.incarnation,
+        branch: o.meta.branch_id,
+        integration: None,
+        change_set_id: cs_id,
+        change_set: cs_bytes,
+        author: o.meta.author.clone(),
+        message: a.message.clone(),
+        keep_locks: a.keep_locks,
+        locks: set
+            .entries
+            .iter()
+            .filter_map(|e| {
+                local_locks.get(&e.path).map(|g| PendingLock {
+                    path: e.path.clone(),
+                    generation: *g,
+                })
+            })
+            .collect(),
+        created_ms: now_ms(),
+        fingerprints,
+    };
+    {
+        let tx = o.ws.write()?;
+        tx.put_pending(&op, &pending)?;
+        tx.commit()?;
+    }
+    remote.context().failpoints.point("submit-after-pending");
+    let (objects, bytes) = upload(o, remote, &op, &pending)?;
+    remote.context().failpoints.point("submit-after-upload");
+    let change = send(o, remote, &op, &pending)?;
+    Ok(Submitted {
+        change,
+        files: set.entries.len(),
+        uploaded_objects: objects + frozen.streamed_objects,
+        uploaded_bytes: bytes + frozen.streamed_bytes,
+        secs: t.elapsed().as_secs_f64(),
+    })
+}
+
+/// What the freeze produced.
+struct Frozen {
+    /// One per file of `to_import`, in order.
+    files: Vec<scribe_objects::ImportedFile>,
+    streamed_objects: usize,
+    streamed_bytes: u64,
+}
+
+/// Freeze the files of `to_import` (their fingerprints, taken just before,
+/// beside them). Files of at most one chunk (1 MiB) are imported into the
+/// cache in one publication and uploaded in groups after the pending row
+/// is written. Larger files are chunked and streamed to the server under
+/// the upload intent `op` ([`super::stream`]): nothing but their manifests
+/// is written locally, chunks the server already holds (an edit's
+/// unchanged ranges, content submitted before) are not sent, and every
+/// chunk is published before this returns.
+fn freeze(
+    o: &Opened,
+    remote: &ServerLink,
+    op: &OperationId,
+    to_import: &[(String, std::path::PathBuf, bool)],
+    fingerprints: &[(String, scribe_workspace::records::Fingerprint)],
+) -> Result<Frozen> {
+    let min = u64::from(scribe_format::limits::CHUNK_MIN_BYTES);
+    let (large, small): (Vec<usize>, Vec<usize>) =
+        (0..to_import.len()).partition(|&i| fingerprints[i].1.size > min);
+    let mut out: Vec<Option<scribe_objects::ImportedFile>> = vec![None; to_import.len()];
+    let files: Vec<&std::path::Path> = small.iter().map(|&i| to_import[i].1.as_path()).collect();
+    if !files.is_empty() {
+        for (&i, imp) in small.iter().zip(remote.cache().import_files(&files)?) {
+            out[i] = Some(imp);
+        }
+    }
+    let mut frozen = Frozen {
+        files: Vec::new(),
+        streamed_objects: 0,
+        streamed_bytes: 0,
+    };
+    if !large.is_empty() {
+        let total: u64 = large.iter().map(|&i| fingerprints[i].1.size).sum();
+        let progress = &remote.context().progress;
+        progress.start(Task::Stream, total);
+        let paths: Vec<std::path::PathBuf> =
+            large.iter().map(|&i| to_import[i].1.clone()).collect();
+        let streamed = super::stream::freeze_and_upload(remote, o.meta.workspace_id, op, &paths);
+        progress.finish(Task::Stream);
+        let streamed = streamed?;
+        for (&i, imp) in large.iter().zip(streamed.files) {
+            out[i] = Some(imp);
+        }
+        frozen.streamed_objects = streamed.objects;
+        frozen.streamed_bytes = streamed.bytes;
+    }
+    remote.context().failpoints.point("submit-after-freeze");
+    frozen.files = out.into_iter().flatten().collect();
+    if frozen.files.len() != to_import.len() {
+        return Err(Error::new(ErrorCode::Internal, "the freeze lost a file"));
+    }
+    Ok(frozen)
+}
+
+/// A file rewritten while the freeze read it (its size or mtime now differ
+/// from the fingerprint taken before, or the bytes read do not have that
+/// size) is not submitted: nothing has been recorded yet, and the next
+/// `scribe submit` freezes the file as it is then.
+fn refuse_if_changed(
+    to_import: &[(String, std::path::PathBuf, bool)],
+    fingerprints: &[(String, scribe_workspace::records::Fingerprint)],
+    imported: &[scribe_objects::ImportedFile],
+) -> Result<()> {
+    let mut changed = Vec::new();
+    for (((p, full, _), (_, before)), imp) in to_import.iter().zip(fingerprints).zip(imported) {
+        let now = std::fs::symlink_metadata(full)
+            .ok()
+            .map(|m| fingerprint_of(&m, before.recorded_ms));
+        let same = now.is_some_and(|n| {
+            n.size == before.size && n.mtime_s == before.mtime_s && n.mtime_ns == before.mtime_ns
+        });
+        if !same || imp.size != before.size {
+            changed.push(p.clone());
+        }
+    }
+    if changed.is_empty() {
+        return Ok(());
+    }
+    Err(Error::new(ErrorCode::ChangedWhileSubmitting,
+        format!(
+            "{} file(s) changed while they were being read for this submission; nothing was submitted",
+            changed.len()
+        ),
+    )
+    .with_paths(changed))
+}
+
+/// A chunk the cache does not hold (a large file's chunks are streamed to
+/// the server, never cached) but the server lacks: read it from the
+/// working file, which still holds it unless rewritten since the freeze.
+/// `None` when it does not (or the chunk is unknown).
+fn chunk_from_working_file(
+    o: &Opened,
+    places: &HashMap<ObjectId, (String, u64, u32)>,
+    id: &ObjectId,
+) -> Option<Vec<u8>> {
+    use std::io::{Read, Seek};
+    let (path, offset, len) = places.get(id)?;
+    let full = o.ws.root().join(path);
+    let mut data = vec![0u8; *len as usize];
+    let read = std::fs::File::open(&full).and_then(|mut f| {
+        f.seek(std::io::SeekFrom::Start(*offset))?;
+        f.read_exact(&mut data)
+    });
+    (read.is_ok() && ObjectId::chunk(ChunkId(*blake3::hash(&data).as_bytes())) == *id)
+        .then_some(data)
+}
+
+/// Send every object of the candidate the server lacks: chunks, then
+/// manifests, then the change set.
+fn upload(
+    o: &Opened,
+    remote: &ServerLink,
+    op: &OperationId,
+    p: &PendingSubmit,
+) -> Result<(usize, u64)> {
+    let set = ChangeSet::decode(&p.change_set)?;
+    let mut chunks = Vec::new();
+    let mut manifests = Vec::new();
+    // Where each chunk lies in its working file (for chunks a freeze
+    // against the base left on the server).
+    let mut places: HashMap<ObjectId, (String, u64, u32)> = HashMap::new();
+    for e in &set.entries {
+        if let Some(s) = e.state {
+            let mid = ObjectId::manifest(s.manifest);
+            let mbytes = remote.cache().get(&mid)?;
+            let mref = scribe_format::manifest::ManifestRef::decode(&mbytes)?;
+            let mut offset = 0u64;
+            for c in mref.chunks() {
+                let oid = ObjectId::chunk(c.id);
+                chunks.push(oid);
+                places
+                    .entry(oid)
+                    .or_insert_with(|| (e.path.clone(), offset, c.length));
+                offset += u64::from(c.length);
+            }
+            manifests.push(mid);
+        }
+    }
+    let cs = ObjectId::change_set(p.change_set_id);
+    let mut all: Vec<ObjectId> = Vec::new();
+    let mut seen = HashSet::new();
+    for id in chunks.into_iter().chain(manifests).chain([cs]) {
+        if seen.insert(id) {
+            all.push(id);
+        }
+    }
+    let repo = o.meta.repository_name.clone();
+    let ws_id = o.meta.workspace_id;
+    // Pins every id (the present ones are reused) in one transaction. An
+    // operation with a recorded outcome cannot pin: it was submitted (a
+    // replay after a lost reply), and the `Submit` replay answers it.
+    let missing: HashSet<ObjectId> =
+        match remote.with(|c| c.objects_pin_missing(&repo, ws_id, *op, &all)) {
+            Ok(missing) => missing.into_iter().collect(),
+            Err(e) if e.code() == ErrorCode::AlreadyExists => return Ok((0, 0)),
+            Err(e) => return Err(e),
+        };
+    let mut bytes = 0u64;
+    let mut n = 0;
+    // Paths whose chunks neither the cache, the server nor the file hold.
+    let mut lost: Vec<String> = Vec::new();
+    let progress = &remote.context().progress;
+    progress.start(Task::Upload, missing.len() as u64);
+    // Small objects travel in groups (one pin transaction and one durable
+    // publication on the server per group); large ones in pieces.
+    let mut group: Vec<m::ObjectPiece> = Vec::new();
+    let mut group_bytes = 0usize;
+    let flush = |group: &mut Vec<m::ObjectPiece>| -> Result<()> {
+        if group.is_empty() {
+            return Ok(());
+        }
+        let objects = std::mem::take(group);
+        let count = objects.len() as u64;
+        remote.with(|c| {
+            c.object_put_many(m::ObjectPutMany {
+                repo: repo.clone(),
+                operation: *op,
+                workspace: ws_id,
+                objects,
+            })
+        })?;
+        progress.advance(Task::Upload, count);
+        Ok(())
+    };
+    for id in all.iter().filter(|id| missing.contains(id)) {
+        let data = if *id == cs {
+            p.change_set.clone()
+        } else {
+            match remote.cache().get(id) {
+                Ok(d) => d,
+                Err(scribe_objects::StoreError::NotFound { .. }) => {
+                    match chunk_from_working_file(o, &places, id) {
+                        Some(d) => d,
+                        None => {
+                            let path = places
+                                .get(id)
+                                .map_or_else(|| id.to_string(), |p| p.0.clone());
+                            if !lost.contains(&path) {
+                                lost.push(path);
+                            }
+                            continue;
+                        }
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        bytes += data.len() as u64;
+        n += 1;
+        if data.len() > crate::transfer::SMALL_OBJECT_BYTES {
+            remote.with(|c| c.put_object_staged(&repo, ws_id, *op, *id, &data))?;
+            progress.advance(Task::Upload, 1);
+            continue;
+        }
+        if group_bytes + data.len() > m::MAX_OBJECT_DATA_PER_FRAME as usize
+            || group.len() >= crate::transfer::MAX_GROUP_OBJECTS
+        {
+            flush(&mut group)?;
+            group_bytes = 0;
+        }
+        group_bytes += data.len();
+        group.push(m::ObjectPiece {
+            id: *id,
+            data: scribe_format::wire::Bytes(data),
+        });
+    }
+    flush(&mut group)?;
+    remote.with(|c| c.objects_publish(&repo))?;
+    progress.finish(Task::Upload);
+    if !lost.is_empty() {
+        return withdraw(o, remote, op, lost);
+    }
+    Ok((n, bytes))
+}
+
+/// The server lacks chunks of the candidate that only the working files
+/// held, and they were rewritten since the freeze (the server lost objects
+/// it had published and pinned). Unless the server recorded an outcome for
+/// the operation (then the `Submit` replay settles it), the candidate can
+/// never complete: its exact row is archived as
+/// `recovery/submit-<op>.pending` and removed, so the next `scribe submit`
+/// freezes the files as they are now. Opened records and files are kept.
+fn withdraw(
+    o: &Opened,
+    remote: &ServerLink,
+    op: &OperationId,
+    lost: Vec<String>,
+) -> Result<(usize, u64)> {
+    let repo = o.meta.repository_name.clone();
+    if remote.with(|c| c.operation_outcome(&repo, *op))?.is_some() {
+        return Ok((0, 0));
+    }
+    let archived = archive_pending(&o.ws, op)?;
+    let mut paths = lost;
+    paths.push(archived.display().to_string());
+    Err(Error::new(ErrorCode::SubmitWithdrawn,
+        format!(
+            "the server no longer holds bytes of submission {} and the working files changed since it was prepared; it was withdrawn",
+            op.to_hex()
+        ),
+    )
+    .with_paths(paths))
+}
+
+/// Submit (or replay) the candidate and settle its outcome locally.
+fn send(o: &Opened, remote: &ServerLink, op: &OperationId, p: &PendingSubmit) -> Result<u64> {
+    let repo = o.meta.repository_name.clone();
+    let req = m::Submit {
+        repo: repo.clone(),
+        operation: *op,
+        workspace: o.meta.workspace_id,
+        branch: p.branch,
+        change_set: p.change_set_id,
+        author: p.author.clone(),
+        message: Text(p.message.clone()),
+        keep_locks: p.keep_locks,
+        timestamp_ms: p.created_ms,
+    };
+    let mut outcome = remote.with(|c| c.submit(req.clone()))?;
+    if outcome.code == ErrorCode::MissingObjects.number() {
+        upload(o, remote, op, p)?;
+        outcome = remote.with(|c| c.submit(req.clone()))?;
+    }
+    remote.context().failpoints.point("submit-after-reply");
+    settle(o, op, p, outcome)
+}
+
+/// The repository's current incarnation on the server.
+pub fn server_incarnation(remote: &ServerLink) -> Result<[u8; 16]> {
+    Ok(super::sync::repo_info(remote)?.incarnation)
+}
+
+/// Settle a recorded outcome locally: accepted → finalize; refused →
+/// forget the candidate; not final → keep it for a retry.
+fn settle(o: &Opened, op: &OperationId, p: &PendingSubmit, outcome: m::Outcome) -> Result<u64> {
+    if outcome.code == 0 {
+        let f = finalize(&o.ws, op, p, outcome.change)?;
+        if o.meta.readonly {
+            for path in &f.updated {
+                let full = o.ws.root().join(path);
+                let exec = std::fs::metadata(&full)
+                    .map(|m| scribe_workspace::platform::is_executable(&m))
+                    .unwrap_or(false);
+                let _ = scribe_workspace::platform::set_file_mode(&full, exec, true);
+            }
+        }
+        return Ok(outcome.change);
+    }
+    let code = ErrorCode::from_number(outcome.code).unwrap_or(ErrorCode::Internal);
+    if code == ErrorCode::MissingObjects || code == ErrorCode::Internal || code == ErrorCode::Busy {
+        // Not final: keep the candidate for a retry with the same id.
+        return Err(Error::new(code, outcome.detail));
+    }
+    abandon(&o.ws, op)?;
+    Err(Error::new(
+        code,
+        format!("the server refused the submission: {}", outcome.detail),
+    )
+    .with_paths(outcome.paths))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn imported(size: u64) -> scribe_objects::ImportedFile {
+        scribe_objects::ImportedFile {
+            manifest_id: scribe_format::ManifestId([1; 32]),
+            content_id: scribe_format::FileContentId([2; 32]),
+            size,
+            chunks: Vec::new(),
+            new_bytes_stored: 0,
+            via_content_index: false,
+        }
+    }
+
+    #[test]
+    fn a_file_rewritten_during_the_freeze_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.bin");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let fps = vec![("a.bin".to_string(), fingerprint_of(&meta, 1))];
+        let files = vec![("a.bin".to_string(), path.clone(), false)];
+        // Unchanged, and the bytes read had the recorded size.
+        refuse_if_changed(&files, &fps, &[imported(10)]).unwrap();
+        // The read saw another size (the file grew between stat and read).
+        let err = refuse_if_changed(&files, &fps, &[imported(12)]).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ChangedWhileSubmitting);
+        // Rewritten with the same size but a new mtime.
+        std::fs::write(&path, b"9876543210").unwrap();
+        let f = std::fs::File::options().write(true).open(&path).unwrap();
+        f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000))
+            .unwrap();
+        let err = refuse_if_changed(&files, &fps, &[imported(10)]).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ChangedWhileSubmitting);
+        assert_eq!(err.paths(), ["a.bin".to_string()]);
+        // Deleted meanwhile.
+        std::fs::remove_file(&path).unwrap();
+        assert!(refuse_if_changed(&files, &fps, &[imported(10)]).is_err());
+    }
+}

@@ -1,0 +1,275 @@
+//! Sync: plan from server deltas, then apply the durable journal
+//! (`scribe_workspace::sync`), resumable after a kill at any point.
+
+use scribe_format::wire::message as m;
+use scribe_format::BranchId;
+use scribe_format::ErrorCode;
+use scribe_workspace::records::{BaselineRecord, Fingerprint, ViewChange};
+use scribe_workspace::sync as journal;
+
+use crate::error::{Error, Result};
+use crate::link::ServerLink;
+use crate::progress::{Note, Task};
+use crate::workflow::Opened;
+
+pub(crate) fn target_of(o: &Opened, e: &m::TreeEntry) -> Option<BaselineRecord> {
+    target_in(o.meta.incarnation, e)
+}
+
+pub(crate) fn target_in(incarnation: [u8; 16], e: &m::TreeEntry) -> Option<BaselineRecord> {
+    e.state.as_ref().map(|s| BaselineRecord {
+        incarnation,
+        manifest: s.manifest,
+        content: s.content,
+        size: s.size,
+        mode: s.mode,
+        change: e.change,
+        fingerprint: Fingerprint::default(),
+    })
+}
+
+pub(crate) fn in_view(view: &[String], path: &str) -> bool {
+    view.is_empty()
+        || view
+            .iter()
+            .any(|p| scribe_format::path::is_under_prefix(path, p))
+}
+
+/// Every delta entry from `from` to `to` (0 = head); returns the resolved target.
+pub fn delta_all(
+    remote: &ServerLink,
+    branch: BranchId,
+    from: u64,
+    to: u64,
+) -> Result<(u64, Vec<m::TreeEntry>)> {
+    let mut after = String::new();
+    let mut out = Vec::new();
+    let mut target = to;
+    loop {
+        let repo = remote.repo().to_string();
+        let page = remote.with(|c| {
+            c.delta(m::Delta {
+                repo,
+                branch,
+                from,
+                to: target,
+                after: after.clone(),
+                limit: m::MAX_PAGE_ITEMS,
+            })
+        })?;
+        target = page.to;
+        out.extend(page.entries);
+        match page.next {
+            Some(n) => after = n,
+            None => break,
+        }
+    }
+    Ok((target, out))
+}
+
+/// Every file of the tree at `change` under `prefix`.
+pub fn list_all(
+    remote: &ServerLink,
+    branch: BranchId,
+    change: u64,
+    prefix: &str,
+) -> Result<Vec<m::TreeEntry>> {
+    let mut after = String::new();
+    let mut out = Vec::new();
+    loop {
+        let repo = remote.repo().to_string();
+        let page = remote.with(|c| {
+            c.list(m::List {
+                repo,
+                branch,
+                change,
+                prefix: prefix.to_string(),
+                recursive: true,
+                after: after.clone(),
+                limit: m::MAX_PAGE_ITEMS,
+            })
+        })?;
+        out.extend(page.entries.into_iter().filter(|e| e.state.is_some()));
+        match page.next {
+            Some(n) => after = n,
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+/// The repository as the server describes it now (incarnation, head).
+pub fn repo_info(remote: &ServerLink) -> Result<m::RepoInfo> {
+    let repos = remote.with(|c| c.repo_list())?;
+    repos
+        .into_iter()
+        .find(|r| r.name == remote.repo())
+        .ok_or_else(|| {
+            Error::new(
+                ErrorCode::NotFound,
+                format!("the server has no repository {:?}", remote.repo()),
+            )
+        })
+}
+
+/// After a restore changed the repository incarnation the watermark and
+/// the receipt mean nothing: plan every path of the target's tree (in the
+/// view) in the new incarnation, and remove baselines it lacks. Opened
+/// paths are deferred as always and keep their old-incarnation baselines.
+fn full_plan(
+    o: &Opened,
+    remote: &ServerLink,
+    incarnation: [u8; 16],
+    target: u64,
+) -> Result<Vec<(String, Option<BaselineRecord>)>> {
+    let meta = o.ws.meta()?;
+    let roots: Vec<String> = if meta.view.is_empty() {
+        vec![String::new()]
+    } else {
+        meta.view.clone()
+    };
+    let mut plan = std::collections::BTreeMap::new();
+    for root in roots {
+        for e in list_all(remote, meta.branch_id, target, &root)? {
+            let t = target_in(incarnation, &e);
+            plan.insert(e.path.clone(), t);
+        }
+    }
+    for (p, _) in o.ws.read()?.baselines()? {
+        plan.entry(p).or_insert(None);
+    }
+    Ok(plan.into_iter().collect())
+}
+
+/// What a sync did.
+#[derive(Debug)]
+pub struct Synced {
+    pub change: u64,
+    pub report: journal::SyncReport,
+    pub secs: f64,
+}
+
+/// Sync `o` to `change` (0 = head), resuming an unfinished journal first.
+pub fn run_sync(o: &Opened, remote: &ServerLink, change: u64) -> Result<Synced> {
+    let t = std::time::Instant::now();
+    if !o.ws.read()?.pending_all()?.is_empty() {
+        return Err(Error::new(
+            ErrorCode::SubmitPending,
+            "an interrupted submission must finish before syncing",
+        ));
+    }
+    let mut total = Synced {
+        change: o.meta.synced,
+        report: journal::SyncReport::default(),
+        secs: 0.0,
+    };
+    if let Some(target) = journal::in_progress(&o.ws)? {
+        remote
+            .context()
+            .progress
+            .note(Note::ResumingSync { target });
+        let r = apply(o, remote)?;
+        merge(&mut total.report, r);
+        total.change = journal::finish(&o.ws)?;
+        if change == 0 || change == target {
+            // a resumed sync to the head continues to the newest head below
+        }
+    }
+    let meta = o.ws.meta()?;
+    let info = repo_info(remote)?;
+    if info.incarnation != meta.incarnation {
+        let target = if change == 0 { info.head } else { change };
+        remote.context().progress.note(Note::FullSync { target });
+        let plan = full_plan(o, remote, info.incarnation, target)?;
+        journal::begin(&o.ws, target, &plan)?;
+        remote.context().failpoints.point("sync-after-plan");
+        let r = apply(o, remote)?;
+        merge(&mut total.report, r);
+        total.change = journal::finish_in(&o.ws, Some(info.incarnation))?;
+        total.secs = t.elapsed().as_secs_f64();
+        return Ok(total);
+    }
+    let pin = journal::local_pin(&o.ws)?;
+    let ranges = journal::plan_ranges(meta.synced, pin, (change != 0).then_some(change));
+    let mut target = change;
+    let mut plan: Vec<(String, Option<BaselineRecord>)> = Vec::new();
+    let mut planned = std::collections::HashSet::new();
+    if let Some((from, to)) = ranges.forward {
+        let (resolved, entries) = delta_all(remote, meta.branch_id, from, to)?;
+        target = resolved;
+        for e in entries.iter().filter(|e| in_view(&meta.view, &e.path)) {
+            if planned.insert(e.path.clone()) {
+                plan.push((e.path.clone(), target_of(o, e)));
+            }
+        }
+    }
+    if let Some((from, to)) = ranges.restat {
+        // Backward, or behind the local receipt: the paths changed in
+        // (from, to], each at its state in the target.
+        let (_, entries) = delta_all(remote, meta.branch_id, from, to)?;
+        for e in entries.iter().filter(|e| in_view(&meta.view, &e.path)) {
+            if !planned.insert(e.path.clone()) {
+                continue;
+            }
+            let repo = remote.repo().to_string();
+            let path = e.path.clone();
+            let st = remote.with(|c| {
+                c.stat(m::Stat {
+                    repo,
+                    branch: meta.branch_id,
+                    change,
+                    path,
+                })
+            })?;
+            let t = st.entry.as_ref().and_then(|old| target_of(o, old));
+            plan.push((e.path.clone(), t));
+        }
+    }
+    if ranges.forward.is_none() && ranges.restat.is_none() {
+        target = meta.synced;
+    }
+    plan.sort_by(|a, b| a.0.cmp(&b.0));
+    journal::begin(&o.ws, target, &plan)?;
+    remote.context().failpoints.point("sync-after-plan");
+    let r = apply(o, remote)?;
+    merge(&mut total.report, r);
+    total.change = journal::finish(&o.ws)?;
+    total.secs = t.elapsed().as_secs_f64();
+    Ok(total)
+}
+
+fn merge(into: &mut journal::SyncReport, r: journal::SyncReport) {
+    into.written.extend(r.written);
+    into.removed.extend(r.removed);
+    into.deferred.extend(r.deferred);
+    into.displaced.extend(r.displaced);
+    into.bytes_written += r.bytes_written;
+}
+
+pub(crate) fn apply(o: &Opened, remote: &ServerLink) -> Result<journal::SyncReport> {
+    let todo: u64 =
+        o.ws.read()?
+            .journal_all()?
+            .iter()
+            .filter(|(_, e)| !e.done)
+            .filter_map(|(_, e)| e.target.map(|t| t.size))
+            .sum();
+    let progress = &remote.context().progress;
+    progress.start(Task::Sync, todo);
+    let r = journal::apply(&o.ws, remote);
+    progress.finish(Task::Sync);
+    Ok(r?)
+}
+
+/// Sync `o` to `change` (0 = the branch head), as `scribe sync` does:
+/// refused while a move is interrupted; an interrupted view change is
+/// finished first; an unfinished sync is completed first.
+pub fn sync(o: &Opened, remote: &ServerLink, change: u64) -> Result<Synced> {
+    scribe_workspace::moves::refuse_if_interrupted(&o.ws)?;
+    if let Some(bytes) = o.ws.read()?.meta_bytes("view-change")? {
+        let vc = ViewChange::decode(&bytes)?;
+        remote.context().progress.note(Note::FinishingViewChange);
+        super::view::finish_view(o, remote, vc)?;
+    }
+    run_sync(o, remote, change)
+}

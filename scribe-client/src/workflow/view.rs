@@ -1,0 +1,125 @@
+//! `scribe view set|show`: change which path prefixes a workspace holds.
+//! Files entering the view are written and files leaving it removed,
+//! through the sync journal; the new view is published once it is done.
+
+use scribe_format::wire::message as m;
+use scribe_format::ErrorCode;
+use scribe_workspace::records::{normalize_view, BaselineRecord, ViewChange};
+use scribe_workspace::sync as journal;
+
+use super::sync::{apply, in_view, list_all, target_of};
+use crate::error::{Error, Result};
+use crate::link::ServerLink;
+use crate::workflow::Opened;
+
+/// What a view change did.
+#[derive(Debug)]
+pub struct ViewChanged {
+    /// The new view (empty: the whole repository).
+    pub prefixes: Vec<String>,
+    pub written: Vec<String>,
+    pub removed: Vec<String>,
+}
+
+/// Hold only `prefixes` (none: the whole repository): `view-change` is
+/// made durable first, so a kill at any point is finished by the next
+/// `scribe sync` or `scribe view set`.
+pub fn view_set(o: &Opened, remote: &ServerLink, prefixes: Vec<String>) -> Result<ViewChanged> {
+    scribe_workspace::moves::refuse_if_interrupted(&o.ws)?;
+    let prefixes: Vec<String> = prefixes
+        .into_iter()
+        .map(|p| p.trim_end_matches('/').to_string())
+        .filter(|p| !p.is_empty() && p != ".")
+        .collect();
+    let view = normalize_view(&prefixes)?;
+    if journal::in_progress(&o.ws)?.is_some() {
+        return Err(Error::new(
+            ErrorCode::SyncUnfinished,
+            "a sync is unfinished",
+        ));
+    }
+    let vc = ViewChange {
+        target_change: o.meta.synced,
+        incarnation: o.meta.incarnation,
+        profile: String::new(),
+        prefixes: view,
+    };
+    {
+        let tx = o.ws.write()?;
+        tx.put_meta_bytes("view-change", &vc.encode())?;
+        tx.commit()?;
+    }
+    finish_view(o, remote, vc)
+}
+
+/// Apply the view change `vc` (planned now unless its journal exists),
+/// register the new view with the server and publish it locally.
+pub fn finish_view(o: &Opened, remote: &ServerLink, vc: ViewChange) -> Result<ViewChanged> {
+    let meta = o.ws.meta()?;
+    if journal::in_progress(&o.ws)?.is_none() {
+        let baselines = o.ws.read()?.baselines()?;
+        let mut plan: Vec<(String, Option<BaselineRecord>)> = Vec::new();
+        for (p, _) in &baselines {
+            if !in_view(&vc.prefixes, p) {
+                plan.push((p.clone(), None));
+            }
+        }
+        let have: std::collections::HashSet<&str> =
+            baselines.iter().map(|(p, _)| p.as_str()).collect();
+        let roots: Vec<String> = if vc.prefixes.is_empty() {
+            vec![String::new()]
+        } else {
+            vc.prefixes.clone()
+        };
+        for root in roots {
+            for e in list_all(remote, meta.branch_id, vc.target_change, &root)? {
+                if !have.contains(e.path.as_str()) {
+                    let t = target_of(o, &e);
+                    plan.push((e.path.clone(), t));
+                }
+            }
+        }
+        plan.sort_by(|a, b| a.0.cmp(&b.0));
+        plan.dedup_by(|a, b| a.0 == b.0);
+        journal::begin(&o.ws, vc.target_change, &plan)?;
+    }
+    let r = apply(o, remote)?;
+    if !r.deferred.is_empty() {
+        let paths = r
+            .deferred
+            .iter()
+            .map(|(p, x)| format!("{p}: {}", x.describe()))
+            .collect();
+        journal::finish(&o.ws)?;
+        return Err(Error::new(
+            ErrorCode::ViewChangeBlocked,
+            "local work stands in the way of the view change",
+        )
+        .with_paths(paths));
+    }
+    let repo = meta.repository_name.clone();
+    let ws_id = meta.workspace_id;
+    let view = vc.prefixes.clone();
+    remote.with(|c| {
+        c.workspace_register(m::WorkspaceRegister {
+            repo,
+            workspace: ws_id,
+            branch: String::new(),
+            view,
+            label: String::new(),
+            tags: meta.tags.clone(),
+        })
+    })?;
+    journal::finish(&o.ws)?;
+    let tx = o.ws.write()?;
+    let mut new_meta = tx.meta()?;
+    new_meta.view = vc.prefixes.clone();
+    tx.set_meta(&new_meta)?;
+    tx.remove_meta("view-change")?;
+    tx.commit()?;
+    Ok(ViewChanged {
+        prefixes: vc.prefixes,
+        written: r.written,
+        removed: r.removed,
+    })
+}

@@ -1,0 +1,9 @@
+mod support;
+
+mod concurrent;
+mod embedded;
+mod get_many;
+mod hostile;
+mod ops;
+mod staged;
+mod tls;
