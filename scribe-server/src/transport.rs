@@ -146,15 +146,14 @@ async fn read_credential<S: AsyncRead + Unpin>(
                 .map_err(|e| (e.code(), format!("malformed credential frame: {e}"))),
         )
     };
+    let ended = |why: String| Err(CredentialRead::Ended(Ended::Io(why)));
     tokio::select! {
         _ = shutdown.changed() => Err(CredentialRead::Ended(Ended::Shutdown)),
         r = timeout(t, read) => match r {
             Ok(Ok(Ok(credential))) => Ok(credential),
             Ok(Ok(Err((code, message)))) => Err(CredentialRead::Refuse(code, message)),
-            Ok(Err(e)) => Err(CredentialRead::Ended(Ended::Io(format!("reading the credential frame: {e}")))),
-            Err(_) => Err(CredentialRead::Ended(Ended::Io(
-                "no credential frame within the handshake timeout".into(),
-            ))),
+            Ok(Err(e)) => ended(format!("reading the credential frame: {e}")),
+            Err(_) => ended("no credential frame within the handshake timeout".into()),
         },
     }
 }

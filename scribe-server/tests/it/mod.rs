@@ -1,5 +1,6 @@
 mod support;
 
+mod auth;
 mod concurrent;
 mod embedded;
 mod get_many;

@@ -5,12 +5,12 @@
 //!
 //! | module | requests |
 //! |---|---|
-//! | [`repos`] | Status, RepoCreate, RepoList |
-//! | [`workspaces`] | WorkspaceRegister, WorkspaceRetire, WorkspaceList |
-//! | [`objects`] | ObjectsMissing, ObjectPut, ObjectPutStaged, ObjectPutMany, ObjectsPinMissing, ObjectsPublish, ObjectGet, ObjectGetMany |
-//! | [`submit`] | Submit, OperationOutcome |
-//! | [`tree`] | Delta, List, Stat, History, Log, Describe |
-//! | [`locks`] | LockAcquire, LockRelease, LockList |
+//! | `repos` | Status, RepoCreate, RepoList |
+//! | `workspaces` | WorkspaceRegister, WorkspaceRetire, WorkspaceList |
+//! | `objects` | ObjectsMissing, ObjectPut, ObjectPutStaged, ObjectPutMany, ObjectsPinMissing, ObjectsPublish, ObjectGet, ObjectGetMany |
+//! | `submit` | Submit, OperationOutcome |
+//! | `tree` | Delta, List, Stat, History, Log, Describe |
+//! | `locks` | LockAcquire, LockRelease, LockList |
 //!
 //! [`dispatch`] is the entry point; the request it gets has already been
 //! authorized ([`Service::handle`]).
