@@ -3,7 +3,10 @@
 use proptest::prelude::*;
 use scribe_format::wire::codec::{from_bytes, to_bytes};
 use scribe_format::wire::frame::{self, check_frame_len, decode_frame_body};
-use scribe_format::wire::handshake::{HandshakeStatus, FLAG_LZ4, HANDSHAKE_LEN};
+use scribe_format::wire::handshake::{
+    self as hs, Authenticated, HandshakeStatus, PrincipalKind, FLAG_CREDENTIAL, FLAG_LZ4,
+    HANDSHAKE_LEN,
+};
 use scribe_format::wire::message::*;
 use scribe_format::wire::{self, Answer, Bytes, Hello, Request, Response, Text};
 use scribe_format::{
@@ -415,6 +418,30 @@ fn golden_frames() {
         bytes: Hello::new(true).answer().encode().to_vec(),
         identity: None,
     });
+    goldens.push(Golden {
+        name: "hello-credential".into(),
+        bytes: Hello::new(true).with_credential().encode().to_vec(),
+        identity: None,
+    });
+    goldens.push(Golden {
+        name: "answer-credential".into(),
+        bytes: Hello::new(true)
+            .with_credential()
+            .answer()
+            .encode()
+            .to_vec(),
+        identity: None,
+    });
+    goldens.push(Golden {
+        name: "credential-frame".into(),
+        bytes: hs::credential_frame(b"opaque credential").unwrap(),
+        identity: None,
+    });
+    goldens.push(Golden {
+        name: "reply-authenticated".into(),
+        bytes: hs::authenticated_frame(&ack(), false),
+        identity: None,
+    });
     let committed = check_area("wire", &goldens);
     for (name, bytes) in &committed {
         if name.starts_with("request") {
@@ -492,6 +519,181 @@ fn hello_and_answer() {
     assert_eq!(http.len(), HANDSHAKE_LEN);
     assert!(Hello::decode(&http).is_err());
     assert_eq!(Answer::malformed().status, HandshakeStatus::Malformed);
+}
+
+fn ack() -> Authenticated {
+    Authenticated {
+        kind: PrincipalKind::User,
+        id: Some([0xa5; 16]),
+        name: "ada".into(),
+    }
+}
+
+#[test]
+fn the_credential_flag_leaves_the_plain_hello_alone() {
+    // A client without a credential sends the bytes it always sent.
+    let plain = Hello::new(false).encode();
+    assert_eq!(&plain[10..12], &[0, 0]);
+    let lz4 = Hello::new(true).encode();
+    assert_eq!(&lz4[10..12], &[1, 0]);
+    assert_eq!(Hello::new(true).answer().flags, FLAG_LZ4);
+
+    let with = Hello::new(true).with_credential();
+    let bytes = with.encode();
+    assert_eq!(&bytes[10..12], &[3, 0]);
+    assert_eq!(&bytes[..10], &lz4[..10]);
+    assert_eq!(&bytes[12..], &lz4[12..]);
+    assert_eq!(Hello::decode(&bytes).unwrap(), with);
+    let answer = with.answer();
+    assert_eq!(answer.status, HandshakeStatus::Accepted);
+    assert_eq!(answer.flags, FLAG_LZ4 | FLAG_CREDENTIAL);
+    assert_eq!(&answer.encode()[12..14], &[3, 0]);
+    assert_eq!(Answer::decode(&answer.encode()).unwrap(), answer);
+    let only = Hello::new(false).with_credential().answer();
+    assert_eq!(only.flags, FLAG_CREDENTIAL);
+
+    // Refused hellos grant nothing.
+    let mut other = with.clone();
+    other.schema = "scribe.rpc.v9".into();
+    assert_eq!(other.answer().flags, 0);
+    // Bits above the known two stay refused, in hellos and answers.
+    for bit in 2..16 {
+        let mut bad = bytes;
+        bad[10..12].copy_from_slice(&(1u16 << bit).to_le_bytes());
+        assert!(Hello::decode(&bad).is_err(), "hello flag bit {bit}");
+        let mut bad = answer.encode();
+        bad[12..14].copy_from_slice(&(1u16 << bit).to_le_bytes());
+        assert!(Answer::decode(&bad).is_err(), "answer flag bit {bit}");
+    }
+}
+
+#[test]
+fn credential_frame_bytes() {
+    let frame = hs::credential_frame(b"abc").unwrap();
+    let mut want = vec![];
+    want.extend_from_slice(&(3u32 + 4 + 3).to_le_bytes());
+    want.extend_from_slice(&[0x02, 0x00, 0]);
+    want.extend_from_slice(&3u32.to_le_bytes());
+    want.extend_from_slice(b"abc");
+    assert_eq!(frame, want);
+    let len = hs::check_credential_frame_len(frame[..4].try_into().unwrap()).unwrap();
+    assert_eq!(len, frame.len() - 4);
+    assert_eq!(hs::decode_credential_frame(&frame[4..]).unwrap(), b"abc");
+    assert_refuses_truncation_and_trailing("credential frame", &frame[4..], |b| {
+        hs::decode_credential_frame(b)
+    });
+
+    // The largest credential fits the largest frame; one more byte does not.
+    let max = vec![7u8; hs::MAX_CREDENTIAL_BYTES];
+    let frame = hs::credential_frame(&max).unwrap();
+    assert_eq!(frame.len() - 4, hs::MAX_CREDENTIAL_FRAME_BYTES as usize);
+    assert_eq!(hs::decode_credential_frame(&frame[4..]).unwrap(), max);
+    assert!(matches!(
+        hs::credential_frame(&vec![7u8; hs::MAX_CREDENTIAL_BYTES + 1]),
+        Err(FormatError::LimitExceeded { .. })
+    ));
+    assert!(hs::credential_frame(b"").is_err(), "an empty credential");
+}
+
+#[test]
+fn credential_frames_are_decoded_strictly() {
+    let len = |n: u32| hs::check_credential_frame_len(n.to_le_bytes());
+    assert!(matches!(
+        len(hs::MAX_CREDENTIAL_FRAME_BYTES + 1),
+        Err(FormatError::LimitExceeded { .. })
+    ));
+    assert!(matches!(
+        len(u32::MAX),
+        Err(FormatError::LimitExceeded { .. })
+    ));
+    assert!(len(hs::MAX_CREDENTIAL_FRAME_BYTES).is_ok());
+    assert!(len(7).is_err(), "too short for one byte of credential");
+    assert_eq!(len(8).unwrap(), 8);
+
+    let body = hs::credential_frame(b"abc").unwrap()[4..].to_vec();
+    // another opcode (a request sent in the credential's place)
+    let mut b = body.clone();
+    b[0] = 0x01;
+    assert!(hs::decode_credential_frame(&b).is_err());
+    // compressed or unknown flags
+    for flags in [1u8, 2, 0x80] {
+        let mut b = body.clone();
+        b[2] = flags;
+        assert!(hs::decode_credential_frame(&b).is_err(), "flags {flags}");
+    }
+    // a declared length that disagrees with the frame
+    let mut b = body.clone();
+    b[3] = 4;
+    assert!(hs::decode_credential_frame(&b).is_err());
+    // an empty credential in a well-formed frame
+    assert!(hs::decode_credential_frame(&[0x02, 0x00, 0, 0, 0, 0, 0]).is_err());
+    // a declared length beyond the limit, refused before anything is read
+    let mut b = vec![0x02, 0x00, 0];
+    b.extend_from_slice(&u32::MAX.to_le_bytes());
+    assert!(matches!(
+        hs::decode_credential_frame(&b),
+        Err(FormatError::LimitExceeded { .. })
+    ));
+}
+
+#[test]
+fn the_credential_opcode_is_no_request() {
+    assert!(Request::OPCODES
+        .iter()
+        .all(|(op, _)| *op != hs::OP_CREDENTIAL));
+    let frame = hs::credential_frame(b"abc").unwrap();
+    assert!(wire::decode_request(&frame[4..], false).is_err());
+    assert_eq!(hs::OP_AUTHENTICATED, 0x8002);
+}
+
+#[test]
+fn credential_replies() {
+    for lz4 in [false, true] {
+        let frame = hs::authenticated_frame(&ack(), lz4);
+        assert_eq!(
+            hs::decode_credential_reply(&frame[4..], lz4).unwrap(),
+            Ok(ack())
+        );
+        let err = ErrorReply::new(ErrorCode::Forbidden, "no such credential");
+        let frame = wire::response_frame(&Response::Error(err.clone()), lz4);
+        assert_eq!(
+            hs::decode_credential_reply(&frame[4..], lz4).unwrap(),
+            Err(err)
+        );
+    }
+    let anon = Authenticated {
+        kind: PrincipalKind::Anonymous,
+        id: None,
+        name: "anonymous".into(),
+    };
+    let frame = hs::authenticated_frame(&anon, false);
+    let mut want = vec![];
+    want.extend_from_slice(&(3u32 + 1 + 1 + 2 + 9).to_le_bytes());
+    want.extend_from_slice(&[0x02, 0x80, 0, 0, 0]);
+    want.extend_from_slice(&9u16.to_le_bytes());
+    want.extend_from_slice(b"anonymous");
+    assert_eq!(frame, want);
+    assert_refuses_truncation_and_trailing("credential reply", &frame[4..], |b| {
+        hs::decode_credential_reply(b, false)
+    });
+    // Any other reply is refused, and so is an unknown principal kind.
+    let status = wire::response_frame(
+        &Response::Status(StatusReply {
+            server_version: "x".into(),
+            schema: "y".into(),
+            uptime_ms: 0,
+            repositories: 0,
+            connections: 0,
+        }),
+        false,
+    );
+    assert!(hs::decode_credential_reply(&status[4..], false).is_err());
+    let mut bad = hs::authenticated_frame(&ack(), false);
+    bad[7] = PrincipalKind::ALL.len() as u8;
+    assert!(hs::decode_credential_reply(&bad[4..], false).is_err());
+    for kind in PrincipalKind::ALL {
+        assert_eq!(PrincipalKind::from_number(kind.number()), Some(kind));
+    }
 }
 
 #[test]
@@ -668,6 +870,16 @@ fn object_data_head_and_data_are_the_reply_frame() {
 }
 
 proptest! {
+    #[test]
+    fn credential_decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..96)) {
+        if let Ok(c) = hs::decode_credential_frame(&bytes) {
+            prop_assert_eq!(&hs::credential_frame(&c).unwrap()[4..], &bytes[..]);
+        }
+        for lz4 in [false, true] {
+            let _ = hs::decode_credential_reply(&bytes, lz4);
+        }
+    }
+
     #[test]
     fn object_put_head_agrees_with_decode(staged in any::<bool>(), len in 0usize..64, pos in any::<usize>(), value in any::<u8>(), cut in any::<usize>()) {
         // A valid object put body with one byte changed: a head found

@@ -15,7 +15,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
-use crate::service::Service;
+use crate::service::auth::CHANNEL_BINDING_LABEL;
+use crate::service::{PeerInfo, Service};
 use crate::transport::{serve_connection, Ended, Timeouts};
 
 /// How the listener serves.
@@ -108,11 +109,17 @@ impl Listener {
                         let mut stop = rx.clone();
                         let admit = permit.is_some();
                         let ended = match acceptor {
-                            None => serve_connection(sock, svc, t, rx, admit).await,
+                            None => {
+                                let info = PeerInfo::tcp(peer);
+                                serve_connection(sock, svc, t, rx, admit, info).await
+                            }
                             Some(a) => tokio::select! {
                                 _ = stop.changed() => Ended::Shutdown,
                                 r = tokio::time::timeout(t.handshake, a.accept(sock)) => match r {
-                                    Ok(Ok(tls)) => serve_connection(tls, svc, t, rx, admit).await,
+                                    Ok(Ok(tls)) => {
+                                        let info = tls_peer(peer, tls.get_ref().1);
+                                        serve_connection(tls, svc, t, rx, admit, info).await
+                                    }
                                     Ok(Err(e)) => Ended::Io(format!("TLS handshake: {e}")),
                                     Err(_) => Ended::Io("TLS handshake timed out".into()),
                                 },
@@ -132,6 +139,19 @@ impl Listener {
         let _ = tx.send(true);
         while conns.join_next().await.is_some() {}
     }
+}
+
+/// What a TLS connection tells about its client: the certificate chain it
+/// presented (none while the server asks for none) and the channel binding.
+fn tls_peer(address: SocketAddr, conn: &rustls::ServerConnection) -> PeerInfo {
+    let certificates = conn
+        .peer_certificates()
+        .map(|chain| chain.iter().map(|c| c.as_ref().to_vec()).collect())
+        .unwrap_or_default();
+    let binding = conn
+        .export_keying_material([0u8; 32], CHANNEL_BINDING_LABEL, None)
+        .ok();
+    PeerInfo::tls(address, certificates, binding)
 }
 
 /// A listener on its own thread.

@@ -1,9 +1,16 @@
 //! The connection protocol over any byte stream (TCP or TLS): the 32-byte
-//! handshake, then one request frame and one reply frame at a time.
+//! handshake, the credential frame when the hello announced one, one
+//! authentication of the connection, then one request frame and one reply
+//! frame at a time.
 //!
 //! Fail closed: a hello that is not one is answered with status 3, an
 //! unknown handshake version or schema with status 1 or 2, and the
-//! connection closes. After the handshake a frame whose length word is
+//! connection closes. A credential frame that is too long
+//! (`limit_exceeded`), does not decode (`malformed`) or does not arrive
+//! within the handshake timeout, and an authentication the authorizer
+//! refuses (its code: `forbidden`, `auth_unavailable`), end the connection
+//! (after an error frame, except for the timeout) before any request is
+//! read. After that a frame whose length word is
 //! beyond [`MAX_FRAME_BYTES`] is refused before any of its body is read
 //! (`limit_exceeded`); a body that does not decode, an unknown opcode or
 //! trailing bytes get `malformed`; either error reply is followed by the
@@ -15,7 +22,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use scribe_format::wire::frame::check_frame_len;
-use scribe_format::wire::handshake::{HandshakeStatus, FLAG_LZ4, HANDSHAKE_LEN};
+use scribe_format::wire::handshake::{
+    authenticated_frame, check_credential_frame_len, decode_credential_frame, HandshakeStatus,
+    FLAG_CREDENTIAL, FLAG_LZ4, HANDSHAKE_LEN,
+};
 use scribe_format::wire::{
     decode_request, object_data_frame_head, object_put_head, response_frame, Answer, ErrorReply,
     Hello, Response, MAX_FRAME_BYTES,
@@ -25,7 +35,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::timeout;
 
-use crate::service::{Service, Session};
+use crate::service::{Credential, PeerInfo, Principal, Service, Session};
 
 /// Frame buffers up to this size are kept for the connection's next frame.
 const REUSED_FRAME_BUFFER: usize = 16 << 20;
@@ -69,6 +79,8 @@ pub enum Ended {
     Refused(HandshakeStatus),
     /// A frame was refused; an error reply was sent.
     BadFrame(String),
+    /// The authorizer refused the connection; an error reply was sent.
+    Unauthenticated(String),
     /// A read or write timed out or failed.
     Io(String),
 }
@@ -88,25 +100,78 @@ async fn refuse<S: AsyncWrite + Unpin>(
     lz4: bool,
     t: Duration,
 ) -> Ended {
-    let frame = response_frame(
-        &Response::Error(ErrorReply::new(code, message.clone())),
-        lz4,
-    );
-    let _ = write_all(s, &frame, t).await;
-    let _ = s.shutdown().await;
+    send_error_and_close(s, code, &message, lz4, t).await;
     Ended::BadFrame(message)
 }
 
-/// Serve one connection until it ends. `shutdown` turning true closes it
-/// between requests; a request already being handled finishes first. A
-/// connection that is not `admit`ted (the server is at its connection
-/// limit) completes the handshake, gets a `busy` error frame, and closes.
+async fn send_error_and_close<S: AsyncWrite + Unpin>(
+    s: &mut S,
+    code: ErrorCode,
+    message: &str,
+    lz4: bool,
+    t: Duration,
+) {
+    let frame = response_frame(&Response::Error(ErrorReply::new(code, message)), lz4);
+    let _ = write_all(s, &frame, t).await;
+    let _ = s.shutdown().await;
+}
+
+/// Why the credential frame was not read.
+enum CredentialRead {
+    /// Refuse with this code and message (an error frame, then close).
+    Refuse(ErrorCode, String),
+    /// The connection ended without a frame to answer.
+    Ended(Ended),
+}
+
+/// Read the one credential frame that follows a granted
+/// [`FLAG_CREDENTIAL`], within the handshake timeout: the length word is
+/// checked before the body is read.
+async fn read_credential<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    t: Duration,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<Vec<u8>, CredentialRead> {
+    let read = async {
+        let mut len_word = [0u8; 4];
+        stream.read_exact(&mut len_word).await?;
+        let len = match check_credential_frame_len(len_word) {
+            Ok(len) => len,
+            Err(e) => return Ok(Err((e.code(), format!("credential frame refused: {e}")))),
+        };
+        let mut body = vec![0u8; len];
+        stream.read_exact(&mut body).await?;
+        Ok::<_, std::io::Error>(
+            decode_credential_frame(&body)
+                .map_err(|e| (e.code(), format!("malformed credential frame: {e}"))),
+        )
+    };
+    let ended = |why: String| Err(CredentialRead::Ended(Ended::Io(why)));
+    tokio::select! {
+        _ = shutdown.changed() => Err(CredentialRead::Ended(Ended::Shutdown)),
+        r = timeout(t, read) => match r {
+            Ok(Ok(Ok(credential))) => Ok(credential),
+            Ok(Ok(Err((code, message)))) => Err(CredentialRead::Refuse(code, message)),
+            Ok(Err(e)) => ended(format!("reading the credential frame: {e}")),
+            Err(_) => ended("no credential frame within the handshake timeout".into()),
+        },
+    }
+}
+
+/// Serve one connection from `peer` until it ends. `shutdown` turning true
+/// closes it between requests; a request already being handled finishes
+/// first. A connection that is not `admit`ted (the server is at its
+/// connection limit) completes the handshake (and sends its credential
+/// frame, if any), gets a `busy` error frame, and closes. Otherwise the
+/// service authenticates it once ([`Service::authenticate`]) and every
+/// request is served as that principal.
 pub async fn serve_connection<S>(
     mut stream: S,
     service: Arc<Service>,
     timeouts: Timeouts,
     mut shutdown: watch::Receiver<bool>,
     admit: bool,
+    peer: PeerInfo,
 ) -> Ended
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
@@ -133,6 +198,19 @@ where
         return Ended::Refused(answer.status);
     }
     let lz4 = answer.flags & FLAG_LZ4 != 0;
+    // The credential frame is read even from a connection about to be
+    // refused, so the refusal is not lost to a reset over unread bytes.
+    let credential = if answer.flags & FLAG_CREDENTIAL != 0 {
+        match read_credential(&mut stream, timeouts.handshake, &mut shutdown).await {
+            Ok(c) => Credential::Presented(c),
+            Err(CredentialRead::Refuse(code, message)) => {
+                return refuse(&mut stream, code, message, lz4, timeouts.write).await
+            }
+            Err(CredentialRead::Ended(e)) => return e,
+        }
+    } else {
+        Credential::None
+    };
     if !admit {
         return refuse(
             &mut stream,
@@ -143,7 +221,21 @@ where
         )
         .await;
     }
-    let mut session = Some(Session::new());
+    let presented = credential != Credential::None;
+    let principal = match authenticate(&service, credential, peer).await {
+        Ok(p) => p,
+        Err((code, message)) => {
+            send_error_and_close(&mut stream, code, &message, lz4, timeouts.write).await;
+            return Ended::Unauthenticated(message);
+        }
+    };
+    if presented {
+        let ack = authenticated_frame(&principal.to_wire(), lz4);
+        if let Err(e) = write_all(&mut stream, &ack, timeouts.write).await {
+            return e;
+        }
+    }
+    let mut session = Some(Session::for_principal(principal.clone()));
     // One frame buffer per connection, reused (a fresh 4 MiB buffer per
     // upload piece costs a page fault per 4 KiB).
     let mut body: Vec<u8> = Vec::new();
@@ -228,7 +320,9 @@ where
             body = Vec::new();
         }
         let svc = service.clone();
-        let mut s = session.take().unwrap_or_default();
+        let mut s = session
+            .take()
+            .unwrap_or_else(|| Session::for_principal(principal.clone()));
         let joined = tokio::task::spawn_blocking(move || {
             let reply = svc.handle(&mut s, request);
             (s, reply)
@@ -240,7 +334,7 @@ where
                 reply
             }
             Err(e) => {
-                session = Some(Session::new());
+                session = Some(Session::for_principal(principal.clone()));
                 Response::Error(ErrorReply::new(
                     ErrorCode::Internal,
                     format!("request failed: {e}"),
@@ -259,6 +353,21 @@ where
         if let Err(e) = sent {
             return e;
         }
+    }
+}
+
+/// The principal of a connection, from the authorizer on a blocking thread
+/// (it may wait on an auth service); a refusal is its code and message.
+async fn authenticate(
+    service: &Arc<Service>,
+    credential: Credential,
+    peer: PeerInfo,
+) -> Result<Principal, (ErrorCode, String)> {
+    let svc = service.clone();
+    match tokio::task::spawn_blocking(move || svc.authenticate(&credential, &peer)).await {
+        Ok(Ok(p)) => Ok(p),
+        Ok(Err(f)) => Err((f.code, f.message)),
+        Err(e) => Err((ErrorCode::Internal, format!("authentication failed: {e}"))),
     }
 }
 

@@ -1,36 +1,46 @@
 //! The service: one [`Service`] per data root, shared by every transport.
 //!
-//! A transport decodes a [`Request`], hands it with the connection's
-//! [`Session`] to [`Service::handle`] on a blocking thread (never on the
-//! async reactor: every call may touch redb or the file system) and sends
-//! back the [`Response`]. The in-process transport calls the same function
-//! directly, so both transports answer exactly alike.
+//! A transport authenticates the connection once ([`Service::authenticate`],
+//! giving the [`Session`]'s [`Principal`]), then decodes each [`Request`]
+//! and hands it with the session to [`Service::handle`] on a blocking
+//! thread (never on the async reactor: every call may touch redb or the
+//! file system) and sends back the [`Response`]. `handle` authorizes the
+//! request once, then dispatches it. The in-process transport calls the
+//! same function directly, so both transports answer exactly alike.
 //!
 //! | module | what |
 //! |---|---|
-//! | [`dispatch`] | the one mapping from wire messages to `scribe-metadata` / `scribe-objects` |
+//! | [`auth`] | the authorization seam: [`Principal`], [`Credential`], [`PeerInfo`], [`Action`], [`Authorizer`] |
+//! | [`session`] | [`Session`]: one connection's principal and transfer state |
+//! | [`dispatch`] | the one mapping from wire messages to `scribe-metadata` / `scribe-objects`, by request family |
 //! | [`group`] | group acceptance of concurrent submissions to one repository |
 //! | [`stores`] | the object-store hooks metadata uses, backed by `scribe_objects::ObjectStore` |
 //! | [`pins`] | upload pins (atomic publication and upload lifecycle profile 1) |
 //! | [`upload`] | per-connection state of object uploads and downloads |
 
+pub mod auth;
 pub mod dispatch;
 pub mod group;
 pub mod pins;
+pub mod session;
 pub mod stores;
 pub mod upload;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use scribe_format::wire::{ErrorReply, Request, Response};
 use scribe_format::ErrorCode;
 use scribe_metadata::{DataRoot, MetadataError};
 
+pub use auth::{
+    Action, ActionFamily, Authorizer, Credential, OpenAuthorizer, PeerInfo, Principal,
+    PrincipalKind,
+};
+pub use session::Session;
 pub use stores::StoreRegistry;
-pub use upload::Session;
 
 /// Why a data root could not be served.
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +87,7 @@ pub struct Service {
     upload_budget: Arc<AtomicU64>,
     groups: group::Groups,
     group_acceptance: std::sync::atomic::AtomicBool,
+    authorizer: RwLock<Arc<dyn Authorizer>>,
 }
 
 impl Service {
@@ -104,7 +115,35 @@ impl Service {
             upload_budget: Arc::new(AtomicU64::new(upload::DEFAULT_UPLOAD_BUDGET)),
             groups: group::Groups::default(),
             group_acceptance: std::sync::atomic::AtomicBool::new(true),
+            authorizer: RwLock::new(Arc::new(OpenAuthorizer)),
         }
+    }
+
+    /// Judge connections and requests with `authorizer` from now on (the
+    /// default is [`OpenAuthorizer`]). Set it before serving: a connection
+    /// keeps the principal it was authenticated as, and only its later
+    /// requests are authorized by the new one.
+    pub fn set_authorizer(&self, authorizer: Arc<dyn Authorizer>) {
+        *self.authorizer.write().unwrap_or_else(|e| e.into_inner()) = authorizer;
+    }
+
+    /// The authorizer in force.
+    pub fn authorizer(&self) -> Arc<dyn Authorizer> {
+        self.authorizer
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Who a network connection is, from what it presented. Blocking:
+    /// call it from a blocking thread. Transports call it once per
+    /// connection, before any request.
+    pub fn authenticate(
+        &self,
+        credential: &Credential,
+        peer: &PeerInfo,
+    ) -> Result<Principal, Failure> {
+        self.authorizer().authenticate(credential, peer)
     }
 
     /// Bound the bytes all connections together buffer for uploads.
@@ -168,8 +207,16 @@ impl Service {
     }
 
     /// Answer one request. Blocking: call it from a blocking thread.
-    /// Failures become an error reply; nothing here panics on input.
+    /// The authorizer judges it first (exactly once): a refusal is the
+    /// error reply and nothing of the request runs. Failures become an
+    /// error reply; nothing here panics on input.
     pub fn handle(&self, session: &mut Session, request: Request) -> Response {
+        let allowed = self
+            .authorizer()
+            .authorize(session.principal(), &Action::of(&request));
+        if let Err(refusal) = allowed {
+            return Response::Error(refusal.into_reply());
+        }
         match dispatch::dispatch(self, session, request) {
             Ok(r) => r,
             Err(e) => Response::Error(e.into_reply()),

@@ -7,7 +7,7 @@
 //! it in 4 MiB ranges verifies it once.
 //!
 //! Objects sent with `ObjectPutStaged` are verified when complete and kept
-//! in [`Session::staged`] (bounded by [`STAGE_PUBLISH_BYTES`] and
+//! in the [`Session`](super::Session)'s stage (bounded by [`STAGE_PUBLISH_BYTES`] and
 //! [`STAGE_PUBLISH_OBJECTS`], and by the service-wide upload budget) until
 //! the connection's next publication: `ObjectsPublish`, a full stage, or
 //! any request other than a staged put or `ObjectsPinMissing`. One
@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use scribe_format::limits::MAX_CHUNK_BYTES;
-use scribe_format::{ObjectId, ObjectKind, OperationId, RepositoryId, WorkspaceId};
+use scribe_format::{ObjectId, ObjectKind, OperationId, RepositoryId};
 use scribe_objects::ObjectStore;
 
 /// Largest non-chunk object (manifest, change set) accepted by upload.
@@ -92,34 +92,4 @@ pub(crate) struct StagedObject {
     pub store: Arc<ObjectStore>,
     pub id: ObjectId,
     pub data: Vec<u8>,
-}
-
-/// What the service remembers about one connection.
-#[derive(Default)]
-pub struct Session {
-    pub(crate) upload: Option<Partial>,
-    pub(crate) download: Option<Cached>,
-    pub(crate) staged: Vec<StagedObject>,
-    pub(crate) staged_bytes: u64,
-    /// Pins this connection made with `ObjectsPinMissing` (so a staged put
-    /// of a pinned id does not pin again); bounded, cleared when full.
-    pub(crate) pinned: std::collections::HashSet<(WorkspaceId, OperationId, ObjectId)>,
-}
-
-impl Session {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Bytes buffered for this connection (bounded by one object each way).
-    pub fn buffered_bytes(&self) -> usize {
-        self.upload.as_ref().map_or(0, |p| p.data.capacity())
-            + self.download.as_ref().map_or(0, |c| c.data.len())
-            + self.staged_bytes as usize
-    }
-
-    /// Whether `id` is staged by this connection for `repo`.
-    pub(crate) fn has_staged(&self, repo: RepositoryId, id: &ObjectId) -> bool {
-        self.staged.iter().any(|o| o.repo == repo && o.id == *id)
-    }
 }

@@ -1,4 +1,5 @@
 mod support;
 
+mod auth;
 mod process;
 mod tls;

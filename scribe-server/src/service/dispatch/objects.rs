@@ -1,0 +1,366 @@
+//! ObjectsMissing, ObjectPut, ObjectPutStaged, ObjectPutMany,
+//! ObjectsPinMissing, ObjectsPublish, ObjectGet, ObjectGetMany: object
+//! transfer with upload pins and the connection's stage (see
+//! [`super::super::upload`]).
+
+use std::sync::Arc;
+
+use scribe_format::wire::message::{self as m, MAX_IDS_PER_REQUEST, MAX_OBJECT_DATA_PER_FRAME};
+use scribe_format::wire::Bytes;
+use scribe_format::{ErrorCode, ObjectId, RepositoryId};
+
+use super::super::pins;
+use super::super::upload::{
+    max_object_bytes, Cached, Partial, Reservation, StagedObject, MAX_REMEMBERED_PINS,
+    STAGE_PUBLISH_BYTES, STAGE_PUBLISH_OBJECTS,
+};
+use super::{malformed, open, DispatchResult, Failure, Service, Session};
+
+pub(super) fn missing(
+    svc: &Service,
+    r: m::ObjectsMissing,
+) -> DispatchResult<m::ObjectsMissingReply> {
+    check_id_count(r.ids.len())?;
+    let (_, store) = open(svc, &r.repo)?;
+    Ok(m::ObjectsMissingReply {
+        missing: store.missing(&r.ids)?,
+    })
+}
+
+/// Publish the stage of this connection; the repository must exist, even
+/// with nothing staged.
+pub(super) fn publish(
+    svc: &Service,
+    session: &mut Session,
+    repo: &str,
+) -> DispatchResult<m::ObjectsPublishReply> {
+    open(svc, repo)?;
+    Ok(m::ObjectsPublishReply {
+        published: publish_staged(session)?,
+    })
+}
+
+/// At most [`MAX_IDS_PER_REQUEST`] ids per `ObjectsMissing` /
+/// `ObjectsPinMissing`.
+fn check_id_count(n: usize) -> DispatchResult<()> {
+    if n > MAX_IDS_PER_REQUEST {
+        return Err(Failure::new(
+            ErrorCode::LimitExceeded,
+            format!("{n} ids exceed {MAX_IDS_PER_REQUEST} per request"),
+        ));
+    }
+    Ok(())
+}
+
+/// Pin every id for the intent in one transaction, then name the ones
+/// neither the store nor this connection's stage holds.
+pub(super) fn pin_missing(
+    svc: &Service,
+    session: &mut Session,
+    r: m::ObjectsPinMissing,
+) -> DispatchResult<m::ObjectsMissingReply> {
+    check_id_count(r.ids.len())?;
+    let (repo, store) = open(svc, &r.repo)?;
+    repo.pin_uploads(r.workspace, r.operation, &r.ids)?;
+    if session.pinned.len() + r.ids.len() > MAX_REMEMBERED_PINS {
+        session.pinned.clear();
+    }
+    for id in &r.ids {
+        session.pinned.insert((r.workspace, r.operation, *id));
+    }
+    let missing = store
+        .missing(&r.ids)?
+        .into_iter()
+        .filter(|id| !session.has_staged(repo.id(), id))
+        .collect();
+    Ok(m::ObjectsMissingReply { missing })
+}
+
+/// Publish this connection's staged objects: per repository one batch,
+/// written in parallel, one durable locator commit. Returns how many were
+/// staged. On failure the stage is dropped (the objects are simply not
+/// stored; the client's next `ObjectsMissing` names them again).
+pub(super) fn publish_staged(session: &mut Session) -> DispatchResult<u32> {
+    let staged = std::mem::take(&mut session.staged);
+    session.staged_bytes = 0;
+    let count = staged.len() as u32;
+    let mut groups: Vec<(RepositoryId, Vec<&StagedObject>)> = Vec::new();
+    for o in &staged {
+        match groups.iter_mut().find(|(r, _)| *r == o.repo) {
+            Some((_, g)) => g.push(o),
+            None => groups.push((o.repo, vec![o])),
+        }
+    }
+    for (_, group) in groups {
+        let store = &group[0].store;
+        let batch = store.batch();
+        let objects: Vec<(ObjectId, &[u8])> =
+            group.iter().map(|o| (o.id, o.data.as_slice())).collect();
+        batch.put_all_with_ids(&objects)?;
+        batch.commit()?;
+    }
+    Ok(count)
+}
+
+pub(super) fn put(
+    svc: &Service,
+    session: &mut Session,
+    r: m::ObjectPut,
+    staged: bool,
+) -> DispatchResult<m::ObjectPutReply> {
+    let (repo, store) = open(svc, &r.repo)?;
+    if r.data.0.len() > MAX_OBJECT_DATA_PER_FRAME as usize {
+        return Err(Failure::new(
+            ErrorCode::LimitExceeded,
+            format!(
+                "a piece of {} bytes exceeds {MAX_OBJECT_DATA_PER_FRAME}",
+                r.data.0.len()
+            ),
+        ));
+    }
+    let limit = max_object_bytes(r.id.kind);
+    if r.total_len > limit {
+        return Err(Failure::new(
+            ErrorCode::LimitExceeded,
+            format!(
+                "object {} declares {} bytes; at most {limit} are accepted",
+                r.id, r.total_len
+            ),
+        ));
+    }
+    let end = r.offset.checked_add(r.data.0.len() as u64);
+    if end.is_none_or(|e| e > r.total_len) {
+        session.upload = None;
+        return Err(malformed(format!(
+            "piece at {} of {} bytes runs past the declared length {}",
+            r.offset,
+            r.data.0.len(),
+            r.total_len
+        )));
+    }
+    if r.offset == 0 {
+        // Pin before the first byte is accepted (unless this connection
+        // pinned it with `ObjectsPinMissing`).
+        if !(staged && session.pinned.contains(&(r.workspace, r.operation, r.id))) {
+            pins::pin(&repo, r.workspace, r.operation, &r.id)?;
+        }
+        if (staged && session.has_staged(repo.id(), &r.id)) || store.contains(&r.id)? {
+            session.upload = None;
+            return Ok(m::ObjectPutReply {
+                received: r.total_len,
+                complete: true,
+            });
+        }
+        session.upload = None;
+        let reservation = Reservation::take(svc.upload_budget(), r.total_len).ok_or_else(|| {
+            Failure::new(
+                ErrorCode::Busy,
+                "the server is buffering as many uploads as it may; retry shortly",
+            )
+        })?;
+        // A whole object in one piece is kept as received (no copy).
+        let whole = r.data.0.len() as u64 == r.total_len;
+        let mut data = Vec::new();
+        if !whole {
+            data.try_reserve_exact(r.total_len as usize)
+                .map_err(|_| Failure::new(ErrorCode::Busy, "cannot buffer the object now"))?;
+        }
+        session.upload = Some(Partial {
+            _reservation: reservation,
+            repo: repo.id(),
+            operation: r.operation,
+            id: r.id,
+            total_len: r.total_len,
+            data,
+        });
+    }
+    let expected = match &session.upload {
+        Some(p)
+            if p.repo == repo.id()
+                && p.id == r.id
+                && p.operation == r.operation
+                && p.total_len == r.total_len =>
+        {
+            p.data.len() as u64
+        }
+        _ => {
+            session.upload = None;
+            return Err(malformed(format!(
+                "piece of {} at offset {} does not continue an upload; restart from 0",
+                r.id, r.offset
+            )));
+        }
+    };
+    if r.offset != expected {
+        session.upload = None;
+        return Err(malformed(format!(
+            "piece of {} at offset {}, expected {expected}; restart from 0",
+            r.id, r.offset
+        )));
+    }
+    let Some(p) = session.upload.as_mut() else {
+        return Err(malformed("no upload in progress"));
+    };
+    if p.data.is_empty() && r.data.0.len() as u64 == p.total_len {
+        p.data = r.data.0;
+    } else {
+        p.data.extend_from_slice(&r.data.0);
+    }
+    let received = p.data.len() as u64;
+    if received < p.total_len {
+        return Ok(m::ObjectPutReply {
+            received,
+            complete: false,
+        });
+    }
+    let Some(p) = session.upload.take() else {
+        return Err(malformed("no upload in progress"));
+    };
+    let computed = scribe_format::id::object_identity(p.id.kind, &p.data)?;
+    if computed != p.id {
+        return Err(Failure::new(
+            ErrorCode::Corrupt,
+            format!("uploaded bytes hash to {computed}, not {}", p.id),
+        ));
+    }
+    if staged {
+        session.staged_bytes += p.data.len() as u64;
+        session.staged.push(StagedObject {
+            _reservation: p._reservation,
+            repo: p.repo,
+            store,
+            id: p.id,
+            data: p.data,
+        });
+        if session.staged_bytes >= STAGE_PUBLISH_BYTES
+            || session.staged.len() >= STAGE_PUBLISH_OBJECTS
+        {
+            publish_staged(session)?;
+        }
+    } else {
+        let batch = store.batch();
+        batch.put_with_id(p.id, &p.data)?;
+        batch.commit()?;
+    }
+    Ok(m::ObjectPutReply {
+        received,
+        complete: true,
+    })
+}
+
+/// Many whole small objects: every id pinned in one transaction before any
+/// byte is accepted, every identity verified, one durable publication.
+pub(super) fn put_many(
+    svc: &Service,
+    r: m::ObjectPutMany,
+) -> DispatchResult<m::ObjectPutManyReply> {
+    let (repo, store) = open(svc, &r.repo)?;
+    let total: u64 = r.objects.iter().map(|o| o.data.0.len() as u64).sum();
+    if total > u64::from(MAX_OBJECT_DATA_PER_FRAME) {
+        return Err(Failure::new(
+            ErrorCode::LimitExceeded,
+            format!("{total} bytes of objects exceed {MAX_OBJECT_DATA_PER_FRAME} in one request"),
+        ));
+    }
+    let ids: Vec<ObjectId> = r.objects.iter().map(|o| o.id).collect();
+    for piece in &r.objects {
+        let computed = scribe_format::id::object_identity(piece.id.kind, &piece.data.0)?;
+        if computed != piece.id {
+            return Err(Failure::new(
+                ErrorCode::Corrupt,
+                format!("uploaded bytes hash to {computed}, not {}", piece.id),
+            ));
+        }
+    }
+    repo.pin_uploads(r.workspace, r.operation, &ids)?;
+    let batch = store.batch();
+    for piece in &r.objects {
+        batch.put_with_id(piece.id, &piece.data.0)?;
+    }
+    batch.commit()?;
+    Ok(m::ObjectPutManyReply {
+        stored: r.objects.len() as u32,
+    })
+}
+
+/// Whole objects in request order, as many as fit in one frame's data
+/// budget; the first that would not fit ends the reply.
+pub(super) fn get_many(
+    svc: &Service,
+    r: m::ObjectGetMany,
+) -> DispatchResult<m::ObjectGetManyReply> {
+    if r.ids.len() > m::MAX_IDS_PER_GET_MANY {
+        return Err(Failure::new(
+            ErrorCode::LimitExceeded,
+            format!(
+                "{} ids exceed {} per request",
+                r.ids.len(),
+                m::MAX_IDS_PER_GET_MANY
+            ),
+        ));
+    }
+    let (_, store) = open(svc, &r.repo)?;
+    let mut objects = Vec::new();
+    let mut total = 0usize;
+    for id in &r.ids {
+        let data = store.get(id)?;
+        if total + data.len() > MAX_OBJECT_DATA_PER_FRAME as usize {
+            break;
+        }
+        total += data.len();
+        objects.push(m::ObjectPiece {
+            id: *id,
+            data: Bytes(data),
+        });
+    }
+    Ok(m::ObjectGetManyReply { objects })
+}
+
+pub(super) fn get(
+    svc: &Service,
+    session: &mut Session,
+    r: m::ObjectGet,
+) -> DispatchResult<m::ObjectData> {
+    let (repo, store) = open(svc, &r.repo)?;
+    let max = if r.max_len == 0 {
+        MAX_OBJECT_DATA_PER_FRAME
+    } else {
+        r.max_len.min(MAX_OBJECT_DATA_PER_FRAME)
+    };
+    let data = match &session.download {
+        Some(c) if c.repo == repo.id() && c.id == r.id => c.data.clone(),
+        _ => {
+            session.download = None;
+            let bytes = Arc::new(store.get(&r.id)?);
+            session.download = Some(Cached {
+                repo: repo.id(),
+                id: r.id,
+                data: bytes.clone(),
+            });
+            bytes
+        }
+    };
+    let total = data.len() as u64;
+    if r.offset > total {
+        return Err(malformed(format!(
+            "offset {} is past the end of {} ({total} bytes)",
+            r.offset, r.id
+        )));
+    }
+    let start = r.offset as usize;
+    let end = (start + max as usize).min(data.len());
+    if end == data.len() {
+        session.download = None;
+    }
+    // A whole object in one piece leaves as it was read (no copy).
+    let piece = match (start, Arc::try_unwrap(data)) {
+        (0, Ok(whole)) if end == whole.len() => whole,
+        (_, Ok(v)) => v[start..end].to_vec(),
+        (_, Err(shared)) => shared[start..end].to_vec(),
+    };
+    Ok(m::ObjectData {
+        total_len: total,
+        offset: r.offset,
+        data: Bytes(piece),
+    })
+}

@@ -1,0 +1,106 @@
+//! Submit, OperationOutcome.
+
+use scribe_format::changeset as cs;
+use scribe_format::limits::MAX_MESSAGE_BYTES;
+use scribe_format::wire::message as m;
+use scribe_format::{ErrorCode, ObjectId, OperationId};
+use scribe_metadata::accept::{Outcome, Submission};
+use scribe_metadata::Repository;
+
+use super::{branch_of, malformed, open, DispatchResult, Failure, Service};
+
+fn wire_outcome(o: &Outcome) -> m::Outcome {
+    match o {
+        Outcome::Accepted { change, commit_id } => m::Outcome {
+            change: *change,
+            commit: Some(*commit_id),
+            code: 0,
+            detail: String::new(),
+            paths: Vec::new(),
+        },
+        Outcome::Rejected {
+            code,
+            detail,
+            paths,
+        } => m::Outcome {
+            change: 0,
+            commit: None,
+            code: code.number(),
+            detail: detail.clone(),
+            paths: paths.clone(),
+        },
+    }
+}
+
+/// Submit as `actor` (the session principal's id).
+pub(super) fn submit(
+    svc: &Service,
+    r: m::Submit,
+    actor: Option<[u8; 16]>,
+) -> DispatchResult<m::Outcome> {
+    let (repo, store) = open(svc, &r.repo)?;
+    let branch = branch_of(&repo, r.branch);
+    if r.message.0.len() > MAX_MESSAGE_BYTES {
+        return Err(Failure::new(
+            ErrorCode::LimitExceeded,
+            "message is longer than 65,536 bytes",
+        ));
+    }
+    let cs_object = ObjectId::change_set(r.change_set);
+    let change_set = match store.get(&cs_object) {
+        Ok(bytes) => cs::ChangeSet::decode(&bytes)
+            .map_err(|e| malformed(format!("change set {cs_object} does not decode: {e}")))?,
+        Err(scribe_objects::StoreError::NotFound { .. }) => {
+            // A retry of a recorded operation does not need the object:
+            // metadata replays it (checking the intent) before reading any
+            // entry, and records nothing new.
+            if repo.recorded_outcome(&r.operation)?.is_some() {
+                cs::ChangeSet::new(Vec::new())
+            } else {
+                // Not recorded: the client may upload it and resend.
+                return Ok(m::Outcome {
+                    change: 0,
+                    commit: None,
+                    code: ErrorCode::MissingObjects.number(),
+                    detail: format!("change set {cs_object} has not been uploaded"),
+                    paths: Vec::new(),
+                });
+            }
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let submission = Submission {
+        operation: r.operation,
+        branch,
+        workspace: r.workspace,
+        change_set,
+        change_set_id: r.change_set,
+        author: r.author,
+        message: r.message.0,
+        timestamp_ms: r.timestamp_ms,
+        keep_locks: r.keep_locks,
+        required_locks: Vec::new(),
+        actor,
+    };
+    let outcome = if svc.group_acceptance() {
+        svc.groups().submit(&repo, submission)?
+    } else {
+        repo.submit(submission)?
+    };
+    Ok(wire_outcome(&outcome))
+}
+
+/// The recorded outcome of a submission's operation id.
+pub fn recorded_outcome(repo: &Repository, op: &OperationId) -> DispatchResult<Option<m::Outcome>> {
+    Ok(repo.recorded_outcome(op)?.as_ref().map(wire_outcome))
+}
+
+pub(super) fn operation_outcome(
+    svc: &Service,
+    r: m::OperationOutcome,
+) -> DispatchResult<m::OperationOutcomeReply> {
+    let (repo, _) = open(svc, &r.repo)?;
+    Ok(m::OperationOutcomeReply {
+        outcome: recorded_outcome(&repo, &r.operation)?,
+    })
+}

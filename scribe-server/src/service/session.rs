@@ -1,0 +1,64 @@
+//! What the service remembers about one connection: who it acts as (its
+//! [`Principal`], fixed when the connection is authenticated) and its
+//! transfer state (see [`super::upload`]).
+
+use std::collections::HashSet;
+
+use scribe_format::{ObjectId, OperationId, RepositoryId, WorkspaceId};
+
+use super::auth::Principal;
+use super::upload::{Cached, Partial, StagedObject};
+
+/// One connection's state, handed to [`Service::handle`](super::Service::handle)
+/// with each of its requests.
+pub struct Session {
+    principal: Principal,
+    pub(crate) upload: Option<Partial>,
+    pub(crate) download: Option<Cached>,
+    pub(crate) staged: Vec<StagedObject>,
+    pub(crate) staged_bytes: u64,
+    /// Pins this connection made with `ObjectsPinMissing` (so a staged put
+    /// of a pinned id does not pin again); bounded, cleared when full.
+    pub(crate) pinned: HashSet<(WorkspaceId, OperationId, ObjectId)>,
+}
+
+impl Session {
+    /// The session of an in-process connection (path URL):
+    /// [`Principal::local`], the operating-system user who owns the data
+    /// root. Network transports use [`Session::for_principal`] with what
+    /// the authorizer answered. (No `Default`: a session's principal is
+    /// always chosen on purpose.)
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        Session::for_principal(Principal::local())
+    }
+
+    /// A session acting as `principal` for its whole life.
+    pub fn for_principal(principal: Principal) -> Self {
+        Session {
+            principal,
+            upload: None,
+            download: None,
+            staged: Vec::new(),
+            staged_bytes: 0,
+            pinned: HashSet::new(),
+        }
+    }
+
+    /// Who this connection acts as.
+    pub fn principal(&self) -> &Principal {
+        &self.principal
+    }
+
+    /// Bytes buffered for this connection (bounded by one object each way).
+    pub fn buffered_bytes(&self) -> usize {
+        self.upload.as_ref().map_or(0, |p| p.data.capacity())
+            + self.download.as_ref().map_or(0, |c| c.data.len())
+            + self.staged_bytes as usize
+    }
+
+    /// Whether `id` is staged by this connection for `repo`.
+    pub(crate) fn has_staged(&self, repo: RepositoryId, id: &ObjectId) -> bool {
+        self.staged.iter().any(|o| o.repo == repo && o.id == *id)
+    }
+}
