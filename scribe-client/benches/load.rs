@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use scribe_client::{connect, Client, ClientOptions};
 use scribe_format::changeset::{ChangeSet, Entry, FileState, Mode};
 use scribe_format::wire::message as m;
 use scribe_format::wire::Text;
@@ -18,7 +19,6 @@ use scribe_format::{
     WorkspaceId,
 };
 use scribe_objects::ManifestChunk;
-use scribe_client::{connect, Client, ClientOptions};
 use scribe_server::{ListenOptions, ServerHandle, Service};
 
 const REPO: &str = "load";

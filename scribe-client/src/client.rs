@@ -33,6 +33,9 @@ pub struct ClientOptions {
     pub timeout: Duration,
     /// Timeout of the TCP connect.
     pub connect_timeout: Duration,
+    /// A credential to present in the handshake's credential slot
+    /// (`docs/wire-format.md` 1.1); none: the connection is anonymous.
+    pub credential: Option<Vec<u8>>,
 }
 
 impl Default for ClientOptions {
@@ -42,6 +45,7 @@ impl Default for ClientOptions {
             ca_file: None,
             timeout: Duration::from_secs(300),
             connect_timeout: Duration::from_secs(10),
+            credential: None,
         }
     }
 }

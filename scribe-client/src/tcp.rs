@@ -10,7 +10,9 @@ use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 
 use scribe_format::wire::frame::check_frame_len;
-use scribe_format::wire::handshake::{HandshakeStatus, FLAG_LZ4, HANDSHAKE_LEN};
+use scribe_format::wire::handshake::{
+    self as hs, Authenticated, HandshakeStatus, FLAG_CREDENTIAL, FLAG_LZ4, HANDSHAKE_LEN,
+};
 use scribe_format::wire::message as m;
 use scribe_format::wire::{
     decode_response, object_data_head, object_put_frame_head, request_frame, Answer, Bytes,
@@ -29,6 +31,9 @@ pub struct TcpConnection {
     tls: bool,
     lz4: bool,
     broken: bool,
+    /// Who the server serves this connection as, when a credential was
+    /// presented.
+    principal: Option<Authenticated>,
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> TransportError {
@@ -98,17 +103,22 @@ impl TcpConnection {
         } else {
             Box::new(sock)
         };
-        Self::handshake(stream, tls, opts.lz4, &ctx)
+        Self::handshake(stream, tls, opts.lz4, opts.credential.as_deref(), &ctx)
     }
 
     fn handshake(
         mut stream: Box<dyn Stream>,
         tls: bool,
         lz4: bool,
+        credential: Option<&[u8]>,
         ctx: &str,
     ) -> Result<TcpConnection, ClientError> {
+        let hello = match credential {
+            Some(_) => Hello::new(lz4).with_credential(),
+            None => Hello::new(lz4),
+        };
         stream
-            .write_all(&Hello::new(lz4).encode())
+            .write_all(&hello.encode())
             .and_then(|_| stream.flush())
             .map_err(ClientError::io(format!("{ctx}: sending the hello")))?;
         let mut buf = [0u8; HANDSHAKE_LEN];
@@ -125,12 +135,62 @@ impl TcpConnection {
                 server_schema: answer.schema,
             });
         }
+        let lz4 = lz4 && answer.flags & FLAG_LZ4 != 0;
+        let principal = match credential {
+            None => None,
+            Some(c) => {
+                if answer.flags & FLAG_CREDENTIAL == 0 {
+                    return Err(ClientError::Protocol(
+                        "the server accepted the hello without granting the credential slot".into(),
+                    ));
+                }
+                Some(Self::present(&mut *stream, c, lz4, ctx)?)
+            }
+        };
         Ok(TcpConnection {
             stream,
             tls,
-            lz4: lz4 && answer.flags & FLAG_LZ4 != 0,
+            lz4,
             broken: false,
+            principal,
         })
+    }
+
+    /// Send the credential frame and read the server's acknowledgement
+    /// (or the error it closes with).
+    fn present(
+        stream: &mut dyn Stream,
+        credential: &[u8],
+        lz4: bool,
+        ctx: &str,
+    ) -> Result<Authenticated, ClientError> {
+        let frame = hs::credential_frame(credential)
+            .map_err(|e| ClientError::Protocol(format!("credential: {e}")))?;
+        stream
+            .write_all(&frame)
+            .and_then(|_| stream.flush())
+            .map_err(ClientError::io(format!("{ctx}: sending the credential")))?;
+        let reading = || ClientError::io(format!("{ctx}: reading the credential reply"));
+        let mut len = [0u8; 4];
+        stream.read_exact(&mut len).map_err(reading())?;
+        let n = check_frame_len(len).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let mut body = vec![0u8; n];
+        stream.read_exact(&mut body).map_err(reading())?;
+        match hs::decode_credential_reply(&body, lz4)
+            .map_err(|e| ClientError::Protocol(format!("credential reply: {e}")))?
+        {
+            Ok(who) => Ok(who),
+            Err(e) => Err(ClientError::Server {
+                code: e.error_code(),
+                message: e.message,
+                paths: e.paths,
+            }),
+        }
+    }
+
+    /// Who the server serves this connection as (after a credential).
+    pub fn principal(&self) -> Option<&Authenticated> {
+        self.principal.as_ref()
     }
 
     /// Send one request frame given as two consecutive parts and read its

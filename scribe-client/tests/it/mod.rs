@@ -1,6 +1,7 @@
 mod support;
 
 mod concurrent;
+mod credential;
 mod embedded;
 mod get_many;
 mod hostile;
