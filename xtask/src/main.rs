@@ -27,7 +27,7 @@ enum Task {
     /// Every client talks to its real server on 127.0.0.1 through a
     /// counting proxy; runs are alternated and reported as medians beside
     /// the machine's own limits measured in the same run. Builds the release
-    /// binaries it drives, installs the peers it lacks (unless
+    /// binaries it drives, installs the peers it measures and lacks (unless
     /// --no-install) and writes a markdown report: by default
     /// docs/perf/YYYY-MM-DD-WORKLOAD.md (a new file, never an existing
     /// one; smoke runs at another --scale go to --dir). A measurement,

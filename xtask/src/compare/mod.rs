@@ -11,8 +11,8 @@
 //!
 //! A measurement, never a test: nothing in `cargo test` runs it and nothing
 //! here asserts a time. It builds the release binaries it drives, installs
-//! the peers it lacks (`git-lfs`, `subversion` from Debian, `rudolfs` from
-//! crates.io) and writes a markdown report: a new dated file
+//! the peers it measures and lacks (`git-lfs`, `subversion` from Debian,
+//! `rudolfs` from crates.io) and writes a markdown report: a new dated file
 //! `docs/perf/YYYY-MM-DD-WORKLOAD.md` (never an existing one; under `--dir`
 //! unless `--scale` is 1; `--out FILE` chooses the file).
 //! `docs/performance-compare.md` describes every workload and choice.
@@ -638,7 +638,8 @@ struct Bench {
     home: PathBuf,
     scribe_bin: PathBuf,
     server_bin: PathBuf,
-    rudolfs_bin: PathBuf,
+    /// `None` when Git LFS is not measured.
+    rudolfs_bin: Option<PathBuf>,
     step: AtomicUsize,
     scribe_data: PathBuf,
     git_root: PathBuf,
@@ -920,15 +921,17 @@ impl Bench {
 
 // ---------------------------------------------------------------- setup
 
-fn install_peers(o: &Opts, tools_dir: &Path, notes: &mut Vec<String>) -> PathBuf {
+/// Install the peers measured (`--tools`) that this machine lacks; return
+/// the `rudolfs` to run when Git LFS is measured.
+fn install_peers(o: &Opts, tools_dir: &Path, notes: &mut Vec<String>) -> Option<PathBuf> {
     let missing_deb: Vec<&str> = [
-        ("git", "git"),
-        ("git-lfs", "git-lfs"),
-        ("svn", "subversion"),
+        ("git", "git", true),
+        ("git-lfs", "git-lfs", o.measures(Tool::Lfs)),
+        ("svn", "subversion", o.measures(Tool::Svn)),
     ]
     .iter()
-    .filter(|(bin, _)| !have(bin))
-    .map(|(_, pkg)| *pkg)
+    .filter(|(bin, _, needed)| *needed && !have(bin))
+    .map(|(_, pkg, _)| *pkg)
     .collect();
     if !missing_deb.is_empty() {
         assert!(
@@ -949,6 +952,9 @@ fn install_peers(o: &Opts, tools_dir: &Path, notes: &mut Vec<String>) -> PathBuf
         assert!(ok, "apt-get install {missing_deb:?} failed (run as root?)");
         notes.push(format!("installed {missing_deb:?} with apt-get"));
     }
+    if !o.measures(Tool::Lfs) {
+        return None;
+    }
     let on_path = Command::new("rudolfs")
         .arg("--help")
         .stdout(Stdio::null())
@@ -956,7 +962,7 @@ fn install_peers(o: &Opts, tools_dir: &Path, notes: &mut Vec<String>) -> PathBuf
         .status()
         .is_ok_and(|s| s.success());
     if on_path {
-        return PathBuf::from("rudolfs");
+        return Some(PathBuf::from("rudolfs"));
     }
     let local = tools_dir.join("bin").join("rudolfs");
     if !local.exists() {
@@ -973,7 +979,7 @@ fn install_peers(o: &Opts, tools_dir: &Path, notes: &mut Vec<String>) -> PathBuf
         assert!(ok, "cargo install rudolfs failed");
         notes.push("installed rudolfs with cargo install".into());
     }
-    local
+    Some(local)
 }
 
 /// A `cargo` command without the variables `cargo run` set for this
@@ -1127,6 +1133,19 @@ impl Bench {
         };
         self.scribe_proxy = Some(Proxy::start(addr).expect("proxy"));
 
+        // The peers' servers: only those of the tools measured (`--tools`).
+        if self.o.measures(Tool::Git) || self.o.measures(Tool::Lfs) {
+            self.start_git();
+        }
+        if let Some(rudolfs) = self.rudolfs_bin.clone() {
+            self.start_lfs(&rudolfs);
+        }
+        if self.o.measures(Tool::Svn) {
+            self.start_svn();
+        }
+    }
+
+    fn start_git(&mut self) {
         // Git: git daemon with receive-pack enabled.
         std::fs::create_dir_all(&self.git_root).expect("mkdir");
         let port = free_port();
@@ -1143,12 +1162,14 @@ impl Bench {
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
         wait_port(addr, "git daemon");
         self.git_proxy = Some(Proxy::start(addr).expect("proxy"));
+    }
 
+    fn start_lfs(&mut self, rudolfs: &Path) {
         // Git LFS: rudolfs, local disk back end (no encryption key: the
         // cheapest configuration it offers).
         std::fs::create_dir_all(&self.lfs_root).expect("mkdir");
         let port = free_port();
-        let mut cmd = Command::new(&self.rudolfs_bin);
+        let mut cmd = Command::new(rudolfs);
         cmd.arg(format!("--host=127.0.0.1:{port}"))
             .arg("--log-level=warn")
             .arg("local")
@@ -1158,7 +1179,9 @@ impl Bench {
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
         wait_port(addr, "rudolfs");
         self.lfs_proxy = Some(Proxy::start(addr).expect("proxy"));
+    }
 
+    fn start_svn(&mut self) {
         // Subversion: svnserve over svn://.
         std::fs::create_dir_all(&self.svn_root).expect("mkdir");
         let port = free_port();
@@ -2640,30 +2663,36 @@ pub fn run(args: Args, given: Vec<String>) {
         "[user]\n\tname = bench\n\temail = bench@example.invalid\n[init]\n\tdefaultBranch = main\n[lfs]\n\tlocksverify = false\n[advice]\n\tdetachedHead = false\n[maintenance]\n\tauto = false\n\tautoDetach = false\n[gc]\n\tauto = 0\n\tautoDetach = false\n",
     )
     .expect("gitconfig");
-    b.git(&home, &["lfs", "install", "--skip-repo"]);
-    let versions = vec![
-        format!(
-            "git: {}",
-            shell_out("git", &["--version"]).unwrap_or_default()
-        ),
-        format!(
+    if b.o.measures(Tool::Lfs) {
+        b.git(&home, &["lfs", "install", "--skip-repo"]);
+    }
+    let mut versions = vec![format!(
+        "git: {}",
+        shell_out("git", &["--version"]).unwrap_or_default()
+    )];
+    if b.o.measures(Tool::Lfs) {
+        versions.push(format!(
             "git-lfs: {}",
             shell_out("git", &["lfs", "version"]).unwrap_or_default()
-        ),
-        format!(
+        ));
+    }
+    if b.o.measures(Tool::Svn) {
+        versions.push(format!(
             "subversion: {}",
             shell_out("svn", &["--version", "--quiet"]).unwrap_or_default()
-        ),
-        format!(
+        ));
+    }
+    if let Some(rudolfs) = &b.rudolfs_bin {
+        versions.push(format!(
             "rudolfs: {}",
-            shell_out(&b.rudolfs_bin.display().to_string(), &["--version"])
+            shell_out(&rudolfs.display().to_string(), &["--version"])
                 .unwrap_or_else(|| "0.3.8".into())
-        ),
-        format!(
-            "kernel: {}",
-            shell_out("uname", &["-sr"]).unwrap_or_default()
-        ),
-    ];
+        ));
+    }
+    versions.push(format!(
+        "kernel: {}",
+        shell_out("uname", &["-sr"]).unwrap_or_default()
+    ));
     b.start_servers();
     let large = tree_large(&b.o);
     let limits = b.machine_limits(&large);
