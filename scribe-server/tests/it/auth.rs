@@ -729,7 +729,7 @@ fn tls_peers_carry_the_channel_binding_the_client_computes() {
     };
     let server = scribe_server::ServerHandle::start(service.clone(), "127.0.0.1:0", opts).unwrap();
 
-    let client_cfg = scribe_server::tls::client_config(&pki.path("ca.pem")).unwrap();
+    let client_cfg = scribe_client::tls::client_config(&pki.path("ca.pem")).unwrap();
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
     let conn = rustls::ClientConnection::new(client_cfg, name).unwrap();
     let sock = TcpStream::connect(server.addr()).unwrap();

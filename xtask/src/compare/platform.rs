@@ -224,7 +224,7 @@ pub fn splice_all(
     to: &std::net::TcpStream,
     n: &std::sync::atomic::AtomicU64,
 ) -> std::io::Result<()> {
-    crate::proxy::copy_buffered(from, to, n)
+    super::proxy::copy_buffered(from, to, n)
 }
 
 /// CPU time (user + system) this whole process has used so far, in seconds.

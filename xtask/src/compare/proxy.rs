@@ -35,7 +35,7 @@ impl Relay {
     pub fn name(self) -> &'static str {
         match self {
             Relay::Buffer => "read/write, 1 MiB buffer",
-            Relay::Splice if crate::platform::HAS_SPLICE => "splice(2) through a pipe",
+            Relay::Splice if super::platform::HAS_SPLICE => "splice(2) through a pipe",
             Relay::Splice => "read/write, 1 MiB buffer (no splice here)",
         }
     }
@@ -91,8 +91,8 @@ fn pump(from: TcpStream, to: TcpStream, n: Arc<AtomicU64>, relay: Relay) {
         // An error ends this direction either way (the peer reset or
         // closed); what was moved until then is counted.
         let _ = match relay {
-            Relay::Splice if crate::platform::HAS_SPLICE => {
-                crate::platform::splice_all(&from, &to, &n)
+            Relay::Splice if super::platform::HAS_SPLICE => {
+                super::platform::splice_all(&from, &to, &n)
             }
             _ => copy_buffered(&from, &to, &n),
         };
@@ -279,7 +279,7 @@ fn exchanges(addr: SocketAddr, n: u64, size: u64) -> std::io::Result<(f64, f64)>
 /// direct, then each relay in turn.
 pub fn cost(bytes: u64, runs: usize) -> std::io::Result<Vec<CostRow>> {
     let server = test_server()?;
-    let relays: Vec<Relay> = if crate::platform::HAS_SPLICE {
+    let relays: Vec<Relay> = if super::platform::HAS_SPLICE {
         vec![Relay::Buffer, Relay::Splice]
     } else {
         vec![Relay::Buffer]
@@ -327,9 +327,9 @@ pub fn cost(bytes: u64, runs: usize) -> std::io::Result<Vec<CostRow>> {
     };
     // One transfer and the CPU seconds per GiB it took.
     let timed = |addr: SocketAddr, test: usize| -> std::io::Result<(f64, f64)> {
-        let c0 = crate::platform::cpu_secs();
+        let c0 = super::platform::cpu_secs();
         let v = one(addr, test)?;
-        Ok((v, (crate::platform::cpu_secs() - c0) / gib(test)))
+        Ok((v, (super::platform::cpu_secs() - c0) / gib(test)))
     };
     let mut rows = Vec::new();
     for (i, (test, unit, higher)) in tests.into_iter().enumerate() {
