@@ -23,5 +23,5 @@ pub mod transport;
 
 pub use in_process::InProcessConnection;
 pub use listener::{ListenOptions, Listener, ServerHandle};
-pub use service::{OpenError, Service, Session};
+pub use service::{Authorizer, OpenAuthorizer, OpenError, Principal, Service, Session};
 pub use transport::Timeouts;

@@ -13,7 +13,7 @@
 //!    then flushed 16 at a time) measured in the same run.
 //!
 //! ```text
-//! cargo bench -p scribe-client --bench client -- [--files N] [--create-mib M] [--big-mib B] [--small N]
+//! cargo bench -p scribe-cli --bench client -- [--files N] [--create-mib M] [--big-mib B] [--small N]
 //!     [--runs R] [--other-bin PATH] [--dir D] [--transport tcp|path] [--only status|create|edit|small] [--keep]
 //! ```
 //! Defaults: 100000 files, 2048 MiB, 1024 MiB, no small-file part, 3 runs, a

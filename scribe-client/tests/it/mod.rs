@@ -8,3 +8,4 @@ mod hostile;
 mod ops;
 mod staged;
 mod tls;
+mod workflow;

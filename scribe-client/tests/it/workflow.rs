@@ -1,0 +1,130 @@
+//! The workflows as a library: what the `scribe` binary does, called
+//! directly, with typed reports and progress recorded by the caller.
+
+use std::sync::{Arc, Mutex};
+
+use scribe_client::workflow::submit::{self, SubmitArgs};
+use scribe_client::workflow::workspace::{self, CreateArgs};
+use scribe_client::workflow::{files, repo, sync, Opened};
+use scribe_client::{Context, Note, Progress, Task};
+use scribe_format::ErrorCode;
+
+/// Records everything a workflow reports.
+#[derive(Default)]
+struct Recorder(Mutex<Vec<String>>);
+
+impl Progress for Recorder {
+    fn note(&self, note: Note) {
+        self.0.lock().unwrap().push(format!("note {note:?}"));
+    }
+    fn start(&self, task: Task, total: u64) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("start {task:?} {total}"));
+    }
+    fn advance(&self, task: Task, n: u64) {
+        self.0.lock().unwrap().push(format!("advance {task:?} {n}"));
+    }
+    fn finish(&self, task: Task) {
+        self.0.lock().unwrap().push(format!("finish {task:?}"));
+    }
+}
+
+fn events(r: &Recorder, prefix: &str) -> Vec<String> {
+    r.0.lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.starts_with(prefix))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn submit_and_sync_run_as_library_calls_and_report_progress() {
+    let tmp = tempfile::tempdir().unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let ctx = Context {
+        progress: recorder.clone(),
+        ..Context::default()
+    };
+    let server = tmp.path().join("server").display().to_string();
+    // A path server that holds no data root is refused unless created.
+    let e = repo::list(&ctx, &server).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::NotFound);
+    repo::create(&ctx, &server, "demo").unwrap();
+    let args = |name: &str| CreateArgs {
+        dir: tmp.path().join(name),
+        server: server.clone(),
+        repo: "demo".into(),
+        author: name.into(),
+        ..CreateArgs::default()
+    };
+    let a = workspace::create(&ctx, args("alice")).unwrap();
+    assert_eq!(a.synced.change, 0);
+    assert_eq!(events(&recorder, "note WorkspaceCreated").len(), 1);
+    // A second create in the same directory is refused, and nothing breaks.
+    let again = workspace::create(&ctx, args("alice")).unwrap_err();
+    assert_eq!(again.code(), ErrorCode::AlreadyExists);
+
+    let body = scribe_testdata(3 << 20);
+    std::fs::write(a.root.join("big.bin"), &body).unwrap();
+    std::fs::write(a.root.join("small.txt"), b"hello").unwrap();
+    let o = Opened::find(&a.root).unwrap();
+    let added = files::add(&o, &[String::new()]).unwrap();
+    assert_eq!(added.opened.len(), 2, "{added:?}");
+    let link = o.link(&ctx).unwrap();
+    // A new submission needs a message.
+    let e = submit::submit(&o, &link, SubmitArgs::default()).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Usage);
+    let s = submit::submit(
+        &o,
+        &link,
+        SubmitArgs {
+            message: "first".into(),
+            ..SubmitArgs::default()
+        },
+    )
+    .unwrap();
+    assert_eq!((s.change, s.files), (1, 2));
+    assert!(s.uploaded_bytes >= body.len() as u64, "{s:?}");
+    // The large file streamed: its bytes were reported as they went.
+    let streamed: u64 = events(&recorder, "advance Stream ")
+        .iter()
+        .map(|e| e.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(streamed, body.len() as u64);
+    assert_eq!(events(&recorder, "finish Stream").len(), 1);
+    drop(link);
+    drop(o);
+
+    let b = workspace::create(&ctx, args("bob")).unwrap();
+    assert_eq!(b.synced.change, 1);
+    assert_eq!(std::fs::read(b.root.join("big.bin")).unwrap(), body);
+    let synced: u64 = events(&recorder, "advance Sync ")
+        .iter()
+        .map(|e| e.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(synced, body.len() as u64 + 5);
+
+    // Nothing new: a sync is a no-op that says so.
+    let ob = Opened::find(&b.root).unwrap();
+    let link = ob.link(&ctx).unwrap();
+    let s = sync::sync(&ob, &link, 0).unwrap();
+    assert_eq!(s.change, 1);
+    assert!(s.report.written.is_empty() && s.report.removed.is_empty());
+}
+
+/// Incompressible bytes (xorshift).
+fn scribe_testdata(n: usize) -> Vec<u8> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut out = Vec::with_capacity(n + 8);
+    while out.len() < n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(n);
+    out
+}
