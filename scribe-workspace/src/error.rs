@@ -45,6 +45,10 @@ pub enum WorkspaceError {
     },
     #[error("workspace database: {0}")]
     Database(#[from] redb::Error),
+    /// The workspace cache (`.scribe/_state/cache/`) could not be opened or
+    /// created.
+    #[error("workspace cache: {0}")]
+    Cache(#[source] scribe_objects::StoreError),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,

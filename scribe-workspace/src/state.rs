@@ -27,6 +27,7 @@ use redb::{
 use scribe_format::bytes::Reader;
 use scribe_format::descriptor::{self, Descriptor};
 use scribe_format::{BranchId, FormatError, OperationId, RepositoryId, WorkspaceId};
+use scribe_objects::{ObjectStore, StoreOptions};
 
 use crate::error::{Result, WorkspaceError};
 use crate::records::{
@@ -37,6 +38,8 @@ use crate::records::{
 pub const SCHEMA: u32 = 2;
 /// The state directory relative to the workspace root.
 pub const STATE_DIR: &str = ".scribe/_state";
+/// The cache's directory inside the state directory.
+const CACHE_DIR: &str = "cache";
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// Every write to `BASELINE` goes through `StateWrite::baseline_table`, which
@@ -128,7 +131,7 @@ fn take_lock(root: &Path) -> Result<File> {
 }
 
 fn create_dirs(root: &Path) -> Result<()> {
-    for sub in ["cache", "tmp", "recovery", "staging"] {
+    for sub in [CACHE_DIR, "tmp", "recovery", "staging"] {
         let dir = state_dir(root).join(sub);
         std::fs::create_dir_all(&dir).map_err(WorkspaceError::io(&dir))?;
     }
@@ -265,6 +268,20 @@ impl Workspace {
     /// `.scribe/_state`.
     pub fn state_dir(&self) -> PathBuf {
         state_dir(&self.root)
+    }
+
+    /// The workspace cache (`.scribe/_state/cache/`): an object store of the
+    /// objects this workspace has fetched or imported, opened (with its
+    /// open-time recovery), or created with the default options on first
+    /// use.
+    pub fn cache(&self) -> Result<ObjectStore> {
+        let dir = self.state_dir().join(CACHE_DIR);
+        let opened = if dir.join("SCRIBE_FORMAT").exists() {
+            ObjectStore::open(&dir)
+        } else {
+            ObjectStore::create(&dir, StoreOptions::default())
+        };
+        opened.map_err(WorkspaceError::Cache)
     }
 
     /// A read view of the state.
@@ -991,6 +1008,45 @@ mod tests {
             Workspace::create(dir.path(), &meta()),
             Err(WorkspaceError::AlreadyAWorkspace { .. })
         ));
+    }
+
+    #[test]
+    fn cache_is_created_on_first_use_then_reopened() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::create(dir.path(), &meta()).unwrap();
+        let cache_dir = dir.path().join(".scribe/_state/cache");
+        assert!(!cache_dir.join("SCRIBE_FORMAT").exists());
+        let id = {
+            let cache = ws.cache().unwrap();
+            let batch = cache.batch();
+            let id = batch
+                .put(scribe_format::ObjectKind::Chunk, b"cached")
+                .unwrap();
+            batch.commit().unwrap();
+            id
+        };
+        assert!(cache_dir.join("SCRIBE_FORMAT").exists());
+        // The second call opens the same store instead of creating one.
+        assert_eq!(ws.cache().unwrap().get(&id).unwrap(), b"cached");
+    }
+
+    #[test]
+    fn cache_refusal_is_a_cache_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::create(dir.path(), &meta()).unwrap();
+        drop(ws.cache().unwrap());
+        let desc = dir.path().join(".scribe/_state/cache/SCRIBE_FORMAT");
+        let text = std::fs::read_to_string(&desc).unwrap();
+        std::fs::write(&desc, text.replace("layout = 1", "layout = 9")).unwrap();
+        let err = ws.cache().unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                WorkspaceError::Cache(scribe_objects::StoreError::UnexpectedVersion { .. })
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().starts_with("workspace cache: "), "{err}");
     }
 
     #[test]
