@@ -28,6 +28,10 @@ fn builder() -> redb::Builder {
     b
 }
 
+/// Called after each committed staging transaction with their count so
+/// far (fault-injection tests stop a process there).
+pub type StageHook = dyn Fn(u64) + Send + Sync;
+
 /// One open repository. Readers use MVCC snapshots and never wait for
 /// acceptance; acceptance is serialised by the publication gate.
 pub struct Repository {
@@ -43,7 +47,7 @@ pub struct Repository {
     pub(crate) turn: Mutex<()>,
     pub(crate) objects: Objects,
     /// Fault-injection hook of streamed preparation.
-    pub(crate) stage_hook: Mutex<Option<Box<crate::stream::StageHook>>>,
+    pub(crate) stage_hook: Mutex<Option<Box<StageHook>>>,
     /// Benchmarks only: see [`Repository::set_benchmark_skip_fsync`].
     pub(crate) skip_fsync: std::sync::atomic::AtomicBool,
 }

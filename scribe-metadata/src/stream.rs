@@ -37,7 +37,7 @@ use crate::fmt::{Link, Node};
 use crate::records::{
     decode_pending, decode_u64, encode_pending, keys, CommitRecord, OperationRecord,
 };
-use crate::repo::{branch_head, read_repo_meta, root_at, Repository};
+use crate::repo::{branch_head, read_repo_meta, root_at, Repository, StageHook};
 use crate::tables::{self, meta, stage_tag};
 use crate::tree::{verify_page, Overlay};
 
@@ -45,10 +45,6 @@ use crate::tree::{verify_page, Overlay};
 pub const STAGE_ROWS: usize = 512;
 /// Most key/value bytes per staging transaction.
 pub const STAGE_BYTES: usize = 4 * 1024 * 1024;
-
-/// Called after each committed staging transaction with their count so
-/// far (fault-injection tests stop a process there).
-pub type StageHook = dyn Fn(u64) + Send + Sync;
 
 /// One staging transaction's rows.
 #[derive(Default)]

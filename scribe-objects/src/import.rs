@@ -22,9 +22,9 @@ use scribe_format::limits::{CHUNK_AVG_BYTES, CHUNK_MAX_BYTES, CHUNK_MIN_BYTES, M
 use scribe_format::{ChunkId, FileContentId, ManifestId, ObjectId, ObjectKind};
 
 use crate::batch::{Batch, PutOutcome};
-use crate::content_index;
 use crate::error::{io_err, Result, StoreError};
 use crate::layout::sync_dir;
+use crate::locator::content_row;
 use crate::manifest_bytes::{self, ManifestChunk};
 use crate::store::ObjectStore;
 
@@ -372,7 +372,7 @@ fn put_manifest(
     if size > MIN as u64 {
         // Also when the manifest was already stored: a missing or stale
         // row heals here.
-        batch.record_content(content_index::row(size, &content_id, &manifest_id));
+        batch.record_content(content_row(size, &content_id, &manifest_id));
     }
     Ok(ImportedFile {
         manifest_id,

@@ -554,7 +554,7 @@ impl ObjectStore {
         &self,
         w: &PackWriter,
         rows: &[(ObjectId, Location)],
-        content: &[crate::content_index::ContentRow],
+        content: &[crate::locator::ContentRow],
         fail_before_commit: bool,
     ) -> Result<()> {
         let p = &self.db_path;
@@ -571,7 +571,7 @@ impl ObjectStore {
         }
         if !content.is_empty() {
             let mut table = txn
-                .open_table(crate::content_index::CONTENT_TABLE)
+                .open_table(crate::locator::CONTENT_TABLE)
                 .map_err(db_err(p))?;
             for (k, v) in content {
                 table.insert(k, v).map_err(db_err(p))?;
