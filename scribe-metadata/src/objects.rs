@@ -153,7 +153,7 @@ impl DirObjects {
             .and_then(|_| f.sync_all())
             .map_err(|e| MetadataError::io(&tmp, e))?;
         std::fs::rename(&tmp, &path).map_err(|e| MetadataError::io(&path, e))?;
-        crate::descriptor::sync_dir(&self.dir)
+        crate::database_descriptor::sync_dir(&self.dir)
     }
 
     /// Replace stored bytes without checking identity (corruption tests).

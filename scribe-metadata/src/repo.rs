@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use redb::{Database, Durability, ReadTransaction, ReadableDatabase, TableHandle};
+use scribe_format::snapshot::RootRow;
 use scribe_format::{BranchId, ErrorCode, RepositoryId};
 
-use crate::descriptor;
+use crate::database_descriptor;
 use crate::error::{MetadataError, Result};
-use crate::fmt::RootRow;
 use crate::objects::Objects;
 use crate::records::{decode_u32, decode_u64, keys, BranchRecord, RepoMeta};
 use crate::tables::{self, meta};
@@ -114,7 +114,7 @@ impl Repository {
             tx.open_table(tables::BRANCH_HEADS)?.insert(main.0, 0)?;
             tx.open_table(tables::SNAPSHOT_ROOTS)?.insert(
                 keys::root(&main, 0).as_slice(),
-                crate::fmt::encode_root(&RootRow::EMPTY)?.as_slice(),
+                RootRow::EMPTY.encode()?.as_slice(),
             )?;
             tx.open_table(tables::COMMITS)?;
             tx.open_table(tables::SNAPSHOT_NODES)?;
@@ -155,19 +155,19 @@ impl Repository {
             migrated: None,
         };
         let mut d = Descriptor::new_repository(&fields)?;
-        d.add_required_feature(descriptor::FEATURE_ATOMIC_PUBLICATION)?;
-        descriptor::write(&d, dir)?;
+        d.add_required_feature(database_descriptor::FEATURE_ATOMIC_PUBLICATION)?;
+        database_descriptor::write(&d, dir)?;
         Ok(())
     }
 
     /// Open `dir` for serving: the descriptor, then every marker and table
     /// of schema 3 is checked before any write.
     pub(crate) fn open(dir: &Path, id: RepositoryId, name: &str, objects: Objects) -> Result<Self> {
-        let d = descriptor::read(dir)?;
+        let d = database_descriptor::read(dir)?;
         let expect = expected_repo_values(&id);
         let expect: Vec<(&'static str, &str)> =
             expect.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        descriptor::check(&d, dir, Kind::Repository, &expect)?;
+        database_descriptor::check(&d, dir, Kind::Repository, &expect)?;
         let path = dir.join(METADATA_FILE);
         if !path.exists() {
             return Err(MetadataError::corrupt(format!(
@@ -201,7 +201,7 @@ impl Repository {
     /// Open `dir` read-only for inspection (no startup cleanup). Used by
     /// tools and tests; the same refusals as [`Repository::open`] apply.
     pub fn open_dir(dir: &Path, objects: Objects) -> Result<Self> {
-        let d = descriptor::read(dir)?;
+        let d = database_descriptor::read(dir)?;
         let id = RepositoryId::from_hex(d.get("repository-id").unwrap_or(""))?;
         let name = d.get("name").unwrap_or("").to_owned();
         Repository::open(dir, id, &name, objects)

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use scribe_format::changeset as cs;
 use scribe_format::limits::MAX_MESSAGE_BYTES;
+use scribe_format::snapshot::FileRecord;
 use scribe_format::wire::message::{
     self as m, MAX_IDS_PER_REQUEST, MAX_OBJECT_DATA_PER_FRAME, MAX_PAGE_ITEMS,
 };
@@ -15,7 +16,7 @@ use scribe_metadata::accept::{Outcome, Submission};
 use scribe_metadata::read::ListEntry;
 use scribe_metadata::records::{CommitRecord, HistoryRecord, LockRecord};
 use scribe_metadata::workspaces::{Registration, RetireOutcome};
-use scribe_metadata::{fmt::FileRecord, Repository};
+use scribe_metadata::Repository;
 use scribe_objects::ObjectStore;
 
 use super::upload::{
