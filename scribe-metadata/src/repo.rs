@@ -52,7 +52,9 @@ pub struct Repository {
     pub(crate) skip_fsync: std::sync::atomic::AtomicBool,
 }
 
-fn expected_repo_values(id: &RepositoryId) -> [(&'static str, String); 4] {
+/// The `SCRIBE_FORMAT` values a repository must record for this build to
+/// open it (its id, then the versions it reads).
+pub fn expected_repo_values(id: &RepositoryId) -> [(&'static str, String); 4] {
     [
         ("repository-id", id.to_hex()),
         ("schema", "3".into()),

@@ -50,8 +50,9 @@ pub struct DataRoot {
     create_gate: Mutex<()>,
 }
 
-/// The descriptor values this build serves.
-fn expected_root_values() -> [(&'static str, &'static str); 5] {
+/// The `SCRIBE_FORMAT` values a data root must record for this build to
+/// serve it.
+pub fn expected_root_values() -> [(&'static str, &'static str); 5] {
     [
         ("catalog-schema", "1"),
         ("repository-schema", "3"),

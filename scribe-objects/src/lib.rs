@@ -67,6 +67,10 @@ pub use store::{
     ObjectStore, RecoveryReport, StoreOptions, DEFAULT_PACK_SEAL_BYTES,
     DEFAULT_SMALL_OBJECT_THRESHOLD, FIRST_PACK_ID,
 };
+/// What this build reads in an object store's `SCRIBE_FORMAT`: the versions
+/// (`layout`, `envelope`) and the required features it knows
+/// (`scribe-server migrate` compares a store with them without opening it).
+pub use store_descriptor::{KNOWN_FEATURES as KNOWN_STORE_FEATURES, VERSIONS as STORE_VERSIONS};
 pub use verify::{verify_dir, Problem, VerifyReport};
 
 /// Decode and check a manifest payload (section 4.1) into the format's

@@ -281,7 +281,22 @@ impl Workspace {
         } else {
             ObjectStore::create(&dir, StoreOptions::default())
         };
-        opened.map_err(WorkspaceError::Cache)
+        opened.map_err(|e| match e {
+            // The store's own message names the server's `migrate`; a
+            // workspace's cache is not the server's to convert.
+            scribe_objects::StoreError::UnexpectedVersion {
+                path,
+                what,
+                found,
+                supported,
+            } => WorkspaceError::UnsupportedCache {
+                path,
+                what,
+                found,
+                supported,
+            },
+            other => WorkspaceError::Cache(other),
+        })
     }
 
     /// A read view of the state.
@@ -985,10 +1000,29 @@ mod tests {
         let desc = dir.path().join(".scribe/_state/SCRIBE_FORMAT");
         let text = std::fs::read_to_string(&desc).unwrap();
         std::fs::write(&desc, text.replace("schema = 2", "schema = 3")).unwrap();
-        assert!(matches!(
-            Workspace::open(dir.path()),
-            Err(WorkspaceError::UnsupportedSchema { found: 3, .. })
-        ));
+        let err = Workspace::open(dir.path()).err();
+        assert!(
+            matches!(
+                err,
+                Some(WorkspaceError::UnsupportedSchema { found: 3, .. })
+            ),
+            "{err:?}"
+        );
+        // The message says who wrote it and what to do, and names no
+        // server command.
+        let message = err.unwrap().to_string();
+        assert!(
+            message.contains("a newer scribe wrote this workspace"),
+            "{message}"
+        );
+        assert!(message.contains("create a new workspace"), "{message}");
+        assert!(!message.contains("scribe-server"), "{message}");
+        std::fs::write(&desc, text.replace("schema = 2", "schema = 1")).unwrap();
+        let message = Workspace::open(dir.path()).err().unwrap().to_string();
+        assert!(
+            message.contains("an older scribe wrote this workspace"),
+            "{message}"
+        );
         std::fs::write(&desc, format!("{text}required-features = teleport\n")).unwrap();
         assert!(matches!(
             Workspace::open(dir.path()),
@@ -1031,18 +1065,29 @@ mod tests {
     }
 
     #[test]
-    fn cache_refusal_is_a_cache_error() {
+    fn cache_refusals_are_workspace_errors() {
         let dir = tempfile::tempdir().unwrap();
         let ws = Workspace::create(dir.path(), &meta()).unwrap();
         drop(ws.cache().unwrap());
         let desc = dir.path().join(".scribe/_state/cache/SCRIBE_FORMAT");
         let text = std::fs::read_to_string(&desc).unwrap();
+        // Another scribe's cache: what to do, and no server command.
         std::fs::write(&desc, text.replace("layout = 1", "layout = 9")).unwrap();
+        let err = ws.cache().unwrap_err();
+        assert!(
+            matches!(&err, WorkspaceError::UnsupportedCache { found, .. } if found == "9"),
+            "{err:?}"
+        );
+        let message = err.to_string();
+        assert!(message.contains("create a new workspace"), "{message}");
+        assert!(!message.contains("scribe-server"), "{message}");
+        // Anything else keeps the store's error as its cause.
+        std::fs::write(&desc, "not a descriptor").unwrap();
         let err = ws.cache().unwrap_err();
         assert!(
             matches!(
                 &err,
-                WorkspaceError::Cache(scribe_objects::StoreError::UnexpectedVersion { .. })
+                WorkspaceError::Cache(scribe_objects::StoreError::Descriptor { .. })
             ),
             "{err:?}"
         );
