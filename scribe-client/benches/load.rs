@@ -12,13 +12,13 @@ use std::time::{Duration, Instant};
 
 use scribe_client::{connect, Client, ClientOptions};
 use scribe_format::changeset::{ChangeSet, Entry, FileState, Mode};
+use scribe_format::manifest::ChunkRef;
 use scribe_format::wire::message as m;
 use scribe_format::wire::Text;
 use scribe_format::{
     BranchId, ChangeSetId, ChunkId, ErrorCode, FileContentId, ManifestId, ObjectId, OperationId,
     WorkspaceId,
 };
-use scribe_objects::ManifestChunk;
 use scribe_server::{ListenOptions, ServerHandle, Service};
 
 const REPO: &str = "load";
@@ -54,9 +54,9 @@ fn objects_of(path: &str, content: &[u8]) -> (ChangeSetId, Vec<(ObjectId, Vec<u8
     let manifest = scribe_objects::encode_manifest(
         content.len() as u64,
         &content_id,
-        &[ManifestChunk {
+        &[ChunkRef {
             id: chunk,
-            len: content.len() as u32,
+            length: content.len() as u32,
         }],
     )
     .expect("manifest");

@@ -52,7 +52,6 @@ use crate::limits::{
     MAX_FILE_SIZE, MAX_NODE_CHILDREN, MAX_NODE_PREFIX_BYTES, MAX_PATH_BYTES, MAX_SNAPSHOT_NODE_BODY,
 };
 use crate::path;
-use crate::portable::{self, Summary, EMPTY_CONTENT_ROOT, EMPTY_REVISION_ROOT};
 
 /// Length of an encoded [`Link`].
 pub const LINK_LEN: usize = 88;
@@ -75,6 +74,98 @@ pub const FILE_RECORD_BODY_LEN: usize = FILE_RECORD_LEN - 1;
 pub const MODE_REGULAR: u8 = 0;
 /// File mode: executable file.
 pub const MODE_EXECUTABLE: u8 = 1;
+
+/// `blake3("scribe:content-tree:empty:v1\0")`: the ContentRoot of a tree
+/// without live values (the portable content digest of the empty tree,
+/// [`crate::portable::CONTENT_EMPTY_DOMAIN`]).
+pub const EMPTY_CONTENT_ROOT: [u8; 32] = [
+    0x79, 0xa1, 0x3e, 0xfe, 0xdf, 0xf2, 0x30, 0xd3, 0x3c, 0xd9, 0x0d, 0x2b, 0x40, 0xd9, 0xa8, 0xee,
+    0x86, 0xa3, 0x84, 0x63, 0x03, 0xfb, 0x8c, 0x15, 0xef, 0x88, 0xaf, 0xd2, 0x11, 0x39, 0xcb, 0x7e,
+];
+
+/// `blake3("scribe:revision-tree:empty:v1\0")`: the RevisionRoot of the
+/// empty tree ([`crate::portable::REVISION_EMPTY_DOMAIN`]).
+pub const EMPTY_REVISION_ROOT: [u8; 32] = [
+    0x63, 0x0b, 0xdd, 0x85, 0xb0, 0x2b, 0xd4, 0x00, 0x40, 0x7c, 0x26, 0x25, 0x90, 0xf0, 0x9e, 0x82,
+    0xf1, 0x6b, 0x0b, 0x7f, 0xaf, 0xbb, 0x5e, 0xa9, 0x7c, 0x92, 0x6c, 0xa1, 0x9c, 0x81, 0xf9, 0xf2,
+];
+
+/// A subtree's authenticated summaries: a [`Link`] without its page id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Summary {
+    /// Live values in the subtree.
+    pub live: u64,
+    /// Largest last change in the subtree, tombstones included.
+    pub newest: u64,
+    /// Content digest (ContentRoot of the subtree).
+    pub content: [u8; 32],
+    /// Revision digest (RevisionRoot of the subtree).
+    pub revision: [u8; 32],
+}
+
+impl Summary {
+    /// The summaries of the empty tree.
+    pub const EMPTY: Summary = Summary {
+        live: 0,
+        newest: 0,
+        content: EMPTY_CONTENT_ROOT,
+        revision: EMPTY_REVISION_ROOT,
+    };
+
+    /// What one nonempty subtree's summaries can show: a nonzero newest
+    /// change, a revision digest that is not the empty root, and the empty
+    /// content digest exactly when no value is live.
+    pub fn validate_nonempty(&self, what: &'static str) -> Result<(), FormatError> {
+        if self.newest == 0 {
+            return Err(FormatError::invalid(
+                what,
+                "a nonempty subtree has a nonzero newest change",
+            ));
+        }
+        if self.revision == EMPTY_REVISION_ROOT {
+            return Err(FormatError::invalid(
+                what,
+                "a nonempty subtree does not have the empty revision digest",
+            ));
+        }
+        if (self.live == 0) != (self.content == EMPTY_CONTENT_ROOT) {
+            return Err(FormatError::invalid(
+                what,
+                "the content digest is empty exactly when no value is live",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `(live values, newest change)` of a node from its value and its
+/// children's links, refusing overflow.
+pub(crate) fn counts(
+    value: Option<&NodeValue>,
+    children: impl Iterator<Item = Summary>,
+) -> Result<(u64, u64), FormatError> {
+    let mut live = u64::from(value.is_some_and(|v| v.is_live()));
+    let mut newest = value.map_or(0, |v| v.last_change);
+    for child in children {
+        live = live
+            .checked_add(child.live)
+            .ok_or(FormatError::InvalidValue {
+                what: "node live count",
+                value: live,
+                reason: "the sum of live counts overflows u64",
+            })?;
+        newest = newest.max(child.newest);
+    }
+    Ok((live, newest))
+}
+
+/// `(live values, newest change)` of a stored node.
+pub(crate) fn node_counts(node: &Node) -> Result<(u64, u64), FormatError> {
+    counts(
+        node.value.as_ref(),
+        node.children.iter().map(|(_, link)| link.summary()),
+    )
+}
 
 /// A reference from a parent (or a root row) to a node, with the subtree's
 /// summaries.
@@ -611,7 +702,7 @@ impl Node {
         for (_, link) in &self.children {
             link.validate_nonempty()?;
         }
-        portable::node_counts(self)?;
+        node_counts(self)?;
         Ok(())
     }
 
@@ -641,34 +732,6 @@ impl Node {
                     ),
                 ));
             }
-        }
-        Ok(())
-    }
-
-    /// Check `child`, fetched through the link at `edge`: its prefix extends
-    /// this prefix by `edge`, and its computed summaries equal the link's.
-    pub fn check_child(&self, edge: u8, child: &Node) -> Result<(), FormatError> {
-        let link = self
-            .children
-            .iter()
-            .find(|(e, _)| *e == edge)
-            .map(|(_, link)| link)
-            .ok_or_else(|| FormatError::invalid("child", format!("no child at edge {edge}")))?;
-        let extends = child.prefix.len() > self.prefix.len()
-            && child.prefix.starts_with(&self.prefix)
-            && child.prefix[self.prefix.len()] == edge;
-        if !extends {
-            return Err(FormatError::invalid(
-                "child prefix",
-                "a child's prefix extends its parent's prefix by the edge byte",
-            ));
-        }
-        let summary = portable::node_summary(child)?;
-        if summary != link.summary() {
-            return Err(FormatError::invalid(
-                "child link",
-                "the link's summaries differ from the child's",
-            ));
         }
         Ok(())
     }

@@ -22,12 +22,13 @@ use std::collections::{HashMap, HashSet};
 use redb::{ReadableDatabase, ReadableTable, Table, WriteTransaction};
 use scribe_format::limits::{MAX_AUTHOR_BYTES, MAX_CHANGE_SET_ENTRIES, MAX_MESSAGE_BYTES};
 use scribe_format::path;
+use scribe_format::snapshot::{FileRecord, Link, Node, NodeValue, RootRow};
 use scribe_format::{
     BranchId, ChangeSetId, CommitId, ErrorCode, ManifestId, ObjectId, OperationId, WorkspaceId,
 };
 
+use crate::clock::now_ms;
 use crate::error::{MetadataError, Result};
-use crate::fmt::{FileRecord, Link, NodeValue, RootRow};
 use crate::records::{
     decode_u64, encode_accepted_manifest, encode_move, keys, CommitRecord, HistoryRecord,
     LockRecord, OperationRecord, RepoMeta, MAX_DETAIL_BYTES,
@@ -35,7 +36,6 @@ use crate::records::{
 use crate::repo::Repository;
 use crate::tables::{self, meta, stage_tag};
 use crate::tree::{lookup, Builder, Overlay, TablePages, BATCH};
-use crate::util::now_ms;
 use scribe_format::changeset::{Action, ChangeSet, Entry};
 use scribe_format::commit::{CommitEnvelopeV5, CommitPayload, Origin};
 use scribe_format::operation::operation_fingerprint;
@@ -330,7 +330,7 @@ pub(crate) trait Sink {
     /// Store prepared pages.
     fn pages(&mut self, overlay: &mut Overlay) -> Result<()>;
     /// Read a page for the tree builder.
-    fn load(&mut self, link: &Link) -> Result<std::sync::Arc<crate::fmt::Node>>;
+    fn load(&mut self, link: &Link) -> Result<std::sync::Arc<Node>>;
 }
 
 /// Buffered sink: rows go into the open acceptance transaction.
@@ -371,7 +371,7 @@ impl Sink for TxSink<'_, '_> {
         Ok(())
     }
 
-    fn load(&mut self, link: &Link) -> Result<std::sync::Arc<crate::fmt::Node>> {
+    fn load(&mut self, link: &Link) -> Result<std::sync::Arc<Node>> {
         use crate::tree::PageSource;
         TablePages {
             table: &self.tx.nodes,
@@ -688,7 +688,7 @@ struct SinkPages<'a, K> {
 }
 
 impl<K: Sink> crate::tree::PageSource for SinkPages<'_, K> {
-    fn load(&mut self, link: &Link) -> Result<std::sync::Arc<crate::fmt::Node>> {
+    fn load(&mut self, link: &Link) -> Result<std::sync::Arc<Node>> {
         self.sink.load(link)
     }
 }
@@ -769,7 +769,7 @@ pub(crate) fn write_ledger(tx: &mut Tx<'_>, l: &Ledger<'_>) -> Result<()> {
     }
     tx.roots.insert(
         keys::root(&s.branch, l.change).as_slice(),
-        crate::fmt::encode_root(&l.root)?.as_slice(),
+        l.root.encode()?.as_slice(),
     )?;
     tx.heads.insert(s.branch.0, l.change)?;
     let mut rm = tx.repo_meta()?;

@@ -38,7 +38,6 @@ use redb::{ReadableDatabase, ReadableTable};
 use scribe_format::{path, BranchId, ManifestId, ObjectId};
 
 use crate::error::Result;
-use crate::fmt::{Link, Node, RootRow};
 use crate::records::{
     decode_accepted_manifest, decode_move, decode_u64, keys, CommitRecord, HistoryRecord,
     LockRecord, OperationRecord, WorkspaceRecord,
@@ -47,6 +46,7 @@ use crate::repo::{read_repo_meta, Repository};
 use crate::tables::{self, meta};
 use crate::tree::{lookup, verify_page, CachedPages, PageCache};
 use scribe_format::commit::{commit_id, StoredCommit};
+use scribe_format::snapshot::{Link, Node, RootRow};
 
 /// One problem found.
 #[derive(Clone, Debug, PartialEq, Eq)]

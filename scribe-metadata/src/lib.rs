@@ -3,6 +3,7 @@
 //! | module | what |
 //! |---|---|
 //! | [`root`] | the data root: `SCRIBE_FORMAT`, `LOCK`, `catalog.redb`, `repos/<id>/` |
+//! | [`database_descriptor`] | reading, flushed writing and opening checks of the data root's and each repository's `SCRIBE_FORMAT` |
 //! | [`repo`] | `metadata.redb` at schema 3 / snapshot profile 3: creation and open refusals |
 //! | [`tables`], [`records`] | table definitions and row encodings |
 //! | [`tree`] | immutable compressed radix snapshots (exact-path and collision-key trees) |
@@ -13,14 +14,18 @@
 //! | [`doctor`] | read-only verification |
 //! | [`pins`] | upload pins and their cleanup after a final outcome |
 //! | [`objects`] | the object-store hooks (presence, commit envelopes) |
+//! | [`clock`] | the wall clock in Unix milliseconds |
+//!
+//! Snapshot pages, links, root rows and file records are
+//! `scribe_format::snapshot`'s types, used as they are.
 //!
 //! `docs/metadata.md` describes every table and the decisions taken here.
 
 pub mod accept;
-pub mod descriptor;
+pub mod clock;
+pub mod database_descriptor;
 pub mod doctor;
 pub mod error;
-pub mod fmt;
 pub mod locks;
 pub mod notes;
 pub mod objects;
@@ -33,7 +38,6 @@ pub mod root;
 pub mod stream;
 pub mod tables;
 pub mod tree;
-pub mod util;
 pub mod workspaces;
 
 pub use error::{MetadataError, Result};

@@ -11,11 +11,11 @@ use redb::{ReadableDatabase, ReadableTable};
 use scribe_format::{path, BranchId, ErrorCode, WorkspaceId};
 
 use crate::accept::Tx;
+use crate::clock::now_ms;
 use crate::error::{MetadataError, Result};
 use crate::records::{keys, LockRecord};
 use crate::repo::Repository;
 use crate::tables::{self, meta};
-use crate::util::now_ms;
 
 /// One held lock.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -12,11 +12,11 @@ use scribe_format::bytes::{Put, Reader};
 use scribe_format::limits::{MAX_AUTHOR_BYTES, MAX_MESSAGE_BYTES};
 use scribe_format::{ErrorCode, FormatError};
 
+use crate::clock::now_ms;
 use crate::error::{MetadataError, Result};
 use crate::records::RepoMeta;
 use crate::repo::Repository;
 use crate::tables::{self, meta};
-use crate::util::now_ms;
 
 /// Most revisions of one change's description.
 pub const MAX_CHANGE_NOTE_REVISIONS: u32 = 1024;

@@ -7,8 +7,9 @@
 //! `scribe_objects::ObjectStore` (see `docs/metadata.md`, "Object hooks").
 //!
 //! [`StoreObjects`] adapts `scribe_objects::ObjectStore` (the default of
-//! [`crate::DataRoot`]); [`DirObjects`] (one flushed file per object) and
-//! [`MemoryObjects`] serve tests and benchmarks.
+//! [`crate::DataRoot`], and what the server's store registry hands out);
+//! [`DirObjects`] (one flushed file per object) and [`MemoryObjects`] serve
+//! tests and benchmarks.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -152,7 +153,7 @@ impl DirObjects {
             .and_then(|_| f.sync_all())
             .map_err(|e| MetadataError::io(&tmp, e))?;
         std::fs::rename(&tmp, &path).map_err(|e| MetadataError::io(&path, e))?;
-        crate::descriptor::sync_dir(&self.dir)
+        crate::database_descriptor::sync_dir(&self.dir)
     }
 
     /// Replace stored bytes without checking identity (corruption tests).
@@ -184,7 +185,9 @@ impl CommitSink for DirObjects {
     }
 }
 
-/// The hooks over a repository's `scribe_objects::ObjectStore`.
+/// The hooks over a repository's `scribe_objects::ObjectStore`: the one
+/// adapter, used by the default factory of [`crate::DataRoot`] and by the
+/// server's store registry alike.
 pub struct StoreObjects(pub Arc<scribe_objects::ObjectStore>);
 
 fn store_err(e: scribe_objects::StoreError) -> MetadataError {
@@ -203,7 +206,8 @@ impl ObjectPresence for StoreObjects {
 
 impl CommitSink for StoreObjects {
     fn publish_commit(&self, id: &ObjectId, envelope: &[u8]) -> Result<()> {
-        let computed = scribe_format::id::object_identity(id.kind, envelope)?;
+        let computed = scribe_format::id::object_identity(id.kind, envelope)
+            .map_err(|e| MetadataError::Objects(format!("commit {id}: {e}")))?;
         if &computed != id {
             return Err(MetadataError::Objects(format!(
                 "commit envelope hashes to {computed}, not {id}"

@@ -9,11 +9,11 @@ use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase};
 use scribe_format::{BranchId, ErrorCode};
 
 use crate::error::{MetadataError, Result};
-use crate::fmt::{FileRecord, RootRow};
 use crate::records::{keys, CommitRecord, HistoryRecord};
 use crate::repo::{branch_head, read_repo_meta, root_at, Repository};
 use crate::tables;
 use crate::tree::{lookup, CachedPages, Filter, PageCache, Walk};
+use scribe_format::snapshot::{FileRecord, RootRow};
 
 /// A live path at a pinned change.
 #[derive(Clone, Debug, PartialEq, Eq)]

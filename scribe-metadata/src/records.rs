@@ -8,11 +8,9 @@ use scribe_format::bytes::{Put, Reader};
 use scribe_format::limits::{MAX_AUTHOR_BYTES, MAX_MESSAGE_BYTES, MAX_PATH_BYTES};
 use scribe_format::{BranchId, ChangeSetId, CommitId, FormatError, OperationId, WorkspaceId};
 
-use crate::fmt::FileRecord;
+use scribe_format::snapshot::FileRecord;
 
-type R<T> = Result<T, FormatError>;
-
-fn version(r: &mut Reader<'_>, what: &'static str, want: u8) -> R<()> {
+fn version(r: &mut Reader<'_>, what: &'static str, want: u8) -> Result<(), FormatError> {
     let v = r.u8(what)?;
     if v != want {
         return Err(FormatError::UnsupportedVersion {
@@ -23,11 +21,11 @@ fn version(r: &mut Reader<'_>, what: &'static str, want: u8) -> R<()> {
     Ok(())
 }
 
-fn id16(r: &mut Reader<'_>, what: &'static str) -> R<[u8; 16]> {
+fn id16(r: &mut Reader<'_>, what: &'static str) -> Result<[u8; 16], FormatError> {
     r.array::<16>(what)
 }
 
-fn id32(r: &mut Reader<'_>, what: &'static str) -> R<[u8; 32]> {
+fn id32(r: &mut Reader<'_>, what: &'static str) -> Result<[u8; 32], FormatError> {
     r.array::<32>(what)
 }
 
@@ -42,7 +40,7 @@ pub fn u64_bytes(v: u64) -> [u8; 8] {
 }
 
 /// Decode exactly four bytes as `u32 LE`.
-pub fn decode_u32(b: &[u8], what: &'static str) -> R<u32> {
+pub fn decode_u32(b: &[u8], what: &'static str) -> Result<u32, FormatError> {
     let mut r = Reader::new(b);
     let v = r.u32(what)?;
     r.finish(what)?;
@@ -50,7 +48,7 @@ pub fn decode_u32(b: &[u8], what: &'static str) -> R<u32> {
 }
 
 /// Decode exactly eight bytes as `u64 LE`.
-pub fn decode_u64(b: &[u8], what: &'static str) -> R<u64> {
+pub fn decode_u64(b: &[u8], what: &'static str) -> Result<u64, FormatError> {
     let mut r = Reader::new(b);
     let v = r.u64(what)?;
     r.finish(what)?;
@@ -86,7 +84,7 @@ impl CatalogRecord {
         out
     }
 
-    pub fn decode(b: &[u8]) -> R<Self> {
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
         let mut r = Reader::new(b);
         version(&mut r, "catalog record", 1)?;
         let name = r.str16("catalog record.name", 128)?.to_owned();
@@ -131,7 +129,7 @@ impl RepoMeta {
         out
     }
 
-    pub fn decode(b: &[u8]) -> R<Self> {
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
         let mut r = Reader::new(b);
         version(&mut r, "repo-meta", 1)?;
         let head = r.u64("repo-meta.head")?;
@@ -172,7 +170,7 @@ impl BranchRecord {
         out
     }
 
-    pub fn decode(b: &[u8]) -> R<Self> {
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
         let mut r = Reader::new(b);
         version(&mut r, "branch record", 1)?;
         let name = r.str16("branch record.name", 256)?.to_owned();
@@ -241,7 +239,7 @@ impl CommitRecord {
         out
     }
 
-    pub fn decode(b: &[u8]) -> R<Self> {
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
         let mut r = Reader::new(b);
         let v = r.u8("commit record version")?;
         if v != 1 && v != 2 {
@@ -323,7 +321,7 @@ impl HistoryRecord {
         out
     }
 
-    pub fn decode(b: &[u8]) -> R<Self> {
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
         let mut r = Reader::new(b);
         version(&mut r, "history record", 1)?;
         let action = r.u8("history record.action")?;
@@ -362,7 +360,7 @@ fn put_move(out: &mut Vec<u8>, m: &Option<(String, u64)>) {
     }
 }
 
-fn read_move(r: &mut Reader<'_>, what: &'static str) -> R<Option<(String, u64)>> {
+fn read_move(r: &mut Reader<'_>, what: &'static str) -> Result<Option<(String, u64)>, FormatError> {
     if r.flag(what)? {
         let p = r.str16(what, MAX_PATH_BYTES)?.to_owned();
         Ok(Some((p, r.u64(what)?)))
@@ -381,7 +379,7 @@ pub fn encode_move(source: &str, change: u64) -> Vec<u8> {
 }
 
 /// Decode a `moves` value.
-pub fn decode_move(b: &[u8]) -> R<(String, u64)> {
+pub fn decode_move(b: &[u8]) -> Result<(String, u64), FormatError> {
     let mut r = Reader::new(b);
     version(&mut r, "move record", 1)?;
     let p = r.str16("move record.source", MAX_PATH_BYTES)?.to_owned();
@@ -413,7 +411,7 @@ impl LockRecord {
         out
     }
 
-    pub fn decode(b: &[u8]) -> R<Self> {
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
         let mut r = Reader::new(b);
         version(&mut r, "lock record", 1)?;
         let generation = r.u64("lock record.generation")?;
@@ -458,7 +456,7 @@ impl OperationRecord {
         out
     }
 
-    pub fn decode(b: &[u8]) -> R<Self> {
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
         let mut r = Reader::new(b);
         version(&mut r, "operation record", 1)?;
         let fingerprint = id32(&mut r, "operation record.fingerprint")?;
@@ -525,7 +523,7 @@ impl WorkspaceRecord {
         out
     }
 
-    pub fn decode(b: &[u8]) -> R<Self> {
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
         let mut r = Reader::new(b);
         let v = r.u8("workspace record version")?;
         if v != 1 && v != 2 {
@@ -595,7 +593,7 @@ pub fn encode_accepted_manifest(branch: &BranchId, change: u64) -> [u8; 25] {
 }
 
 /// Decode an `accepted_manifests` value.
-pub fn decode_accepted_manifest(b: &[u8]) -> R<(BranchId, u64)> {
+pub fn decode_accepted_manifest(b: &[u8]) -> Result<(BranchId, u64), FormatError> {
     let mut r = Reader::new(b);
     version(&mut r, "accepted manifest record", 1)?;
     let br = BranchId(id16(&mut r, "accepted manifest record.branch")?);
@@ -620,7 +618,7 @@ pub fn encode_pending(change: u64, op: &OperationId) -> [u8; 24] {
 }
 
 /// Decode `meta["pending-submit"]`.
-pub fn decode_pending(b: &[u8]) -> R<(u64, OperationId)> {
+pub fn decode_pending(b: &[u8]) -> Result<(u64, OperationId), FormatError> {
     let mut r = Reader::new(b);
     let c = r.u64("pending-submit.change")?;
     let op = OperationId(id16(&mut r, "pending-submit.operation")?);

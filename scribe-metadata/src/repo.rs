@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use redb::{Database, Durability, ReadTransaction, ReadableDatabase, TableHandle};
+use scribe_format::snapshot::RootRow;
 use scribe_format::{BranchId, ErrorCode, RepositoryId};
 
-use crate::descriptor;
+use crate::database_descriptor;
 use crate::error::{MetadataError, Result};
-use crate::fmt::RootRow;
 use crate::objects::Objects;
 use crate::records::{decode_u32, decode_u64, keys, BranchRecord, RepoMeta};
 use crate::tables::{self, meta};
@@ -28,6 +28,10 @@ fn builder() -> redb::Builder {
     b
 }
 
+/// Called after each committed staging transaction with their count so
+/// far (fault-injection tests stop a process there).
+pub type StageHook = dyn Fn(u64) + Send + Sync;
+
 /// One open repository. Readers use MVCC snapshots and never wait for
 /// acceptance; acceptance is serialised by the publication gate.
 pub struct Repository {
@@ -43,12 +47,14 @@ pub struct Repository {
     pub(crate) turn: Mutex<()>,
     pub(crate) objects: Objects,
     /// Fault-injection hook of streamed preparation.
-    pub(crate) stage_hook: Mutex<Option<Box<crate::stream::StageHook>>>,
+    pub(crate) stage_hook: Mutex<Option<Box<StageHook>>>,
     /// Benchmarks only: see [`Repository::set_benchmark_skip_fsync`].
     pub(crate) skip_fsync: std::sync::atomic::AtomicBool,
 }
 
-fn expected_repo_values(id: &RepositoryId) -> [(&'static str, String); 4] {
+/// The `SCRIBE_FORMAT` values a repository must record for this build to
+/// open it (its id, then the versions it reads).
+pub fn expected_repo_values(id: &RepositoryId) -> [(&'static str, String); 4] {
     [
         ("repository-id", id.to_hex()),
         ("schema", "3".into()),
@@ -110,7 +116,7 @@ impl Repository {
             tx.open_table(tables::BRANCH_HEADS)?.insert(main.0, 0)?;
             tx.open_table(tables::SNAPSHOT_ROOTS)?.insert(
                 keys::root(&main, 0).as_slice(),
-                crate::fmt::encode_root(&RootRow::EMPTY)?.as_slice(),
+                RootRow::EMPTY.encode()?.as_slice(),
             )?;
             tx.open_table(tables::COMMITS)?;
             tx.open_table(tables::SNAPSHOT_NODES)?;
@@ -151,19 +157,19 @@ impl Repository {
             migrated: None,
         };
         let mut d = Descriptor::new_repository(&fields)?;
-        d.add_required_feature(descriptor::FEATURE_ATOMIC_PUBLICATION)?;
-        descriptor::write(&d, dir)?;
+        d.add_required_feature(database_descriptor::FEATURE_ATOMIC_PUBLICATION)?;
+        database_descriptor::write(&d, dir)?;
         Ok(())
     }
 
     /// Open `dir` for serving: the descriptor, then every marker and table
     /// of schema 3 is checked before any write.
     pub(crate) fn open(dir: &Path, id: RepositoryId, name: &str, objects: Objects) -> Result<Self> {
-        let d = descriptor::read(dir)?;
+        let d = database_descriptor::read(dir)?;
         let expect = expected_repo_values(&id);
         let expect: Vec<(&'static str, &str)> =
             expect.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        descriptor::check(&d, dir, Kind::Repository, &expect)?;
+        database_descriptor::check(&d, dir, Kind::Repository, &expect)?;
         let path = dir.join(METADATA_FILE);
         if !path.exists() {
             return Err(MetadataError::corrupt(format!(
@@ -197,7 +203,7 @@ impl Repository {
     /// Open `dir` read-only for inspection (no startup cleanup). Used by
     /// tools and tests; the same refusals as [`Repository::open`] apply.
     pub fn open_dir(dir: &Path, objects: Objects) -> Result<Self> {
-        let d = descriptor::read(dir)?;
+        let d = database_descriptor::read(dir)?;
         let id = RepositoryId::from_hex(d.get("repository-id").unwrap_or(""))?;
         let name = d.get("name").unwrap_or("").to_owned();
         Repository::open(dir, id, &name, objects)

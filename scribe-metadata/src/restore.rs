@@ -22,11 +22,11 @@ use redb::{Database, Durability};
 use scribe_format::descriptor::{DataRoot, Descriptor, Restored};
 use scribe_format::{ErrorCode, RepositoryId};
 
-use crate::descriptor::{self, sync_dir};
+use crate::clock::now_ms;
+use crate::database_descriptor::{self, sync_dir};
 use crate::error::{MetadataError, Result};
 use crate::root::take_lock;
 use crate::tables::{meta, META};
-use crate::util::now_ms;
 
 /// What a restore did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,7 +73,7 @@ fn copy_tree(from: &Path, to: &Path, files: &mut u64) -> Result<()> {
 /// that is being served is refused.
 pub fn restore(from: &Path, to: &Path) -> Result<RestoreReport> {
     let _held = take_lock(from)?;
-    let old = descriptor::read(from)?;
+    let old = database_descriptor::read(from)?;
     let fields = old
         .data_root()
         .map_err(|e| MetadataError::corrupt(format!("{}: {e}", from.display())))?;
@@ -89,7 +89,7 @@ pub fn restore(from: &Path, to: &Path) -> Result<RestoreReport> {
     let mut files = 0;
     // The descriptor is published last, below.
     copy_tree(from, to, &mut files)?;
-    let desc = to.join(descriptor::FILE);
+    let desc = to.join(database_descriptor::FILE);
     std::fs::remove_file(&desc).map_err(|e| MetadataError::io(&desc, e))?;
     sync_dir(to)?;
     if let Some(parent) = to.parent() {
@@ -147,7 +147,7 @@ pub fn restore(from: &Path, to: &Path) -> Result<RestoreReport> {
                 .map_err(|e| MetadataError::corrupt(e.to_string()))?;
         }
     }
-    descriptor::write(&next, to)?;
+    database_descriptor::write(&next, to)?;
     Ok(RestoreReport {
         from_incarnation: fields.incarnation,
         incarnation,
@@ -183,7 +183,10 @@ mod tests {
         assert_eq!(report.repositories.len(), 1);
         let root = Root::open(&back).unwrap();
         assert_eq!(root.incarnation(), hex::encode(report.incarnation));
-        let d = descriptor::read(&back).unwrap().data_root().unwrap();
+        let d = database_descriptor::read(&back)
+            .unwrap()
+            .data_root()
+            .unwrap();
         assert_eq!(
             d.restored.map(|r| r.from_incarnation),
             Some(report.from_incarnation)
@@ -192,8 +195,12 @@ mod tests {
         assert_ne!(repo.incarnation(), old_repo_inc);
         assert_eq!(repo.incarnation(), report.repositories[0].1);
         assert_eq!(
-            descriptor::read(&back).unwrap().get("required-features"),
-            descriptor::read(&live).unwrap().get("required-features")
+            database_descriptor::read(&back)
+                .unwrap()
+                .get("required-features"),
+            database_descriptor::read(&live)
+                .unwrap()
+                .get("required-features")
         );
         // a non-empty target is refused
         drop(root);

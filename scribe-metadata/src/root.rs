@@ -18,13 +18,13 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 use scribe_format::limits::MAX_REPOSITORY_NAME_BYTES;
 use scribe_format::{BranchId, ErrorCode, RepositoryId};
 
-use crate::descriptor::{self, sync_dir};
+use crate::clock::now_ms;
+use crate::database_descriptor::{self, sync_dir};
 use crate::error::{MetadataError, Result};
 use crate::objects::{Objects, StoreObjects};
 use crate::records::{decode_u32, CatalogRecord, RepoState};
 use crate::repo::Repository;
 use crate::tables::{CATALOG_META, CATALOG_REPOS, CATALOG_REPO_NAMES, CATALOG_SCHEMA};
-use crate::util::now_ms;
 use scribe_format::descriptor::{Descriptor, Kind};
 
 /// Builds the object hooks of an opened repository from its `objects/` directory.
@@ -50,8 +50,9 @@ pub struct DataRoot {
     create_gate: Mutex<()>,
 }
 
-/// The descriptor values this build serves.
-fn expected_root_values() -> [(&'static str, &'static str); 5] {
+/// The `SCRIBE_FORMAT` values a data root must record for this build to
+/// serve it.
+pub fn expected_root_values() -> [(&'static str, &'static str); 5] {
     [
         ("catalog-schema", "1"),
         ("repository-schema", "3"),
@@ -153,8 +154,8 @@ impl DataRoot {
             restored: None,
         };
         let mut d = Descriptor::new_data_root(&fields)?;
-        d.add_required_feature(descriptor::FEATURE_ATOMIC_PUBLICATION)?;
-        descriptor::write(&d, &dir)?;
+        d.add_required_feature(database_descriptor::FEATURE_ATOMIC_PUBLICATION)?;
+        database_descriptor::write(&d, &dir)?;
         Ok(DataRoot {
             dir,
             _lock: lock,
@@ -170,8 +171,8 @@ impl DataRoot {
     pub fn open(dir: impl AsRef<Path>) -> Result<DataRoot> {
         let dir = dir.as_ref().to_owned();
         let lock = take_lock(&dir)?;
-        let d = descriptor::read(&dir)?;
-        descriptor::check(&d, &dir, Kind::DataRoot, &expected_root_values())?;
+        let d = database_descriptor::read(&dir)?;
+        database_descriptor::check(&d, &dir, Kind::DataRoot, &expected_root_values())?;
         let incarnation = d.get("incarnation").unwrap_or_default().to_owned();
         let catalog_path = dir.join("catalog.redb");
         if !catalog_path.exists() {

@@ -33,22 +33,18 @@ use crate::accept::{
     Submission, Tx,
 };
 use crate::error::{MetadataError, Result};
-use crate::fmt::{Link, Node};
 use crate::records::{
     decode_pending, decode_u64, encode_pending, keys, CommitRecord, OperationRecord,
 };
-use crate::repo::{branch_head, read_repo_meta, root_at, Repository};
+use crate::repo::{branch_head, read_repo_meta, root_at, Repository, StageHook};
 use crate::tables::{self, meta, stage_tag};
 use crate::tree::{verify_page, Overlay};
+use scribe_format::snapshot::{Link, Node, RootRow};
 
 /// Most data rows per staging transaction.
 pub const STAGE_ROWS: usize = 512;
 /// Most key/value bytes per staging transaction.
 pub const STAGE_BYTES: usize = 4 * 1024 * 1024;
-
-/// Called after each committed staging transaction with their count so
-/// far (fault-injection tests stop a process there).
-pub type StageHook = dyn Fn(u64) + Send + Sync;
 
 /// One staging transaction's rows.
 #[derive(Default)]
@@ -321,7 +317,7 @@ impl Repository {
         }
         // 3. Stage.
         let committed = AtomicU64::new(0);
-        let (root, next_id) = std::thread::scope(|scope| -> Result<(crate::fmt::RootRow, u64)> {
+        let (root, next_id) = std::thread::scope(|scope| -> Result<(RootRow, u64)> {
             let (tx, rx) = sync_channel::<StageBatch>(1);
             let writer = scope.spawn(|| stage_writer(self, rx, &committed));
             let mut sink = StreamSink {

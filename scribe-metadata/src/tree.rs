@@ -20,8 +20,8 @@ use std::sync::Arc;
 use redb::ReadableTable;
 
 use crate::error::{MetadataError, Result};
-use crate::fmt::{Link, Node, NodeValue};
-use crate::util::lcp;
+use scribe_format::portable::node_link;
+use scribe_format::snapshot::{decode_page, encode_page, Link, Node, NodeValue};
 
 /// Most edits per preparation batch.
 pub const BATCH: usize = 64;
@@ -38,9 +38,9 @@ pub trait PageSource {
 
 /// Decode and verify a stored page against the full link that names it.
 pub fn verify_page(link: &Link, page: &[u8]) -> Result<Node> {
-    let node = crate::fmt::decode_page(page)
+    let node = decode_page(page)
         .map_err(|e| MetadataError::corrupt(format!("snapshot page {}: {e}", link.node)))?;
-    let actual = crate::fmt::node_link(&node, link.node)
+    let actual = node_link(&node, link.node)
         .map_err(|e| MetadataError::corrupt(format!("snapshot page {}: {e}", link.node)))?;
     if actual != *link {
         return Err(MetadataError::corrupt(format!(
@@ -203,8 +203,8 @@ impl<'o> Builder<'o> {
             value,
             children,
         };
-        let link = crate::fmt::node_link(&node, id)?;
-        let page = crate::fmt::encode_page(&node)?;
+        let link = node_link(&node, id)?;
+        let page = encode_page(&node)?;
         self.writes += 1;
         self.overlay.pages.insert(id, (Arc::new(node), page));
         Ok(link)
@@ -635,10 +635,15 @@ pub fn collect_all<S: PageSource>(src: &mut S, root: &Link) -> Result<Vec<(Vec<u
     Ok(out)
 }
 
+/// Length of the longest common prefix of `a` and `b`.
+fn lcp(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fmt::{reference_root, FileRecord};
+    use scribe_format::snapshot::FileRecord;
     use scribe_format::{FileContentId, ManifestId};
 
     struct NoPages;
@@ -684,7 +689,7 @@ mod tests {
             let mut src = NoPages;
             root = b.apply(&mut src, root, &edits).unwrap();
             let entries: Vec<_> = model.clone().into_iter().collect();
-            let want = reference_root(&entries).unwrap();
+            let want = scribe_format::portable::build(&entries).unwrap().root;
             assert_eq!(
                 (root.live, root.newest, root.content, root.revision),
                 (want.live, want.newest, want.content, want.revision)
@@ -784,18 +789,18 @@ mod tests {
         for id in 1..=300u64 {
             let l = Link {
                 node: id,
-                ..crate::fmt::node_link(&node, id).unwrap()
+                ..node_link(&node, id).unwrap()
             };
             c.put(l, node.clone(), 100);
         }
         assert_eq!(c.len(), CACHE_ENTRIES);
-        let l = crate::fmt::node_link(&node, 300).unwrap();
+        let l = node_link(&node, 300).unwrap();
         assert!(c.get(&l).is_some());
         let wrong = Link { newest: 9, ..l };
         assert!(c.get(&wrong).is_none(), "a hit checks the full link");
         let mut big = PageCache::default();
         for id in 1..=100u64 {
-            let l = crate::fmt::node_link(&node, id).unwrap();
+            let l = node_link(&node, id).unwrap();
             big.put(l, node.clone(), 100 * 1024);
         }
         assert!(big.bytes <= CACHE_BYTES);

@@ -5,13 +5,13 @@
 use redb::{ReadableDatabase, ReadableTable};
 use scribe_format::{path, BranchId, ErrorCode, OperationId, WorkspaceId};
 
+use crate::clock::now_ms;
 use crate::error::{MetadataError, Result};
 use crate::records::{
     decode_u64, keys, OperationRecord, WorkspaceRecord, MAX_LABEL_BYTES, MAX_TAGS, MAX_TAG_BYTES,
 };
 use crate::repo::Repository;
 use crate::tables;
-use crate::util::now_ms;
 
 /// A registration request.
 #[derive(Clone, Debug, PartialEq, Eq)]

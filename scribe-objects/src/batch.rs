@@ -49,7 +49,7 @@ struct State {
     staged: Vec<Staged>,
     touched_packs: BTreeSet<u32>,
     /// Content index rows (non-normative cache) committed with the rows.
-    content: Vec<crate::content_index::ContentRow>,
+    content: Vec<crate::locator::ContentRow>,
     receipt: BatchReceipt,
     failpoint: Option<PublishFailpoint>,
 }
@@ -257,7 +257,7 @@ impl<'s> Batch<'s> {
 
     /// Record a content index row for a manifest put (or found) in this
     /// batch; committed in the same transaction as the locator rows.
-    pub(crate) fn record_content(&self, row: crate::content_index::ContentRow) {
+    pub(crate) fn record_content(&self, row: crate::locator::ContentRow) {
         self.state().content.push(row);
     }
 

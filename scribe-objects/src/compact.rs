@@ -830,7 +830,7 @@ fn incremental(
 
 /// Carry unknown descriptor keys of the source over to the replacement.
 fn keep_descriptor_keys(source: &ObjectStore, target: &Path) -> Result<()> {
-    let d = crate::descriptor_bytes::read(&source.dir.join(layout::DESCRIPTOR))?;
+    let d = crate::store_descriptor::read(&source.dir.join(layout::DESCRIPTOR))?;
     if d.extra.is_empty() {
         return Ok(());
     }

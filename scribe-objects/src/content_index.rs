@@ -3,10 +3,8 @@
 //! import produced for it, so that re-importing identical content can skip
 //! FastCDC and the per-chunk hashes (see `docs/objects.md`, "Content index").
 //!
-//! ```text
-//! table `content_manifests`: [u8; 40] key -> [u8; 32] ManifestId
-//!   key = u64 total size (ordered, big endian) | [32] FileContentId
-//! ```
+//! The table and its rows are defined with the other tables of
+//! `locator.redb` in [`crate::locator`]; this module holds the lookups.
 //!
 //! It is a pure cache. Rows are written in the same Immediate transaction
 //! as the manifest they name, but are never trusted: a hit is used only
@@ -18,28 +16,12 @@
 //! from the manifests it indexes; compaction leaves the replacement's
 //! index empty (it refills on import), so a dropped manifest keeps no row.
 
-use redb::{ReadableDatabase, TableDefinition, TableError};
+use redb::{ReadableDatabase, TableError};
 use scribe_format::{FileContentId, ManifestId};
 
 use crate::error::{db_err, Result};
+use crate::locator::{content_key as key, CONTENT_TABLE};
 use crate::store::ObjectStore;
-
-pub(crate) const CONTENT_TABLE: TableDefinition<&[u8; 40], &[u8; 32]> =
-    TableDefinition::new("content_manifests");
-
-/// A content index row: key and manifest digest.
-pub(crate) type ContentRow = ([u8; 40], [u8; 32]);
-
-pub(crate) fn key(size: u64, content: &FileContentId) -> [u8; 40] {
-    let mut k = [0u8; 40];
-    k[..8].copy_from_slice(&size.to_be_bytes());
-    k[8..].copy_from_slice(&content.0);
-    k
-}
-
-pub(crate) fn row(size: u64, content: &FileContentId, manifest: &ManifestId) -> ContentRow {
-    (key(size, content), manifest.0)
-}
 
 impl ObjectStore {
     /// Whether any indexed content has exactly `size` bytes (a cheap test

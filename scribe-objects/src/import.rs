@@ -19,13 +19,14 @@ use std::sync::{Arc, Mutex};
 use fastcdc::v2020::{cut_gear, get_gear_with_seed, select_masks, Normalization};
 use rayon::prelude::*;
 use scribe_format::limits::{CHUNK_AVG_BYTES, CHUNK_MAX_BYTES, CHUNK_MIN_BYTES, MAX_FILE_SIZE};
+use scribe_format::manifest::{ChunkRef, Manifest, PROFILE_FASTCDC_2020};
 use scribe_format::{ChunkId, FileContentId, ManifestId, ObjectId, ObjectKind};
 
 use crate::batch::{Batch, PutOutcome};
-use crate::content_index;
 use crate::error::{io_err, Result, StoreError};
 use crate::layout::sync_dir;
-use crate::manifest_bytes::{self, ManifestChunk};
+use crate::locator::content_row;
+use crate::manifest_bytes;
 use crate::store::ObjectStore;
 
 const MIN: usize = CHUNK_MIN_BYTES as usize;
@@ -38,7 +39,7 @@ pub struct ImportedFile {
     pub manifest_id: ManifestId,
     pub content_id: FileContentId,
     pub size: u64,
-    pub chunks: Vec<ManifestChunk>,
+    pub chunks: Vec<ChunkRef>,
     /// Envelope bytes newly written for this file (0 when fully deduplicated).
     pub new_bytes_stored: u64,
     /// True when the content index found a verified manifest for this
@@ -150,13 +151,13 @@ impl Drop for Window {
 
 /// One chunk: a range of a shared read window (no copy per chunk).
 #[derive(Clone)]
-pub(crate) struct ChunkRef {
+pub(crate) struct ChunkSlice {
     window: Arc<Window>,
     start: usize,
     len: usize,
 }
 
-impl std::ops::Deref for ChunkRef {
+impl std::ops::Deref for ChunkSlice {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         &self.window.buf[self.start..self.start + self.len]
@@ -168,11 +169,11 @@ impl std::ops::Deref for ChunkRef {
 /// keeps that window (at most 32 MiB) alive, so a sink should pass chunks on
 /// through a bounded queue rather than collect them.
 #[derive(Clone)]
-pub struct ChunkBytes(ChunkRef);
+pub struct ChunkBytes(ChunkSlice);
 
 impl ChunkBytes {
     fn copy_of(data: &[u8]) -> Self {
-        ChunkBytes(ChunkRef {
+        ChunkBytes(ChunkSlice {
             window: Arc::new(Window {
                 buf: data.to_vec(),
                 pool: None,
@@ -271,7 +272,7 @@ impl<R: Read> StreamChunker<R> {
         Ok(())
     }
 
-    fn next_chunk(&mut self) -> Result<Option<ChunkRef>> {
+    fn next_chunk(&mut self) -> Result<Option<ChunkSlice>> {
         if self.filled - self.start < MAX && !self.eof {
             self.refill()?;
         }
@@ -281,7 +282,7 @@ impl<R: Read> StreamChunker<R> {
         }
         let window = &self.window.buf[self.start..self.start + avail.min(MAX)];
         let n = self.cutter.cut(window);
-        let chunk = ChunkRef {
+        let chunk = ChunkSlice {
             window: self.window.clone(),
             start: self.start,
             len: n,
@@ -342,7 +343,7 @@ fn hash_file(f: &mut File, path: &Path) -> Result<(u64, FileContentId)> {
 }
 
 /// One chunk to hash and store: its index in the file and its bytes.
-type Job = (usize, ChunkRef);
+type Job = (usize, ChunkSlice);
 type SharedJobs = Arc<Mutex<Receiver<Job>>>;
 
 fn worker_count() -> usize {
@@ -355,7 +356,7 @@ fn put_manifest(
     batch: &Batch<'_>,
     size: u64,
     content_id: FileContentId,
-    chunks: Vec<ManifestChunk>,
+    chunks: Vec<ChunkRef>,
     mut new_bytes: u64,
 ) -> Result<ImportedFile> {
     let payload = manifest_bytes::encode(size, &content_id, &chunks).map_err(|e| {
@@ -372,7 +373,7 @@ fn put_manifest(
     if size > MIN as u64 {
         // Also when the manifest was already stored: a missing or stale
         // row heals here.
-        batch.record_content(content_index::row(size, &content_id, &manifest_id));
+        batch.record_content(content_row(size, &content_id, &manifest_id));
     }
     Ok(ImportedFile {
         manifest_id,
@@ -389,7 +390,7 @@ fn already_imported(
     batch: &Batch<'_>,
     size: u64,
     content_id: FileContentId,
-    chunks: &[ManifestChunk],
+    chunks: &[ChunkRef],
 ) -> Result<Option<ImportedFile>> {
     let payload = manifest_bytes::encode(size, &content_id, chunks).map_err(|e| {
         StoreError::InvalidInput {
@@ -420,9 +421,9 @@ fn import_small(batch: &Batch<'_>, data: &[u8], sink: Dest<'_>) -> Result<Import
     }
     // One chunk: ChunkId and FileContentId are blake3 of the same bytes.
     let chunk = ChunkId(content_id.0);
-    let chunks = vec![ManifestChunk {
+    let chunks = vec![ChunkRef {
         id: chunk,
-        len: data.len() as u32,
+        length: data.len() as u32,
     }];
     if let Some(sink) = sink {
         sink.chunk(chunk, ChunkBytes::copy_of(data))?;
@@ -470,7 +471,7 @@ fn import_stream(
         }
     };
     let (size, file_hash) = std::thread::scope(|s| -> Result<(u64, blake3::Hash)> {
-        let (hash_tx, hash_rx) = sync_channel::<ChunkRef>(2);
+        let (hash_tx, hash_rx) = sync_channel::<ChunkSlice>(2);
         let hasher = s.spawn(move || {
             let mut h = blake3::Hasher::new();
             for c in hash_rx {
@@ -558,7 +559,7 @@ fn import_stream(
     let new_bytes = results.iter().map(|r| r.3).sum();
     let chunks = results
         .into_iter()
-        .map(|(_, id, len, _)| ManifestChunk { id, len })
+        .map(|(_, id, length, _)| ChunkRef { id, length })
         .collect();
     put_manifest(
         batch,
@@ -642,8 +643,8 @@ impl ObjectStore {
     ) -> Option<ImportedFile> {
         let manifest_id = self.content_manifest(size, content_id).ok()??;
         let payload = self.get(&ObjectId::manifest(manifest_id)).ok()?;
-        let m = scribe_format::manifest::Manifest::decode(&payload).ok()?;
-        if m.chunking_profile != scribe_format::manifest::PROFILE_FASTCDC_2020
+        let m = Manifest::decode(&payload).ok()?;
+        if m.chunking_profile != PROFILE_FASTCDC_2020
             || m.total_size != size
             || m.file_content_id != *content_id
         {
@@ -658,14 +659,7 @@ impl ObjectStore {
             manifest_id,
             content_id: *content_id,
             size,
-            chunks: m
-                .chunks
-                .iter()
-                .map(|c| ManifestChunk {
-                    id: c.id,
-                    len: c.length,
-                })
-                .collect(),
+            chunks: m.chunks,
             new_bytes_stored: 0,
             via_content_index: true,
         })
@@ -750,10 +744,10 @@ impl ObjectStore {
     }
 
     /// Read and decode a manifest (verified).
-    pub fn manifest(&self, id: &ManifestId) -> Result<crate::ManifestRef> {
+    pub fn manifest(&self, id: &ManifestId) -> Result<Manifest> {
         let oid = ObjectId::manifest(*id);
         let payload = self.get(&oid)?;
-        manifest_bytes::decode(&payload).map_err(|e| StoreError::CorruptManifest {
+        Manifest::decode(&payload).map_err(|e| StoreError::CorruptManifest {
             id: oid,
             reason: e.to_string(),
         })
@@ -784,7 +778,7 @@ impl ObjectStore {
         let mut hasher = blake3::Hasher::new();
         let mut written = 0u64;
         std::thread::scope(|s| -> Result<()> {
-            let (tx, rx) = sync_channel::<Result<(ManifestChunk, Vec<u8>)>>(2);
+            let (tx, rx) = sync_channel::<Result<(ChunkRef, Vec<u8>)>>(2);
             let chunks = &m.chunks;
             s.spawn(move || {
                 for c in chunks {
@@ -797,12 +791,12 @@ impl ObjectStore {
             });
             for r in rx {
                 let (c, data) = r?;
-                if data.len() != c.len as usize {
+                if data.len() != c.length as usize {
                     return Err(fail(format!(
                         "chunk {} has {} bytes, the manifest says {}",
                         c.id,
                         data.len(),
-                        c.len
+                        c.length
                     )));
                 }
                 hasher.update(&data);
@@ -818,11 +812,11 @@ impl ObjectStore {
             )));
         }
         let actual = FileContentId(*hasher.finalize().as_bytes());
-        if actual != m.content_id {
+        if actual != m.file_content_id {
             return Err(fail(format!(
                 "content hashes to {}, the manifest says {}",
                 actual.to_hex(),
-                m.content_id.to_hex()
+                m.file_content_id.to_hex()
             )));
         }
         tmp.as_file().sync_all().map_err(io_err(tmp.path()))?;

@@ -41,7 +41,6 @@
 mod batch;
 mod compact;
 mod content_index;
-mod descriptor_bytes;
 mod error;
 mod import;
 mod layout;
@@ -52,6 +51,7 @@ mod platform;
 mod reader;
 mod rebuild;
 mod store;
+mod store_descriptor;
 mod verify;
 
 pub use batch::{Batch, BatchReceipt, PublishFailpoint, PutOutcome};
@@ -61,27 +61,31 @@ pub use compact::{
 pub use error::{Result, StoreError};
 pub use import::{chunk_boundaries, ChunkBytes, ChunkSink, ImportedFile};
 pub use locator::Location;
-pub use manifest_bytes::{ManifestChunk, ManifestRef};
 pub use reader::ObjectReader;
 pub use rebuild::{rebuild_locator, RebuildReport};
 pub use store::{
     ObjectStore, RecoveryReport, StoreOptions, DEFAULT_PACK_SEAL_BYTES,
     DEFAULT_SMALL_OBJECT_THRESHOLD, FIRST_PACK_ID,
 };
+/// What this build reads in an object store's `SCRIBE_FORMAT`: the versions
+/// (`layout`, `envelope`) and the required features it knows
+/// (`scribe-server migrate` compares a store with them without opening it).
+pub use store_descriptor::{KNOWN_FEATURES as KNOWN_STORE_FEATURES, VERSIONS as STORE_VERSIONS};
 pub use verify::{verify_dir, Problem, VerifyReport};
 
-/// Decode a manifest payload (section 4.1).
+/// Decode and check a manifest payload (section 4.1) into the format's
+/// owned [`Manifest`](scribe_format::manifest::Manifest).
 pub fn decode_manifest(
     payload: &[u8],
-) -> std::result::Result<ManifestRef, scribe_format::FormatError> {
-    manifest_bytes::decode(payload)
+) -> std::result::Result<scribe_format::manifest::Manifest, scribe_format::FormatError> {
+    scribe_format::manifest::Manifest::decode(payload)
 }
 
-/// Encode a manifest payload (section 4.1).
+/// Encode a manifest payload (section 4.1) of chunking profile 1.
 pub fn encode_manifest(
     total_size: u64,
     content_id: &scribe_format::FileContentId,
-    chunks: &[ManifestChunk],
+    chunks: &[scribe_format::manifest::ChunkRef],
 ) -> std::result::Result<Vec<u8>, scribe_format::FormatError> {
     manifest_bytes::encode(total_size, content_id, chunks)
 }

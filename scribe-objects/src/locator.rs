@@ -8,15 +8,39 @@
 //! table `meta` (&str -> bytes):
 //!   `open-pack`               u32 LE pack id
 //!   `open-pack-committed-len` u64 LE
+//! table `content_manifests` (the content index, a non-normative cache;
+//! see `content_index.rs`): [u8; 40] key -> [u8; 32] ManifestId
+//!   key = u64 total size (ordered, big endian) | [32] FileContentId
 //! ```
 
 use redb::TableDefinition;
 use scribe_format::bytes::{Put, Reader};
+use scribe_format::{FileContentId, ManifestId};
 
 pub const LOCATOR_TABLE: TableDefinition<&[u8; 33], &[u8]> = TableDefinition::new("locator");
 pub const META_TABLE: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 pub const META_OPEN_PACK: &str = "open-pack";
 pub const META_OPEN_PACK_LEN: &str = "open-pack-committed-len";
+
+/// The content index (see `content_index.rs`).
+pub(crate) const CONTENT_TABLE: TableDefinition<&[u8; 40], &[u8; 32]> =
+    TableDefinition::new("content_manifests");
+
+/// A content index row: key and manifest digest.
+pub(crate) type ContentRow = ([u8; 40], [u8; 32]);
+
+/// The content index key of a file of `size` bytes with identity `content`.
+pub(crate) fn content_key(size: u64, content: &FileContentId) -> [u8; 40] {
+    let mut k = [0u8; 40];
+    k[..8].copy_from_slice(&size.to_be_bytes());
+    k[8..].copy_from_slice(&content.0);
+    k
+}
+
+/// The content index row naming `manifest` for this content.
+pub(crate) fn content_row(size: u64, content: &FileContentId, manifest: &ManifestId) -> ContentRow {
+    (content_key(size, content), manifest.0)
+}
 
 pub const ROW_VERSION: u8 = 1;
 pub const LOC_LOOSE: u8 = 1;

@@ -8,13 +8,12 @@ use redb::{Database, Durability, ReadableTable};
 use scribe_format::envelope;
 use scribe_format::ObjectId;
 
-use crate::content_index::{ContentRow, CONTENT_TABLE};
-use crate::descriptor_bytes;
 use crate::error::{db_err, io_err, Result};
 use crate::layout::{self, sync_dir};
-use crate::locator::{Location, LOCATOR_TABLE};
+use crate::locator::{self, ContentRow, Location, CONTENT_TABLE, LOCATOR_TABLE};
 use crate::pack::{self, ENTRY_HEADER_LEN, PACK_HEADER_LEN};
 use crate::store::{create_pack, max_payload, refuse_pending_marker, write_meta, FIRST_PACK_ID};
+use crate::store_descriptor;
 
 /// What a rebuild indexed and refused.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -33,7 +32,7 @@ pub struct RebuildReport {
 pub fn rebuild_locator(dir: impl AsRef<Path>) -> Result<RebuildReport> {
     let dir = dir.as_ref();
     refuse_pending_marker(dir)?;
-    descriptor_bytes::read(&dir.join(layout::DESCRIPTOR))?;
+    store_descriptor::read(&dir.join(layout::DESCRIPTOR))?;
     let db_path = dir.join(layout::LOCATOR);
     // Refuse while another handle has the store open.
     if db_path.exists() {
@@ -207,7 +206,7 @@ fn content_row(oid: &ObjectId, payload: &[u8]) -> Option<ContentRow> {
     {
         return None;
     }
-    Some(crate::content_index::row(
+    Some(locator::content_row(
         m.total_size,
         &m.file_content_id,
         &scribe_format::ManifestId(oid.digest),

@@ -12,11 +12,11 @@ use scribe_format::envelope::{self, Compression, HEADER_LEN};
 use scribe_format::limits::MAX_CHUNK_BYTES;
 use scribe_format::{ObjectId, ObjectKind};
 
-use crate::descriptor_bytes::{self, StoreDescriptor};
 use crate::error::{db_err, io_err, Result, StoreError};
 use crate::layout::{self, sync_dir};
 use crate::locator::{Location, LOCATOR_TABLE, META_OPEN_PACK, META_OPEN_PACK_LEN, META_TABLE};
 use crate::pack::{self, ENTRY_HEADER_LEN, PACK_HEADER_LEN};
+use crate::store_descriptor::{self, StoreDescriptor};
 
 /// Default `small-object-threshold`: a 16 MiB chunk envelope (16 MiB + 20) is packed.
 pub const DEFAULT_SMALL_OBJECT_THRESHOLD: u64 = 16_777_236;
@@ -311,7 +311,7 @@ impl ObjectStore {
     pub fn open(dir: impl AsRef<Path>) -> Result<ObjectStore> {
         let dir = dir.as_ref().to_path_buf();
         refuse_pending_marker(&dir)?;
-        let d = descriptor_bytes::read(&dir.join(layout::DESCRIPTOR))?;
+        let d = store_descriptor::read(&dir.join(layout::DESCRIPTOR))?;
         let options = StoreOptions {
             small_object_threshold: d.small_object_threshold,
             pack_seal_bytes: d.pack_seal_bytes,
@@ -554,7 +554,7 @@ impl ObjectStore {
         &self,
         w: &PackWriter,
         rows: &[(ObjectId, Location)],
-        content: &[crate::content_index::ContentRow],
+        content: &[crate::locator::ContentRow],
         fail_before_commit: bool,
     ) -> Result<()> {
         let p = &self.db_path;
@@ -571,7 +571,7 @@ impl ObjectStore {
         }
         if !content.is_empty() {
             let mut table = txn
-                .open_table(crate::content_index::CONTENT_TABLE)
+                .open_table(crate::locator::CONTENT_TABLE)
                 .map_err(db_err(p))?;
             for (k, v) in content {
                 table.insert(k, v).map_err(db_err(p))?;

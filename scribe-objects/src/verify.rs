@@ -8,12 +8,12 @@ use redb::{ReadOnlyDatabase, ReadableDatabase, ReadableTable};
 use scribe_format::envelope;
 use scribe_format::ObjectId;
 
-use crate::descriptor_bytes;
 use crate::error::{db_err, io_err, Result};
 use crate::layout;
 use crate::locator::{Location, LOCATOR_TABLE};
 use crate::pack::{self, ENTRY_HEADER_LEN, PACK_HEADER_LEN};
 use crate::store::{max_payload, read_meta, ObjectStore};
+use crate::store_descriptor;
 
 /// One condition found by verification.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -249,7 +249,7 @@ fn verify_txn(
 /// every object's bytes against its identity.
 pub fn verify_dir(dir: impl AsRef<Path>) -> Result<VerifyReport> {
     let dir = dir.as_ref();
-    descriptor_bytes::read(&dir.join(layout::DESCRIPTOR))?;
+    store_descriptor::read(&dir.join(layout::DESCRIPTOR))?;
     let db_path = dir.join(layout::LOCATOR);
     match ReadOnlyDatabase::open(&db_path) {
         Ok(db) => {

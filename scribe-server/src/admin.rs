@@ -1,15 +1,18 @@
 //! Offline administration of a data root: `doctor`, `verify`,
-//! `rebuild-locator`, `compact-objects`, `recover-submissions`.
+//! `rebuild-locator`, `compact-objects`, `recover-submissions`, `migrate`.
 //!
 //! Each takes the data root's `LOCK` for its duration (so it refuses to run
 //! beside a server) and reports per repository; a report is clean when no
-//! problem was found.
+//! problem was found. `migrate` reads the data root's descriptor before it
+//! takes the `LOCK`, and stops there when that descriptor is not current.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use scribe_format::descriptor::{Descriptor, Kind};
 use scribe_format::{ObjectId, ObjectKind};
+use scribe_metadata::database_descriptor;
 use scribe_metadata::{DataRoot, MemoryObjects, MetadataError, Objects, RepositoryInfo};
 use scribe_objects::{CompactContext, CompactOptions, ObjectStore};
 
@@ -35,6 +38,9 @@ pub enum AdminError {
         #[source]
         source: Box<scribe_objects::StoreError>,
     },
+    /// A `SCRIBE_FORMAT` file that cannot be read or parsed.
+    #[error("{}: {reason}", path.display())]
+    Descriptor { path: PathBuf, reason: String },
 }
 
 /// What a command found, per repository.
@@ -259,4 +265,185 @@ pub fn compact_objects(
         report.notes.push(format!("{}: {c:?}", info.name));
     }
     Ok(report)
+}
+
+/// Compare the data root at `dir` with what this build reads: the
+/// `SCRIBE_FORMAT` of the data root, of each repository and of each
+/// repository's object store (versions and required features), then the
+/// markers inside the databases. Serves nothing.
+///
+/// In order, stopping at the first step that finds a difference:
+/// 1. the data root's descriptor, read without the `LOCK` and without
+///    opening anything;
+/// 2. the data root opened (its `LOCK`, the catalog's schema), and each
+///    repository's descriptor and its store's, read without opening them;
+/// 3. every repository opened as serving opens it (the markers of
+///    `metadata.redb`; its store, with open-time recovery).
+///
+/// A clean report has nothing to migrate. Each problem names the file, the
+/// version found and the one this build reads. This build knows no
+/// conversion, so it changes nothing where it finds a difference; a
+/// conversion (the first will be atomic publication v1 -> v2) runs where a
+/// step finds the difference it converts.
+pub fn migrate(dir: &Path) -> Result<Report, AdminError> {
+    let mut report = Report::default();
+    let expect: Vec<(&str, String)> = scribe_metadata::root::expected_root_values()
+        .iter()
+        .map(|(k, v)| (*k, v.to_string()))
+        .collect();
+    compare_descriptor(
+        &mut report,
+        "data root",
+        &dir.join(database_descriptor::FILE),
+        Kind::DataRoot,
+        &expect,
+        database_descriptor::KNOWN_FEATURES,
+    )?;
+    if !report.is_clean() {
+        return Ok(report);
+    }
+    let (root, _stores) = match open_with_stores(dir) {
+        Ok(opened) => opened,
+        Err(AdminError::Open(OpenError::Metadata(e))) => match version_problem(&e) {
+            Some(problem) => {
+                report.problems.push(problem);
+                return Ok(report);
+            }
+            None => return Err(AdminError::Open(OpenError::Metadata(e))),
+        },
+        Err(e) => return Err(e),
+    };
+    let repos = select(&root, None)?;
+    for info in &repos {
+        let dir = repo_dir(&root, info);
+        // The id is the repository's identity, not a version: step 3
+        // refuses a descriptor that names another one.
+        let expect: Vec<(&str, String)> = scribe_metadata::repo::expected_repo_values(&info.id)
+            .into_iter()
+            .filter(|(key, _)| *key != "repository-id")
+            .collect();
+        compare_descriptor(
+            &mut report,
+            &format!("repository {}", info.name),
+            &dir.join(database_descriptor::FILE),
+            Kind::Repository,
+            &expect,
+            database_descriptor::KNOWN_FEATURES,
+        )?;
+        let store = dir.join("objects").join(database_descriptor::FILE);
+        let label = format!("objects of {}", info.name);
+        if store.exists() {
+            let expect: Vec<(&str, String)> = scribe_objects::STORE_VERSIONS
+                .iter()
+                .map(|(k, v)| (*k, v.to_string()))
+                .collect();
+            compare_descriptor(
+                &mut report,
+                &label,
+                &store,
+                Kind::ObjectStore,
+                &expect,
+                scribe_objects::KNOWN_STORE_FEATURES,
+            )?;
+        } else {
+            report.notes.push(format!(
+                "{label}: no store yet (created with this build's versions when first opened)"
+            ));
+        }
+    }
+    if !report.is_clean() {
+        return Ok(report);
+    }
+    for info in &repos {
+        if let Err(e) = root.open_repository(info.id) {
+            match version_problem(&e) {
+                Some(problem) => report.problems.push(problem),
+                None => return Err(meta_err(info)(e)),
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// The problem line of a version or feature refusal of the metadata layer.
+fn version_problem(e: &MetadataError) -> Option<String> {
+    match e {
+        MetadataError::VersionMismatch {
+            path,
+            what,
+            found,
+            expected,
+        } => Some(format!(
+            "{}: {what} is {found}, this build reads {expected} and has no conversion from {found}",
+            path.display()
+        )),
+        MetadataError::UnsupportedFeature { path, feature } => Some(format!(
+            "{}: requires feature {feature:?}, which this build does not know",
+            path.display()
+        )),
+        _ => None,
+    }
+}
+
+/// Read the descriptor at `file` and compare it with the `expect`ed values
+/// and `known` features: a note with what it records, a problem per
+/// difference.
+fn compare_descriptor(
+    report: &mut Report,
+    label: &str,
+    file: &Path,
+    kind: Kind,
+    expect: &[(&str, String)],
+    known: &[&str],
+) -> Result<(), AdminError> {
+    let unreadable = |reason: String| AdminError::Descriptor {
+        path: file.to_owned(),
+        reason,
+    };
+    let bytes = std::fs::read(file).map_err(|e| unreadable(e.to_string()))?;
+    let d = Descriptor::parse(&bytes).map_err(|e| unreadable(e.to_string()))?;
+    if d.kind() != kind {
+        return Err(unreadable(format!(
+            "a {} descriptor where a {} one belongs",
+            d.kind().as_str(),
+            kind.as_str()
+        )));
+    }
+    let before = report.problems.len();
+    let mut recorded = Vec::new();
+    for (key, reads) in expect {
+        let found = d.get(key).unwrap_or("absent");
+        recorded.push(format!("{key} {found}"));
+        if found != reads {
+            report.problems.push(format!(
+                "{}: {key} is {found}, this build reads {reads} and has no conversion from {found}",
+                file.display()
+            ));
+        }
+    }
+    let features = d.required_features();
+    for feature in &features {
+        if !known.contains(feature) {
+            report.problems.push(format!(
+                "{}: requires feature {feature:?}, which this build does not know",
+                file.display()
+            ));
+        }
+    }
+    let features = if features.is_empty() {
+        "none".to_string()
+    } else {
+        features.join(",")
+    };
+    let state = if report.problems.len() == before {
+        "current"
+    } else {
+        "not readable by this build"
+    };
+    report.notes.push(format!(
+        "{label} ({}): {}; required features {features}: {state}",
+        file.display(),
+        recorded.join(", ")
+    ));
+    Ok(())
 }

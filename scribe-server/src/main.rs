@@ -90,6 +90,15 @@ enum Command {
     },
     /// Finish or remove interrupted submissions and upload-pin cleanups
     RecoverSubmissions(AdminArgs),
+    /// Compare the data root's versions with this build's and convert them
+    ///
+    /// Reports the schema and required features of the data root, of each
+    /// repository and of each object store against what this build reads,
+    /// opening them without serving. With everything current there is
+    /// nothing to migrate (exit 0). A version this build cannot convert is
+    /// refused (exit 1) and nothing is changed; this build knows no
+    /// conversion yet.
+    Migrate(DataArg),
     /// Restore a data root from a copy taken while it was stopped
     ///
     /// Copies FROM into --data (absent or empty) and gives the data root
@@ -233,6 +242,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             "recover-submissions",
             &admin::recover_submissions(&a.data, a.repo.as_deref())?,
         )),
+        Command::Migrate(d) => migrate(&d.data),
         Command::Restore { data, from } => {
             let r = scribe_metadata::restore::restore(&from, &data.data).with_context(|| {
                 format!(
@@ -253,6 +263,29 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn migrate(data: &Path) -> Result<ExitCode> {
+    let r = admin::migrate(data)?;
+    for n in &r.notes {
+        println!("{n}");
+    }
+    let Some(first) = r.problems.first() else {
+        eprintln!("migrate: nothing to migrate");
+        return Ok(ExitCode::SUCCESS);
+    };
+    for p in &r.problems {
+        println!("problem: {p}");
+    }
+    let more = match r.problems.len() {
+        1 => String::new(),
+        n => format!(" (and {} more listed above)", n - 1),
+    };
+    eprintln!("Error: cannot migrate {}: {first}{more}", data.display());
+    eprintln!(
+        "Hint: nothing was changed; serve this data root with the scribe-server build that wrote it"
+    );
+    Ok(ExitCode::from(1))
 }
 
 /// Write `contents` to `dir/name` atomically.

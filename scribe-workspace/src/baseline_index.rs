@@ -577,8 +577,9 @@ mod tests {
         use super::super::*;
         use crate::detect::{detect, detect_indexed, Detection, LocalChange};
         use crate::open;
+        use crate::records::fingerprint_of;
         use crate::records::{BaselineRecord, OpenedAction, OpenedRecord};
-        use crate::scan::{fingerprint_of, now_ms, scan, ScanOptions};
+        use crate::scan::{now_ms, scan, ScanOptions};
         use scribe_format::{FileContentId, ManifestId};
         use std::fs;
         use std::time::{Duration, SystemTime};

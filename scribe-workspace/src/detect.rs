@@ -395,7 +395,7 @@ mod tests {
                 size,
                 mode: u8::from(crate::platform::is_executable(&meta)),
                 change: 1,
-                fingerprint: crate::scan::fingerprint_of(&meta, recorded_ms),
+                fingerprint: crate::records::fingerprint_of(&meta, recorded_ms),
             },
         )
     }

@@ -16,7 +16,9 @@ pub enum WorkspaceError {
     Busy { root: PathBuf, pid: Option<u32> },
     #[error("workspace descriptor {path}: {source}")]
     Descriptor { path: PathBuf, source: FormatError },
-    #[error("workspace schema {found} is not supported by this build (it reads {supported}); run `scribe-server migrate`")]
+    /// The workspace state was written by another scribe: a newer one
+    /// (`found` above `supported`) or an older one.
+    #[error("workspace schema {found} is not supported by this build (it reads {supported}): {}", schema_advice(*found, *supported))]
     UnsupportedSchema { found: u32, supported: u32 },
     #[error("workspace state row {table}/{key}: {source}")]
     Corrupt {
@@ -44,11 +46,33 @@ pub enum WorkspaceError {
     },
     #[error("workspace database: {0}")]
     Database(#[from] redb::Error),
+    /// The workspace cache (`.scribe/_state/cache/`) could not be opened or
+    /// created.
+    #[error("workspace cache: {0}")]
+    Cache(#[source] scribe_objects::StoreError),
+    /// The workspace cache was written by another scribe (its store
+    /// descriptor records a version this build does not read).
+    #[error("workspace cache {}: {what} {found} is not supported by this build (it reads {supported}): another scribe wrote this cache; use that scribe here, or create a new workspace with this one", path.display())]
+    UnsupportedCache {
+        path: PathBuf,
+        what: &'static str,
+        found: String,
+        supported: String,
+    },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// What to do about a workspace of another schema.
+fn schema_advice(found: u32, supported: u32) -> &'static str {
+    if found > supported {
+        "a newer scribe wrote this workspace; use that scribe (or a newer one) here, or create a new workspace with this one"
+    } else {
+        "an older scribe wrote this workspace; use that scribe here, or create a new workspace with this one"
+    }
 }
 
 impl WorkspaceError {

@@ -327,7 +327,7 @@ pub fn revert(
             tx.put_baseline(
                 &path,
                 &crate::records::BaselineRecord {
-                    fingerprint: crate::scan::fingerprint_of(&meta, now_ms()),
+                    fingerprint: crate::records::fingerprint_of(&meta, now_ms()),
                     ..base
                 },
             )?;
@@ -545,7 +545,7 @@ mod tests {
                 change: 1,
                 fingerprint: Fingerprint {
                     recorded_ms: 0,
-                    ..crate::scan::fingerprint_of(&meta, 0)
+                    ..crate::records::fingerprint_of(&meta, 0)
                 },
             },
         )

@@ -18,9 +18,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Result, WorkspaceError};
+use crate::records::fingerprint_of;
 use crate::records::{BaselineRecord, OpenedAction, OpenedRecord, RecoveryReason};
 use crate::recovery;
-use crate::scan::{fingerprint_of, now_ms};
+use crate::scan::now_ms;
 use crate::state::Workspace;
 use crate::sync::Materializer;
 

@@ -24,6 +24,11 @@ use crate::platform;
 use crate::platform::walk::{DirReader, Kind};
 use crate::records::Fingerprint;
 
+/// The old path of [`crate::records::fingerprint_of`], kept only until the
+/// client's callers (`scribe-client` `cmd/submit.rs`, `benches/client.rs`)
+/// move to the new one; remove it then.
+pub use crate::records::fingerprint_of;
+
 /// The versioned ignore file name.
 pub const IGNORE_FILE: &str = ".scribeignore";
 /// The workspace state directory, relative to the root.
@@ -70,22 +75,6 @@ pub fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
-}
-
-/// The fingerprint of a file's metadata observed at `recorded_ms`.
-pub fn fingerprint_of(meta: &std::fs::Metadata, recorded_ms: u64) -> Fingerprint {
-    let (mtime_s, mtime_ns) = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map(|d| (d.as_secs(), d.subsec_nanos()))
-        .unwrap_or((0, 0));
-    Fingerprint {
-        size: meta.len(),
-        mtime_s,
-        mtime_ns,
-        recorded_ms,
-    }
 }
 
 /// Walk the working copy under `root`.

@@ -27,6 +27,7 @@ use redb::{
 use scribe_format::bytes::Reader;
 use scribe_format::descriptor::{self, Descriptor};
 use scribe_format::{BranchId, FormatError, OperationId, RepositoryId, WorkspaceId};
+use scribe_objects::{ObjectStore, StoreOptions};
 
 use crate::error::{Result, WorkspaceError};
 use crate::records::{
@@ -37,6 +38,8 @@ use crate::records::{
 pub const SCHEMA: u32 = 2;
 /// The state directory relative to the workspace root.
 pub const STATE_DIR: &str = ".scribe/_state";
+/// The cache's directory inside the state directory.
+const CACHE_DIR: &str = "cache";
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// Every write to `BASELINE` goes through `StateWrite::baseline_table`, which
@@ -128,7 +131,7 @@ fn take_lock(root: &Path) -> Result<File> {
 }
 
 fn create_dirs(root: &Path) -> Result<()> {
-    for sub in ["cache", "tmp", "recovery", "staging"] {
+    for sub in [CACHE_DIR, "tmp", "recovery", "staging"] {
         let dir = state_dir(root).join(sub);
         std::fs::create_dir_all(&dir).map_err(WorkspaceError::io(&dir))?;
     }
@@ -265,6 +268,35 @@ impl Workspace {
     /// `.scribe/_state`.
     pub fn state_dir(&self) -> PathBuf {
         state_dir(&self.root)
+    }
+
+    /// The workspace cache (`.scribe/_state/cache/`): an object store of the
+    /// objects this workspace has fetched or imported, opened (with its
+    /// open-time recovery), or created with the default options on first
+    /// use.
+    pub fn cache(&self) -> Result<ObjectStore> {
+        let dir = self.state_dir().join(CACHE_DIR);
+        let opened = if dir.join("SCRIBE_FORMAT").exists() {
+            ObjectStore::open(&dir)
+        } else {
+            ObjectStore::create(&dir, StoreOptions::default())
+        };
+        opened.map_err(|e| match e {
+            // The store's own message names the server's `migrate`; a
+            // workspace's cache is not the server's to convert.
+            scribe_objects::StoreError::UnexpectedVersion {
+                path,
+                what,
+                found,
+                supported,
+            } => WorkspaceError::UnsupportedCache {
+                path,
+                what,
+                found,
+                supported,
+            },
+            other => WorkspaceError::Cache(other),
+        })
     }
 
     /// A read view of the state.
@@ -968,10 +1000,29 @@ mod tests {
         let desc = dir.path().join(".scribe/_state/SCRIBE_FORMAT");
         let text = std::fs::read_to_string(&desc).unwrap();
         std::fs::write(&desc, text.replace("schema = 2", "schema = 3")).unwrap();
-        assert!(matches!(
-            Workspace::open(dir.path()),
-            Err(WorkspaceError::UnsupportedSchema { found: 3, .. })
-        ));
+        let err = Workspace::open(dir.path()).err();
+        assert!(
+            matches!(
+                err,
+                Some(WorkspaceError::UnsupportedSchema { found: 3, .. })
+            ),
+            "{err:?}"
+        );
+        // The message says who wrote it and what to do, and names no
+        // server command.
+        let message = err.unwrap().to_string();
+        assert!(
+            message.contains("a newer scribe wrote this workspace"),
+            "{message}"
+        );
+        assert!(message.contains("create a new workspace"), "{message}");
+        assert!(!message.contains("scribe-server"), "{message}");
+        std::fs::write(&desc, text.replace("schema = 2", "schema = 1")).unwrap();
+        let message = Workspace::open(dir.path()).err().unwrap().to_string();
+        assert!(
+            message.contains("an older scribe wrote this workspace"),
+            "{message}"
+        );
         std::fs::write(&desc, format!("{text}required-features = teleport\n")).unwrap();
         assert!(matches!(
             Workspace::open(dir.path()),
@@ -991,6 +1042,56 @@ mod tests {
             Workspace::create(dir.path(), &meta()),
             Err(WorkspaceError::AlreadyAWorkspace { .. })
         ));
+    }
+
+    #[test]
+    fn cache_is_created_on_first_use_then_reopened() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::create(dir.path(), &meta()).unwrap();
+        let cache_dir = dir.path().join(".scribe/_state/cache");
+        assert!(!cache_dir.join("SCRIBE_FORMAT").exists());
+        let id = {
+            let cache = ws.cache().unwrap();
+            let batch = cache.batch();
+            let id = batch
+                .put(scribe_format::ObjectKind::Chunk, b"cached")
+                .unwrap();
+            batch.commit().unwrap();
+            id
+        };
+        assert!(cache_dir.join("SCRIBE_FORMAT").exists());
+        // The second call opens the same store instead of creating one.
+        assert_eq!(ws.cache().unwrap().get(&id).unwrap(), b"cached");
+    }
+
+    #[test]
+    fn cache_refusals_are_workspace_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::create(dir.path(), &meta()).unwrap();
+        drop(ws.cache().unwrap());
+        let desc = dir.path().join(".scribe/_state/cache/SCRIBE_FORMAT");
+        let text = std::fs::read_to_string(&desc).unwrap();
+        // Another scribe's cache: what to do, and no server command.
+        std::fs::write(&desc, text.replace("layout = 1", "layout = 9")).unwrap();
+        let err = ws.cache().unwrap_err();
+        assert!(
+            matches!(&err, WorkspaceError::UnsupportedCache { found, .. } if found == "9"),
+            "{err:?}"
+        );
+        let message = err.to_string();
+        assert!(message.contains("create a new workspace"), "{message}");
+        assert!(!message.contains("scribe-server"), "{message}");
+        // Anything else keeps the store's error as its cause.
+        std::fs::write(&desc, "not a descriptor").unwrap();
+        let err = ws.cache().unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                WorkspaceError::Cache(scribe_objects::StoreError::Descriptor { .. })
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().starts_with("workspace cache: "), "{err}");
     }
 
     #[test]

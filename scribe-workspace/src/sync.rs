@@ -32,9 +32,10 @@ use rayon::prelude::*;
 
 use crate::detect::hash_file;
 use crate::error::{Result, WorkspaceError};
+use crate::records::fingerprint_of;
 use crate::records::{BaselineRecord, JournalEntry, RecoveryReason};
 use crate::recovery;
-use crate::scan::{fingerprint_of, now_ms};
+use crate::scan::now_ms;
 use crate::state::Workspace;
 
 /// Rows handled per batch (bounds memory and the size of each transaction).

@@ -11,11 +11,13 @@
 //! These are the stored page's body fields with each child's page id left
 //! out, behind a version byte. The same rules as a stored page apply.
 
-use super::{counts, Summary, PORTABLE_VERSION, REVISION_NODE_DOMAIN};
+use super::{Summary, PORTABLE_VERSION, REVISION_NODE_DOMAIN};
 use crate::bytes::{Put, Reader};
 use crate::error::FormatError;
 use crate::id::hash_with_domain;
-use crate::snapshot::{check_shape, read_child_count, read_head, write_head, Node, NodeValue};
+use crate::snapshot::{
+    check_shape, counts, read_child_count, read_head, write_head, Node, NodeValue,
+};
 
 /// A node in portable revision form: children carry summaries, not page ids.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

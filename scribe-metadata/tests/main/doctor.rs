@@ -108,7 +108,7 @@ fn a_replaced_envelope_with_a_repointed_index_row_is_reported_by_its_child() {
         let tx = e.repo.database().begin_read().unwrap();
         let t = tx.open_table(tables::SNAPSHOT_ROOTS).unwrap();
         let v = t.get(keys::root(&e.main, 1).as_slice()).unwrap().unwrap();
-        scribe_metadata::fmt::RootRow::decode(v.value()).unwrap()
+        scribe_format::snapshot::RootRow::decode(v.value()).unwrap()
     };
     let forged = CommitEnvelopeV5 {
         payload: CommitPayload {

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use scribe_format::changeset::Entry;
 use scribe_format::path::collision_key;
-use scribe_metadata::fmt::{reference_root, FileRecord, NodeValue};
+use scribe_format::portable::build as reference_tree;
+use scribe_format::snapshot::{FileRecord, NodeValue};
 use scribe_metadata::read::ListEntry;
 
 use super::common::*;
@@ -80,17 +81,17 @@ proptest! {
             for (c, _) in &snapshots {
                 let k = scribe_metadata::records::keys::root(&e.main, *c);
                 let v = t.get(k.as_slice()).unwrap().expect("root row");
-                out.push(scribe_metadata::fmt::RootRow::decode(v.value()).unwrap());
+                out.push(scribe_format::snapshot::RootRow::decode(v.value()).unwrap());
             }
             out
         };
         for ((c, snap), root) in snapshots.iter().zip(&view_roots) {
             let exact: Vec<(Vec<u8>, NodeValue)> = snap.iter().map(|(k, v)| (k.as_bytes().to_vec(), v.clone())).collect();
-            let want = reference_root(&exact).unwrap();
+            let want = reference_tree(&exact).unwrap().root;
             prop_assert_eq!(root.exact.summary(), want.summary(), "exact root at {}", c);
             let folded: BTreeMap<Vec<u8>, NodeValue> = snap.iter().map(|(k, v)| (collision_key(k), v.clone())).collect();
             let folded: Vec<(Vec<u8>, NodeValue)> = folded.into_iter().collect();
-            let want = reference_root(&folded).unwrap();
+            let want = reference_tree(&folded).unwrap().root;
             prop_assert_eq!(root.collision.summary(), want.summary(), "collision root at {}", c);
             // stat at every snapshot
             for p in UNIVERSE {

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use scribe_format::envelope::Compression;
 use scribe_format::id::object_identity;
+use scribe_format::manifest::ChunkRef;
 use scribe_format::{ChunkId, FileContentId, ManifestId, ObjectId};
-use scribe_objects::{chunk_boundaries, encode_manifest, verify_dir, ManifestChunk, Problem};
+use scribe_objects::{chunk_boundaries, encode_manifest, verify_dir, Problem};
 use scribe_objects::{ObjectStore, StoreOptions};
 
 #[path = "../../src/bin/objects-crash-helper/payloads.rs"]
@@ -37,9 +38,9 @@ fn manifest_of(content: &[u8]) -> ManifestId {
     let mut chunks = Vec::new();
     let mut pos = 0;
     for len in chunk_boundaries(content) {
-        chunks.push(ManifestChunk {
+        chunks.push(ChunkRef {
             id: ChunkId::of(&content[pos..pos + len]),
-            len: len as u32,
+            length: len as u32,
         });
         pos += len;
     }

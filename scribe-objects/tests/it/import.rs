@@ -19,12 +19,12 @@ fn round_trip(
     let imported = store.import_file(&src).unwrap();
     assert_eq!(imported.size, data.len() as u64);
     assert_eq!(imported.content_id, FileContentId::of(data));
-    let lens: Vec<usize> = imported.chunks.iter().map(|c| c.len as usize).collect();
+    let lens: Vec<usize> = imported.chunks.iter().map(|c| c.length as usize).collect();
     assert_eq!(lens, chunk_boundaries(data));
     let mut pos = 0;
     for c in &imported.chunks {
-        assert_eq!(c.id, ChunkId::of(&data[pos..pos + c.len as usize]));
-        pos += c.len as usize;
+        assert_eq!(c.id, ChunkId::of(&data[pos..pos + c.length as usize]));
+        pos += c.length as usize;
     }
     let payload = store
         .get(&ObjectId::manifest(imported.manifest_id))
@@ -53,7 +53,7 @@ fn import_round_trip_of_edge_sizes() {
     assert_eq!(m.chunks.len(), 1, "files of at most 1 MiB are one chunk");
     let m1 = round_trip(&store, &t, &noise(MIB + 1, 2), "mib1");
     assert_eq!(
-        m1.chunks.iter().map(|c| c.len as u64).sum::<u64>(),
+        m1.chunks.iter().map(|c| c.length as u64).sum::<u64>(),
         MIB as u64 + 1
     );
     let big = round_trip(&store, &t, &noise(11 * MIB + 5, 3), "big");
@@ -139,12 +139,12 @@ fn ranged_reads_reconstruct_part_of_a_file() {
     let data = noise(6 * MIB, 5);
     let imp = round_trip(&store, &t, &data, "r");
     // Read bytes [start, start+len) spanning a chunk boundary.
-    let start = imp.chunks[0].len as u64 - 100;
+    let start = imp.chunks[0].length as u64 - 100;
     let len = 300u64;
     let mut got = Vec::new();
     let mut chunk_start = 0u64;
     for c in &imp.chunks {
-        let chunk_end = chunk_start + u64::from(c.len);
+        let chunk_end = chunk_start + u64::from(c.length);
         let lo = start.max(chunk_start);
         let hi = (start + len).min(chunk_end);
         if lo < hi {

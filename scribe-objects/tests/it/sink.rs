@@ -64,7 +64,7 @@ fn same_manifests_as_import_chunks_to_the_sink_not_the_store() {
         for c in &f.chunks {
             let (bytes, _) = &seen[&c.id];
             assert_eq!(ChunkId::of(bytes), c.id);
-            assert_eq!(bytes.len(), c.len as usize);
+            assert_eq!(bytes.len(), c.length as usize);
             expected += 1;
         }
     }

@@ -1,5 +1,6 @@
-//! The object-store hooks of `scribe-metadata`, backed by
-//! `scribe_objects::ObjectStore` at `repos/<id>/objects/`.
+//! Every repository's `scribe_objects::ObjectStore` at
+//! `repos/<id>/objects/`, shared by metadata (through
+//! `scribe_metadata::StoreObjects`, the one adapter) and object transfer.
 //!
 //! `DataRoot::create_repository` prepares `objects/` but does not create a
 //! store there yet; the factory creates one on first open when the
@@ -10,9 +11,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use scribe_format::{ErrorCode, ObjectId, RepositoryId};
+use scribe_format::{ErrorCode, RepositoryId};
 use scribe_metadata::root::ObjectsFactory;
-use scribe_metadata::{CommitSink, MetadataError, ObjectPresence, Objects};
+use scribe_metadata::{MetadataError, Objects, StoreObjects};
 use scribe_objects::{ObjectStore, StoreError, StoreOptions};
 
 /// The registry code of an object-store failure.
@@ -34,43 +35,6 @@ pub fn store_code(e: &StoreError) -> ErrorCode {
 
 fn objects_err(e: StoreError) -> MetadataError {
     MetadataError::Objects(e.to_string())
-}
-
-/// Metadata's view of one repository's store.
-pub struct StoreHooks(pub Arc<ObjectStore>);
-
-impl ObjectPresence for StoreHooks {
-    fn contains(&self, id: &ObjectId) -> scribe_metadata::Result<bool> {
-        self.0.contains(id).map_err(objects_err)
-    }
-
-    fn missing(&self, ids: &[ObjectId]) -> scribe_metadata::Result<Vec<ObjectId>> {
-        self.0.missing(ids).map_err(objects_err)
-    }
-}
-
-impl CommitSink for StoreHooks {
-    fn publish_commit(&self, id: &ObjectId, envelope: &[u8]) -> scribe_metadata::Result<()> {
-        let computed = scribe_format::id::object_identity(id.kind, envelope)
-            .map_err(|e| MetadataError::Objects(format!("commit {id}: {e}")))?;
-        if &computed != id {
-            return Err(MetadataError::Objects(format!(
-                "commit envelope hashes to {computed}, not {id}"
-            )));
-        }
-        let batch = self.0.batch();
-        batch.put_with_id(*id, envelope).map_err(objects_err)?;
-        batch.commit().map_err(objects_err)?;
-        Ok(())
-    }
-
-    fn read_commit(&self, id: &ObjectId) -> scribe_metadata::Result<Option<Vec<u8>>> {
-        match self.0.get(id) {
-            Ok(b) => Ok(Some(b)),
-            Err(StoreError::NotFound { .. }) => Ok(None),
-            Err(e) => Err(objects_err(e)),
-        }
-    }
 }
 
 /// Open (creating when absent) the store at `dir`.
@@ -116,7 +80,7 @@ impl StoreRegistry {
                         s
                     }
                 };
-                let hooks: Objects = Arc::new(StoreHooks(store));
+                let hooks: Objects = Arc::new(StoreObjects(store));
                 Ok(hooks)
             },
         )

@@ -1,5 +1,6 @@
 mod support;
 
 mod auth;
+mod migrate;
 mod process;
 mod tls;

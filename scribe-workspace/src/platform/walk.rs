@@ -24,7 +24,7 @@ pub(crate) enum Kind {
 pub(crate) struct Stat {
     pub size: u64,
     /// Whole seconds since the Unix epoch (0 with `mtime_ns` 0 for an
-    /// mtime before it, as [`crate::scan::fingerprint_of`] records).
+    /// mtime before it, as [`crate::records::fingerprint_of`] records).
     pub mtime_s: u64,
     pub mtime_ns: u32,
     pub executable: bool,
@@ -34,7 +34,7 @@ pub(crate) struct Stat {
 impl Stat {
     /// From a `std` metadata (the portable reader and single paths).
     pub fn of(meta: &std::fs::Metadata) -> Stat {
-        let fp = crate::scan::fingerprint_of(meta, 0);
+        let fp = crate::records::fingerprint_of(meta, 0);
         Stat {
             size: fp.size,
             mtime_s: fp.mtime_s,

@@ -1,5 +1,7 @@
 //! One observation of a working file, and the settled-observation rule.
 
+use std::time::UNIX_EPOCH;
+
 use scribe_format::bytes::{Put, Reader};
 use scribe_format::FormatError;
 
@@ -81,6 +83,22 @@ impl Fingerprint {
             && self.size == now.size
             && self.mtime_s == now.mtime_s
             && self.mtime_ns == now.mtime_ns
+    }
+}
+
+/// The fingerprint of a file's metadata observed at `recorded_ms`.
+pub fn fingerprint_of(meta: &std::fs::Metadata, recorded_ms: u64) -> Fingerprint {
+    let (mtime_s, mtime_ns) = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| (d.as_secs(), d.subsec_nanos()))
+        .unwrap_or((0, 0));
+    Fingerprint {
+        size: meta.len(),
+        mtime_s,
+        mtime_ns,
+        recorded_ms,
     }
 }
 

@@ -24,10 +24,10 @@ mod workspaces;
 
 use std::sync::Arc;
 
+use scribe_format::snapshot::FileRecord;
 use scribe_format::wire::message::MAX_PAGE_ITEMS;
 use scribe_format::wire::{Request, Response};
 use scribe_format::{BranchId, ErrorCode};
-use scribe_metadata::fmt::FileRecord;
 use scribe_metadata::Repository;
 use scribe_objects::ObjectStore;
 

@@ -25,7 +25,9 @@ pub const LAYOUT_VERSION: u32 = 1;
 /// Envelope version written and read.
 pub const ENVELOPE_VERSION: u32 = 1;
 /// Features this build recognizes.
-const KNOWN_FEATURES: &[&str] = &[FEATURE_LZ4];
+pub const KNOWN_FEATURES: &[&str] = &[FEATURE_LZ4];
+/// The versions this build reads, as descriptor keys and values.
+pub const VERSIONS: [(&str, u32); 2] = [("layout", LAYOUT_VERSION), ("envelope", ENVELOPE_VERSION)];
 /// Keys the store interprets; every other key is kept as it was.
 const KNOWN_KEYS: &[&str] = &[
     "kind",
@@ -84,7 +86,7 @@ fn bad(path: &Path, e: FormatError) -> StoreError {
 /// Parse descriptor text read from `path`.
 pub fn parse(path: &Path, text: &str) -> Result<StoreDescriptor> {
     let d = Descriptor::parse(text.as_bytes()).map_err(|e| bad(path, e))?;
-    for (key, supported) in [("layout", LAYOUT_VERSION), ("envelope", ENVELOPE_VERSION)] {
+    for (key, supported) in VERSIONS {
         if let Err(m) = d.version_check(key, &supported.to_string()) {
             if d.kind() == descriptor::Kind::ObjectStore {
                 return Err(StoreError::UnexpectedVersion {
