@@ -101,22 +101,23 @@ impl From<ClientError> for Error {
 
 impl From<WorkspaceError> for Error {
     fn from(e: WorkspaceError) -> Error {
-        let code = match &e {
-            WorkspaceError::Refused { code, .. } => *code,
-            WorkspaceError::NotAWorkspace { .. } => ErrorCode::NotAWorkspace,
-            WorkspaceError::AlreadyAWorkspace { .. } => ErrorCode::AlreadyExists,
-            WorkspaceError::Busy { .. } => ErrorCode::Busy,
-            WorkspaceError::JournalInProgress { .. } | WorkspaceError::JournalUnfinished { .. } => {
-                ErrorCode::SyncUnfinished
-            }
-            WorkspaceError::UnsupportedSchema { .. } => ErrorCode::UnsupportedVersion,
-            WorkspaceError::Corrupt { .. } | WorkspaceError::Descriptor { .. } => {
-                ErrorCode::Corrupt
-            }
-            WorkspaceError::Materialize { .. } => ErrorCode::Refused,
-            WorkspaceError::Io { .. } => ErrorCode::Io,
-            _ => ErrorCode::Internal,
-        };
+        let code =
+            match &e {
+                WorkspaceError::Refused { code, .. } => *code,
+                WorkspaceError::NotAWorkspace { .. } => ErrorCode::NotAWorkspace,
+                WorkspaceError::AlreadyAWorkspace { .. } => ErrorCode::AlreadyExists,
+                WorkspaceError::Busy { .. } => ErrorCode::Busy,
+                WorkspaceError::JournalInProgress { .. }
+                | WorkspaceError::JournalUnfinished { .. } => ErrorCode::SyncUnfinished,
+                WorkspaceError::UnsupportedSchema { .. }
+                | WorkspaceError::UnsupportedCache { .. } => ErrorCode::UnsupportedVersion,
+                WorkspaceError::Corrupt { .. } | WorkspaceError::Descriptor { .. } => {
+                    ErrorCode::Corrupt
+                }
+                WorkspaceError::Materialize { .. } => ErrorCode::Refused,
+                WorkspaceError::Io { .. } => ErrorCode::Io,
+                _ => ErrorCode::Internal,
+            };
         match e {
             WorkspaceError::Io { path, source } => {
                 Error::new(code, format!("{}", path.display())).caused_by(source)

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use scribe_format::manifest::ManifestRef;
 use scribe_format::{ErrorCode, FileContentId, ObjectId};
-use scribe_objects::{ObjectStore, StoreOptions};
+use scribe_objects::ObjectStore;
 use scribe_server::Service;
 use scribe_workspace::records::BaselineRecord;
 use scribe_workspace::sync::Materializer;
@@ -41,16 +41,6 @@ pub fn connect(url: &str, create: bool, ctx: &Context) -> Result<Client> {
         }
     }
     Ok(crate::client::connect(url, &ctx.options)?)
-}
-
-/// The workspace cache (`.scribe/_state/cache/`), created on first use.
-pub fn open_cache(ws: &Workspace) -> Result<ObjectStore> {
-    let dir = ws.state_dir().join("cache");
-    if dir.join("SCRIBE_FORMAT").exists() {
-        Ok(ObjectStore::open(&dir)?)
-    } else {
-        Ok(ObjectStore::create(&dir, StoreOptions::default())?)
-    }
 }
 
 /// The server end of a workspace, connected on first use.
@@ -87,7 +77,7 @@ impl ServerLink {
             repo: repo.to_string(),
             ctx: ctx.clone(),
             client: Mutex::new(None),
-            cache: open_cache(ws)?,
+            cache: ws.cache()?,
             placed: AtomicUsize::new(0),
             prefetched: Mutex::new(HashMap::new()),
             spare: Mutex::new(Vec::new()),

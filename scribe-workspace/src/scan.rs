@@ -24,10 +24,7 @@ use crate::platform;
 use crate::platform::walk::{DirReader, Kind};
 use crate::records::Fingerprint;
 
-/// The old path of [`crate::records::fingerprint_of`], kept only until the
-/// client's callers (`scribe-client` `cmd/submit.rs`, `benches/client.rs`)
-/// move to the new one; remove it then.
-pub use crate::records::fingerprint_of;
+use crate::records::fingerprint_of;
 
 /// The versioned ignore file name.
 pub const IGNORE_FILE: &str = ".scribeignore";

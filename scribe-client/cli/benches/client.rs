@@ -164,8 +164,9 @@ fn du(p: &Path) -> u64 {
 /// Make `dir` a workspace whose baselines are exactly its files.
 fn record_baselines(dir: &Path) {
     use scribe_format::{BranchId, FileContentId, ManifestId, RepositoryId, WorkspaceId};
+    use scribe_workspace::records::fingerprint_of;
     use scribe_workspace::records::BaselineRecord;
-    use scribe_workspace::scan::{fingerprint_of, now_ms, scan, ScanOptions};
+    use scribe_workspace::scan::{now_ms, scan, ScanOptions};
     let meta = scribe_workspace::WorkspaceMeta {
         workspace_id: WorkspaceId::random(),
         repository_id: RepositoryId::random(),

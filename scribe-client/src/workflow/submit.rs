@@ -17,8 +17,9 @@ use scribe_format::changeset::{ChangeSet, Entry, FileState, Mode};
 use scribe_format::wire::message as m;
 use scribe_format::wire::Text;
 use scribe_format::{ChunkId, ErrorCode, ObjectId, OperationId};
+use scribe_workspace::records::fingerprint_of;
 use scribe_workspace::records::{OpenedAction, PendingLock, PendingSubmit};
-use scribe_workspace::scan::{fingerprint_of, now_ms};
+use scribe_workspace::scan::now_ms;
 use scribe_workspace::submit::{
     abandon, archive_pending, begin_intent, finalize, leftover_intent, stale_bases,
 };
