@@ -1,0 +1,4 @@
+mod env;
+mod workspace;
+
+scribe_testkit::server_process_entry!();
