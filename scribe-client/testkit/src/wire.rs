@@ -108,6 +108,7 @@ impl<S: Read + Write> Wire<S> {
     pub fn present(&mut self, credential: &[u8]) -> Result<Authenticated, ErrorReply> {
         self.stream
             .write_all(&hs::credential_frame(credential).expect("credential frame"))
+            .and_then(|_| self.stream.flush())
             .expect("send the credential");
         self.credential_reply()
     }

@@ -11,19 +11,20 @@ use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use scribe_format::wire::handshake::{self as hs, Authenticated, HandshakeStatus, HANDSHAKE_LEN};
+use scribe_format::wire::handshake::{self as hs, Authenticated, HANDSHAKE_LEN};
 use scribe_format::wire::message as m;
-use scribe_format::wire::{
-    decode_response, request_frame, Answer, Bytes, ErrorReply, Hello, Request, Response,
-};
+use scribe_format::wire::{decode_response, request_frame, Bytes, Hello, Request, Response};
 use scribe_format::{ChunkId, ErrorCode, ObjectId, OperationId, WorkspaceId};
 use scribe_server::service::auth::CHANNEL_BINDING_LABEL;
 use scribe_server::service::{
     pins, Action, Authorizer, Credential, Failure, PeerInfo, Principal, PrincipalKind, Session,
 };
 use scribe_server::{ListenOptions, Service};
-
-use super::support::*;
+use scribe_testkit::change::{
+    accepted, change, main_branch, put_many_req, register_req, submit_req,
+};
+use scribe_testkit::wire::{self, closed, read_frame_body, Wire};
+use scribe_testkit::{Env, Transport, REPO};
 
 /// One `authorize` call: (principal, request name, repository, mutates).
 type Authorized = (Principal, &'static str, Option<String>, bool);
@@ -105,59 +106,8 @@ impl TestAuthorizer {
     }
 }
 
-/// A raw connection speaking the wire (plain TCP or TLS).
-struct Wire<S: Read + Write> {
-    s: S,
-}
-
 fn tcp(env: &Env) -> TcpStream {
-    let s = TcpStream::connect(env.server.as_ref().unwrap().addr()).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    s
-}
-
-fn read_frame_body(s: &mut impl Read) -> Vec<u8> {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).unwrap();
-    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
-    s.read_exact(&mut body).unwrap();
-    body
-}
-
-/// The peer closed: the next read returns end of file (or a reset).
-fn closed(s: &mut impl Read) -> bool {
-    let mut b = [0u8; 1];
-    !matches!(s.read(&mut b), Ok(n) if n > 0)
-}
-
-impl<S: Read + Write> Wire<S> {
-    /// Send `hello`; the answer must accept it.
-    fn hello(mut s: S, hello: &Hello) -> (Wire<S>, Answer) {
-        s.write_all(&hello.encode()).unwrap();
-        let mut buf = [0u8; HANDSHAKE_LEN];
-        s.read_exact(&mut buf).unwrap();
-        let answer = Answer::decode(&buf).unwrap();
-        assert_eq!(answer.status, HandshakeStatus::Accepted);
-        (Wire { s }, answer)
-    }
-
-    /// Send a credential frame built from `credential`; the server's answer.
-    fn present(&mut self, credential: &[u8]) -> Result<Authenticated, ErrorReply> {
-        self.s
-            .write_all(&hs::credential_frame(credential).unwrap())
-            .unwrap();
-        self.credential_reply()
-    }
-
-    fn credential_reply(&mut self) -> Result<Authenticated, ErrorReply> {
-        let body = read_frame_body(&mut self.s);
-        hs::decode_credential_reply(&body, false).unwrap()
-    }
-
-    fn call(&mut self, request: Request) -> Response {
-        self.s.write_all(&request_frame(&request, false)).unwrap();
-        decode_response(&read_frame_body(&mut self.s), false).unwrap()
-    }
+    wire::socket(env.addr())
 }
 
 /// A plain connection that presented `credential` and was accepted.
@@ -184,30 +134,12 @@ fn status() -> Request {
     Request::Status(m::StatusRequest {})
 }
 
-fn register_req(repo: &str, ws: WorkspaceId) -> Request {
-    Request::WorkspaceRegister(m::WorkspaceRegister {
-        repo: repo.into(),
-        workspace: ws,
-        branch: String::new(),
-        view: vec![],
-        label: "desk".into(),
-        tags: vec![],
-    })
+fn register(repo: &str, ws: WorkspaceId) -> Request {
+    Request::WorkspaceRegister(register_req(repo, ws))
 }
 
 fn put_many(ws: WorkspaceId, op: OperationId, objects: &[(ObjectId, Vec<u8>)]) -> Request {
-    Request::ObjectPutMany(m::ObjectPutMany {
-        repo: REPO.into(),
-        operation: op,
-        workspace: ws,
-        objects: objects
-            .iter()
-            .map(|(id, b)| m::ObjectPiece {
-                id: *id,
-                data: Bytes(b.clone()),
-            })
-            .collect(),
-    })
+    Request::ObjectPutMany(put_many_req(ws, op, objects))
 }
 
 fn lock_req(ws: WorkspaceId, path: &str) -> Request {
@@ -223,7 +155,7 @@ fn lock_req(ws: WorkspaceId, path: &str) -> Request {
 #[test]
 fn denied_mutations_of_one_repository_run_nothing_while_reads_pass() {
     let env = Env::new(Transport::Tcp);
-    scribe_server::service::dispatch::repo_create(&env.service, "other").unwrap();
+    scribe_server::service::dispatch::repo_create(env.service(), "other").unwrap();
     let ws = WorkspaceId([1; 16]);
     let (op1, op2) = (OperationId([11; 16]), OperationId([12; 16]));
     // Before the authorizer: one accepted change, one lock, and the
@@ -231,7 +163,7 @@ fn denied_mutations_of_one_repository_run_nothing_while_reads_pass() {
     let first = change(&[("a.txt", Some(b"one".as_slice()), 0)]);
     let second = change(&[("a.txt", Some(b"two".as_slice()), 1)]);
     let mut w = plain(&env);
-    assert_eq!(code(&w.call(register_req(REPO, ws))), None);
+    assert_eq!(code(&w.call(register(REPO, ws))), None);
     assert_eq!(code(&w.call(put_many(ws, op1, &first.objects))), None);
     match w.call(Request::Submit(submit_req(ws, op1, first.id, "first"))) {
         Response::Submitted(o) => assert_eq!(accepted(&o), 1),
@@ -245,7 +177,7 @@ fn denied_mutations_of_one_repository_run_nothing_while_reads_pass() {
         deny_mutations_of: Some(REPO.into()),
         ..Default::default()
     }
-    .install(&env.service);
+    .install(env.service());
     let mut w = plain(&env);
     let fresh = b"never stored".to_vec();
     let fresh_id = ObjectId::chunk(ChunkId::of(&fresh));
@@ -261,7 +193,7 @@ fn denied_mutations_of_one_repository_run_nothing_while_reads_pass() {
     };
     let mutations = vec![
         Request::RepoCreate(m::RepoCreate { name: REPO.into() }),
-        register_req(REPO, WorkspaceId([2; 16])),
+        register(REPO, WorkspaceId([2; 16])),
         Request::WorkspaceRetire(m::WorkspaceRetire {
             repo: REPO.into(),
             workspace: ws,
@@ -301,8 +233,8 @@ fn denied_mutations_of_one_repository_run_nothing_while_reads_pass() {
         }
     }
     // Nothing of them ran.
-    let repo = env.service.root().open_repository_by_name(REPO).unwrap();
-    let store = env.service.stores().get(&repo.id()).unwrap();
+    let repo = env.service().root().open_repository_by_name(REPO).unwrap();
+    let store = env.service().stores().get(&repo.id()).unwrap();
     assert_eq!(repo.head().unwrap(), 1, "the submission was not accepted");
     assert_eq!(repo.recorded_outcome(&op2).unwrap(), None);
     let workspaces: Vec<WorkspaceId> = repo
@@ -406,10 +338,7 @@ fn denied_mutations_of_one_repository_run_nothing_while_reads_pass() {
         assert!(reply.opcode() & 0x8000 != 0);
     }
     // Mutations of another repository pass.
-    assert_eq!(
-        code(&w.call(register_req("other", WorkspaceId([3; 16])))),
-        None
-    );
+    assert_eq!(code(&w.call(register("other", WorkspaceId([3; 16])))), None);
     match w.call(Request::RepoCreate(m::RepoCreate {
         name: "third".into(),
     })) {
@@ -426,19 +355,19 @@ fn denied_mutations_of_one_repository_run_nothing_while_reads_pass() {
 
     // The in-process transport is judged the same way, as its local principal.
     let mut session = Session::new();
-    let reply = env.service.handle(
+    let reply = env.service().handle(
         &mut session,
         Request::Submit(submit_req(ws, op2, second.id, "second")),
     );
     assert_eq!(code(&reply), Some(ErrorCode::Forbidden));
-    assert_eq!(code(&env.service.handle(&mut session, status())), None);
+    assert_eq!(code(&env.service().handle(&mut session, status())), None);
     let last = auth.authorized.lock().unwrap().last().unwrap().clone();
     assert_eq!(last.0, Principal::local());
     assert_eq!(repo.head().unwrap(), 1);
 
     // With the open authorizer back, the workspace was never retired: it
     // may still lock.
-    env.service
+    env.service()
         .set_authorizer(Arc::new(scribe_server::service::OpenAuthorizer));
     assert_eq!(code(&w.call(lock_req(ws, "b.txt"))), None);
 }
@@ -446,7 +375,7 @@ fn denied_mutations_of_one_repository_run_nothing_while_reads_pass() {
 #[test]
 fn the_principal_authenticate_returns_is_the_one_authorize_sees() {
     let env = Env::new(Transport::Tcp);
-    let auth = TestAuthorizer::default().install(&env.service);
+    let auth = TestAuthorizer::default().install(env.service());
     let (mut alice, ack) = signed_in(&env, b"alice");
     assert_eq!(
         ack,
@@ -460,12 +389,12 @@ fn the_principal_authenticate_returns_is_the_one_authorize_sees() {
     let mut nobody = plain(&env);
     let alice_ws = WorkspaceId([0xa1; 16]);
     // Interleaved requests of three connections.
-    assert_eq!(code(&alice.call(register_req(REPO, alice_ws))), None);
+    assert_eq!(code(&alice.call(register(REPO, alice_ws))), None);
     assert_eq!(code(&bob.call(status())), None);
     assert_eq!(code(&nobody.call(status())), None);
     assert_eq!(code(&alice.call(status())), None);
     assert_eq!(
-        code(&bob.call(register_req(REPO, WorkspaceId([0xb0; 16])))),
+        code(&bob.call(register(REPO, WorkspaceId([0xb0; 16])))),
         None
     );
 
@@ -498,7 +427,7 @@ fn the_principal_authenticate_returns_is_the_one_authorize_sees() {
     // Authenticated once per connection.
     assert_eq!(auth.authenticated_count(), 3);
     // The principal's id owns the workspaces it registers.
-    let repo = env.service.root().open_repository_by_name(REPO).unwrap();
+    let repo = env.service().root().open_repository_by_name(REPO).unwrap();
     let owners: Vec<(WorkspaceId, Option<[u8; 16]>)> = repo
         .workspaces()
         .unwrap()
@@ -517,7 +446,7 @@ fn the_principal_authenticate_returns_is_the_one_authorize_sees() {
 #[test]
 fn a_credential_frame_reaches_authenticate_byte_for_byte() {
     let env = Env::new(Transport::Tcp);
-    let auth = TestAuthorizer::default().install(&env.service);
+    let auth = TestAuthorizer::default().install(env.service());
     let largest: Vec<u8> = (0..hs::MAX_CREDENTIAL_BYTES)
         .map(|i| (i % 251) as u8)
         .collect();
@@ -531,7 +460,7 @@ fn a_credential_frame_reaches_authenticate_byte_for_byte() {
         assert_eq!(ack.id, Some(id_of(&credential)));
         let (got, peer) = auth.authenticated.lock().unwrap()[before].clone();
         assert_eq!(got, Credential::Presented(credential.clone()));
-        assert_eq!(peer.address, Some(w.s.local_addr().unwrap()));
+        assert_eq!(peer.address, Some(w.stream.local_addr().unwrap()));
         assert!(!peer.tls);
         assert!(peer.certificates.is_empty());
         assert_eq!(peer.channel_binding, None);
@@ -567,7 +496,7 @@ fn the_open_authorizer_accepts_a_credential_and_serves_anonymously() {
 #[test]
 fn refused_credentials_get_the_authorizers_code_then_the_close() {
     let env = Env::new(Transport::Tcp);
-    let auth = TestAuthorizer::default().install(&env.service);
+    let auth = TestAuthorizer::default().install(env.service());
     for (credential, want) in [
         (b"mallory".as_slice(), ErrorCode::Forbidden),
         (b"later".as_slice(), ErrorCode::AuthUnavailable),
@@ -575,7 +504,7 @@ fn refused_credentials_get_the_authorizers_code_then_the_close() {
         let (mut w, _) = Wire::hello(tcp(&env), &Hello::new(false).with_credential());
         let e = w.present(credential).unwrap_err();
         assert_eq!(e.error_code(), want);
-        assert!(closed(&mut w.s));
+        assert!(closed(&mut w.stream));
     }
     assert_eq!(auth.authenticated_count(), 2);
     assert_eq!(auth.authorized_count(), 0, "no request was served");
@@ -587,11 +516,11 @@ fn refused_credentials_get_the_authorizers_code_then_the_close() {
         require_credential: true,
         ..Default::default()
     }
-    .install(&env.service);
+    .install(env.service());
     let mut w = plain(&env);
     let reply = w.call(status());
     assert_eq!(code(&reply), Some(ErrorCode::Forbidden), "{reply:?}");
-    assert!(closed(&mut w.s));
+    assert!(closed(&mut w.stream));
     assert_eq!(auth.authorized_count(), 0);
     let (mut w, _) = signed_in(&env, b"carol");
     assert!(matches!(w.call(status()), Response::Status(_)));
@@ -600,7 +529,7 @@ fn refused_credentials_get_the_authorizers_code_then_the_close() {
 #[test]
 fn oversized_or_malformed_credential_frames_are_refused_and_closed() {
     let env = Env::new(Transport::Tcp);
-    let auth = TestAuthorizer::default().install(&env.service);
+    let auth = TestAuthorizer::default().install(env.service());
     let good = hs::credential_frame(b"abc").unwrap();
     let mut cases: Vec<(&str, Vec<u8>, ErrorCode)> = Vec::new();
     // A length word beyond the credential limit (but within a request
@@ -640,19 +569,19 @@ fn oversized_or_malformed_credential_frames_are_refused_and_closed() {
     cases.push(("empty", empty, ErrorCode::Malformed));
     for (what, bytes, want) in cases {
         let (mut w, _) = Wire::hello(tcp(&env), &Hello::new(false).with_credential());
-        w.s.write_all(&bytes).unwrap();
+        w.stream.write_all(&bytes).unwrap();
         let e = w.credential_reply().unwrap_err();
         assert_eq!(e.error_code(), want, "{what}: {}", e.message);
-        assert!(closed(&mut w.s), "{what}");
+        assert!(closed(&mut w.stream), "{what}");
     }
     assert_eq!(auth.authenticated_count(), 0, "never authenticated");
 
     // A credential frame without the flag is no request.
     let mut w = plain(&env);
-    w.s.write_all(&good).unwrap();
-    let reply = decode_response(&read_frame_body(&mut w.s), false).unwrap();
+    w.stream.write_all(&good).unwrap();
+    let reply = decode_response(&read_frame_body(&mut w.stream), false).unwrap();
     assert_eq!(code(&reply), Some(ErrorCode::Malformed));
-    assert!(closed(&mut w.s));
+    assert!(closed(&mut w.stream));
     // The server still serves everyone else.
     let (mut w, _) = signed_in(&env, b"dave");
     assert!(matches!(w.call(status()), Response::Status(_)));
@@ -667,11 +596,11 @@ fn a_missing_credential_frame_times_out_with_the_handshake() {
         },
         ..Default::default()
     };
-    let env = Env::with_options(Transport::Tcp, opts);
-    let auth = TestAuthorizer::default().install(&env.service);
+    let env = Env::builder(Transport::Tcp).listen(opts).start();
+    let auth = TestAuthorizer::default().install(env.service());
     let (mut w, _) = Wire::hello(tcp(&env), &Hello::new(false).with_credential());
     let started = std::time::Instant::now();
-    assert!(closed(&mut w.s));
+    assert!(closed(&mut w.stream));
     assert!(started.elapsed() < Duration::from_secs(20));
     assert_eq!(auth.authenticated_count(), 0);
 }
@@ -700,14 +629,14 @@ fn over_the_limit_a_credential_gets_busy_instead_of_its_acknowledgement() {
         max_connections: 1,
         ..Default::default()
     };
-    let env = Env::with_options(Transport::Tcp, opts);
-    let auth = TestAuthorizer::default().install(&env.service);
+    let env = Env::builder(Transport::Tcp).listen(opts).start();
+    let auth = TestAuthorizer::default().install(env.service());
     let mut first = plain(&env);
     assert!(matches!(first.call(status()), Response::Status(_)));
     let (mut second, _) = Wire::hello(tcp(&env), &Hello::new(false).with_credential());
     let e = second.present(b"erin").unwrap_err();
     assert_eq!(e.error_code(), ErrorCode::Busy);
-    assert!(closed(&mut second.s));
+    assert!(closed(&mut second.stream));
     assert_eq!(
         auth.authenticated_count(),
         1,
@@ -717,34 +646,20 @@ fn over_the_limit_a_credential_gets_busy_instead_of_its_acknowledgement() {
 
 #[test]
 fn tls_peers_carry_the_channel_binding_the_client_computes() {
-    let pki = super::tls::ca_and_server();
-    let dir = tempfile::tempdir().unwrap();
-    let service = Service::create(dir.path().join("data")).unwrap();
-    let auth = TestAuthorizer::default().install(&service);
-    let cfg = scribe_server::tls::server_config(&pki.path("server.pem"), &pki.path("server.key"))
-        .unwrap();
-    let opts = ListenOptions {
-        tls: Some(cfg),
-        ..Default::default()
-    };
-    let server = scribe_server::ServerHandle::start(service.clone(), "127.0.0.1:0", opts).unwrap();
-
-    let client_cfg = scribe_client::tls::client_config(&pki.path("ca.pem")).unwrap();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let conn = rustls::ClientConnection::new(client_cfg, name).unwrap();
-    let sock = TcpStream::connect(server.addr()).unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
+    let env = Env::new(Transport::Tls);
+    let auth = TestAuthorizer::default().install(env.service());
+    let sock = wire::socket(env.addr());
     let local = sock.local_addr().unwrap();
     let (mut w, _) = Wire::hello(
-        rustls::StreamOwned::new(conn, sock),
+        wire::tls_stream(sock, env.pki().client_config(), "localhost"),
         &Hello::new(false).with_credential(),
     );
     // The TLS handshake is complete once the answer has arrived.
-    let binding =
-        w.s.conn
-            .export_keying_material([0u8; 32], CHANNEL_BINDING_LABEL, None)
-            .unwrap();
+    let binding = w
+        .stream
+        .conn
+        .export_keying_material([0u8; 32], CHANNEL_BINDING_LABEL, None)
+        .unwrap();
     let ack = w.present(b"frank").unwrap();
     assert_eq!(ack.name, "frank");
     assert!(matches!(w.call(status()), Response::Status(_)));

@@ -1,5 +1,3 @@
-mod support;
-
 mod auth;
 mod migrate;
 mod process;

@@ -4,10 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-use scribe_client::{connect, ClientOptions};
 use scribe_format::{OperationId, WorkspaceId};
-
-use super::support::*;
+use scribe_server::{InProcessConnection, Service};
+use scribe_testkit::change::{accepted, change, file, Requests};
+use scribe_testkit::pki::Pki;
+use scribe_testkit::{wire, REPO};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_scribe-server"))
@@ -107,14 +108,13 @@ fn serve_writes_runtime_files_refuses_a_second_owner_and_stops_on_sigterm() {
         s.addr
     );
 
-    let mut c = connect(&format!("scribe://{}", s.addr), &ClientOptions::default()).unwrap();
+    let mut c = wire::tcp(s.addr.parse().unwrap());
     let ws = WorkspaceId([1; 16]);
-    register(&mut c, ws);
-    let n = accepted(&upload_and_submit(
-        &mut c,
+    c.register(ws);
+    let n = accepted(&c.upload_and_submit(
         ws,
         OperationId([1; 16]),
-        &change(&[("a.txt", Some(b"a"), 0)]),
+        &change(&[("a.txt", Some(b"a".as_slice()), 0)]),
         "m",
     ));
 
@@ -129,8 +129,8 @@ fn serve_writes_runtime_files_refuses_a_second_owner_and_stops_on_sigterm() {
     assert!(err.contains("Hint:"), "{err}");
     let out = run(&["serve", "--data", d, "--listen", "127.0.0.1:0"]);
     assert_eq!(out.status.code(), Some(1));
-    // Nor can an embedded client in this process.
-    let e = connect(d, &ClientOptions::default()).err().unwrap();
+    // Nor can a service in this process (what a path URL opens).
+    let e = Service::open(&data).err().unwrap();
     assert!(e.to_string().contains(&format!("PID {pid}")), "{e}");
 
     drop(c);
@@ -159,10 +159,10 @@ fn serve_writes_runtime_files_refuses_a_second_owner_and_stops_on_sigterm() {
     );
     let out = run(&["doctor", "--data", d, "--repo", REPO]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let mut c = connect(d, &ClientOptions::default()).unwrap();
-    assert_eq!(c.repo_list().unwrap()[0].head, n);
+    let mut c = InProcessConnection::new(Service::open(&data).unwrap());
+    assert_eq!(c.repo_list()[0].head, n);
     let f = file(b"a");
-    assert_eq!(c.download(REPO, f.objects[0].0).unwrap(), b"a");
+    assert_eq!(c.object(REPO, f.objects[0].0), b"a");
 }
 
 #[test]
@@ -231,8 +231,8 @@ fn usage_errors_exit_2_and_failures_exit_1() {
 
 #[test]
 fn serve_speaks_tls_with_cert_and_key_and_stops_on_sigint() {
-    let pki = super::tls::ca_and_server();
     let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::create(&dir.path().join("pki"));
     let data = dir.path().join("data");
     assert!(run(&["init", "--data", data.to_str().unwrap()])
         .status
@@ -249,13 +249,9 @@ fn serve_speaks_tls_with_cert_and_key_and_stops_on_sigint() {
             key.to_str().unwrap(),
         ],
     );
-    let opts = ClientOptions {
-        ca_file: Some(pki.path("ca.pem")),
-        ..Default::default()
-    };
-    let mut c = connect(&format!("scribes://{}", s.addr), &opts).unwrap();
-    c.repo_create(REPO).unwrap();
-    assert_eq!(c.repo_list().unwrap().len(), 1);
+    let mut c = wire::tls(s.addr.parse().unwrap(), pki.client_config(), "127.0.0.1");
+    c.repo_create(REPO);
+    assert_eq!(c.repo_list().len(), 1);
     drop(c);
     signal(&s.child, libc::SIGINT);
     assert!(s.child.wait().unwrap().success());

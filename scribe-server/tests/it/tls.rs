@@ -1,99 +1,46 @@
-//! TLS on the listener and in the client (`scribes://`).
+//! TLS on the listener, seen by a raw protocol client (`scribes://` from
+//! the client library is tested in scribe-client's tests).
 
-use std::sync::Arc;
+use std::time::Duration;
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
-use scribe_client::{connect, ClientOptions};
-use scribe_server::{ListenOptions, ServerHandle, Service};
-
-pub struct Pki {
-    dir: tempfile::TempDir,
-}
-
-impl Pki {
-    pub fn path(&self, name: &str) -> std::path::PathBuf {
-        self.dir.path().join(name)
-    }
-}
-
-pub fn ca_and_server() -> Pki {
-    let dir = tempfile::tempdir().unwrap();
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(DnType::CommonName, "scribe test CA");
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let mut leaf = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-    leaf.subject_alt_names
-        .push(SanType::IpAddress(std::net::IpAddr::from([127, 0, 0, 1])));
-    let cert = leaf.signed_by(&key, &ca_cert, &ca_key).unwrap();
-    std::fs::write(dir.path().join("ca.pem"), ca_cert.pem()).unwrap();
-    std::fs::write(dir.path().join("server.pem"), cert.pem()).unwrap();
-    std::fs::write(dir.path().join("server.key"), key.serialize_pem()).unwrap();
-    // An unrelated CA.
-    let other_key = KeyPair::generate().unwrap();
-    let mut other = CertificateParams::new(Vec::<String>::new()).unwrap();
-    other.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let other = other.self_signed(&other_key).unwrap();
-    std::fs::write(dir.path().join("other-ca.pem"), other.pem()).unwrap();
-    Pki { dir }
-}
-
-fn tls_server(pki: &Pki) -> (tempfile::TempDir, Arc<Service>, ServerHandle) {
-    let dir = tempfile::tempdir().unwrap();
-    let service = Service::create(dir.path().join("data")).unwrap();
-    let cfg = scribe_server::tls::server_config(&pki.path("server.pem"), &pki.path("server.key"))
-        .unwrap();
-    let opts = ListenOptions {
-        tls: Some(cfg),
-        ..Default::default()
-    };
-    let server = ServerHandle::start(service.clone(), "127.0.0.1:0", opts).unwrap();
-    (dir, service, server)
-}
+use scribe_format::wire::Hello;
+use scribe_testkit::change::Requests;
+use scribe_testkit::pki::{client_config_trusting, Pki};
+use scribe_testkit::wire;
+use scribe_testkit::{Env, Transport};
 
 #[test]
-fn scribes_urls_speak_tls_to_a_trusted_server() {
-    let pki = ca_and_server();
-    let (_dir, _svc, server) = tls_server(&pki);
-    let port = server.addr().port();
-    let opts = ClientOptions {
-        ca_file: Some(pki.path("ca.pem")),
-        lz4: true,
-        ..Default::default()
-    };
+fn the_listener_speaks_tls_to_clients_that_trust_its_ca() {
+    let env = Env::builder(Transport::Tls).repo(None).start();
+    let addr = env.addr();
+    // By name and by address: the certificate names both.
     for host in ["127.0.0.1", "localhost"] {
-        let mut c = connect(&format!("scribes://{host}:{port}"), &opts).unwrap();
-        c.repo_create(&format!("r-{host}")).unwrap();
-        assert!(c.status().unwrap().repositories >= 1);
+        let mut w = wire::tls(addr, env.pki().client_config(), host);
+        w.repo_create(&format!("r-{host}"));
+        assert!(w.status().repositories >= 1);
     }
-    // Without a CA file, scribes:// is refused before connecting.
-    let e = connect(
-        &format!("scribes://127.0.0.1:{port}"),
-        &ClientOptions::default(),
-    )
-    .err()
-    .unwrap();
-    assert!(e.to_string().contains("CA"), "{e}");
-    // An untrusted CA fails the TLS handshake.
-    let other = ClientOptions {
-        ca_file: Some(pki.path("other-ca.pem")),
-        ..Default::default()
-    };
-    assert!(connect(&format!("scribes://127.0.0.1:{port}"), &other).is_err());
-    // A plain-TCP client cannot talk to the TLS listener, and the server stays up.
-    assert!(connect(
-        &format!("scribe://127.0.0.1:{port}"),
-        &ClientOptions {
-            timeout: std::time::Duration::from_secs(5),
-            ..Default::default()
-        }
-    )
-    .is_err());
-    let mut c = connect(&format!("scribes://127.0.0.1:{port}"), &opts).unwrap();
-    assert_eq!(c.repo_list().unwrap().len(), 2);
+    // A client trusting another CA fails the TLS handshake.
+    let other = client_config_trusting(&env.pki().path("other-ca.pem"));
+    let mut s = wire::tls_stream(wire::socket(addr), other, "localhost");
+    let e = std::io::Write::write_all(&mut s, &Hello::new(false).encode())
+        .and_then(|_| std::io::Write::flush(&mut s))
+        .and_then(|_| std::io::Read::read_exact(&mut s, &mut [0u8; 32]))
+        .unwrap_err();
+    assert!(e.to_string().contains("certificate"), "{e}");
+    // A plain-TCP client gets no answer it can read, and the server stays up.
+    let mut plain = wire::socket(addr);
+    plain
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    std::io::Write::write_all(&mut plain, &Hello::new(false).encode()).unwrap();
+    let mut answer = [0u8; 32];
+    let read = std::io::Read::read_exact(&mut plain, &mut answer);
+    assert!(
+        read.is_err() || scribe_format::wire::Answer::decode(&answer).is_err(),
+        "a plain hello was answered: {answer:?}"
+    );
+    let mut w = wire::tls(addr, env.pki().client_config(), "localhost");
+    assert_eq!(w.repo_list().len(), 2);
 }
 
 #[test]
@@ -106,6 +53,15 @@ fn bad_pem_files_are_readable_errors() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("no certificate"), "{e}");
-    let e = scribe_client::tls::client_config(&dir.path().join("absent.pem")).unwrap_err();
+    let e = scribe_server::tls::server_config(
+        &dir.path().join("absent.pem"),
+        &dir.path().join("absent.key"),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("absent.pem"), "{e}");
+    // A certificate with a missing key names the key file.
+    let pki = Pki::create(&dir.path().join("pki"));
+    let e = scribe_server::tls::server_config(&pki.path("server.pem"), &dir.path().join("no.key"))
+        .unwrap_err();
+    assert!(e.to_string().contains("no.key"), "{e}");
 }
