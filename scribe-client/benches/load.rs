@@ -11,15 +11,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use scribe_client::{connect, Client, ClientOptions};
-use scribe_format::changeset::{ChangeSet, Entry, FileState, Mode};
-use scribe_format::manifest::ChunkRef;
 use scribe_format::wire::message as m;
 use scribe_format::wire::Text;
-use scribe_format::{
-    BranchId, ChangeSetId, ChunkId, ErrorCode, FileContentId, ManifestId, ObjectId, OperationId,
-    WorkspaceId,
-};
-use scribe_server::{ListenOptions, ServerHandle, Service};
+use scribe_format::{BranchId, ChangeSetId, ErrorCode, ObjectId, OperationId, WorkspaceId};
+use scribe_testkit::change::change;
+use scribe_testkit::{Env, Transport};
 
 const REPO: &str = "load";
 
@@ -49,37 +45,8 @@ fn arg(name: &str, default: u64) -> u64 {
 }
 
 fn objects_of(path: &str, content: &[u8]) -> (ChangeSetId, Vec<(ObjectId, Vec<u8>)>) {
-    let chunk = ChunkId::of(content);
-    let content_id = FileContentId::of(content);
-    let manifest = scribe_objects::encode_manifest(
-        content.len() as u64,
-        &content_id,
-        &[ChunkRef {
-            id: chunk,
-            length: content.len() as u32,
-        }],
-    )
-    .expect("manifest");
-    let manifest_id = ManifestId::of_payload(&manifest);
-    let set = ChangeSet::new(vec![Entry::add(
-        path,
-        FileState {
-            manifest: manifest_id,
-            content: content_id,
-            size: content.len() as u64,
-            mode: Mode::Regular,
-        },
-    )]);
-    let payload = set.encode().expect("change set");
-    let id = ChangeSetId::of_payload(&payload);
-    (
-        id,
-        vec![
-            (ObjectId::chunk(chunk), content.to_vec()),
-            (ObjectId::manifest(manifest_id), manifest),
-            (ObjectId::change_set(id), payload),
-        ],
-    )
+    let c = change(&[(path, Some(content), 0)]);
+    (c.id, c.objects)
 }
 
 fn worker(url: String, t: u32, deadline: Instant, stats: Arc<Mutex<Stats>>) {
@@ -236,15 +203,11 @@ fn ms(d: Duration) -> String {
 fn main() {
     let seconds = arg("--seconds", 60);
     let clients = arg("--clients", 32) as u32;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let data = dir.path().join("data");
-    let service = Service::create(&data).expect("data root");
-    scribe_server::service::dispatch::repo_create(&service, REPO).expect("repo");
+    let mut env = Env::builder(Transport::Tcp).repo(Some(REPO)).start();
+    let service = env.service().clone();
     let grouped = !std::env::args().any(|a| a == "--no-group");
     service.set_group_acceptance(grouped);
-    let server = ServerHandle::start(service.clone(), "127.0.0.1:0", ListenOptions::default())
-        .expect("listen");
-    let url = server.url();
+    let url = env.url().to_string();
     let stats = Arc::new(Mutex::new(Stats::default()));
     let start = Instant::now();
     let deadline = start + Duration::from_secs(seconds);
@@ -258,7 +221,7 @@ fn main() {
         t.join().expect("worker");
     }
     let elapsed = start.elapsed();
-    server.shutdown();
+    env.take_listener().shutdown();
 
     let mut s = stats.lock().expect("stats");
     let total: usize = s.latencies.values().map(Vec::len).sum();

@@ -200,13 +200,13 @@ impl Env {
             .unwrap_or_else(|| panic!("{:?}: no listener in this process", self.transport))
     }
 
-    /// Stop the listener in this process (its connections end); the
-    /// service stays open.
-    pub fn stop_listener(&mut self) {
+    /// Take the listener out of the environment, to shut it down while
+    /// the service stays open.
+    pub fn take_listener(&mut self) -> ServerHandle {
+        let t = self.transport;
         self.listener
             .take()
-            .unwrap_or_else(|| panic!("{:?}: no listener in this process", self.transport))
-            .shutdown();
+            .unwrap_or_else(|| panic!("{t:?}: no listener in this process"))
     }
 
     /// The address a TCP or TLS client connects to.

@@ -27,7 +27,7 @@ fn hold_first_stage(env: &Env) -> (mpsc::Receiver<()>, mpsc::Sender<()>) {
     let once = AtomicBool::new(false);
     let entered_tx = Mutex::new(entered_tx);
     let release_rx = Mutex::new(release_rx);
-    let repo = env.service.root().open_repository_by_name(REPO).unwrap();
+    let repo = env.service().root().open_repository_by_name(REPO).unwrap();
     repo.set_stage_hook(Some(Box::new(move |_| {
         if !once.swap(true, Ordering::SeqCst) {
             let _ = entered_tx.lock().unwrap().send(());
@@ -59,7 +59,7 @@ fn reads_do_not_wait_for_a_submission_in_progress() {
     )
     .unwrap();
     let (entered, release) = hold_first_stage(&env);
-    let url = env.server.as_ref().unwrap().url();
+    let url = env.url().to_string();
     let submitter = std::thread::spawn(move || {
         let mut c = scribe_client::connect(&url, &Default::default()).unwrap();
         c.submit(submit_req(ws, OperationId([2; 16]), big.id, "big"))
@@ -127,14 +127,14 @@ fn shutdown_lets_an_acceptance_in_progress_finish() {
     .unwrap();
     drop(c);
     let (entered, release) = hold_first_stage(&env);
-    let url = env.server.as_ref().unwrap().url();
+    let url = env.url().to_string();
     let id = big.id;
     let submitter = std::thread::spawn(move || {
         let mut c = scribe_client::connect(&url, &Default::default()).unwrap();
         c.submit(submit_req(ws, op, id, "big"))
     });
     entered.recv().unwrap();
-    let server = env.server.take().unwrap();
+    let server = env.take_listener();
     let addr = server.addr();
     let stopper = std::thread::spawn(move || server.shutdown());
     // Wait until the listener has stopped accepting: shutdown has begun
@@ -147,14 +147,14 @@ fn shutdown_lets_an_acceptance_in_progress_finish() {
     let o = submitter.join().unwrap().expect("answered during shutdown");
     accepted(&o);
     stopper.join().unwrap();
-    let mut local = scribe_client::Client::in_process(env.service.clone());
+    let mut local = scribe_client::Client::in_process(env.service().clone());
     assert_eq!(local.operation_outcome(REPO, op).unwrap(), Some(o));
 }
 
 #[test]
 fn many_clients_submit_and_lock_concurrently() {
     let env = Env::new(Transport::Tcp);
-    let url = env.server.as_ref().unwrap().url();
+    let url = env.url().to_string();
     let results = Arc::new(Mutex::new(Vec::new()));
     let threads: Vec<_> = (0..8u8)
         .map(|t| {
@@ -206,16 +206,16 @@ fn many_clients_submit_and_lock_concurrently() {
         "each acceptance got its own change"
     );
     let report = scribe_server::admin::live_objects(
-        &env.service.root().open_repository_by_name(REPO).unwrap(),
-        &env.service
+        &env.service().root().open_repository_by_name(REPO).unwrap(),
+        &env.service()
             .stores()
-            .get(&env.service.root().repository_id(REPO).unwrap())
+            .get(&env.service().root().repository_id(REPO).unwrap())
             .unwrap(),
     )
     .unwrap();
     assert!(report.len() >= 32 * 3);
     let doctor = env
-        .service
+        .service()
         .root()
         .open_repository_by_name(REPO)
         .unwrap()
@@ -227,7 +227,7 @@ fn many_clients_submit_and_lock_concurrently() {
 #[test]
 fn a_retry_racing_its_original_gets_the_same_outcome() {
     let env = Env::new(Transport::Tcp);
-    let url = env.server.as_ref().unwrap().url();
+    let url = env.url().to_string();
     let ws = WorkspaceId([1; 16]);
     let mut c = env.client();
     register(&mut c, ws);

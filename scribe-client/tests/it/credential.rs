@@ -42,9 +42,9 @@ impl Authorizer for Names {
 #[test]
 fn a_presented_credential_names_the_connection_and_a_refused_one_is_forbidden() {
     let env = Env::new(Transport::Tcp);
-    env.service.set_authorizer(Arc::new(Names));
-    let url = env.server.as_ref().unwrap().url();
-    let addr = env.server.as_ref().unwrap().addr();
+    env.service().set_authorizer(Arc::new(Names));
+    let url = env.url().to_string();
+    let addr = env.addr();
     let opts = |c: Option<&str>| ClientOptions {
         credential: c.map(|c| c.as_bytes().to_vec()),
         ..ClientOptions::default()

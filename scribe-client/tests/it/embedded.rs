@@ -56,9 +56,8 @@ fn urls_parse_to_their_transport() {
 
 #[test]
 fn a_path_url_serves_in_process_and_holds_the_lock() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    drop(Service::create(&data).unwrap());
+    let env = Env::builder(Transport::Path).repo(None).start();
+    let data = env.data();
     let url = format!("file://{}", data.display());
     let mut c = connect(&url, &ClientOptions::default()).unwrap();
     assert!(c.is_in_process());
@@ -105,14 +104,13 @@ fn a_missing_data_root_is_a_readable_error() {
 
 #[test]
 fn an_interrupted_object_store_creation_is_redone_at_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let id = {
-        let svc = Service::create(&data).unwrap();
-        scribe_server::service::dispatch::repo_create(&svc, REPO)
-            .unwrap()
-            .id
-    };
+    let env = Env::new(Transport::Path);
+    let data = env.data();
+    let id = Service::open(data)
+        .unwrap()
+        .root()
+        .repository_id(REPO)
+        .unwrap();
     // As if creation stopped before the store's descriptor was written.
     let objects = data.join("repos").join(id.to_hex()).join("objects");
     std::fs::remove_file(objects.join("SCRIBE_FORMAT")).unwrap();
@@ -132,15 +130,13 @@ fn an_interrupted_object_store_creation_is_redone_at_open() {
 
 #[test]
 fn compaction_keeps_accepted_and_actively_pinned_objects_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
+    let env = Env::new(Transport::Path);
+    let data = env.data();
     let accepted_ch = change(&[("kept.txt", Some(b"kept"), 0)]);
     let pinned = file(b"pinned upload in progress");
     let dropped = file(b"upload of a retired workspace");
     {
-        let svc = Service::create(&data).unwrap();
-        scribe_server::service::dispatch::repo_create(&svc, REPO).unwrap();
-        let mut c = scribe_client::Client::in_process(svc);
+        let mut c = env.client();
         let (a, b, r) = (
             WorkspaceId([1; 16]),
             WorkspaceId([2; 16]),
@@ -169,7 +165,7 @@ fn compaction_keeps_accepted_and_actively_pinned_objects_only() {
         send(&mut c, r, OperationId([3; 16]), &dropped);
         c.workspace_retire(REPO, r).unwrap();
     }
-    let report = scribe_server::admin::compact_objects(&data, None, &Default::default()).unwrap();
+    let report = scribe_server::admin::compact_objects(data, None, &Default::default()).unwrap();
     assert!(report.is_clean());
     let mut c = connect(data.to_str().unwrap(), &ClientOptions::default()).unwrap();
     let ids = |objs: &[(scribe_format::ObjectId, Vec<u8>)]| {
@@ -188,7 +184,7 @@ fn compaction_keeps_accepted_and_actively_pinned_objects_only() {
         ids(&dropped.objects)
     );
     drop(c);
-    assert!(scribe_server::admin::doctor(&data, Some(REPO))
+    assert!(scribe_server::admin::doctor(data, Some(REPO))
         .unwrap()
         .is_clean());
 }

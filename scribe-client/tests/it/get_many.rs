@@ -5,22 +5,10 @@ use scribe_format::wire::message as m;
 use scribe_format::wire::Request;
 use scribe_format::{ErrorCode, ObjectId, OperationId, WorkspaceId};
 
-use super::support::{both, file, REPO};
+use super::support::{both, file, noise, Clients, REPO};
 
 fn code(e: scribe_client::ClientError) -> ErrorCode {
     e.code()
-}
-
-fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
 }
 
 #[test]

@@ -14,7 +14,7 @@ use scribe_format::{ErrorCode, ObjectId, OperationId, WorkspaceId};
 use super::support::*;
 
 fn raw(env: &Env) -> TcpStream {
-    let s = TcpStream::connect(env.server.as_ref().unwrap().addr()).unwrap();
+    let s = TcpStream::connect(env.addr()).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
         .unwrap();
     s
@@ -308,7 +308,7 @@ fn idle_connections_are_closed_after_the_idle_timeout() {
         },
         ..Default::default()
     };
-    let env = Env::with_options(Transport::Tcp, opts);
+    let env = Env::builder(Transport::Tcp).listen(opts).start();
     let mut idle = opened(&env);
     assert!(closed(&mut idle));
     let mut mute = raw(&env);
@@ -335,7 +335,7 @@ fn connections_over_the_limit_get_busy_and_others_continue() {
         max_connections: 1,
         ..Default::default()
     };
-    let env = Env::with_options(Transport::Tcp, opts);
+    let env = Env::builder(Transport::Tcp).listen(opts).start();
     let mut first = env.client();
     assert_eq!(first.status().unwrap().connections, 1);
     let mut second = env.client();

@@ -9,3 +9,6 @@ mod ops;
 mod staged;
 mod tls;
 mod workflow;
+
+// The server process of `Transport::Process`: this test binary, run again.
+scribe_testkit::server_process_entry!();

@@ -118,7 +118,7 @@ fn objects_move_both_ways_in_bounded_pieces() {
         );
         assert_eq!(sink, f.objects[1].1);
         // Pins were written for both objects under the operation.
-        let repo = env.service.root().open_repository_by_name(REPO).unwrap();
+        let repo = env.service().root().open_repository_by_name(REPO).unwrap();
         assert_eq!(pins::count(&repo, ws, op).unwrap(), 2);
         assert_eq!(pins::active(&repo).unwrap().len(), 2);
         let absent = ObjectId::chunk(scribe_format::ChunkId::of(b"absent"));
@@ -160,7 +160,7 @@ fn small_objects_upload_in_groups_with_their_pins() {
             .unwrap();
         assert_eq!(r.sent, ids.len());
         assert!(c.objects_missing(REPO, &ids).unwrap().is_empty());
-        let repo = env.service.root().open_repository_by_name(REPO).unwrap();
+        let repo = env.service().root().open_repository_by_name(REPO).unwrap();
         assert_eq!(pins::count(&repo, ws, op).unwrap(), ids.len());
         assert_eq!(c.download(REPO, ids[0]).unwrap(), objects[0].1);
         // A group with one wrong object stores none of it.
@@ -265,7 +265,7 @@ fn submit_answers_and_retries_return_the_recorded_outcome() {
         assert_eq!(other.code, ErrorCode::OperationIntentMismatch.number());
         assert_eq!(c.repo_list().unwrap()[0].head, n);
         // The final outcome released the intent's pins.
-        let repo = env.service.root().open_repository_by_name(REPO).unwrap();
+        let repo = env.service().root().open_repository_by_name(REPO).unwrap();
         assert_eq!(pins::count(&repo, ws, op).unwrap(), 0);
         // A finished intent cannot pin again.
         let late = c.upload_missing(
@@ -637,7 +637,7 @@ fn lz4_frames_carry_the_same_operations() {
 #[test]
 fn uploads_beyond_the_service_budget_are_refused_busy() {
     both(|env| {
-        env.service.set_upload_budget(1 << 20);
+        env.service().set_upload_budget(1 << 20);
         let mut c = env.client();
         let ws = WorkspaceId([1; 16]);
         let big = vec![7u8; 2 << 20];
@@ -663,4 +663,33 @@ fn uploads_beyond_the_service_budget_are_refused_busy() {
             .unwrap();
         }
     });
+}
+
+/// The client library reaches the service the same way over every
+/// transport, TLS and a separate server process included.
+#[test]
+fn a_submit_and_its_download_over_every_transport() {
+    for t in Transport::ALL {
+        let env = Env::new(t);
+        let mut c = env.client();
+        assert_eq!(
+            c.is_in_process(),
+            matches!(t, Transport::InProcess | Transport::Path),
+            "{t:?}"
+        );
+        let ws = WorkspaceId([1; 16]);
+        register(&mut c, ws);
+        let content = noise(100_000, 9);
+        let ch = change(&[("a.bin", Some(&content), 0)]);
+        let n = accepted(&upload_and_submit(
+            &mut c,
+            ws,
+            OperationId([1; 16]),
+            &ch,
+            "m",
+        ));
+        assert_eq!(n, 1, "{t:?}");
+        let chunk = file(&content).objects[0].0;
+        assert_eq!(c.download(REPO, chunk).unwrap(), content, "{t:?}");
+    }
 }

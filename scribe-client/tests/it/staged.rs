@@ -14,14 +14,6 @@ fn chunk(data: &[u8]) -> ObjectId {
     ObjectId::chunk(ChunkId::of(data))
 }
 
-fn noise(n: usize, seed: u8) -> Vec<u8> {
-    let mut h = blake3::Hasher::new();
-    h.update(&[seed]);
-    let mut out = vec![0u8; n];
-    h.finalize_xof().fill(&mut out);
-    out
-}
-
 #[test]
 fn pin_missing_pins_every_id_and_names_only_the_absent() {
     both(|env| {
@@ -35,7 +27,7 @@ fn pin_missing_pins_every_id_and_names_only_the_absent() {
             c.objects_pin_missing(REPO, WS, OP, &ids).unwrap(),
             vec![absent]
         );
-        let repo = env.service.root().open_repository_by_name(REPO).unwrap();
+        let repo = env.service().root().open_repository_by_name(REPO).unwrap();
         // Both are pinned, the present one too (its reuse is protected).
         assert_eq!(pins::count(&repo, WS, OP).unwrap(), 2);
         let err = c.objects_pin_missing("nope", WS, OP, &ids).unwrap_err();
@@ -67,7 +59,7 @@ fn staged_objects_are_published_together_and_visible_after() {
         assert_eq!(other.download(REPO, ids[2]).unwrap(), objects[2]);
         // Nothing left to publish; the pins stayed as they were.
         assert_eq!(c.objects_publish(REPO).unwrap(), 0);
-        let repo = env.service.root().open_repository_by_name(REPO).unwrap();
+        let repo = env.service().root().open_repository_by_name(REPO).unwrap();
         assert_eq!(pins::count(&repo, WS, OP).unwrap(), 3);
         assert_eq!(
             c.objects_publish("nope").unwrap_err().code(),
@@ -84,7 +76,7 @@ fn any_other_request_publishes_the_stage_first() {
         let id = chunk(&data);
         // Not pinned beforehand: the staged put pins it itself.
         c.put_object_staged(REPO, WS, OP, id, &data).unwrap();
-        let repo = env.service.root().open_repository_by_name(REPO).unwrap();
+        let repo = env.service().root().open_repository_by_name(REPO).unwrap();
         assert_eq!(pins::count(&repo, WS, OP).unwrap(), 1);
         assert!(c.objects_missing(REPO, &[id]).unwrap().is_empty());
         assert_eq!(env.client().download(REPO, id).unwrap(), data);
@@ -96,7 +88,7 @@ fn a_full_stage_publishes_itself() {
     both(|env| {
         let mut c = env.client();
         let objects: Vec<Vec<u8>> = (0..=STAGE_PUBLISH_OBJECTS)
-            .map(|i| noise(100, i as u8))
+            .map(|i| noise(100, i as u64))
             .collect();
         let ids: Vec<ObjectId> = objects.iter().map(|o| chunk(o)).collect();
         c.objects_pin_missing(REPO, WS, OP, &ids).unwrap();
@@ -132,7 +124,7 @@ fn staged_bytes_are_verified_and_a_dropped_connection_stores_nothing() {
 #[test]
 fn staged_bytes_hold_the_upload_budget_until_published() {
     both(|env| {
-        env.service.set_upload_budget(10 << 20);
+        env.service().set_upload_budget(10 << 20);
         let mut c = env.client();
         let a = noise(6 << 20, 6);
         let b = noise(6 << 20, 7);

@@ -67,7 +67,7 @@ fn submit_and_sync_run_as_library_calls_and_report_progress() {
     let again = workspace::create(&ctx, args("alice")).unwrap_err();
     assert_eq!(again.code(), ErrorCode::AlreadyExists);
 
-    let body = scribe_testdata(3 << 20);
+    let body = scribe_testkit::noise(3 << 20, 1);
     std::fs::write(a.root.join("big.bin"), &body).unwrap();
     std::fs::write(a.root.join("small.txt"), b"hello").unwrap();
     let o = Opened::find(&a.root).unwrap();
@@ -113,18 +113,4 @@ fn submit_and_sync_run_as_library_calls_and_report_progress() {
     let s = sync::sync(&ob, &link, 0).unwrap();
     assert_eq!(s.change, 1);
     assert!(s.report.written.is_empty() && s.report.removed.is_empty());
-}
-
-/// Incompressible bytes (xorshift).
-fn scribe_testdata(n: usize) -> Vec<u8> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut out = Vec::with_capacity(n + 8);
-    while out.len() < n {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(n);
-    out
 }
