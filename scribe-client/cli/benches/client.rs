@@ -32,6 +32,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use scribe_server::{ListenOptions, ServerHandle, Service};
+use scribe_testkit::noise;
 
 struct Opts {
     files: usize,
@@ -99,19 +100,6 @@ fn opts() -> Opts {
     o
 }
 
-fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(n + 8);
-    while out.len() < n {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(n);
-    out
-}
-
 fn scribe(dir: &Path, args: &[&str]) -> (f64, String) {
     scribe_with(Path::new(env!("CARGO_BIN_EXE_scribe")), dir, args)
 }
@@ -163,47 +151,7 @@ fn du(p: &Path) -> u64 {
 
 /// Make `dir` a workspace whose baselines are exactly its files.
 fn record_baselines(dir: &Path) {
-    use scribe_format::{BranchId, FileContentId, ManifestId, RepositoryId, WorkspaceId};
-    use scribe_workspace::records::fingerprint_of;
-    use scribe_workspace::records::BaselineRecord;
-    use scribe_workspace::scan::{now_ms, scan, ScanOptions};
-    let meta = scribe_workspace::WorkspaceMeta {
-        workspace_id: WorkspaceId::random(),
-        repository_id: RepositoryId::random(),
-        branch_id: BranchId([0; 16]),
-        incarnation: [0; 16],
-        repository_name: "status".into(),
-        server: "scribe://127.0.0.1:1".into(),
-        author: "bench".into(),
-        view: Vec::new(),
-        tags: Vec::new(),
-        readonly: false,
-        transfer_compression: false,
-        synced: 1,
-    };
-    let ws = scribe_workspace::Workspace::create(dir, &meta).expect("workspace");
-    let found = scan(dir, &ScanOptions::default());
-    let now = now_ms();
-    let tx = ws.write().expect("write");
-    for f in &found.files {
-        let full = dir.join(&f.path);
-        let bytes = std::fs::read(&full).expect("read");
-        let m = std::fs::metadata(&full).expect("stat");
-        tx.put_baseline(
-            &f.path,
-            &BaselineRecord {
-                incarnation: [0; 16],
-                manifest: ManifestId([0; 32]),
-                content: FileContentId::of(&bytes),
-                size: bytes.len() as u64,
-                mode: u8::from(f.executable),
-                change: 1,
-                fingerprint: fingerprint_of(&m, now),
-            },
-        )
-        .expect("baseline");
-    }
-    tx.commit().expect("commit");
+    scribe_testkit::workspace::with_baselines(dir, &scribe_testkit::workspace::meta("status"));
 }
 
 /// The machine's own floor for a status: one thread listing every

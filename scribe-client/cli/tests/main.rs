@@ -1,15 +1,4 @@
-//! End-to-end tests of the `scribe` binary.
+//! End-to-end tests of the `scribe` binary (one test binary, modules
+//! under `it/`).
 
-mod support;
-
-mod crash;
-mod daily;
-mod debug_path;
-mod help;
-mod moves;
-mod output;
-mod quickstart;
-mod receipt;
-mod restore;
-mod transfer;
-mod views;
+mod it;

@@ -226,6 +226,18 @@ impl Env {
             .unwrap_or_else(|| panic!("{t:?}: no server process"))
     }
 
+    /// Kill the server process (SIGKILL) if it still runs and start a
+    /// new one over the same data root on the same address.
+    pub fn restart_process(&mut self) {
+        let addr = self.addr();
+        self.process().kill();
+        self.process = Some(ServerProcess::start_at(
+            &self.data,
+            &self.tmp.path().join("run"),
+            &addr.to_string(),
+        ));
+    }
+
     /// The test PKI (TLS).
     pub fn pki(&self) -> &Pki {
         self.pki

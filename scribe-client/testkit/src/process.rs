@@ -34,6 +34,8 @@ const DATA_VAR: &str = "SCRIBE_TESTKIT_SERVE_DATA";
 const ADDRESS_VAR: &str = "SCRIBE_TESTKIT_SERVE_ADDRESS_FILE";
 /// The parent's PID: the child exits when its parent is gone.
 const PARENT_VAR: &str = "SCRIBE_TESTKIT_SERVE_PARENT";
+/// The address to listen on (`127.0.0.1:0` unless a restart reuses one).
+const LISTEN_VAR: &str = "SCRIBE_TESTKIT_SERVE_LISTEN";
 
 /// How long the child may take to start listening before the test fails.
 const START_DEADLINE: Duration = Duration::from_secs(120);
@@ -67,9 +69,10 @@ fn serve(data: &Path) -> ! {
         .expect(PARENT_VAR)
         .parse()
         .expect("a PID");
+    let listen = std::env::var(LISTEN_VAR).expect(LISTEN_VAR);
     let service = Service::open(data).unwrap_or_else(|e| panic!("{}: {e}", data.display()));
-    let handle =
-        ServerHandle::start(service, "127.0.0.1:0", ListenOptions::default()).expect("listen");
+    let handle = ServerHandle::start(service, &listen, ListenOptions::default())
+        .unwrap_or_else(|e| panic!("listen on {listen}: {e}"));
     // Written whole, then renamed: the parent never reads half an address.
     let partial = address_file.with_extension("partial");
     std::fs::write(&partial, format!("{}\n", handle.addr())).expect("write the address");
@@ -126,6 +129,13 @@ impl ServerProcess {
     /// The test crate must have invoked
     /// [`server_process_entry!`](crate::server_process_entry).
     pub fn start(data: &Path, runtime: &Path) -> ServerProcess {
+        ServerProcess::start_at(data, runtime, "127.0.0.1:0")
+    }
+
+    /// [`start`](ServerProcess::start) listening on `listen` (for example
+    /// the address of a server process that was killed, so that the
+    /// workspaces pointing at it reach the new one).
+    pub fn start_at(data: &Path, runtime: &Path, listen: &str) -> ServerProcess {
         std::fs::create_dir_all(runtime).expect("runtime dir");
         let address_file = runtime.join("listen");
         let log = runtime.join("server.log");
@@ -138,6 +148,7 @@ impl ServerProcess {
             .env(DATA_VAR, data)
             .env(ADDRESS_VAR, &address_file)
             .env(PARENT_VAR, std::process::id().to_string())
+            .env(LISTEN_VAR, listen)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)

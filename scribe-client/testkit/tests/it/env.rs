@@ -52,12 +52,20 @@ fn every_transport_serves_a_submit_and_its_objects() {
 }
 
 #[test]
-fn a_killed_server_process_releases_the_data_root() {
+fn a_killed_server_process_releases_the_data_root_and_restarts_on_its_address() {
     let mut env = Env::new(Transport::Process);
+    let addr = env.addr();
+    let first = env.process().pid();
     env.process().kill();
-    let service = scribe_server::Service::open(env.data()).unwrap();
-    let mut c = scribe_server::InProcessConnection::new(service);
-    assert_eq!(c.repo_list()[0].name, REPO);
+    {
+        let service = scribe_server::Service::open(env.data()).unwrap();
+        let mut c = scribe_server::InProcessConnection::new(service);
+        assert_eq!(c.repo_list()[0].name, REPO);
+    }
+    env.restart_process();
+    assert_eq!(env.addr(), addr);
+    assert_ne!(env.process().pid(), first);
+    assert_eq!(env.connect().repo_list()[0].name, REPO);
 }
 
 #[test]

@@ -4,22 +4,9 @@
 //! work stays, sync after the restore is a full sync that defers the
 //! opened path, and resolving it lets the work be submitted again.
 
-use std::path::Path;
+use scribe_testkit::files::copy_tree;
 
-use crate::support::{read, server_binary, write, Env, Transport};
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst);
-        } else if e.file_name() != "LOCK" {
-            std::fs::copy(e.path(), dst).unwrap();
-        }
-    }
-}
+use super::support::{read, write, Env, Transport};
 
 #[test]
 fn restore_retires_the_pending_submission_and_keeps_opened_work() {
@@ -31,28 +18,18 @@ fn restore_retires_the_pending_submission_and_keeps_opened_work() {
     write(&a, "y.txt", b"y1");
     env.scribe(&a, &["add", "."]).ok();
     env.scribe(&a, &["submit", "-m", "one"]).ok();
-    let root = env.path("server");
+    let root = env.data();
     let backup = env.path("backup");
-    copy_dir(&root, &backup);
+    copy_tree(&root, &backup, &["LOCK"]);
     // change 2 is accepted, but the client dies before finalizing it
     env.scribe(&a, &["edit", "x.txt"]).ok();
     write(&a, "x.txt", b"x2 made before the restore");
     let r = env.crash(&a, "submit-after-reply", &["submit", "-m", "two"]);
     assert!(r.killed, "{r:?}");
-    // restore the copy taken at change 1
-    std::fs::rename(&root, env.path("server.lost")).unwrap();
-    let out = std::process::Command::new(server_binary())
-        .args(["restore", "--from"])
-        .arg(&backup)
-        .arg("--data")
-        .arg(&root)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // restore the copy taken at change 1 (what `scribe-server restore`
+    // runs; the binary itself is tested in scribe-server's tests)
+    std::fs::rename(&root, env.path("data.lost")).unwrap();
+    scribe_metadata::restore::restore(&backup, &root).unwrap();
     // the rerun does not replay: the candidate is archived
     let r = env.scribe(&a, &["submit"]);
     assert_eq!(r.code, Some(1), "{r:?}");

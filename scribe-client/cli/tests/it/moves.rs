@@ -2,7 +2,7 @@
 //! abort keeping edits made after the move, chains, exit codes, and a
 //! kill -9 at each durable step followed by a rerun or an abort.
 
-use crate::support::{read, write, Env, Transport};
+use super::support::{read, write, Env, Transport};
 
 fn setup(env: &Env) -> std::path::PathBuf {
     let a = env.workspace("alice", &[]);

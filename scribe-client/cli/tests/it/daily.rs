@@ -1,6 +1,6 @@
 //! The daily loop between two workspaces, over both transports.
 
-use crate::support::{both, noise, read, write, Env, Transport};
+use super::support::{both, noise, read, write, Env, Transport};
 
 fn exchange(t: Transport) {
     let env = Env::new(t);
@@ -131,11 +131,39 @@ fn exchange_over_tls() {
     stale_base_refused_then_resolved(Transport::Tls);
 }
 
-/// The same loop against the real `scribe-server serve` process.
+/// The same loop against a server in a separate process.
 #[test]
-fn exchange_with_the_server_binary() {
-    exchange(Transport::Binary);
-    lock_blocks_submit(Transport::Binary);
+fn exchange_with_a_separate_server_process() {
+    exchange(Transport::Process);
+    lock_blocks_submit(Transport::Process);
+}
+
+/// A server killed with SIGKILL loses nothing it acknowledged: the next
+/// command reports it unreachable and changes nothing; a new server
+/// process on the same address serves the change, and work goes on.
+#[test]
+fn a_killed_server_loses_nothing_it_acknowledged() {
+    let mut env = Env::new(Transport::Process);
+    let a = env.workspace("alice", &[]);
+    write(&a, "art/hero.psd", &noise(1 << 20, 5));
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "first"]).ok();
+    let status = env.server_process().kill();
+    assert!(!status.success(), "{status}");
+    write(&a, "notes.txt", b"written while the server is down");
+    env.scribe(&a, &["add", "notes.txt"]).ok();
+    let r = env.scribe(&a, &["submit", "-m", "second"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Error[unreachable]"), "{}", r.stderr);
+    env.restart_server_process();
+    let b = env.workspace("bob", &[]);
+    assert_eq!(read(&b, "art/hero.psd"), noise(1 << 20, 5));
+    assert!(!b.join("notes.txt").exists());
+    let r = env.scribe(&a, &["submit", "-m", "second"]);
+    r.ok();
+    assert_eq!(r.stdout.trim(), "change 2");
+    env.scribe(&b, &["sync"]).ok();
+    assert_eq!(read(&b, "notes.txt"), b"written while the server is down");
 }
 
 fn stale_base_refused_then_resolved(t: Transport) {

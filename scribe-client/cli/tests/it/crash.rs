@@ -2,7 +2,7 @@
 //! process SIGKILLs itself through `SCRIBE_TEST_CRASH_AT`) and of a slowed
 //! run from outside, followed by a rerun that completes with nothing lost.
 
-use crate::support::{both, noise, read, write, Env, Transport};
+use super::support::{both, noise, read, write, Env, Transport};
 
 fn files(n: usize) -> Vec<(String, Vec<u8>)> {
     (0..n)

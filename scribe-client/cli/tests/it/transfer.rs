@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::support::{both, noise, read, write, Env, Transport};
+use super::support::{both, noise, read, write, Env, Transport};
 
 const MIB: usize = 1 << 20;
 
@@ -57,7 +57,7 @@ fn edit_of_a_synced_big_file_stores_and_sends_little(t: Transport) {
     let env = Env::new(t);
     let (b, mut bytes) = big_file_synced_by_bob(&env);
     let cache = b.join(".scribe/_state/cache");
-    let server = env.path("server");
+    let server = env.data();
     let cache_before = du(&cache);
     let server_before = du(&server);
     env.scribe(&b, &["edit", "art/big.bin"]).ok();

@@ -4,7 +4,7 @@
 
 use std::process::Stdio;
 
-use crate::support::{write, Env, Transport};
+use super::support::{write, Env, Transport};
 
 /// `scribe log | head -1` used to panic with exit 101 when the reader
 /// closed the pipe: every command's data goes through one writer that
@@ -91,7 +91,7 @@ fn an_unreachable_server_is_reported_with_its_cause() {
         .unwrap()
         .port();
     let url = format!("scribe://127.0.0.1:{port}");
-    let r = env.scribe(env.tmp.path(), &["repo", "list", "--server", &url]);
+    let r = env.scribe(env.dir(), &["repo", "list", "--server", &url]);
     assert_eq!(r.code, Some(1), "{r:?}");
     assert!(r.stderr.contains("Error[unreachable]"), "{}", r.stderr);
     assert!(
@@ -107,11 +107,11 @@ fn an_unreachable_server_is_reported_with_its_cause() {
 fn completions_and_the_man_page_are_printed() {
     let env = Env::new(Transport::Path);
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
-        let r = env.scribe(env.tmp.path(), &["completions", shell]);
+        let r = env.scribe(env.dir(), &["completions", shell]);
         r.ok();
         assert!(r.stdout.contains("workspace"), "{shell}");
     }
-    let r = env.scribe(env.tmp.path(), &["man"]);
+    let r = env.scribe(env.dir(), &["man"]);
     r.ok();
     assert!(
         r.stdout.starts_with(".ie"),

@@ -1,6 +1,6 @@
 //! Views, read-only workspaces and the recovery commands.
 
-use crate::support::{both, read, write, Env, Transport};
+use super::support::{both, read, write, Env, Transport};
 
 fn views_select_prefixes(t: Transport) {
     let env = Env::new(t);

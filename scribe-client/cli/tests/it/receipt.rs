@@ -3,7 +3,7 @@
 //! receipt (the submitted paths go back to N), and an ordinary sync
 //! returns to the head.
 
-use crate::support::{read, write, Env, Transport};
+use super::support::{read, write, Env, Transport};
 
 #[test]
 fn sync_back_to_the_watermark_after_a_submit() {

@@ -1,0 +1,16 @@
+mod support;
+
+mod crash;
+mod daily;
+mod debug_path;
+mod help;
+mod moves;
+mod output;
+mod quickstart;
+mod receipt;
+mod restore;
+mod transfer;
+mod views;
+
+// The server process of `Transport::Process`: this test binary, run again.
+scribe_testkit::server_process_entry!();

@@ -1,0 +1,196 @@
+//! A hermetic environment for the `scribe` binary: a data root served
+//! over one of the testkit's transports (an in-process listener on
+//! 127.0.0.1, TLS, a separate server process, or a path each `scribe`
+//! process opens itself), a temporary HOME, and helpers to drive the
+//! binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use scribe_server::{ListenOptions, Service};
+pub use scribe_testkit::files::{read, write};
+pub use scribe_testkit::{noise, Transport};
+
+/// The repository every environment creates (with `scribe repo create`).
+pub const REPO: &str = "demo";
+
+pub struct Env {
+    served: scribe_testkit::Env,
+    pub url: String,
+}
+
+/// What one `scribe` run printed.
+#[derive(Debug)]
+pub struct Run {
+    pub code: Option<i32>,
+    pub killed: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn ok(&self) -> &Self {
+        assert_eq!(
+            self.code,
+            Some(0),
+            "scribe failed:\n{}\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+}
+
+fn to_run(out: Output) -> Run {
+    #[cfg(unix)]
+    let killed = {
+        use std::os::unix::process::ExitStatusExt;
+        out.status.signal().is_some()
+    };
+    #[cfg(not(unix))]
+    let killed = out.status.code().is_none();
+    Run {
+        code: out.status.code(),
+        killed,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+impl Env {
+    /// An in-process listener on 127.0.0.1 serving at most
+    /// `max_connections` at once (one more is answered `busy`), with
+    /// repository `demo`; the service is returned to watch its
+    /// connections.
+    pub fn tcp_limited(max_connections: usize) -> (Env, Arc<Service>) {
+        let served = scribe_testkit::Env::builder(Transport::Tcp)
+            .listen(ListenOptions {
+                max_connections,
+                ..Default::default()
+            })
+            .repo(None)
+            .start();
+        let svc = served.service().clone();
+        (Env::over(served), svc)
+    }
+
+    /// A fresh data root with repository `demo`.
+    pub fn new(t: Transport) -> Env {
+        Env::over(scribe_testkit::Env::builder(t).repo(None).start())
+    }
+
+    fn over(served: scribe_testkit::Env) -> Env {
+        let env = Env {
+            url: served.url().to_string(),
+            served,
+        };
+        env.scribe(
+            env.dir(),
+            &["repo", "create", REPO, "--server", &env.url.clone()],
+        )
+        .ok();
+        env
+    }
+
+    /// The temporary directory: HOME, the workspaces, the data root.
+    pub fn dir(&self) -> &Path {
+        self.served.dir()
+    }
+
+    pub fn path(&self, p: &str) -> PathBuf {
+        self.served.path(p)
+    }
+
+    /// The data root.
+    pub fn data(&self) -> PathBuf {
+        self.served.data().to_path_buf()
+    }
+
+    /// The server of [`Transport::Process`].
+    pub fn server_process(&mut self) -> &mut scribe_testkit::process::ServerProcess {
+        self.served.process()
+    }
+
+    /// Kill the server process if it runs and start a new one on the same
+    /// address ([`Transport::Process`]).
+    pub fn restart_server_process(&mut self) {
+        self.served.restart_process();
+    }
+
+    /// `scribe ARGS` in `dir`; the author is the directory's name (the
+    /// workspace's owner in these tests).
+    pub fn command(&self, dir: &Path, args: &[&str]) -> Command {
+        self.command_as(
+            dir.file_name().and_then(|n| n.to_str()).unwrap_or("tester"),
+            dir,
+            args,
+        )
+    }
+
+    pub fn command_as(&self, author: &str, dir: &Path, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_scribe"));
+        c.args(args)
+            .current_dir(dir)
+            .env("HOME", self.dir())
+            .env("SCRIBE_AUTHOR", author)
+            .env("SCRIBE_CA_FILE", self.served.ca_file())
+            .env_remove("SCRIBE_TEST_CRASH_AT")
+            .env_remove("SCRIBE_TEST_SLOW_MS");
+        c
+    }
+
+    pub fn scribe(&self, dir: &Path, args: &[&str]) -> Run {
+        to_run(self.command(dir, args).output().expect("scribe runs"))
+    }
+
+    /// Run with `SCRIBE_TEST_CRASH_AT=point`.
+    pub fn crash(&self, dir: &Path, point: &str, args: &[&str]) -> Run {
+        to_run(
+            self.command(dir, args)
+                .env("SCRIBE_TEST_CRASH_AT", point)
+                .output()
+                .expect("scribe runs"),
+        )
+    }
+
+    /// Create workspace `name` (in the temp dir) and return its root.
+    pub fn workspace(&self, name: &str, extra: &[&str]) -> PathBuf {
+        let dir = self.path(name);
+        let mut args = vec![
+            "workspace",
+            "create",
+            name,
+            "--server",
+            &self.url,
+            "--repo",
+            REPO,
+        ];
+        args.extend_from_slice(extra);
+        to_run(
+            self.command_as(name, self.dir(), &args)
+                .output()
+                .expect("scribe runs"),
+        )
+        .ok();
+        dir
+    }
+}
+
+/// Both transports for one scenario.
+macro_rules! both {
+    ($name:ident) => {
+        mod $name {
+            use super::*;
+            #[test]
+            fn tcp() {
+                $name(crate::it::support::Transport::Tcp)
+            }
+            #[test]
+            fn path() {
+                $name(crate::it::support::Transport::Path)
+            }
+        }
+    };
+}
+pub(crate) use both;
