@@ -395,18 +395,6 @@ pub enum StreamError {
 mod tests {
     use super::*;
 
-    fn noise(n: usize) -> Vec<u8> {
-        let mut x = 0x9e3779b97f4a7c15u64;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    }
-
     #[test]
     fn identity_codec_round_trip() {
         let env = encode(ObjectKind::Chunk, b"hello", Compression::None);
@@ -424,7 +412,7 @@ mod tests {
         assert_eq!(env[8], CODEC_LZ4_BLOCKS);
         assert_eq!(&*decode(&env, u64::MAX).unwrap().payload, &compressible[..]);
 
-        let random = noise(300_000);
+        let random = scribe_testkit::noise(300_000, 0);
         let env = encode(ObjectKind::Chunk, &random, Compression::Lz4);
         assert_eq!(env[8], CODEC_IDENTITY);
 
@@ -435,7 +423,7 @@ mod tests {
     #[test]
     fn stream_decode_matches_slice_decode() {
         let mut data = vec![1u8; 400_000];
-        data.extend(noise(300_000));
+        data.extend(scribe_testkit::noise(300_000, 0));
         for compression in [Compression::None, Compression::Lz4] {
             let env = encode(ObjectKind::Chunk, &data, compression);
             let header = EnvelopeHeader::parse(env[..HEADER_LEN].try_into().unwrap()).unwrap();

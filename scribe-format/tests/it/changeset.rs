@@ -6,7 +6,7 @@ use scribe_format::changeset::{
 };
 use scribe_format::{ChangeSetId, FileContentId, FormatError, ManifestId};
 
-use crate::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
+use super::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
 
 fn state(seed: &str, size: u64, mode: Mode) -> FileState {
     FileState {

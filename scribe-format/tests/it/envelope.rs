@@ -5,19 +5,18 @@ use proptest::prelude::*;
 use scribe_format::envelope::{self, Compression, EnvelopeHeader, HEADER_LEN};
 use scribe_format::id::object_identity;
 use scribe_format::{FormatError, ObjectKind};
+use scribe_testkit::XorShift64;
 
-use crate::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
+use super::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
 
-/// Deterministic incompressible bytes (xorshift64).
-fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
+/// Deterministic incompressible bytes: the testkit's xorshift64 from the
+/// raw state `seed | 1`, one byte (bits 24..32) per step. The committed
+/// envelope fixtures were generated this way; `scribe_testkit::noise`
+/// (whole words) would give other bytes.
+fn fixture_noise(n: usize, seed: u64) -> Vec<u8> {
+    XorShift64::from_state(seed | 1)
+        .take(n)
+        .map(|x| (x >> 24) as u8)
         .collect()
 }
 
@@ -57,13 +56,13 @@ fn goldens() -> Vec<Golden> {
         (
             "chunk-lz4-policy-raw-fallback",
             ObjectKind::Chunk,
-            noise(4096, 7),
+            fixture_noise(4096, 7),
             Compression::Lz4,
         ),
         (
             "manifest-identity",
             ObjectKind::Manifest,
-            noise(120, 2),
+            fixture_noise(120, 2),
             Compression::None,
         ),
         (
@@ -75,7 +74,7 @@ fn goldens() -> Vec<Golden> {
         (
             "changeset-identity",
             ObjectKind::ChangeSet,
-            noise(64, 3),
+            fixture_noise(64, 3),
             Compression::None,
         ),
         (

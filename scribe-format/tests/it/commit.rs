@@ -11,7 +11,7 @@ use scribe_format::{
     BranchId, ChangeSetId, CommitId, FormatError, OperationId, RepositoryId, WorkspaceId,
 };
 
-use crate::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
+use super::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
 
 const REPO: RepositoryId = RepositoryId([0x11; 16]);
 const MAIN: BranchId = BranchId([0x22; 16]);
@@ -191,7 +191,7 @@ fn payload_and_v5_merge_bytes_by_hand() {
     want.extend_from_slice(&[0x77; 32]);
     want.extend_from_slice(&[0x88; 32]);
     let committed =
-        std::fs::read(crate::support::fixture_dir("commit").join("v5-merge.bin")).unwrap();
+        std::fs::read(super::support::fixture_dir("commit").join("v5-merge.bin")).unwrap();
     assert_eq!(committed, want, "fixtures/commit/v5-merge.bin");
     let StoredCommit::V5(env) = &goldens()[2].1 else {
         unreachable!()

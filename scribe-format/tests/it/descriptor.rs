@@ -1,6 +1,6 @@
 //! Tests for `scribe_format::descriptor`.
 
-use crate::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
+use super::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
 use proptest::prelude::*;
 use scribe_format::descriptor::{
     DataRoot, Descriptor, Kind, LineEnding, Migrated, ObjectStore, Repository, Restored, Workspace,

@@ -7,7 +7,7 @@ use scribe_format::manifest::{
 };
 use scribe_format::{ChunkId, FileContentId, FormatError, ManifestId};
 
-use crate::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
+use super::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
 
 const MIB: u32 = 1024 * 1024;
 

@@ -14,7 +14,7 @@ use scribe_format::{
     ObjectId, ObjectKind, OperationId, RepositoryId, WorkspaceId,
 };
 
-use crate::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
+use super::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
 
 fn entry(path: &str, live: bool) -> TreeEntry {
     TreeEntry {

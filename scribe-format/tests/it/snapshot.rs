@@ -1,7 +1,7 @@
 //! Tests for `scribe_format::snapshot`: links, root rows and keys, file
 //! records, and snapshot pages (profile 3).
 
-use crate::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
+use super::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
 use proptest::prelude::*;
 use scribe_format::error::FormatError;
 use scribe_format::id::{BranchId, FileContentId, ManifestId};
@@ -186,7 +186,7 @@ fn golden_fixtures() {
     assert_refuses_truncation_and_trailing("file-record body", &file[1..], FileRecord::decode_body);
 
     let listed =
-        std::fs::read_to_string(crate::support::fixture_dir("snapshot").join("IDENTITIES"))
+        std::fs::read_to_string(super::support::fixture_dir("snapshot").join("IDENTITIES"))
             .unwrap();
     for name in [
         "page-leaf",

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
+use super::support::{assert_refuses_truncation_and_trailing, check_area, Golden};
 use proptest::prelude::*;
 use scribe_format::error::FormatError;
 use scribe_format::id::{FileContentId, ManifestId};

@@ -8,8 +8,6 @@
 //! `SCRIBE_BLESS=1 cargo test -p scribe-format` rewrites the files from the
 //! encoder (review the diff before committing: the bytes are the contract).
 
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

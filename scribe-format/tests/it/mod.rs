@@ -1,0 +1,11 @@
+mod support;
+
+mod changeset;
+mod commit;
+mod descriptor;
+mod envelope;
+mod manifest;
+mod path;
+mod portable;
+mod snapshot;
+mod wire;
