@@ -152,13 +152,8 @@ fn main() {
     }
 
     // 1,000 sequential single-file submits, first without fsync, then with.
-    let mut rng = 0x9e3779b97f4a7c15u64;
-    let mut next = || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut rng = scribe_testkit::XorShift64::from_state(0x9e3779b97f4a7c15);
+    let mut next = || rng.next_u64();
     let mut bases: std::collections::HashMap<u64, u64> = (0..n).map(|i| (i, c1)).collect();
     let mut run = |skip: bool, count: usize, next: &mut dyn FnMut() -> u64| -> Vec<Duration> {
         repo.set_benchmark_skip_fsync(skip);

@@ -1,11 +1,4 @@
-//! The one integration test binary of scribe-metadata.
+//! The one integration test binary of scribe-metadata (modules under
+//! `it/`).
 
-mod main {
-    mod accept;
-    pub mod common;
-    mod crash;
-    mod doctor;
-    mod model;
-    mod root;
-    mod workspaces;
-}
+mod it;

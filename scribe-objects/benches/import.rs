@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use scribe_format::envelope::Compression;
 use scribe_objects::{ObjectStore, StoreOptions};
+use scribe_testkit::{fill, XorShift64};
 
 struct Args {
     size_mib: u64,
@@ -73,17 +74,6 @@ fn parse_args() -> Args {
 fn usage(flag: &str) -> ! {
     eprintln!("bad argument {flag}; see the header of benches/import.rs");
     std::process::exit(2)
-}
-
-fn fill(buf: &mut [u8], seed: u64) {
-    let mut x = seed.wrapping_mul(0x9e3779b97f4a7c15) | 1;
-    for c in buf.chunks_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let b = x.to_le_bytes();
-        c.copy_from_slice(&b[..c.len()]);
-    }
 }
 
 /// This process's user + system CPU seconds (Linux `/proc/self/stat`);
@@ -260,12 +250,10 @@ fn main() {
     std::fs::create_dir_all(&small).expect("mkdir");
     let mut small_paths = Vec::with_capacity(a.small_files as usize);
     let mut small_bytes = 0u64;
-    let mut x = 12345u64;
+    let mut sizes = XorShift64::from_state(12345);
     let mut b = vec![0u8; 64 << 10];
     for i in 0..a.small_files {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = sizes.next_u64();
         let len = 4096 + (x % (60 << 10)) as usize;
         fill(&mut b[..len], i + 1000);
         let p = small.join(format!("f{i:06}"));

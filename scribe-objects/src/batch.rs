@@ -411,15 +411,7 @@ mod tests {
 
     #[test]
     fn probe_keeps_compressible_payloads_compressed() {
-        let mut x = 1u64;
-        let random: Vec<u8> = (0..(2 << 20))
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let random = scribe_testkit::noise(2 << 20, 1);
         assert!(looks_incompressible(&random));
         let env = encode_for_store(ObjectKind::Chunk, &random, Compression::Lz4).to_vec();
         assert_eq!(env[8], envelope::CODEC_IDENTITY);

@@ -833,17 +833,7 @@ impl ObjectStore {
 mod tests {
     use super::*;
 
-    fn noise(n: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 24) as u8
-            })
-            .collect()
-    }
+    use scribe_testkit::noise;
 
     #[test]
     fn cuts_match_fastcdc_stream() {

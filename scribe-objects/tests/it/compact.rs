@@ -7,7 +7,7 @@ use scribe_objects::{
     StoreError, StoreOptions,
 };
 
-use crate::support::{noise, pack_file, small_packs, TestStore};
+use super::support::{noise, pack_file, small_packs, TestStore};
 
 const CTX: CompactContext = CompactContext {
     repository: [7; 16],

@@ -11,7 +11,7 @@ use scribe_objects::{
     StoreOptions,
 };
 
-use crate::support::{noise, TestStore};
+use super::support::{noise, TestStore};
 
 const MIB: usize = 1024 * 1024;
 const CONTENT: TableDefinition<&[u8; 40], &[u8; 32]> = TableDefinition::new("content_manifests");
@@ -196,7 +196,7 @@ fn a_corrupt_manifest_is_not_used_as_a_hit() {
     };
     drop(store);
     // Flip the last byte of the manifest's envelope in its pack entry.
-    let path = crate::support::pack_file(&t.dir, pack);
+    let path = super::support::pack_file(&t.dir, pack);
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[(offset + entry_len - 1) as usize] ^= 0x01;
     std::fs::write(&path, &bytes).unwrap();

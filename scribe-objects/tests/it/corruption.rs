@@ -2,7 +2,7 @@ use scribe_format::envelope::Compression;
 use scribe_format::{ObjectId, ObjectKind};
 use scribe_objects::{verify_dir, Location, ObjectStore, Problem, StoreError, StoreOptions};
 
-use crate::support::{noise, pack_file, small_packs, TestStore};
+use super::support::{noise, pack_file, small_packs, TestStore};
 
 fn flip(path: &std::path::Path, offset: u64) {
     let mut b = std::fs::read(path).unwrap();

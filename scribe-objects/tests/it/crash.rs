@@ -12,6 +12,7 @@ use scribe_format::manifest::ChunkRef;
 use scribe_format::{ChunkId, FileContentId, ManifestId, ObjectId};
 use scribe_objects::{chunk_boundaries, encode_manifest, verify_dir, Problem};
 use scribe_objects::{ObjectStore, StoreOptions};
+use scribe_testkit::XorShift64;
 
 #[path = "../../src/bin/objects-crash-helper/payloads.rs"]
 mod payloads;
@@ -87,21 +88,19 @@ fn sigkill_during_batched_publication_loses_nothing_acknowledged() {
     )
     .unwrap();
     drop(ObjectStore::open(&dir).unwrap());
-    let mut rng = 0x2545f4914f6cdd1du64;
+    let mut rng = XorShift64::from_state(0x2545f4914f6cdd1d);
     let mut next_batch = 0u64;
     let mut truncations = 0;
     let mut unreadable = 0;
     for _ in 0..ITERATIONS {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
+        let r = rng.next_u64();
         let mut child = Command::new(env!("CARGO_BIN_EXE_objects-crash-helper"))
             .arg(&dir)
             .arg(&ack)
             .arg(next_batch.to_string())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(30 + rng % 250));
+        std::thread::sleep(Duration::from_millis(30 + r % 250));
         child.kill().unwrap(); // SIGKILL
         let status = child.wait().unwrap();
         assert!(!status.success(), "helper exited by itself: {status}");

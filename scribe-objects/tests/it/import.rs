@@ -4,7 +4,7 @@ use scribe_objects::{
     chunk_boundaries, decode_manifest, Location, ObjectStore, StoreError, StoreOptions,
 };
 
-use crate::support::{noise, small_packs, TestStore};
+use super::support::{noise, small_packs, TestStore};
 
 const MIB: usize = 1024 * 1024;
 

@@ -1,7 +1,7 @@
 use scribe_format::ObjectKind;
 use scribe_objects::{rebuild_locator, verify_dir, Location, ObjectStore, StoreError};
 
-use crate::support::{noise, pack_file, small_packs, TestStore};
+use super::support::{noise, pack_file, small_packs, TestStore};
 
 #[test]
 fn rebuild_recreates_the_locator_from_packs_and_loose_files() {

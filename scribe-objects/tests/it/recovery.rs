@@ -3,7 +3,7 @@ use std::io::Write;
 use scribe_format::ObjectKind;
 use scribe_objects::{verify_dir, ObjectStore, Problem, PublishFailpoint, StoreError};
 
-use crate::support::{noise, pack_file, small_packs, TestStore};
+use super::support::{noise, pack_file, small_packs, TestStore};
 
 #[test]
 fn torn_tail_is_truncated_on_open_and_reported_by_verify() {

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use scribe_format::{ChunkId, ObjectId};
 use scribe_objects::{ChunkBytes, ChunkSink, StoreError, StoreOptions};
 
-use crate::support::{noise, TestStore};
+use super::support::{noise, TestStore};
 
 const MIB: usize = 1024 * 1024;
 

@@ -3,7 +3,7 @@ use scribe_format::id::object_identity;
 use scribe_format::{ObjectId, ObjectKind};
 use scribe_objects::{Location, ObjectStore, PutOutcome, StoreError, StoreOptions};
 
-use crate::support::{noise, pack_file, small_packs, TestStore};
+use super::support::{noise, pack_file, small_packs, TestStore};
 
 #[test]
 fn layout_and_descriptor_exactly_as_section_6() {
@@ -213,7 +213,7 @@ mod model {
     use scribe_format::{ObjectId, ObjectKind};
     use scribe_objects::{ObjectStore, PublishFailpoint};
 
-    use crate::support::{noise, small_packs, TestStore};
+    use crate::it::support::{noise, small_packs, TestStore};
 
     #[derive(Clone, Debug)]
     enum Op {

@@ -3,18 +3,7 @@ use std::path::{Path, PathBuf};
 use scribe_format::envelope::Compression;
 use scribe_objects::{ObjectStore, StoreOptions};
 
-pub fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e3779b97f4a7c15) | 1;
-    let mut out = Vec::with_capacity(n);
-    while out.len() < n {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(n);
-    out
-}
+pub use scribe_testkit::noise;
 
 #[allow(dead_code)]
 pub struct TestStore {

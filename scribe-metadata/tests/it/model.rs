@@ -10,7 +10,7 @@ use scribe_format::portable::build as reference_tree;
 use scribe_format::snapshot::{FileRecord, NodeValue};
 use scribe_metadata::read::ListEntry;
 
-use super::common::*;
+use super::support::*;
 
 const UNIVERSE: &[&str] = &[
     "a", "a/B", "a/B/c", "a/c", "ab", "B", "B/a", "c", "c/a/B", "ca", "é", "é/x",

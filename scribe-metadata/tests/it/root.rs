@@ -4,7 +4,7 @@ use redb::{ReadableDatabase, ReadableTable};
 use scribe_format::ErrorCode;
 use scribe_metadata::{DataRoot, MetadataError};
 
-use super::common::*;
+use super::support::*;
 
 #[test]
 fn a_second_owner_is_refused_naming_the_holder() {

@@ -5,7 +5,7 @@ use scribe_format::{ErrorCode, ObjectId, WorkspaceId};
 use scribe_metadata::accept::Outcome;
 use scribe_metadata::ObjectPresence;
 
-use super::common::*;
+use super::support::*;
 
 #[test]
 fn accept_edit_delete_and_read_back() {

@@ -7,7 +7,7 @@ use scribe_format::{ObjectId, WorkspaceId};
 use scribe_metadata::records::{keys, CommitRecord, HistoryRecord};
 use scribe_metadata::tables;
 
-use super::common::*;
+use super::support::*;
 
 /// A small repository: three changes with an edit, a delete, a move and a lock.
 fn populated() -> Env {

@@ -10,7 +10,7 @@ use scribe_format::{BranchId, ObjectId, OperationId, WorkspaceId};
 use scribe_metadata::accept::Submission;
 use scribe_metadata::{tables, DirObjects, Repository};
 
-use super::common::*;
+use super::support::*;
 
 const CHILD_ENV: &str = "SCRIBE_METADATA_CRASH_CHILD";
 const ENTRIES: u64 = 1000;
@@ -110,10 +110,12 @@ fn kill_during_streamed_preparation_leaves_the_repository_as_before() {
     drop(repo);
     drop(root);
 
+    // The test's full name: this module's path without the crate's name.
+    let (_, module) = module_path!().split_once("::").unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "main::crash::crash_child",
+            &format!("{module}::crash_child"),
             "--nocapture",
             "--test-threads=1",
         ])

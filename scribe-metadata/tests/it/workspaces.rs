@@ -3,7 +3,7 @@
 use scribe_format::{ErrorCode, OperationId, WorkspaceId};
 use scribe_metadata::workspaces::{Registration, RetireOutcome};
 
-use super::common::*;
+use super::support::*;
 
 fn reg(e: &Env, ws: WorkspaceId, owner: Option<[u8; 16]>) -> Registration {
     Registration {

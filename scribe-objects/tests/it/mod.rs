@@ -1,0 +1,11 @@
+mod support;
+
+mod compact;
+mod content_index;
+mod corruption;
+mod crash;
+mod import;
+mod rebuild;
+mod recovery;
+mod sink;
+mod store;
