@@ -5,19 +5,20 @@
 //! | module | feature | what it holds |
 //! |---|---|---|
 //! | [`data`] | (none) | deterministic incompressible bytes: [`noise`], [`fill`], [`XorShift64`] |
-//! | [`files`] | (none) | writing and reading files of a tree: [`files::write`], [`files::read`] |
+//! | [`files`] | (none) | files of a tree: [`files::write`], [`files::read`], [`files::copy_tree`] |
 //! | `change` | `service` | files and change sets built from bytes, with every object they need |
-//! | `env` | `service` | a data root with a repository served over any [`Transport`](env::Transport) |
+//! | `env` | `service` | a data root with a repository served over any `Transport` |
 //! | `pki` | `service` | a test CA and a certificate for `localhost` and 127.0.0.1 |
-//! | `process` | `service` | a real, separate server process (the test binary run again) |
-//! | `wire` | `service` | a raw protocol client over TCP or TLS ([`wire::Wire`]) |
+//! | `process` | `service` | a real, separate server process (the test binary run again); `server_process_entry!` |
+//! | `wire` | `service` | a raw protocol client over TCP or TLS (`wire::Wire`) |
 //! | `workspace` | `workspace` | workspaces created through `scribe-workspace`, with baselines |
 //!
 //! Without features this crate depends on no Scribe crate, so the lowest
-//! crates (`scribe-format`, `scribe-objects`) take their test data from it
-//! without a cycle. A crate's own unit tests (`#[cfg(test)]` in `src/`)
-//! that use a feature which depends on that crate see two copies of it;
-//! only plain types (`Vec<u8>`, paths) may cross that boundary.
+//! crates (`scribe-format`, `scribe-objects`, `scribe-metadata`) take their
+//! test data from it without a cycle. A crate's own unit tests
+//! (`#[cfg(test)]` in `src/`) that use a feature which depends on that
+//! crate see two copies of it; only plain types (`Vec<u8>`, paths) may
+//! cross that boundary.
 
 pub mod data;
 pub mod files;

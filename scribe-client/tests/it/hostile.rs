@@ -11,13 +11,12 @@ use scribe_format::wire::{
 };
 use scribe_format::{ErrorCode, ObjectId, OperationId, WorkspaceId};
 
+use scribe_testkit::wire::{self, closed};
+
 use super::support::*;
 
 fn raw(env: &Env) -> TcpStream {
-    let s = TcpStream::connect(env.addr()).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .unwrap();
-    s
+    wire::socket(env.addr())
 }
 
 fn hello(s: &mut TcpStream, h: &Hello) -> Answer {
@@ -37,17 +36,7 @@ fn opened(env: &Env) -> TcpStream {
 }
 
 fn read_reply(s: &mut TcpStream) -> Response {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).unwrap();
-    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
-    s.read_exact(&mut body).unwrap();
-    decode_response(&body, false).unwrap()
-}
-
-/// The peer closed: the next read returns end of file (or a reset).
-fn closed(s: &mut TcpStream) -> bool {
-    let mut b = [0u8; 1];
-    !matches!(s.read(&mut b), Ok(n) if n > 0)
+    decode_response(&wire::read_frame_body(s), false).unwrap()
 }
 
 fn error_code(r: &Response) -> ErrorCode {
