@@ -3,12 +3,12 @@
 //! any [`Connection`].
 
 use scribe_format::changeset::{ChangeSet, Entry, FileState, Mode};
+use scribe_format::manifest::ChunkRef;
 use scribe_format::wire::message as m;
 use scribe_format::wire::{Bytes, Connection, Request, Response, Text};
 use scribe_format::{
     BranchId, ChangeSetId, ChunkId, FileContentId, ManifestId, ObjectId, OperationId, WorkspaceId,
 };
-use scribe_objects::ManifestChunk;
 
 use crate::env::REPO;
 
@@ -30,9 +30,9 @@ pub fn file(content: &[u8]) -> File {
     let chunks = if content.is_empty() {
         vec![]
     } else {
-        vec![ManifestChunk {
+        vec![ChunkRef {
             id: chunk,
-            len: content.len() as u32,
+            length: content.len() as u32,
         }]
     };
     let content_id = FileContentId::of(content);

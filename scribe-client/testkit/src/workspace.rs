@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use scribe_format::{BranchId, FileContentId, ManifestId, RepositoryId, WorkspaceId};
-use scribe_workspace::records::BaselineRecord;
-use scribe_workspace::scan::{fingerprint_of, now_ms, scan, ScanOptions};
+use scribe_workspace::records::{fingerprint_of, BaselineRecord};
+use scribe_workspace::scan::{now_ms, scan, ScanOptions};
 use scribe_workspace::{Workspace, WorkspaceMeta};
 
 /// A workspace description with fixed ids, of repository `repo` on an
