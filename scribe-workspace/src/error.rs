@@ -28,7 +28,7 @@ pub enum WorkspaceError {
     },
     #[error("workspace state is missing {key}")]
     MissingMeta { key: &'static str },
-    #[error("a sync to change {target} is unfinished; run `scribe sync` to complete it")]
+    #[error("a sync to change {target} is unfinished")]
     JournalInProgress { target: u64 },
     #[error("no sync is in progress")]
     NoJournal,
