@@ -1,9 +1,11 @@
-//! SIGKILL crash test: a helper process publishes batches and is killed at
-//! random moments; after each kill the store is reopened (recovery) and
-//! every acknowledged batch must read back intact, the batch in flight must
-//! be all-or-nothing, and nothing later may be visible.
+//! SIGKILL crash test: a child process (this test binary run again, see
+//! [`crash_child`]) publishes batches and is killed at random moments;
+//! after each kill the store is reopened (recovery) and every acknowledged
+//! batch must read back intact, the batch in flight must be all-or-nothing,
+//! and nothing later may be visible.
 
-use std::process::Command;
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use scribe_format::envelope::Compression;
@@ -14,8 +16,56 @@ use scribe_objects::{chunk_boundaries, encode_manifest, verify_dir, Problem};
 use scribe_objects::{ObjectStore, StoreOptions};
 use scribe_testkit::XorShift64;
 
-#[path = "../../src/bin/objects-crash-helper/payloads.rs"]
-mod payloads;
+use super::crash_payloads as payloads;
+use payloads::{batch_payloads, import_files, is_import_batch};
+
+/// Set (to `STORE_DIR\nACK_FILE\nFIRST_BATCH`) in the child process only.
+const CHILD_ENV: &str = "SCRIBE_OBJECTS_CRASH_CHILD";
+
+/// Runs only inside the child process the crash test spawns (it returns
+/// at once otherwise): publishes deterministic batches into the store and
+/// appends each acknowledged batch number to the ack file after its commit
+/// returns, until it is killed. Every third batch is a file import: the
+/// files of `import_files(b)` are written to a scratch directory beside
+/// the ack file and imported in one publication.
+#[test]
+fn crash_child() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let mut parts = spec.split('\n');
+    let (Some(dir), Some(ack_path), Some(first)) = (parts.next(), parts.next(), parts.next())
+    else {
+        panic!("{CHILD_ENV} must be STORE_DIR\\nACK_FILE\\nFIRST_BATCH");
+    };
+    let first: u64 = first.parse().expect("first batch");
+    let store = ObjectStore::open(dir).expect("open the store");
+    let mut ack = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(ack_path)
+        .expect("open the ack file");
+    let scratch = std::path::Path::new(ack_path).with_extension("files");
+    std::fs::create_dir_all(&scratch).expect("scratch dir");
+    for b in first.. {
+        if is_import_batch(b) {
+            let mut paths = Vec::new();
+            for (i, content) in import_files(b).into_iter().enumerate() {
+                let p = scratch.join(format!("f{i}"));
+                std::fs::write(&p, &content).expect("write an import file");
+                paths.push(p);
+            }
+            store.import_files(&paths).expect("import");
+        } else {
+            let batch = store.batch();
+            for (kind, payload) in batch_payloads(b) {
+                batch.put(kind, &payload).expect("put");
+            }
+            batch.commit().expect("commit");
+        }
+        writeln!(ack, "{b}").expect("ack");
+    }
+}
 
 const ITERATIONS: u64 = 30;
 
@@ -94,16 +144,26 @@ fn sigkill_during_batched_publication_loses_nothing_acknowledged() {
     let mut unreadable = 0;
     for _ in 0..ITERATIONS {
         let r = rng.next_u64();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_objects-crash-helper"))
-            .arg(&dir)
-            .arg(&ack)
-            .arg(next_batch.to_string())
+        // The test's full name: this module's path without the crate's name.
+        let (_, module) = module_path!().split_once("::").unwrap();
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                &format!("{module}::crash_child"),
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(
+                CHILD_ENV,
+                format!("{}\n{}\n{next_batch}", dir.display(), ack.display()),
+            )
+            .stdout(Stdio::null())
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(30 + r % 250));
         child.kill().unwrap(); // SIGKILL
         let status = child.wait().unwrap();
-        assert!(!status.success(), "helper exited by itself: {status}");
+        assert!(!status.success(), "the child exited by itself: {status}");
 
         let acked: Vec<u64> = std::fs::read_to_string(&ack)
             .unwrap_or_default()

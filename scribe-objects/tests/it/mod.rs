@@ -4,6 +4,7 @@ mod compact;
 mod content_index;
 mod corruption;
 mod crash;
+mod crash_payloads;
 mod import;
 mod rebuild;
 mod recovery;

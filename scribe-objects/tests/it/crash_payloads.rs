@@ -1,4 +1,4 @@
-//! Deterministic batch contents shared by the helper and the crash test.
+//! Deterministic batch contents of the crash test's child and parent.
 
 use scribe_format::ObjectKind;
 
