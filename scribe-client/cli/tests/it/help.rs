@@ -30,6 +30,9 @@ const COMMANDS: &[&[&str]] = &[
     &["recovery", "prune"],
     &["view", "set"],
     &["view", "show"],
+    &["debug", "path"],
+    &["completions"],
+    &["man"],
 ];
 
 #[test]
