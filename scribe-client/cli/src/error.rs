@@ -95,16 +95,17 @@ impl CliError {
             let _ = writeln!(std::io::stdout(), "{v}");
             return;
         }
+        use crate::ui::printable;
         let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "Error[{}]: {}", self.code, self.message);
+        let _ = writeln!(err, "Error[{}]: {}", self.code, printable(&self.message));
         for p in self.paths.iter().take(50) {
-            let _ = writeln!(err, "  {p}");
+            let _ = writeln!(err, "  {}", printable(p));
         }
         if self.paths.len() > 50 {
             let _ = writeln!(err, "  ... and {} more", self.paths.len() - 50);
         }
         for c in &self.causes {
-            let _ = writeln!(err, "Caused by: {c}");
+            let _ = writeln!(err, "Caused by: {}", printable(c));
         }
         if let Some(h) = &self.hint {
             let _ = writeln!(err, "Hint: {h}");
@@ -160,6 +161,7 @@ pub fn hint_for(code: ErrorCode) -> Option<&'static str> {
             "rerun the command; an interrupted submission is retried with the same id"
         }
         ErrorCode::UnsupportedVersion => "use a scribe build that matches the server or workspace",
+        ErrorCode::Malformed => "the server, or something between it and you, sent what this client refuses; nothing was changed (use scribes:// across untrusted networks)",
         _ => return None,
     })
 }

@@ -23,9 +23,12 @@ pub struct Out {
 impl Out {
     /// One line of data on stdout. A closed pipe (`scribe log | head -1`)
     /// ends the command quietly with success.
+    /// Terminal control characters in it (authors, messages and paths
+    /// come from other people) are shown escaped, see [`printable`].
     pub fn line(&self, line: impl std::fmt::Display) -> CliResult {
+        let line = line.to_string();
         let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{line}").map_err(CliError::from_stdout)
+        writeln!(stdout, "{}", printable(&line)).map_err(CliError::from_stdout)
     }
 
     /// Bytes on stdout as they are (completions, the man page).
@@ -45,9 +48,34 @@ impl Out {
     /// A status line on stderr.
     pub fn status(&self, line: impl AsRef<str>) {
         if !self.quiet {
-            let _ = writeln!(std::io::stderr(), "{}", line.as_ref());
+            let _ = writeln!(std::io::stderr(), "{}", printable(line.as_ref()));
         }
     }
+}
+
+/// `text` with every character that could steer a terminal escaped as
+/// `\u{..}`: C0 controls but newline and tab (ESC starts colour, cursor
+/// and title sequences; BEL rings), DEL, C1 controls, and the bidi
+/// embedding, override and isolate characters that reorder what a line
+/// seems to say. Authors, messages and paths come from other people; what
+/// `scribe log` prints must be what was submitted, visibly.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    fn unsafe_char(c: char) -> bool {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+    }
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Progress on the terminal: notes as status lines, tasks as bars.
@@ -304,5 +332,11 @@ mod tests {
         assert_eq!(utc(0), "1970-01-01 00:00:00Z");
         assert_eq!(utc(1_700_000_000_000), "2023-11-14 22:13:20Z");
         assert_eq!(size(1536), "1.5 KiB");
+        // Terminal controls and bidi overrides are shown, not obeyed.
+        assert_eq!(printable("plain\tné\nline"), "plain\tné\nline");
+        assert_eq!(
+            printable("a\u{1b}[31mred\u{7}\u{9b}2J\u{202e}txt.exe\u{7f}"),
+            "a\\u{1b}[31mred\\u{7}\\u{9b}2J\\u{202e}txt.exe\\u{7f}"
+        );
     }
 }

@@ -58,6 +58,7 @@ pub fn delta_all(
             })
         })?;
         target = page.to;
+        check_paths(remote, "Delta", &page.entries, "")?;
         out.extend(page.entries);
         match page.next {
             Some(n) => after = n,
@@ -65,6 +66,49 @@ pub fn delta_all(
         }
     }
     Ok((target, out))
+}
+
+/// Refuse a reply naming a path that is not canonical (`..`, absolute,
+/// reserved, ...), a file path a file may not have, or a path outside
+/// `under`: a server, or anyone between it and us on a plaintext
+/// connection, must not make a sync write or delete outside the
+/// workspace. Checked before anything is planned, so nothing changes.
+fn check_paths(
+    remote: &ServerLink,
+    reply: &str,
+    entries: &[m::TreeEntry],
+    under: &str,
+) -> Result<()> {
+    for e in entries {
+        let valid = if e.state.is_some() {
+            scribe_format::path::validate_file_path(&e.path)
+        } else {
+            scribe_format::path::validate(&e.path)
+        };
+        if let Err(why) = valid {
+            return Err(untrusted(remote, reply, &e.path, &why.to_string()));
+        }
+        if !under.is_empty() && !scribe_format::path::is_under_prefix(&e.path, under) {
+            return Err(untrusted(
+                remote,
+                reply,
+                &e.path,
+                "outside the prefix asked for",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn untrusted(remote: &ServerLink, reply: &str, path: &str, why: &str) -> Error {
+    Error::new(
+        ErrorCode::Malformed,
+        format!(
+            "the server at {} answered {reply} with the path {path:?} ({why}); nothing was changed",
+            remote.url()
+        ),
+    )
+    .with_paths(vec![path.to_string()])
 }
 
 /// Every file of the tree at `change` under `prefix`.
@@ -89,6 +133,7 @@ pub fn list_all(
                 limit: m::MAX_PAGE_ITEMS,
             })
         })?;
+        check_paths(remote, "List", &page.entries, prefix)?;
         out.extend(page.entries.into_iter().filter(|e| e.state.is_some()));
         match page.next {
             Some(n) => after = n,
@@ -221,6 +266,12 @@ pub fn run_sync(o: &Opened, remote: &ServerLink, change: u64) -> Result<Synced> 
                     path,
                 })
             })?;
+            if let Some(entry) = &st.entry {
+                check_paths(remote, "Stat", std::slice::from_ref(entry), &e.path)?;
+                if entry.path != e.path {
+                    return Err(untrusted(remote, "Stat", &entry.path, "not the path asked"));
+                }
+            }
             let t = st.entry.as_ref().and_then(|old| target_of(o, old));
             plan.push((e.path.clone(), t));
         }

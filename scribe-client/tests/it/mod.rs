@@ -5,6 +5,7 @@ mod credential;
 mod embedded;
 mod get_many;
 mod hostile;
+mod hostile_server;
 mod ops;
 mod staged;
 mod tls;

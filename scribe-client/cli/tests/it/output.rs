@@ -4,7 +4,7 @@
 
 use std::process::Stdio;
 
-use super::support::{write, Env, Transport};
+use super::support::{write, Env, Transport, REPO};
 
 /// `scribe log | head -1` used to panic with exit 101 when the reader
 /// closed the pipe: every command's data goes through one writer that
@@ -119,4 +119,66 @@ fn completions_and_the_man_page_are_printed() {
         &r.stdout[..80.min(r.stdout.len())]
     );
     assert!(r.stdout.contains("submit"));
+}
+
+/// Authors and messages come from other people: `log` and `describe` show
+/// terminal control sequences and bidi overrides escaped, never raw
+/// (issue 14, item 11).
+#[test]
+fn control_sequences_in_authors_and_messages_are_printed_escaped() {
+    let env = Env::new(Transport::Path);
+    let author = "eve\u{1b}]0;owned\u{7}";
+    let created = env
+        .command_as(
+            author,
+            env.dir(),
+            &[
+                "workspace",
+                "create",
+                "eve",
+                "--server",
+                &env.url,
+                "--repo",
+                REPO,
+            ],
+        )
+        .output()
+        .unwrap();
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let a = env.path("eve");
+    write(&a, "f.txt", b"x");
+    env.scribe(&a, &["add", "f.txt"]).ok();
+    env.scribe(
+        &a,
+        &["submit", "-m", "fix \u{1b}[2J\u{1b}[31mall\u{202e}txt.exe"],
+    )
+    .ok();
+    for args in [&["log"][..], &["describe", "1"][..]] {
+        let r = env.scribe(&a, args);
+        r.ok();
+        for raw in ['\u{1b}', '\u{7}', '\u{202e}'] {
+            assert!(
+                !r.stdout.contains(raw),
+                "{args:?} printed {raw:?} raw: {:?}",
+                r.stdout
+            );
+        }
+        assert!(
+            r.stdout.contains("\\u{1b}[31mall\\u{202e}txt.exe"),
+            "{args:?}: {}",
+            r.stdout
+        );
+        assert!(
+            r.stdout.contains("eve\\u{1b}]0;owned\\u{7}"),
+            "{args:?}: {}",
+            r.stdout
+        );
+    }
+    // JSON keeps the exact text, escaped the JSON way.
+    let r = env.scribe(&a, &["--json", "log"]);
+    assert!(r.stdout.contains("fix \\u001b[2J"), "{}", r.stdout);
 }

@@ -1,0 +1,153 @@
+//! A server (or anything between it and the client on a plaintext
+//! connection) must not be able to harm a workspace: a proxy rewrites the
+//! paths in the real server's replies, and the client refuses the whole
+//! sync before planning anything (issue 14, item 1).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+
+use scribe_client::workflow::submit::{self, SubmitArgs};
+use scribe_client::workflow::workspace::{self, CreateArgs};
+use scribe_client::workflow::{files, Opened};
+use scribe_client::Context;
+use scribe_format::wire::handshake::HANDSHAKE_LEN;
+use scribe_format::wire::{decode_response, response_frame, Response};
+use scribe_format::ErrorCode;
+
+use super::support::{Env, Transport, REPO};
+
+fn frame(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).ok()?;
+    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+    s.read_exact(&mut body).ok()?;
+    Some(body)
+}
+
+/// A proxy to `upstream` that passes everything through but hands every
+/// reply it can decode to `rewrite` first (plain TCP, no LZ4).
+fn proxy(upstream: SocketAddr, rewrite: fn(&mut Response)) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for client in l.incoming() {
+            let Ok(mut client) = client else { return };
+            std::thread::spawn(move || {
+                let mut server = TcpStream::connect(upstream).unwrap();
+                let mut hello = [0u8; HANDSHAKE_LEN];
+                if client.read_exact(&mut hello).is_err() {
+                    return;
+                }
+                server.write_all(&hello).unwrap();
+                let mut answer = [0u8; HANDSHAKE_LEN];
+                server.read_exact(&mut answer).unwrap();
+                client.write_all(&answer).unwrap();
+                while let Some(request) = frame(&mut client) {
+                    let len = (request.len() as u32).to_le_bytes();
+                    if server
+                        .write_all(&len)
+                        .and_then(|_| server.write_all(&request))
+                        .is_err()
+                    {
+                        return;
+                    }
+                    let Some(reply) = frame(&mut server) else {
+                        return;
+                    };
+                    let out = match decode_response(&reply, false) {
+                        Ok(mut r) => {
+                            rewrite(&mut r);
+                            response_frame(&r, false)
+                        }
+                        Err(_) => [&(reply.len() as u32).to_le_bytes()[..], &reply].concat(),
+                    };
+                    if client.write_all(&out).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    format!("scribe://{addr}")
+}
+
+fn escape_delta(r: &mut Response) {
+    match r {
+        Response::Delta(p) => p
+            .entries
+            .iter_mut()
+            .for_each(|e| e.path = "../outside/x".into()),
+        Response::List(p) => p
+            .entries
+            .iter_mut()
+            .for_each(|e| e.path = "../outside/x".into()),
+        _ => {}
+    }
+}
+
+fn absolute_paths(r: &mut Response) {
+    match r {
+        Response::Delta(p) => p.entries.iter_mut().for_each(|e| e.path = "/tmp/x".into()),
+        Response::List(p) => p.entries.iter_mut().for_each(|e| e.path = "/tmp/x".into()),
+        _ => {}
+    }
+}
+
+fn reserved_paths(r: &mut Response) {
+    if let Response::Delta(p) = r {
+        p.entries
+            .iter_mut()
+            .for_each(|e| e.path = ".scribe/_state/state.redb".into());
+    }
+}
+
+#[test]
+fn rewritten_paths_in_replies_refuse_the_sync_and_write_nothing() {
+    let env = Env::new(Transport::Tcp);
+    let ctx = Context::default();
+    let args = |name: &str, url: &str| CreateArgs {
+        dir: env.dir().join("ws").join(name),
+        server: url.to_string(),
+        repo: REPO.into(),
+        author: name.into(),
+        ..CreateArgs::default()
+    };
+    let a = workspace::create(&ctx, args("alice", env.url())).unwrap();
+    std::fs::write(a.root.join("a.txt"), b"mine").unwrap();
+    let o = Opened::find(&a.root).unwrap();
+    files::add(&o, &["a.txt".into()]).unwrap();
+    let link = o.link(&ctx).unwrap();
+    submit::submit(
+        &o,
+        &link,
+        SubmitArgs {
+            message: "one".into(),
+            ..SubmitArgs::default()
+        },
+    )
+    .unwrap();
+
+    for (name, rewrite) in [
+        ("dotdot", escape_delta as fn(&mut Response)),
+        ("absolute", absolute_paths),
+        ("reserved", reserved_paths),
+    ] {
+        let url = proxy(env.addr(), rewrite);
+        let e = workspace::create(&ctx, args(name, &url)).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Malformed, "{name}: {e}");
+        assert!(e.message().contains(&url), "{name}: names the server: {e}");
+        assert!(e.message().contains("nothing was changed"), "{name}: {e}");
+        // Nothing was written anywhere: not outside, not inside.
+        assert!(!env.dir().join("ws/outside").exists(), "{name}");
+        assert!(!std::path::Path::new("/tmp/x").exists(), "{name}");
+        let root = env.dir().join("ws").join(name);
+        let names: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from(".scribe")], "{name}");
+    }
+    // The same server without the proxy serves the workspace.
+    let b = workspace::create(&ctx, args("bob", env.url())).unwrap();
+    assert_eq!(std::fs::read(b.root.join("a.txt")).unwrap(), b"mine");
+}
