@@ -81,10 +81,13 @@ impl TcpConnection {
             }
         };
         let ctx = format!("connection to {host}:{port}");
-        sock.set_read_timeout(Some(opts.timeout))
+        // The handshake gets the connect timeout: a listener that accepts
+        // and never answers (or a service that is not Scribe) fails fast.
+        sock.set_read_timeout(Some(opts.connect_timeout))
             .map_err(ClientError::io(ctx.clone()))?;
-        sock.set_write_timeout(Some(opts.timeout))
+        sock.set_write_timeout(Some(opts.connect_timeout))
             .map_err(ClientError::io(ctx.clone()))?;
+        let timeouts = sock.try_clone().map_err(ClientError::io(ctx.clone()))?;
         let _ = sock.set_nodelay(true);
         let stream: Box<dyn Stream> = if tls {
             let ca = opts.ca_file.as_ref().ok_or_else(|| ClientError::Url {
@@ -103,7 +106,12 @@ impl TcpConnection {
         } else {
             Box::new(sock)
         };
-        Self::handshake(stream, tls, opts.lz4, opts.credential.as_deref(), &ctx)
+        let conn = Self::handshake(stream, tls, opts.lz4, opts.credential.as_deref(), &ctx)?;
+        timeouts
+            .set_read_timeout(Some(opts.timeout))
+            .and_then(|_| timeouts.set_write_timeout(Some(opts.timeout)))
+            .map_err(ClientError::io(ctx))?;
+        Ok(conn)
     }
 
     fn handshake(
@@ -127,8 +135,11 @@ impl TcpConnection {
             .map_err(ClientError::io(format!(
                 "{ctx}: reading the handshake answer"
             )))?;
-        let answer = Answer::decode(&buf)
-            .map_err(|e| ClientError::Protocol(format!("handshake answer: {e}")))?;
+        let answer = Answer::decode(&buf).map_err(|e| {
+            ClientError::Protocol(format!(
+                "{ctx}: the answer to the hello is not Scribe's (is this a Scribe server?): {e}"
+            ))
+        })?;
         if answer.status != HandshakeStatus::Accepted {
             return Err(ClientError::Handshake {
                 status: answer.status,

@@ -151,3 +151,56 @@ fn rewritten_paths_in_replies_refuse_the_sync_and_write_nothing() {
     let b = workspace::create(&ctx, args("bob", env.url())).unwrap();
     assert_eq!(std::fs::read(b.root.join("a.txt")).unwrap(), b"mine");
 }
+
+/// A listener that accepts and never answers, and a service that is not
+/// Scribe, end the connect with a named error instead of hanging for the
+/// request timeout (issue 14, item 3, in part).
+#[test]
+fn a_silent_listener_or_a_foreign_service_fails_the_connect_quickly() {
+    use scribe_client::{connect, ClientError, ClientOptions};
+    let opts = ClientOptions {
+        connect_timeout: std::time::Duration::from_millis(500),
+        ..ClientOptions::default()
+    };
+    // Silent: accepts, reads nothing, says nothing.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    let held = std::thread::spawn(move || {
+        let (s, _) = silent.accept().unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(20));
+        drop(s);
+    });
+    let t = std::time::Instant::now();
+    match connect(&format!("scribe://{addr}"), &opts) {
+        Err(ClientError::Io { context, .. }) => {
+            assert!(context.contains(&addr.to_string()), "{context}")
+        }
+        Err(e) => panic!("expected an I/O timeout, got {e}"),
+        Ok(_) => panic!("connected to a silent listener"),
+    }
+    // Far below the 300 s request timeout it would have waited before.
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(15),
+        "{:?}",
+        t.elapsed()
+    );
+    drop(held);
+
+    // Foreign: an HTTP server's answer.
+    let http = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = http.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let (mut s, _) = http.accept().unwrap();
+        let mut hello = [0u8; HANDSHAKE_LEN];
+        let _ = s.read_exact(&mut hello);
+        let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+    });
+    match connect(&format!("scribe://{addr}"), &opts) {
+        Err(ClientError::Protocol(p)) => {
+            assert!(p.contains("is this a Scribe server?"), "{p}");
+            assert!(p.contains(&addr.to_string()), "{p}");
+        }
+        Err(e) => panic!("expected a protocol error, got {e}"),
+        Ok(_) => panic!("connected to an HTTP server"),
+    }
+}
