@@ -145,6 +145,11 @@ pub fn freeze_and_upload(
                     let r = upload_queue(&mut lane, shared);
                     if r.is_err() {
                         shared.failed.store(true, Ordering::SeqCst);
+                        // Keep taking chunks until the import sees the
+                        // failure and closes the queue: a chunker blocked
+                        // on a full queue must not wait for uploaders that
+                        // are gone (it would hold the workspace forever).
+                        drain(shared);
                     }
                     r
                 })
@@ -187,6 +192,13 @@ pub fn freeze_and_upload(
             bytes,
         })
     })
+}
+
+/// Discard what the queue holds until the import closes it.
+fn drain(sh: &Shared<'_>) {
+    if let Ok(rx) = sh.rx.lock() {
+        while rx.recv().is_ok() {}
+    }
 }
 
 /// Take the next group from the queue: `None` when it is closed and empty.
