@@ -96,7 +96,7 @@ impl ClientError {
         match self {
             ClientError::Server { code, .. } => *code,
             ClientError::Handshake { .. } => ErrorCode::UnsupportedVersion,
-            ClientError::Io { .. } | ClientError::Tls(_) => ErrorCode::Internal,
+            ClientError::Io { .. } | ClientError::Tls(_) => ErrorCode::Unreachable,
             ClientError::Protocol(_) | ClientError::Url { .. } => ErrorCode::Malformed,
             ClientError::Open(e) => e.code(),
             ClientError::Corrupt { .. } => ErrorCode::Corrupt,

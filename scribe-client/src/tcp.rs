@@ -15,8 +15,9 @@ use scribe_format::wire::handshake::{
 };
 use scribe_format::wire::message as m;
 use scribe_format::wire::{
-    decode_response, object_data_head, object_put_frame_head, request_frame, Answer, Bytes,
-    Connection, ConnectionKind, Hello, Request, Response, TransportError, OBJECT_DATA_HEAD_LEN,
+    connection::put_request, decode_response, object_data_head, object_put_frame_head,
+    request_frame, Answer, Bytes, Connection, ConnectionKind, Hello, Request, Response,
+    TransportError, OBJECT_DATA_HEAD_LEN,
 };
 
 use crate::client::{ClientError, ClientOptions};
@@ -279,16 +280,8 @@ impl Connection for TcpConnection {
         data: &[u8],
     ) -> Result<Response, TransportError> {
         if self.lz4 {
-            let put = m::ObjectPut {
-                repo: head.repo.clone(),
-                data: Bytes(data.to_vec()),
-                ..*head
-            };
-            return self.call(if staged {
-                Request::ObjectPutStaged(put)
-            } else {
-                Request::ObjectPut(put)
-            });
+            // An LZ4 frame compresses the whole payload: build it.
+            return self.call(put_request(head, staged, data));
         }
         let name = if staged {
             "ObjectPutStaged"

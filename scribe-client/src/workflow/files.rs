@@ -2,7 +2,7 @@
 //! and the status of a workspace. Paths are canonical workspace paths.
 
 use scribe_format::wire::message as m;
-use scribe_format::{ErrorCode, OperationId};
+use scribe_format::ErrorCode;
 use scribe_workspace::moves::{self, MoveHooks, MoveIntent};
 use scribe_workspace::open::{self, OpenReport};
 use scribe_workspace::resolve::{resolve as resolve_path, Resolution, Resolved};
@@ -138,11 +138,11 @@ pub fn move_path(ctx: &Context, o: &Opened, src: &str, dst: &str) -> Result<Move
 /// operation id; none: the interrupted one, else the newest).
 pub fn move_abort(ctx: &Context, o: &Opened, selector: Option<&str>) -> Result<Moved> {
     let intent = moves::select(&o.ws, selector)?;
-    Ok(Moved::Aborted(abort(ctx, o, &intent.operation)?))
-}
-
-fn abort(ctx: &Context, o: &Opened, op: &OperationId) -> Result<MoveIntent> {
-    Ok(moves::abort_with(&o.ws, op, &Points(ctx))?)
+    Ok(Moved::Aborted(moves::abort_with(
+        &o.ws,
+        &intent.operation,
+        &Points(ctx),
+    )?))
 }
 
 /// Finish an interrupted move (or its abort).

@@ -215,10 +215,8 @@ pub fn run_sync(o: &Opened, remote: &ServerLink, change: u64) -> Result<Synced> 
             .note(Note::ResumingSync { target });
         let r = apply(o, remote)?;
         merge(&mut total.report, r);
+        // A resumed sync then continues to the requested change below.
         total.change = journal::finish(&o.ws)?;
-        if change == 0 || change == target {
-            // a resumed sync to the head continues to the newest head below
-        }
     }
     let meta = o.ws.meta()?;
     let info = repo_info(remote)?;

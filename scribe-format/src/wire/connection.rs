@@ -58,18 +58,24 @@ pub trait Connection: Send {
         staged: bool,
         data: &[u8],
     ) -> Result<Response, TransportError> {
-        let put = ObjectPut {
-            repo: head.repo.clone(),
-            data: Bytes(data.to_vec()),
-            ..*head
-        };
-        self.call(if staged {
-            Request::ObjectPutStaged(put)
-        } else {
-            Request::ObjectPut(put)
-        })
+        self.call(put_request(head, staged, data))
     }
 
     /// What kind of transport this is.
     fn kind(&self) -> ConnectionKind;
+}
+
+/// The `ObjectPut` (or `ObjectPutStaged`) request for one piece: `head`
+/// with `data` copied in (`head.data` is ignored).
+pub fn put_request(head: &ObjectPut, staged: bool, data: &[u8]) -> Request {
+    let put = ObjectPut {
+        repo: head.repo.clone(),
+        data: Bytes(data.to_vec()),
+        ..*head
+    };
+    if staged {
+        Request::ObjectPutStaged(put)
+    } else {
+        Request::ObjectPut(put)
+    }
 }
