@@ -32,14 +32,68 @@ pub struct TcpConnection {
     tls: bool,
     lz4: bool,
     broken: bool,
+    /// The server's URL, named in every failure.
+    url: String,
+    /// The timeout of each read and write after the handshake.
+    timeout: std::time::Duration,
     /// Who the server serves this connection as, when a credential was
     /// presented.
     principal: Option<Authenticated>,
 }
 
-fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> TransportError {
-    let context = context.into();
-    move |source| TransportError::Io { context, source }
+/// The failure of `what` (e.g. "reading the reply to SubmitChange") on
+/// the connection to `url`, said as a user needs it: which server, what
+/// happened in plain words (closed, cut, silent for `timeout`); the
+/// system's own words stay the cause.
+fn describe(url: &str, what: &str, timeout: std::time::Duration, e: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::UnexpectedEof => {
+            format!("lost the connection to {url} while {what}: the server closed it")
+        }
+        K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => {
+            format!("lost the connection to {url} while {what}: the connection was cut")
+        }
+        K::TimedOut | K::WouldBlock => {
+            format!("no answer from {url} within {} while {what}", secs(timeout))
+        }
+        K::ConnectionRefused => {
+            format!("nothing answers at {url} (connection refused) while {what}")
+        }
+        _ => format!("{url}: {what}"),
+    }
+}
+
+fn failed(
+    url: &str,
+    what: &str,
+    timeout: std::time::Duration,
+) -> impl FnOnce(std::io::Error) -> TransportError {
+    let (url, what) = (url.to_string(), what.to_string());
+    move |source| TransportError::Io {
+        context: describe(&url, &what, timeout, &source),
+        source,
+    }
+}
+
+fn client_failed(
+    url: &str,
+    what: &str,
+    timeout: std::time::Duration,
+) -> impl FnOnce(std::io::Error) -> ClientError {
+    let (url, what) = (url.to_string(), what.to_string());
+    move |source| ClientError::Io {
+        context: describe(&url, &what, timeout, &source),
+        source,
+    }
+}
+
+fn secs(d: std::time::Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
 }
 
 impl TcpConnection {
@@ -53,7 +107,7 @@ impl TcpConnection {
     ) -> Result<TcpConnection, ClientError> {
         let addrs: Vec<_> = (host, port)
             .to_socket_addrs()
-            .map_err(ClientError::io(format!("cannot resolve {host}")))?
+            .map_err(ClientError::io(format!("{url}: cannot resolve {host}")))?
             .collect();
         let mut last = None;
         let mut sock = None;
@@ -69,10 +123,7 @@ impl TcpConnection {
         let sock = match (sock, last) {
             (Some(s), _) => s,
             (None, Some(e)) => {
-                return Err(ClientError::Io {
-                    context: format!("cannot connect to {host}:{port}"),
-                    source: e,
-                })
+                return Err(client_failed(url, "connecting", opts.connect_timeout)(e));
             }
             (None, None) => {
                 return Err(ClientError::Url {
@@ -81,14 +132,14 @@ impl TcpConnection {
                 })
             }
         };
-        let ctx = format!("connection to {host}:{port}");
         // The handshake gets the connect timeout: a listener that accepts
         // and never answers (or a service that is not Scribe) fails fast.
+        let setup = || client_failed(url, "setting up the connection", opts.connect_timeout);
         sock.set_read_timeout(Some(opts.connect_timeout))
-            .map_err(ClientError::io(ctx.clone()))?;
+            .map_err(setup())?;
         sock.set_write_timeout(Some(opts.connect_timeout))
-            .map_err(ClientError::io(ctx.clone()))?;
-        let timeouts = sock.try_clone().map_err(ClientError::io(ctx.clone()))?;
+            .map_err(setup())?;
+        let timeouts = sock.try_clone().map_err(setup())?;
         let _ = sock.set_nodelay(true);
         let stream: Box<dyn Stream> = if tls {
             let ca = opts.ca_file.as_ref().ok_or_else(|| ClientError::Url {
@@ -107,21 +158,23 @@ impl TcpConnection {
         } else {
             Box::new(sock)
         };
-        let conn = Self::handshake(stream, tls, opts.lz4, opts.credential.as_deref(), &ctx)?;
+        let mut conn = Self::handshake(stream, tls, opts, url)?;
         timeouts
             .set_read_timeout(Some(opts.timeout))
             .and_then(|_| timeouts.set_write_timeout(Some(opts.timeout)))
-            .map_err(ClientError::io(ctx))?;
+            .map_err(setup())?;
+        conn.timeout = opts.timeout;
         Ok(conn)
     }
 
     fn handshake(
         mut stream: Box<dyn Stream>,
         tls: bool,
-        lz4: bool,
-        credential: Option<&[u8]>,
-        ctx: &str,
+        opts: &ClientOptions,
+        url: &str,
     ) -> Result<TcpConnection, ClientError> {
+        let (lz4, credential) = (opts.lz4, opts.credential.as_deref());
+        let failed = |what: &str| client_failed(url, what, opts.connect_timeout);
         let hello = match credential {
             Some(_) => Hello::new(lz4).with_credential(),
             None => Hello::new(lz4),
@@ -129,16 +182,14 @@ impl TcpConnection {
         stream
             .write_all(&hello.encode())
             .and_then(|_| stream.flush())
-            .map_err(ClientError::io(format!("{ctx}: sending the hello")))?;
+            .map_err(failed("sending the hello"))?;
         let mut buf = [0u8; HANDSHAKE_LEN];
         stream
             .read_exact(&mut buf)
-            .map_err(ClientError::io(format!(
-                "{ctx}: reading the handshake answer"
-            )))?;
+            .map_err(failed("waiting for the answer to the hello"))?;
         let answer = Answer::decode(&buf).map_err(|e| {
             ClientError::Protocol(format!(
-                "{ctx}: the answer to the hello is not Scribe's (is this a Scribe server?): {e}"
+                "{url}: the answer to the hello is not Scribe's (is this a Scribe server?): {e}"
             ))
         })?;
         if answer.status != HandshakeStatus::Accepted {
@@ -156,7 +207,7 @@ impl TcpConnection {
                         "the server accepted the hello without granting the credential slot".into(),
                     ));
                 }
-                Some(Self::present(&mut *stream, c, lz4, ctx)?)
+                Some(Self::present(&mut *stream, c, lz4, &failed)?)
             }
         };
         Ok(TcpConnection {
@@ -164,25 +215,27 @@ impl TcpConnection {
             tls,
             lz4,
             broken: false,
+            url: url.to_string(),
+            timeout: opts.connect_timeout,
             principal,
         })
     }
 
     /// Send the credential frame and read the server's acknowledgement
     /// (or the error it closes with).
-    fn present(
+    fn present<F: FnOnce(std::io::Error) -> ClientError>(
         stream: &mut dyn Stream,
         credential: &[u8],
         lz4: bool,
-        ctx: &str,
+        failed: &dyn Fn(&str) -> F,
     ) -> Result<Authenticated, ClientError> {
         let frame = hs::credential_frame(credential)
             .map_err(|e| ClientError::Protocol(format!("credential: {e}")))?;
         stream
             .write_all(&frame)
             .and_then(|_| stream.flush())
-            .map_err(ClientError::io(format!("{ctx}: sending the credential")))?;
-        let reading = || ClientError::io(format!("{ctx}: reading the credential reply"));
+            .map_err(failed("sending the credential"))?;
+        let reading = || failed("reading the credential reply");
         let mut len = [0u8; 4];
         stream.read_exact(&mut len).map_err(reading())?;
         let n = check_frame_len(len).map_err(|e| ClientError::Protocol(e.to_string()))?;
@@ -225,13 +278,12 @@ impl TcpConnection {
     ) -> Result<Response, TransportError> {
         write_both(&mut *self.stream, head, tail)
             .and_then(|_| self.stream.flush())
-            .map_err(io(format!("sending {name}")))?;
+            .map_err(failed(&self.url, &format!("sending {name}"), self.timeout))?;
+        let (url, timeout) = (self.url.clone(), self.timeout);
+        let reading = || failed(&url, &format!("reading the reply to {name}"), timeout);
         let mut len = [0u8; 4];
-        self.stream
-            .read_exact(&mut len)
-            .map_err(io(format!("reading the reply to {name}")))?;
+        self.stream.read_exact(&mut len).map_err(reading())?;
         let n = check_frame_len(len).map_err(|e| TransportError::Protocol(e.to_string()))?;
-        let reading = || io(format!("reading the reply to {name}"));
         // Object bytes are read straight into their own buffer.
         let k = n.min(OBJECT_DATA_HEAD_LEN);
         let mut body = vec![0u8; k];

@@ -23,10 +23,14 @@ pub struct Ctx {
 impl Ctx {
     /// The context of this process: its environment is read here, once.
     pub fn from_env(out: Out) -> CliResult<Ctx> {
+        let defaults = ClientOptions::default();
         let options = ClientOptions {
             // The CA trusted for `scribes://`.
             ca_file: std::env::var_os("SCRIBE_CA_FILE").map(PathBuf::from),
-            ..ClientOptions::default()
+            // How long one network wait may last (seconds).
+            timeout: seconds("SCRIBE_TIMEOUT")?.unwrap_or(defaults.timeout),
+            connect_timeout: seconds("SCRIBE_CONNECT_TIMEOUT")?.unwrap_or(defaults.connect_timeout),
+            ..defaults
         };
         let failpoints = if Failpoints::ENABLED {
             Failpoints::new(
@@ -65,6 +69,24 @@ impl Ctx {
             cwd: self.cwd.clone(),
             lib: self.lib.clone(),
         }
+    }
+}
+
+/// A duration in seconds from the environment variable `name` (a positive
+/// number, fractions allowed).
+fn seconds(name: &str) -> CliResult<Option<std::time::Duration>> {
+    let Some(v) = std::env::var_os(name) else {
+        return Ok(None);
+    };
+    let v = v.to_string_lossy();
+    match v.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s.is_finite() && s < 1e9 => {
+            Ok(Some(std::time::Duration::from_secs_f64(s)))
+        }
+        _ => Err(CliError::new(
+            ErrorCode::Usage,
+            format!("{name}={v:?} is not a number of seconds greater than zero"),
+        )),
     }
 }
 

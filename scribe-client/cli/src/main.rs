@@ -129,12 +129,35 @@ fn main() -> ExitCode {
         }
     };
     let json = cli.global.json;
+    let again = retry_hint(&cli.command);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        Err(mut e) => {
+            if e.code == ErrorCode::Unreachable {
+                e.hint = Some(again.to_string());
+            }
             e.print(json);
             ExitCode::from(e.exit_status())
         }
+    }
+}
+
+/// What to run once the server answers again, after `command` lost it.
+fn retry_hint(command: &Command) -> &'static str {
+    match command {
+        Command::Submit { .. } => {
+            "check that the server runs at that address; then run `scribe submit` again: it \
+             resumes this submission with the same id (your files stay opened, nothing is lost)"
+        }
+        Command::Sync { .. } | Command::View(_) => {
+            "check that the server runs at that address; then run `scribe sync` again: it \
+             continues where it stopped (files already placed stay)"
+        }
+        Command::Workspace(WorkspaceCmd::Create { .. }) | Command::Quickstart { .. } => {
+            "check the server URL and that the server runs there; then run the command again \
+             (if the workspace directory was created, run `scribe sync` inside it instead)"
+        }
+        _ => "check that the server runs at that address; then run the command again",
     }
 }
 

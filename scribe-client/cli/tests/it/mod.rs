@@ -2,6 +2,7 @@ mod support;
 
 mod crash;
 mod daily;
+mod dead_server;
 mod debug_path;
 mod help;
 mod moves;

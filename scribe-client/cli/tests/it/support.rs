@@ -42,6 +42,11 @@ impl Run {
     }
 }
 
+/// Run a prepared `scribe` command.
+pub fn to_run_with(c: &mut Command) -> Run {
+    to_run(c.output().expect("scribe runs"))
+}
+
 fn to_run(out: Output) -> Run {
     #[cfg(unix)]
     let killed = {
