@@ -91,6 +91,8 @@ error_codes! {
     Busy = 400, "busy";
     /// An internal failure (I/O, database); the detail says which.
     Internal = 500, "internal";
+    /// The server's storage is full (or over quota); nothing was recorded.
+    StorageFull = 501, "storage_full";
     // 6xx: client-side codes. Never sent by a server; a client reports
     // them for refusals of its own workflows (`docs/cli.md`).
     /// The command line is not one the command accepts.
@@ -153,6 +155,7 @@ impl ErrorCode {
         match self {
             ErrorCode::Usage => ErrorKind::Usage,
             ErrorCode::Internal
+            | ErrorCode::StorageFull
             | ErrorCode::Io
             | ErrorCode::Unreachable
             | ErrorCode::Corrupt

@@ -382,6 +382,18 @@ impl DataRoot {
         Ok(repo)
     }
 
+    /// Forget every open repository handle: the next
+    /// [`open_repository`](Self::open_repository) opens it again (with
+    /// open-time recovery). Handles still held elsewhere stay usable until
+    /// dropped; a reopen before that fails with redb's file lock.
+    /// `also` runs under the same lock as the opens (which call the objects
+    /// factory), so a cache the factory fills is forgotten with them.
+    pub fn forget_open_repositories(&self, also: impl FnOnce()) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.clear();
+        also();
+    }
+
     /// Open the repository named `name`.
     pub fn open_repository_by_name(&self, name: &str) -> Result<Arc<Repository>> {
         let id = self.repository_id(name)?;

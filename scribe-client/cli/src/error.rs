@@ -160,6 +160,7 @@ pub fn hint_for(code: ErrorCode) -> Option<&'static str> {
         ErrorCode::MissingObjects | ErrorCode::Internal => {
             "rerun the command; an interrupted submission is retried with the same id"
         }
+        ErrorCode::StorageFull => "the server's disk is full: tell its administrator; your work is safe here, and running the same command again once there is room goes on where it stopped",
         ErrorCode::UnsupportedVersion => "use a scribe build that matches the server or workspace",
         ErrorCode::Malformed => "the server, or something between it and you, sent what this client refuses; nothing was changed (use scribes:// across untrusted networks)",
         _ => return None,

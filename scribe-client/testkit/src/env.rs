@@ -56,6 +56,7 @@ pub struct Builder {
     transport: Transport,
     listen: ListenOptions,
     repo: Option<String>,
+    volume: Option<u64>,
 }
 
 impl Builder {
@@ -64,6 +65,15 @@ impl Builder {
     /// defaults.
     pub fn listen(mut self, options: ListenOptions) -> Builder {
         self.listen = options;
+        self
+    }
+
+    /// Put the data root on a volume of its own of `bytes` (a tmpfs
+    /// mounted for the test and unmounted when the `Env` drops), so a
+    /// test can fill it for real: the server then meets ENOSPC. Mounting
+    /// needs root (or CAP_SYS_ADMIN); without it the test fails, saying so.
+    pub fn volume(mut self, bytes: u64) -> Builder {
+        self.volume = Some(bytes);
         self
     }
 
@@ -76,7 +86,13 @@ impl Builder {
     /// Create the data root and start serving it.
     pub fn start(self) -> Env {
         let tmp = tempfile::tempdir().expect("temp dir");
-        let data = tmp.path().join("data");
+        let volume = self
+            .volume
+            .map(|bytes| Volume::mount(&tmp.path().join("volume"), bytes));
+        let data = match &volume {
+            Some(v) => v.path.join("data"),
+            None => tmp.path().join("data"),
+        };
         let service = Service::create(&data).expect("create the data root");
         if let Some(name) = &self.repo {
             scribe_server::service::dispatch::repo_create(&service, name)
@@ -90,6 +106,7 @@ impl Builder {
             url: String::new(),
             data,
             transport: self.transport,
+            volume,
             tmp,
         };
         match self.transport {
@@ -143,7 +160,48 @@ pub struct Env {
     url: String,
     data: PathBuf,
     transport: Transport,
+    volume: Option<Volume>,
     tmp: TempDir,
+}
+
+/// A tmpfs of a fixed size mounted for one test.
+pub struct Volume {
+    path: PathBuf,
+}
+
+impl Volume {
+    fn mount(path: &Path, bytes: u64) -> Volume {
+        std::fs::create_dir_all(path).expect("volume mount point");
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(path)
+            .output()
+            .expect("run mount(8)");
+        assert!(
+            out.status.success(),
+            "mounting a {bytes}-byte tmpfs at {} failed: this full-disk test needs root \
+             (or CAP_SYS_ADMIN) to make a small volume: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Volume {
+            path: path.to_path_buf(),
+        }
+    }
+
+    /// The mount point.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Volume {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.path)
+            .status();
+    }
 }
 
 impl Env {
@@ -158,6 +216,7 @@ impl Env {
             transport,
             listen: ListenOptions::default(),
             repo: Some(REPO.to_string()),
+            volume: None,
         }
     }
 
@@ -173,6 +232,11 @@ impl Env {
     /// `name` inside the temporary directory.
     pub fn path(&self, name: &str) -> PathBuf {
         self.tmp.path().join(name)
+    }
+
+    /// The data root's own volume ([`Builder::volume`]).
+    pub fn volume(&self) -> Option<&Volume> {
+        self.volume.as_ref()
     }
 
     /// The data root.

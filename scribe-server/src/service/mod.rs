@@ -20,6 +20,7 @@
 
 pub mod auth;
 pub mod dispatch;
+pub mod faults;
 pub mod group;
 pub mod pins;
 pub mod session;
@@ -88,6 +89,9 @@ pub struct Service {
     groups: group::Groups,
     group_acceptance: std::sync::atomic::AtomicBool,
     authorizer: RwLock<Arc<dyn Authorizer>>,
+    /// The data root's location as given and as resolved, never shown in
+    /// a reply ([`faults::redact`]).
+    hidden: Vec<String>,
 }
 
 impl Service {
@@ -107,7 +111,18 @@ impl Service {
     }
 
     fn new(root: DataRoot, stores: StoreRegistry) -> Service {
+        let mut hidden = vec![root.dir().display().to_string()];
+        if let Ok(real) = root.dir().canonicalize() {
+            hidden.push(real.display().to_string());
+        }
+        if let Ok(abs) = std::path::absolute(root.dir()) {
+            hidden.push(abs.display().to_string());
+        }
+        // Longest first, so a prefix never leaves part of a longer form.
+        hidden.sort_by_key(|h| std::cmp::Reverse(h.len()));
+        hidden.dedup();
         Service {
+            hidden,
             root,
             stores,
             started: Instant::now(),
@@ -219,8 +234,44 @@ impl Service {
         }
         match dispatch::dispatch(self, session, request) {
             Ok(r) => r,
-            Err(e) => Response::Error(e.into_reply()),
+            Err(e) => Response::Error(self.answer_failure(e).into_reply()),
         }
+    }
+
+    /// The reply to a failure: a storage fault is logged in full, makes
+    /// the service reopen its repositories (see [`faults`]) and is
+    /// answered in words that name no server path.
+    fn answer_failure(&self, mut f: Failure) -> Failure {
+        if let Some(fault) = f.fault {
+            eprintln!(
+                "scribe-server: storage failure ({fault:?}): {}: {}",
+                f.code, f.message
+            );
+            if fault != faults::Fault::StillHeld {
+                self.forget_open_repositories();
+            }
+            f.message = match fault {
+                faults::Fault::Full => "the server's storage is full: nothing of this request \
+                    was recorded; the server goes on by itself once its administrator frees \
+                    space (retry then)"
+                    .into(),
+                faults::Fault::Broken => "a write on the server failed; the server is reopening \
+                    its files: retry in a moment"
+                    .into(),
+                faults::Fault::StillHeld => "the server is reopening its files after a storage \
+                    failure, and a request that started before still holds them: retry in a \
+                    moment"
+                    .into(),
+            };
+        }
+        f.message = faults::redact(&f.message, &self.hidden);
+        f
+    }
+
+    /// Drop every open repository handle (metadata and object store); the
+    /// next request opens them again, with open-time recovery.
+    pub fn forget_open_repositories(&self) {
+        self.root.forget_open_repositories(|| self.stores.clear());
     }
 }
 
@@ -239,6 +290,8 @@ pub struct Failure {
     pub code: ErrorCode,
     pub message: String,
     pub paths: Vec<String>,
+    /// The failure is one of the server's storage, not of the request.
+    pub fault: Option<faults::Fault>,
 }
 
 impl Failure {
@@ -247,7 +300,20 @@ impl Failure {
             code,
             message: message.into(),
             paths: Vec::new(),
+            fault: None,
         }
+    }
+
+    /// The same failure marked with the storage fault `e` shows, if any;
+    /// a full volume is `storage_full`, a reopen still held is `busy`.
+    fn with_fault_of(mut self, e: &(dyn std::error::Error + 'static)) -> Self {
+        self.fault = faults::classify(e);
+        match self.fault {
+            Some(faults::Fault::Full) => self.code = ErrorCode::StorageFull,
+            Some(faults::Fault::StillHeld) => self.code = ErrorCode::Busy,
+            _ => {}
+        }
+        self
     }
 
     pub fn into_reply(self) -> ErrorReply {
@@ -265,13 +331,13 @@ impl From<MetadataError> for Failure {
             MetadataError::Refused { detail, .. } => detail.clone(),
             other => other.to_string(),
         };
-        Failure::new(e.code(), message)
+        Failure::new(e.code(), message).with_fault_of(&e)
     }
 }
 
 impl From<scribe_objects::StoreError> for Failure {
     fn from(e: scribe_objects::StoreError) -> Self {
-        Failure::new(stores::store_code(&e), e.to_string())
+        Failure::new(stores::store_code(&e), e.to_string()).with_fault_of(&e)
     }
 }
 

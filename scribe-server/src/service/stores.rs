@@ -86,6 +86,14 @@ impl StoreRegistry {
         )
     }
 
+    /// Forget every open store (after a storage failure): the next open
+    /// of a repository opens its store again.
+    pub fn clear(&self) {
+        if let Ok(mut m) = self.map.lock() {
+            m.clear();
+        }
+    }
+
     /// The store of an opened repository.
     pub fn get(&self, id: &RepositoryId) -> Option<Arc<ObjectStore>> {
         self.map.lock().ok()?.get(id).cloned()

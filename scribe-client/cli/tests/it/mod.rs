@@ -4,6 +4,7 @@ mod crash;
 mod daily;
 mod dead_server;
 mod debug_path;
+mod full_disk;
 mod help;
 mod moves;
 mod output;

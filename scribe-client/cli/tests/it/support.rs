@@ -85,6 +85,26 @@ impl Env {
         Env::over(scribe_testkit::Env::builder(t).repo(None).start())
     }
 
+    /// A fresh data root with repository `demo` on a volume of its own
+    /// of `bytes` (a tmpfs; see `scribe_testkit::env::Builder::volume`).
+    pub fn on_volume(t: Transport, bytes: u64) -> Env {
+        Env::over(
+            scribe_testkit::Env::builder(t)
+                .volume(bytes)
+                .repo(None)
+                .start(),
+        )
+    }
+
+    /// The data root's own volume.
+    pub fn volume(&self) -> PathBuf {
+        self.served
+            .volume()
+            .expect("an Env::on_volume")
+            .path()
+            .to_path_buf()
+    }
+
     fn over(served: scribe_testkit::Env) -> Env {
         let env = Env {
             url: served.url().to_string(),

@@ -1,0 +1,97 @@
+//! The server's volume fills up (a real ENOSPC on a small tmpfs) at
+//! several points of a submit (issue 14, item 9): the client is told the
+//! server's storage is full, in words that name no server path; once
+//! space is back the same command goes on, without restarting the
+//! server, and everything is intact.
+
+use std::io::Write;
+use std::path::Path;
+
+use super::support::*;
+
+/// Fill the volume holding `filler` until a write fails, then give back
+/// `leave` bytes.
+fn fill(filler: &Path, leave: u64) {
+    let mut f = std::fs::File::create(filler).unwrap();
+    let block = vec![0xA5u8; 256 << 10];
+    let mut len = 0u64;
+    loop {
+        match f.write(&block) {
+            Ok(0) => break,
+            Ok(n) => len += n as u64,
+            Err(e) => {
+                assert_eq!(e.raw_os_error(), Some(28), "filling stopped by {e}");
+                break;
+            }
+        }
+    }
+    f.set_len(len.saturating_sub(leave)).unwrap();
+    f.sync_all().unwrap();
+}
+
+/// Run `args` until it is not `busy` (the server answers `busy` while a
+/// request that started before the failure still holds the old handles).
+fn until_not_busy(env: &Env, dir: &Path, args: &[&str]) -> Run {
+    for _ in 0..50 {
+        let r = env.scribe(dir, args);
+        if !r.stderr.contains("Error[busy]") {
+            return r;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("still busy after 50 tries");
+}
+
+#[test]
+fn a_full_server_volume_is_named_and_the_server_recovers_once_space_is_back() {
+    let env = Env::on_volume(Transport::Process, 40 << 20);
+    let vol = env.volume();
+    let a = env.workspace("alice", &[]);
+    write(&a, "base.bin", &noise(1 << 20, 1));
+    env.scribe(&a, &["add", "base.bin"]).ok();
+    env.scribe(&a, &["submit", "-m", "base"]).ok();
+
+    let filler = vol.join("filler");
+    // Nothing left, a little (the metadata commit may be what fails), and
+    // less than the file.
+    for (round, leave) in [0u64, 48 << 10, 256 << 10, 2 << 20].into_iter().enumerate() {
+        fill(&filler, leave);
+        let name = format!("art/round{round}.bin");
+        write(&a, &name, &noise(4 << 20, 10 + round as u64));
+        env.scribe(&a, &["add", &name]).ok();
+        let r = env.scribe(&a, &["submit", "-m", &name]);
+        assert_eq!(r.code, Some(1), "round {round}: {r:?}");
+        assert!(
+            r.stderr.contains("Error[storage_full]"),
+            "round {round}: a full disk is said to be one: {}",
+            r.stderr
+        );
+        assert!(
+            !r.stderr.contains(&*vol.to_string_lossy()) && !r.stderr.contains("/repos/"),
+            "round {round}: the reply names no server path: {}",
+            r.stderr
+        );
+        // The workspace is fine and the file still opened.
+        let st = env.scribe(&a, &["status"]);
+        st.ok();
+        assert!(st.stdout.contains(&name), "{}", st.stdout);
+
+        std::fs::remove_file(&filler).unwrap();
+        // The same command, same server process: it goes on.
+        let r = until_not_busy(&env, &a, &["submit", "-m", &name]);
+        r.ok();
+    }
+    // Everything submitted is whole for a new workspace.
+    let b = env.workspace("bob", &[]);
+    assert_eq!(read(&b, "base.bin"), noise(1 << 20, 1));
+    for round in 0..4u64 {
+        assert_eq!(
+            read(&b, &format!("art/round{round}.bin")),
+            noise(4 << 20, 10 + round),
+            "round {round}"
+        );
+    }
+    let log = env.scribe(&a, &["log"]);
+    log.ok();
+    assert_eq!(log.stdout.lines().count(), 5, "{}", log.stdout);
+}
