@@ -43,7 +43,9 @@ pub struct RepositoryInfo {
 pub struct DataRoot {
     dir: PathBuf,
     _lock: File,
-    catalog: Database,
+    /// `catalog.redb`; `None` after a storage failure until the next use
+    /// opens it again ([`DataRoot::forget_open_repositories`]).
+    catalog: Mutex<Option<Arc<Database>>>,
     incarnation: String,
     open: Mutex<HashMap<RepositoryId, Arc<Repository>>>,
     objects: Box<ObjectsFactory>,
@@ -159,7 +161,7 @@ impl DataRoot {
         Ok(DataRoot {
             dir,
             _lock: lock,
-            catalog,
+            catalog: Mutex::new(Some(Arc::new(catalog))),
             incarnation,
             open: Mutex::new(HashMap::new()),
             objects: Box::new(default_objects),
@@ -203,7 +205,7 @@ impl DataRoot {
         let root = DataRoot {
             dir,
             _lock: lock,
-            catalog,
+            catalog: Mutex::new(Some(Arc::new(catalog))),
             incarnation,
             open: Mutex::new(HashMap::new()),
             objects: Box::new(default_objects),
@@ -236,7 +238,7 @@ impl DataRoot {
     fn remove_creating_leftovers(&self) -> Result<()> {
         let mut leftovers = Vec::new();
         {
-            let tx = self.catalog.begin_read()?;
+            let tx = self.catalog()?.begin_read()?;
             let repos = tx.open_table(CATALOG_REPOS)?;
             for row in repos.range::<[u8; 16]>(..)? {
                 let (k, v) = row?;
@@ -251,7 +253,7 @@ impl DataRoot {
             if dir.exists() {
                 std::fs::remove_dir_all(&dir).map_err(|e| MetadataError::io(&dir, e))?;
             }
-            let mut tx = self.catalog.begin_write()?;
+            let mut tx = self.catalog()?.begin_write()?;
             tx.set_durability(Durability::Immediate)?;
             {
                 tx.open_table(CATALOG_REPOS)?.remove(id.0)?;
@@ -283,7 +285,7 @@ impl DataRoot {
             main_branch: main,
         };
         {
-            let mut tx = self.catalog.begin_write()?;
+            let mut tx = self.catalog()?.begin_write()?;
             tx.set_durability(Durability::Immediate)?;
             {
                 let mut names = tx.open_table(CATALOG_REPO_NAMES)?;
@@ -305,7 +307,7 @@ impl DataRoot {
         Repository::create(&dir, id, name, main, created_ms)?;
         sync_dir(&dir)?;
         sync_dir(&self.dir.join("repos"))?;
-        let mut tx = self.catalog.begin_write()?;
+        let mut tx = self.catalog()?.begin_write()?;
         tx.set_durability(Durability::Immediate)?;
         {
             let ready = CatalogRecord {
@@ -321,7 +323,7 @@ impl DataRoot {
 
     /// Every ready repository, by id.
     pub fn list_repositories(&self) -> Result<Vec<RepositoryInfo>> {
-        let tx = self.catalog.begin_read()?;
+        let tx = self.catalog()?.begin_read()?;
         let repos = tx.open_table(CATALOG_REPOS)?;
         let mut out = Vec::new();
         for row in repos.range::<[u8; 16]>(..)? {
@@ -341,7 +343,7 @@ impl DataRoot {
 
     /// The id of the repository named `name`.
     pub fn repository_id(&self, name: &str) -> Result<RepositoryId> {
-        let tx = self.catalog.begin_read()?;
+        let tx = self.catalog()?.begin_read()?;
         let names = tx.open_table(CATALOG_REPO_NAMES)?;
         let id = names
             .get(name)?
@@ -362,7 +364,7 @@ impl DataRoot {
             return Ok(r.clone());
         }
         let rec = {
-            let tx = self.catalog.begin_read()?;
+            let tx = self.catalog()?.begin_read()?;
             let repos = tx.open_table(CATALOG_REPOS)?;
             let row = repos.get(id.0)?.ok_or_else(|| {
                 MetadataError::refused(ErrorCode::NotFound, format!("no repository {id}"))
@@ -392,6 +394,19 @@ impl DataRoot {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         open.clear();
         also();
+        *self.catalog.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// The catalog database, opened again if a storage failure made the
+    /// service forget it.
+    fn catalog(&self) -> Result<Arc<Database>> {
+        let mut c = self.catalog.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(db) = &*c {
+            return Ok(db.clone());
+        }
+        let db = Arc::new(Database::open(self.dir.join("catalog.redb"))?);
+        *c = Some(db.clone());
+        Ok(db)
     }
 
     /// Open the repository named `name`.

@@ -94,4 +94,23 @@ fn a_full_server_volume_is_named_and_the_server_recovers_once_space_is_back() {
     let log = env.scribe(&a, &["log"]);
     log.ok();
     assert_eq!(log.stdout.lines().count(), 5, "{}", log.stdout);
+
+    // Creating a repository on a full volume, then with room again.
+    fill(&filler, 0);
+    let r = env.scribe(
+        env.dir(),
+        &["repo", "create", "second", "--server", &env.url],
+    );
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Error[storage_full]"), "{}", r.stderr);
+    std::fs::remove_file(&filler).unwrap();
+    until_not_busy(
+        &env,
+        env.dir(),
+        &["repo", "create", "second", "--server", &env.url],
+    )
+    .ok();
+    let list = env.scribe(env.dir(), &["repo", "list", "--server", &env.url]);
+    list.ok();
+    assert!(list.stdout.contains("second"), "{}", list.stdout);
 }
