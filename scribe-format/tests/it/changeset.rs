@@ -600,7 +600,7 @@ proptest! {
 fn backslash_path_decodes_by_hand() {
     let s = state("psd", 7, Mode::Regular);
     let mut bytes: Vec<u8> = vec![0x01, 0x00, 0x02, 0x00, 0x00, 0x00]; // version 1, 2 entries
-    // entry 0: add "art\new.psd"
+                                                                       // entry 0: add "art\new.psd"
     bytes.extend_from_slice(&[11, 0]);
     bytes.extend_from_slice(b"art\\new.psd");
     bytes.push(1);

@@ -428,7 +428,10 @@ fn backslash_is_canonical_and_only_windows_refuses_it() {
         scribe_format::path::check_windows_name("dir\\file.txt"),
         Err(PathError::Backslash { offset: 3 })
     );
-    assert_eq!(scribe_format::path::check_windows_name("dir/file.txt"), Ok(()));
+    assert_eq!(
+        scribe_format::path::check_windows_name("dir/file.txt"),
+        Ok(())
+    );
     // `\` is no separator: `a\b` is one component, with a key of its own.
     assert_eq!(components("a\\b").count(), 1);
     assert_ne!(collision_key("a\\b"), collision_key("a/b"));
