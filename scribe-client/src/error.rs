@@ -115,6 +115,7 @@ impl From<WorkspaceError> for Error {
                     ErrorCode::Corrupt
                 }
                 WorkspaceError::Materialize { .. } => ErrorCode::Refused,
+                WorkspaceError::StateDamaged { .. } => ErrorCode::WorkspaceStateDamaged,
                 WorkspaceError::Io { .. } => ErrorCode::Io,
                 _ => ErrorCode::Internal,
             };

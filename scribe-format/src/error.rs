@@ -131,6 +131,12 @@ error_codes! {
     MoveUnfinished = 616, "move_unfinished";
     /// A later pending move depends on the one to undo.
     MoveDependent = 617, "move_dependent";
+    /// A workspace path lies beneath a component that is a symbolic link
+    /// (or a junction): Scribe never reads, writes or deletes through one.
+    BeyondSymlink = 618, "beyond_symlink";
+    /// The workspace state database (`.scribe/_state/state.redb`) is
+    /// damaged or holds rows this build cannot decode.
+    WorkspaceStateDamaged = 619, "workspace_state_damaged";
 }
 
 /// How a failure ends a command.
@@ -159,6 +165,7 @@ impl ErrorCode {
             | ErrorCode::Io
             | ErrorCode::Unreachable
             | ErrorCode::Corrupt
+            | ErrorCode::WorkspaceStateDamaged
             | ErrorCode::Malformed => ErrorKind::Failed,
             _ => ErrorKind::Refused,
         }

@@ -26,6 +26,11 @@ pub enum WorkspaceError {
         key: String,
         source: FormatError,
     },
+    /// `state.redb` is damaged: it cannot be opened, redb finds it
+    /// corrupt, or a row does not decode. Nothing in the working copy was
+    /// changed; the CLI says what to do (`workspace_state_damaged`).
+    #[error("workspace state {} is damaged: {detail}", path.display())]
+    StateDamaged { path: PathBuf, detail: String },
     #[error("workspace state is missing {key}")]
     MissingMeta { key: &'static str },
     #[error("a sync to change {target} is unfinished")]

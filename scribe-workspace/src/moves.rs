@@ -539,9 +539,19 @@ pub fn plan(ws: &Workspace, src: &str, dst: &str) -> Result<MoveIntent> {
             ),
         ));
     }
-    let src_full = ws.root().join(src);
-    if std::fs::symlink_metadata(&src_full).is_err() {
-        return Err(refuse(ErrorCode::NotFound, src, "not on disk"));
+    // Neither side may lie beneath a linked directory, and the source may
+    // not be one: its tracked files would be beyond it (`crate::guard`).
+    let src_full = crate::guard::checked(ws.root(), src)?;
+    crate::guard::checked(ws.root(), dst)?;
+    match std::fs::symlink_metadata(&src_full) {
+        Err(_) => return Err(refuse(ErrorCode::NotFound, src, "not on disk")),
+        Ok(meta)
+            if crate::platform::is_link(&meta)
+                && files.iter().any(|f| f.physical_source != src) =>
+        {
+            return Err(crate::guard::refusal(&files[0].physical_source, src));
+        }
+        Ok(_) => {}
     }
     if let Some(f) = files
         .iter()
@@ -711,8 +721,8 @@ fn carry(
     hooks: &dyn MoveHooks,
     point: &str,
 ) -> Result<()> {
-    let from_full = ws.root().join(from);
-    let to_full = ws.root().join(to);
+    let from_full = crate::guard::checked(ws.root(), from)?;
+    let to_full = crate::guard::checked(ws.root(), to)?;
     let stage = staging(ws, &intent.operation);
     let staging_dir = ws.state_dir().join("staging");
     let (f, s, t) = (exists(&from_full), exists(&stage), exists(&to_full));

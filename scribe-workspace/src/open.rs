@@ -101,11 +101,14 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
     let mut report = OpenReport::default();
     let found = scan_prefixes(ws, paths);
     for p in &found.problems {
-        report.refused.push(refuse(
-            &p.path,
-            ErrorCode::InvalidPath,
-            format!("{} ({})", p.detail, p.code),
-        ));
+        let code = if p.code == crate::guard::PROBLEM_CODE {
+            ErrorCode::BeyondSymlink
+        } else {
+            ErrorCode::InvalidPath
+        };
+        report
+            .refused
+            .push(refuse(&p.path, code, format!("{} ({})", p.detail, p.code)));
     }
     let read = ws.read()?;
     let baselines = read.baselines()?;
@@ -170,6 +173,7 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
                 .files
                 .iter()
                 .any(|f| scribe_format::path::is_under_prefix(&f.path, p))
+            && !found.problems.iter().any(|x| &x.path == p)
             && !ws.root().join(p).is_dir()
         {
             report.refused.push(refuse(
@@ -183,8 +187,36 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
     Ok(report)
 }
 
-/// Tracked paths at or under each argument.
+/// Split `paths` into those no symbolic link lies above and refusals
+/// (`beyond_symlink`) for the rest ([`crate::guard`]).
+fn not_beyond_links(ws: &Workspace, paths: Vec<String>) -> Result<(Vec<String>, Vec<Refusal>)> {
+    let mut ok = Vec::with_capacity(paths.len());
+    let mut refused = Vec::new();
+    let mut links = crate::guard::LinkCheck::new(ws.root());
+    for path in paths {
+        match links.link_above(&path)? {
+            Some(link) => refused.push(refuse(
+                &path,
+                ErrorCode::BeyondSymlink,
+                crate::guard::describe(&link),
+            )),
+            None => ok.push(path),
+        }
+    }
+    Ok((ok, refused))
+}
+
+/// Tracked paths at or under each argument, with refusals for arguments
+/// matching none and for paths beneath a symbolic link.
 fn tracked_under(ws: &Workspace, paths: &[String]) -> Result<(Vec<String>, Vec<Refusal>)> {
+    let (out, mut refused) = tracked_under_any(ws, paths)?;
+    let (out, beyond) = not_beyond_links(ws, out)?;
+    refused.extend(beyond);
+    Ok((out, refused))
+}
+
+/// Tracked paths at or under each argument.
+fn tracked_under_any(ws: &Workspace, paths: &[String]) -> Result<(Vec<String>, Vec<Refusal>)> {
     let baselines = ws.read()?.baselines()?;
     let mut out = Vec::new();
     let mut refused = Vec::new();
@@ -290,6 +322,24 @@ pub fn revert(
     for (path, rec) in targets {
         let baseline = ws.read()?.baseline(&path)?;
         if let (OpenedAction::Edit | OpenedAction::Delete, Some(base)) = (rec.action, baseline) {
+            // Restoring the baseline reads, displaces and writes the file:
+            // never through a linked directory.
+            if let Some(link) = crate::guard::link_above(ws.root(), &path)? {
+                report.refused.push(refuse(
+                    &path,
+                    ErrorCode::BeyondSymlink,
+                    crate::guard::describe(&link),
+                ));
+                continue;
+            }
+            if crate::platform::check_materializable(&path).is_err() {
+                report.refused.push(refuse(
+                    &path,
+                    ErrorCode::InvalidPath,
+                    "this platform cannot hold the name",
+                ));
+                continue;
+            }
             let full = ws.root().join(&path);
             let unchanged = match std::fs::symlink_metadata(&full) {
                 Ok(meta) => {
@@ -378,10 +428,49 @@ pub fn detect_changes(
         },
         threads: 0,
     };
-    let (detection, problems) = detect_indexed(ws.root(), &options, &index, |p| read.baseline(p))?;
+    let (mut detection, mut problems) =
+        detect_indexed(ws.root(), &options, &index, |p| read.baseline(p))?;
     drop(read);
+    set_apart_beyond_links(ws, &mut detection, &mut problems)?;
     record_refreshed(ws, &detection, Some(&mut index))?;
     Ok((detection, problems))
+}
+
+/// A tracked file beneath a symbolic link is not missing: the walk never
+/// follows the link, so it could not see the file. Such paths move from
+/// the changes to the problems (`beyond_symlink`), so `status` says why and
+/// `reconcile` does not open them for delete.
+fn set_apart_beyond_links(
+    ws: &Workspace,
+    detection: &mut Detection,
+    problems: &mut Vec<ScanProblem>,
+) -> Result<()> {
+    if !detection
+        .changes
+        .iter()
+        .any(|c| matches!(c, LocalChange::Missing { .. }))
+    {
+        return Ok(());
+    }
+    let mut links = crate::guard::LinkCheck::new(ws.root());
+    let mut kept = Vec::with_capacity(detection.changes.len());
+    for change in std::mem::take(&mut detection.changes) {
+        if let LocalChange::Missing { path } = &change {
+            if let Some(link) = links.link_above(path)? {
+                problems.push(ScanProblem {
+                    path: path.clone(),
+                    code: crate::guard::PROBLEM_CODE.into(),
+                    detail: crate::guard::describe(&link),
+                });
+                continue;
+            }
+        }
+        kept.push(change);
+    }
+    detection.changes = kept;
+    problems.sort_by(|a, b| a.path.cmp(&b.path));
+    problems.dedup();
+    Ok(())
 }
 
 /// Write back the refreshed fingerprints that are settled (one
@@ -465,9 +554,11 @@ pub fn detect_changes_uncached(
                     .any(|x| scribe_format::path::is_under_prefix(p, x))
         })
         .collect();
-    let detection = detect(ws.root(), &found, &baselines);
+    let mut detection = detect(ws.root(), &found, &baselines);
+    let mut problems = found.problems;
+    set_apart_beyond_links(ws, &mut detection, &mut problems)?;
     record_refreshed(ws, &detection, None)?;
-    Ok((detection, found.problems))
+    Ok((detection, problems))
 }
 
 /// `scribe reconcile`: open every detected local change (new files as

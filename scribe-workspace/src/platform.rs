@@ -18,6 +18,40 @@ pub fn is_executable(_meta: &Metadata) -> bool {
     false
 }
 
+/// Whether `meta` (from `symlink_metadata`) is a symbolic link: on Windows
+/// also a junction or any other name-surrogate reparse point, which std
+/// reports as a link, and any directory reparse point besides.
+pub fn is_link(meta: &Metadata) -> bool {
+    if meta.file_type().is_symlink() {
+        return true;
+    }
+    #[cfg(windows)]
+    {
+        use std::os::windows::fs::MetadataExt;
+        const FILE_ATTRIBUTE_REPARSE_POINT: u32 = 0x400;
+        if meta.is_dir() && meta.file_attributes() & FILE_ATTRIBUTE_REPARSE_POINT != 0 {
+            return true;
+        }
+    }
+    false
+}
+
+/// Whether this platform's file system can hold the canonical path
+/// `path` as written. Section 5 allows `\\` in a name; a Windows working
+/// copy reads it as a separator, so there such a path is refused where it
+/// would be written (`docs/format-notes-path.md`, "Backslash").
+#[cfg(windows)]
+pub fn check_materializable(path: &str) -> Result<(), scribe_format::path::PathError> {
+    scribe_format::path::check_windows_name(path)
+}
+
+/// Whether this platform's file system can hold the canonical path
+/// `path` as written: everywhere but Windows, every canonical path.
+#[cfg(not(windows))]
+pub fn check_materializable(_path: &str) -> Result<(), scribe_format::path::PathError> {
+    Ok(())
+}
+
 /// Whether this platform records executable bits at all.
 pub const HAS_EXECUTABLE_BIT: bool = cfg!(unix);
 

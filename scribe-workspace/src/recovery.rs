@@ -40,7 +40,8 @@ pub fn write_index(root: &Path, index: &RecoveryIndex) -> Result<()> {
 /// already gone (a rerun after a crash between rename and bookkeeping) is
 /// not an error.
 pub fn move_in(root: &Path, index: &RecoveryIndex) -> Result<()> {
-    let from = root.join(&index.path);
+    // Never take a file from beneath a linked directory (`crate::guard`).
+    let from = crate::guard::checked(root, &index.path)?;
     let to = recovery_dir(root).join(index.entry_name());
     match std::fs::rename(&from, &to) {
         Ok(()) => sync_dir(&recovery_dir(root)),
@@ -51,6 +52,7 @@ pub fn move_in(root: &Path, index: &RecoveryIndex) -> Result<()> {
 
 /// Displace the working file at `path` (both steps).
 pub fn displace(root: &Path, path: &str, reason: RecoveryReason) -> Result<RecoveryIndex> {
+    crate::guard::checked(root, path)?;
     let index = new_index(path, reason);
     write_index(root, &index)?;
     move_in(root, &index)?;

@@ -64,7 +64,9 @@ pub fn resolve(
     };
     let opened = read.opened(path)?;
     drop(read);
-    let full = ws.root().join(path);
+    // Every resolution reads, displaces or writes the working file: never
+    // beneath a linked directory (the path stays deferred).
+    let full = crate::guard::checked(ws.root(), path)?;
     let readonly = ws.meta()?.readonly;
     let present = std::fs::symlink_metadata(&full).is_ok();
     match how {
@@ -149,7 +151,13 @@ fn place(
     materializer: &dyn Materializer,
     readonly: bool,
 ) -> Result<()> {
-    let full = ws.root().join(path);
+    let full = crate::guard::checked(ws.root(), path)?;
+    if let Err(e) = crate::platform::check_materializable(path) {
+        return Err(WorkspaceError::Materialize {
+            path: path.into(),
+            detail: e.to_string(),
+        });
+    }
     let tmp = ws
         .state_dir()
         .join("tmp")

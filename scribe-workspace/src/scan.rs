@@ -45,7 +45,8 @@ pub struct ScannedFile {
 pub struct ScanProblem {
     /// The path relative to the root, lossily rendered.
     pub path: String,
-    /// A stable code (a path rule code, `symlink`, `not_utf8`, `io`).
+    /// A stable code (a path rule code, `symlink`, `beyond_symlink`,
+    /// `not_utf8`, `io`).
     pub code: String,
     pub detail: String,
 }
@@ -515,6 +516,26 @@ fn walk_here<V: Visit, R: DirReader>(
         let parts: Vec<Part<V::Acc>> = prefixes
             .par_iter()
             .map(|prefix| {
+                // A prefix beneath a linked directory is never walked: the
+                // link would lead the walk outside the working copy.
+                let beyond = match crate::guard::link_above(root, prefix) {
+                    Ok(None) => None,
+                    Ok(Some(link)) => Some((
+                        crate::guard::PROBLEM_CODE.to_string(),
+                        crate::guard::describe(&link),
+                    )),
+                    Err(e) => Some(("io".to_string(), e.to_string())),
+                };
+                if let Some((code, detail)) = beyond {
+                    return Part {
+                        acc: V::Acc::default(),
+                        problems: vec![ScanProblem {
+                            path: prefix.clone(),
+                            code,
+                            detail,
+                        }],
+                    };
+                }
                 let full = root.join(prefix);
                 let Ok(meta) = std::fs::symlink_metadata(&full) else {
                     return Part::default();

@@ -20,6 +20,7 @@
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use redb::{
     Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
@@ -79,6 +80,8 @@ pub struct WorkspaceMeta {
 /// An open workspace: its root, its database, and its held LOCK.
 pub struct Workspace {
     root: PathBuf,
+    /// `.scribe/_state/state.redb`.
+    db_path: Arc<Path>,
     db: std::sync::RwLock<Option<Db>>,
     _lock: File,
 }
@@ -164,10 +167,11 @@ impl Workspace {
         std::fs::create_dir_all(&state).map_err(WorkspaceError::io(&state))?;
         let lock = take_lock(root)?;
         create_dirs(root)?;
-        let db_path = state.join("state.redb");
-        let db = Database::create(&db_path)?;
+        let db_path: Arc<Path> = state.join("state.redb").into();
+        let db = guarded(&db_path, || Ok(Database::create(&db_path)?))?;
         let ws = Workspace {
             root: root.to_path_buf(),
+            db_path,
             db: std::sync::RwLock::new(Some(Db::Write(db))),
             _lock: lock,
         };
@@ -237,16 +241,27 @@ impl Workspace {
         let lock = take_lock(root)?;
         create_dirs(root)?;
         clean_tmp(&state.join("tmp"))?;
-        let db_path = state.join("state.redb");
-        let db = match read_only {
-            true => match redb::ReadOnlyDatabase::open(&db_path) {
-                Ok(db) => Db::Read(db),
-                Err(_) => Db::Write(Database::create(&db_path)?),
-            },
-            false => Db::Write(Database::create(&db_path)?),
-        };
+        let db_path: Arc<Path> = state.join("state.redb").into();
+        // A missing state.redb is damage too: `Database::create` would make
+        // an empty one, and the workspace would forget its baselines.
+        if !db_path.is_file() {
+            return Err(WorkspaceError::StateDamaged {
+                path: db_path.to_path_buf(),
+                detail: "the file is missing".into(),
+            });
+        }
+        let db = guarded(&db_path, || {
+            Ok(match read_only {
+                true => match redb::ReadOnlyDatabase::open(&db_path) {
+                    Ok(db) => Db::Read(db),
+                    Err(_) => Db::Write(Database::create(&db_path)?),
+                },
+                false => Db::Write(Database::create(&db_path)?),
+            })
+        })?;
         let ws = Workspace {
             root: root.to_path_buf(),
+            db_path,
             db: std::sync::RwLock::new(Some(db)),
             _lock: lock,
         };
@@ -302,12 +317,17 @@ impl Workspace {
     /// A read view of the state.
     pub fn read(&self) -> Result<StateRead> {
         let db = self.db.read().unwrap_or_else(|e| e.into_inner());
-        let tx = match &*db {
-            Some(Db::Write(d)) => d.begin_read()?,
-            Some(Db::Read(d)) => d.begin_read()?,
-            None => return Err(redb::StorageError::DatabaseClosed.into()),
-        };
-        Ok(StateRead { tx })
+        let tx = guarded(&self.db_path, || {
+            Ok(match &*db {
+                Some(Db::Write(d)) => d.begin_read()?,
+                Some(Db::Read(d)) => d.begin_read()?,
+                None => return Err(redb::StorageError::DatabaseClosed.into()),
+            })
+        })?;
+        Ok(StateRead {
+            tx,
+            path: self.db_path.clone(),
+        })
     }
 
     /// A write transaction, committed with immediate durability.
@@ -324,23 +344,24 @@ impl Workspace {
                 // file lock) goes first.
                 let mut db = self.db.write().unwrap_or_else(|e| e.into_inner());
                 if !matches!(&*db, Some(Db::Write(_))) {
-                    let path = self.state_dir().join("state.redb");
+                    let path = self.db_path.clone();
                     drop(db.take());
-                    match Database::create(&path) {
+                    match guarded(&path, || Ok(Database::create(&path)?)) {
                         Ok(d) => *db = Some(Db::Write(d)),
                         Err(e) => {
                             *db = redb::ReadOnlyDatabase::open(&path).ok().map(Db::Read);
-                            return Err(e.into());
+                            return Err(e);
                         }
                     }
                 }
                 writable(&db).ok_or(redb::StorageError::DatabaseClosed)?
             }
         };
-        let mut tx = begun?;
+        let mut tx = guarded(&self.db_path, || Ok(begun?))?;
         tx.set_durability(Durability::Immediate)?;
         Ok(StateWrite {
             tx,
+            path: self.db_path.clone(),
             baselines_stamped: std::cell::Cell::new(false),
         })
     }
@@ -396,6 +417,74 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Run `f`, which reads or writes `state.redb` at `path`, and report
+/// damage as [`WorkspaceError::StateDamaged`] naming the file: a row that
+/// does not decode, a missing binding, redb finding the file corrupt or
+/// not a database, a table of the wrong type, and a panic inside redb
+/// (it indexes pages it trusts; a damaged page can make it panic).
+fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(damage(path, e)),
+        Err(panic) => {
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            Err(WorkspaceError::StateDamaged {
+                path: path.to_path_buf(),
+                detail: format!("the database failed reading it ({why})"),
+            })
+        }
+    }
+}
+
+/// `e` as [`WorkspaceError::StateDamaged`] when it reports damage.
+fn damage(path: &Path, e: WorkspaceError) -> WorkspaceError {
+    let detail = match &e {
+        WorkspaceError::Corrupt { table, key, source } => {
+            format!("row {table}/{key} does not decode: {source}")
+        }
+        WorkspaceError::MissingMeta { key } => format!("the meta row {key:?} is missing"),
+        WorkspaceError::Database(d) if is_damage(d) => d.to_string(),
+        _ => return e,
+    };
+    WorkspaceError::StateDamaged {
+        path: path.to_path_buf(),
+        detail,
+    }
+}
+
+/// Whether a redb error means the file is damaged (not busy, not a
+/// failing disk or a full one).
+fn is_damage(e: &redb::Error) -> bool {
+    match e {
+        redb::Error::Corrupted(_)
+        | redb::Error::TableTypeMismatch { .. }
+        | redb::Error::TableIsMultimap(_)
+        | redb::Error::TableIsNotMultimap(_)
+        | redb::Error::TypeDefinitionChanged { .. }
+        | redb::Error::TableDoesNotExist(_)
+        | redb::Error::UpgradeRequired(_) => true,
+        redb::Error::Io(io) => matches!(
+            io.kind(),
+            std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+        ),
+        _ => false,
+    }
+}
+
+/// Refuse a path-keyed row whose key is not a canonical path: a damaged
+/// file must not make sync or status act on `../x` or an absolute path.
+fn check_key(table: &'static str, key: &str) -> Result<()> {
+    scribe_format::path::validate(key).map_err(|e| WorkspaceError::Corrupt {
+        table,
+        key: key.escape_debug().to_string(),
+        source: e.into(),
+    })
+}
+
 fn corrupt(
     table: &'static str,
     key: impl Into<String>,
@@ -421,43 +510,47 @@ fn id16<T: From<[u8; 16]>>(bytes: &[u8], key: &'static str) -> Result<T> {
 macro_rules! reads {
     ($open:ident) => {
         fn meta_raw(&self, key: &str) -> Result<Option<Vec<u8>>> {
-            let t = self.$open(META)?;
-            let v = t.get(key)?.map(|v| v.value().to_vec());
-            Ok(v)
+            self.guarded(|| {
+                let t = self.$open(META)?;
+                let v = t.get(key)?.map(|v| v.value().to_vec());
+                Ok(v)
+            })
         }
 
         /// A raw meta value.
         pub fn meta_bytes(&self, key: &str) -> Result<Option<Vec<u8>>> {
-            self.meta_raw(key)
+            self.guarded(|| self.meta_raw(key))
         }
 
         /// Meta keys that start with `prefix`, in order.
         pub fn meta_keys_with_prefix(&self, prefix: &str) -> Result<Vec<String>> {
-            let t = self.$open(META)?;
-            let mut out = Vec::new();
-            for row in t.range(prefix..)? {
-                let (k, _) = row?;
-                if !k.value().starts_with(prefix) {
-                    break;
+            self.guarded(|| {
+                let t = self.$open(META)?;
+                let mut out = Vec::new();
+                for row in t.range(prefix..)? {
+                    let (k, _) = row?;
+                    if !k.value().starts_with(prefix) {
+                        break;
+                    }
+                    out.push(k.value().to_string());
                 }
-                out.push(k.value().to_string());
-            }
-            Ok(out)
+                Ok(out)
+            })
         }
 
         /// A `u32` meta value.
         pub fn meta_u32(&self, key: &'static str) -> Result<Option<u32>> {
-            match self.meta_raw(key)? {
+            self.guarded(|| match self.meta_raw(key)? {
                 None => Ok(None),
                 Some(v) => Ok(Some(
                     Reader::new(&v).u32(key).map_err(corrupt("meta", key))?,
                 )),
-            }
+            })
         }
 
         /// A `u64` meta value.
         pub fn meta_u64(&self, key: &'static str) -> Result<Option<u64>> {
-            match self.meta_raw(key)? {
+            self.guarded(|| match self.meta_raw(key)? {
                 None => Ok(None),
                 Some(v) => {
                     let mut r = Reader::new(&v);
@@ -465,164 +558,186 @@ macro_rules! reads {
                     r.finish(key).map_err(corrupt("meta", key))?;
                     Ok(Some(n))
                 }
-            }
+            })
         }
 
         /// The workspace's binding.
         pub fn meta(&self) -> Result<WorkspaceMeta> {
-            let need = |key: &'static str| -> Result<Vec<u8>> {
-                self.meta_raw(key)?
-                    .ok_or(WorkspaceError::MissingMeta { key })
-            };
-            let text = |key: &'static str| -> Result<String> {
-                String::from_utf8(need(key)?).map_err(|_| WorkspaceError::Corrupt {
-                    table: "meta",
-                    key: key.into(),
-                    source: FormatError::NotUtf8 { what: "meta text" },
-                })
-            };
-            let flag = |key: &'static str| -> Result<bool> {
-                match self.meta_raw(key)?.as_deref() {
-                    None | Some([0]) => Ok(false),
-                    Some([1]) => Ok(true),
-                    Some(_) => Err(WorkspaceError::Corrupt {
+            self.guarded(|| {
+                let need = |key: &'static str| -> Result<Vec<u8>> {
+                    self.meta_raw(key)?
+                        .ok_or(WorkspaceError::MissingMeta { key })
+                };
+                let text = |key: &'static str| -> Result<String> {
+                    String::from_utf8(need(key)?).map_err(|_| WorkspaceError::Corrupt {
                         table: "meta",
                         key: key.into(),
-                        source: FormatError::invalid("meta flag", "must be 0 or 1"),
-                    }),
-                }
-            };
-            let list = |key: &'static str, max_items, max_len| -> Result<Vec<String>> {
-                match self.meta_raw(key)? {
-                    None => Ok(Vec::new()),
-                    Some(v) => {
-                        decode_str16_list(&v, max_items, max_len).map_err(corrupt("meta", key))
+                        source: FormatError::NotUtf8 { what: "meta text" },
+                    })
+                };
+                let flag = |key: &'static str| -> Result<bool> {
+                    match self.meta_raw(key)?.as_deref() {
+                        None | Some([0]) => Ok(false),
+                        Some([1]) => Ok(true),
+                        Some(_) => Err(WorkspaceError::Corrupt {
+                            table: "meta",
+                            key: key.into(),
+                            source: FormatError::invalid("meta flag", "must be 0 or 1"),
+                        }),
                     }
-                }
-            };
-            Ok(WorkspaceMeta {
-                workspace_id: id16(&need("workspace-id")?, "workspace-id")?,
-                repository_id: id16(&need("repository-id")?, "repository-id")?,
-                branch_id: id16(&need("branch-id")?, "branch-id")?,
-                incarnation: id16::<[u8; 16]>(&need("incarnation")?, "incarnation")?,
-                repository_name: text("repository-name")?,
-                server: text("server")?,
-                author: text("author")?,
-                view: list(
-                    "view",
-                    scribe_format::limits::MAX_VIEW_PREFIXES,
-                    scribe_format::limits::MAX_PATH_BYTES,
-                )?,
-                tags: list("tags", 16, 64)?,
-                readonly: flag("readonly-mode")?,
-                transfer_compression: flag("transfer-compression")?,
-                synced: self.meta_u64("synced")?.unwrap_or(0),
+                };
+                let list = |key: &'static str, max_items, max_len| -> Result<Vec<String>> {
+                    match self.meta_raw(key)? {
+                        None => Ok(Vec::new()),
+                        Some(v) => {
+                            decode_str16_list(&v, max_items, max_len).map_err(corrupt("meta", key))
+                        }
+                    }
+                };
+                Ok(WorkspaceMeta {
+                    workspace_id: id16(&need("workspace-id")?, "workspace-id")?,
+                    repository_id: id16(&need("repository-id")?, "repository-id")?,
+                    branch_id: id16(&need("branch-id")?, "branch-id")?,
+                    incarnation: id16::<[u8; 16]>(&need("incarnation")?, "incarnation")?,
+                    repository_name: text("repository-name")?,
+                    server: text("server")?,
+                    author: text("author")?,
+                    view: list(
+                        "view",
+                        scribe_format::limits::MAX_VIEW_PREFIXES,
+                        scribe_format::limits::MAX_PATH_BYTES,
+                    )?,
+                    tags: list("tags", 16, 64)?,
+                    readonly: flag("readonly-mode")?,
+                    transfer_compression: flag("transfer-compression")?,
+                    synced: self.meta_u64("synced")?.unwrap_or(0),
+                })
             })
         }
 
         /// The baseline of `path`.
         pub fn baseline(&self, path: &str) -> Result<Option<BaselineRecord>> {
-            let t = self.$open(BASELINE)?;
-            let row = t.get(path)?;
-            let out = match row {
-                None => None,
-                Some(v) => {
-                    Some(BaselineRecord::decode(v.value()).map_err(corrupt("baseline", path))?)
-                }
-            };
-            Ok(out)
+            self.guarded(|| {
+                let t = self.$open(BASELINE)?;
+                let row = t.get(path)?;
+                let out = match row {
+                    None => None,
+                    Some(v) => {
+                        Some(BaselineRecord::decode(v.value()).map_err(corrupt("baseline", path))?)
+                    }
+                };
+                Ok(out)
+            })
         }
 
         /// The stamp of the last transaction that wrote a baseline.
         pub fn baseline_generation(&self) -> Result<Option<[u8; 16]>> {
-            match self.meta_raw(BASELINE_GENERATION)? {
+            self.guarded(|| match self.meta_raw(BASELINE_GENERATION)? {
                 None => Ok(None),
                 Some(v) => Ok(Some(id16::<[u8; 16]>(&v, BASELINE_GENERATION)?)),
-            }
+            })
         }
 
         /// How many baselines there are.
         pub fn baseline_count(&self) -> Result<u64> {
-            Ok(self.$open(BASELINE)?.len()?)
+            self.guarded(|| Ok(self.$open(BASELINE)?.len()?))
         }
 
         /// Visit every baseline in path order without copying its key.
         pub fn visit_baselines(&self, mut f: impl FnMut(&str, &BaselineRecord)) -> Result<()> {
-            let t = self.$open(BASELINE)?;
-            for row in t.iter()? {
-                let (k, v) = row?;
-                let rec =
-                    BaselineRecord::decode(v.value()).map_err(corrupt("baseline", k.value()))?;
-                f(k.value(), &rec);
-            }
-            Ok(())
+            self.guarded(|| {
+                let t = self.$open(BASELINE)?;
+                for row in t.iter()? {
+                    let (k, v) = row?;
+                    check_key("baseline", k.value())?;
+                    let rec = BaselineRecord::decode(v.value())
+                        .map_err(corrupt("baseline", k.value()))?;
+                    f(k.value(), &rec);
+                }
+                Ok(())
+            })
         }
 
         /// Every baseline, in path order.
         pub fn baselines(&self) -> Result<Vec<(String, BaselineRecord)>> {
-            let t = self.$open(BASELINE)?;
-            let mut out = Vec::new();
-            for row in t.iter()? {
-                let (k, v) = row?;
-                let rec =
-                    BaselineRecord::decode(v.value()).map_err(corrupt("baseline", k.value()))?;
-                out.push((k.value().to_string(), rec));
-            }
-            Ok(out)
+            self.guarded(|| {
+                let t = self.$open(BASELINE)?;
+                let mut out = Vec::new();
+                for row in t.iter()? {
+                    let (k, v) = row?;
+                    check_key("baseline", k.value())?;
+                    let rec = BaselineRecord::decode(v.value())
+                        .map_err(corrupt("baseline", k.value()))?;
+                    out.push((k.value().to_string(), rec));
+                }
+                Ok(out)
+            })
         }
 
         /// The opened record of `path`.
         pub fn opened(&self, path: &str) -> Result<Option<OpenedRecord>> {
-            let t = self.$open(OPENED)?;
-            let row = t.get(path)?;
-            let out = match row {
-                None => None,
-                Some(v) => Some(OpenedRecord::decode(v.value()).map_err(corrupt("opened", path))?),
-            };
-            Ok(out)
+            self.guarded(|| {
+                let t = self.$open(OPENED)?;
+                let row = t.get(path)?;
+                let out = match row {
+                    None => None,
+                    Some(v) => {
+                        Some(OpenedRecord::decode(v.value()).map_err(corrupt("opened", path))?)
+                    }
+                };
+                Ok(out)
+            })
         }
 
         /// Every opened record, in path order.
         pub fn opened_all(&self) -> Result<Vec<(String, OpenedRecord)>> {
-            let t = self.$open(OPENED)?;
-            let mut out = Vec::new();
-            for row in t.iter()? {
-                let (k, v) = row?;
-                let rec = OpenedRecord::decode(v.value()).map_err(corrupt("opened", k.value()))?;
-                out.push((k.value().to_string(), rec));
-            }
-            Ok(out)
+            self.guarded(|| {
+                let t = self.$open(OPENED)?;
+                let mut out = Vec::new();
+                for row in t.iter()? {
+                    let (k, v) = row?;
+                    check_key("opened", k.value())?;
+                    let rec =
+                        OpenedRecord::decode(v.value()).map_err(corrupt("opened", k.value()))?;
+                    out.push((k.value().to_string(), rec));
+                }
+                Ok(out)
+            })
         }
 
         /// Every pending submission.
         pub fn pending_all(&self) -> Result<Vec<(OperationId, PendingSubmit)>> {
-            let t = self.$open(PENDING)?;
-            let mut out = Vec::new();
-            for row in t.iter()? {
-                let (k, v) = row?;
-                let op = OperationId(*k.value());
-                let rec =
-                    PendingSubmit::decode(v.value()).map_err(corrupt("pending", op.to_hex()))?;
-                out.push((op, rec));
-            }
-            Ok(out)
+            self.guarded(|| {
+                let t = self.$open(PENDING)?;
+                let mut out = Vec::new();
+                for row in t.iter()? {
+                    let (k, v) = row?;
+                    let op = OperationId(*k.value());
+                    let rec = PendingSubmit::decode(v.value())
+                        .map_err(corrupt("pending", op.to_hex()))?;
+                    out.push((op, rec));
+                }
+                Ok(out)
+            })
         }
 
         /// The stored bytes of one pending submission.
         pub fn pending_bytes(&self, op: &OperationId) -> Result<Option<Vec<u8>>> {
-            let t = self.$open(PENDING)?;
-            let v = t.get(&op.0)?.map(|v| v.value().to_vec());
-            Ok(v)
+            self.guarded(|| {
+                let t = self.$open(PENDING)?;
+                let v = t.get(&op.0)?.map(|v| v.value().to_vec());
+                Ok(v)
+            })
         }
 
         /// Every journal entry, in path order.
         pub fn journal_all(&self) -> Result<Vec<(String, JournalEntry)>> {
-            self.journal_like(JOURNAL, "journal")
+            self.guarded(|| self.journal_like(JOURNAL, "journal"))
         }
 
         /// Every deferred entry, in path order.
         pub fn deferred_all(&self) -> Result<Vec<(String, JournalEntry)>> {
-            self.journal_like(DEFERRED, "deferred")
+            self.guarded(|| self.journal_like(DEFERRED, "deferred"))
         }
 
         fn journal_like(
@@ -630,53 +745,65 @@ macro_rules! reads {
             def: TableDefinition<&str, &[u8]>,
             name: &'static str,
         ) -> Result<Vec<(String, JournalEntry)>> {
-            let t = self.$open(def)?;
-            let mut out = Vec::new();
-            for row in t.iter()? {
-                let (k, v) = row?;
-                let rec = JournalEntry::decode(v.value()).map_err(corrupt(name, k.value()))?;
-                out.push((k.value().to_string(), rec));
-            }
-            Ok(out)
+            self.guarded(|| {
+                let t = self.$open(def)?;
+                let mut out = Vec::new();
+                for row in t.iter()? {
+                    let (k, v) = row?;
+                    check_key(name, k.value())?;
+                    let rec = JournalEntry::decode(v.value()).map_err(corrupt(name, k.value()))?;
+                    out.push((k.value().to_string(), rec));
+                }
+                Ok(out)
+            })
         }
 
         /// The local lock generation of `path`.
         pub fn local_lock(&self, path: &str) -> Result<Option<u64>> {
-            let t = self.$open(LOCAL_LOCKS)?;
-            let v = t.get(path)?.map(|v| v.value());
-            Ok(v)
+            self.guarded(|| {
+                let t = self.$open(LOCAL_LOCKS)?;
+                let v = t.get(path)?.map(|v| v.value());
+                Ok(v)
+            })
         }
 
         /// Every local lock.
         pub fn local_locks(&self) -> Result<Vec<(String, u64)>> {
-            let t = self.$open(LOCAL_LOCKS)?;
-            let mut out = Vec::new();
-            for row in t.iter()? {
-                let (k, v) = row?;
-                out.push((k.value().to_string(), v.value()));
-            }
-            Ok(out)
+            self.guarded(|| {
+                let t = self.$open(LOCAL_LOCKS)?;
+                let mut out = Vec::new();
+                for row in t.iter()? {
+                    let (k, v) = row?;
+                    check_key("local_locks", k.value())?;
+                    out.push((k.value().to_string(), v.value()));
+                }
+                Ok(out)
+            })
         }
 
         /// A workflow record.
         pub fn workflow(&self, key: &str) -> Result<Option<Vec<u8>>> {
-            let t = self.$open(WORKFLOWS)?;
-            let v = t.get(key)?.map(|v| v.value().to_vec());
-            Ok(v)
+            self.guarded(|| {
+                let t = self.$open(WORKFLOWS)?;
+                let v = t.get(key)?.map(|v| v.value().to_vec());
+                Ok(v)
+            })
         }
 
         /// Workflow records whose key starts with `prefix`.
         pub fn workflows_with_prefix(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
-            let t = self.$open(WORKFLOWS)?;
-            let mut out = Vec::new();
-            for row in t.range(prefix..)? {
-                let (k, v) = row?;
-                if !k.value().starts_with(prefix) {
-                    break;
+            self.guarded(|| {
+                let t = self.$open(WORKFLOWS)?;
+                let mut out = Vec::new();
+                for row in t.range(prefix..)? {
+                    let (k, v) = row?;
+                    if !k.value().starts_with(prefix) {
+                        break;
+                    }
+                    out.push((k.value().to_string(), v.value().to_vec()));
                 }
-                out.push((k.value().to_string(), v.value().to_vec()));
-            }
-            Ok(out)
+                Ok(out)
+            })
         }
     };
 }
@@ -684,6 +811,8 @@ macro_rules! reads {
 /// A consistent read view.
 pub struct StateRead {
     tx: redb::ReadTransaction,
+    /// `state.redb`, named by every damage report.
+    path: Arc<Path>,
 }
 
 impl StateRead {
@@ -694,12 +823,18 @@ impl StateRead {
         Ok(self.tx.open_table(def)?)
     }
 
+    fn guarded<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        guarded(&self.path, f)
+    }
+
     reads!(table);
 }
 
 /// One durable write transaction.
 pub struct StateWrite {
     tx: redb::WriteTransaction,
+    /// `state.redb`, named by every damage report.
+    path: Arc<Path>,
     /// Whether this transaction already stamped a new baseline generation.
     baselines_stamped: std::cell::Cell<bool>,
 }
@@ -712,92 +847,112 @@ impl StateWrite {
         Ok(self.tx.open_table(def)?)
     }
 
+    fn guarded<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        guarded(&self.path, f)
+    }
+
     reads!(table);
 
     fn tables_init(&mut self) -> Result<()> {
-        self.table(META)?;
-        self.table(BASELINE)?;
-        self.table(OPENED)?;
-        self.table(PENDING)?;
-        self.table(JOURNAL)?;
-        self.table(LOCAL_LOCKS)?;
-        self.table(DEFERRED)?;
-        self.table(WORKFLOWS)?;
-        Ok(())
+        self.guarded(|| {
+            self.table(META)?;
+            self.table(BASELINE)?;
+            self.table(OPENED)?;
+            self.table(PENDING)?;
+            self.table(JOURNAL)?;
+            self.table(LOCAL_LOCKS)?;
+            self.table(DEFERRED)?;
+            self.table(WORKFLOWS)?;
+            Ok(())
+        })
     }
 
     fn put_meta(&self, key: &str, value: &[u8]) -> Result<()> {
-        self.table(META)?.insert(key, value)?;
-        Ok(())
+        self.guarded(|| {
+            self.table(META)?.insert(key, value)?;
+            Ok(())
+        })
     }
 
     pub fn put_meta_bytes(&self, key: &str, value: &[u8]) -> Result<()> {
-        self.put_meta(key, value)
+        self.guarded(|| self.put_meta(key, value))
     }
 
     pub fn put_meta_u32(&self, key: &str, v: u32) -> Result<()> {
-        self.put_meta(key, &v.to_le_bytes())
+        self.guarded(|| self.put_meta(key, &v.to_le_bytes()))
     }
 
     pub fn put_meta_u64(&self, key: &str, v: u64) -> Result<()> {
-        self.put_meta(key, &v.to_le_bytes())
+        self.guarded(|| self.put_meta(key, &v.to_le_bytes()))
     }
 
     pub fn remove_meta(&self, key: &str) -> Result<()> {
-        self.table(META)?.remove(key)?;
-        Ok(())
+        self.guarded(|| {
+            self.table(META)?.remove(key)?;
+            Ok(())
+        })
     }
 
     /// Record the workspace's binding.
     pub fn set_meta(&self, m: &WorkspaceMeta) -> Result<()> {
-        self.put_meta("workspace-id", &m.workspace_id.0)?;
-        self.put_meta("repository-id", &m.repository_id.0)?;
-        self.put_meta("branch-id", &m.branch_id.0)?;
-        self.put_meta("incarnation", &m.incarnation)?;
-        self.put_meta("repository-name", m.repository_name.as_bytes())?;
-        self.put_meta("server", m.server.as_bytes())?;
-        self.put_meta("author", m.author.as_bytes())?;
-        self.put_meta("view", &encode_str16_list(&m.view))?;
-        self.put_meta("tags", &encode_str16_list(&m.tags))?;
-        self.put_meta("readonly-mode", &[u8::from(m.readonly)])?;
-        self.put_meta("transfer-compression", &[u8::from(m.transfer_compression)])?;
-        self.put_meta_u64("synced", m.synced)
+        self.guarded(|| {
+            self.put_meta("workspace-id", &m.workspace_id.0)?;
+            self.put_meta("repository-id", &m.repository_id.0)?;
+            self.put_meta("branch-id", &m.branch_id.0)?;
+            self.put_meta("incarnation", &m.incarnation)?;
+            self.put_meta("repository-name", m.repository_name.as_bytes())?;
+            self.put_meta("server", m.server.as_bytes())?;
+            self.put_meta("author", m.author.as_bytes())?;
+            self.put_meta("view", &encode_str16_list(&m.view))?;
+            self.put_meta("tags", &encode_str16_list(&m.tags))?;
+            self.put_meta("readonly-mode", &[u8::from(m.readonly)])?;
+            self.put_meta("transfer-compression", &[u8::from(m.transfer_compression)])?;
+            self.put_meta_u64("synced", m.synced)
+        })
     }
 
     /// The baseline table for writing; stamps a fresh generation once per
     /// transaction so a status cache built before it is never trusted.
     fn baseline_table(&self) -> Result<redb::Table<'_, &'static str, &'static [u8]>> {
-        if !self.baselines_stamped.get() {
-            self.put_meta(BASELINE_GENERATION, &scribe_format::OperationId::random().0)?;
-            self.baselines_stamped.set(true);
-        }
-        self.table(BASELINE)
+        self.guarded(|| {
+            if !self.baselines_stamped.get() {
+                self.put_meta(BASELINE_GENERATION, &scribe_format::OperationId::random().0)?;
+                self.baselines_stamped.set(true);
+            }
+            self.table(BASELINE)
+        })
     }
 
     /// The generation this transaction stamped (after a baseline write).
     pub fn stamped_baseline_generation(&self) -> Result<Option<[u8; 16]>> {
-        if self.baselines_stamped.get() {
-            self.baseline_generation()
-        } else {
-            Ok(None)
-        }
+        self.guarded(|| {
+            if self.baselines_stamped.get() {
+                self.baseline_generation()
+            } else {
+                Ok(None)
+            }
+        })
     }
 
     /// Stamp a fresh baseline generation without changing a baseline
     /// (workspaces whose state predates the stamp).
     pub fn stamp_baseline_generation(&self) -> Result<[u8; 16]> {
-        self.baselines_stamped.set(false);
-        drop(self.baseline_table()?);
-        self.baseline_generation()?
-            .ok_or(WorkspaceError::MissingMeta {
-                key: BASELINE_GENERATION,
-            })
+        self.guarded(|| {
+            self.baselines_stamped.set(false);
+            drop(self.baseline_table()?);
+            self.baseline_generation()?
+                .ok_or(WorkspaceError::MissingMeta {
+                    key: BASELINE_GENERATION,
+                })
+        })
     }
 
     pub fn put_baseline(&self, path: &str, rec: &BaselineRecord) -> Result<()> {
-        self.baseline_table()?
-            .insert(path, rec.encode().as_slice())?;
-        Ok(())
+        self.guarded(|| {
+            self.baseline_table()?
+                .insert(path, rec.encode().as_slice())?;
+            Ok(())
+        })
     }
 
     /// Replace the fingerprints of existing baselines (a status settling
@@ -807,101 +962,132 @@ impl StateWrite {
         &self,
         rows: &[(&str, crate::records::Fingerprint)],
     ) -> Result<Vec<bool>> {
-        let mut t = self.baseline_table()?;
-        let mut out = Vec::with_capacity(rows.len());
-        for &(path, fp) in rows {
-            let old = match t.get(path)? {
-                None => None,
-                Some(v) => {
-                    Some(BaselineRecord::decode(v.value()).map_err(corrupt("baseline", path))?)
+        self.guarded(|| {
+            let mut t = self.baseline_table()?;
+            let mut out = Vec::with_capacity(rows.len());
+            for &(path, fp) in rows {
+                let old = match t.get(path)? {
+                    None => None,
+                    Some(v) => {
+                        Some(BaselineRecord::decode(v.value()).map_err(corrupt("baseline", path))?)
+                    }
+                };
+                if let Some(mut rec) = old {
+                    rec.fingerprint = fp;
+                    t.insert(path, rec.encode().as_slice())?;
                 }
-            };
-            if let Some(mut rec) = old {
-                rec.fingerprint = fp;
-                t.insert(path, rec.encode().as_slice())?;
+                out.push(old.is_some());
             }
-            out.push(old.is_some());
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     pub fn remove_baseline(&self, path: &str) -> Result<()> {
-        self.baseline_table()?.remove(path)?;
-        Ok(())
+        self.guarded(|| {
+            self.baseline_table()?.remove(path)?;
+            Ok(())
+        })
     }
 
     pub fn put_opened(&self, path: &str, rec: &OpenedRecord) -> Result<()> {
-        self.table(OPENED)?.insert(path, rec.encode().as_slice())?;
-        Ok(())
+        self.guarded(|| {
+            self.table(OPENED)?.insert(path, rec.encode().as_slice())?;
+            Ok(())
+        })
     }
 
     pub fn remove_opened(&self, path: &str) -> Result<()> {
-        self.table(OPENED)?.remove(path)?;
-        Ok(())
+        self.guarded(|| {
+            self.table(OPENED)?.remove(path)?;
+            Ok(())
+        })
     }
 
     pub fn put_pending(&self, op: &OperationId, rec: &PendingSubmit) -> Result<()> {
-        self.table(PENDING)?
-            .insert(&op.0, rec.encode().as_slice())?;
-        Ok(())
+        self.guarded(|| {
+            self.table(PENDING)?
+                .insert(&op.0, rec.encode().as_slice())?;
+            Ok(())
+        })
     }
 
     pub fn remove_pending(&self, op: &OperationId) -> Result<()> {
-        self.table(PENDING)?.remove(&op.0)?;
-        Ok(())
+        self.guarded(|| {
+            self.table(PENDING)?.remove(&op.0)?;
+            Ok(())
+        })
     }
 
     pub fn put_journal(&self, path: &str, e: &JournalEntry) -> Result<()> {
-        self.table(JOURNAL)?.insert(path, e.encode().as_slice())?;
-        Ok(())
+        self.guarded(|| {
+            self.table(JOURNAL)?.insert(path, e.encode().as_slice())?;
+            Ok(())
+        })
     }
 
     pub fn remove_journal(&self, path: &str) -> Result<()> {
-        self.table(JOURNAL)?.remove(path)?;
-        Ok(())
+        self.guarded(|| {
+            self.table(JOURNAL)?.remove(path)?;
+            Ok(())
+        })
     }
 
     /// Remove every journal row (after the watermark moved).
     pub fn clear_journal(&self) -> Result<()> {
-        let mut t = self.table(JOURNAL)?;
-        t.retain(|_, _| false)?;
-        Ok(())
+        self.guarded(|| {
+            let mut t = self.table(JOURNAL)?;
+            t.retain(|_, _| false)?;
+            Ok(())
+        })
     }
 
     pub fn put_deferred(&self, path: &str, e: &JournalEntry) -> Result<()> {
-        self.table(DEFERRED)?.insert(path, e.encode().as_slice())?;
-        Ok(())
+        self.guarded(|| {
+            self.table(DEFERRED)?.insert(path, e.encode().as_slice())?;
+            Ok(())
+        })
     }
 
     pub fn remove_deferred(&self, path: &str) -> Result<()> {
-        self.table(DEFERRED)?.remove(path)?;
-        Ok(())
+        self.guarded(|| {
+            self.table(DEFERRED)?.remove(path)?;
+            Ok(())
+        })
     }
 
     pub fn put_local_lock(&self, path: &str, generation: u64) -> Result<()> {
-        self.table(LOCAL_LOCKS)?.insert(path, generation)?;
-        Ok(())
+        self.guarded(|| {
+            self.table(LOCAL_LOCKS)?.insert(path, generation)?;
+            Ok(())
+        })
     }
 
     pub fn remove_local_lock(&self, path: &str) -> Result<()> {
-        self.table(LOCAL_LOCKS)?.remove(path)?;
-        Ok(())
+        self.guarded(|| {
+            self.table(LOCAL_LOCKS)?.remove(path)?;
+            Ok(())
+        })
     }
 
     pub fn put_workflow(&self, key: &str, value: &[u8]) -> Result<()> {
-        self.table(WORKFLOWS)?.insert(key, value)?;
-        Ok(())
+        self.guarded(|| {
+            self.table(WORKFLOWS)?.insert(key, value)?;
+            Ok(())
+        })
     }
 
     pub fn remove_workflow(&self, key: &str) -> Result<()> {
-        self.table(WORKFLOWS)?.remove(key)?;
-        Ok(())
+        self.guarded(|| {
+            self.table(WORKFLOWS)?.remove(key)?;
+            Ok(())
+        })
     }
 
     /// Publish every change of this transaction durably.
     pub fn commit(self) -> Result<()> {
-        self.tx.commit()?;
-        Ok(())
+        let path = self.path.clone();
+        let tx = self.tx;
+        guarded(&path, || Ok(tx.commit()?))
     }
 }
 
@@ -1104,3 +1290,7 @@ mod tests {
         assert!(!part.exists());
     }
 }
+
+#[cfg(test)]
+#[path = "state_damage_tests.rs"]
+mod damage_tests;

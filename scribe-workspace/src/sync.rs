@@ -144,6 +144,12 @@ pub enum DeferReason {
     DeletedLocally,
     /// An untracked file stands where the target would be written.
     Untracked,
+    /// A directory on the way to the path is a symbolic link (or a
+    /// junction): sync never writes or deletes through one
+    /// ([`crate::guard`]).
+    BeyondSymlink,
+    /// This platform cannot hold the name (a `\\` on Windows).
+    Unrepresentable,
 }
 
 impl DeferReason {
@@ -153,6 +159,12 @@ impl DeferReason {
             DeferReason::ModifiedLocally => "modified locally without edit; reconcile or resolve",
             DeferReason::DeletedLocally => "deleted locally without delete; reconcile or resolve",
             DeferReason::Untracked => "an untracked local file is in the way; add it or move it",
+            DeferReason::BeyondSymlink => {
+                "beyond a symbolic link; replace the link with a directory, then resolve --theirs"
+            }
+            DeferReason::Unrepresentable => {
+                "this platform cannot hold the name; rename it from another platform"
+            }
         }
     }
 }
@@ -281,7 +293,20 @@ fn matches_state(full: &Path, meta: &std::fs::Metadata, base: &BaselineRecord) -
     Ok(content == base.content)
 }
 
-fn classify(ws: &Workspace, path: &str, row: &JournalEntry) -> Result<Step> {
+fn classify(
+    ws: &Workspace,
+    links: &mut crate::guard::LinkCheck<'_>,
+    path: &str,
+    row: &JournalEntry,
+) -> Result<Step> {
+    // Nothing is read, written or removed beneath a linked directory; the
+    // path waits in `deferred` with its target, like local work.
+    if links.link_above(path)?.is_some() {
+        return Ok(Step::Defer(DeferReason::BeyondSymlink));
+    }
+    if row.target.is_some() && crate::platform::check_materializable(path).is_err() {
+        return Ok(Step::Defer(DeferReason::Unrepresentable));
+    }
     let read = ws.read()?;
     if read.opened(path)?.is_some() {
         return Ok(Step::Defer(DeferReason::Opened));
@@ -349,8 +374,9 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
         // Phase 1: classify; record displacement intents durably.
         let mut steps = Vec::with_capacity(batch.len());
         let mut intents = Vec::new();
+        let mut links = crate::guard::LinkCheck::new(ws.root());
         for (path, row) in batch {
-            let step = classify(ws, path, row)?;
+            let step = classify(ws, &mut links, path, row)?;
             // Anything standing where a target goes, or a file being
             // removed, leaves through the recovery area, never by overwrite.
             let displaces = matches!(step, Step::Write(_) | Step::Remove)

@@ -156,6 +156,8 @@ pub fn hint_for(code: ErrorCode) -> Option<&'static str> {
         }
         ErrorCode::MoveDependent => "abort the later move first (`scribe status` lists pending moves)",
         ErrorCode::MoveReserved => "abort that move (`scribe move --abort`) or submit it first",
+        ErrorCode::WorkspaceStateDamaged => "your working files were not changed. Move the workspace's `.scribe/_state` out of the workspace (keep its `recovery/`: files Scribe set aside), then in the workspace root run `scribe workspace create . --server URL --repo NAME` (files that differ from the server are kept and listed for resolve) and reopen your work with `scribe reconcile`",
+        ErrorCode::BeyondSymlink => "Scribe never reads, writes or deletes through a symbolic link; replace the link with a real directory (`scribe status` lists the paths beyond it)",
         ErrorCode::MoveRefused => "`scribe status` shows pending moves; `scribe move --help` the rules",
         ErrorCode::MissingObjects | ErrorCode::Internal => {
             "rerun the command; an interrupted submission is retried with the same id"

@@ -198,8 +198,16 @@ pub fn submit(o: &Opened, remote: &ServerLink, a: SubmitArgs) -> Result<Submitte
     let mut missing = Vec::new();
     let mut fingerprints = Vec::new();
     let recorded = now_ms();
+    let mut links = scribe_workspace::guard::LinkCheck::new(o.ws.root());
+    let mut beyond = Vec::new();
     for (p, r) in &opened {
         if matches!(r.action, OpenedAction::Add | OpenedAction::Edit) {
+            // Never upload a file from beneath a linked directory: its
+            // bytes live outside the working copy (`scribe_workspace::guard`).
+            if let Some(link) = links.link_above(p)? {
+                beyond.push(format!("{p} (beneath the link {link})"));
+                continue;
+            }
             let full = o.ws.root().join(p);
             match std::fs::symlink_metadata(&full) {
                 Ok(meta) if meta.is_file() => {
@@ -213,6 +221,13 @@ pub fn submit(o: &Opened, remote: &ServerLink, a: SubmitArgs) -> Result<Submitte
                 _ => missing.push(p.clone()),
             }
         }
+    }
+    if !beyond.is_empty() {
+        return Err(Error::new(
+            ErrorCode::BeyondSymlink,
+            "opened files lie beyond a symbolic link; Scribe never reads through one",
+        )
+        .with_paths(beyond));
     }
     if !missing.is_empty() {
         return Err(Error::new(
@@ -431,7 +446,7 @@ fn chunk_from_working_file(
 ) -> Option<Vec<u8>> {
     use std::io::{Read, Seek};
     let (path, offset, len) = places.get(id)?;
-    let full = o.ws.root().join(path);
+    let full = scribe_workspace::guard::checked(o.ws.root(), path).ok()?;
     let mut data = vec![0u8; *len as usize];
     let read = std::fs::File::open(&full).and_then(|mut f| {
         f.seek(std::io::SeekFrom::Start(*offset))?;
@@ -633,7 +648,9 @@ fn settle(o: &Opened, op: &OperationId, p: &PendingSubmit, outcome: m::Outcome) 
         let f = finalize(&o.ws, op, p, outcome.change)?;
         if o.meta.readonly {
             for path in &f.updated {
-                let full = o.ws.root().join(path);
+                let Ok(full) = scribe_workspace::guard::checked(o.ws.root(), path) else {
+                    continue;
+                };
                 let exec = std::fs::metadata(&full)
                     .map(|m| scribe_workspace::platform::is_executable(&m))
                     .unwrap_or(false);

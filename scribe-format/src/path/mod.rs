@@ -11,7 +11,8 @@
 //! path       = component *( "/" component )        ; 1..=8192 bytes
 //! component  = 1..=255 bytes, not "." or "..",
 //!              no control character (Cc: U+0000..U+001F, U+007F..U+009F),
-//!              no `\` and none of < > : " | ? *,
+//!              none of < > : " | ? * (a `\` is allowed; see
+//!              [`check_windows_name`]),
 //!              not ending in "." or " ",
 //!              stem (text before the first ".") not a reserved device name
 //! and no component folding to ".scribe" directly followed by one folding to "_state"
@@ -71,8 +72,10 @@ pub enum PathError {
     /// A control character (general category Cc).
     #[error("control character U+{:04X} at byte {offset}", u32::from(*ch))]
     ControlCharacter { ch: char, offset: usize },
-    /// A backslash; the separator is `/`.
-    #[error("backslash at byte {offset}; the separator is `/`")]
+    /// A backslash. Section 5 allows it in a canonical path; only
+    /// [`check_windows_name`] reports it, because a Windows working copy
+    /// reads `\\` as a separator and cannot hold such a name.
+    #[error("backslash at byte {offset}: a Windows working copy reads `\\` as a separator and cannot hold this name")]
     Backslash { offset: usize },
     /// One of `< > : " | ? *`.
     #[error("forbidden character {ch:?} at byte {offset}")]
@@ -236,6 +239,22 @@ pub fn file_name(path: &str) -> &str {
     path.rsplit_once('/').map_or(path, |(_, name)| name)
 }
 
+/// Whether a Windows working copy can hold `path`, a canonical path.
+///
+/// Section 5 does not forbid `\\`, so [`validate`] accepts it and every
+/// decoder reads such paths; the collision profile decides which live paths
+/// may coexist, and Windows reads `\\` as a separator, so a workspace on
+/// Windows refuses such a path when it would write it
+/// (`docs/format-notes-path.md`). Every other Windows restriction (`< > : "
+/// | ? *`, device names, trailing dot and space) is already part of
+/// [`validate`].
+pub fn check_windows_name(path: &str) -> Result<(), PathError> {
+    match path.find('\\') {
+        Some(offset) => Err(PathError::Backslash { offset }),
+        None => Ok(()),
+    }
+}
+
 /// Whether `path` is `prefix` or lies under it, component-wise and byte-exact:
 /// `a/b` is under `a` and under `a/b`, but `a/bc` is not under `a/b` and `a`
 /// is not under `a/b`.
@@ -276,9 +295,6 @@ fn validate_component(component: &str, index: usize, offset: usize) -> Result<()
         let offset = offset + at;
         if is_control(ch) {
             return Err(PathError::ControlCharacter { ch, offset });
-        }
-        if ch == '\\' {
-            return Err(PathError::Backslash { offset });
         }
         if FORBIDDEN_CHARACTERS.contains(&ch) {
             return Err(PathError::ForbiddenCharacter { ch, offset });

@@ -592,3 +592,34 @@ proptest! {
         }
     }
 }
+
+/// Section 5 does not forbid `\`: a change set naming `art\old.psd`, built
+/// byte by byte from the section 4.2 table, decodes, keeps the name, and
+/// re-encodes to the same bytes (#14 item 14).
+#[test]
+fn backslash_path_decodes_by_hand() {
+    let s = state("psd", 7, Mode::Regular);
+    let mut bytes: Vec<u8> = vec![0x01, 0x00, 0x02, 0x00, 0x00, 0x00]; // version 1, 2 entries
+                                                                       // entry 0: add "art\new.psd"
+    bytes.extend_from_slice(&[11, 0]);
+    bytes.extend_from_slice(b"art\\new.psd");
+    bytes.push(1);
+    bytes.extend_from_slice(&[0; 8]);
+    bytes.extend_from_slice(&s.manifest.0);
+    bytes.extend_from_slice(&s.content.0);
+    bytes.extend_from_slice(&[7, 0, 0, 0, 0, 0, 0, 0]);
+    bytes.push(0);
+    bytes.push(0);
+    // entry 1: delete "art\old.psd" at 3
+    bytes.extend_from_slice(&[11, 0]);
+    bytes.extend_from_slice(b"art\\old.psd");
+    bytes.push(3);
+    bytes.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0]);
+    bytes.push(0);
+    let cs = ChangeSet::decode(&bytes).expect("a spec-valid change set decodes");
+    assert_eq!(cs.entries[0].path, "art\\new.psd");
+    assert_eq!(cs.entries[0].action, Action::Add);
+    assert_eq!(cs.entries[1].path, "art\\old.psd");
+    assert_eq!(cs.entries[1].action, Action::Delete);
+    assert_eq!(cs.encode().unwrap(), bytes);
+}

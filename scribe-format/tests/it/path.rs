@@ -410,14 +410,32 @@ fn forbidden_characters_are_refused_and_named() {
     assert_eq!(code("C:/Users"), "forbidden_character");
 }
 
+/// Section 5's forbidden list does not name `\`: a canonical path may hold
+/// it (a Linux or macOS file name can), and only a Windows working copy,
+/// which reads it as a separator, refuses it (`check_windows_name`).
 #[test]
-fn backslash_is_refused_with_its_own_code() {
+fn backslash_is_canonical_and_only_windows_refuses_it() {
+    for p in ["dir\\file.txt", "a/b\\", "\\\\server\\share", "\\"] {
+        assert_eq!(validate(p), Ok(()), "{p:?}");
+        assert_eq!(validate_file_path(p), Ok(()), "{p:?}");
+        assert_eq!(
+            scribe_format::path::check_windows_name(p).map_err(|e| e.code()),
+            Err("backslash"),
+            "{p:?}"
+        );
+    }
     assert_eq!(
-        validate("dir\\file.txt"),
+        scribe_format::path::check_windows_name("dir\\file.txt"),
         Err(PathError::Backslash { offset: 3 })
     );
-    assert_eq!(code("a/b\\"), "backslash");
-    assert_eq!(code("\\\\server\\share"), "backslash");
+    assert_eq!(
+        scribe_format::path::check_windows_name("dir/file.txt"),
+        Ok(())
+    );
+    // `\` is no separator: `a\b` is one component, with a key of its own.
+    assert_eq!(components("a\\b").count(), 1);
+    assert_ne!(collision_key("a\\b"), collision_key("a/b"));
+    assert_eq!(collision_key("A\\B"), collision_key("a\\b"));
 }
 
 #[test]

@@ -342,9 +342,22 @@ pub fn status(ctx: &Ctx) -> CliResult {
             ctx.out.line(format_args!("  {p}"))?;
         }
     }
-    if !s.problems.is_empty() {
+    let (beyond, problems): (Vec<_>, Vec<_>) = s
+        .problems
+        .iter()
+        .partition(|p| p.code == scribe_workspace::guard::PROBLEM_CODE);
+    if !problems.is_empty() {
         ctx.out.line(format_args!("Cannot be versioned:"))?;
-        for p in &s.problems {
+        for p in problems {
+            ctx.out
+                .line(format_args!("  {}  ({}: {})", p.path, p.code, p.detail))?;
+        }
+    }
+    if !beyond.is_empty() {
+        ctx.out.line(format_args!(
+            "Beyond a symbolic link (never read, written or deleted through it; replace the link with a directory):"
+        ))?;
+        for p in beyond {
             ctx.out
                 .line(format_args!("  {}  ({}: {})", p.path, p.code, p.detail))?;
         }

@@ -11,6 +11,8 @@ mod output;
 mod quickstart;
 mod receipt;
 mod restore;
+mod state_damage;
+mod symlinks;
 mod transfer;
 mod views;
 
