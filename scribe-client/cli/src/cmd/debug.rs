@@ -18,10 +18,15 @@ pub fn run(ctx: &Ctx, debug: DebugCmd) -> CliResult {
 /// The `scribe debug path` line for one argument.
 pub fn describe_path(path: &str) -> String {
     match scribe_format::path::validate(path) {
-        Ok(()) => format!(
-            "ok {}",
-            hex::encode(scribe_format::path::collision_key(path))
-        ),
+        Ok(()) => {
+            let key = hex::encode(scribe_format::path::collision_key(path));
+            match scribe_format::path::check_windows_name(path) {
+                Ok(()) => format!("ok {key}"),
+                // Valid everywhere, but a Windows workspace holds it for
+                // resolve instead of writing it.
+                Err(e) => format!("ok {key} (not on Windows: {})", e.code()),
+            }
+        }
         Err(e) => format!("invalid {}", e.code()),
     }
 }

@@ -48,3 +48,13 @@ fn missing_argument_is_a_usage_error() {
     let (code, _) = scribe(&["debug", "path"]);
     assert_eq!(code, 2);
 }
+
+#[test]
+fn a_backslash_is_valid_and_named_as_not_for_windows() {
+    let (code, out) = scribe(&["debug", "path", "art\\new.psd", "art/new.psd"]);
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("ok "), "{out}");
+    assert!(lines[0].ends_with("(not on Windows: backslash)"), "{out}");
+    assert!(!lines[1].contains("Windows"), "{out}");
+}
