@@ -107,6 +107,11 @@ enum Command {
     },
     /// Finish or remove interrupted submissions and upload-pin cleanups
     RecoverSubmissions(AdminArgs),
+    /// List or abandon upload pins offline
+    Pins {
+        #[command(subcommand)]
+        command: PinsCommand,
+    },
     /// Compare the data root's versions with this build's and convert them
     ///
     /// Reports the schema and required features of the data root, of each
@@ -128,6 +133,29 @@ enum Command {
         /// The stopped data root copy to restore from
         #[arg(long, value_name = "DIR")]
         from: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum PinsCommand {
+    /// List the workspaces holding upload pins, with their state and intents
+    List(AdminArgs),
+    /// Release the unfinished upload pins of workspaces
+    ///
+    /// Deletes the pins (and intent owners) of unfinished submissions of
+    /// the chosen workspaces; accepted history is untouched, and a client
+    /// whose submission was still pending pins again before it submits.
+    /// The objects those pins kept become collectable by compact-objects.
+    Abandon {
+        #[command(flatten)]
+        args: AdminArgs,
+        /// The workspace (32 hex digits)
+        #[arg(long, value_name = "ID", required_unless_present = "older_than", conflicts_with = "older_than")]
+        workspace: Option<String>,
+        /// Every workspace registered longer ago than this (e.g. 30d), and
+        /// every one holding pins without an active registration
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        older_than: Option<Duration>,
     },
 }
 
@@ -272,6 +300,33 @@ fn run(cli: Cli) -> Result<ExitCode> {
             "recover-submissions",
             &admin::recover_submissions(&a.data, a.repo.as_deref())?,
         )),
+        Command::Pins {
+            command: PinsCommand::List(a),
+        } => Ok(print_report(
+            "pins list",
+            &admin::pins_list(&a.data, a.repo.as_deref())?,
+        )),
+        Command::Pins {
+            command:
+                PinsCommand::Abandon {
+                    args,
+                    workspace,
+                    older_than,
+                },
+        } => {
+            let which = match (workspace, older_than) {
+                (Some(hex), _) => admin::AbandonPins::Workspace(
+                    scribe_format::WorkspaceId::from_hex(&hex)
+                        .map_err(|e| anyhow!("--workspace {hex:?}: {e}"))?,
+                ),
+                (None, Some(d)) => admin::AbandonPins::OlderThan(d),
+                (None, None) => return Err(anyhow!("give --workspace or --older-than")),
+            };
+            Ok(print_report(
+                "pins abandon",
+                &admin::pins_abandon(&args.data, args.repo.as_deref(), which)?,
+            ))
+        }
         Command::Migrate(d) => migrate(&d.data),
         Command::Restore { data, from } => {
             let r = scribe_metadata::restore::restore(&from, &data.data).with_context(|| {
