@@ -130,7 +130,9 @@ impl Repository {
             if registered.get(workspace.0)?.is_none() {
                 return Err(MetadataError::refused(
                     ErrorCode::WorkspaceUnregistered,
-                    format!("workspace {workspace} is not registered; register it before uploading"),
+                    format!(
+                        "workspace {workspace} is not registered; register it before uploading"
+                    ),
                 ));
             }
             let finished = meta.get(finished_key(&intent).as_str())?.is_some();
@@ -420,7 +422,10 @@ impl Repository {
 }
 
 /// Rows of `table` whose key starts with `prefix`.
-fn count_prefix(table: &impl ReadableTable<&'static [u8], &'static [u8]>, prefix: &[u8]) -> Result<u64> {
+fn count_prefix(
+    table: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    prefix: &[u8],
+) -> Result<u64> {
     let mut n = 0;
     for row in table.range(prefix..)? {
         if !row?.0.value().starts_with(prefix) {

@@ -150,7 +150,12 @@ enum PinsCommand {
         #[command(flatten)]
         args: AdminArgs,
         /// The workspace (32 hex digits)
-        #[arg(long, value_name = "ID", required_unless_present = "older_than", conflicts_with = "older_than")]
+        #[arg(
+            long,
+            value_name = "ID",
+            required_unless_present = "older_than",
+            conflicts_with = "older_than"
+        )]
         workspace: Option<String>,
         /// Every workspace registered longer ago than this (e.g. 30d), and
         /// every one holding pins without an active registration
@@ -389,7 +394,11 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         "h" => 3_600_000,
         "d" => 86_400_000,
         "w" => 604_800_000,
-        _ => return Err(format!("{text:?}: unknown unit {unit:?} (ms, s, m, h, d, w)")),
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit {unit:?} (ms, s, m, h, d, w)"
+            ))
+        }
     };
     n.checked_mul(ms)
         .map(Duration::from_millis)

@@ -250,7 +250,10 @@ where
             return Ended::Shutdown;
         }
         let (wait, why) = if first {
-            (timeouts.first_request, "no request within the first-request timeout")
+            (
+                timeouts.first_request,
+                "no request within the first-request timeout",
+            )
         } else if session.as_ref().is_some_and(Session::holds_upload) {
             (timeouts.upload_idle, "upload idle timeout")
         } else {

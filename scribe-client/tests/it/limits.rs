@@ -58,7 +58,10 @@ fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
         if let Some(v) = f() {
             return v;
         }
-        assert!(Instant::now() < deadline, "{what}: not within {EVENTUALLY:?}");
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {EVENTUALLY:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -270,12 +273,14 @@ fn ranged_readers_do_not_each_hold_the_object() {
         )
         .unwrap();
     }
-    let objects = [(files[0].objects[0].0, &noisy), (files[1].objects[0].0, &plain)];
+    let objects = [
+        (files[0].objects[0].0, &noisy),
+        (files[1].objects[0].0, &plain),
+    ];
     // 20 readers each read the first range of one of them, and stop there.
     let readers = 20;
-    let mut conns: Vec<(TcpStream, usize)> = (0..readers)
-        .map(|i| (opened(env.addr()), i % 2))
-        .collect();
+    let mut conns: Vec<(TcpStream, usize)> =
+        (0..readers).map(|i| (opened(env.addr()), i % 2)).collect();
     for (s, which) in &mut conns {
         let (id, bytes) = objects[*which];
         let d = range(s, id, 0);
@@ -338,7 +343,9 @@ fn unregistered_workspaces_can_neither_pin_nor_submit() {
             ch.objects.iter().map(|(id, b)| (*id, b.as_slice())),
         )
         .unwrap();
-        let submitted = c.submit(submit_req(stranger, op, ch.id, "who?")).unwrap_err();
+        let submitted = c
+            .submit(submit_req(stranger, op, ch.id, "who?"))
+            .unwrap_err();
         assert_eq!(submitted.code(), ErrorCode::WorkspaceUnregistered);
         assert_eq!(c.operation_outcome(REPO, op).unwrap(), None);
         let repo = env.service().root().open_repository_by_name(REPO).unwrap();

@@ -284,14 +284,20 @@ fn pins_are_bounded_per_workspace_listed_and_abandoned() {
             .collect()
     };
     let (op1, op2) = (OperationId::random(), OperationId::random());
-    e.repo.pin_uploads_limited(e.ws, op1, &ids(0, 4), 6).unwrap();
-    e.repo.pin_uploads_limited(e.ws, op1, &ids(0, 4), 6).unwrap();
+    e.repo
+        .pin_uploads_limited(e.ws, op1, &ids(0, 4), 6)
+        .unwrap();
+    e.repo
+        .pin_uploads_limited(e.ws, op1, &ids(0, 4), 6)
+        .unwrap();
     let err = e
         .repo
         .pin_uploads_limited(e.ws, op2, &ids(4, 3), 6)
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::LimitExceeded);
-    e.repo.pin_uploads_limited(e.ws, op2, &ids(4, 2), 6).unwrap();
+    e.repo
+        .pin_uploads_limited(e.ws, op2, &ids(4, 2), 6)
+        .unwrap();
     let summary = e.repo.pin_summary().unwrap();
     assert_eq!(summary.len(), 1);
     assert_eq!(summary[0].pins, 6);
@@ -309,13 +315,14 @@ fn pins_are_bounded_per_workspace_listed_and_abandoned() {
     {
         let tx = e.repo.database().begin_read().unwrap();
         let meta = tx.open_table(scribe_metadata::tables::META).unwrap();
-        assert!(redb::ReadableTable::get(
-            &meta,
-            scribe_metadata::pins::owner_key(&op1).as_str()
-        )
-        .unwrap()
-        .is_none());
+        assert!(
+            redb::ReadableTable::get(&meta, scribe_metadata::pins::owner_key(&op1).as_str())
+                .unwrap()
+                .is_none()
+        );
     }
-    e.repo.pin_uploads_limited(e.ws, op1, &ids(10, 6), 6).unwrap();
+    e.repo
+        .pin_uploads_limited(e.ws, op1, &ids(10, 6), 6)
+        .unwrap();
     assert_doctor_clean(&e.repo);
 }

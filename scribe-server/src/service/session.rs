@@ -54,7 +54,10 @@ impl Session {
     /// stage, and a download's reader buffers).
     pub fn buffered_bytes(&self) -> usize {
         self.upload.as_ref().map_or(0, |p| p.data.capacity())
-            + self.download.as_ref().map_or(0, |d| d.reader.buffered_bytes())
+            + self
+                .download
+                .as_ref()
+                .map_or(0, |d| d.reader.buffered_bytes())
             + self.staged_bytes as usize
     }
 

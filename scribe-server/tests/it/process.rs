@@ -294,7 +294,10 @@ fn pins_are_listed_and_abandoned_offline() {
                 workspace: ws,
                 ids,
             });
-            assert!(matches!(c.call(req).unwrap(), Response::ObjectsPinMissing(_)));
+            assert!(matches!(
+                c.call(req).unwrap(),
+                Response::ObjectsPinMissing(_)
+            ));
         };
         c.register(a);
         c.register(b);
@@ -304,7 +307,10 @@ fn pins_are_listed_and_abandoned_offline() {
             repo: REPO.into(),
             workspace: b,
         });
-        assert!(matches!(c.call(req).unwrap(), Response::WorkspaceRetired(_)));
+        assert!(matches!(
+            c.call(req).unwrap(),
+            Response::WorkspaceRetired(_)
+        ));
     }
     let list = |expect: &[&str]| {
         let out = run(&["pins", "list", "--data", d]);
@@ -321,15 +327,26 @@ fn pins_are_listed_and_abandoned_offline() {
     ]);
     let out = run(&["pins", "abandon", "--data", d, "--workspace", &a.to_hex()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("abandoned 3 pins"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("abandoned 3 pins"),
+        "{}",
+        text(&out.stdout)
+    );
     list(&[&format!("workspace {} retired ", b.to_hex())]);
     // The registered workspace is younger than a day; the retired one goes.
     let out = run(&["pins", "abandon", "--data", d, "--older-than", "1d"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("abandoned 2 pins"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("abandoned 2 pins"),
+        "{}",
+        text(&out.stdout)
+    );
     list(&[]);
     // One of the two selectors is required.
-    assert_eq!(run(&["pins", "abandon", "--data", d]).status.code(), Some(2));
+    assert_eq!(
+        run(&["pins", "abandon", "--data", d]).status.code(),
+        Some(2)
+    );
 }
 
 /// `serve --max-connections-per-address` refuses one more connection from
@@ -343,7 +360,12 @@ fn serve_limits_connections_per_address() {
     let mut s = serve_with(
         &data,
         &dir.path().join("run"),
-        &["--max-connections-per-address", "1", "--first-request-timeout", "30s"],
+        &[
+            "--max-connections-per-address",
+            "1",
+            "--first-request-timeout",
+            "30s",
+        ],
     );
     let addr = s.addr.parse().unwrap();
     let mut first = wire::tcp(addr);

@@ -166,9 +166,8 @@ pub(super) fn put(
         session.upload = None;
         // Nothing is charged yet: the budget pays for bytes as they arrive
         // (below), not for the declared length.
-        let reservation = Reservation::take(svc.upload_budget(), 0).ok_or_else(|| {
-            Failure::new(ErrorCode::Internal, "an empty reservation was refused")
-        })?;
+        let reservation = Reservation::take(svc.upload_budget(), 0)
+            .ok_or_else(|| Failure::new(ErrorCode::Internal, "an empty reservation was refused"))?;
         session.upload = Some(Partial {
             reservation,
             repo: repo.id(),
