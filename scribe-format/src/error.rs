@@ -83,12 +83,17 @@ error_codes! {
     MergeIncomplete = 211, "merge_incomplete";
     /// The workspace is retired.
     WorkspaceRetired = 212, "workspace_retired";
+    /// The workspace is not registered with the repository.
+    WorkspaceUnregistered = 213, "workspace_unregistered";
     /// The principal may not do this.
     Forbidden = 300, "forbidden";
     /// The auth service could not be consulted or answered from the past.
     AuthUnavailable = 301, "auth_unavailable";
     /// The server or data root is busy or in use by another process.
     Busy = 400, "busy";
+    /// The server is at one of its own limits (connections, upload
+    /// memory); retry shortly.
+    ServerBusy = 401, "server_busy";
     /// An internal failure (I/O, database); the detail says which.
     Internal = 500, "internal";
     /// The server's storage is full (or over quota); nothing was recorded.

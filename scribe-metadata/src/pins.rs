@@ -12,7 +12,19 @@
 //! `upload-finished` marker in the same transaction; cleanup then deletes
 //! at most 512 pins per transaction, the last one removing the owner and
 //! the marker. Startup resumes unfinished cleanups. Retired workspaces may
-//! not pin.
+//! not pin, and neither may workspaces that were never registered
+//! (`workspace_unregistered`): every pin names a registered workspace.
+//!
+//! Each workspace holds at most a bounded number of pin rows
+//! ([`DEFAULT_MAX_PINS_PER_WORKSPACE`], or the limit passed to
+//! [`Repository::pin_uploads_limited`]); a pin beyond it is refused
+//! `limit_exceeded` and pins nothing. The count is read from the table
+//! once per workspace and then kept in memory by every pin and cleanup,
+//! under one mutex held across their write transactions.
+//!
+//! Operator abandonment ([`Repository::abandon_pins`], offline) deletes a
+//! workspace's unfinished pins and their intents' owners, as the
+//! specification allows; [`Repository::pin_summary`] lists what is held.
 
 use redb::{Durability, ReadableDatabase, ReadableTable};
 use scribe_format::{ErrorCode, ObjectId, OperationId, WorkspaceId};
@@ -24,6 +36,34 @@ use crate::tables;
 
 /// Most pins deleted per cleanup transaction.
 pub const PIN_BATCH: usize = 512;
+
+/// Default bound on the pin rows one workspace holds in a repository:
+/// room for a change set of 4,000,000 entries (the format's limit) with a
+/// manifest and a chunk each; about 0.8 GiB of `metadata.redb` at most.
+pub const DEFAULT_MAX_PINS_PER_WORKSPACE: u64 = 1 << 23;
+
+/// What one workspace holds in `upload_pins` (see [`Repository::pin_summary`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkspacePins {
+    pub workspace: WorkspaceId,
+    pub state: PinOwnerState,
+    /// Intents with pins, each with its pin count and whether its final
+    /// outcome is recorded (cleanup pending).
+    pub intents: Vec<(OperationId, u64, bool)>,
+    /// Pin rows in all.
+    pub pins: u64,
+}
+
+/// The registration state of a workspace that holds pins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PinOwnerState {
+    /// Registered; `created_ms` is its registration time.
+    Registered { created_ms: u64 },
+    /// Retired at `retired_ms`: its pins are inactive.
+    Retired { retired_ms: u64 },
+    /// Never registered (pins written before registration was required).
+    Unregistered,
+}
 
 /// `meta` key fixing an intent's owner.
 pub fn owner_key(intent: &OperationId) -> String {
@@ -44,28 +84,55 @@ fn pin_key(ws: &WorkspaceId, intent: &OperationId, id: &ObjectId) -> Vec<u8> {
 }
 
 impl Repository {
-    /// Pin `ids` for the upload of `intent` by `workspace`.
+    /// Pin `ids` for the upload of `intent` by `workspace`, within
+    /// [`DEFAULT_MAX_PINS_PER_WORKSPACE`].
     pub fn pin_uploads(
         &self,
         workspace: WorkspaceId,
         intent: OperationId,
         ids: &[ObjectId],
     ) -> Result<()> {
+        self.pin_uploads_limited(workspace, intent, ids, DEFAULT_MAX_PINS_PER_WORKSPACE)
+    }
+
+    /// Pin `ids` for the upload of `intent` by `workspace`, which must be
+    /// registered and hold at most `max_pins` pin rows afterwards.
+    pub fn pin_uploads_limited(
+        &self,
+        workspace: WorkspaceId,
+        intent: OperationId,
+        ids: &[ObjectId],
+        max_pins: u64,
+    ) -> Result<()> {
         let _gate = self
             .gate
             .lock()
             .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
+        let mut counts = self
+            .pin_counts
+            .lock()
+            .map_err(|_| MetadataError::Gate("pin counts poisoned".into()))?;
         let mut wtx = self.db.begin_write()?;
         wtx.set_durability(Durability::Immediate)?;
+        let count;
         {
             let mut meta = wtx.open_table(tables::META)?;
             let st = wtx.open_table(tables::WORKSPACE_STATE)?;
             let ops = wtx.open_table(tables::OPERATIONS)?;
+            let registered = wtx.open_table(tables::WORKSPACES)?;
             let mut pins = wtx.open_table(tables::UPLOAD_PINS)?;
             if st.get(keys::ws_retired(&workspace.0).as_slice())?.is_some() {
                 return Err(MetadataError::refused(
                     ErrorCode::WorkspaceRetired,
                     format!("workspace {workspace} is retired"),
+                ));
+            }
+            if registered.get(workspace.0)?.is_none() {
+                return Err(MetadataError::refused(
+                    ErrorCode::WorkspaceUnregistered,
+                    format!(
+                        "workspace {workspace} is not registered; register it before uploading"
+                    ),
                 ));
             }
             let finished = meta.get(finished_key(&intent).as_str())?.is_some();
@@ -89,12 +156,115 @@ impl Repository {
                     meta.insert(ok.as_str(), workspace.0.as_slice())?;
                 }
             }
+            let held = match counts.get(&workspace.0) {
+                Some(n) => *n,
+                None => count_prefix(&pins, &workspace.0)?,
+            };
+            let mut added = 0u64;
             for id in ids {
-                pins.insert(pin_key(&workspace, &intent, id).as_slice(), [].as_slice())?;
+                if pins
+                    .insert(pin_key(&workspace, &intent, id).as_slice(), [].as_slice())?
+                    .is_none()
+                {
+                    added += 1;
+                }
+            }
+            count = held + added;
+            if count > max_pins {
+                // The transaction is dropped: nothing is pinned.
+                return Err(MetadataError::refused(
+                    ErrorCode::LimitExceeded,
+                    format!(
+                        "workspace {workspace} would hold {count} upload pins; at most {max_pins} \
+                         are kept per workspace (finish or abandon its unfinished submissions)"
+                    ),
+                ));
             }
         }
         wtx.commit()?;
+        counts.insert(workspace.0, count);
         Ok(())
+    }
+
+    /// Every workspace holding pin rows, with its registration state and
+    /// its intents (administration: `scribe-server pins list`).
+    pub fn pin_summary(&self) -> Result<Vec<WorkspacePins>> {
+        let tx = self.db.begin_read()?;
+        let st = tx.open_table(tables::WORKSPACE_STATE)?;
+        let meta = tx.open_table(tables::META)?;
+        let ws_table = tx.open_table(tables::WORKSPACES)?;
+        let pins = tx.open_table(tables::UPLOAD_PINS)?;
+        let mut out: Vec<WorkspacePins> = Vec::new();
+        for row in pins.range::<&[u8]>(..)? {
+            let (k, _) = row?;
+            let k = k.value();
+            if k.len() != 65 {
+                return Err(MetadataError::corrupt("an upload pin key is not 65 bytes"));
+            }
+            let mut ws = [0u8; 16];
+            ws.copy_from_slice(&k[..16]);
+            let mut op = [0u8; 16];
+            op.copy_from_slice(&k[16..32]);
+            let op = OperationId(op);
+            if out.last().is_none_or(|w| w.workspace.0 != ws) {
+                let state = if let Some(v) = st.get(keys::ws_retired(&ws).as_slice())? {
+                    PinOwnerState::Retired {
+                        retired_ms: crate::records::decode_u64(v.value(), "retirement")?,
+                    }
+                } else if let Some(row) = ws_table.get(ws)? {
+                    PinOwnerState::Registered {
+                        created_ms: crate::records::WorkspaceRecord::decode(row.value())?
+                            .created_ms,
+                    }
+                } else {
+                    PinOwnerState::Unregistered
+                };
+                out.push(WorkspacePins {
+                    workspace: WorkspaceId(ws),
+                    state,
+                    intents: Vec::new(),
+                    pins: 0,
+                });
+            }
+            let w = out.last_mut().expect("pushed above");
+            w.pins += 1;
+            match w.intents.last_mut() {
+                Some((o, n, _)) if *o == op => *n += 1,
+                _ => {
+                    let finished = meta.get(finished_key(&op).as_str())?.is_some();
+                    w.intents.push((op, 1, finished));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Operator abandonment (offline): delete every pin of `workspace`
+    /// whose intent has no recorded final outcome, and those intents'
+    /// owner markers, in transactions of at most [`PIN_BATCH`] pins.
+    /// Accepted history is untouched; intents whose outcome is recorded
+    /// are left to their queued cleanup. Returns the pins deleted.
+    pub fn abandon_pins(&self, workspace: WorkspaceId) -> Result<u64> {
+        let intents: Vec<OperationId> = self
+            .pin_summary()?
+            .into_iter()
+            .filter(|w| w.workspace == workspace)
+            .flat_map(|w| w.intents)
+            .filter(|(_, _, finished)| !finished)
+            .map(|(op, _, _)| op)
+            .collect();
+        let before: u64 = {
+            let tx = self.db.begin_read()?;
+            count_prefix(&tx.open_table(tables::UPLOAD_PINS)?, &workspace.0)?
+        };
+        for op in &intents {
+            self.cleanup_pins(&workspace, op)?;
+        }
+        let after: u64 = {
+            let tx = self.db.begin_read()?;
+            count_prefix(&tx.open_table(tables::UPLOAD_PINS)?, &workspace.0)?
+        };
+        Ok(before - after)
     }
 
     /// Active pins of `workspace` (all intents), as object ids.
@@ -205,6 +375,13 @@ impl Repository {
     }
 
     fn cleanup_pins(&self, ws: &WorkspaceId, op: &OperationId) -> Result<()> {
+        // Held across the writes so a pin never counts from a stale view;
+        // the workspace's count is read again at its next pin.
+        let mut counts = self
+            .pin_counts
+            .lock()
+            .map_err(|_| MetadataError::Gate("pin counts poisoned".into()))?;
+        counts.remove(&ws.0);
         let mut prefix = ws.0.to_vec();
         prefix.extend_from_slice(&op.0);
         loop {
@@ -242,6 +419,21 @@ impl Repository {
             }
         }
     }
+}
+
+/// Rows of `table` whose key starts with `prefix`.
+fn count_prefix(
+    table: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    prefix: &[u8],
+) -> Result<u64> {
+    let mut n = 0;
+    for row in table.range(prefix..)? {
+        if !row?.0.value().starts_with(prefix) {
+            break;
+        }
+        n += 1;
+    }
+    Ok(n)
 }
 
 /// In an outcome's transaction: queue cleanup when the operation pinned.

@@ -50,6 +50,9 @@ pub struct Repository {
     pub(crate) stage_hook: Mutex<Option<Box<StageHook>>>,
     /// Benchmarks only: see [`Repository::set_benchmark_skip_fsync`].
     pub(crate) skip_fsync: std::sync::atomic::AtomicBool,
+    /// Upload pin rows per workspace, counted once from the table and kept
+    /// by every pin and cleanup (see `pins.rs`); held across their writes.
+    pub(crate) pin_counts: Mutex<std::collections::HashMap<[u8; 16], u64>>,
 }
 
 /// The `SCRIBE_FORMAT` values a repository must record for this build to
@@ -194,6 +197,7 @@ impl Repository {
             objects,
             stage_hook: Mutex::new(None),
             skip_fsync: std::sync::atomic::AtomicBool::new(false),
+            pin_counts: Mutex::default(),
         };
         repo.recover_submissions()?;
         repo.cleanup_finished_pins()?;

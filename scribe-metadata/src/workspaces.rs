@@ -134,6 +134,13 @@ impl Repository {
         }
     }
 
+    /// Whether `workspace` is retired.
+    pub fn is_retired(&self, workspace: WorkspaceId) -> Result<bool> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(tables::WORKSPACE_STATE)?;
+        Ok(t.get(keys::ws_retired(&workspace.0).as_slice())?.is_some())
+    }
+
     /// Active registrations of `owner`.
     pub fn active_workspace_count(&self, owner: &[u8; 16]) -> Result<u64> {
         let tx = self.db.begin_read()?;

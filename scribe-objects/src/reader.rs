@@ -77,6 +77,12 @@ impl ObjectReader {
         self.len() == 0
     }
 
+    /// Bytes this reader holds in its buffers (at most about two blocks,
+    /// whatever the object's size).
+    pub fn buffered_bytes(&self) -> usize {
+        self.block.capacity() + self.stored_buf.capacity()
+    }
+
     fn corrupt(&self, reason: impl Into<String>) -> io::Error {
         io::Error::other(StoreError::CorruptObject {
             id: self.id,

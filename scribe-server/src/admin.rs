@@ -1,5 +1,6 @@
 //! Offline administration of a data root: `doctor`, `verify`,
-//! `rebuild-locator`, `compact-objects`, `recover-submissions`, `migrate`.
+//! `rebuild-locator`, `compact-objects`, `recover-submissions`, `migrate`,
+//! `pins list`, `pins abandon`.
 //!
 //! Each takes the data root's `LOCK` for its duration (so it refuses to run
 //! beside a server) and reports per repository; a report is clean when no
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use scribe_format::descriptor::{Descriptor, Kind};
 use scribe_format::{ObjectId, ObjectKind};
 use scribe_metadata::database_descriptor;
+use scribe_metadata::pins::PinOwnerState;
 use scribe_metadata::{DataRoot, MemoryObjects, MetadataError, Objects, RepositoryInfo};
 use scribe_objects::{CompactContext, CompactOptions, ObjectStore};
 
@@ -446,4 +448,102 @@ fn compare_descriptor(
         recorded.join(", ")
     ));
     Ok(())
+}
+
+/// Which workspaces' pins `pins abandon` releases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AbandonPins {
+    /// This workspace's.
+    Workspace(scribe_format::WorkspaceId),
+    /// Every workspace registered more than this long ago, and every
+    /// workspace holding pins without an active registration (retired, or
+    /// never registered): their pins protect nothing a client can submit.
+    OlderThan(std::time::Duration),
+}
+
+/// `pins list`: one note per workspace holding upload pins, per
+/// repository: its state, its pin count and its intents.
+pub fn pins_list(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
+    let (root, _reg) = open_with_stores(dir)?;
+    let mut report = Report::default();
+    let now = scribe_metadata::clock::now_ms();
+    for info in select(&root, repo)? {
+        let r = root.open_repository(info.id).map_err(meta_err(&info))?;
+        for w in r.pin_summary().map_err(meta_err(&info))? {
+            let state = match w.state {
+                PinOwnerState::Registered { created_ms } => {
+                    format!("registered {} ago", age(now, created_ms))
+                }
+                PinOwnerState::Retired { retired_ms } => {
+                    format!("retired {} ago", age(now, retired_ms))
+                }
+                PinOwnerState::Unregistered => "unregistered".to_string(),
+            };
+            let intents: Vec<String> = w
+                .intents
+                .iter()
+                .map(|(op, n, finished)| {
+                    let done = if *finished { ", finished" } else { "" };
+                    format!("{} ({n}{done})", op.to_hex())
+                })
+                .collect();
+            report.notes.push(format!(
+                "{}: workspace {} {state}: {} pins, intents {}",
+                info.name,
+                w.workspace.to_hex(),
+                w.pins,
+                intents.join(" ")
+            ));
+        }
+    }
+    Ok(report)
+}
+
+/// `pins abandon`: operator abandonment (specification, "Atomic
+/// publication and upload lifecycle profile 1"): release the selected
+/// workspaces' unfinished pins and their intents' owners. Accepted history
+/// is untouched; a client whose submission was still pending pins again
+/// before it submits.
+pub fn pins_abandon(
+    dir: &Path,
+    repo: Option<&str>,
+    which: AbandonPins,
+) -> Result<Report, AdminError> {
+    let (root, _reg) = open_with_stores(dir)?;
+    let mut report = Report::default();
+    let now = scribe_metadata::clock::now_ms();
+    for info in select(&root, repo)? {
+        let r = root.open_repository(info.id).map_err(meta_err(&info))?;
+        for w in r.pin_summary().map_err(meta_err(&info))? {
+            let chosen = match which {
+                AbandonPins::Workspace(ws) => w.workspace == ws,
+                AbandonPins::OlderThan(d) => match w.state {
+                    PinOwnerState::Registered { created_ms } => {
+                        u128::from(now.saturating_sub(created_ms)) > d.as_millis()
+                    }
+                    PinOwnerState::Retired { .. } | PinOwnerState::Unregistered => true,
+                },
+            };
+            if !chosen {
+                continue;
+            }
+            let n = r.abandon_pins(w.workspace).map_err(meta_err(&info))?;
+            report.notes.push(format!(
+                "{}: workspace {}: abandoned {n} pins",
+                info.name,
+                w.workspace.to_hex()
+            ));
+        }
+    }
+    Ok(report)
+}
+
+fn age(now: u64, then: u64) -> String {
+    let s = now.saturating_sub(then) / 1000;
+    match s {
+        0..120 => format!("{s}s"),
+        120..7200 => format!("{}m", s / 60),
+        7200..172_800 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
 }

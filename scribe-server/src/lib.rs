@@ -10,7 +10,7 @@
 //! | [`listener`] | the TCP/TLS listener with graceful shutdown; [`ServerHandle`] |
 //! | [`in_process`] | [`InProcessConnection`]: the in-process transport for path URLs |
 //! | [`tls`] | rustls configuration from PEM files |
-//! | [`admin`] | offline administration: doctor, verify, rebuild-locator, compaction, recovery |
+//! | [`admin`] | offline administration: doctor, verify, rebuild-locator, compaction, recovery, pins |
 //!
 //! `docs/server.md` describes the behaviour and its decisions.
 

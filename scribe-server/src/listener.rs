@@ -6,9 +6,10 @@
 //! [`ServerHandle`] runs a listener on its own thread and runtime, for
 //! tests and for embedding a team server in a synchronous program.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -28,12 +29,23 @@ pub struct ListenOptions {
     /// Log each connection's end to stderr.
     pub log: bool,
     /// Connections served at once; one more completes its handshake, gets a
-    /// `busy` error frame and is closed.
+    /// `server_busy` error frame and is closed.
     pub max_connections: usize,
+    /// Connections served at once from one peer address (an IPv4 address,
+    /// or the /64 prefix of an IPv6 one); one more is refused like one over
+    /// [`ListenOptions::max_connections`], so one address cannot take
+    /// every slot.
+    pub max_connections_per_address: usize,
 }
 
 /// Default [`ListenOptions::max_connections`].
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
+/// Default [`ListenOptions::max_connections_per_address`]: a client uses
+/// up to 4 connections at once, so 32 busy clients behind one address
+/// (an office behind NAT) still fit, and 8 addresses are needed to fill
+/// the default 1,024 slots.
+pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 128;
 
 impl Default for ListenOptions {
     fn default() -> Self {
@@ -42,6 +54,7 @@ impl Default for ListenOptions {
             tls: None,
             log: false,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
         }
     }
 }
@@ -81,6 +94,7 @@ impl Listener {
         let slots = Arc::new(tokio::sync::Semaphore::new(
             self.options.max_connections.max(1),
         ));
+        let per_address = PerAddress::new(self.options.max_connections_per_address.max(1));
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
@@ -103,11 +117,27 @@ impl Listener {
                     let t = self.options.timeouts;
                     let log = self.options.log;
                     let acceptor = acceptor.clone();
-                    // Over the limit: still answer, with a `busy` error frame.
+                    // Over a limit: still answer, with a `server_busy` error frame.
                     let permit = slots.clone().try_acquire_owned().ok();
+                    let address_slot = match permit {
+                        Some(_) => per_address.admit(peer.ip()),
+                        None => None,
+                    };
+                    let admit = match (&permit, &address_slot) {
+                        (None, _) => Err(format!(
+                            "the server is serving as many connections as it may ({}); retry shortly",
+                            self.options.max_connections.max(1)
+                        )),
+                        (Some(_), None) => Err(format!(
+                            "the server is serving as many connections from {} as it may ({}); \
+                             retry shortly",
+                            peer.ip(),
+                            self.options.max_connections_per_address.max(1)
+                        )),
+                        (Some(_), Some(_)) => Ok(()),
+                    };
                     conns.spawn(async move {
                         let mut stop = rx.clone();
-                        let admit = permit.is_some();
                         let ended = match acceptor {
                             None => {
                                 let info = PeerInfo::tcp(peer);
@@ -128,6 +158,7 @@ impl Listener {
                         if log && !matches!(ended, Ended::Closed | Ended::Shutdown) {
                             eprintln!("scribe-server: connection from {peer} ended: {ended:?}");
                         }
+                        drop(address_slot);
                         drop(permit);
                     });
                 }
@@ -138,6 +169,71 @@ impl Listener {
         drop(self.listener);
         let _ = tx.send(true);
         while conns.join_next().await.is_some() {}
+    }
+}
+
+/// Connections open per peer address (IPv4 address or IPv6 /64 prefix).
+#[derive(Clone)]
+struct PerAddress {
+    limit: usize,
+    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+/// One connection counted against its address; uncounted on drop.
+struct AddressSlot {
+    key: IpAddr,
+    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl PerAddress {
+    fn new(limit: usize) -> PerAddress {
+        PerAddress {
+            limit,
+            open: Arc::default(),
+        }
+    }
+
+    /// A slot for a connection from `ip`, or `None` at the limit.
+    fn admit(&self, ip: IpAddr) -> Option<AddressSlot> {
+        let key = address_key(ip);
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let n = open.entry(key).or_insert(0);
+        if *n >= self.limit {
+            return None;
+        }
+        *n += 1;
+        Some(AddressSlot {
+            key,
+            open: self.open.clone(),
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// What connections from `ip` are counted under: the IPv4 address
+/// (IPv4-mapped IPv6 included), or the /64 prefix of an IPv6 address (one
+/// host usually holds a whole /64).
+fn address_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let bits = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(Ipv6Addr::from(bits))
+            }
+        },
     }
 }
 

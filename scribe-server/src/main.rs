@@ -3,11 +3,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use scribe_server::admin::{self, Report};
-use scribe_server::{ListenOptions, Listener, OpenError, Service};
+use scribe_server::{ListenOptions, Listener, OpenError, Service, Timeouts};
 
 /// mimalloc: large transfer buffers (4-32 MiB) are reused instead of being
 /// mapped, faulted in and unmapped on every allocation (the system
@@ -70,6 +71,22 @@ enum Command {
         /// files, and fall back to one when refused)
         #[arg(long, value_name = "N", default_value_t = scribe_server::listener::DEFAULT_MAX_CONNECTIONS)]
         max_connections: usize,
+        /// Most connections served at once from one address (an IPv4
+        /// address or an IPv6 /64); one more is answered `server_busy`
+        #[arg(long, value_name = "N", default_value_t = scribe_server::listener::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS)]
+        max_connections_per_address: usize,
+        /// Close a connection that sends no request this long after its
+        /// handshake (e.g. 10s, 500ms)
+        #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+        first_request_timeout: Duration,
+        /// Close a connection holding an unfinished upload that sends
+        /// nothing for this long, releasing its upload memory
+        #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+        upload_idle_timeout: Duration,
+        /// Most upload pins one workspace may hold in a repository; a pin
+        /// beyond it is refused `limit_exceeded`
+        #[arg(long, value_name = "N", default_value_t = scribe_metadata::pins::DEFAULT_MAX_PINS_PER_WORKSPACE)]
+        max_pins_per_workspace: u64,
     },
     /// Check metadata and objects of every repository
     Doctor(AdminArgs),
@@ -90,6 +107,11 @@ enum Command {
     },
     /// Finish or remove interrupted submissions and upload-pin cleanups
     RecoverSubmissions(AdminArgs),
+    /// List or abandon upload pins offline
+    Pins {
+        #[command(subcommand)]
+        command: PinsCommand,
+    },
     /// Compare the data root's versions with this build's and convert them
     ///
     /// Reports the schema and required features of the data root, of each
@@ -111,6 +133,34 @@ enum Command {
         /// The stopped data root copy to restore from
         #[arg(long, value_name = "DIR")]
         from: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum PinsCommand {
+    /// List the workspaces holding upload pins, with their state and intents
+    List(AdminArgs),
+    /// Release the unfinished upload pins of workspaces
+    ///
+    /// Deletes the pins (and intent owners) of unfinished submissions of
+    /// the chosen workspaces; accepted history is untouched, and a client
+    /// whose submission was still pending pins again before it submits.
+    /// The objects those pins kept become collectable by compact-objects.
+    Abandon {
+        #[command(flatten)]
+        args: AdminArgs,
+        /// The workspace (32 hex digits)
+        #[arg(
+            long,
+            value_name = "ID",
+            required_unless_present = "older_than",
+            conflicts_with = "older_than"
+        )]
+        workspace: Option<String>,
+        /// Every workspace registered longer ago than this (e.g. 30d), and
+        /// every one holding pins without an active registration
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        older_than: Option<Duration>,
     },
 }
 
@@ -203,13 +253,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
             tls_cert,
             tls_key,
             max_connections,
+            max_connections_per_address,
+            first_request_timeout,
+            upload_idle_timeout,
+            max_pins_per_workspace,
         } => serve(
             &data.data,
             &listen,
             runtime_dir.as_deref(),
-            tls_cert,
-            tls_key,
-            max_connections,
+            (tls_cert, tls_key),
+            ListenOptions {
+                max_connections,
+                max_connections_per_address,
+                timeouts: Timeouts {
+                    first_request: first_request_timeout,
+                    upload_idle: upload_idle_timeout,
+                    ..Timeouts::default()
+                },
+                ..ListenOptions::default()
+            },
+            max_pins_per_workspace,
         ),
         Command::Doctor(a) => Ok(print_report(
             "doctor",
@@ -242,6 +305,33 @@ fn run(cli: Cli) -> Result<ExitCode> {
             "recover-submissions",
             &admin::recover_submissions(&a.data, a.repo.as_deref())?,
         )),
+        Command::Pins {
+            command: PinsCommand::List(a),
+        } => Ok(print_report(
+            "pins list",
+            &admin::pins_list(&a.data, a.repo.as_deref())?,
+        )),
+        Command::Pins {
+            command:
+                PinsCommand::Abandon {
+                    args,
+                    workspace,
+                    older_than,
+                },
+        } => {
+            let which = match (workspace, older_than) {
+                (Some(hex), _) => admin::AbandonPins::Workspace(
+                    scribe_format::WorkspaceId::from_hex(&hex)
+                        .map_err(|e| anyhow!("--workspace {hex:?}: {e}"))?,
+                ),
+                (None, Some(d)) => admin::AbandonPins::OlderThan(d),
+                (None, None) => return Err(anyhow!("give --workspace or --older-than")),
+            };
+            Ok(print_report(
+                "pins abandon",
+                &admin::pins_abandon(&args.data, args.repo.as_deref(), which)?,
+            ))
+        }
         Command::Migrate(d) => migrate(&d.data),
         Command::Restore { data, from } => {
             let r = scribe_metadata::restore::restore(&from, &data.data).with_context(|| {
@@ -288,6 +378,33 @@ fn migrate(data: &Path) -> Result<ExitCode> {
     Ok(ExitCode::from(1))
 }
 
+/// A duration: a whole number with a unit, `ms`, `s`, `m`, `h`, `d` or
+/// `w` (a bare number is seconds): `500ms`, `10s`, `30d`.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 500ms, 10s, 30d)"))?;
+    let ms: u64 = match unit {
+        "ms" => 1,
+        "" | "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        "w" => 604_800_000,
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit {unit:?} (ms, s, m, h, d, w)"
+            ))
+        }
+    };
+    n.checked_mul(ms)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("{text:?} is too long"))
+}
+
 /// Write `contents` to `dir/name` atomically.
 fn write_runtime(dir: &Path, name: &str, contents: &str) -> Result<()> {
     let tmp = dir.join(format!(".{name}.tmp"));
@@ -301,9 +418,9 @@ fn serve(
     data: &Path,
     listen: &str,
     runtime_dir: Option<&Path>,
-    tls_cert: Option<PathBuf>,
-    tls_key: Option<PathBuf>,
-    max_connections: usize,
+    (tls_cert, tls_key): (Option<PathBuf>, Option<PathBuf>),
+    options: ListenOptions,
+    max_pins_per_workspace: u64,
 ) -> Result<ExitCode> {
     let tls = match (tls_cert, tls_key) {
         (Some(c), Some(k)) => Some(scribe_server::tls::server_config(&c, &k)?),
@@ -316,11 +433,11 @@ fn serve(
         .enable_all()
         .build()
         .context("cannot start the runtime")?;
+    service.set_max_pins_per_workspace(max_pins_per_workspace);
     let options = ListenOptions {
         tls,
         log: true,
-        max_connections,
-        ..ListenOptions::default()
+        ..options
     };
     let listener = rt
         .block_on(Listener::bind(listen, service.clone(), options))

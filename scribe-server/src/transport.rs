@@ -51,6 +51,15 @@ pub struct Timeouts {
     pub handshake: Duration,
     /// Between requests; an idle connection is closed after this.
     pub idle: Duration,
+    /// From the end of the handshake (and authentication) to the first
+    /// request: a connection that has asked nothing yet is closed after
+    /// this, much sooner than [`Timeouts::idle`], so idle handshaken
+    /// connections cannot hold the connection slots.
+    pub first_request: Duration,
+    /// Between requests while the connection holds upload memory (an
+    /// unfinished object or unpublished staged objects): closed after
+    /// this, releasing its share of the upload budget.
+    pub upload_idle: Duration,
     /// For the rest of a frame once its length word has arrived.
     pub frame: Duration,
     /// For writing one reply.
@@ -62,6 +71,8 @@ impl Default for Timeouts {
         Timeouts {
             handshake: Duration::from_secs(10),
             idle: Duration::from_secs(600),
+            first_request: Duration::from_secs(10),
+            upload_idle: Duration::from_secs(60),
             frame: Duration::from_secs(60),
             write: Duration::from_secs(60),
         }
@@ -160,17 +171,18 @@ async fn read_credential<S: AsyncRead + Unpin>(
 
 /// Serve one connection from `peer` until it ends. `shutdown` turning true
 /// closes it between requests; a request already being handled finishes
-/// first. A connection that is not `admit`ted (the server is at its
-/// connection limit) completes the handshake (and sends its credential
-/// frame, if any), gets a `busy` error frame, and closes. Otherwise the
-/// service authenticates it once ([`Service::authenticate`]) and every
-/// request is served as that principal.
+/// first. A connection that is not admitted (`admit` is the reason: the
+/// server is at its connection limit, or at its limit for the peer's
+/// address) completes the handshake (and sends its credential frame, if
+/// any), gets a `server_busy` error frame with that reason, and closes.
+/// Otherwise the service authenticates it once ([`Service::authenticate`])
+/// and every request is served as that principal.
 pub async fn serve_connection<S>(
     mut stream: S,
     service: Arc<Service>,
     timeouts: Timeouts,
     mut shutdown: watch::Receiver<bool>,
-    admit: bool,
+    admit: Result<(), String>,
     peer: PeerInfo,
 ) -> Ended
 where
@@ -211,15 +223,8 @@ where
     } else {
         Credential::None
     };
-    if !admit {
-        return refuse(
-            &mut stream,
-            ErrorCode::Busy,
-            "the server is serving as many connections as it may; retry shortly".into(),
-            lz4,
-            timeouts.write,
-        )
-        .await;
+    if let Err(why) = admit {
+        return refuse(&mut stream, ErrorCode::ServerBusy, why, lz4, timeouts.write).await;
     }
     let presented = credential != Credential::None;
     let principal = match authenticate(&service, credential, peer).await {
@@ -239,18 +244,30 @@ where
     // One frame buffer per connection, reused (a fresh 4 MiB buffer per
     // upload piece costs a page fault per 4 KiB).
     let mut body: Vec<u8> = Vec::new();
+    let mut first = true;
     loop {
         if *shutdown.borrow() {
             return Ended::Shutdown;
         }
+        let (wait, why) = if first {
+            (
+                timeouts.first_request,
+                "no request within the first-request timeout",
+            )
+        } else if session.as_ref().is_some_and(Session::holds_upload) {
+            (timeouts.upload_idle, "upload idle timeout")
+        } else {
+            (timeouts.idle, "idle timeout")
+        };
+        first = false;
         let mut len_word = [0u8; 4];
         tokio::select! {
             _ = shutdown.changed() => return Ended::Shutdown,
-            r = timeout(timeouts.idle, stream.read_exact(&mut len_word)) => match r {
+            r = timeout(wait, stream.read_exact(&mut len_word)) => match r {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ended::Closed,
                 Ok(Err(e)) => return Ended::Io(e.to_string()),
-                Err(_) => return Ended::Io("idle timeout".into()),
+                Err(_) => return Ended::Io(why.into()),
             },
         }
         let len = match check_frame_len(len_word) {

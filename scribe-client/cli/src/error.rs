@@ -131,6 +131,8 @@ pub fn hint_for(code: ErrorCode) -> Option<&'static str> {
         ErrorCode::NotFound => "check the name with `scribe repo list --server URL`",
         ErrorCode::AlreadyExists => "pick another name, or another directory",
         ErrorCode::Busy => "another scribe process is using it; wait for it to finish",
+        ErrorCode::ServerBusy => "the server is at its limit for connections or upload memory right now; retry shortly (an interrupted submission continues where it stopped)",
+        ErrorCode::WorkspaceUnregistered => "the server holds no registration for this workspace (was it restored from an older copy?); create a new workspace with `scribe workspace create`",
         ErrorCode::InvalidPath => "`scribe debug path PATH` explains which rule a path breaks",
         ErrorCode::WorkspaceRetired => "create a new workspace with `scribe workspace create`",
         ErrorCode::NotAWorkspace => "run this inside a workspace, or create one with `scribe workspace create DIR --server URL --repo NAME`",

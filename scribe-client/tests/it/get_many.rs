@@ -5,7 +5,7 @@ use scribe_format::wire::message as m;
 use scribe_format::wire::Request;
 use scribe_format::{ErrorCode, ObjectId, OperationId, WorkspaceId};
 
-use super::support::{both, file, noise, Clients, REPO};
+use super::support::{both, file, noise, register, Clients, REPO};
 
 fn code(e: scribe_client::ClientError) -> ErrorCode {
     e.code()
@@ -16,6 +16,7 @@ fn many_objects_come_back_whole_in_order_within_the_frame_budget() {
     both(|env| {
         let mut c = env.client();
         let ws = WorkspaceId([1; 16]);
+        register(&mut c, ws);
         let op = OperationId([2; 16]);
         // 300 small files, two 3 MiB ones and one of 6 MiB (larger than a reply).
         let mut contents: Vec<Vec<u8>> = (0..300).map(|i| noise(100 + i * 7, i as u64)).collect();

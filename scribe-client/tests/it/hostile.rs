@@ -198,6 +198,7 @@ fn a_silent_client_blocks_nobody() {
 fn disconnect_mid_upload_leaves_nothing_half_stored() {
     let env = Env::new(Transport::Tcp);
     let ws = WorkspaceId([1; 16]);
+    register(&mut env.client(), ws);
     let op = OperationId([5; 16]);
     let big: Vec<u8> = (0..6 * 1024 * 1024u32)
         .map(|i| (i * 7 % 253) as u8)
@@ -299,6 +300,10 @@ fn idle_connections_are_closed_after_the_idle_timeout() {
     };
     let env = Env::builder(Transport::Tcp).listen(opts).start();
     let mut idle = opened(&env);
+    // Past its first request, a connection has the (here short) idle timeout.
+    idle.write_all(&request_frame(&Request::Status(m::StatusRequest {}), false))
+        .unwrap();
+    assert!(matches!(read_reply(&mut idle), Response::Status(_)));
     assert!(closed(&mut idle));
     let mut mute = raw(&env);
     assert!(closed(&mut mute));
@@ -328,7 +333,7 @@ fn connections_over_the_limit_get_busy_and_others_continue() {
     let mut first = env.client();
     assert_eq!(first.status().unwrap().connections, 1);
     let mut second = env.client();
-    assert_eq!(second.status().unwrap_err().code(), ErrorCode::Busy);
+    assert_eq!(second.status().unwrap_err().code(), ErrorCode::ServerBusy);
     // The admitted client is unaffected; after it leaves, a slot frees up.
     assert_eq!(first.repo_list().unwrap().len(), 1);
     drop(first);
@@ -337,7 +342,7 @@ fn connections_over_the_limit_get_busy_and_others_continue() {
         match c.status() {
             Ok(_) => break c,
             // The first connection's slot is released when its task ends.
-            Err(e) if e.code() == ErrorCode::Busy => {
+            Err(e) if e.code() == ErrorCode::ServerBusy => {
                 std::thread::sleep(std::time::Duration::from_millis(10))
             }
             Err(e) => panic!("{e}"),

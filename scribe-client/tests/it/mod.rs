@@ -6,6 +6,7 @@ mod embedded;
 mod get_many;
 mod hostile;
 mod hostile_server;
+mod limits;
 mod ops;
 mod staged;
 mod tls;

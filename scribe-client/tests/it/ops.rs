@@ -84,6 +84,7 @@ fn objects_move_both_ways_in_bounded_pieces() {
     both(|env| {
         let mut c = env.client();
         let ws = WorkspaceId([1; 16]);
+        register(&mut c, ws);
         let op = OperationId([2; 16]);
         // 9 MiB: three pieces of at most 4 MiB.
         let big: Vec<u8> = (0..9 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
@@ -141,6 +142,7 @@ fn small_objects_upload_in_groups_with_their_pins() {
     both(|env| {
         let mut c = env.client();
         let ws = WorkspaceId([1; 16]);
+        register(&mut c, ws);
         let op = OperationId([2; 16]);
         let files: Vec<File> = (0..600u32)
             .map(|i| file(&vec![(i % 251) as u8; 8 * 1024 + i as usize]))
@@ -200,6 +202,7 @@ fn uploads_refuse_wrong_bytes_and_out_of_order_pieces() {
     both(|env| {
         let mut c = env.client();
         let ws = WorkspaceId([1; 16]);
+        register(&mut c, ws);
         let op = OperationId([2; 16]);
         let id = ObjectId::chunk(scribe_format::ChunkId::of(b"hello"));
         let put = |c: &mut scribe_client::Client, offset: u64, data: &[u8], total: u64| {
@@ -640,6 +643,7 @@ fn uploads_beyond_the_service_budget_are_refused_busy() {
         env.service().set_upload_budget(1 << 20);
         let mut c = env.client();
         let ws = WorkspaceId([1; 16]);
+        register(&mut c, ws);
         let big = vec![7u8; 2 << 20];
         let f = file(&big);
         let e = c
@@ -650,7 +654,7 @@ fn uploads_beyond_the_service_budget_are_refused_busy() {
                 f.objects.iter().map(|(id, b)| (*id, b.as_slice())),
             )
             .unwrap_err();
-        assert_eq!(e.code(), ErrorCode::Busy);
+        assert_eq!(e.code(), ErrorCode::ServerBusy);
         // Small objects still go through, and the budget is returned after each.
         for i in 0..4u8 {
             let small = file(&[i; 300 << 10]);

@@ -18,6 +18,7 @@ fn chunk(data: &[u8]) -> ObjectId {
 fn pin_missing_pins_every_id_and_names_only_the_absent() {
     both(|env| {
         let mut c = env.client();
+        register(&mut c, WS);
         let present = b"already here".to_vec();
         c.put_object(REPO, WS, OperationId([9; 16]), chunk(&present), &present)
             .unwrap();
@@ -39,6 +40,7 @@ fn pin_missing_pins_every_id_and_names_only_the_absent() {
 fn staged_objects_are_published_together_and_visible_after() {
     both(|env| {
         let mut c = env.client();
+        register(&mut c, WS);
         let mut other = env.client();
         // One object of several pieces (6 MiB) and two small ones.
         let objects = [noise(6 << 20, 1), noise(1000, 2), noise(70_000, 3)];
@@ -72,6 +74,7 @@ fn staged_objects_are_published_together_and_visible_after() {
 fn any_other_request_publishes_the_stage_first() {
     both(|env| {
         let mut c = env.client();
+        register(&mut c, WS);
         let data = noise(5000, 4);
         let id = chunk(&data);
         // Not pinned beforehand: the staged put pins it itself.
@@ -87,6 +90,7 @@ fn any_other_request_publishes_the_stage_first() {
 fn a_full_stage_publishes_itself() {
     both(|env| {
         let mut c = env.client();
+        register(&mut c, WS);
         let objects: Vec<Vec<u8>> = (0..=STAGE_PUBLISH_OBJECTS)
             .map(|i| noise(100, i as u64))
             .collect();
@@ -107,6 +111,7 @@ fn a_full_stage_publishes_itself() {
 fn staged_bytes_are_verified_and_a_dropped_connection_stores_nothing() {
     both(|env| {
         let mut c = env.client();
+        register(&mut c, WS);
         let data = noise(3000, 5);
         let wrong = chunk(b"something else");
         let err = c.put_object_staged(REPO, WS, OP, wrong, &data).unwrap_err();
@@ -126,6 +131,7 @@ fn staged_bytes_hold_the_upload_budget_until_published() {
     both(|env| {
         env.service().set_upload_budget(10 << 20);
         let mut c = env.client();
+        register(&mut c, WS);
         let a = noise(6 << 20, 6);
         let b = noise(6 << 20, 7);
         c.put_object_staged(REPO, WS, OP, chunk(&a), &a).unwrap();
@@ -133,7 +139,7 @@ fn staged_bytes_hold_the_upload_budget_until_published() {
         let err = c
             .put_object_staged(REPO, WS, OP, chunk(&b), &b)
             .unwrap_err();
-        assert_eq!(err.code(), ErrorCode::Busy);
+        assert_eq!(err.code(), ErrorCode::ServerBusy);
         assert_eq!(c.objects_publish(REPO).unwrap(), 1);
         // Published: the budget is free again.
         c.put_object_staged(REPO, WS, OP, chunk(&b), &b).unwrap();

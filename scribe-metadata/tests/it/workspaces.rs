@@ -204,13 +204,16 @@ fn upload_pins_are_owned_deactivated_by_the_outcome_and_cleaned_up() {
         ObjectId::manifest(st.manifest),
         ObjectId::change_set(s.change_set_id),
     ];
+    // Only registered workspaces pin.
+    let err = e.repo.pin_uploads(e.ws, s.operation, &ids).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::WorkspaceUnregistered);
+    e.repo.register_workspace(&reg(&e, e.ws, None)).unwrap();
     e.repo.pin_uploads(e.ws, s.operation, &ids).unwrap();
     e.repo.pin_uploads(e.ws, s.operation, &ids).unwrap(); // idempotent
     assert_eq!(e.repo.upload_pins(e.ws).unwrap().len(), 2);
-    let err = e
-        .repo
-        .pin_uploads(WorkspaceId::random(), s.operation, &ids)
-        .unwrap_err();
+    let other = WorkspaceId::random();
+    e.repo.register_workspace(&reg(&e, other, None)).unwrap();
+    let err = e.repo.pin_uploads(other, s.operation, &ids).unwrap_err();
     assert_eq!(err.code(), ErrorCode::Forbidden);
     accepted(&e.repo.submit(s.clone()).unwrap());
     assert!(
@@ -267,4 +270,59 @@ fn listing_outcomes_and_retained_roots() {
     ] {
         assert!(roots.contains(&id), "{id} retained");
     }
+}
+
+#[test]
+fn pins_are_bounded_per_workspace_listed_and_abandoned() {
+    use scribe_format::{ManifestId, ObjectId};
+    use scribe_metadata::pins::PinOwnerState;
+    let e = env();
+    e.repo.register_workspace(&reg(&e, e.ws, None)).unwrap();
+    let ids = |from: u8, n: u8| -> Vec<ObjectId> {
+        (from..from + n)
+            .map(|i| ObjectId::manifest(ManifestId([i; 32])))
+            .collect()
+    };
+    let (op1, op2) = (OperationId::random(), OperationId::random());
+    e.repo
+        .pin_uploads_limited(e.ws, op1, &ids(0, 4), 6)
+        .unwrap();
+    e.repo
+        .pin_uploads_limited(e.ws, op1, &ids(0, 4), 6)
+        .unwrap();
+    let err = e
+        .repo
+        .pin_uploads_limited(e.ws, op2, &ids(4, 3), 6)
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::LimitExceeded);
+    e.repo
+        .pin_uploads_limited(e.ws, op2, &ids(4, 2), 6)
+        .unwrap();
+    let summary = e.repo.pin_summary().unwrap();
+    assert_eq!(summary.len(), 1);
+    assert_eq!(summary[0].pins, 6);
+    assert!(matches!(summary[0].state, PinOwnerState::Registered { .. }));
+    let mut intents: Vec<(OperationId, u64, bool)> = summary[0].intents.clone();
+    intents.sort();
+    let mut want = vec![(op1, 4, false), (op2, 2, false)];
+    want.sort();
+    assert_eq!(intents, want);
+    // Abandonment releases every unfinished pin and the intents' owners,
+    // and the room comes back.
+    assert_eq!(e.repo.abandon_pins(e.ws).unwrap(), 6);
+    assert!(e.repo.pin_summary().unwrap().is_empty());
+    use redb::ReadableDatabase;
+    {
+        let tx = e.repo.database().begin_read().unwrap();
+        let meta = tx.open_table(scribe_metadata::tables::META).unwrap();
+        assert!(
+            redb::ReadableTable::get(&meta, scribe_metadata::pins::owner_key(&op1).as_str())
+                .unwrap()
+                .is_none()
+        );
+    }
+    e.repo
+        .pin_uploads_limited(e.ws, op1, &ids(10, 6), 6)
+        .unwrap();
+    assert_doctor_clean(&e.repo);
 }

@@ -7,7 +7,8 @@
 //! repositories (metadata database and object store) and the next request
 //! opens them again, which runs open-time recovery (the pack is truncated
 //! to its committed length, redb repairs its file). Until every request
-//! that still holds an old handle has finished, the reopen answers `busy`
+//! that still holds an old handle has finished, the reopen answers
+//! `server_busy`
 //! (redb's file lock keeps two handles off one file). A full volume is
 //! reported as `storage_full`, and the service recovers by itself once
 //! space is back. See `docs/server.md` ("Storage failures").

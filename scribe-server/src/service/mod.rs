@@ -86,6 +86,8 @@ pub struct Service {
     started: Instant,
     connections: AtomicU32,
     upload_budget: Arc<AtomicU64>,
+    max_pins_per_workspace: AtomicU64,
+    downloads: Arc<AtomicU64>,
     groups: group::Groups,
     group_acceptance: std::sync::atomic::AtomicBool,
     authorizer: RwLock<Arc<dyn Authorizer>>,
@@ -128,6 +130,10 @@ impl Service {
             started: Instant::now(),
             connections: AtomicU32::new(0),
             upload_budget: Arc::new(AtomicU64::new(upload::DEFAULT_UPLOAD_BUDGET)),
+            max_pins_per_workspace: AtomicU64::new(
+                scribe_metadata::pins::DEFAULT_MAX_PINS_PER_WORKSPACE,
+            ),
+            downloads: Arc::default(),
             groups: group::Groups::default(),
             group_acceptance: std::sync::atomic::AtomicBool::new(true),
             authorizer: RwLock::new(Arc::new(OpenAuthorizer)),
@@ -164,6 +170,27 @@ impl Service {
     /// Bound the bytes all connections together buffer for uploads.
     pub fn set_upload_budget(&self, bytes: u64) {
         self.upload_budget.store(bytes, Ordering::Release);
+    }
+
+    /// Bound the upload pins one workspace may hold in a repository
+    /// (default [`scribe_metadata::pins::DEFAULT_MAX_PINS_PER_WORKSPACE`]).
+    pub fn set_max_pins_per_workspace(&self, pins: u64) {
+        self.max_pins_per_workspace.store(pins, Ordering::Release);
+    }
+
+    pub(crate) fn max_pins_per_workspace(&self) -> u64 {
+        self.max_pins_per_workspace.load(Ordering::Acquire)
+    }
+
+    /// Bytes all connections hold between requests for the downloads they
+    /// are serving (`ObjectGet` ranges): each keeps a streaming reader of
+    /// bounded size, never the object (see `docs/server.md`).
+    pub fn download_buffered_bytes(&self) -> u64 {
+        self.downloads.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn downloads(&self) -> &Arc<AtomicU64> {
+        &self.downloads
     }
 
     /// The submission queues (group acceptance).
@@ -310,7 +337,7 @@ impl Failure {
         self.fault = faults::classify(e);
         match self.fault {
             Some(faults::Fault::Full) => self.code = ErrorCode::StorageFull,
-            Some(faults::Fault::StillHeld) => self.code = ErrorCode::Busy,
+            Some(faults::Fault::StillHeld) => self.code = ErrorCode::ServerBusy,
             _ => {}
         }
         self

@@ -4,8 +4,9 @@
 //! The intent is the submission's operation id; `ObjectPut` names the
 //! workspace that owns it. The first piece of each object pins it
 //! ([`pin`], one Immediate transaction) before any byte is accepted.
-//! Metadata refuses pins of retired workspaces, of another workspace's
-//! intent, and of intents with a recorded outcome; it queues cleanup in the
+//! Metadata refuses pins of retired and of unregistered workspaces, of
+//! another workspace's intent, of intents with a recorded outcome, and
+//! beyond the service's bound on pins per workspace; it queues cleanup in the
 //! outcome's transaction, deletes pins in batches of 512 and resumes
 //! cleanup at open.
 
@@ -14,14 +15,16 @@ use scribe_metadata::{MetadataError, Repository};
 
 use super::Failure;
 
-/// Pin `id` for `workspace`'s upload intent `intent`, durably.
+/// Pin `ids` for `workspace`'s upload intent `intent`, durably, within
+/// `max_pins` per workspace.
 pub fn pin(
     repo: &Repository,
     workspace: WorkspaceId,
     intent: OperationId,
-    id: &ObjectId,
+    ids: &[ObjectId],
+    max_pins: u64,
 ) -> Result<(), Failure> {
-    repo.pin_uploads(workspace, intent, std::slice::from_ref(id))?;
+    repo.pin_uploads_limited(workspace, intent, ids, max_pins)?;
     Ok(())
 }
 

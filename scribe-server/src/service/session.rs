@@ -7,14 +7,14 @@ use std::collections::HashSet;
 use scribe_format::{ObjectId, OperationId, RepositoryId, WorkspaceId};
 
 use super::auth::Principal;
-use super::upload::{Cached, Partial, StagedObject};
+use super::upload::{Download, Partial, StagedObject};
 
 /// One connection's state, handed to [`Service::handle`](super::Service::handle)
 /// with each of its requests.
 pub struct Session {
     principal: Principal,
     pub(crate) upload: Option<Partial>,
-    pub(crate) download: Option<Cached>,
+    pub(crate) download: Option<Download>,
     pub(crate) staged: Vec<StagedObject>,
     pub(crate) staged_bytes: u64,
     /// Pins this connection made with `ObjectsPinMissing` (so a staged put
@@ -50,11 +50,21 @@ impl Session {
         &self.principal
     }
 
-    /// Bytes buffered for this connection (bounded by one object each way).
+    /// Bytes buffered for this connection (one object under upload, the
+    /// stage, and a download's reader buffers).
     pub fn buffered_bytes(&self) -> usize {
         self.upload.as_ref().map_or(0, |p| p.data.capacity())
-            + self.download.as_ref().map_or(0, |c| c.data.len())
+            + self
+                .download
+                .as_ref()
+                .map_or(0, |d| d.reader.buffered_bytes())
             + self.staged_bytes as usize
+    }
+
+    /// Whether this connection holds upload memory: an unfinished object
+    /// or staged objects not yet published.
+    pub fn holds_upload(&self) -> bool {
+        self.upload.is_some() || !self.staged.is_empty()
     }
 
     /// Whether `id` is staged by this connection for `repo`.

@@ -3,8 +3,12 @@
 //! A connection uploads one object at a time: pieces arrive in order into a
 //! buffer bounded by the object's declared length (itself bounded by
 //! [`max_object_bytes`]); a piece for another object at offset 0 replaces
-//! an unfinished one. Downloads keep the last verified object so reading
-//! it in 4 MiB ranges verifies it once.
+//! an unfinished one. The buffer grows with what arrives, and the
+//! service-wide upload budget is charged for the bytes the buffer holds
+//! (what was received, rounded up by the buffer's growth), never for the
+//! declared length: a connection that declares 64 MiB and sends one byte
+//! holds one byte of the budget. Downloads keep a streaming reader (see
+//! [`Download`]), not the object.
 //!
 //! Objects sent with `ObjectPutStaged` are verified when complete and kept
 //! in the [`Session`](super::Session)'s stage (bounded by [`STAGE_PUBLISH_BYTES`] and
@@ -18,7 +22,7 @@ use std::sync::Arc;
 
 use scribe_format::limits::MAX_CHUNK_BYTES;
 use scribe_format::{ObjectId, ObjectKind, OperationId, RepositoryId};
-use scribe_objects::ObjectStore;
+use scribe_objects::{ObjectReader, ObjectStore};
 
 /// Largest non-chunk object (manifest, change set) accepted by upload.
 pub const MAX_STRUCTURED_OBJECT_BYTES: u64 = 64 << 20;
@@ -44,14 +48,31 @@ pub(crate) struct Reservation {
 impl Reservation {
     /// Take `bytes` from `pool` (the bytes still available), if there are enough.
     pub fn take(pool: &Arc<AtomicU64>, bytes: u64) -> Option<Reservation> {
-        pool.fetch_update(Ordering::AcqRel, Ordering::Acquire, |free| {
-            free.checked_sub(bytes)
-        })
-        .ok()
-        .map(|_| Reservation {
+        let mut r = Reservation {
             pool: pool.clone(),
-            bytes,
-        })
+            bytes: 0,
+        };
+        r.grow(bytes).then_some(r)
+    }
+
+    /// Take `more` bytes from the pool into this reservation, if there
+    /// are enough; otherwise nothing changes.
+    pub fn grow(&mut self, more: u64) -> bool {
+        let ok = self
+            .pool
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |free| {
+                free.checked_sub(more)
+            })
+            .is_ok();
+        if ok {
+            self.bytes += more;
+        }
+        ok
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
 }
 
@@ -63,7 +84,7 @@ impl Drop for Reservation {
 
 /// An object being received.
 pub(crate) struct Partial {
-    pub _reservation: Reservation,
+    pub reservation: Reservation,
     pub repo: RepositoryId,
     pub operation: OperationId,
     pub id: ObjectId,
@@ -71,11 +92,50 @@ pub(crate) struct Partial {
     pub data: Vec<u8>,
 }
 
-/// The last object read for download.
-pub(crate) struct Cached {
+/// A download in progress on a connection: a streaming reader of the
+/// object (bounded buffers, never the object) positioned at `next`. Its
+/// identity is verified as it is read; the range that reaches the end
+/// fails `corrupt` when the bytes do not match.
+pub(crate) struct Download {
     pub repo: RepositoryId,
     pub id: ObjectId,
-    pub data: Arc<Vec<u8>>,
+    pub total: u64,
+    pub next: u64,
+    pub reader: ObjectReader,
+    pub held: Held,
+}
+
+/// Bytes a connection holds for a download, counted in the service's
+/// gauge ([`Service::download_buffered_bytes`](super::Service::download_buffered_bytes))
+/// while this lives.
+pub(crate) struct Held {
+    gauge: Arc<AtomicU64>,
+    bytes: u64,
+}
+
+impl Held {
+    pub fn new(gauge: &Arc<AtomicU64>) -> Held {
+        Held {
+            gauge: gauge.clone(),
+            bytes: 0,
+        }
+    }
+
+    /// Count `bytes` from now on.
+    pub fn set(&mut self, bytes: u64) {
+        if bytes >= self.bytes {
+            self.gauge.fetch_add(bytes - self.bytes, Ordering::AcqRel);
+        } else {
+            self.gauge.fetch_sub(self.bytes - bytes, Ordering::AcqRel);
+        }
+        self.bytes = bytes;
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.set(0);
+    }
 }
 
 /// Staged bytes at which a staged put publishes the stage.

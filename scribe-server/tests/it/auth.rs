@@ -635,7 +635,7 @@ fn over_the_limit_a_credential_gets_busy_instead_of_its_acknowledgement() {
     assert!(matches!(first.call(status()), Response::Status(_)));
     let (mut second, _) = Wire::hello(tcp(&env), &Hello::new(false).with_credential());
     let e = second.present(b"erin").unwrap_err();
-    assert_eq!(e.error_code(), ErrorCode::Busy);
+    assert_eq!(e.error_code(), ErrorCode::ServerBusy);
     assert!(closed(&mut second.stream));
     assert_eq!(
         auth.authenticated_count(),

@@ -268,3 +268,114 @@ fn serve_speaks_tls_with_cert_and_key_and_stops_on_sigint() {
     ]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `pins list` and `pins abandon` (offline): by workspace, and by age,
+/// which always takes workspaces without an active registration.
+#[test]
+fn pins_are_listed_and_abandoned_offline() {
+    use scribe_format::wire::message as m;
+    use scribe_format::wire::{Connection, Request, Response};
+    use scribe_format::{ManifestId, ObjectId};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let (a, b) = (WorkspaceId([0xa1; 16]), WorkspaceId([0xb2; 16]));
+    {
+        let svc = Service::create(&data).unwrap();
+        scribe_server::service::dispatch::repo_create(&svc, REPO).unwrap();
+        let mut c = InProcessConnection::new(svc);
+        let pin = |c: &mut InProcessConnection, ws: WorkspaceId, op: u8, n: u8| {
+            let ids = (0..n)
+                .map(|i| ObjectId::manifest(ManifestId([op ^ i; 32])))
+                .collect();
+            let req = Request::ObjectsPinMissing(m::ObjectsPinMissing {
+                repo: REPO.into(),
+                operation: OperationId([op; 16]),
+                workspace: ws,
+                ids,
+            });
+            assert!(matches!(
+                c.call(req).unwrap(),
+                Response::ObjectsPinMissing(_)
+            ));
+        };
+        c.register(a);
+        c.register(b);
+        pin(&mut c, a, 1, 3);
+        pin(&mut c, b, 2, 2);
+        let req = Request::WorkspaceRetire(m::WorkspaceRetire {
+            repo: REPO.into(),
+            workspace: b,
+        });
+        assert!(matches!(
+            c.call(req).unwrap(),
+            Response::WorkspaceRetired(_)
+        ));
+    }
+    let list = |expect: &[&str]| {
+        let out = run(&["pins", "list", "--data", d]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let lines: Vec<String> = text(&out.stdout).lines().map(str::to_string).collect();
+        assert_eq!(lines.len(), expect.len(), "{lines:?}");
+        for (line, want) in lines.iter().zip(expect) {
+            assert!(line.contains(want), "{line:?} lacks {want:?}");
+        }
+    };
+    list(&[
+        &format!("workspace {} registered", a.to_hex()),
+        &format!("workspace {} retired", b.to_hex()),
+    ]);
+    let out = run(&["pins", "abandon", "--data", d, "--workspace", &a.to_hex()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("abandoned 3 pins"),
+        "{}",
+        text(&out.stdout)
+    );
+    list(&[&format!("workspace {} retired ", b.to_hex())]);
+    // The registered workspace is younger than a day; the retired one goes.
+    let out = run(&["pins", "abandon", "--data", d, "--older-than", "1d"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("abandoned 2 pins"),
+        "{}",
+        text(&out.stdout)
+    );
+    list(&[]);
+    // One of the two selectors is required.
+    assert_eq!(
+        run(&["pins", "abandon", "--data", d]).status.code(),
+        Some(2)
+    );
+}
+
+/// `serve --max-connections-per-address` refuses one more connection from
+/// the same address with `server_busy`.
+#[test]
+fn serve_limits_connections_per_address() {
+    use scribe_format::wire::{decode_response, Hello, Response};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    Service::create(&data).unwrap();
+    let mut s = serve_with(
+        &data,
+        &dir.path().join("run"),
+        &[
+            "--max-connections-per-address",
+            "1",
+            "--first-request-timeout",
+            "30s",
+        ],
+    );
+    let addr = s.addr.parse().unwrap();
+    let mut first = wire::tcp(addr);
+    assert_eq!(first.repo_list().len(), 0);
+    let (mut second, _) = wire::Wire::hello(wire::socket(addr), &Hello::new(false));
+    let r = decode_response(&wire::read_frame_body(&mut second.stream), false).unwrap();
+    match r {
+        Response::Error(e) => assert_eq!(e.error_code(), scribe_format::ErrorCode::ServerBusy),
+        other => panic!("{other:?}"),
+    }
+    sigterm(&s.child);
+    s.child.wait().unwrap();
+}

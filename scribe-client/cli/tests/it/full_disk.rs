@@ -29,12 +29,12 @@ fn fill(filler: &Path, leave: u64) {
     f.sync_all().unwrap();
 }
 
-/// Run `args` until it is not `busy` (the server answers `busy` while a
+/// Run `args` until it is not `server_busy` (the server answers so while a
 /// request that started before the failure still holds the old handles).
 fn until_not_busy(env: &Env, dir: &Path, args: &[&str]) -> Run {
     for _ in 0..50 {
         let r = env.scribe(dir, args);
-        if !r.stderr.contains("Error[busy]") {
+        if !r.stderr.contains("Error[server_busy]") {
             return r;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));

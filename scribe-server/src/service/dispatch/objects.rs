@@ -3,7 +3,7 @@
 //! transfer with upload pins and the connection's stage (see
 //! [`super::super::upload`]).
 
-use std::sync::Arc;
+use std::io::Read;
 
 use scribe_format::wire::message::{self as m, MAX_IDS_PER_REQUEST, MAX_OBJECT_DATA_PER_FRAME};
 use scribe_format::wire::Bytes;
@@ -11,7 +11,7 @@ use scribe_format::{ErrorCode, ObjectId, RepositoryId};
 
 use super::super::pins;
 use super::super::upload::{
-    max_object_bytes, Cached, Partial, Reservation, StagedObject, MAX_REMEMBERED_PINS,
+    max_object_bytes, Download, Held, Partial, Reservation, StagedObject, MAX_REMEMBERED_PINS,
     STAGE_PUBLISH_BYTES, STAGE_PUBLISH_OBJECTS,
 };
 use super::{malformed, open, DispatchResult, Failure, Service, Session};
@@ -61,7 +61,13 @@ pub(super) fn pin_missing(
 ) -> DispatchResult<m::ObjectsMissingReply> {
     check_id_count(r.ids.len())?;
     let (repo, store) = open(svc, &r.repo)?;
-    repo.pin_uploads(r.workspace, r.operation, &r.ids)?;
+    pins::pin(
+        &repo,
+        r.workspace,
+        r.operation,
+        &r.ids,
+        svc.max_pins_per_workspace(),
+    )?;
     if session.pinned.len() + r.ids.len() > MAX_REMEMBERED_PINS {
         session.pinned.clear();
     }
@@ -142,7 +148,13 @@ pub(super) fn put(
         // Pin before the first byte is accepted (unless this connection
         // pinned it with `ObjectsPinMissing`).
         if !(staged && session.pinned.contains(&(r.workspace, r.operation, r.id))) {
-            pins::pin(&repo, r.workspace, r.operation, &r.id)?;
+            pins::pin(
+                &repo,
+                r.workspace,
+                r.operation,
+                std::slice::from_ref(&r.id),
+                svc.max_pins_per_workspace(),
+            )?;
         }
         if (staged && session.has_staged(repo.id(), &r.id)) || store.contains(&r.id)? {
             session.upload = None;
@@ -152,26 +164,17 @@ pub(super) fn put(
             });
         }
         session.upload = None;
-        let reservation = Reservation::take(svc.upload_budget(), r.total_len).ok_or_else(|| {
-            Failure::new(
-                ErrorCode::Busy,
-                "the server is buffering as many uploads as it may; retry shortly",
-            )
-        })?;
-        // A whole object in one piece is kept as received (no copy).
-        let whole = r.data.0.len() as u64 == r.total_len;
-        let mut data = Vec::new();
-        if !whole {
-            data.try_reserve_exact(r.total_len as usize)
-                .map_err(|_| Failure::new(ErrorCode::Busy, "cannot buffer the object now"))?;
-        }
+        // Nothing is charged yet: the budget pays for bytes as they arrive
+        // (below), not for the declared length.
+        let reservation = Reservation::take(svc.upload_budget(), 0)
+            .ok_or_else(|| Failure::new(ErrorCode::Internal, "an empty reservation was refused"))?;
         session.upload = Some(Partial {
-            _reservation: reservation,
+            reservation,
             repo: repo.id(),
             operation: r.operation,
             id: r.id,
             total_len: r.total_len,
-            data,
+            data: Vec::new(),
         });
     }
     let expected = match &session.upload {
@@ -201,9 +204,40 @@ pub(super) fn put(
     let Some(p) = session.upload.as_mut() else {
         return Err(malformed("no upload in progress"));
     };
-    if p.data.is_empty() && r.data.0.len() as u64 == p.total_len {
+    let piece = r.data.0.len() as u64;
+    // The buffer grows with what arrives (doubling, never past the
+    // declared length); the budget is charged for its capacity first.
+    let whole = p.data.is_empty() && piece == p.total_len;
+    let needed = p.data.len() as u64 + piece;
+    let capacity = if whole {
+        piece
+    } else if needed <= p.data.capacity() as u64 {
+        p.data.capacity() as u64
+    } else {
+        (p.data.capacity() as u64 * 2).max(needed).min(p.total_len)
+    };
+    let charged = p.reservation.bytes();
+    if capacity > charged && !p.reservation.grow(capacity - charged) {
+        session.upload = None;
+        return Err(Failure::new(
+            ErrorCode::ServerBusy,
+            "the server is buffering as many upload bytes as it may; retry shortly",
+        ));
+    }
+    if whole {
+        // A whole object in one piece is kept as received (no copy).
         p.data = r.data.0;
     } else {
+        if capacity > p.data.capacity() as u64 {
+            let more = capacity as usize - p.data.len();
+            if p.data.try_reserve_exact(more).is_err() {
+                session.upload = None;
+                return Err(Failure::new(
+                    ErrorCode::ServerBusy,
+                    "cannot buffer the object now; retry shortly",
+                ));
+            }
+        }
         p.data.extend_from_slice(&r.data.0);
     }
     let received = p.data.len() as u64;
@@ -226,7 +260,7 @@ pub(super) fn put(
     if staged {
         session.staged_bytes += p.data.len() as u64;
         session.staged.push(StagedObject {
-            _reservation: p._reservation,
+            _reservation: p.reservation,
             repo: p.repo,
             store,
             id: p.id,
@@ -272,7 +306,13 @@ pub(super) fn put_many(
             ));
         }
     }
-    repo.pin_uploads(r.workspace, r.operation, &ids)?;
+    pins::pin(
+        &repo,
+        r.workspace,
+        r.operation,
+        &ids,
+        svc.max_pins_per_workspace(),
+    )?;
     let batch = store.batch();
     for piece in &r.objects {
         batch.put_with_id(piece.id, &piece.data.0)?;
@@ -327,40 +367,78 @@ pub(super) fn get(
     } else {
         r.max_len.min(MAX_OBJECT_DATA_PER_FRAME)
     };
-    let data = match &session.download {
-        Some(c) if c.repo == repo.id() && c.id == r.id => c.data.clone(),
+    // The connection's reader goes on where its last range ended; any
+    // other range opens a new one (and reads up to the offset).
+    let mut d = match session.download.take() {
+        Some(d) if d.repo == repo.id() && d.id == r.id && d.next == r.offset => d,
         _ => {
-            session.download = None;
-            let bytes = Arc::new(store.get(&r.id)?);
-            session.download = Some(Cached {
+            let reader = store.open_reader(&r.id)?;
+            let total = reader.len();
+            if r.offset > total {
+                return Err(malformed(format!(
+                    "offset {} is past the end of {} ({total} bytes)",
+                    r.offset, r.id
+                )));
+            }
+            let mut d = Download {
                 repo: repo.id(),
                 id: r.id,
-                data: bytes.clone(),
-            });
-            bytes
+                total,
+                next: 0,
+                reader,
+                held: Held::new(svc.downloads()),
+            };
+            let mut scratch = vec![0u8; (r.offset.min(1 << 20)) as usize];
+            while d.next < r.offset {
+                let n = (r.offset - d.next).min(scratch.len() as u64) as usize;
+                d.reader
+                    .read_exact(&mut scratch[..n])
+                    .map_err(|e| read_failure(&r.id, e))?;
+                d.next += n as u64;
+            }
+            d
         }
     };
-    let total = data.len() as u64;
-    if r.offset > total {
-        return Err(malformed(format!(
-            "offset {} is past the end of {} ({total} bytes)",
-            r.offset, r.id
-        )));
+    let total = d.total;
+    let want = (d.total - d.next).min(u64::from(max)) as usize;
+    let mut piece = Vec::new();
+    piece
+        .try_reserve_exact(want)
+        .map_err(|_| Failure::new(ErrorCode::ServerBusy, "cannot buffer the range now"))?;
+    piece.resize(want, 0);
+    d.reader
+        .read_exact(&mut piece)
+        .map_err(|e| read_failure(&r.id, e))?;
+    d.next += want as u64;
+    if d.next == d.total {
+        // The end: the reader checks the identity of everything it read.
+        let mut probe = [0u8; 1];
+        match d.reader.read(&mut probe) {
+            Ok(0) => {}
+            Ok(_) => {
+                return Err(Failure::new(
+                    ErrorCode::Corrupt,
+                    format!("object {} is longer than it says", r.id),
+                ))
+            }
+            Err(e) => return Err(read_failure(&r.id, e)),
+        }
+    } else {
+        d.held.set(d.reader.buffered_bytes() as u64);
+        session.download = Some(d);
     }
-    let start = r.offset as usize;
-    let end = (start + max as usize).min(data.len());
-    if end == data.len() {
-        session.download = None;
-    }
-    // A whole object in one piece leaves as it was read (no copy).
-    let piece = match (start, Arc::try_unwrap(data)) {
-        (0, Ok(whole)) if end == whole.len() => whole,
-        (_, Ok(v)) => v[start..end].to_vec(),
-        (_, Err(shared)) => shared[start..end].to_vec(),
-    };
     Ok(m::ObjectData {
         total_len: total,
         offset: r.offset,
         data: Bytes(piece),
     })
+}
+
+/// A streaming read that failed: the store's error (a corrupt object is
+/// `corrupt`, naming it), or an internal one.
+fn read_failure(id: &ObjectId, e: std::io::Error) -> Failure {
+    match e.downcast::<scribe_objects::StoreError>() {
+        Ok(se) => Failure::from(se),
+        Err(e) => Failure::new(ErrorCode::Internal, format!("reading {id}: {e}")),
+    }
 }

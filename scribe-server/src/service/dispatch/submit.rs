@@ -46,6 +46,20 @@ pub(super) fn submit(
             "message is longer than 65,536 bytes",
         ));
     }
+    // Only a registered workspace submits (a retired one is refused by
+    // acceptance, which also replays a recorded outcome first).
+    if repo.workspace(r.workspace)?.is_none()
+        && !repo.is_retired(r.workspace)?
+        && repo.recorded_outcome(&r.operation)?.is_none()
+    {
+        return Err(Failure::new(
+            ErrorCode::WorkspaceUnregistered,
+            format!(
+                "workspace {} is not registered in {:?}; register it before submitting",
+                r.workspace, r.repo
+            ),
+        ));
+    }
     let cs_object = ObjectId::change_set(r.change_set);
     let change_set = match store.get(&cs_object) {
         Ok(bytes) => cs::ChangeSet::decode(&bytes)
