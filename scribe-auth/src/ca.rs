@@ -27,7 +27,10 @@ fn ca_params(trust_domain: &str, family: CaFamily, index: u16) -> CertificatePar
     let mut dn = DistinguishedName::new();
     dn.push(
         DnType::CommonName,
-        format!("{trust_domain} scribe-auth {} CA {index:04}", family.as_str()),
+        format!(
+            "{trust_domain} scribe-auth {} CA {index:04}",
+            family.as_str()
+        ),
     );
     params.distinguished_name = dn;
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -59,7 +62,12 @@ pub struct Signer {
 }
 
 impl Signer {
-    pub fn new(row: &CaRow, trust_domain: &str, family: CaFamily, index: u16) -> Result<Signer, AuthError> {
+    pub fn new(
+        row: &CaRow,
+        trust_domain: &str,
+        family: CaFamily,
+        index: u16,
+    ) -> Result<Signer, AuthError> {
         let key = KeyPair::from_pem(&row.private_key_pem).map_err(cert_err)?;
         // Only the subject name, key identifier method and key of the issuer
         // enter a signed certificate: rebuilding them from the same

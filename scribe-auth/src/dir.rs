@@ -17,7 +17,9 @@
 
 use std::path::{Path, PathBuf};
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, WriteTransaction};
+use redb::{
+    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, WriteTransaction,
+};
 use scribe_format::sau2::Sau2Result;
 use scribe_format::ErrorCode;
 
@@ -39,7 +41,9 @@ fn get_raw(
     t: &impl ReadableTable<&'static str, &'static [u8]>,
     key: &str,
 ) -> Result<Option<Vec<u8>>, AuthError> {
-    Ok(t.get(key).map_err(AuthError::db)?.map(|g| g.value().to_vec()))
+    Ok(t.get(key)
+        .map_err(AuthError::db)?
+        .map(|g| g.value().to_vec()))
 }
 
 fn get_row<R: Row>(
@@ -49,7 +53,9 @@ fn get_row<R: Row>(
     let k = key.to_string();
     match get_raw(t, &k)? {
         None => Ok(None),
-        Some(bytes) => R::decode(&bytes).map(Some).map_err(|e| AuthError::corrupt(&k, e)),
+        Some(bytes) => R::decode(&bytes)
+            .map(Some)
+            .map_err(|e| AuthError::corrupt(&k, e)),
     }
 }
 
@@ -82,7 +88,8 @@ fn scan_prefix(
 fn put_row<R: Row>(t: &mut Table<'_>, key: &Key, row: &R) -> Result<(), AuthError> {
     let k = key.to_string();
     let bytes = row.encode().map_err(|e| AuthError::corrupt(&k, e))?;
-    t.insert(k.as_str(), bytes.as_slice()).map_err(AuthError::db)?;
+    t.insert(k.as_str(), bytes.as_slice())
+        .map_err(AuthError::db)?;
     Ok(())
 }
 
@@ -238,9 +245,12 @@ impl AdminTxn<'_> {
                 pem: certificate_pem.to_owned(),
             },
         )?;
-        self.put(&subject_index(row, credential), &SubjectCredentialRow {
-            created_ms: row.created_ms,
-        })?;
+        self.put(
+            &subject_index(row, credential),
+            &SubjectCredentialRow {
+                created_ms: row.created_ms,
+            },
+        )?;
         Ok(())
     }
 
@@ -457,25 +467,51 @@ impl AuthDir {
                 pepper: &pepper,
                 secrets: Vec::new(),
             };
-            atx.put(&Key::PepperId, &PepperIdRow { pepper_id: pepper.id() })?;
-            atx.put(&Key::TrustDomain, &TrustDomainRow {
-                trust_domain: opts.trust_domain.clone(),
-            })?;
+            atx.put(
+                &Key::PepperId,
+                &PepperIdRow {
+                    pepper_id: pepper.id(),
+                },
+            )?;
+            atx.put(
+                &Key::TrustDomain,
+                &TrustDomainRow {
+                    trust_domain: opts.trust_domain.clone(),
+                },
+            )?;
             atx.put(&Key::Incarnation, &IncarnationRow { incarnation })?;
             atx.put(&Key::Revision, &RevisionRow { revision })?;
             atx.put(&Key::AuditSequence, &AuditSequenceRow { sequence: 0 })?;
-            atx.put(&Key::Ca { family: CaFamily::Credential, index: 1 }, &credential_ca)?;
-            atx.put(&Key::Ca { family: CaFamily::Access, index: 1 }, &access_ca)?;
-            atx.put(&Key::User(opts.admin_username.clone()), &UserRow {
-                id: admin_id,
-                name: opts.admin_username.clone(),
-                enabled: true,
-                administrator: true,
-                kind: UserKind::Person,
-            })?;
-            atx.put(&Key::UserId(admin_id), &UserIdRow {
-                username: opts.admin_username.clone(),
-            })?;
+            atx.put(
+                &Key::Ca {
+                    family: CaFamily::Credential,
+                    index: 1,
+                },
+                &credential_ca,
+            )?;
+            atx.put(
+                &Key::Ca {
+                    family: CaFamily::Access,
+                    index: 1,
+                },
+                &access_ca,
+            )?;
+            atx.put(
+                &Key::User(opts.admin_username.clone()),
+                &UserRow {
+                    id: admin_id,
+                    name: opts.admin_username.clone(),
+                    enabled: true,
+                    administrator: true,
+                    kind: UserKind::Person,
+                },
+            )?;
+            atx.put(
+                &Key::UserId(admin_id),
+                &UserIdRow {
+                    username: opts.admin_username.clone(),
+                },
+            )?;
             atx.set_password(&opts.admin_username, &password)?;
             atx.insert_credential(admin_credential, &credential_row, &certificate)
                 .map_err(|e| match e {
@@ -489,7 +525,15 @@ impl AuthDir {
                 AuditArg::word(&opts.admin_username),
                 AuditArg::key(admin_key_id),
             ];
-            append_audit(&mut atx, opts.now_ms, Some(admin_id), "init", Id::random(), true, &args)?;
+            append_audit(
+                &mut atx,
+                opts.now_ms,
+                Some(admin_id),
+                "init",
+                Id::random(),
+                true,
+                &args,
+            )?;
         }
         txn.commit().map_err(AuthError::db)?;
         files::sync_dir(&opts.data)?;
@@ -524,7 +568,11 @@ impl AuthDir {
     /// Startup: lock, marker (schema 3 is refused: run migrate), pepper id,
     /// witness (another incarnation or a database behind it is refused; a
     /// database ahead rewrites it).
-    pub fn open(data: &Path, pepper_file: &Path, witness_file: &Path) -> Result<AuthDir, AuthError> {
+    pub fn open(
+        data: &Path,
+        pepper_file: &Path,
+        witness_file: &Path,
+    ) -> Result<AuthDir, AuthError> {
         let Offline { db, _lock } = Offline::open(data)?;
         let (pepper_id, trust_domain, incarnation, revision) = {
             let read = db.begin_read().map_err(AuthError::db)?;
@@ -641,7 +689,11 @@ impl AuthDir {
     /// recorded outcome without applying anything; another intent is refused
     /// with `operation_intent_mismatch` (another actor: `forbidden`), with
     /// nothing written. `Err` means nothing was recorded.
-    pub fn administer<F>(&mut self, req: &AdminRequest<'_>, change: F) -> Result<Sau2Result, AuthError>
+    pub fn administer<F>(
+        &mut self,
+        req: &AdminRequest<'_>,
+        change: F,
+    ) -> Result<Sau2Result, AuthError>
     where
         F: FnOnce(&mut AdminTxn<'_>) -> Result<Vec<Vec<String>>, AdminError>,
     {
@@ -663,7 +715,10 @@ impl AuthDir {
                 drop(atx);
                 txn.abort().map_err(AuthError::db)?;
                 return Ok(if recorded.actor != req.actor {
-                    Sau2Result::error(ErrorCode::Forbidden, "the operation id belongs to another user")
+                    Sau2Result::error(
+                        ErrorCode::Forbidden,
+                        "the operation id belongs to another user",
+                    )
                 } else if recorded.intent != req.intent {
                     Sau2Result::error(
                         ErrorCode::OperationIntentMismatch,
@@ -677,11 +732,16 @@ impl AuthDir {
                 Ok(rows) => {
                     outcome = Sau2Result::Rows(rows);
                     if atx.changed {
-                        let current = require_row::<RevisionRow>(&atx.table, &Key::Revision)?.revision;
+                        let current =
+                            require_row::<RevisionRow>(&atx.table, &Key::Revision)?.revision;
                         let next = current.checked_add(1).ok_or_else(|| {
                             AuthError::Database("meta/revision is at its maximum".into())
                         })?;
-                        put_row(&mut atx.table, &Key::Revision, &RevisionRow { revision: next })?;
+                        put_row(
+                            &mut atx.table,
+                            &Key::Revision,
+                            &RevisionRow { revision: next },
+                        )?;
                         new_revision = Some(next);
                     }
                     self.record(&mut atx, req, &outcome)?;
@@ -718,9 +778,22 @@ impl AuthDir {
         Ok(outcome)
     }
 
-    fn record(&self, atx: &mut AdminTxn<'_>, req: &AdminRequest<'_>, outcome: &Sau2Result) -> Result<(), AuthError> {
+    fn record(
+        &self,
+        atx: &mut AdminTxn<'_>,
+        req: &AdminRequest<'_>,
+        outcome: &Sau2Result,
+    ) -> Result<(), AuthError> {
         let ok = matches!(outcome, Sau2Result::Rows(_));
-        append_audit(atx, req.now_ms, Some(req.actor), req.command, req.operation, ok, req.arguments)?;
+        append_audit(
+            atx,
+            req.now_ms,
+            Some(req.actor),
+            req.command,
+            req.operation,
+            ok,
+            req.arguments,
+        )?;
         let row = OperationRow {
             actor: req.actor,
             intent: req.intent,
@@ -728,7 +801,9 @@ impl AuthDir {
         };
         let key = Key::Operation(req.operation).to_string();
         let bytes = row.encode().map_err(|e| AuthError::corrupt(&key, e))?;
-        atx.table.insert(key.as_str(), bytes.as_slice()).map_err(AuthError::db)?;
+        atx.table
+            .insert(key.as_str(), bytes.as_slice())
+            .map_err(AuthError::db)?;
         Ok(())
     }
 
@@ -742,21 +817,32 @@ impl AuthDir {
         password: Option<&Password>,
     ) -> Result<Sau2Result, AuthError> {
         self.administer(req, |tx| {
-            check_name("username", username).map_err(|e| Refusal::new(ErrorCode::Usage, e.to_string()))?;
+            check_name("username", username)
+                .map_err(|e| Refusal::new(ErrorCode::Usage, e.to_string()))?;
             if tx.contains(&Key::User(username.to_owned()))? {
-                return Err(Refusal::new(ErrorCode::AlreadyExists, format!("user {username} exists")).into());
+                return Err(Refusal::new(
+                    ErrorCode::AlreadyExists,
+                    format!("user {username} exists"),
+                )
+                .into());
             }
             let id = Id::random();
-            tx.put(&Key::User(username.to_owned()), &UserRow {
-                id,
-                name: username.to_owned(),
-                enabled: true,
-                administrator,
-                kind,
-            })?;
-            tx.put(&Key::UserId(id), &UserIdRow {
-                username: username.to_owned(),
-            })?;
+            tx.put(
+                &Key::User(username.to_owned()),
+                &UserRow {
+                    id,
+                    name: username.to_owned(),
+                    enabled: true,
+                    administrator,
+                    kind,
+                },
+            )?;
+            tx.put(
+                &Key::UserId(id),
+                &UserIdRow {
+                    username: username.to_owned(),
+                },
+            )?;
             if let Some(p) = password {
                 tx.set_password(username, p)?;
             }
@@ -773,7 +859,9 @@ impl AuthDir {
     ) -> Result<Sau2Result, AuthError> {
         self.administer(req, |tx| {
             if !tx.contains(&Key::User(username.to_owned()))? {
-                return Err(Refusal::new(ErrorCode::NotFound, format!("no user {username}")).into());
+                return Err(
+                    Refusal::new(ErrorCode::NotFound, format!("no user {username}")).into(),
+                );
             }
             let generation = tx.set_password(username, password)?;
             Ok(vec![vec![generation.to_string()]])
@@ -790,7 +878,9 @@ impl AuthDir {
         self.administer(req, |tx| {
             let key = Key::User(username.to_owned());
             let Some(mut user) = tx.get::<UserRow>(&key)? else {
-                return Err(Refusal::new(ErrorCode::NotFound, format!("no user {username}")).into());
+                return Err(
+                    Refusal::new(ErrorCode::NotFound, format!("no user {username}")).into(),
+                );
             };
             user.enabled = enabled;
             tx.put(&key, &user)?;
@@ -815,10 +905,18 @@ impl AuthDir {
             };
             for (k, v) in atx.scan_prefix("credentials/")? {
                 let Ok(Key::Credential(id)) = Key::parse(&k) else {
-                    return Err(AuthError::corrupt(&k, scribe_format::FormatError::invalid("credentials key", "not a credential id")));
+                    return Err(AuthError::corrupt(
+                        &k,
+                        scribe_format::FormatError::invalid(
+                            "credentials key",
+                            "not a credential id",
+                        ),
+                    ));
                 };
                 let row = CredentialRow::decode(&v).map_err(|e| AuthError::corrupt(&k, e))?;
-                if row.expires_ms != NEVER_EXPIRES && row.expires_ms.saturating_add(EXPIRY_GRACE_MS) <= now_ms {
+                if row.expires_ms != NEVER_EXPIRES
+                    && row.expires_ms.saturating_add(EXPIRY_GRACE_MS) <= now_ms
+                {
                     atx.remove_credential(id)?;
                     removed.push(id);
                 }
@@ -840,7 +938,10 @@ impl AuthDir {
             key: format!("ca/{}/0001", family.as_str()),
         })?;
         let Ok(Key::Ca { index, .. }) = Key::parse(k) else {
-            return Err(AuthError::corrupt(k, scribe_format::FormatError::invalid("ca key", "malformed")));
+            return Err(AuthError::corrupt(
+                k,
+                scribe_format::FormatError::invalid("ca key", "malformed"),
+            ));
         };
         let row = CaRow::decode(v).map_err(|e| AuthError::corrupt(k, e))?;
         ca::Signer::new(&row, &self.trust_domain, family, index)
@@ -897,7 +998,11 @@ fn append_audit(
         arguments,
     };
     put_row(&mut atx.table, &Key::Audit(sequence), &row)?;
-    put_row(&mut atx.table, &Key::AuditSequence, &AuditSequenceRow { sequence })?;
+    put_row(
+        &mut atx.table,
+        &Key::AuditSequence,
+        &AuditSequenceRow { sequence },
+    )?;
     Ok(())
 }
 
@@ -930,7 +1035,12 @@ pub fn backup(data: &Path, to: &Path) -> Result<usize, AuthError> {
 /// incarnation and the next revision; the witness is rewritten (whatever
 /// incarnation it named), then the marker is written last. The pepper must
 /// be the backup's. Returns the opened directory.
-pub fn restore(data: &Path, from: &Path, pepper_file: &Path, witness_file: &Path) -> Result<AuthDir, AuthError> {
+pub fn restore(
+    data: &Path,
+    from: &Path,
+    pepper_file: &Path,
+    witness_file: &Path,
+) -> Result<AuthDir, AuthError> {
     files::check_marker(from)?;
     let pepper = Pepper::read(pepper_file)?;
     let lock = prepare_new_dir(data)?;

@@ -106,9 +106,7 @@ impl AuthError {
     /// The registry code users and peers see.
     pub fn code(&self) -> ErrorCode {
         match self {
-            AuthError::Io { source, .. }
-                if source.kind() == std::io::ErrorKind::StorageFull =>
-            {
+            AuthError::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => {
                 ErrorCode::StorageFull
             }
             AuthError::Io { .. } => ErrorCode::Io,

@@ -93,7 +93,9 @@ pub fn check_marker(dir: &Path) -> Result<(), AuthError> {
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(AuthError::NotAnAuthDirectory { path: dir.to_owned() })
+            return Err(AuthError::NotAnAuthDirectory {
+                path: dir.to_owned(),
+            })
         }
         Err(e) => return Err(AuthError::io(&path, e)),
     };
@@ -102,7 +104,9 @@ pub fn check_marker(dir: &Path) -> Result<(), AuthError> {
     }
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(256)]).into_owned();
     if text.starts_with("scribe-auth\n") && text.lines().any(|l| l.trim_end() == "schema=3") {
-        return Err(AuthError::NeedsMigration { path: dir.to_owned() });
+        return Err(AuthError::NeedsMigration {
+            path: dir.to_owned(),
+        });
     }
     Err(AuthError::UnsupportedMarker {
         path: path.clone(),
@@ -238,7 +242,8 @@ impl Witness {
             .split_once(' ')
             .ok_or_else(|| "expected `<32 hex> <decimal>`".to_owned())?;
         let incarnation = Id::parse(inc).map_err(|e| e.to_string())?;
-        let revision = crate::rows::parse_u64("witness revision", rev).map_err(|e| e.to_string())?;
+        let revision =
+            crate::rows::parse_u64("witness revision", rev).map_err(|e| e.to_string())?;
         Ok(Witness {
             incarnation,
             revision,
@@ -248,12 +253,14 @@ impl Witness {
     /// Read a witness file; `None` when it does not exist.
     pub fn read(path: &Path) -> Result<Option<Witness>, AuthError> {
         match std::fs::read(path) {
-            Ok(bytes) => Witness::parse(&bytes)
-                .map(Some)
-                .map_err(|reason| AuthError::WitnessMalformed {
-                    path: path.to_owned(),
-                    reason,
-                }),
+            Ok(bytes) => {
+                Witness::parse(&bytes)
+                    .map(Some)
+                    .map_err(|reason| AuthError::WitnessMalformed {
+                        path: path.to_owned(),
+                        reason,
+                    })
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(AuthError::io(path, e)),
         }

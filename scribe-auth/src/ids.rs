@@ -55,8 +55,12 @@ impl KeyId {
     /// The key id of a P-256 public key in SubjectPublicKeyInfo DER,
     /// checked to be a valid point and re-encoded canonically first.
     pub fn of_p256_spki_der(der: &[u8]) -> Result<KeyId, FormatError> {
-        let key = p256::PublicKey::from_public_key_der(der)
-            .map_err(|e| FormatError::invalid("public key", format!("not a P-256 SubjectPublicKeyInfo: {e}")))?;
+        let key = p256::PublicKey::from_public_key_der(der).map_err(|e| {
+            FormatError::invalid(
+                "public key",
+                format!("not a P-256 SubjectPublicKeyInfo: {e}"),
+            )
+        })?;
         let canonical = key
             .to_public_key_der()
             .map_err(|e| FormatError::invalid("public key", e.to_string()))?;
@@ -87,8 +91,15 @@ impl fmt::Debug for KeyId {
 }
 
 /// Exactly `2 * N` lowercase hex digits.
-pub fn parse_lower_hex<const N: usize>(s: &str, what: &'static str) -> Result<[u8; N], FormatError> {
-    if s.len() != 2 * N || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+pub fn parse_lower_hex<const N: usize>(
+    s: &str,
+    what: &'static str,
+) -> Result<[u8; N], FormatError> {
+    if s.len() != 2 * N
+        || !s
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
         return Err(FormatError::invalid(
             what,
             format!("expected {} lowercase hex digits, found {s:?}", 2 * N),

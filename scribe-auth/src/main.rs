@@ -143,7 +143,10 @@ fn run(command: Command) -> Result<(), AuthError> {
             if let Some(path) = &admin_credential_file {
                 write_private(
                     path,
-                    &format!("{}{}", report.admin_certificate_pem, report.admin_private_key_pem),
+                    &format!(
+                        "{}{}",
+                        report.admin_certificate_pem, report.admin_private_key_pem
+                    ),
                 )?;
             }
             println!(
@@ -152,7 +155,10 @@ fn run(command: Command) -> Result<(), AuthError> {
                 report.incarnation,
                 dir.trust_domain()
             );
-            println!("administrator: {} ({})", report.admin_username, report.admin_id);
+            println!(
+                "administrator: {} ({})",
+                report.admin_username, report.admin_id
+            );
             if let Some(p) = &report.generated_password {
                 println!("administrator password (shown once): {}", p.expose());
             }

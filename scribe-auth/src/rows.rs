@@ -45,11 +45,13 @@ pub fn check_name(what: &'static str, name: &str) -> Result<(), FormatError> {
 
 /// A decimal `u64` in canonical form (no sign, no leading zeros).
 pub fn parse_u64(what: &'static str, s: &str) -> Result<u64, FormatError> {
-    let canonical = !s.is_empty()
-        && s.bytes().all(|b| b.is_ascii_digit())
-        && (s == "0" || !s.starts_with('0'));
+    let canonical =
+        !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
     if !canonical {
-        return Err(FormatError::invalid(what, format!("not a canonical decimal: {s:?}")));
+        return Err(FormatError::invalid(
+            what,
+            format!("not a canonical decimal: {s:?}"),
+        ));
     }
     s.parse::<u64>()
         .map_err(|_| FormatError::invalid(what, format!("beyond u64: {s:?}")))
@@ -59,7 +61,10 @@ fn parse_bool(what: &'static str, s: &str) -> Result<bool, FormatError> {
     match s {
         "true" => Ok(true),
         "false" => Ok(false),
-        _ => Err(FormatError::invalid(what, format!("expected true or false, found {s:?}"))),
+        _ => Err(FormatError::invalid(
+            what,
+            format!("expected true or false, found {s:?}"),
+        )),
     }
 }
 
@@ -80,7 +85,10 @@ fn id(what: &'static str, s: &str) -> Result<Id, FormatError> {
 }
 
 fn id_error(what: &'static str, s: &str) -> FormatError {
-    FormatError::invalid(what, format!("expected 32 lowercase hex digits, found {s:?}"))
+    FormatError::invalid(
+        what,
+        format!("expected 32 lowercase hex digits, found {s:?}"),
+    )
 }
 
 fn opt_text<T: fmt::Display>(v: &Option<T>) -> String {
@@ -114,7 +122,11 @@ pub trait Row: Sized {
         if fields.len() != Self::FIELDS {
             return Err(FormatError::invalid(
                 Self::FAMILY,
-                format!("a row of {} fields expected, found {}", Self::FIELDS, fields.len()),
+                format!(
+                    "a row of {} fields expected, found {}",
+                    Self::FIELDS,
+                    fields.len()
+                ),
             ));
         }
         Self::from_fields(fields)
@@ -195,7 +207,11 @@ one_field_row!(
 
 /// Check a trust domain: 1 to 253 bytes, no `/`, whitespace or control characters.
 pub fn check_trust_domain(s: &str) -> Result<(), FormatError> {
-    if s.is_empty() || s.len() > 253 || s.chars().any(|c| c == '/' || c.is_whitespace() || c.is_control()) {
+    if s.is_empty()
+        || s.len() > 253
+        || s.chars()
+            .any(|c| c == '/' || c.is_whitespace() || c.is_control())
+    {
         return Err(FormatError::invalid(
             "trust domain",
             format!("{s:?} must be 1 to 253 bytes without '/', whitespace or control characters"),
@@ -208,7 +224,10 @@ fn check_pem(what: &'static str, s: &str, label: &str) -> Result<(), FormatError
     let begin = format!("-----BEGIN {label}-----");
     let end = format!("-----END {label}-----");
     if !s.starts_with(&begin) || !s.trim_end().ends_with(&end) {
-        return Err(FormatError::invalid(what, format!("not a {label} PEM block")));
+        return Err(FormatError::invalid(
+            what,
+            format!("not a {label} PEM block"),
+        ));
     }
     Ok(())
 }
@@ -324,7 +343,10 @@ impl Row for PasswordRow {
     fn from_fields(f: Vec<String>) -> Result<Self, FormatError> {
         let [phc, generation] = take::<2>(f, "passwords")?;
         if !phc.starts_with("$argon2id$") {
-            return Err(FormatError::invalid("passwords.phc", "not an argon2id PHC string"));
+            return Err(FormatError::invalid(
+                "passwords.phc",
+                "not an argon2id PHC string",
+            ));
         }
         Ok(PasswordRow {
             phc,
@@ -346,7 +368,12 @@ impl Row for ServerRow {
     const FAMILY: &'static str = "servers";
     const FIELDS: usize = 4;
     fn to_fields(&self) -> Vec<String> {
-        vec![self.id.hex(), self.name.clone(), bool_text(self.enabled), self.namespace.clone()]
+        vec![
+            self.id.hex(),
+            self.name.clone(),
+            bool_text(self.enabled),
+            self.namespace.clone(),
+        ]
     }
     fn from_fields(f: Vec<String>) -> Result<Self, FormatError> {
         let [sid, name, enabled, namespace] = take::<4>(f, "servers")?;
@@ -460,12 +487,19 @@ impl CredentialRow {
         if self.parent.is_some() && !self.kind.is_automation() {
             return Err(FormatError::invalid(
                 "credentials.parent",
-                format!("set only on a derived automation credential, not on {}", self.kind.as_str()),
+                format!(
+                    "set only on a derived automation credential, not on {}",
+                    self.kind.as_str()
+                ),
             ));
         }
         let generation_required = self.kind == CredentialKind::Session || self.kind.is_automation();
         let generation_allowed = generation_required || self.kind == CredentialKind::User;
-        match (self.generation.is_some(), generation_required, generation_allowed) {
+        match (
+            self.generation.is_some(),
+            generation_required,
+            generation_allowed,
+        ) {
             (false, true, _) => Err(FormatError::invalid(
                 "credentials.generation",
                 format!("always set on {}", self.kind.as_str()),
@@ -511,8 +545,12 @@ impl Row for CredentialRow {
             expires_ms: parse_u64("credentials.expires ms", &expires)?,
             enabled: parse_bool("credentials.enabled", &enabled)?,
             label,
-            key_id: KeyId::parse(&key_id)
-                .map_err(|_| FormatError::invalid("credentials.key id", format!("expected 64 lowercase hex digits, found {key_id:?}")))?,
+            key_id: KeyId::parse(&key_id).map_err(|_| {
+                FormatError::invalid(
+                    "credentials.key id",
+                    format!("expected 64 lowercase hex digits, found {key_id:?}"),
+                )
+            })?,
             created_ms: parse_u64("credentials.created ms", &created)?,
             parent: opt_id("credentials.parent", &parent)?,
             generation: if generation.is_empty() {
@@ -550,7 +588,10 @@ impl Role {
             "writer" => Ok(Role::Writer),
             "maintainer" => Ok(Role::Maintainer),
             "admin" => Ok(Role::Admin),
-            _ => Err(FormatError::invalid("grants.role", format!("unknown role {s:?}"))),
+            _ => Err(FormatError::invalid(
+                "grants.role",
+                format!("unknown role {s:?}"),
+            )),
         }
     }
 }
@@ -610,7 +651,13 @@ impl Row for SessionOutcomeRow {
             Some((e, c)) => (e.to_string(), c.hex()),
             None => (String::new(), String::new()),
         };
-        vec![opt_text(&self.user), hex::encode(self.intent), bool_text(self.issued.is_some()), expires, cred]
+        vec![
+            opt_text(&self.user),
+            hex::encode(self.intent),
+            bool_text(self.issued.is_some()),
+            expires,
+            cred,
+        ]
     }
     fn from_fields(f: Vec<String>) -> Result<Self, FormatError> {
         let [user, intent, ok, expires, cred] = take::<5>(f, "sessions")?;
@@ -618,9 +665,15 @@ impl Row for SessionOutcomeRow {
         let intent = digest("sessions.intent digest", &intent)?;
         let issued = if parse_bool("sessions.ok", &ok)? {
             if user.is_none() {
-                return Err(FormatError::invalid("sessions.user id", "set on an accepted login"));
+                return Err(FormatError::invalid(
+                    "sessions.user id",
+                    "set on an accepted login",
+                ));
             }
-            Some((parse_u64("sessions.expires ms", &expires)?, id("sessions.credential", &cred)?))
+            Some((
+                parse_u64("sessions.expires ms", &expires)?,
+                id("sessions.credential", &cred)?,
+            ))
         } else {
             if !expires.is_empty() || !cred.is_empty() {
                 return Err(FormatError::invalid(
@@ -630,7 +683,11 @@ impl Row for SessionOutcomeRow {
             }
             None
         };
-        Ok(SessionOutcomeRow { user, intent, issued })
+        Ok(SessionOutcomeRow {
+            user,
+            intent,
+            issued,
+        })
     }
 }
 
@@ -647,7 +704,12 @@ impl Row for AutomationOutcomeRow {
     const FAMILY: &'static str = "automation";
     const FIELDS: usize = 4;
     fn to_fields(&self) -> Vec<String> {
-        vec![self.user.hex(), hex::encode(self.intent), self.expires_ms.to_string(), self.credential.hex()]
+        vec![
+            self.user.hex(),
+            hex::encode(self.intent),
+            self.expires_ms.to_string(),
+            self.credential.hex(),
+        ]
     }
     fn from_fields(f: Vec<String>) -> Result<Self, FormatError> {
         let [user, intent, expires, cred] = take::<4>(f, "automation")?;
@@ -672,7 +734,11 @@ impl Row for DeriveOutcomeRow {
     const FAMILY: &'static str = "derive";
     const FIELDS: usize = 3;
     fn to_fields(&self) -> Vec<String> {
-        vec![self.parent.hex(), hex::encode(self.intent), self.credential.hex()]
+        vec![
+            self.parent.hex(),
+            hex::encode(self.intent),
+            self.credential.hex(),
+        ]
     }
     fn from_fields(f: Vec<String>) -> Result<Self, FormatError> {
         let [parent, intent, cred] = take::<3>(f, "derive")?;
@@ -713,8 +779,14 @@ impl Row for AuditRow {
     }
     fn from_fields(f: Vec<String>) -> Result<Self, FormatError> {
         let [ms, actor, command, op, ok, arguments] = take::<6>(f, "audit")?;
-        if command.is_empty() || command.len() > 64 || command.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(FormatError::invalid("audit.command", format!("not a command word: {command:?}")));
+        if command.is_empty()
+            || command.len() > 64
+            || command.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(FormatError::invalid(
+                "audit.command",
+                format!("not a command word: {command:?}"),
+            ));
         }
         if arguments.len() > crate::audit::MAX_ARGUMENT_BYTES {
             return Err(FormatError::LimitExceeded {
@@ -731,7 +803,12 @@ impl Row for AuditRow {
             ok: match ok.as_str() {
                 "ok" => true,
                 "rejected" => false,
-                _ => return Err(FormatError::invalid("audit.outcome", format!("expected ok or rejected, found {ok:?}"))),
+                _ => {
+                    return Err(FormatError::invalid(
+                        "audit.outcome",
+                        format!("expected ok or rejected, found {ok:?}"),
+                    ))
+                }
             },
             arguments,
         })
@@ -760,7 +837,11 @@ impl OperationRow {
         let actor = Id(r.array("operations.actor")?);
         let intent = r.array("operations.intent digest")?;
         let result = Sau2Result::decode(r.rest())?;
-        Ok(OperationRow { actor, intent, result })
+        Ok(OperationRow {
+            actor,
+            intent,
+            result,
+        })
     }
 }
 
@@ -790,7 +871,10 @@ pub enum Key {
     Incarnation,
     Revision,
     AuditSequence,
-    Ca { family: CaFamily, index: u16 },
+    Ca {
+        family: CaFamily,
+        index: u16,
+    },
     User(String),
     UserId(Id),
     Password(String),
@@ -799,13 +883,35 @@ pub enum Key {
     Credential(Id),
     CredentialKey(KeyId),
     CredentialCert(Id),
-    UserCredential { username: String, credential: Id },
-    ServerCredential { server: String, credential: Id },
-    Grant { namespace: String, repository: String, user: Id },
-    NamespaceAdmin { namespace: String, user: Id },
-    NamespaceReader { namespace: String, user: Id },
-    Delegate { namespace: String, user: Id },
-    Visibility { namespace: String, repository: String },
+    UserCredential {
+        username: String,
+        credential: Id,
+    },
+    ServerCredential {
+        server: String,
+        credential: Id,
+    },
+    Grant {
+        namespace: String,
+        repository: String,
+        user: Id,
+    },
+    NamespaceAdmin {
+        namespace: String,
+        user: Id,
+    },
+    NamespaceReader {
+        namespace: String,
+        user: Id,
+    },
+    Delegate {
+        namespace: String,
+        user: Id,
+    },
+    Visibility {
+        namespace: String,
+        repository: String,
+    },
     Session(Id),
     Automation(Id),
     Derive(Id),
@@ -830,13 +936,29 @@ impl fmt::Display for Key {
             Key::Credential(c) => write!(f, "credentials/{c}"),
             Key::CredentialKey(k) => write!(f, "credential-keys/{k}"),
             Key::CredentialCert(c) => write!(f, "credential-certs/{c}"),
-            Key::UserCredential { username, credential } => write!(f, "user-credentials/{username}/{credential}"),
-            Key::ServerCredential { server, credential } => write!(f, "server-credentials/{server}/{credential}"),
-            Key::Grant { namespace, repository, user } => write!(f, "grants/{namespace}/{repository}/{user}"),
-            Key::NamespaceAdmin { namespace, user } => write!(f, "namespace-admins/{namespace}/{user}"),
-            Key::NamespaceReader { namespace, user } => write!(f, "namespace-readers/{namespace}/{user}"),
+            Key::UserCredential {
+                username,
+                credential,
+            } => write!(f, "user-credentials/{username}/{credential}"),
+            Key::ServerCredential { server, credential } => {
+                write!(f, "server-credentials/{server}/{credential}")
+            }
+            Key::Grant {
+                namespace,
+                repository,
+                user,
+            } => write!(f, "grants/{namespace}/{repository}/{user}"),
+            Key::NamespaceAdmin { namespace, user } => {
+                write!(f, "namespace-admins/{namespace}/{user}")
+            }
+            Key::NamespaceReader { namespace, user } => {
+                write!(f, "namespace-readers/{namespace}/{user}")
+            }
             Key::Delegate { namespace, user } => write!(f, "delegates/{namespace}/{user}"),
-            Key::Visibility { namespace, repository } => write!(f, "visibility/{namespace}/{repository}"),
+            Key::Visibility {
+                namespace,
+                repository,
+            } => write!(f, "visibility/{namespace}/{repository}"),
             Key::Session(o) => write!(f, "sessions/{o}"),
             Key::Automation(o) => write!(f, "automation/{o}"),
             Key::Derive(o) => write!(f, "derive/{o}"),
@@ -855,63 +977,84 @@ impl Key {
             check_name(what, n)?;
             Ok(n.to_owned())
         };
-        let key = match parts.as_slice() {
-            ["meta", "pepper-id"] => Key::PepperId,
-            ["meta", "trust-domain"] => Key::TrustDomain,
-            ["meta", "incarnation"] => Key::Incarnation,
-            ["meta", "revision"] => Key::Revision,
-            ["meta", "audit-sequence"] => Key::AuditSequence,
-            ["ca", family, index] => {
-                let family = match *family {
-                    "credential" => CaFamily::Credential,
-                    "access" => CaFamily::Access,
-                    _ => return Err(bad()),
-                };
-                if index.len() != 4 || !index.bytes().all(|b| b.is_ascii_digit()) {
-                    return Err(FormatError::invalid("ca key", format!("index must be 4 digits: {s:?}")));
+        let key =
+            match parts.as_slice() {
+                ["meta", "pepper-id"] => Key::PepperId,
+                ["meta", "trust-domain"] => Key::TrustDomain,
+                ["meta", "incarnation"] => Key::Incarnation,
+                ["meta", "revision"] => Key::Revision,
+                ["meta", "audit-sequence"] => Key::AuditSequence,
+                ["ca", family, index] => {
+                    let family = match *family {
+                        "credential" => CaFamily::Credential,
+                        "access" => CaFamily::Access,
+                        _ => return Err(bad()),
+                    };
+                    if index.len() != 4 || !index.bytes().all(|b| b.is_ascii_digit()) {
+                        return Err(FormatError::invalid(
+                            "ca key",
+                            format!("index must be 4 digits: {s:?}"),
+                        ));
+                    }
+                    Key::Ca {
+                        family,
+                        index: index.parse().map_err(|_| bad())?,
+                    }
                 }
-                Key::Ca { family, index: index.parse().map_err(|_| bad())? }
-            }
-            ["users", u] => Key::User(name("users key", u)?),
-            ["user-ids", i] => Key::UserId(id("user-ids key", i)?),
-            ["passwords", u] => Key::Password(name("passwords key", u)?),
-            ["servers", n] => Key::Server(name("servers key", n)?),
-            ["server-ids", i] => Key::ServerId(id("server-ids key", i)?),
-            ["credentials", c] => Key::Credential(id("credentials key", c)?),
-            ["credential-keys", k] => Key::CredentialKey(KeyId::parse(k)?),
-            ["credential-certs", c] => Key::CredentialCert(id("credential-certs key", c)?),
-            ["user-credentials", u, c] => Key::UserCredential {
-                username: name("user-credentials key", u)?,
-                credential: id("user-credentials key", c)?,
-            },
-            ["server-credentials", n, c] => Key::ServerCredential {
-                server: name("server-credentials key", n)?,
-                credential: id("server-credentials key", c)?,
-            },
-            ["grants", ns, repo, u] => Key::Grant {
-                namespace: name("grants key", ns)?,
-                repository: name("grants key", repo)?,
-                user: id("grants key", u)?,
-            },
-            ["namespace-admins", ns, u] => Key::NamespaceAdmin { namespace: name("namespace-admins key", ns)?, user: id("namespace-admins key", u)? },
-            ["namespace-readers", ns, u] => Key::NamespaceReader { namespace: name("namespace-readers key", ns)?, user: id("namespace-readers key", u)? },
-            ["delegates", ns, u] => Key::Delegate { namespace: name("delegates key", ns)?, user: id("delegates key", u)? },
-            ["visibility", ns, repo] => Key::Visibility {
-                namespace: name("visibility key", ns)?,
-                repository: name("visibility key", repo)?,
-            },
-            ["sessions", o] => Key::Session(id("sessions key", o)?),
-            ["automation", o] => Key::Automation(id("automation key", o)?),
-            ["derive", o] => Key::Derive(id("derive key", o)?),
-            ["operations", o] => Key::Operation(id("operations key", o)?),
-            ["audit", seq] => {
-                if seq.len() != 20 || !seq.bytes().all(|b| b.is_ascii_digit()) {
-                    return Err(FormatError::invalid("audit key", format!("sequence must be 20 digits: {s:?}")));
+                ["users", u] => Key::User(name("users key", u)?),
+                ["user-ids", i] => Key::UserId(id("user-ids key", i)?),
+                ["passwords", u] => Key::Password(name("passwords key", u)?),
+                ["servers", n] => Key::Server(name("servers key", n)?),
+                ["server-ids", i] => Key::ServerId(id("server-ids key", i)?),
+                ["credentials", c] => Key::Credential(id("credentials key", c)?),
+                ["credential-keys", k] => Key::CredentialKey(KeyId::parse(k)?),
+                ["credential-certs", c] => Key::CredentialCert(id("credential-certs key", c)?),
+                ["user-credentials", u, c] => Key::UserCredential {
+                    username: name("user-credentials key", u)?,
+                    credential: id("user-credentials key", c)?,
+                },
+                ["server-credentials", n, c] => Key::ServerCredential {
+                    server: name("server-credentials key", n)?,
+                    credential: id("server-credentials key", c)?,
+                },
+                ["grants", ns, repo, u] => Key::Grant {
+                    namespace: name("grants key", ns)?,
+                    repository: name("grants key", repo)?,
+                    user: id("grants key", u)?,
+                },
+                ["namespace-admins", ns, u] => Key::NamespaceAdmin {
+                    namespace: name("namespace-admins key", ns)?,
+                    user: id("namespace-admins key", u)?,
+                },
+                ["namespace-readers", ns, u] => Key::NamespaceReader {
+                    namespace: name("namespace-readers key", ns)?,
+                    user: id("namespace-readers key", u)?,
+                },
+                ["delegates", ns, u] => Key::Delegate {
+                    namespace: name("delegates key", ns)?,
+                    user: id("delegates key", u)?,
+                },
+                ["visibility", ns, repo] => Key::Visibility {
+                    namespace: name("visibility key", ns)?,
+                    repository: name("visibility key", repo)?,
+                },
+                ["sessions", o] => Key::Session(id("sessions key", o)?),
+                ["automation", o] => Key::Automation(id("automation key", o)?),
+                ["derive", o] => Key::Derive(id("derive key", o)?),
+                ["operations", o] => Key::Operation(id("operations key", o)?),
+                ["audit", seq] => {
+                    if seq.len() != 20 || !seq.bytes().all(|b| b.is_ascii_digit()) {
+                        return Err(FormatError::invalid(
+                            "audit key",
+                            format!("sequence must be 20 digits: {s:?}"),
+                        ));
+                    }
+                    Key::Audit(seq.parse().map_err(|_| {
+                        FormatError::invalid("audit key", format!("beyond u64: {s:?}"))
+                    })?)
                 }
-                Key::Audit(seq.parse().map_err(|_| FormatError::invalid("audit key", format!("beyond u64: {s:?}")))?)
-            }
-            _ => return Err(bad()),
-        };
+                _ => return Err(bad()),
+            };
         Ok(key)
     }
 
@@ -941,7 +1084,9 @@ impl Key {
             Key::Credential(_) => drop(CredentialRow::decode(bytes)?),
             Key::CredentialKey(_) => drop(CredentialKeyRow::decode(bytes)?),
             Key::CredentialCert(_) => drop(CredentialCertRow::decode(bytes)?),
-            Key::UserCredential { .. } | Key::ServerCredential { .. } => drop(SubjectCredentialRow::decode(bytes)?),
+            Key::UserCredential { .. } | Key::ServerCredential { .. } => {
+                drop(SubjectCredentialRow::decode(bytes)?)
+            }
             Key::Grant { .. } => drop(GrantRow::decode(bytes)?),
             Key::NamespaceAdmin { .. } | Key::NamespaceReader { .. } | Key::Delegate { .. } => {
                 drop(NamespaceMemberRow::decode(bytes)?)

@@ -74,7 +74,9 @@ fn malformed_results_are_named() {
 fn stored_rows_are_exactly_one_success_row() {
     let two = Sau2Result::Rows(vec![vec![], vec![]]).encode().unwrap();
     assert!(sau2::decode_row(&two).is_err());
-    let err = Sau2Result::error(ErrorCode::Forbidden, "x").encode().unwrap();
+    let err = Sau2Result::error(ErrorCode::Forbidden, "x")
+        .encode()
+        .unwrap();
     assert!(sau2::decode_row(&err).is_err());
     let three = sau2::encode_row(&["a", "b", "c"]).unwrap();
     assert!(sau2::decode_row_exact::<2>(&three, "t").is_err());
@@ -100,11 +102,8 @@ fn encoder_refuses_beyond_bounds() {
 
 fn result_strategy() -> impl Strategy<Value = Sau2Result> {
     prop_oneof![
-        proptest::collection::vec(
-            proptest::collection::vec(".{0,20}", 0..12),
-            0..6
-        )
-        .prop_map(Sau2Result::Rows),
+        proptest::collection::vec(proptest::collection::vec(".{0,20}", 0..12), 0..6)
+            .prop_map(Sau2Result::Rows),
         (1u16.., ".{0,40}").prop_map(|(code, message)| Sau2Result::Error { code, message }),
     ]
 }
