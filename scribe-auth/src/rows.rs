@@ -1062,41 +1062,79 @@ impl Key {
     /// shape (and, for rows that repeat their key, any disagreement).
     pub fn check_row(&self, bytes: &[u8]) -> Result<(), FormatError> {
         match self {
-            Key::PepperId => drop(PepperIdRow::decode(bytes)?),
-            Key::TrustDomain => drop(TrustDomainRow::decode(bytes)?),
-            Key::Incarnation => drop(IncarnationRow::decode(bytes)?),
-            Key::Revision => drop(RevisionRow::decode(bytes)?),
-            Key::AuditSequence => drop(AuditSequenceRow::decode(bytes)?),
-            Key::Ca { .. } => drop(CaRow::decode(bytes)?),
+            Key::PepperId => {
+                PepperIdRow::decode(bytes)?;
+            }
+            Key::TrustDomain => {
+                TrustDomainRow::decode(bytes)?;
+            }
+            Key::Incarnation => {
+                IncarnationRow::decode(bytes)?;
+            }
+            Key::Revision => {
+                RevisionRow::decode(bytes)?;
+            }
+            Key::AuditSequence => {
+                AuditSequenceRow::decode(bytes)?;
+            }
+            Key::Ca { .. } => {
+                CaRow::decode(bytes)?;
+            }
             Key::User(u) => {
                 if UserRow::decode(bytes)?.name != *u {
                     return Err(FormatError::invalid("users.name", "differs from the key"));
                 }
             }
-            Key::UserId(_) => drop(UserIdRow::decode(bytes)?),
-            Key::Password(_) => drop(PasswordRow::decode(bytes)?),
+            Key::UserId(_) => {
+                UserIdRow::decode(bytes)?;
+            }
+            Key::Password(_) => {
+                PasswordRow::decode(bytes)?;
+            }
             Key::Server(n) => {
                 if ServerRow::decode(bytes)?.name != *n {
                     return Err(FormatError::invalid("servers.name", "differs from the key"));
                 }
             }
-            Key::ServerId(_) => drop(ServerIdRow::decode(bytes)?),
-            Key::Credential(_) => drop(CredentialRow::decode(bytes)?),
-            Key::CredentialKey(_) => drop(CredentialKeyRow::decode(bytes)?),
-            Key::CredentialCert(_) => drop(CredentialCertRow::decode(bytes)?),
+            Key::ServerId(_) => {
+                ServerIdRow::decode(bytes)?;
+            }
+            Key::Credential(_) => {
+                CredentialRow::decode(bytes)?;
+            }
+            Key::CredentialKey(_) => {
+                CredentialKeyRow::decode(bytes)?;
+            }
+            Key::CredentialCert(_) => {
+                CredentialCertRow::decode(bytes)?;
+            }
             Key::UserCredential { .. } | Key::ServerCredential { .. } => {
-                drop(SubjectCredentialRow::decode(bytes)?)
+                SubjectCredentialRow::decode(bytes)?;
             }
-            Key::Grant { .. } => drop(GrantRow::decode(bytes)?),
+            Key::Grant { .. } => {
+                GrantRow::decode(bytes)?;
+            }
             Key::NamespaceAdmin { .. } | Key::NamespaceReader { .. } | Key::Delegate { .. } => {
-                drop(NamespaceMemberRow::decode(bytes)?)
+                NamespaceMemberRow::decode(bytes)?;
             }
-            Key::Visibility { .. } => drop(VisibilityRow::decode(bytes)?),
-            Key::Session(_) => drop(SessionOutcomeRow::decode(bytes)?),
-            Key::Automation(_) => drop(AutomationOutcomeRow::decode(bytes)?),
-            Key::Derive(_) => drop(DeriveOutcomeRow::decode(bytes)?),
-            Key::Operation(_) => drop(OperationRow::decode(bytes)?),
-            Key::Audit(_) => drop(AuditRow::decode(bytes)?),
+            Key::Visibility { .. } => {
+                VisibilityRow::decode(bytes)?;
+            }
+            Key::Session(_) => {
+                SessionOutcomeRow::decode(bytes)?;
+            }
+            Key::Automation(_) => {
+                AutomationOutcomeRow::decode(bytes)?;
+            }
+            Key::Derive(_) => {
+                DeriveOutcomeRow::decode(bytes)?;
+            }
+            Key::Operation(_) => {
+                OperationRow::decode(bytes)?;
+            }
+            Key::Audit(_) => {
+                AuditRow::decode(bytes)?;
+            }
         }
         Ok(())
     }
