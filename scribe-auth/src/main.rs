@@ -1,17 +1,199 @@
-//! The `scribe-auth` binary.
+//! The `scribe-auth` binary: the offline commands of the auth data
+//! directory (`docs/auth.md`). The network service (`serve`) comes later.
 
-use clap::Parser;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
-/// scribe-auth: nothing is served yet; see the crate documentation for what this binary will own.
+use clap::{Parser, Subcommand};
+use scribe_auth::rows::CaFamily;
+use scribe_auth::{dir, AuthDir, AuthError, InitOptions, Password};
+use scribe_format::ErrorKind;
+
+/// scribe-auth: users, passwords, credentials and grants for Scribe servers.
 #[derive(Parser)]
 #[command(name = "scribe-auth", version, about)]
-struct Cli {}
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() {
-    let _cli = Cli::parse();
-    eprintln!(
-        "scribe-auth {}: no commands are available in this build yet",
-        env!("CARGO_PKG_VERSION")
-    );
-    std::process::exit(2);
+#[derive(Subcommand)]
+enum Command {
+    /// Create an auth directory, its certificate authorities and the bootstrap administrator.
+    Init {
+        /// The auth directory to create.
+        #[arg(long)]
+        data: PathBuf,
+        /// The password pepper (created with 32 random bytes if absent; keep it outside backups).
+        #[arg(long)]
+        pepper_file: PathBuf,
+        /// The revision witness (must not exist; keep it outside the directory and its backups).
+        #[arg(long)]
+        witness_file: PathBuf,
+        /// The trust domain named in every certificate.
+        #[arg(long)]
+        trust_domain: String,
+        /// The administrator's password (first line); generated and printed once if absent.
+        #[arg(long)]
+        admin_password_file: Option<PathBuf>,
+        /// The administrator's username.
+        #[arg(long, default_value = "admin")]
+        admin_user: String,
+        /// Write the administrator's never-expiring credential (certificate and private key PEM) here.
+        #[arg(long)]
+        admin_credential_file: Option<PathBuf>,
+    },
+    /// Print the trust anchor: every credential CA certificate (PEM).
+    CaCert {
+        #[arg(long)]
+        data: PathBuf,
+        /// Print the access CA (the service's TLS) instead of the credential CA.
+        #[arg(long)]
+        access: bool,
+    },
+    /// Copy auth.redb and the marker into a new directory (never the pepper or the witness).
+    Backup {
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long)]
+        to: PathBuf,
+    },
+    /// Make a new auth directory from a backup: a new incarnation; the witness is rewritten.
+    Restore {
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long)]
+        from: PathBuf,
+        #[arg(long)]
+        pepper_file: PathBuf,
+        #[arg(long)]
+        witness_file: PathBuf,
+    },
+    /// Convert a schema 3 directory to schema 4.
+    Migrate {
+        #[arg(long)]
+        data: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error[{}]: {e}", e.code());
+            match e.code().kind() {
+                ErrorKind::Usage => ExitCode::from(2),
+                _ => ExitCode::from(1),
+            }
+        }
+    }
+}
+
+fn write_private(path: &Path, text: &str) -> Result<(), AuthError> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    let mut f = opts.open(path).map_err(|e| AuthError::Io {
+        path: path.to_owned(),
+        source: e,
+    })?;
+    f.write_all(text.as_bytes())
+        .and_then(|_| f.sync_all())
+        .map_err(|e| AuthError::Io {
+            path: path.to_owned(),
+            source: e,
+        })
+}
+
+fn run(command: Command) -> Result<(), AuthError> {
+    match command {
+        Command::Init {
+            data,
+            pepper_file,
+            witness_file,
+            trust_domain,
+            admin_password_file,
+            admin_user,
+            admin_credential_file,
+        } => {
+            let admin_password = admin_password_file
+                .as_deref()
+                .map(Password::from_file)
+                .transpose()?;
+            if let Some(path) = &admin_credential_file {
+                if path.exists() {
+                    return Err(AuthError::Invalid {
+                        what: "--admin-credential-file",
+                        reason: format!("{} exists already", path.display()),
+                    });
+                }
+            }
+            let (dir, report) = AuthDir::init(InitOptions {
+                data,
+                pepper_file,
+                witness_file,
+                trust_domain,
+                admin_username: admin_user,
+                admin_password,
+                now_ms: scribe_auth::now_ms(),
+            })?;
+            if let Some(path) = &admin_credential_file {
+                write_private(
+                    path,
+                    &format!(
+                        "{}{}",
+                        report.admin_certificate_pem, report.admin_private_key_pem
+                    ),
+                )?;
+            }
+            println!(
+                "initialized {} (incarnation {}, trust domain {})",
+                dir.data().display(),
+                report.incarnation,
+                dir.trust_domain()
+            );
+            println!(
+                "administrator: {} ({})",
+                report.admin_username, report.admin_id
+            );
+            if let Some(p) = &report.generated_password {
+                println!("administrator password (shown once): {}", p.expose());
+            }
+            Ok(())
+        }
+        Command::CaCert { data, access } => {
+            let family = if access {
+                CaFamily::Access
+            } else {
+                CaFamily::Credential
+            };
+            print!("{}", dir::ca_cert(&data, family)?);
+            Ok(())
+        }
+        Command::Backup { data, to } => {
+            let rows = dir::backup(&data, &to)?;
+            println!("backed up {rows} rows to {}", to.display());
+            Ok(())
+        }
+        Command::Restore {
+            data,
+            from,
+            pepper_file,
+            witness_file,
+        } => {
+            let d = dir::restore(&data, &from, &pepper_file, &witness_file)?;
+            println!(
+                "restored {} from {} (new incarnation {}, revision {})",
+                d.data().display(),
+                from.display(),
+                d.incarnation(),
+                d.revision()
+            );
+            Ok(())
+        }
+        Command::Migrate { data } => dir::migrate(&data),
+    }
 }

@@ -20,6 +20,7 @@
 //! | [`snapshot`] | section 12 schema 3: links, root rows, radix pages, file records |
 //! | [`portable`] | portable tree commitments |
 //! | [`wire`] | the client-server protocol (`docs/wire-format.md`) |
+//! | [`sau2`] | section 7.3 rows of `auth.redb` and the auth protocol's results |
 //! | [`limits`] | section 11 |
 //! | [`error`] | the one registry of error codes |
 
@@ -36,6 +37,7 @@ pub mod manifest;
 pub mod operation;
 pub mod path;
 pub mod portable;
+pub mod sau2;
 pub mod snapshot;
 pub mod wire;
 

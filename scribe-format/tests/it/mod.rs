@@ -7,5 +7,6 @@ mod envelope;
 mod manifest;
 mod path;
 mod portable;
+mod sau2;
 mod snapshot;
 mod wire;

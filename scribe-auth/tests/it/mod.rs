@@ -1,0 +1,7 @@
+mod support;
+
+mod audit;
+mod crash;
+mod directory;
+mod rows;
+mod witness;
