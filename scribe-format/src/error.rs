@@ -83,6 +83,11 @@ error_codes! {
     MergeIncomplete = 211, "merge_incomplete";
     /// The workspace is retired.
     WorkspaceRetired = 212, "workspace_retired";
+    /// A manifest a submission names is not a manifest, breaks a rule of
+    /// its chunking profile, or disagrees with the entry that names it.
+    InvalidManifest = 213, "invalid_manifest";
+    /// A file path would sit under a live file, or over live files.
+    PathConflict = 214, "path_conflict";
     /// The principal may not do this.
     Forbidden = 300, "forbidden";
     /// The auth service could not be consulted or answered from the past.

@@ -955,6 +955,68 @@ impl Repository {
                 format!("{} objects are missing: {}", missing.len(), named.join(" ")),
             )));
         }
+        if self.objects.checks_manifests() {
+            return self.check_manifests(s);
+        }
+        Ok(None)
+    }
+
+    /// Every manifest the submission names, against section 4.1 and the
+    /// entries naming it; manifests not yet witnessed in
+    /// `accepted_manifests` also have their chunks read (presence, lengths,
+    /// profile cuts, content id). See [`crate::manifest_check`].
+    fn check_manifests(&self, s: &Submission) -> Result<Option<Reject>> {
+        use crate::manifest_check::{check, Claim, Fault};
+        let mut claims: std::collections::BTreeMap<ManifestId, Vec<Claim<'_>>> = Default::default();
+        for e in &s.change_set.entries {
+            if let Some(st) = &e.state {
+                claims.entry(st.manifest).or_default().push(Claim {
+                    path: &e.path,
+                    content: st.content,
+                    size: st.size,
+                });
+            }
+        }
+        let witnessed: HashSet<ManifestId> = {
+            let tx = self.db.begin_read()?;
+            let t = tx.open_table(tables::ACCEPTED_MANIFESTS)?;
+            let mut w = HashSet::new();
+            for m in claims.keys() {
+                if t.get(m.0.as_slice())?.is_some() {
+                    w.insert(*m);
+                }
+            }
+            w
+        };
+        let mut missing = Vec::new();
+        for (m, cl) in &claims {
+            match check(&*self.objects, m, cl, !witnessed.contains(m))? {
+                None => {}
+                Some(Fault::Missing(ids)) => missing.extend(ids),
+                Some(Fault::Invalid(why)) => {
+                    return Ok(Some(Reject::with_paths(
+                        ErrorCode::InvalidManifest,
+                        why,
+                        cl.iter().map(|c| c.path.to_owned()).collect(),
+                    )))
+                }
+            }
+        }
+        if !missing.is_empty() {
+            let named: Vec<String> = missing
+                .iter()
+                .take(MAX_REJECT_PATHS)
+                .map(|m| m.to_string())
+                .collect();
+            return Ok(Some(Reject::new(
+                ErrorCode::MissingObjects,
+                format!(
+                    "{} objects the manifests list are missing: {}",
+                    missing.len(),
+                    named.join(" ")
+                ),
+            )));
+        }
         Ok(None)
     }
 

@@ -12,6 +12,7 @@
 //! | [`locks`], [`workspaces`] | repository locks and the workspace registry |
 //! | [`read`] | stat, list, delta, history, log, describe at a pinned change |
 //! | [`doctor`] | read-only verification |
+//! | `manifest_check` | manifests a change names, held to section 4.1 and their entries |
 //! | [`pins`] | upload pins and their cleanup after a final outcome |
 //! | [`objects`] | the object-store hooks (presence, commit envelopes) |
 //! | [`clock`] | the wall clock in Unix milliseconds |
@@ -27,6 +28,7 @@ pub mod database_descriptor;
 pub mod doctor;
 pub mod error;
 pub mod locks;
+mod manifest_check;
 pub mod notes;
 pub mod objects;
 pub mod pins;

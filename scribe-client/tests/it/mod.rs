@@ -9,6 +9,7 @@ mod hostile_server;
 mod ops;
 mod staged;
 mod tls;
+mod trust;
 mod workflow;
 
 // The server process of `Transport::Process`: this test binary, run again.

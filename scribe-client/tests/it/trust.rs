@@ -1,0 +1,308 @@
+//! Issue #14 "Trust nothing that crosses the wire", server side: change
+//! sets whose manifests lie (item 4) and paths that would put a file under
+//! a file (item 5) are refused by acceptance with a named code, over real
+//! TCP from a raw wire client that bypasses the honest client. After each
+//! refusal the repository is unchanged and honest submits and syncs work.
+
+use scribe_client::workflow::workspace::{self, CreateArgs};
+use scribe_client::workflow::{sync, Opened};
+use scribe_client::Context;
+use scribe_format::changeset::{ChangeSet, Entry, FileState, Mode};
+use scribe_format::manifest::ChunkRef;
+use scribe_format::wire::message as m;
+use scribe_format::wire::{Connection, Request, Response};
+use scribe_format::{
+    ChangeSetId, ChunkId, ErrorCode, FileContentId, ManifestId, ObjectId, OperationId, WorkspaceId,
+};
+use scribe_testkit::change::{put_many_req, Requests};
+
+use super::support::*;
+
+/// A manifest payload written field by field, whatever the rules say.
+fn raw_manifest(
+    profile: u16,
+    total: u64,
+    content: &FileContentId,
+    chunks: &[(ChunkId, u32)],
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&1u16.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.push(0);
+    out.extend_from_slice(&profile.to_le_bytes());
+    out.extend_from_slice(&total.to_le_bytes());
+    out.extend_from_slice(content.as_bytes());
+    out.extend_from_slice(&(chunks.len() as u32).to_le_bytes());
+    for (id, len) in chunks {
+        out.extend_from_slice(id.as_bytes());
+        out.extend_from_slice(&len.to_le_bytes());
+    }
+    out
+}
+
+/// One hostile upload and submit: `objects` stored with `ObjectPutMany`,
+/// then a change set adding `path` with `state`.
+struct Lie {
+    objects: Vec<(ObjectId, Vec<u8>)>,
+    entries: Vec<Entry>,
+}
+
+impl Lie {
+    fn file(path: &str, state: FileState, objects: Vec<(ObjectId, Vec<u8>)>) -> Lie {
+        Lie {
+            objects,
+            entries: vec![Entry::add(path, state)],
+        }
+    }
+
+    fn state(manifest: &[u8], content: FileContentId, size: u64) -> FileState {
+        FileState {
+            manifest: ManifestId::of_payload(manifest),
+            content,
+            size,
+            mode: Mode::Regular,
+        }
+    }
+}
+
+/// Send `lie` over `c`; the outcome.
+fn send(c: &mut dyn Connection, ws: WorkspaceId, lie: Lie) -> m::Outcome {
+    let mut entries = lie.entries;
+    entries.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+    let payload = ChangeSet::new(entries)
+        .encode()
+        .expect("change set encodes");
+    let id = ChangeSetId::of_payload(&payload);
+    let mut objects = lie.objects;
+    objects.push((ObjectId::change_set(id), payload));
+    let op = OperationId::random();
+    for chunk in objects.chunks(1) {
+        match c.ask(Request::ObjectPutMany(put_many_req(ws, op, chunk))) {
+            Response::ObjectPutMany(_) => {}
+            other => panic!("upload refused: {other:?}"),
+        }
+    }
+    match c.ask(Request::Submit(submit_req(ws, op, id, "lie"))) {
+        Response::Submitted(o) => o,
+        other => panic!("expected an outcome, got {other:?}"),
+    }
+}
+
+fn head(c: &mut dyn Connection) -> u64 {
+    c.repo_list()
+        .into_iter()
+        .find(|r| r.name == REPO)
+        .expect("repo")
+        .head
+}
+
+/// A fresh workspace synced to the head holds exactly `files`.
+fn workspace_holds(env: &Env, name: &str, files: &[(&str, &[u8])]) -> std::path::PathBuf {
+    let ctx = Context::default();
+    let created = workspace::create(
+        &ctx,
+        CreateArgs {
+            dir: env.path(name),
+            server: env.url().to_string(),
+            repo: REPO.into(),
+            author: "bob".into(),
+            ..CreateArgs::default()
+        },
+    )
+    .expect("a workspace syncs");
+    for (p, body) in files {
+        assert_eq!(std::fs::read(created.root.join(p)).unwrap(), *body, "{p}");
+    }
+    created.root
+}
+
+/// The refusal is `code` naming `path`; the head did not move; an honest
+/// submit is accepted next; a new workspace syncs it; an older one too.
+fn refused_and_unharmed(env: &Env, outcome: &m::Outcome, code: ErrorCode, path: Option<&str>) {
+    assert_eq!(
+        ErrorCode::from_number(outcome.code),
+        Some(code),
+        "outcome {outcome:?}"
+    );
+    assert_eq!(outcome.change, 0);
+    if let Some(p) = path {
+        assert!(outcome.paths.iter().any(|x| x == p), "{outcome:?}");
+    }
+    let mut c = env.connect();
+    let before = head(&mut *c);
+    let old = workspace_holds(env, &format!("old{before}"), &[]);
+    let ws = WorkspaceId::random();
+    c.register(ws);
+    let honest = change(&[("honest.txt", Some(b"fine"), 0)]);
+    let o = c.upload_and_submit(ws, OperationId::random(), &honest, "honest");
+    assert_eq!(accepted(&o), before + 1);
+    workspace_holds(env, &format!("new{before}"), &[("honest.txt", b"fine")]);
+    let opened = Opened::find(&old).unwrap();
+    let link = opened.link(&Context::default()).unwrap();
+    let s = sync::sync(&opened, &link, 0).expect("an older workspace syncs past it");
+    assert_eq!(s.change, before + 1);
+}
+
+fn setup() -> (Env, Box<dyn Connection>, WorkspaceId) {
+    let env = Env::new(Transport::Tcp);
+    let mut c = env.connect();
+    let ws = WorkspaceId::random();
+    c.register(ws);
+    (env, c, ws)
+}
+
+#[test]
+fn a_chunk_never_uploaded_is_missing_objects() {
+    let (env, mut c, ws) = setup();
+    let f = file(b"hello");
+    let manifest: Vec<_> = f
+        .objects
+        .into_iter()
+        .filter(|(id, _)| id.kind == scribe_format::ObjectKind::Manifest)
+        .collect();
+    let o = send(&mut *c, ws, Lie::file("a.txt", f.state, manifest));
+    refused_and_unharmed(&env, &o, ErrorCode::MissingObjects, None);
+    assert!(
+        o.detail.contains(&ChunkId::of(b"hello").to_string()),
+        "{o:?}"
+    );
+    assert_eq!(head(&mut *c), 1);
+}
+
+#[test]
+fn an_entry_content_id_that_is_not_the_manifests_is_invalid_manifest() {
+    let (env, mut c, ws) = setup();
+    let mut f = file(b"hello");
+    f.state.content = FileContentId::of(b"other");
+    let o = send(&mut *c, ws, Lie::file("a.txt", f.state, f.objects));
+    refused_and_unharmed(&env, &o, ErrorCode::InvalidManifest, Some("a.txt"));
+}
+
+#[test]
+fn a_manifest_content_id_that_is_not_its_bytes_is_invalid_manifest() {
+    let (env, mut c, ws) = setup();
+    let chunk = ChunkId::of(b"hello");
+    let lie = FileContentId::of(b"jello");
+    let manifest = raw_manifest(1, 5, &lie, &[(chunk, 5)]);
+    let state = Lie::state(&manifest, lie, 5);
+    let objects = vec![
+        (ObjectId::chunk(chunk), b"hello".to_vec()),
+        (ObjectId::manifest(state.manifest), manifest),
+    ];
+    let o = send(&mut *c, ws, Lie::file("a.txt", state, objects));
+    refused_and_unharmed(&env, &o, ErrorCode::InvalidManifest, Some("a.txt"));
+}
+
+#[test]
+fn an_entry_size_that_is_not_the_manifests_is_invalid_manifest() {
+    let (env, mut c, ws) = setup();
+    let mut f = file(b"hello");
+    f.state.size = 4;
+    let o = send(&mut *c, ws, Lie::file("a.txt", f.state, f.objects));
+    refused_and_unharmed(&env, &o, ErrorCode::InvalidManifest, Some("a.txt"));
+}
+
+#[test]
+fn a_chunk_length_that_is_not_the_chunks_is_invalid_manifest() {
+    let (env, mut c, ws) = setup();
+    let chunk = ChunkId::of(b"hello");
+    let content = FileContentId::of(b"hello");
+    let manifest = raw_manifest(1, 4, &content, &[(chunk, 4)]);
+    let state = Lie::state(&manifest, content, 4);
+    let objects = vec![
+        (ObjectId::chunk(chunk), b"hello".to_vec()),
+        (ObjectId::manifest(state.manifest), manifest),
+    ];
+    let o = send(&mut *c, ws, Lie::file("a.txt", state, objects));
+    refused_and_unharmed(&env, &o, ErrorCode::InvalidManifest, Some("a.txt"));
+}
+
+#[test]
+fn an_unknown_chunking_profile_is_invalid_manifest() {
+    let (env, mut c, ws) = setup();
+    let chunk = ChunkId::of(b"hello");
+    let content = FileContentId::of(b"hello");
+    let manifest = raw_manifest(2, 5, &content, &[(chunk, 5)]);
+    let state = Lie::state(&manifest, content, 5);
+    let objects = vec![
+        (ObjectId::chunk(chunk), b"hello".to_vec()),
+        (ObjectId::manifest(state.manifest), manifest),
+    ];
+    let o = send(&mut *c, ws, Lie::file("a.txt", state, objects));
+    refused_and_unharmed(&env, &o, ErrorCode::InvalidManifest, Some("a.txt"));
+    assert!(o.detail.contains("chunking profile"), "{o:?}");
+}
+
+#[test]
+fn bytes_that_are_not_a_manifest_are_invalid_manifest() {
+    let (env, mut c, ws) = setup();
+    let junk = b"these bytes are not a manifest".to_vec();
+    let state = Lie::state(&junk, FileContentId::of(b"hello"), 5);
+    let objects = vec![(ObjectId::manifest(state.manifest), junk)];
+    let o = send(&mut *c, ws, Lie::file("a.txt", state, objects));
+    refused_and_unharmed(&env, &o, ErrorCode::InvalidManifest, Some("a.txt"));
+}
+
+#[test]
+fn a_small_file_cut_into_two_chunks_is_invalid_manifest() {
+    let (env, mut c, ws) = setup();
+    let (a, b) = (b"hello ".as_slice(), b"world".as_slice());
+    let content = FileContentId::of(b"hello world");
+    let manifest = raw_manifest(1, 11, &content, &[(ChunkId::of(a), 6), (ChunkId::of(b), 5)]);
+    let state = Lie::state(&manifest, content, 11);
+    let objects = vec![
+        (ObjectId::chunk(ChunkId::of(a)), a.to_vec()),
+        (ObjectId::chunk(ChunkId::of(b)), b.to_vec()),
+        (ObjectId::manifest(state.manifest), manifest),
+    ];
+    let o = send(&mut *c, ws, Lie::file("a.txt", state, objects));
+    refused_and_unharmed(&env, &o, ErrorCode::InvalidManifest, Some("a.txt"));
+    assert!(o.detail.contains("one chunk"), "{o:?}");
+}
+
+#[test]
+fn a_large_file_cut_where_the_profile_does_not_cut_is_invalid_manifest() {
+    let (env, mut c, ws) = setup();
+    // 2.5 MiB of noise: profile 1 cuts it once at most; cutting at
+    // exactly 1.5 MiB is (for this seed) not where it cuts.
+    let body = noise(5 << 19, 11);
+    let cuts = scribe_objects::chunk_boundaries(&body);
+    let at = 3 << 19;
+    assert!(!cuts.contains(&at) && cuts.first() != Some(&at), "{cuts:?}");
+    let (x, y) = body.split_at(at);
+    let content = FileContentId::of(&body);
+    let chunks = [
+        (ChunkId::of(x), x.len() as u32),
+        (ChunkId::of(y), y.len() as u32),
+    ];
+    let manifest = raw_manifest(1, body.len() as u64, &content, &chunks);
+    let state = Lie::state(&manifest, content, body.len() as u64);
+    let objects = vec![
+        (ObjectId::chunk(chunks[0].0), x.to_vec()),
+        (ObjectId::chunk(chunks[1].0), y.to_vec()),
+        (ObjectId::manifest(state.manifest), manifest),
+    ];
+    let o = send(&mut *c, ws, Lie::file("big.bin", state, objects));
+    refused_and_unharmed(&env, &o, ErrorCode::InvalidManifest, Some("big.bin"));
+    assert!(o.detail.contains("profile 1 cuts"), "{o:?}");
+
+    // The honest manifest of the same bytes is accepted.
+    let mut refs = Vec::new();
+    let mut objects = Vec::new();
+    let mut pos = 0;
+    for n in cuts {
+        let piece = &body[pos..pos + n];
+        refs.push(ChunkRef {
+            id: ChunkId::of(piece),
+            length: n as u32,
+        });
+        objects.push((ObjectId::chunk(ChunkId::of(piece)), piece.to_vec()));
+        pos += n;
+    }
+    let manifest = scribe_objects::encode_manifest(body.len() as u64, &content, &refs).unwrap();
+    let state = Lie::state(&manifest, content, body.len() as u64);
+    objects.push((ObjectId::manifest(state.manifest), manifest));
+    let o = send(&mut *c, ws, Lie::file("big.bin", state, objects));
+    assert_eq!(o.code, 0, "{o:?}");
+    workspace_holds(&env, "honest-big", &[("big.bin", &body)]);
+}
