@@ -473,6 +473,57 @@ where
             collide,
         )));
     }
+    // No file under a file (issue #14 item 5): an added path (a move
+    // destination is an add) may have no live file as an ancestor and no
+    // live file below it, after this change's deletions, within the change
+    // set or at the head. Compared under the collision fold, which keeps
+    // the component structure, so `Docs` and `docs/readme` conflict too
+    // (no case-insensitive file system could hold both).
+    let mut conflict = Vec::new();
+    for e in entries.iter().filter(|e| e.action == Action::Add) {
+        for (i, _) in e.path.match_indices('/') {
+            let ancestor = &e.path[..i];
+            let key = path::collision_key(ancestor);
+            if let Some(other) = added.get(&key) {
+                conflict.push(other.to_string());
+                conflict.push(e.path.clone());
+                continue;
+            }
+            if let Some(v) = lookup(&mut pages, &root.collision, &key)? {
+                if v.state.is_some() && !deleted.contains(v.path.as_str()) {
+                    conflict.push(v.path.clone());
+                    conflict.push(e.path.clone());
+                }
+            }
+        }
+        let mut below = path::collision_key(&e.path);
+        below.push(b'/');
+        let mut walk = crate::tree::Walk::seek(
+            &mut pages,
+            &root.collision,
+            &below,
+            &below,
+            crate::tree::Filter {
+                live_only: true,
+                newer_than: 0,
+            },
+        )?;
+        while let Some((_, v)) = walk.next(&mut pages)? {
+            if v.state.is_some() && !deleted.contains(v.path.as_str()) {
+                conflict.push(e.path.clone());
+                conflict.push(v.path.clone());
+                break;
+            }
+        }
+    }
+    if !conflict.is_empty() {
+        conflict.dedup();
+        return Ok(Err(Reject::with_paths(
+            ErrorCode::PathConflict,
+            "a file would lie under another file (a path is both a file and a directory)",
+            conflict,
+        )));
+    }
     // Locks.
     let mut held_by_other = Vec::new();
     let mut releases = Vec::new();

@@ -306,3 +306,93 @@ fn a_large_file_cut_where_the_profile_does_not_cut_is_invalid_manifest() {
     assert_eq!(o.code, 0, "{o:?}");
     workspace_holds(&env, "honest-big", &[("big.bin", &body)]);
 }
+
+// ---- item 5: no file under a file.
+
+/// Accept `files` (all adds) honestly; the change.
+fn seed(c: &mut dyn Connection, ws: WorkspaceId, files: &[(&str, &[u8])]) -> u64 {
+    let entries: Vec<_> = files.iter().map(|(p, b)| (*p, Some(*b), 0u64)).collect();
+    let ch = change(&entries);
+    accepted(&c.upload_and_submit(ws, OperationId::random(), &ch, "seed"))
+}
+
+fn adds(files: &[(&str, &[u8])]) -> Lie {
+    let mut objects = Vec::new();
+    let mut entries = Vec::new();
+    for (p, b) in files {
+        let f = file(b);
+        objects.extend(f.objects);
+        entries.push(Entry::add(*p, f.state));
+    }
+    Lie { objects, entries }
+}
+
+#[test]
+fn a_file_and_a_file_under_it_in_one_change_set_is_path_conflict() {
+    let (env, mut c, ws) = setup();
+    let o = send(&mut *c, ws, adds(&[("docs", b"d"), ("docs/readme", b"r")]));
+    refused_and_unharmed(&env, &o, ErrorCode::PathConflict, Some("docs/readme"));
+    assert!(o.paths.iter().any(|p| p == "docs"), "{o:?}");
+}
+
+#[test]
+fn a_file_under_a_live_file_and_a_file_over_live_files_are_path_conflict() {
+    let (env, mut c, ws) = setup();
+    seed(
+        &mut *c,
+        ws,
+        &[("docs", b"d"), ("assets/ui/a.png", b"a"), ("Maps", b"m")],
+    );
+    for (path, other) in [
+        ("docs/readme", "docs"),
+        ("docs/deep/er/file", "docs"),
+        ("assets", "assets/ui/a.png"),
+        ("assets/ui", "assets/ui/a.png"),
+        // Under the collision fold as well.
+        ("maps/level1", "Maps"),
+    ] {
+        let o = send(&mut *c, ws, adds(&[(path, b"x")]));
+        assert_eq!(
+            ErrorCode::from_number(o.code),
+            Some(ErrorCode::PathConflict),
+            "{path}: {o:?}"
+        );
+        assert!(o.paths.iter().any(|p| p == other), "{path}: {o:?}");
+    }
+    let o = send(&mut *c, ws, adds(&[("docs/readme", b"x")]));
+    refused_and_unharmed(&env, &o, ErrorCode::PathConflict, Some("docs/readme"));
+}
+
+#[test]
+fn a_move_under_a_live_file_is_path_conflict() {
+    let (env, mut c, ws) = setup();
+    let n = seed(&mut *c, ws, &[("docs", b"d"), ("notes.txt", b"n")]);
+    let f = file(b"n");
+    let mut dest = Entry::add("docs/notes.txt", f.state);
+    dest.moved_from = Some(scribe_format::changeset::MoveSource {
+        path: "notes.txt".into(),
+        change: n,
+    });
+    let lie = Lie {
+        objects: f.objects,
+        entries: vec![dest, Entry::delete("notes.txt", n)],
+    };
+    let o = send(&mut *c, ws, lie);
+    refused_and_unharmed(&env, &o, ErrorCode::PathConflict, Some("docs/notes.txt"));
+}
+
+#[test]
+fn deleting_a_file_and_adding_below_it_in_one_change_set_is_accepted() {
+    let (env, mut c, ws) = setup();
+    let n = seed(&mut *c, ws, &[("docs", b"d"), ("assets/a.png", b"a")]);
+    let mut lie = adds(&[("docs/readme", b"r"), ("assets", b"now a file")]);
+    lie.entries.push(Entry::delete("docs", n));
+    lie.entries.push(Entry::delete("assets/a.png", n));
+    let o = send(&mut *c, ws, lie);
+    assert_eq!(o.code, 0, "{o:?}");
+    workspace_holds(
+        &env,
+        "w",
+        &[("docs/readme", b"r"), ("assets", b"now a file")],
+    );
+}
