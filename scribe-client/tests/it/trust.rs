@@ -396,3 +396,64 @@ fn deleting_a_file_and_adding_below_it_in_one_change_set_is_accepted() {
         &[("docs/readme", b"r"), ("assets", b"now a file")],
     );
 }
+
+// ---- item 5, client side: a sync stuck on a change that cannot be
+// applied moves on to a newer change.
+
+#[test]
+fn a_sync_stuck_on_a_poisoned_change_moves_on_to_a_newer_change() {
+    use scribe_server::{InProcessConnection, Service};
+    let env = Env::new(Transport::Path);
+    let server = |f: &dyn Fn(&mut dyn Connection)| {
+        let mut c = InProcessConnection::new(Service::open(env.data()).unwrap());
+        f(&mut c);
+    };
+    let ws = WorkspaceId::random();
+    server(&|c| {
+        c.register(ws);
+        seed(c, ws, &[("a.txt", b"one"), ("b.txt", b"two")]);
+    });
+    let root = workspace_holds(&env, "w", &[("a.txt", b"one")]);
+    // Change 2, written past acceptance: a.txt's manifest claims a content
+    // id its chunk does not have, so no workspace can ever write it.
+    let chunk = ChunkId::of(b"poison");
+    let lie = FileContentId::of(b"not poison");
+    let manifest = raw_manifest(1, 6, &lie, &[(chunk, 6)]);
+    let state = Lie::state(&manifest, lie, 6);
+    let objects = vec![
+        (ObjectId::chunk(chunk), b"poison".to_vec()),
+        (ObjectId::manifest(state.manifest), manifest),
+    ];
+    let f = file(b"two, edited");
+    let mut all = objects;
+    all.extend(f.objects);
+    let poisoned = scribe_testkit::poison::accept_unchecked(
+        env.data(),
+        REPO,
+        &all,
+        vec![
+            Entry::edit("a.txt", 1, state),
+            Entry::edit("b.txt", 1, f.state),
+        ],
+    );
+    assert_eq!(poisoned, 2);
+    let ctx = Context::default();
+    for _ in 0..2 {
+        let o = Opened::find(&root).unwrap();
+        let link = o.link(&ctx).unwrap();
+        assert!(sync::sync(&o, &link, 0).is_err(), "change 2 cannot apply");
+        assert_eq!(scribe_workspace::sync::in_progress(&o.ws).unwrap(), Some(2));
+    }
+    // Change 3 repairs a.txt; the stuck workspace gets there.
+    server(&|c| {
+        let fix = change(&[("a.txt", Some(b"fixed"), 2)]);
+        accepted(&c.upload_and_submit(ws, OperationId::random(), &fix, "fix"));
+    });
+    let o = Opened::find(&root).unwrap();
+    let link = o.link(&ctx).unwrap();
+    let s = sync::sync(&o, &link, 0).expect("the stuck sync moves on");
+    assert_eq!(s.change, 3);
+    assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"fixed");
+    assert_eq!(std::fs::read(root.join("b.txt")).unwrap(), b"two, edited");
+    assert_eq!(scribe_workspace::sync::in_progress(&o.ws).unwrap(), None);
+}
