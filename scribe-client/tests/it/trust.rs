@@ -457,3 +457,77 @@ fn a_sync_stuck_on_a_poisoned_change_moves_on_to_a_newer_change() {
     assert_eq!(std::fs::read(root.join("b.txt")).unwrap(), b"two, edited");
     assert_eq!(scribe_workspace::sync::in_progress(&o.ws).unwrap(), None);
 }
+
+// ---- item 12: a damaged stored copy is healed by a verified re-upload.
+
+/// Flip one byte in the middle of `needle` where it lies in a pack file of
+/// the data root; panics if no pack holds it.
+fn flip_in_pack(data: &std::path::Path, needle: &[u8]) {
+    let repos = data.join("repos");
+    for repo in std::fs::read_dir(&repos).unwrap() {
+        let packs = repo.unwrap().path().join("objects/packs");
+        let Ok(list) = std::fs::read_dir(&packs) else {
+            continue;
+        };
+        for pack in list {
+            let path = pack.unwrap().path();
+            let mut bytes = std::fs::read(&path).unwrap();
+            if let Some(at) = bytes.windows(needle.len()).position(|w| w == needle) {
+                bytes[at + needle.len() / 2] ^= 0x40;
+                std::fs::write(&path, bytes).unwrap();
+                return;
+            }
+        }
+    }
+    panic!("no pack holds the bytes");
+}
+
+#[test]
+fn a_flipped_byte_in_a_pack_is_named_by_sync_and_healed_by_a_verified_upload() {
+    let (env, mut c, ws) = setup();
+    let body = noise(64 << 10, 5);
+    let f = file(&body);
+    let chunk = f.objects[0].0;
+    assert_eq!(chunk.kind, scribe_format::ObjectKind::Chunk);
+    seed(&mut *c, ws, &[("art.bin", &body)]);
+    flip_in_pack(env.data(), &body);
+
+    // A sync fails with a named error that names the damaged object.
+    let ctx = Context::default();
+    let e = workspace::create(
+        &ctx,
+        CreateArgs {
+            dir: env.path("w"),
+            server: env.url().to_string(),
+            repo: REPO.into(),
+            author: "bob".into(),
+            ..CreateArgs::default()
+        },
+    )
+    .expect_err("the damaged chunk cannot be synced");
+    // The workspace layer reports it as `refused`; the message carries the
+    // server's finding: the object, that it is corrupt, and where.
+    let shown = format!("{e:#}");
+    assert!(shown.contains(&chunk.to_string()), "{shown}");
+    assert!(
+        shown.contains("is corrupt") && shown.contains(".pack"),
+        "{shown}"
+    );
+
+    // A verified upload of the same object replaces the damaged copy.
+    match c.ask(Request::ObjectPutMany(put_many_req(
+        ws,
+        OperationId::random(),
+        &f.objects[..1],
+    ))) {
+        Response::ObjectPutMany(_) => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(c.object(REPO, chunk), body);
+    let root = env.path("w");
+    let o = Opened::find(&root).unwrap();
+    let link = o.link(&ctx).unwrap();
+    let s = sync::sync(&o, &link, 0).expect("the healed chunk syncs");
+    assert_eq!(s.change, 1);
+    assert_eq!(std::fs::read(root.join("art.bin")).unwrap(), body);
+}
