@@ -11,6 +11,13 @@ use scribe_format::OperationId;
 pub enum Note {
     /// An interrupted sync to `target` is being completed first.
     ResumingSync { target: u64 },
+    /// The interrupted sync to `target` cannot be completed (`why`); it is
+    /// set aside for a sync to the newer change `newer`.
+    SkippingSync {
+        target: u64,
+        newer: u64,
+        why: String,
+    },
     /// The server was restored: every path is planned again.
     FullSync { target: u64 },
     /// An interrupted submission is being completed with its own id.

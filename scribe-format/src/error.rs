@@ -85,6 +85,11 @@ error_codes! {
     WorkspaceRetired = 212, "workspace_retired";
     /// The workspace is not registered with the repository.
     WorkspaceUnregistered = 213, "workspace_unregistered";
+    /// A manifest a submission names is not a manifest, breaks a rule of
+    /// its chunking profile, or disagrees with the entry that names it.
+    InvalidManifest = 214, "invalid_manifest";
+    /// A file path would sit under a live file, or over live files.
+    PathConflict = 215, "path_conflict";
     /// The principal may not do this.
     Forbidden = 300, "forbidden";
     /// The auth service could not be consulted or answered from the past.

@@ -57,13 +57,27 @@ fn p95(v: &mut [Duration]) -> Duration {
     v[v.len() * 95 / 100]
 }
 
+/// A real 8-byte file (acceptance reads every new manifest and its chunk).
 fn state(objects: &MemoryObjects, i: u64) -> FileState {
-    let manifest = ManifestId(*blake3::hash(&i.to_le_bytes()).as_bytes());
-    objects.insert(ObjectId::manifest(manifest), Vec::new());
+    let content = i.to_le_bytes();
+    let chunk = scribe_format::ChunkId::of(&content);
+    let content_id = FileContentId::of(&content);
+    let manifest = scribe_objects::encode_manifest(
+        8,
+        &content_id,
+        &[scribe_format::manifest::ChunkRef {
+            id: chunk,
+            length: 8,
+        }],
+    )
+    .expect("manifest");
+    let id = ManifestId::of_payload(&manifest);
+    objects.insert(ObjectId::chunk(chunk), content.to_vec());
+    objects.insert(ObjectId::manifest(id), manifest);
     FileState {
-        manifest,
-        content: FileContentId(*blake3::hash(&(i ^ 1).to_le_bytes()).as_bytes()),
-        size: i,
+        manifest: id,
+        content: content_id,
+        size: 8,
         mode: Mode::Regular,
     }
 }

@@ -473,6 +473,57 @@ where
             collide,
         )));
     }
+    // No file under a file (issue #14 item 5): an added path (a move
+    // destination is an add) may have no live file as an ancestor and no
+    // live file below it, after this change's deletions, within the change
+    // set or at the head. Compared under the collision fold, which keeps
+    // the component structure, so `Docs` and `docs/readme` conflict too
+    // (no case-insensitive file system could hold both).
+    let mut conflict = Vec::new();
+    for e in entries.iter().filter(|e| e.action == Action::Add) {
+        for (i, _) in e.path.match_indices('/') {
+            let ancestor = &e.path[..i];
+            let key = path::collision_key(ancestor);
+            if let Some(other) = added.get(&key) {
+                conflict.push(other.to_string());
+                conflict.push(e.path.clone());
+                continue;
+            }
+            if let Some(v) = lookup(&mut pages, &root.collision, &key)? {
+                if v.state.is_some() && !deleted.contains(v.path.as_str()) {
+                    conflict.push(v.path.clone());
+                    conflict.push(e.path.clone());
+                }
+            }
+        }
+        let mut below = path::collision_key(&e.path);
+        below.push(b'/');
+        let mut walk = crate::tree::Walk::seek(
+            &mut pages,
+            &root.collision,
+            &below,
+            &below,
+            crate::tree::Filter {
+                live_only: true,
+                newer_than: 0,
+            },
+        )?;
+        while let Some((_, v)) = walk.next(&mut pages)? {
+            if v.state.is_some() && !deleted.contains(v.path.as_str()) {
+                conflict.push(e.path.clone());
+                conflict.push(v.path.clone());
+                break;
+            }
+        }
+    }
+    if !conflict.is_empty() {
+        conflict.dedup();
+        return Ok(Err(Reject::with_paths(
+            ErrorCode::PathConflict,
+            "a file would lie under another file (a path is both a file and a directory)",
+            conflict,
+        )));
+    }
     // Locks.
     let mut held_by_other = Vec::new();
     let mut releases = Vec::new();
@@ -953,6 +1004,68 @@ impl Repository {
             return Ok(Some(Reject::new(
                 ErrorCode::MissingObjects,
                 format!("{} objects are missing: {}", missing.len(), named.join(" ")),
+            )));
+        }
+        if self.objects.checks_manifests() {
+            return self.check_manifests(s);
+        }
+        Ok(None)
+    }
+
+    /// Every manifest the submission names, against section 4.1 and the
+    /// entries naming it; manifests not yet witnessed in
+    /// `accepted_manifests` also have their chunks read (presence, lengths,
+    /// profile cuts, content id). See [`crate::manifest_check`].
+    fn check_manifests(&self, s: &Submission) -> Result<Option<Reject>> {
+        use crate::manifest_check::{check, Claim, Fault};
+        let mut claims: std::collections::BTreeMap<ManifestId, Vec<Claim<'_>>> = Default::default();
+        for e in &s.change_set.entries {
+            if let Some(st) = &e.state {
+                claims.entry(st.manifest).or_default().push(Claim {
+                    path: &e.path,
+                    content: st.content,
+                    size: st.size,
+                });
+            }
+        }
+        let witnessed: HashSet<ManifestId> = {
+            let tx = self.db.begin_read()?;
+            let t = tx.open_table(tables::ACCEPTED_MANIFESTS)?;
+            let mut w = HashSet::new();
+            for m in claims.keys() {
+                if t.get(m.0.as_slice())?.is_some() {
+                    w.insert(*m);
+                }
+            }
+            w
+        };
+        let mut missing = Vec::new();
+        for (m, cl) in &claims {
+            match check(&*self.objects, m, cl, !witnessed.contains(m))? {
+                None => {}
+                Some(Fault::Missing(ids)) => missing.extend(ids),
+                Some(Fault::Invalid(why)) => {
+                    return Ok(Some(Reject::with_paths(
+                        ErrorCode::InvalidManifest,
+                        why,
+                        cl.iter().map(|c| c.path.to_owned()).collect(),
+                    )))
+                }
+            }
+        }
+        if !missing.is_empty() {
+            let named: Vec<String> = missing
+                .iter()
+                .take(MAX_REJECT_PATHS)
+                .map(|m| m.to_string())
+                .collect();
+            return Ok(Some(Reject::new(
+                ErrorCode::MissingObjects,
+                format!(
+                    "{} objects the manifests list are missing: {}",
+                    missing.len(),
+                    named.join(" ")
+                ),
             )));
         }
         Ok(None)

@@ -26,6 +26,8 @@
 //! | `history.moves` | a `moves` row without a matching history move, or the reverse |
 //! | `lineage.missing`, `lineage.extra`, `lineage.value` | `file_lineage` edges against accepted history |
 //! | `manifests.missing`, `manifests.witness` | `accepted_manifests` against history and commits |
+//! | `manifests.objects-missing` | an accepted file's manifest or a chunk it lists is not in the store |
+//! | `manifests.invalid` | an accepted file's manifest does not decode, breaks a profile rule, or disagrees with the file's size, content id or chunk bytes |
 //! | `locks.record`, `locks.index` | lock rows and the ownership index |
 //! | `workspaces.record`, `workspaces.owner-count` | registrations and owner counts |
 //! | `operations.record`, `operations.accepted` | operation outcomes against commits |
@@ -495,7 +497,92 @@ impl Repository {
         }
 
         self.doctor_locks_and_records(&tx, head, &records, &mut rep)?;
+        drop(tx);
+        rep.problems.extend(self.check_accepted_manifests()?);
         Ok(rep)
+    }
+
+    /// Every manifest an accepted file revision names, read from the object
+    /// store and held to section 4.1 and to the revision (issue #14 item
+    /// 4): what acceptance checks today, for stores poisoned before it did
+    /// or behind its back. Each problem names `path@change`. Reads every
+    /// accepted chunk once; empty for a store that holds no bytes.
+    pub fn check_accepted_manifests(&self) -> Result<Vec<Problem>> {
+        use crate::manifest_check::{check, Claim, Fault};
+        let mut out = Vec::new();
+        if !self.objects.checks_manifests() {
+            return Ok(out);
+        }
+        type Uses = Vec<(String, u64, scribe_format::FileContentId, u64)>;
+        let mut uses: BTreeMap<ManifestId, Uses> = BTreeMap::new();
+        {
+            let tx = self.db.begin_read()?;
+            let head = read_repo_meta(&tx)?.head;
+            let history = tx.open_table(tables::HISTORY)?;
+            for row in history.range::<&[u8]>(..)? {
+                let (k, v) = row?;
+                let Some((_, p, change)) = keys::split_history(k.value()) else {
+                    continue;
+                };
+                if change > head {
+                    continue;
+                }
+                if let Ok(HistoryRecord {
+                    state: Some(st), ..
+                }) = HistoryRecord::decode(v.value())
+                {
+                    uses.entry(st.manifest).or_default().push((
+                        p.to_owned(),
+                        change,
+                        st.content,
+                        st.size,
+                    ));
+                }
+            }
+        }
+        let mut add = |name: &'static str, detail: String| {
+            if out.len() < 10_000 {
+                out.push(Problem { name, detail });
+            }
+        };
+        for (m, revs) in &uses {
+            let fault = check(&*self.objects, m, &[], true)?;
+            let fault = match fault {
+                None => {
+                    for (p, c, content, size) in revs {
+                        let claim = [Claim {
+                            path: p,
+                            content: *content,
+                            size: *size,
+                        }];
+                        if let Some(Fault::Invalid(why)) = check(&*self.objects, m, &claim, false)?
+                        {
+                            add("manifests.invalid", format!("{p}@{c}: {why}"));
+                        }
+                    }
+                    continue;
+                }
+                Some(f) => f,
+            };
+            for (p, c, _, _) in revs {
+                match &fault {
+                    Fault::Missing(ids) => add(
+                        "manifests.objects-missing",
+                        format!(
+                            "{p}@{c}: manifest {m}: {} objects are missing: {}",
+                            ids.len(),
+                            ids.iter()
+                                .take(8)
+                                .map(|i| i.to_string())
+                                .collect::<Vec<_>>()
+                                .join(" ")
+                        ),
+                    ),
+                    Fault::Invalid(why) => add("manifests.invalid", format!("{p}@{c}: {why}")),
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn doctor_locks_and_records(

@@ -12,6 +12,7 @@
 //! | [`locks`], [`workspaces`] | repository locks and the workspace registry |
 //! | [`read`] | stat, list, delta, history, log, describe at a pinned change |
 //! | [`doctor`] | read-only verification |
+//! | `manifest_check` | manifests a change names, held to section 4.1 and their entries |
 //! | [`pins`] | upload pins and their cleanup after a final outcome |
 //! | [`objects`] | the object-store hooks (presence, commit envelopes) |
 //! | [`clock`] | the wall clock in Unix milliseconds |
@@ -27,6 +28,7 @@ pub mod database_descriptor;
 pub mod doctor;
 pub mod error;
 pub mod locks;
+mod manifest_check;
 pub mod notes;
 pub mod objects;
 pub mod pins;
@@ -46,3 +48,49 @@ pub use objects::{
 };
 pub use repo::Repository;
 pub use root::{DataRoot, RepositoryInfo};
+
+/// Feed `key` and `value` to every metadata row decoder; panics only if a
+/// decoder panics or a decoded row does not re-encode to its bytes. The
+/// entry point of the `records` fuzz target (`scribe-metadata/fuzz`) and
+/// of the property test beside the records.
+#[doc(hidden)]
+pub fn fuzz_row_decoders(key: &[u8], value: &[u8]) {
+    use records::*;
+    if let Ok(r) = CatalogRecord::decode(value) {
+        assert_eq!(r.encode(), value);
+    }
+    if let Ok(r) = HistoryRecord::decode(value) {
+        assert_eq!(r.encode(), value);
+    }
+    if let Ok(r) = CommitRecord::decode(value) {
+        assert_eq!(r.encode(), value);
+    }
+    if let Ok(r) = LockRecord::decode(value) {
+        assert_eq!(r.encode(), value);
+    }
+    if let Ok(r) = OperationRecord::decode(value) {
+        assert_eq!(r.encode(), value);
+    }
+    if let Ok(r) = BranchRecord::decode(value) {
+        assert_eq!(r.encode(), value);
+    }
+    if let Ok(r) = RepoMeta::decode(value) {
+        assert_eq!(r.encode().to_vec(), value);
+    }
+    if let Ok(r) = WorkspaceRecord::decode(value) {
+        if value.first() == Some(&2) {
+            assert_eq!(r.encode(), value);
+        }
+    }
+    let _ = decode_u32(value, "fuzz");
+    let _ = decode_u64(value, "fuzz");
+    let _ = decode_move(value);
+    let _ = decode_accepted_manifest(value);
+    let _ = decode_pending(value);
+    let _ = notes::decode_note(key, value);
+    let _ = scribe_format::snapshot::RootRow::decode(value);
+    for k in [key, value] {
+        let _ = keys::split_history(k);
+        let _ = keys::split_lineage(k);
+    }
+}

@@ -35,6 +35,18 @@ pub trait ObjectPresence: Send + Sync {
         }
         Ok(out)
     }
+
+    /// The original payload of a stored object; `None` when it is absent.
+    /// A verifying store refuses damaged bytes with an error; callers that
+    /// check manifests also re-check the identity themselves.
+    fn read(&self, id: &ObjectId) -> Result<Option<Vec<u8>>>;
+
+    /// Whether acceptance and `doctor` read and check the manifests (and
+    /// chunks) a change names. Only a benchmark store that answers
+    /// "present" for everything without holding bytes says no.
+    fn checks_manifests(&self) -> bool {
+        true
+    }
 }
 
 /// Durable publication and read-back of commit envelopes (kind 4).
@@ -97,6 +109,18 @@ impl ObjectPresence for MemoryObjects {
             .lock()
             .map_err(|_| MetadataError::Objects("poisoned".into()))?;
         Ok(m.contains_key(id) || self.all_present.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    fn read(&self, id: &ObjectId) -> Result<Option<Vec<u8>>> {
+        let m = self
+            .map
+            .lock()
+            .map_err(|_| MetadataError::Objects("poisoned".into()))?;
+        Ok(m.get(id).cloned())
+    }
+
+    fn checks_manifests(&self) -> bool {
+        !self.all_present.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -167,6 +191,15 @@ impl ObjectPresence for DirObjects {
     fn contains(&self, id: &ObjectId) -> Result<bool> {
         Ok(self.path(id).exists())
     }
+
+    fn read(&self, id: &ObjectId) -> Result<Option<Vec<u8>>> {
+        let path = self.path(id);
+        match std::fs::read(&path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(MetadataError::io(&path, e)),
+        }
+    }
 }
 
 impl CommitSink for DirObjects {
@@ -201,6 +234,14 @@ impl ObjectPresence for StoreObjects {
 
     fn missing(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>> {
         self.0.missing(ids).map_err(store_err)
+    }
+
+    fn read(&self, id: &ObjectId) -> Result<Option<Vec<u8>>> {
+        match self.0.get(id) {
+            Ok(b) => Ok(Some(b)),
+            Err(scribe_objects::StoreError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(store_err(e)),
+        }
     }
 }
 

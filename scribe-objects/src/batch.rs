@@ -176,6 +176,40 @@ impl<'s> Batch<'s> {
         self.store_envelope(id, env.parts())
     }
 
+    /// [`Batch::put_with_id`] for bytes received from a peer and verified
+    /// against `id`, that may heal a damaged copy (issue #14 item 12): when
+    /// the store has `id` but its stored copy fails verification, these
+    /// bytes are written anew and the commit repoints the locator to them
+    /// (the damaged bytes stay unreferenced until compaction). A sound
+    /// stored copy is kept, as `put_with_id` keeps it; the check reads the
+    /// stored copy only when the id is already present, which an honest
+    /// client's upload (it asks what is missing first) rarely is.
+    pub fn put_healing(&self, id: ObjectId, payload: &[u8]) -> Result<PutOutcome> {
+        if self.state().rows.contains_key(&id) || !self.stored(&id)? {
+            return self.put_with_id(id, payload);
+        }
+        match self.store.get(&id) {
+            Ok(_) => {
+                self.state().receipt.objects_deduplicated += 1;
+                Ok(PutOutcome::AlreadyPresent)
+            }
+            Err(StoreError::CorruptObject { .. }) => {
+                let env = encode_for_store(id.kind, payload, self.store.options.compression);
+                self.store_envelope(id, env.parts())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`Batch::put_healing`] for many payloads, in parallel as
+    /// [`Batch::put_all_with_ids`].
+    pub fn put_all_healing(&self, objects: &[(ObjectId, &[u8])]) -> Result<()> {
+        use rayon::prelude::*;
+        objects
+            .par_iter()
+            .try_for_each(|(id, data)| self.put_healing(*id, data).map(|_| ()))
+    }
+
     /// Put many payloads whose identities the caller has verified against
     /// these same bytes, in parallel on the rayon pool (each loose object's
     /// staging write and flush overlaps the others').

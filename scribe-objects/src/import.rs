@@ -101,6 +101,25 @@ pub fn chunk_boundaries(data: &[u8]) -> Vec<usize> {
     out
 }
 
+/// Whether profile 1 cuts exactly `chunk` at its position in a file whose
+/// bytes after it begin with `next` (empty for the file's last chunk; at
+/// most two bytes of it are read). The cut search examines candidate ends
+/// in pairs and decides a cut at length `n` from the byte at `n`, so the
+/// chunk plus two following bytes decide it exactly as the whole stream
+/// would: a chunk whose search stops earlier, later, or never is refused.
+/// Acceptance checks every chunk of a new manifest with it (issue #14).
+pub fn is_profile_cut(chunk: &[u8], next: &[u8]) -> bool {
+    if chunk.is_empty() || chunk.len() > MAX {
+        return false;
+    }
+    let take = next.len().min(2);
+    let mut window = Vec::with_capacity(chunk.len() + take);
+    window.extend_from_slice(chunk);
+    window.extend_from_slice(&next[..take]);
+    let end = window.len().min(MAX);
+    Cutter::new().cut(&window[..end]) == chunk.len()
+}
+
 /// Read windows recycled across the files of one import. Without it each
 /// file's chunker allocates its own windows and the allocator returns them
 /// to the system between files, so every byte imported also cost a page
@@ -858,6 +877,41 @@ mod tests {
         }
         assert_eq!(streamed, theirs);
         assert!(theirs.len() > 3);
+    }
+
+    /// Every cut the chunker makes passes `is_profile_cut`; any other
+    /// split of the same bytes (earlier, later, a small file in two) fails.
+    #[test]
+    fn profile_cut_check_accepts_exactly_the_chunkers_cuts() {
+        for (len, seed) in [
+            (40 * 1024 * 1024 + 17, 7u64),
+            (9 * 1024 * 1024 + 1, 8),
+            (MIN, 9),
+        ] {
+            let data = noise(len, seed);
+            let cuts = chunk_boundaries(&data);
+            let mut pos = 0;
+            for n in &cuts {
+                let end = pos + n;
+                assert!(
+                    is_profile_cut(&data[pos..end], &data[end..]),
+                    "cut at {end}"
+                );
+                for shifted in [end - 1, end + 1] {
+                    if shifted > pos && shifted < data.len() && shifted != end {
+                        assert!(
+                            !is_profile_cut(&data[pos..shifted], &data[shifted..]),
+                            "shifted cut at {shifted} passes"
+                        );
+                    }
+                }
+                pos = end;
+            }
+        }
+        let small = noise(1000, 3);
+        assert!(is_profile_cut(&small, &[]));
+        assert!(!is_profile_cut(&small[..400], &small[400..]));
+        assert!(!is_profile_cut(&[], &[]));
     }
 
     #[test]

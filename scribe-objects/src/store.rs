@@ -602,6 +602,16 @@ impl ObjectStore {
         }
     }
 
+    /// Whether the locator has the object and its stored copy verifies
+    /// (reads and hashes it). False for an absent or damaged object.
+    pub fn holds_sound(&self, id: &ObjectId) -> Result<bool> {
+        match self.get(id) {
+            Ok(_) => Ok(true),
+            Err(StoreError::NotFound { .. } | StoreError::CorruptObject { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Whether the locator has the object (its bytes are not read).
     pub fn contains(&self, id: &ObjectId) -> Result<bool> {
         Ok(self.locate(id)?.is_some())

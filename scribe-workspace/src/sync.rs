@@ -261,6 +261,31 @@ pub fn plan_ranges(synced: u64, pin: Option<u64>, target: Option<u64>) -> PlanRa
     }
 }
 
+/// Drop an unfinished journal without moving the watermark, so a sync can
+/// plan afresh toward a newer change (issue #14 item 5: a journal whose
+/// target cannot be applied must not strand the workspace). Rows already
+/// done keep the baselines they wrote; the next plan, from the unchanged
+/// watermark, names those paths again at their newer state. A row whose
+/// unmodified file was already displaced into the recovery area (and is
+/// gone from the working copy) loses its baseline, so the next plan writes
+/// the path instead of deferring it as deleted locally; the displaced copy
+/// stays in the recovery area.
+pub fn abandon(ws: &Workspace) -> Result<()> {
+    let tx = ws.write()?;
+    if tx.meta_u64("journal-target")?.is_none() {
+        return Err(WorkspaceError::NoJournal);
+    }
+    for (path, row) in tx.journal_all()? {
+        let gone = std::fs::symlink_metadata(ws.root().join(&path)).is_err();
+        if !row.done && row.recovery.is_some() && gone {
+            tx.remove_baseline(&path)?;
+        }
+    }
+    tx.remove_meta("journal-target")?;
+    tx.clear_journal()?;
+    tx.commit()
+}
+
 /// The unfinished journal's target change, if any.
 pub fn in_progress(ws: &Workspace) -> Result<Option<u64>> {
     ws.read()?.meta_u64("journal-target")

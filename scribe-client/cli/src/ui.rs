@@ -99,6 +99,9 @@ impl Progress for TermProgress {
             Note::ResumingSync { target } => {
                 format!("resuming the interrupted sync to change {target}")
             }
+            Note::SkippingSync { target, newer, why } => format!(
+                "the interrupted sync to change {target} cannot complete ({why}); syncing to change {newer} instead"
+            ),
             Note::FullSync { target } => {
                 format!("the server was restored (new incarnation): full sync to change {target}")
             }

@@ -213,10 +213,33 @@ pub fn run_sync(o: &Opened, remote: &ServerLink, change: u64) -> Result<Synced> 
             .context()
             .progress
             .note(Note::ResumingSync { target });
-        let r = apply(o, remote)?;
-        merge(&mut total.report, r);
-        // A resumed sync then continues to the requested change below.
-        total.change = journal::finish(&o.ws)?;
+        match apply(o, remote) {
+            Ok(r) => {
+                merge(&mut total.report, r);
+                // A resumed sync then continues to the requested change below.
+                total.change = journal::finish(&o.ws)?;
+            }
+            Err(e) => {
+                // A journal whose target cannot be applied (a change the
+                // server should never have accepted) must not strand the
+                // workspace: with a newer change to go to, set it aside and
+                // plan afresh from the unchanged watermark (issue #14).
+                let meta = o.ws.meta()?;
+                let Ok(info) = repo_info(remote) else {
+                    return Err(e);
+                };
+                let newer = if change == 0 { info.head } else { change };
+                if newer <= target || info.incarnation != meta.incarnation {
+                    return Err(e);
+                }
+                remote.context().progress.note(Note::SkippingSync {
+                    target,
+                    newer,
+                    why: e.to_string(),
+                });
+                journal::abandon(&o.ws)?;
+            }
+        }
     }
     let meta = o.ws.meta()?;
     let info = repo_info(remote)?;

@@ -30,6 +30,8 @@ pub mod env;
 #[cfg(feature = "service")]
 pub mod pki;
 #[cfg(feature = "service")]
+pub mod poison;
+#[cfg(feature = "service")]
 pub mod process;
 #[cfg(feature = "service")]
 pub mod wire;

@@ -10,6 +10,7 @@ mod limits;
 mod ops;
 mod staged;
 mod tls;
+mod trust;
 mod workflow;
 
 // The server process of `Transport::Process`: this test binary, run again.

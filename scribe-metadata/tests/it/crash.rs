@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use redb::ReadableDatabase;
-use scribe_format::changeset::{ChangeSet, Entry, FileState, Mode};
+use scribe_format::changeset::{ChangeSet, Entry};
 use scribe_format::{BranchId, ObjectId, OperationId, WorkspaceId};
 use scribe_metadata::accept::Submission;
 use scribe_metadata::{tables, DirObjects, Repository};
@@ -24,16 +24,11 @@ fn big(objects: &DirObjects, main: BranchId) -> Submission {
 fn big_n(objects: &DirObjects, main: BranchId, n: u64) -> Submission {
     let mut entries = Vec::new();
     for i in 0..n {
-        let manifest = scribe_format::ManifestId(*blake3::hash(&i.to_le_bytes()).as_bytes());
-        objects.put(&ObjectId::manifest(manifest), b"m").unwrap();
+        // Eight distinct real files (acceptance reads every manifest).
+        let content = vec![(i % 8) as u8; (i % 8) as usize + 1];
         entries.push(Entry::add(
             format!("assets/{:02}/file{i:05}.bin", i % 37),
-            FileState {
-                manifest,
-                content: scribe_format::FileContentId([3; 32]),
-                size: i,
-                mode: Mode::Regular,
-            },
+            upload_file(objects, &content),
         ));
     }
     entries.sort_by(|a, b| a.path.cmp(&b.path));

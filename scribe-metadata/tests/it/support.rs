@@ -54,18 +54,55 @@ pub fn env() -> Env {
     }
 }
 
-/// A file state whose manifest is `n`-derived and uploaded.
+/// The state of an `n`-byte file (bytes derived from `n`) whose chunk and
+/// manifest are uploaded: a real manifest, as acceptance reads it.
 pub fn state(env: &Env, n: u64) -> FileState {
-    let manifest = ManifestId(*blake3::hash(&n.to_le_bytes()).as_bytes());
-    env.objects
-        .put(&ObjectId::manifest(manifest), b"manifest")
-        .expect("upload manifest");
-    FileState {
-        manifest,
-        content: FileContentId(*blake3::hash(&(n + 1).to_le_bytes()).as_bytes()),
-        size: n,
-        mode: Mode::Regular,
+    upload_file(&env.objects, &content_of(n))
+}
+
+/// `n` bytes that differ for every `n`.
+pub fn content_of(n: u64) -> Vec<u8> {
+    (0..n).map(|i| (i.wrapping_mul(31) ^ n) as u8).collect()
+}
+
+/// Upload `content`'s chunk and manifest; its file state.
+pub fn upload_file(objects: &DirObjects, content: &[u8]) -> FileState {
+    let (state, objs) = file_objects(content);
+    for (id, bytes) in &objs {
+        objects.put(id, bytes).expect("upload file objects");
     }
+    state
+}
+
+/// A file of at most 1 MiB: its state, and its chunk (none when empty)
+/// and manifest objects.
+pub fn file_objects(content: &[u8]) -> (FileState, Vec<(ObjectId, Vec<u8>)>) {
+    use scribe_format::manifest::ChunkRef;
+    let chunk = scribe_format::ChunkId::of(content);
+    let chunks = if content.is_empty() {
+        vec![]
+    } else {
+        vec![ChunkRef {
+            id: chunk,
+            length: content.len() as u32,
+        }]
+    };
+    let content_id = FileContentId::of(content);
+    let manifest = scribe_objects::encode_manifest(content.len() as u64, &content_id, &chunks)
+        .expect("manifest");
+    let manifest_id = ManifestId::of_payload(&manifest);
+    let mut objects = Vec::new();
+    if !content.is_empty() {
+        objects.push((ObjectId::chunk(chunk), content.to_vec()));
+    }
+    objects.push((ObjectId::manifest(manifest_id), manifest));
+    let state = FileState {
+        manifest: manifest_id,
+        content: content_id,
+        size: content.len() as u64,
+        mode: Mode::Regular,
+    };
+    (state, objects)
 }
 
 /// A state whose manifest is not uploaded.

@@ -1,4 +1,5 @@
 mod auth;
 mod migrate;
+mod poisoned;
 mod process;
 mod tls;

@@ -102,7 +102,7 @@ pub(super) fn publish_staged(session: &mut Session) -> DispatchResult<u32> {
         let batch = store.batch();
         let objects: Vec<(ObjectId, &[u8])> =
             group.iter().map(|o| (o.id, o.data.as_slice())).collect();
-        batch.put_all_with_ids(&objects)?;
+        batch.put_all_healing(&objects)?;
         batch.commit()?;
     }
     Ok(count)
@@ -156,7 +156,12 @@ pub(super) fn put(
                 svc.max_pins_per_workspace(),
             )?;
         }
-        if (staged && session.has_staged(repo.id(), &r.id)) || store.contains(&r.id)? {
+        // An object the store holds is acknowledged at once, unless its
+        // stored copy fails verification: then this upload replaces it
+        // (issue #14 item 12; the check reads only already-present ids).
+        if (staged && session.has_staged(repo.id(), &r.id))
+            || (store.contains(&r.id)? && store.holds_sound(&r.id)?)
+        {
             session.upload = None;
             return Ok(m::ObjectPutReply {
                 received: r.total_len,
@@ -273,7 +278,7 @@ pub(super) fn put(
         }
     } else {
         let batch = store.batch();
-        batch.put_with_id(p.id, &p.data)?;
+        batch.put_healing(p.id, &p.data)?;
         batch.commit()?;
     }
     Ok(m::ObjectPutReply {
@@ -315,7 +320,7 @@ pub(super) fn put_many(
     )?;
     let batch = store.batch();
     for piece in &r.objects {
-        batch.put_with_id(piece.id, &piece.data.0)?;
+        batch.put_healing(piece.id, &piece.data.0)?;
     }
     batch.commit()?;
     Ok(m::ObjectPutManyReply {
