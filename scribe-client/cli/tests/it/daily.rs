@@ -350,3 +350,29 @@ fn refusals_and_usage(t: Transport) {
     assert!(r.stderr.contains("Error[not_present]"), "{}", r.stderr);
 }
 both!(refusals_and_usage);
+
+/// A file where someone else already has a folder of files (or the
+/// other way round) is refused by the server with `path_conflict`, names
+/// the path and says how to get out; nothing is recorded and the file
+/// stays opened (issue 14, item 5).
+#[test]
+fn a_file_under_another_users_file_is_path_conflict_with_a_way_out() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    let b = env.workspace("bob", &[]);
+    write(&a, "docs", b"a file named docs");
+    env.scribe(&a, &["add", "docs"]).ok();
+    env.scribe(&a, &["submit", "-m", "docs file"]).ok();
+    write(&b, "docs/readme.txt", b"a file under docs/");
+    env.scribe(&b, &["add", "docs/readme.txt"]).ok();
+    let r = env.scribe(&b, &["submit", "-m", "readme"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Error[path_conflict]"), "{}", r.stderr);
+    assert!(r.stderr.contains("docs/readme.txt"), "{}", r.stderr);
+    assert!(r.stderr.contains("scribe move"), "{}", r.stderr);
+    let st = env.scribe(&b, &["status"]);
+    assert!(st.stdout.contains("docs/readme.txt"), "{}", st.stdout);
+    // A new workspace still syncs the repository.
+    let c = env.workspace("carol", &[]);
+    assert_eq!(read(&c, "docs"), b"a file named docs");
+}
