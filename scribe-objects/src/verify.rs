@@ -291,3 +291,49 @@ impl ObjectStore {
         verify_txn(&self.dir, &self.db_path, &txn, Some(w.id))
     }
 }
+
+impl ObjectStore {
+    /// Drop the locator rows of those `ids` whose stored copy fails
+    /// verification (`scribe-server verify --repair`, issue #14 item 12),
+    /// in one Immediate transaction with appends paused. Each is read
+    /// again first: an object that is absent or now verifies (a healing
+    /// upload replaced it meanwhile) keeps its row. Afterwards the store
+    /// reports the dropped objects missing (`contains`, `missing`), so the
+    /// next upload of their bytes is accepted as new; the damaged bytes stay
+    /// where they are, unreferenced, until compaction drops them (a rebuilt
+    /// locator skips them too: it indexes only bytes that verify). Returns
+    /// the dropped ids, in the order given.
+    pub fn forget_damaged(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>> {
+        let w = self.lock_writer();
+        let p = &self.db_path;
+        let mut gone = Vec::new();
+        for id in ids {
+            let Some(loc) = self.locate(id)? else {
+                continue;
+            };
+            if gone.contains(id) {
+                continue;
+            }
+            match self.get_at(id, &loc) {
+                Ok(_) => {}
+                Err(crate::StoreError::CorruptObject { .. }) => gone.push(*id),
+                Err(e) => return Err(e),
+            }
+        }
+        if gone.is_empty() {
+            return Ok(gone);
+        }
+        let mut txn = self.db.begin_write().map_err(db_err(p))?;
+        txn.set_durability(redb::Durability::Immediate)
+            .map_err(db_err(p))?;
+        {
+            let mut table = txn.open_table(LOCATOR_TABLE).map_err(db_err(p))?;
+            for id in &gone {
+                table.remove(&id.to_bytes()).map_err(db_err(p))?;
+            }
+        }
+        txn.commit().map_err(db_err(p))?;
+        drop(w);
+        Ok(gone)
+    }
+}

@@ -198,6 +198,71 @@ pub fn verify(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
     Ok(report)
 }
 
+/// `verify --repair` (issue #14 item 12): open each store as serving does
+/// (open-time recovery), verify every object, and drop the locator rows of
+/// the chunks and manifests whose stored copy fails verification
+/// ([`ObjectStore::forget_damaged`]). The store then says they are missing
+/// (`ObjectsMissing`, `ObjectsPinMissing`), so the next client that
+/// uploads their bytes (any submit of a file that holds them) stores them
+/// again; the damaged bytes stay unreferenced until compaction. Other
+/// damaged kinds (commits, change sets: no client uploads them again) keep
+/// their rows and stay problems. Then every accepted manifest is checked:
+/// each file revision that lost bytes is a `manifests.objects-missing`
+/// problem naming `path@change`, until someone uploads them again.
+pub fn repair(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
+    let (root, reg) = open_with_stores(dir)?;
+    let mut report = Report::default();
+    for info in select(&root, repo)? {
+        let r = root.open_repository(info.id).map_err(meta_err(&info))?;
+        let store = reg.get(&info.id).ok_or_else(|| AdminError::Store {
+            repo: info.name.clone(),
+            source: Box::new(scribe_objects::StoreError::NotFound {
+                id: ObjectId::new(ObjectKind::Chunk, [0; 32]),
+            }),
+        })?;
+        let v = store.verify().map_err(store_err(&info))?;
+        let mut damaged = Vec::new();
+        for p in &v.problems {
+            match p {
+                scribe_objects::Problem::CorruptObject { id, location, .. }
+                    if matches!(id.kind, ObjectKind::Chunk | ObjectKind::Manifest) =>
+                {
+                    damaged.push((*id, location.clone()));
+                }
+                other => report
+                    .problems
+                    .push(format!("{}: objects: {other:?} (not repaired)", info.name)),
+            }
+        }
+        let ids: Vec<ObjectId> = damaged.iter().map(|(id, _)| *id).collect();
+        let gone = store.forget_damaged(&ids).map_err(store_err(&info))?;
+        for (id, location) in &damaged {
+            if gone.contains(id) {
+                report.notes.push(format!(
+                    "{}: repaired: dropped damaged {id} (bytes at {location} left unreferenced); the store now asks uploads for it",
+                    info.name
+                ));
+            }
+        }
+        let problems = r.check_accepted_manifests().map_err(meta_err(&info))?;
+        let mut lost = 0usize;
+        for p in &problems {
+            if p.name == "manifests.objects-missing" {
+                lost += 1;
+            }
+            report
+                .problems
+                .push(format!("{}: {}: {}", info.name, p.name, p.detail));
+        }
+        report.notes.push(format!(
+            "{}: {} damaged objects dropped; {lost} accepted file revisions lack objects until a client that holds them submits them again",
+            info.name,
+            gone.len()
+        ));
+    }
+    Ok(report)
+}
+
 /// Rebuild each repository's `locator.redb` from its packs and loose files.
 pub fn rebuild_locator(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
     let root = open_without_stores(dir)?;
@@ -224,15 +289,33 @@ pub fn recover_submissions(dir: &Path, repo: Option<&str>) -> Result<Report, Adm
     Ok(report)
 }
 
+/// The live object set of a repository and what could not be kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LiveSet {
+    /// Every object to keep, in key order.
+    pub ids: Vec<ObjectId>,
+    /// One line per retained root that cannot be kept or followed: absent,
+    /// failing verification, or a manifest that does not decode (its
+    /// chunks cannot be listed). `doctor` / `verify` name the accepted
+    /// files they belong to as `path@change`.
+    pub skipped: Vec<String>,
+}
+
 /// The live object set of a repository: metadata's retained roots (every
 /// accepted commit, its change set, every accepted manifest, every active
-/// pin) and the chunks of every retained manifest. Pinned objects may be
-/// absent (an upload may not have started) and are then skipped; anything
-/// else that is absent stops collection.
-pub fn live_objects(
+/// pin) and the chunks of every retained manifest. Absent objects cannot
+/// be kept and are left out (a pinned one may simply not be uploaded yet);
+/// so is a manifest whose stored copy fails verification (it is read to
+/// list its chunks). Chunks are not read here: a damaged chunk stops a
+/// full compaction (which copies through `get`) with an error naming it,
+/// and `verify --repair` drops it first. A manifest that does not decode is kept, but its
+/// chunks cannot be listed. Each required root left out or not followed
+/// is a line of [`LiveSet::skipped`]: compaction goes on without it
+/// (issue #14 item 12) instead of refusing for ever.
+pub fn live_set(
     repo: &scribe_metadata::Repository,
     store: &ObjectStore,
-) -> Result<Vec<ObjectId>, AdminError> {
+) -> Result<LiveSet, AdminError> {
     let name = repo.name().to_string();
     let me = |source: MetadataError| AdminError::Metadata {
         repo: name.clone(),
@@ -249,29 +332,71 @@ pub fn live_objects(
             required.insert(id);
         }
     }
+    let mut skipped = Vec::new();
     let mut live = HashSet::new();
-    let roots: Vec<ObjectId> = required.iter().chain(pinned.iter()).copied().collect();
+    let mut roots: Vec<ObjectId> = required.iter().chain(pinned.iter()).copied().collect();
+    roots.sort_by_key(|id| id.to_bytes());
+    let mut missing_chunks: Vec<ObjectId> = Vec::new();
     for id in roots {
         let must = required.contains(&id);
-        if !must && !store.contains(&id).map_err(se)? {
+        if !store.contains(&id).map_err(se)? {
+            if must {
+                skipped.push(format!("{id}: missing"));
+            }
             continue;
         }
-        if !live.insert(id) || id.kind != ObjectKind::Manifest {
+        if live.contains(&id) {
             continue;
         }
-        let payload = store.get(&id).map_err(se)?;
-        let m =
-            scribe_objects::decode_manifest(&payload).map_err(|e| me(MetadataError::Format(e)))?;
+        if id.kind != ObjectKind::Manifest {
+            live.insert(id);
+            continue;
+        }
+        let payload = match store.get(&id) {
+            Ok(p) => p,
+            Err(scribe_objects::StoreError::CorruptObject {
+                location, reason, ..
+            }) => {
+                skipped.push(format!("{id}: damaged at {location}: {reason}"));
+                continue;
+            }
+            Err(e) => return Err(se(e)),
+        };
+        live.insert(id);
+        let m = match scribe_objects::decode_manifest(&payload) {
+            Ok(m) => m,
+            Err(e) => {
+                skipped.push(format!(
+                    "{id}: kept, but its chunks cannot be listed: it does not decode: {e}"
+                ));
+                continue;
+            }
+        };
         for c in m.chunks {
             let cid = ObjectId::chunk(c.id);
-            if must || store.contains(&cid).map_err(se)? {
+            if store.contains(&cid).map_err(se)? {
                 live.insert(cid);
+            } else if must {
+                missing_chunks.push(cid);
             }
         }
     }
-    let mut out: Vec<ObjectId> = live.into_iter().collect();
-    out.sort_by_key(|id| id.to_bytes());
-    Ok(out)
+    missing_chunks.sort_by_key(|id| id.to_bytes());
+    missing_chunks.dedup();
+    for cid in missing_chunks {
+        skipped.push(format!("{cid}: missing (listed by a retained manifest)"));
+    }
+    let mut ids: Vec<ObjectId> = live.into_iter().collect();
+    ids.sort_by_key(|id| id.to_bytes());
+    Ok(LiveSet { ids, skipped })
+}
+
+/// The ids of [`live_set`].
+pub fn live_objects(
+    repo: &scribe_metadata::Repository,
+    store: &ObjectStore,
+) -> Result<Vec<ObjectId>, AdminError> {
+    Ok(live_set(repo, store)?.ids)
 }
 
 /// Compact each repository's store, retaining its live objects.
@@ -291,9 +416,14 @@ pub fn compact_objects(
             Vec::new()
         } else {
             let store = Arc::new(stores::open_or_create(&objects).map_err(store_err(&info))?);
-            let live = live_objects(&r, &store)?;
+            let live = live_set(&r, &store)?;
             drop(store);
-            live
+            for line in &live.skipped {
+                report
+                    .problems
+                    .push(format!("{}: not kept: {line}", info.name));
+            }
+            live.ids
         };
         let ctx = CompactContext {
             repository: info.id.0,

@@ -91,7 +91,18 @@ enum Command {
     /// Check metadata and objects of every repository
     Doctor(AdminArgs),
     /// Verify every stored object against its identity (read-only)
-    Verify(AdminArgs),
+    ///
+    /// Then checks every manifest an accepted file names; each damaged or
+    /// missing one is named as path@change. Exit 1 when anything is found.
+    Verify {
+        #[command(flatten)]
+        args: AdminArgs,
+        /// Drop the locator rows of damaged chunks and manifests, so the
+        /// next client that submits their bytes uploads them again, and
+        /// list the accepted files (path@change) that lack them until then
+        #[arg(long)]
+        repair: bool,
+    },
     /// Rebuild the object locator from packs and loose files
     RebuildLocator(AdminArgs),
     /// Reclaim unreferenced objects by rewriting the object store
@@ -278,10 +289,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             "doctor",
             &admin::doctor(&a.data, a.repo.as_deref())?,
         )),
-        Command::Verify(a) => Ok(print_report(
-            "verify",
-            &admin::verify(&a.data, a.repo.as_deref())?,
-        )),
+        Command::Verify { args: a, repair } => Ok(if repair {
+            print_report(
+                "verify --repair",
+                &admin::repair(&a.data, a.repo.as_deref())?,
+            )
+        } else {
+            print_report("verify", &admin::verify(&a.data, a.repo.as_deref())?)
+        }),
         Command::RebuildLocator(a) => Ok(print_report(
             "rebuild-locator",
             &admin::rebuild_locator(&a.data, a.repo.as_deref())?,

@@ -531,3 +531,69 @@ fn a_flipped_byte_in_a_pack_is_named_by_sync_and_healed_by_a_verified_upload() {
     assert_eq!(s.change, 1);
     assert_eq!(std::fs::read(root.join("art.bin")).unwrap(), body);
 }
+
+/// Issue #14 item 12, with the honest client: after `verify --repair`
+/// dropped a damaged chunk, the workspace that still holds the file
+/// re-sends it on its next submit of that file, and then `verify` is clean
+/// and a fresh workspace syncs the right bytes.
+#[test]
+fn after_verify_repair_the_next_submit_of_the_file_heals_the_store() {
+    use scribe_client::workflow::files;
+    use scribe_client::workflow::submit::{self, SubmitArgs};
+    let env = Env::new(Transport::Path);
+    let ctx = Context::default();
+    let args = |name: &str| CreateArgs {
+        dir: env.path(name),
+        server: env.url().to_string(),
+        repo: REPO.into(),
+        author: name.into(),
+        ..CreateArgs::default()
+    };
+    let a = workspace::create(&ctx, args("alice")).unwrap();
+    // A large file: streamed chunk by chunk, never kept in the cache.
+    let body = noise(3 << 20, 11);
+    std::fs::write(a.root.join("art.bin"), &body).unwrap();
+    let submit_all = |message: &str| {
+        let o = Opened::find(&a.root).unwrap();
+        let link = o.link(&ctx).unwrap();
+        submit::submit(
+            &o,
+            &link,
+            SubmitArgs {
+                message: message.into(),
+                ..SubmitArgs::default()
+            },
+        )
+        .unwrap()
+    };
+    files::add(&Opened::find(&a.root).unwrap(), &["art.bin".into()]).unwrap();
+    assert_eq!(submit_all("first").change, 1);
+    flip_in_pack(env.data(), &body[(1 << 20)..(1 << 20) + 4096]);
+
+    let r = scribe_server::admin::repair(env.data(), None).unwrap();
+    assert!(
+        r.notes.iter().any(|n| n.contains("dropped damaged")),
+        "{r:?}"
+    );
+    assert!(
+        r.problems
+            .iter()
+            .any(|p| p.contains("manifests.objects-missing") && p.contains("art.bin@1")),
+        "{r:?}"
+    );
+
+    // Alice opens the unchanged file and submits it: the server now lacks
+    // the chunk, so her submit sends it from the working file.
+    let o = Opened::find(&a.root).unwrap();
+    files::edit(&ctx, &o, &["art.bin".into()]).unwrap();
+    drop(o);
+    let s = submit_all("re-upload");
+    assert_eq!(s.change, 2);
+    assert!(s.uploaded_objects >= 1 && s.uploaded_bytes > 0, "{s:?}");
+
+    let v = scribe_server::admin::verify(env.data(), None).unwrap();
+    assert!(v.is_clean(), "{v:?}");
+    let b = workspace::create(&ctx, args("bob")).unwrap();
+    assert_eq!(b.synced.change, 2);
+    assert_eq!(std::fs::read(b.root.join("art.bin")).unwrap(), body);
+}

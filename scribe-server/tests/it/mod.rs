@@ -2,4 +2,5 @@ mod auth;
 mod migrate;
 mod poisoned;
 mod process;
+mod repair;
 mod tls;

@@ -1,0 +1,225 @@
+//! Issue #14 item 12 with the real binary: a flipped byte in a pack is
+//! named by `verify` (object and `path@change`); `verify --repair` drops
+//! the damaged copy so the store asks uploads for it and names the lost
+//! file; an honest client's next upload of those bytes heals it; and
+//! `compact-objects` completes over accepted manifests it cannot follow.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use scribe_format::changeset::Entry;
+use scribe_format::wire::message as m;
+use scribe_format::wire::{Request, Response};
+use scribe_format::{ManifestId, ObjectId, ObjectKind, OperationId, WorkspaceId};
+use scribe_server::{InProcessConnection, Service};
+use scribe_testkit::change::{accepted, change, file, put_many_req, Requests};
+use scribe_testkit::data::noise;
+use scribe_testkit::poison::accept_unchecked;
+use scribe_testkit::REPO;
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_scribe-server"))
+        .args(args)
+        .output()
+        .expect("run scribe-server")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Flip one byte in the middle of `needle` in the pack that holds it.
+fn flip_in_pack(data: &Path, needle: &[u8]) {
+    for repo in std::fs::read_dir(data.join("repos")).unwrap() {
+        let Ok(list) = std::fs::read_dir(repo.unwrap().path().join("objects/packs")) else {
+            continue;
+        };
+        for pack in list {
+            let path = pack.unwrap().path();
+            let mut bytes = std::fs::read(&path).unwrap();
+            if let Some(at) = bytes.windows(needle.len()).position(|w| w == needle) {
+                bytes[at + needle.len() / 2] ^= 0x40;
+                std::fs::write(&path, bytes).unwrap();
+                return;
+            }
+        }
+    }
+    panic!("no pack holds the bytes");
+}
+
+fn new_root(dir: &Path) -> std::path::PathBuf {
+    let data = dir.join("data");
+    let svc = Service::create(&data).unwrap();
+    scribe_server::service::dispatch::repo_create(&svc, REPO).unwrap();
+    data
+}
+
+/// What an honest client does on its next submit of a file holding the
+/// chunk: pin every id of the candidate and send those the server lacks.
+fn honest_upload(data: &Path, ws: WorkspaceId, objects: &[(ObjectId, Vec<u8>)]) -> Vec<ObjectId> {
+    let mut c = InProcessConnection::new(Service::open(data).unwrap());
+    let op = OperationId::random();
+    let ids: Vec<ObjectId> = objects.iter().map(|(id, _)| *id).collect();
+    let missing = match c.ask(Request::ObjectsPinMissing(m::ObjectsPinMissing {
+        repo: REPO.into(),
+        operation: op,
+        workspace: ws,
+        ids,
+    })) {
+        Response::ObjectsPinMissing(r) => r.missing,
+        other => panic!("{other:?}"),
+    };
+    let send: Vec<_> = objects
+        .iter()
+        .filter(|(id, _)| missing.contains(id))
+        .cloned()
+        .collect();
+    if !send.is_empty() {
+        match c.ask(Request::ObjectPutMany(put_many_req(ws, op, &send))) {
+            Response::ObjectPutMany(_) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    missing
+}
+
+#[test]
+fn verify_repair_drops_a_damaged_copy_names_the_lost_file_and_an_upload_heals_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = new_root(dir.path());
+    let d = data.to_str().unwrap();
+    let body = noise(64 << 10, 7);
+    let f = file(&body);
+    let chunk = f.objects[0].0;
+    assert_eq!(chunk.kind, ObjectKind::Chunk);
+    let ws = WorkspaceId::random();
+    {
+        let mut c = InProcessConnection::new(Service::open(&data).unwrap());
+        c.register(ws);
+        let ch = change(&[("art.bin", Some(&body), 0), ("other.txt", Some(b"fine"), 0)]);
+        assert_eq!(
+            accepted(&c.upload_and_submit(ws, OperationId::random(), &ch, "seed")),
+            1
+        );
+    }
+    flip_in_pack(&data, &body);
+
+    // verify: the object, where it lies, and the accepted file it breaks.
+    let out = run(&["verify", "--data", d]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("CorruptObject") && l.contains(&chunk.to_string())),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains("art.bin@1") && l.contains(&chunk.to_string())),
+        "{text}"
+    );
+    assert!(!text.contains("other.txt@"), "{text}");
+    // Before the repair the server says it holds the chunk: an honest
+    // client would never send it again.
+    assert!(honest_upload(&data, ws, &f.objects).is_empty());
+
+    // verify --repair: the row is dropped, the lost file is named.
+    let out = run(&["verify", "--repair", "--data", d]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("dropped damaged") && l.contains(&chunk.to_string())),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.contains("manifests.objects-missing")
+            && l.contains("art.bin@1")
+            && l.contains(&chunk.to_string())),
+        "{text}"
+    );
+    assert!(!text.contains("other.txt@"), "{text}");
+    // verify (read-only) now says exactly the same about the file, and no
+    // longer finds a damaged object.
+    let out = run(&["verify", "--data", d]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(!text.contains("CorruptObject"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("manifests.objects-missing") && l.contains("art.bin@1")),
+        "{text}"
+    );
+
+    // The next honest upload of the file's objects sends the chunk (and
+    // only it), and the store holds it again.
+    assert_eq!(honest_upload(&data, ws, &f.objects), vec![chunk]);
+    for cmd in ["verify", "doctor"] {
+        let out = run(&[cmd, "--data", d]);
+        assert!(out.status.success(), "{cmd}: {}", stdout(&out));
+    }
+    let mut c = InProcessConnection::new(Service::open(&data).unwrap());
+    assert_eq!(c.object(REPO, chunk), body);
+}
+
+#[test]
+fn compact_objects_completes_past_accepted_manifests_it_cannot_follow() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = new_root(dir.path());
+    let d = data.to_str().unwrap();
+    let good = file(b"good bytes");
+    // Bytes that are not a manifest, and a manifest whose chunk was never
+    // stored.
+    let junk = b"not a manifest at all".to_vec();
+    let mut junk_state = file(b"junk").state;
+    junk_state.manifest = ManifestId::of_payload(&junk);
+    let absent = file(b"absent");
+    let mut objects = good.objects.clone();
+    objects.push((ObjectId::manifest(junk_state.manifest), junk.clone()));
+    objects.push(absent.objects[1].clone());
+    let absent_chunk = absent.objects[0].0;
+    assert_eq!(absent_chunk.kind, ObjectKind::Chunk);
+    let change = accept_unchecked(
+        &data,
+        REPO,
+        &objects,
+        vec![
+            Entry::add("good.txt", good.state),
+            Entry::add("junk.txt", junk_state),
+            Entry::add("absent.txt", absent.state),
+        ],
+    );
+    assert_eq!(change, 1);
+
+    let out = run(&["compact-objects", "--data", d]);
+    let text = stdout(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}{err}");
+    assert!(!err.contains("Error:"), "compaction failed: {err}");
+    assert!(text.lines().any(|l| l.contains("CompactReport")), "{text}");
+    let junk_manifest = ObjectId::manifest(junk_state.manifest);
+    for (id, why) in [
+        (absent_chunk, "missing"),
+        (junk_manifest, "does not decode"),
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.contains("not kept") && l.contains(&id.to_string()) && l.contains(why)),
+            "{id} ({why}):\n{text}"
+        );
+    }
+    // Everything still referenced is kept: the good file reads back, and
+    // the undecodable manifest's bytes are still there for doctor to name.
+    let mut c = InProcessConnection::new(Service::open(&data).unwrap());
+    for (id, bytes) in &good.objects {
+        assert_eq!(&c.object(REPO, *id), bytes);
+    }
+    assert_eq!(c.object(REPO, junk_manifest), junk);
+    drop(c);
+    let out = run(&["doctor", "--data", d]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("junk.txt@1") && text.contains("absent.txt@1"),
+        "{text}"
+    );
+}
