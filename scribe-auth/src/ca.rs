@@ -10,8 +10,8 @@
 
 use rcgen::{
     BasicConstraints, Certificate, CertificateParams, DistinguishedName, DnType,
-    ExtendedKeyUsagePurpose, Ia5String, IsCa, KeyPair, KeyUsagePurpose, PublicKeyData, SanType, SerialNumber,
-    PKCS_ECDSA_P256_SHA256,
+    ExtendedKeyUsagePurpose, Ia5String, IsCa, KeyPair, KeyUsagePurpose, PublicKeyData, SanType,
+    SerialNumber, PKCS_ECDSA_P256_SHA256,
 };
 
 use crate::error::AuthError;
@@ -212,10 +212,12 @@ impl Signer {
         );
         params.distinguished_name = dn;
         for h in hosts {
-            params.subject_alt_names.push(match h.parse::<std::net::IpAddr>() {
-                Ok(ip) => SanType::IpAddress(ip),
-                Err(_) => SanType::DnsName(Ia5String::try_from(h.as_str()).map_err(cert_err)?),
-            });
+            params
+                .subject_alt_names
+                .push(match h.parse::<std::net::IpAddr>() {
+                    Ok(ip) => SanType::IpAddress(ip),
+                    Err(_) => SanType::DnsName(Ia5String::try_from(h.as_str()).map_err(cert_err)?),
+                });
         }
         params.serial_number = Some(SerialNumber::from(Id::random().0.to_vec()));
         params.is_ca = IsCa::ExplicitNoCa;

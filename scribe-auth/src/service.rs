@@ -170,7 +170,10 @@ pub fn certificate_serial(der: &[u8]) -> Option<Id> {
     if tag != 0x02 {
         return None;
     }
-    let start = content.iter().position(|&b| b != 0).unwrap_or(content.len());
+    let start = content
+        .iter()
+        .position(|&b| b != 0)
+        .unwrap_or(content.len());
     let digits = &content[start..];
     if digits.len() > 16 {
         return None;
@@ -263,7 +266,10 @@ impl Service {
             ));
         }
         if row.expires_ms != NEVER_EXPIRES && row.expires_ms <= crate::now_ms() {
-            return Err(refusal(ErrorCode::Unauthenticated, "the credential expired"));
+            return Err(refusal(
+                ErrorCode::Unauthenticated,
+                "the credential expired",
+            ));
         }
         if row.kind == CredentialKind::Server {
             return Err(refusal(
@@ -365,7 +371,9 @@ impl Service {
             Err(_) => {
                 // Not a password this service would accept: spend the same work.
                 let dummy = Password::generate();
-                self.read_dir().verify_login("", &dummy).map(|_| (None, false))
+                self.read_dir()
+                    .verify_login("", &dummy)
+                    .map(|_| (None, false))
             }
         };
         let (user, matched) = match verified {
@@ -451,7 +459,11 @@ impl Service {
         };
         let r = dir.transact(|tx| {
             if tx.contains(&Key::Session(op))? {
-                return Err(Refusal::new(ErrorCode::Busy, "a login with this operation id is running").into());
+                return Err(Refusal::new(
+                    ErrorCode::Busy,
+                    "a login with this operation id is running",
+                )
+                .into());
             }
             tx.insert_credential(credential, &row, &cert)?;
             tx.put(
@@ -492,7 +504,9 @@ impl Service {
         intent: [u8; 32],
         username: &str,
     ) -> Result<Option<Sau2Result>, AuthError> {
-        let recorded = self.read_dir().get::<SessionOutcomeRow>(&Key::Session(op))?;
+        let recorded = self
+            .read_dir()
+            .get::<SessionOutcomeRow>(&Key::Session(op))?;
         let Some(recorded) = recorded else {
             return Ok(None);
         };
@@ -561,7 +575,8 @@ fn tls_config(dir: &AuthDir, hosts: &[String]) -> Result<Arc<rustls::ServerConfi
     let (cert_pem, key_pem) = dir
         .signer(CaFamily::Access)?
         .issue_tls_server(hosts, crate::now_ms())?;
-    let chain = vec![CertificateDer::from_pem_slice(cert_pem.as_bytes()).map_err(|e| bad(e.to_string()))?];
+    let chain =
+        vec![CertificateDer::from_pem_slice(cert_pem.as_bytes()).map_err(|e| bad(e.to_string()))?];
     let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| bad(e.to_string()))?;
     let mut roots = rustls::RootCertStore::empty();
     let anchors = dir.trust_anchor_pem(CaFamily::Credential)?;
@@ -571,11 +586,13 @@ fn tls_config(dir: &AuthDir, hosts: &[String]) -> Result<Arc<rustls::ServerConfi
             .map_err(|e| bad(e.to_string()))?;
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier =
-        rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-            .allow_unauthenticated()
-            .build()
-            .map_err(|e| bad(e.to_string()))?;
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .allow_unauthenticated()
+    .build()
+    .map_err(|e| bad(e.to_string()))?;
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| bad(e.to_string()))?
