@@ -10,8 +10,8 @@
 
 use rcgen::{
     BasicConstraints, Certificate, CertificateParams, DistinguishedName, DnType,
-    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, PublicKeyData, SerialNumber,
-    PKCS_ECDSA_P256_SHA256,
+    ExtendedKeyUsagePurpose, Ia5String, IsCa, KeyPair, KeyUsagePurpose, PublicKeyData, SanType,
+    SerialNumber, PKCS_ECDSA_P256_SHA256,
 };
 
 use crate::error::AuthError;
@@ -117,6 +117,119 @@ impl Signer {
             .signed_by(public_key, &self.cert, &self.key)
             .map_err(cert_err)?
             .pem())
+    }
+}
+
+/// A P-256 public key that arrived as SubjectPublicKeyInfo DER (a client's
+/// login key), checked and kept as its uncompressed point for rcgen.
+pub struct P256PublicKey {
+    point: Vec<u8>,
+}
+
+impl P256PublicKey {
+    /// Parse and check SubjectPublicKeyInfo DER of a P-256 key.
+    pub fn from_spki_der(der: &[u8]) -> Result<P256PublicKey, AuthError> {
+        use p256::elliptic_curve::sec1::ToEncodedPoint;
+        use p256::pkcs8::DecodePublicKey;
+        let key = p256::PublicKey::from_public_key_der(der).map_err(|e| AuthError::Invalid {
+            what: "public key",
+            reason: format!("not a P-256 SubjectPublicKeyInfo: {e}"),
+        })?;
+        Ok(P256PublicKey {
+            point: key.to_encoded_point(false).as_bytes().to_vec(),
+        })
+    }
+}
+
+impl PublicKeyData for P256PublicKey {
+    fn der_bytes(&self) -> &[u8] {
+        &self.point
+    }
+    fn algorithm(&self) -> &rcgen::SignatureAlgorithm {
+        &PKCS_ECDSA_P256_SHA256
+    }
+}
+
+/// The URI a credential certificate names: `scribe-credential://<trust
+/// domain>/<credential id>`.
+pub fn credential_uri(trust_domain: &str, credential: Id) -> String {
+    format!("scribe-credential://{trust_domain}/{}", credential.hex())
+}
+
+impl Signer {
+    /// A session credential certificate (`docs/auth.md#credential-certificates`):
+    /// subject `CN=<credential id hex>, O=<trust domain>, OU=session`, SAN URI
+    /// `scribe-credential://<trust domain>/<credential id>`, serial = the
+    /// credential id, valid from `created_ms` to `expires_ms`, client
+    /// authentication only, signed by this (credential) CA.
+    pub fn issue_session(
+        &self,
+        public_key: &impl PublicKeyData,
+        credential: Id,
+        created_ms: u64,
+        expires_ms: u64,
+    ) -> Result<String, AuthError> {
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, credential.hex());
+        dn.push(DnType::OrganizationName, self.trust_domain.as_str());
+        dn.push(
+            DnType::OrganizationalUnitName,
+            CredentialKind::Session.as_str(),
+        );
+        params.distinguished_name = dn;
+        params.subject_alt_names = vec![SanType::URI(
+            Ia5String::try_from(credential_uri(&self.trust_domain, credential))
+                .map_err(cert_err)?,
+        )];
+        params.serial_number = Some(SerialNumber::from(credential.0.to_vec()));
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.use_authority_key_identifier_extension = true;
+        params.not_before = to_time(created_ms)?;
+        params.not_after = to_time(expires_ms)?;
+        Ok(params
+            .signed_by(public_key, &self.cert, &self.key)
+            .map_err(cert_err)?
+            .pem())
+    }
+
+    /// The service's TLS serving certificate (signed by the access CA) for
+    /// `hosts` (DNS names or IP addresses), with a fresh key: `(certificate
+    /// PEM, PKCS#8 key PEM)`. Made at each `serve` start, never stored.
+    pub fn issue_tls_server(
+        &self,
+        hosts: &[String],
+        now_ms: u64,
+    ) -> Result<(String, String), AuthError> {
+        let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(cert_err)?;
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(
+            DnType::CommonName,
+            format!("{} scribe-auth service", self.trust_domain),
+        );
+        params.distinguished_name = dn;
+        for h in hosts {
+            params
+                .subject_alt_names
+                .push(match h.parse::<std::net::IpAddr>() {
+                    Ok(ip) => SanType::IpAddress(ip),
+                    Err(_) => SanType::DnsName(Ia5String::try_from(h.as_str()).map_err(cert_err)?),
+                });
+        }
+        params.serial_number = Some(SerialNumber::from(Id::random().0.to_vec()));
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.use_authority_key_identifier_extension = true;
+        params.not_before = to_time(now_ms.saturating_sub(3_600_000))?;
+        params.not_after = to_time(now_ms.saturating_add(400 * 86_400_000))?;
+        let cert = params
+            .signed_by(&key, &self.cert, &self.key)
+            .map_err(cert_err)?;
+        Ok((cert.pem(), key.serialize_pem()))
     }
 }
 

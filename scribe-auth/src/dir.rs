@@ -254,6 +254,19 @@ impl AdminTxn<'_> {
         Ok(())
     }
 
+    /// Append an audit row (`audit/SEQ`) in this transaction.
+    pub fn audit(
+        &mut self,
+        unix_ms: u64,
+        actor: Option<Id>,
+        command: &str,
+        operation: Id,
+        ok: bool,
+        args: &[AuditArg],
+    ) -> Result<(), AuthError> {
+        append_audit(self, unix_ms, actor, command, operation, ok, args)
+    }
+
     /// Delete a credential with its key, certificate and index rows.
     pub fn remove_credential(&mut self, credential: Id) -> Result<bool, AuthError> {
         let Some(row) = self.get::<CredentialRow>(&Key::Credential(credential))? else {
@@ -805,6 +818,68 @@ impl AuthDir {
             .insert(key.as_str(), bytes.as_slice())
             .map_err(AuthError::db)?;
         Ok(())
+    }
+
+    /// The intent digest of a request body (the SAU2 request bytes after the
+    /// operation id): BLAKE3 keyed with a key derived from the pepper, so a
+    /// stored digest of a `login` (whose body holds the password) allows no
+    /// offline guessing without the pepper.
+    pub fn intent_digest(&self, body: &[u8]) -> [u8; 32] {
+        let key = blake3::derive_key("scribe-auth sau2 intent v1", self.pepper.bytes());
+        *blake3::keyed_hash(&key, body).as_bytes()
+    }
+
+    /// Verify `password` against the stored PHC string of `username`: the
+    /// user row (if any) and whether the password matched. An unknown user,
+    /// or one without a password, costs one hash as well.
+    pub fn verify_login(
+        &self,
+        username: &str,
+        password: &Password,
+    ) -> Result<(Option<UserRow>, bool), AuthError> {
+        let user = self.get::<UserRow>(&Key::User(username.to_owned()))?;
+        let stored = self.get::<PasswordRow>(&Key::Password(username.to_owned()))?;
+        match (user, stored) {
+            (Some(user), Some(stored)) => {
+                let ok = password::verify(self.pepper.bytes(), password, &stored.phc)?;
+                Ok((Some(user), ok))
+            }
+            (user, _) => {
+                password::verify_unknown_user(self.pepper.bytes(), password);
+                Ok((user, false))
+            }
+        }
+    }
+
+    /// One Immediate write transaction without an `operations/` outcome or
+    /// a revision advance (login outcomes live under `sessions/`); the
+    /// change may audit itself ([`AdminTxn::audit`]). A refusal or failure
+    /// discards everything.
+    pub fn transact<T>(
+        &mut self,
+        change: impl FnOnce(&mut AdminTxn<'_>) -> Result<T, AdminError>,
+    ) -> Result<Result<T, Refusal>, AuthError> {
+        let txn = begin_write(&self.db)?;
+        let out = {
+            let mut atx = AdminTxn {
+                table: txn.open_table(TABLE).map_err(AuthError::db)?,
+                changed: false,
+                pepper: &self.pepper,
+                secrets: Vec::new(),
+            };
+            change(&mut atx)
+        };
+        match out {
+            Ok(v) => {
+                txn.commit().map_err(AuthError::db)?;
+                Ok(Ok(v))
+            }
+            Err(AdminError::Refused(r)) => {
+                txn.abort().map_err(AuthError::db)?;
+                Ok(Err(r))
+            }
+            Err(AdminError::Failed(e)) => Err(e),
+        }
     }
 
     /// `user-add`: a new user with a fresh id (and a password, if given).

@@ -23,6 +23,7 @@ pub mod files;
 pub mod ids;
 pub mod password;
 pub mod rows;
+pub mod service;
 
 pub use dir::{AdminError, AdminRequest, AdminTxn, AuthDir, InitOptions, InitReport, Refusal};
 pub use error::AuthError;

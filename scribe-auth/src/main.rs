@@ -70,6 +70,30 @@ enum Command {
         #[arg(long)]
         witness_file: PathBuf,
     },
+    /// Run the auth service: SAU2 over TLS (login, whoami, logout).
+    Serve {
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long)]
+        pepper_file: PathBuf,
+        #[arg(long)]
+        witness_file: PathBuf,
+        /// HOST:PORT to listen on; port 0 picks a free port.
+        #[arg(long)]
+        listen: String,
+        /// Where to write `listen` and `scribe-auth.pid` once listening.
+        #[arg(long)]
+        runtime_dir: Option<PathBuf>,
+        /// Another host name or address for the TLS certificate (repeatable).
+        #[arg(long = "host")]
+        hosts: Vec<String>,
+        /// Most simultaneous connections.
+        #[arg(long, default_value_t = scribe_auth::service::DEFAULT_MAX_CONNECTIONS)]
+        max_connections: usize,
+        /// Session lifetime in seconds.
+        #[arg(long, default_value_t = scribe_auth::service::DEFAULT_SESSION_MS / 1000)]
+        session_secs: u64,
+    },
     /// Convert a schema 3 directory to schema 4.
     Migrate {
         #[arg(long)]
@@ -195,5 +219,27 @@ fn run(command: Command) -> Result<(), AuthError> {
             Ok(())
         }
         Command::Migrate { data } => dir::migrate(&data),
+        Command::Serve {
+            data,
+            pepper_file,
+            witness_file,
+            listen,
+            runtime_dir,
+            hosts,
+            max_connections,
+            session_secs,
+        } => {
+            let d = AuthDir::open(&data, &pepper_file, &witness_file)?;
+            scribe_auth::service::serve(
+                d,
+                scribe_auth::service::ServeOptions {
+                    listen,
+                    runtime_dir,
+                    hosts,
+                    max_connections: max_connections.max(1),
+                    session_ms: session_secs.saturating_mul(1000).max(1000),
+                },
+            )
+        }
     }
 }

@@ -21,6 +21,7 @@
 
 use std::sync::Arc;
 
+pub mod auth;
 pub mod client;
 pub mod error;
 pub mod failpoints;

@@ -94,6 +94,10 @@ error_codes! {
     Forbidden = 300, "forbidden";
     /// The auth service could not be consulted or answered from the past.
     AuthUnavailable = 301, "auth_unavailable";
+    /// No valid credential, or a login with a wrong username or password.
+    Unauthenticated = 302, "unauthenticated";
+    /// Too many failed logins for this user or address; retry later.
+    LoginThrottled = 303, "login_throttled";
     /// The server or data root is busy or in use by another process.
     Busy = 400, "busy";
     /// The server is at one of its own limits (connections, upload

@@ -198,6 +198,108 @@ pub fn decode_row_exact<const N: usize>(
     })
 }
 
+/// Longest verb of a request.
+pub const MAX_VERB_BYTES: usize = 64;
+/// Most arguments of a request.
+pub const MAX_ARGUMENTS: usize = 16;
+/// Longest argument of a request.
+pub const MAX_ARGUMENT_BYTES: usize = 16 * 1024;
+/// Largest encoded request: 64 KiB.
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+
+/// One SAU2 request: `[16] operation ‖ str16 verb ‖ u16 n ‖ n × str16 argument`.
+///
+/// The verb is 1 to [`MAX_VERB_BYTES`] bytes of `a-z`, `0-9` and `-`; at
+/// most [`MAX_ARGUMENTS`] arguments of at most [`MAX_ARGUMENT_BYTES`] bytes
+/// each; at most [`MAX_REQUEST_BYTES`] in all. Binary arguments (a public
+/// key) travel as lowercase hex.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Sau2Request {
+    /// The operation id (replays of it return the recorded outcome).
+    pub operation: [u8; 16],
+    pub verb: String,
+    pub arguments: Vec<String>,
+}
+
+impl std::fmt::Debug for Sau2Request {
+    // Arguments may hold a password: never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sau2Request")
+            .field("operation", &self.operation)
+            .field("verb", &self.verb)
+            .field("arguments", &self.arguments.len())
+            .finish()
+    }
+}
+
+fn check_verb(verb: &str) -> Result<(), FormatError> {
+    if verb.is_empty()
+        || verb.len() > MAX_VERB_BYTES
+        || !verb
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return Err(FormatError::invalid(
+            "sau2.verb",
+            "1 to 64 bytes of a-z, 0-9 and -",
+        ));
+    }
+    Ok(())
+}
+
+impl Sau2Request {
+    /// Encode, refusing values beyond the bounds.
+    pub fn encode(&self) -> Result<Vec<u8>, FormatError> {
+        check_verb(&self.verb)?;
+        check_len("sau2.arguments", self.arguments.len(), MAX_ARGUMENTS)?;
+        let mut out = Vec::new();
+        out.extend_from_slice(&self.operation);
+        out.put_bytes16(self.verb.as_bytes());
+        out.put_u16(self.arguments.len() as u16);
+        for a in &self.arguments {
+            check_len("sau2.argument", a.len(), MAX_ARGUMENT_BYTES)?;
+            out.put_bytes16(a.as_bytes());
+        }
+        check_len("sau2.request", out.len(), MAX_REQUEST_BYTES)?;
+        Ok(out)
+    }
+
+    /// Decode exactly one request (no trailing bytes).
+    pub fn decode(bytes: &[u8]) -> Result<Sau2Request, FormatError> {
+        check_len("sau2.request", bytes.len(), MAX_REQUEST_BYTES)?;
+        let mut r = Reader::new(bytes);
+        let operation = r.array::<16>("sau2.operation")?;
+        let verb = r.str16("sau2.verb", MAX_VERB_BYTES)?.to_owned();
+        check_verb(&verb)?;
+        let n = usize::from(r.u16("sau2.arguments")?);
+        check_len("sau2.arguments", n, MAX_ARGUMENTS)?;
+        let mut arguments = Vec::with_capacity(n);
+        for _ in 0..n {
+            arguments.push(r.str16("sau2.argument", MAX_ARGUMENT_BYTES)?.to_owned());
+        }
+        r.finish("sau2.request")?;
+        Ok(Sau2Request {
+            operation,
+            verb,
+            arguments,
+        })
+    }
+
+    /// The bytes after the operation id: what the intent digest covers.
+    pub fn body(encoded: &[u8]) -> &[u8] {
+        encoded.get(16..).unwrap_or_default()
+    }
+}
+
+/// The stream framing of SAU2 over TLS: `u32 LE length ‖ message`; a request
+/// frame is at most [`MAX_REQUEST_BYTES`], a result frame at most
+/// [`MAX_RESULT_BYTES`]. Returns the announced length if acceptable.
+pub fn frame_length(header: [u8; 4], limit: usize) -> Result<usize, FormatError> {
+    let len = u32::from_le_bytes(header) as usize;
+    check_len("sau2.frame", len, limit)?;
+    Ok(len)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

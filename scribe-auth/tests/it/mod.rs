@@ -4,4 +4,5 @@ mod audit;
 mod crash;
 mod directory;
 mod rows;
+mod service;
 mod witness;

@@ -131,3 +131,108 @@ proptest! {
         }
     }
 }
+
+mod request {
+    use proptest::prelude::*;
+    use scribe_format::error::FormatError;
+    use scribe_format::sau2::{self, Sau2Request, MAX_ARGUMENTS, MAX_REQUEST_BYTES};
+
+    #[test]
+    fn golden_request() {
+        let req = Sau2Request {
+            operation: [0x11; 16],
+            verb: "login".into(),
+            arguments: vec!["ann".into(), "é".into()],
+        };
+        let bytes = req.encode().unwrap();
+        let mut want = vec![0x11; 16];
+        want.extend_from_slice(&[5, 0, b'l', b'o', b'g', b'i', b'n', 2, 0]);
+        want.extend_from_slice(&[3, 0, b'a', b'n', b'n', 2, 0, 0xc3, 0xa9]);
+        assert_eq!(bytes, want);
+        assert_eq!(Sau2Request::decode(&bytes).unwrap(), req);
+        assert_eq!(Sau2Request::body(&bytes), &want[16..]);
+        // whoami without arguments: 16 + 2 + 6 + 2 bytes.
+        let who = Sau2Request {
+            operation: [0; 16],
+            verb: "whoami".into(),
+            arguments: vec![],
+        };
+        assert_eq!(who.encode().unwrap().len(), 26);
+    }
+
+    #[test]
+    fn malformed_requests_are_named() {
+        // Truncated operation id.
+        assert!(matches!(
+            Sau2Request::decode(&[0; 15]),
+            Err(FormatError::Truncated { .. })
+        ));
+        // A verb with an upper-case letter.
+        let mut bad = vec![0; 16];
+        bad.extend_from_slice(&[1, 0, b'L', 0, 0]);
+        assert!(Sau2Request::decode(&bad).is_err());
+        // Too many arguments announced.
+        let mut many = vec![0; 16];
+        many.extend_from_slice(&[1, 0, b'x']);
+        many.extend_from_slice(&((MAX_ARGUMENTS + 1) as u16).to_le_bytes());
+        assert!(matches!(
+            Sau2Request::decode(&many),
+            Err(FormatError::LimitExceeded {
+                what: "sau2.arguments",
+                ..
+            })
+        ));
+        // Trailing bytes.
+        let mut trailing = Sau2Request {
+            operation: [0; 16],
+            verb: "x".into(),
+            arguments: vec![],
+        }
+        .encode()
+        .unwrap();
+        trailing.push(0);
+        assert!(matches!(
+            Sau2Request::decode(&trailing),
+            Err(FormatError::TrailingBytes { .. })
+        ));
+        // Oversized input and frames are refused before reading.
+        assert!(Sau2Request::decode(&vec![0; MAX_REQUEST_BYTES + 1]).is_err());
+        assert!(sau2::frame_length(
+            ((MAX_REQUEST_BYTES + 1) as u32).to_le_bytes(),
+            MAX_REQUEST_BYTES
+        )
+        .is_err());
+        assert_eq!(
+            sau2::frame_length(7u32.to_le_bytes(), MAX_REQUEST_BYTES).unwrap(),
+            7
+        );
+        // The encoder refuses what the decoder refuses.
+        assert!(Sau2Request {
+            operation: [0; 16],
+            verb: String::new(),
+            arguments: vec![],
+        }
+        .encode()
+        .is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn requests_round_trip(
+            operation in any::<[u8; 16]>(),
+            verb in "[a-z0-9-]{1,64}",
+            arguments in proptest::collection::vec(".{0,40}", 0..MAX_ARGUMENTS),
+        ) {
+            let req = Sau2Request { operation, verb, arguments };
+            let bytes = req.encode().unwrap();
+            prop_assert_eq!(Sau2Request::decode(&bytes).unwrap(), req);
+        }
+
+        #[test]
+        fn arbitrary_request_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            if let Ok(req) = Sau2Request::decode(&bytes) {
+                prop_assert_eq!(req.encode().unwrap(), bytes);
+            }
+        }
+    }
+}
