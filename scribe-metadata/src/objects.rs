@@ -47,6 +47,12 @@ pub trait ObjectPresence: Send + Sync {
     fn checks_manifests(&self) -> bool {
         true
     }
+
+    /// Whether [`read`](Self::read) returns only bytes it verified
+    /// against their identity (so a caller need not hash them again).
+    fn verifies_reads(&self) -> bool {
+        false
+    }
 }
 
 /// Durable publication and read-back of commit envelopes (kind 4).
@@ -234,6 +240,11 @@ impl ObjectPresence for StoreObjects {
 
     fn missing(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>> {
         self.0.missing(ids).map_err(store_err)
+    }
+
+    /// `ObjectStore::get` verifies every object against its identity.
+    fn verifies_reads(&self) -> bool {
+        true
     }
 
     fn read(&self, id: &ObjectId) -> Result<Option<Vec<u8>>> {
