@@ -140,6 +140,35 @@ pub enum Command {
     },
     /// List locks with owner, workspace and time
     Locks,
+    /// Sign in to a team's auth service and keep the credential
+    ///
+    /// Makes a P-256 key on this machine (it never leaves it), sends the
+    /// password and the public key to the auth service over TLS, and
+    /// stores the session certificate, the key and the service's CA in the
+    /// user's config directory (`$SCRIBE_CONFIG_DIR`, else
+    /// `$XDG_CONFIG_HOME/scribe`, else `~/.config/scribe`), readable only
+    /// by the user. The password is read from the terminal without echo,
+    /// from `--password-file`, or from standard input when it is not a
+    /// terminal.
+    Login {
+        /// The auth service, sau2://HOST:PORT (default: the one of the last login)
+        #[arg(long)]
+        auth: Option<String>,
+        /// The user name (default: $SCRIBE_AUTHOR, else $USER)
+        #[arg(long)]
+        user: Option<String>,
+        /// Read the password from this file (its first line)
+        #[arg(long)]
+        password_file: Option<PathBuf>,
+        /// The auth service's CA certificate, PEM (`scribe-auth ca-cert --access`;
+        /// default: the one stored by the last login)
+        #[arg(long)]
+        ca_file: Option<PathBuf>,
+    },
+    /// End the stored session (the auth service disables its credential)
+    Logout,
+    /// Show who the stored credential (or $SCRIBE_CREDENTIAL) signs in as
+    Whoami,
     /// Show recent changes of the branch
     Log {
         /// How many changes to show

@@ -166,6 +166,8 @@ pub fn hint_for(code: ErrorCode) -> Option<&'static str> {
         }
         ErrorCode::PathConflict => "a file cannot sit where a folder of files is, or under another file: rename one of the listed paths with `scribe move`, or delete the file in the same submit",
         ErrorCode::InvalidManifest => "the server refused what this client sent for the listed files; nothing was recorded. Run `scribe submit` again; if it repeats, report it with `scribe --version`",
+        ErrorCode::Unauthenticated => "sign in with `scribe login` (CI and agents: point SCRIBE_CREDENTIAL at a credential file)",
+        ErrorCode::LoginThrottled => "too many failed sign-ins for this user or address: wait the time given, then try again",
         ErrorCode::StorageFull => "the server's disk is full: tell its administrator; your work is safe here, and running the same command again once there is room goes on where it stopped",
         ErrorCode::UnsupportedVersion => "use a scribe build that matches the server or workspace",
         ErrorCode::Malformed => "the server, or something between it and you, sent what this client refuses; nothing was changed (use scribes:// across untrusted networks)",

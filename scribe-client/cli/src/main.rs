@@ -21,7 +21,7 @@ mod reference;
 mod ui;
 
 use args::{Cli, Command, RecoveryCmd, RepoCmd, ViewCmd, WorkspaceCmd};
-use cmd::{files, info, locks, quickstart, recovery, repo, submit, sync, workspace};
+use cmd::{auth, files, info, locks, quickstart, recovery, repo, submit, sync, workspace};
 use error::{CliError, CliResult};
 
 fn run(cli: Cli) -> CliResult {
@@ -101,6 +101,14 @@ fn run(cli: Cli) -> CliResult {
         Command::Lock { paths } => locks::lock(c, paths),
         Command::Unlock { paths } => locks::unlock(c, paths),
         Command::Locks => locks::locks(c),
+        Command::Login {
+            auth: url,
+            user,
+            password_file,
+            ca_file,
+        } => auth::login(c, url, user, password_file, ca_file),
+        Command::Logout => auth::logout(c),
+        Command::Whoami => auth::whoami(c),
         Command::Log { n } => info::log(c, n),
         Command::History { path } => info::history(c, path),
         Command::Describe { change } => info::describe(c, change),
@@ -152,6 +160,9 @@ fn retry_hint(command: &Command) -> &'static str {
         Command::Sync { .. } | Command::View(_) => {
             "check that the server runs at that address; then run `scribe sync` again: it \
              continues where it stopped (files already placed stay)"
+        }
+        Command::Login { .. } | Command::Logout | Command::Whoami => {
+            "check the auth service address and that it runs there; then run the command again"
         }
         Command::Workspace(WorkspaceCmd::Create { .. }) | Command::Quickstart { .. } => {
             "check the server URL and that the server runs there; then run the command again \

@@ -1,5 +1,6 @@
 mod support;
 
+mod auth;
 mod crash;
 mod daily;
 mod dead_server;
