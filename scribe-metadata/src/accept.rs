@@ -1017,7 +1017,7 @@ impl Repository {
     /// `accepted_manifests` also have their chunks read (presence, lengths,
     /// profile cuts, content id). See [`crate::manifest_check`].
     fn check_manifests(&self, s: &Submission) -> Result<Option<Reject>> {
-        use crate::manifest_check::{check, Claim, Fault};
+        use crate::manifest_check::{check, Claim, Depth, Fault};
         let mut claims: std::collections::BTreeMap<ManifestId, Vec<Claim<'_>>> = Default::default();
         for e in &s.change_set.entries {
             if let Some(st) = &e.state {
@@ -1041,7 +1041,12 @@ impl Repository {
         };
         let mut missing = Vec::new();
         for (m, cl) in &claims {
-            match check(&*self.objects, m, cl, !witnessed.contains(m))? {
+            let depth = if witnessed.contains(m) {
+                Depth::Shallow
+            } else {
+                Depth::Accept
+            };
+            match check(&*self.objects, m, cl, depth)? {
                 None => {}
                 Some(Fault::Missing(ids)) => missing.extend(ids),
                 Some(Fault::Invalid(why)) => {

@@ -508,7 +508,7 @@ impl Repository {
     /// or behind its back. Each problem names `path@change`. Reads every
     /// accepted chunk once; empty for a store that holds no bytes.
     pub fn check_accepted_manifests(&self) -> Result<Vec<Problem>> {
-        use crate::manifest_check::{check, Claim, Fault};
+        use crate::manifest_check::{check, Claim, Depth, Fault};
         let mut out = Vec::new();
         if !self.objects.checks_manifests() {
             return Ok(out);
@@ -546,7 +546,7 @@ impl Repository {
             }
         };
         for (m, revs) in &uses {
-            let fault = check(&*self.objects, m, &[], true)?;
+            let fault = check(&*self.objects, m, &[], Depth::Audit)?;
             let fault = match fault {
                 None => {
                     for (p, c, content, size) in revs {
@@ -555,7 +555,8 @@ impl Repository {
                             content: *content,
                             size: *size,
                         }];
-                        if let Some(Fault::Invalid(why)) = check(&*self.objects, m, &claim, false)?
+                        if let Some(Fault::Invalid(why)) =
+                            check(&*self.objects, m, &claim, Depth::Shallow)?
                         {
                             add("manifests.invalid", format!("{p}@{c}: {why}"));
                         }

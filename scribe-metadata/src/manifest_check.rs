@@ -19,6 +19,7 @@
 //! on upload already); a manifest witnessed in `accepted_manifests` was
 //! checked when it was first accepted and gets the shallow check only.
 
+use rayon::prelude::*;
 use scribe_format::manifest::ManifestRef;
 use scribe_format::{ChunkId, FileContentId, ManifestId, ObjectId};
 
@@ -41,12 +42,25 @@ pub(crate) enum Fault {
     Invalid(String),
 }
 
-/// Check manifest `id` against `claims`; `deep` also reads its chunks.
+/// How far [`check`] reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Depth {
+    /// The manifest and the entries naming it.
+    Shallow,
+    /// Also every chunk, hashed together into the file content id only
+    /// (acceptance: the chunks were verified when they were uploaded).
+    Accept,
+    /// Also every chunk, each verified against its identity first, so a
+    /// damaged stored chunk is named as such (doctor, verify).
+    Audit,
+}
+
+/// Check manifest `id` against `claims`, as deep as `depth`.
 pub(crate) fn check(
     objects: &dyn ObjectHooks,
     id: &ManifestId,
     claims: &[Claim<'_>],
-    deep: bool,
+    depth: Depth,
 ) -> Result<Option<Fault>> {
     let oid = ObjectId::manifest(*id);
     let bytes = match objects.read(&oid) {
@@ -90,9 +104,10 @@ pub(crate) fn check(
             ))));
         }
     }
-    if !deep {
+    if depth == Depth::Shallow {
         return Ok(None);
     }
+    let audit = depth == Depth::Audit;
     let mut ids: Vec<ObjectId> = m.chunks().map(|c| ObjectId::chunk(c.id)).collect();
     ids.sort_unstable_by_key(|i| i.to_bytes());
     ids.dedup();
@@ -100,42 +115,66 @@ pub(crate) fn check(
     if !missing.is_empty() {
         return Ok(Some(Fault::Missing(missing)));
     }
-    // Chunks in order: length, cut point (needs the next chunk's first
-    // bytes), then the whole-file hash.
+    // Chunks in windows: each window's chunks are read and held to their
+    // length and cut point in parallel (a cut point needs the next chunk's
+    // first bytes, so a window's last chunk is judged with the next
+    // window), then hashed in order into the whole-file hash, which uses
+    // both cores for large chunks. At most WINDOW chunks are in memory.
+    let chunks: Vec<_> = m.chunks().collect();
+    let window = (2 * rayon::current_num_threads()).max(2);
     let mut hasher = blake3::Hasher::new();
-    let mut previous: Option<(usize, Vec<u8>)> = None;
-    let count = m.chunk_count() as usize;
-    for (index, chunk) in m.chunks().enumerate() {
-        let data = match read_chunk(objects, &chunk.id)? {
-            Ok(d) => d,
-            Err(why) => return Ok(Some(Fault::Invalid(format!("manifest {id}: {why}")))),
-        };
-        if data.len() as u64 != u64::from(chunk.length) {
-            return Ok(Some(Fault::Invalid(format!(
-                "manifest {id}: chunk {index} ({}) has {} bytes, the manifest says {}",
-                chunk.id,
-                data.len(),
-                chunk.length
-            ))));
+    let mut held: Option<(usize, Vec<u8>)> = None;
+    for (w, group) in chunks.chunks(window).enumerate() {
+        let base = w * window;
+        let read: Vec<Result<std::result::Result<Vec<u8>, String>>> = group
+            .par_iter()
+            .map(|c| read_chunk(objects, &c.id, audit))
+            .collect();
+        let mut data = Vec::with_capacity(group.len());
+        for (i, (r, c)) in read.into_iter().zip(group).enumerate() {
+            let d = match r? {
+                Ok(d) => d,
+                Err(why) => return Ok(Some(Fault::Invalid(format!("manifest {id}: {why}")))),
+            };
+            if d.len() as u64 != u64::from(c.length) {
+                return Ok(Some(Fault::Invalid(format!(
+                    "manifest {id}: chunk {} ({}) has {} bytes, the manifest says {}",
+                    base + i,
+                    c.id,
+                    d.len(),
+                    c.length
+                ))));
+            }
+            data.push(d);
         }
-        if let Some((i, prev)) = previous.take() {
-            if !scribe_objects::is_profile_cut(&prev, &data) {
+        // The held chunk of the previous window, against this window's first.
+        if let Some((i, prev)) = held.take() {
+            if !scribe_objects::is_profile_cut(&prev, &data[0]) {
                 return Ok(Some(cut_fault(id, i)));
             }
         }
-        // The whole-file hash is the one pass over the content that cannot
-        // be avoided; large chunks use both cores.
-        if data.len() >= 128 << 10 {
-            hasher.update_rayon(&data);
+        let last_window = base + group.len() == chunks.len();
+        let judged = if last_window {
+            data.len()
         } else {
-            hasher.update(&data);
+            data.len() - 1
+        };
+        let bad = (0..judged).into_par_iter().find_first(|&i| {
+            let next: &[u8] = data.get(i + 1).map_or(&[], |n| n.as_slice());
+            !scribe_objects::is_profile_cut(&data[i], next)
+        });
+        if let Some(i) = bad {
+            return Ok(Some(cut_fault(id, base + i)));
         }
-        if index + 1 == count {
-            if !scribe_objects::is_profile_cut(&data, &[]) {
-                return Ok(Some(cut_fault(id, index)));
+        for d in &data {
+            if d.len() >= 128 << 10 {
+                hasher.update_rayon(d);
+            } else {
+                hasher.update(d);
             }
-        } else {
-            previous = Some((index, data));
+        }
+        if !last_window {
+            held = data.pop().map(|d| (base + judged, d));
         }
     }
     let computed = FileContentId(*hasher.finalize().as_bytes());
@@ -154,15 +193,25 @@ fn cut_fault(id: &ManifestId, index: usize) -> Fault {
     ))
 }
 
-/// A chunk's bytes, re-hashed; `Err` names what is wrong with it.
+/// A chunk's bytes; `Err` names what is wrong with it. Unless `verify`,
+/// they are not hashed one by one: the caller hashes them all into the
+/// file content id, which no wrong byte survives.
 fn read_chunk(
     objects: &dyn ObjectHooks,
     id: &ChunkId,
+    verify: bool,
 ) -> Result<std::result::Result<Vec<u8>, String>> {
-    match objects.read(&ObjectId::chunk(*id)) {
-        // A store that verifies its reads has hashed the chunk already.
-        Ok(Some(d)) if objects.verifies_reads() || ChunkId::of(&d) == *id => Ok(Ok(d)),
-        Ok(Some(_)) => Ok(Err(format!("chunk {id} does not hash to its id"))),
+    let oid = ObjectId::chunk(*id);
+    let read = if verify {
+        objects.read(&oid)
+    } else {
+        objects.read_for_check(&oid)
+    };
+    match read {
+        Ok(Some(d)) if verify && ChunkId::of(&d) != *id => {
+            Ok(Err(format!("chunk {id} does not hash to its id")))
+        }
+        Ok(Some(d)) => Ok(Ok(d)),
         Ok(None) => Ok(Err(format!("chunk {id} is missing"))),
         Err(crate::MetadataError::Objects(e)) => Ok(Err(format!("chunk {id}: {e}"))),
         Err(e) => Err(e),

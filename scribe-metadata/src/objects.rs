@@ -48,10 +48,10 @@ pub trait ObjectPresence: Send + Sync {
         true
     }
 
-    /// Whether [`read`](Self::read) returns only bytes it verified
-    /// against their identity (so a caller need not hash them again).
-    fn verifies_reads(&self) -> bool {
-        false
+    /// `id`'s bytes for a check that hashes them itself (the deep
+    /// manifest check): a store may skip its own identity check here.
+    fn read_for_check(&self, id: &ObjectId) -> Result<Option<Vec<u8>>> {
+        self.read(id)
     }
 }
 
@@ -242,9 +242,12 @@ impl ObjectPresence for StoreObjects {
         self.0.missing(ids).map_err(store_err)
     }
 
-    /// `ObjectStore::get` verifies every object against its identity.
-    fn verifies_reads(&self) -> bool {
-        true
+    fn read_for_check(&self, id: &ObjectId) -> Result<Option<Vec<u8>>> {
+        match self.0.get_unverified(id) {
+            Ok(b) => Ok(Some(b)),
+            Err(scribe_objects::StoreError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(store_err(e)),
+        }
     }
 
     fn read(&self, id: &ObjectId) -> Result<Option<Vec<u8>>> {
