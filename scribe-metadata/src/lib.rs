@@ -16,6 +16,7 @@
 //! | [`pins`] | upload pins and their cleanup after a final outcome |
 //! | [`objects`] | the object-store hooks (presence, commit envelopes) |
 //! | [`clock`] | the wall clock in Unix milliseconds |
+//! | [`auth_state`] | `auth-state.redb` (section 7.2): workspace and operation claims, the auth revision seen |
 //!
 //! Snapshot pages, links, root rows and file records are
 //! `scribe_format::snapshot`'s types, used as they are.
@@ -23,6 +24,7 @@
 //! `docs/metadata.md` describes every table and the decisions taken here.
 
 pub mod accept;
+pub mod auth_state;
 pub mod clock;
 pub mod database_descriptor;
 pub mod doctor;

@@ -1,0 +1,453 @@
+//! `auth-state.redb` (specification section 7.2, schema 1): what a storage
+//! server that serves with scribe-auth must remember on its own, so an auth
+//! answer can never be replayed against it or rolled back.
+//!
+//! One table, `auth_state_v1` (`&[u8]` key → `&[u8]` value):
+//!
+//! | key | value |
+//! |---|---|
+//! | `schema` | u32 LE 1 |
+//! | `namespace` | UTF-8 auth namespace; opening with another is refused |
+//! | `u8 1 ‖ [16] repository ‖ [16] workspace` | `[16]` owning principal (permanent workspace claim) |
+//! | `u8 2 ‖ [16] repository ‖ [16] operation` | `[16]` owning principal `‖ [32]` operation fingerprint |
+//! | `auth-revision` | `[16]` auth incarnation `‖ u64 LE` revision |
+//!
+//! Every claim and every revision record is its own Immediate transaction,
+//! written before the mutation it authorizes; a claim is never rewritten.
+//! A second claim with another value is refused: `operation_intent_mismatch`
+//! when only an operation's fingerprint differs, otherwise `forbidden`. An
+//! auth answer from a lower revision of the recorded incarnation is
+//! `auth_unavailable`; one from another incarnation (after
+//! `scribe-auth restore`) replaces the record.
+//!
+//! This module is the file and its rules; `auth-init` (which first adds
+//! `auth-ownership-v1` to the data root's `required-features`) and the
+//! service's use of it are built on top (issue #15).
+
+use std::path::{Path, PathBuf};
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use scribe_format::ErrorCode;
+
+use crate::error::{MetadataError, Result};
+
+/// The file name inside the data root.
+pub const AUTH_STATE_FILE: &str = "auth-state.redb";
+/// The feature `auth-init` adds to the data root's `required-features`.
+pub const FEATURE: &str = "auth-ownership-v1";
+
+const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("auth_state_v1");
+const SCHEMA: u32 = 1;
+const KEY_SCHEMA: &[u8] = b"schema";
+const KEY_NAMESPACE: &[u8] = b"namespace";
+const KEY_REVISION: &[u8] = b"auth-revision";
+const WORKSPACE_CLAIM: u8 = 1;
+const OPERATION_CLAIM: u8 = 2;
+
+/// A 16-byte id (repository, workspace, operation, principal, incarnation).
+pub type Id16 = [u8; 16];
+
+/// The newest auth state a server has seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AuthRevision {
+    pub incarnation: Id16,
+    pub revision: u64,
+}
+
+/// An open `auth-state.redb`.
+pub struct AuthState {
+    db: Database,
+    path: PathBuf,
+}
+
+fn claim_key(tag: u8, repository: &Id16, id: &Id16) -> [u8; 33] {
+    let mut k = [0u8; 33];
+    k[0] = tag;
+    k[1..17].copy_from_slice(repository);
+    k[17..].copy_from_slice(id);
+    k
+}
+
+impl AuthState {
+    /// Create `auth-state.redb` in `data_root` for `namespace`; an
+    /// existing file is refused (`already_exists`).
+    pub fn create(data_root: &Path, namespace: &str) -> Result<AuthState> {
+        if namespace.is_empty() || namespace.len() > 255 || namespace.chars().any(char::is_control)
+        {
+            return Err(MetadataError::refused(
+                ErrorCode::Malformed,
+                format!("{namespace:?} is not an auth namespace"),
+            ));
+        }
+        let path = data_root.join(AUTH_STATE_FILE);
+        if path.exists() {
+            return Err(MetadataError::refused(
+                ErrorCode::AlreadyExists,
+                format!("{} exists already", path.display()),
+            ));
+        }
+        let db = Database::create(&path)?;
+        let mut tx = db.begin_write()?;
+        tx.set_durability(Durability::Immediate)?;
+        {
+            let mut t = tx.open_table(TABLE)?;
+            t.insert(KEY_SCHEMA, &SCHEMA.to_le_bytes()[..])?;
+            t.insert(KEY_NAMESPACE, namespace.as_bytes())?;
+        }
+        tx.commit()?;
+        Ok(AuthState { db, path })
+    }
+
+    /// Open the file of `data_root`, refusing another schema or namespace.
+    pub fn open(data_root: &Path, namespace: &str) -> Result<AuthState> {
+        let path = data_root.join(AUTH_STATE_FILE);
+        if !path.exists() {
+            return Err(MetadataError::refused(
+                ErrorCode::NotFound,
+                format!(
+                    "{} is missing (run `scribe-server auth-init`)",
+                    path.display()
+                ),
+            ));
+        }
+        let db = Database::open(&path)?;
+        let state = AuthState { db, path };
+        let schema = state.get(KEY_SCHEMA)?;
+        match schema.as_deref() {
+            Some(b) if b == SCHEMA.to_le_bytes() => {}
+            Some(b) if b.len() == 4 => {
+                return Err(MetadataError::VersionMismatch {
+                    path: state.path.clone(),
+                    what: "auth-state schema",
+                    found: u32::from_le_bytes([b[0], b[1], b[2], b[3]]).to_string(),
+                    expected: SCHEMA.to_string(),
+                })
+            }
+            _ => return Err(state.corrupt("the schema row is missing or not a u32")),
+        }
+        let stored = state.get(KEY_NAMESPACE)?;
+        let stored = stored
+            .as_deref()
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .ok_or_else(|| state.corrupt("the namespace row is missing or not UTF-8"))?;
+        if stored != namespace {
+            return Err(MetadataError::refused(
+                ErrorCode::Forbidden,
+                format!(
+                    "{} belongs to auth namespace {stored:?}, not {namespace:?}",
+                    state.path.display()
+                ),
+            ));
+        }
+        Ok(state)
+    }
+
+    fn corrupt(&self, what: &str) -> MetadataError {
+        MetadataError::corrupt(format!("{}: {what}", self.path.display()))
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(TABLE)?;
+        Ok(t.get(key)?.map(|v| v.value().to_vec()))
+    }
+
+    /// Write `value` under `key` in its own Immediate transaction unless a
+    /// value is there already; the value that stands afterwards.
+    fn put_once(&self, key: &[u8], value: &[u8]) -> Result<Vec<u8>> {
+        let mut tx = self.db.begin_write()?;
+        tx.set_durability(Durability::Immediate)?;
+        let standing = {
+            let mut t = tx.open_table(TABLE)?;
+            let existing = t.get(key)?.map(|v| v.value().to_vec());
+            match existing {
+                Some(v) => v,
+                None => {
+                    t.insert(key, value)?;
+                    value.to_vec()
+                }
+            }
+        };
+        tx.commit()?;
+        Ok(standing)
+    }
+
+    /// Claim `workspace` of `repository` for `principal`, for good. The same
+    /// claim again is fine; a claim by anyone else is `forbidden`.
+    pub fn claim_workspace(
+        &self,
+        repository: &Id16,
+        workspace: &Id16,
+        principal: &Id16,
+    ) -> Result<()> {
+        let key = claim_key(WORKSPACE_CLAIM, repository, workspace);
+        let standing = self.put_once(&key, principal)?;
+        if standing.len() != 16 {
+            return Err(self.corrupt("a workspace claim is not 16 bytes"));
+        }
+        if standing != principal {
+            return Err(MetadataError::refused(
+                ErrorCode::Forbidden,
+                "the workspace belongs to another principal",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Claim `operation` of `repository` for `principal` with the
+    /// operation's `fingerprint`. The same claim again is fine; the same
+    /// principal with another fingerprint is `operation_intent_mismatch`;
+    /// another principal is `forbidden`.
+    pub fn claim_operation(
+        &self,
+        repository: &Id16,
+        operation: &Id16,
+        principal: &Id16,
+        fingerprint: &[u8; 32],
+    ) -> Result<()> {
+        let key = claim_key(OPERATION_CLAIM, repository, operation);
+        let mut value = [0u8; 48];
+        value[..16].copy_from_slice(principal);
+        value[16..].copy_from_slice(fingerprint);
+        let standing = self.put_once(&key, &value)?;
+        if standing.len() != 48 {
+            return Err(self.corrupt("an operation claim is not 48 bytes"));
+        }
+        if standing[..16] != principal[..] {
+            return Err(MetadataError::refused(
+                ErrorCode::Forbidden,
+                "the operation id belongs to another principal",
+            ));
+        }
+        if standing[16..] != fingerprint[..] {
+            return Err(MetadataError::refused(
+                ErrorCode::OperationIntentMismatch,
+                "the operation id was used before with another intent",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The recorded newest auth state, if any.
+    pub fn revision(&self) -> Result<Option<AuthRevision>> {
+        match self.get(KEY_REVISION)? {
+            None => Ok(None),
+            Some(b) => decode_revision(&b)
+                .map(Some)
+                .ok_or_else(|| self.corrupt("auth-revision is not exactly 24 bytes")),
+        }
+    }
+
+    /// Before acting on an auth answer carrying `seen`: an answer from a
+    /// lower revision of the recorded incarnation is `auth_unavailable`; a
+    /// newer revision or another incarnation is recorded first (its own
+    /// Immediate transaction), then the answer may be used.
+    pub fn observe(&self, seen: AuthRevision) -> Result<()> {
+        let mut tx = self.db.begin_write()?;
+        tx.set_durability(Durability::Immediate)?;
+        {
+            let mut t = tx.open_table(TABLE)?;
+            let current = t.get(KEY_REVISION)?.map(|v| v.value().to_vec());
+            let current = match current {
+                None => None,
+                Some(b) => Some(
+                    decode_revision(&b)
+                        .ok_or_else(|| self.corrupt("auth-revision is not exactly 24 bytes"))?,
+                ),
+            };
+            match current {
+                Some(c) if c.incarnation == seen.incarnation && seen.revision < c.revision => {
+                    return Err(MetadataError::refused(
+                        ErrorCode::AuthUnavailable,
+                        format!(
+                            "the auth service answered from revision {}, older than {} seen \
+                             before (was its database rolled back?)",
+                            seen.revision, c.revision
+                        ),
+                    ));
+                }
+                Some(c) if c == seen => return Ok(()),
+                _ => {
+                    let mut v = [0u8; 24];
+                    v[..16].copy_from_slice(&seen.incarnation);
+                    v[16..].copy_from_slice(&seen.revision.to_le_bytes());
+                    t.insert(KEY_REVISION, &v[..])?;
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+fn decode_revision(b: &[u8]) -> Option<AuthRevision> {
+    if b.len() != 24 {
+        return None;
+    }
+    let mut incarnation = [0u8; 16];
+    incarnation.copy_from_slice(&b[..16]);
+    let mut r = [0u8; 8];
+    r.copy_from_slice(&b[16..]);
+    Some(AuthRevision {
+        incarnation,
+        revision: u64::from_le_bytes(r),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REPO: Id16 = [1; 16];
+    const ANN: Id16 = [0xA; 16];
+    const BOB: Id16 = [0xB; 16];
+
+    fn fresh() -> (tempfile::TempDir, AuthState) {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = AuthState::create(tmp.path(), "studio").unwrap();
+        (tmp, s)
+    }
+
+    fn code(e: MetadataError) -> ErrorCode {
+        e.code()
+    }
+
+    #[test]
+    fn the_file_holds_the_schema_and_namespace_bytes() {
+        let (tmp, s) = fresh();
+        assert_eq!(s.get(b"schema").unwrap().unwrap(), vec![1, 0, 0, 0]);
+        assert_eq!(s.get(b"namespace").unwrap().unwrap(), b"studio".to_vec());
+        drop(s);
+        assert_eq!(
+            code(AuthState::open(tmp.path(), "other").err().unwrap()),
+            ErrorCode::Forbidden
+        );
+        assert!(AuthState::open(tmp.path(), "studio").is_ok());
+        assert_eq!(
+            code(AuthState::create(tmp.path(), "studio").err().unwrap()),
+            ErrorCode::AlreadyExists
+        );
+        let empty = tempfile::tempdir().unwrap();
+        assert_eq!(
+            code(AuthState::open(empty.path(), "studio").err().unwrap()),
+            ErrorCode::NotFound
+        );
+    }
+
+    #[test]
+    fn a_workspace_claim_is_permanent_and_exact_bytes() {
+        let (tmp, s) = fresh();
+        let ws = [7; 16];
+        s.claim_workspace(&REPO, &ws, &ANN).unwrap();
+        s.claim_workspace(&REPO, &ws, &ANN).unwrap();
+        assert_eq!(
+            code(s.claim_workspace(&REPO, &ws, &BOB).unwrap_err()),
+            ErrorCode::Forbidden
+        );
+        // The same workspace id in another repository is another claim.
+        s.claim_workspace(&[2; 16], &ws, &BOB).unwrap();
+        let mut key = vec![1u8];
+        key.extend_from_slice(&REPO);
+        key.extend_from_slice(&ws);
+        assert_eq!(s.get(&key).unwrap().unwrap(), ANN.to_vec());
+        drop(s);
+        let s = AuthState::open(tmp.path(), "studio").unwrap();
+        assert_eq!(
+            code(s.claim_workspace(&REPO, &ws, &BOB).unwrap_err()),
+            ErrorCode::Forbidden
+        );
+    }
+
+    #[test]
+    fn an_operation_claim_names_intent_and_owner() {
+        let (_tmp, s) = fresh();
+        let op = [9; 16];
+        s.claim_operation(&REPO, &op, &ANN, &[1; 32]).unwrap();
+        s.claim_operation(&REPO, &op, &ANN, &[1; 32]).unwrap();
+        assert_eq!(
+            code(s.claim_operation(&REPO, &op, &ANN, &[2; 32]).unwrap_err()),
+            ErrorCode::OperationIntentMismatch
+        );
+        assert_eq!(
+            code(s.claim_operation(&REPO, &op, &BOB, &[1; 32]).unwrap_err()),
+            ErrorCode::Forbidden
+        );
+        let mut key = vec![2u8];
+        key.extend_from_slice(&REPO);
+        key.extend_from_slice(&op);
+        let mut want = ANN.to_vec();
+        want.extend_from_slice(&[1; 32]);
+        assert_eq!(s.get(&key).unwrap().unwrap(), want);
+    }
+
+    #[test]
+    fn revisions_only_move_forward_within_an_incarnation() {
+        let (tmp, s) = fresh();
+        let a = [0xAA; 16];
+        assert_eq!(s.revision().unwrap(), None);
+        s.observe(AuthRevision {
+            incarnation: a,
+            revision: 5,
+        })
+        .unwrap();
+        s.observe(AuthRevision {
+            incarnation: a,
+            revision: 5,
+        })
+        .unwrap();
+        s.observe(AuthRevision {
+            incarnation: a,
+            revision: 7,
+        })
+        .unwrap();
+        assert_eq!(
+            code(
+                s.observe(AuthRevision {
+                    incarnation: a,
+                    revision: 6
+                })
+                .unwrap_err()
+            ),
+            ErrorCode::AuthUnavailable
+        );
+        let mut v = a.to_vec();
+        v.extend_from_slice(&7u64.to_le_bytes());
+        assert_eq!(s.get(b"auth-revision").unwrap().unwrap(), v);
+        // A restore of the auth service: another incarnation replaces it,
+        // even at a lower revision.
+        let b = [0xBB; 16];
+        s.observe(AuthRevision {
+            incarnation: b,
+            revision: 1,
+        })
+        .unwrap();
+        drop(s);
+        let s = AuthState::open(tmp.path(), "studio").unwrap();
+        assert_eq!(
+            s.revision().unwrap(),
+            Some(AuthRevision {
+                incarnation: b,
+                revision: 1
+            })
+        );
+    }
+
+    #[test]
+    fn a_revision_row_of_another_length_is_corrupt() {
+        let (_tmp, s) = fresh();
+        let tx = s.db.begin_write().unwrap();
+        {
+            let mut t = tx.open_table(TABLE).unwrap();
+            t.insert(&b"auth-revision"[..], &[0u8; 23][..]).unwrap();
+        }
+        tx.commit().unwrap();
+        assert_eq!(code(s.revision().unwrap_err()), ErrorCode::Corrupt);
+        let seen = AuthRevision {
+            incarnation: [1; 16],
+            revision: 1,
+        };
+        assert_eq!(code(s.observe(seen).unwrap_err()), ErrorCode::Corrupt);
+        // Nothing was overwritten.
+        assert_eq!(s.get(b"auth-revision").unwrap().unwrap().len(), 23);
+    }
+}
