@@ -3,7 +3,7 @@
 //! revision witness.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::AuthError;
@@ -124,34 +124,13 @@ pub struct DirLock {
 impl DirLock {
     pub fn take(dir: &Path) -> Result<DirLock, AuthError> {
         let path = dir.join(LOCK_FILE);
-        let mut f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| AuthError::io(&path, e))?;
-        match f.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let mut s = String::new();
-                let _ = f.read_to_string(&mut s);
-                let pid = s
-                    .trim()
-                    .strip_prefix("pid ")
-                    .and_then(|p| p.parse::<u32>().ok());
-                return Err(AuthError::Locked {
-                    path: dir.to_owned(),
-                    pid,
-                });
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(AuthError::io(&path, e)),
-        }
-        f.set_len(0)
-            .and_then(|_| f.rewind())
-            .and_then(|_| f.write_all(format!("pid {}\n", std::process::id()).as_bytes()))
-            .and_then(|_| f.sync_all())
-            .map_err(|e| AuthError::io(&path, e))?;
+        let f = scribe_format::lock::take(&path).map_err(|e| match e {
+            scribe_format::lock::LockError::Held { pid } => AuthError::Locked {
+                path: dir.to_owned(),
+                pid,
+            },
+            scribe_format::lock::LockError::Io(e) => AuthError::io(&path, e),
+        })?;
         Ok(DirLock { _file: f })
     }
 }

@@ -81,11 +81,8 @@ fn client_failed(
     what: &str,
     timeout: std::time::Duration,
 ) -> impl FnOnce(std::io::Error) -> ClientError {
-    let (url, what) = (url.to_string(), what.to_string());
-    move |source| ClientError::Io {
-        context: describe(&url, &what, timeout, &source),
-        source,
-    }
+    let f = failed(url, what, timeout);
+    move |e| ClientError::from(f(e))
 }
 
 fn secs(d: std::time::Duration) -> String {

@@ -33,6 +33,7 @@ pub mod envelope;
 pub mod error;
 pub mod id;
 pub mod limits;
+pub mod lock;
 pub mod manifest;
 pub mod operation;
 pub mod path;

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{Read, Seek, Write};
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -67,35 +67,13 @@ pub fn expected_root_values() -> [(&'static str, &'static str); 5] {
 /// Take the exclusive OS lock on `<dir>/LOCK`, recording our pid in it.
 pub(crate) fn take_lock(dir: &Path) -> Result<File> {
     let path = dir.join("LOCK");
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| MetadataError::io(&path, e))?;
-    match f.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let mut s = String::new();
-            let _ = f.read_to_string(&mut s);
-            let pid = s
-                .trim()
-                .strip_prefix("pid ")
-                .and_then(|p| p.parse::<u32>().ok());
-            return Err(MetadataError::DataRootLocked {
-                path: dir.to_owned(),
-                pid,
-            });
-        }
-        Err(std::fs::TryLockError::Error(e)) => return Err(MetadataError::io(&path, e)),
-    }
-    f.set_len(0)
-        .and_then(|_| f.rewind())
-        .and_then(|_| f.write_all(format!("pid {}\n", std::process::id()).as_bytes()))
-        .and_then(|_| f.sync_all())
-        .map_err(|e| MetadataError::io(&path, e))?;
-    Ok(f)
+    scribe_format::lock::take(&path).map_err(|e| match e {
+        scribe_format::lock::LockError::Held { pid } => MetadataError::DataRootLocked {
+            path: dir.to_owned(),
+            pid,
+        },
+        scribe_format::lock::LockError::Io(e) => MetadataError::io(&path, e),
+    })
 }
 
 /// Create a repository's object store (section 6) at `dir`.
