@@ -1,5 +1,8 @@
 //! The NoKV bridge.
 //!
-//! This crate will own: the S3-compatible remote durable tier (revision-owned
-//! blocks, references, GC) and NoKV's Workbench contract over Scribe storage
-//! (see `seeds/002_44e3d4145a7d5a3a.txt` and `seeds/003_d0dd29e5c289cebd.txt`).
+//! This crate owns the S3-compatible remote durable tier ([`tier`]:
+//! revision-owned blocks, references, GC; issue #20) and, later, NoKV's
+//! Workbench contract over Scribe storage (issue #17). See
+//! `docs/nokv-bridge.md` and seeds 002 and 003. The `nokv` binary.
+
+pub mod tier;

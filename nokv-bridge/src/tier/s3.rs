@@ -1,0 +1,300 @@
+//! [`Provider`] on any S3-compatible store (AWS S3, MinIO, Ceph RGW,
+//! RustFS) through the object_store crate: its request signing, retries
+//! and conditional requests, never hand-written HTTP.
+//!
+//! Create-if-absent is a PUT with `If-None-Match: *` (object_store's
+//! `PutMode::Create` with the `etag` conditional-put mode). The store
+//! answers 412 (or 409 while another writer races) when the key exists;
+//! the bytes there are then read back and compared, so a retried upload
+//! of the same block is [`Put::AlreadyPresent`] and anything else is
+//! [`ProviderError::Conflict`].
+
+use std::ops::Range;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use object_store::aws::{AmazonS3, AmazonS3Builder, S3ConditionalPut};
+use object_store::path::Path;
+use object_store::{
+    BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
+    RetryConfig,
+};
+
+use super::provider::{Deleted, Head, Provider, ProviderError, Put};
+
+/// Where the bucket is and how to sign: deployment configuration, never
+/// part of a key or of anything durable.
+#[derive(Clone, Debug)]
+pub struct S3Config {
+    /// The bucket's name.
+    pub bucket: String,
+    /// Keys go under this prefix (no leading or trailing `/`; may be empty).
+    pub prefix: String,
+    /// `http://HOST:PORT` for S3-compatible stores; `None` for AWS itself.
+    pub endpoint: Option<String>,
+    pub region: String,
+    pub access_key: Option<String>,
+    pub secret_key: Option<String>,
+    /// Per-request timeout (each try).
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    /// Tries after the first, for answers that may succeed later.
+    pub retries: usize,
+}
+
+impl S3Config {
+    /// `s3://BUCKET[/PREFIX]` with everything else from the environment:
+    /// `AWS_ENDPOINT_URL`, `AWS_REGION` (default `us-east-1`),
+    /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`.
+    pub fn from_url(url: &str) -> Result<S3Config, String> {
+        let rest = url
+            .strip_prefix("s3://")
+            .ok_or_else(|| format!("{url:?} is not an s3://BUCKET[/PREFIX] URL"))?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(format!("{url:?} names no bucket"));
+        }
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        Ok(S3Config {
+            bucket: bucket.to_string(),
+            prefix: prefix.trim_matches('/').to_string(),
+            endpoint: env("AWS_ENDPOINT_URL"),
+            region: env("AWS_REGION").unwrap_or_else(|| "us-east-1".into()),
+            access_key: env("AWS_ACCESS_KEY_ID"),
+            secret_key: env("AWS_SECRET_ACCESS_KEY"),
+            timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            retries: 3,
+        })
+    }
+}
+
+/// An S3-compatible bucket as a [`Provider`].
+pub struct S3Provider {
+    store: AmazonS3,
+    prefix: String,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl S3Provider {
+    pub fn new(cfg: &S3Config) -> Result<S3Provider, ProviderError> {
+        let refused = |detail: String| ProviderError::Refused {
+            op: "configure",
+            key: format!("s3://{}", cfg.bucket),
+            detail,
+        };
+        let mut client = ClientOptions::new()
+            .with_timeout(cfg.timeout)
+            .with_connect_timeout(cfg.connect_timeout);
+        let mut b = AmazonS3Builder::new()
+            .with_bucket_name(&cfg.bucket)
+            .with_region(&cfg.region)
+            .with_conditional_put(S3ConditionalPut::ETagMatch)
+            .with_retry(RetryConfig {
+                backoff: BackoffConfig {
+                    init_backoff: Duration::from_millis(100),
+                    max_backoff: Duration::from_secs(5),
+                    base: 2.0,
+                },
+                max_retries: cfg.retries,
+                retry_timeout: cfg.timeout * (cfg.retries as u32 + 1),
+            });
+        if let Some(e) = &cfg.endpoint {
+            if e.starts_with("http://") {
+                client = client.with_allow_http(true);
+            }
+            b = b.with_endpoint(e).with_virtual_hosted_style_request(false);
+        }
+        if let (Some(a), Some(s)) = (&cfg.access_key, &cfg.secret_key) {
+            b = b.with_access_key_id(a).with_secret_access_key(s);
+        }
+        let store = b
+            .with_client_options(client)
+            .build()
+            .map_err(|e| refused(e.to_string()))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("nokv-s3")
+            .enable_all()
+            .build()
+            .map_err(|e| refused(format!("cannot start the I/O runtime: {e}")))?;
+        Ok(S3Provider {
+            store,
+            prefix: cfg.prefix.clone(),
+            runtime,
+        })
+    }
+
+    fn path(&self, key: &str) -> Result<Path, ProviderError> {
+        let full = if self.prefix.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}/{key}", self.prefix)
+        };
+        Path::parse(&full).map_err(|e| ProviderError::Refused {
+            op: "name",
+            key: key.to_string(),
+            detail: e.to_string(),
+        })
+    }
+
+    /// Run `f` on the provider's runtime from any thread (including a
+    /// blocking thread of another runtime, where `block_on` would panic).
+    fn run<T: Send + 'static>(
+        &self,
+        f: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> Option<T> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.runtime.spawn(async move {
+            let _ = tx.send(f.await);
+        });
+        rx.recv().ok()
+    }
+
+    fn put_once(&self, path: &Path, bytes: Bytes) -> object_store::Result<()> {
+        let store = self.store.clone();
+        let path = path.clone();
+        self.run(async move {
+            let opts = PutOptions {
+                mode: PutMode::Create,
+                ..Default::default()
+            };
+            store
+                .put_opts(&path, PutPayload::from_bytes(bytes), opts)
+                .await
+                .map(|_| ())
+        })
+        .unwrap_or_else(|| Err(runtime_gone()))
+    }
+
+    fn get_opts_range(
+        &self,
+        path: &Path,
+        range: Option<Range<u64>>,
+    ) -> object_store::Result<Bytes> {
+        let store = self.store.clone();
+        let path = path.clone();
+        self.run(async move {
+            match range {
+                Some(r) => store.get_range(&path, r).await,
+                None => store.get(&path).await?.bytes().await,
+            }
+        })
+        .unwrap_or_else(|| Err(runtime_gone()))
+    }
+}
+
+fn runtime_gone() -> object_store::Error {
+    object_store::Error::Generic {
+        store: "S3",
+        source: "the provider's runtime stopped".into(),
+    }
+}
+
+/// Map object_store's error for `op` on `key`.
+fn classify(op: &'static str, key: &str, e: object_store::Error) -> ProviderError {
+    use object_store::Error as E;
+    let key = key.to_string();
+    match e {
+        E::NotFound { .. } => ProviderError::NotFound { key },
+        E::PermissionDenied { .. }
+        | E::Unauthenticated { .. }
+        | E::NotSupported { .. }
+        | E::NotImplemented { .. }
+        | E::InvalidPath { .. } => ProviderError::Refused {
+            op,
+            key,
+            detail: e.to_string(),
+        },
+        // Everything else (timeouts, resets, 5xx after object_store's own
+        // retries; object_store does not expose the status of a generic
+        // failure) may succeed later.
+        other => ProviderError::Unavailable {
+            op,
+            key,
+            detail: other.to_string(),
+        },
+    }
+}
+
+impl Provider for S3Provider {
+    fn put_if_absent(&self, key: &str, bytes: Bytes) -> Result<Put, ProviderError> {
+        let path = self.path(key)?;
+        match self.put_once(&path, bytes.clone()) {
+            Ok(()) => Ok(Put::Created),
+            Err(object_store::Error::AlreadyExists { .. })
+            | Err(object_store::Error::Precondition { .. }) => {
+                // The key exists: ours (a retry whose first answer was lost,
+                // or a concurrent writer of the same block) or another's.
+                let there = self
+                    .get_opts_range(&path, None)
+                    .map_err(|e| classify("put (read back)", key, e))?;
+                if there.len() == bytes.len() && blake3::hash(&there) == blake3::hash(&bytes) {
+                    Ok(Put::AlreadyPresent)
+                } else {
+                    Err(ProviderError::Conflict {
+                        key: key.to_string(),
+                    })
+                }
+            }
+            Err(e) => Err(classify("put", key, e)),
+        }
+    }
+
+    fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes, ProviderError> {
+        let path = self.path(key)?;
+        if range.start >= range.end {
+            return Ok(Bytes::new());
+        }
+        let got = self
+            .get_opts_range(&path, Some(range.clone()))
+            .map_err(|e| classify("get", key, e))?;
+        if got.len() as u64 != range.end - range.start {
+            return Err(ProviderError::ShortRead {
+                key: key.to_string(),
+                start: range.start,
+                end: range.end,
+                got: got.len() as u64,
+            });
+        }
+        Ok(got)
+    }
+
+    fn get(&self, key: &str) -> Result<Bytes, ProviderError> {
+        let path = self.path(key)?;
+        self.get_opts_range(&path, None)
+            .map_err(|e| classify("get", key, e))
+    }
+
+    fn head(&self, key: &str) -> Result<Option<Head>, ProviderError> {
+        let path = self.path(key)?;
+        let store = self.store.clone();
+        let r = self
+            .run(async move { store.head(&path).await })
+            .unwrap_or_else(|| Err(runtime_gone()));
+        match r {
+            Ok(m) => Ok(Some(Head {
+                len: m.size,
+                etag: m.e_tag,
+            })),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(classify("head", key, e)),
+        }
+    }
+
+    fn delete(&self, key: &str) -> Deleted {
+        let path = match self.path(key) {
+            Ok(p) => p,
+            Err(e) => return Deleted::Ambiguous(e),
+        };
+        let store = self.store.clone();
+        let r = self
+            .run(async move { store.delete(&path).await })
+            .unwrap_or_else(|| Err(runtime_gone()));
+        match r {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Deleted::Gone,
+            Err(e) => Deleted::Ambiguous(classify("delete", key, e)),
+        }
+    }
+}

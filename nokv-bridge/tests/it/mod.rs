@@ -1,0 +1,5 @@
+//! Test modules.
+
+mod provider;
+mod proxy;
+mod rgw;

@@ -1,0 +1,3 @@
+//! nokv-bridge integration tests.
+
+mod it;
