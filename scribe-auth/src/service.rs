@@ -122,11 +122,11 @@ pub struct Service {
     session_ms: u64,
 }
 
-fn refusal(code: ErrorCode, message: impl Into<String>) -> Sau2Result {
+pub(crate) fn refusal(code: ErrorCode, message: impl Into<String>) -> Sau2Result {
     Sau2Result::error(code, message)
 }
 
-fn internal(e: AuthError) -> Sau2Result {
+pub(crate) fn internal(e: AuthError) -> Sau2Result {
     refusal(e.code(), e.to_string())
 }
 
@@ -184,10 +184,10 @@ pub fn certificate_serial(der: &[u8]) -> Option<Id> {
 }
 
 /// Who a verified client certificate belongs to.
-struct Caller {
-    user: UserRow,
-    credential: Id,
-    row: CredentialRow,
+pub(crate) struct Caller {
+    pub(crate) user: UserRow,
+    pub(crate) credential: Id,
+    pub(crate) row: CredentialRow,
 }
 
 impl Service {
@@ -199,11 +199,11 @@ impl Service {
         }
     }
 
-    fn read_dir(&self) -> std::sync::RwLockReadGuard<'_, AuthDir> {
+    pub(crate) fn read_dir(&self) -> std::sync::RwLockReadGuard<'_, AuthDir> {
         self.dir.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write_dir(&self) -> std::sync::RwLockWriteGuard<'_, AuthDir> {
+    pub(crate) fn write_dir(&self) -> std::sync::RwLockWriteGuard<'_, AuthDir> {
         self.dir.write().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -228,14 +228,15 @@ impl Service {
                 Err(r) => r,
             },
             "logout" => self.logout(&req, body, client_cert),
+            v if crate::admin::is_admin_verb(v) => self.admin(&req, body, client_cert),
             other => refusal(
                 ErrorCode::Usage,
-                format!("unknown verb {other:?} (login, whoami, logout)"),
+                format!("unknown verb {other:?}"),
             ),
         }
     }
 
-    fn caller(&self, client_cert: Option<&[u8]>) -> Result<Caller, Sau2Result> {
+    pub(crate) fn caller(&self, client_cert: Option<&[u8]>) -> Result<Caller, Sau2Result> {
         let Some(der) = client_cert else {
             return Err(refusal(
                 ErrorCode::Unauthenticated,
@@ -638,6 +639,7 @@ pub fn serve(dir: AuthDir, opts: ServeOptions) -> Result<(), AuthError> {
     }
     let cfg = tls_config(&dir, &hosts)?;
     let service = Arc::new(Service::new(dir, opts.session_ms));
+    crate::admin::start_sweeper(&service);
     if let Some(rt) = &opts.runtime_dir {
         std::fs::create_dir_all(rt).map_err(|e| AuthError::io(rt, e))?;
         write_runtime(rt, "scribe-auth.pid", &format!("{}\n", std::process::id()))?;
