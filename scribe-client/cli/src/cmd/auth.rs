@@ -18,7 +18,7 @@ impl From<AuthClientError> for CliError {
     }
 }
 
-fn config_dir() -> CliResult<PathBuf> {
+pub(crate) fn config_dir() -> CliResult<PathBuf> {
     a::config_dir().ok_or_else(|| {
         CliError::new(
             ErrorCode::Usage,
@@ -27,7 +27,7 @@ fn config_dir() -> CliResult<PathBuf> {
     })
 }
 
-fn read_file(path: &PathBuf) -> CliResult<String> {
+pub(crate) fn read_file(path: &PathBuf) -> CliResult<String> {
     std::fs::read_to_string(path)
         .map_err(|e| CliError::new(ErrorCode::Io, format!("reading {}: {e}", path.display())))
 }
@@ -113,7 +113,7 @@ pub fn login(
 }
 
 /// The stored login of `dir`, or `unauthenticated` saying how to sign in.
-fn stored(dir: &std::path::Path) -> CliResult<(AuthService, a::Credential)> {
+pub(crate) fn stored(dir: &std::path::Path) -> CliResult<(AuthService, a::Credential)> {
     let not_signed_in = |e: AuthClientError| match e {
         AuthClientError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
             CliError::new(
