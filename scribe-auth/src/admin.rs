@@ -15,7 +15,8 @@
 //!
 //! - a *person credential* is kind `user` or `session`;
 //! - a *global administrator* is a user with `administrator` true signed in
-//!   with a person credential;
+//!   with a `user` credential (`admin-login`, or the bootstrap credential):
+//!   an administrator's `session` has only the powers of its grants;
 //! - repository administration (grants, visibility) is allowed to a global
 //!   administrator, a namespace admin of the namespace, or a user holding
 //!   the `admin` role on the repository, signed in with a person credential
@@ -40,6 +41,8 @@ use crate::password::Password;
 use crate::rows::*;
 use crate::service::{internal, refusal, Caller, Service};
 
+/// Longest lifetime of an `admin-login` credential: one hour.
+pub const ADMIN_LOGIN_MS: u64 = 3_600_000;
 /// Longest lifetime of an automation credential: 366 days.
 pub const MAX_AUTOMATION_MS: u64 = 366 * 86_400_000;
 /// Default number of audit rows answered.
@@ -127,8 +130,11 @@ fn person(c: &Caller) -> bool {
     matches!(c.row.kind, CredentialKind::User | CredentialKind::Session)
 }
 
+/// An administrator signed in for administration: a `user` credential
+/// (`admin-login`, or the bootstrap credential of `init`). An
+/// administrator's everyday `session` does not carry these powers.
 fn global(c: &Caller) -> bool {
-    c.user.administrator && person(c)
+    c.user.administrator && c.row.kind == CredentialKind::User
 }
 
 fn require_global(c: &Caller, verb: &str) -> Result<(), Refusal> {
@@ -136,7 +142,7 @@ fn require_global(c: &Caller, verb: &str) -> Result<(), Refusal> {
         Ok(())
     } else if c.user.administrator {
         Err(forbidden(format!(
-            "{verb} needs an administrator's person credential (user or session), not {}",
+            "{verb} needs an administrator sign-in (a user credential: scribe login --admin), not a {} credential",
             c.row.kind.as_str()
         )))
     } else {
@@ -188,7 +194,7 @@ fn require_repo_admin(
         ))
         .into());
     }
-    if c.user.administrator || is_namespace_admin(v, namespace, c.user.id)? {
+    if global(c) || is_namespace_admin(v, namespace, c.user.id)? {
         return Ok(());
     }
     if let Some(repository) = repository {

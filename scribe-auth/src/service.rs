@@ -216,7 +216,8 @@ impl Service {
         };
         let body = Sau2Request::body(encoded);
         match req.verb.as_str() {
-            "login" => self.login(&req, body, addr),
+            "login" => self.login(&req, body, addr, false),
+            "admin-login" => self.login(&req, body, addr, true),
             "whoami" => match self.caller(client_cert) {
                 Ok(c) => Sau2Result::Rows(vec![vec![
                     c.user.name.clone(),
@@ -322,7 +323,14 @@ impl Service {
 
     /// `login USERNAME PASSWORD SPKI_HEX` → `[[credential id, user id,
     /// username, expires ms, certificate PEM]]`.
-    fn login(&self, req: &Sau2Request, body: &[u8], addr: IpAddr) -> Sau2Result {
+    ///
+    /// `admin-login` (the same arguments and answer) signs in an
+    /// administrator: the credential is of kind `user` with the password
+    /// generation, for at most [`crate::admin::ADMIN_LOGIN_MS`]; only such a
+    /// credential carries the administrator's global powers
+    /// (`docs/auth.md#admin-login`).
+    fn login(&self, req: &Sau2Request, body: &[u8], addr: IpAddr, admin: bool) -> Sau2Result {
+        let verb = if admin { "admin-login" } else { "login" };
         let [username, password, spki_hex] = match <[String; 3]>::try_from(req.arguments.clone()) {
             Ok(a) => a,
             Err(_) => {
@@ -383,7 +391,7 @@ impl Service {
         };
         let now_ms = crate::now_ms();
         let accepted = match &user {
-            Some(u) if matched && u.enabled => Some(u.clone()),
+            Some(u) if matched && u.enabled && (u.administrator || !admin) => Some(u.clone()),
             _ => None,
         };
         let Some(user) = accepted else {
@@ -394,10 +402,13 @@ impl Service {
             let reason = match &user {
                 None => "unknown user",
                 Some(_) if !matched => "wrong password",
-                Some(_) => "disabled user",
+                Some(u) if !u.enabled => "disabled user",
+                Some(_) => "not an administrator",
             };
             let message = if user.as_ref().is_some_and(|u| matched && !u.enabled) {
                 format!("user {username} is disabled")
+            } else if user.as_ref().is_some_and(|u| matched && !u.administrator) {
+                format!("user {username} is not an administrator: use login")
             } else {
                 BAD_LOGIN.to_owned()
             };
@@ -417,7 +428,7 @@ impl Service {
                 tx.audit(
                     now_ms,
                     user_id,
-                    "login",
+                    verb,
                     op,
                     false,
                     &[AuditArg::word(&username), AuditArg::word(reason)],
@@ -434,7 +445,15 @@ impl Service {
             .unwrap_or_else(|p| p.into_inner())
             .succeeded(&username);
         let credential = Id::random();
-        let expires_ms = now_ms.saturating_add(self.session_ms);
+        let (kind, lifetime) = if admin {
+            (
+                CredentialKind::User,
+                self.session_ms.min(crate::admin::ADMIN_LOGIN_MS),
+            )
+        } else {
+            (CredentialKind::Session, self.session_ms)
+        };
+        let expires_ms = now_ms.saturating_add(lifetime);
         let mut dir = self.write_dir();
         let generation = match dir.get::<PasswordRow>(&Key::Password(username.clone())) {
             Ok(p) => p.map_or(1, |p| p.generation),
@@ -442,17 +461,17 @@ impl Service {
         };
         let cert = match dir
             .signer(CaFamily::Credential)
-            .and_then(|s| s.issue_session(&public, credential, now_ms, expires_ms))
+            .and_then(|s| s.issue_credential(&public, credential, kind, now_ms, expires_ms))
         {
             Ok(c) => c,
             Err(e) => return internal(e),
         };
         let row = CredentialRow {
-            kind: CredentialKind::Session,
+            kind,
             subject: username.clone(),
             expires_ms,
             enabled: true,
-            label: "login".into(),
+            label: verb.into(),
             key_id,
             created_ms: now_ms,
             parent: None,
@@ -478,7 +497,7 @@ impl Service {
             tx.audit(
                 now_ms,
                 Some(user.id),
-                "login",
+                verb,
                 op,
                 true,
                 &[AuditArg::word(&username), AuditArg::key(key_id)],

@@ -302,6 +302,42 @@ fn a_non_administrator_is_refused_with_forbidden_and_a_rejected_audit_row() {
 }
 
 #[test]
+fn only_an_administrator_sign_in_carries_global_powers() {
+    let s = Served::new();
+    // The administrator's everyday session is refused user management.
+    let session = s.login("admin", ADMIN_PASSWORD);
+    assert_eq!(
+        code(s.service.admin(&session, "user-list", &[])),
+        ErrorCode::Forbidden
+    );
+    // admin-login: a `user` credential with the password generation, short-lived.
+    let before = scribe_auth::now_ms();
+    let signed = s.service.admin_login("admin", ADMIN_PASSWORD).unwrap();
+    assert!(signed.expires_ms <= before + 3_600_000 + 60_000);
+    let who = s.service.whoami(&signed.credential).unwrap();
+    assert_eq!(who.kind, "user");
+    s.service
+        .admin(&signed.credential, "user-list", &[])
+        .unwrap();
+    let listed = s.admin("credential-list", &["admin"]);
+    let row = listed.iter().find(|r| r[0] == signed.credential_id).unwrap();
+    assert_eq!((row[1].as_str(), row[5].as_str(), row[8].as_str()), ("user", "admin-login", "1"));
+    // Not for a non-administrator, even with the right password.
+    assert_eq!(
+        code(s.service.admin_login("ann", ANN_PASSWORD)),
+        ErrorCode::Unauthenticated
+    );
+    let refused = s.audit(&["command=admin-login", "outcome=rejected"]);
+    assert!(refused[0][7].starts_with("ann not an administrator"), "{refused:?}");
+    // A new password ends the admin-login credential too.
+    s.admin("user-set-password", &["admin", "another long password"]);
+    assert_eq!(
+        code(s.service.whoami(&signed.credential)),
+        ErrorCode::Unauthenticated
+    );
+}
+
+#[test]
 fn a_namespace_admin_administers_its_namespace_only() {
     let s = Served::new();
     for u in ["carl", "dora"] {

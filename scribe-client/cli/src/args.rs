@@ -164,6 +164,10 @@ pub enum Command {
         /// default: the one stored by the last login)
         #[arg(long)]
         ca_file: Option<PathBuf>,
+        /// Sign in as administrator (admin-login): a one-hour `user` credential
+        /// that `scribe admin` needs for user management and the audit trail
+        #[arg(long)]
+        admin: bool,
     },
     /// End the stored session (the auth service disables its credential)
     Logout,

@@ -62,6 +62,7 @@ pub fn login(
     user: Option<String>,
     password_file: Option<PathBuf>,
     ca_file: Option<PathBuf>,
+    admin: bool,
 ) -> CliResult {
     let dir = config_dir()?;
     let stored = a::load_service(&dir).ok();
@@ -91,7 +92,11 @@ pub fn login(
         .filter(|u| !u.is_empty())
         .ok_or_else(|| CliError::new(ErrorCode::Usage, "name the user with --user"))?;
     let pw = password(password_file, &user)?;
-    let outcome = service.login(&user, &pw)?;
+    let outcome = if admin {
+        service.admin_login(&user, &pw)?
+    } else {
+        service.login(&user, &pw)?
+    };
     a::store_login(&dir, &service, &outcome)?;
     if ctx.out.json {
         return ctx.out.json(&Json::obj(vec![

@@ -43,14 +43,13 @@ fn scribe(
     )
 }
 
-fn login(a: &Auth, config: &Path, user: &str, password: &str) {
+fn login(a: &Auth, config: &Path, user: &str, password: &str, admin: bool) {
     let ca = a.ca_file.to_str().unwrap();
-    let (code, _, err) = scribe(
-        config,
-        None,
-        &["login", "--auth", &a.url, "--user", user, "--ca-file", ca],
-        &format!("{password}\n"),
-    );
+    let mut args = vec!["login", "--auth", &a.url, "--user", user, "--ca-file", ca];
+    if admin {
+        args.push("--admin");
+    }
+    let (code, _, err) = scribe(config, None, &args, &format!("{password}\n"));
     assert_eq!(code, Some(0), "login {user}: {err}");
 }
 
@@ -59,7 +58,17 @@ fn administration_from_the_command_line() {
     let a = auth();
     let admin = a.tmp.path().join("admin-config");
     let bob = a.tmp.path().join("bob-config");
-    login(&a, &admin, "admin", PASSWORD);
+    // An administrator's everyday session does not manage users; the
+    // administrator sign-in (admin-login) does.
+    login(&a, &admin, "admin", PASSWORD, false);
+    let (code, _, err) = scribe(&admin, None, &["admin", "user", "list"], "");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("Error[forbidden]"), "{err}");
+    assert!(err.contains("scribe login --admin"), "{err}");
+    login(&a, &admin, "admin", PASSWORD, true);
+    let (code, out, err) = scribe(&admin, None, &["whoami", "--json"], "");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("\"kind\":\"user\""), "{out}");
 
     // The administrator adds bob; the generated password is shown once.
     let (code, out, err) = scribe(&admin, None, &["admin", "user", "add", "bob"], "");
@@ -74,7 +83,7 @@ fn administration_from_the_command_line() {
     assert_eq!(password.len(), 24);
 
     // bob signs in with it and is not an administrator.
-    login(&a, &bob, "bob", &password);
+    login(&a, &bob, "bob", &password, false);
     let (code, out, err) = scribe(&bob, None, &["whoami", "--json"], "");
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("\"user\":\"bob\""), "{out}");
