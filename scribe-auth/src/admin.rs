@@ -220,7 +220,12 @@ fn require_repo_admin(
 fn namespaces_of(v: &impl View, user: Id) -> Result<(BTreeSet<String>, bool), AuthError> {
     let mut out = BTreeSet::new();
     let mut granted = false;
-    for family in ["grants/", "namespace-admins/", "namespace-readers/", "delegates/"] {
+    for family in [
+        "grants/",
+        "namespace-admins/",
+        "namespace-readers/",
+        "delegates/",
+    ] {
         for (k, _) in v.prefix(family)? {
             let namespace = match Key::parse(&k) {
                 Ok(Key::Grant {
@@ -351,12 +356,8 @@ fn words(args: &[&str]) -> Vec<AuditArg> {
 }
 
 fn arity<const N: usize>(req: &Sau2Request, usage_text: &str) -> Result<[String; N], Sau2Result> {
-    <[String; N]>::try_from(req.arguments.clone()).map_err(|_| {
-        refusal(
-            ErrorCode::Usage,
-            format!("{} takes {usage_text}", req.verb),
-        )
-    })
+    <[String; N]>::try_from(req.arguments.clone())
+        .map_err(|_| refusal(ErrorCode::Usage, format!("{} takes {usage_text}", req.verb)))
 }
 
 type Rows = Vec<Vec<String>>;
@@ -393,10 +394,7 @@ impl Service {
             "automation-create" => self.automation_create(c, req, body),
             "automation-derive" => self.automation_derive(c, req, body),
             "audit" => self.audit_list(c, req),
-            other => Err(refusal(
-                ErrorCode::Usage,
-                format!("unknown verb {other:?}"),
-            )),
+            other => Err(refusal(ErrorCode::Usage, format!("unknown verb {other:?}"))),
         };
         r.unwrap_or_else(|e| e)
     }
@@ -459,7 +457,10 @@ impl Service {
         let r = self.write_dir().sweep_expired(crate::now_ms());
         match r {
             Ok(removed) if !removed.is_empty() => {
-                eprintln!("scribe-auth: expiry sweep removed {} credential(s)", removed.len())
+                eprintln!(
+                    "scribe-auth: expiry sweep removed {} credential(s)",
+                    removed.len()
+                )
             }
             Ok(_) => {}
             Err(e) => eprintln!("scribe-auth: expiry sweep failed: {e}"),
@@ -471,9 +472,16 @@ impl Service {
     /// `user-add USERNAME PASSWORD ADMIN KIND` → `[[user id]]`. An empty
     /// password leaves the user without one (it cannot sign in until
     /// `user-set-password`).
-    fn user_add(&self, c: &Caller, req: &Sau2Request, body: &[u8]) -> Result<Sau2Result, Sau2Result> {
-        let [username, password, admin, kind] =
-            arity::<4>(req, "USERNAME PASSWORD ADMIN(true|false) KIND(person|service)")?;
+    fn user_add(
+        &self,
+        c: &Caller,
+        req: &Sau2Request,
+        body: &[u8],
+    ) -> Result<Sau2Result, Sau2Result> {
+        let [username, password, admin, kind] = arity::<4>(
+            req,
+            "USERNAME PASSWORD ADMIN(true|false) KIND(person|service)",
+        )?;
         let password = if password.is_empty() {
             None
         } else {
@@ -623,7 +631,12 @@ impl Service {
 
     /// `grant-set NAMESPACE REPOSITORY USERNAME ROLE` → `[[namespace,
     /// repository, username, role]]`.
-    fn grant_set(&self, c: &Caller, req: &Sau2Request, body: &[u8]) -> Result<Sau2Result, Sau2Result> {
+    fn grant_set(
+        &self,
+        c: &Caller,
+        req: &Sau2Request,
+        body: &[u8],
+    ) -> Result<Sau2Result, Sau2Result> {
         let [namespace, repository, username, role] =
             arity::<4>(req, "NAMESPACE REPOSITORY USERNAME ROLE")?;
         let args = words(&[&namespace, &repository, &username, &role]);
@@ -771,10 +784,9 @@ impl Service {
                     user: user.id,
                 },
                 _ => {
-                    return Err(usage(format!(
-                        "ROLE is admin, reader or delegate, not {role:?}"
-                    ))
-                    .into())
+                    return Err(
+                        usage(format!("ROLE is admin, reader or delegate, not {role:?}")).into(),
+                    )
                 }
             };
             let allowed = global(c)
@@ -802,7 +814,11 @@ impl Service {
                 )
                 .into());
             }
-            Ok(vec![vec![namespace.clone(), role.clone(), username.clone()]])
+            Ok(vec![vec![
+                namespace.clone(),
+                role.clone(),
+                username.clone(),
+            ]])
         })
     }
 
@@ -853,7 +869,8 @@ impl Service {
                     else {
                         continue;
                     };
-                    let m = NamespaceMemberRow::decode(&v).map_err(|e| AuthError::corrupt(&k, e))?;
+                    let m =
+                        NamespaceMemberRow::decode(&v).map_err(|e| AuthError::corrupt(&k, e))?;
                     rows.push(vec![namespace, role.to_owned(), m.username, user.hex()]);
                 }
             }
@@ -1166,9 +1183,8 @@ impl Service {
                     Refusal::new(ErrorCode::NotFound, format!("no credential {parent}")).into(),
                 );
             };
-            let allowed = parent_id == c.credential
-                || global(c)
-                || (person(c) && p.subject == c.user.name);
+            let allowed =
+                parent_id == c.credential || global(c) || (person(c) && p.subject == c.user.name);
             if !allowed {
                 return Err(forbidden(format!(
                     "{} may not derive from credential {parent}",
@@ -1184,10 +1200,7 @@ impl Service {
                 .into());
             };
             if !p.enabled || (p.expires_ms != NEVER_EXPIRES && p.expires_ms <= now) {
-                return Err(forbidden(format!(
-                    "credential {parent} is revoked or expired"
-                ))
-                .into());
+                return Err(forbidden(format!("credential {parent} is revoked or expired")).into());
             }
             let kind = CredentialKind::parse(&kind)
                 .ok()
@@ -1203,10 +1216,7 @@ impl Service {
             }
             let expires_ms = parse_ms("EXPIRES_MS", &expires)?;
             if expires_ms > p.expires_ms {
-                return Err(forbidden(
-                    "a derived credential cannot outlive its parent",
-                )
-                .into());
+                return Err(forbidden("a derived credential cannot outlive its parent").into());
             }
             if expires_ms <= now {
                 return Err(usage("the expiry must be in the future").into());
@@ -1269,9 +1279,7 @@ impl Service {
                             .parse::<usize>()
                             .ok()
                             .filter(|n| (1..=MAX_AUDIT_LIMIT).contains(n))
-                            .ok_or_else(|| {
-                                usage(format!("limit is 1 to {MAX_AUDIT_LIMIT}"))
-                            })?
+                            .ok_or_else(|| usage(format!("limit is 1 to {MAX_AUDIT_LIMIT}")))?
                     }
                     "before" => {
                         before = Some(

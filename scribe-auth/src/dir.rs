@@ -684,7 +684,9 @@ impl AuthDir {
         // Every key under `prefix` sorts below `prefix` with its last byte
         // raised by one (the prefixes used end in '/').
         let mut end = prefix.to_owned();
-        let last = end.pop().map_or('\u{1}', |ch| char::from_u32(ch as u32 + 1).unwrap_or(ch));
+        let last = end
+            .pop()
+            .map_or('\u{1}', |ch| char::from_u32(ch as u32 + 1).unwrap_or(ch));
         end.push(last);
         let upper = match before {
             Some(b) if b < end.as_str() => b,

@@ -230,10 +230,7 @@ impl Service {
             },
             "logout" => self.logout(&req, body, client_cert),
             v if crate::admin::is_admin_verb(v) => self.admin(&req, body, client_cert),
-            other => refusal(
-                ErrorCode::Usage,
-                format!("unknown verb {other:?}"),
-            ),
+            other => refusal(ErrorCode::Usage, format!("unknown verb {other:?}")),
         }
     }
 

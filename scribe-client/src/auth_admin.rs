@@ -7,7 +7,9 @@ use std::path::Path;
 use p256::pkcs8::{EncodePrivateKey, EncodePublicKey, LineEnding};
 use scribe_format::sau2::{Sau2Request, Sau2Result};
 
-use crate::auth::{generate_key, random_id, write_private, AuthClientError, AuthService, Credential};
+use crate::auth::{
+    generate_key, random_id, write_private, AuthClientError, AuthService, Credential,
+};
 
 type Result<T> = std::result::Result<T, AuthClientError>;
 
@@ -122,8 +124,7 @@ impl AuthService {
         )?;
         let bad = || AuthClientError::Invalid(format!("{verb} answer"));
         let [credential_id, username, kind, expires, certificate_pem] =
-            <[String; 5]>::try_from(rows.into_iter().next().ok_or_else(bad)?)
-                .map_err(|_| bad())?;
+            <[String; 5]>::try_from(rows.into_iter().next().ok_or_else(bad)?).map_err(|_| bad())?;
         Ok(AutomationOutcome {
             credential_id,
             username,

@@ -177,10 +177,11 @@ fn an_administrator_adds_a_user_who_signs_in_and_every_user_verb_works() {
     assert_eq!(s.service.whoami(&bob).unwrap().username, "bob");
     // A second add of the same name is refused.
     assert_eq!(
-        code(
-            s.service
-                .admin(&s.admin, "user-add", &["bob", BOB_PASSWORD, "false", "person"])
-        ),
+        code(s.service.admin(
+            &s.admin,
+            "user-add",
+            &["bob", BOB_PASSWORD, "false", "person"]
+        )),
         ErrorCode::AlreadyExists
     );
     // A service user without a password cannot sign in.
@@ -218,7 +219,11 @@ fn an_administrator_adds_a_user_who_signs_in_and_every_user_verb_works() {
     let audit = s.audit(&["limit=3"]);
     assert_eq!(audit.len(), 3);
     assert_eq!(
-        (audit[0][4].as_str(), audit[0][6].as_str(), audit[0][7].as_str()),
+        (
+            audit[0][4].as_str(),
+            audit[0][6].as_str(),
+            audit[0][7].as_str()
+        ),
         ("user-disable", "rejected", "admin")
     );
     assert_eq!(audit[1][4], "login");
@@ -245,7 +250,10 @@ fn a_non_administrator_is_refused_with_forbidden_and_a_rejected_audit_row() {
     let ann = s.login("ann", ANN_PASSWORD);
     let svc = &s.service;
     for (verb, args) in [
-        ("user-add", vec!["eve", "eve's long password", "true", "person"]),
+        (
+            "user-add",
+            vec!["eve", "eve's long password", "true", "person"],
+        ),
         ("user-disable", vec!["admin"]),
         ("user-set-password", vec!["admin", "a new long password"]),
         ("user-list", vec![]),
@@ -320,15 +328,24 @@ fn only_an_administrator_sign_in_carries_global_powers() {
         .admin(&signed.credential, "user-list", &[])
         .unwrap();
     let listed = s.admin("credential-list", &["admin"]);
-    let row = listed.iter().find(|r| r[0] == signed.credential_id).unwrap();
-    assert_eq!((row[1].as_str(), row[5].as_str(), row[8].as_str()), ("user", "admin-login", "1"));
+    let row = listed
+        .iter()
+        .find(|r| r[0] == signed.credential_id)
+        .unwrap();
+    assert_eq!(
+        (row[1].as_str(), row[5].as_str(), row[8].as_str()),
+        ("user", "admin-login", "1")
+    );
     // Not for a non-administrator, even with the right password.
     assert_eq!(
         code(s.service.admin_login("ann", ANN_PASSWORD)),
         ErrorCode::Unauthenticated
     );
     let refused = s.audit(&["command=admin-login", "outcome=rejected"]);
-    assert!(refused[0][7].starts_with("ann not an administrator"), "{refused:?}");
+    assert!(
+        refused[0][7].starts_with("ann not an administrator"),
+        "{refused:?}"
+    );
     // A new password ends the admin-login credential too.
     s.admin("user-set-password", &["admin", "another long password"]);
     assert_eq!(
@@ -341,7 +358,10 @@ fn only_an_administrator_sign_in_carries_global_powers() {
 fn a_namespace_admin_administers_its_namespace_only() {
     let s = Served::new();
     for u in ["carl", "dora"] {
-        s.admin("user-add", &[u, "a long enough password", "false", "person"]);
+        s.admin(
+            "user-add",
+            &[u, "a long enough password", "false", "person"],
+        );
     }
     s.admin("namespace-add", &["art", "admin", "ann"]);
     let ann = s.login("ann", ANN_PASSWORD);
@@ -367,11 +387,23 @@ fn a_namespace_admin_administers_its_namespace_only() {
         refused("grant-set", &["art", "game", "nobody", "reader"]),
         ErrorCode::NotFound
     );
-    assert_eq!(ok("visibility-set", &["art", "game", "public"]), [["public", "1"]]);
-    assert_eq!(ok("visibility-set", &["art", "game", "public"]), [["public", "1"]]);
-    assert_eq!(ok("visibility-set", &["art", "game", "private"]), [["private", "2"]]);
+    assert_eq!(
+        ok("visibility-set", &["art", "game", "public"]),
+        [["public", "1"]]
+    );
+    assert_eq!(
+        ok("visibility-set", &["art", "game", "public"]),
+        [["public", "1"]]
+    );
+    assert_eq!(
+        ok("visibility-set", &["art", "game", "private"]),
+        [["private", "2"]]
+    );
     assert_eq!(ok("visibility-get", &["art", "game"]), [["private", "2"]]);
-    assert_eq!(ok("visibility-get", &["code", "engine"]), [["private", "0"]]);
+    assert_eq!(
+        ok("visibility-get", &["code", "engine"]),
+        [["private", "0"]]
+    );
     assert_eq!(
         refused("visibility-set", &["code", "engine", "public"]),
         ErrorCode::Forbidden
@@ -429,7 +461,10 @@ fn a_namespace_admin_administers_its_namespace_only() {
 #[test]
 fn automation_credentials_are_created_derived_narrower_and_revoked() {
     let s = Served::new();
-    s.admin("user-add", &["carl", "a long enough password", "false", "person"]);
+    s.admin(
+        "user-add",
+        &["carl", "a long enough password", "false", "person"],
+    );
     let ann = s.login("ann", ANN_PASSWORD);
     let svc = &s.service;
     let day = scribe_auth::now_ms() + DAY_MS;
@@ -514,7 +549,11 @@ fn automation_credentials_are_created_derived_narrower_and_revoked() {
     );
     // An automation credential does no user administration.
     assert_eq!(
-        code(svc.admin(&ci.credential, "automation-create", &["ann", "automation", &in_a_day(), "x", "00"])),
+        code(svc.admin(
+            &ci.credential,
+            "automation-create",
+            &["ann", "automation", &in_a_day(), "x", "00"]
+        )),
         ErrorCode::Forbidden
     );
     // Listings: ann sees her session and both automation credentials; the
@@ -525,7 +564,9 @@ fn automation_credentials_are_created_derived_narrower_and_revoked() {
     assert_eq!(derived[7], ci.credential_id, "parent");
     assert_eq!(derived[1], "automation");
     assert_eq!(
-        svc.admin(&ci.credential, "credential-list", &[]).unwrap().len(),
+        svc.admin(&ci.credential, "credential-list", &[])
+            .unwrap()
+            .len(),
         2
     );
     // Revoking the parent revokes the child: neither authenticates.
@@ -557,7 +598,10 @@ fn automation_credentials_are_created_derived_narrower_and_revoked() {
 fn a_delegate_creates_automation_credentials_for_service_users_of_its_namespace() {
     let s = Served::new();
     s.admin("user-add", &["ci", "", "false", "service"]);
-    s.admin("user-add", &["carl", "a long enough password", "false", "person"]);
+    s.admin(
+        "user-add",
+        &["carl", "a long enough password", "false", "person"],
+    );
     s.admin("grant-set", &["art", "game", "ci", "writer"]);
     s.admin("namespace-add", &["art", "delegate", "ann"]);
     let ann = s.login("ann", ANN_PASSWORD);
@@ -568,7 +612,10 @@ fn a_delegate_creates_automation_credentials_for_service_users_of_its_namespace(
         .unwrap();
     assert_eq!(made.username, "ci");
     assert_eq!(svc.whoami(&made.credential).unwrap().username, "ci");
-    assert_eq!(svc.admin(&ann, "credential-list", &["ci"]).unwrap().len(), 1);
+    assert_eq!(
+        svc.admin(&ann, "credential-list", &["ci"]).unwrap().len(),
+        1
+    );
     // Not for a person, and not once the service user reaches outside.
     assert_eq!(
         code(svc.automation_create(&ann, "carl", "automation", day, "x")),
@@ -616,7 +663,10 @@ fn a_replayed_operation_id_returns_the_outcome_or_refuses_another_intent() {
     // Another user replaying the id is refused too.
     let ann = s.login("ann", ANN_PASSWORD);
     assert_eq!(
-        code(s.service.admin_with_operation(&ann, op, "user-add", args("fay"))),
+        code(
+            s.service
+                .admin_with_operation(&ann, op, "user-add", args("fay"))
+        ),
         ErrorCode::Forbidden
     );
     let users = s.admin("user-list", &[]);
@@ -701,7 +751,9 @@ fn sigkill_of_the_served_process_during_administration_loses_nothing_acknowledge
     }
     let adds = s.audit(&["command=user-add", "outcome=ok", "limit=10000"]);
     for (what, _) in acked.iter().filter(|(w, _)| !w.starts_with("grant ")) {
-        assert!(adds.iter().any(|r| r[7] == format!("{what} --service --no-password")));
+        assert!(adds
+            .iter()
+            .any(|r| r[7] == format!("{what} --service --no-password")));
     }
     // The directory is whole: every row checks.
     s.kill();

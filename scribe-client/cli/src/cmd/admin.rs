@@ -84,7 +84,9 @@ pub fn parse_duration_ms(text: &str) -> CliResult<u64> {
         'd' => 86_400,
         _ => return Err(bad()),
     };
-    n.checked_mul(secs * 1000).filter(|&ms| ms > 0).ok_or_else(bad)
+    n.checked_mul(secs * 1000)
+        .filter(|&ms| ms > 0)
+        .ok_or_else(bad)
 }
 
 /// The first line of a password file.
@@ -92,7 +94,10 @@ fn password_from(file: &PathBuf) -> CliResult<String> {
     let text = read_file(file)?;
     let pw = text.lines().next().unwrap_or("").to_owned();
     if pw.is_empty() {
-        return Err(CliError::new(ErrorCode::Usage, "the password file is empty"));
+        return Err(CliError::new(
+            ErrorCode::Usage,
+            "the password file is empty",
+        ));
     }
     Ok(pw)
 }
@@ -230,7 +235,11 @@ fn user(ctx: &Ctx, s: &Session, cmd: AdminUserCmd) -> CliResult {
                     if service { "service" } else { "person" },
                 ],
             )?;
-            let id = rows.first().and_then(|r| r.first()).cloned().unwrap_or_default();
+            let id = rows
+                .first()
+                .and_then(|r| r.first())
+                .cloned()
+                .unwrap_or_default();
             let mut json = vec![("user", Json::str(&name)), ("user_id", Json::str(&id))];
             if generated {
                 json.push(("password", Json::str(&password)));
@@ -322,7 +331,10 @@ fn grant(ctx: &Ctx, s: &Session, cmd: AdminGrantCmd) -> CliResult {
             user,
             role,
         } => {
-            let rows = s.call("grant-set", &[&namespace, &repository, &user, role_text(role)])?;
+            let rows = s.call(
+                "grant-set",
+                &[&namespace, &repository, &user, role_text(role)],
+            )?;
             if ctx.out.json {
                 return table(ctx, &rows, &NAMES);
             }
@@ -495,7 +507,10 @@ fn credential(ctx: &Ctx, s: &Session, cmd: AdminCredentialCmd) -> CliResult {
         }
         AdminCredentialCmd::Revoke { credential } => {
             let rows = s.call("credential-revoke", &[&credential])?;
-            let ids: Vec<String> = rows.into_iter().filter_map(|r| r.into_iter().next()).collect();
+            let ids: Vec<String> = rows
+                .into_iter()
+                .filter_map(|r| r.into_iter().next())
+                .collect();
             if ctx.out.json {
                 return ctx.out.json(&Json::obj(vec![(
                     "revoked",
@@ -573,9 +588,7 @@ fn automation(ctx: &Ctx, s: &Session, cmd: AdminAutomationCmd) -> CliResult {
         utc(expires_ms),
         out.display()
     ))?;
-    ctx.out.status(format!(
-        "use it with SCRIBE_CREDENTIAL={}",
-        out.display()
-    ));
+    ctx.out
+        .status(format!("use it with SCRIBE_CREDENTIAL={}", out.display()));
     Ok(())
 }

@@ -99,7 +99,12 @@ fn administration_from_the_command_line() {
         "",
     );
     assert_eq!(code, Some(0), "{err}");
-    let (code, out, err) = scribe(&admin, None, &["admin", "grant", "list", "art", "--json"], "");
+    let (code, out, err) = scribe(
+        &admin,
+        None,
+        &["admin", "grant", "list", "art", "--json"],
+        "",
+    );
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("\"user\":\"bob\""), "{out}");
     assert!(out.contains("\"role\":\"writer\""), "{out}");
@@ -151,8 +156,17 @@ fn administration_from_the_command_line() {
         &bob,
         Some(&ci),
         &[
-            "admin", "automation", "derive", "--parent", &id, "--kind", "automation",
-            "--expires-in", "1h", "--out", job.to_str().unwrap(),
+            "admin",
+            "automation",
+            "derive",
+            "--parent",
+            &id,
+            "--kind",
+            "automation",
+            "--expires-in",
+            "1h",
+            "--out",
+            job.to_str().unwrap(),
         ],
         "",
     );
@@ -161,8 +175,17 @@ fn administration_from_the_command_line() {
         &bob,
         Some(&ci),
         &[
-            "admin", "automation", "derive", "--parent", &id, "--kind", "automation-admin",
-            "--expires-in", "1h", "--out", job.to_str().unwrap(),
+            "admin",
+            "automation",
+            "derive",
+            "--parent",
+            &id,
+            "--kind",
+            "automation-admin",
+            "--expires-in",
+            "1h",
+            "--out",
+            job.to_str().unwrap(),
         ],
         "",
     );
@@ -171,7 +194,11 @@ fn administration_from_the_command_line() {
     // bob revokes it: CI no longer signs in.
     let (code, out, err) = scribe(&bob, None, &["admin", "credential", "revoke", &id], "");
     assert_eq!(code, Some(0), "{err}");
-    assert_eq!(out.lines().count(), 2, "the credential and the derived one: {out}");
+    assert_eq!(
+        out.lines().count(),
+        2,
+        "the credential and the derived one: {out}"
+    );
     let (code, _, err) = scribe(&bob, Some(&ci), &["whoami"], "");
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("Error[unauthenticated]"), "{err}");
@@ -189,8 +216,16 @@ fn administration_from_the_command_line() {
         out.contains("\"actor\":\"bob\",\"command\":\"user-add\""),
         "{out}"
     );
-    assert!(out.contains("\"outcome\":\"rejected\",\"arguments\":\"eve\""), "{out}");
-    let (code, out, err) = scribe(&admin, None, &["admin", "audit", "--json", "--limit", "200"], "");
+    assert!(
+        out.contains("\"outcome\":\"rejected\",\"arguments\":\"eve\""),
+        "{out}"
+    );
+    let (code, out, err) = scribe(
+        &admin,
+        None,
+        &["admin", "audit", "--json", "--limit", "200"],
+        "",
+    );
     assert_eq!(code, Some(0), "{err}");
     let first = out.find("\"command\":\"credential-revoke\"").unwrap();
     let later = out.find("\"command\":\"grant-set\"").unwrap();
