@@ -49,6 +49,9 @@ pub const MAX_AUTOMATION_MS: u64 = 366 * 86_400_000;
 pub const DEFAULT_AUDIT_LIMIT: usize = 100;
 /// Most audit rows answered at once.
 pub const MAX_AUDIT_LIMIT: usize = 10_000;
+/// An audit answer stops after the row that passes this size (the frame
+/// bound is 4 MiB); page on with `before=`.
+pub const MAX_AUDIT_ANSWER_BYTES: usize = 3 * 1024 * 1024;
 /// How often `serve` runs the expiry sweep (and once at start).
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(3600);
 
@@ -482,10 +485,12 @@ impl Service {
             req,
             "USERNAME PASSWORD ADMIN(true|false) KIND(person|service)",
         )?;
+        // An unacceptable password is refused inside the change, after the
+        // authorization (so a non-administrator is told `forbidden` and audited).
         let password = if password.is_empty() {
-            None
+            Ok(None)
         } else {
-            Some(Password::new(password).map_err(|e| refusal(e.code(), e.to_string()))?)
+            Password::new(password).map(Some)
         };
         let mut args = vec![AuditArg::word(&username)];
         if admin == "true" {
@@ -494,12 +499,13 @@ impl Service {
         if kind == "service" {
             args.push(AuditArg::word("--service"));
         }
-        if password.is_none() {
+        if matches!(password, Ok(None)) {
             args.push(AuditArg::word("--no-password"));
         }
         self.change(c, req, body, &args, |tx| {
             require_global(c, "user-add")?;
             check("username", &username)?;
+            let password = password.map_err(|e| usage(e.to_string()))?;
             let administrator = parse_bool_arg("ADMIN", &admin)?;
             let kind = match kind.as_str() {
                 "person" => UserKind::Person,
@@ -571,10 +577,11 @@ impl Service {
         body: &[u8],
     ) -> Result<Sau2Result, Sau2Result> {
         let [username, password] = arity::<2>(req, "USERNAME PASSWORD")?;
-        let password = Password::new(password).map_err(|e| refusal(e.code(), e.to_string()))?;
+        let password = Password::new(password);
         let args = words(&[&username]);
         self.change(c, req, body, &args, |tx| {
             require_global(c, "user-set-password")?;
+            let password = password.map_err(|e| usage(e.to_string()))?;
             user_named(tx, &username)?;
             let generation = tx.set_password(&username, &password)?;
             let mut ended = 0u64;
@@ -1310,6 +1317,7 @@ impl Service {
             let before_key = before.map(|b| Key::Audit(b).to_string());
             let mut rows = Vec::new();
             let mut names = std::collections::HashMap::new();
+            let mut bytes = 0usize;
             dir.scan_prefix_rev("audit/", before_key.as_deref(), |k, v| {
                 let Ok(Key::Audit(seq)) = Key::parse(k) else {
                     return Ok(true);
@@ -1342,7 +1350,10 @@ impl Service {
                     if r.ok { "ok" } else { "rejected" }.to_owned(),
                     r.arguments,
                 ]);
-                Ok(rows.len() < limit)
+                bytes += rows
+                    .last()
+                    .map_or(0, |r| r.iter().map(|f| f.len() + 2).sum::<usize>() + 2);
+                Ok(rows.len() < limit && bytes < MAX_AUDIT_ANSWER_BYTES)
             })?;
             Ok(rows)
         })

@@ -210,14 +210,30 @@ fn an_administrator_adds_a_user_who_signs_in_and_every_user_verb_works() {
         ErrorCode::Unauthenticated
     );
     s.login("bob", BOB_NEW_PASSWORD);
+    // A password the policy refuses: usage, audited as rejected.
+    assert_eq!(
+        code(
+            s.service
+                .admin(&s.admin, "user-add", &["hal", "short", "false", "person"])
+        ),
+        ErrorCode::Usage
+    );
     // The administrator cannot disable itself.
     assert_eq!(
         code(s.service.admin(&s.admin, "user-disable", &["admin"])),
         ErrorCode::Usage
     );
     // Every change is audited, newest first, and no password is in any row.
-    let audit = s.audit(&["limit=3"]);
-    assert_eq!(audit.len(), 3);
+    let audit = s.audit(&["limit=4"]);
+    assert_eq!(audit.len(), 4);
+    assert_eq!(
+        (
+            audit[1][4].as_str(),
+            audit[1][6].as_str(),
+            audit[1][7].as_str()
+        ),
+        ("user-add", "rejected", "hal")
+    );
     assert_eq!(
         (
             audit[0][4].as_str(),
@@ -226,7 +242,7 @@ fn an_administrator_adds_a_user_who_signs_in_and_every_user_verb_works() {
         ),
         ("user-disable", "rejected", "admin")
     );
-    assert_eq!(audit[1][4], "login");
+    assert_eq!(audit[2][4], "login");
     let sequences: Vec<u64> = audit.iter().map(|r| r[0].parse().unwrap()).collect();
     assert!(sequences.windows(2).all(|w| w[0] > w[1]));
     let adds = s.audit(&["command=user-add", "outcome=ok"]);
@@ -250,6 +266,8 @@ fn a_non_administrator_is_refused_with_forbidden_and_a_rejected_audit_row() {
     let ann = s.login("ann", ANN_PASSWORD);
     let svc = &s.service;
     for (verb, args) in [
+        // Authorization comes before the password policy.
+        ("user-add", vec!["eve", "short", "false", "person"]),
         (
             "user-add",
             vec!["eve", "eve's long password", "true", "person"],
