@@ -692,6 +692,9 @@ impl AuthDir {
             Some(b) if b < end.as_str() => b,
             _ => end.as_str(),
         };
+        if upper <= prefix {
+            return Ok(());
+        }
         let range = t.range::<&str>(prefix..upper).map_err(AuthError::db)?;
         for item in range.rev() {
             let (k, v) = item.map_err(AuthError::db)?;

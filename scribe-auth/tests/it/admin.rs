@@ -245,6 +245,11 @@ fn an_administrator_adds_a_user_who_signs_in_and_every_user_verb_works() {
     assert_eq!(audit[2][4], "login");
     let sequences: Vec<u64> = audit.iter().map(|r| r[0].parse().unwrap()).collect();
     assert!(sequences.windows(2).all(|w| w[0] > w[1]));
+    // Paging: the rows before a sequence, newest first.
+    let before = format!("before={}", audit[1][0]);
+    let page = s.audit(&["limit=2", &before]);
+    assert_eq!(page, audit[2..4]);
+    assert!(s.audit(&["before=0"]).is_empty());
     let adds = s.audit(&["command=user-add", "outcome=ok"]);
     assert!(adds
         .iter()
