@@ -169,14 +169,31 @@ impl Signer {
         created_ms: u64,
         expires_ms: u64,
     ) -> Result<String, AuthError> {
+        self.issue_credential(
+            public_key,
+            credential,
+            CredentialKind::Session,
+            created_ms,
+            expires_ms,
+        )
+    }
+
+    /// A credential certificate in the session layout for any `kind`
+    /// (`OU=<kind>`): sessions and automation credentials
+    /// (`docs/auth.md#credential-certificates`).
+    pub fn issue_credential(
+        &self,
+        public_key: &impl PublicKeyData,
+        credential: Id,
+        kind: CredentialKind,
+        created_ms: u64,
+        expires_ms: u64,
+    ) -> Result<String, AuthError> {
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, credential.hex());
         dn.push(DnType::OrganizationName, self.trust_domain.as_str());
-        dn.push(
-            DnType::OrganizationalUnitName,
-            CredentialKind::Session.as_str(),
-        );
+        dn.push(DnType::OrganizationalUnitName, kind.as_str());
         params.distinguished_name = dn;
         params.subject_alt_names = vec![SanType::URI(
             Ia5String::try_from(credential_uri(&self.trust_domain, credential))

@@ -670,6 +670,45 @@ impl AuthDir {
         scan_prefix(&t, prefix)
     }
 
+    /// Visit the rows under `prefix` from the highest key down, starting
+    /// below `before` (exclusive) when given, until `visit` returns false
+    /// (one read transaction; for the newest-first audit listing).
+    pub fn scan_prefix_rev(
+        &self,
+        prefix: &str,
+        before: Option<&str>,
+        mut visit: impl FnMut(&str, &[u8]) -> Result<bool, AuthError>,
+    ) -> Result<(), AuthError> {
+        let read = self.db.begin_read().map_err(AuthError::db)?;
+        let t = read.open_table(TABLE).map_err(AuthError::db)?;
+        // Every key under `prefix` sorts below `prefix` with its last byte
+        // raised by one (the prefixes used end in '/').
+        let mut end = prefix.to_owned();
+        let last = end
+            .pop()
+            .map_or('\u{1}', |ch| char::from_u32(ch as u32 + 1).unwrap_or(ch));
+        end.push(last);
+        let upper = match before {
+            Some(b) if b < end.as_str() => b,
+            _ => end.as_str(),
+        };
+        if upper <= prefix {
+            return Ok(());
+        }
+        let range = t.range::<&str>(prefix..upper).map_err(AuthError::db)?;
+        for item in range.rev() {
+            let (k, v) = item.map_err(AuthError::db)?;
+            let key = k.value();
+            if !key.starts_with(prefix) {
+                continue;
+            }
+            if !visit(key, v.value())? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Check every row: its key belongs to a family and its value has the
     /// family's shape. Returns the number of rows.
     pub fn verify(&self) -> Result<usize, AuthError> {

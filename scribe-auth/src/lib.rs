@@ -12,9 +12,11 @@
 //! | [`ids`] | 128-bit ids, key ids (BLAKE3 of SubjectPublicKeyInfo DER) |
 //! | [`password`] | argon2id with the pepper |
 //! | [`ca`] | the p256 certificate authorities (`ca/credential`, `ca/access`) |
+//! | [`admin`] | the administrative verbs of the service (users, grants, namespaces, visibility, credentials, automation, audit) and the expiry sweeper |
 //! | [`audit`] | audit arguments that can never hold a password |
 //! | [`error`] | [`AuthError`], each mapped to a registry code |
 
+pub mod admin;
 pub mod audit;
 pub mod ca;
 pub mod dir;

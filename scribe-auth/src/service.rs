@@ -122,11 +122,11 @@ pub struct Service {
     session_ms: u64,
 }
 
-fn refusal(code: ErrorCode, message: impl Into<String>) -> Sau2Result {
+pub(crate) fn refusal(code: ErrorCode, message: impl Into<String>) -> Sau2Result {
     Sau2Result::error(code, message)
 }
 
-fn internal(e: AuthError) -> Sau2Result {
+pub(crate) fn internal(e: AuthError) -> Sau2Result {
     refusal(e.code(), e.to_string())
 }
 
@@ -184,10 +184,10 @@ pub fn certificate_serial(der: &[u8]) -> Option<Id> {
 }
 
 /// Who a verified client certificate belongs to.
-struct Caller {
-    user: UserRow,
-    credential: Id,
-    row: CredentialRow,
+pub(crate) struct Caller {
+    pub(crate) user: UserRow,
+    pub(crate) credential: Id,
+    pub(crate) row: CredentialRow,
 }
 
 impl Service {
@@ -199,11 +199,11 @@ impl Service {
         }
     }
 
-    fn read_dir(&self) -> std::sync::RwLockReadGuard<'_, AuthDir> {
+    pub(crate) fn read_dir(&self) -> std::sync::RwLockReadGuard<'_, AuthDir> {
         self.dir.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write_dir(&self) -> std::sync::RwLockWriteGuard<'_, AuthDir> {
+    pub(crate) fn write_dir(&self) -> std::sync::RwLockWriteGuard<'_, AuthDir> {
         self.dir.write().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -216,7 +216,8 @@ impl Service {
         };
         let body = Sau2Request::body(encoded);
         match req.verb.as_str() {
-            "login" => self.login(&req, body, addr),
+            "login" => self.login(&req, body, addr, false),
+            "admin-login" => self.login(&req, body, addr, true),
             "whoami" => match self.caller(client_cert) {
                 Ok(c) => Sau2Result::Rows(vec![vec![
                     c.user.name.clone(),
@@ -228,14 +229,12 @@ impl Service {
                 Err(r) => r,
             },
             "logout" => self.logout(&req, body, client_cert),
-            other => refusal(
-                ErrorCode::Usage,
-                format!("unknown verb {other:?} (login, whoami, logout)"),
-            ),
+            v if crate::admin::is_admin_verb(v) => self.admin(&req, body, client_cert),
+            other => refusal(ErrorCode::Usage, format!("unknown verb {other:?}")),
         }
     }
 
-    fn caller(&self, client_cert: Option<&[u8]>) -> Result<Caller, Sau2Result> {
+    pub(crate) fn caller(&self, client_cert: Option<&[u8]>) -> Result<Caller, Sau2Result> {
         let Some(der) = client_cert else {
             return Err(refusal(
                 ErrorCode::Unauthenticated,
@@ -321,7 +320,14 @@ impl Service {
 
     /// `login USERNAME PASSWORD SPKI_HEX` → `[[credential id, user id,
     /// username, expires ms, certificate PEM]]`.
-    fn login(&self, req: &Sau2Request, body: &[u8], addr: IpAddr) -> Sau2Result {
+    ///
+    /// `admin-login` (the same arguments and answer) signs in an
+    /// administrator: the credential is of kind `user` with the password
+    /// generation, for at most [`crate::admin::ADMIN_LOGIN_MS`]; only such a
+    /// credential carries the administrator's global powers
+    /// (`docs/auth.md#admin-login`).
+    fn login(&self, req: &Sau2Request, body: &[u8], addr: IpAddr, admin: bool) -> Sau2Result {
+        let verb = if admin { "admin-login" } else { "login" };
         let [username, password, spki_hex] = match <[String; 3]>::try_from(req.arguments.clone()) {
             Ok(a) => a,
             Err(_) => {
@@ -382,7 +388,7 @@ impl Service {
         };
         let now_ms = crate::now_ms();
         let accepted = match &user {
-            Some(u) if matched && u.enabled => Some(u.clone()),
+            Some(u) if matched && u.enabled && (u.administrator || !admin) => Some(u.clone()),
             _ => None,
         };
         let Some(user) = accepted else {
@@ -393,10 +399,13 @@ impl Service {
             let reason = match &user {
                 None => "unknown user",
                 Some(_) if !matched => "wrong password",
-                Some(_) => "disabled user",
+                Some(u) if !u.enabled => "disabled user",
+                Some(_) => "not an administrator",
             };
             let message = if user.as_ref().is_some_and(|u| matched && !u.enabled) {
                 format!("user {username} is disabled")
+            } else if user.as_ref().is_some_and(|u| matched && !u.administrator) {
+                format!("user {username} is not an administrator: use login")
             } else {
                 BAD_LOGIN.to_owned()
             };
@@ -416,7 +425,7 @@ impl Service {
                 tx.audit(
                     now_ms,
                     user_id,
-                    "login",
+                    verb,
                     op,
                     false,
                     &[AuditArg::word(&username), AuditArg::word(reason)],
@@ -433,7 +442,15 @@ impl Service {
             .unwrap_or_else(|p| p.into_inner())
             .succeeded(&username);
         let credential = Id::random();
-        let expires_ms = now_ms.saturating_add(self.session_ms);
+        let (kind, lifetime) = if admin {
+            (
+                CredentialKind::User,
+                self.session_ms.min(crate::admin::ADMIN_LOGIN_MS),
+            )
+        } else {
+            (CredentialKind::Session, self.session_ms)
+        };
+        let expires_ms = now_ms.saturating_add(lifetime);
         let mut dir = self.write_dir();
         let generation = match dir.get::<PasswordRow>(&Key::Password(username.clone())) {
             Ok(p) => p.map_or(1, |p| p.generation),
@@ -441,17 +458,17 @@ impl Service {
         };
         let cert = match dir
             .signer(CaFamily::Credential)
-            .and_then(|s| s.issue_session(&public, credential, now_ms, expires_ms))
+            .and_then(|s| s.issue_credential(&public, credential, kind, now_ms, expires_ms))
         {
             Ok(c) => c,
             Err(e) => return internal(e),
         };
         let row = CredentialRow {
-            kind: CredentialKind::Session,
+            kind,
             subject: username.clone(),
             expires_ms,
             enabled: true,
-            label: "login".into(),
+            label: verb.into(),
             key_id,
             created_ms: now_ms,
             parent: None,
@@ -477,7 +494,7 @@ impl Service {
             tx.audit(
                 now_ms,
                 Some(user.id),
-                "login",
+                verb,
                 op,
                 true,
                 &[AuditArg::word(&username), AuditArg::key(key_id)],
@@ -638,6 +655,7 @@ pub fn serve(dir: AuthDir, opts: ServeOptions) -> Result<(), AuthError> {
     }
     let cfg = tls_config(&dir, &hosts)?;
     let service = Arc::new(Service::new(dir, opts.session_ms));
+    crate::admin::start_sweeper(&service);
     if let Some(rt) = &opts.runtime_dir {
         std::fs::create_dir_all(rt).map_err(|e| AuthError::io(rt, e))?;
         write_runtime(rt, "scribe-auth.pid", &format!("{}\n", std::process::id()))?;

@@ -230,6 +230,30 @@ impl AuthService {
         password: &str,
         key: &p256::SecretKey,
     ) -> Result<LoginOutcome> {
+        self.sign_in("login", operation, username, password, key)
+    }
+
+    /// `admin-login`: like [`AuthService::login`], for an administrator; the
+    /// answer is a short-lived `user` credential that carries the
+    /// administrator's powers (`docs/auth.md#admin-login`).
+    pub fn admin_login(&self, username: &str, password: &str) -> Result<LoginOutcome> {
+        self.sign_in(
+            "admin-login",
+            random_id()?,
+            username,
+            password,
+            &generate_key()?,
+        )
+    }
+
+    fn sign_in(
+        &self,
+        verb: &str,
+        operation: [u8; 16],
+        username: &str,
+        password: &str,
+        key: &p256::SecretKey,
+    ) -> Result<LoginOutcome> {
         let spki = key
             .public_key()
             .to_public_key_der()
@@ -240,7 +264,7 @@ impl AuthService {
             .to_string();
         let req = Sau2Request {
             operation,
-            verb: "login".into(),
+            verb: verb.into(),
             arguments: vec![
                 username.to_owned(),
                 password.to_owned(),

@@ -5,6 +5,7 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`auth`], [`auth_admin`] | the auth service: login, whoami, logout; the administrative verbs and automation credentials |
 //! | [`url`] | [`ServerUrl`]: `scribe://`, `scribes://`, data-root paths |
 //! | [`client`] | [`Client`]: one typed method per request, over any [`Connection`] |
 //! | [`tcp`], [`tls`] | the TCP/TLS [`Connection`] (the in-process one is `scribe_server::InProcessConnection`) |
@@ -22,6 +23,7 @@
 use std::sync::Arc;
 
 pub mod auth;
+pub mod auth_admin;
 pub mod client;
 pub mod error;
 pub mod failpoints;

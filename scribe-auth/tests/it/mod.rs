@@ -1,5 +1,6 @@
 mod support;
 
+mod admin;
 mod audit;
 mod crash;
 mod directory;

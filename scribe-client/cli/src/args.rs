@@ -164,11 +164,24 @@ pub enum Command {
         /// default: the one stored by the last login)
         #[arg(long)]
         ca_file: Option<PathBuf>,
+        /// Sign in as administrator (admin-login): a one-hour `user` credential
+        /// that `scribe admin` needs for user management and the audit trail
+        #[arg(long)]
+        admin: bool,
     },
     /// End the stored session (the auth service disables its credential)
     Logout,
     /// Show who the stored credential (or $SCRIBE_CREDENTIAL) signs in as
     Whoami,
+    /// Administer the team's auth service: users, grants, namespaces,
+    /// visibility, credentials, automation credentials, the audit trail
+    ///
+    /// Uses the stored login (`scribe login`) or the credential file named
+    /// by `$SCRIBE_CREDENTIAL`. Who may do what is in docs/auth.md: user
+    /// management and the audit trail need an administrator; grants and
+    /// visibility also a namespace admin or a repository admin.
+    #[command(subcommand)]
+    Admin(AdminCmd),
     /// Show recent changes of the branch
     Log {
         /// How many changes to show
@@ -306,5 +319,267 @@ pub enum DebugCmd {
         /// Repository-relative paths with `/` separators
         #[arg(required = true)]
         paths: Vec<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminCmd {
+    /// Add, disable or enable users, set passwords, list users
+    #[command(subcommand, visible_alias = "users")]
+    User(AdminUserCmd),
+    /// Set, revoke or list repository grants (roles: reader, writer, maintainer, admin)
+    #[command(subcommand)]
+    Grant(AdminGrantCmd),
+    /// Add, remove or list namespace admins, readers and delegates
+    #[command(subcommand)]
+    Namespace(AdminNamespaceCmd),
+    /// Set or show a repository's visibility (public or private)
+    #[command(subcommand)]
+    Visibility(AdminVisibilityCmd),
+    /// List or revoke credentials
+    #[command(subcommand)]
+    Credential(AdminCredentialCmd),
+    /// Create or derive automation credentials for CI and agents
+    #[command(subcommand)]
+    Automation(AdminAutomationCmd),
+    /// Show the audit trail, newest first (`--json` for machines)
+    Audit {
+        /// How many rows to show (1 to 10000)
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+        /// Only rows older than this sequence number (for paging)
+        #[arg(long)]
+        before: Option<u64>,
+        /// Only this command (for example user-add, login, grant-set)
+        #[arg(long)]
+        command: Option<String>,
+        /// Only rows of this acting user
+        #[arg(long)]
+        user: Option<String>,
+        /// Only accepted (ok) or refused (rejected) requests
+        #[arg(long)]
+        outcome: Option<AuditOutcome>,
+    },
+}
+
+/// An audit row's outcome.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum AuditOutcome {
+    Ok,
+    Rejected,
+}
+
+/// A repository role.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum GrantRole {
+    /// Read, sync and list
+    Reader,
+    /// Reader, and submit, lock own files, register and retire own workspaces
+    Writer,
+    /// Writer, and break others' locks, retire others' workspaces
+    Maintainer,
+    /// Maintainer, and the grants and visibility of the repository
+    Admin,
+}
+
+/// A namespace role.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum NamespaceRole {
+    /// Administers the grants and visibility of every repository of the namespace
+    Admin,
+    /// Reads every repository of the namespace
+    Reader,
+    /// Creates and revokes automation credentials of the namespace's service users
+    Delegate,
+}
+
+/// A repository visibility.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum Visibility {
+    Public,
+    Private,
+}
+
+/// An automation credential kind.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum AutomationKind {
+    /// Read as the user (at most reader)
+    Automation,
+    /// At most writer
+    AutomationWrite,
+    /// At most maintainer
+    AutomationMaintain,
+    /// At most admin (also grants and visibility the user may administer)
+    AutomationAdmin,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminUserCmd {
+    /// Add a user (a person gets a generated password, shown once, unless --password-file)
+    Add {
+        /// The new user's name
+        name: String,
+        /// Make the user an administrator
+        #[arg(long)]
+        admin: bool,
+        /// A service user (CI, agents): no password unless --password-file
+        #[arg(long)]
+        service: bool,
+        /// Read the password from this file (its first line)
+        #[arg(long)]
+        password_file: Option<PathBuf>,
+    },
+    /// Disable a user: no sign-in, and its credentials stop working
+    Disable {
+        /// The user
+        name: String,
+    },
+    /// Enable a disabled user again
+    Enable {
+        /// The user
+        name: String,
+    },
+    /// Set a user's password (generated and shown once unless --password-file); ends its sessions
+    SetPassword {
+        /// The user
+        name: String,
+        /// Read the password from this file (its first line)
+        #[arg(long)]
+        password_file: Option<PathBuf>,
+    },
+    /// List users
+    List,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminGrantCmd {
+    /// Give USER the ROLE on NAMESPACE/REPOSITORY (replaces its role there)
+    Set {
+        /// The namespace
+        namespace: String,
+        /// The repository
+        repository: String,
+        /// The user
+        user: String,
+        /// The role
+        role: GrantRole,
+    },
+    /// Remove USER's grant on NAMESPACE/REPOSITORY
+    Revoke {
+        /// The namespace
+        namespace: String,
+        /// The repository
+        repository: String,
+        /// The user
+        user: String,
+    },
+    /// List the grants of a namespace or of one repository
+    List {
+        /// The namespace
+        namespace: String,
+        /// Only this repository
+        repository: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminNamespaceCmd {
+    /// Make USER an admin, reader or delegate of NAMESPACE
+    Add {
+        /// The namespace
+        namespace: String,
+        /// The role in the namespace
+        role: NamespaceRole,
+        /// The user
+        user: String,
+    },
+    /// Remove USER's role in NAMESPACE
+    Remove {
+        /// The namespace
+        namespace: String,
+        /// The role in the namespace
+        role: NamespaceRole,
+        /// The user
+        user: String,
+    },
+    /// List the admins, readers and delegates (of one namespace, or all)
+    List {
+        /// Only this namespace
+        namespace: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminVisibilityCmd {
+    /// Make NAMESPACE/REPOSITORY public or private
+    Set {
+        /// The namespace
+        namespace: String,
+        /// The repository
+        repository: String,
+        /// public or private
+        visibility: Visibility,
+    },
+    /// Show a repository's visibility and its visibility revision
+    Show {
+        /// The namespace
+        namespace: String,
+        /// The repository
+        repository: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminCredentialCmd {
+    /// List your credentials (administrators: any user's)
+    List {
+        /// Whose credentials (default: yours)
+        #[arg(long)]
+        user: Option<String>,
+    },
+    /// Revoke a credential (and every credential derived from it)
+    Revoke {
+        /// The credential id (32 hex digits)
+        credential: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminAutomationCmd {
+    /// Create an automation credential; its key is made here and written with the certificate to --out (0600)
+    Create {
+        /// The user it acts as (default: you)
+        #[arg(long)]
+        user: Option<String>,
+        /// The kind: the most it may do
+        #[arg(long, value_enum, default_value_t = AutomationKind::Automation)]
+        kind: AutomationKind,
+        /// Lifetime: N followed by s, m, h or d (at most 366d)
+        #[arg(long)]
+        expires_in: String,
+        /// A label shown in listings
+        #[arg(long, default_value = "automation")]
+        label: String,
+        /// The credential file to write (point SCRIBE_CREDENTIAL at it)
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Derive a narrower, shorter-lived credential from an automation credential
+    Derive {
+        /// The automation credential to derive from (id)
+        #[arg(long)]
+        parent: String,
+        /// The kind: at most the parent's
+        #[arg(long, value_enum, default_value_t = AutomationKind::Automation)]
+        kind: AutomationKind,
+        /// Lifetime: N followed by s, m, h or d (ending no later than the parent)
+        #[arg(long)]
+        expires_in: String,
+        /// A label shown in listings
+        #[arg(long, default_value = "derived")]
+        label: String,
+        /// The credential file to write (point SCRIBE_CREDENTIAL at it)
+        #[arg(long)]
+        out: PathBuf,
     },
 }

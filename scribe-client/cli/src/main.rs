@@ -106,9 +106,11 @@ fn run(cli: Cli) -> CliResult {
             user,
             password_file,
             ca_file,
-        } => auth::login(c, url, user, password_file, ca_file),
+            admin,
+        } => auth::login(c, url, user, password_file, ca_file, admin),
         Command::Logout => auth::logout(c),
         Command::Whoami => auth::whoami(c),
+        Command::Admin(a) => cmd::admin::run(c, a),
         Command::Log { n } => info::log(c, n),
         Command::History { path } => info::history(c, path),
         Command::Describe { change } => info::describe(c, change),
@@ -161,7 +163,7 @@ fn retry_hint(command: &Command) -> &'static str {
             "check that the server runs at that address; then run `scribe sync` again: it \
              continues where it stopped (files already placed stay)"
         }
-        Command::Login { .. } | Command::Logout | Command::Whoami => {
+        Command::Login { .. } | Command::Logout | Command::Whoami | Command::Admin(_) => {
             "check the auth service address and that it runs there; then run the command again"
         }
         Command::Workspace(WorkspaceCmd::Create { .. }) | Command::Quickstart { .. } => {

@@ -18,7 +18,7 @@ impl From<AuthClientError> for CliError {
     }
 }
 
-fn config_dir() -> CliResult<PathBuf> {
+pub(crate) fn config_dir() -> CliResult<PathBuf> {
     a::config_dir().ok_or_else(|| {
         CliError::new(
             ErrorCode::Usage,
@@ -27,7 +27,7 @@ fn config_dir() -> CliResult<PathBuf> {
     })
 }
 
-fn read_file(path: &PathBuf) -> CliResult<String> {
+pub(crate) fn read_file(path: &PathBuf) -> CliResult<String> {
     std::fs::read_to_string(path)
         .map_err(|e| CliError::new(ErrorCode::Io, format!("reading {}: {e}", path.display())))
 }
@@ -62,6 +62,7 @@ pub fn login(
     user: Option<String>,
     password_file: Option<PathBuf>,
     ca_file: Option<PathBuf>,
+    admin: bool,
 ) -> CliResult {
     let dir = config_dir()?;
     let stored = a::load_service(&dir).ok();
@@ -91,7 +92,11 @@ pub fn login(
         .filter(|u| !u.is_empty())
         .ok_or_else(|| CliError::new(ErrorCode::Usage, "name the user with --user"))?;
     let pw = password(password_file, &user)?;
-    let outcome = service.login(&user, &pw)?;
+    let outcome = if admin {
+        service.admin_login(&user, &pw)?
+    } else {
+        service.login(&user, &pw)?
+    };
     a::store_login(&dir, &service, &outcome)?;
     if ctx.out.json {
         return ctx.out.json(&Json::obj(vec![
@@ -113,7 +118,7 @@ pub fn login(
 }
 
 /// The stored login of `dir`, or `unauthenticated` saying how to sign in.
-fn stored(dir: &std::path::Path) -> CliResult<(AuthService, a::Credential)> {
+pub(crate) fn stored(dir: &std::path::Path) -> CliResult<(AuthService, a::Credential)> {
     let not_signed_in = |e: AuthClientError| match e {
         AuthClientError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
             CliError::new(

@@ -1,6 +1,7 @@
 //! One module per `scribe` command group: each turns arguments into a
 //! library call and its report into output.
 
+pub mod admin;
 pub mod auth;
 pub mod debug;
 pub mod files;

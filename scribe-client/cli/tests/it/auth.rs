@@ -10,16 +10,16 @@ use scribe_auth::rows::CaFamily;
 use scribe_auth::service::{serve, ServeOptions};
 use scribe_auth::{AuthDir, InitOptions, Password};
 
-const PASSWORD: &str = "correct horse battery staple";
+pub(super) const PASSWORD: &str = "correct horse battery staple";
 
-struct Auth {
-    tmp: tempfile::TempDir,
-    url: String,
-    ca_file: PathBuf,
+pub(super) struct Auth {
+    pub(super) tmp: tempfile::TempDir,
+    pub(super) url: String,
+    pub(super) ca_file: PathBuf,
 }
 
 /// An auth directory with the administrator `admin`, served in a thread.
-fn auth() -> Auth {
+pub(super) fn auth() -> Auth {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     let (dir, _) = AuthDir::init(InitOptions {

@@ -1,5 +1,6 @@
 mod support;
 
+mod admin;
 mod auth;
 mod crash;
 mod daily;
