@@ -3,3 +3,4 @@
 mod provider;
 mod proxy;
 mod rgw;
+mod tier;

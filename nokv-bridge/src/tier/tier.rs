@@ -1,0 +1,637 @@
+//! [`Tier`]: publishing a change's new objects as one artifact revision,
+//! reading objects back from the bucket, and checking the bucket against
+//! the record (`tier verify`).
+//!
+//! Publication of change `N` of root `R` (seed 003, "Publication"):
+//!
+//! 1. objects with a manifest row already (older revisions own them) are
+//!    not uploaded: their owner revisions become sealed dependencies;
+//! 2. a revision id is allocated and recorded under `tier_pending/(R, N)`
+//!    before the first upload, so a retry after a crash reuses it and its
+//!    keys (uploads are create-if-absent, so a block uploaded before the
+//!    crash is `AlreadyPresent`);
+//! 3. the new objects are packed in the order given (objects above
+//!    [`TierOptions::own_block_bytes`] alone, the rest bundled up to
+//!    [`TierOptions::block_bytes`]) and uploaded, several blocks in flight;
+//!    each upload is checked by `head` (its length);
+//! 4. one Immediate transaction writes the revision row (`Available`, its
+//!    own reference from change `N`), every object's manifest row, each
+//!    dependency reference (count and epoch of the owner advance), removes
+//!    the pending row and advances the root's cursor to `N`.
+//!
+//! A change without new objects publishes no revision; it only adds its
+//! references to the owners of what it names and advances the cursor.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use redb::{Database, Durability, ReadableDatabase, ReadableTable};
+use scribe_format::ObjectId;
+
+use super::key::BlockKey;
+use super::provider::{Provider, ProviderError, Put};
+use super::state::{self, Lifecycle, ObjectRow, RevisionRow};
+use super::TierError;
+
+/// How blocks are cut and uploaded.
+#[derive(Clone, Debug)]
+pub struct TierOptions {
+    /// Objects at least this large get a block of their own.
+    pub own_block_bytes: u64,
+    /// Bundled blocks are at most this large.
+    pub block_bytes: u64,
+    /// Blocks uploaded at once.
+    pub in_flight: usize,
+}
+
+impl Default for TierOptions {
+    fn default() -> Self {
+        TierOptions {
+            own_block_bytes: 4 << 20,
+            block_bytes: 16 << 20,
+            in_flight: 8,
+        }
+    }
+}
+
+/// What [`Tier::publish_change`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Published {
+    /// The new revision, when the change brought new objects.
+    pub revision: Option<[u8; 16]>,
+    pub blocks: u64,
+    pub bytes: u64,
+    /// Objects already owned by older revisions (not uploaded).
+    pub reused: u64,
+    /// Distinct owner revisions sealed as dependencies.
+    pub dependencies: u64,
+}
+
+/// Where one object is in the bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub key: BlockKey,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// The tier of one data root: its record and its bucket.
+pub struct Tier {
+    db: Database,
+    path: PathBuf,
+    shard: u32,
+    provider: Arc<dyn Provider>,
+    options: TierOptions,
+}
+
+/// Manifest rows (revision not yet filled in), block count, bytes.
+type Packed = (Vec<(ObjectId, ObjectRow)>, u64, u64);
+
+/// Reads an object's bytes from the local store (verified there).
+pub type ReadLocal<'a> = dyn Fn(&ObjectId) -> Result<Vec<u8>, String> + Sync + 'a;
+
+impl Tier {
+    /// Open (or create) the record at `path`. `shard` is used only when the
+    /// file is new; an existing file keeps the shard it was created with.
+    pub fn open(
+        path: &Path,
+        shard: u32,
+        provider: Arc<dyn Provider>,
+        options: TierOptions,
+    ) -> Result<Tier, TierError> {
+        let (db, shard) = state::open(path, shard)?;
+        Ok(Tier {
+            db,
+            path: path.to_owned(),
+            shard,
+            provider,
+            options,
+        })
+    }
+
+    pub fn shard(&self) -> u32 {
+        self.shard
+    }
+
+    fn st<E: std::fmt::Display>(&self) -> impl Fn(E) -> TierError + '_ {
+        move |e| TierError::state(&self.path, e)
+    }
+
+    /// Every change of `root` up to this one is in the bucket.
+    pub fn uploaded_through(&self, root: &[u8; 16]) -> Result<u64, TierError> {
+        state::cursor(&self.db, &self.path, root)
+    }
+
+    /// Where `id` of `root` is in the bucket, if it was uploaded.
+    pub fn locate(&self, root: &[u8; 16], id: &ObjectId) -> Result<Option<Location>, TierError> {
+        let tx = self.db.begin_read().map_err(self.st())?;
+        let objects = tx.open_table(state::OBJECTS).map_err(self.st())?;
+        let Some(row) = objects
+            .get(state::object_key(root, id).as_slice())
+            .map_err(self.st())?
+        else {
+            return Ok(None);
+        };
+        let row = ObjectRow::decode(row.value())
+            .ok_or_else(|| TierError::corrupt(&self.path, format!("manifest row of {id}")))?;
+        Ok(Some(Location {
+            key: BlockKey::new(self.shard, *root, row.revision, row.block),
+            offset: row.offset,
+            len: row.len,
+        }))
+    }
+
+    /// `id`'s bytes from the bucket, checked against the id; `None` when
+    /// the tier never uploaded it.
+    pub fn read_object(
+        &self,
+        root: &[u8; 16],
+        id: &ObjectId,
+    ) -> Result<Option<Vec<u8>>, TierError> {
+        let Some(loc) = self.locate(root, id)? else {
+            return Ok(None);
+        };
+        let key = loc.key.to_key();
+        let bytes = self
+            .provider
+            .get_range(&key, loc.offset..loc.offset + loc.len)?;
+        match scribe_format::id::object_identity(id.kind, &bytes) {
+            Ok(got) if got == *id => Ok(Some(bytes.to_vec())),
+            _ => Err(TierError::Damaged {
+                key,
+                offset: loc.offset,
+                detail: format!("the {} bytes there do not hash to {id}", loc.len),
+            }),
+        }
+    }
+
+    /// Publish change `change` of `root` naming `objects` (see the module
+    /// docs). Idempotent: a change at or below the cursor is already done.
+    /// Changes are published in order: `change` must be the cursor + 1.
+    pub fn publish_change(
+        &self,
+        root: &[u8; 16],
+        change: u64,
+        objects: &[ObjectId],
+        read: &ReadLocal<'_>,
+    ) -> Result<Published, TierError> {
+        let through = self.uploaded_through(root)?;
+        if change <= through {
+            return Ok(Published {
+                revision: None,
+                blocks: 0,
+                bytes: 0,
+                reused: 0,
+                dependencies: 0,
+            });
+        }
+        if change != through + 1 {
+            return Err(TierError::OutOfOrder {
+                change,
+                next: through + 1,
+            });
+        }
+        // Owned already (by an older revision) or new; each id once.
+        let mut seen = BTreeSet::new();
+        let mut fresh = Vec::new();
+        let mut owners: BTreeSet<[u8; 16]> = BTreeSet::new();
+        let mut reused = 0u64;
+        {
+            let tx = self.db.begin_read().map_err(self.st())?;
+            let t = tx.open_table(state::OBJECTS).map_err(self.st())?;
+            for id in objects {
+                if !seen.insert(id.to_bytes()) {
+                    continue;
+                }
+                match t
+                    .get(state::object_key(root, id).as_slice())
+                    .map_err(self.st())?
+                {
+                    Some(row) => {
+                        let row = ObjectRow::decode(row.value()).ok_or_else(|| {
+                            TierError::corrupt(&self.path, format!("manifest row of {id}"))
+                        })?;
+                        owners.insert(row.revision);
+                        reused += 1;
+                    }
+                    None => fresh.push(*id),
+                }
+            }
+        }
+        let revision = if fresh.is_empty() {
+            None
+        } else {
+            Some(self.allocate(root, change)?)
+        };
+        let (rows, blocks, bytes) = match &revision {
+            Some(rev) => self.upload(root, rev, &fresh, read)?,
+            None => (Vec::new(), 0, 0),
+        };
+        self.commit(root, change, revision, &rows, blocks, bytes, &owners)?;
+        Ok(Published {
+            revision,
+            blocks,
+            bytes,
+            reused,
+            dependencies: owners.len() as u64,
+        })
+    }
+
+    /// The revision id of `(root, change)`: the recorded one after a crash,
+    /// else a fresh random one, recorded before any upload.
+    fn allocate(&self, root: &[u8; 16], change: u64) -> Result<[u8; 16], TierError> {
+        let key = state::pending_key(root, change);
+        let mut tx = self.db.begin_write().map_err(self.st())?;
+        tx.set_durability(Durability::Immediate)
+            .map_err(self.st())?;
+        let id = {
+            let mut t = tx.open_table(state::PENDING).map_err(self.st())?;
+            let existing = t
+                .get(key.as_slice())
+                .map_err(self.st())?
+                .map(|v| <[u8; 16]>::try_from(v.value()));
+            match existing {
+                Some(Ok(id)) => id,
+                Some(Err(_)) => {
+                    return Err(TierError::corrupt(
+                        &self.path,
+                        "pending revision is not 16 bytes",
+                    ))
+                }
+                None => {
+                    let mut id = [0u8; 16];
+                    getrandom::fill(&mut id).map_err(|e| {
+                        TierError::state(&self.path, format!("no random source: {e}"))
+                    })?;
+                    t.insert(key.as_slice(), id.as_slice()).map_err(self.st())?;
+                    id
+                }
+            }
+        };
+        tx.commit().map_err(self.st())?;
+        Ok(id)
+    }
+
+    /// Pack `fresh` into blocks of revision `rev` and upload them, at most
+    /// `in_flight` at once. Blocks are formed in order as objects are read,
+    /// so memory holds at most `in_flight + 1` blocks.
+    fn upload(
+        &self,
+        root: &[u8; 16],
+        rev: &[u8; 16],
+        fresh: &[ObjectId],
+        read: &ReadLocal<'_>,
+    ) -> Result<Packed, TierError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Bytes)>(self.options.in_flight);
+        let rx = std::sync::Mutex::new(rx);
+        let shard = self.shard;
+        let provider = &self.provider;
+        std::thread::scope(|s| {
+            let workers: Vec<_> = (0..self.options.in_flight.max(1))
+                .map(|_| {
+                    s.spawn(|| -> Result<(), TierError> {
+                        loop {
+                            let next = rx.lock().map(|r| r.recv());
+                            let Ok(Ok((index, block))) = next else {
+                                return Ok(());
+                            };
+                            let key = BlockKey::new(shard, *root, *rev, index).to_key();
+                            let len = block.len() as u64;
+                            match provider.put_if_absent(&key, block)? {
+                                Put::Created | Put::AlreadyPresent => {}
+                            }
+                            match provider.head(&key)? {
+                                Some(h) if h.len == len => {}
+                                other => {
+                                    return Err(TierError::Damaged {
+                                        key,
+                                        offset: 0,
+                                        detail: format!(
+                                            "uploaded {len} bytes, the store holds {}",
+                                            other.map_or("nothing".to_string(), |h| format!(
+                                                "{} bytes",
+                                                h.len
+                                            ))
+                                        ),
+                                    });
+                                }
+                            }
+                        }
+                    })
+                })
+                .collect();
+            let packed = self.pack(fresh, read, &tx);
+            drop(tx);
+            let mut first_err = packed.as_ref().err().map(|e| e.to_string());
+            for w in workers {
+                match w.join() {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        if first_err.is_none() {
+                            return Err(e);
+                        }
+                    }
+                    Err(_) => first_err = Some("an upload thread panicked".into()),
+                }
+            }
+            match (packed, first_err) {
+                (Ok(p), None) => Ok(p),
+                (Err(e), _) => Err(e),
+                (Ok(_), Some(msg)) => Err(TierError::state(&self.path, msg)),
+            }
+        })
+    }
+
+    fn pack(
+        &self,
+        fresh: &[ObjectId],
+        read: &ReadLocal<'_>,
+        out: &std::sync::mpsc::SyncSender<(u64, Bytes)>,
+    ) -> Result<Packed, TierError> {
+        let mut rows = Vec::with_capacity(fresh.len());
+        // Block numbers in the order blocks are started: a bundle takes its
+        // number when its first object arrives, an own block at once.
+        let mut next = 0u64;
+        let mut total = 0u64;
+        let mut current: Vec<u8> = Vec::new();
+        let mut current_index = 0u64;
+        let send = |index: u64, bytes: Vec<u8>| {
+            out.send((index, Bytes::from(bytes)))
+                .map_err(|_| TierError::state(&self.path, "the upload threads stopped"))
+        };
+        for id in fresh {
+            let data = read(id).map_err(|detail| TierError::Local {
+                id: id.to_string(),
+                detail,
+            })?;
+            let len = data.len() as u64;
+            total += len;
+            if len >= self.options.own_block_bytes {
+                rows.push((
+                    *id,
+                    ObjectRow {
+                        revision: [0; 16],
+                        block: next,
+                        offset: 0,
+                        len,
+                    },
+                ));
+                send(next, data)?;
+                next += 1;
+                continue;
+            }
+            if !current.is_empty() && current.len() as u64 + len > self.options.block_bytes {
+                send(current_index, std::mem::take(&mut current))?;
+            }
+            if current.is_empty() {
+                current_index = next;
+                next += 1;
+            }
+            rows.push((
+                *id,
+                ObjectRow {
+                    revision: [0; 16],
+                    block: current_index,
+                    offset: current.len() as u64,
+                    len,
+                },
+            ));
+            current.extend_from_slice(&data);
+        }
+        if !current.is_empty() {
+            send(current_index, current)?;
+        }
+        Ok((rows, next, total))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn commit(
+        &self,
+        root: &[u8; 16],
+        change: u64,
+        revision: Option<[u8; 16]>,
+        rows: &[(ObjectId, ObjectRow)],
+        blocks: u64,
+        bytes: u64,
+        owners: &BTreeSet<[u8; 16]>,
+    ) -> Result<(), TierError> {
+        let mut tx = self.db.begin_write().map_err(self.st())?;
+        tx.set_durability(Durability::Immediate)
+            .map_err(self.st())?;
+        {
+            let mut revisions = tx.open_table(state::REVISIONS).map_err(self.st())?;
+            let mut objects = tx.open_table(state::OBJECTS).map_err(self.st())?;
+            let mut refs = tx.open_table(state::REFS).map_err(self.st())?;
+            // References: from the change to its own revision and from
+            // the new revision to each owner it reuses (or, without a new
+            // revision, from the change to each owner).
+            if let Some(rev) = &revision {
+                let row = RevisionRow {
+                    root: *root,
+                    change,
+                    state: Lifecycle::Available,
+                    blocks,
+                    bytes,
+                    strong: 0,
+                    epoch: 0,
+                };
+                revisions
+                    .insert(rev.as_slice(), row.encode().as_slice())
+                    .map_err(self.st())?;
+                self.add_ref(
+                    &mut revisions,
+                    &mut refs,
+                    rev,
+                    state::change_ref(rev, root, change),
+                )?;
+                for o in owners {
+                    self.add_ref(&mut revisions, &mut refs, o, state::dependency_ref(o, rev))?;
+                }
+                for (id, r) in rows {
+                    let r = ObjectRow {
+                        revision: *rev,
+                        ..*r
+                    };
+                    objects
+                        .insert(
+                            state::object_key(root, id).as_slice(),
+                            r.encode().as_slice(),
+                        )
+                        .map_err(self.st())?;
+                }
+            } else {
+                for o in owners {
+                    self.add_ref(
+                        &mut revisions,
+                        &mut refs,
+                        o,
+                        state::change_ref(o, root, change),
+                    )?;
+                }
+            }
+            let mut pending = tx.open_table(state::PENDING).map_err(self.st())?;
+            pending
+                .remove(state::pending_key(root, change).as_slice())
+                .map_err(self.st())?;
+            let mut cursor = tx.open_table(state::CURSOR).map_err(self.st())?;
+            cursor.insert(root.as_slice(), change).map_err(self.st())?;
+        }
+        tx.commit().map_err(self.st())?;
+        Ok(())
+    }
+
+    /// Add reference `key` to `owner`: the row, the strong count and the
+    /// epoch change together; new references need `Available`.
+    fn add_ref(
+        &self,
+        revisions: &mut redb::Table<&[u8], &[u8]>,
+        refs: &mut redb::Table<&[u8], ()>,
+        owner: &[u8; 16],
+        key: Vec<u8>,
+    ) -> Result<(), TierError> {
+        let mut row = revisions
+            .get(owner.as_slice())
+            .map_err(self.st())?
+            .map(|v| RevisionRow::decode(v.value()))
+            .ok_or_else(|| {
+                TierError::corrupt(
+                    &self.path,
+                    format!(
+                        "a reference names revision {} that has no row",
+                        hex::encode(owner)
+                    ),
+                )
+            })?
+            .ok_or_else(|| TierError::corrupt(&self.path, "revision row"))?;
+        if row.state != Lifecycle::Available {
+            return Err(TierError::NotAvailable {
+                revision: hex::encode(owner),
+            });
+        }
+        if refs
+            .insert(key.as_slice(), ())
+            .map_err(self.st())?
+            .is_none()
+        {
+            row.strong += 1;
+            row.epoch += 1;
+            revisions
+                .insert(owner.as_slice(), row.encode().as_slice())
+                .map_err(self.st())?;
+        }
+        Ok(())
+    }
+
+    /// Every revision's row, by id.
+    pub fn revisions(&self) -> Result<BTreeMap<[u8; 16], RevisionRow>, TierError> {
+        let tx = self.db.begin_read().map_err(self.st())?;
+        let t = tx.open_table(state::REVISIONS).map_err(self.st())?;
+        let mut out = BTreeMap::new();
+        for row in t.iter().map_err(self.st())? {
+            let (k, v) = row.map_err(self.st())?;
+            let id: [u8; 16] = k
+                .value()
+                .try_into()
+                .map_err(|_| TierError::corrupt(&self.path, "revision key is not 16 bytes"))?;
+            let r = RevisionRow::decode(v.value())
+                .ok_or_else(|| TierError::corrupt(&self.path, "revision row"))?;
+            out.insert(id, r);
+        }
+        Ok(out)
+    }
+
+    /// `tier verify`: recompute every revision's strong count from the
+    /// reference rows, check every manifest row lies inside a block of an
+    /// `Available` revision, and `head` every block (present, and at
+    /// least as long as its rows say). Names every inconsistency; repairs
+    /// nothing.
+    pub fn verify(&self) -> Result<Vec<String>, TierError> {
+        let revisions = self.revisions()?;
+        let mut problems = Vec::new();
+        let tx = self.db.begin_read().map_err(self.st())?;
+        let refs = tx.open_table(state::REFS).map_err(self.st())?;
+        let mut counted: BTreeMap<[u8; 16], u64> = BTreeMap::new();
+        for row in refs.iter().map_err(self.st())? {
+            let (k, _) = row.map_err(self.st())?;
+            let k = k.value();
+            let Some(owner) = k.get(..16).and_then(|o| <[u8; 16]>::try_from(o).ok()) else {
+                problems.push("a reference row is shorter than 16 bytes".into());
+                continue;
+            };
+            *counted.entry(owner).or_default() += 1;
+            if !revisions.contains_key(&owner) {
+                problems.push(format!(
+                    "a reference names revision {} that has no row",
+                    hex::encode(owner)
+                ));
+            }
+        }
+        for (id, r) in &revisions {
+            let c = counted.get(id).copied().unwrap_or(0);
+            if c != r.strong {
+                problems.push(format!(
+                    "revision {}: strong count {} but {c} references",
+                    hex::encode(id),
+                    r.strong
+                ));
+            }
+        }
+        // The extent each block must have, from the manifest rows.
+        let objects = tx.open_table(state::OBJECTS).map_err(self.st())?;
+        let mut extent: BTreeMap<([u8; 16], [u8; 16], u64), u64> = BTreeMap::new();
+        for row in objects.iter().map_err(self.st())? {
+            let (k, v) = row.map_err(self.st())?;
+            let k = k.value();
+            let root: [u8; 16] = match k.get(..16).map(<[u8; 16]>::try_from) {
+                Some(Ok(r)) => r,
+                _ => {
+                    problems.push("a manifest row key is shorter than 16 bytes".into());
+                    continue;
+                }
+            };
+            let Some(r) = ObjectRow::decode(v.value()) else {
+                problems.push(format!("manifest row {} does not decode", hex::encode(k)));
+                continue;
+            };
+            match revisions.get(&r.revision) {
+                Some(rev) if rev.state == Lifecycle::Available && r.block < rev.blocks => {}
+                Some(rev) => problems.push(format!(
+                    "manifest row {} names block {} of revision {} ({:?}, {} blocks)",
+                    hex::encode(k),
+                    r.block,
+                    hex::encode(r.revision),
+                    rev.state,
+                    rev.blocks
+                )),
+                None => problems.push(format!(
+                    "manifest row {} names unknown revision {}",
+                    hex::encode(k),
+                    hex::encode(r.revision)
+                )),
+            }
+            let e = extent.entry((root, r.revision, r.block)).or_default();
+            *e = (*e).max(r.offset + r.len);
+        }
+        for ((root, rev, block), need) in extent {
+            let key = BlockKey::new(self.shard, root, rev, block).to_key();
+            match self.provider.head(&key) {
+                Ok(Some(h)) if h.len >= need => {}
+                Ok(Some(h)) => problems.push(format!(
+                    "{key}: {} bytes in the bucket, its manifest rows need {need}",
+                    h.len
+                )),
+                Ok(None) => problems.push(format!("{key}: missing from the bucket")),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(problems)
+    }
+}
+
+impl From<ProviderError> for TierError {
+    fn from(e: ProviderError) -> Self {
+        TierError::Provider(e)
+    }
+}

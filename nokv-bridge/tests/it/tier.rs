@@ -1,0 +1,245 @@
+//! Publishing changes as revisions, reading back, verifying: against the
+//! real radosgw, with a real `tier.redb`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use nokv_bridge::tier::{
+    BlockKey, Deleted, Head, Lifecycle, Provider, ProviderError, Put, S3Provider, Tier, TierError,
+    TierOptions,
+};
+use scribe_format::{ChunkId, ObjectId};
+
+use super::rgw::config;
+
+/// The real provider, remembering every key it was asked to create.
+struct Recording {
+    inner: S3Provider,
+    puts: Mutex<Vec<String>>,
+}
+
+impl Provider for Recording {
+    fn put_if_absent(&self, key: &str, bytes: Bytes) -> Result<Put, ProviderError> {
+        self.puts.lock().unwrap().push(key.to_string());
+        self.inner.put_if_absent(key, bytes)
+    }
+    fn get_range(&self, key: &str, r: std::ops::Range<u64>) -> Result<Bytes, ProviderError> {
+        self.inner.get_range(key, r)
+    }
+    fn get(&self, key: &str) -> Result<Bytes, ProviderError> {
+        self.inner.get(key)
+    }
+    fn head(&self, key: &str) -> Result<Option<Head>, ProviderError> {
+        self.inner.head(key)
+    }
+    fn delete(&self, key: &str) -> Deleted {
+        self.inner.delete(key)
+    }
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    tier: Tier,
+    provider: Arc<Recording>,
+    local: HashMap<ObjectId, Vec<u8>>,
+}
+
+const ROOT: [u8; 16] = [0x5c; 16];
+
+fn chunk(len: usize, seed: u32) -> (ObjectId, Vec<u8>) {
+    let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    let data: Vec<u8> = (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state as u8
+        })
+        .collect();
+    (ObjectId::chunk(ChunkId::of(&data)), data)
+}
+
+fn fixture(options: TierOptions) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let provider = Arc::new(Recording {
+        inner: S3Provider::new(&config()).unwrap(),
+        puts: Mutex::default(),
+    });
+    let tier = Tier::open(
+        &dir.path().join("tier.redb"),
+        0x0102_0304,
+        provider.clone(),
+        options,
+    )
+    .unwrap();
+    Fixture {
+        _dir: dir,
+        tier,
+        provider,
+        local: HashMap::new(),
+    }
+}
+
+impl Fixture {
+    fn add(&mut self, len: usize, seed: u32) -> ObjectId {
+        let (id, data) = chunk(len, seed);
+        self.local.insert(id, data);
+        id
+    }
+
+    fn publish(
+        &self,
+        change: u64,
+        ids: &[ObjectId],
+    ) -> Result<nokv_bridge::tier::Published, TierError> {
+        let local = &self.local;
+        self.tier.publish_change(&ROOT, change, ids, &|id| {
+            local
+                .get(id)
+                .cloned()
+                .ok_or_else(|| format!("{id} is not local"))
+        })
+    }
+}
+
+fn small() -> TierOptions {
+    TierOptions {
+        own_block_bytes: 256 << 10,
+        block_bytes: 512 << 10,
+        in_flight: 4,
+    }
+}
+
+#[test]
+fn a_change_becomes_one_revision_of_bundled_and_own_blocks_read_back_exactly() {
+    let mut f = fixture(small());
+    let ids: Vec<ObjectId> = vec![
+        f.add(100_000, 1),
+        f.add(300_000, 2), // its own block
+        f.add(200_000, 3),
+        f.add(250_000, 4), // does not fit beside the others: a new block
+        f.add(10, 5),
+    ];
+    let p = f.publish(1, &ids).unwrap();
+    let rev = p.revision.expect("new objects make a revision");
+    assert_eq!(p.blocks, 3, "{p:?}");
+    assert_eq!(p.bytes, 850_010);
+    assert_eq!(f.tier.uploaded_through(&ROOT).unwrap(), 1);
+    for id in &ids {
+        let loc = f.tier.locate(&ROOT, id).unwrap().expect("located");
+        assert_eq!(loc.key.revision, rev);
+        assert_eq!(loc.key.shard, 0x0102_0304);
+        assert_eq!(
+            &f.tier.read_object(&ROOT, id).unwrap().unwrap(),
+            &f.local[id]
+        );
+    }
+    // The big one is alone at offset 0 of its block.
+    let big = f.tier.locate(&ROOT, &ids[1]).unwrap().unwrap();
+    assert_eq!((big.offset, big.len), (0, 300_000));
+    let row = &f.tier.revisions().unwrap()[&rev];
+    assert_eq!(
+        (row.state, row.strong, row.blocks),
+        (Lifecycle::Available, 1, 3)
+    );
+    assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn reused_objects_are_sealed_dependencies_not_copies_and_republishing_is_a_no_op() {
+    let mut f = fixture(small());
+    let a = f.add(50_000, 10);
+    let b = f.add(60_000, 11);
+    let first = f.publish(1, &[a, b]).unwrap().revision.unwrap();
+    let c = f.add(70_000, 12);
+    let puts_before = f.provider.puts.lock().unwrap().len();
+    let p = f.publish(2, &[a, c, a]).unwrap();
+    let second = p.revision.unwrap();
+    assert_eq!((p.reused, p.dependencies, p.bytes), (1, 1, 70_000));
+    assert_eq!(f.provider.puts.lock().unwrap().len(), puts_before + 1);
+    let revs = f.tier.revisions().unwrap();
+    assert_eq!(
+        revs[&first].strong, 2,
+        "its change and the dependency of the second"
+    );
+    assert_eq!(revs[&second].strong, 1);
+    assert!(revs[&first].epoch >= 2);
+    // A change naming only old objects publishes no revision.
+    let p3 = f.publish(3, &[b, c]).unwrap();
+    assert_eq!((p3.revision, p3.dependencies), (None, 2));
+    // Again, and out of order.
+    assert_eq!(f.publish(2, &[a, c]).unwrap().revision, None);
+    assert!(matches!(
+        f.publish(5, &[a]),
+        Err(TierError::OutOfOrder { change: 5, next: 4 })
+    ));
+    assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn a_publication_stopped_midway_is_retried_under_the_same_revision_and_keys() {
+    let mut f = fixture(TierOptions {
+        own_block_bytes: 1 << 10,
+        block_bytes: 1 << 20,
+        in_flight: 1,
+    });
+    let ids: Vec<ObjectId> = (0..5).map(|i| f.add(20_000, 100 + i)).collect();
+    // The fourth object cannot be read: the publication stops after some
+    // blocks are in the bucket.
+    let local = f.local.clone();
+    let broken = ids[3];
+    let e = f
+        .tier
+        .publish_change(&ROOT, 1, &ids, &|id| {
+            if *id == broken {
+                Err("disk read error".into())
+            } else {
+                Ok(local[id].clone())
+            }
+        })
+        .unwrap_err();
+    assert!(matches!(e, TierError::Local { .. }), "{e}");
+    assert_eq!(f.tier.uploaded_through(&ROOT).unwrap(), 0);
+    let first_try: Vec<String> = f.provider.puts.lock().unwrap().clone();
+    assert!(!first_try.is_empty());
+    let p = f.publish(1, &ids).unwrap();
+    let rev = p.revision.unwrap();
+    for k in &first_try {
+        let key = BlockKey::parse(k.as_str()).expect("block key");
+        assert_eq!(key.revision, rev, "the retry reused the recorded revision");
+    }
+    assert_eq!(p.blocks, 5);
+    assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn verify_names_a_missing_block_and_a_read_names_damaged_bytes() {
+    let mut f = fixture(small());
+    let a = f.add(40_000, 20);
+    let b = f.add(400_000, 21);
+    f.publish(1, &[a, b]).unwrap();
+    let la = f.tier.locate(&ROOT, &a).unwrap().unwrap();
+    let lb = f.tier.locate(&ROOT, &b).unwrap().unwrap();
+    // Someone deletes a's block and writes other bytes under b's key.
+    assert!(matches!(f.provider.delete(&la.key.to_key()), Deleted::Gone));
+    assert!(matches!(f.provider.delete(&lb.key.to_key()), Deleted::Gone));
+    f.provider
+        .put_if_absent(&lb.key.to_key(), Bytes::from(vec![0u8; 400_000]))
+        .unwrap();
+    let problems = f.tier.verify().unwrap();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains(&la.key.to_key()) && problems[0].contains("missing"));
+    match f.tier.read_object(&ROOT, &b) {
+        Err(TierError::Damaged { key, offset, .. }) => {
+            assert_eq!((key, offset), (lb.key.to_key(), 0));
+        }
+        r => panic!("damaged bytes were not named: {r:?}"),
+    }
+    assert!(matches!(
+        f.tier.read_object(&ROOT, &a),
+        Err(TierError::Provider(ProviderError::NotFound { .. }))
+    ));
+    let (unknown, _) = chunk(5, 99);
+    assert_eq!(f.tier.read_object(&ROOT, &unknown).unwrap(), None);
+}
