@@ -103,6 +103,10 @@ error_codes! {
     /// The server is at one of its own limits (connections, upload
     /// memory); retry shortly.
     ServerBusy = 401, "server_busy";
+    /// A change was accepted, but the durable tier has not confirmed it
+    /// within the acknowledgement timeout (`--ack durable`); asking again
+    /// with the same operation answers its outcome once it has.
+    TierUnavailable = 402, "tier_unavailable";
     /// An internal failure (I/O, database); the detail says which.
     Internal = 500, "internal";
     /// The server's storage is full (or over quota); nothing was recorded.

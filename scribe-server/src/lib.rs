@@ -18,10 +18,14 @@ pub mod admin;
 pub mod in_process;
 pub mod listener;
 pub mod service;
+#[cfg(feature = "tier")]
+pub mod tier;
 pub mod tls;
 pub mod transport;
 
 pub use in_process::InProcessConnection;
 pub use listener::{ListenOptions, Listener, ServerHandle};
-pub use service::{Authorizer, OpenAuthorizer, OpenError, Principal, Service, Session};
+pub use service::{
+    AcceptedHook, Authorizer, OpenAuthorizer, OpenError, Principal, Service, Session,
+};
 pub use transport::Timeouts;

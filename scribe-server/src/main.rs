@@ -87,6 +87,23 @@ enum Command {
         /// beyond it is refused `limit_exceeded`
         #[arg(long, value_name = "N", default_value_t = scribe_metadata::pins::DEFAULT_MAX_PINS_PER_WORKSPACE)]
         max_pins_per_workspace: u64,
+        #[command(flatten)]
+        tier: TierArgs,
+        /// When a submit is acknowledged with --tier: `local` (after the
+        /// local durable commit; the bucket follows in the background) or
+        /// `durable` (only once the change is in the bucket)
+        #[arg(long, value_name = "PROFILE", default_value = "local")]
+        ack: scribe_server::tier::Ack,
+        /// With --ack durable: how long a submit waits for the bucket
+        /// before it is answered `tier_unavailable` (the change stays
+        /// accepted; the same submit asked again gets its outcome)
+        #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration)]
+        tier_ack_timeout: Duration,
+    },
+    /// The S3 durable tier: backlog and consistency
+    Tier {
+        #[command(subcommand)]
+        command: TierCommand,
     },
     /// Check metadata and objects of every repository
     Doctor(AdminArgs),
@@ -172,6 +189,39 @@ enum PinsCommand {
         /// every one holding pins without an active registration
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
         older_than: Option<Duration>,
+    },
+}
+
+#[derive(Args)]
+struct TierArgs {
+    /// Keep every accepted change in an S3-compatible bucket as well
+    /// (`docs/nokv-bridge.md`); region and keys come from AWS_REGION,
+    /// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY
+    #[arg(long, value_name = "s3://BUCKET[/PREFIX]")]
+    tier: Option<String>,
+    /// The S3 endpoint, e.g. http://127.0.0.1:7480 (default:
+    /// AWS_ENDPOINT_URL, else AWS itself)
+    #[arg(long, value_name = "URL")]
+    tier_endpoint: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum TierCommand {
+    /// What each repository has in the bucket and what is still to upload
+    ///
+    /// Reads the status the serving process writes after every upload
+    /// pass, or, when the data root is not served, the tier record itself.
+    Status(DataArg),
+    /// Check the bucket against the tier record (offline)
+    ///
+    /// Recomputes every revision's reference count, checks every object's
+    /// manifest row against its revision and heads every block. Names
+    /// each inconsistency; repairs nothing. Exit 1 when anything is found.
+    Verify {
+        #[command(flatten)]
+        data: DataArg,
+        #[command(flatten)]
+        tier: TierArgs,
     },
 }
 
@@ -268,6 +318,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             first_request_timeout,
             upload_idle_timeout,
             max_pins_per_workspace,
+            tier,
+            ack,
+            tier_ack_timeout,
         } => serve(
             &data.data,
             &listen,
@@ -284,7 +337,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ..ListenOptions::default()
             },
             max_pins_per_workspace,
+            (tier, ack, tier_ack_timeout),
         ),
+        Command::Tier {
+            command: TierCommand::Status(d),
+        } => tier_status(&d.data),
+        Command::Tier {
+            command: TierCommand::Verify { data, tier },
+        } => tier_verify(&data.data, &tier),
         Command::Doctor(a) => Ok(print_report(
             "doctor",
             &admin::doctor(&a.data, a.repo.as_deref())?,
@@ -436,6 +496,7 @@ fn serve(
     (tls_cert, tls_key): (Option<PathBuf>, Option<PathBuf>),
     options: ListenOptions,
     max_pins_per_workspace: u64,
+    (tier, ack, ack_timeout): (TierArgs, scribe_server::tier::Ack, Duration),
 ) -> Result<ExitCode> {
     let tls = match (tls_cert, tls_key) {
         (Some(c), Some(k)) => Some(scribe_server::tls::server_config(&c, &k)?),
@@ -449,6 +510,18 @@ fn serve(
         .build()
         .context("cannot start the runtime")?;
     service.set_max_pins_per_workspace(max_pins_per_workspace);
+    let tier = match tier.tier {
+        Some(_) => {
+            let record = open_tier(data, service.root().incarnation(), &tier)?;
+            let t = scribe_server::tier::TierService::start(&service, record, ack, ack_timeout);
+            eprintln!(
+                "scribe-server: tier {} (ack {ack:?})",
+                tier.tier.as_deref().unwrap_or_default()
+            );
+            Some(t)
+        }
+        None => None,
+    };
     let options = ListenOptions {
         tls,
         log: true,
@@ -479,6 +552,10 @@ fn serve(
         anyhow::Ok(())
     });
     drop(rt);
+    if let Some(t) = &tier {
+        t.stop();
+    }
+    drop(tier);
     // Every connection has finished: release the data root, then the files.
     drop(service);
     if let Some(dir) = runtime_dir {
@@ -488,6 +565,53 @@ fn serve(
     result?;
     eprintln!("scribe-server: stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+fn provider(args: &TierArgs) -> Result<std::sync::Arc<dyn nokv_bridge::tier::Provider>> {
+    let url = args
+        .tier
+        .as_deref()
+        .ok_or_else(|| anyhow!("--tier s3://BUCKET[/PREFIX] is required"))?;
+    let mut cfg = nokv_bridge::tier::S3Config::from_url(url, |k| std::env::var(k).ok())
+        .map_err(|e| anyhow!("--tier: {e}"))?;
+    if let Some(e) = &args.tier_endpoint {
+        cfg.endpoint = Some(e.clone());
+    }
+    Ok(std::sync::Arc::new(
+        nokv_bridge::tier::S3Provider::new(&cfg).context("cannot configure the S3 tier")?,
+    ))
+}
+
+fn open_tier(data: &Path, incarnation: &str, args: &TierArgs) -> Result<nokv_bridge::tier::Tier> {
+    scribe_server::tier::open_record(data, incarnation, provider(args)?)
+        .context("cannot open the tier record")
+}
+
+fn tier_status(data: &Path) -> Result<ExitCode> {
+    let status = scribe_server::tier::dir(data).join("status");
+    match std::fs::read_to_string(&status) {
+        Ok(s) => {
+            print!("{s}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(anyhow!(
+            "{} has no tier status: it has not been served with --tier",
+            data.display()
+        )),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", status.display())),
+    }
+}
+
+fn tier_verify(data: &Path, args: &TierArgs) -> Result<ExitCode> {
+    let service =
+        Service::open(data).with_context(|| format!("cannot open data root {}", data.display()))?;
+    let tier = open_tier(data, service.root().incarnation(), args)?;
+    let problems = tier.verify().context("cannot verify the tier")?;
+    let report = Report {
+        problems,
+        ..Report::default()
+    };
+    Ok(print_report("tier verify", &report))
 }
 
 /// Resolves when the operator asks the server to stop: SIGTERM or SIGINT on

@@ -44,10 +44,14 @@ pub struct S3Config {
 }
 
 impl S3Config {
-    /// `s3://BUCKET[/PREFIX]` with everything else from the environment:
+    /// `s3://BUCKET[/PREFIX]`, with the rest from `setting` (the binary
+    /// passes the environment; a library never reads it):
     /// `AWS_ENDPOINT_URL`, `AWS_REGION` (default `us-east-1`),
     /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`.
-    pub fn from_url(url: &str) -> Result<S3Config, String> {
+    pub fn from_url(
+        url: &str,
+        setting: impl Fn(&str) -> Option<String>,
+    ) -> Result<S3Config, String> {
         let rest = url
             .strip_prefix("s3://")
             .ok_or_else(|| format!("{url:?} is not an s3://BUCKET[/PREFIX] URL"))?;
@@ -55,7 +59,7 @@ impl S3Config {
         if bucket.is_empty() {
             return Err(format!("{url:?} names no bucket"));
         }
-        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let env = |k: &str| setting(k).filter(|v| !v.is_empty());
         Ok(S3Config {
             bucket: bucket.to_string(),
             prefix: prefix.trim_matches('/').to_string(),

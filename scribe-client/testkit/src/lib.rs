@@ -22,6 +22,7 @@
 
 pub mod data;
 pub mod files;
+pub mod rgw;
 
 #[cfg(feature = "service")]
 pub mod change;

@@ -33,7 +33,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use scribe_format::wire::{ErrorReply, Request, Response};
-use scribe_format::ErrorCode;
+use scribe_format::{ErrorCode, RepositoryId};
 use scribe_metadata::{DataRoot, MetadataError};
 
 pub use auth::{
@@ -76,6 +76,13 @@ impl From<MetadataError> for OpenError {
     }
 }
 
+/// Told of each accepted outcome (a new acceptance or a replayed one)
+/// before the client hears of it.
+pub trait AcceptedHook: Send + Sync {
+    /// `Err` answers the client that error instead of the outcome.
+    fn accepted(&self, repo: RepositoryId, change: u64) -> Result<(), Failure>;
+}
+
 /// The Scribe service over one owned data root.
 ///
 /// Holding a `Service` holds the data root's `LOCK`; dropping the last
@@ -91,6 +98,9 @@ pub struct Service {
     groups: group::Groups,
     group_acceptance: std::sync::atomic::AtomicBool,
     authorizer: RwLock<Arc<dyn Authorizer>>,
+    /// Told of every accepted outcome before it is answered (the S3 tier's
+    /// acknowledgement profile, `crate::tier`).
+    accepted_hook: RwLock<Option<Arc<dyn AcceptedHook>>>,
     /// The data root's location as given and as resolved, never shown in
     /// a reply ([`faults::redact`]).
     hidden: Vec<String>,
@@ -137,6 +147,7 @@ impl Service {
             groups: group::Groups::default(),
             group_acceptance: std::sync::atomic::AtomicBool::new(true),
             authorizer: RwLock::new(Arc::new(OpenAuthorizer)),
+            accepted_hook: RwLock::new(None),
         }
     }
 
@@ -146,6 +157,29 @@ impl Service {
     /// requests are authorized by the new one.
     pub fn set_authorizer(&self, authorizer: Arc<dyn Authorizer>) {
         *self.authorizer.write().unwrap_or_else(|e| e.into_inner()) = authorizer;
+    }
+
+    /// Tell `hook` of every accepted outcome before it is answered.
+    pub fn set_accepted_hook(&self, hook: Arc<dyn AcceptedHook>) {
+        *self
+            .accepted_hook
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(hook);
+    }
+
+    /// Run the accepted hook for change `change` of `repo` (nothing without
+    /// a hook). An error replaces the accepted answer; the change stays
+    /// accepted.
+    pub(crate) fn accepted(&self, repo: RepositoryId, change: u64) -> Result<(), Failure> {
+        let hook = self
+            .accepted_hook
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match hook {
+            Some(h) => h.accepted(repo, change),
+            None => Ok(()),
+        }
     }
 
     /// The authorizer in force.

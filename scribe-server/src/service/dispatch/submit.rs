@@ -101,6 +101,9 @@ pub(super) fn submit(
     } else {
         repo.submit(submission)?
     };
+    if let Outcome::Accepted { change, .. } = &outcome {
+        svc.accepted(repo.id(), *change)?;
+    }
     Ok(wire_outcome(&outcome))
 }
 
@@ -114,7 +117,11 @@ pub(super) fn operation_outcome(
     r: m::OperationOutcome,
 ) -> DispatchResult<m::OperationOutcomeReply> {
     let (repo, _) = open(svc, &r.repo)?;
+    let recorded = repo.recorded_outcome(&r.operation)?;
+    if let Some(Outcome::Accepted { change, .. }) = &recorded {
+        svc.accepted(repo.id(), *change)?;
+    }
     Ok(m::OperationOutcomeReply {
-        outcome: recorded_outcome(&repo, &r.operation)?,
+        outcome: recorded.as_ref().map(wire_outcome),
     })
 }

@@ -1,0 +1,325 @@
+//! The S3 tier behind the real `scribe-server` binary, against a real
+//! radosgw: `--ack durable` acknowledges only what is in the bucket,
+//! `--ack local` catches up in the background and after SIGKILL, an
+//! unreachable bucket answers `tier_unavailable` and loses nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nokv_bridge::tier::{S3Config, S3Provider, Tier, TierOptions};
+use scribe_format::wire::message as m;
+use scribe_format::wire::{Request, Response};
+use scribe_format::{ErrorCode, ObjectId, OperationId, RepositoryId, WorkspaceId};
+use scribe_testkit::change::{accepted, change, put_many_req, submit_req, Requests};
+use scribe_testkit::rgw::rgw;
+use scribe_testkit::{wire, REPO};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_scribe-server"))
+}
+
+struct Bucket {
+    url: String,
+    prefix: String,
+}
+
+fn bucket() -> Bucket {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let prefix = format!("server-tests/{}-{nanos}", std::process::id());
+    Bucket {
+        url: format!("s3://{}/{prefix}", rgw().bucket),
+        prefix,
+    }
+}
+
+fn provider(b: &Bucket) -> Arc<S3Provider> {
+    let r = rgw();
+    Arc::new(
+        S3Provider::new(&S3Config {
+            bucket: r.bucket.clone(),
+            prefix: b.prefix.clone(),
+            endpoint: Some(r.endpoint.clone()),
+            region: "us-east-1".into(),
+            access_key: Some(r.access_key.clone()),
+            secret_key: Some(r.secret_key.clone()),
+            timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(2),
+            retries: 2,
+        })
+        .unwrap(),
+    )
+}
+
+struct Served {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn init(dir: &Path) -> PathBuf {
+    let data = dir.join("data");
+    let d = data.to_str().unwrap();
+    assert!(bin()
+        .args(["init", "--data", d])
+        .status()
+        .unwrap()
+        .success());
+    assert!(bin()
+        .args(["repo", "create", "--data", d, REPO])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success());
+    data
+}
+
+fn serve(data: &Path, b: &Bucket, endpoint: &str, extra: &[&str]) -> Served {
+    let runtime = data.with_extension("run");
+    let _ = std::fs::remove_file(runtime.join("listen"));
+    let r = rgw();
+    let mut child = bin()
+        .args([
+            "serve",
+            "--data",
+            data.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--runtime-dir")
+        .arg(&runtime)
+        .args(["--tier", &b.url, "--tier-endpoint", endpoint])
+        .args(extra)
+        .env("AWS_ACCESS_KEY_ID", &r.access_key)
+        .env("AWS_SECRET_ACCESS_KEY", &r.secret_key)
+        .env_remove("AWS_ENDPOINT_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Waiting for a file is not a timing assertion: it fails only if the
+    // server exits without listening.
+    loop {
+        if let Ok(s) = std::fs::read_to_string(runtime.join("listen")) {
+            if s.ends_with('\n') {
+                return Served {
+                    child,
+                    addr: s.trim().to_string(),
+                };
+            }
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("serve exited with {st} before listening");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn kill(mut s: Served) {
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+}
+
+/// The tier record of a stopped data root.
+fn record(data: &Path, b: &Bucket) -> Tier {
+    Tier::open(
+        &data.join("tier/tier.redb"),
+        0,
+        provider(b),
+        TierOptions::default(),
+    )
+    .unwrap()
+}
+
+fn repo_id(c: &mut impl Requests) -> RepositoryId {
+    c.repo_list()[0].id
+}
+
+fn submit(c: &mut impl Requests, n: u8, files: &[(&str, &[u8])]) -> m::Outcome {
+    let entries: Vec<(&str, Option<&[u8]>, u64)> =
+        files.iter().map(|(p, b)| (*p, Some(*b), 0)).collect();
+    c.upload_and_submit(
+        WorkspaceId([9; 16]),
+        OperationId([n; 16]),
+        &change(&entries),
+        "m",
+    )
+}
+
+fn big(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(seed) ^ (i >> 9) as u8)
+        .collect()
+}
+
+fn tier_verify(data: &Path, b: &Bucket) -> (bool, String) {
+    let r = rgw();
+    let out = bin()
+        .args(["tier", "verify", "--data", data.to_str().unwrap()])
+        .args(["--tier", &b.url, "--tier-endpoint", &r.endpoint])
+        .env("AWS_ACCESS_KEY_ID", &r.access_key)
+        .env("AWS_SECRET_ACCESS_KEY", &r.secret_key)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn a_durable_acknowledgement_means_the_change_is_in_the_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let repo = repo_id(&mut c);
+    c.register(WorkspaceId([9; 16]));
+    let a = big(3, 3 << 20);
+    let n1 = accepted(&submit(&mut c, 1, &[("a.bin", &a), ("b.txt", b"bee")]));
+    // The second change keeps a.bin and adds c.txt: a.bin's chunks are
+    // not uploaded again.
+    let n2 = accepted(&submit(&mut c, 2, &[("c.txt", b"sea")]));
+    // SIGKILL right after the acknowledgement: what was acknowledged must
+    // already be in the bucket.
+    kill(s);
+    let t = record(&data, &b);
+    assert_eq!(t.uploaded_through(&repo.0).unwrap(), n2);
+    for (content, _) in [
+        (&a[..], n1),
+        (b"bee".as_slice(), n1),
+        (b"sea".as_slice(), n2),
+    ] {
+        let f = scribe_testkit::change::file(content);
+        for (id, bytes) in &f.objects {
+            let id: ObjectId = *id;
+            assert_eq!(
+                &t.read_object(&repo.0, &id).unwrap().expect("in the bucket"),
+                bytes,
+                "{id}"
+            );
+        }
+    }
+    let revs = t.revisions().unwrap();
+    assert_eq!(revs.len(), 2, "one revision per change with new objects");
+    drop(t);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
+#[test]
+fn local_acknowledgement_catches_up_in_the_background_and_after_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let s = serve(&data, &b, &rgw().endpoint, &[]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let repo = repo_id(&mut c);
+    c.register(WorkspaceId([9; 16]));
+    let mut last = 0;
+    for i in 1..=4u8 {
+        let body = big(i + 10, 600_000);
+        last = accepted(&submit(&mut c, i, &[(&format!("f{i}.bin"), &body)]));
+    }
+    // Killed at once: whatever was not uploaded yet is the backlog.
+    drop(c);
+    kill(s);
+    let s = serve(&data, &b, &rgw().endpoint, &[]);
+    // The restarted uploader finishes the backlog; `tier status` says so.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = bin()
+            .args(["tier", "status", "--data", data.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if text.contains(&format!("uploaded-through {last} head {last} backlog 0")) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the backlog did not drain: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    kill(s);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+    let t = record(&data, &b);
+    assert_eq!(t.uploaded_through(&repo.0).unwrap(), last);
+    assert_eq!(t.revisions().unwrap().len(), 4);
+}
+
+#[test]
+fn an_unreachable_bucket_answers_tier_unavailable_and_the_change_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let s = serve(
+        &data,
+        &b,
+        &dead,
+        &["--ack", "durable", "--tier-ack-timeout", "2s"],
+    );
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    c.register(WorkspaceId([9; 16]));
+    let ws = WorkspaceId([9; 16]);
+    let op = OperationId([7; 16]);
+    let ch = change(&[("x.txt", Some(b"ex".as_slice()), 0)]);
+    let put = Request::ObjectPutMany(put_many_req(ws, op, &ch.objects));
+    assert!(matches!(c.ask(put), Response::ObjectPutMany(_)));
+    // Accepted locally, but the bucket cannot confirm it in time: the
+    // submit and a later question about its outcome are both answered
+    // tier_unavailable.
+    let outcome_req = || {
+        Request::OperationOutcome(m::OperationOutcome {
+            repo: REPO.into(),
+            operation: op,
+        })
+    };
+    for req in [
+        Request::Submit(submit_req(ws, op, ch.id, "m")),
+        outcome_req(),
+    ] {
+        match c.ask(req) {
+            Response::Error(e) => {
+                assert_eq!(e.code, ErrorCode::TierUnavailable.number(), "{e:?}")
+            }
+            other => panic!("an outcome not in the bucket was answered: {other:?}"),
+        }
+    }
+    drop(c);
+    kill(s);
+    // The bucket is back: the same question gets the accepted outcome.
+    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    match c.ask(outcome_req()) {
+        Response::OperationOutcome(o) => {
+            let o = o.outcome.expect("recorded");
+            assert_eq!((o.code, o.change), (0, 1), "{o:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    kill(s);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
