@@ -7,7 +7,9 @@
 //! | `s3` | that boundary on any S3-compatible store, through object_store |
 //! | `state` | `tier.redb`: revisions, manifest rows, references, cursors |
 //! | `tier` | [`Tier`]: publish a change as a revision, read objects back, verify |
+//! | `gc` | releasing references, claiming zero-count revisions, deleting their blocks |
 
+mod gc;
 mod key;
 mod provider;
 mod s3;
@@ -17,6 +19,7 @@ mod tier;
 
 use std::path::Path;
 
+pub use gc::Collected;
 pub use key::{BlockKey, ROOT as KEY_ROOT};
 pub use provider::{Deleted, Head, Provider, ProviderError, Put};
 pub use s3::{S3Config, S3Provider};

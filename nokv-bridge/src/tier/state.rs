@@ -11,6 +11,8 @@
 //! | `tier_objects` | root `[16]` ‖ object id (33 bytes) | [`ObjectRow`]: the immutable manifest row |
 //! | `tier_refs` | revision `[16]` ‖ referrer (`0 ‖ root ‖ change` or `1 ‖ child revision`) | empty |
 //! | `tier_cursor` | root `[16]` | `u64 LE`: every change up to this one is in the bucket |
+//! | `tier_candidates` | revision `[16]` | `u64 LE` epoch at which its strong count reached zero |
+//! | `tier_quarantine` | revision `[16]` | UTF-8: why deleting its blocks was not certain; retried by the next collection |
 //!
 //! Every write is one Immediate transaction.
 
@@ -27,6 +29,8 @@ pub(crate) const PENDING: TableDefinition<&[u8], &[u8]> = TableDefinition::new("
 pub(crate) const OBJECTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tier_objects");
 pub(crate) const REFS: TableDefinition<&[u8], ()> = TableDefinition::new("tier_refs");
 pub(crate) const CURSOR: TableDefinition<&[u8], u64> = TableDefinition::new("tier_cursor");
+pub(crate) const CANDIDATES: TableDefinition<&[u8], u64> = TableDefinition::new("tier_candidates");
+pub(crate) const QUARANTINE: TableDefinition<&[u8], &str> = TableDefinition::new("tier_quarantine");
 
 /// A revision's lifecycle (seed 003): new references need `Available`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,6 +189,10 @@ pub(crate) fn open(path: &Path, shard: u32) -> Result<(Database, u32), TierError
     }
     tx.open_table(REFS).map_err(|e| TierError::state(path, e))?;
     tx.open_table(CURSOR)
+        .map_err(|e| TierError::state(path, e))?;
+    tx.open_table(CANDIDATES)
+        .map_err(|e| TierError::state(path, e))?;
+    tx.open_table(QUARANTINE)
         .map_err(|e| TierError::state(path, e))?;
     tx.commit().map_err(|e| TierError::state(path, e))?;
     Ok((db, stored))

@@ -79,10 +79,10 @@ pub struct Location {
 
 /// The tier of one data root: its record and its bucket.
 pub struct Tier {
-    db: Database,
-    path: PathBuf,
-    shard: u32,
-    provider: Arc<dyn Provider>,
+    pub(crate) db: Database,
+    pub(crate) path: PathBuf,
+    pub(crate) shard: u32,
+    pub(crate) provider: Arc<dyn Provider>,
     options: TierOptions,
 }
 
@@ -115,7 +115,7 @@ impl Tier {
         self.shard
     }
 
-    fn st<E: std::fmt::Display>(&self) -> impl Fn(E) -> TierError + '_ {
+    pub(crate) fn st<E: std::fmt::Display>(&self) -> impl Fn(E) -> TierError + '_ {
         move |e| TierError::state(&self.path, e)
     }
 
@@ -201,22 +201,36 @@ impl Tier {
         {
             let tx = self.db.begin_read().map_err(self.st())?;
             let t = tx.open_table(state::OBJECTS).map_err(self.st())?;
+            let revs = tx.open_table(state::REVISIONS).map_err(self.st())?;
             for id in objects {
                 if !seen.insert(id.to_bytes()) {
                     continue;
                 }
-                match t
+                let owner = match t
                     .get(state::object_key(root, id).as_slice())
                     .map_err(self.st())?
                 {
-                    Some(row) => {
-                        let row = ObjectRow::decode(row.value()).ok_or_else(|| {
-                            TierError::corrupt(&self.path, format!("manifest row of {id}"))
-                        })?;
-                        owners.insert(row.revision);
+                    Some(row) => Some(ObjectRow::decode(row.value()).ok_or_else(|| {
+                        TierError::corrupt(&self.path, format!("manifest row of {id}"))
+                    })?),
+                    None => None,
+                };
+                // An owner being deleted takes no new reference: the object
+                // is uploaded again, in the new revision.
+                let available = match &owner {
+                    Some(o) => revs
+                        .get(o.revision.as_slice())
+                        .map_err(self.st())?
+                        .and_then(|v| RevisionRow::decode(v.value()))
+                        .is_some_and(|r| r.state == Lifecycle::Available),
+                    None => false,
+                };
+                match owner {
+                    Some(o) if available => {
+                        owners.insert(o.revision);
                         reused += 1;
                     }
-                    None => fresh.push(*id),
+                    _ => fresh.push(*id),
                 }
             }
         }

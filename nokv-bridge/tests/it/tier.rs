@@ -243,3 +243,148 @@ fn verify_names_a_missing_block_and_a_read_names_damaged_bytes() {
     let (unknown, _) = chunk(5, 99);
     assert_eq!(f.tier.read_object(&ROOT, &unknown).unwrap(), None);
 }
+
+/// The real provider whose next `n` deletes answer ambiguously (the
+/// delete is not sent).
+struct Flaky {
+    inner: S3Provider,
+    ambiguous: Mutex<u32>,
+}
+
+impl Provider for Flaky {
+    fn put_if_absent(&self, key: &str, bytes: Bytes) -> Result<Put, ProviderError> {
+        self.inner.put_if_absent(key, bytes)
+    }
+    fn get_range(&self, key: &str, r: std::ops::Range<u64>) -> Result<Bytes, ProviderError> {
+        self.inner.get_range(key, r)
+    }
+    fn get(&self, key: &str) -> Result<Bytes, ProviderError> {
+        self.inner.get(key)
+    }
+    fn head(&self, key: &str) -> Result<Option<Head>, ProviderError> {
+        self.inner.head(key)
+    }
+    fn delete(&self, key: &str) -> Deleted {
+        let mut n = self.ambiguous.lock().unwrap();
+        if *n > 0 {
+            *n -= 1;
+            return Deleted::Ambiguous(ProviderError::Unavailable {
+                op: "delete",
+                key: key.into(),
+                detail: "connection reset".into(),
+            });
+        }
+        self.inner.delete(key)
+    }
+}
+
+fn block_exists(f: &Fixture, id: &ObjectId) -> Option<bool> {
+    let loc = f.tier.locate(&ROOT, id).unwrap()?;
+    Some(f.provider.head(&loc.key.to_key()).unwrap().is_some())
+}
+
+#[test]
+fn a_released_change_is_collected_and_its_blocks_deleted() {
+    let mut f = fixture(small());
+    let a = f.add(30_000, 30);
+    let b = f.add(300_000, 31);
+    let rev = f.publish(1, &[a, b]).unwrap().revision.unwrap();
+    let keys: Vec<String> = [a, b]
+        .iter()
+        .map(|id| f.tier.locate(&ROOT, id).unwrap().unwrap().key.to_key())
+        .collect();
+    assert_eq!(
+        f.tier.collect().unwrap().claimed,
+        0,
+        "referenced: nothing to claim"
+    );
+    assert_eq!(f.tier.release_change(&ROOT, 1).unwrap(), 1);
+    let c = f.tier.collect().unwrap();
+    assert_eq!((c.claimed, c.deleted, c.blocks_deleted), (1, 1, 2), "{c:?}");
+    for k in &keys {
+        assert!(f.provider.head(k).unwrap().is_none(), "{k} is gone");
+    }
+    assert_eq!(f.tier.revisions().unwrap()[&rev].state, Lifecycle::Deleted);
+    assert_eq!(f.tier.read_object(&ROOT, &a).unwrap(), None);
+    assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn a_reference_added_after_the_candidate_makes_it_stale() {
+    let mut f = fixture(small());
+    let a = f.add(30_000, 40);
+    let rev = f.publish(1, &[a]).unwrap().revision.unwrap();
+    f.tier.release_change(&ROOT, 1).unwrap();
+    // Change 2 names a again before any collection.
+    assert_eq!(f.publish(2, &[a]).unwrap().revision, None);
+    let c = f.tier.collect().unwrap();
+    assert_eq!((c.claimed, c.stale), (0, 1), "{c:?}");
+    assert_eq!(
+        f.tier.revisions().unwrap()[&rev].state,
+        Lifecycle::Available
+    );
+    assert_eq!(block_exists(&f, &a), Some(true));
+    assert_eq!(f.tier.read_object(&ROOT, &a).unwrap().unwrap(), f.local[&a]);
+}
+
+#[test]
+fn a_dependency_keeps_its_owner_until_the_child_goes() {
+    let mut f = fixture(small());
+    let a = f.add(30_000, 50);
+    let c = f.add(30_000, 51);
+    let r1 = f.publish(1, &[a]).unwrap().revision.unwrap();
+    let r2 = f.publish(2, &[a, c]).unwrap().revision.unwrap();
+    f.tier.release_change(&ROOT, 1).unwrap();
+    let g = f.tier.collect().unwrap();
+    assert_eq!(g.claimed, 0, "r2 still depends on r1: {g:?}");
+    assert_eq!(block_exists(&f, &a), Some(true));
+    f.tier.release_change(&ROOT, 2).unwrap();
+    let g = f.tier.collect().unwrap();
+    assert_eq!((g.claimed, g.deleted), (1, 1), "r2 goes first: {g:?}");
+    assert_eq!(f.tier.revisions().unwrap()[&r1].strong, 0);
+    let g = f.tier.collect().unwrap();
+    assert_eq!((g.claimed, g.deleted), (1, 1), "then r1: {g:?}");
+    let revs = f.tier.revisions().unwrap();
+    assert_eq!(
+        (revs[&r1].state, revs[&r2].state),
+        (Lifecycle::Deleted, Lifecycle::Deleted)
+    );
+    assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn an_ambiguous_delete_is_quarantined_takes_no_reference_and_is_finished_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let flaky = Arc::new(Flaky {
+        inner: S3Provider::new(&config()).unwrap(),
+        ambiguous: Mutex::new(1),
+    });
+    let tier = Tier::open(&dir.path().join("tier.redb"), 1, flaky.clone(), small()).unwrap();
+    let (a, bytes) = chunk(30_000, 60);
+    let read = |_: &ObjectId| Ok(bytes.clone());
+    let r1 = tier
+        .publish_change(&ROOT, 1, &[a], &read)
+        .unwrap()
+        .revision
+        .unwrap();
+    tier.release_change(&ROOT, 1).unwrap();
+    let g = tier.collect().unwrap();
+    assert_eq!(g.quarantined, vec![hex::encode(r1)], "{g:?}");
+    assert_eq!(tier.revisions().unwrap()[&r1].state, Lifecycle::Deleting);
+    assert!(tier.quarantined().unwrap()[0]
+        .1
+        .contains("connection reset"));
+    // A new change naming a's bytes does not reference the revision being
+    // deleted: a is uploaded again under the new revision.
+    let p = tier.publish_change(&ROOT, 2, &[a], &read).unwrap();
+    let r2 = p.revision.expect("re-uploaded");
+    assert_eq!((p.reused, p.dependencies), (0, 0));
+    // The next collection finishes r1; a stays readable through r2.
+    let g = tier.collect().unwrap();
+    assert_eq!(g.deleted, 1, "{g:?}");
+    assert!(tier.quarantined().unwrap().is_empty());
+    let loc = tier.locate(&ROOT, &a).unwrap().unwrap();
+    assert_eq!(loc.key.revision, r2);
+    assert_eq!(tier.read_object(&ROOT, &a).unwrap().unwrap(), bytes);
+    assert_eq!(tier.verify().unwrap(), Vec::<String>::new());
+}

@@ -1,0 +1,253 @@
+//! Giving revisions up (seed 002 "Revision Ownership", seed 003
+//! "References And Deletion"):
+//!
+//! * [`Tier::release_change`] removes the references a change holds (when
+//!   history is given up). Each removal changes the reference row, the
+//!   strong count and the epoch in one transaction; a count that reaches
+//!   zero writes a candidate carrying that epoch.
+//! * [`Tier::collect`] claims a candidate only if its revision is
+//!   `Available`, its count is zero and the candidate's epoch is the
+//!   revision's current epoch (a reference added since has moved the
+//!   epoch: the candidate is stale and dropped). A claim moves the
+//!   revision to `Deleting`; from then on it takes no new reference. Its
+//!   blocks are deleted; a delete the store cannot confirm leaves the
+//!   revision `Deleting` with a quarantine row naming why, and the next
+//!   collection tries again (deletes are idempotent). When every block is
+//!   gone, one transaction marks it `Deleted`, removes its manifest rows
+//!   and releases the dependency references it held (which may make its
+//!   owners candidates in turn). Object listing is never consulted.
+
+use redb::{Durability, ReadableDatabase, ReadableTable};
+
+use super::key::BlockKey;
+use super::provider::Deleted;
+use super::state::{self, Lifecycle, ObjectRow, RevisionRow};
+use super::tier::Tier;
+use super::TierError;
+
+/// What [`Tier::collect`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Collected {
+    /// Revisions claimed (moved to `Deleting`) by this run.
+    pub claimed: u64,
+    /// Candidates dropped because a reference came back.
+    pub stale: u64,
+    /// Revisions whose blocks are all gone (now `Deleted`).
+    pub deleted: u64,
+    pub blocks_deleted: u64,
+    /// Revisions left `Deleting` because a delete was ambiguous.
+    pub quarantined: Vec<String>,
+}
+
+impl Tier {
+    /// Remove every reference change `change` of `root` holds. Returns how
+    /// many were removed.
+    pub fn release_change(&self, root: &[u8; 16], change: u64) -> Result<u64, TierError> {
+        let mut tail = vec![0u8];
+        tail.extend_from_slice(root);
+        tail.extend_from_slice(&change.to_be_bytes());
+        let mut tx = self.db.begin_write().map_err(self.st())?;
+        tx.set_durability(Durability::Immediate)
+            .map_err(self.st())?;
+        let mut n = 0;
+        {
+            let mut refs = tx.open_table(state::REFS).map_err(self.st())?;
+            let mut revisions = tx.open_table(state::REVISIONS).map_err(self.st())?;
+            let mut candidates = tx.open_table(state::CANDIDATES).map_err(self.st())?;
+            let keys: Vec<Vec<u8>> = refs
+                .iter()
+                .map_err(self.st())?
+                .filter_map(|r| r.ok().map(|(k, _)| k.value().to_vec()))
+                .filter(|k| k.len() == 16 + tail.len() && k[16..] == tail[..])
+                .collect();
+            for k in keys {
+                let owner: [u8; 16] = k[..16].try_into().expect("16 bytes");
+                self.drop_ref(&mut refs, &mut revisions, &mut candidates, &owner, &k)?;
+                n += 1;
+            }
+        }
+        tx.commit().map_err(self.st())?;
+        Ok(n)
+    }
+
+    fn drop_ref(
+        &self,
+        refs: &mut redb::Table<&[u8], ()>,
+        revisions: &mut redb::Table<&[u8], &[u8]>,
+        candidates: &mut redb::Table<&[u8], u64>,
+        owner: &[u8; 16],
+        key: &[u8],
+    ) -> Result<(), TierError> {
+        if refs.remove(key).map_err(self.st())?.is_none() {
+            return Ok(());
+        }
+        let mut row = revisions
+            .get(owner.as_slice())
+            .map_err(self.st())?
+            .and_then(|v| RevisionRow::decode(v.value()))
+            .ok_or_else(|| {
+                TierError::corrupt(&self.path, "a reference names a missing revision")
+            })?;
+        row.strong = row.strong.checked_sub(1).ok_or_else(|| {
+            TierError::corrupt(
+                &self.path,
+                format!("revision {} counts below zero", hex::encode(owner)),
+            )
+        })?;
+        row.epoch += 1;
+        revisions
+            .insert(owner.as_slice(), row.encode().as_slice())
+            .map_err(self.st())?;
+        if row.strong == 0 {
+            candidates
+                .insert(owner.as_slice(), row.epoch)
+                .map_err(self.st())?;
+        }
+        Ok(())
+    }
+
+    /// Claim the current zero-count candidates and delete what is claimed
+    /// (see the module docs).
+    pub fn collect(&self) -> Result<Collected, TierError> {
+        let mut out = Collected::default();
+        // 1. Claims, one transaction.
+        {
+            let mut tx = self.db.begin_write().map_err(self.st())?;
+            tx.set_durability(Durability::Immediate)
+                .map_err(self.st())?;
+            {
+                let mut candidates = tx.open_table(state::CANDIDATES).map_err(self.st())?;
+                let mut revisions = tx.open_table(state::REVISIONS).map_err(self.st())?;
+                let all: Vec<([u8; 16], u64)> = candidates
+                    .iter()
+                    .map_err(self.st())?
+                    .filter_map(|r| r.ok())
+                    .filter_map(|(k, v)| Some((<[u8; 16]>::try_from(k.value()).ok()?, v.value())))
+                    .collect();
+                for (rev, epoch) in all {
+                    candidates.remove(rev.as_slice()).map_err(self.st())?;
+                    let row = revisions
+                        .get(rev.as_slice())
+                        .map_err(self.st())?
+                        .and_then(|v| RevisionRow::decode(v.value()));
+                    match row {
+                        Some(mut r)
+                            if r.state == Lifecycle::Available
+                                && r.strong == 0
+                                && r.epoch == epoch =>
+                        {
+                            r.state = Lifecycle::Deleting;
+                            revisions
+                                .insert(rev.as_slice(), r.encode().as_slice())
+                                .map_err(self.st())?;
+                            out.claimed += 1;
+                        }
+                        _ => out.stale += 1,
+                    }
+                }
+            }
+            tx.commit().map_err(self.st())?;
+        }
+        // 2. Every Deleting revision (new claims and earlier quarantines).
+        let deleting: Vec<([u8; 16], RevisionRow)> = self
+            .revisions()?
+            .into_iter()
+            .filter(|(_, r)| r.state == Lifecycle::Deleting)
+            .collect();
+        for (rev, row) in deleting {
+            let mut uncertain = None;
+            for b in 0..row.blocks {
+                let key = BlockKey::new(self.shard, row.root, rev, b).to_key();
+                match self.provider.delete(&key) {
+                    Deleted::Gone => out.blocks_deleted += 1,
+                    Deleted::Ambiguous(e) => {
+                        uncertain = Some(format!("{key}: {e}"));
+                        break;
+                    }
+                }
+            }
+            if let Some(why) = uncertain {
+                self.quarantine(&rev, &why)?;
+                out.quarantined.push(hex::encode(rev));
+                continue;
+            }
+            self.finish_deleted(&rev)?;
+            out.deleted += 1;
+        }
+        Ok(out)
+    }
+
+    fn quarantine(&self, rev: &[u8; 16], why: &str) -> Result<(), TierError> {
+        let mut tx = self.db.begin_write().map_err(self.st())?;
+        tx.set_durability(Durability::Immediate)
+            .map_err(self.st())?;
+        tx.open_table(state::QUARANTINE)
+            .map_err(self.st())?
+            .insert(rev.as_slice(), why)
+            .map_err(self.st())?;
+        tx.commit().map_err(self.st())?;
+        Ok(())
+    }
+
+    /// `Deleting` -> `Deleted`: manifest rows go, held dependencies are
+    /// released, the quarantine row (if any) is cleared.
+    fn finish_deleted(&self, rev: &[u8; 16]) -> Result<(), TierError> {
+        let mut tx = self.db.begin_write().map_err(self.st())?;
+        tx.set_durability(Durability::Immediate)
+            .map_err(self.st())?;
+        {
+            let mut revisions = tx.open_table(state::REVISIONS).map_err(self.st())?;
+            let mut objects = tx.open_table(state::OBJECTS).map_err(self.st())?;
+            let mut refs = tx.open_table(state::REFS).map_err(self.st())?;
+            let mut candidates = tx.open_table(state::CANDIDATES).map_err(self.st())?;
+            let mut quarantine = tx.open_table(state::QUARANTINE).map_err(self.st())?;
+            let mut row = revisions
+                .get(rev.as_slice())
+                .map_err(self.st())?
+                .and_then(|v| RevisionRow::decode(v.value()))
+                .ok_or_else(|| TierError::corrupt(&self.path, "revision row"))?;
+            row.state = Lifecycle::Deleted;
+            row.epoch += 1;
+            revisions
+                .insert(rev.as_slice(), row.encode().as_slice())
+                .map_err(self.st())?;
+            let owned: Vec<Vec<u8>> = objects
+                .iter()
+                .map_err(self.st())?
+                .filter_map(|r| r.ok())
+                .filter(|(_, v)| ObjectRow::decode(v.value()).is_some_and(|o| o.revision == *rev))
+                .map(|(k, _)| k.value().to_vec())
+                .collect();
+            for k in owned {
+                objects.remove(k.as_slice()).map_err(self.st())?;
+            }
+            // Dependency references this revision held: owner ‖ 1 ‖ rev.
+            let held: Vec<Vec<u8>> = refs
+                .iter()
+                .map_err(self.st())?
+                .filter_map(|r| r.ok().map(|(k, _)| k.value().to_vec()))
+                .filter(|k| k.len() == 33 && k[16] == 1 && k[17..] == rev[..])
+                .collect();
+            for k in held {
+                let owner: [u8; 16] = k[..16].try_into().expect("16 bytes");
+                self.drop_ref(&mut refs, &mut revisions, &mut candidates, &owner, &k)?;
+            }
+            quarantine.remove(rev.as_slice()).map_err(self.st())?;
+        }
+        tx.commit().map_err(self.st())?;
+        Ok(())
+    }
+
+    /// Revisions left `Deleting` with the reason their deletion was
+    /// uncertain.
+    pub fn quarantined(&self) -> Result<Vec<(String, String)>, TierError> {
+        let tx = self.db.begin_read().map_err(self.st())?;
+        let t = tx.open_table(state::QUARANTINE).map_err(self.st())?;
+        let mut out = Vec::new();
+        for row in t.iter().map_err(self.st())? {
+            let (k, v) = row.map_err(self.st())?;
+            out.push((hex::encode(k.value()), v.value().to_string()));
+        }
+        Ok(out)
+    }
+}
