@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use scribe_format::descriptor::{Descriptor, Kind};
-use scribe_format::{ObjectId, ObjectKind};
+use scribe_format::{ObjectId, ObjectKind, RepositoryId};
 use scribe_metadata::database_descriptor;
 use scribe_metadata::pins::PinOwnerState;
 use scribe_metadata::{DataRoot, MemoryObjects, MetadataError, Objects, RepositoryInfo};
@@ -405,6 +405,17 @@ pub fn compact_objects(
     repo: Option<&str>,
     options: &CompactOptions,
 ) -> Result<Report, AdminError> {
+    compact_objects_keeping(dir, repo, options, &|_, _| true)
+}
+
+/// [`compact_objects`], retaining only the live objects `keep` accepts
+/// (`tier evict` drops the chunks the S3 tier holds).
+pub fn compact_objects_keeping(
+    dir: &Path,
+    repo: Option<&str>,
+    options: &CompactOptions,
+    keep: &dyn Fn(RepositoryId, &ObjectId) -> bool,
+) -> Result<Report, AdminError> {
     let root = open_without_stores(dir)?;
     let mut report = Report::default();
     for info in select(&root, repo)? {
@@ -424,6 +435,9 @@ pub fn compact_objects(
                     .push(format!("{}: not kept: {line}", info.name));
             }
             live.ids
+                .into_iter()
+                .filter(|id| keep(info.id, id))
+                .collect()
         };
         let ctx = CompactContext {
             repository: info.id.0,

@@ -212,6 +212,17 @@ enum TierCommand {
     /// Reads the status the serving process writes after every upload
     /// pass, or, when the data root is not served, the tier record itself.
     Status(DataArg),
+    /// Drop the chunks the bucket holds from the local stores (offline)
+    ///
+    /// Compacts each repository's object store keeping everything except
+    /// the chunks of changes already in the bucket. Served with --tier,
+    /// a read that misses locally fetches the object from the bucket.
+    Evict {
+        #[command(flatten)]
+        args: AdminArgs,
+        #[command(flatten)]
+        tier: TierArgs,
+    },
     /// Check the bucket against the tier record (offline)
     ///
     /// Recomputes every revision's reference count, checks every object's
@@ -345,6 +356,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Tier {
             command: TierCommand::Verify { data, tier },
         } => tier_verify(&data.data, &tier),
+        Command::Tier {
+            command: TierCommand::Evict { args, tier },
+        } => {
+            let incarnation = {
+                let service = Service::open(&args.data)
+                    .with_context(|| format!("cannot open data root {}", args.data.display()))?;
+                service.root().incarnation().to_string()
+            };
+            let record = open_tier(&args.data, &incarnation, &tier)?;
+            Ok(print_report(
+                "tier evict",
+                &scribe_server::tier::evict(&args.data, &record, args.repo.as_deref())?,
+            ))
+        }
         Command::Doctor(a) => Ok(print_report(
             "doctor",
             &admin::doctor(&a.data, a.repo.as_deref())?,

@@ -14,6 +14,11 @@
 //!   `tier_unavailable` (retryable: the client asks again with the same
 //!   operation id and gets the accepted outcome once the upload is done).
 //!
+//! With a tier, the local object store is a cache: `scribe-server tier
+//! evict` drops the chunks the bucket holds, and any read that misses
+//! locally (transfers, acceptance's checks) fetches the object from the
+//! bucket, checks it and puts it back (`stores::Fallback`).
+//!
 //! The record lives at `<data>/tier/tier.redb`; the uploader writes
 //! `<data>/tier/status` (backlog per repository) after every pass so
 //! `scribe-server tier status` can read it while the server runs.
@@ -25,6 +30,7 @@ use std::time::{Duration, Instant};
 use nokv_bridge::tier::{Provider, Tier, TierError, TierOptions};
 use scribe_format::{ErrorCode, ObjectId, RepositoryId};
 
+use crate::service::stores::Fallback;
 use crate::service::{AcceptedHook, Failure, Service};
 
 /// When a submit is acknowledged.
@@ -150,6 +156,9 @@ impl TierService {
             .spawn(move || worker.run())
             .expect("spawn the tier uploader");
         service.set_accepted_hook(t.clone());
+        service.stores().set_fallback(t.clone());
+        // Repositories opened before now get the fallback at their next open.
+        service.forget_open_repositories();
         t
     }
 
@@ -278,6 +287,40 @@ impl TierService {
         }
         Ok((through, head))
     }
+}
+
+impl Fallback for TierService {
+    fn has(&self, repo: RepositoryId, id: &ObjectId) -> bool {
+        self.tier.holds(&repo.0, id).unwrap_or(false)
+    }
+
+    fn fetch(&self, repo: RepositoryId, id: &ObjectId) -> Result<Option<Vec<u8>>, String> {
+        if !self.has(repo, id) {
+            return Ok(None);
+        }
+        self.tier
+            .read_object(&repo.0, id)
+            .map_err(|e| format!("reading {id} from the tier: {e}"))
+    }
+}
+
+/// `scribe-server tier evict`: compact each repository's store without the
+/// chunks the tier holds in an `Available` revision. Manifests, change
+/// sets and commits stay local (small, and read by every acceptance).
+pub fn evict(
+    data: &Path,
+    tier: &Tier,
+    repo: Option<&str>,
+) -> Result<crate::admin::Report, crate::admin::AdminError> {
+    let keep = |r: RepositoryId, id: &ObjectId| {
+        id.kind != scribe_format::ObjectKind::Chunk || !tier.holds(&r.0, id).unwrap_or(false)
+    };
+    crate::admin::compact_objects_keeping(
+        data,
+        repo,
+        &scribe_objects::CompactOptions::default(),
+        &keep,
+    )
 }
 
 impl AcceptedHook for TierService {

@@ -143,6 +143,20 @@ impl Tier {
         }))
     }
 
+    /// Whether the bucket holds `id` of `root` in an `Available` revision
+    /// (what a local cache may drop and read back).
+    pub fn holds(&self, root: &[u8; 16], id: &ObjectId) -> Result<bool, TierError> {
+        let Some(loc) = self.locate(root, id)? else {
+            return Ok(false);
+        };
+        let tx = self.db.begin_read().map_err(self.st())?;
+        let t = tx.open_table(state::REVISIONS).map_err(self.st())?;
+        let row = t.get(loc.key.revision.as_slice()).map_err(self.st())?;
+        Ok(row
+            .and_then(|v| RevisionRow::decode(v.value()))
+            .is_some_and(|r| r.state == Lifecycle::Available))
+    }
+
     /// `id`'s bytes from the bucket, checked against the id; `None` when
     /// the tier never uploaded it.
     pub fn read_object(

@@ -323,3 +323,77 @@ fn an_unreachable_bucket_answers_tier_unavailable_and_the_change_is_kept() {
     let (ok, out) = tier_verify(&data, &b);
     assert!(ok, "{out}");
 }
+
+/// Whether the local store of the (stopped) data root holds `id`.
+fn held_locally(data: &Path, id: &ObjectId) -> bool {
+    let repos = data.join("repos");
+    let dir = std::fs::read_dir(&repos)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let store = scribe_objects::ObjectStore::open(dir.join("objects")).unwrap();
+    store.contains(id).unwrap()
+}
+
+#[test]
+fn an_evicted_store_serves_its_chunks_from_the_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    c.register(WorkspaceId([9; 16]));
+    let a = big(5, 3 << 20);
+    accepted(&submit(&mut c, 1, &[("a.bin", &a)]));
+    drop(c);
+    kill(s);
+    let f = scribe_testkit::change::file(&a);
+    let chunks: Vec<ObjectId> = f
+        .objects
+        .iter()
+        .map(|(id, _)| *id)
+        .filter(|id| id.kind == scribe_format::ObjectKind::Chunk)
+        .collect();
+    assert!(!chunks.is_empty());
+    assert!(chunks.iter().all(|id| held_locally(&data, id)));
+    let r = rgw();
+    let out = bin()
+        .args(["tier", "evict", "--data", data.to_str().unwrap()])
+        .args(["--tier", &b.url, "--tier-endpoint", &r.endpoint])
+        .env("AWS_ACCESS_KEY_ID", &r.access_key)
+        .env("AWS_SECRET_ACCESS_KEY", &r.secret_key)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        chunks.iter().all(|id| !held_locally(&data, id)),
+        "the chunks the bucket holds left the local store: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let ids: Vec<ObjectId> = f.objects.iter().map(|(id, _)| *id).collect();
+    // Not missing (the bucket has them), and read back exactly.
+    match c.ask(Request::ObjectsMissing(m::ObjectsMissing {
+        repo: REPO.into(),
+        ids: ids.clone(),
+    })) {
+        Response::ObjectsMissing(r) => assert!(r.missing.is_empty(), "{:?}", r.missing),
+        other => panic!("{other:?}"),
+    }
+    for (id, bytes) in &f.objects {
+        assert_eq!(&c.object(REPO, *id), bytes, "{id}");
+    }
+    // A change naming the same content is accepted.
+    accepted(&submit(&mut c, 2, &[("copy.bin", &a)]));
+    kill(s);
+    // The reads put the chunks back into the local store.
+    assert!(chunks.iter().all(|id| held_locally(&data, id)));
+}

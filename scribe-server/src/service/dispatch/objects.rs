@@ -21,10 +21,27 @@ pub(super) fn missing(
     r: m::ObjectsMissing,
 ) -> DispatchResult<m::ObjectsMissingReply> {
     check_id_count(r.ids.len())?;
-    let (_, store) = open(svc, &r.repo)?;
-    Ok(m::ObjectsMissingReply {
-        missing: store.missing(&r.ids)?,
-    })
+    let (repo, store) = open(svc, &r.repo)?;
+    let mut missing = store.missing(&r.ids)?;
+    // Objects the tier holds are not missing: the client need not upload
+    // them again (reading them puts them back into the local store).
+    if let Some(fb) = svc.stores().fallback() {
+        missing.retain(|id| !fb.has(repo.id(), id));
+    }
+    Ok(m::ObjectsMissingReply { missing })
+}
+
+/// Put `ids` the local store lacks back into it from the tier, if any.
+fn fault(
+    svc: &Service,
+    repo: scribe_format::RepositoryId,
+    store: &scribe_objects::ObjectStore,
+    ids: &[ObjectId],
+) -> DispatchResult<()> {
+    if let Some(fb) = svc.stores().fallback() {
+        crate::service::stores::fault_in(&*fb, repo, store, ids)?;
+    }
+    Ok(())
 }
 
 /// Publish the stage of this connection; the repository must exist, even
@@ -344,7 +361,8 @@ pub(super) fn get_many(
             ),
         ));
     }
-    let (_, store) = open(svc, &r.repo)?;
+    let (repo, store) = open(svc, &r.repo)?;
+    fault(svc, repo.id(), &store, &r.ids)?;
     let mut objects = Vec::new();
     let mut total = 0usize;
     for id in &r.ids {
@@ -377,6 +395,7 @@ pub(super) fn get(
     let mut d = match session.download.take() {
         Some(d) if d.repo == repo.id() && d.id == r.id && d.next == r.offset => d,
         _ => {
+            fault(svc, repo.id(), &store, std::slice::from_ref(&r.id))?;
             let reader = store.open_reader(&r.id)?;
             let total = reader.len();
             if r.offset > total {
