@@ -12,6 +12,7 @@
 //! | [`ids`] | 128-bit ids, key ids (BLAKE3 of SubjectPublicKeyInfo DER) |
 //! | [`password`] | argon2id with the pepper |
 //! | [`ca`] | the p256 certificate authorities (`ca/credential`, `ca/access`) |
+//! | [`servers`] | storage servers: `server-register`, `resolve`, `revision` |
 //! | [`audit`] | audit arguments that can never hold a password |
 //! | [`error`] | [`AuthError`], each mapped to a registry code |
 
@@ -23,6 +24,7 @@ pub mod files;
 pub mod ids;
 pub mod password;
 pub mod rows;
+pub mod servers;
 pub mod service;
 
 pub use dir::{AdminError, AdminRequest, AdminTxn, AuthDir, InitOptions, InitReport, Refusal};

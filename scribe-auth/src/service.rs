@@ -122,11 +122,11 @@ pub struct Service {
     session_ms: u64,
 }
 
-fn refusal(code: ErrorCode, message: impl Into<String>) -> Sau2Result {
+pub(crate) fn refusal(code: ErrorCode, message: impl Into<String>) -> Sau2Result {
     Sau2Result::error(code, message)
 }
 
-fn internal(e: AuthError) -> Sau2Result {
+pub(crate) fn internal(e: AuthError) -> Sau2Result {
     refusal(e.code(), e.to_string())
 }
 
@@ -184,10 +184,10 @@ pub fn certificate_serial(der: &[u8]) -> Option<Id> {
 }
 
 /// Who a verified client certificate belongs to.
-struct Caller {
-    user: UserRow,
-    credential: Id,
-    row: CredentialRow,
+pub(crate) struct Caller {
+    pub(crate) user: UserRow,
+    pub(crate) credential: Id,
+    pub(crate) row: CredentialRow,
 }
 
 impl Service {
@@ -199,11 +199,11 @@ impl Service {
         }
     }
 
-    fn read_dir(&self) -> std::sync::RwLockReadGuard<'_, AuthDir> {
+    pub(crate) fn read_dir(&self) -> std::sync::RwLockReadGuard<'_, AuthDir> {
         self.dir.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write_dir(&self) -> std::sync::RwLockWriteGuard<'_, AuthDir> {
+    pub(crate) fn write_dir(&self) -> std::sync::RwLockWriteGuard<'_, AuthDir> {
         self.dir.write().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -228,14 +228,19 @@ impl Service {
                 Err(r) => r,
             },
             "logout" => self.logout(&req, body, client_cert),
+            "server-register" => crate::servers::register(self, &req, body, client_cert),
+            "resolve" => crate::servers::resolve(self, &req, client_cert),
+            "revision" => crate::servers::revision(self, client_cert),
             other => refusal(
                 ErrorCode::Usage,
-                format!("unknown verb {other:?} (login, whoami, logout)"),
+                format!(
+                    "unknown verb {other:?} (login, whoami, logout, server-register, resolve, revision)"
+                ),
             ),
         }
     }
 
-    fn caller(&self, client_cert: Option<&[u8]>) -> Result<Caller, Sau2Result> {
+    pub(crate) fn caller(&self, client_cert: Option<&[u8]>) -> Result<Caller, Sau2Result> {
         let Some(der) = client_cert else {
             return Err(refusal(
                 ErrorCode::Unauthenticated,
@@ -579,7 +584,10 @@ fn tls_config(dir: &AuthDir, hosts: &[String]) -> Result<Arc<rustls::ServerConfi
         vec![CertificateDer::from_pem_slice(cert_pem.as_bytes()).map_err(|e| bad(e.to_string()))?];
     let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| bad(e.to_string()))?;
     let mut roots = rustls::RootCertStore::empty();
-    let anchors = dir.trust_anchor_pem(CaFamily::Credential)?;
+    // Credential certificates chain to a credential CA; a storage server's
+    // (`server-register`) to an access CA. Either way only a certificate
+    // stored under `credential-certs/` is accepted past the handshake.
+    let anchors = dir.trust_anchor_pem(CaFamily::Credential)? + &dir.trust_anchor_pem(CaFamily::Access)?;
     for c in CertificateDer::pem_slice_iter(anchors.as_bytes()) {
         roots
             .add(c.map_err(|e| bad(e.to_string()))?)

@@ -228,6 +228,29 @@ impl AuthState {
         Ok(())
     }
 
+    /// The principal that claimed `workspace` of `repository`, if any.
+    pub fn workspace_owner(&self, repository: &Id16, workspace: &Id16) -> Result<Option<Id16>> {
+        match self.get(&claim_key(WORKSPACE_CLAIM, repository, workspace))? {
+            None => Ok(None),
+            Some(v) => <[u8; 16]>::try_from(v.as_slice())
+                .map(Some)
+                .map_err(|_| self.corrupt("a workspace claim is not 16 bytes")),
+        }
+    }
+
+    /// The principal that claimed `operation` of `repository`, if any.
+    pub fn operation_owner(&self, repository: &Id16, operation: &Id16) -> Result<Option<Id16>> {
+        match self.get(&claim_key(OPERATION_CLAIM, repository, operation))? {
+            None => Ok(None),
+            Some(v) if v.len() == 48 => {
+                let mut owner = [0u8; 16];
+                owner.copy_from_slice(&v[..16]);
+                Ok(Some(owner))
+            }
+            Some(_) => Err(self.corrupt("an operation claim is not 48 bytes")),
+        }
+    }
+
     /// The recorded newest auth state, if any.
     pub fn revision(&self) -> Result<Option<AuthRevision>> {
         match self.get(KEY_REVISION)? {

@@ -9,6 +9,7 @@
 //! | [`transport`] | handshake, frames, timeouts and error frames over any byte stream |
 //! | [`listener`] | the TCP/TLS listener with graceful shutdown; [`ServerHandle`] |
 //! | [`in_process`] | [`InProcessConnection`]: the in-process transport for path URLs |
+//! | [`team`] | a data root bound to scribe-auth: `auth-init`, the team TLS configuration, [`team::TeamAuthorizer`] |
 //! | [`tls`] | rustls configuration from PEM files |
 //! | [`admin`] | offline administration: doctor, verify, rebuild-locator, compaction, recovery, pins |
 //!
@@ -18,6 +19,7 @@ pub mod admin;
 pub mod in_process;
 pub mod listener;
 pub mod service;
+pub mod team;
 pub mod tls;
 pub mod transport;
 

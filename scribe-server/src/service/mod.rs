@@ -255,7 +255,7 @@ impl Service {
     pub fn handle(&self, session: &mut Session, request: Request) -> Response {
         let allowed = self
             .authorizer()
-            .authorize(session.principal(), &Action::of(&request));
+            .authorize_request(self, session.principal(), &request);
         if let Err(refusal) = allowed {
             return Response::Error(refusal.into_reply());
         }
