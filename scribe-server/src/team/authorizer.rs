@@ -238,6 +238,19 @@ impl TeamAuthorizer {
         })
     }
 
+    /// A call of this server to the auth service. Any refusal of it (this
+    /// server unknown to the service, disabled, ...) is `auth_unavailable`
+    /// to the client: it says nothing about the client's credential.
+    fn ask(&self, verb: &str, arguments: Vec<String>) -> Result<Vec<Vec<String>>, Failure> {
+        self.client.rows(verb, arguments).map_err(|f| {
+            if f.code == ErrorCode::AuthUnavailable {
+                f
+            } else {
+                Failure::auth_unavailable(format!("{} ({})", f.message, f.code))
+            }
+        })
+    }
+
     fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -271,7 +284,7 @@ impl TeamAuthorizer {
         if !due {
             return Ok(());
         }
-        let rows = self.client.rows("revision", Vec::new())?;
+        let rows = self.ask("revision", Vec::new())?;
         let [inc, rev] = rows
             .first()
             .and_then(|r| <[String; 2]>::try_from(r.clone()).ok())
@@ -287,7 +300,7 @@ impl TeamAuthorizer {
         if let Some(a) = self.cache().answers.get(&key) {
             return Ok(a.clone());
         }
-        let rows = self.client.rows("resolve", vec![hex::encode(der)])?;
+        let rows = self.ask("resolve", vec![hex::encode(der)])?;
         let answer = Resolved::parse(rows)?;
         let revision = answer.revision.ok_or_else(|| malformed("no revision row"))?;
         self.observe(revision)?;

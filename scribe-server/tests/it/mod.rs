@@ -3,4 +3,5 @@ mod migrate;
 mod poisoned;
 mod process;
 mod repair;
+mod team;
 mod tls;
