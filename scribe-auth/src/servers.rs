@@ -14,8 +14,8 @@
 //! too; only a certificate stored under `credential-certs/` is accepted).
 
 use rcgen::{
-    DistinguishedName, DnType, ExtendedKeyUsagePurpose, Ia5String, IsCa, KeyUsagePurpose,
-    SanType, SerialNumber,
+    DistinguishedName, DnType, ExtendedKeyUsagePurpose, Ia5String, IsCa, KeyUsagePurpose, SanType,
+    SerialNumber,
 };
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
@@ -93,8 +93,7 @@ fn check_host(h: &str) -> Result<(), Refusal> {
     }
     let ok = !h.is_empty()
         && h.len() <= 253
-        && h
-            .bytes()
+        && h.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
     if ok {
         Ok(())
@@ -137,9 +136,9 @@ fn server_caller(dir: &AuthDir, client_cert: Option<&[u8]>) -> Result<ServerRow,
             "this verb needs a server credential certificate",
         ));
     };
-    let (_, row) = presented(dir, der).map_err(internal)?.ok_or_else(|| {
-        refusal(ErrorCode::Unauthenticated, "the credential is not known")
-    })?;
+    let (_, row) = presented(dir, der)
+        .map_err(internal)?
+        .ok_or_else(|| refusal(ErrorCode::Unauthenticated, "the credential is not known"))?;
     if row.kind != CredentialKind::Server {
         return Err(refusal(
             ErrorCode::Forbidden,
@@ -155,7 +154,12 @@ fn server_caller(dir: &AuthDir, client_cert: Option<&[u8]>) -> Result<ServerRow,
     dir.get::<ServerRow>(&Key::Server(row.subject.clone()))
         .map_err(internal)?
         .filter(|s| s.enabled)
-        .ok_or_else(|| refusal(ErrorCode::Unauthenticated, "the server is disabled or removed"))
+        .ok_or_else(|| {
+            refusal(
+                ErrorCode::Unauthenticated,
+                "the server is disabled or removed",
+            )
+        })
 }
 
 fn revision_row(dir: &AuthDir) -> Vec<String> {
@@ -172,7 +176,10 @@ pub fn revision(svc: &Service, client_cert: Option<&[u8]>) -> Sau2Result {
     if let Err(r) = server_caller(&dir, client_cert) {
         return r;
     }
-    Sau2Result::Rows(vec![vec![dir.incarnation().hex(), dir.revision().to_string()]])
+    Sau2Result::Rows(vec![vec![
+        dir.incarnation().hex(),
+        dir.revision().to_string(),
+    ]])
 }
 
 /// `resolve CERTIFICATE_HEX` (server credential): who the client
@@ -317,7 +324,9 @@ pub fn register(
     if req.arguments.len() < 3 || req.arguments.len() > 3 + MAX_HOSTS {
         return refusal(
             ErrorCode::Usage,
-            format!("server-register takes NAME NAMESPACE PUBLIC_KEY and at most {MAX_HOSTS} hosts"),
+            format!(
+                "server-register takes NAME NAMESPACE PUBLIC_KEY and at most {MAX_HOSTS} hosts"
+            ),
         );
     }
     let (name, namespace, spki_hex) = (&req.arguments[0], &req.arguments[1], &req.arguments[2]);
@@ -395,12 +404,7 @@ pub fn register(
                 namespace: namespace.clone(),
             },
         )?;
-        tx.put(
-            &Key::ServerId(id),
-            &ServerIdRow {
-                name: name.clone(),
-            },
-        )?;
+        tx.put(&Key::ServerId(id), &ServerIdRow { name: name.clone() })?;
         let row = CredentialRow {
             kind: CredentialKind::Server,
             subject: name.clone(),

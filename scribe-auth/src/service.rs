@@ -587,7 +587,8 @@ fn tls_config(dir: &AuthDir, hosts: &[String]) -> Result<Arc<rustls::ServerConfi
     // Credential certificates chain to a credential CA; a storage server's
     // (`server-register`) to an access CA. Either way only a certificate
     // stored under `credential-certs/` is accepted past the handshake.
-    let anchors = dir.trust_anchor_pem(CaFamily::Credential)? + &dir.trust_anchor_pem(CaFamily::Access)?;
+    let anchors =
+        dir.trust_anchor_pem(CaFamily::Credential)? + &dir.trust_anchor_pem(CaFamily::Access)?;
     for c in CertificateDer::pem_slice_iter(anchors.as_bytes()) {
         roots
             .add(c.map_err(|e| bad(e.to_string()))?)

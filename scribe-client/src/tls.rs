@@ -64,8 +64,9 @@ pub fn client_config_with(
             let chain = CertificateDer::pem_slice_iter(c.certificate_pem.as_bytes())
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| bad("the credential certificate", e.to_string()))?;
-            let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(c.private_key_pem.as_bytes())
-                .map_err(|e| bad("the credential key", e.to_string()))?;
+            let key =
+                rustls::pki_types::PrivateKeyDer::from_pem_slice(c.private_key_pem.as_bytes())
+                    .map_err(|e| bad("the credential key", e.to_string()))?;
             builder.with_client_auth_cert(chain, key)?
         }
     };

@@ -163,7 +163,9 @@ impl Resolved {
             return Err(refuse("the credential is disabled (revoked or logged out)"));
         }
         if *expires != u64::MAX && *expires <= now_ms {
-            return Err(refuse("the credential expired: sign in again (scribe login)"));
+            return Err(refuse(
+                "the credential expired: sign in again (scribe login)",
+            ));
         }
         if kind == "server" {
             return Err(refuse("a server credential cannot act as a client"));
@@ -302,7 +304,9 @@ impl TeamAuthorizer {
         }
         let rows = self.ask("resolve", vec![hex::encode(der)])?;
         let answer = Resolved::parse(rows)?;
-        let revision = answer.revision.ok_or_else(|| malformed("no revision row"))?;
+        let revision = answer
+            .revision
+            .ok_or_else(|| malformed("no revision row"))?;
         self.observe(revision)?;
         let answer = Arc::new(answer);
         let mut c = self.cache();

@@ -99,7 +99,12 @@ impl ServiceSettings {
     pub fn encode(&self) -> String {
         format!(
             "auth={}\nnamespace={}\nname={}\ntrust-domain={}\nserver-id={}\ncredential={}\n",
-            self.auth, self.namespace, self.name, self.trust_domain, self.server_id, self.credential
+            self.auth,
+            self.namespace,
+            self.name,
+            self.trust_domain,
+            self.server_id,
+            self.credential
         )
     }
 
@@ -186,7 +191,11 @@ impl AuthFiles {
         }
         write_file(&dir.join(KEY_FILE), &self.key_pem, true)?;
         write_file(&dir.join(CERT_FILE), &self.certificate_pem, false)?;
-        write_file(&dir.join(CREDENTIAL_CA_FILE), &self.credential_ca_pem, false)?;
+        write_file(
+            &dir.join(CREDENTIAL_CA_FILE),
+            &self.credential_ca_pem,
+            false,
+        )?;
         write_file(&dir.join(ACCESS_CA_FILE), &self.access_ca_pem, false)?;
         write_file(&dir.join(SERVICE_FILE), &self.settings.encode(), false)?;
         database_descriptor::sync_dir(&dir)?;

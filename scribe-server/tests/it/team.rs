@@ -133,7 +133,10 @@ fn issue(dir: &mut AuthDir, actor: Id, username: &str, expires_ms: u64, store: b
                 Ok(vec![])
             })
             .unwrap();
-        assert!(matches!(r, scribe_format::sau2::Sau2Result::Rows(_)), "{r:?}");
+        assert!(
+            matches!(r, scribe_format::sau2::Sau2Result::Rows(_)),
+            "{r:?}"
+        );
     }
     Cred {
         cert,
@@ -352,7 +355,11 @@ impl Team {
 
     /// A connection as `user` (accepted handshake).
     fn connect(&self, user: &str) -> Wire<TlsStream> {
-        wire::tls(self.sock(), self.config(Some(&self.creds[user])), "localhost")
+        wire::tls(
+            self.sock(),
+            self.config(Some(&self.creds[user])),
+            "localhost",
+        )
     }
 
     /// The hello exchange with `cred`: the TLS or handshake error, if any.
@@ -529,7 +536,9 @@ fn a_revoked_credential_stops_working_once_the_revision_changes() {
         &Hello::new(false),
     )
     .0;
-    let r = again.try_call(Request::Status(m::StatusRequest {})).unwrap();
+    let r = again
+        .try_call(Request::Status(m::StatusRequest {}))
+        .unwrap();
     refused(r, ErrorCode::Unauthenticated);
     // Others are unaffected.
     ok(team.connect("bob").ask(list_workspaces(REPO)));
@@ -719,7 +728,11 @@ fn serving_an_auth_data_root_needs_its_auth_files_and_no_other_tls() {
         team.data.join("auth/server.key").to_str().unwrap(),
     ]);
     assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("--tls-cert"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--tls-cert"),
+        "{}",
+        text(&out.stderr)
+    );
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

@@ -167,7 +167,10 @@ fn scribe(t: &Team, user: &str, dir: &Path, args: &[&str], stdin: &str) -> (i32,
         .args(args)
         .current_dir(dir)
         .env("HOME", t.tmp.path())
-        .env("SCRIBE_CONFIG_DIR", t.tmp.path().join(format!("config-{user}")))
+        .env(
+            "SCRIBE_CONFIG_DIR",
+            t.tmp.path().join(format!("config-{user}")),
+        )
         .env("SCRIBE_AUTHOR", "not-the-signed-in-user")
         .env_remove("SCRIBE_CREDENTIAL")
         .env_remove("SCRIBE_CA_FILE")
