@@ -77,14 +77,16 @@ fn kind_cap(kind: &str) -> Option<Role> {
     }
 }
 
+/// A user of a `resolve` answer: `(id, username, enabled, administrator)`.
+pub type UserInfo = ([u8; 16], String, bool, bool);
+
 /// One `resolve` answer, parsed.
 #[derive(Clone, Debug, Default)]
 pub struct Resolved {
     pub revision: Option<AuthRevision>,
     /// `(id, kind, enabled, expires ms)` when the certificate is a stored credential's.
     pub credential: Option<(String, String, bool, u64)>,
-    /// `(id, username, enabled, administrator)`.
-    pub user: Option<([u8; 16], String, bool, bool)>,
+    pub user: Option<UserInfo>,
     pub namespace_admin: bool,
     pub namespace_reader: bool,
     pub grants: HashMap<String, Role>,
@@ -136,10 +138,8 @@ impl Resolved {
                     let role = Role::parse(role).ok_or_else(|| malformed("role"))?;
                     r.grants.insert((*repo).to_owned(), role);
                 }
-                ["visibility", repo, vis] => {
-                    if *vis == "public" {
-                        r.public.insert((*repo).to_owned());
-                    }
+                ["visibility", repo, "public"] => {
+                    r.public.insert((*repo).to_owned());
                 }
                 // Rows a newer service adds are ignored.
                 _ => {}
@@ -152,7 +152,7 @@ impl Resolved {
     }
 
     /// The user an answer lets in, with the credential kind; otherwise why not.
-    fn admitted(&self, now_ms: u64) -> Result<(&([u8; 16], String, bool, bool), &str), Failure> {
+    fn admitted(&self, now_ms: u64) -> Result<(&UserInfo, &str), Failure> {
         let refuse = |m: &str| Failure::new(ErrorCode::Unauthenticated, m);
         let Some((_, kind, enabled, expires)) = &self.credential else {
             return Err(refuse(
