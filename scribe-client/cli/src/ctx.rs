@@ -32,17 +32,15 @@ impl Ctx {
             .as_ref()
             .map(|d| d.join("auth-ca.pem"))
             .filter(|p| p.is_file());
+        // An unreadable credential is not an error here (`scribe login`
+        // must still work to replace it); a team server then refuses the
+        // connection as `unauthenticated`, with the sign-in hint.
         let tls_credential = match &login {
             Some(d)
                 if std::env::var_os("SCRIBE_CREDENTIAL").is_some()
                     || d.join("credential.pem").is_file() =>
             {
-                Some(scribe_client::auth::load_credential(d).map_err(|e| {
-                    CliError::new(
-                        ErrorCode::Unauthenticated,
-                        format!("cannot read the credential: {e}"),
-                    )
-                })?)
+                scribe_client::auth::load_credential(d).ok()
             }
             _ => None,
         };

@@ -302,12 +302,22 @@ impl TeamAuthorizer {
         if let Some(a) = self.cache().answers.get(&key) {
             return Ok(a.clone());
         }
-        let rows = self.ask("resolve", vec![hex::encode(der)])?;
-        let answer = Resolved::parse(rows)?;
-        let revision = answer
-            .revision
-            .ok_or_else(|| malformed("no revision row"))?;
-        self.observe(revision)?;
+        let mut attempt = 0;
+        let (answer, revision) = loop {
+            let rows = self.ask("resolve", vec![hex::encode(der)])?;
+            let answer = Resolved::parse(rows)?;
+            let revision = answer
+                .revision
+                .ok_or_else(|| malformed("no revision row"))?;
+            match self.observe(revision) {
+                Ok(()) => break (answer, revision),
+                // Another request may have recorded a newer revision while
+                // this answer was on its way: ask once more. A service that
+                // was rolled back answers from the older state again.
+                Err(f) if f.code == ErrorCode::AuthUnavailable && attempt == 0 => attempt += 1,
+                Err(f) => return Err(f),
+            }
+        };
         let answer = Arc::new(answer);
         let mut c = self.cache();
         if c.seen == Some(revision) {
