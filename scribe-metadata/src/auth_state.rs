@@ -473,4 +473,31 @@ mod tests {
         // Nothing was overwritten.
         assert_eq!(s.get(b"auth-revision").unwrap().unwrap().len(), 23);
     }
+
+    #[test]
+    fn claim_owners_read_back_and_a_damaged_claim_is_corrupt() {
+        let (_tmp, s) = fresh();
+        let (ws, op) = ([7; 16], [8; 16]);
+        assert_eq!(s.workspace_owner(&REPO, &ws).unwrap(), None);
+        assert_eq!(s.operation_owner(&REPO, &op).unwrap(), None);
+        s.claim_workspace(&REPO, &ws, &ANN).unwrap();
+        s.claim_operation(&REPO, &op, &BOB, &[3; 32]).unwrap();
+        assert_eq!(s.workspace_owner(&REPO, &ws).unwrap(), Some(ANN));
+        assert_eq!(s.operation_owner(&REPO, &op).unwrap(), Some(BOB));
+        // Another repository holds other claims.
+        assert_eq!(s.workspace_owner(&[2; 16], &ws).unwrap(), None);
+        // A claim of another length is corrupt, never an owner.
+        s.put_once(&claim_key(WORKSPACE_CLAIM, &REPO, &[9; 16]), &[1; 5])
+            .unwrap();
+        assert_eq!(
+            code(s.workspace_owner(&REPO, &[9; 16]).unwrap_err()),
+            ErrorCode::Corrupt
+        );
+        s.put_once(&claim_key(OPERATION_CLAIM, &REPO, &[9; 16]), &[1; 16])
+            .unwrap();
+        assert_eq!(
+            code(s.operation_owner(&REPO, &[9; 16]).unwrap_err()),
+            ErrorCode::Corrupt
+        );
+    }
 }

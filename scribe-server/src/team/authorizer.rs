@@ -544,3 +544,96 @@ impl Authorizer for TeamAuthorizer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(kind: &str, admin: bool, rows: &[&[&str]]) -> Resolved {
+        let mut all: Vec<Vec<String>> = vec![
+            vec!["revision".into(), "11".repeat(16), "3".into()],
+            vec![
+                "credential".into(),
+                "22".repeat(16),
+                kind.into(),
+                "true".into(),
+                u64::MAX.to_string(),
+            ],
+            vec![
+                "user".into(),
+                "33".repeat(16),
+                "ann".into(),
+                "true".into(),
+                admin.to_string(),
+            ],
+        ];
+        all.extend(
+            rows.iter()
+                .map(|r| r.iter().map(|s| s.to_string()).collect()),
+        );
+        Resolved::parse(all).unwrap()
+    }
+
+    #[test]
+    fn the_role_is_the_strongest_grant_capped_by_the_credential_kind() {
+        let a = answer("session", false, &[&["grant", "game", "writer"]]);
+        assert_eq!(a.role(Some("game")), Some(Role::Writer));
+        assert_eq!(a.role(Some("film")), None);
+        assert_eq!(a.role(None), None);
+        // Public visibility and namespace readers read; a grant above stays.
+        let a = answer(
+            "session",
+            false,
+            &[
+                &["visibility", "pub", "public"],
+                &["visibility", "priv", "private"],
+                &["grant", "pub", "maintainer"],
+            ],
+        );
+        assert_eq!(a.role(Some("pub")), Some(Role::Maintainer));
+        assert_eq!(a.role(Some("priv")), None);
+        let a = answer("session", false, &[&["namespace-reader"]]);
+        assert_eq!(a.role(Some("any")), Some(Role::Reader));
+        // Administrators and namespace admins administer every repository.
+        assert_eq!(answer("user", true, &[]).role(Some("x")), Some(Role::Admin));
+        assert_eq!(
+            answer("session", false, &[&["namespace-admin"]]).role(Some("x")),
+            Some(Role::Admin)
+        );
+        // Automation kinds cap what their user holds.
+        for (kind, cap) in [
+            ("automation", Role::Reader),
+            ("service-reader", Role::Reader),
+            ("automation-write", Role::Writer),
+            ("service-writer", Role::Writer),
+            ("automation-maintain", Role::Maintainer),
+            ("automation-admin", Role::Admin),
+        ] {
+            assert_eq!(answer(kind, true, &[]).role(Some("x")), Some(cap), "{kind}");
+        }
+    }
+
+    #[test]
+    fn only_an_enabled_unexpired_user_credential_is_admitted() {
+        let now = 1_000;
+        assert!(answer("session", false, &[]).admitted(now).is_ok());
+        let mut a = answer("session", false, &[]);
+        a.credential.as_mut().unwrap().2 = false;
+        assert_eq!(
+            a.admitted(now).unwrap_err().code,
+            ErrorCode::Unauthenticated
+        );
+        let mut a = answer("session", false, &[]);
+        a.credential.as_mut().unwrap().3 = now;
+        assert!(a.admitted(now).is_err(), "expired at now");
+        let mut a = answer("session", false, &[]);
+        a.user.as_mut().unwrap().2 = false;
+        assert!(a.admitted(now).is_err(), "disabled user");
+        assert!(answer("server", false, &[]).admitted(now).is_err());
+        let mut a = answer("session", false, &[]);
+        a.credential = None;
+        assert!(a.admitted(now).is_err(), "unknown credential");
+        // An answer without its revision row is refused whole.
+        assert!(Resolved::parse(vec![vec!["namespace-admin".into()]]).is_err());
+    }
+}
