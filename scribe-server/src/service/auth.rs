@@ -288,6 +288,13 @@ pub trait Authorizer: Send + Sync {
     /// [`Action`]. An authorizer that needs the whole request or the data
     /// root (repository ids, the operation fingerprint, claims in
     /// `auth-state.redb`) overrides it.
+    /// Whether this authorizer lets any peer do anything
+    /// ([`OpenAuthorizer`]): a data root bound to scribe-auth is never
+    /// served to the network by one.
+    fn admits_anyone(&self) -> bool {
+        false
+    }
+
     fn authorize_request(
         &self,
         service: &super::Service,
@@ -313,6 +320,10 @@ impl Authorizer for OpenAuthorizer {
 
     fn authorize(&self, _: &Principal, _: &Action<'_>) -> Result<(), Failure> {
         Ok(())
+    }
+
+    fn admits_anyone(&self) -> bool {
+        true
     }
 }
 

@@ -746,6 +746,19 @@ fn serving_an_auth_data_root_needs_its_auth_files_and_no_other_tls() {
         assert_eq!(mode("auth/server.key"), 0o600);
         assert_eq!(mode("auth"), 0o700);
     }
+    // The library refuses to put it on the network without the team
+    // authorizer and TLS.
+    {
+        let svc = scribe_server::Service::open(&team.data).unwrap();
+        let e = scribe_server::ServerHandle::start(
+            svc,
+            "127.0.0.1:0",
+            scribe_server::ListenOptions::default(),
+        )
+        .err()
+        .expect("refused");
+        assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
+    }
     std::fs::remove_file(team.data.join("auth/service")).unwrap();
     let out = run(&["serve", "--data", &d, "--listen", "127.0.0.1:0"]);
     assert!(!out.status.success());
