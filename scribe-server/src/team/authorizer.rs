@@ -408,6 +408,26 @@ impl TeamAuthorizer {
     }
 }
 
+/// The admitted user's id and role for `action`, or the refusal.
+fn role_for(answer: &Resolved, action: &Action<'_>) -> Result<([u8; 16], Role), Failure> {
+    let ((user, name, ..), _) = answer.admitted(now_ms())?;
+    let role = answer.role(action.repository);
+    use crate::service::ActionFamily as F;
+    let want = match action.family {
+        F::ServerStatus => None,
+        F::RepositoryAdmin if action.mutates => Some(Role::Admin),
+        F::RepositoryAdmin => None,
+        F::ObjectRead | F::TreeRead => Some(Role::Reader),
+        F::Workspace | F::Lock | F::Submit if !action.mutates => Some(Role::Reader),
+        F::Workspace | F::Lock | F::Submit | F::ObjectWrite => Some(Role::Writer),
+    };
+    let role = match want {
+        None => role.unwrap_or(Role::Reader),
+        Some(w) => need(role, w, action.repository, name)?,
+    };
+    Ok((*user, role))
+}
+
 fn need(role: Option<Role>, want: Role, repo: Option<&str>, user: &str) -> Result<Role, Failure> {
     match role {
         Some(r) if r >= want => Ok(r),
@@ -449,18 +469,7 @@ impl Authorizer for TeamAuthorizer {
             return Ok(());
         }
         let answer = self.answer_for(principal)?;
-        let ((_, name, ..), _) = answer.admitted(now_ms())?;
-        let role = answer.role(action.repository);
-        use crate::service::ActionFamily as F;
-        let want = match action.family {
-            F::ServerStatus => return Ok(()),
-            F::RepositoryAdmin if action.mutates => Role::Admin,
-            F::RepositoryAdmin => return Ok(()),
-            F::ObjectRead | F::TreeRead => Role::Reader,
-            F::Workspace | F::Lock | F::Submit if !action.mutates => Role::Reader,
-            F::Workspace | F::Lock | F::Submit | F::ObjectWrite => Role::Writer,
-        };
-        need(role, want, action.repository, name).map(|_| ())
+        role_for(&answer, action).map(|_| ())
     }
 
     fn authorize_request(
@@ -473,11 +482,9 @@ impl Authorizer for TeamAuthorizer {
             return Ok(());
         }
         let action = Action::of(request);
-        self.authorize(principal, &action)?;
+        // One revision check and one answer per request.
         let answer = self.answer_for(principal)?;
-        let ((user, ..), _) = answer.admitted(now_ms())?;
-        let user = *user;
-        let role = answer.role(action.repository).unwrap_or(Role::Reader);
+        let (user, role) = role_for(&answer, &action)?;
         match request {
             Request::WorkspaceRegister(r) => {
                 let repo = repository(svc, &r.repo)?;
