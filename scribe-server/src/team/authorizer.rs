@@ -279,21 +279,26 @@ impl TeamAuthorizer {
 
     /// Ask for the revision when the last check is older than `recheck`.
     pub fn check_revision(&self) -> Result<(), Failure> {
-        let due = self
-            .cache()
-            .checked
-            .is_none_or(|t| t.elapsed() >= self.recheck);
-        if !due {
-            return Ok(());
+        // Marked before asking, so concurrent requests do not all ask;
+        // put back when the check fails, so the next request asks again.
+        let previous = {
+            let mut c = self.cache();
+            if c.checked.is_some_and(|t| t.elapsed() < self.recheck) {
+                return Ok(());
+            }
+            c.checked.replace(Instant::now())
+        };
+        let checked = self.ask("revision", Vec::new()).and_then(|rows| {
+            let [inc, rev] = rows
+                .first()
+                .and_then(|r| <[String; 2]>::try_from(r.clone()).ok())
+                .ok_or_else(|| malformed("revision"))?;
+            self.observe(parse_revision(&inc, &rev)?)
+        });
+        if checked.is_err() {
+            self.cache().checked = previous;
         }
-        let rows = self.ask("revision", Vec::new())?;
-        let [inc, rev] = rows
-            .first()
-            .and_then(|r| <[String; 2]>::try_from(r.clone()).ok())
-            .ok_or_else(|| malformed("revision"))?;
-        self.observe(parse_revision(&inc, &rev)?)?;
-        self.cache().checked = Some(Instant::now());
-        Ok(())
+        checked
     }
 
     /// The (cached) answer for the client certificate `der`.
