@@ -41,6 +41,7 @@ struct Team {
     access_ca: String,
     auth_url: String,
     creds: HashMap<&'static str, Cred>,
+    users: HashMap<&'static str, Id>,
     server: Option<Child>,
     addr: String,
 }
@@ -220,6 +221,7 @@ impl Team {
         .unwrap();
         let admin = report.admin_id;
         let mut creds = HashMap::new();
+        let mut users = HashMap::new();
         creds.insert(
             "admin",
             Cred {
@@ -234,7 +236,7 @@ impl Team {
             ("erin", Some(Role::Reader)),
             ("dave", None),
         ] {
-            add_user(&mut dir, admin, name, role);
+            users.insert(name, add_user(&mut dir, admin, name, role));
             creds.insert(name, issue(&mut dir, admin, name, NEVER_EXPIRES, true));
         }
         let past = scribe_auth::now_ms() - 60_000;
@@ -294,6 +296,7 @@ impl Team {
             access_ca,
             auth_url,
             creds,
+            users,
             server: None,
             addr: String::new(),
         };
@@ -591,6 +594,11 @@ fn grants_and_workspace_ownership_decide_every_request() {
         other => panic!("{other:?}"),
     };
     assert_eq!(log.commits[0].author, "alice");
+    // The commit envelope names her user id as the authenticated actor.
+    let envelope = alice.object(REPO, scribe_format::ObjectId::commit(log.commits[0].commit));
+    let envelope = scribe_format::commit::CommitEnvelopeV5::decode(&envelope).unwrap();
+    assert_eq!(envelope.actor, Some(team.users["alice"].0));
+    assert_eq!(envelope.payload.author, "alice");
     // bob may not register alice's workspace id, nor act through it.
     refused(bob.ask(register(REPO, wa)), ErrorCode::Forbidden);
     let ch2 = change(&[("art/villain.psd", Some(b"villain"), 0)]);
