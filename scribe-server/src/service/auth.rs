@@ -288,6 +288,13 @@ pub trait Authorizer: Send + Sync {
     /// [`Action`]. An authorizer that needs the whole request or the data
     /// root (repository ids, the operation fingerprint, claims in
     /// `auth-state.redb`) overrides it.
+    /// After an allowed request ran: remove from `response` what
+    /// `principal` may not see (a team server lists only the repositories
+    /// the user holds a role in). By default nothing is removed.
+    fn filter_response(&self, principal: &Principal, response: &mut scribe_format::wire::Response) {
+        let _ = (principal, response);
+    }
+
     /// Whether this authorizer lets any peer do anything
     /// ([`OpenAuthorizer`]): a data root bound to scribe-auth is never
     /// served to the network by one.

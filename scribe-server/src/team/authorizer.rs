@@ -477,6 +477,27 @@ impl Authorizer for TeamAuthorizer {
         role_for(&answer, action).map(|_| ())
     }
 
+    /// `RepoList` names only the repositories the user holds a role in.
+    fn filter_response(&self, principal: &Principal, response: &mut scribe_format::wire::Response) {
+        let scribe_format::wire::Response::RepoList(list) = response else {
+            return;
+        };
+        if principal.kind == PrincipalKind::Local {
+            return;
+        }
+        // The answer the request was just authorized with (cached).
+        let answer = principal
+            .certificate
+            .as_ref()
+            .and_then(|der| self.resolve(der).ok());
+        match answer {
+            Some(a) => list
+                .repositories
+                .retain(|r| a.role(Some(r.name.as_str())).is_some()),
+            None => list.repositories.clear(),
+        }
+    }
+
     fn authorize_request(
         &self,
         svc: &Service,

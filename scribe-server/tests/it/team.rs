@@ -556,8 +556,15 @@ fn grants_and_workspace_ownership_decide_every_request() {
         team.connect("carol"),
     );
     let (mut erin, mut dave) = (team.connect("erin"), team.connect("dave"));
-    // No grant: nothing of the repository.
+    // No grant: nothing of the repository, not even its name.
     refused(dave.ask(list_workspaces(REPO)), ErrorCode::Forbidden);
+    assert!(dave.repo_list().is_empty());
+    let names: Vec<String> = alice.repo_list().into_iter().map(|r| r.name).collect();
+    assert_eq!(
+        names,
+        vec![REPO.to_string()],
+        "alice sees her repository only"
+    );
     // A reader reads but registers nothing.
     ok(erin.ask(list_workspaces(REPO)));
     refused(
