@@ -266,23 +266,22 @@ impl Team {
         .unwrap();
         let ca_file = root.join("access-ca.pem");
         std::fs::write(&ca_file, &access_ca).unwrap();
+        // The operator is signed in as the administrator: the login is
+        // stored as `scribe login` stores it, and auth-init uses it.
+        let login = root.join("login");
+        std::fs::create_dir_all(&login).unwrap();
+        std::fs::copy(&admin_file, login.join("credential.pem")).unwrap();
+        std::fs::copy(&ca_file, login.join("auth-ca.pem")).unwrap();
+        std::fs::write(
+            login.join("auth-service"),
+            format!("{}\n", auth_url.strip_prefix("sau2://").unwrap()),
+        )
+        .unwrap();
         let out = bin()
-            .args([
-                "auth-init",
-                "--data",
-                d,
-                "--auth",
-                &auth_url,
-                "--namespace",
-                NAMESPACE,
-                "--name",
-                "depot-1",
-                "--credential",
-            ])
-            .arg(&admin_file)
-            .arg("--auth-ca")
-            .arg(&ca_file)
-            .env("SCRIBE_CONFIG_DIR", root.join("no-login"))
+            .args(["auth-init", "--data", d, "--namespace", NAMESPACE])
+            .args(["--name", "depot-1", "--host", "depot.example"])
+            .env("SCRIBE_CONFIG_DIR", &login)
+            .env_remove("SCRIBE_CREDENTIAL")
             .output()
             .unwrap();
         assert!(out.status.success(), "auth-init: {}", text(&out.stderr));
@@ -486,9 +485,19 @@ fn a_team_server_admits_only_valid_credentials_of_its_auth_service() {
     let r = w.try_call(Request::Status(m::StatusRequest {})).unwrap();
     let why = refused(r, ErrorCode::Unauthenticated);
     assert!(why.contains("not known"), "{why}");
-    // The server's own certificate names the host it is reached by.
-    let mut w = team.connect("dave");
+    // The server's own certificate names the hosts given to auth-init.
+    let dave = Some(&team.creds["dave"]);
+    let mut w = wire::tls(team.sock(), team.config(dave), "depot.example");
     ok(w.ask(Request::Status(m::StatusRequest {})));
+    let mut s = wire::tls_stream(
+        wire::socket(team.sock()),
+        team.config(dave),
+        "elsewhere.example",
+    );
+    let e = std::io::Write::write_all(&mut s, &Hello::new(false).encode())
+        .and_then(|_| std::io::Read::read_exact(&mut s, &mut [0u8; 32]))
+        .unwrap_err();
+    assert!(e.to_string().contains("not valid for name"), "{e}");
     // The server verbs of the auth service: registering needs an
     // administrator; resolve and revision need a server credential.
     let bob = team.auth_client("bob");
