@@ -274,9 +274,16 @@ fn signed_in_users_work_on_a_team_server_by_their_grants() {
     assert!(out.contains("\"alice\""), "{out}");
     assert!(!out.contains("not-the-signed-in-user"), "{out}");
 
-    // bob is signed in but has no grant on the repository.
+    // bob is signed in but has no grant on the repository: the server
+    // does not even list it to him.
     login(&t, "bob");
     let (code, _, err) = create("bob");
     assert_ne!(code, 0);
-    assert!(err.contains("forbidden"), "{err}");
+    assert!(err.contains("no repository named \"demo\""), "{err}");
+    let (code, out, err) = scribe(&t, "bob", home, &["repo", "list", "--server", &t.url], "");
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("demo"), "{out}");
+    let (code, out, err) = scribe(&t, "alice", home, &["repo", "list", "--server", &t.url], "");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("demo"), "{out}");
 }
