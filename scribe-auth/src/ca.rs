@@ -18,7 +18,7 @@ use crate::error::AuthError;
 use crate::ids::{Id, KeyId};
 use crate::rows::{CaFamily, CaRow, CredentialKind, NEVER_EXPIRES};
 
-fn cert_err(e: rcgen::Error) -> AuthError {
+pub(crate) fn cert_err(e: rcgen::Error) -> AuthError {
     AuthError::Certificate(e.to_string())
 }
 
@@ -56,9 +56,9 @@ pub fn generate(trust_domain: &str, family: CaFamily, index: u16) -> Result<CaRo
 
 /// A signing CA rebuilt from its row (issuer name and key as stored).
 pub struct Signer {
-    key: KeyPair,
-    cert: Certificate,
-    trust_domain: String,
+    pub(crate) key: KeyPair,
+    pub(crate) cert: Certificate,
+    pub(crate) trust_domain: String,
 }
 
 impl Signer {
@@ -250,7 +250,7 @@ impl Signer {
     }
 }
 
-fn to_time(ms: u64) -> Result<time::OffsetDateTime, AuthError> {
+pub(crate) fn to_time(ms: u64) -> Result<time::OffsetDateTime, AuthError> {
     // Past year 9999 X.509 times cannot be written; clamp.
     let ms = ms.min(253_402_300_799_000);
     time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)

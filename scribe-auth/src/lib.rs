@@ -13,6 +13,7 @@
 //! | [`password`] | argon2id with the pepper |
 //! | [`ca`] | the p256 certificate authorities (`ca/credential`, `ca/access`) |
 //! | [`admin`] | the administrative verbs of the service (users, grants, namespaces, visibility, credentials, automation, audit) and the expiry sweeper |
+//! | [`servers`] | storage servers: `server-register`, `resolve`, `revision` |
 //! | [`audit`] | audit arguments that can never hold a password |
 //! | [`error`] | [`AuthError`], each mapped to a registry code |
 
@@ -25,6 +26,7 @@ pub mod files;
 pub mod ids;
 pub mod password;
 pub mod rows;
+pub mod servers;
 pub mod service;
 
 pub use dir::{AdminError, AdminRequest, AdminTxn, AuthDir, InitOptions, InitReport, Refusal};

@@ -229,8 +229,16 @@ impl Service {
                 Err(r) => r,
             },
             "logout" => self.logout(&req, body, client_cert),
+            "server-register" => crate::servers::register(self, &req, body, client_cert),
+            "resolve" => crate::servers::resolve(self, &req, client_cert),
+            "revision" => crate::servers::revision(self, client_cert),
             v if crate::admin::is_admin_verb(v) => self.admin(&req, body, client_cert),
-            other => refusal(ErrorCode::Usage, format!("unknown verb {other:?}")),
+            other => refusal(
+                ErrorCode::Usage,
+                format!(
+                    "unknown verb {other:?} (login, whoami, logout, server-register, resolve, revision, or an administrative verb)"
+                ),
+            ),
         }
     }
 
@@ -596,7 +604,11 @@ fn tls_config(dir: &AuthDir, hosts: &[String]) -> Result<Arc<rustls::ServerConfi
         vec![CertificateDer::from_pem_slice(cert_pem.as_bytes()).map_err(|e| bad(e.to_string()))?];
     let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| bad(e.to_string()))?;
     let mut roots = rustls::RootCertStore::empty();
-    let anchors = dir.trust_anchor_pem(CaFamily::Credential)?;
+    // Credential certificates chain to a credential CA; a storage server's
+    // (`server-register`) to an access CA. Either way only a certificate
+    // stored under `credential-certs/` is accepted past the handshake.
+    let anchors =
+        dir.trust_anchor_pem(CaFamily::Credential)? + &dir.trust_anchor_pem(CaFamily::Access)?;
     for c in CertificateDer::pem_slice_iter(anchors.as_bytes()) {
         roots
             .add(c.map_err(|e| bad(e.to_string()))?)

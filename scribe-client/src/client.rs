@@ -36,6 +36,10 @@ pub struct ClientOptions {
     /// A credential to present in the handshake's credential slot
     /// (`docs/wire-format.md` 1.1); none: the connection is anonymous.
     pub credential: Option<Vec<u8>>,
+    /// A credential certificate and key presented as the TLS client
+    /// certificate on `scribes://` (a team server requires one: the stored
+    /// `scribe login` or `SCRIBE_CREDENTIAL`).
+    pub tls_credential: Option<crate::auth::Credential>,
 }
 
 impl Default for ClientOptions {
@@ -46,6 +50,7 @@ impl Default for ClientOptions {
             timeout: Duration::from_secs(300),
             connect_timeout: Duration::from_secs(10),
             credential: None,
+            tls_credential: None,
         }
     }
 }

@@ -85,6 +85,30 @@ fn client_failed(
     move |e| ClientError::from(f(e))
 }
 
+/// A TLS session the server ended over the client certificate (none
+/// presented, or one it does not accept): `unauthenticated`, with what to do.
+fn credential_refused(url: &str, e: &std::io::Error) -> Option<ClientError> {
+    use rustls::AlertDescription as A;
+    let alert = match e.get_ref()?.downcast_ref::<rustls::Error>()? {
+        rustls::Error::AlertReceived(a) => *a,
+        _ => return None,
+    };
+    let why = match alert {
+        A::CertificateRequired => "it requires a credential and none was presented",
+        A::BadCertificate | A::UnsupportedCertificate | A::UnknownCA | A::AccessDenied => {
+            "it does not accept the credential presented"
+        }
+        A::CertificateExpired => "the credential presented has expired",
+        A::CertificateRevoked => "the credential presented is revoked",
+        _ => return None,
+    };
+    Some(ClientError::Server {
+        code: scribe_format::ErrorCode::Unauthenticated,
+        message: format!("{url} refused the connection: {why} ({alert:?})"),
+        paths: Vec::new(),
+    })
+}
+
 fn secs(d: std::time::Duration) -> String {
     if d.subsec_millis() == 0 {
         format!("{} s", d.as_secs())
@@ -143,7 +167,7 @@ impl TcpConnection {
                 url: url.to_string(),
                 reason: "scribes:// needs a trusted CA file".into(),
             })?;
-            let cfg = crate::tls::client_config(ca)?;
+            let cfg = crate::tls::client_config_with(ca, opts.tls_credential.as_ref())?;
             let name = rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|_| {
                 ClientError::Url {
                     url: url.to_string(),
@@ -181,9 +205,10 @@ impl TcpConnection {
             .and_then(|_| stream.flush())
             .map_err(failed("sending the hello"))?;
         let mut buf = [0u8; HANDSHAKE_LEN];
-        stream
-            .read_exact(&mut buf)
-            .map_err(failed("waiting for the answer to the hello"))?;
+        stream.read_exact(&mut buf).map_err(|e| {
+            credential_refused(url, &e)
+                .unwrap_or_else(|| failed("waiting for the answer to the hello")(e))
+        })?;
         let answer = Answer::decode(&buf).map_err(|e| {
             ClientError::Protocol(format!(
                 "{url}: the answer to the hello is not Scribe's (is this a Scribe server?): {e}"

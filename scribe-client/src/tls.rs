@@ -23,6 +23,16 @@ pub enum TlsError {
 
 /// A client configuration trusting the certificates of `ca_file`.
 pub fn client_config(ca_file: &Path) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    client_config_with(ca_file, None)
+}
+
+/// A client configuration trusting the certificates of `ca_file` and
+/// presenting `credential` (certificate and PKCS#8 key) as the TLS client
+/// certificate when the server asks for one.
+pub fn client_config_with(
+    ca_file: &Path,
+    credential: Option<&crate::auth::Credential>,
+) -> Result<Arc<rustls::ClientConfig>, TlsError> {
     let pem_err = |e: rustls::pki_types::pem::Error| TlsError::Pem {
         path: ca_file.to_owned(),
         detail: e.to_string(),
@@ -41,9 +51,24 @@ pub fn client_config(ca_file: &Path) -> Result<Arc<rustls::ClientConfig>, TlsErr
         roots.add(c)?;
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let cfg = match credential {
+        None => builder.with_no_client_auth(),
+        Some(c) => {
+            let bad = |what: &str, detail: String| TlsError::Pem {
+                path: std::path::PathBuf::from(what),
+                detail,
+            };
+            let chain = CertificateDer::pem_slice_iter(c.certificate_pem.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| bad("the credential certificate", e.to_string()))?;
+            let key =
+                rustls::pki_types::PrivateKeyDer::from_pem_slice(c.private_key_pem.as_bytes())
+                    .map_err(|e| bad("the credential key", e.to_string()))?;
+            builder.with_client_auth_cert(chain, key)?
+        }
+    };
     Ok(Arc::new(cfg))
 }

@@ -228,6 +228,29 @@ impl AuthState {
         Ok(())
     }
 
+    /// The principal that claimed `workspace` of `repository`, if any.
+    pub fn workspace_owner(&self, repository: &Id16, workspace: &Id16) -> Result<Option<Id16>> {
+        match self.get(&claim_key(WORKSPACE_CLAIM, repository, workspace))? {
+            None => Ok(None),
+            Some(v) => <[u8; 16]>::try_from(v.as_slice())
+                .map(Some)
+                .map_err(|_| self.corrupt("a workspace claim is not 16 bytes")),
+        }
+    }
+
+    /// The principal that claimed `operation` of `repository`, if any.
+    pub fn operation_owner(&self, repository: &Id16, operation: &Id16) -> Result<Option<Id16>> {
+        match self.get(&claim_key(OPERATION_CLAIM, repository, operation))? {
+            None => Ok(None),
+            Some(v) if v.len() == 48 => {
+                let mut owner = [0u8; 16];
+                owner.copy_from_slice(&v[..16]);
+                Ok(Some(owner))
+            }
+            Some(_) => Err(self.corrupt("an operation claim is not 48 bytes")),
+        }
+    }
+
     /// The recorded newest auth state, if any.
     pub fn revision(&self) -> Result<Option<AuthRevision>> {
         match self.get(KEY_REVISION)? {
@@ -449,5 +472,32 @@ mod tests {
         assert_eq!(code(s.observe(seen).unwrap_err()), ErrorCode::Corrupt);
         // Nothing was overwritten.
         assert_eq!(s.get(b"auth-revision").unwrap().unwrap().len(), 23);
+    }
+
+    #[test]
+    fn claim_owners_read_back_and_a_damaged_claim_is_corrupt() {
+        let (_tmp, s) = fresh();
+        let (ws, op) = ([7; 16], [8; 16]);
+        assert_eq!(s.workspace_owner(&REPO, &ws).unwrap(), None);
+        assert_eq!(s.operation_owner(&REPO, &op).unwrap(), None);
+        s.claim_workspace(&REPO, &ws, &ANN).unwrap();
+        s.claim_operation(&REPO, &op, &BOB, &[3; 32]).unwrap();
+        assert_eq!(s.workspace_owner(&REPO, &ws).unwrap(), Some(ANN));
+        assert_eq!(s.operation_owner(&REPO, &op).unwrap(), Some(BOB));
+        // Another repository holds other claims.
+        assert_eq!(s.workspace_owner(&[2; 16], &ws).unwrap(), None);
+        // A claim of another length is corrupt, never an owner.
+        s.put_once(&claim_key(WORKSPACE_CLAIM, &REPO, &[9; 16]), &[1; 5])
+            .unwrap();
+        assert_eq!(
+            code(s.workspace_owner(&REPO, &[9; 16]).unwrap_err()),
+            ErrorCode::Corrupt
+        );
+        s.put_once(&claim_key(OPERATION_CLAIM, &REPO, &[9; 16]), &[1; 16])
+            .unwrap();
+        assert_eq!(
+            code(s.operation_owner(&REPO, &[9; 16]).unwrap_err()),
+            ErrorCode::Corrupt
+        );
     }
 }

@@ -16,7 +16,7 @@ pub const FILE: &str = "SCRIBE_FORMAT";
 pub const FEATURE_ATOMIC_PUBLICATION: &str = "atomic-publication-v2";
 
 /// Features this build knows.
-pub const KNOWN_FEATURES: &[&str] = &[FEATURE_ATOMIC_PUBLICATION];
+pub const KNOWN_FEATURES: &[&str] = &[FEATURE_ATOMIC_PUBLICATION, crate::auth_state::FEATURE];
 
 /// Read and parse `dir/SCRIBE_FORMAT`.
 pub fn read(dir: &Path) -> Result<Descriptor> {

@@ -9,6 +9,7 @@
 //! | [`transport`] | handshake, frames, timeouts and error frames over any byte stream |
 //! | [`listener`] | the TCP/TLS listener with graceful shutdown; [`ServerHandle`] |
 //! | [`in_process`] | [`InProcessConnection`]: the in-process transport for path URLs |
+//! | [`team`] | a data root bound to scribe-auth: `auth-init`, the team TLS configuration, [`team::TeamAuthorizer`] |
 //! | [`tls`] | rustls configuration from PEM files |
 //! | [`admin`] | offline administration: doctor, verify, rebuild-locator, compaction, recovery, pins |
 //!
@@ -20,6 +21,7 @@ pub mod listener;
 pub mod service;
 #[cfg(feature = "tier")]
 pub mod tier;
+pub mod team;
 pub mod tls;
 pub mod transport;
 

@@ -73,6 +73,21 @@ impl Listener {
         service: Arc<Service>,
         options: ListenOptions,
     ) -> std::io::Result<Listener> {
+        // A data root bound to scribe-auth (`auth-ownership-v1`) is never
+        // served to the network by an authorizer that admits anyone, nor
+        // without TLS.
+        let bound = crate::team::requires_auth(service.root().dir())
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        if bound && (service.authorizer().admits_anyone() || options.tls.is_none()) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} requires auth (auth-ownership-v1): it is served only over TLS with \
+                     the team authorizer (scribe-server serve)",
+                    service.root().dir().display()
+                ),
+            ));
+        }
         let listener = TcpListener::bind(addr).await?;
         Ok(Listener {
             listener,

@@ -45,6 +45,32 @@ struct AdminArgs {
 enum Command {
     /// Create a new, empty data root
     Init(DataArg),
+    /// Bind a (stopped) data root to scribe-auth: from then on it serves
+    /// signed-in users only, over TLS (run as a signed-in auth administrator)
+    AuthInit {
+        #[command(flatten)]
+        data: DataArg,
+        /// The auth service, sau2://HOST:PORT (default: the one `scribe login` stored)
+        #[arg(long, value_name = "URL")]
+        auth: Option<String>,
+        /// The auth namespace whose grants this server enforces
+        #[arg(long, value_name = "NS")]
+        namespace: String,
+        /// The server's name in the auth service
+        #[arg(long, value_name = "SERVER")]
+        name: String,
+        /// A host name or address clients reach this server by (repeatable;
+        /// localhost, 127.0.0.1 and ::1 are always included)
+        #[arg(long = "host", value_name = "H")]
+        hosts: Vec<String>,
+        /// The administrator's credential file (default: $SCRIBE_CREDENTIAL,
+        /// else the stored login's credential.pem)
+        #[arg(long, value_name = "FILE")]
+        credential: Option<PathBuf>,
+        /// The auth service's CA (default: the stored login's auth-ca.pem)
+        #[arg(long, value_name = "FILE")]
+        auth_ca: Option<PathBuf>,
+    },
     /// Manage repositories offline
     Repo {
         #[command(subcommand)]
@@ -87,6 +113,10 @@ enum Command {
         /// beyond it is refused `limit_exceeded`
         #[arg(long, value_name = "N", default_value_t = scribe_metadata::pins::DEFAULT_MAX_PINS_PER_WORKSPACE)]
         max_pins_per_workspace: u64,
+        /// After auth-init: the longest a cached auth answer is used before
+        /// the auth revision is asked again (0s: before every request)
+        #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+        auth_recheck: Duration,
         #[command(flatten)]
         tier: TierArgs,
         /// When a submit is acknowledged with --tier: `local` (after the
@@ -306,6 +336,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             eprintln!("created data root {}", d.data.display());
             Ok(ExitCode::SUCCESS)
         }
+        Command::AuthInit {
+            data,
+            auth,
+            namespace,
+            name,
+            hosts,
+            credential,
+            auth_ca,
+        } => auth_init(data.data, auth, namespace, name, hosts, credential, auth_ca),
         Command::Repo {
             command: RepoCommand::Create { data, name },
         } => {
@@ -332,11 +371,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             tier,
             ack,
             tier_ack_timeout,
+            auth_recheck,
         } => serve(
             &data.data,
             &listen,
             runtime_dir.as_deref(),
-            (tls_cert, tls_key),
+            (tls_cert, tls_key, auth_recheck),
             ListenOptions {
                 max_connections,
                 max_connections_per_address,
@@ -480,6 +520,80 @@ fn migrate(data: &Path) -> Result<ExitCode> {
 
 /// A duration: a whole number with a unit, `ms`, `s`, `m`, `h`, `d` or
 /// `w` (a bare number is seconds): `500ms`, `10s`, `30d`.
+/// The stored login's directory (as `scribe login` picks it):
+/// `SCRIBE_CONFIG_DIR`, else `$XDG_CONFIG_HOME/scribe`, else `~/.config/scribe`.
+fn login_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("SCRIBE_CONFIG_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(d).join("scribe"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config").join("scribe"))
+}
+
+fn auth_init(
+    data: PathBuf,
+    auth: Option<String>,
+    namespace: String,
+    name: String,
+    hosts: Vec<String>,
+    credential: Option<PathBuf>,
+    auth_ca: Option<PathBuf>,
+) -> Result<ExitCode> {
+    let stored = |file: &str| login_dir().map(|d| d.join(file));
+    let read = |p: &Path| {
+        std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))
+    };
+    let auth = match auth {
+        Some(a) => a,
+        None => {
+            let p = stored("auth-service")
+                .ok_or_else(|| anyhow!("give --auth (no stored login found)"))?;
+            read(&p)
+                .context("give --auth, or sign in with `scribe login` first")?
+                .trim()
+                .to_owned()
+        }
+    };
+    let credential = credential
+        .or_else(|| std::env::var_os("SCRIBE_CREDENTIAL").map(PathBuf::from))
+        .or_else(|| stored("credential.pem"))
+        .ok_or_else(|| anyhow!("give --credential (no stored login found)"))?;
+    let text = read(&credential).context(
+        "auth-init needs an administrator's credential: sign in with `scribe login` (or set SCRIBE_CREDENTIAL)",
+    )?;
+    let at = text
+        .find("-----BEGIN PRIVATE KEY-----")
+        .ok_or_else(|| anyhow!("{} holds no private key", credential.display()))?;
+    let (cert, key) = text.split_at(at);
+    let ca = auth_ca
+        .or_else(|| stored("auth-ca.pem"))
+        .ok_or_else(|| anyhow!("give --auth-ca (no stored login found)"))?;
+    let access_ca_pem = read(&ca)?;
+    let files = scribe_server::team::auth_init(&scribe_server::team::AuthInitOptions {
+        data: data.clone(),
+        auth,
+        namespace,
+        name,
+        hosts,
+        access_ca_pem,
+        credential: (cert.to_owned(), key.to_owned()),
+    })
+    .map_err(|e| anyhow!("error[{}]: {e}", e.code()))
+    .with_context(|| format!("cannot bind {} to the auth service", data.display()))?;
+    println!("{}", files.settings.server_id);
+    eprintln!(
+        "bound {} to {} as server {} (namespace {}): serve it with `scribe-server serve`; it \
+         serves TLS to signed-in users only",
+        data.display(),
+        files.settings.auth,
+        files.settings.name,
+        files.settings.namespace
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
@@ -518,18 +632,57 @@ fn serve(
     data: &Path,
     listen: &str,
     runtime_dir: Option<&Path>,
-    (tls_cert, tls_key): (Option<PathBuf>, Option<PathBuf>),
+    (tls_cert, tls_key, auth_recheck): (Option<PathBuf>, Option<PathBuf>, Duration),
     options: ListenOptions,
     max_pins_per_workspace: u64,
     (tier, ack, ack_timeout): (TierArgs, scribe_server::tier::Ack, Duration),
 ) -> Result<ExitCode> {
-    let tls = match (tls_cert, tls_key) {
-        (Some(c), Some(k)) => Some(scribe_server::tls::server_config(&c, &k)?),
+    use scribe_server::team;
+    let team_files = if team::requires_auth(data)
+        .with_context(|| format!("cannot serve data root {}", data.display()))?
+    {
+        if tls_cert.is_some() {
+            return Err(anyhow!(
+                "{} serves signed-in users (auth-init): it serves TLS with the certificate \
+                 scribe-auth issued; do not give --tls-cert/--tls-key",
+                data.display()
+            ));
+        }
+        let files = team::AuthFiles::load(data).with_context(|| {
+            format!(
+                "{} requires auth (auth-ownership-v1) but its auth files are missing or \
+                 unreadable: finish `scribe-server auth-init`",
+                data.display()
+            )
+        })?;
+        Some(files)
+    } else {
+        None
+    };
+    let tls = match (&team_files, tls_cert, tls_key) {
+        (Some(f), _, _) => Some(f.server_tls()?),
+        (None, Some(c), Some(k)) => Some(scribe_server::tls::server_config(&c, &k)?),
         _ => None,
     };
     let scheme = if tls.is_some() { "scribes" } else { "scribe" };
     let service = Service::open(data)
         .with_context(|| format!("cannot serve data root {}", data.display()))?;
+    if let Some(files) = &team_files {
+        let authorizer = team::TeamAuthorizer::new(data, files, auth_recheck)
+            .with_context(|| format!("cannot serve data root {}", data.display()))?;
+        if let Err(f) = authorizer.check_revision() {
+            eprintln!(
+                "scribe-server: warning: auth service {}: {}: {} (requests are refused with \
+                 auth_unavailable until it answers)",
+                files.settings.auth, f.code, f.message
+            );
+        }
+        service.set_authorizer(std::sync::Arc::new(authorizer));
+        eprintln!(
+            "scribe-server: signed-in users only: auth service {}, namespace {}, server {}",
+            files.settings.auth, files.settings.namespace, files.settings.name
+        );
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

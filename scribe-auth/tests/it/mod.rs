@@ -5,5 +5,6 @@ mod audit;
 mod crash;
 mod directory;
 mod rows;
+mod servers;
 mod service;
 mod witness;

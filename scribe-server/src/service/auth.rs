@@ -37,8 +37,12 @@ pub struct Principal {
     /// anonymous and local principals. It becomes the workspace owner of
     /// registrations and the actor of submissions.
     pub id: Option<[u8; 16]>,
-    /// For messages and logs; never used to decide anything.
+    /// For messages and logs; never used to decide anything (an
+    /// authenticated server also records it as a submission's author).
     pub name: String,
+    /// The client certificate (DER) the principal was authenticated with,
+    /// for an authorizer that checks it again later (`None` otherwise).
+    pub certificate: Option<std::sync::Arc<[u8]>>,
 }
 
 impl Principal {
@@ -47,7 +51,14 @@ impl Principal {
             kind,
             id,
             name: name.into(),
+            certificate: None,
         }
+    }
+
+    /// The same principal, remembering the client certificate it presented.
+    pub fn with_certificate(mut self, der: &[u8]) -> Self {
+        self.certificate = Some(der.into());
+        self
     }
 
     /// Nobody in particular.
@@ -271,6 +282,35 @@ pub trait Authorizer: Send + Sync {
     /// `action`? A refusal is the request's error reply; nothing of the
     /// request runs.
     fn authorize(&self, principal: &Principal, action: &Action<'_>) -> Result<(), Failure>;
+
+    /// What [`Service::handle`](super::Service::handle) calls before every
+    /// request: by default [`Authorizer::authorize`] of the request's
+    /// [`Action`]. An authorizer that needs the whole request or the data
+    /// root (repository ids, the operation fingerprint, claims in
+    /// `auth-state.redb`) overrides it.
+    /// After an allowed request ran: remove from `response` what
+    /// `principal` may not see (a team server lists only the repositories
+    /// the user holds a role in). By default nothing is removed.
+    fn filter_response(&self, principal: &Principal, response: &mut scribe_format::wire::Response) {
+        let _ = (principal, response);
+    }
+
+    /// Whether this authorizer lets any peer do anything
+    /// ([`OpenAuthorizer`]): a data root bound to scribe-auth is never
+    /// served to the network by one.
+    fn admits_anyone(&self) -> bool {
+        false
+    }
+
+    fn authorize_request(
+        &self,
+        service: &super::Service,
+        principal: &Principal,
+        request: &Request,
+    ) -> Result<(), Failure> {
+        let _ = service;
+        self.authorize(principal, &Action::of(request))
+    }
 }
 
 /// Checks nothing: every network peer is [`Principal::anonymous`] (a
@@ -287,6 +327,10 @@ impl Authorizer for OpenAuthorizer {
 
     fn authorize(&self, _: &Principal, _: &Action<'_>) -> Result<(), Failure> {
         Ok(())
+    }
+
+    fn admits_anyone(&self) -> bool {
+        true
     }
 }
 

@@ -287,14 +287,16 @@ impl Service {
     /// error reply and nothing of the request runs. Failures become an
     /// error reply; nothing here panics on input.
     pub fn handle(&self, session: &mut Session, request: Request) -> Response {
-        let allowed = self
-            .authorizer()
-            .authorize(session.principal(), &Action::of(&request));
+        let authorizer = self.authorizer();
+        let allowed = authorizer.authorize_request(self, session.principal(), &request);
         if let Err(refusal) = allowed {
             return Response::Error(refusal.into_reply());
         }
         match dispatch::dispatch(self, session, request) {
-            Ok(r) => r,
+            Ok(mut r) => {
+                authorizer.filter_response(session.principal(), &mut r);
+                r
+            }
             Err(e) => Response::Error(self.answer_failure(e).into_reply()),
         }
     }

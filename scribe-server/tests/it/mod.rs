@@ -3,5 +3,6 @@ mod migrate;
 mod poisoned;
 mod process;
 mod repair;
+mod team;
 mod tier;
 mod tls;

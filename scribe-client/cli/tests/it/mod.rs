@@ -15,6 +15,7 @@ mod receipt;
 mod restore;
 mod state_damage;
 mod symlinks;
+mod team;
 mod transfer;
 mod views;
 

@@ -31,7 +31,7 @@ use scribe_format::{BranchId, ErrorCode};
 use scribe_metadata::Repository;
 use scribe_objects::ObjectStore;
 
-use super::{Failure, Service, Session};
+use super::{Failure, PrincipalKind, Service, Session};
 
 pub use repos::repo_create;
 pub use submit::recorded_outcome;
@@ -57,6 +57,13 @@ pub fn dispatch(svc: &Service, session: &mut Session, req: Request) -> DispatchR
     // The principal's id (None for anonymous and local principals) owns
     // the workspaces it registers and acts in the submissions it makes.
     let principal = session.principal().id;
+    // A signed-in principal is the author of what it submits and locks
+    // (specification 4.3: the server replaces the submitted author).
+    let signed_in = matches!(
+        session.principal().kind,
+        PrincipalKind::User | PrincipalKind::Automation
+    )
+    .then(|| session.principal().name.clone());
     Ok(match req {
         Request::Status(_) => Response::Status(repos::status(svc)?),
         Request::RepoCreate(r) => Response::RepoCreated(repo_create(svc, &r.name)?),
@@ -80,7 +87,12 @@ pub fn dispatch(svc: &Service, session: &mut Session, req: Request) -> DispatchR
         Request::ObjectPutMany(r) => Response::ObjectPutMany(objects::put_many(svc, r)?),
         Request::ObjectGet(r) => Response::ObjectData(objects::get(svc, session, r)?),
         Request::ObjectGetMany(r) => Response::ObjectGetMany(objects::get_many(svc, r)?),
-        Request::Submit(r) => Response::Submitted(submit::submit(svc, r, principal)?),
+        Request::Submit(mut r) => {
+            if let Some(name) = &signed_in {
+                r.author = name.clone();
+            }
+            Response::Submitted(submit::submit(svc, r, principal)?)
+        }
         Request::OperationOutcome(r) => {
             Response::OperationOutcome(submit::operation_outcome(svc, r)?)
         }
@@ -90,7 +102,12 @@ pub fn dispatch(svc: &Service, session: &mut Session, req: Request) -> DispatchR
         Request::History(r) => Response::History(tree::history(svc, r)?),
         Request::Log(r) => Response::Log(tree::log(svc, r)?),
         Request::Describe(r) => Response::Describe(tree::describe(svc, r)?),
-        Request::LockAcquire(r) => Response::LocksAcquired(locks::acquire(svc, r)?),
+        Request::LockAcquire(mut r) => {
+            if let Some(name) = &signed_in {
+                r.author = name.clone();
+            }
+            Response::LocksAcquired(locks::acquire(svc, r)?)
+        }
         Request::LockRelease(r) => Response::LocksReleased(locks::release(svc, r)?),
         Request::LockList(r) => Response::LockList(locks::list(svc, r)?),
     })

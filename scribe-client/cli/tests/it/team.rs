@@ -1,0 +1,289 @@
+//! The real `scribe` binary against a team server: a data root bound to a
+//! real auth service (the `scribe-auth` library's `serve` over TLS on
+//! 127.0.0.1) with `auth-init`, served over TLS with the team authorizer.
+//! `scribe login` stores the credential and the auth CA; `scribes://`
+//! then presents the credential and trusts the CA without other settings.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use scribe_auth::rows::{CaFamily, GrantRow, Key, Role, UserKind};
+use scribe_auth::service::{serve, ServeOptions};
+use scribe_auth::{AdminRequest, AuthDir, Id, InitOptions, Password};
+use scribe_server::team::{self, AuthInitOptions, TeamAuthorizer};
+use scribe_server::{ListenOptions, ServerHandle, Service};
+
+const PASSWORD: &str = "correct horse battery staple";
+
+fn wait_for(path: &Path) -> String {
+    let start = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if text.ends_with('\n') {
+                return text.trim().to_owned();
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "not started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn request(actor: Id, command: &'static str) -> AdminRequest<'static> {
+    AdminRequest {
+        actor,
+        operation: Id::random(),
+        intent: [7; 32],
+        command,
+        arguments: &[],
+        now_ms: scribe_auth::now_ms(),
+    }
+}
+
+struct Team {
+    tmp: tempfile::TempDir,
+    auth_url: String,
+    ca_file: PathBuf,
+    url: String,
+    _server: ServerHandle,
+}
+
+fn team() -> Team {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let (mut dir, report) = AuthDir::init(InitOptions {
+        data: root.join("auth"),
+        pepper_file: root.join("pepper"),
+        witness_file: root.join("witness"),
+        trust_domain: "studio.example".into(),
+        admin_username: "admin".into(),
+        admin_password: Some(Password::new(PASSWORD.into()).unwrap()),
+        now_ms: scribe_auth::now_ms(),
+    })
+    .unwrap();
+    let pw = Password::new(PASSWORD.into()).unwrap();
+    for (name, grant) in [("alice", Some(Role::Writer)), ("bob", None)] {
+        let r = dir
+            .add_user(
+                &request(report.admin_id, "user-add"),
+                name,
+                false,
+                UserKind::Person,
+                Some(&pw),
+            )
+            .unwrap();
+        let scribe_format::sau2::Sau2Result::Rows(rows) = r else {
+            panic!("{r:?}")
+        };
+        let id = Id::parse(&rows[0][0]).unwrap();
+        if let Some(role) = grant {
+            dir.administer(&request(report.admin_id, "grant"), |tx| {
+                tx.put(
+                    &Key::Grant {
+                        namespace: "studio".into(),
+                        repository: "demo".into(),
+                        user: id,
+                    },
+                    &GrantRow { role },
+                )?;
+                Ok(vec![])
+            })
+            .unwrap();
+        }
+    }
+    let access_ca = dir.trust_anchor_pem(CaFamily::Access).unwrap();
+    let ca_file = root.join("access-ca.pem");
+    std::fs::write(&ca_file, &access_ca).unwrap();
+    let runtime = root.join("auth-run");
+    std::thread::spawn({
+        let runtime = runtime.clone();
+        move || {
+            serve(
+                dir,
+                ServeOptions {
+                    listen: "127.0.0.1:0".into(),
+                    runtime_dir: Some(runtime),
+                    hosts: Vec::new(),
+                    max_connections: 32,
+                    session_ms: 3_600_000,
+                },
+            )
+        }
+    });
+    let port = wait_for(&runtime.join("listen"))
+        .rsplit_once(':')
+        .unwrap()
+        .1
+        .to_owned();
+    let auth_url = format!("sau2://localhost:{port}");
+
+    let data = root.join("data");
+    {
+        let svc = Service::create(&data).unwrap();
+        scribe_server::service::dispatch::repo_create(&svc, "demo").unwrap();
+    }
+    let files = team::auth_init(&AuthInitOptions {
+        data: data.clone(),
+        auth: auth_url.clone(),
+        namespace: "studio".into(),
+        name: "depot".into(),
+        hosts: Vec::new(),
+        access_ca_pem: access_ca,
+        credential: (
+            report.admin_certificate_pem.clone(),
+            report.admin_private_key_pem.clone(),
+        ),
+    })
+    .unwrap();
+    let svc = Service::open(&data).unwrap();
+    svc.set_authorizer(Arc::new(
+        TeamAuthorizer::new(&data, &files, Duration::ZERO).unwrap(),
+    ));
+    let server = ServerHandle::start(
+        svc,
+        "127.0.0.1:0",
+        ListenOptions {
+            tls: Some(files.server_tls().unwrap()),
+            ..ListenOptions::default()
+        },
+    )
+    .unwrap();
+    let url = format!("scribes://localhost:{}", server.addr().port());
+    Team {
+        tmp,
+        auth_url,
+        ca_file,
+        url,
+        _server: server,
+    }
+}
+
+/// `scribe ARGS` in `dir` as `user` (their own configuration directory),
+/// with `stdin`; `(exit code, stdout, stderr)`.
+fn scribe(t: &Team, user: &str, dir: &Path, args: &[&str], stdin: &str) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_scribe"))
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", t.tmp.path())
+        .env(
+            "SCRIBE_CONFIG_DIR",
+            t.tmp.path().join(format!("config-{user}")),
+        )
+        .env("SCRIBE_AUTHOR", "not-the-signed-in-user")
+        .env_remove("SCRIBE_CREDENTIAL")
+        .env_remove("SCRIBE_CA_FILE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn login(t: &Team, user: &str) {
+    let (code, _, err) = scribe(
+        t,
+        user,
+        t.tmp.path(),
+        &[
+            "login",
+            "--auth",
+            &t.auth_url,
+            "--user",
+            user,
+            "--ca-file",
+            t.ca_file.to_str().unwrap(),
+        ],
+        &format!("{PASSWORD}\n"),
+    );
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn signed_in_users_work_on_a_team_server_by_their_grants() {
+    let t = team();
+    let home = t.tmp.path();
+    let create = |user: &str| {
+        scribe(
+            &t,
+            user,
+            home,
+            &[
+                "workspace",
+                "create",
+                &format!("ws-{user}"),
+                "--server",
+                &t.url,
+                "--repo",
+                "demo",
+            ],
+            "",
+        )
+    };
+    // Not signed in (the CA given, no credential): the server refuses.
+    let (code, _, err) = {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_scribe"));
+        let out = c
+            .args(["workspace", "create", "ws-nobody", "--server", &t.url])
+            .args(["--repo", "demo"])
+            .current_dir(home)
+            .env("HOME", home)
+            .env("SCRIBE_CONFIG_DIR", home.join("config-nobody"))
+            .env("SCRIBE_CA_FILE", &t.ca_file)
+            .env_remove("SCRIBE_CREDENTIAL")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_ne!(code, 0);
+    assert!(err.contains("Error[unauthenticated]"), "{err}");
+    assert!(err.contains("CertificateRequired"), "{err}");
+    assert!(err.contains("scribe login"), "{err}");
+
+    // alice signs in: her stored login is her TLS identity and its CA
+    // the server's trust anchor; she works as usual.
+    login(&t, "alice");
+    let (code, _, err) = create("alice");
+    assert_eq!(code, 0, "{err}");
+    let ws = home.join("ws-alice");
+    std::fs::write(ws.join("hero.psd"), b"hero v1").unwrap();
+    let (code, _, err) = scribe(&t, "alice", &ws, &["add", "."], "");
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = scribe(&t, "alice", &ws, &["submit", "-m", "first"], "");
+    assert_eq!(code, 0, "{err}");
+    // The change is attributed to the signed-in user, not $SCRIBE_AUTHOR.
+    let (code, out, err) = scribe(&t, "alice", &ws, &["log", "--json"], "");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"alice\""), "{out}");
+    assert!(!out.contains("not-the-signed-in-user"), "{out}");
+
+    // bob is signed in but has no grant on the repository: the server
+    // does not even list it to him.
+    login(&t, "bob");
+    let (code, _, err) = create("bob");
+    assert_ne!(code, 0);
+    assert!(err.contains("no repository named \"demo\""), "{err}");
+    let (code, out, err) = scribe(&t, "bob", home, &["repo", "list", "--server", &t.url], "");
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("demo"), "{out}");
+    let (code, out, err) = scribe(&t, "alice", home, &["repo", "list", "--server", &t.url], "");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("demo"), "{out}");
+}
