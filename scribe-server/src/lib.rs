@@ -19,9 +19,9 @@ pub mod admin;
 pub mod in_process;
 pub mod listener;
 pub mod service;
+pub mod team;
 #[cfg(feature = "tier")]
 pub mod tier;
-pub mod team;
 pub mod tls;
 pub mod transport;
 

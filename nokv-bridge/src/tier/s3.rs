@@ -79,6 +79,10 @@ pub struct S3Provider {
     store: AmazonS3,
     prefix: String,
     runtime: tokio::runtime::Runtime,
+    /// Whole create-if-absent puts tried again after an unavailable answer
+    /// (object_store does not resend a conditional PUT whose body was
+    /// partly sent; ours is safe to resend: the read-back decides).
+    put_retries: usize,
 }
 
 impl S3Provider {
@@ -127,6 +131,7 @@ impl S3Provider {
             store,
             prefix: cfg.prefix.clone(),
             runtime,
+            put_retries: cfg.retries,
         })
     }
 
@@ -196,6 +201,23 @@ fn runtime_gone() -> object_store::Error {
     }
 }
 
+/// Whether an error may go away on its own (what [`classify`] calls
+/// `Unavailable`).
+fn transient(e: &object_store::Error) -> bool {
+    use object_store::Error as E;
+    !matches!(
+        e,
+        E::NotFound { .. }
+            | E::PermissionDenied { .. }
+            | E::Unauthenticated { .. }
+            | E::NotSupported { .. }
+            | E::NotImplemented { .. }
+            | E::InvalidPath { .. }
+            | E::AlreadyExists { .. }
+            | E::Precondition { .. }
+    )
+}
+
 /// Map object_store's error for `op` on `key`.
 fn classify(op: &'static str, key: &str, e: object_store::Error) -> ProviderError {
     use object_store::Error as E;
@@ -225,7 +247,17 @@ fn classify(op: &'static str, key: &str, e: object_store::Error) -> ProviderErro
 impl Provider for S3Provider {
     fn put_if_absent(&self, key: &str, bytes: Bytes) -> Result<Put, ProviderError> {
         let path = self.path(key)?;
-        match self.put_once(&path, bytes.clone()) {
+        let mut tries = 0;
+        let first = loop {
+            match self.put_once(&path, bytes.clone()) {
+                Err(e) if tries < self.put_retries && transient(&e) => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(100 << tries.min(5)));
+                }
+                r => break r,
+            }
+        };
+        match first {
             Ok(()) => Ok(Put::Created),
             Err(object_store::Error::AlreadyExists { .. })
             | Err(object_store::Error::Precondition { .. }) => {

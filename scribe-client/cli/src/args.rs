@@ -37,6 +37,11 @@ pub enum Command {
     Quickstart {
         /// A new or empty directory for the demo
         dir: Option<PathBuf>,
+        /// A team on loopback instead: scribe-auth and a TLS scribe-server
+        /// (taken from beside this scribe), an administrator, Alice and
+        /// Bob; shows sign-in, a grant, a refusal and the audit trail
+        #[arg(long)]
+        team: bool,
     },
     /// Create, list or retire workspaces
     #[command(subcommand)]

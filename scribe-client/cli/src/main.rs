@@ -31,7 +31,7 @@ fn run(cli: Cli) -> CliResult {
     };
     let c = &ctx::Ctx::from_env(out)?;
     match cli.command {
-        Command::Quickstart { dir } => quickstart::run(c, dir),
+        Command::Quickstart { dir, team } => quickstart::run(c, dir, team),
         Command::Workspace(w) => match w {
             WorkspaceCmd::Create {
                 dir,

@@ -8,6 +8,7 @@ pub mod files;
 pub mod info;
 pub mod locks;
 pub mod quickstart;
+pub mod quickstart_team;
 pub mod recovery;
 pub mod repo;
 pub mod submit;

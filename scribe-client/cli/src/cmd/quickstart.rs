@@ -89,7 +89,7 @@ fn step<T>(ctx: &Ctx, n: &mut u32, title: &str, f: impl FnOnce() -> CliResult<T>
     r
 }
 
-pub fn run(ctx: &Ctx, dir: Option<PathBuf>) -> CliResult {
+pub fn run(ctx: &Ctx, dir: Option<PathBuf>, team: bool) -> CliResult {
     let dir = std::path::absolute(
         ctx.cwd
             .join(dir.unwrap_or_else(|| PathBuf::from("scribe-quickstart"))),
@@ -102,6 +102,9 @@ pub fn run(ctx: &Ctx, dir: Option<PathBuf>) -> CliResult {
         .hint("pass another directory: `scribe quickstart DIR`, or remove it"));
     }
     std::fs::create_dir_all(&dir)?;
+    if team {
+        return crate::cmd::quickstart_team::run(ctx, dir);
+    }
     let server = dir.join("server");
     let url = server.display().to_string();
     let alice = dir.join("alice");

@@ -41,3 +41,54 @@ fn quickstart_runs_end_to_end() {
     assert_eq!(again.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&again.stderr).contains("Error[already_exists]"));
 }
+
+/// `scribe quickstart --team` with the real `scribe-auth` and
+/// `scribe-server` binaries beside `scribe` (cargo builds every binary of
+/// the workspace's packages before their tests run).
+#[test]
+fn team_quickstart_signs_in_grants_and_refuses() {
+    let scribe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_scribe"));
+    let dir = scribe.parent().unwrap();
+    for b in ["scribe-auth", "scribe-server"] {
+        assert!(
+            dir.join(b).exists(),
+            "{b} is not beside scribe in {}: run `cargo test --workspace` (or build it first)",
+            dir.display()
+        );
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(&scribe)
+        .args(["quickstart", "--team", "team"])
+        .current_dir(tmp.path())
+        .env("HOME", tmp.path())
+        .env_remove("SCRIBE_CONFIG_DIR")
+        .env_remove("SCRIBE_CREDENTIAL")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("Bob's workspace has art/hero.psd: true"),
+        "{stdout}"
+    );
+    // Bob's refusals were the server's: no grant, then a reader's submit.
+    assert!(
+        stdout.contains("forbidden") || stdout.contains("no repository"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("grant-set"),
+        "the audit trail is shown: {stdout}"
+    );
+    let alice = tmp.path().join("team/alice/art/hero.psd");
+    let bob = tmp.path().join("team/bob/art/hero.psd");
+    assert_eq!(std::fs::read(&alice).unwrap(), std::fs::read(&bob).unwrap());
+    assert!(
+        !tmp.path().join("team/run/server/listen").exists() || {
+            // The services were stopped: nothing answers on the recorded address.
+            let addr = std::fs::read_to_string(tmp.path().join("team/run/server/listen")).unwrap();
+            std::net::TcpStream::connect(addr.trim()).is_err()
+        }
+    );
+}

@@ -1,0 +1,492 @@
+//! `scribe quickstart --team [DIR]`: a team on loopback, with the real
+//! programs a studio runs: `scribe-auth` (users, grants, credentials) and a
+//! TLS `scribe-server` bound to it, and `scribe` as three people (an
+//! administrator, Alice and Bob, each with their own config directory).
+//! Shows sign-in, a grant, a refusal, and the grant that lifts it.
+//!
+//! `scribe-auth` and `scribe-server` are taken from beside this `scribe`
+//! (`cargo build --release` builds all three).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use scribe_format::ErrorCode;
+
+use crate::ctx::Ctx;
+use crate::error::{CliError, CliResult};
+use crate::ui::Timer;
+
+/// The processes started here; killed when the demo ends, however it ends.
+struct Services(Vec<Child>);
+
+impl Drop for Services {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn failed(what: &str, detail: impl std::fmt::Display) -> CliError {
+    CliError::new(ErrorCode::Internal, format!("{what}: {detail}"))
+}
+
+/// A program beside this executable.
+fn sibling(name: &str) -> CliResult<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let p = exe
+        .parent()
+        .map(|d| d.join(format!("{name}{}", std::env::consts::EXE_SUFFIX)))
+        .ok_or_else(|| failed("locate programs", "this executable has no directory"))?;
+    if !p.exists() {
+        return Err(CliError::new(
+            ErrorCode::NotFound,
+            format!("the team demo needs {} beside scribe", p.display()),
+        )
+        .hint("build all three programs: `cargo build --release`, then run target/release/scribe quickstart --team"));
+    }
+    Ok(p)
+}
+
+struct Team<'a> {
+    ctx: &'a Ctx,
+    dir: PathBuf,
+    scribe: PathBuf,
+    auth_bin: PathBuf,
+    server_bin: PathBuf,
+    step: u32,
+}
+
+impl Team<'_> {
+    fn title(&mut self, t: &str) -> CliResult {
+        self.step += 1;
+        self.ctx.out.line(format_args!("\n== {}. {t}", self.step))?;
+        Ok(())
+    }
+
+    fn config(&self, who: &str) -> PathBuf {
+        self.dir.join("config").join(who)
+    }
+
+    /// Run `program args` (as `who`, for `scribe`), show its output, and
+    /// return whether it succeeded.
+    fn run(&self, program: &Path, who: Option<&str>, args: &[&str]) -> CliResult<(bool, String)> {
+        self.run_in(program, who, None, args)
+    }
+
+    fn run_in(
+        &self,
+        program: &Path,
+        who: Option<&str>,
+        cwd: Option<&Path>,
+        args: &[&str],
+    ) -> CliResult<(bool, String)> {
+        let mut cmd = Command::new(program);
+        cmd.args(args).stdin(Stdio::null());
+        if let Some(d) = cwd {
+            cmd.current_dir(d);
+        }
+        if let Some(w) = who {
+            cmd.env("SCRIBE_CONFIG_DIR", self.config(w))
+                .env("SCRIBE_AUTHOR", w)
+                .env_remove("SCRIBE_CREDENTIAL");
+        }
+        let shown = program
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.ctx.out.line(format_args!(
+            "   {}{}$ {shown} {}",
+            who.map(|w| format!("[{w}] ")).unwrap_or_default(),
+            cwd.and_then(|d| d.file_name())
+                .map(|d| format!("{}/ ", d.to_string_lossy()))
+                .unwrap_or_default(),
+            args.join(" ")
+        ))?;
+        let out = cmd.output()?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for l in text.lines().filter(|l| !l.trim().is_empty()).take(12) {
+            self.ctx.out.line(format_args!("     {l}"))?;
+        }
+        Ok((out.status.success(), text))
+    }
+
+    fn must(&self, program: &Path, who: Option<&str>, args: &[&str]) -> CliResult<String> {
+        match self.run(program, who, args)? {
+            (true, text) => Ok(text),
+            (false, text) => Err(failed(&args.join(" "), text.trim())),
+        }
+    }
+
+    fn scribe(&self, who: &str, args: &[&str]) -> CliResult<(bool, String)> {
+        self.run(&self.scribe, Some(who), args)
+    }
+
+    fn scribe_ok(&self, who: &str, args: &[&str]) -> CliResult<String> {
+        self.must(&self.scribe, Some(who), args)
+    }
+
+    /// `scribe args` as `who` inside workspace `ws`.
+    fn scribe_at(&self, who: &str, ws: &Path, args: &[&str]) -> CliResult<(bool, String)> {
+        self.run_in(&self.scribe, Some(who), Some(ws), args)
+    }
+
+    fn scribe_at_ok(&self, who: &str, ws: &Path, args: &[&str]) -> CliResult<String> {
+        match self.scribe_at(who, ws, args)? {
+            (true, text) => Ok(text),
+            (false, text) => Err(failed(&args.join(" "), text.trim())),
+        }
+    }
+
+    /// Start a long-running program and wait for its `listen` file.
+    fn start(
+        &self,
+        program: &Path,
+        args: &[&str],
+        runtime: &Path,
+        env: &[(&str, PathBuf)],
+    ) -> CliResult<(Child, String)> {
+        let log = std::fs::File::create(runtime.with_extension("log"))?;
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn()?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(s) = std::fs::read_to_string(runtime.join("listen")) {
+                if s.ends_with('\n') {
+                    return Ok((child, s.trim().to_string()));
+                }
+            }
+            if let Some(st) = child.try_wait()? {
+                let log =
+                    std::fs::read_to_string(runtime.with_extension("log")).unwrap_or_default();
+                return Err(failed(
+                    "a service stopped before listening",
+                    format!("{st}: {log}"),
+                ));
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return Err(failed(
+                    "a service did not listen within 30 s",
+                    program.display(),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// A password of 24 letters from the OS random source.
+fn password() -> CliResult<String> {
+    let mut b = [0u8; 24];
+    getrandom::fill(&mut b).map_err(|e| failed("random source", e))?;
+    Ok(b.iter().map(|x| (b'a' + x % 26) as char).collect())
+}
+
+fn secret(dir: &Path, name: &str) -> CliResult<PathBuf> {
+    let p = dir.join("secrets").join(name);
+    std::fs::create_dir_all(p.parent().expect("a parent"))?;
+    std::fs::write(&p, format!("{}\n", password()?))?;
+    Ok(p)
+}
+
+pub fn run(ctx: &Ctx, dir: PathBuf) -> CliResult {
+    let total = Timer::start();
+    let mut t = Team {
+        ctx,
+        scribe: std::env::current_exe()?,
+        auth_bin: sibling("scribe-auth")?,
+        server_bin: sibling("scribe-server")?,
+        dir: dir.clone(),
+        step: 0,
+    };
+    let s = |p: &Path| p.display().to_string();
+    let mut services = Services(Vec::new());
+    ctx.out
+        .line(format_args!("Scribe team quickstart in {}", dir.display()))?;
+
+    t.title("An auth service: scribe-auth init (a CA, an administrator)")?;
+    let auth = dir.join("auth");
+    let pepper = dir.join("secrets/pepper");
+    let witness = dir.join("secrets/auth-witness");
+    let admin_pw = secret(&dir, "admin-password")?;
+    t.must(
+        &t.auth_bin,
+        None,
+        &[
+            "init",
+            "--data",
+            &s(&auth),
+            "--pepper-file",
+            &s(&pepper),
+            "--witness-file",
+            &s(&witness),
+            "--trust-domain",
+            "quickstart.local",
+            "--admin-user",
+            "admin",
+            "--admin-password-file",
+            &s(&admin_pw),
+        ],
+    )?;
+    let ca_text = t.must(
+        &t.auth_bin,
+        None,
+        &["ca-cert", "--data", &s(&auth), "--access"],
+    )?;
+    let ca = dir.join("access-ca.pem");
+    std::fs::write(&ca, ca_text.trim_start())?;
+    let run_dir = dir.join("run");
+    std::fs::create_dir_all(&run_dir)?;
+    let (child, auth_addr) = t.start(
+        &t.auth_bin,
+        &[
+            "serve",
+            "--data",
+            &s(&auth),
+            "--pepper-file",
+            &s(&pepper),
+            "--witness-file",
+            &s(&witness),
+            "--listen",
+            "127.0.0.1:0",
+            "--runtime-dir",
+            &s(&run_dir.join("auth")),
+        ],
+        &run_dir.join("auth"),
+        &[],
+    )?;
+    services.0.push(child);
+    let auth_url = format!("sau2://{auth_addr}");
+    ctx.out
+        .line(format_args!("   scribe-auth serves {auth_url}"))?;
+
+    t.title("The administrator signs in and adds Alice and Bob")?;
+    t.scribe_ok(
+        "admin",
+        &[
+            "login",
+            "--admin",
+            "--auth",
+            &auth_url,
+            "--user",
+            "admin",
+            "--password-file",
+            &s(&admin_pw),
+            "--ca-file",
+            &s(&ca),
+        ],
+    )?;
+    let alice_pw = secret(&dir, "alice-password")?;
+    let bob_pw = secret(&dir, "bob-password")?;
+    t.scribe_ok(
+        "admin",
+        &[
+            "admin",
+            "user",
+            "add",
+            "alice",
+            "--password-file",
+            &s(&alice_pw),
+        ],
+    )?;
+    t.scribe_ok(
+        "admin",
+        &[
+            "admin",
+            "user",
+            "add",
+            "bob",
+            "--password-file",
+            &s(&bob_pw),
+        ],
+    )?;
+
+    t.title("A team server bound to it: scribe-server init, auth-init, serve (TLS)")?;
+    let data = dir.join("server");
+    t.must(&t.server_bin, None, &["init", "--data", &s(&data)])?;
+    let admin_cfg = t.config("admin");
+    t.run_with_env(
+        &[
+            "auth-init",
+            "--data",
+            &s(&data),
+            "--namespace",
+            "studio",
+            "--name",
+            "quickstart-depot",
+        ],
+        &admin_cfg,
+    )?;
+    let (child, server_addr) = t.start(
+        &t.server_bin,
+        &[
+            "serve",
+            "--data",
+            &s(&data),
+            "--listen",
+            "127.0.0.1:0",
+            "--runtime-dir",
+            &s(&run_dir.join("server")),
+        ],
+        &run_dir.join("server"),
+        &[],
+    )?;
+    services.0.push(child);
+    let url = format!("scribes://{server_addr}");
+    ctx.out.line(format_args!(
+        "   scribe-server serves {url} to signed-in users only"
+    ))?;
+    t.scribe_ok("admin", &["repo", "create", "game", "--server", &url])?;
+
+    t.title("Alice signs in; the administrator makes her a writer of studio/game")?;
+    t.scribe_ok(
+        "alice",
+        &[
+            "login",
+            "--auth",
+            &auth_url,
+            "--user",
+            "alice",
+            "--password-file",
+            &s(&alice_pw),
+            "--ca-file",
+            &s(&ca),
+        ],
+    )?;
+    t.scribe_ok(
+        "admin",
+        &["admin", "grant", "set", "studio", "game", "alice", "writer"],
+    )?;
+    let alice = dir.join("alice");
+    t.scribe_ok(
+        "alice",
+        &[
+            "workspace",
+            "create",
+            &s(&alice),
+            "--server",
+            &url,
+            "--repo",
+            "game",
+        ],
+    )?;
+    std::fs::create_dir_all(alice.join("art"))?;
+    std::fs::write(alice.join("art/hero.psd"), password()?.repeat(40_000))?;
+    t.scribe_at_ok("alice", &alice, &["add", "art/hero.psd"])?;
+    t.scribe_at_ok("alice", &alice, &["submit", "-m", "Hero: first pass"])?;
+
+    t.title("Bob signs in, but has no grant: the server refuses him")?;
+    t.scribe_ok(
+        "bob",
+        &[
+            "login",
+            "--auth",
+            &auth_url,
+            "--user",
+            "bob",
+            "--password-file",
+            &s(&bob_pw),
+            "--ca-file",
+            &s(&ca),
+        ],
+    )?;
+    let bob = dir.join("bob");
+    let (ok, _) = t.scribe(
+        "bob",
+        &[
+            "workspace",
+            "create",
+            &s(&bob),
+            "--server",
+            &url,
+            "--repo",
+            "game",
+        ],
+    )?;
+    if ok {
+        return Err(failed(
+            "the team demo",
+            "Bob got a workspace without a grant",
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&bob);
+
+    t.title("The administrator makes Bob a reader: he syncs, but may not submit")?;
+    t.scribe_ok(
+        "admin",
+        &["admin", "grant", "set", "studio", "game", "bob", "reader"],
+    )?;
+    t.scribe_ok(
+        "bob",
+        &[
+            "workspace",
+            "create",
+            &s(&bob),
+            "--server",
+            &url,
+            "--repo",
+            "game",
+        ],
+    )?;
+    let bob_sees = bob.join("art/hero.psd").exists();
+    ctx.out.line(format_args!(
+        "   Bob's workspace has art/hero.psd: {bob_sees}"
+    ))?;
+    std::fs::write(bob.join("notes.txt"), "bob was here\n")?;
+    t.scribe_at_ok("bob", &bob, &["add", "notes.txt"])?;
+    let (ok, _) = t.scribe_at("bob", &bob, &["submit", "-m", "notes"])?;
+    if ok {
+        return Err(failed("the team demo", "a reader's submit was accepted"));
+    }
+
+    t.title("The audit trail")?;
+    t.scribe_ok("admin", &["admin", "audit", "--limit", "8"])?;
+
+    drop(services);
+    ctx.out.line(format_args!(
+        "\nDone in {:.2} s. The services were stopped; everything is in {}.\n\
+         Start them again with the commands above (see README, \"Team servers\").",
+        total.secs(),
+        dir.display()
+    ))?;
+    Ok(())
+}
+
+impl Team<'_> {
+    fn run_with_env(&self, args: &[&str], config: &Path) -> CliResult<String> {
+        let mut cmd = Command::new(&self.server_bin);
+        cmd.args(args)
+            .env("SCRIBE_CONFIG_DIR", config)
+            .stdin(Stdio::null());
+        self.ctx
+            .out
+            .line(format_args!("   $ scribe-server {}", args.join(" ")))?;
+        let out = cmd.output()?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for l in text.lines().filter(|l| !l.trim().is_empty()).take(12) {
+            self.ctx.out.line(format_args!("     {l}"))?;
+        }
+        if !out.status.success() {
+            return Err(failed("scribe-server auth-init", text.trim()));
+        }
+        Ok(text)
+    }
+}
