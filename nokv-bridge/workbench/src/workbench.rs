@@ -1,0 +1,803 @@
+//! [`Workbench`]: the transport-free facade. One method, [`Workbench::call`],
+//! takes a tool name and its JSON input and returns the JSON result or a
+//! typed [`WbError`]. docs/workbench.md is the design this follows.
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::error::WbError;
+use crate::identity::request_identity;
+use crate::path::{self, check_id, repo_path, Section, ToolPath};
+use crate::store::{Edit, NewBody, Publish, Published, Refusal, Row, Store};
+use crate::tools::{self, Call, ReadFormat};
+
+/// Where the bridge keeps a workbench's record (its incarnation is the
+/// change that published the record).
+pub const RECORD_DIR: &str = ".nokv/workbenches";
+
+/// Generic put/append/edit cannot write these (commit and restore own them).
+pub const RESERVED: [&str; 2] = ["run_manifest.json", "restore_manifest.json"];
+
+/// The bytes a structured read returns as parsed JSON at most.
+const STRUCTURED_JSON_MAX: u64 = 1 << 20;
+
+/// The Workbench facade over a [`Store`].
+pub struct Workbench<S: Store> {
+    store: S,
+    agent: String,
+    clock: Box<dyn Fn() -> u64 + Send>,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The record path of workbench `id`.
+pub fn record_path(id: &str) -> String {
+    format!("{RECORD_DIR}/{id}")
+}
+
+/// The content type of a path from its extension.
+pub fn content_type_of(path: &str) -> &'static str {
+    let ext = path.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+    match ext {
+        "json" => "application/json",
+        "yaml" | "yml" => "application/yaml",
+        "txt" | "log" => "text/plain",
+        "md" => "text/markdown",
+        "csv" => "text/csv",
+        "py" => "text/x-python",
+        "sh" => "text/x-shellscript",
+        "html" => "text/html",
+        _ => "application/octet-stream",
+    }
+}
+
+/// The request identity and content type a bridge change message carries.
+fn message_fields(message: &str) -> (Option<&str>, Option<&str>) {
+    let mut req = None;
+    let mut ct = None;
+    for line in message.lines() {
+        if let Some(v) = line.strip_prefix("nokv-request: ") {
+            req = Some(v);
+        } else if let Some(v) = line.strip_prefix("nokv-content-type: ") {
+            ct = Some(v);
+        }
+    }
+    (req, ct)
+}
+
+fn operation_id(request: &[u8; 32], bases: &[u64]) -> [u8; 16] {
+    let mut h = blake3::Hasher::new_derive_key("nokv-workbench operation id v1");
+    h.update(request);
+    for b in bases {
+        h.update(&b.to_be_bytes());
+    }
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&h.finalize().as_bytes()[..16]);
+    out
+}
+
+fn refusal_error(r: Refusal) -> WbError {
+    match r {
+        Refusal::Stale(p) => WbError::new(
+            "generation_conflict",
+            format!("the generation of {p:?} moved; read it again and retry"),
+        ),
+        Refusal::Exists(p) => WbError::new("already_exists", format!("{p:?} already exists")),
+        Refusal::Locked(p) => WbError::new(
+            "locked",
+            format!("{p:?} is locked by someone else; the write is refused"),
+        ),
+        Refusal::Collision(p) => WbError::new(
+            "path_not_representable",
+            format!("{p:?} collides with another path of the repository (case folding or a file/directory clash)"),
+        ),
+        Refusal::Other { code, detail } => {
+            WbError::new("storage", format!("the store refused the change: {code}: {detail}"))
+        }
+    }
+}
+
+/// A resolved target path.
+struct Target {
+    id: String,
+    incarnation: u64,
+    section: Section,
+    path: ToolPath,
+    full: String,
+}
+
+impl<S: Store> Workbench<S> {
+    /// A facade over `store`; `agent` is the agent id of presentation
+    /// paths (`/agents/{agent}/wb/...`).
+    pub fn new(store: S, agent: &str) -> Workbench<S> {
+        Workbench {
+            store,
+            agent: agent.into(),
+            clock: Box::new(now_ms),
+        }
+    }
+
+    /// Replace the clock (milliseconds since the epoch) for tests.
+    pub fn with_clock(mut self, clock: impl Fn() -> u64 + Send + 'static) -> Workbench<S> {
+        self.clock = Box::new(clock);
+        self
+    }
+
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
+    /// Run tool `tool` with `input`.
+    pub fn call(&mut self, tool: &str, input: &Value) -> Result<Value, WbError> {
+        match tools::parse(tool, input)? {
+            Call::Create(c) => self.create(input, &c.id),
+            Call::PutFile(c) => {
+                let body = body_of(c.text, c.base64)?;
+                self.put(
+                    input,
+                    &c.id,
+                    c.section,
+                    &c.path,
+                    body,
+                    c.content_type,
+                    c.replace.unwrap_or(false),
+                )
+            }
+            Call::Append(c) => {
+                let body = body_of(c.text, c.base64)?;
+                self.append(input, &c.id, c.section, &c.path, body, c.content_type)
+            }
+            Call::Edit(c) => self.edit(input, c),
+            Call::Stat(c) => {
+                no_snapshot(tool, c.at_snapshot.is_some())?;
+                self.stat(&c.id, c.section, c.path.as_deref().unwrap_or(""))
+            }
+            Call::Read(c) => {
+                no_snapshot(tool, c.at_snapshot.is_some())?;
+                self.read(c)
+            }
+            Call::List(c) => {
+                no_snapshot(tool, c.at_snapshot.is_some())?;
+                self.list(c)
+            }
+            _ => Err(WbError::not_implemented(tool)),
+        }
+    }
+
+    fn presentation(&self, id: &str, section: Section, path: &ToolPath) -> String {
+        let base = format!("/agents/{}/wb/{id}/{section}", self.agent);
+        if path.is_root() {
+            base
+        } else {
+            format!("{base}/{}", path.as_str())
+        }
+    }
+
+    /// The incarnation of workbench `id` (the change of its record).
+    fn incarnation(&mut self, id: &str) -> Result<u64, WbError> {
+        check_id(id)?;
+        match self.store.stat(0, &record_path(id))? {
+            Some(r) => Ok(r.generation),
+            None => Err(WbError::new(
+                "workbench_not_found",
+                format!("no workbench {id:?}; create it first"),
+            )),
+        }
+    }
+
+    fn target(
+        &mut self,
+        id: &str,
+        section: Section,
+        p: &str,
+        allow_empty: bool,
+        writing: bool,
+    ) -> Result<Target, WbError> {
+        check_id(id)?;
+        let path = ToolPath::parse(section, p, allow_empty)?;
+        if writing && section == Section::Metadata && RESERVED.contains(&path.as_str()) {
+            return Err(WbError::new(
+                "reserved_path",
+                format!(
+                    "metadata/{} is written only by commit or restore",
+                    path.as_str()
+                ),
+            ));
+        }
+        let full = repo_path(id, section, &path);
+        if let Err(e) = scribe_format::path::validate(&full) {
+            let mut err = WbError::new(
+                "path_not_representable",
+                format!("{p:?} cannot be stored in a Scribe repository: {e}"),
+            );
+            err.rule = Some(e.code());
+            return Err(err);
+        }
+        let incarnation = self.incarnation(id)?;
+        Ok(Target {
+            id: id.into(),
+            incarnation,
+            section,
+            path,
+            full,
+        })
+    }
+
+    /// The live row of a target, hiding a row older than the incarnation.
+    fn live(&mut self, t: &Target) -> Result<Option<Row>, WbError> {
+        Ok(self
+            .store
+            .stat(0, &t.full)?
+            .filter(|r| r.generation >= t.incarnation))
+    }
+
+    /// Whether `row`'s generation was published by request `req`.
+    fn published_by(&mut self, row: &Row, req: &[u8; 32]) -> Result<bool, WbError> {
+        let info = self.store.version_info(row.generation)?;
+        Ok(message_fields(&info.message).0 == Some(hex::encode(req).as_str()))
+    }
+
+    fn content_type(&mut self, row: &Row) -> Result<(String, u64), WbError> {
+        let info = self.store.version_info(row.generation)?;
+        let ct = message_fields(&info.message)
+            .1
+            .map(str::to_string)
+            .unwrap_or_else(|| content_type_of(&row.path).to_string());
+        Ok((ct, info.timestamp_ms))
+    }
+
+    fn message(tool: &str, t: &str, req: &[u8; 32], ct: Option<&str>) -> String {
+        let mut m = format!("nokv {tool} {t}\nnokv-request: {}\n", hex::encode(req));
+        if let Some(ct) = ct {
+            m.push_str(&format!("nokv-content-type: {ct}\n"));
+        }
+        m
+    }
+
+    fn publish_one(
+        &mut self,
+        tool: &str,
+        t: &Target,
+        req: &[u8; 32],
+        base: u64,
+        body: Vec<u8>,
+        ct: Option<&str>,
+    ) -> Result<u64, WbError> {
+        let p = Publish {
+            operation: operation_id(req, &[base]),
+            message: Self::message(tool, &t.full, req, ct),
+            edits: vec![Edit::Put {
+                path: t.full.clone(),
+                base,
+                body: NewBody::Bytes(body),
+            }],
+            timestamp_ms: (self.clock)(),
+        };
+        match self.store.publish(p)? {
+            Published::Accepted { version } => Ok(version),
+            Published::Refused(r) => Err(refusal_error(r)),
+        }
+    }
+
+    fn card(&mut self, t: &Target, row: &Row) -> Result<Value, WbError> {
+        let (ct, modified) = self.content_type(row)?;
+        Ok(json!({
+            "id": t.id,
+            "section": t.section,
+            "path": t.path.as_str(),
+            "presentation_path": self.presentation(&t.id, t.section, &t.path),
+            "kind": "file",
+            "size": row.body.size,
+            "generation": row.generation,
+            "change": row.generation,
+            "content_type": ct,
+            "modified_ms": modified,
+        }))
+    }
+
+    // ---- tools ----
+
+    fn create(&mut self, input: &Value, id: &str) -> Result<Value, WbError> {
+        check_id(id)?;
+        let record = record_path(id);
+        if let Some(r) = self.store.stat(0, &record)? {
+            return Ok(
+                json!({"id": id, "incarnation": r.generation, "created": false, "idempotent_replay": true}),
+            );
+        }
+        // A fresh incarnation starts empty: rows a person left under the
+        // directory would otherwise join it.
+        let dir = self.store.list_dir(0, id, "", 1)?;
+        if !dir.files.is_empty() || !dir.dirs.is_empty() {
+            return Err(WbError::new(
+                "workbench_dir_not_empty",
+                format!("the repository already has paths under {id}/ that no workbench owns"),
+            ));
+        }
+        let req = request_identity(&self.store.root_name(), 0, "workbench_create", input);
+        let body = serde_json::to_vec(&json!({"schema": "nokv.scribe.workbench.v1", "id": id}))
+            .expect("json");
+        let p = Publish {
+            operation: operation_id(&req, &[0]),
+            message: format!(
+                "nokv workbench_create {id}\nnokv-request: {}\n",
+                hex::encode(req)
+            ),
+            edits: vec![Edit::Put {
+                path: record.clone(),
+                base: 0,
+                body: NewBody::Bytes(body),
+            }],
+            timestamp_ms: (self.clock)(),
+        };
+        match self.store.publish(p)? {
+            Published::Accepted { version } => Ok(
+                json!({"id": id, "incarnation": version, "created": true, "idempotent_replay": false}),
+            ),
+            // A concurrent create won: converge on it.
+            Published::Refused(Refusal::Exists(_)) => match self.store.stat(0, &record)? {
+                Some(r) => Ok(
+                    json!({"id": id, "incarnation": r.generation, "created": false, "idempotent_replay": true}),
+                ),
+                None => Err(WbError::new(
+                    "generation_conflict",
+                    "the workbench record moved; retry",
+                )),
+            },
+            Published::Refused(r) => Err(refusal_error(r)),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn put(
+        &mut self,
+        input: &Value,
+        id: &str,
+        section: Section,
+        p: &str,
+        body: Vec<u8>,
+        ct: Option<String>,
+        replace: bool,
+    ) -> Result<Value, WbError> {
+        let t = self.target(id, section, p, false, true)?;
+        let req = request_identity(
+            &self.store.root_name(),
+            t.incarnation,
+            "workbench_put_file",
+            input,
+        );
+        let current = self.live(&t)?;
+        if let Some(row) = &current {
+            if self.published_by(row, &req)? {
+                let mut card = self.card(&t, row)?;
+                card["idempotent_replay"] = json!(true);
+                return Ok(card);
+            }
+        }
+        let base = match (&current, replace) {
+            (Some(_), false) => {
+                return Err(WbError::new(
+                    "already_exists",
+                    format!(
+                        "{}/{} exists; put_file with replace=false only creates",
+                        section, p
+                    ),
+                ))
+            }
+            (None, true) => {
+                return Err(WbError::new(
+                    "not_found",
+                    format!(
+                        "{}/{} does not exist; put_file with replace=true only replaces",
+                        section, p
+                    ),
+                ))
+            }
+            (Some(r), true) => r.generation,
+            (None, false) => 0,
+        };
+        let generation =
+            self.publish_one("workbench_put_file", &t, &req, base, body, ct.as_deref())?;
+        let row = self
+            .store
+            .stat(generation, &t.full)?
+            .ok_or_else(|| WbError::new("storage", "the published path is missing"))?;
+        let mut card = self.card(&t, &row)?;
+        card["idempotent_replay"] = json!(false);
+        Ok(card)
+    }
+
+    fn append(
+        &mut self,
+        input: &Value,
+        id: &str,
+        section: Section,
+        p: &str,
+        delta: Vec<u8>,
+        ct: Option<String>,
+    ) -> Result<Value, WbError> {
+        let t = self.target(id, section, p, false, true)?;
+        let req = request_identity(
+            &self.store.root_name(),
+            t.incarnation,
+            "workbench_append",
+            input,
+        );
+        let digest = hex::encode(Sha256::digest(&delta));
+        let current = self.live(&t)?;
+        let result = |row: &Row, replay: bool| {
+            json!({"id": t.id, "section": t.section, "path": t.path.as_str(), "size": row.body.size,
+                   "generation": row.generation, "digest": format!("sha256:{digest}"),
+                   "idempotent_replay": replay})
+        };
+        if let Some(row) = &current {
+            if self.published_by(row, &req)? {
+                return Ok(result(row, true));
+            }
+        }
+        let (base, body) = match &current {
+            Some(row) => {
+                let mut old = self.store.read(&row.body, 0, row.body.size)?;
+                old.extend_from_slice(&delta);
+                (row.generation, old)
+            }
+            None => (0, delta),
+        };
+        let generation =
+            self.publish_one("workbench_append", &t, &req, base, body, ct.as_deref())?;
+        let row = self
+            .store
+            .stat(generation, &t.full)?
+            .ok_or_else(|| WbError::new("storage", "the published path is missing"))?;
+        Ok(result(&row, false))
+    }
+
+    fn edit(&mut self, input: &Value, c: tools::Edit) -> Result<Value, WbError> {
+        if c.old_string.is_empty() {
+            return Err(WbError::invalid_input(
+                "workbench_edit: old_string must not be empty",
+            ));
+        }
+        let t = self.target(&c.id, c.section, &c.path, false, true)?;
+        let req = request_identity(
+            &self.store.root_name(),
+            t.incarnation,
+            "workbench_edit",
+            input,
+        );
+        let row = self.live(&t)?.ok_or_else(|| {
+            WbError::new(
+                "not_found",
+                format!("{}/{} does not exist", c.section, c.path),
+            )
+        })?;
+        if self.published_by(&row, &req)? {
+            return Ok(
+                json!({"id": t.id, "section": t.section, "path": t.path.as_str(), "generation": row.generation,
+                             "size": row.body.size, "changed": true, "idempotent_replay": true}),
+            );
+        }
+        let bytes = self.store.read(&row.body, 0, row.body.size)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| WbError::invalid_input("workbench_edit: the file is not UTF-8 text"))?;
+        let matches = text.matches(&c.old_string).count();
+        if matches == 0 {
+            return Err(WbError::new(
+                "edit_no_match",
+                "old_string does not occur in the file",
+            ));
+        }
+        let replace_all = c.replace_all.unwrap_or(false);
+        if matches > 1 && !replace_all {
+            return Err(WbError::new(
+                "edit_ambiguous",
+                format!("old_string occurs {matches} times; give more context or replace_all=true"),
+            ));
+        }
+        let new = if replace_all {
+            text.replace(&c.old_string, &c.new_string)
+        } else {
+            text.replacen(&c.old_string, &c.new_string, 1)
+        };
+        if new == text {
+            return Ok(
+                json!({"id": t.id, "section": t.section, "path": t.path.as_str(), "generation": row.generation,
+                             "size": row.body.size, "changed": false, "replacements": matches, "idempotent_replay": false}),
+            );
+        }
+        let generation = self.publish_one(
+            "workbench_edit",
+            &t,
+            &req,
+            row.generation,
+            new.into_bytes(),
+            None,
+        )?;
+        let row = self
+            .store
+            .stat(generation, &t.full)?
+            .ok_or_else(|| WbError::new("storage", "the published path is missing"))?;
+        Ok(
+            json!({"id": t.id, "section": t.section, "path": t.path.as_str(), "generation": row.generation,
+                  "size": row.body.size, "changed": true, "replacements": if replace_all { matches } else { 1 },
+                  "idempotent_replay": false}),
+        )
+    }
+
+    fn stat(&mut self, id: &str, section: Option<Section>, p: &str) -> Result<Value, WbError> {
+        let Some(section) = section else {
+            if !p.is_empty() {
+                return Err(WbError::invalid_input(
+                    "workbench_stat: a path needs a section",
+                ));
+            }
+            let incarnation = self.incarnation(id)?;
+            return Ok(
+                json!({"id": id, "kind": "workbench", "incarnation": incarnation,
+                             "presentation_path": format!("/agents/{}/wb/{id}", self.agent),
+                             "sections": Section::ALL}),
+            );
+        };
+        let t = self.target(id, section, p, true, false)?;
+        if t.path.is_root() {
+            return Ok(
+                json!({"id": id, "section": section, "path": "", "kind": "section",
+                             "presentation_path": self.presentation(id, section, &t.path)}),
+            );
+        }
+        if let Some(row) = self.live(&t)? {
+            return self.card(&t, &row);
+        }
+        let page = self.store.list_dir(0, &t.full, "", 1)?;
+        if page.files.iter().any(|r| r.generation >= t.incarnation) || !page.dirs.is_empty() {
+            return Ok(
+                json!({"id": id, "section": section, "path": t.path.as_str(), "kind": "directory",
+                             "presentation_path": self.presentation(id, section, &t.path)}),
+            );
+        }
+        Err(WbError::new(
+            "not_found",
+            format!("{section}/{p} does not exist"),
+        ))
+    }
+
+    fn read(&mut self, c: tools::Read) -> Result<Value, WbError> {
+        let t = self.target(&c.id, c.section, &c.path, false, false)?;
+        let row = self.live(&t)?.ok_or_else(|| {
+            WbError::new(
+                "not_found",
+                format!("{}/{} does not exist", c.section, c.path),
+            )
+        })?;
+        let base = json!({"id": t.id, "section": t.section, "path": t.path.as_str(), "generation": row.generation, "size": row.body.size});
+        if c.if_none_match == Some(row.generation) {
+            let mut v = base;
+            v["not_modified"] = json!(true);
+            return Ok(v);
+        }
+        let (ct, _) = self.content_type(&row)?;
+        let mut offset = c.offset.unwrap_or(0);
+        if let Some(cursor) = &c.cursor {
+            let (generation, off) = decode_read_cursor(cursor)?;
+            if generation != row.generation {
+                return Err(WbError::new(
+                    "cursor_stale",
+                    "the file changed since this cursor was issued; read again from the start",
+                ));
+            }
+            offset = off;
+        }
+        let mut v = base;
+        v["content_type"] = json!(ct);
+        match c.format.unwrap_or(ReadFormat::Structured) {
+            ReadFormat::Bytes => {
+                let limit = u64::from(c.limit.unwrap_or(64)) * 1024;
+                let data = self.store.read(&row.body, offset, limit)?;
+                let end = offset + data.len() as u64;
+                v["format"] = json!("bytes");
+                v["offset"] = json!(offset);
+                v["base64"] = json!(base64::engine::general_purpose::STANDARD.encode(&data));
+                v["next_cursor"] = if end < row.body.size {
+                    json!(read_cursor(row.generation, end))
+                } else {
+                    Value::Null
+                };
+            }
+            ReadFormat::Structured => {
+                if ct == "application/json"
+                    && offset == 0
+                    && c.cursor.is_none()
+                    && row.body.size <= STRUCTURED_JSON_MAX
+                {
+                    let data = self.store.read(&row.body, 0, row.body.size)?;
+                    if let Ok(parsed) = serde_json::from_slice::<Value>(&data) {
+                        v["format"] = json!("json");
+                        v["json"] = parsed;
+                        return Ok(v);
+                    }
+                }
+                // Text lines [offset, offset + limit).
+                let data = self.store.read(&row.body, 0, row.body.size)?;
+                let text = String::from_utf8(data).map_err(|_| {
+                    WbError::invalid_input(
+                        "workbench_read: the file is not UTF-8 text; read it with format=bytes",
+                    )
+                })?;
+                let limit = c.limit.unwrap_or(300) as usize;
+                let lines: Vec<&str> = text.lines().collect();
+                let from = (offset as usize).min(lines.len());
+                let to = (from + limit).min(lines.len());
+                v["format"] = json!("text");
+                v["offset"] = json!(from);
+                v["total_lines"] = json!(lines.len());
+                v["lines"] = json!(lines[from..to]);
+                v["next_cursor"] = if to < lines.len() {
+                    json!(read_cursor(row.generation, to as u64))
+                } else {
+                    Value::Null
+                };
+            }
+        }
+        Ok(v)
+    }
+
+    fn list(&mut self, c: tools::List) -> Result<Value, WbError> {
+        let incarnation = self.incarnation(&c.id)?;
+        let Some(section) = c.section else {
+            if c.path.as_deref().is_some_and(|p| !p.is_empty()) {
+                return Err(WbError::invalid_input(
+                    "workbench_list: a path needs a section",
+                ));
+            }
+            let items: Vec<Value> = Section::ALL
+                .iter()
+                .map(|s| json!({"name": s, "kind": "section", "section": s, "path": ""}))
+                .collect();
+            return Ok(json!({"id": c.id, "items": items, "next_cursor": null}));
+        };
+        let t = self.target(&c.id, section, c.path.as_deref().unwrap_or(""), true, false)?;
+        let limit = c.limit.unwrap_or(100);
+        let wb_dir = c.id.clone();
+        let (at, token) = match &c.cursor {
+            None => (self.store.head()?, String::new()),
+            Some(cur) => {
+                let k = ListCursor::decode(cur)?;
+                if k.id != c.id
+                    || k.incarnation != incarnation
+                    || k.dir_key != hex::encode(path::prefix_key(t.full.split('/')))
+                {
+                    return Err(WbError::new(
+                        "invalid_cursor",
+                        "the cursor belongs to another listing",
+                    ));
+                }
+                let head = self.store.head()?;
+                if self.store.changed_under(&wb_dir, k.at, head)? {
+                    return Err(WbError::new(
+                        "cursor_stale",
+                        "the workbench changed since this cursor was issued; list again",
+                    ));
+                }
+                (k.at, k.token)
+            }
+        };
+        let page = self.store.list_dir(at, &t.full, &token, limit)?;
+        let prefix_len = t.full.len() + 1;
+        let mut items: Vec<(Vec<u8>, Value)> = Vec::new();
+        for r in page.files.iter().filter(|r| r.generation >= incarnation) {
+            let name = &r.path[prefix_len..];
+            let rel = if t.path.is_root() {
+                name.to_string()
+            } else {
+                format!("{}/{name}", t.path.as_str())
+            };
+            items.push((
+                path::key([name]),
+                json!({"name": name, "kind": "file", "section": section, "path": rel,
+                "size": r.body.size, "generation": r.generation}),
+            ));
+        }
+        for d in &page.dirs {
+            let name = &d[prefix_len..];
+            let rel = if t.path.is_root() {
+                name.to_string()
+            } else {
+                format!("{}/{name}", t.path.as_str())
+            };
+            items.push((
+                path::prefix_key([name]),
+                json!({"name": name, "kind": "directory", "section": section, "path": rel}),
+            ));
+        }
+        items.sort_by(|a, b| a.0.cmp(&b.0));
+        let next = page.next.map(|token| {
+            ListCursor {
+                id: c.id.clone(),
+                incarnation,
+                dir_key: hex::encode(path::prefix_key(t.full.split('/'))),
+                at: page.at,
+                token,
+            }
+            .encode()
+        });
+        Ok(
+            json!({"id": c.id, "section": section, "path": t.path.as_str(), "read_version": page.at,
+                  "items": items.into_iter().map(|(_, v)| v).collect::<Vec<_>>(), "next_cursor": next}),
+        )
+    }
+}
+
+fn no_snapshot(tool: &str, given: bool) -> Result<(), WbError> {
+    if given {
+        Err(WbError::new(
+            "not_implemented",
+            format!("{tool}: at_snapshot is not implemented by this bridge yet"),
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// The body of a put or append: exactly one of `text` or `base64`.
+fn body_of(text: Option<String>, b64: Option<String>) -> Result<Vec<u8>, WbError> {
+    match (text, b64) {
+        (Some(t), None) => Ok(t.into_bytes()),
+        (None, Some(b)) => base64::engine::general_purpose::STANDARD
+            .decode(b.as_bytes())
+            .map_err(|e| WbError::invalid_input(format!("base64: {e}"))),
+        _ => Err(WbError::invalid_input("give exactly one of text or base64")),
+    }
+}
+
+fn read_cursor(generation: u64, offset: u64) -> String {
+    format!("r1.{generation}.{offset}")
+}
+
+fn decode_read_cursor(s: &str) -> Result<(u64, u64), WbError> {
+    let bad = || WbError::new("invalid_cursor", "not a read cursor of this bridge");
+    let mut parts = s.split('.');
+    if parts.next() != Some("r1") {
+        return Err(bad());
+    }
+    let g = parts.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
+    let o = parts.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
+    if parts.next().is_some() {
+        return Err(bad());
+    }
+    Ok((g, o))
+}
+
+/// A list cursor: bound to the workbench and its incarnation, the
+/// directory's physical key, the read version and the store's
+/// continuation token (after the last returned child).
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListCursor {
+    id: String,
+    incarnation: u64,
+    dir_key: String,
+    at: u64,
+    token: String,
+}
+
+impl ListCursor {
+    fn encode(&self) -> String {
+        format!(
+            "l1.{}",
+            hex::encode(serde_json::to_vec(self).expect("json"))
+        )
+    }
+
+    fn decode(s: &str) -> Result<ListCursor, WbError> {
+        let bad = || WbError::new("invalid_cursor", "not a list cursor of this bridge");
+        let h = s.strip_prefix("l1.").ok_or_else(bad)?;
+        let bytes = hex::decode(h).map_err(|_| bad())?;
+        serde_json::from_slice(&bytes).map_err(|_| bad())
+    }
+}
