@@ -103,7 +103,7 @@ impl ScribeStore {
     }
 
     fn get_object(&mut self, id: ObjectId, offset: u64, len: u64) -> Result<Vec<u8>, WbError> {
-        let mut out = Vec::with_capacity(len as usize);
+        let mut out = Vec::with_capacity(len.min(u64::from(GET_BYTES)) as usize);
         while (out.len() as u64) < len {
             let want = (len - out.len() as u64).min(u64::from(GET_BYTES)) as u32;
             let d = self

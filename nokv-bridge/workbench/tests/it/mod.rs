@@ -1,1 +1,5 @@
-
+mod cli;
+mod codec;
+mod facade;
+mod support;
+mod tools;
