@@ -144,7 +144,10 @@ fn manifest_id(body: &BodyRef) -> Result<ManifestId, WbError> {
 
 /// The objects of `bytes` (chunks of profile 1 and the manifest) and its
 /// file state.
-fn file_objects(bytes: &[u8]) -> Result<(FileState, Vec<(ObjectId, Vec<u8>)>), WbError> {
+/// Objects with their bytes.
+type Objects = Vec<(ObjectId, Vec<u8>)>;
+
+fn file_objects(bytes: &[u8]) -> Result<(FileState, Objects), WbError> {
     let mut objects = Vec::new();
     let mut chunks = Vec::new();
     let mut pos = 0;
@@ -194,49 +197,21 @@ impl Store for ScribeStore {
         token: &str,
         limit: u32,
     ) -> Result<DirPage, WbError> {
-        let page = self
-            .client
-            .list(m::List {
-                repo: self.repo.clone(),
-                branch: self.branch,
-                change: at,
-                prefix: dir.into(),
-                recursive: false,
-                after: token.into(),
-                limit,
-            })
-            .map_err(client_error)?;
-        Ok(DirPage {
-            at: page.change,
-            files: page
-                .entries
-                .into_iter()
-                .filter_map(ScribeStore::row)
-                .collect(),
-            dirs: page.directories,
-            next: page.next,
-        })
+        self.list_page(at, dir, token, limit, false)
+    }
+
+    fn list_files(
+        &mut self,
+        at: u64,
+        dir: &str,
+        token: &str,
+        limit: u32,
+    ) -> Result<DirPage, WbError> {
+        self.list_page(at, dir, token, limit, true)
     }
 
     fn read(&mut self, body: &BodyRef, offset: u64, len: u64) -> Result<Vec<u8>, WbError> {
-        let end = offset.saturating_add(len).min(body.size);
-        if offset >= end {
-            return Ok(Vec::new());
-        }
-        let manifest = self.manifest(body)?;
-        let mut out = Vec::with_capacity((end - offset) as usize);
-        let mut pos = 0u64;
-        for c in manifest.chunks {
-            let (start, stop) = (pos, pos + u64::from(c.length));
-            pos = stop;
-            if stop <= offset || start >= end {
-                continue;
-            }
-            let from = offset.max(start) - start;
-            let to = end.min(stop) - start;
-            out.extend(self.get_object(ObjectId::chunk(c.id), from, to - from)?);
-        }
-        Ok(out)
+        self.read_range(body, offset, len)
     }
 
     fn publish(&mut self, p: Publish) -> Result<Published, WbError> {
@@ -389,6 +364,59 @@ impl Store for ScribeStore {
 }
 
 impl ScribeStore {
+    fn list_page(
+        &mut self,
+        at: u64,
+        dir: &str,
+        token: &str,
+        limit: u32,
+        recursive: bool,
+    ) -> Result<DirPage, WbError> {
+        let page = self
+            .client
+            .list(m::List {
+                repo: self.repo.clone(),
+                branch: self.branch,
+                change: at,
+                prefix: dir.into(),
+                recursive,
+                after: token.into(),
+                limit,
+            })
+            .map_err(client_error)?;
+        Ok(DirPage {
+            at: page.change,
+            files: page
+                .entries
+                .into_iter()
+                .filter_map(ScribeStore::row)
+                .collect(),
+            dirs: page.directories,
+            next: page.next,
+        })
+    }
+
+    fn read_range(&mut self, body: &BodyRef, offset: u64, len: u64) -> Result<Vec<u8>, WbError> {
+        let end = offset.saturating_add(len).min(body.size);
+        if offset >= end {
+            return Ok(Vec::new());
+        }
+        let manifest = self.manifest(body)?;
+        let mut out = Vec::with_capacity((end - offset) as usize);
+        let mut pos = 0u64;
+        for c in manifest.chunks {
+            let (start, stop) = (pos, pos + u64::from(c.length));
+            pos = stop;
+            if stop <= offset || start >= end {
+                continue;
+            }
+            let from = offset.max(start) - start;
+            let to = end.min(stop) - start;
+            out.extend(self.get_object(ObjectId::chunk(c.id), from, to - from)?);
+        }
+        Ok(out)
+    }
+
     fn stat_reply(&mut self, at: u64, path: &str) -> Result<m::StatReply, WbError> {
         if path.is_empty() {
             // The head: a stat of a path that cannot exist reports the version.

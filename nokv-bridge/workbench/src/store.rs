@@ -113,6 +113,15 @@ pub trait Store {
     /// Direct children of directory `dir` at `at`, after `token`.
     fn list_dir(&mut self, at: u64, dir: &str, token: &str, limit: u32)
         -> Result<DirPage, WbError>;
+    /// Every live file below directory `dir` at `at` (recursive), after
+    /// `token`; the version read and the next token.
+    fn list_files(
+        &mut self,
+        at: u64,
+        dir: &str,
+        token: &str,
+        limit: u32,
+    ) -> Result<DirPage, WbError>;
     /// Bytes `[offset, offset + len)` of a body (fewer at its end).
     fn read(&mut self, body: &BodyRef, offset: u64, len: u64) -> Result<Vec<u8>, WbError>;
     /// Publish atomically.

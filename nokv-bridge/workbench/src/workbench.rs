@@ -155,17 +155,23 @@ impl<S: Store> Workbench<S> {
             }
             Call::Edit(c) => self.edit(input, c),
             Call::Stat(c) => {
-                no_snapshot(tool, c.at_snapshot.is_some())?;
-                self.stat(&c.id, c.section, c.path.as_deref().unwrap_or(""))
+                let at = self.view_at(&c.id, c.at_snapshot.as_ref())?;
+                self.stat(&c.id, c.section, c.path.as_deref().unwrap_or(""), at)
             }
             Call::Read(c) => {
-                no_snapshot(tool, c.at_snapshot.is_some())?;
-                self.read(c)
+                let at = self.view_at(&c.id, c.at_snapshot.as_ref())?;
+                self.read(c, at)
             }
             Call::List(c) => {
-                no_snapshot(tool, c.at_snapshot.is_some())?;
-                self.list(c)
+                let at = self.view_at(&c.id, c.at_snapshot.as_ref())?;
+                self.list(c, at)
             }
+            Call::Commit(c) => self.commit(input, c),
+            Call::Snapshot(c) => self.snapshot(input, c),
+            Call::SnapshotRenew(c) => self.snapshot_renew(c),
+            Call::SnapshotRetire(c) => self.snapshot_retire(c),
+            Call::SnapshotList(c) => self.snapshot_list(&c.id),
+            Call::Restore(c) => self.restore(input, c),
             _ => Err(WbError::not_implemented(tool)),
         }
     }
@@ -231,9 +237,15 @@ impl<S: Store> Workbench<S> {
 
     /// The live row of a target, hiding a row older than the incarnation.
     fn live(&mut self, t: &Target) -> Result<Option<Row>, WbError> {
+        self.row_at(t, 0)
+    }
+
+    /// The row of a target at version `at` (0: live), hiding a row older
+    /// than the incarnation.
+    fn row_at(&mut self, t: &Target, at: u64) -> Result<Option<Row>, WbError> {
         Ok(self
             .store
-            .stat(0, &t.full)?
+            .stat(at, &t.full)?
             .filter(|r| r.generation >= t.incarnation))
     }
 
@@ -530,7 +542,13 @@ impl<S: Store> Workbench<S> {
         )
     }
 
-    fn stat(&mut self, id: &str, section: Option<Section>, p: &str) -> Result<Value, WbError> {
+    fn stat(
+        &mut self,
+        id: &str,
+        section: Option<Section>,
+        p: &str,
+        at: u64,
+    ) -> Result<Value, WbError> {
         let Some(section) = section else {
             if !p.is_empty() {
                 return Err(WbError::invalid_input(
@@ -551,10 +569,10 @@ impl<S: Store> Workbench<S> {
                              "presentation_path": self.presentation(id, section, &t.path)}),
             );
         }
-        if let Some(row) = self.live(&t)? {
+        if let Some(row) = self.row_at(&t, at)? {
             return self.card(&t, &row);
         }
-        let page = self.store.list_dir(0, &t.full, "", 1)?;
+        let page = self.store.list_dir(at, &t.full, "", 1)?;
         if page.files.iter().any(|r| r.generation >= t.incarnation) || !page.dirs.is_empty() {
             return Ok(
                 json!({"id": id, "section": section, "path": t.path.as_str(), "kind": "directory",
@@ -567,9 +585,9 @@ impl<S: Store> Workbench<S> {
         ))
     }
 
-    fn read(&mut self, c: tools::Read) -> Result<Value, WbError> {
+    fn read(&mut self, c: tools::Read, at: u64) -> Result<Value, WbError> {
         let t = self.target(&c.id, c.section, &c.path, false, false)?;
-        let row = self.live(&t)?.ok_or_else(|| {
+        let row = self.row_at(&t, at)?.ok_or_else(|| {
             WbError::new(
                 "not_found",
                 format!("{}/{} does not exist", c.section, c.path),
@@ -647,7 +665,7 @@ impl<S: Store> Workbench<S> {
         Ok(v)
     }
 
-    fn list(&mut self, c: tools::List) -> Result<Value, WbError> {
+    fn list(&mut self, c: tools::List, snapshot_at: u64) -> Result<Value, WbError> {
         let incarnation = self.incarnation(&c.id)?;
         let Some(section) = c.section else {
             if c.path.as_deref().is_some_and(|p| !p.is_empty()) {
@@ -665,12 +683,15 @@ impl<S: Store> Workbench<S> {
         let limit = c.limit.unwrap_or(100);
         let wb_dir = c.id.clone();
         let (at, token) = match &c.cursor {
+            None if snapshot_at != 0 => (snapshot_at, String::new()),
             None => (self.store.head()?, String::new()),
             Some(cur) => {
                 let k = ListCursor::decode(cur)?;
                 if k.id != c.id
                     || k.incarnation != incarnation
                     || k.dir_key != hex::encode(path::prefix_key(t.full.split('/')))
+                    || k.snapshot != (snapshot_at != 0)
+                    || (snapshot_at != 0 && k.at != snapshot_at)
                 {
                     return Err(WbError::new(
                         "invalid_cursor",
@@ -678,7 +699,7 @@ impl<S: Store> Workbench<S> {
                     ));
                 }
                 let head = self.store.head()?;
-                if self.store.changed_under(&wb_dir, k.at, head)? {
+                if !k.snapshot && self.store.changed_under(&wb_dir, k.at, head)? {
                     return Err(WbError::new(
                         "cursor_stale",
                         "the workbench changed since this cursor was issued; list again",
@@ -722,6 +743,7 @@ impl<S: Store> Workbench<S> {
                 incarnation,
                 dir_key: hex::encode(path::prefix_key(t.full.split('/'))),
                 at: page.at,
+                snapshot: snapshot_at != 0,
                 token,
             }
             .encode()
@@ -733,16 +755,7 @@ impl<S: Store> Workbench<S> {
     }
 }
 
-fn no_snapshot(tool: &str, given: bool) -> Result<(), WbError> {
-    if given {
-        Err(WbError::new(
-            "not_implemented",
-            format!("{tool}: at_snapshot is not implemented by this bridge yet"),
-        ))
-    } else {
-        Ok(())
-    }
-}
+mod lifecycle;
 
 /// The body of a put or append: exactly one of `text` or `base64`.
 fn body_of(text: Option<String>, b64: Option<String>) -> Result<Vec<u8>, WbError> {
@@ -783,6 +796,7 @@ struct ListCursor {
     incarnation: u64,
     dir_key: String,
     at: u64,
+    snapshot: bool,
     token: String,
 }
 

@@ -1,0 +1,60 @@
+//! People and agents on one store: a person's submit is what the agent
+//! reads; a person's lock refuses the agent's write.
+
+use scribe_format::wire::message as m;
+use scribe_format::wire::Request;
+use scribe_format::{OperationId, WorkspaceId};
+use scribe_testkit::change::{change, main_branch, Requests};
+use scribe_testkit::env::{Env, Transport, REPO};
+use serde_json::json;
+
+use super::support::{err, ok, workbench};
+
+#[test]
+fn a_persons_submit_is_read_and_their_lock_is_honoured() {
+    let env = Env::new(Transport::Tcp);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "job"}));
+    let put = ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "job", "section": "input", "path": "cfg.txt", "text": "agent"}),
+    );
+    let mut person = env.connect();
+    let ws = WorkspaceId::random();
+    person.register(ws);
+    let base = put["generation"].as_u64().unwrap();
+    let out = person.upload_and_submit(
+        ws,
+        OperationId::random(),
+        &change(&[("job/input/cfg.txt", Some(b"person".as_slice()), base)]),
+        "tweak",
+    );
+    assert_eq!(out.code, 0, "{}", out.detail);
+    let r = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "job", "section": "input", "path": "cfg.txt"}),
+    );
+    assert_eq!(r["lines"], json!(["person"]));
+    assert_eq!(r["generation"], out.change);
+    assert_eq!(r["content_type"], "text/plain");
+    // The person locks the file; the agent's replace is refused by name.
+    let locked = person.ask(Request::LockAcquire(m::LockAcquire {
+        repo: REPO.into(),
+        workspace: ws,
+        branch: main_branch(),
+        author: "ada".into(),
+        paths: vec!["job/input/cfg.txt".into()],
+    }));
+    assert!(
+        matches!(locked, scribe_format::wire::Response::LocksAcquired(_)),
+        "{locked:?}"
+    );
+    let e = err(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "job", "section": "input", "path": "cfg.txt", "text": "agent2", "replace": true}),
+    );
+    assert_eq!((e.code, e.retryable), ("locked", true));
+}
