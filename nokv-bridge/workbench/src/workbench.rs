@@ -172,7 +172,11 @@ impl<S: Store> Workbench<S> {
             Call::SnapshotRetire(c) => self.snapshot_retire(c),
             Call::SnapshotList(c) => self.snapshot_list(&c.id),
             Call::Restore(c) => self.restore(input, c),
-            _ => Err(WbError::not_implemented(tool)),
+            Call::Grep(c) => self.grep(input, c),
+            Call::Search(c) => self.search(input, c),
+            Call::Aggregate(c) => self.aggregate(c),
+            Call::Catalog(c) => self.catalog(c),
+            Call::Find(c) => self.find(input, c),
         }
     }
 
@@ -756,6 +760,7 @@ impl<S: Store> Workbench<S> {
 }
 
 mod lifecycle;
+mod query;
 
 /// The body of a put or append: exactly one of `text` or `base64`.
 fn body_of(text: Option<String>, b64: Option<String>) -> Result<Vec<u8>, WbError> {

@@ -311,15 +311,3 @@ fn list_pages_in_key_order_and_live_cursors_fail_closed() {
         "not_found"
     );
 }
-
-#[test]
-fn tools_not_built_yet_say_so() {
-    let env = Env::new(Transport::InProcess);
-    let mut wb = workbench(&env);
-    let e = err(
-        &mut wb,
-        "workbench_grep",
-        json!({"id": "w", "pattern": "x", "recursive": true}),
-    );
-    assert_eq!(e.code, "not_implemented");
-}

@@ -3,5 +3,6 @@ mod codec;
 mod facade;
 mod lifecycle;
 mod people;
+mod query;
 mod support;
 mod tools;
