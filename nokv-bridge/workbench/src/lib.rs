@@ -12,9 +12,11 @@
 //! | [`store`] | the storage trait |
 //! | [`scribe`] | the storage trait over `scribe-client` |
 //! | [`workbench`] | the facade: tool calls become reads and atomic publications |
+//! | [`mcp`] | the Model Context Protocol (JSON-RPC 2.0 lines) over any reader and writer |
 
 pub mod error;
 pub mod identity;
+pub mod mcp;
 pub mod path;
 pub mod scribe;
 pub mod store;

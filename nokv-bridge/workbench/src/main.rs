@@ -42,6 +42,8 @@ enum Command {
     },
     /// Print every tool's name and JSON input schema.
     Schema,
+    /// Serve the tools over the Model Context Protocol on stdin/stdout.
+    Mcp,
 }
 
 fn emit(v: &serde_json::Value) {
@@ -57,6 +59,30 @@ fn fail(e: WbError) -> ExitCode {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Mcp => {
+            let (Some(server), Some(repo)) = (cli.server, cli.repo) else {
+                eprintln!("nokv mcp: --server and --repo are required");
+                return ExitCode::from(2);
+            };
+            let opts = scribe_client::ClientOptions {
+                ca_file: std::env::var_os("SCRIBE_CA_FILE").map(Into::into),
+                ..Default::default()
+            };
+            // A store that cannot be opened answers every call with the error.
+            let (wb, open_error) = match ScribeStore::open(&server, &repo, &cli.agent_root, &opts) {
+                Ok(s) => (Some(Workbench::new(s, &cli.agent_root)), None),
+                Err(e) => (None, Some(e.to_string())),
+            };
+            let stdin = std::io::stdin().lock();
+            let stdout = std::io::stdout().lock();
+            match nokv_workbench::mcp::serve(wb, open_error, stdin, stdout) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("nokv mcp: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         Command::Schema => {
             emit(&tools::all_schemas());
             ExitCode::SUCCESS

@@ -2,6 +2,7 @@ mod cli;
 mod codec;
 mod facade;
 mod lifecycle;
+mod mcp;
 mod people;
 mod query;
 mod support;
