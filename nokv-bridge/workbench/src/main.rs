@@ -4,11 +4,15 @@
 //! input comes from stdin when no argument is given. `nokv schema` prints
 //! the 18 tools' input schemas.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use nokv_workbench::path::Section;
 use nokv_workbench::scribe::ScribeStore;
+use nokv_workbench::workbench::sandbox::LocalFile;
 use nokv_workbench::{tools, WbError, Workbench};
 
 #[derive(Parser)]
@@ -44,6 +48,11 @@ enum Command {
     Schema,
     /// Serve the tools over the Model Context Protocol on stdin/stdout.
     Mcp,
+    /// Write every file of workbench ID into DIR/<section>/<path>
+    /// (content types in DIR/.nokv/content-types.json).
+    Materialize { id: String, dir: PathBuf },
+    /// Publish DIR/<section>/<path> into workbench ID in one change.
+    Collect { dir: PathBuf, id: String },
 }
 
 fn emit(v: &serde_json::Value) {
@@ -56,9 +65,152 @@ fn fail(e: WbError) -> ExitCode {
     ExitCode::from(1)
 }
 
+fn open(cli: &Cli) -> Result<Workbench<ScribeStore>, (WbError, u8)> {
+    let (Some(server), Some(repo)) = (&cli.server, &cli.repo) else {
+        return Err((
+            WbError::invalid_input("--server and --repo are required"),
+            2,
+        ));
+    };
+    let opts = scribe_client::ClientOptions {
+        ca_file: std::env::var_os("SCRIBE_CA_FILE").map(Into::into),
+        ..Default::default()
+    };
+    let store = ScribeStore::open(server, repo, &cli.agent_root, &opts).map_err(|e| (e, 1))?;
+    Ok(Workbench::new(store, &cli.agent_root))
+}
+
+fn io_error(what: &Path, e: std::io::Error) -> WbError {
+    WbError::new("storage", format!("{}: {e}", what.display()))
+}
+
+fn materialize(
+    wb: &mut Workbench<ScribeStore>,
+    id: &str,
+    dir: &Path,
+) -> Result<serde_json::Value, WbError> {
+    let files = wb.files(id)?;
+    let mut types = BTreeMap::new();
+    let mut bytes = 0u64;
+    for f in &files {
+        let rel = format!("{}/{}", f.section, f.path);
+        let dest = dir.join(&rel);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
+        }
+        let mut out = std::fs::File::create(&dest).map_err(|e| io_error(&dest, e))?;
+        let mut offset = 0;
+        while offset < f.body.size {
+            let piece = wb.read_body(&f.body, offset, 4 << 20)?;
+            if piece.is_empty() {
+                break;
+            }
+            out.write_all(&piece).map_err(|e| io_error(&dest, e))?;
+            offset += piece.len() as u64;
+        }
+        bytes += offset;
+        types.insert(rel, f.content_type.clone());
+    }
+    let meta = dir.join(".nokv");
+    std::fs::create_dir_all(&meta).map_err(|e| io_error(&meta, e))?;
+    let ct = meta.join("content-types.json");
+    std::fs::write(&ct, serde_json::to_vec_pretty(&types).expect("json"))
+        .map_err(|e| io_error(&ct, e))?;
+    Ok(
+        serde_json::json!({"id": id, "files": files.len(), "bytes": bytes, "dir": dir.display().to_string()}),
+    )
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), WbError> {
+    for e in std::fs::read_dir(dir).map_err(|e| io_error(dir, e))? {
+        let e = e.map_err(|e| io_error(dir, e))?;
+        let p = e.path();
+        let ty = e.file_type().map_err(|e| io_error(&p, e))?;
+        if ty.is_dir() {
+            if dir == root && e.file_name() == ".nokv" {
+                continue;
+            }
+            walk(root, &p, out)?;
+        } else if ty.is_file() {
+            out.push(p);
+        } else {
+            return Err(WbError::invalid_input(format!(
+                "{}: only regular files and directories can be collected",
+                p.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn collect(
+    wb: &mut Workbench<ScribeStore>,
+    dir: &Path,
+    id: &str,
+) -> Result<serde_json::Value, WbError> {
+    let ct_file = dir.join(".nokv/content-types.json");
+    let types: BTreeMap<String, String> = match std::fs::read(&ct_file) {
+        Ok(b) => serde_json::from_slice(&b)
+            .map_err(|e| WbError::invalid_input(format!("{}: {e}", ct_file.display())))?,
+        Err(_) => BTreeMap::new(),
+    };
+    let mut paths = Vec::new();
+    walk(dir, dir, &mut paths)?;
+    let mut files = Vec::new();
+    for p in paths {
+        let rel = p.strip_prefix(dir).expect("under dir");
+        let rel = rel
+            .to_str()
+            .ok_or_else(|| WbError::invalid_input(format!("{}: not UTF-8", p.display())))?
+            .replace(std::path::MAIN_SEPARATOR, "/");
+        let (sec, path) = rel.split_once('/').unwrap_or(("", &rel));
+        let section = Section::from_name(sec).ok_or_else(|| {
+            WbError::invalid_input(format!(
+                "{rel}: a collected file must be under one of the five section directories"
+            ))
+        })?;
+        let bytes = std::fs::read(&p).map_err(|e| io_error(&p, e))?;
+        files.push(LocalFile {
+            section,
+            path: path.to_string(),
+            bytes,
+            content_type: types.get(&rel).cloned(),
+        });
+    }
+    wb.collect(id, files)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    match &cli.command {
+        Command::Materialize { id, dir } | Command::Collect { dir, id } => {
+            let mut wb = match open(&cli) {
+                Ok(wb) => wb,
+                Err((e, code)) => {
+                    emit(&e.to_json());
+                    return ExitCode::from(code);
+                }
+            };
+            let r = if matches!(cli.command, Command::Materialize { .. }) {
+                materialize(&mut wb, id, dir)
+            } else {
+                collect(&mut wb, dir, id)
+            };
+            match r {
+                Ok(v) => {
+                    emit(&v);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        _ => run(cli),
+    }
+}
+
+fn run(cli: Cli) -> ExitCode {
     match cli.command {
+        Command::Materialize { .. } | Command::Collect { .. } => unreachable!("handled in main"),
         Command::Mcp => {
             let (Some(server), Some(repo)) = (cli.server, cli.repo) else {
                 eprintln!("nokv mcp: --server and --repo are required");

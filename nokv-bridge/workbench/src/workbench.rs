@@ -57,18 +57,45 @@ pub fn content_type_of(path: &str) -> &'static str {
     }
 }
 
-/// The request identity and content type a bridge change message carries.
-fn message_fields(message: &str) -> (Option<&str>, Option<&str>) {
-    let mut req = None;
-    let mut ct = None;
-    for line in message.lines() {
-        if let Some(v) = line.strip_prefix("nokv-request: ") {
-            req = Some(v);
-        } else if let Some(v) = line.strip_prefix("nokv-content-type: ") {
-            ct = Some(v);
-        }
+/// The request identity a bridge change message carries.
+fn message_request(message: &str) -> Option<&str> {
+    message
+        .lines()
+        .find_map(|l| l.strip_prefix("nokv-request: "))
+}
+
+/// The content type a change message records for `path`: a
+/// `nokv-path-content-type: <type> <path>` line for it, else the change's
+/// `nokv-content-type: <type>` line.
+fn message_content_type<'a>(message: &'a str, path: &str) -> Option<&'a str> {
+    let per_path = message.lines().find_map(|l| {
+        let (ct, p) = l
+            .strip_prefix("nokv-path-content-type: ")?
+            .split_once(' ')?;
+        (p == path).then_some(ct)
+    });
+    per_path.or_else(|| {
+        message
+            .lines()
+            .find_map(|l| l.strip_prefix("nokv-content-type: "))
+    })
+}
+
+/// Check a caller's content type: `type/subtype` of printable ASCII
+/// without spaces, at most 255 bytes (it is recorded in a change message).
+pub fn check_content_type(ct: &str) -> Result<(), WbError> {
+    let ok = ct.len() <= 255
+        && ct
+            .split_once('/')
+            .is_some_and(|(a, b)| !a.is_empty() && !b.is_empty())
+        && ct.bytes().all(|b| b.is_ascii_graphic());
+    if ok {
+        Ok(())
+    } else {
+        Err(WbError::invalid_input(format!(
+            "content_type {ct:?} must be type/subtype in printable ASCII without spaces, at most 255 bytes"
+        )))
     }
-    (req, ct)
 }
 
 fn operation_id(request: &[u8; 32], bases: &[u64]) -> [u8; 16] {
@@ -139,6 +166,10 @@ impl<S: Store> Workbench<S> {
             Call::Create(c) => self.create(input, &c.id),
             Call::PutFile(c) => {
                 let body = body_of(c.text, c.base64)?;
+                c.content_type
+                    .as_deref()
+                    .map(check_content_type)
+                    .transpose()?;
                 self.put(
                     input,
                     &c.id,
@@ -151,6 +182,10 @@ impl<S: Store> Workbench<S> {
             }
             Call::Append(c) => {
                 let body = body_of(c.text, c.base64)?;
+                c.content_type
+                    .as_deref()
+                    .map(check_content_type)
+                    .transpose()?;
                 self.append(input, &c.id, c.section, &c.path, body, c.content_type)
             }
             Call::Edit(c) => self.edit(input, c),
@@ -256,13 +291,12 @@ impl<S: Store> Workbench<S> {
     /// Whether `row`'s generation was published by request `req`.
     fn published_by(&mut self, row: &Row, req: &[u8; 32]) -> Result<bool, WbError> {
         let info = self.store.version_info(row.generation)?;
-        Ok(message_fields(&info.message).0 == Some(hex::encode(req).as_str()))
+        Ok(message_request(&info.message) == Some(hex::encode(req).as_str()))
     }
 
     fn content_type(&mut self, row: &Row) -> Result<(String, u64), WbError> {
         let info = self.store.version_info(row.generation)?;
-        let ct = message_fields(&info.message)
-            .1
+        let ct = message_content_type(&info.message, &row.path)
             .map(str::to_string)
             .unwrap_or_else(|| content_type_of(&row.path).to_string());
         Ok((ct, info.timestamp_ms))
@@ -761,6 +795,7 @@ impl<S: Store> Workbench<S> {
 
 mod lifecycle;
 mod query;
+pub mod sandbox;
 
 /// The body of a put or append: exactly one of `text` or `base64`.
 fn body_of(text: Option<String>, b64: Option<String>) -> Result<Vec<u8>, WbError> {

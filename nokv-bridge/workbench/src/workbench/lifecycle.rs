@@ -83,7 +83,7 @@ impl<S: Store> Workbench<S> {
         }
     }
 
-    fn publish_edits(
+    pub(super) fn publish_edits(
         &mut self,
         req: &[u8; 32],
         bases: &[u64],
@@ -556,12 +556,26 @@ impl<S: Store> Workbench<S> {
             base: 0,
             body: NewBody::Bytes(serde_json::to_vec_pretty(&manifest).expect("json")),
         });
-        let message = format!(
+        let mut message = format!(
             "nokv workbench_restore {} -> {}\nnokv-request: {}\n",
             c.id,
             c.destination_id,
             hex::encode(req)
         );
+        // Content types recorded for the source's members carry over.
+        let mut infos: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
+        for (_, rel, row) in &members {
+            if !infos.contains_key(&row.generation) {
+                let info = self.store.version_info(row.generation)?;
+                infos.insert(row.generation, info.message);
+            }
+            if let Some(ct) = super::message_content_type(&infos[&row.generation], &row.path) {
+                message.push_str(&format!(
+                    "nokv-path-content-type: {ct} {}/{rel}\n",
+                    c.destination_id
+                ));
+            }
+        }
         match self.publish_edits(&req, &[at], message, edits)? {
             Ok(version) => {
                 let mut v = self.restore_result(&c.destination_id, version)?;

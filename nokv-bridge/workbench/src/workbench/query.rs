@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{json, Map, Value};
 
-use super::{content_type_of, message_fields, record_path, Workbench, RECORD_DIR};
+use super::{content_type_of, message_content_type, record_path, Workbench, RECORD_DIR};
 use crate::error::WbError;
 use crate::identity::canonical_json;
 use crate::path::{self, check_id, Section, ToolPath};
@@ -269,7 +269,7 @@ impl<S: Store> Workbench<S> {
             }
             None => self.workbenches(at)?,
         };
-        let mut ct_cache: HashMap<u64, (Option<String>, u64)> = HashMap::new();
+        let mut info_cache: HashMap<u64, (String, u64)> = HashMap::new();
         let mut out = Vec::new();
         for (wid, inc) in wbs {
             let dir = match (section, p) {
@@ -303,18 +303,13 @@ impl<S: Store> Workbench<S> {
                     }
                     let rest = &row.path[wid.len() + 1..];
                     let (sec, rel) = rest.split_once('/').unwrap_or((rest, ""));
-                    let (ct, modified) = match ct_cache.get(&row.generation) {
-                        Some(x) => x.clone(),
-                        None => {
-                            let info = self.store.version_info(row.generation)?;
-                            let x = (
-                                message_fields(&info.message).1.map(str::to_string),
-                                info.timestamp_ms,
-                            );
-                            ct_cache.insert(row.generation, x.clone());
-                            x
-                        }
-                    };
+                    if !info_cache.contains_key(&row.generation) {
+                        let info = self.store.version_info(row.generation)?;
+                        info_cache.insert(row.generation, (info.message, info.timestamp_ms));
+                    }
+                    let (message, modified) = &info_cache[&row.generation];
+                    let modified = *modified;
+                    let ct = message_content_type(message, &row.path).map(str::to_string);
                     let mut f = Map::new();
                     f.insert("workbench_id".into(), json!(wid));
                     f.insert("section".into(), json!(sec));

@@ -73,3 +73,89 @@ fn cli_runs_tools_prints_json_and_fails_with_json() {
     assert_eq!(code, 0);
     assert_eq!(v.as_array().unwrap().len(), 18);
 }
+
+#[test]
+fn materialize_then_collect_round_trips_with_content_types_in_one_change() {
+    let env = Env::new(Transport::Path);
+    nokv(
+        &env,
+        &["workbench", "workbench_create", r#"{"id":"sb"}"#],
+        None,
+    );
+    nokv(
+        &env,
+        &[
+            "workbench",
+            "workbench_put_file",
+            r#"{"id":"sb","section":"input","path":"d/data.bin","text":"abc","content_type":"application/x-data"}"#,
+        ],
+        None,
+    );
+    nokv(
+        &env,
+        &[
+            "workbench",
+            "workbench_put_file",
+            r#"{"id":"sb","section":"scripts","path":"run.sh","text":"echo hi"}"#,
+        ],
+        None,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let (code, v) = nokv(&env, &["materialize", "sb", d], None);
+    assert_eq!((code, &v["files"]), (0, &json!(2)), "{v}");
+    assert_eq!(
+        std::fs::read(dir.path().join("input/d/data.bin")).unwrap(),
+        b"abc"
+    );
+    let types: Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join(".nokv/content-types.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(types["input/d/data.bin"], "application/x-data");
+    // A program edits one file and adds two; collect publishes them in one change.
+    std::fs::write(dir.path().join("scripts/run.sh"), "echo bye").unwrap();
+    std::fs::create_dir_all(dir.path().join("outputs/r")).unwrap();
+    std::fs::write(dir.path().join("outputs/r/a.txt"), "A").unwrap();
+    std::fs::write(dir.path().join("outputs/b.json"), "{}").unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "sb"], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        (
+            v["created"].clone(),
+            v["replaced"].clone(),
+            v["unchanged"].clone()
+        ),
+        (json!(2), json!(1), json!(1))
+    );
+    let change = v["change"].clone();
+    for (section, path) in [
+        ("scripts", "run.sh"),
+        ("outputs", "r/a.txt"),
+        ("outputs", "b.json"),
+    ] {
+        let input = json!({"id": "sb", "section": section, "path": path}).to_string();
+        let (_, st) = nokv(&env, &["workbench", "workbench_stat", &input], None);
+        assert_eq!(st["generation"], change, "{section}/{path}");
+    }
+    let (_, st) = nokv(
+        &env,
+        &[
+            "workbench",
+            "workbench_stat",
+            r#"{"id":"sb","section":"input","path":"d/data.bin"}"#,
+        ],
+        None,
+    );
+    assert_eq!(st["content_type"], "application/x-data");
+    // Collecting the same directory again publishes nothing.
+    let (_, v) = nokv(&env, &["collect", d, "sb"], None);
+    assert_eq!(
+        (v["change"].clone(), v["unchanged"].clone()),
+        (Value::Null, json!(4))
+    );
+    // A file outside the five sections is refused.
+    std::fs::write(dir.path().join("stray.txt"), "x").unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "sb"], None);
+    assert_eq!((code, &v["error"]["code"]), (1, &json!("invalid_input")));
+}

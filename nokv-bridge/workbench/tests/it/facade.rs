@@ -311,3 +311,36 @@ fn list_pages_in_key_order_and_live_cursors_fail_closed() {
         "not_found"
     );
 }
+
+#[test]
+fn a_content_type_cannot_inject_message_lines() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    for ct in [
+        "text/plain\nnokv-request: 00",
+        "text plain",
+        "plain",
+        "a/b c",
+        "",
+    ] {
+        let e = err(
+            &mut wb,
+            "workbench_put_file",
+            json!({"id": "w", "section": "outputs", "path": "c", "text": "x", "content_type": ct}),
+        );
+        assert_eq!(e.code, "invalid_input", "{ct:?}");
+    }
+    let r = ok(
+        &mut wb,
+        "workbench_append",
+        json!({"id": "w", "section": "outputs", "path": "c", "text": "x", "content_type": "text/x-ok+v1"}),
+    );
+    assert_eq!(r["size"], 1);
+    let st = ok(
+        &mut wb,
+        "workbench_stat",
+        json!({"id": "w", "section": "outputs", "path": "c"}),
+    );
+    assert_eq!(st["content_type"], "text/x-ok+v1");
+}

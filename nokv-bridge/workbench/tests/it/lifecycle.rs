@@ -245,7 +245,7 @@ fn restore_publishes_one_change_reusing_bodies_and_replays() {
     ok(
         &mut wb,
         "workbench_put_file",
-        json!({"id": "src", "section": "outputs", "path": "a/b.bin", "text": "payload"}),
+        json!({"id": "src", "section": "outputs", "path": "a/b.bin", "text": "payload", "content_type": "application/x-w"}),
     );
     ok(
         &mut wb,
@@ -301,6 +301,12 @@ fn restore_publishes_one_change_reusing_bodies_and_replays() {
             && !text.contains("destination_root")
             && !text.contains("inode")
     );
+    let st = ok(
+        &mut wb,
+        "workbench_stat",
+        json!({"id": "dst", "section": "outputs", "path": "a/b.bin"}),
+    );
+    assert_eq!(st["content_type"], "application/x-w");
     // Every member is published by the one restore change (its incarnation).
     let st = ok(
         &mut wb,
