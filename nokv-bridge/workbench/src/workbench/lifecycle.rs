@@ -565,9 +565,9 @@ impl<S: Store> Workbench<S> {
         // Content types recorded for the source's members carry over.
         let mut infos: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
         for (_, rel, row) in &members {
-            if !infos.contains_key(&row.generation) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = infos.entry(row.generation) {
                 let info = self.store.version_info(row.generation)?;
-                infos.insert(row.generation, info.message);
+                slot.insert(info.message);
             }
             if let Some(ct) = super::message_content_type(&infos[&row.generation], &row.path) {
                 message.push_str(&format!(

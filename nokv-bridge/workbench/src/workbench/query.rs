@@ -303,9 +303,11 @@ impl<S: Store> Workbench<S> {
                     }
                     let rest = &row.path[wid.len() + 1..];
                     let (sec, rel) = rest.split_once('/').unwrap_or((rest, ""));
-                    if !info_cache.contains_key(&row.generation) {
+                    if let std::collections::hash_map::Entry::Vacant(slot) =
+                        info_cache.entry(row.generation)
+                    {
                         let info = self.store.version_info(row.generation)?;
-                        info_cache.insert(row.generation, (info.message, info.timestamp_ms));
+                        slot.insert((info.message, info.timestamp_ms));
                     }
                     let (message, modified) = &info_cache[&row.generation];
                     let modified = *modified;

@@ -50,9 +50,11 @@ impl<S: Store> Workbench<S> {
                 let Some(section) = Section::from_name(sec) else {
                     continue;
                 };
-                if !messages.contains_key(&row.generation) {
+                if let std::collections::btree_map::Entry::Vacant(slot) =
+                    messages.entry(row.generation)
+                {
                     let info = self.store.version_info(row.generation)?;
-                    messages.insert(row.generation, info.message);
+                    slot.insert(info.message);
                 }
                 let ct = message_content_type(&messages[&row.generation], &row.path)
                     .unwrap_or_else(|| content_type_of(rel))
