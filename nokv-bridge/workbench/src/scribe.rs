@@ -216,79 +216,7 @@ impl Store for ScribeStore {
 
     fn publish(&mut self, p: Publish) -> Result<Published, WbError> {
         let operation = OperationId(p.operation);
-        let mut objects = Vec::new();
-        let mut entries = Vec::new();
-        for e in &p.edits {
-            entries.push(match e {
-                Edit::Put { path, base, body } => {
-                    let state = match body {
-                        NewBody::Bytes(b) => {
-                            let (state, objs) = file_objects(b)?;
-                            objects.extend(objs);
-                            state
-                        }
-                        NewBody::Existing(r) => FileState {
-                            manifest: manifest_id(r)?,
-                            content: FileContentId(r.content),
-                            size: r.size,
-                            mode: Mode::Regular,
-                        },
-                    };
-                    if *base == 0 {
-                        Entry::add(path.clone(), state)
-                    } else {
-                        Entry::edit(path.clone(), *base, state)
-                    }
-                }
-                Edit::Delete { path, base } => Entry::delete(path.clone(), *base),
-            });
-        }
-        entries.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
-        let set = ChangeSet::new(entries);
-        let payload = set
-            .encode()
-            .map_err(|e| WbError::new("path_not_representable", e.to_string()))?;
-        let cs = ChangeSetId::of_payload(&payload);
-        objects.push((ObjectId::change_set(cs), payload));
-        // Send only what the server lacks, in batches below the frame bound.
-        let ids: Vec<ObjectId> = objects.iter().map(|(id, _)| *id).collect();
-        let missing = self
-            .client
-            .objects_missing(&self.repo, &ids)
-            .map_err(client_error)?;
-        let mut batch: Vec<m::ObjectPiece> = Vec::new();
-        let mut batch_bytes = 0;
-        for (id, data) in objects.into_iter().filter(|(id, _)| missing.contains(id)) {
-            if data.len() > PUT_MANY_BYTES {
-                let total = data.len() as u64;
-                for (i, piece) in data.chunks(PUT_MANY_BYTES).enumerate() {
-                    self.client
-                        .object_put(m::ObjectPut {
-                            repo: self.repo.clone(),
-                            operation,
-                            workspace: self.workspace,
-                            id,
-                            total_len: total,
-                            offset: (i * PUT_MANY_BYTES) as u64,
-                            data: Bytes(piece.to_vec()),
-                        })
-                        .map_err(client_error)?;
-                }
-                continue;
-            }
-            if batch_bytes + data.len() > PUT_MANY_BYTES && !batch.is_empty() {
-                self.put_many(operation, std::mem::take(&mut batch))?;
-                batch_bytes = 0;
-            }
-            batch_bytes += data.len();
-            batch.push(m::ObjectPiece {
-                id,
-                data: Bytes(data),
-            });
-        }
-        if !batch.is_empty() {
-            self.put_many(operation, batch)?;
-        }
+        let cs = self.stage(&p)?;
         let outcome = self
             .client
             .submit(m::Submit {
@@ -364,6 +292,88 @@ impl Store for ScribeStore {
 }
 
 impl ScribeStore {
+    /// Upload everything publication `p` needs (only what the server
+    /// lacks) and return its change set id, without submitting: what a
+    /// crash between upload and submit leaves behind (invisible; the
+    /// objects are unreferenced until a submit names them).
+    pub fn stage(&mut self, p: &Publish) -> Result<ChangeSetId, WbError> {
+        let operation = OperationId(p.operation);
+        let mut objects = Vec::new();
+        let mut entries = Vec::new();
+        for e in &p.edits {
+            entries.push(match e {
+                Edit::Put { path, base, body } => {
+                    let state = match body {
+                        NewBody::Bytes(b) => {
+                            let (state, objs) = file_objects(b)?;
+                            objects.extend(objs);
+                            state
+                        }
+                        NewBody::Existing(r) => FileState {
+                            manifest: manifest_id(r)?,
+                            content: FileContentId(r.content),
+                            size: r.size,
+                            mode: Mode::Regular,
+                        },
+                    };
+                    if *base == 0 {
+                        Entry::add(path.clone(), state)
+                    } else {
+                        Entry::edit(path.clone(), *base, state)
+                    }
+                }
+                Edit::Delete { path, base } => Entry::delete(path.clone(), *base),
+            });
+        }
+        entries.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+        let set = ChangeSet::new(entries);
+        let payload = set
+            .encode()
+            .map_err(|e| WbError::new("path_not_representable", e.to_string()))?;
+        let cs = ChangeSetId::of_payload(&payload);
+        objects.push((ObjectId::change_set(cs), payload));
+        // Send only what the server lacks, in batches below the frame bound.
+        let ids: Vec<ObjectId> = objects.iter().map(|(id, _)| *id).collect();
+        let missing = self
+            .client
+            .objects_missing(&self.repo, &ids)
+            .map_err(client_error)?;
+        let mut batch: Vec<m::ObjectPiece> = Vec::new();
+        let mut batch_bytes = 0;
+        for (id, data) in objects.into_iter().filter(|(id, _)| missing.contains(id)) {
+            if data.len() > PUT_MANY_BYTES {
+                let total = data.len() as u64;
+                for (i, piece) in data.chunks(PUT_MANY_BYTES).enumerate() {
+                    self.client
+                        .object_put(m::ObjectPut {
+                            repo: self.repo.clone(),
+                            operation,
+                            workspace: self.workspace,
+                            id,
+                            total_len: total,
+                            offset: (i * PUT_MANY_BYTES) as u64,
+                            data: Bytes(piece.to_vec()),
+                        })
+                        .map_err(client_error)?;
+                }
+                continue;
+            }
+            if batch_bytes + data.len() > PUT_MANY_BYTES && !batch.is_empty() {
+                self.put_many(operation, std::mem::take(&mut batch))?;
+                batch_bytes = 0;
+            }
+            batch_bytes += data.len();
+            batch.push(m::ObjectPiece {
+                id,
+                data: Bytes(data),
+            });
+        }
+        if !batch.is_empty() {
+            self.put_many(operation, batch)?;
+        }
+        Ok(cs)
+    }
+
     fn list_page(
         &mut self,
         at: u64,

@@ -1,5 +1,6 @@
 mod cli;
 mod codec;
+mod crash;
 mod facade;
 mod lifecycle;
 mod mcp;
@@ -7,3 +8,4 @@ mod people;
 mod query;
 mod support;
 mod tools;
+scribe_testkit::server_process_entry!();
