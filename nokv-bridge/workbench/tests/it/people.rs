@@ -58,3 +58,41 @@ fn a_persons_submit_is_read_and_their_lock_is_honoured() {
     );
     assert_eq!((e.code, e.retryable), ("locked", true));
 }
+
+#[test]
+fn a_person_with_a_view_of_the_workbench_gets_the_agents_outputs() {
+    let env = Env::new(Transport::Tcp);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "job"}));
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "job", "section": "outputs", "path": "model/w.bin", "base64": "AAEC"}),
+    );
+    ok(&mut wb, "workbench_create", json!({"id": "other"}));
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "other", "section": "outputs", "path": "x", "text": "x"}),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = scribe_client::Context::default();
+    let created = scribe_client::workflow::workspace::create(
+        &ctx,
+        scribe_client::workflow::workspace::CreateArgs {
+            dir: dir.path().join("desk"),
+            server: env.url().into(),
+            repo: REPO.into(),
+            view: vec!["job/".into()],
+            author: "ada".into(),
+            ..Default::default()
+        },
+    )
+    .expect("scribe workspace create --view job/");
+    assert_eq!(
+        std::fs::read(created.root.join("job/outputs/model/w.bin")).unwrap(),
+        [0, 1, 2]
+    );
+    assert!(!created.root.join("other").exists());
+    assert!(!created.root.join(".nokv").exists());
+}

@@ -200,3 +200,36 @@ fn search_aggregate_catalog_and_find() {
     );
     assert_eq!(f["total"], 0);
 }
+
+#[test]
+fn search_pages_stay_at_one_read_version_under_concurrent_writes() {
+    let (env, mut wb) = seeded();
+    let mut writer = workbench(&env);
+    let q = json!({"id": "a1", "sort": [{"field": "path"}], "fields": ["path"], "limit": 2});
+    let p1 = ok(&mut wb, "workbench_search", q.clone());
+    assert_eq!(p1["total"], 4);
+    // Another agent writes between the pages.
+    ok(
+        &mut writer,
+        "workbench_put_file",
+        json!({"id": "a1", "section": "logs", "path": "aaa.log", "text": "new"}),
+    );
+    let mut q2 = q.clone();
+    q2["cursor"] = p1["next_cursor"].clone();
+    let p2 = ok(&mut wb, "workbench_search", q2);
+    assert_eq!(
+        (p2["total"].clone(), p2["read_version"].clone()),
+        (json!(4), p1["read_version"].clone())
+    );
+    let mut all: Vec<String> = p1["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(p2["rows"].as_array().unwrap())
+        .map(|r| r["path"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!all.contains(&"aaa.log".to_string()));
+    all.dedup();
+    assert_eq!(all.len(), 4, "no row twice, none lost: {all:?}");
+    assert_eq!(ok(&mut wb, "workbench_search", q)["total"], 5);
+}
