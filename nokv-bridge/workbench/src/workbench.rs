@@ -29,6 +29,13 @@ pub struct Workbench<S: Store> {
     clock: Box<dyn Fn() -> u64 + Send>,
 }
 
+fn now_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -98,9 +105,24 @@ pub fn check_content_type(ct: &str) -> Result<(), WbError> {
     }
 }
 
+/// The Scribe operation id of one publication attempt: derived from the
+/// request identity, the generations it observed and a fresh per-attempt
+/// nonce. Scribe records every outcome, refusals included, under its
+/// operation id forever, so a purely deterministic id would turn a
+/// retryable refusal (a person's lock) into a permanent one. Exactly-once
+/// rests on the request identity the change message carries: checked
+/// before publishing, and again after a refusal (a racing earlier attempt
+/// of the same request may have won the generation CAS).
 fn operation_id(request: &[u8; 32], bases: &[u64]) -> [u8; 16] {
-    let mut h = blake3::Hasher::new_derive_key("nokv-workbench operation id v1");
+    let mut nonce = [0u8; 16];
+    // Without an OS random source, fall back to the clock (still unique
+    // per attempt in practice; the CAS on bases keeps it safe).
+    if getrandom::fill(&mut nonce).is_err() {
+        nonce[..16].copy_from_slice(&now_nanos().to_be_bytes());
+    }
+    let mut h = blake3::Hasher::new_derive_key("nokv-workbench operation id v2");
     h.update(request);
+    h.update(&nonce);
     for b in bases {
         h.update(&b.to_be_bytes());
     }
@@ -331,6 +353,13 @@ impl<S: Store> Workbench<S> {
         };
         match self.store.publish(p)? {
             Published::Accepted { version } => Ok(version),
+            Published::Refused(r @ (Refusal::Stale(_) | Refusal::Exists(_))) => {
+                // An earlier attempt of this same request may have won.
+                match self.live(t)? {
+                    Some(row) if self.published_by(&row, req)? => Ok(row.generation),
+                    _ => Err(refusal_error(r)),
+                }
+            }
             Published::Refused(r) => Err(refusal_error(r)),
         }
     }

@@ -309,10 +309,24 @@ impl<S: Store> Workbench<S> {
                 v["idempotent_replay"] = json!(false);
                 Ok(v)
             }
-            Err(Refusal::Exists(_)) => Err(WbError::new(
-                "generation_conflict",
-                "another snapshot took this id; retry",
-            )),
+            Err(Refusal::Exists(_) | Refusal::Stale(_)) => {
+                // An earlier attempt of this same request may have won.
+                let snaps = self.snapshots(&c.id, inc)?;
+                match snaps.last() {
+                    Some(last)
+                        if last.rec.get("request").and_then(Value::as_str)
+                            == Some(hex::encode(req).as_str()) =>
+                    {
+                        let mut v = last.card(now);
+                        v["idempotent_replay"] = json!(true);
+                        Ok(v)
+                    }
+                    _ => Err(WbError::new(
+                        "generation_conflict",
+                        "another snapshot took this id; retry",
+                    )),
+                }
+            }
             Err(r) => Err(refusal_error(r)),
         }
     }
@@ -582,10 +596,23 @@ impl<S: Store> Workbench<S> {
                 v["idempotent_replay"] = json!(false);
                 Ok(v)
             }
-            Err(Refusal::Exists(_)) => Err(WbError::new(
-                "destination_exists",
-                "the destination appeared while restoring",
-            )),
+            Err(Refusal::Exists(_) | Refusal::Stale(_)) => {
+                // An earlier attempt of this same request may have won.
+                if let Some(row) = self.store.stat(0, &dest_record)? {
+                    let rec = self.read_json(&row)?;
+                    if rec.get("restore_request").and_then(Value::as_str)
+                        == Some(hex::encode(req).as_str())
+                    {
+                        let mut v = self.restore_result(&c.destination_id, row.generation)?;
+                        v["idempotent_replay"] = json!(true);
+                        return Ok(v);
+                    }
+                }
+                Err(WbError::new(
+                    "destination_exists",
+                    "the destination appeared while restoring",
+                ))
+            }
             Err(r) => Err(refusal_error(r)),
         }
     }

@@ -96,3 +96,49 @@ fn a_person_with_a_view_of_the_workbench_gets_the_agents_outputs() {
     assert!(!created.root.join("other").exists());
     assert!(!created.root.join(".nokv").exists());
 }
+
+#[test]
+fn a_write_refused_by_a_lock_succeeds_when_retried_after_the_lock_is_released() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "job"}));
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "job", "section": "input", "path": "cfg.txt", "text": "v1"}),
+    );
+    let mut person = env.connect();
+    let ws = WorkspaceId::random();
+    person.register(ws);
+    let lock = |paths: Vec<String>| m::LockAcquire {
+        repo: REPO.into(),
+        workspace: ws,
+        branch: main_branch(),
+        author: "ada".into(),
+        paths,
+    };
+    person.ask(Request::LockAcquire(lock(vec!["job/input/cfg.txt".into()])));
+    let put =
+        json!({"id": "job", "section": "input", "path": "cfg.txt", "text": "v2", "replace": true});
+    let e = err(&mut wb, "workbench_put_file", put.clone());
+    assert_eq!((e.code, e.retryable), ("locked", true));
+    person.ask(Request::LockRelease(m::LockRelease {
+        repo: REPO.into(),
+        workspace: ws,
+        paths: vec!["job/input/cfg.txt".into()],
+    }));
+    // The same request, the same observed generation: it must now publish
+    // (Scribe records the refusal under its operation id forever).
+    let done = ok(&mut wb, "workbench_put_file", put.clone());
+    assert_eq!(done["idempotent_replay"], false);
+    let r = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "job", "section": "input", "path": "cfg.txt"}),
+    );
+    assert_eq!(r["lines"], json!(["v2"]));
+    assert_eq!(
+        ok(&mut wb, "workbench_put_file", put)["idempotent_replay"],
+        true
+    );
+}
