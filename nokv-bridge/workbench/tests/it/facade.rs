@@ -344,3 +344,33 @@ fn a_content_type_cannot_inject_message_lines() {
     );
     assert_eq!(st["content_type"], "text/x-ok+v1");
 }
+
+#[test]
+fn a_case_fold_collision_is_not_representable_in_scribe() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "outputs", "path": "Report.txt", "text": "a"}),
+    );
+    let e = err(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "outputs", "path": "report.txt", "text": "b"}),
+    );
+    assert_eq!(
+        (e.code, e.retryable),
+        ("path_not_representable", false),
+        "{}",
+        e.message
+    );
+    // A file where a directory is (and the reverse) is refused the same way.
+    let e = err(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "outputs", "path": "Report.txt/x", "text": "b"}),
+    );
+    assert_eq!(e.code, "path_not_representable", "{}", e.message);
+}
