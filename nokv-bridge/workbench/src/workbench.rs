@@ -27,6 +27,9 @@ pub struct Workbench<S: Store> {
     store: S,
     agent: String,
     clock: Box<dyn Fn() -> u64 + Send>,
+    /// Incarnations seen (a record is never replaced or removed by the
+    /// bridge, so a seen incarnation stays valid for this facade's life).
+    incarnations: std::collections::HashMap<String, u64>,
 }
 
 fn now_nanos() -> u128 {
@@ -169,6 +172,7 @@ impl<S: Store> Workbench<S> {
             store,
             agent: agent.into(),
             clock: Box::new(now_ms),
+            incarnations: std::collections::HashMap::new(),
         }
     }
 
@@ -249,8 +253,14 @@ impl<S: Store> Workbench<S> {
     /// The incarnation of workbench `id` (the change of its record).
     fn incarnation(&mut self, id: &str) -> Result<u64, WbError> {
         check_id(id)?;
+        if let Some(inc) = self.incarnations.get(id) {
+            return Ok(*inc);
+        }
         match self.store.stat(0, &record_path(id))? {
-            Some(r) => Ok(r.generation),
+            Some(r) => {
+                self.incarnations.insert(id.to_string(), r.generation);
+                Ok(r.generation)
+            }
             None => Err(WbError::new(
                 "workbench_not_found",
                 format!("no workbench {id:?}; create it first"),
@@ -340,7 +350,8 @@ impl<S: Store> Workbench<S> {
         base: u64,
         body: Vec<u8>,
         ct: Option<&str>,
-    ) -> Result<u64, WbError> {
+    ) -> Result<(u64, Option<u64>), WbError> {
+        let timestamp_ms = (self.clock)();
         let p = Publish {
             operation: operation_id(req, &[base]),
             message: Self::message(tool, &t.full, req, ct),
@@ -349,14 +360,14 @@ impl<S: Store> Workbench<S> {
                 base,
                 body: NewBody::Bytes(body),
             }],
-            timestamp_ms: (self.clock)(),
+            timestamp_ms,
         };
         match self.store.publish(p)? {
-            Published::Accepted { version } => Ok(version),
+            Published::Accepted { version } => Ok((version, Some(timestamp_ms))),
             Published::Refused(r @ (Refusal::Stale(_) | Refusal::Exists(_))) => {
                 // An earlier attempt of this same request may have won.
                 match self.live(t)? {
-                    Some(row) if self.published_by(&row, req)? => Ok(row.generation),
+                    Some(row) if self.published_by(&row, req)? => Ok((row.generation, None)),
                     _ => Err(refusal_error(r)),
                 }
             }
@@ -364,20 +375,24 @@ impl<S: Store> Workbench<S> {
         }
     }
 
-    fn card(&mut self, t: &Target, row: &Row) -> Result<Value, WbError> {
-        let (ct, modified) = self.content_type(row)?;
-        Ok(json!({
+    fn card_of(&self, t: &Target, size: u64, generation: u64, ct: &str, modified: u64) -> Value {
+        json!({
             "id": t.id,
             "section": t.section,
             "path": t.path.as_str(),
             "presentation_path": self.presentation(&t.id, t.section, &t.path),
             "kind": "file",
-            "size": row.body.size,
-            "generation": row.generation,
-            "change": row.generation,
+            "size": size,
+            "generation": generation,
+            "change": generation,
             "content_type": ct,
             "modified_ms": modified,
-        }))
+        })
+    }
+
+    fn card(&mut self, t: &Target, row: &Row) -> Result<Value, WbError> {
+        let (ct, modified) = self.content_type(row)?;
+        Ok(self.card_of(t, row.body.size, row.generation, &ct, modified))
     }
 
     // ---- tools ----
@@ -481,13 +496,23 @@ impl<S: Store> Workbench<S> {
             (Some(r), true) => r.generation,
             (None, false) => 0,
         };
-        let generation =
+        let size = body.len() as u64;
+        let (generation, published_ms) =
             self.publish_one("workbench_put_file", &t, &req, base, body, ct.as_deref())?;
-        let row = self
-            .store
-            .stat(generation, &t.full)?
-            .ok_or_else(|| WbError::new("storage", "the published path is missing"))?;
-        let mut card = self.card(&t, &row)?;
+        let mut card = match published_ms {
+            // Everything the card says is known: no read back.
+            Some(ms) => {
+                let ct = ct.unwrap_or_else(|| content_type_of(&t.full).to_string());
+                self.card_of(&t, size, generation, &ct, ms)
+            }
+            None => {
+                let row = self
+                    .store
+                    .stat(generation, &t.full)?
+                    .ok_or_else(|| WbError::new("storage", "the published path is missing"))?;
+                self.card(&t, &row)?
+            }
+        };
         card["idempotent_replay"] = json!(false);
         Ok(card)
     }
@@ -528,7 +553,7 @@ impl<S: Store> Workbench<S> {
             }
             None => (0, delta),
         };
-        let generation =
+        let (generation, _) =
             self.publish_one("workbench_append", &t, &req, base, body, ct.as_deref())?;
         let row = self
             .store
@@ -590,7 +615,7 @@ impl<S: Store> Workbench<S> {
                              "size": row.body.size, "changed": false, "replacements": matches, "idempotent_replay": false}),
             );
         }
-        let generation = self.publish_one(
+        let (generation, _) = self.publish_one(
             "workbench_edit",
             &t,
             &req,

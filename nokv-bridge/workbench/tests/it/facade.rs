@@ -374,3 +374,24 @@ fn a_case_fold_collision_is_not_representable_in_scribe() {
     );
     assert_eq!(e.code, "path_not_representable", "{}", e.message);
 }
+
+#[test]
+fn the_card_a_put_returns_is_the_card_stat_reads_back() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    for (path, ct) in [("a.json", None), ("b.bin", Some("application/x-b"))] {
+        let mut input = json!({"id": "w", "section": "outputs", "path": path, "text": "{}"});
+        if let Some(ct) = ct {
+            input["content_type"] = json!(ct);
+        }
+        let mut put = ok(&mut wb, "workbench_put_file", input);
+        put.as_object_mut().unwrap().remove("idempotent_replay");
+        let stat = ok(
+            &mut wb,
+            "workbench_stat",
+            json!({"id": "w", "section": "outputs", "path": path}),
+        );
+        assert_eq!(put, stat);
+    }
+}
