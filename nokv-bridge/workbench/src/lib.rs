@@ -1,0 +1,27 @@
+//! NoKV's Workbench contract over a Scribe repository: the transport-free
+//! facade ([`Workbench`]) over a small storage trait ([`store::Store`]),
+//! its implementation over Scribe's client library ([`scribe::ScribeStore`]),
+//! and (in `src/main.rs`) the `nokv` binary. docs/workbench.md is the design.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`path`] | workbench ids, sections, the path jail, seed 002's physical key codec |
+//! | [`tools`] | the 18 tool names, strict input types and JSON input schemas |
+//! | [`identity`] | canonical JSON, manifest digest, commit identity, request identity |
+//! | [`error`] | typed errors: code, retryable, conflict class |
+//! | [`store`] | the storage trait |
+//! | [`scribe`] | the storage trait over `scribe-client` |
+//! | [`workbench`] | the facade: tool calls become reads and atomic publications |
+//! | [`mcp`] | the Model Context Protocol (JSON-RPC 2.0 lines) over any reader and writer |
+
+pub mod error;
+pub mod identity;
+pub mod mcp;
+pub mod path;
+pub mod scribe;
+pub mod store;
+pub mod tools;
+pub mod workbench;
+
+pub use error::{ConflictClass, WbError};
+pub use workbench::Workbench;

@@ -1,0 +1,287 @@
+//! The `nokv` binary: `nokv --server URL --repo NAME [--agent-root ROOT]
+//! workbench <tool> ['<json>']` prints the tool's JSON result on stdout
+//! (exit 0) or a JSON error on stdout (exit 1; 2 for usage); the JSON
+//! input comes from stdin when no argument is given. `nokv schema` prints
+//! the 18 tools' input schemas.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use nokv_workbench::path::Section;
+use nokv_workbench::scribe::ScribeStore;
+use nokv_workbench::workbench::sandbox::LocalFile;
+use nokv_workbench::{tools, WbError, Workbench};
+
+#[derive(Parser)]
+#[command(
+    name = "nokv",
+    version,
+    about = "NoKV's Workbench over a Scribe repository"
+)]
+struct Cli {
+    /// The Scribe server: scribe://HOST:PORT, scribes://HOST:PORT or a data-root path.
+    #[arg(long, global = true)]
+    server: Option<String>,
+    /// The repository that is the agent root.
+    #[arg(long, global = true)]
+    repo: Option<String>,
+    /// The agent id (presentation paths /agents/{ROOT}/wb/...; the author of changes).
+    #[arg(long, global = true, default_value = "agent")]
+    agent_root: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one tool: `nokv workbench workbench_put_file '{"id":..}'`.
+    Workbench {
+        /// The tool name (for example workbench_create).
+        tool: String,
+        /// The JSON input (read from stdin when absent).
+        json: Option<String>,
+    },
+    /// Print every tool's name and JSON input schema.
+    Schema,
+    /// Serve the tools over the Model Context Protocol on stdin/stdout.
+    Mcp,
+    /// Write every file of workbench ID into DIR/<section>/<path>
+    /// (content types in DIR/.nokv/content-types.json).
+    Materialize { id: String, dir: PathBuf },
+    /// Publish DIR/<section>/<path> into workbench ID in one change.
+    Collect { dir: PathBuf, id: String },
+}
+
+fn emit(v: &serde_json::Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{v}");
+}
+
+fn fail(e: WbError) -> ExitCode {
+    emit(&e.to_json());
+    ExitCode::from(1)
+}
+
+fn open(cli: &Cli) -> Result<Workbench<ScribeStore>, (WbError, u8)> {
+    let (Some(server), Some(repo)) = (&cli.server, &cli.repo) else {
+        return Err((
+            WbError::invalid_input("--server and --repo are required"),
+            2,
+        ));
+    };
+    let opts = scribe_client::ClientOptions {
+        ca_file: std::env::var_os("SCRIBE_CA_FILE").map(Into::into),
+        ..Default::default()
+    };
+    let store = ScribeStore::open(server, repo, &cli.agent_root, &opts).map_err(|e| (e, 1))?;
+    Ok(Workbench::new(store, &cli.agent_root))
+}
+
+fn io_error(what: &Path, e: std::io::Error) -> WbError {
+    WbError::new("storage", format!("{}: {e}", what.display()))
+}
+
+fn materialize(
+    wb: &mut Workbench<ScribeStore>,
+    id: &str,
+    dir: &Path,
+) -> Result<serde_json::Value, WbError> {
+    let files = wb.files(id)?;
+    let mut types = BTreeMap::new();
+    let mut bytes = 0u64;
+    for f in &files {
+        let rel = format!("{}/{}", f.section, f.path);
+        let dest = dir.join(&rel);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
+        }
+        let mut out = std::fs::File::create(&dest).map_err(|e| io_error(&dest, e))?;
+        let mut offset = 0;
+        while offset < f.body.size {
+            let piece = wb.read_body(&f.body, offset, 4 << 20)?;
+            if piece.is_empty() {
+                break;
+            }
+            out.write_all(&piece).map_err(|e| io_error(&dest, e))?;
+            offset += piece.len() as u64;
+        }
+        bytes += offset;
+        types.insert(rel, f.content_type.clone());
+    }
+    let meta = dir.join(".nokv");
+    std::fs::create_dir_all(&meta).map_err(|e| io_error(&meta, e))?;
+    let ct = meta.join("content-types.json");
+    std::fs::write(&ct, serde_json::to_vec_pretty(&types).expect("json"))
+        .map_err(|e| io_error(&ct, e))?;
+    Ok(
+        serde_json::json!({"id": id, "files": files.len(), "bytes": bytes, "dir": dir.display().to_string()}),
+    )
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), WbError> {
+    for e in std::fs::read_dir(dir).map_err(|e| io_error(dir, e))? {
+        let e = e.map_err(|e| io_error(dir, e))?;
+        let p = e.path();
+        let ty = e.file_type().map_err(|e| io_error(&p, e))?;
+        if ty.is_dir() {
+            if dir == root && e.file_name() == ".nokv" {
+                continue;
+            }
+            walk(root, &p, out)?;
+        } else if ty.is_file() {
+            out.push(p);
+        } else {
+            return Err(WbError::invalid_input(format!(
+                "{}: only regular files and directories can be collected",
+                p.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn collect(
+    wb: &mut Workbench<ScribeStore>,
+    dir: &Path,
+    id: &str,
+) -> Result<serde_json::Value, WbError> {
+    let ct_file = dir.join(".nokv/content-types.json");
+    let types: BTreeMap<String, String> = match std::fs::read(&ct_file) {
+        Ok(b) => serde_json::from_slice(&b)
+            .map_err(|e| WbError::invalid_input(format!("{}: {e}", ct_file.display())))?,
+        Err(_) => BTreeMap::new(),
+    };
+    let mut paths = Vec::new();
+    walk(dir, dir, &mut paths)?;
+    let mut files = Vec::new();
+    for p in paths {
+        let rel = p.strip_prefix(dir).expect("under dir");
+        let rel = rel
+            .to_str()
+            .ok_or_else(|| WbError::invalid_input(format!("{}: not UTF-8", p.display())))?
+            .replace(std::path::MAIN_SEPARATOR, "/");
+        let (sec, path) = rel.split_once('/').unwrap_or(("", &rel));
+        let section = Section::from_name(sec).ok_or_else(|| {
+            WbError::invalid_input(format!(
+                "{rel}: a collected file must be under one of the five section directories"
+            ))
+        })?;
+        let bytes = std::fs::read(&p).map_err(|e| io_error(&p, e))?;
+        files.push(LocalFile {
+            section,
+            path: path.to_string(),
+            bytes,
+            content_type: types.get(&rel).cloned(),
+        });
+    }
+    wb.collect(id, files)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match &cli.command {
+        Command::Materialize { id, dir } | Command::Collect { dir, id } => {
+            let mut wb = match open(&cli) {
+                Ok(wb) => wb,
+                Err((e, code)) => {
+                    emit(&e.to_json());
+                    return ExitCode::from(code);
+                }
+            };
+            let r = if matches!(cli.command, Command::Materialize { .. }) {
+                materialize(&mut wb, id, dir)
+            } else {
+                collect(&mut wb, dir, id)
+            };
+            match r {
+                Ok(v) => {
+                    emit(&v);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        _ => run(cli),
+    }
+}
+
+fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Materialize { .. } | Command::Collect { .. } => unreachable!("handled in main"),
+        Command::Mcp => {
+            let (Some(server), Some(repo)) = (cli.server, cli.repo) else {
+                eprintln!("nokv mcp: --server and --repo are required");
+                return ExitCode::from(2);
+            };
+            let opts = scribe_client::ClientOptions {
+                ca_file: std::env::var_os("SCRIBE_CA_FILE").map(Into::into),
+                ..Default::default()
+            };
+            // A store that cannot be opened answers every call with the error.
+            let (wb, open_error) = match ScribeStore::open(&server, &repo, &cli.agent_root, &opts) {
+                Ok(s) => (Some(Workbench::new(s, &cli.agent_root)), None),
+                Err(e) => (None, Some(e.to_string())),
+            };
+            let stdin = std::io::stdin().lock();
+            let stdout = std::io::stdout().lock();
+            match nokv_workbench::mcp::serve(wb, open_error, stdin, stdout) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("nokv mcp: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Command::Schema => {
+            emit(&tools::all_schemas());
+            ExitCode::SUCCESS
+        }
+        Command::Workbench { tool, json } => {
+            let text = match json {
+                Some(t) => t,
+                None => {
+                    let mut s = String::new();
+                    if let Err(e) = std::io::stdin().read_to_string(&mut s) {
+                        return fail(WbError::invalid_input(format!("stdin: {e}")));
+                    }
+                    s
+                }
+            };
+            let input: serde_json::Value = match serde_json::from_str(&text) {
+                Ok(v) => v,
+                Err(e) => {
+                    return fail(WbError::invalid_input(format!(
+                        "the input is not JSON: {e}"
+                    )))
+                }
+            };
+            // Refuse a malformed call before connecting.
+            if let Err(e) = tools::parse(&tool, &input) {
+                return fail(e);
+            }
+            let (Some(server), Some(repo)) = (cli.server, cli.repo) else {
+                emit(&WbError::invalid_input("--server and --repo are required").to_json());
+                return ExitCode::from(2);
+            };
+            let opts = scribe_client::ClientOptions {
+                ca_file: std::env::var_os("SCRIBE_CA_FILE").map(Into::into),
+                ..Default::default()
+            };
+            let store = match ScribeStore::open(&server, &repo, &cli.agent_root, &opts) {
+                Ok(s) => s,
+                Err(e) => return fail(e),
+            };
+            let mut wb = Workbench::new(store, &cli.agent_root);
+            match wb.call(&tool, &input) {
+                Ok(v) => {
+                    emit(&v);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+    }
+}

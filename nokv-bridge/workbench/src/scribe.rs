@@ -1,0 +1,468 @@
+//! [`ScribeStore`]: the [`Store`] over Scribe's client library. An agent
+//! root is one repository's main branch; versions are change numbers; a
+//! publication is one submit whose operation id the facade derives from
+//! the request, uploaded by a workspace registered for the bridge.
+
+use scribe_client::{Client, ClientOptions};
+use scribe_format::changeset::{ChangeSet, Entry, FileState, Mode};
+use scribe_format::manifest::{ChunkRef, Manifest};
+use scribe_format::wire::message as m;
+use scribe_format::wire::{Bytes, Text};
+use scribe_format::{
+    BranchId, ChangeSetId, ChunkId, ErrorCode, FileContentId, ManifestId, ObjectId, OperationId,
+    WorkspaceId,
+};
+
+use crate::error::WbError;
+use crate::store::{
+    BodyRef, DirPage, Edit, NewBody, Publish, Published, Refusal, Row, Store, VersionInfo,
+};
+
+/// The most object bytes sent in one `ObjectPutMany` (below the 8 MiB frame).
+const PUT_MANY_BYTES: usize = 4 << 20;
+/// The most bytes asked for in one `ObjectGet`.
+const GET_BYTES: u32 = 4 << 20;
+
+/// A Scribe repository as a Workbench agent root.
+pub struct ScribeStore {
+    client: Client,
+    repo: String,
+    branch: BranchId,
+    workspace: WorkspaceId,
+    author: String,
+}
+
+fn client_error(e: scribe_client::ClientError) -> WbError {
+    let code = e.code();
+    match code {
+        ErrorCode::Unreachable | ErrorCode::Busy | ErrorCode::ServerBusy => {
+            WbError::new("unavailable", e.to_string())
+        }
+        _ => WbError::new("storage", format!("{} ({})", e, code.name())),
+    }
+}
+
+impl ScribeStore {
+    /// Connect to `url` and open repository `repo` as the agent root; the
+    /// bridge's workspace (id derived from the repository id and `agent`)
+    /// is registered once (idempotently) and submits as `agent`.
+    pub fn open(
+        url: &str,
+        repo: &str,
+        agent: &str,
+        opts: &ClientOptions,
+    ) -> Result<ScribeStore, WbError> {
+        let client = scribe_client::connect(url, opts).map_err(client_error)?;
+        ScribeStore::over(client, repo, agent)
+    }
+
+    /// The same over an open client.
+    pub fn over(mut client: Client, repo: &str, agent: &str) -> Result<ScribeStore, WbError> {
+        let info = client
+            .repo_list()
+            .map_err(client_error)?
+            .into_iter()
+            .find(|r| r.name == repo)
+            .ok_or_else(|| WbError::new("storage", format!("no repository named {repo:?}")))?;
+        let mut h = blake3::Hasher::new_derive_key("nokv-workbench bridge workspace v1");
+        h.update(&info.id.0);
+        h.update(agent.as_bytes());
+        let mut ws = [0u8; 16];
+        ws.copy_from_slice(&h.finalize().as_bytes()[..16]);
+        let workspace = WorkspaceId(ws);
+        client
+            .workspace_register(m::WorkspaceRegister {
+                repo: repo.into(),
+                workspace,
+                branch: String::new(),
+                view: vec![],
+                label: format!("nokv:{agent}"),
+                tags: vec!["nokv-bridge".into()],
+            })
+            .map_err(client_error)?;
+        Ok(ScribeStore {
+            client,
+            repo: repo.into(),
+            branch: info.main_branch,
+            workspace,
+            author: agent.into(),
+        })
+    }
+
+    fn row(e: m::TreeEntry) -> Option<Row> {
+        let s = e.state?;
+        Some(Row {
+            path: e.path,
+            generation: e.change,
+            body: BodyRef {
+                handle: s.manifest.0.to_vec(),
+                content: s.content.0,
+                size: s.size,
+            },
+        })
+    }
+
+    fn get_object(&mut self, id: ObjectId, offset: u64, len: u64) -> Result<Vec<u8>, WbError> {
+        let mut out = Vec::with_capacity(len.min(u64::from(GET_BYTES)) as usize);
+        while (out.len() as u64) < len {
+            let want = (len - out.len() as u64).min(u64::from(GET_BYTES)) as u32;
+            let d = self
+                .client
+                .object_get(m::ObjectGet {
+                    repo: self.repo.clone(),
+                    id,
+                    offset: offset + out.len() as u64,
+                    max_len: want,
+                })
+                .map_err(client_error)?;
+            if d.data.0.is_empty() {
+                break;
+            }
+            out.extend_from_slice(&d.data.0);
+            if offset + out.len() as u64 >= d.total_len {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    fn manifest(&mut self, body: &BodyRef) -> Result<Manifest, WbError> {
+        let id = manifest_id(body)?;
+        let bytes = self.get_object(ObjectId::manifest(id), 0, u64::MAX)?;
+        Manifest::decode(&bytes).map_err(|e| WbError::new("storage", format!("manifest: {e}")))
+    }
+}
+
+fn manifest_id(body: &BodyRef) -> Result<ManifestId, WbError> {
+    let arr: [u8; 32] = body
+        .handle
+        .as_slice()
+        .try_into()
+        .map_err(|_| WbError::new("storage", "a body handle is not a manifest id"))?;
+    Ok(ManifestId(arr))
+}
+
+/// The objects of `bytes` (chunks of profile 1 and the manifest) and its
+/// file state.
+/// Objects with their bytes.
+type Objects = Vec<(ObjectId, Vec<u8>)>;
+
+fn file_objects(bytes: &[u8]) -> Result<(FileState, Objects), WbError> {
+    let mut objects = Vec::new();
+    let mut chunks = Vec::new();
+    let mut pos = 0;
+    for len in scribe_objects::chunk_boundaries(bytes) {
+        let c = &bytes[pos..pos + len];
+        let id = ChunkId::of(c);
+        chunks.push(ChunkRef {
+            id,
+            length: len as u32,
+        });
+        objects.push((ObjectId::chunk(id), c.to_vec()));
+        pos += len;
+    }
+    let content = FileContentId::of(bytes);
+    let manifest = scribe_objects::encode_manifest(bytes.len() as u64, &content, &chunks)
+        .map_err(|e| WbError::new("storage", format!("manifest: {e}")))?;
+    let mid = ManifestId::of_payload(&manifest);
+    objects.push((ObjectId::manifest(mid), manifest));
+    Ok((
+        FileState {
+            manifest: mid,
+            content,
+            size: bytes.len() as u64,
+            mode: Mode::Regular,
+        },
+        objects,
+    ))
+}
+
+impl Store for ScribeStore {
+    fn root_name(&self) -> String {
+        self.repo.clone()
+    }
+
+    fn head(&mut self) -> Result<u64, WbError> {
+        Ok(self.stat_reply(0, "")?.change)
+    }
+
+    fn stat(&mut self, at: u64, path: &str) -> Result<Option<Row>, WbError> {
+        Ok(self.stat_reply(at, path)?.entry.and_then(ScribeStore::row))
+    }
+
+    fn list_dir(
+        &mut self,
+        at: u64,
+        dir: &str,
+        token: &str,
+        limit: u32,
+    ) -> Result<DirPage, WbError> {
+        self.list_page(at, dir, token, limit, false)
+    }
+
+    fn list_files(
+        &mut self,
+        at: u64,
+        dir: &str,
+        token: &str,
+        limit: u32,
+    ) -> Result<DirPage, WbError> {
+        self.list_page(at, dir, token, limit, true)
+    }
+
+    fn read(&mut self, body: &BodyRef, offset: u64, len: u64) -> Result<Vec<u8>, WbError> {
+        self.read_range(body, offset, len)
+    }
+
+    fn publish(&mut self, p: Publish) -> Result<Published, WbError> {
+        let operation = OperationId(p.operation);
+        let cs = self.stage(&p)?;
+        let outcome = self
+            .client
+            .submit(m::Submit {
+                repo: self.repo.clone(),
+                operation,
+                workspace: self.workspace,
+                branch: self.branch,
+                change_set: cs,
+                author: self.author.clone(),
+                message: Text(p.message),
+                keep_locks: false,
+                timestamp_ms: p.timestamp_ms,
+            })
+            .map_err(client_error)?;
+        if outcome.code == 0 {
+            return Ok(Published::Accepted {
+                version: outcome.change,
+            });
+        }
+        let code = ErrorCode::from_number(outcome.code).unwrap_or(ErrorCode::Internal);
+        let paths = outcome.paths;
+        Ok(Published::Refused(match code {
+            ErrorCode::BaseMismatch | ErrorCode::NotPresent => Refusal::Stale(paths),
+            ErrorCode::AlreadyExists => Refusal::Exists(paths),
+            ErrorCode::LockedByOther | ErrorCode::LockRequired => Refusal::Locked(paths),
+            ErrorCode::PathCollision | ErrorCode::PathConflict => Refusal::Collision(paths),
+            other => Refusal::Other {
+                code: other.name().into(),
+                detail: outcome.detail,
+            },
+        }))
+    }
+
+    fn version_info(&mut self, version: u64) -> Result<VersionInfo, WbError> {
+        let d = self
+            .client
+            .describe(m::Describe {
+                repo: self.repo.clone(),
+                change: version,
+                after: String::new(),
+                limit: 1,
+            })
+            .map_err(client_error)?;
+        Ok(VersionInfo {
+            version: d.commit.change,
+            operation: d.commit.operation.0,
+            message: d.commit.message.0,
+            timestamp_ms: d.commit.timestamp_ms,
+            author: d.commit.author,
+        })
+    }
+
+    fn changed_under(&mut self, dir: &str, from: u64, to: u64) -> Result<bool, WbError> {
+        if from >= to {
+            return Ok(false);
+        }
+        let page = self
+            .client
+            .delta(m::Delta {
+                repo: self.repo.clone(),
+                branch: self.branch,
+                from,
+                to,
+                after: format!("{dir}/"),
+                limit: 1,
+            })
+            .map_err(client_error)?;
+        Ok(page
+            .entries
+            .first()
+            .is_some_and(|e| e.path.starts_with(&format!("{dir}/"))))
+    }
+}
+
+impl ScribeStore {
+    /// Upload everything publication `p` needs (only what the server
+    /// lacks) and return its change set id, without submitting: what a
+    /// crash between upload and submit leaves behind (invisible; the
+    /// objects are unreferenced until a submit names them).
+    pub fn stage(&mut self, p: &Publish) -> Result<ChangeSetId, WbError> {
+        let operation = OperationId(p.operation);
+        let mut objects = Vec::new();
+        let mut entries = Vec::new();
+        for e in &p.edits {
+            entries.push(match e {
+                Edit::Put { path, base, body } => {
+                    let state = match body {
+                        NewBody::Bytes(b) => {
+                            let (state, objs) = file_objects(b)?;
+                            objects.extend(objs);
+                            state
+                        }
+                        NewBody::Existing(r) => FileState {
+                            manifest: manifest_id(r)?,
+                            content: FileContentId(r.content),
+                            size: r.size,
+                            mode: Mode::Regular,
+                        },
+                    };
+                    if *base == 0 {
+                        Entry::add(path.clone(), state)
+                    } else {
+                        Entry::edit(path.clone(), *base, state)
+                    }
+                }
+                Edit::Delete { path, base } => Entry::delete(path.clone(), *base),
+            });
+        }
+        entries.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+        let set = ChangeSet::new(entries);
+        let payload = set
+            .encode()
+            .map_err(|e| WbError::new("path_not_representable", e.to_string()))?;
+        let cs = ChangeSetId::of_payload(&payload);
+        objects.push((ObjectId::change_set(cs), payload));
+        // Send only what the server lacks, in batches below the frame bound.
+        let ids: Vec<ObjectId> = objects.iter().map(|(id, _)| *id).collect();
+        let missing = self
+            .client
+            .objects_missing(&self.repo, &ids)
+            .map_err(client_error)?;
+        let mut batch: Vec<m::ObjectPiece> = Vec::new();
+        let mut batch_bytes = 0;
+        for (id, data) in objects.into_iter().filter(|(id, _)| missing.contains(id)) {
+            if data.len() > PUT_MANY_BYTES {
+                let total = data.len() as u64;
+                for (i, piece) in data.chunks(PUT_MANY_BYTES).enumerate() {
+                    self.client
+                        .object_put(m::ObjectPut {
+                            repo: self.repo.clone(),
+                            operation,
+                            workspace: self.workspace,
+                            id,
+                            total_len: total,
+                            offset: (i * PUT_MANY_BYTES) as u64,
+                            data: Bytes(piece.to_vec()),
+                        })
+                        .map_err(client_error)?;
+                }
+                continue;
+            }
+            if batch_bytes + data.len() > PUT_MANY_BYTES && !batch.is_empty() {
+                self.put_many(operation, std::mem::take(&mut batch))?;
+                batch_bytes = 0;
+            }
+            batch_bytes += data.len();
+            batch.push(m::ObjectPiece {
+                id,
+                data: Bytes(data),
+            });
+        }
+        if !batch.is_empty() {
+            self.put_many(operation, batch)?;
+        }
+        Ok(cs)
+    }
+
+    fn list_page(
+        &mut self,
+        at: u64,
+        dir: &str,
+        token: &str,
+        limit: u32,
+        recursive: bool,
+    ) -> Result<DirPage, WbError> {
+        let page = self
+            .client
+            .list(m::List {
+                repo: self.repo.clone(),
+                branch: self.branch,
+                change: at,
+                prefix: dir.into(),
+                recursive,
+                after: token.into(),
+                limit,
+            })
+            .map_err(client_error)?;
+        Ok(DirPage {
+            at: page.change,
+            files: page
+                .entries
+                .into_iter()
+                .filter_map(ScribeStore::row)
+                .collect(),
+            dirs: page.directories,
+            next: page.next,
+        })
+    }
+
+    fn read_range(&mut self, body: &BodyRef, offset: u64, len: u64) -> Result<Vec<u8>, WbError> {
+        let end = offset.saturating_add(len).min(body.size);
+        if offset >= end {
+            return Ok(Vec::new());
+        }
+        let manifest = self.manifest(body)?;
+        let mut out = Vec::with_capacity((end - offset) as usize);
+        let mut pos = 0u64;
+        for c in manifest.chunks {
+            let (start, stop) = (pos, pos + u64::from(c.length));
+            pos = stop;
+            if stop <= offset || start >= end {
+                continue;
+            }
+            let from = offset.max(start) - start;
+            let to = end.min(stop) - start;
+            out.extend(self.get_object(ObjectId::chunk(c.id), from, to - from)?);
+        }
+        Ok(out)
+    }
+
+    fn stat_reply(&mut self, at: u64, path: &str) -> Result<m::StatReply, WbError> {
+        if path.is_empty() {
+            // The head: a stat of a path that cannot exist reports the version.
+            return self
+                .client
+                .stat(m::Stat {
+                    repo: self.repo.clone(),
+                    branch: self.branch,
+                    change: at,
+                    path: ".nokv/head".into(),
+                })
+                .map_err(client_error);
+        }
+        self.client
+            .stat(m::Stat {
+                repo: self.repo.clone(),
+                branch: self.branch,
+                change: at,
+                path: path.into(),
+            })
+            .map_err(client_error)
+    }
+
+    fn put_many(
+        &mut self,
+        operation: OperationId,
+        objects: Vec<m::ObjectPiece>,
+    ) -> Result<(), WbError> {
+        self.client
+            .object_put_many(m::ObjectPutMany {
+                repo: self.repo.clone(),
+                operation,
+                workspace: self.workspace,
+                objects,
+            })
+            .map_err(client_error)?;
+        Ok(())
+    }
+}

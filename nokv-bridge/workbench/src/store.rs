@@ -1,0 +1,133 @@
+//! The storage trait the Workbench facade runs over: a versioned tree of
+//! paths with atomic, numbered, idempotent publications. [`crate::scribe`]
+//! implements it over Scribe's client library; every version number is a
+//! Scribe change number.
+
+use crate::error::WbError;
+
+/// An immutable body already stored (reused by restore without copying).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BodyRef {
+    /// The store's own identity of the body (Scribe: the manifest id).
+    pub handle: Vec<u8>,
+    /// The store's content hash of the whole body (Scribe: BLAKE3).
+    pub content: [u8; 32],
+    pub size: u64,
+}
+
+/// One live path at a version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// The full path in the store (`<id>/<section>/<path>`).
+    pub path: String,
+    /// The version that last published this path's body: its generation.
+    pub generation: u64,
+    pub body: BodyRef,
+}
+
+/// One page of a directory's direct children.
+#[derive(Clone, Debug, Default)]
+pub struct DirPage {
+    /// The version read.
+    pub at: u64,
+    pub files: Vec<Row>,
+    /// Child directories (full paths).
+    pub dirs: Vec<String>,
+    /// The continuation token, when more children follow.
+    pub next: Option<String>,
+}
+
+/// A body to publish.
+#[derive(Clone, Debug)]
+pub enum NewBody {
+    Bytes(Vec<u8>),
+    Existing(BodyRef),
+}
+
+/// One path's change in a publication.
+#[derive(Clone, Debug)]
+pub enum Edit {
+    /// Create (`base` 0) or replace the body whose generation is `base`.
+    Put {
+        path: String,
+        base: u64,
+        body: NewBody,
+    },
+    Delete {
+        path: String,
+        base: u64,
+    },
+}
+
+/// An atomic publication: every edit or none.
+#[derive(Clone, Debug)]
+pub struct Publish {
+    /// The operation id; a retry with the same id returns the stored
+    /// outcome and publishes nothing.
+    pub operation: [u8; 16],
+    pub message: String,
+    pub edits: Vec<Edit>,
+    pub timestamp_ms: u64,
+}
+
+/// Why a publication was refused (nothing was published).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// A base did not match the path's current generation.
+    Stale(Vec<String>),
+    /// A create found the path present.
+    Exists(Vec<String>),
+    /// Another workspace (a person) holds a lock on a path.
+    Locked(Vec<String>),
+    /// A path collides with another (case folding, file/directory).
+    Collision(Vec<String>),
+    /// Anything else, with the store's code name and detail.
+    Other { code: String, detail: String },
+}
+
+/// The result of [`Store::publish`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Published {
+    Accepted { version: u64 },
+    Refused(Refusal),
+}
+
+/// What a version records about the publication that made it.
+#[derive(Clone, Debug)]
+pub struct VersionInfo {
+    pub version: u64,
+    pub operation: [u8; 16],
+    pub message: String,
+    pub timestamp_ms: u64,
+    pub author: String,
+}
+
+/// The storage a [`crate::Workbench`] runs over.
+pub trait Store {
+    /// A stable name of the agent root (request identities include it).
+    fn root_name(&self) -> String;
+    /// The newest version.
+    fn head(&mut self) -> Result<u64, WbError>;
+    /// The live path `path` at version `at` (0: the newest).
+    fn stat(&mut self, at: u64, path: &str) -> Result<Option<Row>, WbError>;
+    /// Direct children of directory `dir` at `at`, after `token`.
+    fn list_dir(&mut self, at: u64, dir: &str, token: &str, limit: u32)
+        -> Result<DirPage, WbError>;
+    /// Every live file below directory `dir` at `at` (recursive), after
+    /// `token`; the version read and the next token.
+    fn list_files(
+        &mut self,
+        at: u64,
+        dir: &str,
+        token: &str,
+        limit: u32,
+    ) -> Result<DirPage, WbError>;
+    /// Bytes `[offset, offset + len)` of a body (fewer at its end).
+    fn read(&mut self, body: &BodyRef, offset: u64, len: u64) -> Result<Vec<u8>, WbError>;
+    /// Publish atomically.
+    fn publish(&mut self, p: Publish) -> Result<Published, WbError>;
+    /// The publication that made `version`.
+    fn version_info(&mut self, version: u64) -> Result<VersionInfo, WbError>;
+    /// Whether a path under `dir` changed in `(from, to]`.
+    fn changed_under(&mut self, dir: &str, from: u64, to: u64) -> Result<bool, WbError>;
+}

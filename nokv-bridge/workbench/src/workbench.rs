@@ -1,0 +1,911 @@
+//! [`Workbench`]: the transport-free facade. One method, [`Workbench::call`],
+//! takes a tool name and its JSON input and returns the JSON result or a
+//! typed [`WbError`]. docs/workbench.md is the design this follows.
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::error::WbError;
+use crate::identity::request_identity;
+use crate::path::{self, check_id, repo_path, Section, ToolPath};
+use crate::store::{Edit, NewBody, Publish, Published, Refusal, Row, Store};
+use crate::tools::{self, Call, ReadFormat};
+
+/// Where the bridge keeps a workbench's record (its incarnation is the
+/// change that published the record).
+pub const RECORD_DIR: &str = ".nokv/workbenches";
+
+/// Generic put/append/edit cannot write these (commit and restore own them).
+pub const RESERVED: [&str; 2] = ["run_manifest.json", "restore_manifest.json"];
+
+/// The bytes a structured read returns as parsed JSON at most.
+const STRUCTURED_JSON_MAX: u64 = 1 << 20;
+
+/// The Workbench facade over a [`Store`].
+pub struct Workbench<S: Store> {
+    store: S,
+    agent: String,
+    clock: Box<dyn Fn() -> u64 + Send>,
+    /// Incarnations seen (a record is never replaced or removed by the
+    /// bridge, so a seen incarnation stays valid for this facade's life).
+    incarnations: std::collections::HashMap<String, u64>,
+}
+
+fn now_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The record path of workbench `id`.
+pub fn record_path(id: &str) -> String {
+    format!("{RECORD_DIR}/{id}")
+}
+
+/// The content type of a path from its extension.
+pub fn content_type_of(path: &str) -> &'static str {
+    let ext = path.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+    match ext {
+        "json" => "application/json",
+        "yaml" | "yml" => "application/yaml",
+        "txt" | "log" => "text/plain",
+        "md" => "text/markdown",
+        "csv" => "text/csv",
+        "py" => "text/x-python",
+        "sh" => "text/x-shellscript",
+        "html" => "text/html",
+        _ => "application/octet-stream",
+    }
+}
+
+/// The request identity a bridge change message carries.
+fn message_request(message: &str) -> Option<&str> {
+    message
+        .lines()
+        .find_map(|l| l.strip_prefix("nokv-request: "))
+}
+
+/// The content type a change message records for `path`: a
+/// `nokv-path-content-type: <type> <path>` line for it, else the change's
+/// `nokv-content-type: <type>` line.
+fn message_content_type<'a>(message: &'a str, path: &str) -> Option<&'a str> {
+    let per_path = message.lines().find_map(|l| {
+        let (ct, p) = l
+            .strip_prefix("nokv-path-content-type: ")?
+            .split_once(' ')?;
+        (p == path).then_some(ct)
+    });
+    per_path.or_else(|| {
+        message
+            .lines()
+            .find_map(|l| l.strip_prefix("nokv-content-type: "))
+    })
+}
+
+/// Check a caller's content type: `type/subtype` of printable ASCII
+/// without spaces, at most 255 bytes (it is recorded in a change message).
+pub fn check_content_type(ct: &str) -> Result<(), WbError> {
+    let ok = ct.len() <= 255
+        && ct
+            .split_once('/')
+            .is_some_and(|(a, b)| !a.is_empty() && !b.is_empty())
+        && ct.bytes().all(|b| b.is_ascii_graphic());
+    if ok {
+        Ok(())
+    } else {
+        Err(WbError::invalid_input(format!(
+            "content_type {ct:?} must be type/subtype in printable ASCII without spaces, at most 255 bytes"
+        )))
+    }
+}
+
+/// The Scribe operation id of one publication attempt: derived from the
+/// request identity, the generations it observed and a fresh per-attempt
+/// nonce. Scribe records every outcome, refusals included, under its
+/// operation id forever, so a purely deterministic id would turn a
+/// retryable refusal (a person's lock) into a permanent one. Exactly-once
+/// rests on the request identity the change message carries: checked
+/// before publishing, and again after a refusal (a racing earlier attempt
+/// of the same request may have won the generation CAS).
+fn operation_id(request: &[u8; 32], bases: &[u64]) -> [u8; 16] {
+    let mut nonce = [0u8; 16];
+    // Without an OS random source, fall back to the clock (still unique
+    // per attempt in practice; the CAS on bases keeps it safe).
+    if getrandom::fill(&mut nonce).is_err() {
+        nonce[..16].copy_from_slice(&now_nanos().to_be_bytes());
+    }
+    let mut h = blake3::Hasher::new_derive_key("nokv-workbench operation id v2");
+    h.update(request);
+    h.update(&nonce);
+    for b in bases {
+        h.update(&b.to_be_bytes());
+    }
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&h.finalize().as_bytes()[..16]);
+    out
+}
+
+fn refusal_error(r: Refusal) -> WbError {
+    match r {
+        Refusal::Stale(p) => WbError::new(
+            "generation_conflict",
+            format!("the generation of {p:?} moved; read it again and retry"),
+        ),
+        Refusal::Exists(p) => WbError::new("already_exists", format!("{p:?} already exists")),
+        Refusal::Locked(p) => WbError::new(
+            "locked",
+            format!("{p:?} is locked by someone else; the write is refused"),
+        ),
+        Refusal::Collision(p) => WbError::new(
+            "path_not_representable",
+            format!("{p:?} collides with another path of the repository (case folding or a file/directory clash)"),
+        ),
+        Refusal::Other { code, detail } => {
+            WbError::new("storage", format!("the store refused the change: {code}: {detail}"))
+        }
+    }
+}
+
+/// A resolved target path.
+struct Target {
+    id: String,
+    incarnation: u64,
+    section: Section,
+    path: ToolPath,
+    full: String,
+}
+
+impl<S: Store> Workbench<S> {
+    /// A facade over `store`; `agent` is the agent id of presentation
+    /// paths (`/agents/{agent}/wb/...`).
+    pub fn new(store: S, agent: &str) -> Workbench<S> {
+        Workbench {
+            store,
+            agent: agent.into(),
+            clock: Box::new(now_ms),
+            incarnations: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Replace the clock (milliseconds since the epoch) for tests.
+    pub fn with_clock(mut self, clock: impl Fn() -> u64 + Send + 'static) -> Workbench<S> {
+        self.clock = Box::new(clock);
+        self
+    }
+
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
+    /// Run tool `tool` with `input`.
+    pub fn call(&mut self, tool: &str, input: &Value) -> Result<Value, WbError> {
+        match tools::parse(tool, input)? {
+            Call::Create(c) => self.create(input, &c.id),
+            Call::PutFile(c) => {
+                let body = body_of(c.text, c.base64)?;
+                c.content_type
+                    .as_deref()
+                    .map(check_content_type)
+                    .transpose()?;
+                self.put(
+                    input,
+                    &c.id,
+                    c.section,
+                    &c.path,
+                    body,
+                    c.content_type,
+                    c.replace.unwrap_or(false),
+                )
+            }
+            Call::Append(c) => {
+                let body = body_of(c.text, c.base64)?;
+                c.content_type
+                    .as_deref()
+                    .map(check_content_type)
+                    .transpose()?;
+                self.append(input, &c.id, c.section, &c.path, body, c.content_type)
+            }
+            Call::Edit(c) => self.edit(input, c),
+            Call::Stat(c) => {
+                let at = self.view_at(&c.id, c.at_snapshot.as_ref())?;
+                self.stat(&c.id, c.section, c.path.as_deref().unwrap_or(""), at)
+            }
+            Call::Read(c) => {
+                let at = self.view_at(&c.id, c.at_snapshot.as_ref())?;
+                self.read(c, at)
+            }
+            Call::List(c) => {
+                let at = self.view_at(&c.id, c.at_snapshot.as_ref())?;
+                self.list(c, at)
+            }
+            Call::Commit(c) => self.commit(input, c),
+            Call::Snapshot(c) => self.snapshot(input, c),
+            Call::SnapshotRenew(c) => self.snapshot_renew(c),
+            Call::SnapshotRetire(c) => self.snapshot_retire(c),
+            Call::SnapshotList(c) => self.snapshot_list(&c.id),
+            Call::Restore(c) => self.restore(input, c),
+            Call::Grep(c) => self.grep(input, c),
+            Call::Search(c) => self.search(input, c),
+            Call::Aggregate(c) => self.aggregate(c),
+            Call::Catalog(c) => self.catalog(c),
+            Call::Find(c) => self.find(input, c),
+        }
+    }
+
+    fn presentation(&self, id: &str, section: Section, path: &ToolPath) -> String {
+        let base = format!("/agents/{}/wb/{id}/{section}", self.agent);
+        if path.is_root() {
+            base
+        } else {
+            format!("{base}/{}", path.as_str())
+        }
+    }
+
+    /// The incarnation of workbench `id` (the change of its record).
+    fn incarnation(&mut self, id: &str) -> Result<u64, WbError> {
+        check_id(id)?;
+        if let Some(inc) = self.incarnations.get(id) {
+            return Ok(*inc);
+        }
+        match self.store.stat(0, &record_path(id))? {
+            Some(r) => {
+                self.incarnations.insert(id.to_string(), r.generation);
+                Ok(r.generation)
+            }
+            None => Err(WbError::new(
+                "workbench_not_found",
+                format!("no workbench {id:?}; create it first"),
+            )),
+        }
+    }
+
+    fn target(
+        &mut self,
+        id: &str,
+        section: Section,
+        p: &str,
+        allow_empty: bool,
+        writing: bool,
+    ) -> Result<Target, WbError> {
+        check_id(id)?;
+        let path = ToolPath::parse(section, p, allow_empty)?;
+        if writing && section == Section::Metadata && RESERVED.contains(&path.as_str()) {
+            return Err(WbError::new(
+                "reserved_path",
+                format!(
+                    "metadata/{} is written only by commit or restore",
+                    path.as_str()
+                ),
+            ));
+        }
+        let full = repo_path(id, section, &path);
+        if let Err(e) = scribe_format::path::validate(&full) {
+            let mut err = WbError::new(
+                "path_not_representable",
+                format!("{p:?} cannot be stored in a Scribe repository: {e}"),
+            );
+            err.rule = Some(e.code());
+            return Err(err);
+        }
+        let incarnation = self.incarnation(id)?;
+        Ok(Target {
+            id: id.into(),
+            incarnation,
+            section,
+            path,
+            full,
+        })
+    }
+
+    /// The live row of a target, hiding a row older than the incarnation.
+    fn live(&mut self, t: &Target) -> Result<Option<Row>, WbError> {
+        self.row_at(t, 0)
+    }
+
+    /// The row of a target at version `at` (0: live), hiding a row older
+    /// than the incarnation.
+    fn row_at(&mut self, t: &Target, at: u64) -> Result<Option<Row>, WbError> {
+        Ok(self
+            .store
+            .stat(at, &t.full)?
+            .filter(|r| r.generation >= t.incarnation))
+    }
+
+    /// Whether `row`'s generation was published by request `req`.
+    fn published_by(&mut self, row: &Row, req: &[u8; 32]) -> Result<bool, WbError> {
+        let info = self.store.version_info(row.generation)?;
+        Ok(message_request(&info.message) == Some(hex::encode(req).as_str()))
+    }
+
+    fn content_type(&mut self, row: &Row) -> Result<(String, u64), WbError> {
+        let info = self.store.version_info(row.generation)?;
+        let ct = message_content_type(&info.message, &row.path)
+            .map(str::to_string)
+            .unwrap_or_else(|| content_type_of(&row.path).to_string());
+        Ok((ct, info.timestamp_ms))
+    }
+
+    fn message(tool: &str, t: &str, req: &[u8; 32], ct: Option<&str>) -> String {
+        let mut m = format!("nokv {tool} {t}\nnokv-request: {}\n", hex::encode(req));
+        if let Some(ct) = ct {
+            m.push_str(&format!("nokv-content-type: {ct}\n"));
+        }
+        m
+    }
+
+    fn publish_one(
+        &mut self,
+        tool: &str,
+        t: &Target,
+        req: &[u8; 32],
+        base: u64,
+        body: Vec<u8>,
+        ct: Option<&str>,
+    ) -> Result<(u64, Option<u64>), WbError> {
+        let timestamp_ms = (self.clock)();
+        let p = Publish {
+            operation: operation_id(req, &[base]),
+            message: Self::message(tool, &t.full, req, ct),
+            edits: vec![Edit::Put {
+                path: t.full.clone(),
+                base,
+                body: NewBody::Bytes(body),
+            }],
+            timestamp_ms,
+        };
+        match self.store.publish(p)? {
+            Published::Accepted { version } => Ok((version, Some(timestamp_ms))),
+            Published::Refused(r @ (Refusal::Stale(_) | Refusal::Exists(_))) => {
+                // An earlier attempt of this same request may have won.
+                match self.live(t)? {
+                    Some(row) if self.published_by(&row, req)? => Ok((row.generation, None)),
+                    _ => Err(refusal_error(r)),
+                }
+            }
+            Published::Refused(r) => Err(refusal_error(r)),
+        }
+    }
+
+    fn card_of(&self, t: &Target, size: u64, generation: u64, ct: &str, modified: u64) -> Value {
+        json!({
+            "id": t.id,
+            "section": t.section,
+            "path": t.path.as_str(),
+            "presentation_path": self.presentation(&t.id, t.section, &t.path),
+            "kind": "file",
+            "size": size,
+            "generation": generation,
+            "change": generation,
+            "content_type": ct,
+            "modified_ms": modified,
+        })
+    }
+
+    fn card(&mut self, t: &Target, row: &Row) -> Result<Value, WbError> {
+        let (ct, modified) = self.content_type(row)?;
+        Ok(self.card_of(t, row.body.size, row.generation, &ct, modified))
+    }
+
+    // ---- tools ----
+
+    fn create(&mut self, input: &Value, id: &str) -> Result<Value, WbError> {
+        check_id(id)?;
+        let record = record_path(id);
+        if let Some(r) = self.store.stat(0, &record)? {
+            return Ok(
+                json!({"id": id, "incarnation": r.generation, "created": false, "idempotent_replay": true}),
+            );
+        }
+        // A fresh incarnation starts empty: rows a person left under the
+        // directory would otherwise join it.
+        let dir = self.store.list_dir(0, id, "", 1)?;
+        if !dir.files.is_empty() || !dir.dirs.is_empty() {
+            return Err(WbError::new(
+                "workbench_dir_not_empty",
+                format!("the repository already has paths under {id}/ that no workbench owns"),
+            ));
+        }
+        let req = request_identity(&self.store.root_name(), 0, "workbench_create", input);
+        let body = serde_json::to_vec(&json!({"schema": "nokv.scribe.workbench.v1", "id": id}))
+            .expect("json");
+        let p = Publish {
+            operation: operation_id(&req, &[0]),
+            message: format!(
+                "nokv workbench_create {id}\nnokv-request: {}\n",
+                hex::encode(req)
+            ),
+            edits: vec![Edit::Put {
+                path: record.clone(),
+                base: 0,
+                body: NewBody::Bytes(body),
+            }],
+            timestamp_ms: (self.clock)(),
+        };
+        match self.store.publish(p)? {
+            Published::Accepted { version } => Ok(
+                json!({"id": id, "incarnation": version, "created": true, "idempotent_replay": false}),
+            ),
+            // A concurrent create won: converge on it.
+            Published::Refused(Refusal::Exists(_)) => match self.store.stat(0, &record)? {
+                Some(r) => Ok(
+                    json!({"id": id, "incarnation": r.generation, "created": false, "idempotent_replay": true}),
+                ),
+                None => Err(WbError::new(
+                    "generation_conflict",
+                    "the workbench record moved; retry",
+                )),
+            },
+            Published::Refused(r) => Err(refusal_error(r)),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn put(
+        &mut self,
+        input: &Value,
+        id: &str,
+        section: Section,
+        p: &str,
+        body: Vec<u8>,
+        ct: Option<String>,
+        replace: bool,
+    ) -> Result<Value, WbError> {
+        let t = self.target(id, section, p, false, true)?;
+        let req = request_identity(
+            &self.store.root_name(),
+            t.incarnation,
+            "workbench_put_file",
+            input,
+        );
+        let current = self.live(&t)?;
+        if let Some(row) = &current {
+            if self.published_by(row, &req)? {
+                let mut card = self.card(&t, row)?;
+                card["idempotent_replay"] = json!(true);
+                return Ok(card);
+            }
+        }
+        let base = match (&current, replace) {
+            (Some(_), false) => {
+                return Err(WbError::new(
+                    "already_exists",
+                    format!(
+                        "{}/{} exists; put_file with replace=false only creates",
+                        section, p
+                    ),
+                ))
+            }
+            (None, true) => {
+                return Err(WbError::new(
+                    "not_found",
+                    format!(
+                        "{}/{} does not exist; put_file with replace=true only replaces",
+                        section, p
+                    ),
+                ))
+            }
+            (Some(r), true) => r.generation,
+            (None, false) => 0,
+        };
+        let size = body.len() as u64;
+        let (generation, published_ms) =
+            self.publish_one("workbench_put_file", &t, &req, base, body, ct.as_deref())?;
+        let mut card = match published_ms {
+            // Everything the card says is known: no read back.
+            Some(ms) => {
+                let ct = ct.unwrap_or_else(|| content_type_of(&t.full).to_string());
+                self.card_of(&t, size, generation, &ct, ms)
+            }
+            None => {
+                let row = self
+                    .store
+                    .stat(generation, &t.full)?
+                    .ok_or_else(|| WbError::new("storage", "the published path is missing"))?;
+                self.card(&t, &row)?
+            }
+        };
+        card["idempotent_replay"] = json!(false);
+        Ok(card)
+    }
+
+    fn append(
+        &mut self,
+        input: &Value,
+        id: &str,
+        section: Section,
+        p: &str,
+        delta: Vec<u8>,
+        ct: Option<String>,
+    ) -> Result<Value, WbError> {
+        let t = self.target(id, section, p, false, true)?;
+        let req = request_identity(
+            &self.store.root_name(),
+            t.incarnation,
+            "workbench_append",
+            input,
+        );
+        let digest = hex::encode(Sha256::digest(&delta));
+        let current = self.live(&t)?;
+        let result = |row: &Row, replay: bool| {
+            json!({"id": t.id, "section": t.section, "path": t.path.as_str(), "size": row.body.size,
+                   "generation": row.generation, "digest": format!("sha256:{digest}"),
+                   "idempotent_replay": replay})
+        };
+        if let Some(row) = &current {
+            if self.published_by(row, &req)? {
+                return Ok(result(row, true));
+            }
+        }
+        let (base, body) = match &current {
+            Some(row) => {
+                let mut old = self.store.read(&row.body, 0, row.body.size)?;
+                old.extend_from_slice(&delta);
+                (row.generation, old)
+            }
+            None => (0, delta),
+        };
+        let (generation, _) =
+            self.publish_one("workbench_append", &t, &req, base, body, ct.as_deref())?;
+        let row = self
+            .store
+            .stat(generation, &t.full)?
+            .ok_or_else(|| WbError::new("storage", "the published path is missing"))?;
+        Ok(result(&row, false))
+    }
+
+    fn edit(&mut self, input: &Value, c: tools::Edit) -> Result<Value, WbError> {
+        if c.old_string.is_empty() {
+            return Err(WbError::invalid_input(
+                "workbench_edit: old_string must not be empty",
+            ));
+        }
+        let t = self.target(&c.id, c.section, &c.path, false, true)?;
+        let req = request_identity(
+            &self.store.root_name(),
+            t.incarnation,
+            "workbench_edit",
+            input,
+        );
+        let row = self.live(&t)?.ok_or_else(|| {
+            WbError::new(
+                "not_found",
+                format!("{}/{} does not exist", c.section, c.path),
+            )
+        })?;
+        if self.published_by(&row, &req)? {
+            return Ok(
+                json!({"id": t.id, "section": t.section, "path": t.path.as_str(), "generation": row.generation,
+                             "size": row.body.size, "changed": true, "idempotent_replay": true}),
+            );
+        }
+        let bytes = self.store.read(&row.body, 0, row.body.size)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| WbError::invalid_input("workbench_edit: the file is not UTF-8 text"))?;
+        let matches = text.matches(&c.old_string).count();
+        if matches == 0 {
+            return Err(WbError::new(
+                "edit_no_match",
+                "old_string does not occur in the file",
+            ));
+        }
+        let replace_all = c.replace_all.unwrap_or(false);
+        if matches > 1 && !replace_all {
+            return Err(WbError::new(
+                "edit_ambiguous",
+                format!("old_string occurs {matches} times; give more context or replace_all=true"),
+            ));
+        }
+        let new = if replace_all {
+            text.replace(&c.old_string, &c.new_string)
+        } else {
+            text.replacen(&c.old_string, &c.new_string, 1)
+        };
+        if new == text {
+            return Ok(
+                json!({"id": t.id, "section": t.section, "path": t.path.as_str(), "generation": row.generation,
+                             "size": row.body.size, "changed": false, "replacements": matches, "idempotent_replay": false}),
+            );
+        }
+        let (generation, _) = self.publish_one(
+            "workbench_edit",
+            &t,
+            &req,
+            row.generation,
+            new.into_bytes(),
+            None,
+        )?;
+        let row = self
+            .store
+            .stat(generation, &t.full)?
+            .ok_or_else(|| WbError::new("storage", "the published path is missing"))?;
+        Ok(
+            json!({"id": t.id, "section": t.section, "path": t.path.as_str(), "generation": row.generation,
+                  "size": row.body.size, "changed": true, "replacements": if replace_all { matches } else { 1 },
+                  "idempotent_replay": false}),
+        )
+    }
+
+    fn stat(
+        &mut self,
+        id: &str,
+        section: Option<Section>,
+        p: &str,
+        at: u64,
+    ) -> Result<Value, WbError> {
+        let Some(section) = section else {
+            if !p.is_empty() {
+                return Err(WbError::invalid_input(
+                    "workbench_stat: a path needs a section",
+                ));
+            }
+            let incarnation = self.incarnation(id)?;
+            return Ok(
+                json!({"id": id, "kind": "workbench", "incarnation": incarnation,
+                             "presentation_path": format!("/agents/{}/wb/{id}", self.agent),
+                             "sections": Section::ALL}),
+            );
+        };
+        let t = self.target(id, section, p, true, false)?;
+        if t.path.is_root() {
+            return Ok(
+                json!({"id": id, "section": section, "path": "", "kind": "section",
+                             "presentation_path": self.presentation(id, section, &t.path)}),
+            );
+        }
+        if let Some(row) = self.row_at(&t, at)? {
+            return self.card(&t, &row);
+        }
+        let page = self.store.list_dir(at, &t.full, "", 1)?;
+        if page.files.iter().any(|r| r.generation >= t.incarnation) || !page.dirs.is_empty() {
+            return Ok(
+                json!({"id": id, "section": section, "path": t.path.as_str(), "kind": "directory",
+                             "presentation_path": self.presentation(id, section, &t.path)}),
+            );
+        }
+        Err(WbError::new(
+            "not_found",
+            format!("{section}/{p} does not exist"),
+        ))
+    }
+
+    fn read(&mut self, c: tools::Read, at: u64) -> Result<Value, WbError> {
+        let t = self.target(&c.id, c.section, &c.path, false, false)?;
+        let row = self.row_at(&t, at)?.ok_or_else(|| {
+            WbError::new(
+                "not_found",
+                format!("{}/{} does not exist", c.section, c.path),
+            )
+        })?;
+        let base = json!({"id": t.id, "section": t.section, "path": t.path.as_str(), "generation": row.generation, "size": row.body.size});
+        if c.if_none_match == Some(row.generation) {
+            let mut v = base;
+            v["not_modified"] = json!(true);
+            return Ok(v);
+        }
+        let (ct, _) = self.content_type(&row)?;
+        let mut offset = c.offset.unwrap_or(0);
+        if let Some(cursor) = &c.cursor {
+            let (generation, off) = decode_read_cursor(cursor)?;
+            if generation != row.generation {
+                return Err(WbError::new(
+                    "cursor_stale",
+                    "the file changed since this cursor was issued; read again from the start",
+                ));
+            }
+            offset = off;
+        }
+        let mut v = base;
+        v["content_type"] = json!(ct);
+        match c.format.unwrap_or(ReadFormat::Structured) {
+            ReadFormat::Bytes => {
+                let limit = u64::from(c.limit.unwrap_or(64)) * 1024;
+                let data = self.store.read(&row.body, offset, limit)?;
+                let end = offset + data.len() as u64;
+                v["format"] = json!("bytes");
+                v["offset"] = json!(offset);
+                v["base64"] = json!(base64::engine::general_purpose::STANDARD.encode(&data));
+                v["next_cursor"] = if end < row.body.size {
+                    json!(read_cursor(row.generation, end))
+                } else {
+                    Value::Null
+                };
+            }
+            ReadFormat::Structured => {
+                if ct == "application/json"
+                    && offset == 0
+                    && c.cursor.is_none()
+                    && row.body.size <= STRUCTURED_JSON_MAX
+                {
+                    let data = self.store.read(&row.body, 0, row.body.size)?;
+                    if let Ok(parsed) = serde_json::from_slice::<Value>(&data) {
+                        v["format"] = json!("json");
+                        v["json"] = parsed;
+                        return Ok(v);
+                    }
+                }
+                // Text lines [offset, offset + limit).
+                let data = self.store.read(&row.body, 0, row.body.size)?;
+                let text = String::from_utf8(data).map_err(|_| {
+                    WbError::invalid_input(
+                        "workbench_read: the file is not UTF-8 text; read it with format=bytes",
+                    )
+                })?;
+                let limit = c.limit.unwrap_or(300) as usize;
+                let lines: Vec<&str> = text.lines().collect();
+                let from = (offset as usize).min(lines.len());
+                let to = (from + limit).min(lines.len());
+                v["format"] = json!("text");
+                v["offset"] = json!(from);
+                v["total_lines"] = json!(lines.len());
+                v["lines"] = json!(lines[from..to]);
+                v["next_cursor"] = if to < lines.len() {
+                    json!(read_cursor(row.generation, to as u64))
+                } else {
+                    Value::Null
+                };
+            }
+        }
+        Ok(v)
+    }
+
+    fn list(&mut self, c: tools::List, snapshot_at: u64) -> Result<Value, WbError> {
+        let incarnation = self.incarnation(&c.id)?;
+        let Some(section) = c.section else {
+            if c.path.as_deref().is_some_and(|p| !p.is_empty()) {
+                return Err(WbError::invalid_input(
+                    "workbench_list: a path needs a section",
+                ));
+            }
+            let items: Vec<Value> = Section::ALL
+                .iter()
+                .map(|s| json!({"name": s, "kind": "section", "section": s, "path": ""}))
+                .collect();
+            return Ok(json!({"id": c.id, "items": items, "next_cursor": null}));
+        };
+        let t = self.target(&c.id, section, c.path.as_deref().unwrap_or(""), true, false)?;
+        let limit = c.limit.unwrap_or(100);
+        let wb_dir = c.id.clone();
+        let (at, token) = match &c.cursor {
+            None if snapshot_at != 0 => (snapshot_at, String::new()),
+            None => (self.store.head()?, String::new()),
+            Some(cur) => {
+                let k = ListCursor::decode(cur)?;
+                if k.id != c.id
+                    || k.incarnation != incarnation
+                    || k.dir_key != hex::encode(path::prefix_key(t.full.split('/')))
+                    || k.snapshot != (snapshot_at != 0)
+                    || (snapshot_at != 0 && k.at != snapshot_at)
+                {
+                    return Err(WbError::new(
+                        "invalid_cursor",
+                        "the cursor belongs to another listing",
+                    ));
+                }
+                let head = self.store.head()?;
+                if !k.snapshot && self.store.changed_under(&wb_dir, k.at, head)? {
+                    return Err(WbError::new(
+                        "cursor_stale",
+                        "the workbench changed since this cursor was issued; list again",
+                    ));
+                }
+                (k.at, k.token)
+            }
+        };
+        let page = self.store.list_dir(at, &t.full, &token, limit)?;
+        let prefix_len = t.full.len() + 1;
+        let mut items: Vec<(Vec<u8>, Value)> = Vec::new();
+        for r in page.files.iter().filter(|r| r.generation >= incarnation) {
+            let name = &r.path[prefix_len..];
+            let rel = if t.path.is_root() {
+                name.to_string()
+            } else {
+                format!("{}/{name}", t.path.as_str())
+            };
+            items.push((
+                path::key([name]),
+                json!({"name": name, "kind": "file", "section": section, "path": rel,
+                "size": r.body.size, "generation": r.generation}),
+            ));
+        }
+        for d in &page.dirs {
+            let name = &d[prefix_len..];
+            let rel = if t.path.is_root() {
+                name.to_string()
+            } else {
+                format!("{}/{name}", t.path.as_str())
+            };
+            items.push((
+                path::prefix_key([name]),
+                json!({"name": name, "kind": "directory", "section": section, "path": rel}),
+            ));
+        }
+        items.sort_by(|a, b| a.0.cmp(&b.0));
+        let next = page.next.map(|token| {
+            ListCursor {
+                id: c.id.clone(),
+                incarnation,
+                dir_key: hex::encode(path::prefix_key(t.full.split('/'))),
+                at: page.at,
+                snapshot: snapshot_at != 0,
+                token,
+            }
+            .encode()
+        });
+        Ok(
+            json!({"id": c.id, "section": section, "path": t.path.as_str(), "read_version": page.at,
+                  "items": items.into_iter().map(|(_, v)| v).collect::<Vec<_>>(), "next_cursor": next}),
+        )
+    }
+}
+
+mod lifecycle;
+mod query;
+pub mod sandbox;
+
+/// The body of a put or append: exactly one of `text` or `base64`.
+fn body_of(text: Option<String>, b64: Option<String>) -> Result<Vec<u8>, WbError> {
+    match (text, b64) {
+        (Some(t), None) => Ok(t.into_bytes()),
+        (None, Some(b)) => base64::engine::general_purpose::STANDARD
+            .decode(b.as_bytes())
+            .map_err(|e| WbError::invalid_input(format!("base64: {e}"))),
+        _ => Err(WbError::invalid_input("give exactly one of text or base64")),
+    }
+}
+
+fn read_cursor(generation: u64, offset: u64) -> String {
+    format!("r1.{generation}.{offset}")
+}
+
+fn decode_read_cursor(s: &str) -> Result<(u64, u64), WbError> {
+    let bad = || WbError::new("invalid_cursor", "not a read cursor of this bridge");
+    let mut parts = s.split('.');
+    if parts.next() != Some("r1") {
+        return Err(bad());
+    }
+    let g = parts.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
+    let o = parts.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
+    if parts.next().is_some() {
+        return Err(bad());
+    }
+    Ok((g, o))
+}
+
+/// A list cursor: bound to the workbench and its incarnation, the
+/// directory's physical key, the read version and the store's
+/// continuation token (after the last returned child).
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListCursor {
+    id: String,
+    incarnation: u64,
+    dir_key: String,
+    at: u64,
+    snapshot: bool,
+    token: String,
+}
+
+impl ListCursor {
+    fn encode(&self) -> String {
+        format!(
+            "l1.{}",
+            hex::encode(serde_json::to_vec(self).expect("json"))
+        )
+    }
+
+    fn decode(s: &str) -> Result<ListCursor, WbError> {
+        let bad = || WbError::new("invalid_cursor", "not a list cursor of this bridge");
+        let h = s.strip_prefix("l1.").ok_or_else(bad)?;
+        let bytes = hex::decode(h).map_err(|_| bad())?;
+        serde_json::from_slice(&bytes).map_err(|_| bad())
+    }
+}

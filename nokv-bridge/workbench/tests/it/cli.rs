@@ -1,0 +1,161 @@
+//! The `nokv` binary against a data root (path URL).
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use scribe_testkit::env::{Env, Transport, REPO};
+use serde_json::{json, Value};
+
+fn nokv(env: &Env, args: &[&str], stdin: Option<&str>) -> (i32, Value) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nokv"));
+    cmd.args(["--server", env.url(), "--repo", REPO]).args(args);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("run nokv");
+    let mut input = child.stdin.take().unwrap();
+    if let Some(s) = stdin {
+        input.write_all(s.as_bytes()).unwrap();
+    }
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let v = serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("{e}: {text:?} {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap(), v)
+}
+
+#[test]
+fn cli_runs_tools_prints_json_and_fails_with_json() {
+    let env = Env::new(Transport::Path);
+    let (code, v) = nokv(
+        &env,
+        &["workbench", "workbench_create", r#"{"id":"cli"}"#],
+        None,
+    );
+    assert_eq!((code, &v["created"]), (0, &json!(true)));
+    let (code, v) = nokv(
+        &env,
+        &["workbench", "workbench_put_file"],
+        Some(r#"{"id":"cli","section":"input","path":"a.txt","text":"hi"}"#),
+    );
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["size"], 2);
+    let (code, v) = nokv(
+        &env,
+        &[
+            "workbench",
+            "workbench_read",
+            r#"{"id":"cli","section":"input","path":"a.txt"}"#,
+        ],
+        None,
+    );
+    assert_eq!((code, &v["lines"]), (0, &json!(["hi"])));
+    let (code, v) = nokv(
+        &env,
+        &[
+            "workbench",
+            "workbench_put_file",
+            r#"{"id":"cli","section":"input","path":"../x","text":"hi"}"#,
+        ],
+        None,
+    );
+    assert_eq!(code, 1);
+    assert_eq!(v["error"]["code"], "invalid_path");
+    assert_eq!(v["error"]["retryable"], false);
+    let (code, v) = nokv(
+        &env,
+        &["workbench", "workbench_stat", r#"{"id":"cli","bogus":1}"#],
+        None,
+    );
+    assert_eq!((code, &v["error"]["code"]), (1, &json!("invalid_input")));
+    let (code, v) = nokv(&env, &["schema"], None);
+    assert_eq!(code, 0);
+    assert_eq!(v.as_array().unwrap().len(), 18);
+}
+
+#[test]
+fn materialize_then_collect_round_trips_with_content_types_in_one_change() {
+    let env = Env::new(Transport::Path);
+    nokv(
+        &env,
+        &["workbench", "workbench_create", r#"{"id":"sb"}"#],
+        None,
+    );
+    nokv(
+        &env,
+        &[
+            "workbench",
+            "workbench_put_file",
+            r#"{"id":"sb","section":"input","path":"d/data.bin","text":"abc","content_type":"application/x-data"}"#,
+        ],
+        None,
+    );
+    nokv(
+        &env,
+        &[
+            "workbench",
+            "workbench_put_file",
+            r#"{"id":"sb","section":"scripts","path":"run.sh","text":"echo hi"}"#,
+        ],
+        None,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let (code, v) = nokv(&env, &["materialize", "sb", d], None);
+    assert_eq!((code, &v["files"]), (0, &json!(2)), "{v}");
+    assert_eq!(
+        std::fs::read(dir.path().join("input/d/data.bin")).unwrap(),
+        b"abc"
+    );
+    let types: Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join(".nokv/content-types.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(types["input/d/data.bin"], "application/x-data");
+    // A program edits one file and adds two; collect publishes them in one change.
+    std::fs::write(dir.path().join("scripts/run.sh"), "echo bye").unwrap();
+    std::fs::create_dir_all(dir.path().join("outputs/r")).unwrap();
+    std::fs::write(dir.path().join("outputs/r/a.txt"), "A").unwrap();
+    std::fs::write(dir.path().join("outputs/b.json"), "{}").unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "sb"], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        (
+            v["created"].clone(),
+            v["replaced"].clone(),
+            v["unchanged"].clone()
+        ),
+        (json!(2), json!(1), json!(1))
+    );
+    let change = v["change"].clone();
+    for (section, path) in [
+        ("scripts", "run.sh"),
+        ("outputs", "r/a.txt"),
+        ("outputs", "b.json"),
+    ] {
+        let input = json!({"id": "sb", "section": section, "path": path}).to_string();
+        let (_, st) = nokv(&env, &["workbench", "workbench_stat", &input], None);
+        assert_eq!(st["generation"], change, "{section}/{path}");
+    }
+    let (_, st) = nokv(
+        &env,
+        &[
+            "workbench",
+            "workbench_stat",
+            r#"{"id":"sb","section":"input","path":"d/data.bin"}"#,
+        ],
+        None,
+    );
+    assert_eq!(st["content_type"], "application/x-data");
+    // Collecting the same directory again publishes nothing.
+    let (_, v) = nokv(&env, &["collect", d, "sb"], None);
+    assert_eq!(
+        (v["change"].clone(), v["unchanged"].clone()),
+        (Value::Null, json!(4))
+    );
+    // A file outside the five sections is refused.
+    std::fs::write(dir.path().join("stray.txt"), "x").unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "sb"], None);
+    assert_eq!((code, &v["error"]["code"]), (1, &json!("invalid_input")));
+}

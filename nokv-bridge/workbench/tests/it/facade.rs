@@ -1,0 +1,397 @@
+//! Tool calls end to end over a real data root (in-process and over TCP).
+
+use base64::Engine as _;
+use nokv_workbench::ConflictClass;
+use scribe_testkit::env::{Env, Transport};
+use serde_json::json;
+use sha2::Digest;
+
+use super::support::{err, ok, workbench};
+
+#[test]
+fn create_converges_and_ids_are_checked() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    let a = ok(&mut wb, "workbench_create", json!({"id": "run1"}));
+    assert_eq!(a["created"], true);
+    let b = ok(&mut wb, "workbench_create", json!({"id": "run1"}));
+    assert_eq!(b["created"], false);
+    assert_eq!(b["idempotent_replay"], true);
+    assert_eq!(a["incarnation"], b["incarnation"]);
+    assert_eq!(
+        err(&mut wb, "workbench_create", json!({"id": "-x"})).code,
+        "invalid_id"
+    );
+    let e = err(&mut wb, "workbench_stat", json!({"id": "nope"}));
+    assert_eq!(e.code, "workbench_not_found");
+    let st = ok(&mut wb, "workbench_stat", json!({"id": "run1"}));
+    assert_eq!(st["kind"], "workbench");
+}
+
+#[test]
+fn put_is_create_only_or_replace_only_with_exact_replay() {
+    for transport in [Transport::InProcess, Transport::Tcp] {
+        let env = Env::new(transport);
+        let mut wb = workbench(&env);
+        ok(&mut wb, "workbench_create", json!({"id": "w"}));
+        let put = json!({"id": "w", "section": "outputs", "path": "r/a.txt", "text": "one"});
+        let first = ok(&mut wb, "workbench_put_file", put.clone());
+        assert_eq!(first["idempotent_replay"], false);
+        assert_eq!(first["size"], 3);
+        assert_eq!(first["content_type"], "text/plain");
+        // The exact retry returns the stored result and publishes nothing.
+        let again = ok(&mut wb, "workbench_put_file", put.clone());
+        assert_eq!(again["idempotent_replay"], true);
+        assert_eq!(again["generation"], first["generation"]);
+        // A different create of the same path conflicts (never upsert).
+        let e = err(
+            &mut wb,
+            "workbench_put_file",
+            json!({"id": "w", "section": "outputs", "path": "r/a.txt", "text": "two"}),
+        );
+        assert_eq!(
+            (e.code, e.conflict),
+            ("already_exists", ConflictClass::Exists)
+        );
+        // Replace-only: absent paths are refused.
+        let e = err(
+            &mut wb,
+            "workbench_put_file",
+            json!({"id": "w", "section": "outputs", "path": "r/b.txt", "text": "x", "replace": true}),
+        );
+        assert_eq!(e.code, "not_found");
+        let rep = json!({"id": "w", "section": "outputs", "path": "r/a.txt", "base64": base64::engine::general_purpose::STANDARD.encode(b"\x00\xff"), "replace": true, "content_type": "application/x-raw"});
+        let replaced = ok(&mut wb, "workbench_put_file", rep.clone());
+        assert!(replaced["generation"].as_u64() > first["generation"].as_u64());
+        assert_eq!(replaced["content_type"], "application/x-raw");
+        let replay = ok(&mut wb, "workbench_put_file", rep);
+        assert_eq!(replay["idempotent_replay"], true);
+        assert_eq!(replay["generation"], replaced["generation"]);
+        let r = ok(
+            &mut wb,
+            "workbench_read",
+            json!({"id": "w", "section": "outputs", "path": "r/a.txt", "format": "bytes"}),
+        );
+        assert_eq!(r["base64"], "AP8=");
+        // Reserved and jailed paths.
+        let e = err(
+            &mut wb,
+            "workbench_put_file",
+            json!({"id": "w", "section": "metadata", "path": "run_manifest.json", "text": "{}"}),
+        );
+        assert_eq!(e.code, "reserved_path");
+        for p in ["../x", "/x", "a\\b", "a\u{0}b", "outputs/x", "a//b", "./a"] {
+            let e = err(
+                &mut wb,
+                "workbench_put_file",
+                json!({"id": "w", "section": "outputs", "path": p, "text": "x"}),
+            );
+            assert_eq!(e.code, "invalid_path", "{p:?}");
+        }
+        let e = err(
+            &mut wb,
+            "workbench_put_file",
+            json!({"id": "w", "section": "outputs", "path": "a?b", "text": "x"}),
+        );
+        assert_eq!(e.code, "path_not_representable");
+        let e = err(
+            &mut wb,
+            "workbench_put_file",
+            json!({"id": "w", "section": "outputs", "path": "c", "text": "x", "base64": "eA=="}),
+        );
+        assert_eq!(e.code, "invalid_input");
+    }
+}
+
+#[test]
+fn append_reports_the_delta_digest_and_edit_needs_one_match() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    let a1 = ok(
+        &mut wb,
+        "workbench_append",
+        json!({"id": "w", "section": "logs", "path": "run.log", "text": "a\n"}),
+    );
+    let a2 = ok(
+        &mut wb,
+        "workbench_append",
+        json!({"id": "w", "section": "logs", "path": "run.log", "text": "bb\n"}),
+    );
+    assert_eq!(a2["size"], 5);
+    assert_eq!(
+        a2["digest"],
+        format!("sha256:{}", hex::encode(sha2::Sha256::digest(b"bb\n")))
+    );
+    assert!(a2["generation"].as_u64() > a1["generation"].as_u64());
+    // The exact retry of the last append does not append twice.
+    let again = ok(
+        &mut wb,
+        "workbench_append",
+        json!({"id": "w", "section": "logs", "path": "run.log", "text": "bb\n"}),
+    );
+    assert_eq!(again["idempotent_replay"], true);
+    assert_eq!(again["size"], 5);
+
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "scripts", "path": "s.py", "text": "x = 1\nx = 1\ny = 2\n"}),
+    );
+    let e = err(
+        &mut wb,
+        "workbench_edit",
+        json!({"id": "w", "section": "scripts", "path": "s.py", "old_string": "x = 1", "new_string": "x = 3"}),
+    );
+    assert_eq!(e.code, "edit_ambiguous");
+    let e = err(
+        &mut wb,
+        "workbench_edit",
+        json!({"id": "w", "section": "scripts", "path": "s.py", "old_string": "z", "new_string": "q"}),
+    );
+    assert_eq!(e.code, "edit_no_match");
+    let before = ok(
+        &mut wb,
+        "workbench_stat",
+        json!({"id": "w", "section": "scripts", "path": "s.py"}),
+    );
+    let same = ok(
+        &mut wb,
+        "workbench_edit",
+        json!({"id": "w", "section": "scripts", "path": "s.py", "old_string": "y = 2", "new_string": "y = 2"}),
+    );
+    assert_eq!(same["changed"], false);
+    assert_eq!(same["generation"], before["generation"]);
+    let all = ok(
+        &mut wb,
+        "workbench_edit",
+        json!({"id": "w", "section": "scripts", "path": "s.py", "old_string": "x = 1", "new_string": "x = 3", "replace_all": true}),
+    );
+    assert_eq!(all["changed"], true);
+    let r = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "scripts", "path": "s.py"}),
+    );
+    assert_eq!(r["lines"], json!(["x = 3", "x = 3", "y = 2"]));
+    // An unchanged generation skips the body.
+    let nm = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "scripts", "path": "s.py", "if_none_match": all["generation"]}),
+    );
+    assert_eq!(nm["not_modified"], true);
+    assert!(nm.get("lines").is_none());
+}
+
+#[test]
+fn stale_generation_is_a_retryable_conflict() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    let mut other = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "input", "path": "d.json", "text": "{\"k\":1}"}),
+    );
+    let r = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "input", "path": "d.json"}),
+    );
+    assert_eq!(r["json"], json!({"k": 1}));
+    // A publication that observed an older generation is refused by the store.
+    let store = wb.store_mut();
+    use nokv_workbench::store::{Edit, NewBody, Publish, Published, Refusal, Store};
+    let row = store.stat(0, "w/input/d.json").unwrap().unwrap();
+    ok(
+        &mut other,
+        "workbench_put_file",
+        json!({"id": "w", "section": "input", "path": "d.json", "text": "{}", "replace": true}),
+    );
+    let out = wb
+        .store_mut()
+        .publish(Publish {
+            operation: [7; 16],
+            message: "stale".into(),
+            edits: vec![Edit::Put {
+                path: "w/input/d.json".into(),
+                base: row.generation,
+                body: NewBody::Bytes(b"x".to_vec()),
+            }],
+            timestamp_ms: 1,
+        })
+        .unwrap();
+    assert!(
+        matches!(out, Published::Refused(Refusal::Stale(_))),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn list_pages_in_key_order_and_live_cursors_fail_closed() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    for p in ["b.txt", "a", "a0", "d/x", "c.txt"] {
+        let path = if p == "a" {
+            "a/inner".to_string()
+        } else {
+            p.to_string()
+        };
+        ok(
+            &mut wb,
+            "workbench_put_file",
+            json!({"id": "w", "section": "outputs", "path": path, "text": p}),
+        );
+    }
+    let page1 = ok(
+        &mut wb,
+        "workbench_list",
+        json!({"id": "w", "section": "outputs", "limit": 2}),
+    );
+    let names: Vec<&str> = page1["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "a0"]);
+    assert_eq!(page1["items"][0]["kind"], "directory");
+    let cursor = page1["next_cursor"].as_str().unwrap().to_string();
+    let page2 = ok(
+        &mut wb,
+        "workbench_list",
+        json!({"id": "w", "section": "outputs", "limit": 2, "cursor": cursor}),
+    );
+    let names: Vec<&str> = page2["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["b.txt", "c.txt"]);
+    // A cursor of another listing is refused; a write to the workbench makes a live cursor stale.
+    let e = err(
+        &mut wb,
+        "workbench_list",
+        json!({"id": "w", "section": "input", "cursor": cursor}),
+    );
+    assert_eq!(e.code, "invalid_cursor");
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "logs", "path": "l", "text": "x"}),
+    );
+    let e = err(
+        &mut wb,
+        "workbench_list",
+        json!({"id": "w", "section": "outputs", "limit": 2, "cursor": cursor}),
+    );
+    assert_eq!(
+        (e.code, e.conflict),
+        ("cursor_stale", ConflictClass::Revision)
+    );
+    let roots = ok(&mut wb, "workbench_list", json!({"id": "w"}));
+    assert_eq!(roots["items"].as_array().unwrap().len(), 5);
+    let st = ok(
+        &mut wb,
+        "workbench_stat",
+        json!({"id": "w", "section": "outputs", "path": "d"}),
+    );
+    assert_eq!(st["kind"], "directory");
+    assert_eq!(
+        err(
+            &mut wb,
+            "workbench_stat",
+            json!({"id": "w", "section": "outputs", "path": "zz"})
+        )
+        .code,
+        "not_found"
+    );
+}
+
+#[test]
+fn a_content_type_cannot_inject_message_lines() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    for ct in [
+        "text/plain\nnokv-request: 00",
+        "text plain",
+        "plain",
+        "a/b c",
+        "",
+    ] {
+        let e = err(
+            &mut wb,
+            "workbench_put_file",
+            json!({"id": "w", "section": "outputs", "path": "c", "text": "x", "content_type": ct}),
+        );
+        assert_eq!(e.code, "invalid_input", "{ct:?}");
+    }
+    let r = ok(
+        &mut wb,
+        "workbench_append",
+        json!({"id": "w", "section": "outputs", "path": "c", "text": "x", "content_type": "text/x-ok+v1"}),
+    );
+    assert_eq!(r["size"], 1);
+    let st = ok(
+        &mut wb,
+        "workbench_stat",
+        json!({"id": "w", "section": "outputs", "path": "c"}),
+    );
+    assert_eq!(st["content_type"], "text/x-ok+v1");
+}
+
+#[test]
+fn a_case_fold_collision_is_not_representable_in_scribe() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "outputs", "path": "Report.txt", "text": "a"}),
+    );
+    let e = err(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "outputs", "path": "report.txt", "text": "b"}),
+    );
+    assert_eq!(
+        (e.code, e.retryable),
+        ("path_not_representable", false),
+        "{}",
+        e.message
+    );
+    // A file where a directory is (and the reverse) is refused the same way.
+    let e = err(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "outputs", "path": "Report.txt/x", "text": "b"}),
+    );
+    assert_eq!(e.code, "path_not_representable", "{}", e.message);
+}
+
+#[test]
+fn the_card_a_put_returns_is_the_card_stat_reads_back() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    for (path, ct) in [("a.json", None), ("b.bin", Some("application/x-b"))] {
+        let mut input = json!({"id": "w", "section": "outputs", "path": path, "text": "{}"});
+        if let Some(ct) = ct {
+            input["content_type"] = json!(ct);
+        }
+        let mut put = ok(&mut wb, "workbench_put_file", input);
+        put.as_object_mut().unwrap().remove("idempotent_replay");
+        let stat = ok(
+            &mut wb,
+            "workbench_stat",
+            json!({"id": "w", "section": "outputs", "path": path}),
+        );
+        assert_eq!(put, stat);
+    }
+}

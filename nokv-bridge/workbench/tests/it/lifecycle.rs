@@ -1,0 +1,345 @@
+//! Commit identity and exact replay, the snapshot lifecycle under an
+//! injected clock, frozen reads, and restore.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use nokv_workbench::identity::{commit_identity, manifest_digest_uri};
+use nokv_workbench::scribe::ScribeStore;
+use nokv_workbench::{ConflictClass, Workbench};
+use scribe_testkit::env::{Env, Transport, REPO};
+use serde_json::json;
+
+use super::support::{client, err, ok};
+
+const DAY: u64 = 24 * 60 * 60 * 1000;
+
+fn clocked(env: &Env, clock: Arc<AtomicU64>) -> Workbench<ScribeStore> {
+    let store = ScribeStore::over(client(env), REPO, "bot").unwrap();
+    Workbench::new(store, "bot").with_clock(move || clock.load(Ordering::SeqCst))
+}
+
+fn digest(c: char) -> String {
+    format!("sha256:{}", c.to_string().repeat(64))
+}
+
+#[test]
+fn commit_identity_exact_replay_and_conflicts() {
+    let env = Env::new(Transport::InProcess);
+    let clock = Arc::new(AtomicU64::new(1_000));
+    let mut wb = clocked(&env, clock.clone());
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    let manifest = json!({"model": "m1", "metrics": {"loss": 0.25}});
+    let commit = json!({"id": "w", "manifest": manifest, "content_digest_uri": digest('a')});
+    let first = ok(&mut wb, "workbench_commit", commit.clone());
+    let mdu = manifest_digest_uri(manifest.as_object().unwrap());
+    assert_eq!(first["manifest_digest_uri"], mdu);
+    assert_eq!(
+        first["commit_identity"],
+        commit_identity("w", &digest('a'), &mdu)
+    );
+    assert_eq!(first["idempotent_replay"], false);
+    // Server time is no part of the identity: a later exact retry replays.
+    clock.store(9_000, Ordering::SeqCst);
+    let again = ok(&mut wb, "workbench_commit", commit.clone());
+    assert_eq!(again["idempotent_replay"], true);
+    assert_eq!(again["change"], first["change"]);
+    assert_eq!(again["committed_ms"], 1_000);
+    // Another identity conflicts unless replace=true.
+    let other = json!({"id": "w", "manifest": {"model": "m2"}, "content_digest_uri": digest('b')});
+    let e = err(&mut wb, "workbench_commit", other.clone());
+    assert_eq!(
+        (e.code, e.conflict),
+        ("commit_conflict", ConflictClass::Identity)
+    );
+    let mut replace = other.clone();
+    replace["replace"] = json!(true);
+    let second = ok(&mut wb, "workbench_commit", replace);
+    assert!(second["change"].as_u64() > first["change"].as_u64());
+    // Retrying the older exact commit still returns its stored result.
+    let old = ok(&mut wb, "workbench_commit", commit);
+    assert_eq!(
+        (old["idempotent_replay"].clone(), old["change"].clone()),
+        (json!(true), first["change"].clone())
+    );
+    // The run manifest is readable, and generic put cannot write it.
+    let r = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "metadata", "path": "run_manifest.json"}),
+    );
+    assert_eq!(r["json"]["schema"], "nokv.workbench.run_manifest.v1");
+    assert_eq!(r["json"]["manifest"], json!({"model": "m2"}));
+}
+
+#[test]
+fn snapshot_lifecycle_with_an_injected_clock_and_frozen_reads() {
+    let env = Env::new(Transport::InProcess);
+    let clock = Arc::new(AtomicU64::new(10 * DAY));
+    let mut wb = clocked(&env, clock.clone());
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "outputs", "path": "o.txt", "text": "v1"}),
+    );
+    let e = err(&mut wb, "workbench_snapshot", json!({"id": "w"}));
+    assert_eq!(e.code, "not_committed");
+    ok(
+        &mut wb,
+        "workbench_commit",
+        json!({"id": "w", "manifest": {}, "content_digest_uri": digest('c')}),
+    );
+    let s0 = ok(
+        &mut wb,
+        "workbench_snapshot",
+        json!({"id": "w", "name": "best", "reason": "eval", "ttl_days": 2}),
+    );
+    assert_eq!(
+        (s0["snapshot_id"].clone(), s0["state"].clone()),
+        (json!(0), json!("alive"))
+    );
+    assert_eq!(s0["expires_ms"], 12 * DAY);
+    // Later writes do not change what the snapshot shows.
+    let gen_before = ok(
+        &mut wb,
+        "workbench_stat",
+        json!({"id": "w", "section": "outputs", "path": "o.txt"}),
+    )["generation"]
+        .clone();
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "outputs", "path": "o.txt", "text": "v2", "replace": true}),
+    );
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "outputs", "path": "new.txt", "text": "n"}),
+    );
+    let frozen = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "outputs", "path": "o.txt", "at_snapshot": "best"}),
+    );
+    assert_eq!(frozen["lines"], json!(["v1"]));
+    assert_eq!(frozen["generation"], gen_before);
+    let listed = ok(
+        &mut wb,
+        "workbench_list",
+        json!({"id": "w", "section": "outputs", "at_snapshot": 0}),
+    );
+    assert_eq!(listed["items"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        err(
+            &mut wb,
+            "workbench_stat",
+            json!({"id": "w", "section": "outputs", "path": "new.txt", "at_snapshot": 0})
+        )
+        .code,
+        "not_found"
+    );
+    // A newer snapshot with the same name wins the name; the old stays addressable by id.
+    let s1 = ok(
+        &mut wb,
+        "workbench_snapshot",
+        json!({"id": "w", "name": "best", "ttl_days": 1}),
+    );
+    assert_eq!(s1["snapshot_id"], 1);
+    let by_name = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "outputs", "path": "o.txt", "at_snapshot": "best"}),
+    );
+    assert_eq!(by_name["lines"], json!(["v2"]));
+    // Renew extends, never shortens.
+    let r = ok(
+        &mut wb,
+        "workbench_snapshot_renew",
+        json!({"id": "w", "snapshot_id": 0, "ttl_days": 1}),
+    );
+    assert_eq!(
+        (r["renewed"].clone(), r["expires_ms"].clone()),
+        (json!(false), json!(12 * DAY))
+    );
+    let r = ok(
+        &mut wb,
+        "workbench_snapshot_renew",
+        json!({"id": "w", "snapshot_id": 0, "ttl_days": 5}),
+    );
+    assert_eq!(
+        (r["renewed"].clone(), r["expires_ms"].clone()),
+        (json!(true), json!(15 * DAY))
+    );
+    // Retire: first success true, exact retry false; reads then refuse.
+    let t = ok(
+        &mut wb,
+        "workbench_snapshot_retire",
+        json!({"id": "w", "snapshot_id": 0, "reason": "done"}),
+    );
+    assert_eq!(t["retired"], true);
+    let t = ok(
+        &mut wb,
+        "workbench_snapshot_retire",
+        json!({"id": "w", "snapshot_id": 0, "reason": "done"}),
+    );
+    assert_eq!(t["retired"], false);
+    assert_eq!(
+        err(
+            &mut wb,
+            "workbench_read",
+            json!({"id": "w", "section": "outputs", "path": "o.txt", "at_snapshot": 0})
+        )
+        .code,
+        "snapshot_retired"
+    );
+    assert_eq!(
+        err(
+            &mut wb,
+            "workbench_snapshot_retire",
+            json!({"id": "w", "snapshot_id": 9})
+        )
+        .code,
+        "snapshot_not_found"
+    );
+    // Expiry, then reaping; renew fails after reap.
+    clock.store(11 * DAY + 1, Ordering::SeqCst);
+    assert_eq!(
+        err(
+            &mut wb,
+            "workbench_read",
+            json!({"id": "w", "section": "outputs", "path": "o.txt", "at_snapshot": 1})
+        )
+        .code,
+        "snapshot_expired"
+    );
+    let list = ok(&mut wb, "workbench_snapshot_list", json!({"id": "w"}));
+    let states: Vec<&str> = list["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["retired", "expired"]);
+    assert_eq!(wb.reap("w").unwrap(), vec![1]);
+    assert_eq!(
+        err(
+            &mut wb,
+            "workbench_snapshot_renew",
+            json!({"id": "w", "snapshot_id": 1, "ttl_days": 90})
+        )
+        .code,
+        "snapshot_reaped"
+    );
+    let list = ok(&mut wb, "workbench_snapshot_list", json!({"id": "w"}));
+    assert_eq!(list["snapshots"][1]["state"], "reaped");
+    assert_eq!(list["snapshots"][1]["reaped_ms"], 11 * DAY + 1);
+}
+
+#[test]
+fn restore_publishes_one_change_reusing_bodies_and_replays() {
+    let env = Env::new(Transport::InProcess);
+    let clock = Arc::new(AtomicU64::new(DAY));
+    let mut wb = clocked(&env, clock);
+    ok(&mut wb, "workbench_create", json!({"id": "src"}));
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "src", "section": "outputs", "path": "a/b.bin", "text": "payload", "content_type": "application/x-w"}),
+    );
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "src", "section": "logs", "path": "l.log", "text": "log"}),
+    );
+    let c = ok(
+        &mut wb,
+        "workbench_commit",
+        json!({"id": "src", "manifest": {"k": 1}, "content_digest_uri": digest('d')}),
+    );
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "src", "section": "outputs", "path": "late.txt", "text": "after the commit"}),
+    );
+    let head_before = env.service().clone();
+    drop(head_before);
+    let req = json!({"id": "src", "destination_id": "dst", "at_commit": c["commit_identity"]});
+    let r = ok(&mut wb, "workbench_restore", req.clone());
+    assert_eq!(r["member_count"], 3); // b.bin, l.log, run_manifest.json
+    assert_eq!(r["idempotent_replay"], false);
+    // The destination reads what the source had at the commit; the source is unchanged.
+    let b = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "dst", "section": "outputs", "path": "a/b.bin"}),
+    );
+    assert_eq!(b["lines"], json!(["payload"]));
+    assert_eq!(
+        err(
+            &mut wb,
+            "workbench_stat",
+            json!({"id": "dst", "section": "outputs", "path": "late.txt"})
+        )
+        .code,
+        "not_found"
+    );
+    ok(
+        &mut wb,
+        "workbench_stat",
+        json!({"id": "src", "section": "outputs", "path": "late.txt"}),
+    );
+    let m = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "dst", "section": "metadata", "path": "restore_manifest.json"}),
+    );
+    assert_eq!(m["json"]["schema"], "nokv.workbench.restore_manifest.v1");
+    let text = m["json"].to_string();
+    assert!(
+        !text.contains("source_root")
+            && !text.contains("destination_root")
+            && !text.contains("inode")
+    );
+    let st = ok(
+        &mut wb,
+        "workbench_stat",
+        json!({"id": "dst", "section": "outputs", "path": "a/b.bin"}),
+    );
+    assert_eq!(st["content_type"], "application/x-w");
+    // Every member is published by the one restore change (its incarnation).
+    let st = ok(
+        &mut wb,
+        "workbench_stat",
+        json!({"id": "dst", "section": "logs", "path": "l.log"}),
+    );
+    assert_eq!(st["generation"], r["incarnation"]);
+    // Zero object bytes copied: the restored body is the source's manifest.
+    use nokv_workbench::store::Store;
+    let s = wb
+        .store_mut()
+        .stat(0, "src/outputs/a/b.bin")
+        .unwrap()
+        .unwrap();
+    let d = wb
+        .store_mut()
+        .stat(0, "dst/outputs/a/b.bin")
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.body, d.body);
+    // Exact retry converges; another request to the same destination conflicts.
+    let again = ok(&mut wb, "workbench_restore", req);
+    assert_eq!(
+        (again["idempotent_replay"].clone(), again["change"].clone()),
+        (json!(true), r["change"].clone())
+    );
+    let e = err(
+        &mut wb,
+        "workbench_restore",
+        json!({"id": "src", "destination_id": "dst"}),
+    );
+    assert_eq!(
+        (e.code, e.conflict),
+        ("destination_exists", ConflictClass::Exists)
+    );
+}

@@ -1,0 +1,11 @@
+mod cli;
+mod codec;
+mod crash;
+mod facade;
+mod lifecycle;
+mod mcp;
+mod people;
+mod query;
+mod support;
+mod tools;
+scribe_testkit::server_process_entry!();
