@@ -423,8 +423,11 @@ fn role_for(answer: &Resolved, action: &Action<'_>) -> Result<([u8; 16], Role), 
         F::RepositoryAdmin if action.mutates => Some(Role::Admin),
         F::RepositoryAdmin => None,
         F::ObjectRead | F::TreeRead => Some(Role::Reader),
-        F::Workspace | F::Lock | F::Submit if !action.mutates => Some(Role::Reader),
-        F::Workspace | F::Lock | F::Submit | F::ObjectWrite => Some(Role::Writer),
+        // A reader syncs, so it registers (and retires) workspaces of its
+        // own; submitting, locking and uploading through them need writer.
+        F::Workspace => Some(Role::Reader),
+        F::Lock | F::Submit if !action.mutates => Some(Role::Reader),
+        F::Lock | F::Submit | F::ObjectWrite => Some(Role::Writer),
     };
     let role = match want {
         None => role.unwrap_or(Role::Reader),

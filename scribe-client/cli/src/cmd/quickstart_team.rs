@@ -430,6 +430,11 @@ pub fn run(ctx: &Ctx, dir: PathBuf) -> CliResult {
         "admin",
         &["admin", "grant", "set", "studio", "game", "bob", "reader"],
     )?;
+    // The server keeps an auth answer until it next asks the auth service
+    // whether anything changed (`scribe-server serve --auth-recheck`, 1 s).
+    ctx.out
+        .line("   (the server sees the new grant at its next auth check, within 1 s)")?;
+    std::thread::sleep(Duration::from_millis(1500));
     t.scribe_ok(
         "bob",
         &[
