@@ -29,6 +29,7 @@ pub mod clock;
 pub mod database_descriptor;
 pub mod doctor;
 pub mod error;
+pub mod journal;
 pub mod locks;
 mod manifest_check;
 pub mod notes;

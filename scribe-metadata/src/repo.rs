@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use redb::{Database, Durability, ReadTransaction, ReadableDatabase, TableHandle};
+use redb::{Database, ReadTransaction, ReadableDatabase, TableHandle};
 use scribe_format::snapshot::RootRow;
 use scribe_format::{BranchId, ErrorCode, RepositoryId};
 
@@ -76,9 +76,9 @@ impl Repository {
         created_ms: u64,
     ) -> Result<()> {
         let db = builder().create(dir.join(METADATA_FILE))?;
+        crate::journal::initialize(&db)?;
         let incarnation = RepositoryId::random().0;
-        let mut tx = db.begin_write()?;
-        tx.set_durability(Durability::Immediate)?;
+        let tx = crate::journal::begin(&db)?;
         {
             let mut m = tx.open_table(tables::META)?;
             m.insert(
@@ -160,7 +160,7 @@ impl Repository {
             migrated: None,
         };
         let mut d = Descriptor::new_repository(&fields)?;
-        d.add_required_feature(database_descriptor::FEATURE_ATOMIC_PUBLICATION)?;
+        database_descriptor::add_required_features(&mut d)?;
         database_descriptor::write(&d, dir)?;
         Ok(())
     }
@@ -183,7 +183,9 @@ impl Repository {
         let db = builder().open(&path)?;
         let (incarnation, main_branch) = {
             let tx = db.begin_read()?;
-            check_markers(&tx, &path, &id)?
+            let markers = check_markers(&tx, &path, &id)?;
+            crate::journal::check_profile(&tx, &path)?;
+            markers
         };
         let repo = Repository {
             id,

@@ -14,7 +14,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable};
+use redb::{Database, ReadableDatabase, ReadableTable};
 use scribe_format::limits::MAX_REPOSITORY_NAME_BYTES;
 use scribe_format::{BranchId, ErrorCode, RepositoryId};
 
@@ -109,9 +109,9 @@ impl DataRoot {
         let lock = take_lock(&dir)?;
         let catalog_path = dir.join("catalog.redb");
         let catalog = Database::create(&catalog_path)?;
+        crate::journal::initialize(&catalog)?;
         {
-            let mut tx = catalog.begin_write()?;
-            tx.set_durability(Durability::Immediate)?;
+            let tx = crate::journal::begin(&catalog)?;
             {
                 let mut meta = tx.open_table(CATALOG_META)?;
                 meta.insert("schema", CATALOG_SCHEMA.to_le_bytes().as_slice())?;
@@ -134,7 +134,7 @@ impl DataRoot {
             restored: None,
         };
         let mut d = Descriptor::new_data_root(&fields)?;
-        d.add_required_feature(database_descriptor::FEATURE_ATOMIC_PUBLICATION)?;
+        database_descriptor::add_required_features(&mut d)?;
         database_descriptor::write(&d, &dir)?;
         Ok(DataRoot {
             dir,
@@ -164,6 +164,7 @@ impl DataRoot {
         let catalog = Database::open(&catalog_path)?;
         {
             let tx = catalog.begin_read()?;
+            crate::journal::check_profile(&tx, &catalog_path)?;
             let meta = tx.open_table(CATALOG_META)?;
             let schema = meta
                 .get("schema")?
@@ -231,8 +232,7 @@ impl DataRoot {
             if dir.exists() {
                 std::fs::remove_dir_all(&dir).map_err(|e| MetadataError::io(&dir, e))?;
             }
-            let mut tx = self.catalog()?.begin_write()?;
-            tx.set_durability(Durability::Immediate)?;
+            let tx = crate::journal::begin(&*self.catalog()?)?;
             {
                 tx.open_table(CATALOG_REPOS)?.remove(id.0)?;
                 let mut names = tx.open_table(CATALOG_REPO_NAMES)?;
@@ -263,8 +263,7 @@ impl DataRoot {
             main_branch: main,
         };
         {
-            let mut tx = self.catalog()?.begin_write()?;
-            tx.set_durability(Durability::Immediate)?;
+            let tx = crate::journal::begin(&*self.catalog()?)?;
             {
                 let mut names = tx.open_table(CATALOG_REPO_NAMES)?;
                 if names.get(name)?.is_some() {
@@ -285,8 +284,7 @@ impl DataRoot {
         Repository::create(&dir, id, name, main, created_ms)?;
         sync_dir(&dir)?;
         sync_dir(&self.dir.join("repos"))?;
-        let mut tx = self.catalog()?.begin_write()?;
-        tx.set_durability(Durability::Immediate)?;
+        let tx = crate::journal::begin(&*self.catalog()?)?;
         {
             let ready = CatalogRecord {
                 state: RepoState::Ready,

@@ -3,6 +3,7 @@ mod support;
 mod accept;
 mod crash;
 mod doctor;
+mod journal;
 mod model;
 mod root;
 mod workspaces;
