@@ -590,6 +590,15 @@ fn compare_descriptor(
         }
     }
     let features = d.required_features();
+    if matches!(kind, Kind::DataRoot | Kind::Repository)
+        && !features.contains(&database_descriptor::FEATURE_RECOVERY_JOURNAL)
+    {
+        report.problems.push(format!(
+            "{}: predates metadata recovery journal profile 2 (required feature {} is absent) and has no conversion",
+            file.display(),
+            database_descriptor::FEATURE_RECOVERY_JOURNAL
+        ));
+    }
     for feature in &features {
         if !known.contains(feature) {
             report.problems.push(format!(
