@@ -1156,7 +1156,7 @@ impl Repository {
             .gate
             .lock()
             .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
-        let mut wtx = crate::journal::begin(&self.db)?;
+        let mut wtx = self.write()?;
         wtx.set_durability(self.acceptance_durability())?;
         let mut outcomes = Vec::with_capacity(members.len());
         let mut envelopes = Vec::new();

@@ -169,16 +169,31 @@ struct Log {
 pub struct WriteTx {
     inner: WriteTransaction,
     log: RefCell<Log>,
+    archive: Option<std::sync::Arc<crate::archive::Archive>>,
 }
 
-/// Begin a journaled write transaction with `Durability::Immediate`.
+/// Begin a journaled write transaction with `Durability::Immediate` on a
+/// database without an archive (the catalog, offline tools).
 pub fn begin(db: &Database) -> Result<WriteTx> {
     let mut inner = db.begin_write()?;
     inner.set_durability(Durability::Immediate)?;
     Ok(WriteTx {
         inner,
         log: RefCell::new(Log::default()),
+        archive: None,
     })
+}
+
+/// Begin a journaled write transaction whose commit also publishes to
+/// `archive` before returning; refused while the archive fences writes.
+pub fn begin_archived(
+    db: &Database,
+    archive: &std::sync::Arc<crate::archive::Archive>,
+) -> Result<WriteTx> {
+    archive.check_writable()?;
+    let mut tx = begin(db)?;
+    tx.archive = Some(archive.clone());
+    Ok(tx)
 }
 
 impl WriteTx {
@@ -301,7 +316,12 @@ impl WriteTx {
             let end = self.log.borrow().next.unwrap_or(1) - 1;
             self.inner.open_table(POSITION)?.insert(POS_END, end)?;
         }
+        let recorded = self.log.borrow().count > 0;
         self.inner.commit()?;
+        // The barrier: archived before the write is acknowledged.
+        if let (true, Some(archive)) = (recorded, &self.archive) {
+            archive.publish()?;
+        }
         Ok(())
     }
 
@@ -693,37 +713,77 @@ fn replay_into(
     quarantine: &Path,
     expect: Option<[u8; 16]>,
 ) -> Result<Replayed> {
-    let db = Database::create(quarantine)?;
-    let mut identity = expect;
-    let mut expected_after = 0u64;
-    let mut check = TypeCheck::default();
-    let mut applied = BTreeMap::new();
-    let mut batch: Vec<Record> = Vec::new();
-    let mut batch_bytes = 0usize;
-    let mut records = 0u64;
-    let mut transactions = 0u64;
+    let mut r = Replayer::new(quarantine, expect)?;
     for path in segments {
         let f = std::fs::File::open(path).map_err(|e| MetadataError::io(path, e))?;
-        let mut reader = SegmentReader::new(BufReader::with_capacity(1 << 20, f))
-            .map_err(|e| seg_err(path, 0, e))?;
+        r.feed(path, 0, BufReader::with_capacity(1 << 20, f))?;
+    }
+    r.finish()
+}
+
+/// Applies `.scrj` segments, in order, to a quarantine database it
+/// creates; [`Replayer::finish`] writes the recovery bookkeeping and flushes
+/// it. The caller publishes (renames) the file, or deletes it on a refusal.
+pub struct Replayer {
+    db: Database,
+    quarantine: PathBuf,
+    identity: Option<[u8; 16]>,
+    expected_after: u64,
+    check: TypeCheck,
+    applied: BTreeMap<String, (ColumnType, ColumnType)>,
+    batch: Vec<Record>,
+    batch_bytes: usize,
+    records: u64,
+    transactions: u64,
+    last: PathBuf,
+}
+
+impl Replayer {
+    /// Create the quarantine database at `quarantine`.
+    pub fn new(quarantine: &Path, expect: Option<[u8; 16]>) -> Result<Replayer> {
+        Ok(Replayer {
+            db: Database::create(quarantine)?,
+            quarantine: quarantine.to_owned(),
+            identity: expect,
+            expected_after: 0,
+            check: TypeCheck::default(),
+            applied: BTreeMap::new(),
+            batch: Vec::new(),
+            batch_bytes: 0,
+            records: 0,
+            transactions: 0,
+            last: PathBuf::new(),
+        })
+    }
+
+    /// The journal end replayed so far.
+    pub fn end(&self) -> u64 {
+        self.expected_after
+    }
+
+    /// Apply one segment read from `reader`; refusals name `path` and the
+    /// byte offset (`base` plus the offset inside the segment).
+    pub fn feed(&mut self, path: &Path, base: u64, reader: impl std::io::Read) -> Result<()> {
+        self.last = path.to_owned();
+        let mut reader = SegmentReader::new(reader).map_err(|e| seg_err(path, base, e))?;
         let header = reader.header();
-        let want = *identity.get_or_insert(header.identity);
+        let want = *self.identity.get_or_insert(header.identity);
         if header.identity != want {
             return Err(seg_err(
                 path,
-                6,
+                base + 6,
                 RecoveryError::IdentityMismatch {
                     expected: hex::encode(want),
                     found: hex::encode(header.identity),
                 },
             ));
         }
-        if header.after != expected_after {
+        if header.after != self.expected_after {
             return Err(seg_err(
                 path,
-                22,
+                base + 22,
                 RecoveryError::SegmentGap {
-                    expected: expected_after,
+                    expected: self.expected_after,
                     found: header.after,
                 },
             ));
@@ -732,51 +792,59 @@ fn replay_into(
             let offset = reader.offset();
             let Some((_, rec)) = reader
                 .next_record()
-                .map_err(|e| seg_err(path, reader.offset(), e))?
+                .map_err(|e| seg_err(path, base + reader.offset(), e))?
             else {
                 break;
             };
-            check.apply(&rec).map_err(|e| seg_err(path, offset, e))?;
-            records += 1;
+            self.check
+                .apply(&rec)
+                .map_err(|e| seg_err(path, base + offset, e))?;
+            self.records += 1;
             if rec == Record::Commit {
-                transactions += 1;
+                self.transactions += 1;
             }
-            batch_bytes += record_size(&rec);
-            batch.push(rec);
-            if batch.len() >= REPLAY_BATCH_RECORDS || batch_bytes >= REPLAY_BATCH_BYTES {
-                apply_batch(&db, &mut batch, &mut applied)?;
-                batch_bytes = 0;
+            self.batch_bytes += record_size(&rec);
+            self.batch.push(rec);
+            if self.batch.len() >= REPLAY_BATCH_RECORDS || self.batch_bytes >= REPLAY_BATCH_BYTES {
+                apply_batch(&self.db, &mut self.batch, &mut self.applied)?;
+                self.batch_bytes = 0;
             }
         }
-        expected_after = header.end;
+        self.expected_after = header.end;
+        Ok(())
     }
-    if check.pending() != 0 {
-        return Err(seg_err(
-            segments
-                .last()
-                .map(PathBuf::as_path)
-                .unwrap_or(Path::new("")),
-            0,
-            RecoveryError::IncompleteTransaction {
-                sequence: expected_after,
-            },
-        ));
+
+    /// Check the journal ended on a boundary, apply the rest, write the
+    /// bookkeeping (identity, end = floor = the replayed end, types) and
+    /// flush the quarantine file.
+    pub fn finish(mut self) -> Result<Replayed> {
+        if self.check.pending() != 0 {
+            return Err(seg_err(
+                &self.last,
+                0,
+                RecoveryError::IncompleteTransaction {
+                    sequence: self.expected_after,
+                },
+            ));
+        }
+        apply_batch(&self.db, &mut self.batch, &mut self.applied)?;
+        let identity = self.identity.unwrap_or_default();
+        let mut tx = self.db.begin_write()?;
+        tx.set_durability(Durability::Immediate)?;
+        write_bookkeeping(&tx, identity, self.expected_after, self.check.types())?;
+        tx.commit()?;
+        drop(self.db);
+        let f = std::fs::File::open(&self.quarantine)
+            .map_err(|e| MetadataError::io(&self.quarantine, e))?;
+        f.sync_all()
+            .map_err(|e| MetadataError::io(&self.quarantine, e))?;
+        Ok(Replayed {
+            identity,
+            end: self.expected_after,
+            records: self.records,
+            transactions: self.transactions,
+        })
     }
-    apply_batch(&db, &mut batch, &mut applied)?;
-    let identity = identity.unwrap_or_default();
-    let mut tx = db.begin_write()?;
-    tx.set_durability(Durability::Immediate)?;
-    write_bookkeeping(&tx, identity, expected_after, check.types())?;
-    tx.commit()?;
-    drop(db);
-    let f = std::fs::File::open(quarantine).map_err(|e| MetadataError::io(quarantine, e))?;
-    f.sync_all().map_err(|e| MetadataError::io(quarantine, e))?;
-    Ok(Replayed {
-        identity,
-        end: expected_after,
-        records,
-        transactions,
-    })
 }
 
 fn record_size(r: &Record) -> usize {

@@ -34,7 +34,7 @@ impl Repository {
             .gate
             .lock()
             .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
-        let wtx = crate::journal::begin(&self.db)?;
+        let wtx = self.write()?;
         let out = {
             let mut tx = Tx::open(&wtx)?;
             f(&mut tx)?

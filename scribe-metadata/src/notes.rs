@@ -90,7 +90,7 @@ impl Repository {
             .gate
             .lock()
             .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
-        let wtx = crate::journal::begin(&self.db)?;
+        let wtx = self.write()?;
         let revision = {
             let m = wtx.open_table(tables::META)?;
             let head = RepoMeta::decode(

@@ -112,7 +112,7 @@ impl Repository {
             .pin_counts
             .lock()
             .map_err(|_| MetadataError::Gate("pin counts poisoned".into()))?;
-        let wtx = crate::journal::begin(&self.db)?;
+        let wtx = self.write()?;
         let count;
         {
             let mut meta = wtx.open_table(tables::META)?;
@@ -399,7 +399,7 @@ impl Repository {
                 out
             };
             let last = batch.len() <= PIN_BATCH;
-            let wtx = crate::journal::begin(&self.db)?;
+            let wtx = self.write()?;
             {
                 let mut pins = wtx.open_table(tables::UPLOAD_PINS)?;
                 for k in batch.iter().take(PIN_BATCH) {

@@ -38,7 +38,9 @@ pub struct Repository {
     pub(crate) id: RepositoryId,
     pub(crate) name: String,
     pub(crate) dir: PathBuf,
-    pub(crate) db: Database,
+    pub(crate) db: std::sync::Arc<Database>,
+    /// The independent recovery archive every write publishes to.
+    pub(crate) archive: std::sync::Arc<crate::archive::Archive>,
     pub(crate) incarnation: [u8; 16],
     pub(crate) main_branch: BranchId,
     /// The publication gate: one acceptance transaction at a time.
@@ -149,6 +151,12 @@ impl Repository {
             tx.open_table(tables::LOCKS)?;
         }
         tx.commit()?;
+        // The archive starts at the journal's beginning and receives the
+        // creation transaction before the repository exists for anyone.
+        let db = std::sync::Arc::new(db);
+        let archive = crate::archive::Archive::create(&dir.join(METADATA_FILE), db.clone())?;
+        archive.publish()?;
+        drop(archive);
         drop(db);
         let fields = scribe_format::descriptor::Repository {
             repository_id: id,
@@ -180,18 +188,21 @@ impl Repository {
                 path.display()
             )));
         }
-        let db = builder().open(&path)?;
+        let db = std::sync::Arc::new(builder().open(&path)?);
         let (incarnation, main_branch) = {
             let tx = db.begin_read()?;
             let markers = check_markers(&tx, &path, &id)?;
             crate::journal::check_profile(&tx, &path)?;
             markers
         };
+        // Requires the existing archive; drains the outbox beyond its HEAD.
+        let archive = std::sync::Arc::new(crate::archive::Archive::open(&path, db.clone())?);
         let repo = Repository {
             id,
             name: name.to_owned(),
             dir: dir.to_owned(),
             db,
+            archive,
             incarnation,
             main_branch,
             gate: Mutex::new(()),
@@ -240,6 +251,16 @@ impl Repository {
     /// The object hooks acceptance and `doctor` use.
     pub fn objects(&self) -> &Objects {
         &self.objects
+    }
+
+    /// A journaled write transaction published to the archive on commit.
+    pub(crate) fn write(&self) -> Result<crate::journal::WriteTx> {
+        crate::journal::begin_archived(&self.db, &self.archive)
+    }
+
+    /// The recovery archive.
+    pub fn archive(&self) -> &crate::archive::Archive {
+        &self.archive
     }
 
     /// The raw database (tests and maintenance tools).

@@ -56,7 +56,7 @@ struct StageBatch {
 
 /// Commit one staging transaction: every data row with its undo entry.
 fn commit_stage(repo: &Repository, b: StageBatch) -> Result<()> {
-    let wtx = crate::journal::begin(&repo.db)?;
+    let wtx = repo.write()?;
     {
         let mut stage = wtx.open_table(tables::SUBMIT_STAGE)?;
         let mut history = wtx.open_table(tables::HISTORY)?;
@@ -303,7 +303,7 @@ impl Repository {
         let change = head + 1;
         // 2. Reserve.
         {
-            let wtx = crate::journal::begin(&self.db)?;
+            let wtx = self.write()?;
             {
                 let mut m = wtx.open_table(tables::META)?;
                 m.insert(
@@ -347,7 +347,7 @@ impl Repository {
                 .gate
                 .lock()
                 .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
-            let wtx = crate::journal::begin(&self.db)?;
+            let wtx = self.write()?;
             let published = {
                 let mut tx = Tx::open(&wtx)?;
                 let rm = tx.repo_meta()?;
@@ -414,7 +414,7 @@ impl Repository {
             .gate
             .lock()
             .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
-        let wtx = crate::journal::begin(&self.db)?;
+        let wtx = self.write()?;
         {
             let mut tx = Tx::open(&wtx)?;
             if tx.operations.get(s.operation.0)?.is_none() {
@@ -467,7 +467,7 @@ impl Repository {
         if accepted {
             // The inventory holds only this preparation's rows: discard it
             // whole in one transaction; the accepted rows stay.
-            let wtx = crate::journal::begin(&self.db)?;
+            let wtx = self.write()?;
             wtx.delete_table(tables::SUBMIT_STAGE)?;
             wtx.open_table(tables::SUBMIT_STAGE)?;
             wtx.open_table(tables::META)?.remove(meta::PENDING_SUBMIT)?;
@@ -475,7 +475,7 @@ impl Repository {
             return Ok(());
         }
         loop {
-            let wtx = crate::journal::begin(&self.db)?;
+            let wtx = self.write()?;
             let done = {
                 let mut stage = wtx.open_table(tables::SUBMIT_STAGE)?;
                 let batch: Vec<Vec<u8>> = {

@@ -60,7 +60,7 @@ impl Repository {
             .gate
             .lock()
             .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
-        let wtx = crate::journal::begin(&self.db)?;
+        let wtx = self.write()?;
         let rec = {
             let mut ws = wtx.open_table(tables::WORKSPACES)?;
             let mut st = wtx.open_table(tables::WORKSPACE_STATE)?;
@@ -167,7 +167,7 @@ impl Repository {
             .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
         // The fingerprint of a retirement is the workspace it names.
         let fingerprint = *blake3::hash(&workspace.0).as_bytes();
-        let wtx = crate::journal::begin(&self.db)?;
+        let wtx = self.write()?;
         let out = {
             let mut ws = wtx.open_table(tables::WORKSPACES)?;
             let mut st = wtx.open_table(tables::WORKSPACE_STATE)?;

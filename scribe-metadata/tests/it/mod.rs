@@ -1,6 +1,7 @@
 mod support;
 
 mod accept;
+mod archive;
 mod crash;
 mod doctor;
 mod journal;
