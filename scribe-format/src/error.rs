@@ -179,6 +179,7 @@ impl ErrorCode {
             ErrorCode::Usage => ErrorKind::Usage,
             ErrorCode::Internal
             | ErrorCode::StorageFull
+            | ErrorCode::ArchiveUnavailable
             | ErrorCode::Io
             | ErrorCode::Unreachable
             | ErrorCode::Corrupt

@@ -289,6 +289,69 @@ pub fn recover_submissions(dir: &Path, repo: Option<&str>) -> Result<Report, Adm
     Ok(report)
 }
 
+/// `archive verify`: read every repository's recovery archive (HEAD,
+/// every frame's chain and `.scrj` payload, continuity to HEAD's end) and
+/// compare its end with the database's. Reads only.
+pub fn archive_verify(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
+    let root = open_without_stores(dir)?;
+    let mut report = Report::default();
+    for info in select(&root, repo)? {
+        let db_path = repo_dir(&root, &info).join(scribe_metadata::repo::METADATA_FILE);
+        let archive_dir = match scribe_metadata::archive::archive_dir(&db_path) {
+            Ok(d) => d,
+            Err(e) => {
+                report.problems.push(format!("{}: {e}", info.name));
+                continue;
+            }
+        };
+        match scribe_metadata::archive::verify(&archive_dir) {
+            Ok(v) => report.notes.push(format!(
+                "{} ({}): {} frame(s) in {} segment(s), journal end {}",
+                info.name,
+                archive_dir.display(),
+                v.frames,
+                v.segments,
+                v.head.end
+            )),
+            Err(e) => report.problems.push(format!("{}: {e}", info.name)),
+        }
+    }
+    Ok(report)
+}
+
+/// `recover --from-archive`: rebuild a repository's destroyed
+/// `metadata.redb` from its archive alone, through a quarantined file
+/// published only when every frame verified and applied, then open it as
+/// serving does and run doctor.
+pub fn recover_from_archive(dir: &Path, repo: &str) -> Result<Report, AdminError> {
+    let root = open_without_stores(dir)?;
+    let info = select(&root, Some(repo))?.remove(0);
+    let db_path = repo_dir(&root, &info).join(scribe_metadata::repo::METADATA_FILE);
+    let archive_dir = scribe_metadata::archive::archive_dir(&db_path).map_err(meta_err(&info))?;
+    let done =
+        scribe_metadata::archive::recover(&archive_dir, &db_path).map_err(meta_err(&info))?;
+    let mut report = Report::default();
+    report.notes.push(format!(
+        "{}: rebuilt {} from {}: {} record(s), {} transaction(s), journal end {}",
+        info.name,
+        db_path.display(),
+        archive_dir.display(),
+        done.records,
+        done.transactions,
+        done.end
+    ));
+    drop(root);
+    let (root, _reg) = open_with_stores(dir)?;
+    let r = root.open_repository(info.id).map_err(meta_err(&info))?;
+    let d = r.doctor().map_err(meta_err(&info))?;
+    for p in d.problems {
+        report
+            .problems
+            .push(format!("{}: {}: {}", info.name, p.name, p.detail));
+    }
+    Ok(report)
+}
+
 /// The live object set of a repository and what could not be kept.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LiveSet {

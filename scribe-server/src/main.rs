@@ -145,6 +145,36 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         from: PathBuf,
     },
+    /// Inspect the metadata recovery archives offline
+    Archive {
+        #[command(subcommand)]
+        command: ArchiveCommand,
+    },
+    /// Rebuild a repository's lost metadata.redb from its recovery archive
+    ///
+    /// Replays every frame of the repository's `metadata.recovery` archive
+    /// into a quarantined `metadata.redb.replay`, verified as it is read,
+    /// and renames it to `metadata.redb` only when complete; then opens the
+    /// repository and runs doctor. Refuses while `metadata.redb` exists
+    /// (move a damaged one aside first).
+    Recover {
+        #[command(flatten)]
+        data: DataArg,
+        /// The repository name
+        #[arg(long, value_name = "NAME")]
+        repo: String,
+        /// Rebuild from the independent archive (the only source so far)
+        #[arg(long, required = true)]
+        from_archive: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ArchiveCommand {
+    /// Verify every repository's archive: HEAD, every frame and its chain
+    ///
+    /// Reads only. A refusal names the file and the byte offset.
+    Verify(AdminArgs),
 }
 
 #[derive(Subcommand)]
@@ -348,6 +378,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             ))
         }
         Command::Migrate(d) => migrate(&d.data),
+        Command::Archive {
+            command: ArchiveCommand::Verify(a),
+        } => Ok(print_report(
+            "archive verify",
+            &admin::archive_verify(&a.data, a.repo.as_deref())?,
+        )),
+        Command::Recover {
+            data,
+            repo,
+            from_archive: _,
+        } => Ok(print_report(
+            "recover --from-archive",
+            &admin::recover_from_archive(&data.data, &repo)?,
+        )),
         Command::Restore { data, from } => {
             let r = scribe_metadata::restore::restore(&from, &data.data).with_context(|| {
                 format!(
