@@ -382,6 +382,43 @@ impl Record {
         Ok(rec)
     }
 
+    /// Check that `bytes` is one canonical record (the same refusals as
+    /// [`Record::decode`]) without copying its key or value.
+    pub fn validate(bytes: &[u8]) -> Result<()> {
+        let mut r = Reader::new(bytes);
+        let version = r.u8("recovery record.version")?;
+        if version != RECORD_VERSION {
+            return Err(FormatError::UnsupportedVersion {
+                what: "recovery record",
+                version: version.into(),
+            }
+            .into());
+        }
+        let opcode = r.u8("recovery record.opcode")?;
+        if opcode != 5 {
+            if !(1..=4).contains(&opcode) {
+                return Err(RecoveryError::UnknownOpcode(opcode));
+            }
+            check_name(r.str16("recovery record.table name", MAX_NAME)?)?;
+        }
+        match opcode {
+            1 => {
+                ColumnType::from_byte(r.u8("recovery record.key type")?)?;
+                ColumnType::from_byte(r.u8("recovery record.value type")?)?;
+            }
+            2 => {
+                r.bytes32("recovery record.key", MAX_KEY)?;
+                r.bytes32("recovery record.value", MAX_VALUE)?;
+            }
+            3 => {
+                r.bytes32("recovery record.key", MAX_KEY)?;
+            }
+            _ => {}
+        }
+        r.finish("recovery record")?;
+        Ok(())
+    }
+
     /// The table this record names, if any.
     pub fn table(&self) -> Option<&str> {
         match self {
@@ -867,6 +904,15 @@ pub struct Frame<'a> {
 /// Bytes of a frame around its payload.
 pub const FRAME_OVERHEAD: u64 = 8 + 32 + 32;
 
+/// The 40 bytes before a frame's payload: its length and the previous
+/// chain digest (writers stream the payload after it, then the chain).
+pub fn frame_header(previous: &[u8; 32], payload_len: u64) -> [u8; 40] {
+    let mut out = [0u8; 40];
+    out[..8].copy_from_slice(&payload_len.to_le_bytes());
+    out[8..].copy_from_slice(previous);
+    out
+}
+
 impl<'a> Frame<'a> {
     /// Encode a frame following `previous` around a complete SCRJ payload.
     pub fn encode(previous: &[u8; 32], payload: &[u8]) -> Result<(Vec<u8>, [u8; 32])> {
@@ -931,6 +977,7 @@ impl<'a> Frame<'a> {
 /// entry point of the `recovery` fuzz target).
 #[doc(hidden)]
 pub fn fuzz_decoders(data: &[u8]) {
+    assert_eq!(Record::validate(data).is_ok(), Record::decode(data).is_ok());
     if let Ok(rec) = Record::decode(data) {
         assert_eq!(rec.encode().expect("a decoded record re-encodes"), data);
         let mut tc = TypeCheck::default();

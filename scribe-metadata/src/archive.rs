@@ -271,8 +271,7 @@ impl Archive {
             after: head.end,
             end: profile.end,
         };
-        let mut w =
-            SegmentWriter::new(Vec::new(), header).map_err(|e| MetadataError::journal(e))?;
+        let mut w = SegmentWriter::new(Vec::new(), header).map_err(MetadataError::journal)?;
         let records = tx.open_table(RECORDS)?;
         let mut expected = head.end + 1;
         for row in records.range(head.end + 1..=profile.end)? {
@@ -282,7 +281,7 @@ impl Archive {
                     "recovery outbox: sequence {expected} is missing"
                 )));
             }
-            rj::Record::decode(v.value()).map_err(|e| MetadataError::Recovery {
+            rj::Record::validate(v.value()).map_err(|e| MetadataError::Recovery {
                 path: PathBuf::from(rj::TABLE_RECORDS),
                 offset: k.value(),
                 source: e,
@@ -294,8 +293,13 @@ impl Archive {
         let (payload, _, _) = w.finish().map_err(MetadataError::journal)?;
         drop(records);
         drop(tx);
-        let (frame, chain) =
-            Frame::encode(&head.chain, &payload).map_err(MetadataError::journal)?;
+        // The frame is written in three parts; the payload is not copied.
+        let sum: [u8; 32] = payload[payload.len() - 32..]
+            .try_into()
+            .map_err(|_| MetadataError::corrupt("recovery payload without its digest"))?;
+        let chain = rj::chain_digest(&head.chain, payload.len() as u64, &sum);
+        let frame_head = rj::frame_header(&head.chain, payload.len() as u64);
+        let frame_len = frame_head.len() + payload.len() + chain.len();
         let (segment, offset) = if head.segment == 0 {
             (1, 0)
         } else if head.offset >= rj::SEGMENT_ROLL_BYTES {
@@ -315,7 +319,14 @@ impl Archive {
         // Replace any unpublished tail beyond HEAD.
         f.set_len(offset).map_err(io)?;
         f.seek(SeekFrom::Start(offset)).map_err(io)?;
-        f.write_all(&frame).map_err(io)?;
+        {
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, &mut f);
+            w.write_all(&frame_head)
+                .and_then(|_| w.write_all(&payload))
+                .and_then(|_| w.write_all(&chain))
+                .and_then(|_| w.flush())
+                .map_err(io)?;
+        }
         f.sync_data().map_err(io)?;
         drop(f);
         if created {
@@ -325,7 +336,7 @@ impl Archive {
         let next = ArchiveHead {
             identity: profile.identity,
             segment,
-            offset: offset + frame.len() as u64,
+            offset: offset + frame_len as u64,
             end: profile.end,
             chain,
         };
