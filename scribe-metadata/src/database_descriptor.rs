@@ -83,11 +83,7 @@ pub fn check(
     })?;
     // A store without the journal profile predates it: refused, never
     // converted or initialised (seed 004, recovery journal profile 2).
-    if !d
-        .required_features()
-        .iter()
-        .any(|f| *f == FEATURE_RECOVERY_JOURNAL)
-    {
+    if !d.required_features().contains(&FEATURE_RECOVERY_JOURNAL) {
         return Err(MetadataError::RecoveryProfileMissing {
             path,
             what: format!("required-features lacks {FEATURE_RECOVERY_JOURNAL}"),

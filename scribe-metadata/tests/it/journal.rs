@@ -460,7 +460,7 @@ fn replay_refuses_gaps_identities_incomplete_corrupt_and_trailing_input() {
     .unwrap();
 
     // A gap: the tail alone does not start at 0.
-    let err = refused(&[tail.clone()], None);
+    let err = refused(std::slice::from_ref(&tail), None);
     assert_eq!(
         *source(&err),
         RecoveryError::SegmentGap {
@@ -482,7 +482,7 @@ fn replay_refuses_gaps_identities_incomplete_corrupt_and_trailing_input() {
         matches!(source(&err), RecoveryError::SegmentGap { expected, found } if *expected == end && *found == b1)
     );
     // Wrong identity: expected another database, or segments of two.
-    let err = refused(&[whole.clone()], Some([9; 16]));
+    let err = refused(std::slice::from_ref(&whole), Some([9; 16]));
     assert!(
         matches!(source(&err), RecoveryError::IdentityMismatch { .. }),
         "{err}"
@@ -571,7 +571,7 @@ fn replay_refuses_gaps_identities_incomplete_corrupt_and_trailing_input() {
     );
     // An existing target is never replaced.
     let target = ok.path().join("t.redb");
-    let err = journal::replay(&[whole.clone()], &target, None).unwrap_err();
+    let err = journal::replay(std::slice::from_ref(&whole), &target, None).unwrap_err();
     assert_eq!(err.code(), ErrorCode::AlreadyExists);
 }
 
