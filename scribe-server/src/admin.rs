@@ -295,6 +295,21 @@ pub fn recover_submissions(dir: &Path, repo: Option<&str>) -> Result<Report, Adm
 pub fn archive_verify(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
     let root = open_without_stores(dir)?;
     let mut report = Report::default();
+    if repo.is_none() {
+        let catalog = dir.join("catalog.redb");
+        match scribe_metadata::archive::archive_dir(&catalog)
+            .and_then(|d| scribe_metadata::archive::verify(&d).map(|v| (d, v)))
+        {
+            Ok((d, v)) => report.notes.push(format!(
+                "catalog ({}): {} frame(s) in {} segment(s), journal end {}",
+                d.display(),
+                v.frames,
+                v.segments,
+                v.head.end
+            )),
+            Err(e) => report.problems.push(format!("catalog: {e}")),
+        }
+    }
     for info in select(&root, repo)? {
         let db_path = repo_dir(&root, &info).join(scribe_metadata::repo::METADATA_FILE);
         let archive_dir = match scribe_metadata::archive::archive_dir(&db_path) {
@@ -323,7 +338,30 @@ pub fn archive_verify(dir: &Path, repo: Option<&str>) -> Result<Report, AdminErr
 /// `metadata.redb` from its archive alone, through a quarantined file
 /// published only when every frame verified and applied, then open it as
 /// serving does and run doctor.
-pub fn recover_from_archive(dir: &Path, repo: &str) -> Result<Report, AdminError> {
+pub fn recover_from_archive(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
+    let Some(repo) = repo else {
+        // The catalog: rebuilt before the data root can be opened.
+        let done =
+            scribe_metadata::root::recover_catalog(dir).map_err(|source| AdminError::Metadata {
+                repo: "catalog".into(),
+                source,
+            })?;
+        let root = open_without_stores(dir)?;
+        let repos = root
+            .list_repositories()
+            .map_err(|e| AdminError::Open(e.into()))?;
+        let mut report = Report::default();
+        report.notes.push(format!(
+            "catalog: rebuilt {} from {}: {} record(s), {} transaction(s), journal end {}; {} repositor(ies)",
+            dir.join("catalog.redb").display(),
+            dir.join("catalog.recovery").display(),
+            done.records,
+            done.transactions,
+            done.end,
+            repos.len()
+        ));
+        return Ok(report);
+    };
     let root = open_without_stores(dir)?;
     let info = select(&root, Some(repo))?.remove(0);
     let db_path = repo_dir(&root, &info).join(scribe_metadata::repo::METADATA_FILE);

@@ -150,19 +150,20 @@ enum Command {
         #[command(subcommand)]
         command: ArchiveCommand,
     },
-    /// Rebuild a repository's lost metadata.redb from its recovery archive
+    /// Rebuild a lost metadata.redb (or catalog.redb) from its recovery archive
     ///
     /// Replays every frame of the repository's `metadata.recovery` archive
-    /// into a quarantined `metadata.redb.replay`, verified as it is read,
-    /// and renames it to `metadata.redb` only when complete; then opens the
-    /// repository and runs doctor. Refuses while `metadata.redb` exists
-    /// (move a damaged one aside first).
+    /// (without --repo: the data root's `catalog.recovery`) into a
+    /// quarantined `.replay` file, verified as it is read, and renames it
+    /// into place only when complete; a repository is then opened and
+    /// checked by doctor. Refuses while the database file exists (move a
+    /// damaged one aside first).
     Recover {
         #[command(flatten)]
         data: DataArg,
-        /// The repository name
+        /// The repository name (without it: the catalog)
         #[arg(long, value_name = "NAME")]
-        repo: String,
+        repo: Option<String>,
         /// Rebuild from the independent archive (the only source so far)
         #[arg(long, required = true)]
         from_archive: bool,
@@ -390,7 +391,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             from_archive: _,
         } => Ok(print_report(
             "recover --from-archive",
-            &admin::recover_from_archive(&data.data, &repo)?,
+            &admin::recover_from_archive(&data.data, repo.as_deref())?,
         )),
         Command::Restore { data, from } => {
             let r = scribe_metadata::restore::restore(&from, &data.data).with_context(|| {

@@ -409,3 +409,30 @@ fn copy_dir(from: &Path, to: &Path) {
         std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
     }
 }
+
+#[test]
+fn a_deleted_catalog_is_rebuilt_from_its_archive() {
+    let e = env();
+    e.root.create_repository("second").unwrap();
+    let data = e.root.dir().to_owned();
+    let before = e.root.list_repositories().unwrap();
+    let Env {
+        root,
+        repo,
+        dir: _keep,
+        ..
+    } = e;
+    drop(repo);
+    drop(root);
+    archive::verify(&data.join("catalog.recovery")).unwrap();
+    std::fs::remove_file(data.join("catalog.redb")).unwrap();
+    let done = scribe_metadata::root::recover_catalog(&data).unwrap();
+    assert!(done.transactions >= 5, "{done:?}");
+    let root = reopen(&data);
+    assert_eq!(root.list_repositories().unwrap(), before);
+    root.open_repository_by_name("second").unwrap();
+    // A second recovery refuses to replace the rebuilt catalog.
+    drop(root);
+    let err = scribe_metadata::root::recover_catalog(&data).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::AlreadyExists);
+}

@@ -116,6 +116,22 @@ fn a_deleted_metadata_redb_is_rebuilt_from_the_archive_after_sigkill() {
     );
     ok(&run(&["doctor", "--data", d]));
     ok(&run(&["archive", "verify", "--data", d, "--repo", REPO]));
+    // The catalog is lost as well: rebuilt from catalog.recovery.
+    std::fs::remove_file(data.join("catalog.redb")).unwrap();
+    let out = run(&["recover", "--data", d, "--from-archive"]);
+    ok(&out);
+    assert!(
+        text(&out.stdout).contains("catalog: rebuilt") && text(&out.stdout).contains("1 repositor"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = run(&["archive", "verify", "--data", d]);
+    ok(&out);
+    assert!(
+        text(&out.stdout).contains("catalog ("),
+        "{}",
+        text(&out.stdout)
+    );
 
     // Served again: every acknowledged change is there; writes continue.
     let (mut child, addr) = serve(&data, &dir.path().join("run2"));
