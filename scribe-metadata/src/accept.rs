@@ -1212,8 +1212,11 @@ impl Repository {
         for (id, bytes) in &envelopes {
             self.objects.publish_commit(&ObjectId::commit(*id), bytes)?;
         }
-        wtx.commit()?;
-        self.cleanup_finished_pins()?;
+        // The acceptance and its pin cleanup share one archive publication.
+        crate::journal::coalesce_publication(&self.archive, || {
+            wtx.commit()?;
+            self.cleanup_finished_pins()
+        })?;
         Ok(outcomes)
     }
 

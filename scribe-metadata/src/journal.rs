@@ -318,9 +318,12 @@ impl WriteTx {
         }
         let recorded = self.log.borrow().count > 0;
         self.inner.commit()?;
-        // The barrier: archived before the write is acknowledged.
+        // The barrier: archived before the write is acknowledged (by the
+        // enclosing `coalesce_publication` when there is one).
         if let (true, Some(archive)) = (recorded, &self.archive) {
-            archive.publish()?;
+            if DEFER.with(|d| d.get()) == 0 {
+                archive.publish()?;
+            }
         }
         Ok(())
     }
@@ -330,6 +333,28 @@ impl WriteTx {
         self.inner.abort()?;
         Ok(())
     }
+}
+
+thread_local! {
+    static DEFER: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Run `f`, whose archived commits (on this thread) skip their own
+/// publication, then publish once for all of them before returning, even
+/// when `f` failed: nothing `f` committed is acknowledged before it is
+/// archived, and consecutive transactions of one operation share one
+/// archive flush.
+pub fn coalesce_publication<T>(
+    archive: &crate::archive::Archive,
+    f: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    DEFER.with(|d| d.set(d.get() + 1));
+    let r = f();
+    DEFER.with(|d| d.set(d.get() - 1));
+    let published = archive.publish();
+    let v = r?;
+    published?;
+    Ok(v)
 }
 
 /// A table of a [`WriteTx`]: reads as the redb table, records mutations.
