@@ -111,6 +111,9 @@ error_codes! {
     Internal = 500, "internal";
     /// The server's storage is full (or over quota); nothing was recorded.
     StorageFull = 501, "storage_full";
+    /// The metadata recovery archive could not be written: writes are
+    /// fenced until restart, reads keep working.
+    ArchiveUnavailable = 502, "archive_unavailable";
     // 6xx: client-side codes. Never sent by a server; a client reports
     // them for refusals of its own workflows (`docs/cli.md`).
     /// The command line is not one the command accepts.
@@ -180,6 +183,7 @@ impl ErrorCode {
             ErrorCode::Usage => ErrorKind::Usage,
             ErrorCode::Internal
             | ErrorCode::StorageFull
+            | ErrorCode::ArchiveUnavailable
             | ErrorCode::Io
             | ErrorCode::Unreachable
             | ErrorCode::Corrupt

@@ -19,6 +19,7 @@
 //! | [`operation`] | section 8, the operation fingerprint |
 //! | [`snapshot`] | section 12 schema 3: links, root rows, radix pages, file records |
 //! | [`portable`] | portable tree commitments |
+//! | [`recovery`] | metadata recovery journal profile 2: records, `.scrj` segments, the archive's `HEAD` and frames |
 //! | [`wire`] | the client-server protocol (`docs/wire-format.md`) |
 //! | [`sau2`] | section 7.3 rows of `auth.redb` and the auth protocol's results |
 //! | [`limits`] | section 11 |
@@ -38,6 +39,7 @@ pub mod manifest;
 pub mod operation;
 pub mod path;
 pub mod portable;
+pub mod recovery;
 pub mod sau2;
 pub mod snapshot;
 pub mod wire;

@@ -19,7 +19,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use redb::{ReadableDatabase, ReadableTable, Table, WriteTransaction};
+use redb::{ReadableDatabase, ReadableTable};
+
+use crate::journal::{JTable as Table, WriteTx as WriteTransaction};
 use scribe_format::limits::{MAX_AUTHOR_BYTES, MAX_CHANGE_SET_ENTRIES, MAX_MESSAGE_BYTES};
 use scribe_format::path;
 use scribe_format::snapshot::{FileRecord, Link, Node, NodeValue, RootRow};
@@ -1154,7 +1156,7 @@ impl Repository {
             .gate
             .lock()
             .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
-        let mut wtx = self.db.begin_write()?;
+        let mut wtx = self.write()?;
         wtx.set_durability(self.acceptance_durability())?;
         let mut outcomes = Vec::with_capacity(members.len());
         let mut envelopes = Vec::new();
@@ -1210,8 +1212,11 @@ impl Repository {
         for (id, bytes) in &envelopes {
             self.objects.publish_commit(&ObjectId::commit(*id), bytes)?;
         }
-        wtx.commit()?;
-        self.cleanup_finished_pins()?;
+        // The acceptance and its pin cleanup share one archive publication.
+        crate::journal::coalesce_publication(&self.archive, || {
+            wtx.commit()?;
+            self.cleanup_finished_pins()
+        })?;
         Ok(outcomes)
     }
 

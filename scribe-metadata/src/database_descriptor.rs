@@ -15,8 +15,19 @@ pub const FILE: &str = "SCRIBE_FORMAT";
 /// Atomic publication and upload lifecycle profile 1.
 pub const FEATURE_ATOMIC_PUBLICATION: &str = "atomic-publication-v2";
 
+/// Metadata recovery journal profile 2.
+pub const FEATURE_RECOVERY_JOURNAL: &str = "recovery-journal-v2";
+
 /// Features this build knows.
-pub const KNOWN_FEATURES: &[&str] = &[FEATURE_ATOMIC_PUBLICATION, crate::auth_state::FEATURE];
+pub const KNOWN_FEATURES: &[&str] = &[
+    FEATURE_ATOMIC_PUBLICATION,
+    FEATURE_RECOVERY_JOURNAL,
+    crate::auth_state::FEATURE,
+];
+
+/// Features every root and repository descriptor this build writes
+/// declares, and that openers require.
+pub const REQUIRED_FEATURES: &[&str] = &[FEATURE_ATOMIC_PUBLICATION, FEATURE_RECOVERY_JOURNAL];
 
 /// Read and parse `dir/SCRIBE_FORMAT`.
 pub fn read(dir: &Path) -> Result<Descriptor> {
@@ -67,10 +78,30 @@ pub fn check(
     }
     d.check_mutation(KNOWN_FEATURES).map_err(|e| match e {
         scribe_format::FormatError::UnsupportedFeature { feature } => {
-            MetadataError::UnsupportedFeature { path, feature }
+            MetadataError::UnsupportedFeature {
+                path: path.clone(),
+                feature,
+            }
         }
         other => MetadataError::Format(other),
-    })
+    })?;
+    // A store without the journal profile predates it: refused, never
+    // converted or initialised (seed 004, recovery journal profile 2).
+    if !d.required_features().contains(&FEATURE_RECOVERY_JOURNAL) {
+        return Err(MetadataError::RecoveryProfileMissing {
+            path,
+            what: format!("required-features lacks {FEATURE_RECOVERY_JOURNAL}"),
+        });
+    }
+    Ok(())
+}
+
+/// Declare every feature of [`REQUIRED_FEATURES`] in `d`.
+pub fn add_required_features(d: &mut Descriptor) -> Result<()> {
+    for f in REQUIRED_FEATURES {
+        d.add_required_feature(f)?;
+    }
+    Ok(())
 }
 
 /// Flush a directory so a rename or creation inside it is durable.

@@ -51,6 +51,19 @@ pub enum MetadataError {
     /// A publication-gate invariant was violated; nothing was written.
     #[error("publication gate: {0}")]
     Gate(String),
+    /// A store without metadata recovery journal profile 2 (created by an
+    /// earlier build); there is no converter.
+    #[error("{}: {what}: the store predates metadata recovery journal profile 2 (`recovery-journal-v2`); there is no converter: recreate it or restore a backup made by this build", path.display())]
+    RecoveryProfileMissing { path: PathBuf, what: String },
+    /// Recovery journal bytes refused (a record, a segment, a cursor); names
+    /// the file and the byte offset where the refusal applies.
+    #[error("{}: at byte {offset}: {source}", path.display())]
+    Recovery {
+        path: PathBuf,
+        offset: u64,
+        #[source]
+        source: scribe_format::recovery::RecoveryError,
+    },
 }
 
 fn pid_suffix(pid: Option<u32>) -> String {
@@ -66,6 +79,8 @@ impl MetadataError {
         match self {
             MetadataError::DataRootLocked { .. } => ErrorCode::Busy,
             MetadataError::VersionMismatch { .. } => ErrorCode::UnsupportedVersion,
+            MetadataError::RecoveryProfileMissing { .. } => ErrorCode::UnsupportedVersion,
+            MetadataError::Recovery { source, .. } => source.code(),
             MetadataError::UnsupportedFeature { .. } => ErrorCode::UnsupportedFeature,
             MetadataError::Refused { code, .. } => *code,
             MetadataError::Corrupt(_) => ErrorCode::Corrupt,

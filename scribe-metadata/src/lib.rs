@@ -2,6 +2,7 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`journal`], [`archive`] | metadata recovery journal profile 2: recording, export, replay; the independent `.recovery` archive |
 //! | [`root`] | the data root: `SCRIBE_FORMAT`, `LOCK`, `catalog.redb`, `repos/<id>/` |
 //! | [`database_descriptor`] | reading, flushed writing and opening checks of the data root's and each repository's `SCRIBE_FORMAT` |
 //! | [`repo`] | `metadata.redb` at schema 3 / snapshot profile 3: creation and open refusals |
@@ -24,11 +25,13 @@
 //! `docs/metadata.md` describes every table and the decisions taken here.
 
 pub mod accept;
+pub mod archive;
 pub mod auth_state;
 pub mod clock;
 pub mod database_descriptor;
 pub mod doctor;
 pub mod error;
+pub mod journal;
 pub mod locks;
 mod manifest_check;
 pub mod notes;

@@ -34,8 +34,7 @@ impl Repository {
             .gate
             .lock()
             .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
-        let mut wtx = self.db.begin_write()?;
-        wtx.set_durability(redb::Durability::Immediate)?;
+        let wtx = self.write()?;
         let out = {
             let mut tx = Tx::open(&wtx)?;
             f(&mut tx)?

@@ -7,7 +7,7 @@
 //! [`MAX_CHANGE_NOTE_REVISIONS`]. Commit records and identities are never
 //! touched.
 
-use redb::{Durability, ReadableDatabase, ReadableTable};
+use redb::{ReadableDatabase, ReadableTable};
 use scribe_format::bytes::{Put, Reader};
 use scribe_format::limits::{MAX_AUTHOR_BYTES, MAX_MESSAGE_BYTES};
 use scribe_format::{ErrorCode, FormatError};
@@ -90,8 +90,7 @@ impl Repository {
             .gate
             .lock()
             .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
-        let mut wtx = self.db.begin_write()?;
-        wtx.set_durability(Durability::Immediate)?;
+        let wtx = self.write()?;
         let revision = {
             let m = wtx.open_table(tables::META)?;
             let head = RepoMeta::decode(

@@ -26,7 +26,7 @@
 //! workspace's unfinished pins and their intents' owners, as the
 //! specification allows; [`Repository::pin_summary`] lists what is held.
 
-use redb::{Durability, ReadableDatabase, ReadableTable};
+use redb::{ReadableDatabase, ReadableTable};
 use scribe_format::{ErrorCode, ObjectId, OperationId, WorkspaceId};
 
 use crate::error::{MetadataError, Result};
@@ -112,8 +112,7 @@ impl Repository {
             .pin_counts
             .lock()
             .map_err(|_| MetadataError::Gate("pin counts poisoned".into()))?;
-        let mut wtx = self.db.begin_write()?;
-        wtx.set_durability(Durability::Immediate)?;
+        let wtx = self.write()?;
         let count;
         {
             let mut meta = wtx.open_table(tables::META)?;
@@ -400,8 +399,7 @@ impl Repository {
                 out
             };
             let last = batch.len() <= PIN_BATCH;
-            let mut wtx = self.db.begin_write()?;
-            wtx.set_durability(Durability::Immediate)?;
+            let wtx = self.write()?;
             {
                 let mut pins = wtx.open_table(tables::UPLOAD_PINS)?;
                 for k in batch.iter().take(PIN_BATCH) {
@@ -438,7 +436,7 @@ fn count_prefix(
 
 /// In an outcome's transaction: queue cleanup when the operation pinned.
 pub(crate) fn finish_intent(
-    meta: &mut redb::Table<'_, &'static str, &'static [u8]>,
+    meta: &mut crate::journal::JTable<'_, &'static str, &'static [u8]>,
     op: &OperationId,
 ) -> Result<bool> {
     let owner = meta

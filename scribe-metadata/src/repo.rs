@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use redb::{Database, Durability, ReadTransaction, ReadableDatabase, TableHandle};
+use redb::{Database, ReadTransaction, ReadableDatabase, TableHandle};
 use scribe_format::snapshot::RootRow;
 use scribe_format::{BranchId, ErrorCode, RepositoryId};
 
@@ -38,7 +38,9 @@ pub struct Repository {
     pub(crate) id: RepositoryId,
     pub(crate) name: String,
     pub(crate) dir: PathBuf,
-    pub(crate) db: Database,
+    pub(crate) db: std::sync::Arc<Database>,
+    /// The independent recovery archive every write publishes to.
+    pub(crate) archive: std::sync::Arc<crate::archive::Archive>,
     pub(crate) incarnation: [u8; 16],
     pub(crate) main_branch: BranchId,
     /// The publication gate: one acceptance transaction at a time.
@@ -76,9 +78,9 @@ impl Repository {
         created_ms: u64,
     ) -> Result<()> {
         let db = builder().create(dir.join(METADATA_FILE))?;
+        crate::journal::initialize(&db)?;
         let incarnation = RepositoryId::random().0;
-        let mut tx = db.begin_write()?;
-        tx.set_durability(Durability::Immediate)?;
+        let tx = crate::journal::begin(&db)?;
         {
             let mut m = tx.open_table(tables::META)?;
             m.insert(
@@ -149,6 +151,12 @@ impl Repository {
             tx.open_table(tables::LOCKS)?;
         }
         tx.commit()?;
+        // The archive starts at the journal's beginning and receives the
+        // creation transaction before the repository exists for anyone.
+        let db = std::sync::Arc::new(db);
+        let archive = crate::archive::Archive::create(&dir.join(METADATA_FILE), db.clone())?;
+        archive.publish()?;
+        drop(archive);
         drop(db);
         let fields = scribe_format::descriptor::Repository {
             repository_id: id,
@@ -160,7 +168,7 @@ impl Repository {
             migrated: None,
         };
         let mut d = Descriptor::new_repository(&fields)?;
-        d.add_required_feature(database_descriptor::FEATURE_ATOMIC_PUBLICATION)?;
+        database_descriptor::add_required_features(&mut d)?;
         database_descriptor::write(&d, dir)?;
         Ok(())
     }
@@ -180,16 +188,21 @@ impl Repository {
                 path.display()
             )));
         }
-        let db = builder().open(&path)?;
+        let db = std::sync::Arc::new(builder().open(&path)?);
         let (incarnation, main_branch) = {
             let tx = db.begin_read()?;
-            check_markers(&tx, &path, &id)?
+            let markers = check_markers(&tx, &path, &id)?;
+            crate::journal::check_profile(&tx, &path)?;
+            markers
         };
+        // Requires the existing archive; drains the outbox beyond its HEAD.
+        let archive = std::sync::Arc::new(crate::archive::Archive::open(&path, db.clone())?);
         let repo = Repository {
             id,
             name: name.to_owned(),
             dir: dir.to_owned(),
             db,
+            archive,
             incarnation,
             main_branch,
             gate: Mutex::new(()),
@@ -238,6 +251,16 @@ impl Repository {
     /// The object hooks acceptance and `doctor` use.
     pub fn objects(&self) -> &Objects {
         &self.objects
+    }
+
+    /// A journaled write transaction published to the archive on commit.
+    pub(crate) fn write(&self) -> Result<crate::journal::WriteTx> {
+        crate::journal::begin_archived(&self.db, &self.archive)
+    }
+
+    /// The recovery archive.
+    pub fn archive(&self) -> &crate::archive::Archive {
+        &self.archive
     }
 
     /// The raw database (tests and maintenance tools).

@@ -18,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
-use redb::{Database, Durability};
+use redb::Database;
 use scribe_format::descriptor::{DataRoot, Descriptor, Restored};
 use scribe_format::{ErrorCode, RepositoryId};
 
@@ -107,8 +107,7 @@ pub fn restore(from: &Path, to: &Path) -> Result<RestoreReport> {
         for dir in dirs {
             let inc = RepositoryId::random().0;
             let db = Database::open(dir.join(crate::repo::METADATA_FILE))?;
-            let mut tx = db.begin_write()?;
-            tx.set_durability(Durability::Immediate)?;
+            let tx = crate::journal::begin(&db)?;
             tx.open_table(META)?
                 .insert(meta::INCARNATION, inc.as_slice())?;
             tx.commit()?;

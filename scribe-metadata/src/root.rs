@@ -14,10 +14,11 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable};
+use redb::{Database, ReadableDatabase, ReadableTable};
 use scribe_format::limits::MAX_REPOSITORY_NAME_BYTES;
 use scribe_format::{BranchId, ErrorCode, RepositoryId};
 
+use crate::archive::Archive;
 use crate::clock::now_ms;
 use crate::database_descriptor::{self, sync_dir};
 use crate::error::{MetadataError, Result};
@@ -45,7 +46,7 @@ pub struct DataRoot {
     _lock: File,
     /// `catalog.redb`; `None` after a storage failure until the next use
     /// opens it again ([`DataRoot::forget_open_repositories`]).
-    catalog: Mutex<Option<Arc<Database>>>,
+    catalog: Mutex<Option<(Arc<Database>, Arc<Archive>)>>,
     incarnation: String,
     open: Mutex<HashMap<RepositoryId, Arc<Repository>>>,
     objects: Box<ObjectsFactory>,
@@ -108,10 +109,11 @@ impl DataRoot {
         std::fs::create_dir_all(dir.join("repos")).map_err(|e| MetadataError::io(&dir, e))?;
         let lock = take_lock(&dir)?;
         let catalog_path = dir.join("catalog.redb");
-        let catalog = Database::create(&catalog_path)?;
+        let catalog = Arc::new(Database::create(&catalog_path)?);
+        crate::journal::initialize(&catalog)?;
+        let archive = Arc::new(Archive::create(&catalog_path, catalog.clone())?);
         {
-            let mut tx = catalog.begin_write()?;
-            tx.set_durability(Durability::Immediate)?;
+            let tx = crate::journal::begin_archived(&catalog, &archive)?;
             {
                 let mut meta = tx.open_table(CATALOG_META)?;
                 meta.insert("schema", CATALOG_SCHEMA.to_le_bytes().as_slice())?;
@@ -134,12 +136,12 @@ impl DataRoot {
             restored: None,
         };
         let mut d = Descriptor::new_data_root(&fields)?;
-        d.add_required_feature(database_descriptor::FEATURE_ATOMIC_PUBLICATION)?;
+        database_descriptor::add_required_features(&mut d)?;
         database_descriptor::write(&d, &dir)?;
         Ok(DataRoot {
             dir,
             _lock: lock,
-            catalog: Mutex::new(Some(Arc::new(catalog))),
+            catalog: Mutex::new(Some((catalog, archive))),
             incarnation,
             open: Mutex::new(HashMap::new()),
             objects: Box::new(default_objects),
@@ -161,9 +163,10 @@ impl DataRoot {
                 catalog_path.display()
             )));
         }
-        let catalog = Database::open(&catalog_path)?;
+        let catalog = Arc::new(Database::open(&catalog_path)?);
         {
             let tx = catalog.begin_read()?;
+            crate::journal::check_profile(&tx, &catalog_path)?;
             let meta = tx.open_table(CATALOG_META)?;
             let schema = meta
                 .get("schema")?
@@ -183,7 +186,10 @@ impl DataRoot {
         let root = DataRoot {
             dir,
             _lock: lock,
-            catalog: Mutex::new(Some(Arc::new(catalog))),
+            catalog: Mutex::new(Some((
+                catalog.clone(),
+                Arc::new(Archive::open(&catalog_path, catalog)?),
+            ))),
             incarnation,
             open: Mutex::new(HashMap::new()),
             objects: Box::new(default_objects),
@@ -231,8 +237,7 @@ impl DataRoot {
             if dir.exists() {
                 std::fs::remove_dir_all(&dir).map_err(|e| MetadataError::io(&dir, e))?;
             }
-            let mut tx = self.catalog()?.begin_write()?;
-            tx.set_durability(Durability::Immediate)?;
+            let tx = self.catalog_write()?;
             {
                 tx.open_table(CATALOG_REPOS)?.remove(id.0)?;
                 let mut names = tx.open_table(CATALOG_REPO_NAMES)?;
@@ -263,8 +268,7 @@ impl DataRoot {
             main_branch: main,
         };
         {
-            let mut tx = self.catalog()?.begin_write()?;
-            tx.set_durability(Durability::Immediate)?;
+            let tx = self.catalog_write()?;
             {
                 let mut names = tx.open_table(CATALOG_REPO_NAMES)?;
                 if names.get(name)?.is_some() {
@@ -285,8 +289,7 @@ impl DataRoot {
         Repository::create(&dir, id, name, main, created_ms)?;
         sync_dir(&dir)?;
         sync_dir(&self.dir.join("repos"))?;
-        let mut tx = self.catalog()?.begin_write()?;
-        tx.set_durability(Durability::Immediate)?;
+        let tx = self.catalog_write()?;
         {
             let ready = CatalogRecord {
                 state: RepoState::Ready,
@@ -378,13 +381,25 @@ impl DataRoot {
     /// The catalog database, opened again if a storage failure made the
     /// service forget it.
     fn catalog(&self) -> Result<Arc<Database>> {
+        Ok(self.catalog_parts()?.0)
+    }
+
+    fn catalog_parts(&self) -> Result<(Arc<Database>, Arc<Archive>)> {
         let mut c = self.catalog.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(db) = &*c {
-            return Ok(db.clone());
+        if let Some(parts) = &*c {
+            return Ok(parts.clone());
         }
-        let db = Arc::new(Database::open(self.dir.join("catalog.redb"))?);
-        *c = Some(db.clone());
-        Ok(db)
+        let path = self.dir.join("catalog.redb");
+        let db = Arc::new(Database::open(&path)?);
+        let archive = Arc::new(Archive::open(&path, db.clone())?);
+        *c = Some((db.clone(), archive.clone()));
+        Ok((db, archive))
+    }
+
+    /// A journaled catalog write, published to `catalog.recovery` on commit.
+    fn catalog_write(&self) -> Result<crate::journal::WriteTx> {
+        let (db, archive) = self.catalog_parts()?;
+        crate::journal::begin_archived(&db, &archive)
     }
 
     /// Open the repository named `name`.
@@ -419,4 +434,14 @@ impl std::fmt::Debug for DataRoot {
             .field("incarnation", &self.incarnation)
             .finish_non_exhaustive()
     }
+}
+
+/// Rebuild a lost `catalog.redb` of the data root at `dir` from its
+/// `catalog.recovery` archive alone (holding `LOCK`), through a quarantined
+/// file published only when complete and verified.
+pub fn recover_catalog(dir: &Path) -> Result<crate::journal::Replayed> {
+    let _lock = take_lock(dir)?;
+    let path = dir.join("catalog.redb");
+    let archive = crate::archive::archive_dir(&path)?;
+    crate::archive::recover(&archive, &path)
 }

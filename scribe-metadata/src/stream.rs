@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
-use redb::{Durability, ReadOnlyTable, ReadableDatabase, ReadableTable};
+use redb::{ReadOnlyTable, ReadableDatabase, ReadableTable};
 use scribe_format::{ManifestId, ObjectId};
 
 use crate::accept::{
@@ -56,8 +56,7 @@ struct StageBatch {
 
 /// Commit one staging transaction: every data row with its undo entry.
 fn commit_stage(repo: &Repository, b: StageBatch) -> Result<()> {
-    let mut wtx = repo.db.begin_write()?;
-    wtx.set_durability(Durability::Immediate)?;
+    let wtx = repo.write()?;
     {
         let mut stage = wtx.open_table(tables::SUBMIT_STAGE)?;
         let mut history = wtx.open_table(tables::HISTORY)?;
@@ -304,8 +303,7 @@ impl Repository {
         let change = head + 1;
         // 2. Reserve.
         {
-            let mut wtx = self.db.begin_write()?;
-            wtx.set_durability(Durability::Immediate)?;
+            let wtx = self.write()?;
             {
                 let mut m = wtx.open_table(tables::META)?;
                 m.insert(
@@ -349,8 +347,7 @@ impl Repository {
                 .gate
                 .lock()
                 .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
-            let mut wtx = self.db.begin_write()?;
-            wtx.set_durability(Durability::Immediate)?;
+            let wtx = self.write()?;
             let published = {
                 let mut tx = Tx::open(&wtx)?;
                 let rm = tx.repo_meta()?;
@@ -417,8 +414,7 @@ impl Repository {
             .gate
             .lock()
             .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
-        let mut wtx = self.db.begin_write()?;
-        wtx.set_durability(Durability::Immediate)?;
+        let wtx = self.write()?;
         {
             let mut tx = Tx::open(&wtx)?;
             if tx.operations.get(s.operation.0)?.is_none() {
@@ -471,8 +467,7 @@ impl Repository {
         if accepted {
             // The inventory holds only this preparation's rows: discard it
             // whole in one transaction; the accepted rows stay.
-            let mut wtx = self.db.begin_write()?;
-            wtx.set_durability(Durability::Immediate)?;
+            let wtx = self.write()?;
             wtx.delete_table(tables::SUBMIT_STAGE)?;
             wtx.open_table(tables::SUBMIT_STAGE)?;
             wtx.open_table(tables::META)?.remove(meta::PENDING_SUBMIT)?;
@@ -480,8 +475,7 @@ impl Repository {
             return Ok(());
         }
         loop {
-            let mut wtx = self.db.begin_write()?;
-            wtx.set_durability(Durability::Immediate)?;
+            let wtx = self.write()?;
             let done = {
                 let mut stage = wtx.open_table(tables::SUBMIT_STAGE)?;
                 let batch: Vec<Vec<u8>> = {

@@ -60,8 +60,7 @@ impl Repository {
             .gate
             .lock()
             .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
-        let mut wtx = self.db.begin_write()?;
-        wtx.set_durability(redb::Durability::Immediate)?;
+        let wtx = self.write()?;
         let rec = {
             let mut ws = wtx.open_table(tables::WORKSPACES)?;
             let mut st = wtx.open_table(tables::WORKSPACE_STATE)?;
@@ -168,8 +167,7 @@ impl Repository {
             .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
         // The fingerprint of a retirement is the workspace it names.
         let fingerprint = *blake3::hash(&workspace.0).as_bytes();
-        let mut wtx = self.db.begin_write()?;
-        wtx.set_durability(redb::Durability::Immediate)?;
+        let wtx = self.write()?;
         let out = {
             let mut ws = wtx.open_table(tables::WORKSPACES)?;
             let mut st = wtx.open_table(tables::WORKSPACE_STATE)?;

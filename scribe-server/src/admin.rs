@@ -289,6 +289,107 @@ pub fn recover_submissions(dir: &Path, repo: Option<&str>) -> Result<Report, Adm
     Ok(report)
 }
 
+/// `archive verify`: read every repository's recovery archive (HEAD,
+/// every frame's chain and `.scrj` payload, continuity to HEAD's end) and
+/// compare its end with the database's. Reads only.
+pub fn archive_verify(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
+    let root = open_without_stores(dir)?;
+    let mut report = Report::default();
+    if repo.is_none() {
+        let catalog = dir.join("catalog.redb");
+        match scribe_metadata::archive::archive_dir(&catalog)
+            .and_then(|d| scribe_metadata::archive::verify(&d).map(|v| (d, v)))
+        {
+            Ok((d, v)) => report.notes.push(format!(
+                "catalog ({}): {} frame(s) in {} segment(s), journal end {}",
+                d.display(),
+                v.frames,
+                v.segments,
+                v.head.end
+            )),
+            Err(e) => report.problems.push(format!("catalog: {e}")),
+        }
+    }
+    for info in select(&root, repo)? {
+        let db_path = repo_dir(&root, &info).join(scribe_metadata::repo::METADATA_FILE);
+        let archive_dir = match scribe_metadata::archive::archive_dir(&db_path) {
+            Ok(d) => d,
+            Err(e) => {
+                report.problems.push(format!("{}: {e}", info.name));
+                continue;
+            }
+        };
+        match scribe_metadata::archive::verify(&archive_dir) {
+            Ok(v) => report.notes.push(format!(
+                "{} ({}): {} frame(s) in {} segment(s), journal end {}",
+                info.name,
+                archive_dir.display(),
+                v.frames,
+                v.segments,
+                v.head.end
+            )),
+            Err(e) => report.problems.push(format!("{}: {e}", info.name)),
+        }
+    }
+    Ok(report)
+}
+
+/// `recover --from-archive`: rebuild a repository's destroyed
+/// `metadata.redb` from its archive alone, through a quarantined file
+/// published only when every frame verified and applied, then open it as
+/// serving does and run doctor.
+pub fn recover_from_archive(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
+    let Some(repo) = repo else {
+        // The catalog: rebuilt before the data root can be opened.
+        let done =
+            scribe_metadata::root::recover_catalog(dir).map_err(|source| AdminError::Metadata {
+                repo: "catalog".into(),
+                source,
+            })?;
+        let root = open_without_stores(dir)?;
+        let repos = root
+            .list_repositories()
+            .map_err(|e| AdminError::Open(e.into()))?;
+        let mut report = Report::default();
+        report.notes.push(format!(
+            "catalog: rebuilt {} from {}: {} record(s), {} transaction(s), journal end {}; {} repositor(ies)",
+            dir.join("catalog.redb").display(),
+            dir.join("catalog.recovery").display(),
+            done.records,
+            done.transactions,
+            done.end,
+            repos.len()
+        ));
+        return Ok(report);
+    };
+    let root = open_without_stores(dir)?;
+    let info = select(&root, Some(repo))?.remove(0);
+    let db_path = repo_dir(&root, &info).join(scribe_metadata::repo::METADATA_FILE);
+    let archive_dir = scribe_metadata::archive::archive_dir(&db_path).map_err(meta_err(&info))?;
+    let done =
+        scribe_metadata::archive::recover(&archive_dir, &db_path).map_err(meta_err(&info))?;
+    let mut report = Report::default();
+    report.notes.push(format!(
+        "{}: rebuilt {} from {}: {} record(s), {} transaction(s), journal end {}",
+        info.name,
+        db_path.display(),
+        archive_dir.display(),
+        done.records,
+        done.transactions,
+        done.end
+    ));
+    drop(root);
+    let (root, _reg) = open_with_stores(dir)?;
+    let r = root.open_repository(info.id).map_err(meta_err(&info))?;
+    let d = r.doctor().map_err(meta_err(&info))?;
+    for p in d.problems {
+        report
+            .problems
+            .push(format!("{}: {}: {}", info.name, p.name, p.detail));
+    }
+    Ok(report)
+}
+
 /// The live object set of a repository and what could not be kept.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LiveSet {
@@ -604,6 +705,15 @@ fn compare_descriptor(
         }
     }
     let features = d.required_features();
+    if matches!(kind, Kind::DataRoot | Kind::Repository)
+        && !features.contains(&database_descriptor::FEATURE_RECOVERY_JOURNAL)
+    {
+        report.problems.push(format!(
+            "{}: predates metadata recovery journal profile 2 (required feature {} is absent) and has no conversion",
+            file.display(),
+            database_descriptor::FEATURE_RECOVERY_JOURNAL
+        ));
+    }
     for feature in &features {
         if !known.contains(feature) {
             report.problems.push(format!(

@@ -192,6 +192,37 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         from: PathBuf,
     },
+    /// Inspect the metadata recovery archives offline
+    Archive {
+        #[command(subcommand)]
+        command: ArchiveCommand,
+    },
+    /// Rebuild a lost metadata.redb (or catalog.redb) from its recovery archive
+    ///
+    /// Replays every frame of the repository's `metadata.recovery` archive
+    /// (without --repo: the data root's `catalog.recovery`) into a
+    /// quarantined `.replay` file, verified as it is read, and renames it
+    /// into place only when complete; a repository is then opened and
+    /// checked by doctor. Refuses while the database file exists (move a
+    /// damaged one aside first).
+    Recover {
+        #[command(flatten)]
+        data: DataArg,
+        /// The repository name (without it: the catalog)
+        #[arg(long, value_name = "NAME")]
+        repo: Option<String>,
+        /// Rebuild from the independent archive (the only source so far)
+        #[arg(long, required = true)]
+        from_archive: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ArchiveCommand {
+    /// Verify every repository's archive: HEAD, every frame and its chain
+    ///
+    /// Reads only. A refusal names the file and the byte offset.
+    Verify(AdminArgs),
 }
 
 #[derive(Subcommand)]
@@ -473,6 +504,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             ))
         }
         Command::Migrate(d) => migrate(&d.data),
+        Command::Archive {
+            command: ArchiveCommand::Verify(a),
+        } => Ok(print_report(
+            "archive verify",
+            &admin::archive_verify(&a.data, a.repo.as_deref())?,
+        )),
+        Command::Recover {
+            data,
+            repo,
+            from_archive: _,
+        } => Ok(print_report(
+            "recover --from-archive",
+            &admin::recover_from_archive(&data.data, repo.as_deref())?,
+        )),
         Command::Restore { data, from } => {
             let r = scribe_metadata::restore::restore(&from, &data.data).with_context(|| {
                 format!(

@@ -7,6 +7,7 @@ mod envelope;
 mod manifest;
 mod path;
 mod portable;
+mod recovery;
 mod sau2;
 mod snapshot;
 mod wire;

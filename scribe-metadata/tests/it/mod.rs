@@ -1,8 +1,10 @@
 mod support;
 
 mod accept;
+mod archive;
 mod crash;
 mod doctor;
+mod journal;
 mod model;
 mod root;
 mod workspaces;

@@ -81,7 +81,7 @@ fn a_current_data_root_has_nothing_to_migrate() {
 #[test]
 fn descriptor_versions_this_build_cannot_convert_are_refused() {
     // (file relative to the data root or the repository, edit, message)
-    let cases: [(&str, bool, &str, &str, &str); 5] = [
+    let cases: [(&str, bool, &str, &str, &str); 7] = [
         (
             "SCRIBE_FORMAT",
             false,
@@ -109,6 +109,21 @@ fn descriptor_versions_this_build_cannot_convert_are_refused() {
             "engine = redb-4",
             "engine = redb-5",
             "engine is redb-5, this build reads redb-4",
+        ),
+        // Stores of builds before the recovery journal: no converter.
+        (
+            "SCRIBE_FORMAT",
+            false,
+            ",recovery-journal-v2",
+            "",
+            "predates metadata recovery journal profile 2",
+        ),
+        (
+            "SCRIBE_FORMAT",
+            true,
+            ",recovery-journal-v2",
+            "",
+            "predates metadata recovery journal profile 2",
         ),
         (
             "objects/SCRIBE_FORMAT",

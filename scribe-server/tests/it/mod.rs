@@ -2,6 +2,7 @@ mod auth;
 mod migrate;
 mod poisoned;
 mod process;
+mod recovery;
 mod repair;
 mod team;
 mod tier;

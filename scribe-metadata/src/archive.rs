@@ -1,0 +1,532 @@
+//! The independent recovery archive of a metadata database (seed 004,
+//! "Independent archive and consolidated recovery bases"): a `.recovery`
+//! directory beside the database (or where `.recovery-location` says),
+//! holding `HEAD` (the 112-byte cursor) and 20-digit `.journal` segments of
+//! chained frames, each frame one `.scrj` payload of committed records.
+//!
+//! After a journaled transaction commits, [`Archive::publish`] appends the
+//! outbox records beyond `HEAD` as one frame, flushes the segment, then
+//! writes `HEAD.tmp`, flushes it, renames it over `HEAD` and flushes the
+//! directory; only then is the write acknowledged. A failure fences
+//! further writes (`archive_unavailable`) until restart; reads keep
+//! working. Bytes beyond `HEAD` are an unpublished tail and are replaced.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use redb::{Database, ReadableDatabase};
+use scribe_format::recovery::{
+    self as rj, ArchiveHead, Frame, SegmentHeader, SegmentWriter, HEAD_LEN,
+};
+use scribe_format::ErrorCode;
+
+use crate::database_descriptor::sync_dir;
+use crate::error::{MetadataError, Result};
+use crate::journal::{self, Replayed, RECORDS};
+
+/// File name of the cursor.
+pub const HEAD_FILE: &str = "HEAD";
+/// Longest `.recovery-location` selection, in bytes.
+pub const MAX_LOCATION: usize = 32_768;
+
+/// Fault injection for tests: called with the step just completed
+/// (`"committed"` once the metadata transaction committed and before any
+/// archive write, `"frame"` after the frame flush, `"head"` after the HEAD
+/// rename);
+/// returning an error fails the publication there.
+pub type ArchiveHook = dyn Fn(&'static str) -> std::io::Result<()> + Send + Sync;
+
+/// `metadata.redb` -> `metadata.recovery` (the default archive directory).
+pub fn default_dir(db_path: &Path) -> PathBuf {
+    db_path.with_extension("recovery")
+}
+
+/// `metadata.redb` -> `metadata.recovery-location`.
+pub fn location_file(db_path: &Path) -> PathBuf {
+    db_path.with_extension("recovery-location")
+}
+
+/// The archive directory of `db_path`: the `.recovery-location` selection
+/// when that file exists (an absolute UTF-8 directory of 1..=32,768 bytes),
+/// otherwise the sibling `.recovery` directory.
+pub fn archive_dir(db_path: &Path) -> Result<PathBuf> {
+    let loc = location_file(db_path);
+    match std::fs::read(&loc) {
+        Ok(bytes) => {
+            let bad = |why: &str| MetadataError::corrupt(format!("{}: {why}", loc.display()));
+            let text = std::str::from_utf8(&bytes).map_err(|_| bad("not UTF-8"))?;
+            if text.is_empty() || text.len() > MAX_LOCATION {
+                return Err(bad("a directory of 1 to 32,768 bytes is required"));
+            }
+            let p = PathBuf::from(text);
+            if !p.is_absolute() {
+                return Err(bad("the selected directory is not absolute"));
+            }
+            Ok(p)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(default_dir(db_path)),
+        Err(e) => Err(MetadataError::io(&loc, e)),
+    }
+}
+
+fn fenced(detail: impl Into<String>) -> MetadataError {
+    MetadataError::refused(ErrorCode::ArchiveUnavailable, detail)
+}
+
+/// Read and decode `dir/HEAD`.
+pub fn read_head(dir: &Path) -> Result<ArchiveHead> {
+    let path = dir.join(HEAD_FILE);
+    let bytes = std::fs::read(&path).map_err(|e| MetadataError::io(&path, e))?;
+    ArchiveHead::decode(&bytes).map_err(|e| MetadataError::Recovery {
+        path,
+        offset: 0,
+        source: e,
+    })
+}
+
+fn write_head(dir: &Path, head: &ArchiveHead) -> std::io::Result<()> {
+    let tmp = dir.join("HEAD.tmp");
+    let mut f = File::create(&tmp)?;
+    f.write_all(&head.encode())?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, dir.join(HEAD_FILE))?;
+    sync_dir_io(dir)
+}
+
+fn sync_dir_io(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        File::open(dir)?.sync_all()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
+    }
+}
+
+struct State {
+    head: ArchiveHead,
+    fence: Option<String>,
+}
+
+/// The archive of one open, writable database.
+pub struct Archive {
+    dir: PathBuf,
+    db: Arc<Database>,
+    state: Mutex<State>,
+    hook: Mutex<Option<Box<ArchiveHook>>>,
+}
+
+impl Archive {
+    /// Create the archive of a new database: the directory (which must not
+    /// hold a `HEAD`) and the zero position at the database's end.
+    pub fn create(db_path: &Path, db: Arc<Database>) -> Result<Archive> {
+        let dir = archive_dir(db_path)?;
+        let profile = {
+            let tx = db.begin_read()?;
+            journal::check_profile(&tx, db_path)?
+        };
+        if dir.join(HEAD_FILE).exists() {
+            return Err(MetadataError::refused(
+                ErrorCode::AlreadyExists,
+                format!("{} already holds an archive", dir.display()),
+            ));
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| MetadataError::io(&dir, e))?;
+        let head = ArchiveHead::zero(profile.identity, profile.floor);
+        write_head(&dir, &head).map_err(|e| MetadataError::io(&dir, e))?;
+        if let Some(parent) = dir.parent() {
+            sync_dir(parent)?;
+        }
+        Ok(Archive {
+            dir,
+            db,
+            state: Mutex::new(State { head, fence: None }),
+            hook: Mutex::new(None),
+        })
+    }
+
+    /// Open the existing archive of `db_path` (never initialising one),
+    /// check its identity against the database and that it is not ahead of
+    /// it, then drain the database outbox beyond `HEAD` into it.
+    pub fn open(db_path: &Path, db: Arc<Database>) -> Result<Archive> {
+        let dir = archive_dir(db_path)?;
+        let profile = {
+            let tx = db.begin_read()?;
+            journal::check_profile(&tx, db_path)?
+        };
+        if !dir.join(HEAD_FILE).exists() {
+            return Err(MetadataError::RecoveryProfileMissing {
+                path: dir.clone(),
+                what: "the recovery archive (HEAD) is missing".into(),
+            });
+        }
+        let head = read_head(&dir)?;
+        if head.identity != profile.identity {
+            return Err(MetadataError::corrupt(format!(
+                "{}: archive of database {} where {} is {}",
+                dir.join(HEAD_FILE).display(),
+                hex::encode(head.identity),
+                db_path.display(),
+                hex::encode(profile.identity)
+            )));
+        }
+        if head.end > profile.end {
+            return Err(MetadataError::corrupt(format!(
+                "{}: the archive reaches {} but {} ends at {}; restore from the archive",
+                dir.join(HEAD_FILE).display(),
+                head.end,
+                db_path.display(),
+                profile.end
+            )));
+        }
+        if head.end < profile.floor {
+            return Err(MetadataError::corrupt(format!(
+                "{}: the archive ends at {} below the retained floor {}",
+                dir.join(HEAD_FILE).display(),
+                head.end,
+                profile.floor
+            )));
+        }
+        let a = Archive {
+            dir,
+            db,
+            state: Mutex::new(State { head, fence: None }),
+            hook: Mutex::new(None),
+        };
+        a.publish()?;
+        Ok(a)
+    }
+
+    /// The archive directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The published cursor.
+    pub fn head(&self) -> ArchiveHead {
+        self.state
+            .lock()
+            .map(|s| s.head)
+            .unwrap_or_else(|p| p.into_inner().head)
+    }
+
+    /// Tests: fail publication at a step.
+    pub fn set_hook(&self, hook: Option<Box<ArchiveHook>>) {
+        if let Ok(mut h) = self.hook.lock() {
+            *h = hook;
+        }
+    }
+
+    /// Refuse when an earlier archive failure fenced writes.
+    pub fn check_writable(&self) -> Result<()> {
+        let s = self
+            .state
+            .lock()
+            .map_err(|_| MetadataError::Gate("archive state poisoned".into()))?;
+        match &s.fence {
+            Some(why) => Err(fenced(format!("writes are fenced until restart: {why}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// Append every committed outbox record beyond `HEAD` as one frame and
+    /// publish the new cursor. Any failure fences writes.
+    pub fn publish(&self) -> Result<()> {
+        let mut s = self
+            .state
+            .lock()
+            .map_err(|_| MetadataError::Gate("archive state poisoned".into()))?;
+        if let Some(why) = &s.fence {
+            return Err(fenced(format!("writes are fenced until restart: {why}")));
+        }
+        match self.publish_locked(&mut s) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let why = format!("{}: {e}", self.dir.display());
+                s.fence = Some(why.clone());
+                Err(fenced(format!(
+                    "the recovery archive could not be written ({why}); writes are fenced until restart"
+                )))
+            }
+        }
+    }
+
+    fn publish_locked(&self, s: &mut State) -> Result<()> {
+        let tx = self.db.begin_read()?;
+        let profile = journal::check_profile(&tx, &self.dir)?;
+        let head = s.head;
+        if profile.end == head.end {
+            return Ok(());
+        }
+        self.step("committed")
+            .map_err(|e| MetadataError::io(&self.dir, e))?;
+        // The SCRJ payload of head.end + 1 ..= end, streamed from the outbox.
+        let header = SegmentHeader {
+            identity: profile.identity,
+            after: head.end,
+            end: profile.end,
+        };
+        let mut w = SegmentWriter::new(Vec::new(), header).map_err(MetadataError::journal)?;
+        let records = tx.open_table(RECORDS)?;
+        // A missing last row is refused by `finish` (the count is short).
+        for (expected, row) in (head.end + 1..).zip(records.range(head.end + 1..=profile.end)?) {
+            let (k, v) = row?;
+            if k.value() != expected {
+                return Err(MetadataError::corrupt(format!(
+                    "recovery outbox: sequence {expected} is missing"
+                )));
+            }
+            rj::Record::validate(v.value()).map_err(|e| MetadataError::Recovery {
+                path: PathBuf::from(rj::TABLE_RECORDS),
+                offset: k.value(),
+                source: e,
+            })?;
+            w.record(k.value(), v.value())
+                .map_err(MetadataError::journal)?;
+        }
+        let (payload, _, _) = w.finish().map_err(MetadataError::journal)?;
+        drop(records);
+        drop(tx);
+        // The frame is written in three parts; the payload is not copied.
+        let sum: [u8; 32] = payload[payload.len() - 32..]
+            .try_into()
+            .map_err(|_| MetadataError::corrupt("recovery payload without its digest"))?;
+        let chain = rj::chain_digest(&head.chain, payload.len() as u64, &sum);
+        let frame_head = rj::frame_header(&head.chain, payload.len() as u64);
+        let frame_len = frame_head.len() + payload.len() + chain.len();
+        let (segment, offset) = if head.segment == 0 {
+            (1, 0)
+        } else if head.offset >= rj::SEGMENT_ROLL_BYTES {
+            (head.segment + 1, 0)
+        } else {
+            (head.segment, head.offset)
+        };
+        let path = self.dir.join(rj::segment_file_name(segment));
+        let io = |e: std::io::Error| MetadataError::io(&path, e);
+        let created = !path.exists();
+        let mut f = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
+        // Replace any unpublished tail beyond HEAD.
+        f.set_len(offset).map_err(io)?;
+        f.seek(SeekFrom::Start(offset)).map_err(io)?;
+        {
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, &mut f);
+            w.write_all(&frame_head)
+                .and_then(|_| w.write_all(&payload))
+                .and_then(|_| w.write_all(&chain))
+                .and_then(|_| w.flush())
+                .map_err(io)?;
+        }
+        f.sync_data().map_err(io)?;
+        drop(f);
+        if created {
+            sync_dir(&self.dir)?;
+        }
+        self.step("frame").map_err(io)?;
+        let next = ArchiveHead {
+            identity: profile.identity,
+            segment,
+            offset: offset + frame_len as u64,
+            end: profile.end,
+            chain,
+        };
+        write_head(&self.dir, &next).map_err(|e| MetadataError::io(self.dir.join(HEAD_FILE), e))?;
+        s.head = next;
+        self.step("head")
+            .map_err(|e| MetadataError::io(self.dir.join(HEAD_FILE), e))?;
+        Ok(())
+    }
+
+    fn step(&self, what: &'static str) -> std::io::Result<()> {
+        match self.hook.lock() {
+            Ok(h) => match h.as_ref() {
+                Some(f) => f(what),
+                None => Ok(()),
+            },
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+/// What [`verify`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub head: ArchiveHead,
+    pub segments: u64,
+    pub frames: u64,
+}
+
+/// Walk every published frame of the archive at `dir` (segments 1 ..=
+/// HEAD's, each frame's chain and SCRJ payload, continuity, up to HEAD's
+/// offset), calling `each` with the segment file, the payload's offset in
+/// it and the payload. Reads only.
+pub fn walk(dir: &Path, mut each: impl FnMut(&Path, u64, &[u8]) -> Result<()>) -> Result<Verified> {
+    let head = read_head(dir)?;
+    let mut prev = [0u8; 32];
+    let mut frames = 0;
+    for n in 1..=head.segment {
+        let path = dir.join(rj::segment_file_name(n));
+        let mut bytes = Vec::new();
+        File::open(&path)
+            .and_then(|mut f| f.read_to_end(&mut bytes))
+            .map_err(|e| MetadataError::io(&path, e))?;
+        let limit = if n == head.segment {
+            if (bytes.len() as u64) < head.offset {
+                return Err(MetadataError::Recovery {
+                    path: path.clone(),
+                    offset: bytes.len() as u64,
+                    source: scribe_format::FormatError::Truncated {
+                        what: "archive segment",
+                        needed: head.offset - bytes.len() as u64,
+                        available: 0,
+                    }
+                    .into(),
+                });
+            }
+            head.offset as usize
+        } else {
+            bytes.len()
+        };
+        let mut at = 0usize;
+        while at < limit {
+            let (frame, used) =
+                Frame::decode(&bytes[at..limit], &prev).map_err(|e| MetadataError::Recovery {
+                    path: path.clone(),
+                    offset: at as u64,
+                    source: e,
+                })?;
+            each(&path, at as u64 + 40, frame.payload)?;
+            prev = frame.chain;
+            at += used;
+            frames += 1;
+        }
+    }
+    if prev != head.chain {
+        return Err(MetadataError::Recovery {
+            path: dir.join(HEAD_FILE),
+            offset: 48,
+            source: rj::RecoveryError::ChainMismatch,
+        });
+    }
+    Ok(Verified {
+        head,
+        segments: head.segment,
+        frames,
+    })
+}
+
+/// Verify the archive at `dir`: every frame and payload decodes, chains,
+/// and continues the previous one; the last reaches HEAD's end. Reads only.
+pub fn verify(dir: &Path) -> Result<Verified> {
+    let mut check = scribe_format::recovery::TypeCheck::default();
+    let mut expected_after = None::<u64>;
+    let mut identity = None;
+    let v = walk(dir, |path, offset, payload| {
+        let seg_err = |e| MetadataError::Recovery {
+            path: path.to_owned(),
+            offset,
+            source: e,
+        };
+        let mut r = rj::SegmentReader::new(payload).map_err(seg_err)?;
+        let h = r.header();
+        let want = *identity.get_or_insert(h.identity);
+        if h.identity != want {
+            return Err(seg_err(rj::RecoveryError::IdentityMismatch {
+                expected: hex::encode(want),
+                found: hex::encode(h.identity),
+            }));
+        }
+        if let Some(after) = expected_after {
+            if h.after != after {
+                return Err(seg_err(rj::RecoveryError::SegmentGap {
+                    expected: after,
+                    found: h.after,
+                }));
+            }
+        }
+        let checking = expected_after.is_some() || h.after == 0;
+        while let Some((_, rec)) = r.next_record().map_err(|e| MetadataError::Recovery {
+            path: path.to_owned(),
+            offset: offset + r.offset(),
+            source: e,
+        })? {
+            if checking {
+                check.apply(&rec).map_err(|e| MetadataError::Recovery {
+                    path: path.to_owned(),
+                    offset: offset + r.offset(),
+                    source: e,
+                })?;
+            }
+        }
+        expected_after = Some(h.end);
+        Ok(())
+    })?;
+    if let Some(end) = expected_after {
+        if end != v.head.end {
+            return Err(MetadataError::corrupt(format!(
+                "{}: HEAD names end {} but the frames end at {end}",
+                dir.join(HEAD_FILE).display(),
+                v.head.end
+            )));
+        }
+    }
+    Ok(v)
+}
+
+/// Rebuild the database `target` (which must not exist) from the archive
+/// at `dir` alone: frames are replayed into `<target>.replay`, renamed to
+/// `target` only when every frame verified and applied.
+pub fn recover(dir: &Path, target: &Path) -> Result<Replayed> {
+    if target.exists() {
+        return Err(MetadataError::refused(
+            ErrorCode::AlreadyExists,
+            format!(
+                "{} exists; recovery publishes only a new file",
+                target.display()
+            ),
+        ));
+    }
+    let head = read_head(dir)?;
+    let quarantine = journal::quarantine_path(target);
+    if quarantine.exists() {
+        std::fs::remove_file(&quarantine).map_err(|e| MetadataError::io(&quarantine, e))?;
+    }
+    let result = (|| -> Result<Replayed> {
+        let mut r = journal::Replayer::new(&quarantine, Some(head.identity))?;
+        walk(dir, |path, offset, payload| r.feed(path, offset, payload))?;
+        if r.end() != head.end {
+            return Err(MetadataError::corrupt(format!(
+                "{}: HEAD names end {} but the frames end at {}",
+                dir.join(HEAD_FILE).display(),
+                head.end,
+                r.end()
+            )));
+        }
+        r.finish()
+    })();
+    match result {
+        Ok(done) => {
+            std::fs::rename(&quarantine, target).map_err(|e| MetadataError::io(target, e))?;
+            if let Some(parent) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
+                sync_dir(parent)?;
+            }
+            Ok(done)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&quarantine);
+            Err(e)
+        }
+    }
+}
+
+#[allow(dead_code)]
+const _HEAD_IS_112: () = assert!(HEAD_LEN == 112);

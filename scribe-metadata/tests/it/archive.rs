@@ -1,0 +1,438 @@
+//! The independent recovery archive on real files and real processes:
+//! every acknowledged write is in `metadata.recovery` before the call
+//! returns; the archive alone rebuilds a deleted `metadata.redb`; an
+//! unwritable archive fences writes while reads keep working; SIGKILL at
+//! each step of publication loses nothing acknowledged; torn tails are
+//! replaced and corruption is refused with the file and byte offset.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redb::Database;
+use scribe_format::recovery::{self as rj, ArchiveHead};
+use scribe_format::ErrorCode;
+use scribe_metadata::archive;
+use scribe_metadata::journal;
+use scribe_metadata::{MetadataError, Repository};
+
+use super::journal::workload;
+use super::support::*;
+
+fn archive_dir(repo: &Repository) -> PathBuf {
+    repo.dir().join("metadata.recovery")
+}
+
+fn db_end(repo: &Repository) -> u64 {
+    let tx = redb::ReadableDatabase::begin_read(repo.database()).unwrap();
+    journal::check_profile(&tx, Path::new("m")).unwrap().end
+}
+
+#[test]
+fn every_acknowledged_write_is_archived_and_the_archive_alone_rebuilds_the_database() {
+    let e = env();
+    let dir = archive_dir(&e.repo);
+    // Creation published the zero position then the creation transaction.
+    let head = archive::read_head(&dir).unwrap();
+    assert_eq!(head.segment, 1);
+    assert_eq!(head.end, db_end(&e.repo));
+    workload(&e);
+    // Each call returned after its publication: HEAD is at the database end.
+    let head = archive::read_head(&dir).unwrap();
+    assert_eq!(head.end, db_end(&e.repo));
+    assert_eq!(e.repo.archive().head(), head);
+    let v = archive::verify(&dir).unwrap();
+    assert!(v.frames >= 10, "{v:?}");
+    assert!(dir.join("00000000000000000001.journal").is_file());
+
+    let original = journal::dump_rows(e.repo.database()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("metadata.redb");
+    let done = archive::recover(&dir, &target).unwrap();
+    assert_eq!(done.end, head.end);
+    let rebuilt = journal::dump_rows(&Database::open(&target).unwrap()).unwrap();
+    assert_eq!(rebuilt, original);
+
+    // Delete metadata.redb outright; rebuild it from the archive; serve.
+    let Env {
+        root,
+        repo,
+        dir: tmp,
+        ..
+    } = e;
+    let repo_dir = repo.dir().to_owned();
+    let head_change = repo.head().unwrap();
+    drop(repo);
+    drop(root);
+    std::fs::remove_file(repo_dir.join("metadata.redb")).unwrap();
+    archive::recover(
+        &repo_dir.join("metadata.recovery"),
+        &repo_dir.join("metadata.redb"),
+    )
+    .unwrap();
+    let root = reopen(&tmp.path().join("data"));
+    let id = root.list_repositories().unwrap()[0].id;
+    let repo = root.open_repository(id).unwrap();
+    assert_eq!(repo.head().unwrap(), head_change);
+    assert_doctor_clean(&repo);
+    // Writes continue the same archive chain.
+    repo.add_change_note(1, "ada", "after recovery").unwrap();
+    archive::verify(&repo_dir.join("metadata.recovery")).unwrap();
+    assert_eq!(
+        archive::read_head(&repo_dir.join("metadata.recovery"))
+            .unwrap()
+            .end,
+        db_end(&repo)
+    );
+}
+
+#[test]
+fn an_unwritable_archive_fences_writes_and_reads_keep_working() {
+    let e = env();
+    let c1 = commit(&e, vec![add(&e, "a.txt", 1)]);
+    let dir = archive_dir(&e.repo);
+    let before = archive::read_head(&dir).unwrap();
+    // The archive directory becomes unwritable: replaced by a plain file
+    // (this holds even for root, which ignores permission bits).
+    let moved = e.dir.path().join("moved-archive");
+    std::fs::rename(&dir, &moved).unwrap();
+    std::fs::write(&dir, b"not a directory").unwrap();
+    let err = e
+        .repo
+        .submit(submission(&e, vec![add(&e, "b.txt", 2)]))
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ArchiveUnavailable, "{err}");
+    assert!(err.to_string().contains("metadata.recovery"), "{err}");
+    // Every later write is fenced, before touching the database.
+    let end = db_end(&e.repo);
+    let err = e.repo.add_change_note(c1, "ada", "note").unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ArchiveUnavailable, "{err}");
+    let err = e
+        .repo
+        .lock(&["a.txt".into()], e.ws, e.main, "ada")
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ArchiveUnavailable, "{err}");
+    assert_eq!(db_end(&e.repo), end, "fenced writes record nothing");
+    // Reads keep working.
+    assert!(e.repo.head().unwrap() >= c1);
+    assert_doctor_clean(&e.repo);
+    // Restart with the archive back: startup drains the surviving outbox
+    // (the unacknowledged acceptance included) into the archive.
+    std::fs::remove_file(&dir).unwrap();
+    std::fs::rename(&moved, &dir).unwrap();
+    let Env {
+        root,
+        repo,
+        dir: tmp,
+        ..
+    } = e;
+    drop(repo);
+    drop(root);
+    let root = reopen(&tmp.path().join("data"));
+    let repo = root.open_repository_by_name("game").unwrap();
+    let after = archive::read_head(&dir).unwrap();
+    assert!(after.end > before.end);
+    assert_eq!(after.end, db_end(&repo));
+    archive::verify(&dir).unwrap();
+    repo.add_change_note(c1, "ada", "writes again").unwrap();
+}
+
+#[test]
+fn startup_requires_a_matching_archive() {
+    let e = env();
+    let other = env();
+    let dir = archive_dir(&e.repo);
+    let Env {
+        root,
+        repo,
+        dir: tmp,
+        ..
+    } = e;
+    let repo_dir = repo.dir().to_owned();
+    drop(repo);
+    drop(root);
+    // Missing: refused, never initialised.
+    let aside = tmp.path().join("aside");
+    std::fs::rename(&dir, &aside).unwrap();
+    let objects = || -> scribe_metadata::Objects {
+        scribe_metadata::DirObjects::open(&repo_dir.join("objects/interim")).unwrap()
+    };
+    let err = Repository::open_dir(&repo_dir, objects()).err().unwrap();
+    assert!(
+        matches!(err, MetadataError::RecoveryProfileMissing { .. }),
+        "{err}"
+    );
+    assert!(!dir.exists(), "startup created no archive");
+    // Another database's archive: refused.
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(archive_dir(&other.repo).join("HEAD"), dir.join("HEAD")).unwrap();
+    let err = Repository::open_dir(&repo_dir, objects()).err().unwrap();
+    assert_eq!(err.code(), ErrorCode::Corrupt, "{err}");
+    // A flipped HEAD: refused naming the file.
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::rename(&aside, &dir).unwrap();
+    let mut head = std::fs::read(dir.join("HEAD")).unwrap();
+    head[30] ^= 1;
+    std::fs::write(dir.join("HEAD"), &head).unwrap();
+    let err = Repository::open_dir(&repo_dir, objects()).err().unwrap();
+    assert!(err.to_string().contains("HEAD"), "{err}");
+    assert!(err.to_string().contains("checksum"), "{err}");
+    // A `.recovery-location` selects another (absolute) directory.
+    head[30] ^= 1;
+    std::fs::write(dir.join("HEAD"), &head).unwrap();
+    let elsewhere = tmp.path().join("second-volume");
+    std::fs::rename(&dir, &elsewhere).unwrap();
+    std::fs::write(
+        repo_dir.join("metadata.recovery-location"),
+        elsewhere.to_str().unwrap(),
+    )
+    .unwrap();
+    let repo = Repository::open_dir(&repo_dir, objects()).unwrap();
+    assert_eq!(repo.archive().dir(), elsewhere);
+    drop(repo);
+    std::fs::write(repo_dir.join("metadata.recovery-location"), "relative/dir").unwrap();
+    let err = Repository::open_dir(&repo_dir, objects()).err().unwrap();
+    assert!(err.to_string().contains("not absolute"), "{err}");
+}
+
+#[test]
+fn torn_tails_are_replaced_and_corruption_is_refused_with_file_and_offset() {
+    let e = env();
+    commit(&e, vec![add(&e, "a", 1)]);
+    let dir = archive_dir(&e.repo);
+    let head = archive::read_head(&dir).unwrap();
+    let seg = dir.join(rj::segment_file_name(head.segment));
+    // An unpublished tail (a crash after a partial frame write).
+    let mut f = std::fs::OpenOptions::new().append(true).open(&seg).unwrap();
+    std::io::Write::write_all(&mut f, &[0xAB; 300]).unwrap();
+    drop(f);
+    archive::verify(&dir).unwrap(); // bytes beyond HEAD are not read
+    commit(&e, vec![add(&e, "b", 2)]);
+    let v = archive::verify(&dir).unwrap();
+    let len = std::fs::metadata(&seg).unwrap().len();
+    assert_eq!(
+        len, v.head.offset,
+        "the tail was replaced by the next frame"
+    );
+
+    // A flipped bit inside a published frame.
+    let good = std::fs::read(&seg).unwrap();
+    let mut bad = good.clone();
+    let at = head.offset as usize + 100;
+    bad[at] ^= 0x04;
+    std::fs::write(&seg, &bad).unwrap();
+    let err = archive::verify(&dir).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("00000000000000000001.journal: at byte"),
+        "{text}"
+    );
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("m.redb");
+    assert!(archive::recover(&dir, &target).is_err());
+    assert!(!target.exists() && !journal::quarantine_path(&target).exists());
+    // A truncated published segment.
+    std::fs::write(&seg, &good[..good.len() - 10]).unwrap();
+    let err = archive::verify(&dir).unwrap_err();
+    assert!(err.to_string().contains("journal"), "{err}");
+    std::fs::write(&seg, &good).unwrap();
+    archive::verify(&dir).unwrap();
+}
+
+#[test]
+fn segments_roll_after_the_target_size() {
+    let e = env();
+    let dir = archive_dir(&e.repo);
+    let head = archive::read_head(&dir).unwrap();
+    assert!(head.offset < rj::SEGMENT_ROLL_BYTES);
+    // Notes of 60,000 bytes, one frame each, until the archive rolls.
+    let c = commit(&e, vec![add(&e, "a", 1)]);
+    let text = "x".repeat(60_000);
+    let start = Instant::now();
+    let mut n = 0;
+    while archive::read_head(&dir).unwrap().segment == 1 {
+        e.repo.add_change_note(c, "ada", &text).unwrap();
+        n += 1;
+        assert!(n < 2_000 && start.elapsed() < Duration::from_secs(600));
+    }
+    let first = std::fs::metadata(dir.join(rj::segment_file_name(1)))
+        .unwrap()
+        .len();
+    assert!(first >= rj::SEGMENT_ROLL_BYTES, "rolled at {first}");
+    assert!(
+        first < rj::SEGMENT_ROLL_BYTES + 200_000,
+        "rolled late at {first}"
+    );
+    let v = archive::verify(&dir).unwrap();
+    assert_eq!(v.segments, 2);
+    let out = tempfile::tempdir().unwrap();
+    archive::recover(&dir, &out.path().join("m.redb")).unwrap();
+}
+
+const CHILD_ENV: &str = "SCRIBE_ARCHIVE_KILL_CHILD";
+
+/// Runs only inside the child process the SIGKILL test spawns: one
+/// acknowledged submit (then the file `acked`), then a second submit whose
+/// archive publication parks at the step named by the environment.
+#[test]
+fn archive_kill_child() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let (dir, step) = spec.split_once('|').unwrap();
+    let dir = PathBuf::from(dir);
+    let root = reopen(&dir);
+    let repo = root.open_repository_by_name("game").unwrap();
+    let objects = scribe_metadata::DirObjects::open(&repo.dir().join("objects/interim")).unwrap();
+    let main = repo.main_branch();
+    let e = Env {
+        dir: tempfile::tempdir().unwrap(),
+        root,
+        repo,
+        objects,
+        main,
+        ws: scribe_format::WorkspaceId::random(),
+    };
+    let first = commit(&e, vec![add(&e, "acked.txt", 5)]);
+    std::fs::write(dir.join("acked"), first.to_string()).unwrap();
+    let marker = dir.join("parked");
+    let step: &'static str = Box::leak(step.to_owned().into_boxed_str());
+    e.repo.archive().set_hook(Some(Box::new(move |at| {
+        if at == step {
+            std::fs::write(&marker, at).unwrap();
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+        Ok(())
+    })));
+    let _ = e
+        .repo
+        .submit(submission(&e, vec![add(&e, "unacked.txt", 6)]));
+    unreachable!("the parent kills this process while it publishes");
+}
+
+#[test]
+fn sigkill_at_each_step_of_publication_loses_nothing_acknowledged() {
+    for step in ["committed", "frame", "head"] {
+        let e = env();
+        let data = e.root.dir().to_owned();
+        let repo_dir = e.repo.dir().to_owned();
+        let Env {
+            dir: tmp,
+            root,
+            repo,
+            ..
+        } = e;
+        drop(repo);
+        drop(root);
+        let (_, module) = module_path!().split_once("::").unwrap();
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                &format!("{module}::archive_kill_child"),
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, format!("{}|{step}", data.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let marker = data.join("parked");
+        let start = Instant::now();
+        while !marker.exists() {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("{step}: child exited before parking: {status}");
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "{step}: never parked"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let acked: u64 = std::fs::read_to_string(data.join("acked"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let dir = repo_dir.join("metadata.recovery");
+        let head = archive::read_head(&dir).unwrap();
+        archive::verify(&dir).unwrap();
+
+        // Keep the state the kill left, for the second scenario.
+        let saved = tmp.path().join("saved");
+        std::fs::create_dir(&saved).unwrap();
+        std::fs::copy(repo_dir.join("metadata.redb"), saved.join("metadata.redb")).unwrap();
+        copy_dir(&dir, &saved.join("metadata.recovery"));
+
+        // The metadata volume is lost: the archive alone brings back every
+        // acknowledged change.
+        std::fs::remove_file(repo_dir.join("metadata.redb")).unwrap();
+        let done = archive::recover(&dir, &repo_dir.join("metadata.redb")).unwrap();
+        assert_eq!(done.end, head.end);
+        {
+            let root = reopen(&data);
+            let repo = root.open_repository_by_name("game").unwrap();
+            assert_doctor_clean(&repo);
+            // The unacknowledged submit is in the archive only once HEAD
+            // was renamed.
+            let want = if step == "head" { acked + 1 } else { acked };
+            assert_eq!(repo.head().unwrap(), want, "{step}");
+        }
+
+        // The database survives instead: startup drains its outbox, so the
+        // committed (unacknowledged) acceptance reaches the archive too.
+        std::fs::remove_file(repo_dir.join("metadata.redb")).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::copy(saved.join("metadata.redb"), repo_dir.join("metadata.redb")).unwrap();
+        copy_dir(&saved.join("metadata.recovery"), &dir);
+        let root = reopen(&data);
+        let repo = root.open_repository_by_name("game").unwrap();
+        assert_eq!(
+            repo.head().unwrap(),
+            acked + 1,
+            "{step}: the database kept it"
+        );
+        let after: ArchiveHead = archive::read_head(&dir).unwrap();
+        assert_eq!(after.end, db_end(&repo));
+        archive::verify(&dir).unwrap();
+        assert_doctor_clean(&repo);
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn a_deleted_catalog_is_rebuilt_from_its_archive() {
+    let e = env();
+    e.root.create_repository("second").unwrap();
+    let data = e.root.dir().to_owned();
+    let before = e.root.list_repositories().unwrap();
+    let Env {
+        root,
+        repo,
+        dir: _keep,
+        ..
+    } = e;
+    drop(repo);
+    drop(root);
+    archive::verify(&data.join("catalog.recovery")).unwrap();
+    std::fs::remove_file(data.join("catalog.redb")).unwrap();
+    let done = scribe_metadata::root::recover_catalog(&data).unwrap();
+    assert!(done.transactions >= 5, "{done:?}");
+    let root = reopen(&data);
+    assert_eq!(root.list_repositories().unwrap(), before);
+    root.open_repository_by_name("second").unwrap();
+    // A second recovery refuses to replace the rebuilt catalog.
+    drop(root);
+    let err = scribe_metadata::root::recover_catalog(&data).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::AlreadyExists);
+}

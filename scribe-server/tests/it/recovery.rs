@@ -1,0 +1,174 @@
+//! `scribe-server archive verify` and `recover --from-archive` with real
+//! processes: a served data root SIGKILLed after acknowledged submissions,
+//! its `metadata.redb` deleted outright, rebuilt from the archive alone,
+//! and served again with every acknowledged change.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use scribe_format::{OperationId, WorkspaceId};
+use scribe_server::{InProcessConnection, Service};
+use scribe_testkit::change::{accepted, change, Requests};
+use scribe_testkit::{wire, REPO};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_scribe-server"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run scribe-server")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// `serve` until it writes `listen`; returns the child and the address.
+fn serve(data: &Path, runtime: &Path) -> (std::process::Child, String) {
+    let mut child = bin()
+        .args([
+            "serve",
+            "--data",
+            data.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--runtime-dir")
+        .arg(runtime)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let listen = runtime.join("listen");
+    loop {
+        if let Ok(s) = std::fs::read_to_string(&listen) {
+            if s.ends_with('\n') {
+                return (child, s.trim().to_string());
+            }
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("serve exited: {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_deleted_metadata_redb_is_rebuilt_from_the_archive_after_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    ok(&run(&["init", "--data", d]));
+    let out = run(&["repo", "create", "--data", d, REPO]);
+    ok(&out);
+    let repo_dir = data.join("repos").join(text(&out.stdout).trim());
+
+    let (mut child, addr) = serve(&data, &dir.path().join("run"));
+    let mut c = wire::tcp(addr.parse().unwrap());
+    let ws = WorkspaceId([1; 16]);
+    c.register(ws);
+    let mut last = 0;
+    for i in 0..5u8 {
+        let name = format!("f{i}.txt");
+        let body = vec![b'a' + i; 10 + i as usize];
+        last = accepted(&c.upload_and_submit(
+            ws,
+            OperationId([i + 1; 16]),
+            &change(&[(name.as_str(), Some(body.as_slice()), 0)]),
+            "m",
+        ));
+    }
+    drop(c);
+    child.kill().unwrap(); // SIGKILL: no shutdown path runs
+    child.wait().unwrap();
+    let _ = std::fs::remove_file(dir.path().join("run/listen"));
+
+    ok(&run(&["archive", "verify", "--data", d]));
+    // The metadata volume is lost.
+    std::fs::remove_file(repo_dir.join("metadata.redb")).unwrap();
+    // Without the flag: a usage error.
+    let out = run(&["recover", "--data", d, "--repo", REPO]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let out = run(&["recover", "--data", d, "--repo", REPO, "--from-archive"]);
+    ok(&out);
+    assert!(
+        text(&out.stdout).contains("rebuilt"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(!repo_dir.join("metadata.redb.replay").exists());
+    // A second recovery refuses to replace the rebuilt file.
+    let out = run(&["recover", "--data", d, "--repo", REPO, "--from-archive"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("exists"),
+        "{}",
+        text(&out.stderr)
+    );
+    ok(&run(&["doctor", "--data", d]));
+    ok(&run(&["archive", "verify", "--data", d, "--repo", REPO]));
+    // The catalog is lost as well: rebuilt from catalog.recovery.
+    std::fs::remove_file(data.join("catalog.redb")).unwrap();
+    let out = run(&["recover", "--data", d, "--from-archive"]);
+    ok(&out);
+    assert!(
+        text(&out.stdout).contains("catalog: rebuilt") && text(&out.stdout).contains("1 repositor"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = run(&["archive", "verify", "--data", d]);
+    ok(&out);
+    assert!(
+        text(&out.stdout).contains("catalog ("),
+        "{}",
+        text(&out.stdout)
+    );
+
+    // Served again: every acknowledged change is there; writes continue.
+    let (mut child, addr) = serve(&data, &dir.path().join("run2"));
+    let mut c = wire::tcp(addr.parse().unwrap());
+    c.register(ws);
+    let next = accepted(&c.upload_and_submit(
+        ws,
+        OperationId([9; 16]),
+        &change(&[("after.txt", Some(b"after".as_slice()), 0)]),
+        "m",
+    ));
+    assert_eq!(next, last + 1);
+    drop(c);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut c = InProcessConnection::new(Service::open(&data).unwrap());
+    assert_eq!(c.repo_list()[0].head, last + 1);
+}
+
+#[test]
+fn archive_verify_names_the_file_and_offset_of_a_damaged_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    ok(&run(&["init", "--data", d]));
+    let out = run(&["repo", "create", "--data", d, REPO]);
+    ok(&out);
+    let repo_dir = data.join("repos").join(text(&out.stdout).trim());
+    let seg = repo_dir.join("metadata.recovery/00000000000000000001.journal");
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[60] ^= 0x01;
+    std::fs::write(&seg, &bytes).unwrap();
+    let out = run(&["archive", "verify", "--data", d]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("problem: ") && stdout.contains("00000000000000000001.journal: at byte"),
+        "{stdout}"
+    );
+}
