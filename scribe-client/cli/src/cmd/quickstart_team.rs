@@ -318,8 +318,10 @@ pub fn run(ctx: &Ctx, dir: PathBuf) -> CliResult {
     t.title("A team server bound to it: scribe-server init, auth-init, serve (TLS)")?;
     let data = dir.join("server");
     t.must(&t.server_bin, None, &["init", "--data", &s(&data)])?;
-    let admin_cfg = t.config("admin");
-    t.run_with_env(
+    // auth-init registers the server with the administrator's login.
+    t.must(
+        &t.server_bin,
+        Some("admin"),
         &[
             "auth-init",
             "--data",
@@ -329,7 +331,6 @@ pub fn run(ctx: &Ctx, dir: PathBuf) -> CliResult {
             "--name",
             "quickstart-depot",
         ],
-        &admin_cfg,
     )?;
     let (child, server_addr) = t.start(
         &t.server_bin,
@@ -469,29 +470,4 @@ pub fn run(ctx: &Ctx, dir: PathBuf) -> CliResult {
         dir.display()
     ))?;
     Ok(())
-}
-
-impl Team<'_> {
-    fn run_with_env(&self, args: &[&str], config: &Path) -> CliResult<String> {
-        let mut cmd = Command::new(&self.server_bin);
-        cmd.args(args)
-            .env("SCRIBE_CONFIG_DIR", config)
-            .stdin(Stdio::null());
-        self.ctx
-            .out
-            .line(format_args!("   $ scribe-server {}", args.join(" ")))?;
-        let out = cmd.output()?;
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        for l in text.lines().filter(|l| !l.trim().is_empty()).take(12) {
-            self.ctx.out.line(format_args!("     {l}"))?;
-        }
-        if !out.status.success() {
-            return Err(failed("scribe-server auth-init", text.trim()));
-        }
-        Ok(text)
-    }
 }
