@@ -13,10 +13,20 @@ use scribe_format::{ChunkId, ObjectId};
 
 use super::rgw::config;
 
-/// The real provider, remembering every key it was asked to create.
+/// The real provider, remembering every key it was asked to create; its
+/// next `ambiguous` deletes answer ambiguously without being sent.
 struct Recording {
     inner: S3Provider,
     puts: Mutex<Vec<String>>,
+    ambiguous: Mutex<u32>,
+}
+
+fn recording(ambiguous: u32) -> Arc<Recording> {
+    Arc::new(Recording {
+        inner: S3Provider::new(&config()).unwrap(),
+        puts: Mutex::default(),
+        ambiguous: Mutex::new(ambiguous),
+    })
 }
 
 impl Provider for Recording {
@@ -34,6 +44,15 @@ impl Provider for Recording {
         self.inner.head(key)
     }
     fn delete(&self, key: &str) -> Deleted {
+        let mut n = self.ambiguous.lock().unwrap();
+        if *n > 0 {
+            *n -= 1;
+            return Deleted::Ambiguous(ProviderError::Unavailable {
+                op: "delete",
+                key: key.into(),
+                detail: "connection reset".into(),
+            });
+        }
         self.inner.delete(key)
     }
 }
@@ -62,10 +81,7 @@ fn chunk(len: usize, seed: u32) -> (ObjectId, Vec<u8>) {
 
 fn fixture(options: TierOptions) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let provider = Arc::new(Recording {
-        inner: S3Provider::new(&config()).unwrap(),
-        puts: Mutex::default(),
-    });
+    let provider = recording(0);
     let tier = Tier::open(
         &dir.path().join("tier.redb"),
         0x0102_0304,
@@ -244,40 +260,6 @@ fn verify_names_a_missing_block_and_a_read_names_damaged_bytes() {
     assert_eq!(f.tier.read_object(&ROOT, &unknown).unwrap(), None);
 }
 
-/// The real provider whose next `n` deletes answer ambiguously (the
-/// delete is not sent).
-struct Flaky {
-    inner: S3Provider,
-    ambiguous: Mutex<u32>,
-}
-
-impl Provider for Flaky {
-    fn put_if_absent(&self, key: &str, bytes: Bytes) -> Result<Put, ProviderError> {
-        self.inner.put_if_absent(key, bytes)
-    }
-    fn get_range(&self, key: &str, r: std::ops::Range<u64>) -> Result<Bytes, ProviderError> {
-        self.inner.get_range(key, r)
-    }
-    fn get(&self, key: &str) -> Result<Bytes, ProviderError> {
-        self.inner.get(key)
-    }
-    fn head(&self, key: &str) -> Result<Option<Head>, ProviderError> {
-        self.inner.head(key)
-    }
-    fn delete(&self, key: &str) -> Deleted {
-        let mut n = self.ambiguous.lock().unwrap();
-        if *n > 0 {
-            *n -= 1;
-            return Deleted::Ambiguous(ProviderError::Unavailable {
-                op: "delete",
-                key: key.into(),
-                detail: "connection reset".into(),
-            });
-        }
-        self.inner.delete(key)
-    }
-}
-
 fn block_exists(f: &Fixture, id: &ObjectId) -> Option<bool> {
     let loc = f.tier.locate(&ROOT, id).unwrap()?;
     Some(f.provider.head(&loc.key.to_key()).unwrap().is_some())
@@ -355,10 +337,7 @@ fn a_dependency_keeps_its_owner_until_the_child_goes() {
 #[test]
 fn an_ambiguous_delete_is_quarantined_takes_no_reference_and_is_finished_later() {
     let dir = tempfile::tempdir().unwrap();
-    let flaky = Arc::new(Flaky {
-        inner: S3Provider::new(&config()).unwrap(),
-        ambiguous: Mutex::new(1),
-    });
+    let flaky = recording(1);
     let tier = Tier::open(&dir.path().join("tier.redb"), 1, flaky.clone(), small()).unwrap();
     let (a, bytes) = chunk(30_000, 60);
     let read = |_: &ObjectId| Ok(bytes.clone());
