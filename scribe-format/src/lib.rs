@@ -40,6 +40,7 @@ pub mod operation;
 pub mod path;
 pub mod portable;
 pub mod recovery;
+pub mod recovery_base;
 pub mod sau2;
 pub mod snapshot;
 pub mod wire;

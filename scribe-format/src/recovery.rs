@@ -127,6 +127,11 @@ pub enum RecoveryError {
     /// A frame whose previous chain digest is not the chain it follows.
     #[error("archive frame: previous chain digest does not match")]
     ChainMismatch,
+    /// A logical base entry out of place: a record other than a
+    /// declaration or a put, a table declared twice, a put outside its
+    /// table, or rows not in the table's key order.
+    #[error("logical base: table {table:?}: {what}")]
+    InvalidBase { table: String, what: &'static str },
     /// Reading failed.
     #[error("{what}: {reason}")]
     Io { what: &'static str, reason: String },
@@ -256,7 +261,7 @@ fn check_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-fn check_len(what: &'static str, len: usize, limit: usize) -> Result<()> {
+pub(crate) fn check_len(what: &'static str, len: usize, limit: usize) -> Result<()> {
     if len > limit {
         return Err(FormatError::LimitExceeded {
             what,
@@ -536,7 +541,7 @@ pub struct SegmentWriter<W: Write> {
     written: u64,
 }
 
-fn io_err(what: &'static str) -> impl Fn(std::io::Error) -> RecoveryError {
+pub(crate) fn io_err(what: &'static str) -> impl Fn(std::io::Error) -> RecoveryError {
     move |e| RecoveryError::Io {
         what,
         reason: e.to_string(),
@@ -632,7 +637,7 @@ pub struct SegmentReader<R: Read> {
     digest: [u8; 32],
 }
 
-fn read_exact<R: Read>(r: &mut R, buf: &mut [u8], what: &'static str) -> Result<()> {
+pub(crate) fn read_exact<R: Read>(r: &mut R, buf: &mut [u8], what: &'static str) -> Result<()> {
     let mut got = 0;
     while got < buf.len() {
         match r.read(&mut buf[got..]) {
