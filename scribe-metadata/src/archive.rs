@@ -18,8 +18,9 @@ use std::sync::{Arc, Mutex};
 
 use redb::{Database, ReadableDatabase};
 use scribe_format::recovery::{
-    self as rj, ArchiveHead, Frame, SegmentHeader, SegmentWriter, HEAD_LEN,
+    self as rj, ArchiveHead, Frame, Record, SegmentHeader, SegmentWriter, TypeCheck, HEAD_LEN,
 };
+use scribe_format::recovery_base::{self as rb, BasePointer, BaseReader};
 use scribe_format::ErrorCode;
 
 use crate::database_descriptor::sync_dir;
@@ -86,7 +87,7 @@ pub fn read_head(dir: &Path) -> Result<ArchiveHead> {
     })
 }
 
-fn write_head(dir: &Path, head: &ArchiveHead) -> std::io::Result<()> {
+pub(crate) fn write_head(dir: &Path, head: &ArchiveHead) -> std::io::Result<()> {
     let tmp = dir.join("HEAD.tmp");
     let mut f = File::create(&tmp)?;
     f.write_all(&head.encode())?;
@@ -96,7 +97,7 @@ fn write_head(dir: &Path, head: &ArchiveHead) -> std::io::Result<()> {
     sync_dir_io(dir)
 }
 
-fn sync_dir_io(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn sync_dir_io(dir: &Path) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         File::open(dir)?.sync_all()
@@ -108,16 +109,16 @@ fn sync_dir_io(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-struct State {
-    head: ArchiveHead,
-    fence: Option<String>,
+pub(crate) struct State {
+    pub(crate) head: ArchiveHead,
+    pub(crate) fence: Option<String>,
 }
 
 /// The archive of one open, writable database.
 pub struct Archive {
-    dir: PathBuf,
-    db: Arc<Database>,
-    state: Mutex<State>,
+    pub(crate) dir: PathBuf,
+    pub(crate) db: Arc<Database>,
+    pub(crate) state: Mutex<State>,
     hook: Mutex<Option<Box<ArchiveHook>>>,
 }
 
@@ -256,7 +257,7 @@ impl Archive {
         }
     }
 
-    fn publish_locked(&self, s: &mut State) -> Result<()> {
+    pub(crate) fn publish_locked(&self, s: &mut State) -> Result<()> {
         let tx = self.db.begin_read()?;
         let profile = journal::check_profile(&tx, &self.dir)?;
         let head = s.head;
@@ -346,7 +347,7 @@ impl Archive {
         Ok(())
     }
 
-    fn step(&self, what: &'static str) -> std::io::Result<()> {
+    pub(crate) fn step(&self, what: &'static str) -> std::io::Result<()> {
         match self.hook.lock() {
             Ok(h) => match h.as_ref() {
                 Some(f) => f(what),
@@ -361,19 +362,75 @@ impl Archive {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
     pub head: ArchiveHead,
+    /// Segment files read (from the base's segment, or 1, to HEAD's).
     pub segments: u64,
+    /// Frames read, including those a base covers.
     pub frames: u64,
+    /// The journal end of the selected logical base, if any.
+    pub base: Option<u64>,
 }
 
-/// Walk every published frame of the archive at `dir` (segments 1 ..=
-/// HEAD's, each frame's chain and SCRJ payload, continuity, up to HEAD's
-/// offset), calling `each` with the segment file, the payload's offset in
-/// it and the payload. Reads only.
-pub fn walk(dir: &Path, mut each: impl FnMut(&Path, u64, &[u8]) -> Result<()>) -> Result<Verified> {
+/// Read `dir/BASE` (`None` when the archive has never been consolidated).
+pub fn read_pointer(dir: &Path) -> Result<Option<BasePointer>> {
+    let path = dir.join(rb::POINTER_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(MetadataError::io(&path, e)),
+    };
+    BasePointer::decode(&bytes)
+        .map(Some)
+        .map_err(|e| MetadataError::Recovery {
+            path,
+            offset: 0,
+            source: e,
+        })
+}
+
+/// Walk every published frame of the archive at `dir`, calling `each` with
+/// the segment file, the payload's offset in it and the payload. Reads
+/// only.
+///
+/// Without a `BASE` the walk starts at segment 1 from the zero chain. With
+/// one it starts at the base cursor's segment (older segments may be
+/// pruned): the first frame's own previous digest is taken as given, and
+/// the chain must then equal the cursor's at the cursor's offset, so a
+/// damaged frame before the cursor is still detected. Frames continue to
+/// HEAD's offset and must reach HEAD's chain.
+pub fn walk(dir: &Path, each: impl FnMut(&Path, u64, &[u8]) -> Result<()>) -> Result<Verified> {
+    let pointer = read_pointer(dir)?;
+    walk_from(dir, pointer.as_ref(), each)
+}
+
+fn walk_from(
+    dir: &Path,
+    pointer: Option<&BasePointer>,
+    mut each: impl FnMut(&Path, u64, &[u8]) -> Result<()>,
+) -> Result<Verified> {
     let head = read_head(dir)?;
+    let cursor = pointer.map(|p| p.cursor);
+    if let Some(c) = cursor {
+        if c.identity != head.identity || c.end > head.end || c.segment > head.segment {
+            return Err(MetadataError::corrupt(format!(
+                "{}: the base cursor (segment {}, end {}) is not behind HEAD (segment {}, end {})",
+                dir.join(rb::POINTER_FILE).display(),
+                c.segment,
+                c.end,
+                head.segment,
+                head.end
+            )));
+        }
+    }
+    let first = match cursor {
+        Some(c) if c.segment > 0 => c.segment,
+        _ => 1,
+    };
     let mut prev = [0u8; 32];
     let mut frames = 0;
-    for n in 1..=head.segment {
+    // With a base, the first frame's previous digest is read from it.
+    let mut take_prev = cursor.is_some_and(|c| c.segment > 0);
+    let mut passed_cursor = cursor.is_none_or(|c| c.segment == 0);
+    for n in first..=head.segment {
         let path = dir.join(rj::segment_file_name(n));
         let mut bytes = Vec::new();
         File::open(&path)
@@ -398,6 +455,12 @@ pub fn walk(dir: &Path, mut each: impl FnMut(&Path, u64, &[u8]) -> Result<()>) -
         };
         let mut at = 0usize;
         while at < limit {
+            if take_prev {
+                if let Some(p) = bytes.get(at + 8..at + 40) {
+                    prev.copy_from_slice(p);
+                }
+                take_prev = false;
+            }
             let (frame, used) =
                 Frame::decode(&bytes[at..limit], &prev).map_err(|e| MetadataError::Recovery {
                     path: path.clone(),
@@ -408,7 +471,25 @@ pub fn walk(dir: &Path, mut each: impl FnMut(&Path, u64, &[u8]) -> Result<()>) -
             prev = frame.chain;
             at += used;
             frames += 1;
+            if let Some(c) = cursor.filter(|c| c.segment == n && c.offset == at as u64) {
+                if prev != c.chain {
+                    return Err(MetadataError::Recovery {
+                        path: dir.join(rb::POINTER_FILE),
+                        offset: 48,
+                        source: rj::RecoveryError::ChainMismatch,
+                    });
+                }
+                passed_cursor = true;
+            }
         }
+    }
+    if !passed_cursor {
+        return Err(MetadataError::corrupt(format!(
+            "{}: no frame ends at the base cursor (segment {}, offset {})",
+            dir.join(rb::POINTER_FILE).display(),
+            cursor.map(|c| c.segment).unwrap_or_default(),
+            cursor.map(|c| c.offset).unwrap_or_default()
+        )));
     }
     if prev != head.chain {
         return Err(MetadataError::Recovery {
@@ -419,18 +500,84 @@ pub fn walk(dir: &Path, mut each: impl FnMut(&Path, u64, &[u8]) -> Result<()>) -
     }
     Ok(Verified {
         head,
-        segments: head.segment,
+        segments: head.segment + 1 - first.min(head.segment + 1),
         frames,
+        base: cursor.map(|c| c.end),
     })
 }
 
-/// Verify the archive at `dir`: every frame and payload decodes, chains,
-/// and continues the previous one; the last reaches HEAD's end. Reads only.
+/// Stream the base `pointer` selects in `dir`, checking its identity and
+/// end against the cursor and its digest against the pointer, and hand
+/// each entry to `each`. Returns the base's declared types.
+pub(crate) fn read_base(
+    dir: &Path,
+    pointer: &BasePointer,
+    mut each: impl FnMut(Record) -> Result<()>,
+) -> Result<TypeCheck> {
+    let path = dir.join(rb::base_file_name(pointer.cursor.end));
+    let f = File::open(&path).map_err(|e| MetadataError::io(&path, e))?;
+    let err = |offset: u64, source| MetadataError::Recovery {
+        path: path.clone(),
+        offset,
+        source,
+    };
+    let mut r =
+        BaseReader::new(std::io::BufReader::with_capacity(1 << 20, f)).map_err(|e| err(0, e))?;
+    let h = r.header();
+    if h.identity != pointer.cursor.identity {
+        return Err(err(
+            6,
+            rj::RecoveryError::IdentityMismatch {
+                expected: hex::encode(pointer.cursor.identity),
+                found: hex::encode(h.identity),
+            },
+        ));
+    }
+    if h.end != pointer.cursor.end {
+        return Err(err(
+            22,
+            rj::RecoveryError::SegmentGap {
+                expected: pointer.cursor.end,
+                found: h.end,
+            },
+        ));
+    }
+    let mut check = TypeCheck::default();
+    loop {
+        let at = r.offset();
+        let Some(rec) = r.next_record().map_err(|e| err(r.offset(), e))? else {
+            break;
+        };
+        check.apply(&rec).map_err(|e| err(at, e))?;
+        each(rec)?;
+    }
+    if r.file_digest() != pointer.file_digest {
+        return Err(MetadataError::Recovery {
+            path: dir.join(rb::POINTER_FILE),
+            offset: HEAD_LEN as u64,
+            source: rj::RecoveryError::Checksum {
+                what: "logical base (the digest BASE records)",
+            },
+        });
+    }
+    check
+        .apply(&Record::Commit)
+        .map_err(|e| err(r.offset(), e))?;
+    Ok(check)
+}
+
+/// Verify the archive at `dir`: the selected base (when consolidated),
+/// every frame and payload decodes, chains, and continues the previous
+/// one; the last reaches HEAD's end. Reads only.
 pub fn verify(dir: &Path) -> Result<Verified> {
-    let mut check = scribe_format::recovery::TypeCheck::default();
-    let mut expected_after = None::<u64>;
-    let mut identity = None;
-    let v = walk(dir, |path, offset, payload| {
+    let pointer = read_pointer(dir)?;
+    let (mut check, base_end) = match &pointer {
+        Some(p) => (read_base(dir, p, |_| Ok(()))?, Some(p.cursor.end)),
+        None => (TypeCheck::default(), None),
+    };
+    let mut expected_after = base_end;
+    let mut identity = pointer.map(|p| p.cursor.identity);
+    let v = walk_from(dir, pointer.as_ref(), |path, offset, payload| {
         let seg_err = |e| MetadataError::Recovery {
             path: path.to_owned(),
             offset,
@@ -445,7 +592,9 @@ pub fn verify(dir: &Path) -> Result<Verified> {
                 found: hex::encode(h.identity),
             }));
         }
-        if let Some(after) = expected_after {
+        // Frames the base covers are decoded but not followed.
+        let covered = base_end.is_some_and(|b| h.end <= b);
+        if let (Some(after), false) = (expected_after, covered) {
             if h.after != after {
                 return Err(seg_err(rj::RecoveryError::SegmentGap {
                     expected: after,
@@ -453,7 +602,7 @@ pub fn verify(dir: &Path) -> Result<Verified> {
                 }));
             }
         }
-        let checking = expected_after.is_some() || h.after == 0;
+        let checking = !covered && (expected_after.is_some() || h.after == 0);
         while let Some((_, rec)) = r.next_record().map_err(|e| MetadataError::Recovery {
             path: path.to_owned(),
             offset: offset + r.offset(),
@@ -467,7 +616,9 @@ pub fn verify(dir: &Path) -> Result<Verified> {
                 })?;
             }
         }
-        expected_after = Some(h.end);
+        if !covered {
+            expected_after = Some(h.end);
+        }
         Ok(())
     })?;
     if let Some(end) = expected_after {
@@ -483,8 +634,9 @@ pub fn verify(dir: &Path) -> Result<Verified> {
 }
 
 /// Rebuild the database `target` (which must not exist) from the archive
-/// at `dir` alone: frames are replayed into `<target>.replay`, renamed to
-/// `target` only when every frame verified and applied.
+/// at `dir` alone: the selected base (if any) then every later frame are
+/// replayed into `<target>.replay`, renamed to `target` only when
+/// everything verified and applied.
 pub fn recover(dir: &Path, target: &Path) -> Result<Replayed> {
     if target.exists() {
         return Err(MetadataError::refused(
@@ -496,13 +648,44 @@ pub fn recover(dir: &Path, target: &Path) -> Result<Replayed> {
         ));
     }
     let head = read_head(dir)?;
+    let pointer = read_pointer(dir)?;
     let quarantine = journal::quarantine_path(target);
     if quarantine.exists() {
         std::fs::remove_file(&quarantine).map_err(|e| MetadataError::io(&quarantine, e))?;
     }
     let result = (|| -> Result<Replayed> {
         let mut r = journal::Replayer::new(&quarantine, Some(head.identity))?;
-        walk(dir, |path, offset, payload| r.feed(path, offset, payload))?;
+        let base_end = match &pointer {
+            Some(p) => {
+                let mut entries = Vec::new();
+                read_base(dir, p, |rec| {
+                    entries.push(rec);
+                    if entries.len() >= journal::REPLAY_BATCH_RECORDS * 8 {
+                        r.load(std::mem::take(&mut entries))?;
+                    }
+                    Ok(())
+                })?;
+                r.load(entries)?;
+                r.loaded_base(p.cursor.end)?;
+                Some(p.cursor.end)
+            }
+            None => None,
+        };
+        walk_from(dir, pointer.as_ref(), |path, offset, payload| {
+            if let Some(b) = base_end {
+                let h = rj::SegmentReader::new(payload)
+                    .map_err(|e| MetadataError::Recovery {
+                        path: path.to_owned(),
+                        offset,
+                        source: e,
+                    })?
+                    .header();
+                if h.end <= b {
+                    return Ok(());
+                }
+            }
+            r.feed(path, offset, payload)
+        })?;
         if r.end() != head.end {
             return Err(MetadataError::corrupt(format!(
                 "{}: HEAD names end {} but the frames end at {}",

@@ -540,6 +540,46 @@ fn dump_typed<K: Key + 'static, V: Value + 'static>(
     Ok(out)
 }
 
+/// The writer of a logical base file.
+pub(crate) type BaseFileWriter = scribe_format::recovery_base::BaseWriter<BufWriter<std::fs::File>>;
+
+fn base_typed<K: Key + 'static, V: Value + 'static>(
+    tx: &ReadTransaction,
+    name: &str,
+    w: &mut BaseFileWriter,
+) -> Result<u64> {
+    let t = match tx.open_table(TableDefinition::<K, V>::new(name)) {
+        Ok(t) => t,
+        Err(TableError::TableDoesNotExist(_)) => return Ok(0),
+        Err(e) => return Err(e.into()),
+    };
+    let mut rows = 0;
+    for row in t.iter()? {
+        let (k, v) = row?;
+        w.put(
+            name,
+            K::as_bytes(&k.value()).as_ref(),
+            V::as_bytes(&v.value()).as_ref(),
+        )
+        .map_err(MetadataError::journal)?;
+        rows += 1;
+    }
+    Ok(rows)
+}
+
+/// Write every journaled table of `tx` (declaration, then its rows in key
+/// order) into a logical base; returns (tables, rows).
+pub(crate) fn write_base(tx: &ReadTransaction, w: &mut BaseFileWriter) -> Result<(u64, u64)> {
+    let mut tables = 0;
+    let mut rows = 0;
+    for (name, (kt, vt)) in recorded_types(tx)? {
+        w.declare(&name, kt, vt).map_err(MetadataError::journal)?;
+        tables += 1;
+        rows += with_types!(kt, vt, base_typed(tx, &name, w))?;
+    }
+    Ok((tables, rows))
+}
+
 /// The recorded types of every journaled table.
 pub fn recorded_types(tx: &ReadTransaction) -> Result<BTreeMap<String, (ColumnType, ColumnType)>> {
     let t = tx.open_table(TYPES)?;
@@ -836,6 +876,38 @@ impl Replayer {
             }
         }
         self.expected_after = header.end;
+        Ok(())
+    }
+
+    /// Apply entries of a logical base (declarations and puts, already
+    /// checked by the base reader) before any segment is fed.
+    pub fn load(&mut self, entries: Vec<Record>) -> Result<()> {
+        if self.expected_after != 0 || self.transactions != 0 {
+            return Err(MetadataError::refused(
+                ErrorCode::Usage,
+                "a logical base is loaded before any segment",
+            ));
+        }
+        for rec in entries {
+            self.check.apply(&rec).map_err(MetadataError::journal)?;
+            self.records += 1;
+            self.batch_bytes += record_size(&rec);
+            self.batch.push(rec);
+            if self.batch.len() >= REPLAY_BATCH_RECORDS || self.batch_bytes >= REPLAY_BATCH_BYTES {
+                apply_batch(&self.db, &mut self.batch, &mut self.applied)?;
+                self.batch_bytes = 0;
+            }
+        }
+        Ok(())
+    }
+
+    /// The loaded base ends at journal position `end`: segments continue
+    /// after it.
+    pub fn loaded_base(&mut self, end: u64) -> Result<()> {
+        self.check
+            .apply(&Record::Commit)
+            .map_err(MetadataError::journal)?;
+        self.expected_after = end;
         Ok(())
     }
 

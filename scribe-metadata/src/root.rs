@@ -396,6 +396,11 @@ impl DataRoot {
         Ok((db, archive))
     }
 
+    /// The catalog's recovery archive (for offline consolidation).
+    pub fn catalog_archive(&self) -> Result<Arc<Archive>> {
+        Ok(self.catalog_parts()?.1)
+    }
+
     /// A journaled catalog write, published to `catalog.recovery` on commit.
     fn catalog_write(&self) -> Result<crate::journal::WriteTx> {
         let (db, archive) = self.catalog_parts()?;

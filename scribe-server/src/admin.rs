@@ -301,10 +301,11 @@ pub fn archive_verify(dir: &Path, repo: Option<&str>) -> Result<Report, AdminErr
             .and_then(|d| scribe_metadata::archive::verify(&d).map(|v| (d, v)))
         {
             Ok((d, v)) => report.notes.push(format!(
-                "catalog ({}): {} frame(s) in {} segment(s), journal end {}",
+                "catalog ({}): {} frame(s) in {} segment(s){}, journal end {}",
                 d.display(),
                 v.frames,
                 v.segments,
+                base_note(&v),
                 v.head.end
             )),
             Err(e) => report.problems.push(format!("catalog: {e}")),
@@ -321,17 +322,25 @@ pub fn archive_verify(dir: &Path, repo: Option<&str>) -> Result<Report, AdminErr
         };
         match scribe_metadata::archive::verify(&archive_dir) {
             Ok(v) => report.notes.push(format!(
-                "{} ({}): {} frame(s) in {} segment(s), journal end {}",
+                "{} ({}): {} frame(s) in {} segment(s){}, journal end {}",
                 info.name,
                 archive_dir.display(),
                 v.frames,
                 v.segments,
+                base_note(&v),
                 v.head.end
             )),
             Err(e) => report.problems.push(format!("{}: {e}", info.name)),
         }
     }
     Ok(report)
+}
+
+fn base_note(v: &scribe_metadata::archive::Verified) -> String {
+    match v.base {
+        Some(end) => format!(" after the base at journal end {end}"),
+        None => String::new(),
+    }
 }
 
 /// `recover --from-archive`: rebuild a repository's destroyed
@@ -836,4 +845,88 @@ fn age(now: u64, then: u64) -> String {
         7200..172_800 => format!("{}h", s / 3600),
         _ => format!("{}d", s / 86_400),
     }
+}
+
+/// `consolidate`: for the catalog (without `repo`) and each selected
+/// repository, write a logical base of the database into its archive,
+/// select it with `BASE`, advance the floor, release the covered outbox
+/// rows and prune covered segments and older bases. Offline (the data
+/// root's lock is held).
+pub fn consolidate(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
+    let root = open_without_stores(dir)?;
+    let mut report = Report::default();
+    let line = |name: &str, c: &scribe_metadata::consolidate::Consolidated| {
+        let base = if c.wrote_base {
+            format!(
+                "base at journal end {} ({} table(s), {} row(s), {} bytes)",
+                c.end, c.tables, c.rows, c.base_bytes
+            )
+        } else {
+            format!("the base at journal end {} is current", c.end)
+        };
+        format!(
+            "{name}: {base}; {} outbox row(s) released, {} segment(s) and {} older base(s) pruned",
+            c.outbox_removed, c.segments_pruned, c.bases_pruned
+        )
+    };
+    if repo.is_none() {
+        let c = root
+            .catalog_archive()
+            .and_then(|a| scribe_metadata::consolidate::consolidate(&a))
+            .map_err(|source| AdminError::Metadata {
+                repo: "catalog".into(),
+                source,
+            })?;
+        report.notes.push(line("catalog", &c));
+    }
+    for info in select(&root, repo)? {
+        let r = root.open_repository(info.id).map_err(meta_err(&info))?;
+        match scribe_metadata::consolidate::consolidate(r.archive()) {
+            Ok(c) => report.notes.push(line(&info.name, &c)),
+            Err(e) => report.problems.push(format!("{}: {e}", info.name)),
+        }
+    }
+    Ok(report)
+}
+
+/// `archive relocate --to DIR`: copy the catalog's archive to
+/// `DIR/catalog.recovery` and each repository's to
+/// `DIR/repos/<id>/metadata.recovery` (only the named repository's with
+/// `repo`), flush and verify each copy, then select it in the database's
+/// `.recovery-location`. The previous directories are kept. Offline. `to`
+/// must be absolute (the CLI resolves a relative one first).
+pub fn archive_relocate(dir: &Path, repo: Option<&str>, to: &Path) -> Result<Report, AdminError> {
+    let root = open_without_stores(dir)?;
+    let mut targets = Vec::new();
+    if repo.is_none() {
+        targets.push((
+            "catalog".to_owned(),
+            dir.join("catalog.redb"),
+            to.join("catalog.recovery"),
+        ));
+    }
+    for info in select(&root, repo)? {
+        targets.push((
+            info.name.clone(),
+            repo_dir(&root, &info).join(scribe_metadata::repo::METADATA_FILE),
+            to.join("repos")
+                .join(info.id.to_hex())
+                .join("metadata.recovery"),
+        ));
+    }
+    let mut report = Report::default();
+    for (name, db_path, dest) in targets {
+        match scribe_metadata::consolidate::relocate(&db_path, &dest) {
+            Ok(r) => report.notes.push(format!(
+                "{name}: {} -> {}: {} file(s), {} bytes, journal end {} (the previous directory is kept)",
+                r.from.display(),
+                r.to.display(),
+                r.files,
+                r.bytes,
+                r.head.end
+            )),
+            Err(e) => report.problems.push(format!("{name}: {e}")),
+        }
+    }
+    Ok(report)
 }

@@ -197,6 +197,16 @@ enum Command {
         #[command(subcommand)]
         command: ArchiveCommand,
     },
+    /// Fold each archive's journal into a logical base and prune what it covers
+    ///
+    /// For the catalog (unless --repo) and each repository: writes
+    /// `base-<end>.scrb` of the database into its archive, reads it back,
+    /// selects it with `BASE`, advances the journal floor, releases the
+    /// outbox rows below it and deletes segments and older bases the base
+    /// covers (the active segment stays until it rolls). Recovery then
+    /// starts from the base. Run while the server is stopped; a run killed
+    /// anywhere is finished by the next.
+    Consolidate(AdminArgs),
     /// Rebuild a lost metadata.redb (or catalog.redb) from its recovery archive
     ///
     /// Replays every frame of the repository's `metadata.recovery` archive
@@ -223,6 +233,20 @@ enum ArchiveCommand {
     ///
     /// Reads only. A refusal names the file and the byte offset.
     Verify(AdminArgs),
+    /// Move the archives to another directory (a second volume)
+    ///
+    /// Copies the catalog's archive to DIR/catalog.recovery and each
+    /// repository's to DIR/repos/<id>/metadata.recovery (only the named
+    /// repository's with --repo), flushes and verifies each copy, then
+    /// selects it in the database's `.recovery-location`. The previous
+    /// directories are kept. Run while the server is stopped.
+    Relocate {
+        #[command(flatten)]
+        args: AdminArgs,
+        /// The new archive directory
+        #[arg(long, value_name = "DIR")]
+        to: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -509,6 +533,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => Ok(print_report(
             "archive verify",
             &admin::archive_verify(&a.data, a.repo.as_deref())?,
+        )),
+        Command::Archive {
+            command: ArchiveCommand::Relocate { args, to },
+        } => Ok(print_report(
+            "archive relocate",
+            &admin::archive_relocate(&args.data, args.repo.as_deref(), &std::path::absolute(&to)?)?,
+        )),
+        Command::Consolidate(a) => Ok(print_report(
+            "consolidate",
+            &admin::consolidate(&a.data, a.repo.as_deref())?,
         )),
         Command::Recover {
             data,

@@ -191,7 +191,11 @@ fn misplaced_entries_are_refused_by_name() {
         "rows out of key order"
     );
     assert_eq!(
-        what(refusal(&[h("t"), put("t", &k(2), b""), put("t", &k(2), b"")])),
+        what(refusal(&[
+            h("t"),
+            put("t", &k(2), b""),
+            put("t", &k(2), b"")
+        ])),
         "rows out of key order"
     );
     assert_eq!(what(refusal(&[h("t"), h("t")])), "declared twice");
@@ -223,7 +227,11 @@ fn misplaced_entries_are_refused_by_name() {
     ));
     // Byte order for other key types: "b" after "ab" is fine, "a" after "b" not.
     let s = declare("s", ColumnType::Utf8, ColumnType::Bytes);
-    assert!(encode_base(header(), &[s.clone(), put("s", b"ab", b""), put("s", b"b", b"")]).is_ok());
+    assert!(encode_base(
+        header(),
+        &[s.clone(), put("s", b"ab", b""), put("s", b"b", b"")]
+    )
+    .is_ok());
     assert_eq!(
         what(refusal(&[s, put("s", b"b", b""), put("s", b"a", b"")])),
         "rows out of key order"

@@ -172,3 +172,93 @@ fn archive_verify_names_the_file_and_offset_of_a_damaged_frame() {
         "{stdout}"
     );
 }
+
+#[test]
+fn consolidated_and_relocated_archives_rebuild_every_acknowledged_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    ok(&run(&["init", "--data", d]));
+    let out = run(&["repo", "create", "--data", d, REPO]);
+    ok(&out);
+    let repo_dir = data.join("repos").join(text(&out.stdout).trim());
+    let ws = WorkspaceId([1; 16]);
+    let submit = |addr: &str, i: u8| {
+        let mut c = wire::tcp(addr.parse().unwrap());
+        c.register(ws);
+        let name = format!("f{i}.txt");
+        accepted(&c.upload_and_submit(
+            ws,
+            OperationId([i + 1; 16]),
+            &change(&[(name.as_str(), Some(vec![i; 8].as_slice()), 0)]),
+            "m",
+        ))
+    };
+
+    let (mut child, addr) = serve(&data, &dir.path().join("run"));
+    for i in 0..3 {
+        submit(&addr, i);
+    }
+    // Consolidation is offline: refused while the server holds the root.
+    let out = run(&["consolidate", "--data", d]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(!repo_dir.join("metadata.recovery/BASE").exists());
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let out = run(&["consolidate", "--data", d]);
+    ok(&out);
+    let report = text(&out.stdout);
+    assert!(report.contains("catalog: base at journal end"), "{report}");
+    assert!(
+        report.contains(&format!("{REPO}: base at journal end")),
+        "{report}"
+    );
+    assert!(repo_dir.join("metadata.recovery/BASE").is_file());
+    let out = run(&["archive", "verify", "--data", d]);
+    ok(&out);
+    assert!(text(&out.stdout).contains("after the base at journal end"));
+
+    // More acknowledged changes after the base, then a move of every
+    // archive to a second volume (a relative --to is resolved).
+    let (mut child, addr) = serve(&data, &dir.path().join("run2"));
+    let mut last = 0;
+    for i in 3..6 {
+        last = submit(&addr, i);
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = bin()
+        .current_dir(dir.path())
+        .args(["archive", "relocate", "--data", d, "--to", "volume2"])
+        .output()
+        .unwrap();
+    ok(&out);
+    let moved = dir.path().join("volume2");
+    assert!(moved.join("catalog.recovery/HEAD").is_file());
+    assert!(
+        repo_dir.join("metadata.recovery/HEAD").is_file(),
+        "old kept"
+    );
+    let (mut child, addr) = serve(&data, &dir.path().join("run3"));
+    last = last.max(submit(&addr, 6));
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // Both metadata files are lost: rebuilt from base + frames alone.
+    std::fs::remove_file(repo_dir.join("metadata.redb")).unwrap();
+    std::fs::remove_file(data.join("catalog.redb")).unwrap();
+    ok(&run(&["recover", "--data", d, "--from-archive"]));
+    ok(&run(&[
+        "recover",
+        "--data",
+        d,
+        "--repo",
+        REPO,
+        "--from-archive",
+    ]));
+    ok(&run(&["doctor", "--data", d]));
+    ok(&run(&["archive", "verify", "--data", d]));
+    let mut c = InProcessConnection::new(Service::open(&data).unwrap());
+    assert_eq!(c.repo_list()[0].head, last);
+}
