@@ -3,7 +3,11 @@
 //! `cargo bench -p scribe-metadata --bench metadata` runs the standard
 //! scenario (100,000-file acceptance, 1,000 single-file submits, stat, list,
 //! delta); `-- --million` runs the 1,000,000-entry streamed acceptance and
-//! reports its peak memory. Figures go to `docs/performance-metadata.md`.
+//! reports its peak memory; `-- --rebuild` runs that acceptance and then
+//! rebuilds the database from its recovery archive alone, first from the
+//! journal frames, then (after `consolidate`) from the logical base, beside
+//! the time to merely read and hash the same archive files. Figures go to
+//! `docs/performance-metadata.md`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -121,7 +125,8 @@ fn change(o: &Outcome) -> u64 {
 }
 
 fn main() {
-    let million = std::env::args().any(|a| a == "--million");
+    let rebuild = std::env::args().any(|a| a == "--rebuild");
+    let million = rebuild || std::env::args().any(|a| a == "--million");
     let n: u64 = if million { 1_000_000 } else { 100_000 };
     let dir = tempfile::tempdir().expect("tempdir");
     let objects = MemoryObjects::new();
@@ -161,6 +166,10 @@ fn main() {
         cpu_s() - cpu0,
         peak_rss_mib()
     );
+    if rebuild {
+        rebuild_from_archive(&repo);
+        return;
+    }
     if million || std::env::args().any(|a| a == "--bulk") {
         return;
     }
@@ -284,4 +293,57 @@ fn main() {
     );
     println!("peak RSS {:.0} MiB", peak_rss_mib());
     let _ = Arc::strong_count(&repo);
+}
+
+/// Bytes of the archive files in `dir` read and BLAKE3-hashed: the floor
+/// under any rebuild (it must read and check them all).
+fn read_and_hash(dir: &std::path::Path) -> (u64, Duration) {
+    let t = Instant::now();
+    let mut bytes = 0;
+    for e in std::fs::read_dir(dir).expect("archive dir") {
+        let data = std::fs::read(e.expect("entry").path()).expect("read");
+        bytes += data.len() as u64;
+        std::hint::black_box(blake3::hash(&data));
+    }
+    (bytes, t.elapsed())
+}
+
+fn rebuild_from_archive(repo: &scribe_metadata::Repository) {
+    use scribe_metadata::{archive, consolidate};
+    let db = repo.dir().join("metadata.redb");
+    let dir = archive::archive_dir(&db).expect("archive dir");
+    let out = tempfile::tempdir().expect("tempdir");
+    let (bytes, read) = read_and_hash(&dir);
+    let t = Instant::now();
+    let done = archive::recover(&dir, &out.path().join("frames.redb")).expect("recover");
+    let frames = t.elapsed();
+    println!(
+        "rebuild from journal frames: {} records, {} transactions in {:.2} s \
+         (reading and hashing the same {:.0} MiB of archive: {:.2} s)",
+        done.records,
+        done.transactions,
+        frames.as_secs_f64(),
+        bytes as f64 / 1048576.0,
+        read.as_secs_f64()
+    );
+    let t = Instant::now();
+    let c = consolidate::consolidate(repo.archive()).expect("consolidate");
+    println!(
+        "consolidate: base of {} rows in {} tables, {:.0} MiB, {:.2} s",
+        c.rows,
+        c.tables,
+        c.base_bytes as f64 / 1048576.0,
+        t.elapsed().as_secs_f64()
+    );
+    let (bytes, read) = read_and_hash(&dir);
+    let t = Instant::now();
+    let done = archive::recover(&dir, &out.path().join("base.redb")).expect("recover");
+    println!(
+        "rebuild from the logical base: {} rows in {:.2} s \
+         (reading and hashing the same {:.0} MiB of archive: {:.2} s)",
+        done.records,
+        t.elapsed().as_secs_f64(),
+        bytes as f64 / 1048576.0,
+        read.as_secs_f64()
+    );
 }

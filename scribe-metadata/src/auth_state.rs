@@ -20,16 +20,27 @@
 //! `auth_unavailable`; one from another incarnation (after
 //! `scribe-auth restore`) replaces the record.
 //!
+//! The file carries the metadata recovery journal profile 2 like the
+//! catalog and every repository (seed 004: "catalog, repository, and
+//! storage ownership databases"): every write is a journaled transaction
+//! published to the independent archive `auth-state.recovery` (or the
+//! directory `auth-state.recovery-location` selects) before it returns, so
+//! `scribe-server recover --from-archive` rebuilds a lost file and
+//! `consolidate` folds its journal into a base.
+//!
 //! This module is the file and its rules; `auth-init` (which first adds
 //! `auth-ownership-v1` to the data root's `required-features`) and the
 //! service's use of it are built on top (issue #15).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use scribe_format::ErrorCode;
 
+use crate::archive::Archive;
 use crate::error::{MetadataError, Result};
+use crate::journal;
 
 /// The file name inside the data root.
 pub const AUTH_STATE_FILE: &str = "auth-state.redb";
@@ -56,7 +67,8 @@ pub struct AuthRevision {
 
 /// An open `auth-state.redb`.
 pub struct AuthState {
-    db: Database,
+    db: Arc<Database>,
+    archive: Arc<Archive>,
     path: PathBuf,
 }
 
@@ -86,16 +98,17 @@ impl AuthState {
                 format!("{} exists already", path.display()),
             ));
         }
-        let db = Database::create(&path)?;
-        let mut tx = db.begin_write()?;
-        tx.set_durability(Durability::Immediate)?;
+        let db = Arc::new(Database::create(&path)?);
+        journal::initialize(&db)?;
+        let archive = Arc::new(Archive::create(&path, db.clone())?);
+        let tx = journal::begin_archived(&db, &archive)?;
         {
             let mut t = tx.open_table(TABLE)?;
             t.insert(KEY_SCHEMA, &SCHEMA.to_le_bytes()[..])?;
             t.insert(KEY_NAMESPACE, namespace.as_bytes())?;
         }
         tx.commit()?;
-        Ok(AuthState { db, path })
+        Ok(AuthState { db, archive, path })
     }
 
     /// Open the file of `data_root`, refusing another schema or namespace.
@@ -110,8 +123,13 @@ impl AuthState {
                 ),
             ));
         }
-        let db = Database::open(&path)?;
-        let state = AuthState { db, path };
+        let db = Arc::new(Database::open(&path)?);
+        {
+            let tx = db.begin_read()?;
+            journal::check_profile(&tx, &path)?;
+        }
+        let archive = Arc::new(Archive::open(&path, db.clone())?);
+        let state = AuthState { db, archive, path };
         let schema = state.get(KEY_SCHEMA)?;
         match schema.as_deref() {
             Some(b) if b == SCHEMA.to_le_bytes() => {}
@@ -142,6 +160,11 @@ impl AuthState {
         Ok(state)
     }
 
+    /// The file's recovery archive (for offline consolidation).
+    pub fn archive(&self) -> &Archive {
+        &self.archive
+    }
+
     fn corrupt(&self, what: &str) -> MetadataError {
         MetadataError::corrupt(format!("{}: {what}", self.path.display()))
     }
@@ -155,8 +178,7 @@ impl AuthState {
     /// Write `value` under `key` in its own Immediate transaction unless a
     /// value is there already; the value that stands afterwards.
     fn put_once(&self, key: &[u8], value: &[u8]) -> Result<Vec<u8>> {
-        let mut tx = self.db.begin_write()?;
-        tx.set_durability(Durability::Immediate)?;
+        let tx = journal::begin_archived(&self.db, &self.archive)?;
         let standing = {
             let mut t = tx.open_table(TABLE)?;
             let existing = t.get(key)?.map(|v| v.value().to_vec());
@@ -266,8 +288,7 @@ impl AuthState {
     /// newer revision or another incarnation is recorded first (its own
     /// Immediate transaction), then the answer may be used.
     pub fn observe(&self, seen: AuthRevision) -> Result<()> {
-        let mut tx = self.db.begin_write()?;
-        tx.set_durability(Durability::Immediate)?;
+        let tx = journal::begin_archived(&self.db, &self.archive)?;
         {
             let mut t = tx.open_table(TABLE)?;
             let current = t.get(KEY_REVISION)?.map(|v| v.value().to_vec());
@@ -301,6 +322,33 @@ impl AuthState {
         tx.commit()?;
         Ok(())
     }
+}
+
+/// Rebuild a lost `auth-state.redb` of `data_root` from its recovery
+/// archive alone (the caller holds the data root's lock), through a
+/// quarantined file published only when complete and verified.
+pub fn recover(data_root: &Path) -> Result<journal::Replayed> {
+    let path = data_root.join(AUTH_STATE_FILE);
+    let dir = crate::archive::archive_dir(&path)?;
+    crate::archive::recover(&dir, &path)
+}
+
+/// Whether `data_root` has an auth-state archive (`HEAD` present).
+pub fn has_archive(data_root: &Path) -> bool {
+    crate::archive::archive_dir(&data_root.join(AUTH_STATE_FILE))
+        .is_ok_and(|d| d.join(crate::archive::HEAD_FILE).is_file())
+}
+
+/// Consolidate the archive of `data_root`'s `auth-state.redb` (offline:
+/// the caller holds the data root's lock); `None` when there is none.
+pub fn consolidate(data_root: &Path) -> Result<Option<crate::consolidate::Consolidated>> {
+    let path = data_root.join(AUTH_STATE_FILE);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let db = Arc::new(Database::open(&path)?);
+    let archive = Archive::open(&path, db)?;
+    crate::consolidate::consolidate(&archive).map(Some)
 }
 
 fn decode_revision(b: &[u8]) -> Option<AuthRevision> {
@@ -458,7 +506,7 @@ mod tests {
     #[test]
     fn a_revision_row_of_another_length_is_corrupt() {
         let (_tmp, s) = fresh();
-        let tx = s.db.begin_write().unwrap();
+        let tx = journal::begin_archived(&s.db, &s.archive).unwrap();
         {
             let mut t = tx.open_table(TABLE).unwrap();
             t.insert(&b"auth-revision"[..], &[0u8; 23][..]).unwrap();
@@ -499,5 +547,42 @@ mod tests {
             code(s.operation_owner(&REPO, &[9; 16]).unwrap_err()),
             ErrorCode::Corrupt
         );
+    }
+
+    #[test]
+    fn a_lost_file_is_rebuilt_from_its_archive_with_every_claim() {
+        let (tmp, s) = fresh();
+        let seen = AuthRevision {
+            incarnation: [5; 16],
+            revision: 9,
+        };
+        s.claim_workspace(&REPO, &[7; 16], &ANN).unwrap();
+        s.claim_operation(&REPO, &[8; 16], &BOB, &[3; 32]).unwrap();
+        s.observe(seen).unwrap();
+        drop(s);
+        assert!(has_archive(tmp.path()));
+        let check = |tmp: &tempfile::TempDir| {
+            std::fs::remove_file(tmp.path().join(AUTH_STATE_FILE)).unwrap();
+            assert!(AuthState::open(tmp.path(), "studio").is_err());
+            recover(tmp.path()).unwrap();
+            let s = AuthState::open(tmp.path(), "studio").unwrap();
+            assert_eq!(s.workspace_owner(&REPO, &[7; 16]).unwrap(), Some(ANN));
+            assert_eq!(s.operation_owner(&REPO, &[8; 16]).unwrap(), Some(BOB));
+            assert_eq!(s.revision().unwrap(), Some(seen));
+            // The rebuilt file keeps its rules: a rollback is refused.
+            let older = AuthRevision {
+                incarnation: [5; 16],
+                revision: 8,
+            };
+            assert_eq!(
+                code(s.observe(older).unwrap_err()),
+                ErrorCode::AuthUnavailable
+            );
+        };
+        check(&tmp);
+        // After consolidation the base alone carries the claims.
+        let c = consolidate(tmp.path()).unwrap().unwrap();
+        assert!(c.wrote_base && c.rows >= 5, "{c:?}");
+        check(&tmp);
     }
 }

@@ -310,6 +310,22 @@ pub fn archive_verify(dir: &Path, repo: Option<&str>) -> Result<Report, AdminErr
             )),
             Err(e) => report.problems.push(format!("catalog: {e}")),
         }
+        if scribe_metadata::auth_state::has_archive(dir) {
+            let db = dir.join(scribe_metadata::auth_state::AUTH_STATE_FILE);
+            match scribe_metadata::archive::archive_dir(&db)
+                .and_then(|d| scribe_metadata::archive::verify(&d).map(|v| (d, v)))
+            {
+                Ok((d, v)) => report.notes.push(format!(
+                    "auth-state ({}): {} frame(s) in {} segment(s){}, journal end {}",
+                    d.display(),
+                    v.frames,
+                    v.segments,
+                    base_note(&v),
+                    v.head.end
+                )),
+                Err(e) => report.problems.push(format!("auth-state: {e}")),
+            }
+        }
     }
     for info in select(&root, repo)? {
         let db_path = repo_dir(&root, &info).join(scribe_metadata::repo::METADATA_FILE);
@@ -336,6 +352,25 @@ pub fn archive_verify(dir: &Path, repo: Option<&str>) -> Result<Report, AdminErr
     Ok(report)
 }
 
+/// Rebuild a lost `auth-state.redb` from `auth-state.recovery` (the data
+/// root's lock is held by the caller).
+fn recover_auth_state(dir: &Path, mut report: Report) -> Result<Report, AdminError> {
+    let done =
+        scribe_metadata::auth_state::recover(dir).map_err(|source| AdminError::Metadata {
+            repo: "auth-state".into(),
+            source,
+        })?;
+    report.notes.push(format!(
+        "auth-state: rebuilt {} from its archive: {} record(s), {} transaction(s), journal end {}",
+        dir.join(scribe_metadata::auth_state::AUTH_STATE_FILE)
+            .display(),
+        done.records,
+        done.transactions,
+        done.end
+    ));
+    Ok(report)
+}
+
 fn base_note(v: &scribe_metadata::archive::Verified) -> String {
     match v.base {
         Some(end) => format!(" after the base at journal end {end}"),
@@ -349,6 +384,13 @@ fn base_note(v: &scribe_metadata::archive::Verified) -> String {
 /// serving does and run doctor.
 pub fn recover_from_archive(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
     let Some(repo) = repo else {
+        let auth_state = dir.join(scribe_metadata::auth_state::AUTH_STATE_FILE);
+        let auth_lost = !auth_state.exists() && scribe_metadata::auth_state::has_archive(dir);
+        if auth_lost && dir.join("catalog.redb").exists() {
+            // Only the storage ownership file is lost.
+            let _root = open_without_stores(dir)?;
+            return recover_auth_state(dir, Report::default());
+        }
         // The catalog: rebuilt before the data root can be opened.
         let done =
             scribe_metadata::root::recover_catalog(dir).map_err(|source| AdminError::Metadata {
@@ -369,6 +411,9 @@ pub fn recover_from_archive(dir: &Path, repo: Option<&str>) -> Result<Report, Ad
             done.end,
             repos.len()
         ));
+        if auth_lost {
+            return recover_auth_state(dir, report);
+        }
         return Ok(report);
     };
     let root = open_without_stores(dir)?;
@@ -878,6 +923,11 @@ pub fn consolidate(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError>
                 source,
             })?;
         report.notes.push(line("catalog", &c));
+        match scribe_metadata::auth_state::consolidate(dir) {
+            Ok(Some(c)) => report.notes.push(line("auth-state", &c)),
+            Ok(None) => {}
+            Err(e) => report.problems.push(format!("auth-state: {e}")),
+        }
     }
     for info in select(&root, repo)? {
         let r = root.open_repository(info.id).map_err(meta_err(&info))?;
@@ -904,6 +954,16 @@ pub fn archive_relocate(dir: &Path, repo: Option<&str>, to: &Path) -> Result<Rep
             dir.join("catalog.redb"),
             to.join("catalog.recovery"),
         ));
+        if dir
+            .join(scribe_metadata::auth_state::AUTH_STATE_FILE)
+            .exists()
+        {
+            targets.push((
+                "auth-state".to_owned(),
+                dir.join(scribe_metadata::auth_state::AUTH_STATE_FILE),
+                to.join("auth-state.recovery"),
+            ));
+        }
     }
     for info in select(&root, repo)? {
         targets.push((
