@@ -160,6 +160,23 @@ impl AuthState {
         Ok(state)
     }
 
+    /// Open the file of `data_root` whatever namespace it records (offline
+    /// tools that only read claims, such as `migrate`).
+    pub fn open_existing(data_root: &Path) -> Result<AuthState> {
+        let path = data_root.join(AUTH_STATE_FILE);
+        let db = Arc::new(Database::open(&path)?);
+        let archive = Arc::new(Archive::open(&path, db.clone())?);
+        let state = AuthState { db, archive, path };
+        let ns = state.get(KEY_NAMESPACE)?;
+        let ns = ns
+            .as_deref()
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .ok_or_else(|| state.corrupt("the namespace row is missing or not UTF-8"))?
+            .to_owned();
+        drop(state);
+        AuthState::open(data_root, &ns)
+    }
+
     /// The file's recovery archive (for offline consolidation).
     pub fn archive(&self) -> &Archive {
         &self.archive

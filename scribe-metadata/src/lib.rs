@@ -35,6 +35,7 @@ pub mod error;
 pub mod journal;
 pub mod locks;
 mod manifest_check;
+pub mod migration;
 pub mod notes;
 pub mod objects;
 pub mod pins;

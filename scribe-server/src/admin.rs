@@ -622,7 +622,7 @@ pub fn compact_objects_keeping(
 /// conversion, so it changes nothing where it finds a difference; a
 /// conversion (the first will be atomic publication v1 -> v2) runs where a
 /// step finds the difference it converts.
-pub fn migrate(dir: &Path) -> Result<Report, AdminError> {
+pub fn migrate(dir: &Path, inspect: bool) -> Result<Report, AdminError> {
     let mut report = Report::default();
     let expect: Vec<(&str, String)> = scribe_metadata::root::expected_root_values()
         .iter()
@@ -691,7 +691,34 @@ pub fn migrate(dir: &Path) -> Result<Report, AdminError> {
     if !report.is_clean() {
         return Ok(report);
     }
+    let claims = if dir
+        .join(scribe_metadata::auth_state::AUTH_STATE_FILE)
+        .exists()
+    {
+        Some(
+            scribe_metadata::auth_state::AuthState::open_existing(dir).map_err(|source| {
+                AdminError::Metadata {
+                    repo: "auth-state".into(),
+                    source,
+                }
+            })?,
+        )
+    } else {
+        None
+    };
     for info in &repos {
+        let db_path = repo_dir(&root, info).join(scribe_metadata::repo::METADATA_FILE);
+        match migrate_revisions(info, &db_path, claims.as_ref(), inspect) {
+            Ok(Some(note)) => report.notes.push(note),
+            Ok(None) => {}
+            Err(e) => {
+                report.problems.push(format!("{}: {e}", info.name));
+                continue;
+            }
+        }
+        if inspect {
+            continue;
+        }
         if let Err(e) = root.open_repository(info.id) {
             match version_problem(&e) {
                 Some(problem) => report.problems.push(problem),
@@ -700,6 +727,66 @@ pub fn migrate(dir: &Path) -> Result<Report, AdminError> {
         }
     }
     Ok(report)
+}
+
+/// The repository migration journal of one repository: its state with
+/// `inspect`, otherwise every pending step applied (resuming an
+/// interrupted one). `None` when the repository is current.
+fn migrate_revisions(
+    info: &RepositoryInfo,
+    db_path: &Path,
+    claims: Option<&scribe_metadata::auth_state::AuthState>,
+    inspect: bool,
+) -> Result<Option<String>, MetadataError> {
+    use scribe_metadata::migration;
+    let db = migration::open(db_path)?;
+    let state = migration::inspect(&db, db_path)?;
+    if state.is_current() {
+        return Ok(None);
+    }
+    let pending: Vec<String> = state
+        .pending()
+        .iter()
+        .map(|(r, n)| format!("{r} {n}"))
+        .collect();
+    let active = match &state.active {
+        Some((r, c)) => format!(" (revision {r} in progress at cursor {})", hex::encode(c)),
+        None => String::new(),
+    };
+    if inspect {
+        return Ok(Some(format!(
+            "{}: migration revision {}{active}; to apply: {}",
+            info.name,
+            state.revision,
+            pending.join(", ")
+        )));
+    }
+    let archive = std::sync::Arc::new(scribe_metadata::archive::Archive::open(
+        db_path,
+        db.clone(),
+    )?);
+    let repo_id = info.id.0;
+    let owner_of = |ws: &[u8; 16]| match claims {
+        Some(c) => c.workspace_owner(&repo_id, ws),
+        None => Ok(None),
+    };
+    let done = migration::apply(&db, &archive, db_path, &owner_of, None)?;
+    Ok(Some(format!(
+        "{}: migrated from revision {} to {}{active}: {} workspace record(s) converted, \
+         {} lock index row(s), {} change note(s) adopted{}, {} transaction(s)",
+        info.name,
+        done.from,
+        done.to,
+        done.workspaces_converted,
+        done.locks_indexed,
+        done.notes_adopted,
+        if done.adopted_workspace_state {
+            ", workspace_state adopted"
+        } else {
+            ""
+        },
+        done.batches
+    )))
 }
 
 /// The problem line of a version or feature refusal of the metadata layer.

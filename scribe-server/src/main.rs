@@ -174,11 +174,19 @@ enum Command {
     ///
     /// Reports the schema and required features of the data root, of each
     /// repository and of each object store against what this build reads,
-    /// opening them without serving. With everything current there is
-    /// nothing to migrate (exit 0). A version this build cannot convert is
-    /// refused (exit 1) and nothing is changed; this build knows no
-    /// conversion yet.
-    Migrate(DataArg),
+    /// opening them without serving. Repositories at an older migration
+    /// revision (the repository migration journal: workspace-state-v1,
+    /// path-fold-v1, change-notes-v1) are converted batch by batch; an
+    /// interrupted run resumes from its cursor. With everything current
+    /// there is nothing to migrate (exit 0). A version this build cannot
+    /// convert is refused (exit 1) and nothing is changed.
+    Migrate {
+        #[command(flatten)]
+        data: DataArg,
+        /// Only report what would be converted; change nothing
+        #[arg(long)]
+        inspect: bool,
+    },
     /// Restore a data root from a copy taken while it was stopped
     ///
     /// Copies FROM into --data (absent or empty) and gives the data root
@@ -527,7 +535,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &admin::pins_abandon(&args.data, args.repo.as_deref(), which)?,
             ))
         }
-        Command::Migrate(d) => migrate(&d.data),
+        Command::Migrate { data, inspect } => migrate(&data.data, inspect),
         Command::Archive {
             command: ArchiveCommand::Verify(a),
         } => Ok(print_report(
@@ -574,13 +582,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-fn migrate(data: &Path) -> Result<ExitCode> {
-    let r = admin::migrate(data)?;
+fn migrate(data: &Path, inspect: bool) -> Result<ExitCode> {
+    let r = admin::migrate(data, inspect)?;
     for n in &r.notes {
         println!("{n}");
     }
     let Some(first) = r.problems.first() else {
-        eprintln!("migrate: nothing to migrate");
+        if r.notes.iter().any(|n| n.contains("migrated from revision")) {
+            eprintln!("migrate: done");
+        } else if !inspect {
+            eprintln!("migrate: nothing to migrate");
+        }
         return Ok(ExitCode::SUCCESS);
     };
     for p in &r.problems {

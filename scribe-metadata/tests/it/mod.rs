@@ -6,6 +6,7 @@ mod consolidate;
 mod crash;
 mod doctor;
 mod journal;
+mod migration;
 mod model;
 mod root;
 mod workspaces;

@@ -192,3 +192,54 @@ fn a_missing_data_root_is_an_error() {
     assert!(stderr.starts_with("Error: "), "{stderr}");
     assert!(stderr.contains("SCRIBE_FORMAT"), "{stderr}");
 }
+
+#[test]
+fn an_older_migration_revision_is_inspected_then_converted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, repo) = data_root(dir.path());
+    let db_path = repo.join("metadata.redb");
+    {
+        // Back to the pre-framework revision 0, through journaled writes so
+        // the archive stays the database's.
+        use scribe_metadata::{archive::Archive, journal, migration, tables};
+        let db = migration::open(&db_path).unwrap();
+        let archive = std::sync::Arc::new(Archive::open(&db_path, db.clone()).unwrap());
+        let tx = journal::begin_archived(&db, &archive).unwrap();
+        tx.open_table(tables::META)
+            .unwrap()
+            .remove(tables::meta::MIGRATION_VERSION)
+            .unwrap();
+        tx.delete_table(tables::WORKSPACE_STATE).unwrap();
+        tx.delete_table(tables::CHANGE_NOTES).unwrap();
+        tx.commit().unwrap();
+    }
+    let d = data.to_str().unwrap();
+    let out = run(&["migrate", "--data", d, "--inspect"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "{REPO}: migration revision 0; to apply: 1 workspace-state-v1, 2 path-fold-v1, 3 change-notes-v1"
+        )),
+        "{stdout}"
+    );
+    // Inspection converts nothing: a second one reports the same.
+    let again = run(&["migrate", "--data", d, "--inspect"]);
+    assert!(
+        text(&again.stdout) == stdout,
+        "inspect changed the repository"
+    );
+    let out = migrate(&data);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!("{REPO}: migrated from revision 0 to 3")),
+        "{stdout}"
+    );
+    let out = migrate(&data);
+    assert!(text(&out.stderr).contains("nothing to migrate"));
+    let out = run(&["doctor", "--data", d]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    let out = run(&["archive", "verify", "--data", d]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+}
