@@ -565,3 +565,119 @@ fn verify_notes(db: &Database, path: &Path) -> Result<u64> {
     }
     Ok(rows)
 }
+
+/// The profile an `atomic-publication-v1` store declares.
+pub const ATOMIC_PUBLICATION_V1: &str = "atomic-publication-v1";
+/// v1's staged lock acquisitions: canonical path -> plain `LockRecord`.
+const SUBMIT_LOCK_TRANSFERS: redb::TableDefinition<&str, &[u8]> =
+    redb::TableDefinition::new("submit_lock_transfers");
+/// v1's `meta` keys.
+const TRANSFER_COUNT: &str = "transfer-count";
+const TRANSFER_OWNER: &str = "transfer-owner";
+
+/// Whether the descriptor in `dir` requires `atomic-publication-v1`.
+pub fn requires_atomic_publication_v1(dir: &Path) -> Result<bool> {
+    let d = crate::database_descriptor::read(dir)?;
+    Ok(d.required_features().contains(&ATOMIC_PUBLICATION_V1))
+}
+
+/// `required-features` of the descriptor in `dir` with `atomic-publication-v1`
+/// replaced by `-v2` (order kept), published atomically.
+pub fn upgrade_descriptor_feature(dir: &Path) -> Result<()> {
+    let mut d = crate::database_descriptor::read(dir)?;
+    let features: Vec<String> = d
+        .required_features()
+        .iter()
+        .map(|f| {
+            if *f == ATOMIC_PUBLICATION_V1 {
+                crate::database_descriptor::FEATURE_ATOMIC_PUBLICATION.to_owned()
+            } else {
+                (*f).to_owned()
+            }
+        })
+        .collect();
+    let mut seen = BTreeSet::new();
+    let features: Vec<String> = features
+        .into_iter()
+        .filter(|f| seen.insert(f.clone()))
+        .collect();
+    d.set("required-features", &features.join(","))
+        .map_err(MetadataError::Format)?;
+    crate::database_descriptor::write(&d, dir)
+}
+
+/// Convert an `atomic-publication-v1` repository database to v2 in one
+/// archived transaction: each staged acquisition of `submit_lock_transfers`
+/// becomes a `submit_lock_updates` acquire record (`u8 1 ‖ u8 0 ‖ bytes16
+/// LockRecord`), `transfer-count` / `transfer-owner` become
+/// `lock-update-count` / `lock-update-owner` (with `lock-release-count` 0),
+/// the v2 tables and `lock-epoch` exist, and the v1 table and keys are
+/// gone. Returns the acquisitions converted; a database already converted
+/// (a run killed before its descriptor was rewritten) converts nothing.
+pub fn convert_atomic_publication(
+    db: &Arc<Database>,
+    archive: &Arc<Archive>,
+    path: &Path,
+) -> Result<u64> {
+    let rows: Vec<(String, Vec<u8>)> = {
+        let rtx = db.begin_read()?;
+        if !table_exists(&rtx, "submit_lock_transfers")? {
+            return Ok(0);
+        }
+        let t = rtx.open_table(SUBMIT_LOCK_TRANSFERS)?;
+        let mut out = Vec::new();
+        for row in t.range::<&str>(..)? {
+            let (k, v) = row?;
+            LockRecord::decode(v.value())
+                .map_err(|e| corrupt(path, format!("submit_lock_transfers {}: {e}", k.value())))?;
+            out.push((k.value().to_owned(), v.value().to_vec()));
+        }
+        out
+    };
+    let tx = journal::begin_archived(db, archive)?;
+    {
+        let mut m = tx.open_table(tables::META)?;
+        let count = match m.get(TRANSFER_COUNT)? {
+            Some(g) => {
+                decode_u64(g.value(), "meta.transfer-count").map_err(|e| corrupt(path, e))?
+            }
+            None => 0,
+        };
+        if count != rows.len() as u64 {
+            return Err(corrupt(
+                path,
+                format!(
+                    "transfer-count {count} but submit_lock_transfers holds {}",
+                    rows.len()
+                ),
+            ));
+        }
+        let owner = m.get(TRANSFER_OWNER)?.map(|g| g.value().to_vec());
+        if count > 0 && owner.as_ref().is_none_or(|o| o.len() != 16) {
+            return Err(corrupt(path, "transfer-owner is missing or not 16 bytes"));
+        }
+        let mut updates = tx.open_table(tables::SUBMIT_LOCK_UPDATES)?;
+        for (p, rec) in &rows {
+            let mut v = Vec::with_capacity(4 + rec.len());
+            v.extend_from_slice(&[1, 0]);
+            v.extend_from_slice(&(rec.len() as u16).to_le_bytes());
+            v.extend_from_slice(rec);
+            updates.insert(p.as_bytes(), v.as_slice())?;
+        }
+        m.insert(meta::LOCK_UPDATE_COUNT, count.to_le_bytes().as_slice())?;
+        m.insert(meta::LOCK_RELEASE_COUNT, 0u64.to_le_bytes().as_slice())?;
+        if let Some(o) = owner.filter(|_| count > 0) {
+            m.insert(meta::LOCK_UPDATE_OWNER, o.as_slice())?;
+        }
+        if m.get(meta::LOCK_EPOCH)?.is_none() {
+            m.insert(meta::LOCK_EPOCH, 0u64.to_le_bytes().as_slice())?;
+        }
+        m.remove(TRANSFER_COUNT)?;
+        m.remove(TRANSFER_OWNER)?;
+    }
+    tx.open_table(tables::SUBMIT_STAGE)?;
+    tx.open_table(tables::UPLOAD_PINS)?;
+    tx.delete_table(SUBMIT_LOCK_TRANSFERS)?;
+    tx.commit()?;
+    Ok(rows.len() as u64)
+}

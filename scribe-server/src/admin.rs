@@ -624,6 +624,27 @@ pub fn compact_objects_keeping(
 /// step finds the difference it converts.
 pub fn migrate(dir: &Path, inspect: bool) -> Result<Report, AdminError> {
     let mut report = Report::default();
+    let root_err = |source| AdminError::Metadata {
+        repo: "data root".into(),
+        source,
+    };
+    // atomic-publication-v1 -> v2: the data root's descriptor only names
+    // the profile (the catalog holds no lock transfers).
+    if dir.join(database_descriptor::FILE).exists()
+        && scribe_metadata::migration::requires_atomic_publication_v1(dir).map_err(root_err)?
+    {
+        if inspect {
+            report.notes.push(
+                "data root: requires atomic-publication-v1; to apply: atomic-publication-v1 -> v2"
+                    .into(),
+            );
+            return Ok(report);
+        }
+        scribe_metadata::migration::upgrade_descriptor_feature(dir).map_err(root_err)?;
+        report
+            .notes
+            .push("data root: atomic-publication-v1 -> v2 (descriptor)".into());
+    }
     let expect: Vec<(&str, String)> = scribe_metadata::root::expected_root_values()
         .iter()
         .map(|(k, v)| (*k, v.to_string()))
@@ -653,6 +674,14 @@ pub fn migrate(dir: &Path, inspect: bool) -> Result<Report, AdminError> {
     let repos = select(&root, None)?;
     for info in &repos {
         let dir = repo_dir(&root, info);
+        match atomic_publication_v2(info, &dir, inspect) {
+            Ok(Some(note)) => report.notes.push(note),
+            Ok(None) => {}
+            Err(e) => {
+                report.problems.push(format!("{}: {e}", info.name));
+                continue;
+            }
+        }
         // The id is the repository's identity, not a version: step 3
         // refuses a descriptor that names another one.
         let expect: Vec<(&str, String)> = scribe_metadata::repo::expected_repo_values(&info.id)
@@ -727,6 +756,38 @@ pub fn migrate(dir: &Path, inspect: bool) -> Result<Report, AdminError> {
         }
     }
     Ok(report)
+}
+
+/// `atomic-publication-v1 -> v2` of one repository: the staged lock
+/// transfers and their counters in one archived transaction, then the
+/// descriptor's feature. `None` when the repository is v2 already.
+fn atomic_publication_v2(
+    info: &RepositoryInfo,
+    dir: &Path,
+    inspect: bool,
+) -> Result<Option<String>, MetadataError> {
+    use scribe_metadata::migration;
+    if !migration::requires_atomic_publication_v1(dir)? {
+        return Ok(None);
+    }
+    if inspect {
+        return Ok(Some(format!(
+            "{}: requires atomic-publication-v1; to apply: atomic-publication-v1 -> v2",
+            info.name
+        )));
+    }
+    let db_path = dir.join(scribe_metadata::repo::METADATA_FILE);
+    let db = migration::open(&db_path)?;
+    let archive = std::sync::Arc::new(scribe_metadata::archive::Archive::open(
+        &db_path,
+        db.clone(),
+    )?);
+    let n = migration::convert_atomic_publication(&db, &archive, &db_path)?;
+    migration::upgrade_descriptor_feature(dir)?;
+    Ok(Some(format!(
+        "{}: atomic-publication-v1 -> v2: {n} staged lock transfer(s) converted",
+        info.name
+    )))
 }
 
 /// The repository migration journal of one repository: its state with

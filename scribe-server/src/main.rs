@@ -588,7 +588,10 @@ fn migrate(data: &Path, inspect: bool) -> Result<ExitCode> {
         println!("{n}");
     }
     let Some(first) = r.problems.first() else {
-        if r.notes.iter().any(|n| n.contains("migrated from revision")) {
+        if r.notes
+            .iter()
+            .any(|n| n.contains("migrated from revision") || n.contains("-> v2"))
+        {
             eprintln!("migrate: done");
         } else if !inspect {
             eprintln!("migrate: nothing to migrate");

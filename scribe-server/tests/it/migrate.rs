@@ -242,4 +242,125 @@ fn an_older_migration_revision_is_inspected_then_converted() {
     assert!(out.status.success(), "{}", text(&out.stdout));
     let out = run(&["archive", "verify", "--data", d]);
     assert!(out.status.success(), "{}", text(&out.stdout));
+    let out = run(&["doctor", "--data", d]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn an_atomic_publication_v1_store_is_converted_to_v2() {
+    use scribe_metadata::records::LockRecord;
+    use scribe_metadata::{archive::Archive, journal, migration, tables};
+    let dir = tempfile::tempdir().unwrap();
+    let (data, repo) = data_root(dir.path());
+    let db_path = repo.join("metadata.redb");
+    let transfers: redb::TableDefinition<&str, &[u8]> =
+        redb::TableDefinition::new("submit_lock_transfers");
+    let ws = scribe_format::WorkspaceId([7; 16]);
+    let rec = |g| LockRecord {
+        generation: g,
+        workspace: ws,
+        branch: scribe_format::BranchId([1; 16]),
+        author: "ada".into(),
+        acquired_ms: 5,
+    };
+    {
+        // The v1 layout: staged acquisitions in submit_lock_transfers with
+        // transfer-count / transfer-owner, none of v2's tables or counters.
+        let db = migration::open(&db_path).unwrap();
+        let archive = std::sync::Arc::new(Archive::open(&db_path, db.clone()).unwrap());
+        let tx = journal::begin_archived(&db, &archive).unwrap();
+        {
+            let mut t = tx.open_table(transfers).unwrap();
+            t.insert("art/a.psd", rec(1).encode().as_slice()).unwrap();
+            t.insert("art/b.psd", rec(2).encode().as_slice()).unwrap();
+            let mut m = tx.open_table(tables::META).unwrap();
+            m.insert("transfer-count", 2u64.to_le_bytes().as_slice())
+                .unwrap();
+            m.insert("transfer-owner", ws.0.as_slice()).unwrap();
+            for k in [
+                tables::meta::LOCK_UPDATE_COUNT,
+                tables::meta::LOCK_RELEASE_COUNT,
+            ] {
+                m.remove(k).unwrap();
+            }
+        }
+        tx.delete_table(tables::SUBMIT_LOCK_UPDATES).unwrap();
+        tx.delete_table(tables::UPLOAD_PINS).unwrap();
+        tx.commit().unwrap();
+    }
+    edit(
+        &data.join("SCRIBE_FORMAT"),
+        "atomic-publication-v2",
+        "atomic-publication-v1",
+    );
+    edit(
+        &repo.join("SCRIBE_FORMAT"),
+        "atomic-publication-v2",
+        "atomic-publication-v1",
+    );
+    let d = data.to_str().unwrap();
+    // Serving tools refuse the v1 store.
+    let out = run(&["doctor", "--data", d]);
+    assert!(!out.status.success());
+    let out = run(&["migrate", "--data", d, "--inspect"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("data root: requires atomic-publication-v1"),
+        "{stdout}"
+    );
+    let out = migrate(&data);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "{REPO}: atomic-publication-v1 -> v2: 2 staged lock transfer(s) converted"
+        )),
+        "{stdout}"
+    );
+    for d in [&data, &repo] {
+        let t = std::fs::read_to_string(d.join("SCRIBE_FORMAT")).unwrap();
+        assert!(
+            t.contains("atomic-publication-v2") && !t.contains("-v1"),
+            "{t}"
+        );
+    }
+    {
+        let db = redb::Database::open(&db_path).unwrap();
+        let tx = redb::ReadableDatabase::begin_read(&db).unwrap();
+        let u = tx.open_table(tables::SUBMIT_LOCK_UPDATES).unwrap();
+        let v = u
+            .get("art/b.psd".as_bytes())
+            .unwrap()
+            .unwrap()
+            .value()
+            .to_vec();
+        assert_eq!(&v[..2], &[1, 0], "an acquire record");
+        assert_eq!(LockRecord::decode(&v[4..]).unwrap(), rec(2));
+        let m = tx.open_table(tables::META).unwrap();
+        let count = m.get(tables::meta::LOCK_UPDATE_COUNT).unwrap().unwrap();
+        assert_eq!(count.value(), 2u64.to_le_bytes());
+        assert!(m.get("transfer-count").unwrap().is_none());
+        assert!(tx.open_table(transfers).is_err(), "the v1 table is gone");
+    }
+    let out = migrate(&data);
+    assert!(
+        text(&out.stderr).contains("nothing to migrate"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&["archive", "verify", "--data", d]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    let out = run(&["doctor", "--data", d]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
 }
