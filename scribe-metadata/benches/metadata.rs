@@ -125,6 +125,31 @@ fn change(o: &Outcome) -> u64 {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let after = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    if let Some(dir) = after("--replay") {
+        // Replay a kept archive (`--rebuild --keep DIR`) without accepting again.
+        let out = tempfile::tempdir().expect("tempdir");
+        let dir = std::path::Path::new(&dir);
+        let (bytes, read) = read_and_hash(dir);
+        let t = Instant::now();
+        let done =
+            scribe_metadata::archive::recover(dir, &out.path().join("m.redb")).expect("recover");
+        println!(
+            "rebuild from journal frames: {} records, {} transactions in {:.2} s \
+             (reading and hashing the same {:.0} MiB of archive: {:.2} s)",
+            done.records,
+            done.transactions,
+            t.elapsed().as_secs_f64(),
+            bytes as f64 / 1048576.0,
+            read.as_secs_f64()
+        );
+        return;
+    }
     let rebuild = std::env::args().any(|a| a == "--rebuild");
     let million = rebuild || std::env::args().any(|a| a == "--million");
     let n: u64 = if million { 1_000_000 } else { 100_000 };
@@ -167,6 +192,16 @@ fn main() {
         peak_rss_mib()
     );
     if rebuild {
+        if let Some(keep) = after("--keep") {
+            let from = scribe_metadata::archive::archive_dir(&repo.dir().join("metadata.redb"))
+                .expect("archive dir");
+            std::fs::create_dir_all(&keep).expect("keep dir");
+            for e in std::fs::read_dir(&from).expect("archive") {
+                let e = e.expect("entry");
+                std::fs::copy(e.path(), std::path::Path::new(&keep).join(e.file_name()))
+                    .expect("copy");
+            }
+        }
         rebuild_from_archive(&repo);
         return;
     }

@@ -499,29 +499,6 @@ fn drop_typed<K: Key + 'static, V: Value + 'static>(
     Ok(())
 }
 
-// Widths and UTF-8 were checked by `TypeCheck` before these run, so
-// `from_bytes` (which panics on a wrong width or invalid UTF-8) is safe.
-fn put_typed<K: Key + 'static, V: Value + 'static>(
-    tx: &WriteTransaction,
-    name: &str,
-    key: &[u8],
-    value: &[u8],
-) -> Result<()> {
-    let mut t = tx.open_table(TableDefinition::<K, V>::new(name))?;
-    t.insert(K::from_bytes(key), V::from_bytes(value))?;
-    Ok(())
-}
-
-fn remove_typed<K: Key + 'static, V: Value + 'static>(
-    tx: &WriteTransaction,
-    name: &str,
-    key: &[u8],
-) -> Result<()> {
-    let mut t = tx.open_table(TableDefinition::<K, V>::new(name))?;
-    t.remove(K::from_bytes(key))?;
-    Ok(())
-}
-
 type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 
 fn dump_typed<K: Key + 'static, V: Value + 'static>(
@@ -790,12 +767,11 @@ fn replay_into(
 /// creates; [`Replayer::finish`] writes the recovery bookkeeping and flushes
 /// it. The caller publishes (renames) the file, or deletes it on a refusal.
 pub struct Replayer {
-    db: Database,
+    applier: Applier,
     quarantine: PathBuf,
     identity: Option<[u8; 16]>,
     expected_after: u64,
     check: TypeCheck,
-    applied: BTreeMap<String, (ColumnType, ColumnType)>,
     batch: Vec<Record>,
     batch_bytes: usize,
     records: u64,
@@ -807,12 +783,11 @@ impl Replayer {
     /// Create the quarantine database at `quarantine`.
     pub fn new(quarantine: &Path, expect: Option<[u8; 16]>) -> Result<Replayer> {
         Ok(Replayer {
-            db: Database::create(quarantine)?,
+            applier: Applier::start(Database::create(quarantine)?),
             quarantine: quarantine.to_owned(),
             identity: expect,
             expected_after: 0,
             check: TypeCheck::default(),
-            applied: BTreeMap::new(),
             batch: Vec::new(),
             batch_bytes: 0,
             records: 0,
@@ -871,7 +846,7 @@ impl Replayer {
             self.batch_bytes += record_size(&rec);
             self.batch.push(rec);
             if self.batch.len() >= REPLAY_BATCH_RECORDS || self.batch_bytes >= REPLAY_BATCH_BYTES {
-                apply_batch(&self.db, &mut self.batch, &mut self.applied)?;
+                self.applier.send(std::mem::take(&mut self.batch))?;
                 self.batch_bytes = 0;
             }
         }
@@ -894,7 +869,7 @@ impl Replayer {
             self.batch_bytes += record_size(&rec);
             self.batch.push(rec);
             if self.batch.len() >= REPLAY_BATCH_RECORDS || self.batch_bytes >= REPLAY_BATCH_BYTES {
-                apply_batch(&self.db, &mut self.batch, &mut self.applied)?;
+                self.applier.send(std::mem::take(&mut self.batch))?;
                 self.batch_bytes = 0;
             }
         }
@@ -924,13 +899,14 @@ impl Replayer {
                 },
             ));
         }
-        apply_batch(&self.db, &mut self.batch, &mut self.applied)?;
+        self.applier.send(std::mem::take(&mut self.batch))?;
+        let db = self.applier.finish()?;
         let identity = self.identity.unwrap_or_default();
-        let mut tx = self.db.begin_write()?;
+        let mut tx = db.begin_write()?;
         tx.set_durability(Durability::Immediate)?;
         write_bookkeeping(&tx, identity, self.expected_after, self.check.types())?;
         tx.commit()?;
-        drop(self.db);
+        drop(db);
         let f = std::fs::File::open(&self.quarantine)
             .map_err(|e| MetadataError::io(&self.quarantine, e))?;
         f.sync_all()
@@ -941,6 +917,72 @@ impl Replayer {
             records: self.records,
             transactions: self.transactions,
         })
+    }
+}
+
+/// Applies batches on its own thread while the caller reads, decodes and
+/// hashes the next ones (replay reads "outside write transactions"): at
+/// most two batches wait. A failed batch stops the thread; the next send
+/// or `finish` returns its error.
+struct Applier {
+    tx: Option<std::sync::mpsc::SyncSender<Vec<Record>>>,
+    handle: Option<std::thread::JoinHandle<Result<Database>>>,
+}
+
+impl Applier {
+    fn start(db: Database) -> Applier {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Record>>(2);
+        let handle = std::thread::spawn(move || -> Result<Database> {
+            let mut types = BTreeMap::new();
+            for mut batch in rx {
+                apply_batch(&db, &mut batch, &mut types)?;
+            }
+            Ok(db)
+        });
+        Applier {
+            tx: Some(tx),
+            handle: Some(handle),
+        }
+    }
+
+    fn send(&mut self, batch: Vec<Record>) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let failed = match &self.tx {
+            Some(tx) => tx.send(batch).is_err(),
+            None => true,
+        };
+        if failed {
+            return Err(self
+                .join()
+                .err()
+                .unwrap_or_else(|| MetadataError::Gate("the replay applier stopped".into())));
+        }
+        Ok(())
+    }
+
+    fn join(&mut self) -> Result<Database> {
+        self.tx = None;
+        match self.handle.take() {
+            Some(h) => h
+                .join()
+                .map_err(|_| MetadataError::Gate("the replay applier panicked".into()))?,
+            None => Err(MetadataError::Gate("the replay applier stopped".into())),
+        }
+    }
+
+    fn finish(&mut self) -> Result<Database> {
+        self.join()
+    }
+}
+
+impl Drop for Applier {
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
     }
 }
 
@@ -972,29 +1014,59 @@ fn apply_batch(
             .copied()
             .ok_or_else(|| MetadataError::journal(RecoveryError::UndeclaredTable(name.to_owned())))
     };
-    for rec in batch.drain(..) {
-        match rec {
+    let recs: Vec<Record> = batch.drain(..).collect();
+    let mut i = 0;
+    while i < recs.len() {
+        match &recs[i] {
+            Record::Put { name, .. } | Record::Remove { name, .. } => {
+                // A run of rows of one table opens it once.
+                let mut j = i + 1;
+                while j < recs.len()
+                    && matches!(&recs[j], Record::Put { name: n, .. } | Record::Remove { name: n, .. } if n == name)
+                {
+                    j += 1;
+                }
+                let (kt, vt) = lookup(types, name)?;
+                with_types!(kt, vt, apply_run(&tx, name, &recs[i..j]))?;
+                i = j;
+                continue;
+            }
             Record::Declare { name, key, value } => {
-                with_types!(key, value, create_typed(&tx, &name))?;
-                types.insert(name, (key, value));
-            }
-            Record::Put { name, key, value } => {
-                let (kt, vt) = lookup(types, &name)?;
-                with_types!(kt, vt, put_typed(&tx, &name, &key, &value))?;
-            }
-            Record::Remove { name, key } => {
-                let (kt, vt) = lookup(types, &name)?;
-                with_types!(kt, vt, remove_typed(&tx, &name, &key))?;
+                with_types!(*key, *value, create_typed(&tx, name))?;
+                types.insert(name.clone(), (*key, *value));
             }
             Record::Drop { name } => {
-                let (kt, vt) = lookup(types, &name)?;
-                with_types!(kt, vt, drop_typed(&tx, &name))?;
-                types.remove(&name);
+                let (kt, vt) = lookup(types, name)?;
+                with_types!(kt, vt, drop_typed(&tx, name))?;
+                types.remove(name);
             }
             Record::Commit => {}
         }
+        i += 1;
     }
     tx.commit()?;
+    Ok(())
+}
+
+// Widths and UTF-8 were checked by `TypeCheck` before this runs, so
+// `from_bytes` (which panics on a wrong width or invalid UTF-8) is safe.
+fn apply_run<K: Key + 'static, V: Value + 'static>(
+    tx: &WriteTransaction,
+    name: &str,
+    run: &[Record],
+) -> Result<()> {
+    let mut t = tx.open_table(TableDefinition::<K, V>::new(name))?;
+    for rec in run {
+        match rec {
+            Record::Put { key, value, .. } => {
+                t.insert(K::from_bytes(key), V::from_bytes(value))?;
+            }
+            Record::Remove { key, .. } => {
+                t.remove(K::from_bytes(key))?;
+            }
+            _ => {}
+        }
+    }
     Ok(())
 }
 
