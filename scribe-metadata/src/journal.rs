@@ -1014,7 +1014,7 @@ fn apply_batch(
             .copied()
             .ok_or_else(|| MetadataError::journal(RecoveryError::UndeclaredTable(name.to_owned())))
     };
-    let recs: Vec<Record> = batch.drain(..).collect();
+    let recs: Vec<Record> = std::mem::take(batch);
     let mut i = 0;
     while i < recs.len() {
         match &recs[i] {

@@ -81,6 +81,9 @@ pub struct Applied {
     pub batches: u64,
 }
 
+/// The storage root's permanent auth claim of a workspace, if any.
+pub type OwnerOf<'a> = dyn Fn(&[u8; 16]) -> Result<Option<[u8; 16]>> + 'a;
+
 /// Tests: called after each committed batch with the step's name; an
 /// error stops the migration there.
 pub type MigrationHook = dyn Fn(&'static str) -> std::io::Result<()> + Send + Sync;
@@ -209,7 +212,7 @@ pub fn apply(
     db: &Arc<Database>,
     archive: &Arc<Archive>,
     path: &Path,
-    owner_of: &dyn Fn(&[u8; 16]) -> Result<Option<[u8; 16]>>,
+    owner_of: &OwnerOf<'_>,
     hook: Option<&MigrationHook>,
 ) -> Result<Applied> {
     let first = inspect(db, path)?;
@@ -337,14 +340,16 @@ fn convert_workspaces(
     archive: &Arc<Archive>,
     path: &Path,
     last: &[u8],
-    owner_of: &dyn Fn(&[u8; 16]) -> Result<Option<[u8; 16]>>,
+    owner_of: &OwnerOf<'_>,
 ) -> Result<u64> {
     let after: Option<[u8; 16]> = match last.len() {
         0 => None,
         16 => last.try_into().ok(),
         n => return Err(corrupt(path, format!("a workspace cursor of {n} bytes"))),
     };
-    let mut batch: Vec<([u8; 16], Vec<u8>, Option<[u8; 16]>)> = Vec::new();
+    // (workspace, converted record, owner)
+    type Converted = ([u8; 16], Vec<u8>, Option<[u8; 16]>);
+    let mut batch: Vec<Converted> = Vec::new();
     {
         let rtx = db.begin_read()?;
         let ws = rtx.open_table(tables::WORKSPACES)?;

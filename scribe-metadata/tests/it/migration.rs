@@ -187,7 +187,8 @@ fn revision_zero_is_converted_batch_by_batch_to_the_current_revision() {
 fn malformed_progress_and_records_are_refused_by_name() {
     let (_tmp, repo_dir, _) = revision_zero();
     let (db, archive, path) = open(&repo_dir);
-    let set = |f: &dyn Fn(&mut journal::JTable<'_, &'static str, &'static [u8]>)| {
+    type Meta<'a> = journal::JTable<'a, &'static str, &'static [u8]>;
+    let set = |f: &dyn Fn(&mut Meta<'_>)| {
         let tx = journal::begin_archived(&db, &archive).unwrap();
         f(&mut tx.open_table(tables::META).unwrap());
         tx.commit().unwrap();
