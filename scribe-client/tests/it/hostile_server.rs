@@ -85,10 +85,14 @@ fn escape_delta(r: &mut Response) {
     }
 }
 
+/// An absolute path no other process uses (a shared name such as `/tmp/x`
+/// may exist for unrelated reasons and would fail the check below).
+const ABSOLUTE: &str = "/tmp/scribe-hostile-server-absolute-path-test";
+
 fn absolute_paths(r: &mut Response) {
     match r {
-        Response::Delta(p) => p.entries.iter_mut().for_each(|e| e.path = "/tmp/x".into()),
-        Response::List(p) => p.entries.iter_mut().for_each(|e| e.path = "/tmp/x".into()),
+        Response::Delta(p) => p.entries.iter_mut().for_each(|e| e.path = ABSOLUTE.into()),
+        Response::List(p) => p.entries.iter_mut().for_each(|e| e.path = ABSOLUTE.into()),
         _ => {}
     }
 }
@@ -139,7 +143,7 @@ fn rewritten_paths_in_replies_refuse_the_sync_and_write_nothing() {
         assert!(e.message().contains("nothing was changed"), "{name}: {e}");
         // Nothing was written anywhere: not outside, not inside.
         assert!(!env.dir().join("ws/outside").exists(), "{name}");
-        assert!(!std::path::Path::new("/tmp/x").exists(), "{name}");
+        assert!(!std::path::Path::new(ABSOLUTE).exists(), "{name}");
         let root = env.dir().join("ws").join(name);
         let names: Vec<_> = std::fs::read_dir(&root)
             .unwrap()
