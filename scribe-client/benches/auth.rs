@@ -308,6 +308,36 @@ fn authorization(calls: usize) {
         us(*submit.0.last().unwrap_or(&Duration::ZERO)),
     );
 
+    // The revision check itself: a server run with `--auth-recheck 0s`
+    // asks scribe-auth before every request (the served default asks at
+    // most once a second, inside one request).
+    let zero = team::Team::start(REPO, 1, 0, Duration::ZERO);
+    let zero_der = CertificateDer::from_pem_slice(zero.users[0].certificate_pem.as_bytes())
+        .expect("certificate")
+        .as_ref()
+        .to_vec();
+    let zero_principal = zero
+        .authorizer
+        .authenticate(
+            &Presented::None,
+            &PeerInfo::tls(peer.address.expect("address"), vec![zero_der], None),
+        )
+        .expect("authenticate");
+    let asks = (calls / 10).clamp(100, 2000);
+    let recheck = time(asks, |_| {
+        zero.authorizer
+            .authorize_request(&zero.service, &zero_principal, &Request::Log(log_req()))
+            .expect("allowed");
+    });
+    println!(
+        "| Log with `--auth-recheck 0s` (the revision asked of scribe-auth before the request), {asks} calls | {} | {} | {} | {} | — |",
+        us(recheck.pct(0.5)),
+        us(recheck.mean()),
+        us(recheck.pct(0.99)),
+        us(*recheck.0.last().unwrap_or(&Duration::ZERO)),
+    );
+    drop(zero);
+
     // One request's round trip on a kept connection, alternated.
     let tls = Env::builder(Transport::Tls).start();
     let tls_opts = ClientOptions {
