@@ -171,6 +171,9 @@ fn time(calls: usize, mut f: impl FnMut(usize)) -> Samples {
     Samples::of(v)
 }
 
+/// A request of one kind, the `i`th call.
+type MakeRequest = Box<dyn Fn(usize) -> Request>;
+
 fn op(i: usize) -> OperationId {
     let mut o = [0u8; 16];
     o[..8].copy_from_slice(&(i as u64).to_le_bytes());
@@ -198,20 +201,19 @@ fn authorization(calls: usize) {
         tags: vec![],
     })
     .expect("register");
-    let peer = PeerInfo::tls(
-        "127.0.0.1:40000".parse().expect("address"),
-        vec![der],
-        None,
-    );
+    let peer = PeerInfo::tls("127.0.0.1:40000".parse().expect("address"), vec![der], None);
     let principal: Principal = t
         .authorizer
         .authenticate(&Presented::None, &peer)
         .expect("authenticate");
     let open_principal = OpenAuthorizer
-        .authenticate(&Presented::None, &PeerInfo::tcp(peer.address.expect("address")))
+        .authenticate(
+            &Presented::None,
+            &PeerInfo::tcp(peer.address.expect("address")),
+        )
         .expect("open");
     let main = BranchId([0; 16]);
-    let kinds: Vec<(&str, Box<dyn Fn(usize) -> Request>)> = vec![
+    let kinds: Vec<(&str, MakeRequest)> = vec![
         ("Log (read: role)", Box::new(|_| Request::Log(log_req()))),
         (
             "Delta (read: role)",

@@ -70,13 +70,7 @@ fn text_arg(name: &str, default: &str) -> String {
         .unwrap_or_else(|| default.to_owned())
 }
 
-fn worker(
-    url: String,
-    opts: ClientOptions,
-    t: u32,
-    deadline: Instant,
-    stats: Arc<Mutex<Stats>>,
-) {
+fn worker(url: String, opts: ClientOptions, t: u32, deadline: Instant, stats: Arc<Mutex<Stats>>) {
     let mut c: Client = connect(&url, &opts).expect("connect");
     let mut ws = [0u8; 16];
     ws[..4].copy_from_slice(&t.to_le_bytes());

@@ -101,7 +101,14 @@ fn issue(dir: &mut AuthDir, actor: Id, usernames: &[String]) -> Vec<Credential> 
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
         let id = Id::random();
         let cert = signer
-            .issue(&key, id, CredentialKind::User, name, now - 60_000, NEVER_EXPIRES)
+            .issue(
+                &key,
+                id,
+                CredentialKind::User,
+                name,
+                now - 60_000,
+                NEVER_EXPIRES,
+            )
             .expect("issue");
         let row = CredentialRow {
             kind: CredentialKind::User,
@@ -222,7 +229,10 @@ impl Team {
             .spawn()
             .expect("start the auth service");
         let listen = wait_for(&runtime.join("listen"), &mut auth);
-        let auth_url = format!("sau2://localhost:{}", listen.rsplit_once(':').expect("port").1);
+        let auth_url = format!(
+            "sau2://localhost:{}",
+            listen.rsplit_once(':').expect("port").1
+        );
 
         let data = root.join("data");
         {
@@ -242,7 +252,9 @@ impl Team {
         let service = Service::open(&data).expect("open the data root");
         let authorizer =
             Arc::new(TeamAuthorizer::new(&data, &files, recheck).expect("the team authorizer"));
-        authorizer.check_revision().expect("the auth service answers");
+        authorizer
+            .check_revision()
+            .expect("the auth service answers");
         service.set_authorizer(authorizer.clone());
         let server = ServerHandle::start(
             service.clone(),
