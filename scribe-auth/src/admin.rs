@@ -140,7 +140,7 @@ fn global(c: &Caller) -> bool {
     c.user.administrator && c.row.kind == CredentialKind::User
 }
 
-fn require_global(c: &Caller, verb: &str) -> Result<(), Refusal> {
+pub(crate) fn require_global(c: &Caller, verb: &str) -> Result<(), Refusal> {
     if global(c) {
         Ok(())
     } else if c.user.administrator {

@@ -4,11 +4,23 @@
 //!
 //! ```sh
 //! cargo bench -p scribe-client --bench load -- --seconds 60 --clients 32
+//! cargo bench -p scribe-client --bench load -- --seconds 60 --clients 32 --auth team
 //! ```
+//!
+//! `--auth plain` (default): `scribe://` without TLS; `--auth tls`:
+//! `scribes://` with a server certificate only (no client identity);
+//! `--auth team`: a team server (`support/team.rs`: a real auth service
+//! process, auth-init, TLS client certificates, the `TeamAuthorizer`
+//! deciding every request), each client a user of its own with a writer
+//! grant. `--auth-recheck MS` (team; default 1000) as `scribe-server serve
+//! --auth-recheck`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+#[path = "support/team.rs"]
+mod team;
 
 use scribe_client::{connect, Client, ClientOptions};
 use scribe_format::wire::message as m;
@@ -49,8 +61,17 @@ fn objects_of(path: &str, content: &[u8]) -> (ChangeSetId, Vec<(ObjectId, Vec<u8
     (c.id, c.objects)
 }
 
-fn worker(url: String, t: u32, deadline: Instant, stats: Arc<Mutex<Stats>>) {
-    let mut c: Client = connect(&url, &ClientOptions::default()).expect("connect");
+fn text_arg(name: &str, default: &str) -> String {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+        .unwrap_or_else(|| default.to_owned())
+}
+
+fn worker(url: String, opts: ClientOptions, t: u32, deadline: Instant, stats: Arc<Mutex<Stats>>) {
+    let mut c: Client = connect(&url, &opts).expect("connect");
     let mut ws = [0u8; 16];
     ws[..4].copy_from_slice(&t.to_le_bytes());
     ws[15] = 1;
@@ -200,33 +221,73 @@ fn ms(d: Duration) -> String {
     format!("{:.2}", d.as_secs_f64() * 1000.0)
 }
 
+/// What serves the load: an [`Env`] (plain or TLS) or a team.
+enum Setup {
+    Env(Env),
+    Team(team::Team),
+}
+
 fn main() {
+    team::auth_child();
     let seconds = arg("--seconds", 60);
     let clients = arg("--clients", 32) as u32;
-    let mut env = Env::builder(Transport::Tcp).repo(Some(REPO)).start();
-    let service = env.service().clone();
+    let auth = text_arg("--auth", "plain");
+    let (mut setup, service, url, options): (Setup, _, String, Vec<ClientOptions>) =
+        match auth.as_str() {
+            "plain" | "tls" => {
+                let transport = if auth == "tls" {
+                    Transport::Tls
+                } else {
+                    Transport::Tcp
+                };
+                let env = Env::builder(transport).repo(Some(REPO)).start();
+                let opts = ClientOptions {
+                    ca_file: (auth == "tls").then(|| env.ca_file()),
+                    ..ClientOptions::default()
+                };
+                let service = env.service().clone();
+                let url = env.url().to_string();
+                (Setup::Env(env), service, url, vec![opts; clients as usize])
+            }
+            "team" => {
+                let recheck = Duration::from_millis(arg("--auth-recheck", 1000));
+                let t = team::Team::start(REPO, clients as usize, 0, recheck);
+                let opts = t.users.iter().map(|c| t.options(c)).collect();
+                let (service, url) = (t.service.clone(), t.url.clone());
+                (Setup::Team(t), service, url, opts)
+            }
+            other => panic!("--auth plain|tls|team, not {other:?}"),
+        };
     let grouped = !std::env::args().any(|a| a == "--no-group");
     service.set_group_acceptance(grouped);
-    let url = env.url().to_string();
     let stats = Arc::new(Mutex::new(Stats::default()));
     let start = Instant::now();
     let deadline = start + Duration::from_secs(seconds);
-    let threads: Vec<_> = (0..clients)
-        .map(|t| {
+    let threads: Vec<_> = options
+        .into_iter()
+        .enumerate()
+        .map(|(t, opts)| {
             let (url, stats) = (url.clone(), stats.clone());
-            std::thread::spawn(move || worker(url, t, deadline, stats))
+            std::thread::spawn(move || worker(url, opts, t as u32, deadline, stats))
         })
         .collect();
     for t in threads {
         t.join().expect("worker");
     }
     let elapsed = start.elapsed();
-    env.take_listener().shutdown();
+    match &mut setup {
+        Setup::Env(env) => env.take_listener().shutdown(),
+        Setup::Team(t) => {
+            if let Some(s) = t.server.take() {
+                s.shutdown();
+            }
+        }
+    }
 
     let mut s = stats.lock().expect("stats");
     let total: usize = s.latencies.values().map(Vec::len).sum();
     println!(
-        "clients {clients}, group acceptance {grouped}, {:.1} s, {total} operations, {:.0} ops/s, {} submissions acknowledged, {} refused",
+        "auth {auth}, clients {clients}, group acceptance {grouped}, {:.1} s, {total} operations, {:.0} ops/s, {} submissions acknowledged, {} refused",
         elapsed.as_secs_f64(),
         total as f64 / elapsed.as_secs_f64(),
         s.acked.len(),

@@ -655,7 +655,7 @@ fn auth_init(
         .or_else(|| stored("credential.pem"))
         .ok_or_else(|| anyhow!("give --credential (no stored login found)"))?;
     let text = read(&credential).context(
-        "auth-init needs an administrator's credential: sign in with `scribe login` (or set SCRIBE_CREDENTIAL)",
+        "auth-init needs an administrator's credential: sign in with `scribe login --admin` (or set SCRIBE_CREDENTIAL)",
     )?;
     let at = text
         .find("-----BEGIN PRIVATE KEY-----")

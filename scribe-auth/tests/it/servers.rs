@@ -303,6 +303,59 @@ fn server_register_issues_an_audited_server_credential_once() {
     assert!(dir.revision() >= revision.parse::<u64>().unwrap());
 }
 
+/// Registering a storage server is a global administrative power, like
+/// `user-add`: an administrator's everyday session (`scribe login`) is
+/// refused with `forbidden`, saying to sign in with `scribe login --admin`,
+/// and the refusal is audited; the same administrator's admin-login
+/// registers the server.
+#[test]
+fn server_register_needs_an_admin_login_not_a_session() {
+    let s = serve();
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).unwrap();
+    let spki = hex::encode(key.public_key_der());
+    let session = s.service.login("admin", PASSWORD).unwrap();
+    let r = call(
+        &s,
+        &session.credential,
+        [41; 16],
+        "server-register",
+        &["depot", "studio", &spki],
+    );
+    let Sau2Result::Error { code, message } = &r else {
+        panic!("a refusal: {r:?}")
+    };
+    assert_eq!(ErrorCode::from_number(*code), Some(ErrorCode::Forbidden));
+    assert!(
+        message.contains("server-register") && message.contains("scribe login --admin"),
+        "{message}"
+    );
+    let admin_login = s.service.admin_login("admin", PASSWORD).unwrap();
+    let r = call(
+        &s,
+        &admin_login.credential,
+        [42; 16],
+        "server-register",
+        &["depot", "studio", &spki],
+    );
+    let row = rows(r).pop().unwrap();
+    assert_eq!(row.len(), 8);
+    assert!(row[2].contains("BEGIN CERTIFICATE"), "{row:?}");
+    // The refused session's attempt is in the audit trail, by the admin.
+    let mut s = s;
+    let _ = s.child.kill();
+    let _ = s.child.wait();
+    let dir = s.fx.open().unwrap();
+    let audits: Vec<AuditRow> = dir
+        .scan_prefix("audit/")
+        .unwrap()
+        .into_iter()
+        .map(|(_, b)| AuditRow::decode(&b).unwrap())
+        .filter(|a| a.command == "server-register")
+        .collect();
+    assert_eq!(audits.len(), 2, "{audits:?}");
+    assert!(!audits[0].ok && audits[1].ok, "{audits:?}");
+}
+
 #[test]
 fn resolve_tells_a_server_about_a_client_in_its_namespace_only() {
     let s = serve();
