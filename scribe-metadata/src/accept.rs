@@ -1082,17 +1082,24 @@ impl Repository {
     pub fn submit(&self, s: Submission) -> Result<Outcome> {
         let fingerprint = self.fingerprint(&s);
         if let Some(o) = self.replay(&s.operation, &fingerprint)? {
+            // A retry crosses the archive barrier too: its original may
+            // still be publishing.
+            self.archive.publish()?;
             return Ok(o);
         }
         let pre = self.precheck(&s)?;
         if pre.is_none() && estimated_rows(&s) > BUFFERED_ROW_LIMIT {
             return self.submit_streamed(s, fingerprint);
         }
-        let _turn = self
-            .turn
-            .lock()
-            .map_err(|_| MetadataError::Gate("submit turn poisoned".into()))?;
-        let mut outcomes = self.accept_group(&[(&s, fingerprint, pre)])?;
+        // Published after the turn and gate are released (the next group
+        // need not wait for this one's archive flush), before returning.
+        let mut outcomes = crate::journal::coalesce_publication(&self.archive, || {
+            let _turn = self
+                .turn
+                .lock()
+                .map_err(|_| MetadataError::Gate("submit turn poisoned".into()))?;
+            self.accept_group(&[(&s, fingerprint, pre)])
+        })?;
         outcomes
             .pop()
             .ok_or_else(|| MetadataError::Gate("no outcome".into()))
@@ -1101,6 +1108,12 @@ impl Repository {
     /// Accept up to eight buffered submissions sharing one transaction.
     /// Each keeps its own change number, envelope, roots and outcome.
     pub fn submit_group(&self, subs: Vec<Submission>) -> Result<Vec<Outcome>> {
+        // Published once, after the turn and gate are released, before
+        // any outcome (a replayed one included) is returned.
+        crate::journal::coalesce_publication(&self.archive, || self.submit_group_deferred(subs))
+    }
+
+    fn submit_group_deferred(&self, subs: Vec<Submission>) -> Result<Vec<Outcome>> {
         let mut out = Vec::with_capacity(subs.len());
         let mut pending: Vec<(&Submission, [u8; 32], Option<Reject>)> = Vec::new();
         let mut rows = 0usize;

@@ -343,14 +343,22 @@ thread_local! {
 /// publication, then publish once for all of them before returning, even
 /// when `f` failed: nothing `f` committed is acknowledged before it is
 /// archived, and consecutive transactions of one operation share one
-/// archive flush.
+/// archive flush. Nested calls defer to the outermost, so a caller that
+/// takes the repository's locks inside `f` publishes after releasing them
+/// and the next writer commits while this one's archive flush runs.
 pub fn coalesce_publication<T>(
     archive: &crate::archive::Archive,
     f: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
     DEFER.with(|d| d.set(d.get() + 1));
     let r = f();
-    DEFER.with(|d| d.set(d.get() - 1));
+    let outermost = DEFER.with(|d| {
+        d.set(d.get() - 1);
+        d.get() == 0
+    });
+    if !outermost {
+        return r;
+    }
     let published = archive.publish();
     let v = r?;
     published?;

@@ -26,21 +26,24 @@ pub struct LockInfo {
 
 impl Repository {
     fn mutate_locks<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T>) -> Result<T> {
-        let _turn = self
-            .turn
-            .lock()
-            .map_err(|_| MetadataError::Gate("submit turn poisoned".into()))?;
-        let _gate = self
-            .gate
-            .lock()
-            .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
-        let wtx = self.write()?;
-        let out = {
-            let mut tx = Tx::open(&wtx)?;
-            f(&mut tx)?
-        };
-        wtx.commit()?;
-        Ok(out)
+        // Published after the turn and gate are released, before returning.
+        crate::journal::coalesce_publication(&self.archive, || {
+            let _turn = self
+                .turn
+                .lock()
+                .map_err(|_| MetadataError::Gate("submit turn poisoned".into()))?;
+            let _gate = self
+                .gate
+                .lock()
+                .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
+            let wtx = self.write()?;
+            let out = {
+                let mut tx = Tx::open(&wtx)?;
+                f(&mut tx)?
+            };
+            wtx.commit()?;
+            Ok(out)
+        })
     }
 
     /// Acquire locks on `paths` for `workspace`. Paths already held by the

@@ -97,12 +97,20 @@ fn an_unwritable_archive_fences_writes_and_reads_keep_working() {
     let moved = e.dir.path().join("moved-archive");
     std::fs::rename(&dir, &moved).unwrap();
     std::fs::write(&dir, b"not a directory").unwrap();
-    let err = e
-        .repo
-        .submit(submission(&e, vec![add(&e, "b.txt", 2)]))
-        .unwrap_err();
+    let b = submission(&e, vec![add(&e, "b.txt", 2)]);
+    let err = e.repo.submit(b.clone()).unwrap_err();
     assert_eq!(err.code(), ErrorCode::ArchiveUnavailable, "{err}");
     assert!(err.to_string().contains("metadata.recovery"), "{err}");
+    // The acceptance committed but was never archived: its retry finds the
+    // outcome and must not acknowledge it either (retries cross the
+    // barrier too).
+    for retry in [
+        e.repo.submit(b.clone()).map(|_| ()),
+        e.repo.submit_group(vec![b.clone()]).map(|_| ()),
+    ] {
+        let err = retry.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ArchiveUnavailable, "{err}");
+    }
     // Every later write is fenced, before touching the database.
     let end = db_end(&e.repo);
     let err = e.repo.add_change_note(c1, "ada", "note").unwrap_err();
