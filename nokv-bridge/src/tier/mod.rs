@@ -24,7 +24,7 @@ pub use key::{BlockKey, ROOT as KEY_ROOT};
 pub use provider::{Deleted, Head, Provider, ProviderError, Put};
 pub use s3::{S3Config, S3Provider};
 pub use state::{Lifecycle, ObjectRow, RevisionRow};
-pub use tier::{Location, Published, ReadLocal, Tier, TierOptions};
+pub use tier::{FileVersion, Location, Published, ReadLocal, Tier, TierOptions};
 
 /// Why a tier operation failed.
 #[derive(Debug, thiserror::Error)]
