@@ -135,6 +135,30 @@ enum Command {
         #[command(subcommand)]
         command: TierCommand,
     },
+    /// Give up the content of file revisions (offline; needs --tier)
+    ///
+    /// Perforce's `p4 obliterate`, for content: the history stays (changes,
+    /// paths, manifests), the content of the selected file revisions goes
+    /// from the bucket (their revisions are collected once nothing else
+    /// references them) and from the local store. A revision that is
+    /// current at a branch head is kept. Without -y, only says what would
+    /// be given up. Running it again finishes an interrupted collection.
+    Obliterate {
+        /// The data root directory
+        #[arg(long, value_name = "DIR")]
+        data: PathBuf,
+        /// The repository
+        #[arg(long, value_name = "NAME")]
+        repo: String,
+        #[command(flatten)]
+        tier: TierArgs,
+        /// Do it (without -y: a preview that changes nothing)
+        #[arg(short = 'y', long = "yes")]
+        yes: bool,
+        /// PATH, DIR/... or ..., each optionally @CHANGE or @FIRST,LAST
+        #[arg(value_name = "FILE[@RANGE]", required = true)]
+        files: Vec<scribe_server::tier::FileSpec>,
+    },
     /// Check metadata and objects of every repository
     Doctor(AdminArgs),
     /// Verify every stored object against its identity (read-only)
@@ -439,6 +463,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(print_report(
                 "tier evict",
                 &scribe_server::tier::evict(&args.data, &record, args.repo.as_deref())?,
+            ))
+        }
+        Command::Obliterate {
+            data,
+            repo,
+            tier,
+            yes,
+            files,
+        } => {
+            let incarnation = {
+                let service = Service::open(&data)
+                    .with_context(|| format!("cannot open data root {}", data.display()))?;
+                service.root().incarnation().to_string()
+            };
+            let record = open_tier(&data, &incarnation, &tier)?;
+            Ok(print_report(
+                "obliterate",
+                &scribe_server::tier::obliterate(&data, &record, &repo, &files, yes)?,
             ))
         }
         Command::Doctor(a) => Ok(print_report(
