@@ -129,6 +129,11 @@ enum Command {
         /// accepted; the same submit asked again gets its outcome)
         #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration)]
         tier_ack_timeout: Duration,
+        /// With --tier: keep each repository's local object store under
+        /// this many bytes by dropping the least recently used chunks the
+        /// bucket holds (never what is not in the bucket yet)
+        #[arg(long, value_name = "BYTES")]
+        cache_bytes: Option<u64>,
     },
     /// The S3 durable tier: backlog and consistency
     Tier {
@@ -426,6 +431,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             tier,
             ack,
             tier_ack_timeout,
+            cache_bytes,
             auth_recheck,
         } => serve(
             &data.data,
@@ -443,7 +449,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ..ListenOptions::default()
             },
             max_pins_per_workspace,
-            (tier, ack, tier_ack_timeout),
+            (tier, ack, tier_ack_timeout, cache_bytes),
         ),
         Command::Tier {
             command: TierCommand::Status(d),
@@ -722,7 +728,12 @@ fn serve(
     (tls_cert, tls_key, auth_recheck): (Option<PathBuf>, Option<PathBuf>, Duration),
     options: ListenOptions,
     max_pins_per_workspace: u64,
-    (tier, ack, ack_timeout): (TierArgs, scribe_server::tier::Ack, Duration),
+    (tier, ack, ack_timeout, cache_bytes): (
+        TierArgs,
+        scribe_server::tier::Ack,
+        Duration,
+        Option<u64>,
+    ),
 ) -> Result<ExitCode> {
     use scribe_server::team;
     let team_files = if team::requires_auth(data)
@@ -752,8 +763,15 @@ fn serve(
         _ => None,
     };
     let scheme = if tls.is_some() { "scribes" } else { "scribe" };
-    let service = Service::open(data)
-        .with_context(|| format!("cannot serve data root {}", data.display()))?;
+    let service = match Service::open(data) {
+        // A cache trim (--cache-bytes) killed during its store swap: finish
+        // the recorded swap, then open again.
+        Err(_) if tier.tier.is_some() && scribe_server::tier::finish_pending_trims(data) => {
+            Service::open(data)
+        }
+        other => other,
+    }
+    .with_context(|| format!("cannot serve data root {}", data.display()))?;
     if let Some(files) = &team_files {
         let authorizer = team::TeamAuthorizer::new(data, files, auth_recheck)
             .with_context(|| format!("cannot serve data root {}", data.display()))?;
@@ -775,10 +793,21 @@ fn serve(
         .build()
         .context("cannot start the runtime")?;
     service.set_max_pins_per_workspace(max_pins_per_workspace);
+    if cache_bytes.is_some() && tier.tier.is_none() {
+        return Err(anyhow!(
+            "--cache-bytes needs --tier: only chunks the bucket holds may leave the local store"
+        ));
+    }
     let tier = match tier.tier {
         Some(_) => {
             let record = open_tier(data, service.root().incarnation(), &tier)?;
-            let t = scribe_server::tier::TierService::start(&service, record, ack, ack_timeout);
+            let t = scribe_server::tier::TierService::start(
+                &service,
+                record,
+                ack,
+                ack_timeout,
+                cache_bytes,
+            );
             eprintln!(
                 "scribe-server: tier {} (ack {ack:?})",
                 tier.tier.as_deref().unwrap_or_default()

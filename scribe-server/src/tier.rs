@@ -132,6 +132,12 @@ pub struct TierService {
     /// Bumped by every accepted submit and every finished pass.
     wake: (Mutex<Wake>, Condvar),
     status_path: PathBuf,
+    /// `--cache-bytes`: the most bytes each repository's local store may
+    /// hold after a trim.
+    cache_bytes: Option<u64>,
+    /// Per repository: trims done, and what the last one kept that the
+    /// bucket does not hold (bytes).
+    trims: Mutex<std::collections::HashMap<RepositoryId, (u64, u64)>>,
 }
 
 #[derive(Default)]
@@ -150,6 +156,7 @@ impl TierService {
         tier: Tier,
         ack: Ack,
         ack_timeout: Duration,
+        cache_bytes: Option<u64>,
     ) -> Arc<TierService> {
         let status_path = dir(service.root().dir()).join("status");
         let t = Arc::new(TierService {
@@ -159,6 +166,8 @@ impl TierService {
             ack_timeout,
             wake: (Mutex::default(), Condvar::new()),
             status_path,
+            cache_bytes,
+            trims: Mutex::default(),
         });
         let worker = t.clone();
         std::thread::Builder::new()
@@ -211,8 +220,18 @@ impl TierService {
             let Some(service) = self.service.upgrade() else {
                 return;
             };
-            let result = self.pass(&service);
+            let mut status = String::new();
+            let mut result = self.pass(&service, &mut status);
+            if let Some(limit) = self.cache_bytes {
+                if let Err(e) = self.trim_all(&service, limit, &mut status) {
+                    result = result.and(Err(e));
+                }
+            }
             drop(service);
+            let tmp = self.status_path.with_extension("tmp");
+            if std::fs::write(&tmp, status).is_ok() {
+                let _ = std::fs::rename(&tmp, &self.status_path);
+            }
             let (m, cv) = &self.wake;
             let mut w = m.lock().unwrap_or_else(|e| e.into_inner());
             w.passes += 1;
@@ -225,10 +244,9 @@ impl TierService {
     }
 
     /// Publish everything accepted above each root's cursor, in order.
-    fn pass(&self, service: &Service) -> Result<(), String> {
+    fn pass(&self, service: &Service, status: &mut String) -> Result<(), String> {
         let root = service.root();
         let repos = root.list_repositories().map_err(|e| e.to_string())?;
-        let mut status = String::new();
         let mut first_err = None;
         for info in repos {
             let r = self.publish_repository(service, info.id);
@@ -247,10 +265,6 @@ impl TierService {
                 info.id.to_hex(),
                 head.saturating_sub(through)
             ));
-        }
-        let tmp = self.status_path.with_extension("tmp");
-        if std::fs::write(&tmp, status).is_ok() {
-            let _ = std::fs::rename(&tmp, &self.status_path);
         }
         first_err.map_or(Ok(()), Err)
     }
@@ -314,6 +328,177 @@ impl Fallback for TierService {
         self.tier
             .read_object(&repo.0, id)
             .map_err(|e| format!("reading {id} from the tier: {e}"))
+    }
+}
+
+/// Before a data root served with `--tier` is opened: complete the store
+/// swap of a cache trim killed midway (recorded by its durable marker;
+/// `scribe_objects::compact` finishes it without a live set, as
+/// `compact-objects` would).
+/// Returns whether one was found. Call it only where the data root cannot
+/// be served (its open refused the pending marker, after taking the lock).
+pub fn finish_pending_trims(data: &Path) -> bool {
+    let Ok(rd) = std::fs::read_dir(data.join("repos")) else {
+        return false;
+    };
+    let mut found = false;
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(id) = name.to_str().and_then(|n| RepositoryId::from_hex(n).ok()) else {
+            continue;
+        };
+        found |= finish_pending_swap(&e.path().join("objects"), id);
+    }
+    found
+}
+
+fn finish_pending_swap(objects: &Path, repo: RepositoryId) -> bool {
+    let marker = objects.with_file_name("objects.compaction-ready");
+    let found = marker.exists();
+    if found {
+        let ctx = scribe_objects::CompactContext {
+            repository: repo.0,
+            journal_end: 0,
+        };
+        if let Err(e) = scribe_objects::compact(
+            objects,
+            Vec::new(),
+            ctx,
+            &scribe_objects::CompactOptions::default(),
+        ) {
+            eprintln!(
+                "scribe-server: tier: finishing the swap of {}: {e}",
+                objects.display()
+            );
+        }
+    }
+    found
+}
+
+/// Bytes of every file below `dir`.
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    for e in rd.flatten() {
+        match e.file_type() {
+            Ok(t) if t.is_dir() => total += dir_bytes(&e.path()),
+            Ok(_) => total += e.metadata().map(|m| m.len()).unwrap_or(0),
+            Err(_) => {}
+        }
+    }
+    total
+}
+
+impl TierService {
+    /// `--cache-bytes`: trim every repository's local store above `limit`.
+    fn trim_all(&self, service: &Service, limit: u64, status: &mut String) -> Result<(), String> {
+        let repos = service
+            .root()
+            .list_repositories()
+            .map_err(|e| e.to_string())?;
+        for info in repos {
+            let objects = service
+                .root()
+                .dir()
+                .join("repos")
+                .join(info.id.to_hex())
+                .join("objects");
+            let before = dir_bytes(&objects);
+            let mut busy = false;
+            if before > limit {
+                let stores = service.stores().clone();
+                // Opens (and registers) a store nobody has opened yet.
+                if stores.get(&info.id).is_some() {
+                    match stores.exclusive(info.id, Duration::from_secs(2), |dir| {
+                        self.trim(&stores, info.id, dir, limit)
+                    }) {
+                        Some(Ok(not_durable)) => {
+                            let mut t = self.trims.lock().unwrap_or_else(|e| e.into_inner());
+                            let e = t.entry(info.id).or_default();
+                            *e = (e.0 + 1, not_durable);
+                        }
+                        Some(Err(e)) => {
+                            return Err(format!("{}: trimming the cache: {e}", info.name))
+                        }
+                        // Busy: the next pass tries again.
+                        None => busy = true,
+                    }
+                }
+            }
+            let (trims, kept) = self
+                .trims
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&info.id)
+                .copied()
+                .unwrap_or_default();
+            status.push_str(&format!(
+                "{} cache {} limit {limit} trims {trims} kept-not-in-bucket {kept}{}\n",
+                info.name,
+                dir_bytes(&objects),
+                if busy { " busy" } else { "" }
+            ));
+        }
+        Ok(())
+    }
+
+    /// Compact the closed store at `objects` keeping everything the bucket
+    /// does not hold and, most recently used first, the chunks it holds
+    /// while the store stays within `limit`. Returns the bytes kept
+    /// because the bucket does not hold them (chunks not uploaded yet,
+    /// manifests, change sets, commits).
+    fn trim(
+        &self,
+        stores: &crate::service::stores::StoreRegistry,
+        repo: RepositoryId,
+        objects: &Path,
+        limit: u64,
+    ) -> Result<u64, String> {
+        let store = scribe_objects::ObjectStore::open(objects).map_err(|e| e.to_string())?;
+        let listed = store.list().map_err(|e| e.to_string())?;
+        drop(store);
+        let mut keep = Vec::new();
+        let mut evictable = Vec::new();
+        let mut must_bytes = 0u64;
+        for (id, loc) in &listed {
+            let held = id.kind == scribe_format::ObjectKind::Chunk
+                && self.tier.holds(&repo.0, id).unwrap_or(false);
+            if held {
+                evictable.push((*id, loc.envelope_len()));
+            } else {
+                must_bytes += loc.envelope_len();
+                keep.push(*id);
+            }
+        }
+        let present: std::collections::HashSet<ObjectId> =
+            listed.iter().map(|(id, _)| *id).collect();
+        let used = stores.last_used(repo, &|id| present.contains(id));
+        // Most recently used first; never used last.
+        evictable.sort_by_key(|(id, _)| std::cmp::Reverse(used.get(id).copied().unwrap_or(0)));
+        // What the store costs beyond its objects (locator, descriptor).
+        let overhead = dir_bytes(objects)
+            .saturating_sub(listed.iter().map(|(_, l)| l.envelope_len()).sum::<u64>());
+        let mut budget = limit.saturating_sub(must_bytes + overhead);
+        for (id, len) in evictable {
+            if len <= budget {
+                budget -= len;
+                keep.push(id);
+            }
+        }
+        let ctx = scribe_objects::CompactContext {
+            repository: repo.0,
+            journal_end: 0,
+        };
+        scribe_objects::compact(
+            objects,
+            keep,
+            ctx,
+            &scribe_objects::CompactOptions::default(),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(must_bytes)
     }
 }
 

@@ -623,3 +623,128 @@ fn obliterate_killed_mid_collection_is_finished_by_the_next_run() {
     }
     kill(s);
 }
+
+/// Incompressible bytes (the store compresses with lz4).
+fn noise(seed: u32, len: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state as u8
+        })
+        .collect()
+}
+
+fn line_now(data: &Path) -> String {
+    wait_for_cache_line(data, |_| true)
+}
+
+/// Wait (liveness only: fails if it never happens) until `tier status`
+/// shows a line for the repository's cache that satisfies `ok`.
+fn wait_for_cache_line(data: &Path, ok: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let text = std::fs::read_to_string(data.join("tier/status")).unwrap_or_default();
+        if let Some(l) = text.lines().find(|l| l.starts_with("game cache") && ok(l)) {
+            return l.to_string();
+        }
+        assert!(Instant::now() < deadline, "no such cache line: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn cache_bytes_keeps_the_local_store_under_its_limit_and_reads_fault_in_from_the_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let limit: u64 = 5 << 20;
+    let s = serve(
+        &data,
+        &b,
+        &rgw().endpoint,
+        &["--ack", "durable", "--cache-bytes", &limit.to_string()],
+    );
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    c.register(WorkspaceId([9; 16]));
+    // Files of 1 MiB (the chunking minimum: one chunk each), two per
+    // change: 8 MiB in all.
+    let files: Vec<Vec<u8>> = (0..8u32).map(|i| noise(21 + i, 1 << 20)).collect();
+    for (i, pair) in files.chunks(2).enumerate() {
+        let (a, b) = (format!("f{i}a.bin"), format!("f{i}b.bin"));
+        accepted(&submit(
+            &mut c,
+            i as u8 + 1,
+            &[(&a, &pair[0]), (&b, &pair[1])],
+        ));
+    }
+    let num = |l: &str, field: &str| -> u64 {
+        l.split(&format!("{field} "))
+            .nth(1)
+            .and_then(|t| t.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in {l}"))
+    };
+    // 8 MiB submitted: a trim (a status line written after it) brings the
+    // store back under the limit.
+    let line = wait_for_cache_line(&data, |l| num(l, "trims") >= 1 && num(l, "cache") <= limit);
+    let mut trims = num(&line, "trims");
+    // Every file reads back exactly (most from the bucket: faulted in,
+    // which grows the store again past the limit, and it is trimmed
+    // again), twice.
+    for round in 0..2 {
+        for f in &files {
+            for (id, bytes) in &scribe_testkit::change::file(f).objects {
+                assert_eq!(&c.object(REPO, *id), bytes, "round {round}: {id}");
+            }
+        }
+        let line = wait_for_cache_line(&data, |l| {
+            num(l, "trims") > trims && num(l, "cache") <= limit
+        });
+        trims = num(&line, "trims");
+    }
+    // What the bucket does not hold was kept: manifests, change sets,
+    // commit envelopes (no chunk: every change is in the bucket).
+    assert!(num(&line_now(&data), "kept-not-in-bucket") < 1 << 20);
+    drop(c);
+    kill(s);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
+#[test]
+fn cache_bytes_never_evicts_what_the_bucket_does_not_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let limit: u64 = 1 << 20;
+    let s = serve(&data, &b, &dead, &["--cache-bytes", &limit.to_string()]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    c.register(WorkspaceId([9; 16]));
+    let files: Vec<Vec<u8>> = (0..2u32).map(|i| noise(41 + i, 1 << 20)).collect();
+    for (i, f) in files.iter().enumerate() {
+        let name = format!("g{i}.bin");
+        accepted(&submit(&mut c, i as u8 + 1, &[(&name, f)]));
+    }
+    // A trim ran over the limit and kept everything: nothing is in the
+    // bucket.
+    let line = wait_for_cache_line(&data, |l| !l.contains("trims 0 "));
+    let kept: u64 = line
+        .split("kept-not-in-bucket ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(kept > 2 << 20, "{line}");
+    drop(c);
+    kill(s);
+    for f in &files {
+        assert!(chunks_of(f).iter().all(|id| held_locally(&data, id)));
+    }
+}
