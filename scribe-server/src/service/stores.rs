@@ -40,7 +40,12 @@ fn objects_err(e: StoreError) -> MetadataError {
 
 /// Open (creating when absent) the store at `dir`.
 pub fn open_or_create(dir: &Path) -> Result<ObjectStore, StoreError> {
-    if dir.join("SCRIBE_FORMAT").exists() {
+    // A compaction's swap in progress (its marker beside the store) may
+    // have renamed the store away: never create an empty one in its place;
+    // open refuses, naming the marker.
+    let mut marker = dir.as_os_str().to_owned();
+    marker.push(".compaction-ready");
+    if dir.join("SCRIBE_FORMAT").exists() || Path::new(&marker).exists() {
         return ObjectStore::open(dir);
     }
     // `ObjectStore::create` writes its descriptor last: without one, an

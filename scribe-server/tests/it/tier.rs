@@ -748,3 +748,58 @@ fn cache_bytes_never_evicts_what_the_bucket_does_not_hold() {
         assert!(chunks_of(f).iter().all(|id| held_locally(&data, id)));
     }
 }
+
+#[test]
+fn serve_finishes_a_cache_trim_killed_during_its_store_swap() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let repo = repo_id(&mut c);
+    c.register(WorkspaceId([9; 16]));
+    let f = noise(77, 1 << 20);
+    accepted(&submit(&mut c, 1, &[("t.bin", &f)]));
+    drop(c);
+    kill(s);
+    // A trim evicting t.bin's chunk, stopped right after the old store was
+    // renamed away (what a SIGKILL there leaves: the durable marker, no
+    // `objects/`).
+    let objects = data.join("repos").join(repo.to_hex()).join("objects");
+    let chunk = chunks_of(&f)[0];
+    let live: Vec<ObjectId> = {
+        let store = scribe_objects::ObjectStore::open(&objects).unwrap();
+        let ids = store.list().unwrap().into_iter().map(|(id, _)| id);
+        ids.filter(|id| *id != chunk).collect()
+    };
+    let stopped = scribe_objects::compact(
+        &objects,
+        live,
+        scribe_objects::CompactContext {
+            repository: repo.0,
+            journal_end: 0,
+        },
+        &scribe_objects::CompactOptions {
+            failpoint: Some(scribe_objects::CompactFailpoint::AfterRenameToPrevious),
+            ..Default::default()
+        },
+    );
+    assert!(stopped.is_err());
+    assert!(!objects.exists());
+    // serve --tier completes the swap and serves; the chunk comes from the
+    // bucket.
+    let s = serve(
+        &data,
+        &b,
+        &rgw().endpoint,
+        &["--ack", "durable", "--cache-bytes", "100000000"],
+    );
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    for (id, bytes) in &scribe_testkit::change::file(&f).objects {
+        assert_eq!(&c.object(REPO, *id), bytes, "{id}");
+    }
+    drop(c);
+    kill(s);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
