@@ -227,6 +227,7 @@ impl TierService {
                     result = result.and(Err(e));
                 }
             }
+            self.ship_journals(&service, &mut status);
             drop(service);
             let tmp = self.status_path.with_extension("tmp");
             if std::fs::write(&tmp, status).is_ok() {
@@ -373,6 +374,45 @@ fn finish_pending_swap(objects: &Path, repo: RepositoryId) -> bool {
         }
     }
     found
+}
+
+impl TierService {
+    /// Ship what each metadata recovery archive (the catalog's and every
+    /// repository's) published since the last pass to the bucket
+    /// (`Tier::ship_archive`). A failure is logged and retried at the next
+    /// pass; it does not hold acknowledgements back.
+    fn ship_journals(&self, service: &Service, status: &mut String) {
+        let root = service.root();
+        let mut archives = vec![("catalog".to_string(), root.dir().join("catalog.redb"))];
+        if let Ok(repos) = root.list_repositories() {
+            for info in repos {
+                archives.push((
+                    info.id.to_hex(),
+                    root.dir()
+                        .join("repos")
+                        .join(info.id.to_hex())
+                        .join("metadata.redb"),
+                ));
+            }
+        }
+        for (name, db) in archives {
+            let shipped = scribe_metadata::archive::archive_dir(&db)
+                .map_err(|e| e.to_string())
+                .and_then(|dir| {
+                    self.tier
+                        .ship_archive(&name, &dir)
+                        .map_err(|e| e.to_string())
+                });
+            if let Err(e) = shipped {
+                eprintln!("scribe-server: tier: shipping the recovery journal {name}: {e}");
+            }
+            if let Ok((step, seg, off)) = self.tier.recovery_cursor(&name) {
+                status.push_str(&format!(
+                    "journal {name} step {step} segment {seg} offset {off}\n"
+                ));
+            }
+        }
+    }
 }
 
 /// Bytes of every file below `dir`.

@@ -13,6 +13,7 @@
 //! | `tier_cursor` | root `[16]` | `u64 LE`: every change up to this one is in the bucket |
 //! | `tier_candidates` | revision `[16]` | `u64 LE` epoch at which its strong count reached zero |
 //! | `tier_purged` | root `[16]` ‖ change `u64 BE` ‖ path hash `[16]` | UTF-8 path: a file revision whose content was given up (`obliterate`) |
+//! | `tier_recovery` | archive name (UTF-8) | `u64 LE` last shipped step ‖ `u64 LE` segment ‖ `u64 LE` offset it covered (`recovery.rs`) |
 //! | `tier_quarantine` | revision `[16]` | UTF-8: why deleting its blocks was not certain; retried by the next collection |
 //!
 //! Every write is one Immediate transaction.
@@ -33,6 +34,7 @@ pub(crate) const CURSOR: TableDefinition<&[u8], u64> = TableDefinition::new("tie
 pub(crate) const CANDIDATES: TableDefinition<&[u8], u64> = TableDefinition::new("tier_candidates");
 pub(crate) const QUARANTINE: TableDefinition<&[u8], &str> = TableDefinition::new("tier_quarantine");
 pub(crate) const PURGED: TableDefinition<&[u8], &str> = TableDefinition::new("tier_purged");
+pub(crate) const RECOVERY: TableDefinition<&str, &[u8]> = TableDefinition::new("tier_recovery");
 
 /// A revision's lifecycle (seed 003): new references need `Available`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -227,6 +229,8 @@ pub(crate) fn open(path: &Path, shard: u32) -> Result<(Database, u32), TierError
     tx.open_table(QUARANTINE)
         .map_err(|e| TierError::state(path, e))?;
     tx.open_table(PURGED)
+        .map_err(|e| TierError::state(path, e))?;
+    tx.open_table(RECOVERY)
         .map_err(|e| TierError::state(path, e))?;
     tx.commit().map_err(|e| TierError::state(path, e))?;
     Ok((db, stored))

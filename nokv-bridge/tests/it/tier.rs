@@ -492,3 +492,81 @@ fn a_chunk_named_again_before_collection_keeps_its_revision() {
     assert_eq!(f.tier.read_object(&ROOT, &a).unwrap().unwrap(), f.local[&a]);
     assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
 }
+
+fn write_head(dir: &std::path::Path, segment: u64, offset: u64) {
+    let h = scribe_format::recovery::ArchiveHead {
+        identity: [7; 16],
+        segment,
+        offset,
+        end: segment * 1000 + offset,
+        chain: [segment as u8; 32],
+    };
+    std::fs::write(dir.join("HEAD"), h.encode()).unwrap();
+}
+
+#[test]
+fn an_archive_ships_in_immutable_steps_survives_a_lost_cursor_and_fetches_back_exactly() {
+    use scribe_format::recovery::segment_file_name;
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("a.recovery");
+    std::fs::create_dir_all(&archive).unwrap();
+    let seg1: Vec<u8> = (0..100u8).collect();
+    let seg2: Vec<u8> = (100..150u8).collect();
+    let provider = Arc::new(S3Provider::new(&config()).unwrap());
+    let tier = Tier::open(&dir.path().join("t.redb"), 9, provider.clone(), small()).unwrap();
+    // Step 1: 60 published bytes of segment 1 (the tail beyond HEAD is not
+    // published and not shipped).
+    std::fs::write(archive.join(segment_file_name(1)), &seg1[..80]).unwrap();
+    write_head(&archive, 1, 60);
+    let s = tier.ship_archive("r", &archive).unwrap();
+    assert_eq!((s.step, s.bytes), (1, 60));
+    assert_eq!(
+        tier.ship_archive("r", &archive).unwrap().step,
+        0,
+        "nothing new"
+    );
+    // Step 2: the rest of segment 1 and 50 bytes of segment 2.
+    std::fs::write(archive.join(segment_file_name(1)), &seg1).unwrap();
+    std::fs::write(archive.join(segment_file_name(2)), &seg2).unwrap();
+    write_head(&archive, 2, 50);
+    let s = tier.ship_archive("r", &archive).unwrap();
+    assert_eq!((s.step, s.bytes), (2, 90));
+    let fetched = dir.path().join("fetched");
+    assert_eq!(tier.fetch_archive("r", &fetched).unwrap(), 2);
+    assert_eq!(
+        std::fs::read(fetched.join(segment_file_name(1))).unwrap(),
+        seg1
+    );
+    assert_eq!(
+        std::fs::read(fetched.join(segment_file_name(2))).unwrap(),
+        seg2
+    );
+    assert_eq!(
+        std::fs::read(fetched.join("HEAD")).unwrap(),
+        std::fs::read(archive.join("HEAD")).unwrap()
+    );
+    // A record that lost its cursor (a crash after a step's upload) meets
+    // the steps already in the bucket: it takes each as shipped (the keys
+    // are never overwritten) and continues after them.
+    let lost = Tier::open(&dir.path().join("t2.redb"), 9, provider, small()).unwrap();
+    let mut seg2b = seg2.clone();
+    seg2b.extend(150..170u8);
+    std::fs::write(archive.join(segment_file_name(2)), &seg2b).unwrap();
+    write_head(&archive, 2, 70);
+    let mut rounds = 0;
+    let s = loop {
+        let s = lost.ship_archive("r", &archive).unwrap();
+        rounds += 1;
+        if s.step > 0 {
+            break s;
+        }
+        assert!(rounds < 5, "never continued");
+    };
+    assert_eq!((s.step, s.segment, s.offset), (3, 2, 70));
+    let again = dir.path().join("again");
+    assert_eq!(lost.fetch_archive("r", &again).unwrap(), 3);
+    assert_eq!(
+        std::fs::read(again.join(segment_file_name(2))).unwrap(),
+        seg2b
+    );
+}

@@ -803,3 +803,74 @@ fn serve_finishes_a_cache_trim_killed_during_its_store_swap() {
     let (ok, out) = tier_verify(&data, &b);
     assert!(ok, "{out}");
 }
+
+#[test]
+fn the_recovery_journals_are_shipped_to_the_bucket_and_fetched_back_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let repo = repo_id(&mut c);
+    c.register(WorkspaceId([9; 16]));
+    accepted(&submit(&mut c, 1, &[("j1.txt", b"one")]));
+    accepted(&submit(&mut c, 2, &[("j2.txt", b"two")]));
+    drop(c);
+    let archives = [
+        ("catalog".to_string(), data.join("catalog.recovery")),
+        (
+            repo.to_hex(),
+            data.join("repos")
+                .join(repo.to_hex())
+                .join("metadata.recovery"),
+        ),
+    ];
+    // Wait (liveness) until `tier status` says each archive's HEAD is
+    // shipped.
+    for (name, local) in &archives {
+        let head = scribe_metadata::archive::read_head(local).unwrap();
+        let want = format!(
+            "journal {name} step {{}} segment {} offset {}",
+            head.segment, head.offset
+        );
+        let tail = want.split("{}").nth(1).unwrap().to_string();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let text = std::fs::read_to_string(data.join("tier/status")).unwrap_or_default();
+            if text
+                .lines()
+                .any(|l| l.starts_with(&format!("journal {name} step ")) && l.ends_with(&tail))
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{name} not shipped: {text}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    kill(s);
+    let t = record(&data, &b);
+    for (name, local) in &archives {
+        let fetched = dir.path().join(format!("fetched-{name}"));
+        let step = t.fetch_archive(name, &fetched).unwrap();
+        assert!(step >= 1, "{name}");
+        let mine = scribe_metadata::archive::verify(local).unwrap();
+        let theirs = scribe_metadata::archive::verify(&fetched).unwrap();
+        assert_eq!(
+            (theirs.head, theirs.frames),
+            (mine.head, mine.frames),
+            "{name}: the bucket's archive is the local one"
+        );
+        // The metadata rebuilds from the bucket's copy alone.
+        let a =
+            scribe_metadata::archive::recover(&fetched, &dir.path().join(format!("{name}-a.redb")))
+                .unwrap();
+        let b2 =
+            scribe_metadata::archive::recover(local, &dir.path().join(format!("{name}-b.redb")))
+                .unwrap();
+        assert_eq!(
+            (a.end, a.records, a.transactions),
+            (b2.end, b2.records, b2.transactions),
+            "{name}"
+        );
+    }
+}
