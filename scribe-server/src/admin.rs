@@ -60,7 +60,10 @@ impl Report {
     }
 }
 
-fn select(root: &DataRoot, repo: Option<&str>) -> Result<Vec<RepositoryInfo>, AdminError> {
+pub(crate) fn select(
+    root: &DataRoot,
+    repo: Option<&str>,
+) -> Result<Vec<RepositoryInfo>, AdminError> {
     let all = root
         .list_repositories()
         .map_err(|e| AdminError::Open(e.into()))?;
@@ -104,7 +107,7 @@ fn open_with_stores(dir: &Path) -> Result<(DataRoot, StoreRegistry), AdminError>
 }
 
 /// Open a data root without opening any object store.
-fn open_without_stores(dir: &Path) -> Result<DataRoot, AdminError> {
+pub(crate) fn open_without_stores(dir: &Path) -> Result<DataRoot, AdminError> {
     let mut root = DataRoot::open(dir).map_err(OpenError::from)?;
     root.set_objects_factory(Box::new(|_: &Path, _| {
         let o: Objects = MemoryObjects::new();
@@ -454,6 +457,9 @@ pub struct LiveSet {
     /// chunks cannot be listed). `doctor` / `verify` name the accepted
     /// files they belong to as `path@change`.
     pub skipped: Vec<String>,
+    /// The chunks of retained manifests absent from the store (each also
+    /// has a `skipped` line).
+    pub missing_chunks: Vec<ObjectId>,
 }
 
 /// The live object set of a repository: metadata's retained roots (every
@@ -538,12 +544,20 @@ pub fn live_set(
     }
     missing_chunks.sort_by_key(|id| id.to_bytes());
     missing_chunks.dedup();
-    for cid in missing_chunks {
-        skipped.push(format!("{cid}: missing (listed by a retained manifest)"));
+    for cid in &missing_chunks {
+        skipped.push(missing_line(cid));
     }
     let mut ids: Vec<ObjectId> = live.into_iter().collect();
     ids.sort_by_key(|id| id.to_bytes());
-    Ok(LiveSet { ids, skipped })
+    Ok(LiveSet {
+        ids,
+        skipped,
+        missing_chunks,
+    })
+}
+
+fn missing_line(cid: &ObjectId) -> String {
+    format!("{cid}: missing (listed by a retained manifest)")
 }
 
 /// The ids of [`live_set`].
@@ -571,6 +585,19 @@ pub fn compact_objects_keeping(
     options: &CompactOptions,
     keep: &dyn Fn(RepositoryId, &ObjectId) -> bool,
 ) -> Result<Report, AdminError> {
+    compact_objects_keeping_absent(dir, repo, options, keep, &|_, _| false)
+}
+
+/// [`compact_objects_keeping`], where a chunk of a retained manifest that
+/// `absent_ok` accepts may be absent without a problem (the S3 tier holds
+/// it, or its file revisions were given up).
+pub fn compact_objects_keeping_absent(
+    dir: &Path,
+    repo: Option<&str>,
+    options: &CompactOptions,
+    keep: &dyn Fn(RepositoryId, &ObjectId) -> bool,
+    absent_ok: &dyn Fn(RepositoryId, &ObjectId) -> bool,
+) -> Result<Report, AdminError> {
     let root = open_without_stores(dir)?;
     let mut report = Report::default();
     for info in select(&root, repo)? {
@@ -584,7 +611,13 @@ pub fn compact_objects_keeping(
             let store = Arc::new(stores::open_or_create(&objects).map_err(store_err(&info))?);
             let live = live_set(&r, &store)?;
             drop(store);
-            for line in &live.skipped {
+            let excused: HashSet<String> = live
+                .missing_chunks
+                .iter()
+                .filter(|c| absent_ok(info.id, c))
+                .map(missing_line)
+                .collect();
+            for line in live.skipped.iter().filter(|l| !excused.contains(*l)) {
                 report
                     .problems
                     .push(format!("{}: not kept: {line}", info.name));

@@ -129,11 +129,40 @@ enum Command {
         /// accepted; the same submit asked again gets its outcome)
         #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration)]
         tier_ack_timeout: Duration,
+        /// With --tier: keep each repository's local object store under
+        /// this many bytes by dropping the least recently used chunks the
+        /// bucket holds (never what is not in the bucket yet)
+        #[arg(long, value_name = "BYTES")]
+        cache_bytes: Option<u64>,
     },
     /// The S3 durable tier: backlog and consistency
     Tier {
         #[command(subcommand)]
         command: TierCommand,
+    },
+    /// Give up the content of file revisions (offline; needs --tier)
+    ///
+    /// Perforce's `p4 obliterate`, for content: the history stays (changes,
+    /// paths, manifests), the content of the selected file revisions goes
+    /// from the bucket (their revisions are collected once nothing else
+    /// references them) and from the local store. A revision that is
+    /// current at a branch head is kept. Without -y, only says what would
+    /// be given up. Running it again finishes an interrupted collection.
+    Obliterate {
+        /// The data root directory
+        #[arg(long, value_name = "DIR")]
+        data: PathBuf,
+        /// The repository
+        #[arg(long, value_name = "NAME")]
+        repo: String,
+        #[command(flatten)]
+        tier: TierArgs,
+        /// Do it (without -y: a preview that changes nothing)
+        #[arg(short = 'y', long = "yes")]
+        yes: bool,
+        /// PATH, DIR/... or ..., each optionally @CHANGE or @FIRST,LAST
+        #[arg(value_name = "FILE[@RANGE]", required = true)]
+        files: Vec<scribe_server::tier::FileSpec>,
     },
     /// Check metadata and objects of every repository
     Doctor(AdminArgs),
@@ -434,6 +463,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             tier,
             ack,
             tier_ack_timeout,
+            cache_bytes,
             auth_recheck,
         } => serve(
             &data.data,
@@ -451,7 +481,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ..ListenOptions::default()
             },
             max_pins_per_workspace,
-            (tier, ack, tier_ack_timeout),
+            (tier, ack, tier_ack_timeout, cache_bytes),
         ),
         Command::Tier {
             command: TierCommand::Status(d),
@@ -471,6 +501,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(print_report(
                 "tier evict",
                 &scribe_server::tier::evict(&args.data, &record, args.repo.as_deref())?,
+            ))
+        }
+        Command::Obliterate {
+            data,
+            repo,
+            tier,
+            yes,
+            files,
+        } => {
+            let incarnation = {
+                let service = Service::open(&data)
+                    .with_context(|| format!("cannot open data root {}", data.display()))?;
+                service.root().incarnation().to_string()
+            };
+            let record = open_tier(&data, &incarnation, &tier)?;
+            Ok(print_report(
+                "obliterate",
+                &scribe_server::tier::obliterate(&data, &record, &repo, &files, yes)?,
             ))
         }
         Command::Doctor(a) => Ok(print_report(
@@ -729,7 +777,12 @@ fn serve(
     (tls_cert, tls_key, auth_recheck): (Option<PathBuf>, Option<PathBuf>, Duration),
     options: ListenOptions,
     max_pins_per_workspace: u64,
-    (tier, ack, ack_timeout): (TierArgs, scribe_server::tier::Ack, Duration),
+    (tier, ack, ack_timeout, cache_bytes): (
+        TierArgs,
+        scribe_server::tier::Ack,
+        Duration,
+        Option<u64>,
+    ),
 ) -> Result<ExitCode> {
     use scribe_server::team;
     let team_files = if team::requires_auth(data)
@@ -759,8 +812,15 @@ fn serve(
         _ => None,
     };
     let scheme = if tls.is_some() { "scribes" } else { "scribe" };
-    let service = Service::open(data)
-        .with_context(|| format!("cannot serve data root {}", data.display()))?;
+    let service = match Service::open(data) {
+        // A cache trim (--cache-bytes) killed during its store swap: finish
+        // the recorded swap, then open again.
+        Err(_) if tier.tier.is_some() && scribe_server::tier::finish_pending_trims(data) => {
+            Service::open(data)
+        }
+        other => other,
+    }
+    .with_context(|| format!("cannot serve data root {}", data.display()))?;
     if let Some(files) = &team_files {
         let authorizer = team::TeamAuthorizer::new(data, files, auth_recheck)
             .with_context(|| format!("cannot serve data root {}", data.display()))?;
@@ -782,10 +842,21 @@ fn serve(
         .build()
         .context("cannot start the runtime")?;
     service.set_max_pins_per_workspace(max_pins_per_workspace);
+    if cache_bytes.is_some() && tier.tier.is_none() {
+        return Err(anyhow!(
+            "--cache-bytes needs --tier: only chunks the bucket holds may leave the local store"
+        ));
+    }
     let tier = match tier.tier {
         Some(_) => {
             let record = open_tier(data, service.root().incarnation(), &tier)?;
-            let t = scribe_server::tier::TierService::start(&service, record, ack, ack_timeout);
+            let t = scribe_server::tier::TierService::start(
+                &service,
+                record,
+                ack,
+                ack_timeout,
+                cache_bytes,
+            );
             eprintln!(
                 "scribe-server: tier {} (ack {ack:?})",
                 tier.tier.as_deref().unwrap_or_default()

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use nokv_bridge::tier::{Provider, Tier, TierError, TierOptions};
+use nokv_bridge::tier::{FileVersion, Provider, Tier, TierError, TierOptions};
 use scribe_format::{ErrorCode, ObjectId, RepositoryId};
 
 use crate::service::stores::Fallback;
@@ -83,34 +83,44 @@ pub fn open_record(
     )
 }
 
-/// The objects change `change` names: its commit envelope and change set,
-/// the manifests of the files it touched and their chunks. Objects older
-/// changes brought are in the list too; the tier skips what it owns.
+/// What change `change` names: the objects its commit holds (its commit
+/// envelope and change set, the manifests of the files it touched) and
+/// each file revision with its chunks. Objects older changes brought are
+/// named too; the tier skips what it owns.
 pub fn change_objects(
     repo: &scribe_metadata::Repository,
     store: &scribe_objects::ObjectStore,
     change: u64,
-) -> Result<Vec<ObjectId>, String> {
+) -> Result<(Vec<ObjectId>, Vec<FileVersion>), String> {
     let d = repo
         .view()
         .and_then(|mut v| v.describe(change))
         .map_err(|e| format!("change {change}: {e}"))?;
-    let mut out = vec![
+    let mut commit = vec![
         ObjectId::commit(d.record.commit_id),
         ObjectId::change_set(d.record.change_set),
     ];
+    let mut files = Vec::new();
     for (path, h) in &d.paths {
         let Some(st) = &h.state else { continue };
         let mid = ObjectId::manifest(st.manifest);
-        out.push(mid);
-        let payload = store
-            .get(&mid)
-            .map_err(|e| format!("{path}@{change}: manifest {mid}: {e}"))?;
-        let m = scribe_objects::decode_manifest(&payload)
-            .map_err(|e| format!("{path}@{change}: manifest {mid}: {e}"))?;
-        out.extend(m.chunks.iter().map(|c| ObjectId::chunk(c.id)));
+        commit.push(mid);
+        files.push(FileVersion {
+            path: path.clone(),
+            chunks: manifest_chunks(store, &mid).map_err(|e| format!("{path}@{change}: {e}"))?,
+        });
     }
-    Ok(out)
+    Ok((commit, files))
+}
+
+fn manifest_chunks(
+    store: &scribe_objects::ObjectStore,
+    mid: &ObjectId,
+) -> Result<Vec<ObjectId>, String> {
+    let payload = store.get(mid).map_err(|e| format!("manifest {mid}: {e}"))?;
+    let m =
+        scribe_objects::decode_manifest(&payload).map_err(|e| format!("manifest {mid}: {e}"))?;
+    Ok(m.chunks.iter().map(|c| ObjectId::chunk(c.id)).collect())
 }
 
 /// The uploader and the acknowledgement profile of a serving data root.
@@ -122,6 +132,12 @@ pub struct TierService {
     /// Bumped by every accepted submit and every finished pass.
     wake: (Mutex<Wake>, Condvar),
     status_path: PathBuf,
+    /// `--cache-bytes`: the most bytes each repository's local store may
+    /// hold after a trim.
+    cache_bytes: Option<u64>,
+    /// Per repository: trims done, and what the last one kept that the
+    /// bucket does not hold (bytes).
+    trims: Mutex<std::collections::HashMap<RepositoryId, (u64, u64)>>,
 }
 
 #[derive(Default)]
@@ -140,6 +156,7 @@ impl TierService {
         tier: Tier,
         ack: Ack,
         ack_timeout: Duration,
+        cache_bytes: Option<u64>,
     ) -> Arc<TierService> {
         let status_path = dir(service.root().dir()).join("status");
         let t = Arc::new(TierService {
@@ -149,6 +166,8 @@ impl TierService {
             ack_timeout,
             wake: (Mutex::default(), Condvar::new()),
             status_path,
+            cache_bytes,
+            trims: Mutex::default(),
         });
         let worker = t.clone();
         std::thread::Builder::new()
@@ -201,8 +220,19 @@ impl TierService {
             let Some(service) = self.service.upgrade() else {
                 return;
             };
-            let result = self.pass(&service);
+            let mut status = String::new();
+            let mut result = self.pass(&service, &mut status);
+            if let Some(limit) = self.cache_bytes {
+                if let Err(e) = self.trim_all(&service, limit, &mut status) {
+                    result = result.and(Err(e));
+                }
+            }
+            self.ship_journals(&service, &mut status);
             drop(service);
+            let tmp = self.status_path.with_extension("tmp");
+            if std::fs::write(&tmp, status).is_ok() {
+                let _ = std::fs::rename(&tmp, &self.status_path);
+            }
             let (m, cv) = &self.wake;
             let mut w = m.lock().unwrap_or_else(|e| e.into_inner());
             w.passes += 1;
@@ -215,10 +245,9 @@ impl TierService {
     }
 
     /// Publish everything accepted above each root's cursor, in order.
-    fn pass(&self, service: &Service) -> Result<(), String> {
+    fn pass(&self, service: &Service, status: &mut String) -> Result<(), String> {
         let root = service.root();
         let repos = root.list_repositories().map_err(|e| e.to_string())?;
-        let mut status = String::new();
         let mut first_err = None;
         for info in repos {
             let r = self.publish_repository(service, info.id);
@@ -237,10 +266,6 @@ impl TierService {
                 info.id.to_hex(),
                 head.saturating_sub(through)
             ));
-        }
-        let tmp = self.status_path.with_extension("tmp");
-        if std::fs::write(&tmp, status).is_ok() {
-            let _ = std::fs::rename(&tmp, &self.status_path);
         }
         first_err.map_or(Ok(()), Err)
     }
@@ -273,12 +298,15 @@ impl TierService {
         };
         while through < head {
             let change = through + 1;
-            let objects = match change_objects(&repo, &store, change) {
+            let (commit, files) = match change_objects(&repo, &store, change) {
                 Ok(o) => o,
                 Err(e) => return fail((through, head), e),
             };
             let read = |oid: &ObjectId| store.get(oid).map_err(|e| e.to_string());
-            if let Err(e) = self.tier.publish_change(&id.0, change, &objects, &read) {
+            if let Err(e) = self
+                .tier
+                .publish_commit(&id.0, change, &commit, &files, &read)
+            {
                 return fail((through, head), format!("change {change}: {e}"));
             }
             through = change;
@@ -304,23 +332,278 @@ impl Fallback for TierService {
     }
 }
 
+/// Before a data root served with `--tier` is opened: complete the store
+/// swap of a cache trim killed midway (recorded by its durable marker;
+/// `scribe_objects::compact` finishes it without a live set, as
+/// `compact-objects` would).
+/// Returns whether one was found. Call it only where the data root cannot
+/// be served (its open refused the pending marker, after taking the lock).
+pub fn finish_pending_trims(data: &Path) -> bool {
+    let Ok(rd) = std::fs::read_dir(data.join("repos")) else {
+        return false;
+    };
+    let mut found = false;
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(id) = name.to_str().and_then(|n| RepositoryId::from_hex(n).ok()) else {
+            continue;
+        };
+        found |= finish_pending_swap(&e.path().join("objects"), id);
+    }
+    found
+}
+
+fn finish_pending_swap(objects: &Path, repo: RepositoryId) -> bool {
+    let marker = objects.with_file_name("objects.compaction-ready");
+    let found = marker.exists();
+    if found {
+        let ctx = scribe_objects::CompactContext {
+            repository: repo.0,
+            journal_end: 0,
+        };
+        if let Err(e) = scribe_objects::compact(
+            objects,
+            Vec::new(),
+            ctx,
+            &scribe_objects::CompactOptions::default(),
+        ) {
+            eprintln!(
+                "scribe-server: tier: finishing the swap of {}: {e}",
+                objects.display()
+            );
+        }
+    }
+    found
+}
+
+impl TierService {
+    /// Ship what each metadata recovery archive (the catalog's and every
+    /// repository's) published since the last pass to the bucket
+    /// (`Tier::ship_archive`). A failure is logged and retried at the next
+    /// pass; it does not hold acknowledgements back.
+    fn ship_journals(&self, service: &Service, status: &mut String) {
+        let root = service.root();
+        let mut archives = vec![("catalog".to_string(), root.dir().join("catalog.redb"))];
+        if let Ok(repos) = root.list_repositories() {
+            for info in repos {
+                archives.push((
+                    info.id.to_hex(),
+                    root.dir()
+                        .join("repos")
+                        .join(info.id.to_hex())
+                        .join("metadata.redb"),
+                ));
+            }
+        }
+        for (name, db) in archives {
+            let shipped = scribe_metadata::archive::archive_dir(&db)
+                .map_err(|e| e.to_string())
+                .and_then(|dir| {
+                    self.tier
+                        .ship_archive(&name, &dir)
+                        .map_err(|e| e.to_string())
+                });
+            if let Err(e) = shipped {
+                eprintln!("scribe-server: tier: shipping the recovery journal {name}: {e}");
+            }
+            if let Ok((step, seg, off)) = self.tier.recovery_cursor(&name) {
+                status.push_str(&format!(
+                    "journal {name} step {step} segment {seg} offset {off}\n"
+                ));
+            }
+        }
+    }
+}
+
+/// Bytes of every file below `dir`.
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    for e in rd.flatten() {
+        match e.file_type() {
+            Ok(t) if t.is_dir() => total += dir_bytes(&e.path()),
+            Ok(_) => total += e.metadata().map(|m| m.len()).unwrap_or(0),
+            Err(_) => {}
+        }
+    }
+    total
+}
+
+impl TierService {
+    /// `--cache-bytes`: trim every repository's local store above `limit`.
+    fn trim_all(&self, service: &Service, limit: u64, status: &mut String) -> Result<(), String> {
+        let repos = service
+            .root()
+            .list_repositories()
+            .map_err(|e| e.to_string())?;
+        for info in repos {
+            let objects = service
+                .root()
+                .dir()
+                .join("repos")
+                .join(info.id.to_hex())
+                .join("objects");
+            let before = dir_bytes(&objects);
+            let mut busy = false;
+            if before > limit {
+                let stores = service.stores().clone();
+                // Opens (and registers) a store nobody has opened yet.
+                if stores.get(&info.id).is_some() {
+                    match stores.exclusive(info.id, Duration::from_secs(2), |dir| {
+                        self.trim(&stores, info.id, dir, limit)
+                    }) {
+                        Some(Ok(not_durable)) => {
+                            let mut t = self.trims.lock().unwrap_or_else(|e| e.into_inner());
+                            let e = t.entry(info.id).or_default();
+                            *e = (e.0 + 1, not_durable);
+                        }
+                        Some(Err(e)) => {
+                            return Err(format!("{}: trimming the cache: {e}", info.name))
+                        }
+                        // Busy: the next pass tries again.
+                        None => busy = true,
+                    }
+                }
+            }
+            let (trims, kept) = self
+                .trims
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&info.id)
+                .copied()
+                .unwrap_or_default();
+            status.push_str(&format!(
+                "{} cache {} limit {limit} trims {trims} kept-not-in-bucket {kept}{}\n",
+                info.name,
+                dir_bytes(&objects),
+                if busy { " busy" } else { "" }
+            ));
+        }
+        Ok(())
+    }
+
+    /// Compact the closed store at `objects` keeping everything the bucket
+    /// does not hold and, most recently used first, the chunks it holds
+    /// while the store stays within `limit`. Returns the bytes kept
+    /// because the bucket does not hold them (chunks not uploaded yet,
+    /// manifests, change sets, commits).
+    fn trim(
+        &self,
+        stores: &crate::service::stores::StoreRegistry,
+        repo: RepositoryId,
+        objects: &Path,
+        limit: u64,
+    ) -> Result<u64, String> {
+        let store = scribe_objects::ObjectStore::open(objects).map_err(|e| e.to_string())?;
+        let listed = store.list().map_err(|e| e.to_string())?;
+        drop(store);
+        let mut keep = Vec::new();
+        let mut evictable = Vec::new();
+        let mut must_bytes = 0u64;
+        for (id, loc) in &listed {
+            let held = id.kind == scribe_format::ObjectKind::Chunk
+                && self.tier.holds(&repo.0, id).unwrap_or(false);
+            if held {
+                evictable.push((*id, loc.envelope_len()));
+            } else {
+                must_bytes += loc.envelope_len();
+                keep.push(*id);
+            }
+        }
+        let present: std::collections::HashSet<ObjectId> =
+            listed.iter().map(|(id, _)| *id).collect();
+        let used = stores.last_used(repo, &|id| present.contains(id));
+        // Most recently used first; never used last.
+        evictable.sort_by_key(|(id, _)| std::cmp::Reverse(used.get(id).copied().unwrap_or(0)));
+        // What the store costs beyond its objects (locator, descriptor).
+        let overhead = dir_bytes(objects)
+            .saturating_sub(listed.iter().map(|(_, l)| l.envelope_len()).sum::<u64>());
+        let mut budget = limit.saturating_sub(must_bytes + overhead);
+        for (id, len) in evictable {
+            if len <= budget {
+                budget -= len;
+                keep.push(id);
+            }
+        }
+        let ctx = scribe_objects::CompactContext {
+            repository: repo.0,
+            journal_end: 0,
+        };
+        scribe_objects::compact(
+            objects,
+            keep,
+            ctx,
+            &scribe_objects::CompactOptions::default(),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(must_bytes)
+    }
+}
+
 /// `scribe-server tier evict`: compact each repository's store without the
 /// chunks the tier holds in an `Available` revision. Manifests, change
 /// sets and commits stay local (small, and read by every acceptance).
+/// Chunks already absent because the tier holds them, or because every
+/// file revision naming them was given up (`obliterate`), are not
+/// problems.
 pub fn evict(
     data: &Path,
     tier: &Tier,
     repo: Option<&str>,
 ) -> Result<crate::admin::Report, crate::admin::AdminError> {
+    let given_up = given_up_chunks(data, tier, repo)?;
     let keep = |r: RepositoryId, id: &ObjectId| {
         id.kind != scribe_format::ObjectKind::Chunk || !tier.holds(&r.0, id).unwrap_or(false)
     };
-    crate::admin::compact_objects_keeping(
+    let absent_ok = |r: RepositoryId, id: &ObjectId| {
+        tier.holds(&r.0, id).unwrap_or(false) || given_up.get(&r).is_some_and(|g| g.contains(id))
+    };
+    crate::admin::compact_objects_keeping_absent(
         data,
         repo,
         &scribe_objects::CompactOptions::default(),
         &keep,
+        &absent_ok,
     )
+}
+
+type GivenUp = std::collections::HashMap<RepositoryId, std::collections::HashSet<ObjectId>>;
+
+/// Per repository with given-up file revisions: the chunks only given-up
+/// revisions name.
+fn given_up_chunks(
+    data: &Path,
+    tier: &Tier,
+    repo: Option<&str>,
+) -> Result<GivenUp, crate::admin::AdminError> {
+    let root = crate::admin::open_without_stores(data)?;
+    let mut out = GivenUp::new();
+    for info in crate::admin::select(&root, repo)? {
+        let purged = tier
+            .purged(&info.id.0)
+            .map_err(|e| tier_admin_err(data, e))?;
+        if purged.is_empty() {
+            continue;
+        }
+        let r =
+            root.open_repository(info.id)
+                .map_err(|source| crate::admin::AdminError::Metadata {
+                    repo: info.name.clone(),
+                    source,
+                })?;
+        let plan = scan_versions(&r, &info.name, &purged.into_iter().collect(), &[])?;
+        out.insert(info.id, plan.drop_local);
+    }
+    Ok(out)
+}
+
+fn tier_admin_err(data: &Path, e: TierError) -> crate::admin::AdminError {
+    crate::admin::AdminError::Descriptor {
+        path: dir(data).join("tier.redb"),
+        reason: e.to_string(),
+    }
 }
 
 impl AcceptedHook for TierService {
@@ -366,4 +649,286 @@ impl AcceptedHook for TierService {
                 .0;
         }
     }
+}
+
+/// Which file revisions `obliterate` gives up: `PATH` (every revision of
+/// the path), `DIR/...` (every path below DIR), each optionally limited
+/// to the revisions of changes `@N` or `@FIRST,LAST` (Perforce's
+/// revision-range syntax; an `@` not followed by such a range is part of
+/// the path).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileSpec {
+    pub path: String,
+    /// Everything below this directory (`DIR/...`).
+    pub below: bool,
+    pub changes: Option<(u64, u64)>,
+}
+
+impl std::str::FromStr for FileSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<FileSpec, String> {
+        let (path, changes) = match s.rsplit_once('@') {
+            Some((p, r)) => {
+                let range = match r.split_once(',') {
+                    Some((a, b)) => a.parse::<u64>().ok().zip(b.parse::<u64>().ok()),
+                    None => r.parse::<u64>().ok().map(|n| (n, n)),
+                };
+                match range {
+                    Some((a, b)) if a <= b => (p, Some((a, b))),
+                    Some(_) => {
+                        return Err(format!("{s}: the range's first change is above its last"))
+                    }
+                    None => (s, None),
+                }
+            }
+            None => (s, None),
+        };
+        let (path, below) = match path.strip_suffix("/...") {
+            Some(dir) => (dir, true),
+            None if path == "..." => ("", true),
+            None => (path, false),
+        };
+        if path.is_empty() && !below {
+            return Err(format!("{s}: no path"));
+        }
+        Ok(FileSpec {
+            path: path.to_string(),
+            below,
+            changes,
+        })
+    }
+}
+
+impl FileSpec {
+    fn matches(&self, change: u64, path: &str) -> bool {
+        let p = if self.below {
+            self.path.is_empty()
+                || path
+                    .strip_prefix(self.path.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+        } else {
+            path == self.path
+        };
+        p && self.changes.is_none_or(|(a, b)| (a..=b).contains(&change))
+    }
+}
+
+/// `scribe-server obliterate` (offline; `docs/server.md`): give up the
+/// content of the file revisions `specs` select in repository `repo`.
+///
+/// The history itself stays (changes, paths, manifests, the commits in the
+/// bucket); what goes is the content of the selected revisions: their
+/// references in the tier are released (recorded in `tier_purged`), the
+/// revisions nothing references any more are collected (their blocks
+/// deleted from the bucket; an uncertain delete is quarantined and the
+/// next run finishes it), and chunks no kept revision names leave the
+/// local store. A revision that is the current state of its path at the
+/// head of any branch is never given up (delete the file and submit
+/// first). Without `execute` nothing changes: the report says what would
+/// be given up. Every run, even one that selects nothing new, finishes
+/// revisions an interrupted run left `Deleting`.
+pub fn obliterate(
+    data: &Path,
+    tier: &Tier,
+    repo: &str,
+    specs: &[FileSpec],
+    execute: bool,
+) -> Result<crate::admin::Report, crate::admin::AdminError> {
+    use crate::admin::{AdminError, Report};
+    let mut report = Report::default();
+    let root = crate::admin::open_without_stores(data)?;
+    let info = crate::admin::select(&root, Some(repo))?
+        .into_iter()
+        .next()
+        .ok_or_else(|| AdminError::NoRepository(repo.to_string()))?;
+    let r = root
+        .open_repository(info.id)
+        .map_err(|source| AdminError::Metadata {
+            repo: info.name.clone(),
+            source,
+        })?;
+    let head = r.head().map_err(|source| AdminError::Metadata {
+        repo: info.name.clone(),
+        source,
+    })?;
+    let through = tier
+        .uploaded_through(&info.id.0)
+        .map_err(|e| tier_admin_err(data, e))?;
+    if through < head {
+        report.problems.push(format!(
+            "{}: changes {}..={head} are not in the bucket yet; serve with --tier until \
+             `scribe-server tier status` shows backlog 0, then obliterate",
+            info.name,
+            through + 1
+        ));
+        return Ok(report);
+    }
+    let already: std::collections::BTreeSet<(u64, String)> = tier
+        .purged(&info.id.0)
+        .map_err(|e| tier_admin_err(data, e))?
+        .into_iter()
+        .collect();
+    let plan = scan_versions(&r, &info.name, &already, specs)?;
+    drop(r);
+    drop(root);
+    for (c, p) in &plan.current {
+        report.notes.push(format!(
+            "{}: {p}@{c} kept: it is the current revision at a branch head",
+            info.name
+        ));
+    }
+    let verb = if execute {
+        "given up"
+    } else {
+        "would be given up"
+    };
+    for (c, p) in &plan.give_up {
+        report.notes.push(format!("{}: {p}@{c} {verb}", info.name));
+    }
+    if !execute {
+        report.notes.push(format!(
+            "{}: preview: nothing changed ({} file revisions selected, {} chunks would leave \
+             the local store); run again with -y to obliterate",
+            info.name,
+            plan.give_up.len(),
+            plan.drop_local.len()
+        ));
+        return Ok(report);
+    }
+    let released = tier
+        .release_files(&info.id.0, &plan.give_up)
+        .map_err(|e| tier_admin_err(data, e))?;
+    let g = tier.collect().map_err(|e| tier_admin_err(data, e))?;
+    report.notes.push(format!(
+        "{}: {} file revisions given up, {released} references released; gc: {} revisions \
+         claimed, {} deleted ({} blocks), {} stale candidates",
+        info.name,
+        plan.give_up.len(),
+        g.claimed,
+        g.deleted,
+        g.blocks_deleted,
+        g.stale
+    ));
+    for (rev, why) in tier.quarantined().map_err(|e| tier_admin_err(data, e))? {
+        report.problems.push(format!(
+            "{}: revision {rev} is quarantined (Deleting): {why}; run obliterate again to \
+             finish it",
+            info.name
+        ));
+    }
+    let drop_local = &plan.drop_local;
+    let keep = |_: RepositoryId, id: &ObjectId| !drop_local.contains(id);
+    let absent_ok = |r: RepositoryId, id: &ObjectId| {
+        drop_local.contains(id) || tier.holds(&r.0, id).unwrap_or(false)
+    };
+    let c = crate::admin::compact_objects_keeping_absent(
+        data,
+        Some(repo),
+        &scribe_objects::CompactOptions::default(),
+        &keep,
+        &absent_ok,
+    )?;
+    report.problems.extend(c.problems);
+    report.notes.extend(c.notes);
+    Ok(report)
+}
+
+/// What `obliterate` would do in one repository.
+struct Plan {
+    /// File revisions `specs` select, not given up yet, not current.
+    give_up: Vec<(u64, String)>,
+    /// Selected, but current at a branch head: kept.
+    current: Vec<(u64, String)>,
+    /// Chunks only given-up revisions (earlier and now) name and no upload
+    /// pin holds.
+    drop_local: std::collections::HashSet<ObjectId>,
+}
+
+/// Walk every file revision of `r` (its manifests come from the local
+/// store, where they always stay) and plan giving up what `specs` select.
+fn scan_versions(
+    r: &scribe_metadata::Repository,
+    name: &str,
+    already: &std::collections::BTreeSet<(u64, String)>,
+    specs: &[FileSpec],
+) -> Result<Plan, crate::admin::AdminError> {
+    use crate::admin::AdminError;
+    use std::collections::{BTreeMap, BTreeSet, HashSet};
+    let me = |source: scribe_metadata::MetadataError| AdminError::Metadata {
+        repo: name.to_string(),
+        source,
+    };
+    let store = crate::service::stores::open_or_create(&r.dir().join("objects")).map_err(|e| {
+        AdminError::Store {
+            repo: name.to_string(),
+            source: Box::new(e),
+        }
+    })?;
+    let head = r.head().map_err(me)?;
+    let mut view = r.view().map_err(me)?;
+    let mut versions: BTreeMap<(u64, String), Vec<ObjectId>> = BTreeMap::new();
+    for change in 1..=head {
+        for (path, h) in view.describe(change).map_err(me)?.paths {
+            let Some(st) = h.state else { continue };
+            let chunks =
+                manifest_chunks(&store, &ObjectId::manifest(st.manifest)).map_err(|e| {
+                    AdminError::Descriptor {
+                        path: r.dir().join("objects"),
+                        reason: format!("{path}@{change}: {e}"),
+                    }
+                })?;
+            versions.insert((change, path), chunks);
+        }
+    }
+    let selected: Vec<(u64, String)> = versions
+        .keys()
+        .filter(|(c, p)| !already.contains(&(*c, p.clone())))
+        .filter(|(c, p)| specs.iter().any(|s| s.matches(*c, p)))
+        .cloned()
+        .collect();
+    // The current revision of each selected path at every branch head.
+    let branches: Vec<scribe_format::BranchId> = {
+        use redb::{ReadableDatabase, ReadableTable};
+        let tx = r.database().begin_read().map_err(|e| me(e.into()))?;
+        let t = tx
+            .open_table(scribe_metadata::tables::BRANCHES)
+            .map_err(|e| me(e.into()))?;
+        let mut out = Vec::new();
+        for row in t.iter().map_err(|e| me(e.into()))? {
+            out.push(scribe_format::BranchId(
+                row.map_err(|e| me(e.into()))?.0.value(),
+            ));
+        }
+        out
+    };
+    let mut current_set: HashSet<(u64, String)> = HashSet::new();
+    let paths: BTreeSet<&String> = selected.iter().map(|(_, p)| p).collect();
+    for b in &branches {
+        let bh = r.branch_head(*b).map_err(me)?;
+        for p in &paths {
+            if let Some(st) = view.stat(*b, bh, p).map_err(me)? {
+                current_set.insert((st.change, (*p).clone()));
+            }
+        }
+    }
+    let (current, give_up): (Vec<_>, Vec<_>) =
+        selected.into_iter().partition(|v| current_set.contains(v));
+    let gone: BTreeSet<&(u64, String)> = already.iter().chain(give_up.iter()).collect();
+    let mut needed: HashSet<ObjectId> = r.active_pins().map_err(me)?.into_iter().collect();
+    for (v, chunks) in &versions {
+        if !gone.contains(v) {
+            needed.extend(chunks.iter().copied());
+        }
+    }
+    let mut drop_local = HashSet::new();
+    for v in &gone {
+        if let Some(chunks) = versions.get(*v) {
+            drop_local.extend(chunks.iter().filter(|c| !needed.contains(c)).copied());
+        }
+    }
+    Ok(Plan {
+        give_up,
+        current,
+        drop_local,
+    })
 }

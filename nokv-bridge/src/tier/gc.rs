@@ -70,6 +70,71 @@ impl Tier {
         Ok(n)
     }
 
+    /// Give up file revisions `(change, path)` of `root` (`obliterate`):
+    /// remove the references each holds and record it in `tier_purged`, in
+    /// one transaction. The revisions owning their chunks become
+    /// candidates when nothing else references them. Returns how many
+    /// references were removed; giving a revision up twice removes
+    /// nothing the second time.
+    pub fn release_files(
+        &self,
+        root: &[u8; 16],
+        versions: &[(u64, String)],
+    ) -> Result<u64, TierError> {
+        let wanted: std::collections::BTreeMap<Vec<u8>, &str> = versions
+            .iter()
+            .map(|(c, p)| (state::file_version(root, *c, p), p.as_str()))
+            .collect();
+        let mut tx = self.db.begin_write().map_err(self.st())?;
+        tx.set_durability(Durability::Immediate)
+            .map_err(self.st())?;
+        let mut n = 0;
+        {
+            let mut refs = tx.open_table(state::REFS).map_err(self.st())?;
+            let mut revisions = tx.open_table(state::REVISIONS).map_err(self.st())?;
+            let mut candidates = tx.open_table(state::CANDIDATES).map_err(self.st())?;
+            let mut purged = tx.open_table(state::PURGED).map_err(self.st())?;
+            let keys: Vec<Vec<u8>> = refs
+                .iter()
+                .map_err(self.st())?
+                .filter_map(|r| r.ok().map(|(k, _)| k.value().to_vec()))
+                .filter(|k| k.len() == 17 + 40 && k[16] == 2 && wanted.contains_key(&k[17..]))
+                .collect();
+            for k in keys {
+                let owner: [u8; 16] = k[..16].try_into().expect("16 bytes");
+                self.drop_ref(&mut refs, &mut revisions, &mut candidates, &owner, &k)?;
+                n += 1;
+            }
+            for (k, path) in &wanted {
+                purged.insert(k.as_slice(), *path).map_err(self.st())?;
+            }
+        }
+        tx.commit().map_err(self.st())?;
+        Ok(n)
+    }
+
+    /// The file revisions of `root` given up so far: `(change, path)`.
+    pub fn purged(&self, root: &[u8; 16]) -> Result<Vec<(u64, String)>, TierError> {
+        let tx = self.db.begin_read().map_err(self.st())?;
+        let t = tx.open_table(state::PURGED).map_err(self.st())?;
+        let mut out = Vec::new();
+        for row in t.iter().map_err(self.st())? {
+            let (k, v) = row.map_err(self.st())?;
+            let k = k.value();
+            if k.len() != 40 {
+                return Err(TierError::corrupt(
+                    &self.path,
+                    "a tier_purged key is not 40 bytes",
+                ));
+            }
+            if k[..16] == root[..] {
+                let change = u64::from_be_bytes(k[16..24].try_into().expect("8 bytes"));
+                out.push((change, v.value().to_string()));
+            }
+        }
+        Ok(out)
+    }
+
     fn drop_ref(
         &self,
         refs: &mut redb::Table<&[u8], ()>,

@@ -7,11 +7,13 @@
 //! | `s3` | that boundary on any S3-compatible store, through object_store |
 //! | `state` | `tier.redb`: revisions, manifest rows, references, cursors |
 //! | `tier` | [`Tier`]: publish a change as a revision, read objects back, verify |
+//! | `recovery` | shipping a metadata recovery archive to the bucket and fetching it back |
 //! | `gc` | releasing references, claiming zero-count revisions, deleting their blocks |
 
 mod gc;
 mod key;
 mod provider;
+mod recovery;
 mod s3;
 mod state;
 #[allow(clippy::module_inception)]
@@ -22,9 +24,10 @@ use std::path::Path;
 pub use gc::Collected;
 pub use key::{BlockKey, ROOT as KEY_ROOT};
 pub use provider::{Deleted, Head, Provider, ProviderError, Put};
+pub use recovery::Shipped;
 pub use s3::{S3Config, S3Provider};
 pub use state::{Lifecycle, ObjectRow, RevisionRow};
-pub use tier::{Location, Published, ReadLocal, Tier, TierOptions};
+pub use tier::{FileVersion, Location, Published, ReadLocal, Tier, TierOptions};
 
 /// Why a tier operation failed.
 #[derive(Debug, thiserror::Error)]

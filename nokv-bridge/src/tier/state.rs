@@ -9,9 +9,11 @@
 //! | `tier_revisions` | revision `[16]` | [`RevisionRow`] |
 //! | `tier_pending` | root `[16]` ‖ change `u64 BE` | revision `[16]`: allocated before the first block upload, so a retry after a crash reuses it |
 //! | `tier_objects` | root `[16]` ‖ object id (33 bytes) | [`ObjectRow`]: the immutable manifest row |
-//! | `tier_refs` | revision `[16]` ‖ referrer (`0 ‖ root ‖ change` or `1 ‖ child revision`) | empty |
+//! | `tier_refs` | revision `[16]` ‖ referrer (`0 ‖ root ‖ change`: the commit; `1 ‖ child revision`: a sealed dependency; `2 ‖ root ‖ change ‖ path hash [16]`: a file revision) | empty |
 //! | `tier_cursor` | root `[16]` | `u64 LE`: every change up to this one is in the bucket |
 //! | `tier_candidates` | revision `[16]` | `u64 LE` epoch at which its strong count reached zero |
+//! | `tier_purged` | root `[16]` ‖ change `u64 BE` ‖ path hash `[16]` | UTF-8 path: a file revision whose content was given up (`obliterate`) |
+//! | `tier_recovery` | archive name (UTF-8) | `u64 LE` last shipped step ‖ `u64 LE` segment ‖ `u64 LE` offset it covered (`recovery.rs`) |
 //! | `tier_quarantine` | revision `[16]` | UTF-8: why deleting its blocks was not certain; retried by the next collection |
 //!
 //! Every write is one Immediate transaction.
@@ -31,6 +33,8 @@ pub(crate) const REFS: TableDefinition<&[u8], ()> = TableDefinition::new("tier_r
 pub(crate) const CURSOR: TableDefinition<&[u8], u64> = TableDefinition::new("tier_cursor");
 pub(crate) const CANDIDATES: TableDefinition<&[u8], u64> = TableDefinition::new("tier_candidates");
 pub(crate) const QUARANTINE: TableDefinition<&[u8], &str> = TableDefinition::new("tier_quarantine");
+pub(crate) const PURGED: TableDefinition<&[u8], &str> = TableDefinition::new("tier_purged");
+pub(crate) const RECOVERY: TableDefinition<&str, &[u8]> = TableDefinition::new("tier_recovery");
 
 /// A revision's lifecycle (seed 003): new references need `Available`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,6 +156,36 @@ pub(crate) fn change_ref(revision: &[u8; 16], root: &[u8; 16], change: u64) -> V
     k
 }
 
+/// The 16-byte hash of a path in reference and purge keys (BLAKE3, cut).
+pub(crate) fn path_hash(path: &str) -> [u8; 16] {
+    let h = blake3::hash(path.as_bytes());
+    h.as_bytes()[..16].try_into().expect("16 bytes")
+}
+
+/// `root ‖ change ‖ path hash`: a file revision (the tail of its
+/// references after the kind byte, and its `tier_purged` key).
+pub(crate) fn file_version(root: &[u8; 16], change: u64, path: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(40);
+    k.extend_from_slice(root);
+    k.extend_from_slice(&change.to_be_bytes());
+    k.extend_from_slice(&path_hash(path));
+    k
+}
+
+pub(crate) fn path_ref(revision: &[u8; 16], root: &[u8; 16], change: u64, path: &str) -> Vec<u8> {
+    let mut k = revision.to_vec();
+    k.push(2);
+    k.extend_from_slice(&file_version(root, change, path));
+    k
+}
+
+/// `tier_pending` key of the content revision of `(root, change)`.
+pub(crate) fn pending_content_key(root: &[u8; 16], change: u64) -> Vec<u8> {
+    let mut k = pending_key(root, change);
+    k.push(1);
+    k
+}
+
 pub(crate) fn dependency_ref(owner: &[u8; 16], child: &[u8; 16]) -> Vec<u8> {
     let mut k = owner.to_vec();
     k.push(1);
@@ -193,6 +227,10 @@ pub(crate) fn open(path: &Path, shard: u32) -> Result<(Database, u32), TierError
     tx.open_table(CANDIDATES)
         .map_err(|e| TierError::state(path, e))?;
     tx.open_table(QUARANTINE)
+        .map_err(|e| TierError::state(path, e))?;
+    tx.open_table(PURGED)
+        .map_err(|e| TierError::state(path, e))?;
+    tx.open_table(RECOVERY)
         .map_err(|e| TierError::state(path, e))?;
     tx.commit().map_err(|e| TierError::state(path, e))?;
     Ok((db, stored))

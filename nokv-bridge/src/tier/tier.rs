@@ -59,14 +59,42 @@ impl Default for TierOptions {
 /// What [`Tier::publish_change`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Published {
-    /// The new revision, when the change brought new objects.
+    /// The new commit revision, when the change brought new commit objects.
     pub revision: Option<[u8; 16]>,
+    /// The new content revision, when its file revisions brought new chunks.
+    pub content_revision: Option<[u8; 16]>,
     pub blocks: u64,
     pub bytes: u64,
     /// Objects already owned by older revisions (not uploaded).
     pub reused: u64,
     /// Distinct owner revisions sealed as dependencies.
     pub dependencies: u64,
+}
+
+/// One file revision of a change: its path and the chunks it names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileVersion {
+    pub path: String,
+    pub chunks: Vec<ObjectId>,
+}
+
+/// Who owns an object named by a change being published.
+enum Owner {
+    Existing([u8; 16]),
+    Commit,
+    Content,
+}
+
+/// What one publication writes (revision id, manifest rows, blocks, bytes).
+type NewRevision = ([u8; 16], Vec<(ObjectId, ObjectRow)>, u64, u64);
+
+struct Publication<'a> {
+    root: &'a [u8; 16],
+    change: u64,
+    revision: Option<NewRevision>,
+    content: Option<NewRevision>,
+    commit_owners: &'a BTreeSet<[u8; 16]>,
+    files: &'a [(&'a str, BTreeSet<[u8; 16]>)],
 }
 
 /// Where one object is in the bucket.
@@ -181,9 +209,10 @@ impl Tier {
         }
     }
 
-    /// Publish change `change` of `root` naming `objects` (see the module
-    /// docs). Idempotent: a change at or below the cursor is already done.
-    /// Changes are published in order: `change` must be the cursor + 1.
+    /// Publish change `change` of `root` naming `objects`, all of them
+    /// held by the commit (see the module docs). Idempotent: a change at or
+    /// below the cursor is already done. Changes are published in order:
+    /// `change` must be the cursor + 1.
     pub fn publish_change(
         &self,
         root: &[u8; 16],
@@ -191,10 +220,30 @@ impl Tier {
         objects: &[ObjectId],
         read: &ReadLocal<'_>,
     ) -> Result<Published, TierError> {
+        self.publish_commit(root, change, objects, &[], read)
+    }
+
+    /// Publish change `change` of `root`: `commit` are the objects its
+    /// commit holds (envelope, change set, manifests: never given up while
+    /// the commit is kept); `files` are its file revisions with the chunks
+    /// each names. New commit objects form the commit revision (referenced
+    /// by the change, sealing a dependency on the owners of reused commit
+    /// objects); new chunks form the content revision; each file revision
+    /// references every revision owning one of its chunks, so giving a
+    /// file revision up ([`Tier::release_files`]) releases exactly those.
+    pub fn publish_commit(
+        &self,
+        root: &[u8; 16],
+        change: u64,
+        commit: &[ObjectId],
+        files: &[FileVersion],
+        read: &ReadLocal<'_>,
+    ) -> Result<Published, TierError> {
         let through = self.uploaded_through(root)?;
         if change <= through {
             return Ok(Published {
                 revision: None,
+                content_revision: None,
                 blocks: 0,
                 bytes: 0,
                 reused: 0,
@@ -207,17 +256,24 @@ impl Tier {
                 next: through + 1,
             });
         }
-        // Owned already (by an older revision) or new; each id once.
-        let mut seen = BTreeSet::new();
-        let mut fresh = Vec::new();
-        let mut owners: BTreeSet<[u8; 16]> = BTreeSet::new();
+        // Each id once: owned already by an Available revision, or new (in
+        // the commit revision, or in the content revision).
+        let mut owner_of: BTreeMap<[u8; 33], Owner> = BTreeMap::new();
+        let mut fresh_commit = Vec::new();
+        let mut fresh_content = Vec::new();
+        let mut commit_owners: BTreeSet<[u8; 16]> = BTreeSet::new();
         let mut reused = 0u64;
         {
             let tx = self.db.begin_read().map_err(self.st())?;
             let t = tx.open_table(state::OBJECTS).map_err(self.st())?;
             let revs = tx.open_table(state::REVISIONS).map_err(self.st())?;
-            for id in objects {
-                if !seen.insert(id.to_bytes()) {
+            let chunks = files.iter().flat_map(|f| f.chunks.iter());
+            for (id, in_commit) in commit
+                .iter()
+                .map(|id| (id, true))
+                .chain(chunks.map(|id| (id, false)))
+            {
+                if owner_of.contains_key(&id.to_bytes()) {
                     continue;
                 }
                 let owner = match t
@@ -239,45 +295,97 @@ impl Tier {
                         .is_some_and(|r| r.state == Lifecycle::Available),
                     None => false,
                 };
-                match owner {
+                let o = match owner {
                     Some(o) if available => {
-                        owners.insert(o.revision);
                         reused += 1;
+                        if in_commit {
+                            commit_owners.insert(o.revision);
+                        }
+                        Owner::Existing(o.revision)
                     }
-                    _ => fresh.push(*id),
-                }
+                    _ if in_commit => {
+                        fresh_commit.push(*id);
+                        Owner::Commit
+                    }
+                    _ => {
+                        fresh_content.push(*id);
+                        Owner::Content
+                    }
+                };
+                owner_of.insert(id.to_bytes(), o);
             }
         }
-        let revision = if fresh.is_empty() {
+        let revision = if fresh_commit.is_empty() {
             None
         } else {
-            Some(self.allocate(root, change)?)
+            Some(self.allocate(&state::pending_key(root, change))?)
         };
-        let (rows, blocks, bytes) = match &revision {
-            Some(rev) => self.upload(root, rev, &fresh, read)?,
-            None => (Vec::new(), 0, 0),
+        let content_revision = if fresh_content.is_empty() {
+            None
+        } else {
+            Some(self.allocate(&state::pending_content_key(root, change))?)
         };
-        self.commit(root, change, revision, &rows, blocks, bytes, &owners)?;
+        let (commit_packed, content_packed) = std::thread::scope(|s| {
+            let c = s.spawn(|| match &content_revision {
+                Some(rev) => self.upload(root, rev, &fresh_content, read),
+                None => Ok((Vec::new(), 0, 0)),
+            });
+            let m = match &revision {
+                Some(rev) => self.upload(root, rev, &fresh_commit, read),
+                None => Ok((Vec::new(), 0, 0)),
+            };
+            let c = c
+                .join()
+                .unwrap_or_else(|_| Err(TierError::state(&self.path, "an upload panicked")));
+            (m, c)
+        });
+        let (commit_rows, commit_blocks, commit_bytes) = commit_packed?;
+        let (content_rows, content_blocks, content_bytes) = content_packed?;
+        // Which revisions each file revision references.
+        let mut file_refs: Vec<(&str, BTreeSet<[u8; 16]>)> = Vec::new();
+        for f in files {
+            let mut owners = BTreeSet::new();
+            for id in &f.chunks {
+                match owner_of.get(&id.to_bytes()) {
+                    Some(Owner::Existing(r)) => owners.insert(*r),
+                    Some(Owner::Commit) => owners.insert(revision.expect("commit revision")),
+                    Some(Owner::Content) => {
+                        owners.insert(content_revision.expect("content revision"))
+                    }
+                    None => false,
+                };
+            }
+            file_refs.push((&f.path, owners));
+        }
+        let publication = Publication {
+            root,
+            change,
+            revision: revision.map(|r| (r, commit_rows, commit_blocks, commit_bytes)),
+            content: content_revision.map(|r| (r, content_rows, content_blocks, content_bytes)),
+            commit_owners: &commit_owners,
+            files: &file_refs,
+        };
+        self.commit(publication)?;
         Ok(Published {
             revision,
-            blocks,
-            bytes,
+            content_revision,
+            blocks: commit_blocks + content_blocks,
+            bytes: commit_bytes + content_bytes,
             reused,
-            dependencies: owners.len() as u64,
+            dependencies: commit_owners.len() as u64,
         })
     }
 
     /// The revision id of `(root, change)`: the recorded one after a crash,
     /// else a fresh random one, recorded before any upload.
-    fn allocate(&self, root: &[u8; 16], change: u64) -> Result<[u8; 16], TierError> {
-        let key = state::pending_key(root, change);
+    fn allocate(&self, key: &[u8]) -> Result<[u8; 16], TierError> {
         let mut tx = self.db.begin_write().map_err(self.st())?;
         tx.set_durability(Durability::Immediate)
             .map_err(self.st())?;
         let id = {
             let mut t = tx.open_table(state::PENDING).map_err(self.st())?;
             let existing = t
-                .get(key.as_slice())
+                .get(key)
                 .map_err(self.st())?
                 .map(|v| <[u8; 16]>::try_from(v.value()));
             match existing {
@@ -293,7 +401,7 @@ impl Tier {
                     getrandom::fill(&mut id).map_err(|e| {
                         TierError::state(&self.path, format!("no random source: {e}"))
                     })?;
-                    t.insert(key.as_slice(), id.as_slice()).map_err(self.st())?;
+                    t.insert(key, id.as_slice()).map_err(self.st())?;
                     id
                 }
             }
@@ -434,17 +542,8 @@ impl Tier {
         Ok((rows, next, total))
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn commit(
-        &self,
-        root: &[u8; 16],
-        change: u64,
-        revision: Option<[u8; 16]>,
-        rows: &[(ObjectId, ObjectRow)],
-        blocks: u64,
-        bytes: u64,
-        owners: &BTreeSet<[u8; 16]>,
-    ) -> Result<(), TierError> {
+    fn commit(&self, p: Publication<'_>) -> Result<(), TierError> {
+        let (root, change) = (p.root, p.change);
         let mut tx = self.db.begin_write().map_err(self.st())?;
         tx.set_durability(Durability::Immediate)
             .map_err(self.st())?;
@@ -452,10 +551,11 @@ impl Tier {
             let mut revisions = tx.open_table(state::REVISIONS).map_err(self.st())?;
             let mut objects = tx.open_table(state::OBJECTS).map_err(self.st())?;
             let mut refs = tx.open_table(state::REFS).map_err(self.st())?;
-            // References: from the change to its own revision and from
-            // the new revision to each owner it reuses (or, without a new
-            // revision, from the change to each owner).
-            if let Some(rev) = &revision {
+            let mut put_revision = |rev: &[u8; 16],
+                                    rows: &[(ObjectId, ObjectRow)],
+                                    blocks: u64,
+                                    bytes: u64|
+             -> Result<(), TierError> {
                 let row = RevisionRow {
                     root: *root,
                     change,
@@ -468,15 +568,6 @@ impl Tier {
                 revisions
                     .insert(rev.as_slice(), row.encode().as_slice())
                     .map_err(self.st())?;
-                self.add_ref(
-                    &mut revisions,
-                    &mut refs,
-                    rev,
-                    state::change_ref(rev, root, change),
-                )?;
-                for o in owners {
-                    self.add_ref(&mut revisions, &mut refs, o, state::dependency_ref(o, rev))?;
-                }
                 for (id, r) in rows {
                     let r = ObjectRow {
                         revision: *rev,
@@ -489,8 +580,28 @@ impl Tier {
                         )
                         .map_err(self.st())?;
                 }
+                Ok(())
+            };
+            if let Some((rev, rows, blocks, bytes)) = &p.content {
+                put_revision(rev, rows, *blocks, *bytes)?;
+            }
+            // References: from the change to its commit revision and from
+            // that revision to each owner of a reused commit object (or,
+            // without a commit revision, from the change to each owner);
+            // from each file revision to each owner of its chunks.
+            if let Some((rev, rows, blocks, bytes)) = &p.revision {
+                put_revision(rev, rows, *blocks, *bytes)?;
+                self.add_ref(
+                    &mut revisions,
+                    &mut refs,
+                    rev,
+                    state::change_ref(rev, root, change),
+                )?;
+                for o in p.commit_owners {
+                    self.add_ref(&mut revisions, &mut refs, o, state::dependency_ref(o, rev))?;
+                }
             } else {
-                for o in owners {
+                for o in p.commit_owners {
                     self.add_ref(
                         &mut revisions,
                         &mut refs,
@@ -499,9 +610,22 @@ impl Tier {
                     )?;
                 }
             }
+            for (path, owners) in p.files {
+                for o in owners {
+                    self.add_ref(
+                        &mut revisions,
+                        &mut refs,
+                        o,
+                        state::path_ref(o, root, change, path),
+                    )?;
+                }
+            }
             let mut pending = tx.open_table(state::PENDING).map_err(self.st())?;
             pending
                 .remove(state::pending_key(root, change).as_slice())
+                .map_err(self.st())?;
+            pending
+                .remove(state::pending_content_key(root, change).as_slice())
                 .map_err(self.st())?;
             let mut cursor = tx.open_table(state::CURSOR).map_err(self.st())?;
             cursor.insert(root.as_slice(), change).map_err(self.st())?;

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use nokv_bridge::tier::{
-    BlockKey, Deleted, Head, Lifecycle, Provider, ProviderError, Put, S3Provider, Tier, TierError,
-    TierOptions,
+    BlockKey, Deleted, FileVersion, Head, Lifecycle, Provider, ProviderError, Put, S3Provider,
+    Tier, TierError, TierOptions,
 };
 use scribe_format::{ChunkId, ObjectId};
 
@@ -116,6 +116,32 @@ impl Fixture {
                 .cloned()
                 .ok_or_else(|| format!("{id} is not local"))
         })
+    }
+}
+
+impl Fixture {
+    fn publish_files(
+        &self,
+        change: u64,
+        commit: &[ObjectId],
+        files: &[(&str, &[ObjectId])],
+    ) -> nokv_bridge::tier::Published {
+        let local = &self.local;
+        let files: Vec<FileVersion> = files
+            .iter()
+            .map(|(p, c)| FileVersion {
+                path: p.to_string(),
+                chunks: c.to_vec(),
+            })
+            .collect();
+        self.tier
+            .publish_commit(&ROOT, change, commit, &files, &|id| {
+                local
+                    .get(id)
+                    .cloned()
+                    .ok_or_else(|| format!("{id} is not local"))
+            })
+            .unwrap()
     }
 }
 
@@ -366,4 +392,181 @@ fn an_ambiguous_delete_is_quarantined_takes_no_reference_and_is_finished_later()
     assert_eq!(loc.key.revision, r2);
     assert_eq!(tier.read_object(&ROOT, &a).unwrap().unwrap(), bytes);
     assert_eq!(tier.verify().unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn a_file_revision_given_up_releases_its_content_revision_and_keeps_the_commit() {
+    let mut f = fixture(small());
+    // Change 1: a.bin (a1 and a shared chunk s); change 2: a.bin again
+    // (a2 and s); change 3: b.bin (b3); change 4: b.bin (b4).
+    let (m1, m2, m3, m4) = (f.add(100, 1), f.add(100, 2), f.add(100, 3), f.add(100, 4));
+    let (a1, a2, s) = (f.add(300_000, 5), f.add(300_000, 6), f.add(20_000, 7));
+    let (b3, b4) = (f.add(300_000, 8), f.add(20_000, 9));
+    let p1 = f.publish_files(1, &[m1], &[("a.bin", &[a1, s])]);
+    let p2 = f.publish_files(2, &[m2], &[("a.bin", &[a2, s])]);
+    let p3 = f.publish_files(3, &[m3], &[("b.bin", &[b3])]);
+    let p4 = f.publish_files(4, &[m4], &[("b.bin", &[b4])]);
+    for p in [&p1, &p2, &p3, &p4] {
+        assert!(
+            p.revision.is_some() && p.content_revision.is_some(),
+            "{p:?}"
+        );
+    }
+    assert_eq!(p2.reused, 1, "s is not uploaded again");
+    let r1c = p1.content_revision.unwrap();
+    let r3c = p3.content_revision.unwrap();
+    let revs = f.tier.revisions().unwrap();
+    assert_eq!(revs[&r1c].strong, 2, "a.bin@1 and a.bin@2 (through s)");
+
+    // Giving up a.bin@1 leaves r1c referenced by a.bin@2 (s): kept.
+    assert_eq!(
+        f.tier
+            .release_files(&ROOT, &[(1, "a.bin".to_string())])
+            .unwrap(),
+        1
+    );
+    let g = f.tier.collect().unwrap();
+    assert_eq!(g.claimed, 0, "{g:?}");
+    assert_eq!(
+        f.tier.read_object(&ROOT, &a1).unwrap().unwrap(),
+        f.local[&a1]
+    );
+
+    // Giving up b.bin@3 frees r3c: its blocks go, the commit stays.
+    let b3_key = f.tier.locate(&ROOT, &b3).unwrap().unwrap().key.to_key();
+    f.tier
+        .release_files(&ROOT, &[(3, "b.bin".to_string())])
+        .unwrap();
+    let g = f.tier.collect().unwrap();
+    assert_eq!((g.claimed, g.deleted), (1, 1), "{g:?}");
+    assert!(
+        f.provider.head(&b3_key).unwrap().is_none(),
+        "{b3_key} is gone"
+    );
+    let revs = f.tier.revisions().unwrap();
+    assert_eq!(revs[&r3c].state, Lifecycle::Deleted);
+    assert_eq!(revs[&p3.revision.unwrap()].state, Lifecycle::Available);
+    assert_eq!(f.tier.read_object(&ROOT, &b3).unwrap(), None);
+    for id in [m1, m2, m3, m4, a1, a2, s, b4] {
+        assert_eq!(
+            f.tier.read_object(&ROOT, &id).unwrap().unwrap(),
+            f.local[&id]
+        );
+    }
+    assert_eq!(
+        f.tier.purged(&ROOT).unwrap(),
+        vec![(1, "a.bin".to_string()), (3, "b.bin".to_string())]
+    );
+    // Again: nothing more to release.
+    assert_eq!(
+        f.tier
+            .release_files(&ROOT, &[(3, "b.bin".to_string())])
+            .unwrap(),
+        0
+    );
+    assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn a_chunk_named_again_before_collection_keeps_its_revision() {
+    let mut f = fixture(small());
+    let (m1, m2) = (f.add(100, 11), f.add(100, 12));
+    let a = f.add(300_000, 13);
+    let p1 = f.publish_files(1, &[m1], &[("a.bin", &[a])]);
+    let r1c = p1.content_revision.unwrap();
+    f.tier
+        .release_files(&ROOT, &[(1, "a.bin".to_string())])
+        .unwrap();
+    assert_eq!(f.tier.revisions().unwrap()[&r1c].strong, 0);
+    // A new change names a's bytes (a copy submitted meanwhile): the new
+    // reference needs an Available revision, which r1c still is; it moves
+    // the epoch, so the candidate is stale.
+    let p2 = f.publish_files(2, &[m2], &[("copy.bin", &[a])]);
+    assert_eq!((p2.content_revision, p2.reused), (None, 1));
+    let g = f.tier.collect().unwrap();
+    assert_eq!((g.claimed, g.stale), (0, 1), "{g:?}");
+    assert_eq!(
+        f.tier.revisions().unwrap()[&r1c].state,
+        Lifecycle::Available
+    );
+    assert_eq!(f.tier.read_object(&ROOT, &a).unwrap().unwrap(), f.local[&a]);
+    assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
+}
+
+fn write_head(dir: &std::path::Path, segment: u64, offset: u64) {
+    let h = scribe_format::recovery::ArchiveHead {
+        identity: [7; 16],
+        segment,
+        offset,
+        end: segment * 1000 + offset,
+        chain: [segment as u8; 32],
+    };
+    std::fs::write(dir.join("HEAD"), h.encode()).unwrap();
+}
+
+#[test]
+fn an_archive_ships_in_immutable_steps_survives_a_lost_cursor_and_fetches_back_exactly() {
+    use scribe_format::recovery::segment_file_name;
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("a.recovery");
+    std::fs::create_dir_all(&archive).unwrap();
+    let seg1: Vec<u8> = (0..100u8).collect();
+    let seg2: Vec<u8> = (100..150u8).collect();
+    let provider = Arc::new(S3Provider::new(&config()).unwrap());
+    let tier = Tier::open(&dir.path().join("t.redb"), 9, provider.clone(), small()).unwrap();
+    // Step 1: 60 published bytes of segment 1 (the tail beyond HEAD is not
+    // published and not shipped).
+    std::fs::write(archive.join(segment_file_name(1)), &seg1[..80]).unwrap();
+    write_head(&archive, 1, 60);
+    let s = tier.ship_archive("r", &archive).unwrap();
+    assert_eq!((s.step, s.bytes), (1, 60));
+    assert_eq!(
+        tier.ship_archive("r", &archive).unwrap().step,
+        0,
+        "nothing new"
+    );
+    // Step 2: the rest of segment 1 and 50 bytes of segment 2.
+    std::fs::write(archive.join(segment_file_name(1)), &seg1).unwrap();
+    std::fs::write(archive.join(segment_file_name(2)), &seg2).unwrap();
+    write_head(&archive, 2, 50);
+    let s = tier.ship_archive("r", &archive).unwrap();
+    assert_eq!((s.step, s.bytes), (2, 90));
+    let fetched = dir.path().join("fetched");
+    assert_eq!(tier.fetch_archive("r", &fetched).unwrap(), 2);
+    assert_eq!(
+        std::fs::read(fetched.join(segment_file_name(1))).unwrap(),
+        seg1
+    );
+    assert_eq!(
+        std::fs::read(fetched.join(segment_file_name(2))).unwrap(),
+        seg2
+    );
+    assert_eq!(
+        std::fs::read(fetched.join("HEAD")).unwrap(),
+        std::fs::read(archive.join("HEAD")).unwrap()
+    );
+    // A record that lost its cursor (a crash after a step's upload) meets
+    // the steps already in the bucket: it takes each as shipped (the keys
+    // are never overwritten) and continues after them.
+    let lost = Tier::open(&dir.path().join("t2.redb"), 9, provider, small()).unwrap();
+    let mut seg2b = seg2.clone();
+    seg2b.extend(150..170u8);
+    std::fs::write(archive.join(segment_file_name(2)), &seg2b).unwrap();
+    write_head(&archive, 2, 70);
+    let mut rounds = 0;
+    let s = loop {
+        let s = lost.ship_archive("r", &archive).unwrap();
+        rounds += 1;
+        if s.step > 0 {
+            break s;
+        }
+        assert!(rounds < 5, "never continued");
+    };
+    assert_eq!((s.step, s.segment, s.offset), (3, 2, 70));
+    let again = dir.path().join("again");
+    assert_eq!(lost.fetch_archive("r", &again).unwrap(), 3);
+    assert_eq!(
+        std::fs::read(again.join(segment_file_name(2))).unwrap(),
+        seg2b
+    );
 }

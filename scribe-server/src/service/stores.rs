@@ -7,9 +7,9 @@
 //! directory holds no store descriptor, clearing what an interrupted
 //! creation left (see `docs/server.md`).
 
-use std::collections::HashMap;
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use scribe_format::{ErrorCode, ObjectId, RepositoryId};
 use scribe_metadata::objects::{CommitSink, ObjectPresence};
@@ -40,7 +40,12 @@ fn objects_err(e: StoreError) -> MetadataError {
 
 /// Open (creating when absent) the store at `dir`.
 pub fn open_or_create(dir: &Path) -> Result<ObjectStore, StoreError> {
-    if dir.join("SCRIBE_FORMAT").exists() {
+    // A compaction's swap in progress (its marker beside the store) may
+    // have renamed the store away: never create an empty one in its place;
+    // open refuses, naming the marker.
+    let mut marker = dir.as_os_str().to_owned();
+    marker.push(".compaction-ready");
+    if dir.join("SCRIBE_FORMAT").exists() || Path::new(&marker).exists() {
         return ObjectStore::open(dir);
     }
     // `ObjectStore::create` writes its descriptor last: without one, an
@@ -99,19 +104,31 @@ pub fn fault_in(
 
 /// Metadata's hooks over a local store backed by a [`Fallback`]: an object
 /// the local store lacks is present if the fallback has it, and reading
-/// it puts it back into the local store first.
+/// it puts it back into the local store first. The local store is looked
+/// up in the registry at every call (never held), so the tier can close
+/// it while it trims the cache ([`StoreRegistry::exclusive`]).
 struct Tiered {
-    local: StoreObjects,
+    registry: StoreRegistry,
     repo: RepositoryId,
     fallback: Arc<dyn Fallback>,
 }
 
 impl Tiered {
-    fn fault(&self, id: &ObjectId) -> scribe_metadata::Result<()> {
+    fn local(&self) -> scribe_metadata::Result<StoreObjects> {
+        self.registry
+            .get(&self.repo)
+            .map(StoreObjects)
+            .ok_or_else(|| {
+                MetadataError::Objects(format!("repository {} has no object store", self.repo))
+            })
+    }
+
+    fn fault(&self, local: &StoreObjects, id: &ObjectId) -> scribe_metadata::Result<()> {
+        self.registry.touch(self.repo, std::slice::from_ref(id));
         fault_in(
             &*self.fallback,
             self.repo,
-            &self.local.0,
+            &local.0,
             std::slice::from_ref(id),
         )
         .map_err(objects_err)
@@ -120,67 +137,108 @@ impl Tiered {
 
 impl ObjectPresence for Tiered {
     fn contains(&self, id: &ObjectId) -> scribe_metadata::Result<bool> {
-        Ok(self.local.contains(id)? || self.fallback.has(self.repo, id))
+        Ok(self.local()?.contains(id)? || self.fallback.has(self.repo, id))
     }
 
     fn missing(&self, ids: &[ObjectId]) -> scribe_metadata::Result<Vec<ObjectId>> {
-        let mut out = self.local.missing(ids)?;
+        let mut out = self.local()?.missing(ids)?;
         out.retain(|id| !self.fallback.has(self.repo, id));
         Ok(out)
     }
 
     fn read(&self, id: &ObjectId) -> scribe_metadata::Result<Option<Vec<u8>>> {
-        self.fault(id)?;
-        self.local.read(id)
+        let local = self.local()?;
+        self.fault(&local, id)?;
+        local.read(id)
     }
 
     fn read_for_check(&self, id: &ObjectId) -> scribe_metadata::Result<Option<Vec<u8>>> {
-        self.fault(id)?;
-        self.local.read_for_check(id)
+        let local = self.local()?;
+        self.fault(&local, id)?;
+        local.read_for_check(id)
     }
 }
 
 impl CommitSink for Tiered {
     fn publish_commit(&self, id: &ObjectId, envelope: &[u8]) -> scribe_metadata::Result<()> {
-        self.local.publish_commit(id, envelope)
+        self.local()?.publish_commit(id, envelope)
     }
 
     fn read_commit(&self, id: &ObjectId) -> scribe_metadata::Result<Option<Vec<u8>>> {
-        self.fault(id)?;
-        self.local.read_commit(id)
+        let local = self.local()?;
+        self.fault(&local, id)?;
+        local.read_commit(id)
     }
+}
+
+#[derive(Default)]
+struct Open {
+    stores: HashMap<RepositoryId, Arc<ObjectStore>>,
+    /// Where each repository's store is (recorded by the factory), so a
+    /// store closed by [`StoreRegistry::exclusive`] opens again on demand.
+    dirs: HashMap<RepositoryId, PathBuf>,
+    /// Stores closed for a cache trim: lookups wait.
+    paused: HashSet<RepositoryId>,
 }
 
 /// Every opened repository's store, shared by metadata's hooks and the
 /// object-transfer operations.
 #[derive(Clone, Default)]
 pub struct StoreRegistry {
-    map: Arc<Mutex<HashMap<RepositoryId, Arc<ObjectStore>>>>,
+    map: Arc<(Mutex<Open>, Condvar)>,
     fallback: Arc<std::sync::RwLock<Option<Arc<dyn Fallback>>>>,
+    /// Last use of each object read through the service (a logical clock),
+    /// for the tier's least-recently-used cache trim.
+    touched: Arc<Mutex<Touched>>,
 }
 
+/// A logical clock and the last tick each object was used at.
+type Touched = (u64, HashMap<(RepositoryId, ObjectId), u64>);
+
 impl StoreRegistry {
+    fn lock(&self) -> Result<MutexGuard<'_, Open>, MetadataError> {
+        self.map
+            .0
+            .lock()
+            .map_err(|_| MetadataError::Objects("store registry poisoned".into()))
+    }
+
+    /// Wait while `id`'s store is closed for a trim.
+    fn unpaused<'a>(
+        &'a self,
+        mut m: MutexGuard<'a, Open>,
+        id: &RepositoryId,
+    ) -> MutexGuard<'a, Open> {
+        while m.paused.contains(id) {
+            m = match self.map.1.wait(m) {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+        }
+        m
+    }
+
     /// The factory handed to `DataRoot::set_objects_factory`.
     pub fn factory(&self) -> Box<ObjectsFactory> {
-        let map = self.map.clone();
-        let fallback = self.fallback.clone();
+        let reg = self.clone();
         Box::new(
             move |dir: &Path, id: RepositoryId| -> scribe_metadata::Result<Objects> {
-                let mut m = map
-                    .lock()
-                    .map_err(|_| MetadataError::Objects("store registry poisoned".into()))?;
-                let store = match m.get(&id) {
+                let m = reg.lock()?;
+                let mut m = reg.unpaused(m, &id);
+                m.dirs.insert(id, dir.to_path_buf());
+                let store = match m.stores.get(&id) {
                     Some(s) => s.clone(),
                     None => {
                         let s = Arc::new(open_or_create(dir).map_err(objects_err)?);
-                        m.insert(id, s.clone());
+                        m.stores.insert(id, s.clone());
                         s
                     }
                 };
-                let fb = fallback.read().ok().and_then(|f| f.clone());
+                drop(m);
+                let fb = reg.fallback.read().ok().and_then(|f| f.clone());
                 let hooks: Objects = match fb {
                     Some(fallback) => Arc::new(Tiered {
-                        local: StoreObjects(store),
+                        registry: reg.clone(),
                         repo: id,
                         fallback,
                     }),
@@ -206,13 +264,106 @@ impl StoreRegistry {
     /// Forget every open store (after a storage failure): the next open
     /// of a repository opens its store again.
     pub fn clear(&self) {
-        if let Ok(mut m) = self.map.lock() {
-            m.clear();
+        if let Ok(mut m) = self.map.0.lock() {
+            m.stores.clear();
         }
     }
 
-    /// The store of an opened repository.
+    /// The store of an opened repository (opened again if a trim closed
+    /// it; waits while a trim runs).
     pub fn get(&self, id: &RepositoryId) -> Option<Arc<ObjectStore>> {
-        self.map.lock().ok()?.get(id).cloned()
+        let m = self.map.0.lock().ok()?;
+        let mut m = self.unpaused(m, id);
+        if let Some(s) = m.stores.get(id) {
+            return Some(s.clone());
+        }
+        let dir = m.dirs.get(id)?.clone();
+        match open_or_create(&dir) {
+            Ok(s) => {
+                let s = Arc::new(s);
+                m.stores.insert(*id, s.clone());
+                Some(s)
+            }
+            Err(e) => {
+                eprintln!(
+                    "scribe-server: cannot open the store {}: {e}",
+                    dir.display()
+                );
+                None
+            }
+        }
+    }
+
+    /// Record that `ids` of `repo` were just used.
+    pub fn touch(&self, repo: RepositoryId, ids: &[ObjectId]) {
+        if let Ok(mut t) = self.touched.lock() {
+            t.0 += 1;
+            let now = t.0;
+            for id in ids {
+                t.1.insert((repo, *id), now);
+            }
+        }
+    }
+
+    /// When each of `repo`'s used objects was last used (larger is later);
+    /// entries of ids not in `keep` are forgotten.
+    pub fn last_used(
+        &self,
+        repo: RepositoryId,
+        keep: &dyn Fn(&ObjectId) -> bool,
+    ) -> HashMap<ObjectId, u64> {
+        let Ok(mut t) = self.touched.lock() else {
+            return HashMap::new();
+        };
+        t.1.retain(|(r, id), _| *r != repo || keep(id));
+        t.1.iter()
+            .filter(|((r, _), _)| *r == repo)
+            .map(|((_, id), at)| (*id, *at))
+            .collect()
+    }
+
+    /// Close `repo`'s store and run `f` on its directory while nothing
+    /// uses it: lookups of it wait meanwhile. Waits up to `patience` for
+    /// the requests (and staged uploads) holding the store to let it go;
+    /// `None` (nothing run) if they do not.
+    pub fn exclusive<R>(
+        &self,
+        repo: RepositoryId,
+        patience: std::time::Duration,
+        f: impl FnOnce(&Path) -> R,
+    ) -> Option<R> {
+        let deadline = std::time::Instant::now() + patience;
+        let mut m = self.lock().ok()?;
+        m = self.unpaused(m, &repo);
+        let dir = m.dirs.get(&repo)?.clone();
+        m.paused.insert(repo);
+        loop {
+            let held = m.stores.get(&repo).map_or(1, Arc::strong_count);
+            if held <= 1 {
+                break;
+            }
+            if std::time::Instant::now() >= deadline {
+                m.paused.remove(&repo);
+                self.map.1.notify_all();
+                return None;
+            }
+            m = match self
+                .map
+                .1
+                .wait_timeout(m, std::time::Duration::from_millis(20))
+            {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        let store = m.stores.remove(&repo);
+        drop(m);
+        drop(store);
+        let out = f(&dir);
+        if let Ok(mut m) = self.map.0.lock() {
+            m.paused.remove(&repo);
+        }
+        self.map.1.notify_all();
+        Some(out)
     }
 }

@@ -216,7 +216,11 @@ fn a_durable_acknowledgement_means_the_change_is_in_the_bucket() {
         }
     }
     let revs = t.revisions().unwrap();
-    assert_eq!(revs.len(), 2, "one revision per change with new objects");
+    assert_eq!(
+        revs.len(),
+        4,
+        "per change: a commit revision and a content revision (new chunks)"
+    );
     drop(t);
     let (ok, out) = tier_verify(&data, &b);
     assert!(ok, "{out}");
@@ -262,7 +266,11 @@ fn local_acknowledgement_catches_up_in_the_background_and_after_sigkill() {
     assert!(ok, "{out}");
     let t = record(&data, &b);
     assert_eq!(t.uploaded_through(&repo.0).unwrap(), last);
-    assert_eq!(t.revisions().unwrap().len(), 4);
+    assert_eq!(
+        t.revisions().unwrap().len(),
+        8,
+        "commit + content per change"
+    );
 }
 
 #[test]
@@ -396,4 +404,473 @@ fn an_evicted_store_serves_its_chunks_from_the_bucket() {
     kill(s);
     // The reads put the chunks back into the local store.
     assert!(chunks.iter().all(|id| held_locally(&data, id)));
+}
+
+#[path = "../../../nokv-bridge/tests/it/proxy.rs"]
+#[allow(dead_code)]
+mod proxy;
+
+fn tier_cmd(data: &Path, b: &Bucket, endpoint: &str, args: &[&str]) -> (bool, String) {
+    let r = rgw();
+    let out = bin()
+        .args(args)
+        .args(["--data", data.to_str().unwrap()])
+        .args(["--tier", &b.url, "--tier-endpoint", endpoint])
+        .env("AWS_ACCESS_KEY_ID", &r.access_key)
+        .env("AWS_SECRET_ACCESS_KEY", &r.secret_key)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn chunks_of(content: &[u8]) -> Vec<ObjectId> {
+    scribe_testkit::change::file(content)
+        .objects
+        .iter()
+        .map(|(id, _)| *id)
+        .filter(|id| id.kind == scribe_format::ObjectKind::Chunk)
+        .collect()
+}
+
+/// Change 1: a.bin (v1); change 2: a.bin (v2) and c.txt; change 3: d.txt.
+/// Submitted under `durable`; the server is stopped afterwards.
+struct History {
+    repo: RepositoryId,
+    a1: Vec<u8>,
+    a2: Vec<u8>,
+    /// The bucket keys of a.bin@1's chunks.
+    a1_keys: Vec<String>,
+}
+
+fn history(data: &Path, b: &Bucket) -> History {
+    let s = serve(data, b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let repo = repo_id(&mut c);
+    c.register(WorkspaceId([9; 16]));
+    let (a1, a2) = (big(7, 3 << 20), big(9, 3 << 20));
+    accepted(&submit(&mut c, 1, &[("a.bin", &a1)]));
+    let entries: Vec<(&str, Option<&[u8]>, u64)> =
+        vec![("a.bin", Some(&a2[..]), 1), ("c.txt", Some(b"sea"), 0)];
+    accepted(&c.upload_and_submit(
+        WorkspaceId([9; 16]),
+        OperationId([2; 16]),
+        &change(&entries),
+        "m",
+    ));
+    accepted(&submit(&mut c, 3, &[("d.txt", b"dee")]));
+    drop(c);
+    kill(s);
+    let t = record(data, b);
+    let a1_keys = chunks_of(&a1)
+        .iter()
+        .map(|id| t.locate(&repo.0, id).unwrap().unwrap().key.to_key())
+        .collect();
+    History {
+        repo,
+        a1,
+        a2,
+        a1_keys,
+    }
+}
+
+fn in_bucket(b: &Bucket, key: &str) -> bool {
+    use nokv_bridge::tier::Provider;
+    provider(b).head(key).unwrap().is_some()
+}
+
+#[test]
+fn obliterate_gives_up_old_content_in_the_bucket_and_the_store_and_the_head_still_syncs() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let h = history(&data, &b);
+    let ep = rgw().endpoint.clone();
+    assert!(h.a1_keys.iter().all(|k| in_bucket(&b, k)));
+
+    // A preview changes nothing.
+    let (ok, out) = tier_cmd(&data, &b, &ep, &["obliterate", "--repo", REPO, "a.bin"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("a.bin@1 would be given up"), "{out}");
+    assert!(
+        out.contains("a.bin@2 kept"),
+        "the head revision stays: {out}"
+    );
+    assert!(h.a1_keys.iter().all(|k| in_bucket(&b, k)), "{out}");
+    assert!(chunks_of(&h.a1).iter().all(|id| held_locally(&data, id)));
+
+    let (ok, out) = tier_cmd(
+        &data,
+        &b,
+        &ep,
+        &["obliterate", "--repo", REPO, "-y", "a.bin"],
+    );
+    assert!(ok, "{out}");
+    assert!(out.contains("a.bin@1 given up"), "{out}");
+    // a.bin@1's content revision is collected: its blocks left the bucket
+    // and its chunks the local store.
+    assert!(h.a1_keys.iter().all(|k| !in_bucket(&b, k)), "{out}");
+    assert!(chunks_of(&h.a1).iter().all(|id| !held_locally(&data, id)));
+    let t = record(&data, &b);
+    let deleted = t
+        .revisions()
+        .unwrap()
+        .values()
+        .filter(|r| r.state == nokv_bridge::tier::Lifecycle::Deleted)
+        .count();
+    assert_eq!(deleted, 1, "only a.bin@1's content revision");
+    assert_eq!(t.purged(&h.repo.0).unwrap(), vec![(1, "a.bin".to_string())]);
+    drop(t);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+
+    // An empty local cache: everything still referenced comes from the
+    // bucket; what was given up is missing.
+    let (ok, out) = tier_cmd(&data, &b, &ep, &["tier", "evict"]);
+    assert!(ok, "{out}");
+    assert!(chunks_of(&h.a2).iter().all(|id| !held_locally(&data, id)));
+    let s = serve(&data, &b, &ep, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    for content in [&h.a2[..], b"sea", b"dee"] {
+        for (id, bytes) in &scribe_testkit::change::file(content).objects {
+            assert_eq!(&c.object(REPO, *id), bytes, "{id}");
+        }
+    }
+    let a1_chunks = chunks_of(&h.a1);
+    match c.ask(Request::ObjectsMissing(m::ObjectsMissing {
+        repo: REPO.into(),
+        ids: a1_chunks.clone(),
+    })) {
+        Response::ObjectsMissing(r) => assert_eq!(r.missing, a1_chunks),
+        other => panic!("{other:?}"),
+    }
+    // The given-up content can come back as new content.
+    accepted(&submit(&mut c, 4, &[("again.bin", &h.a1)]));
+    drop(c);
+    kill(s);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
+#[test]
+fn obliterate_killed_mid_collection_is_finished_by_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let h = history(&data, &b);
+    // The first request of the collection (a block delete) is never
+    // answered: the revision is claimed (Deleting) and the process is
+    // SIGKILLed while it waits.
+    let p = proxy::Proxy::start(&rgw().endpoint);
+    p.plan(&[proxy::Fault::Silent]);
+    let r = rgw();
+    let mut child = bin()
+        .args(["obliterate", "--data", data.to_str().unwrap()])
+        .args(["--tier", &b.url, "--tier-endpoint", &p.endpoint])
+        .args(["--repo", REPO, "-y", "a.bin"])
+        .env("AWS_ACCESS_KEY_ID", &r.access_key)
+        .env("AWS_SECRET_ACCESS_KEY", &r.secret_key)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    while p.faulted.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("obliterate exited with {st} before deleting anything");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    {
+        let t = record(&data, &b);
+        let states: Vec<_> = t.revisions().unwrap().values().map(|r| r.state).collect();
+        assert_eq!(
+            states
+                .iter()
+                .filter(|s| **s == nokv_bridge::tier::Lifecycle::Deleting)
+                .count(),
+            1,
+            "killed mid-collection: {states:?}"
+        );
+        assert!(h.a1_keys.iter().all(|k| in_bucket(&b, k)));
+    }
+    // verify names the unfinished deletion (a Deleting revision's rows).
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(!ok, "{out}");
+    // The next run selects nothing new and finishes the collection.
+    let (ok, out) = tier_cmd(
+        &data,
+        &b,
+        &rgw().endpoint,
+        &["obliterate", "--repo", REPO, "-y", "a.bin"],
+    );
+    assert!(ok, "{out}");
+    assert!(h.a1_keys.iter().all(|k| !in_bucket(&b, k)), "{out}");
+    assert!(chunks_of(&h.a1).iter().all(|id| !held_locally(&data, id)));
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+    let s = serve(&data, &b, &rgw().endpoint, &[]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    for (id, bytes) in &scribe_testkit::change::file(&h.a2).objects {
+        assert_eq!(&c.object(REPO, *id), bytes, "{id}");
+    }
+    kill(s);
+}
+
+/// Incompressible bytes (the store compresses with lz4).
+fn noise(seed: u32, len: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state as u8
+        })
+        .collect()
+}
+
+fn line_now(data: &Path) -> String {
+    wait_for_cache_line(data, |_| true)
+}
+
+/// Wait (liveness only: fails if it never happens) until `tier status`
+/// shows a line for the repository's cache that satisfies `ok`.
+fn wait_for_cache_line(data: &Path, ok: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let text = std::fs::read_to_string(data.join("tier/status")).unwrap_or_default();
+        if let Some(l) = text.lines().find(|l| l.starts_with("game cache") && ok(l)) {
+            return l.to_string();
+        }
+        assert!(Instant::now() < deadline, "no such cache line: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn cache_bytes_keeps_the_local_store_under_its_limit_and_reads_fault_in_from_the_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let limit: u64 = 5 << 20;
+    let s = serve(
+        &data,
+        &b,
+        &rgw().endpoint,
+        &["--ack", "durable", "--cache-bytes", &limit.to_string()],
+    );
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    c.register(WorkspaceId([9; 16]));
+    // Files of 1 MiB (the chunking minimum: one chunk each), two per
+    // change: 8 MiB in all.
+    let files: Vec<Vec<u8>> = (0..8u32).map(|i| noise(21 + i, 1 << 20)).collect();
+    for (i, pair) in files.chunks(2).enumerate() {
+        let (a, b) = (format!("f{i}a.bin"), format!("f{i}b.bin"));
+        accepted(&submit(
+            &mut c,
+            i as u8 + 1,
+            &[(&a, &pair[0]), (&b, &pair[1])],
+        ));
+    }
+    let num = |l: &str, field: &str| -> u64 {
+        l.split(&format!("{field} "))
+            .nth(1)
+            .and_then(|t| t.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in {l}"))
+    };
+    // 8 MiB submitted: a trim (a status line written after it) brings the
+    // store back under the limit.
+    let line = wait_for_cache_line(&data, |l| num(l, "trims") >= 1 && num(l, "cache") <= limit);
+    let mut trims = num(&line, "trims");
+    // Every file reads back exactly (most from the bucket: faulted in,
+    // which grows the store again past the limit, and it is trimmed
+    // again), twice.
+    for round in 0..2 {
+        for f in &files {
+            for (id, bytes) in &scribe_testkit::change::file(f).objects {
+                assert_eq!(&c.object(REPO, *id), bytes, "round {round}: {id}");
+            }
+        }
+        let line = wait_for_cache_line(&data, |l| {
+            num(l, "trims") > trims && num(l, "cache") <= limit
+        });
+        trims = num(&line, "trims");
+    }
+    // What the bucket does not hold was kept: manifests, change sets,
+    // commit envelopes (no chunk: every change is in the bucket).
+    assert!(num(&line_now(&data), "kept-not-in-bucket") < 1 << 20);
+    drop(c);
+    kill(s);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
+#[test]
+fn cache_bytes_never_evicts_what_the_bucket_does_not_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let limit: u64 = 1 << 20;
+    let s = serve(&data, &b, &dead, &["--cache-bytes", &limit.to_string()]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    c.register(WorkspaceId([9; 16]));
+    let files: Vec<Vec<u8>> = (0..2u32).map(|i| noise(41 + i, 1 << 20)).collect();
+    for (i, f) in files.iter().enumerate() {
+        let name = format!("g{i}.bin");
+        accepted(&submit(&mut c, i as u8 + 1, &[(&name, f)]));
+    }
+    // A trim ran over the limit and kept everything: nothing is in the
+    // bucket.
+    let line = wait_for_cache_line(&data, |l| !l.contains("trims 0 "));
+    let kept: u64 = line
+        .split("kept-not-in-bucket ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(kept > 2 << 20, "{line}");
+    drop(c);
+    kill(s);
+    for f in &files {
+        assert!(chunks_of(f).iter().all(|id| held_locally(&data, id)));
+    }
+}
+
+#[test]
+fn serve_finishes_a_cache_trim_killed_during_its_store_swap() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let repo = repo_id(&mut c);
+    c.register(WorkspaceId([9; 16]));
+    let f = noise(77, 1 << 20);
+    accepted(&submit(&mut c, 1, &[("t.bin", &f)]));
+    drop(c);
+    kill(s);
+    // A trim evicting t.bin's chunk, stopped right after the old store was
+    // renamed away (what a SIGKILL there leaves: the durable marker, no
+    // `objects/`).
+    let objects = data.join("repos").join(repo.to_hex()).join("objects");
+    let chunk = chunks_of(&f)[0];
+    let live: Vec<ObjectId> = {
+        let store = scribe_objects::ObjectStore::open(&objects).unwrap();
+        let ids = store.list().unwrap().into_iter().map(|(id, _)| id);
+        ids.filter(|id| *id != chunk).collect()
+    };
+    let stopped = scribe_objects::compact(
+        &objects,
+        live,
+        scribe_objects::CompactContext {
+            repository: repo.0,
+            journal_end: 0,
+        },
+        &scribe_objects::CompactOptions {
+            failpoint: Some(scribe_objects::CompactFailpoint::AfterRenameToPrevious),
+            ..Default::default()
+        },
+    );
+    assert!(stopped.is_err());
+    assert!(!objects.exists());
+    // serve --tier completes the swap and serves; the chunk comes from the
+    // bucket.
+    let s = serve(
+        &data,
+        &b,
+        &rgw().endpoint,
+        &["--ack", "durable", "--cache-bytes", "100000000"],
+    );
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    for (id, bytes) in &scribe_testkit::change::file(&f).objects {
+        assert_eq!(&c.object(REPO, *id), bytes, "{id}");
+    }
+    drop(c);
+    kill(s);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
+#[test]
+fn the_recovery_journals_are_shipped_to_the_bucket_and_fetched_back_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let repo = repo_id(&mut c);
+    c.register(WorkspaceId([9; 16]));
+    accepted(&submit(&mut c, 1, &[("j1.txt", b"one")]));
+    accepted(&submit(&mut c, 2, &[("j2.txt", b"two")]));
+    drop(c);
+    let archives = [
+        ("catalog".to_string(), data.join("catalog.recovery")),
+        (
+            repo.to_hex(),
+            data.join("repos")
+                .join(repo.to_hex())
+                .join("metadata.recovery"),
+        ),
+    ];
+    // Wait (liveness) until `tier status` says each archive's HEAD is
+    // shipped.
+    for (name, local) in &archives {
+        let head = scribe_metadata::archive::read_head(local).unwrap();
+        let want = format!(
+            "journal {name} step {{}} segment {} offset {}",
+            head.segment, head.offset
+        );
+        let tail = want.split("{}").nth(1).unwrap().to_string();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let text = std::fs::read_to_string(data.join("tier/status")).unwrap_or_default();
+            if text
+                .lines()
+                .any(|l| l.starts_with(&format!("journal {name} step ")) && l.ends_with(&tail))
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{name} not shipped: {text}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    kill(s);
+    let t = record(&data, &b);
+    for (name, local) in &archives {
+        let fetched = dir.path().join(format!("fetched-{name}"));
+        let step = t.fetch_archive(name, &fetched).unwrap();
+        assert!(step >= 1, "{name}");
+        let mine = scribe_metadata::archive::verify(local).unwrap();
+        let theirs = scribe_metadata::archive::verify(&fetched).unwrap();
+        assert_eq!(
+            (theirs.head, theirs.frames),
+            (mine.head, mine.frames),
+            "{name}: the bucket's archive is the local one"
+        );
+        // The metadata rebuilds from the bucket's copy alone.
+        let a =
+            scribe_metadata::archive::recover(&fetched, &dir.path().join(format!("{name}-a.redb")))
+                .unwrap();
+        let b2 =
+            scribe_metadata::archive::recover(local, &dir.path().join(format!("{name}-b.redb")))
+                .unwrap();
+        assert_eq!(
+            (a.end, a.records, a.transactions),
+            (b2.end, b2.records, b2.transactions),
+            "{name}"
+        );
+    }
 }

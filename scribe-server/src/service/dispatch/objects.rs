@@ -39,6 +39,7 @@ fn fault(
     ids: &[ObjectId],
 ) -> DispatchResult<()> {
     if let Some(fb) = svc.stores().fallback() {
+        svc.stores().touch(repo, ids);
         crate::service::stores::fault_in(&*fb, repo, store, ids)?;
     }
     Ok(())
