@@ -8,6 +8,7 @@ mod manifest;
 mod path;
 mod portable;
 mod recovery;
+mod scmx;
 mod sau2;
 mod snapshot;
 mod wire;
