@@ -27,6 +27,7 @@
 pub mod accept;
 pub mod archive;
 pub mod auth_state;
+pub mod backup;
 pub mod clock;
 pub mod database_descriptor;
 pub mod doctor;
