@@ -41,8 +41,8 @@ pub mod operation;
 pub mod path;
 pub mod portable;
 pub mod recovery;
-pub mod scmx;
 pub mod sau2;
+pub mod scmx;
 pub mod snapshot;
 pub mod wire;
 

@@ -318,7 +318,8 @@ impl<R: Read> ScmxReader<R> {
         }
         let mut name = vec![0u8; len];
         self.take(&mut name, "a table name")?;
-        let name = String::from_utf8(name).map_err(|_| self.at(at + 2, ScmxProblem::NameNotUtf8))?;
+        let name =
+            String::from_utf8(name).map_err(|_| self.at(at + 2, ScmxProblem::NameNotUtf8))?;
         let mut r = [0u8; 8];
         self.take(&mut r, "a row count")?;
         self.tables_left -= 1;

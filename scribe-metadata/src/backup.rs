@@ -120,7 +120,12 @@ impl Manifest {
         let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
         match lines.next() {
             Some((_, l)) if l.trim_end_matches('\r') == MANIFEST_HEADER => {}
-            _ => return Err(bad(1, &format!("the first line is not `{MANIFEST_HEADER}`"))),
+            _ => {
+                return Err(bad(
+                    1,
+                    &format!("the first line is not `{MANIFEST_HEADER}`"),
+                ))
+            }
         }
         let mut m = Manifest::default();
         let (mut created, mut source) = (false, false);
@@ -194,9 +199,7 @@ fn safe_relative(p: &str) -> std::result::Result<(), String> {
     let path = Path::new(p);
     if p.is_empty()
         || p.contains('\\')
-        || !path
-            .components()
-            .all(|c| matches!(c, Component::Normal(_)))
+        || !path.components().all(|c| matches!(c, Component::Normal(_)))
     {
         return Err(format!("{p:?} is not a relative path inside the backup"));
     }
@@ -395,6 +398,12 @@ fn object_files(store: &Path) -> Result<Vec<(PathBuf, u64)>> {
         .collect()
 }
 
+/// [`object_files`] for other modules.
+pub(crate) fn object_files_of(store: &Path, out: &mut Vec<(PathBuf, u64)>) -> Result<()> {
+    out.extend(object_files(store)?);
+    Ok(())
+}
+
 /// The ready repositories of a catalog database file.
 fn ready_repositories(catalog: &Path) -> Result<Vec<(RepositoryId, String)>> {
     let db = Database::open(catalog)?;
@@ -427,7 +436,10 @@ fn head_of(db_path: &Path) -> Result<(u64, [u8; 32])> {
     } else {
         let c = tx.open_table(COMMITS)?;
         let row = c.get(head)?.ok_or_else(|| {
-            MetadataError::corrupt(format!("{}: no commit row for head {head}", db_path.display()))
+            MetadataError::corrupt(format!(
+                "{}: no commit row for head {head}",
+                db_path.display()
+            ))
         })?;
         CommitRecord::decode(row.value())?.commit_id.0
     };
@@ -495,8 +507,9 @@ pub fn backup(
     // 1. The catalog, from its archive.
     let catalog = to.join(CATALOG);
     crate::archive::recover(&crate::archive::archive_dir(&data.join(CATALOG))?, &catalog)?;
-    w.produced(&catalog)?;
+    // Hashed after every open: redb rewrites its header when it opens.
     let repos = ready_repositories(&catalog)?;
+    w.produced(&catalog)?;
     let mut stores = Vec::new();
     for (id, _) in &repos {
         let store = data.join("repos").join(id.to_hex()).join("objects");
@@ -516,8 +529,8 @@ pub fn backup(
         let db = dst.join(crate::repo::METADATA_FILE);
         let archive = crate::archive::archive_dir(&src.join(crate::repo::METADATA_FILE))?;
         crate::archive::recover(&archive, &db)?;
-        w.produced(&db)?;
         let (head, commit) = head_of(&db)?;
+        w.produced(&db)?;
         repositories.push(ManifestRepository {
             id: *id,
             name: name.clone(),
@@ -617,16 +630,14 @@ pub fn read_manifest(from: &Path) -> Result<Manifest> {
     let path = from.join(MANIFEST);
     let text = match std::fs::read(&path) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(MetadataError::refused(
-                ErrorCode::BackupIncomplete,
-                format!(
-                    "{} is missing: {} is an interrupted backup or not a backup; nothing was restored",
-                    path.display(),
-                    from.display()
-                ),
-            ))
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(MetadataError::refused(
+            ErrorCode::BackupIncomplete,
+            format!(
+                "{} is missing: {} is an interrupted backup or not a backup; nothing was restored",
+                path.display(),
+                from.display()
+            ),
+        )),
         Err(e) => return Err(MetadataError::io(&path, e)),
     };
     let text = String::from_utf8(text).map_err(|_| {
@@ -653,7 +664,10 @@ fn restore_file(src: &Path, dst: &Path, want: &ManifestFile) -> Result<()> {
         .map_err(|e| MetadataError::io(src, e))?
         .len();
     let bad = |why: String| {
-        MetadataError::refused(ErrorCode::Corrupt, format!("{}: {why}; nothing was restored", src.display()))
+        MetadataError::refused(
+            ErrorCode::Corrupt,
+            format!("{}: {why}; nothing was restored", src.display()),
+        )
     };
     if len != want.size {
         return Err(bad(format!(
@@ -744,7 +758,12 @@ pub fn restore_backup(
         incarnation,
         repositories: repos
             .into_iter()
-            .map(|(d, inc)| (to.join("repos").join(d.file_name().unwrap_or_default()), inc))
+            .map(|(d, inc)| {
+                (
+                    to.join("repos").join(d.file_name().unwrap_or_default()),
+                    inc,
+                )
+            })
             .collect(),
         files: manifest.files.len() as u64,
         bytes,

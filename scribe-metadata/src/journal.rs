@@ -949,7 +949,11 @@ pub fn put_raw(
 }
 
 /// Create table `name` with types `(kt, vt)` (nothing when it exists).
-pub fn create_raw(tx: &WriteTransaction, name: &str, (kt, vt): (ColumnType, ColumnType)) -> Result<()> {
+pub fn create_raw(
+    tx: &WriteTransaction,
+    name: &str,
+    (kt, vt): (ColumnType, ColumnType),
+) -> Result<()> {
     with_types!(kt, vt, create_typed(tx, name))
 }
 
@@ -963,14 +967,24 @@ fn each_typed<K: Key + 'static, V: Value + 'static>(
     let t = tx.open_table(TableDefinition::<K, V>::new(name))?;
     for row in t.iter()? {
         let (k, v) = row?;
-        f(K::as_bytes(&k.value()).as_ref(), V::as_bytes(&v.value()).as_ref())?;
+        f(
+            K::as_bytes(&k.value()).as_ref(),
+            V::as_bytes(&v.value()).as_ref(),
+        )?;
     }
     Ok(())
 }
 
 /// The number of rows of table `name` read through its types.
-pub fn row_count(tx: &ReadTransaction, name: &str, (kt, vt): (ColumnType, ColumnType)) -> Result<u64> {
-    fn count<K: Key + 'static, V: Value + 'static>(tx: &ReadTransaction, name: &str) -> Result<u64> {
+pub fn row_count(
+    tx: &ReadTransaction,
+    name: &str,
+    (kt, vt): (ColumnType, ColumnType),
+) -> Result<u64> {
+    fn count<K: Key + 'static, V: Value + 'static>(
+        tx: &ReadTransaction,
+        name: &str,
+    ) -> Result<u64> {
         Ok(tx.open_table(TableDefinition::<K, V>::new(name))?.len()?)
     }
     with_types!(kt, vt, count(tx, name))

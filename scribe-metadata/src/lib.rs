@@ -32,6 +32,7 @@ pub mod clock;
 pub mod database_descriptor;
 pub mod doctor;
 pub mod error;
+pub mod export;
 pub mod journal;
 pub mod locks;
 mod manifest_check;

@@ -176,8 +176,7 @@ mod tests {
         )
         .unwrap();
         let source_head = crate::archive::read_head(&elsewhere).unwrap();
-        let source_catalog =
-            crate::archive::read_head(&live.join("catalog.recovery")).unwrap();
+        let source_catalog = crate::archive::read_head(&live.join("catalog.recovery")).unwrap();
         let back = dir.path().join("back");
         restore(&live, &back).unwrap();
         let rdb = back.join("repos").join(id.to_hex()).join("metadata.redb");

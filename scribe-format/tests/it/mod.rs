@@ -8,7 +8,7 @@ mod manifest;
 mod path;
 mod portable;
 mod recovery;
-mod scmx;
 mod sau2;
+mod scmx;
 mod snapshot;
 mod wire;

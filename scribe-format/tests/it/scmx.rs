@@ -82,12 +82,12 @@ fn every_prefix_and_trailing_byte_is_refused() {
     // A truncation names where the file ended.
     let cut = bytes.len() - 40;
     let e = Export::decode(&bytes[..cut]).unwrap_err();
+    assert!(matches!(e.problem, ScmxProblem::Truncated { .. }), "{e}");
+    assert_eq!(e.offset, cut as u64, "{e}");
     assert!(
-        matches!(e.problem, ScmxProblem::Truncated { .. }),
+        e.to_string().starts_with(&format!("at byte {cut}: ")),
         "{e}"
     );
-    assert_eq!(e.offset, cut as u64, "{e}");
-    assert!(e.to_string().starts_with(&format!("at byte {cut}: ")), "{e}");
     assert_eq!(e.code(), ErrorCode::Malformed);
 }
 
@@ -189,9 +189,8 @@ fn export() -> impl Strategy<Value = Export> {
         proptest::collection::vec(any::<u8>(), 0..12),
     );
     let table = ("[a-z_]{1,12}", proptest::collection::vec(row, 0..4));
-    (any::<[u8; 16]>(), proptest::collection::vec(table, 0..4)).prop_map(|(repository, tables)| {
-        Export { repository, tables }
-    })
+    (any::<[u8; 16]>(), proptest::collection::vec(table, 0..4))
+        .prop_map(|(repository, tables)| Export { repository, tables })
 }
 
 proptest! {
