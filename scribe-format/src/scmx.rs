@@ -386,11 +386,14 @@ impl<R: Read> ScmxReader<R> {
     }
 }
 
+/// One table's rows, raw key and value bytes in order.
+pub type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// A whole export in memory (tests, fixtures, the fuzz target).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Export {
     pub repository: [u8; 16],
-    pub tables: Vec<(String, Vec<(Vec<u8>, Vec<u8>)>)>,
+    pub tables: Vec<(String, Rows)>,
 }
 
 impl Export {

@@ -89,17 +89,16 @@ fn main() {
     sync();
 
     let t = Instant::now();
-    let report = scribe_metadata::backup::backup(
-        &data,
-        &dir.path().join("backup"),
-        &|_, _| {},
-        &|_| {},
-    )
-    .unwrap();
+    let report =
+        scribe_metadata::backup::backup(&data, &dir.path().join("backup"), &|_, _| {}, &|_| {})
+            .unwrap();
     let backup = t.elapsed().as_secs_f64();
     let speed = |s: f64| mib(size) / s;
     println!("cp -r:          {cp:7.2} s  {:7.1} MiB/s", speed(cp));
-    println!("cp -r && sync:  {cp_sync:7.2} s  {:7.1} MiB/s", speed(cp_sync));
+    println!(
+        "cp -r && sync:  {cp_sync:7.2} s  {:7.1} MiB/s",
+        speed(cp_sync)
+    );
     println!(
         "backup:         {backup:7.2} s  {:7.1} MiB/s  ({} files, {:.0} MiB)",
         speed(backup),

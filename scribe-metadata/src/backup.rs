@@ -630,14 +630,16 @@ pub fn read_manifest(from: &Path) -> Result<Manifest> {
     let path = from.join(MANIFEST);
     let text = match std::fs::read(&path) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(MetadataError::refused(
-            ErrorCode::BackupIncomplete,
-            format!(
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(MetadataError::refused(
+                ErrorCode::BackupIncomplete,
+                format!(
                 "{} is missing: {} is an interrupted backup or not a backup; nothing was restored",
                 path.display(),
                 from.display()
             ),
-        )),
+            ))
+        }
         Err(e) => return Err(MetadataError::io(&path, e)),
     };
     let text = String::from_utf8(text).map_err(|_| {

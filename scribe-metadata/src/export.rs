@@ -173,7 +173,7 @@ pub fn export(
             journal::for_each_row(&tx, t, *kv, |k, v| {
                 w.row(k, v).map_err(|e| scmx_err(&tmp, e))?;
                 rows += 1;
-                if rows % 4096 == 0 {
+                if rows.is_multiple_of(4096) {
                     progress(rows, total);
                 }
                 Ok(())

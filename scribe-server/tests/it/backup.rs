@@ -106,7 +106,8 @@ fn kill_at(step: &str, args: &[&str]) {
             return;
         }
     }
-    panic!("{args:?} never paused at {step}: {said}");
+    let status = child.wait().unwrap();
+    panic!("{args:?} never paused at {step} ({status}): {said}");
 }
 
 fn argv(v: &[String]) -> Vec<&str> {
