@@ -502,12 +502,14 @@ pub fn recover(dir: &Path, target: &Path) -> Result<Replayed> {
     }
     let result = (|| -> Result<Replayed> {
         let mut r = journal::Replayer::new(&quarantine, Some(head.identity))?;
-        walk(dir, |path, offset, payload| r.feed(path, offset, payload))?;
-        if r.end() != head.end {
+        // `walk` reads HEAD once more and stops at that cursor: compare
+        // with the one it followed (a served archive advances meanwhile).
+        let walked = walk(dir, |path, offset, payload| r.feed(path, offset, payload))?;
+        if walked.head.identity != head.identity || r.end() != walked.head.end {
             return Err(MetadataError::corrupt(format!(
                 "{}: HEAD names end {} but the frames end at {}",
                 dir.join(HEAD_FILE).display(),
-                head.end,
+                walked.head.end,
                 r.end()
             )));
         }
