@@ -114,6 +114,9 @@ error_codes! {
     /// The metadata recovery archive could not be written: writes are
     /// fenced until restart, reads keep working.
     ArchiveUnavailable = 502, "archive_unavailable";
+    /// A backup directory without its `BACKUP_MANIFEST` (an interrupted
+    /// backup, or not a backup): restore refuses it and changes nothing.
+    BackupIncomplete = 503, "backup_incomplete";
     // 6xx: client-side codes. Never sent by a server; a client reports
     // them for refusals of its own workflows (`docs/cli.md`).
     /// The command line is not one the command accepts.

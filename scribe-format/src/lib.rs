@@ -20,6 +20,7 @@
 //! | [`snapshot`] | section 12 schema 3: links, root rows, radix pages, file records |
 //! | [`portable`] | portable tree commitments |
 //! | [`recovery`] | metadata recovery journal profile 2: records, `.scrj` segments, the archive's `HEAD` and frames |
+//! | [`scmx`] | section 10, the `.scmx` metadata export container |
 //! | [`wire`] | the client-server protocol (`docs/wire-format.md`) |
 //! | [`sau2`] | section 7.3 rows of `auth.redb` and the auth protocol's results |
 //! | [`limits`] | section 11 |
@@ -42,6 +43,7 @@ pub mod portable;
 pub mod recovery;
 pub mod recovery_base;
 pub mod sau2;
+pub mod scmx;
 pub mod snapshot;
 pub mod wire;
 

@@ -671,7 +671,9 @@ pub fn recover(dir: &Path, target: &Path) -> Result<Replayed> {
             }
             None => None,
         };
-        walk_from(dir, pointer.as_ref(), |path, offset, payload| {
+        // `walk_from` reads HEAD once more and stops at that cursor: compare
+        // with the one it followed (a served archive advances meanwhile).
+        let walked = walk_from(dir, pointer.as_ref(), |path, offset, payload| {
             if let Some(b) = base_end {
                 let h = rj::SegmentReader::new(payload)
                     .map_err(|e| MetadataError::Recovery {
@@ -686,11 +688,11 @@ pub fn recover(dir: &Path, target: &Path) -> Result<Replayed> {
             }
             r.feed(path, offset, payload)
         })?;
-        if r.end() != head.end {
+        if walked.head.identity != head.identity || r.end() != walked.head.end {
             return Err(MetadataError::corrupt(format!(
                 "{}: HEAD names end {} but the frames end at {}",
                 dir.join(HEAD_FILE).display(),
-                head.end,
+                walked.head.end,
                 r.end()
             )));
         }
@@ -713,3 +715,43 @@ pub fn recover(dir: &Path, target: &Path) -> Result<Replayed> {
 
 #[allow(dead_code)]
 const _HEAD_IS_112: () = assert!(HEAD_LEN == 112);
+
+/// Give the (closed, exclusively owned) database at `db_path` a new
+/// journal identity and a fresh archive in its default `.recovery`
+/// directory: any `.recovery-location` selection and any archive there
+/// are removed first (they belong to the database this one was copied
+/// from), then [`journal::rewrite_from_state`] records the present state
+/// and each of its transactions is published to the new archive, so the
+/// archive alone rebuilds the database (`recover --from-archive`).
+pub fn start_fresh(db_path: &Path) -> Result<ArchiveHead> {
+    let loc = location_file(db_path);
+    if loc.exists() {
+        std::fs::remove_file(&loc).map_err(|e| MetadataError::io(&loc, e))?;
+    }
+    let dir = default_dir(db_path);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|e| MetadataError::io(&dir, e))?;
+    }
+    let db = Arc::new(Database::open(db_path)?);
+    let mut archive: Option<Archive> = None;
+    let profile = journal::rewrite_from_state(&db, || {
+        if archive.is_none() {
+            archive = Some(Archive::create(db_path, db.clone())?);
+        }
+        archive.as_ref().map(|a| a.publish()).unwrap_or(Ok(()))
+    })?;
+    let archive = match archive {
+        Some(a) => a,
+        None => Archive::create(db_path, db.clone())?,
+    };
+    let head = archive.head();
+    if head.end != profile.end || head.identity != profile.identity {
+        return Err(MetadataError::corrupt(format!(
+            "{}: the fresh archive ends at {} where the journal ends at {}",
+            dir.display(),
+            head.end,
+            profile.end
+        )));
+    }
+    Ok(head)
+}

@@ -602,4 +602,27 @@ mod tests {
         assert!(c.wrote_base && c.rows >= 5, "{c:?}");
         check(&tmp);
     }
+
+    #[test]
+    fn a_restored_copy_gets_a_fresh_archive_that_rebuilds_it() {
+        let (tmp, s) = fresh();
+        s.claim_workspace(&REPO, &[7; 16], &ANN).unwrap();
+        drop(s);
+        // A backup carries the file without its archive.
+        let other = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            tmp.path().join(AUTH_STATE_FILE),
+            other.path().join(AUTH_STATE_FILE),
+        )
+        .unwrap();
+        assert!(AuthState::open(other.path(), "studio").is_err());
+        crate::archive::start_fresh(&other.path().join(AUTH_STATE_FILE)).unwrap();
+        let s = AuthState::open(other.path(), "studio").unwrap();
+        assert_eq!(s.workspace_owner(&REPO, &[7; 16]).unwrap(), Some(ANN));
+        drop(s);
+        std::fs::remove_file(other.path().join(AUTH_STATE_FILE)).unwrap();
+        recover(other.path()).unwrap();
+        let s = AuthState::open(other.path(), "studio").unwrap();
+        assert_eq!(s.workspace_owner(&REPO, &[7; 16]).unwrap(), Some(ANN));
+    }
 }

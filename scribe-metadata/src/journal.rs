@@ -1078,8 +1078,165 @@ fn apply_run<K: Key + 'static, V: Value + 'static>(
     Ok(())
 }
 
+// Widths and UTF-8 are checked before this runs, so `from_bytes` (which
+// panics on a wrong width or invalid UTF-8) is safe.
+fn put_typed<K: Key + 'static, V: Value + 'static>(
+    tx: &WriteTransaction,
+    name: &str,
+    key: &[u8],
+    value: &[u8],
+) -> Result<()> {
+    let mut t = tx.open_table(TableDefinition::<K, V>::new(name))?;
+    t.insert(K::from_bytes(key), V::from_bytes(value))?;
+    Ok(())
+}
+
 /// Flush helper for writers of segments outside this module.
 pub fn flush_file(f: &mut std::fs::File, path: &Path) -> Result<()> {
     f.flush().map_err(|e| MetadataError::io(path, e))?;
     f.sync_all().map_err(|e| MetadataError::io(path, e))
+}
+
+/// Insert one row given as raw bytes into table `name` of the types
+/// `(kt, vt)`, creating the table; widths and UTF-8 are checked first, so
+/// no bytes can make it panic (import of `.scmx` rows).
+pub fn put_raw(
+    tx: &WriteTransaction,
+    name: &str,
+    (kt, vt): (ColumnType, ColumnType),
+    key: &[u8],
+    value: &[u8],
+) -> Result<()> {
+    kt.check(name, "key", key).map_err(MetadataError::journal)?;
+    vt.check(name, "value", value)
+        .map_err(MetadataError::journal)?;
+    with_types!(kt, vt, put_typed(tx, name, key, value))
+}
+
+/// Create table `name` with types `(kt, vt)` (nothing when it exists).
+pub fn create_raw(
+    tx: &WriteTransaction,
+    name: &str,
+    (kt, vt): (ColumnType, ColumnType),
+) -> Result<()> {
+    with_types!(kt, vt, create_typed(tx, name))
+}
+
+type RowFn<'a> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'a;
+
+fn each_typed<K: Key + 'static, V: Value + 'static>(
+    tx: &ReadTransaction,
+    name: &str,
+    f: &mut RowFn<'_>,
+) -> Result<()> {
+    let t = tx.open_table(TableDefinition::<K, V>::new(name))?;
+    for row in t.iter()? {
+        let (k, v) = row?;
+        f(
+            K::as_bytes(&k.value()).as_ref(),
+            V::as_bytes(&v.value()).as_ref(),
+        )?;
+    }
+    Ok(())
+}
+
+/// The number of rows of table `name` read through its types.
+pub fn row_count(
+    tx: &ReadTransaction,
+    name: &str,
+    (kt, vt): (ColumnType, ColumnType),
+) -> Result<u64> {
+    fn count<K: Key + 'static, V: Value + 'static>(
+        tx: &ReadTransaction,
+        name: &str,
+    ) -> Result<u64> {
+        Ok(tx.open_table(TableDefinition::<K, V>::new(name))?.len()?)
+    }
+    with_types!(kt, vt, count(tx, name))
+}
+
+/// Stream every row of table `name` (in key order) as raw bytes, one at a
+/// time, read through its recorded types.
+pub fn for_each_row(
+    tx: &ReadTransaction,
+    name: &str,
+    (kt, vt): (ColumnType, ColumnType),
+    mut f: impl FnMut(&[u8], &[u8]) -> Result<()>,
+) -> Result<()> {
+    let f: &mut RowFn<'_> = &mut f;
+    with_types!(kt, vt, each_typed(tx, name, f))
+}
+
+/// Give the database at `db` a new identity and a journal that starts
+/// from its present state: the outbox is emptied, end and floor go to 0,
+/// and every journaled table is recorded again as a declaration followed
+/// by its rows, in transactions of about 4 MiB each ending on a commit
+/// boundary. `each` runs after every committed transaction (the caller
+/// publishes it to a fresh archive). Used where a database begins a new
+/// life (restore, import): its journal and archive must never chain onto
+/// the source's. Returns the new profile.
+pub fn rewrite_from_state(db: &Database, mut each: impl FnMut() -> Result<()>) -> Result<Profile> {
+    let identity = RepositoryId::random().0;
+    {
+        let mut tx = db.begin_write()?;
+        tx.set_durability(Durability::Immediate)?;
+        tx.delete_table(RECORDS)?;
+        tx.open_table(RECORDS)?;
+        tx.open_table(IDENTITY)?.insert(0, identity)?;
+        let mut pos = tx.open_table(POSITION)?;
+        pos.insert(POS_END, 0)?;
+        pos.insert(POS_FLOOR, 0)?;
+        drop(pos);
+        tx.commit()?;
+    }
+    let snapshot = db.begin_read()?;
+    let types = recorded_types(&snapshot)?;
+    let mut next = 1u64;
+    let mut pending: Vec<Vec<u8>> = Vec::new();
+    let mut pending_bytes = 0usize;
+    let mut flush = |pending: &mut Vec<Vec<u8>>, next: &mut u64| -> Result<()> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let mut commit = Vec::new();
+        rj::encode_commit(&mut commit);
+        pending.push(commit);
+        let mut tx = db.begin_write()?;
+        tx.set_durability(Durability::Immediate)?;
+        {
+            let mut records = tx.open_table(RECORDS)?;
+            for rec in pending.drain(..) {
+                records.insert(*next, rec.as_slice())?;
+                *next += 1;
+            }
+            tx.open_table(POSITION)?.insert(POS_END, *next - 1)?;
+        }
+        tx.commit()?;
+        each()
+    };
+    for (name, (k, v)) in &types {
+        let mut rec = Vec::new();
+        rj::encode_declare(&mut rec, name, *k, *v).map_err(MetadataError::journal)?;
+        pending_bytes += rec.len();
+        pending.push(rec);
+    }
+    for (name, kv) in &types {
+        for_each_row(&snapshot, name, *kv, |key, value| {
+            let mut rec = Vec::new();
+            rj::encode_put(&mut rec, name, key, value).map_err(MetadataError::journal)?;
+            pending_bytes += rec.len();
+            pending.push(rec);
+            if pending_bytes >= REPLAY_BATCH_BYTES {
+                flush(&mut pending, &mut next)?;
+                pending_bytes = 0;
+            }
+            Ok(())
+        })?;
+    }
+    flush(&mut pending, &mut next)?;
+    Ok(Profile {
+        identity,
+        end: next - 1,
+        floor: 0,
+    })
 }

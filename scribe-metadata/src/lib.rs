@@ -27,11 +27,13 @@
 pub mod accept;
 pub mod archive;
 pub mod auth_state;
+pub mod backup;
 pub mod clock;
 pub mod consolidate;
 pub mod database_descriptor;
 pub mod doctor;
 pub mod error;
+pub mod export;
 pub mod journal;
 pub mod locks;
 mod manifest_check;

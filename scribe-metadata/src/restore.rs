@@ -9,24 +9,24 @@
 //! an absent outcome in a changed incarnation retires the pending
 //! submission instead of replaying it).
 //!
-//! This is the smallest honest restore: a directory copy, not the backup
-//! container of section 10 (not built yet). Order: the copy is written and
-//! flushed file by file, each repository gets its new incarnation in one
-//! immediate transaction, and the data-root descriptor is written last, so
-//! an interrupted restore leaves a target that `open` refuses (its
-//! descriptor is absent) and that can be removed and restored again.
+//! This is the restore of a stopped data-root *copy* (the library entry
+//! point tests use); `scribe-server restore` restores a backup directory
+//! (`crate::backup::restore_backup`, seed 004 section 10). Both end in the
+//! same step (`backup::reincarnate`): new incarnations, and every database
+//! gets a new journal identity and a fresh archive, so the restored root
+//! never chains onto the source's archive. The copy leaves out `LOCK`, the
+//! `.recovery` archives and any `.recovery-location` selection; the
+//! data-root descriptor is written last, so an interrupted restore leaves a
+//! target that `open` refuses (its descriptor is absent) and that can be
+//! removed and restored again.
 
 use std::path::{Path, PathBuf};
 
-use redb::Database;
-use scribe_format::descriptor::{DataRoot, Descriptor, Restored};
-use scribe_format::{ErrorCode, RepositoryId};
+use scribe_format::ErrorCode;
 
-use crate::clock::now_ms;
 use crate::database_descriptor::{self, sync_dir};
 use crate::error::{MetadataError, Result};
 use crate::root::take_lock;
-use crate::tables::{meta, META};
 
 /// What a restore did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,7 +47,12 @@ fn copy_tree(from: &Path, to: &Path, files: &mut u64) -> Result<()> {
         let dst = to.join(&name);
         let ty = entry.file_type().map_err(|e| MetadataError::io(&src, e))?;
         // The copy's own LOCK (and a descriptor left mid-write) are not state.
-        if from.join("SCRIBE_FORMAT.tmp") == src || name == "LOCK" {
+        let n = name.to_string_lossy();
+        if from.join("SCRIBE_FORMAT.tmp") == src
+            || name == "LOCK"
+            || n.ends_with(".recovery")
+            || n.ends_with(".recovery-location")
+        {
             continue;
         }
         if ty.is_dir() {
@@ -87,68 +92,11 @@ pub fn restore(from: &Path, to: &Path) -> Result<RestoreReport> {
         std::fs::remove_dir(to).map_err(|e| MetadataError::io(to, e))?;
     }
     let mut files = 0;
-    // The descriptor is published last, below.
     copy_tree(from, to, &mut files)?;
-    let desc = to.join(database_descriptor::FILE);
-    std::fs::remove_file(&desc).map_err(|e| MetadataError::io(&desc, e))?;
-    sync_dir(to)?;
-    if let Some(parent) = to.parent() {
-        sync_dir(parent)?;
-    }
-    let mut repositories = Vec::new();
-    let repos = to.join("repos");
-    if repos.is_dir() {
-        let mut dirs: Vec<PathBuf> = std::fs::read_dir(&repos)
-            .map_err(|e| MetadataError::io(&repos, e))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.join(crate::repo::METADATA_FILE).is_file())
-            .collect();
-        dirs.sort();
-        for dir in dirs {
-            let inc = RepositoryId::random().0;
-            let db = Database::open(dir.join(crate::repo::METADATA_FILE))?;
-            let tx = crate::journal::begin(&db)?;
-            tx.open_table(META)?
-                .insert(meta::INCARNATION, inc.as_slice())?;
-            tx.commit()?;
-            repositories.push((dir, inc));
-        }
-    }
-    let incarnation = RepositoryId::random().0;
-    let mut next = Descriptor::new_data_root(&DataRoot {
-        incarnation,
-        restored: Some(Restored {
-            from_incarnation: fields.incarnation,
-            ms: now_ms(),
-        }),
-        ..fields
-    })
-    .map_err(|e| MetadataError::corrupt(e.to_string()))?;
-    const OWN: &[&str] = &[
-        "catalog-schema",
-        "repository-schema",
-        "object-store",
-        "envelope",
-        "engine",
-        "incarnation",
-        "created-ms",
-        "restored-from-incarnation",
-        "restored-ms",
-    ];
-    for (k, v) in old.entries() {
-        if k == "required-features" {
-            for f in old.required_features() {
-                next.add_required_feature(f)
-                    .map_err(|e| MetadataError::corrupt(e.to_string()))?;
-            }
-        } else if !OWN.contains(&k) && next.get(k).is_none() {
-            next.set(k, v)
-                .map_err(|e| MetadataError::corrupt(e.to_string()))?;
-        }
-    }
-    database_descriptor::write(&next, to)?;
+    let (repositories, incarnation, from_incarnation) = crate::backup::reincarnate(to)?;
+    debug_assert_eq!(from_incarnation, fields.incarnation);
     Ok(RestoreReport {
-        from_incarnation: fields.incarnation,
+        from_incarnation,
         incarnation,
         repositories,
         files,
@@ -205,5 +153,66 @@ mod tests {
         drop(root);
         drop(repo);
         assert!(restore(&live, &back).is_err());
+    }
+
+    /// Regression (#16): restore kept the source's journal identity and its
+    /// `.recovery-location`, so the restored root's archive chained onto
+    /// (and wrote into) the source's archive.
+    #[test]
+    fn restored_databases_get_their_own_identity_and_a_fresh_archive() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = dir.path().join("live");
+        let elsewhere = dir.path().join("elsewhere");
+        let id = {
+            let root = Root::create(&live).unwrap();
+            root.create_repository("game").unwrap()
+        };
+        // The source's repository archive lives on another volume.
+        let db = live.join("repos").join(id.to_hex()).join("metadata.redb");
+        std::fs::rename(crate::archive::default_dir(&db), &elsewhere).unwrap();
+        std::fs::write(
+            crate::archive::location_file(&db),
+            elsewhere.to_str().unwrap(),
+        )
+        .unwrap();
+        let source_head = crate::archive::read_head(&elsewhere).unwrap();
+        let source_catalog = crate::archive::read_head(&live.join("catalog.recovery")).unwrap();
+        let back = dir.path().join("back");
+        restore(&live, &back).unwrap();
+        let rdb = back.join("repos").join(id.to_hex()).join("metadata.redb");
+        assert!(!crate::archive::location_file(&rdb).exists());
+        let head = crate::archive::read_head(&crate::archive::default_dir(&rdb)).unwrap();
+        assert_ne!(head.identity, source_head.identity);
+        let cat = crate::archive::read_head(&back.join("catalog.recovery")).unwrap();
+        assert_ne!(cat.identity, source_catalog.identity);
+        // The fresh archive alone rebuilds the restored database.
+        let rebuilt = dir.path().join("rebuilt.redb");
+        crate::archive::recover(&crate::archive::default_dir(&rdb), &rebuilt).unwrap();
+        let rows = crate::journal::dump_rows(&redb::Database::open(&rebuilt).unwrap()).unwrap();
+        assert_eq!(
+            rows,
+            crate::journal::dump_rows(&redb::Database::open(&rdb).unwrap()).unwrap()
+        );
+        std::fs::remove_file(&rebuilt).unwrap();
+        // Writes of the restored root go to its own archive only.
+        {
+            let root = Root::open(&back).unwrap();
+            root.create_repository("second").unwrap();
+            let repo = root.open_repository(id).unwrap();
+            assert_eq!(repo.archive().dir(), crate::archive::default_dir(&rdb));
+        }
+        assert_eq!(crate::archive::read_head(&elsewhere).unwrap(), source_head);
+        assert_eq!(
+            crate::archive::read_head(&live.join("catalog.recovery")).unwrap(),
+            source_catalog
+        );
+        crate::archive::verify(&back.join("catalog.recovery")).unwrap();
+        crate::root::recover_catalog(&{
+            std::fs::remove_file(back.join("catalog.redb")).unwrap();
+            back.clone()
+        })
+        .unwrap();
+        let root = Root::open(&back).unwrap();
+        assert_eq!(root.list_repositories().unwrap().len(), 2);
     }
 }

@@ -302,6 +302,96 @@ impl DataRoot {
         Ok(id)
     }
 
+    /// Publish a repository built outside the serving path (`import`):
+    /// the catalog row is reserved as `creating` under `id` and `name`,
+    /// `build` fills `repos/<id>/` (object store, `metadata.redb`,
+    /// descriptor), the repository is opened as serving opens it and
+    /// `check`ed, and only then is the row `ready`. Any refusal removes the
+    /// directory and the row; a process killed meanwhile leaves a
+    /// `creating` row whose directory the next open removes.
+    pub fn publish_repository(
+        &self,
+        id: RepositoryId,
+        name: &str,
+        build: impl FnOnce(&Path) -> Result<()>,
+        check: impl FnOnce(&Repository) -> Result<()>,
+    ) -> Result<()> {
+        validate_name(name)?;
+        let _gate = self
+            .create_gate
+            .lock()
+            .map_err(|_| MetadataError::Gate("poisoned".into()))?;
+        let created_ms = now_ms();
+        let rec = CatalogRecord {
+            name: name.to_owned(),
+            state: RepoState::Creating,
+            created_ms,
+            main_branch: BranchId([0; 16]),
+        };
+        {
+            let tx = self.catalog_write()?;
+            {
+                if tx.open_table(CATALOG_REPOS)?.get(id.0)?.is_some() {
+                    return Err(MetadataError::refused(
+                        ErrorCode::AlreadyExists,
+                        format!("repository {id} exists in {}", self.dir.display()),
+                    ));
+                }
+                let mut names = tx.open_table(CATALOG_REPO_NAMES)?;
+                if names.get(name)?.is_some() {
+                    return Err(MetadataError::refused(
+                        ErrorCode::AlreadyExists,
+                        format!("repository {name:?} exists"),
+                    ));
+                }
+                names.insert(name, id.0)?;
+                tx.open_table(CATALOG_REPOS)?
+                    .insert(id.0, rec.encode().as_slice())?;
+            }
+            tx.commit()?;
+        }
+        let dir = self.repo_dir(&id);
+        let built = (|| -> Result<BranchId> {
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).map_err(|e| MetadataError::io(&dir, e))?;
+            }
+            std::fs::create_dir_all(&dir).map_err(|e| MetadataError::io(&dir, e))?;
+            build(&dir)?;
+            sync_dir(&dir)?;
+            sync_dir(&self.dir.join("repos"))?;
+            let objects = (self.objects)(&dir.join("objects"), id)?;
+            let repo = Repository::open(&dir, id, name, objects)?;
+            check(&repo)?;
+            Ok(repo.main_branch())
+        })();
+        match built {
+            Ok(main_branch) => {
+                let tx = self.catalog_write()?;
+                {
+                    let ready = CatalogRecord {
+                        state: RepoState::Ready,
+                        main_branch,
+                        ..rec
+                    };
+                    tx.open_table(CATALOG_REPOS)?
+                        .insert(id.0, ready.encode().as_slice())?;
+                }
+                tx.commit()?;
+                Ok(())
+            }
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                let tx = self.catalog_write()?;
+                {
+                    tx.open_table(CATALOG_REPOS)?.remove(id.0)?;
+                    tx.open_table(CATALOG_REPO_NAMES)?.remove(name)?;
+                }
+                tx.commit()?;
+                Err(e)
+            }
+        }
+    }
+
     /// Every ready repository, by id.
     pub fn list_repositories(&self) -> Result<Vec<RepositoryInfo>> {
         let tx = self.catalog()?.begin_read()?;

@@ -292,6 +292,29 @@ pub fn recover_submissions(dir: &Path, repo: Option<&str>) -> Result<Report, Adm
     Ok(report)
 }
 
+/// `import`: a `.scmx` metadata export as a new repository of the stopped
+/// data root `dir` (`scribe_metadata::export::import`), its objects from
+/// the object store directory `objects` when given, checked by doctor
+/// against the repository's store before it is published.
+pub fn import(
+    dir: &Path,
+    file: &Path,
+    name: Option<&str>,
+    objects: Option<&Path>,
+    progress: scribe_metadata::backup::ProgressFn<'_>,
+    step: scribe_metadata::backup::StepHook<'_>,
+) -> Result<scribe_metadata::export::ImportReport, AdminError> {
+    let (root, _reg) = open_with_stores(dir)?;
+    scribe_metadata::export::import(&root, file, name, objects, progress, step).map_err(|source| {
+        AdminError::Metadata {
+            repo: name
+                .map(str::to_owned)
+                .unwrap_or_else(|| file.display().to_string()),
+            source,
+        }
+    })
+}
+
 /// `archive verify`: read every repository's recovery archive (HEAD,
 /// every frame's chain and `.scrj` payload, continuity to HEAD's end) and
 /// compare its end with the database's. Reads only.

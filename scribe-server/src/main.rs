@@ -216,18 +216,63 @@ enum Command {
         #[arg(long)]
         inspect: bool,
     },
-    /// Restore a data root from a copy taken while it was stopped
+    /// Back up a data root, served or not, into a new directory
     ///
-    /// Copies FROM into --data (absent or empty) and gives the data root
-    /// and every repository a new incarnation, so clients retire pending
-    /// submissions whose outcome the copy does not hold instead of
-    /// replaying them.
+    /// Rebuilds catalog.redb and every repository's metadata.redb from
+    /// their recovery archives (every acknowledged change; the serving
+    /// process is not disturbed), copies every object file with its
+    /// digest verified, and writes BACKUP_MANIFEST last: a directory
+    /// without it is an interrupted backup, and restore refuses it.
+    Backup {
+        #[command(flatten)]
+        data: DataArg,
+        /// The backup directory (absent or empty)
+        #[arg(long, value_name = "DIR")]
+        to: PathBuf,
+    },
+    /// Restore a data root from a backup directory
+    ///
+    /// Verifies every file BACKUP_MANIFEST lists (size and BLAKE3) while
+    /// copying it into a staging directory beside --data, gives the data
+    /// root and every repository a new incarnation (clients retire pending
+    /// submissions whose outcome the backup does not hold instead of
+    /// replaying them), every database a new recovery archive, rebuilds the
+    /// object locators and publishes --data (absent or empty) by one rename.
     Restore {
         #[command(flatten)]
         data: DataArg,
-        /// The stopped data root copy to restore from
+        /// The backup directory (made by `scribe-server backup`)
         #[arg(long, value_name = "DIR")]
         from: PathBuf,
+    },
+    /// Export one repository's metadata to a .scmx file (served or not)
+    Export {
+        /// The repository name
+        repo: String,
+        #[command(flatten)]
+        data: DataArg,
+        /// The .scmx file to write (must not exist)
+        #[arg(long, value_name = "FILE")]
+        to: PathBuf,
+    },
+    /// Import a .scmx metadata export as a new repository (offline)
+    ///
+    /// The repository keeps the exported id and gets a new incarnation.
+    /// An export holds metadata only: give the objects with --objects (an
+    /// object store directory, e.g. repos/<id>/objects of the source or of
+    /// a backup). The import is checked by doctor before it is published;
+    /// objects the metadata names but the store lacks refuse it.
+    Import {
+        #[command(flatten)]
+        data: DataArg,
+        /// The .scmx file
+        file: PathBuf,
+        /// The repository name (default: the repository id in hex)
+        #[arg(long = "as", value_name = "NAME")]
+        name: Option<String>,
+        /// An object store directory to copy the repository's objects from
+        #[arg(long, value_name = "DIR")]
+        objects: Option<PathBuf>,
     },
     /// Inspect the metadata recovery archives offline
     Archive {
@@ -608,14 +653,52 @@ fn run(cli: Cli) -> Result<ExitCode> {
             "recover --from-archive",
             &admin::recover_from_archive(&data.data, repo.as_deref())?,
         )),
+        Command::Backup { data, to } => {
+            let bar = progress_bar("backup");
+            let report = scribe_metadata::backup::backup(
+                &data.data,
+                &to,
+                &|done, total| bar.update(done, total),
+                &pause_at,
+            )
+            .with_context(|| {
+                format!(
+                    "cannot back up {} into {}",
+                    data.data.display(),
+                    to.display()
+                )
+            })?;
+            bar.finish();
+            for r in &report.manifest.repositories {
+                println!("{} {} head={}", r.id.to_hex(), r.name, r.head);
+            }
+            eprintln!(
+                "backed up {} ({}) into {}: {} file(s), {} byte(s), {} repositor(ies)",
+                data.data.display(),
+                if report.online { "served" } else { "stopped" },
+                to.display(),
+                report.manifest.files.len(),
+                report.bytes,
+                report.manifest.repositories.len()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Restore { data, from } => {
-            let r = scribe_metadata::restore::restore(&from, &data.data).with_context(|| {
+            let bar = progress_bar("restore");
+            let r = scribe_metadata::backup::restore_backup(
+                &from,
+                &data.data,
+                &|done, total| bar.update(done, total),
+                &pause_at,
+            )
+            .with_context(|| {
                 format!(
                     "cannot restore {} into {}",
                     from.display(),
                     data.data.display()
                 )
             })?;
+            bar.finish();
             println!("{}", hex::encode(r.incarnation));
             eprintln!(
                 "restored {} file(s) into {}: incarnation {} (was {}), {} repositor(ies) re-incarnated",
@@ -626,6 +709,110 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 r.repositories.len()
             );
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Export { repo, data, to } => {
+            let bar = progress_bar("export");
+            let r = scribe_metadata::export::export(&data.data, &repo, &to, &|done, total| {
+                bar.update(done, total)
+            })
+            .with_context(|| format!("cannot export {repo:?} to {}", to.display()))?;
+            bar.finish();
+            println!("{}", hex::encode(r.digest));
+            eprintln!(
+                "exported {repo} ({}) to {}: {} table(s), {} row(s), {} byte(s)",
+                r.repository,
+                to.display(),
+                r.tables,
+                r.rows,
+                r.bytes
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Import {
+            data,
+            file,
+            name,
+            objects,
+        } => {
+            let bar = progress_bar("import");
+            let r = admin::import(
+                &data.data,
+                &file,
+                name.as_deref(),
+                objects.as_deref(),
+                &|done, total| bar.update(done, total),
+                &pause_at,
+            )
+            .with_context(|| format!("cannot import {}", file.display()))?;
+            bar.finish();
+            println!("{}", r.repository.to_hex());
+            eprintln!(
+                "imported {} as repository {} ({}): {} table(s), {} row(s), {} object file(s) copied, incarnation {}",
+                file.display(),
+                r.name,
+                r.repository,
+                r.tables,
+                r.rows,
+                r.objects_copied,
+                hex::encode(r.incarnation)
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Progress of a long command on stderr (drawn only on a terminal).
+struct Bar(indicatif::ProgressBar);
+
+fn progress_bar(what: &str) -> Bar {
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(0),
+        indicatif::ProgressDrawTarget::stderr_with_hz(4),
+    );
+    if let Ok(style) = indicatif::ProgressStyle::with_template(&format!(
+        "{what} {{bar:30}} {{bytes}}/{{total_bytes}} {{bytes_per_sec}} {{eta}}"
+    )) {
+        bar.set_style(style);
+    }
+    Bar(bar)
+}
+
+impl Bar {
+    fn update(&self, done: u64, total: u64) {
+        if total > 0 && self.0.length() != Some(total) {
+            self.0.set_length(total);
+        }
+        self.0.set_position(done);
+    }
+
+    fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}
+
+/// Fault-injection tests (real processes): with
+/// `SCRIBE_SERVER_PAUSE_AT=STEP[:N]`, backup, restore and import stop at
+/// the Nth time (default 1) they reach STEP (`file`, `metadata`,
+/// `manifest`, `rows`, `verified`, `reincarnated`), say so on stderr and
+/// wait to be killed. Unset, this does nothing.
+fn pause_at(step: &str) {
+    static SEEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let Some(want) = std::env::var_os("SCRIBE_SERVER_PAUSE_AT") else {
+        return;
+    };
+    let want = want.to_string_lossy().into_owned();
+    let (name, n) = match want.split_once(':') {
+        Some((s, n)) => (s.to_owned(), n.parse().unwrap_or(1)),
+        None => (want.clone(), 1),
+    };
+    if name != step {
+        return;
+    }
+    let seen = SEEN.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    if seen == n {
+        eprintln!("scribe-server: paused at {step}");
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
         }
     }
 }

@@ -10,5 +10,6 @@ mod portable;
 mod recovery;
 mod recovery_base;
 mod sau2;
+mod scmx;
 mod snapshot;
 mod wire;

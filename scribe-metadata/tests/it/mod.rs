@@ -2,6 +2,7 @@ mod support;
 
 mod accept;
 mod archive;
+mod backup;
 mod consolidate;
 mod crash;
 mod doctor;

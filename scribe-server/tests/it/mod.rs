@@ -1,4 +1,5 @@
 mod auth;
+mod backup;
 mod migrate;
 mod poisoned;
 mod process;
