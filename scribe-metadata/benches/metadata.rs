@@ -134,19 +134,10 @@ fn main() {
     if let Some(dir) = after("--replay") {
         // Replay a kept archive (`--rebuild --keep DIR`) without accepting again.
         let out = tempfile::tempdir().expect("tempdir");
-        let dir = std::path::Path::new(&dir);
-        let (bytes, read) = read_and_hash(dir);
-        let t = Instant::now();
-        let done =
-            scribe_metadata::archive::recover(dir, &out.path().join("m.redb")).expect("recover");
-        println!(
-            "rebuild from journal frames: {} records, {} transactions in {:.2} s \
-             (reading and hashing the same {:.0} MiB of archive: {:.2} s)",
-            done.records,
-            done.transactions,
-            t.elapsed().as_secs_f64(),
-            bytes as f64 / 1048576.0,
-            read.as_secs_f64()
+        time_recover(
+            std::path::Path::new(&dir),
+            &out.path().join("m.redb"),
+            "journal frames",
         );
         return;
     }
@@ -348,19 +339,7 @@ fn rebuild_from_archive(repo: &scribe_metadata::Repository) {
     let db = repo.dir().join("metadata.redb");
     let dir = archive::archive_dir(&db).expect("archive dir");
     let out = tempfile::tempdir().expect("tempdir");
-    let (bytes, read) = read_and_hash(&dir);
-    let t = Instant::now();
-    let done = archive::recover(&dir, &out.path().join("frames.redb")).expect("recover");
-    let frames = t.elapsed();
-    println!(
-        "rebuild from journal frames: {} records, {} transactions in {:.2} s \
-         (reading and hashing the same {:.0} MiB of archive: {:.2} s)",
-        done.records,
-        done.transactions,
-        frames.as_secs_f64(),
-        bytes as f64 / 1048576.0,
-        read.as_secs_f64()
-    );
+    time_recover(&dir, &out.path().join("frames.redb"), "journal frames");
     let t = Instant::now();
     let c = consolidate::consolidate(repo.archive()).expect("consolidate");
     println!(
@@ -370,13 +349,20 @@ fn rebuild_from_archive(repo: &scribe_metadata::Repository) {
         c.base_bytes as f64 / 1048576.0,
         t.elapsed().as_secs_f64()
     );
-    let (bytes, read) = read_and_hash(&dir);
+    time_recover(&dir, &out.path().join("base.redb"), "the logical base");
+}
+
+/// Rebuild `target` from the archive at `dir`, printing the time beside
+/// reading and hashing the same files.
+fn time_recover(dir: &std::path::Path, target: &std::path::Path, from: &str) {
+    let (bytes, read) = read_and_hash(dir);
     let t = Instant::now();
-    let done = archive::recover(&dir, &out.path().join("base.redb")).expect("recover");
+    let done = scribe_metadata::archive::recover(dir, target).expect("recover");
     println!(
-        "rebuild from the logical base: {} rows in {:.2} s \
+        "rebuild from {from}: {} records, {} transactions in {:.2} s \
          (reading and hashing the same {:.0} MiB of archive: {:.2} s)",
         done.records,
+        done.transactions,
         t.elapsed().as_secs_f64(),
         bytes as f64 / 1048576.0,
         read.as_secs_f64()

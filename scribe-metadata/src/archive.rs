@@ -500,7 +500,7 @@ fn walk_from(
     }
     Ok(Verified {
         head,
-        segments: head.segment + 1 - first.min(head.segment + 1),
+        segments: (head.segment + 1).saturating_sub(first),
         frames,
         base: cursor.map(|c| c.end),
     })
@@ -658,7 +658,7 @@ pub fn recover(dir: &Path, target: &Path) -> Result<Replayed> {
         let base_end = match &pointer {
             Some(p) => {
                 let mut entries = Vec::new();
-                read_base(dir, p, |rec| {
+                let types = read_base(dir, p, |rec| {
                     entries.push(rec);
                     if entries.len() >= journal::REPLAY_BATCH_RECORDS * 8 {
                         r.load(std::mem::take(&mut entries))?;
@@ -666,7 +666,7 @@ pub fn recover(dir: &Path, target: &Path) -> Result<Replayed> {
                     Ok(())
                 })?;
                 r.load(entries)?;
-                r.loaded_base(p.cursor.end)?;
+                r.loaded_base(p.cursor.end, types);
                 Some(p.cursor.end)
             }
             None => None,

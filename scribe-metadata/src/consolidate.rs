@@ -18,7 +18,7 @@
 //! writer or archive consumer runs beside them.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use redb::{Durability, ReadableDatabase, ReadableTable};
@@ -27,6 +27,7 @@ use scribe_format::recovery_base::{self as rb, BaseHeader, BasePointer, BaseWrit
 use scribe_format::ErrorCode;
 
 use crate::archive::{self, read_base, read_pointer, sync_dir_io, Archive, HEAD_FILE};
+use crate::backup::write_atomically;
 use crate::database_descriptor::sync_dir;
 use crate::error::{MetadataError, Result};
 use crate::journal::{self, POSITION, POS_FLOOR, RECORDS};
@@ -49,25 +50,6 @@ pub struct Consolidated {
     pub outbox_removed: u64,
     pub segments_pruned: u64,
     pub bases_pruned: u64,
-}
-
-fn tmp_of(p: &Path) -> PathBuf {
-    let mut s = p.as_os_str().to_owned();
-    s.push(".tmp");
-    PathBuf::from(s)
-}
-
-/// Write `bytes` to `path` through a flushed `<path>.tmp` renamed over it,
-/// then flush the directory.
-fn publish_file(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = tmp_of(path);
-    let io = |e| MetadataError::io(path, e);
-    let mut f = File::create(&tmp).map_err(io)?;
-    f.write_all(bytes).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(io)?;
-    sync_dir_io(dir).map_err(|e| MetadataError::io(dir, e))
 }
 
 /// Consolidate the archive of an open database (offline: the caller holds
@@ -105,7 +87,7 @@ pub fn consolidate(a: &Archive) -> Result<Consolidated> {
     if current.map(|p| p.cursor) != Some(head) {
         // 1. The base, through a flushed temporary file.
         let path = dir.join(rb::base_file_name(head.end));
-        let tmp = tmp_of(&path);
+        let tmp = journal::tmp_path(&path);
         let io = |e| MetadataError::io(&tmp, e);
         let f = File::create(&tmp).map_err(io)?;
         let mut w = BaseWriter::new(
@@ -131,7 +113,7 @@ pub fn consolidate(a: &Archive) -> Result<Consolidated> {
         };
         read_base(&dir, &pointer, |_| Ok(()))?;
         // 3. Select it.
-        publish_file(&dir, &dir.join(rb::POINTER_FILE), &pointer.encode())?;
+        write_atomically(&dir.join(rb::POINTER_FILE), &pointer.encode())?;
         a.step("pointer")
             .map_err(|e| MetadataError::io(dir.join(rb::POINTER_FILE), e))?;
         out.wrote_base = true;
@@ -284,12 +266,7 @@ pub fn relocate(db_path: &Path, to: &Path) -> Result<Relocated> {
             before.head.end
         )));
     }
-    let loc = archive::location_file(db_path);
-    let dir = loc
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    publish_file(dir, &loc, text.as_bytes())?;
+    write_atomically(&archive::location_file(db_path), text.as_bytes())?;
     Ok(Relocated {
         from,
         to: to.to_owned(),

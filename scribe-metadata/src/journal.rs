@@ -684,7 +684,7 @@ pub fn export_segment(db: &Database, after: u64, to: &Path) -> Result<SegmentHea
     result.map(|()| header)
 }
 
-fn tmp_path(p: &Path) -> PathBuf {
+pub(crate) fn tmp_path(p: &Path) -> PathBuf {
     let mut s = p.as_os_str().to_owned();
     s.push(".tmp");
     PathBuf::from(s)
@@ -872,7 +872,6 @@ impl Replayer {
             ));
         }
         for rec in entries {
-            self.check.apply(&rec).map_err(MetadataError::journal)?;
             self.records += 1;
             self.batch_bytes += record_size(&rec);
             self.batch.push(rec);
@@ -884,14 +883,12 @@ impl Replayer {
         Ok(())
     }
 
-    /// The loaded base ends at journal position `end`: segments continue
+    /// The loaded base ends at journal position `end` with the types its
+    /// reader checked (`types`, at a commit boundary): segments continue
     /// after it.
-    pub fn loaded_base(&mut self, end: u64) -> Result<()> {
-        self.check
-            .apply(&Record::Commit)
-            .map_err(MetadataError::journal)?;
+    pub fn loaded_base(&mut self, end: u64, types: TypeCheck) {
+        self.check = types;
         self.expected_after = end;
-        Ok(())
     }
 
     /// Check the journal ended on a boundary, apply the rest, write the

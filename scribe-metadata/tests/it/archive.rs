@@ -6,7 +6,6 @@
 //! replaced and corruption is refused with the file and byte offset.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use redb::Database;
@@ -307,10 +306,7 @@ fn archive_kill_child() {
     let step: &'static str = Box::leak(step.to_owned().into_boxed_str());
     e.repo.archive().set_hook(Some(Box::new(move |at| {
         if at == step {
-            std::fs::write(&marker, at).unwrap();
-            loop {
-                std::thread::sleep(Duration::from_secs(1));
-            }
+            park(&marker);
         }
         Ok(())
     })));
@@ -334,33 +330,13 @@ fn sigkill_at_each_step_of_publication_loses_nothing_acknowledged() {
         } = e;
         drop(repo);
         drop(root);
-        let (_, module) = module_path!().split_once("::").unwrap();
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                &format!("{module}::archive_kill_child"),
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, format!("{}|{step}", data.display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let marker = data.join("parked");
-        let start = Instant::now();
-        while !marker.exists() {
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("{step}: child exited before parking: {status}");
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(120),
-                "{step}: never parked"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        kill_when_parked(
+            module_path!(),
+            "archive_kill_child",
+            (CHILD_ENV, &format!("{}|{step}", data.display())),
+            &data.join("parked"),
+            step,
+        );
         let acked: u64 = std::fs::read_to_string(data.join("acked"))
             .unwrap()
             .parse()

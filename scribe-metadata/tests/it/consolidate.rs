@@ -6,7 +6,6 @@
 //! or `BASE` is refused with the file and byte offset.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use redb::{Database, ReadableDatabase, ReadableTableMetadata};
@@ -262,10 +261,7 @@ fn consolidate_kill_child() {
     let step: &'static str = Box::leak(step.to_owned().into_boxed_str());
     repo.archive().set_hook(Some(Box::new(move |at| {
         if at == step {
-            std::fs::write(&marker, at).unwrap();
-            loop {
-                std::thread::sleep(Duration::from_secs(1));
-            }
+            park(&marker);
         }
         Ok(())
     })));
@@ -288,30 +284,14 @@ fn sigkill_at_each_step_of_consolidation_leaves_a_recoverable_archive() {
         let Env { root, repo, .. } = e;
         drop(repo);
         drop(root);
-        let (_, module) = module_path!().split_once("::").unwrap();
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                &format!("{module}::consolidate_kill_child"),
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, format!("{}|{step}", data.display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
         let marker = data.join("parked");
-        let start = Instant::now();
-        while !marker.exists() {
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("{step}: child exited before parking: {status}");
-            }
-            assert!(start.elapsed() < Duration::from_secs(120), "{step}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        kill_when_parked(
+            module_path!(),
+            "consolidate_kill_child",
+            (CHILD_ENV, &format!("{}|{step}", data.display())),
+            &marker,
+            step,
+        );
         std::fs::remove_file(&marker).unwrap();
         let dir = repo_dir.join("metadata.recovery");
         archive::verify(&dir).unwrap_or_else(|e| panic!("{step}: {e}"));

@@ -1,8 +1,7 @@
 //! kill -9 during streamed preparation, and streamed acceptance itself.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redb::ReadableDatabase;
 use scribe_format::changeset::{ChangeSet, Entry};
@@ -105,34 +104,13 @@ fn kill_during_streamed_preparation_leaves_the_repository_as_before() {
     drop(repo);
     drop(root);
 
-    // The test's full name: this module's path without the crate's name.
-    let (_, module) = module_path!().split_once("::").unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            &format!("{module}::crash_child"),
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, &dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let marker = dir.join("staging-marker");
-    let start = Instant::now();
-    while !marker.exists() {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("child exited before staging: {status}");
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "child never staged"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    kill_when_parked(
+        module_path!(),
+        "crash_child",
+        (CHILD_ENV, dir.to_str().unwrap()),
+        &dir.join("staging-marker"),
+        "staging",
+    );
 
     // The kill left a reservation and staged rows behind.
     let (pending, staged) = pending_rows(&repo_dir);

@@ -6,9 +6,7 @@
 //! cursor to the same result; malformed cursors and records are refused.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use scribe_format::{BranchId, WorkspaceId};
 use scribe_metadata::archive::Archive;
@@ -318,10 +316,7 @@ fn migration_kill_child() {
     let seen = std::sync::atomic::AtomicUsize::new(0);
     let hook = move |_: &'static str| -> std::io::Result<()> {
         if seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == n {
-            std::fs::write(&marker, b"parked").unwrap();
-            loop {
-                std::thread::sleep(Duration::from_secs(1));
-            }
+            park(&marker);
         }
         Ok(())
     };
@@ -335,30 +330,13 @@ fn sigkill_after_any_batch_resumes_from_the_cursor_to_the_same_result() {
     // a lock batch, revision 1's completion, revision 3's start.
     for n in [1usize, 2, 4, 5, 7, 10] {
         let (tmp, repo_dir, _) = revision_zero();
-        let (_, module) = module_path!().split_once("::").unwrap();
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                &format!("{module}::migration_kill_child"),
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, format!("{}|{n}", repo_dir.display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let marker = repo_dir.join("parked");
-        let start = Instant::now();
-        while !marker.exists() {
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("after {n}: child exited before parking: {status}");
-            }
-            assert!(start.elapsed() < Duration::from_secs(120), "after {n}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        kill_when_parked(
+            module_path!(),
+            "migration_kill_child",
+            (CHILD_ENV, &format!("{}|{n}", repo_dir.display())),
+            &repo_dir.join("parked"),
+            &format!("after {n}"),
+        );
         let (db, archive, path) = open(&repo_dir);
         let ins = migration::inspect(&db, &path).unwrap();
         assert!(!ins.is_current(), "after {n}: {ins:?}");

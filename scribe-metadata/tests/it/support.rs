@@ -231,3 +231,54 @@ pub fn dump(repo: &Repository, with_operations: bool) -> Dump {
     }
     out
 }
+
+/// Inside a child test process: write `marker`, then wait for the parent's
+/// SIGKILL.
+pub fn park(marker: &std::path::Path) -> ! {
+    std::fs::write(marker, b"parked").unwrap();
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+/// Run the test `child` (a test of the calling module, named without the
+/// module: pass `module_path!()`) in a new process of this test binary
+/// with `env` set, wait until it writes `marker`, then SIGKILL it. `what`
+/// names the scenario in failures.
+pub fn kill_when_parked(
+    module: &str,
+    child: &str,
+    env: (&str, &str),
+    marker: &std::path::Path,
+    what: &str,
+) {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    // The test's full name: the module's path without the crate's name.
+    let (_, module) = module.split_once("::").unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            &format!("{module}::{child}"),
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(env.0, env.1)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !marker.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("{what}: child exited before parking: {status}");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "{what}: never parked"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+}

@@ -62,15 +62,23 @@ fn serve(data: &Path, runtime: &Path) -> (std::process::Child, String) {
     }
 }
 
-#[test]
-fn a_deleted_metadata_redb_is_rebuilt_from_the_archive_after_sigkill() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
+/// `init` and `repo create` in `dir/data`; returns the data root and the
+/// repository's directory.
+fn data_root(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let data = dir.join("data");
     let d = data.to_str().unwrap();
     ok(&run(&["init", "--data", d]));
     let out = run(&["repo", "create", "--data", d, REPO]);
     ok(&out);
     let repo_dir = data.join("repos").join(text(&out.stdout).trim());
+    (data, repo_dir)
+}
+
+#[test]
+fn a_deleted_metadata_redb_is_rebuilt_from_the_archive_after_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, repo_dir) = data_root(dir.path());
+    let d = data.to_str().unwrap();
 
     let (mut child, addr) = serve(&data, &dir.path().join("run"));
     let mut c = wire::tcp(addr.parse().unwrap());
@@ -154,12 +162,8 @@ fn a_deleted_metadata_redb_is_rebuilt_from_the_archive_after_sigkill() {
 #[test]
 fn archive_verify_names_the_file_and_offset_of_a_damaged_frame() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
+    let (data, repo_dir) = data_root(dir.path());
     let d = data.to_str().unwrap();
-    ok(&run(&["init", "--data", d]));
-    let out = run(&["repo", "create", "--data", d, REPO]);
-    ok(&out);
-    let repo_dir = data.join("repos").join(text(&out.stdout).trim());
     let seg = repo_dir.join("metadata.recovery/00000000000000000001.journal");
     let mut bytes = std::fs::read(&seg).unwrap();
     bytes[60] ^= 0x01;
@@ -176,12 +180,8 @@ fn archive_verify_names_the_file_and_offset_of_a_damaged_frame() {
 #[test]
 fn consolidated_and_relocated_archives_rebuild_every_acknowledged_change() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
+    let (data, repo_dir) = data_root(dir.path());
     let d = data.to_str().unwrap();
-    ok(&run(&["init", "--data", d]));
-    let out = run(&["repo", "create", "--data", d, REPO]);
-    ok(&out);
-    let repo_dir = data.join("repos").join(text(&out.stdout).trim());
     let ws = WorkspaceId([1; 16]);
     let submit = |addr: &str, i: u8| {
         let mut c = wire::tcp(addr.parse().unwrap());
