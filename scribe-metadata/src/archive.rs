@@ -238,12 +238,25 @@ impl Archive {
     /// Append every committed outbox record beyond `HEAD` as one frame and
     /// publish the new cursor. Any failure fences writes.
     pub fn publish(&self) -> Result<()> {
+        self.publish_through(u64::MAX)
+    }
+
+    /// Return once `HEAD` covers sequence `end` (a commit's last record):
+    /// at once when a publication that ran while this caller waited for
+    /// the state lock already carried it; otherwise publish every committed
+    /// record beyond `HEAD` (this caller's and all committed meanwhile) as
+    /// one frame. No writer waits for a frame of records committed after
+    /// its own. Any failure fences writes.
+    pub fn publish_through(&self, end: u64) -> Result<()> {
         let mut s = self
             .state
             .lock()
             .map_err(|_| MetadataError::Gate("archive state poisoned".into()))?;
         if let Some(why) = &s.fence {
             return Err(fenced(format!("writes are fenced until restart: {why}")));
+        }
+        if s.head.end >= end {
+            return Ok(());
         }
         match self.publish_locked(&mut s) {
             Ok(()) => Ok(()),
@@ -316,8 +329,11 @@ impl Archive {
             .truncate(false)
             .open(&path)
             .map_err(io)?;
-        // Replace any unpublished tail beyond HEAD.
-        f.set_len(offset).map_err(io)?;
+        // Replace any unpublished tail beyond HEAD (a truncation to the
+        // same length would still dirty the inode).
+        if f.metadata().map_err(io)?.len() != offset {
+            f.set_len(offset).map_err(io)?;
+        }
         f.seek(SeekFrom::Start(offset)).map_err(io)?;
         {
             let mut w = std::io::BufWriter::with_capacity(1 << 20, &mut f);

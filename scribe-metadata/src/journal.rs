@@ -317,12 +317,24 @@ impl WriteTx {
             self.inner.open_table(POSITION)?.insert(POS_END, end)?;
         }
         let recorded = self.log.borrow().count > 0;
+        let end = self.log.borrow().next.unwrap_or(1) - 1;
         self.inner.commit()?;
         // The barrier: archived before the write is acknowledged (by the
         // enclosing `coalesce_publication` when there is one).
         if let (true, Some(archive)) = (recorded, &self.archive) {
             if DEFER.with(|d| d.get()) == 0 {
-                archive.publish()?;
+                archive.publish_through(end)?;
+            } else {
+                PENDING.with(|p| {
+                    let mut p = p.borrow_mut();
+                    match p
+                        .iter_mut()
+                        .find(|(a, _)| std::sync::Arc::ptr_eq(a, archive))
+                    {
+                        Some((_, e)) => *e = (*e).max(end),
+                        None => p.push((archive.clone(), end)),
+                    }
+                });
             }
         }
         Ok(())
@@ -335,8 +347,13 @@ impl WriteTx {
     }
 }
 
+type Pending = Vec<(std::sync::Arc<crate::archive::Archive>, u64)>;
+
 thread_local! {
     static DEFER: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// Archives (with the last sequence committed to each) whose
+    /// publication the outermost `coalesce_publication` of this thread owes.
+    static PENDING: RefCell<Pending> = const { RefCell::new(Vec::new()) };
 }
 
 /// Run `f`, whose archived commits (on this thread) skip their own
@@ -359,7 +376,22 @@ pub fn coalesce_publication<T>(
     if !outermost {
         return r;
     }
-    let published = archive.publish();
+    let owed = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    // Every archive this thread committed to is published through its last
+    // commit, even when `f` failed after committing; `archive` as a whole
+    // when `f` committed nothing (a replayed outcome still crosses the
+    // barrier its original may be publishing).
+    let mut published = if owed.is_empty() {
+        archive.publish()
+    } else {
+        Ok(())
+    };
+    for (a, end) in owed {
+        let p = a.publish_through(end);
+        if published.is_ok() {
+            published = p;
+        }
+    }
     let v = r?;
     published?;
     Ok(v)

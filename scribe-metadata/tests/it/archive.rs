@@ -86,6 +86,63 @@ fn every_acknowledged_write_is_archived_and_the_archive_alone_rebuilds_the_datab
 }
 
 #[test]
+fn concurrent_writers_return_only_once_their_own_records_are_archived() {
+    let e = env();
+    workload(&e);
+    let dir = archive_dir(&e.repo);
+    let repo = e.repo.clone();
+    std::thread::scope(|s| {
+        for t in 0..6 {
+            let repo = repo.clone();
+            let dir = dir.clone();
+            s.spawn(move || {
+                for i in 0..15 {
+                    let before = db_end(&repo);
+                    repo.add_change_note(1, "ada", &format!("note {t}/{i}"))
+                        .unwrap();
+                    // This write's records lie beyond `before`; HEAD on disk
+                    // covers them before the call returns, however the
+                    // publications of the six writers interleaved.
+                    let head = archive::read_head(&dir).unwrap();
+                    assert!(
+                        head.end > before,
+                        "writer {t} returned at HEAD {} with records beyond {before}",
+                        head.end
+                    );
+                }
+            });
+        }
+    });
+    let head = archive::read_head(&dir).unwrap();
+    assert_eq!(head.end, db_end(&e.repo));
+    assert_eq!(e.repo.archive().head(), head);
+    let v = archive::verify(&dir).unwrap();
+    assert_eq!(v.head, head);
+    assert_doctor_clean(&e.repo);
+}
+
+#[test]
+fn head_is_replaced_whatever_head_tmp_holds() {
+    let e = env();
+    let dir = archive_dir(&e.repo);
+    let tmp = dir.join("HEAD.tmp");
+    // A leftover cursor of another length (a crash while it was created),
+    // then a directory in its place: neither is read as HEAD; the first is
+    // replaced, the second fences writes by name and reads keep working.
+    std::fs::write(&tmp, b"torn").unwrap();
+    workload(&e);
+    let head = archive::read_head(&dir).unwrap();
+    assert_eq!(head.end, db_end(&e.repo));
+    assert!(!tmp.exists(), "the leftover was renamed over HEAD");
+    std::fs::create_dir(&tmp).unwrap();
+    let err = e.repo.add_change_note(1, "ada", "two").unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ArchiveUnavailable, "{err}");
+    assert!(err.to_string().contains("metadata.recovery"), "{err}");
+    assert_eq!(archive::read_head(&dir).unwrap(), head);
+    archive::verify(&dir).unwrap();
+}
+
+#[test]
 fn an_unwritable_archive_fences_writes_and_reads_keep_working() {
     let e = env();
     let c1 = commit(&e, vec![add(&e, "a.txt", 1)]);
