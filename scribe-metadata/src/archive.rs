@@ -316,6 +316,12 @@ impl Archive {
         let (segment, offset) = if head.segment == 0 {
             (1, 0)
         } else if head.offset >= rj::SEGMENT_ROLL_BYTES {
+            // A segment left behind ends exactly at its last published
+            // frame: readers take every byte of a segment that is not
+            // HEAD's, so an unpublished tail (a frame flushed before a
+            // crash, never named by HEAD) is cut off before the next
+            // segment exists.
+            self.trim_tail(head.segment, head.offset)?;
             (head.segment + 1, 0)
         } else {
             (head.segment, head.offset)
@@ -360,6 +366,17 @@ impl Archive {
         s.head = next;
         self.step("head")
             .map_err(|e| MetadataError::io(self.dir.join(HEAD_FILE), e))?;
+        Ok(())
+    }
+
+    fn trim_tail(&self, segment: u64, published: u64) -> Result<()> {
+        let path = self.dir.join(rj::segment_file_name(segment));
+        let io = |e: std::io::Error| MetadataError::io(&path, e);
+        let f = OpenOptions::new().write(true).open(&path).map_err(io)?;
+        if f.metadata().map_err(io)?.len() > published {
+            f.set_len(published).map_err(io)?;
+            f.sync_all().map_err(io)?;
+        }
         Ok(())
     }
 

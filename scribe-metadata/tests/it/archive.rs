@@ -339,6 +339,62 @@ const CHILD_ENV: &str = "SCRIBE_ARCHIVE_KILL_CHILD";
 /// acknowledged submit (then the file `acked`), then a second submit whose
 /// archive publication parks at the step named by the environment.
 #[test]
+fn an_unpublished_tail_is_cut_off_when_its_segment_is_left_behind() {
+    let e = env();
+    let dir = archive_dir(&e.repo);
+    let c = commit(&e, vec![add(&e, "a", 1)]);
+    let text = "x".repeat(60_000);
+    // Fill segment 1 until the next publication rolls.
+    while archive::read_head(&dir).unwrap().offset < rj::SEGMENT_ROLL_BYTES {
+        e.repo.add_change_note(c, "ada", &text).unwrap();
+    }
+    let head = archive::read_head(&dir).unwrap();
+    assert_eq!(head.segment, 1);
+    // A crash after a frame flush, before HEAD. This build puts that frame
+    // in segment 2; a writer that appended it to the full segment (or a
+    // copy that kept it there) leaves it as a tail of segment 1 beyond
+    // HEAD: a complete frame chained from HEAD, which readers of a
+    // left-behind segment would take as published.
+    e.repo.archive().set_hook(Some(Box::new(|at| match at {
+        "frame" => Err(std::io::Error::other("crash after the frame")),
+        _ => Ok(()),
+    })));
+    e.repo.add_change_note(c, "ada", "lost").unwrap_err();
+    let seg1 = dir.join(rj::segment_file_name(1));
+    let seg2 = dir.join(rj::segment_file_name(2));
+    let frame = std::fs::read(&seg2).unwrap();
+    std::fs::remove_file(&seg2).unwrap();
+    let mut bytes = std::fs::read(&seg1).unwrap();
+    bytes.extend_from_slice(&frame);
+    std::fs::write(&seg1, &bytes).unwrap();
+    let tail = bytes.len() as u64;
+    let Env {
+        root,
+        repo,
+        dir: tmp,
+        ..
+    } = e;
+    drop(repo);
+    drop(root);
+    // Restart: startup drains the outbox into segment 2.
+    let root = reopen(&tmp.path().join("data"));
+    let id = root.list_repositories().unwrap()[0].id;
+    let repo = root.open_repository(id).unwrap();
+    let now = archive::read_head(&dir).unwrap();
+    assert_eq!(now.segment, 2);
+    assert!(tail > head.offset, "the failed publication left a tail");
+    assert_eq!(std::fs::metadata(&seg1).unwrap().len(), head.offset);
+    repo.add_change_note(c, "ada", "after").unwrap();
+    let v = archive::verify(&dir).unwrap();
+    assert_eq!(v.head.end, db_end(&repo));
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("m.redb");
+    archive::recover(&dir, &target).unwrap();
+    let rebuilt = journal::dump_rows(&Database::open(&target).unwrap()).unwrap();
+    assert_eq!(rebuilt, journal::dump_rows(repo.database()).unwrap());
+}
+
+#[test]
 fn archive_kill_child() {
     let Ok(spec) = std::env::var(CHILD_ENV) else {
         return;
