@@ -28,6 +28,7 @@ pub mod accept;
 pub mod archive;
 pub mod auth_state;
 pub mod backup;
+pub mod checkpoint;
 pub mod clock;
 pub mod consolidate;
 pub mod database_descriptor;

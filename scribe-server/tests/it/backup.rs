@@ -17,19 +17,19 @@ use scribe_server::{InProcessConnection, Service};
 use scribe_testkit::change::{accepted, change, Requests};
 use scribe_testkit::{wire, REPO};
 
-fn bin() -> Command {
+pub(super) fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_scribe-server"))
 }
 
-fn run(args: &[&str]) -> Output {
+pub(super) fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("run scribe-server")
 }
 
-fn text(b: &[u8]) -> String {
+pub(super) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn ok(out: &Output) -> String {
+pub(super) fn ok(out: &Output) -> String {
     assert!(
         out.status.success(),
         "{}{}",
@@ -39,7 +39,7 @@ fn ok(out: &Output) -> String {
     text(&out.stdout)
 }
 
-fn failed(out: &Output) -> String {
+pub(super) fn failed(out: &Output) -> String {
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -50,12 +50,12 @@ fn failed(out: &Output) -> String {
     text(&out.stderr)
 }
 
-fn s(p: &Path) -> &str {
+pub(super) fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
 /// `serve` until it writes `listen`; returns the child and the address.
-fn serve(data: &Path, runtime: &Path) -> (Child, String) {
+pub(super) fn serve(data: &Path, runtime: &Path) -> (Child, String) {
     let mut child = bin()
         .args(["serve", "--data", s(data), "--listen", "127.0.0.1:0"])
         .arg("--runtime-dir")
@@ -78,7 +78,7 @@ fn serve(data: &Path, runtime: &Path) -> (Child, String) {
     }
 }
 
-fn stop(mut child: Child, runtime: &Path) {
+pub(super) fn stop(mut child: Child, runtime: &Path) {
     child.kill().unwrap(); // SIGKILL: no shutdown path runs
     child.wait().unwrap();
     let _ = std::fs::remove_file(runtime.join("listen"));
@@ -86,7 +86,7 @@ fn stop(mut child: Child, runtime: &Path) {
 
 /// Run a command with `SCRIBE_SERVER_PAUSE_AT=step`, wait until it says
 /// it paused there, and SIGKILL it.
-fn kill_at(step: &str, args: &[&str]) {
+pub(super) fn kill_at(step: &str, args: &[&str]) {
     let mut child = bin()
         .args(args)
         .env("SCRIBE_SERVER_PAUSE_AT", step)
@@ -114,14 +114,14 @@ fn argv(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
-fn head(data: &Path) -> u64 {
+pub(super) fn head(data: &Path) -> u64 {
     let mut c = InProcessConnection::new(Service::open(data).unwrap());
     c.repo_list()[0].head
 }
 
 /// A served data root with five acknowledged submissions; returns the
 /// server, the repository directory and the last change.
-fn served_with_changes(dir: &Path) -> (PathBuf, Child, PathBuf, u64) {
+pub(super) fn served_with_changes(dir: &Path) -> (PathBuf, Child, PathBuf, u64) {
     let data = dir.join("data");
     ok(&run(&["init", "--data", s(&data)]));
     let id = ok(&run(&["repo", "create", "--data", s(&data), REPO]));
@@ -143,7 +143,7 @@ fn served_with_changes(dir: &Path) -> (PathBuf, Child, PathBuf, u64) {
     (data, child, repo_dir, last)
 }
 
-fn submit_one(addr: &str, op: u8, name: &str) -> u64 {
+pub(super) fn submit_one(addr: &str, op: u8, name: &str) -> u64 {
     let mut c = wire::tcp(addr.parse().unwrap());
     c.register(WorkspaceId([1; 16]));
     accepted(&c.upload_and_submit(
