@@ -554,9 +554,15 @@ pub fn backup(
         let target = to.join(f.strip_prefix(data).unwrap_or(&f));
         w.copy(&f, &target, None)?;
     }
+    // The storage ownership database, from its archive like the others
+    // (never the file a server holds); a file without an archive (made
+    // before it had one) is copied as before.
     let auth_state = data.join(AUTH_STATE);
-    if auth_state.is_file() {
-        let target = to.join(AUTH_STATE);
+    let target = to.join(AUTH_STATE);
+    if crate::auth_state::has_archive(data) {
+        crate::archive::recover(&crate::archive::archive_dir(&auth_state)?, &target)?;
+        w.produced(&target)?;
+    } else if auth_state.is_file() {
         if online {
             copy_live_redb(&auth_state, &target)?;
             w.produced(&target)?;
