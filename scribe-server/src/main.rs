@@ -265,6 +265,10 @@ enum Command {
         /// The backup directory (made by `scribe-server backup`)
         #[arg(long, value_name = "DIR")]
         from: PathBuf,
+        /// Place the fresh recovery archives in DIR (absolute, absent or
+        /// empty; another volume) instead of beside each database
+        #[arg(long, value_name = "DIR")]
+        archive: Option<PathBuf>,
     },
     /// Export one repository's metadata to a .scmx file (served or not)
     Export {
@@ -792,11 +796,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Restore { data, from } => {
+        Command::Restore {
+            data,
+            from,
+            archive,
+        } => {
             let bar = progress_bar("restore");
-            let r = scribe_metadata::backup::restore_backup(
+            let archive = archive.map(std::path::absolute).transpose()?;
+            let r = scribe_metadata::backup::restore_backup_with_archive(
                 &from,
                 &data.data,
+                archive.as_deref(),
                 &|done, total| bar.update(done, total),
                 &pause_at,
             )

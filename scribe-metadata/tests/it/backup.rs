@@ -82,6 +82,12 @@ fn a_backup_rebuilds_auth_state_from_its_archive() {
     let restored = out.path().join("r");
     backup::restore_backup(&to, &restored, &|_, _| {}, &|_| {}).unwrap();
     let s = AuthState::open_existing(&restored).unwrap();
-    assert_eq!(s.workspace_owner(&[1; 16], &[7; 16]).unwrap(), Some([9; 16]));
-    assert_eq!(s.operation_owner(&[1; 16], &[8; 16]).unwrap(), Some([9; 16]));
+    assert_eq!(
+        s.workspace_owner(&[1; 16], &[7; 16]).unwrap(),
+        Some([9; 16])
+    );
+    assert_eq!(
+        s.operation_owner(&[1; 16], &[8; 16]).unwrap(),
+        Some([9; 16])
+    );
 }

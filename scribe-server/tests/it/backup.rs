@@ -373,3 +373,92 @@ fn an_export_taken_while_serving_imports_and_a_killed_import_publishes_nothing()
     drop(c);
     stop(child, &dir.path().join("run3"));
 }
+
+/// #16 item 4: a restore never points at the source's archive volume (a
+/// `.recovery-location` is not carried over: on a new machine that path is
+/// another volume or nothing); `--archive DIR` places the fresh archives on
+/// a separate volume, selected by `.recovery-location`, and the served
+/// root archives there.
+#[test]
+fn restore_places_fresh_archives_beside_the_databases_or_in_archive_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, child, repo_dir, last) = served_with_changes(dir.path());
+    stop(child, &dir.path().join("run"));
+    let id = repo_dir.file_name().unwrap().to_str().unwrap().to_string();
+    let vol1 = dir.path().join("vol1");
+    ok(&run(&[
+        "archive",
+        "relocate",
+        "--data",
+        s(&data),
+        "--to",
+        s(&vol1),
+    ]));
+    assert!(repo_dir.join("metadata.recovery-location").exists());
+    let backup = dir.path().join("backup");
+    ok(&run(&["backup", "--data", s(&data), "--to", s(&backup)]));
+    let vol1_head =
+        std::fs::read(vol1.join("repos").join(&id).join("metadata.recovery/HEAD")).unwrap();
+
+    // Without --archive: beside each database, nothing names vol1.
+    let r1 = dir.path().join("r1");
+    ok(&run(&["restore", "--data", s(&r1), "--from", s(&backup)]));
+    let r1_repo = r1.join("repos").join(&id);
+    assert!(!r1_repo.join("metadata.recovery-location").exists());
+    assert!(!r1.join("catalog.recovery-location").exists());
+    assert!(r1_repo.join("metadata.recovery/HEAD").is_file());
+    ok(&run(&["archive", "verify", "--data", s(&r1)]));
+
+    // An archive directory inside the restored root is refused.
+    let r3 = dir.path().join("r3");
+    let err = failed(&run(&[
+        "restore",
+        "--data",
+        s(&r3),
+        "--from",
+        s(&backup),
+        "--archive",
+        s(&r3.join("arch")),
+    ]));
+    assert!(err.contains("inside the restored data root"), "{err}");
+    assert!(!r3.exists());
+
+    // With --archive: on the other volume, selected by .recovery-location.
+    let r2 = dir.path().join("r2");
+    let vol2 = dir.path().join("vol2");
+    ok(&run(&[
+        "restore",
+        "--data",
+        s(&r2),
+        "--from",
+        s(&backup),
+        "--archive",
+        s(&vol2),
+    ]));
+    let r2_repo = r2.join("repos").join(&id);
+    let repo_archive = vol2.join("repos").join(&id).join("metadata.recovery");
+    assert_eq!(
+        std::fs::read_to_string(r2_repo.join("metadata.recovery-location")).unwrap(),
+        s(&repo_archive)
+    );
+    assert_eq!(
+        std::fs::read_to_string(r2.join("catalog.recovery-location")).unwrap(),
+        s(&vol2.join("catalog.recovery"))
+    );
+    assert!(!r2_repo.join("metadata.recovery").exists());
+    assert!(!r2.join("catalog.recovery").exists());
+    ok(&run(&["doctor", "--data", s(&r2)]));
+    let before = scribe_metadata::archive::read_head(&repo_archive).unwrap();
+    let (child, addr) = serve(&r2, &dir.path().join("run2"));
+    assert_eq!(submit_one(&addr, 60, "again.bin"), last + 1);
+    stop(child, &dir.path().join("run2"));
+    let after = scribe_metadata::archive::read_head(&repo_archive).unwrap();
+    assert!(after.end > before.end);
+    ok(&run(&["archive", "verify", "--data", s(&r2)]));
+    ok(&run(&["doctor", "--data", s(&r2)]));
+    // The source's relocated archive was never written.
+    assert_eq!(
+        std::fs::read(vol1.join("repos").join(&id).join("metadata.recovery/HEAD")).unwrap(),
+        vol1_head
+    );
+}
