@@ -15,6 +15,9 @@ use super::backup::{
     failed, head, kill_at, ok, run, s, serve, served_with_changes, stop, submit_one,
 };
 
+/// Every journaled table's rows.
+type Tables = std::collections::BTreeMap<String, Vec<(Vec<u8>, Vec<u8>)>>;
+
 fn repo_key(repo_dir: &Path) -> String {
     format!("repo-{}", repo_dir.file_name().unwrap().to_str().unwrap())
 }
@@ -36,10 +39,7 @@ fn manifest(to: &Path, n: u64, key: &str) -> CheckpointManifest {
 }
 
 /// The rows of the database the archive of `db` rebuilds now.
-fn archived_rows(
-    db: &Path,
-    scratch: &Path,
-) -> std::collections::BTreeMap<String, Vec<(Vec<u8>, Vec<u8>)>> {
+fn archived_rows(db: &Path, scratch: &Path) -> Tables {
     let dir = scribe_metadata::archive::archive_dir(db).unwrap();
     scribe_metadata::archive::recover(&dir, scratch).unwrap();
     let rows =
@@ -48,7 +48,7 @@ fn archived_rows(
     rows
 }
 
-fn rows_of(path: &Path) -> std::collections::BTreeMap<String, Vec<(Vec<u8>, Vec<u8>)>> {
+fn rows_of(path: &Path) -> Tables {
     scribe_metadata::journal::dump_rows(&redb::Database::open(path).unwrap()).unwrap()
 }
 
