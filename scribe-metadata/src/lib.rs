@@ -43,6 +43,7 @@ pub mod notes;
 pub mod objects;
 pub mod pins;
 pub mod read;
+pub mod reclaim;
 pub mod records;
 pub mod repo;
 pub mod restore;

@@ -314,6 +314,16 @@ enum Command {
     /// starts from the base. Run while the server is stopped; a run killed
     /// anywhere is finished by the next.
     Consolidate(AdminArgs),
+    /// Remove snapshot pages no accepted snapshot reaches (offline)
+    ///
+    /// Marks every page reachable from both roots of every snapshot in a
+    /// temporary mark set, then deletes the unreachable ones (pages an
+    /// interrupted or superseded preparation left) through the recovery
+    /// journal, in batches. A missing root of an accepted commit or of an
+    /// active branch's origin, or an unrecovered streamed preparation, is
+    /// refused before anything is deleted. The file does not shrink; freed
+    /// pages are reused. Run while the server is stopped.
+    Reclaim(AdminArgs),
     /// Rebuild a lost metadata.redb (or catalog.redb) from its recovery archive
     ///
     /// Replays every frame of the repository's `metadata.recovery` archive
@@ -677,6 +687,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => Ok(print_report(
             "archive relocate",
             &admin::archive_relocate(&args.data, args.repo.as_deref(), &std::path::absolute(&to)?)?,
+        )),
+        Command::Reclaim(a) => Ok(print_report(
+            "reclaim",
+            &admin::reclaim(&a.data, a.repo.as_deref(), &pause_at)?,
         )),
         Command::Consolidate(a) => Ok(print_report(
             "consolidate",

@@ -331,3 +331,18 @@ fn a_killed_checkpoint_leaves_the_chain_intact_and_the_next_run_works() {
     );
     assert_eq!(head(&data), last + 1);
 }
+
+/// `scribe-server reclaim` (#16 item 2) as a process: offline, clean on a
+/// data root without unreachable pages, and doctor stays clean.
+#[test]
+fn reclaim_runs_offline_and_refuses_a_served_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, child, _repo_dir, _) = served_with_changes(dir.path());
+    let err = failed(&run(&["reclaim", "--data", s(&data)]));
+    assert!(err.contains("in use"), "{err}");
+    stop(child, &dir.path().join("run"));
+    let out = ok(&run(&["reclaim", "--data", s(&data)]));
+    assert!(out.contains("unreachable removed"), "{out}");
+    ok(&run(&["doctor", "--data", s(&data)]));
+    ok(&run(&["archive", "verify", "--data", s(&data)]));
+}
