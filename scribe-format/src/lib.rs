@@ -29,6 +29,7 @@
 pub mod block;
 pub mod bytes;
 pub mod changeset;
+pub mod checkpoint;
 pub mod commit;
 pub mod descriptor;
 pub mod envelope;

@@ -671,6 +671,12 @@ pub fn verify(dir: &Path) -> Result<Verified> {
 /// replayed into `<target>.replay`, renamed to `target` only when
 /// everything verified and applied.
 pub fn recover(dir: &Path, target: &Path) -> Result<Replayed> {
+    recover_at(dir, target).map(|(done, _)| done)
+}
+
+/// [`recover`], also returning the archive cursor the replay reached (a
+/// served archive may have advanced past the HEAD read first).
+pub fn recover_at(dir: &Path, target: &Path) -> Result<(Replayed, ArchiveHead)> {
     if target.exists() {
         return Err(MetadataError::refused(
             ErrorCode::AlreadyExists,
@@ -686,7 +692,7 @@ pub fn recover(dir: &Path, target: &Path) -> Result<Replayed> {
     if quarantine.exists() {
         std::fs::remove_file(&quarantine).map_err(|e| MetadataError::io(&quarantine, e))?;
     }
-    let result = (|| -> Result<Replayed> {
+    let result = (|| -> Result<(Replayed, ArchiveHead)> {
         let mut r = journal::Replayer::new(&quarantine, Some(head.identity))?;
         let base_end = match &pointer {
             Some(p) => {
@@ -729,7 +735,7 @@ pub fn recover(dir: &Path, target: &Path) -> Result<Replayed> {
                 r.end()
             )));
         }
-        r.finish()
+        Ok((r.finish()?, walked.head))
     })();
     match result {
         Ok(done) => {

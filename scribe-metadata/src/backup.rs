@@ -554,9 +554,15 @@ pub fn backup(
         let target = to.join(f.strip_prefix(data).unwrap_or(&f));
         w.copy(&f, &target, None)?;
     }
+    // The storage ownership database, from its archive like the others
+    // (never the file a server holds); a file without an archive (made
+    // before it had one) is copied as before.
     let auth_state = data.join(AUTH_STATE);
-    if auth_state.is_file() {
-        let target = to.join(AUTH_STATE);
+    let target = to.join(AUTH_STATE);
+    if crate::auth_state::has_archive(data) {
+        crate::archive::recover(&crate::archive::archive_dir(&auth_state)?, &target)?;
+        w.produced(&target)?;
+    } else if auth_state.is_file() {
         if online {
             copy_live_redb(&auth_state, &target)?;
             w.produced(&target)?;
@@ -699,6 +705,21 @@ pub fn restore_backup(
     progress: ProgressFn<'_>,
     step: StepHook<'_>,
 ) -> Result<RestoreReport> {
+    restore_backup_with_archive(from, to, None, progress, step)
+}
+
+/// [`restore_backup`]; with `archive` (an absolute directory, absent or
+/// empty, outside `to`) the fresh archives are placed there instead of in
+/// the default `.recovery` directories beside each database, in the layout
+/// of `archive relocate` (`catalog.recovery`, `repos/<id>/metadata.recovery`,
+/// `auth-state.recovery`), each selected by a `.recovery-location`.
+pub fn restore_backup_with_archive(
+    from: &Path,
+    to: &Path,
+    archive: Option<&Path>,
+    progress: ProgressFn<'_>,
+    step: StepHook<'_>,
+) -> Result<RestoreReport> {
     let manifest = read_manifest(from)?;
     if let Ok(mut it) = std::fs::read_dir(to) {
         if it.next().is_some() {
@@ -709,6 +730,9 @@ pub fn restore_backup(
         }
     }
     let staging = staging_dir(to);
+    if let Some(dir) = archive {
+        check_archive_target(dir, to, &staging)?;
+    }
     if staging.exists() {
         // An interrupted restore's leftover: never published, ours by name.
         std::fs::remove_dir_all(&staging).map_err(|e| MetadataError::io(&staging, e))?;
@@ -738,6 +762,10 @@ pub fn restore_backup(
         }
         let (report_repos, incarnation, from_incarnation) = reincarnate(&staging)?;
         step("reincarnated");
+        if let Some(dir) = archive {
+            place_archives(&staging, dir)?;
+            step("archives");
+        }
         Ok((report_repos, incarnation, from_incarnation, total))
     })();
     let (repos, incarnation, from_incarnation, bytes) = match result {
@@ -770,6 +798,79 @@ pub fn restore_backup(
         files: manifest.files.len() as u64,
         bytes,
     })
+}
+
+/// `--archive DIR` of a restore: absolute, absent or empty, not inside
+/// the restored root (whose staging directory is renamed).
+fn check_archive_target(dir: &Path, to: &Path, staging: &Path) -> Result<()> {
+    let usage = |d: String| MetadataError::refused(ErrorCode::Usage, d);
+    if !dir.is_absolute() {
+        return Err(usage(format!(
+            "{} is not an absolute directory",
+            dir.display()
+        )));
+    }
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
+    if abs(dir).starts_with(abs(to)) || abs(dir).starts_with(abs(staging)) {
+        return Err(usage(format!(
+            "{} is inside the restored data root {}: give a directory on another volume",
+            dir.display(),
+            to.display()
+        )));
+    }
+    if let Ok(mut it) = std::fs::read_dir(dir) {
+        if it.next().is_some() {
+            return Err(MetadataError::refused(
+                ErrorCode::AlreadyExists,
+                format!("{} is not empty", dir.display()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Move the fresh archives of the restored root `root` (staging) into
+/// `dir`: each is copied, verified and selected by `.recovery-location`
+/// (`consolidate::relocate`), then its default directory (made by this
+/// restore) is removed. A failure removes what was placed in `dir`.
+fn place_archives(root: &Path, dir: &Path) -> Result<()> {
+    let mut targets = vec![(root.join(CATALOG), dir.join("catalog.recovery"))];
+    let repos = root.join("repos");
+    if repos.is_dir() {
+        let mut ids: Vec<PathBuf> = std::fs::read_dir(&repos)
+            .map_err(|e| MetadataError::io(&repos, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.join(crate::repo::METADATA_FILE).is_file())
+            .collect();
+        ids.sort();
+        for d in ids {
+            let name = d.file_name().unwrap_or_default().to_owned();
+            targets.push((
+                d.join(crate::repo::METADATA_FILE),
+                dir.join("repos").join(name).join("metadata.recovery"),
+            ));
+        }
+    }
+    if root.join(AUTH_STATE).is_file() {
+        targets.push((root.join(AUTH_STATE), dir.join("auth-state.recovery")));
+    }
+    let mut placed = Vec::new();
+    let result = (|| {
+        for (db, dest) in &targets {
+            placed.push(dest.clone());
+            crate::consolidate::relocate(db, dest)?;
+            let old = crate::archive::default_dir(db);
+            std::fs::remove_dir_all(&old).map_err(|e| MetadataError::io(&old, e))?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        for p in placed {
+            let _ = std::fs::remove_dir_all(p);
+        }
+        let _ = std::fs::remove_dir(dir.join("repos"));
+    }
+    result
 }
 
 type Reincarnated = (Vec<(PathBuf, [u8; 16])>, [u8; 16], [u8; 16]);

@@ -1194,3 +1194,23 @@ pub fn archive_relocate(dir: &Path, repo: Option<&str>, to: &Path) -> Result<Rep
     }
     Ok(report)
 }
+
+/// `reclaim`: offline snapshot-page reclamation of each repository (or the
+/// named one): unreachable preparation pages are deleted through the
+/// journal; a missing accepted-commit or active-branch origin root, or an
+/// unrecovered streamed preparation, is refused before anything is swept.
+pub fn reclaim(dir: &Path, repo: Option<&str>, step: &dyn Fn(&str)) -> Result<Report, AdminError> {
+    let root = open_without_stores(dir)?;
+    let mut report = Report::default();
+    for info in select(&root, repo)? {
+        let r = root.open_repository(info.id).map_err(meta_err(&info))?;
+        match scribe_metadata::reclaim::reclaim_snapshot_pages(&r, step) {
+            Ok(c) => report.notes.push(format!(
+                "{}: {} root row(s), {} page(s): {} reachable, {} unreachable removed",
+                info.name, c.roots, c.pages, c.reachable, c.removed
+            )),
+            Err(e) => report.problems.push(format!("{}: {e}", info.name)),
+        }
+    }
+    Ok(report)
+}

@@ -230,6 +230,27 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         to: PathBuf,
     },
+    /// Write an online checkpoint of every metadata archive into DIR
+    ///
+    /// Runs while the data root is served (or not). For the catalog, each
+    /// repository and auth-state.redb, writes into the next numbered
+    /// checkpoint DIR/<n>/ either a full logical base (the first time, for
+    /// a new journal identity, or when consolidation pruned the frames
+    /// after the previous checkpoint) or the archive frames since the
+    /// previous checkpoint, and a checksummed manifest (version 2) linking
+    /// the previous one. The checkpoint is published by one rename, last;
+    /// a killed run leaves the earlier checkpoints intact. Restore with
+    /// `recover --from-checkpoint DIR`.
+    Checkpoint {
+        #[command(flatten)]
+        data: DataArg,
+        /// The checkpoint directory (created; earlier checkpoints in it are continued)
+        #[arg(long, value_name = "DIR")]
+        to: PathBuf,
+        /// Only verify the newest checkpoint of DIR (every chain, file and frame)
+        #[arg(long)]
+        verify: bool,
+    },
     /// Restore a data root from a backup directory
     ///
     /// Verifies every file BACKUP_MANIFEST lists (size and BLAKE3) while
@@ -244,6 +265,10 @@ enum Command {
         /// The backup directory (made by `scribe-server backup`)
         #[arg(long, value_name = "DIR")]
         from: PathBuf,
+        /// Place the fresh recovery archives in DIR (absolute, absent or
+        /// empty; another volume) instead of beside each database
+        #[arg(long, value_name = "DIR")]
+        archive: Option<PathBuf>,
     },
     /// Export one repository's metadata to a .scmx file (served or not)
     Export {
@@ -289,6 +314,16 @@ enum Command {
     /// starts from the base. Run while the server is stopped; a run killed
     /// anywhere is finished by the next.
     Consolidate(AdminArgs),
+    /// Remove snapshot pages no accepted snapshot reaches (offline)
+    ///
+    /// Marks every page reachable from both roots of every snapshot in a
+    /// temporary mark set, then deletes the unreachable ones (pages an
+    /// interrupted or superseded preparation left) through the recovery
+    /// journal, in batches. A missing root of an accepted commit or of an
+    /// active branch's origin, or an unrecovered streamed preparation, is
+    /// refused before anything is deleted. The file does not shrink; freed
+    /// pages are reused. Run while the server is stopped.
+    Reclaim(AdminArgs),
     /// Rebuild a lost metadata.redb (or catalog.redb) from its recovery archive
     ///
     /// Replays every frame of the repository's `metadata.recovery` archive
@@ -303,9 +338,21 @@ enum Command {
         /// The repository name (without it: the catalog)
         #[arg(long, value_name = "NAME")]
         repo: Option<String>,
-        /// Rebuild from the independent archive (the only source so far)
-        #[arg(long, required = true)]
+        /// Rebuild from the independent archive
+        #[arg(
+            long,
+            required_unless_present = "from_checkpoint",
+            conflicts_with = "from_checkpoint"
+        )]
         from_archive: bool,
+        /// Rebuild every lost database from a checkpoint directory instead
+        /// (changes after the checkpoint are not in it: repositories get a
+        /// new incarnation, every rebuilt database a fresh archive)
+        #[arg(long, value_name = "DIR", conflicts_with = "repo")]
+        from_checkpoint: Option<PathBuf>,
+        /// With --from-checkpoint: the checkpoint number (default: the newest)
+        #[arg(long, value_name = "N", requires = "from_checkpoint")]
+        checkpoint: Option<u64>,
     },
 }
 
@@ -641,14 +688,94 @@ fn run(cli: Cli) -> Result<ExitCode> {
             "archive relocate",
             &admin::archive_relocate(&args.data, args.repo.as_deref(), &std::path::absolute(&to)?)?,
         )),
+        Command::Reclaim(a) => Ok(print_report(
+            "reclaim",
+            &admin::reclaim(&a.data, a.repo.as_deref(), &pause_at)?,
+        )),
         Command::Consolidate(a) => Ok(print_report(
             "consolidate",
             &admin::consolidate(&a.data, a.repo.as_deref())?,
         )),
         Command::Recover {
             data,
+            from_checkpoint: Some(from),
+            checkpoint,
+            ..
+        } => {
+            let r = scribe_metadata::checkpoint::recover_data_root(&data.data, &from, checkpoint)
+                .with_context(|| {
+                format!(
+                    "cannot recover {} from checkpoint {}",
+                    data.data.display(),
+                    from.display()
+                )
+            })?;
+            for (path, d) in &r.rebuilt {
+                println!(
+                    "{}: rebuilt {} from {} manifest(s): journal end {}, {} record(s)",
+                    d.key,
+                    path.display(),
+                    d.manifests,
+                    d.replayed.end,
+                    d.replayed.records
+                );
+            }
+            for p in &r.present {
+                println!("{}: present, left alone", p.display());
+            }
+            eprintln!(
+                "recovered {} database(s) of {} from checkpoint {}",
+                r.rebuilt.len(),
+                data.data.display(),
+                r.sequence
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Checkpoint { data, to, verify } => {
+            if verify {
+                let done = scribe_metadata::checkpoint::verify(&to, None)
+                    .with_context(|| format!("checkpoint {} does not verify", to.display()))?;
+                for d in &done {
+                    println!(
+                        "{}: {} manifest(s), journal end {}",
+                        d.key, d.manifests, d.replayed.end
+                    );
+                }
+                eprintln!("checkpoint verify: {} database(s) clean", done.len());
+                return Ok(ExitCode::SUCCESS);
+            }
+            let r = scribe_metadata::checkpoint::checkpoint(&data.data, &to, &pause_at)
+                .with_context(|| {
+                    format!(
+                        "cannot checkpoint {} into {}",
+                        data.data.display(),
+                        to.display()
+                    )
+                })?;
+            for d in &r.databases {
+                println!(
+                    "{} {} {}..{} {} byte(s)",
+                    d.key,
+                    if d.full { "full" } else { "incremental" },
+                    d.from,
+                    d.end,
+                    d.bytes
+                );
+            }
+            eprintln!(
+                "checkpoint {} of {} ({}) published at {}",
+                r.sequence,
+                data.data.display(),
+                if r.online { "served" } else { "stopped" },
+                r.dir.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Recover {
+            data,
             repo,
             from_archive: _,
+            ..
         } => Ok(print_report(
             "recover --from-archive",
             &admin::recover_from_archive(&data.data, repo.as_deref())?,
@@ -683,11 +810,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Restore { data, from } => {
+        Command::Restore {
+            data,
+            from,
+            archive,
+        } => {
             let bar = progress_bar("restore");
-            let r = scribe_metadata::backup::restore_backup(
+            let archive = archive.map(std::path::absolute).transpose()?;
+            let r = scribe_metadata::backup::restore_backup_with_archive(
                 &from,
                 &data.data,
+                archive.as_deref(),
                 &|done, total| bar.update(done, total),
                 &pause_at,
             )

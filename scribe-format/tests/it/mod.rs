@@ -1,6 +1,7 @@
 mod support;
 
 mod changeset;
+mod checkpoint;
 mod commit;
 mod descriptor;
 mod envelope;

@@ -52,3 +52,42 @@ fn backups_taken_during_continuous_writes_are_consistent_snapshots() {
         writer.join().unwrap();
     });
 }
+
+/// #16 item 3: `auth-state.redb` is rebuilt from its archive like the
+/// other databases, never copied from the file a server holds: a backup
+/// taken after the served file was lost (its archive survives on its own
+/// volume) still holds every ownership claim.
+#[test]
+fn a_backup_rebuilds_auth_state_from_its_archive() {
+    use scribe_metadata::auth_state::{AuthState, AUTH_STATE_FILE};
+    let e = env();
+    commit(&e, vec![add(&e, "first.txt", 1)]);
+    let data = e.root.dir().to_owned();
+    let s = AuthState::create(&data, "studio").unwrap();
+    s.claim_workspace(&[1; 16], &[7; 16], &[9; 16]).unwrap();
+    // The served file is lost while held open; writes go on.
+    std::fs::remove_file(data.join(AUTH_STATE_FILE)).unwrap();
+    s.claim_operation(&[1; 16], &[8; 16], &[9; 16], &[3; 32])
+        .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let to = out.path().join("b");
+    let r = backup::backup(&data, &to, &|_, _| {}, &|_| {}).unwrap();
+    assert!(r.online);
+    assert!(
+        r.manifest.files.iter().any(|f| f.path == AUTH_STATE_FILE),
+        "{:?}",
+        r.manifest.files
+    );
+    drop(s);
+    let restored = out.path().join("r");
+    backup::restore_backup(&to, &restored, &|_, _| {}, &|_| {}).unwrap();
+    let s = AuthState::open_existing(&restored).unwrap();
+    assert_eq!(
+        s.workspace_owner(&[1; 16], &[7; 16]).unwrap(),
+        Some([9; 16])
+    );
+    assert_eq!(
+        s.operation_owner(&[1; 16], &[8; 16]).unwrap(),
+        Some([9; 16])
+    );
+}

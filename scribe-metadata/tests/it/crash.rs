@@ -20,7 +20,7 @@ fn big(objects: &DirObjects, main: BranchId) -> Submission {
 }
 
 /// `n` new files under 37 directories (`n` > 64 makes it streamed).
-fn big_n(objects: &DirObjects, main: BranchId, n: u64) -> Submission {
+pub(super) fn big_n(objects: &DirObjects, main: BranchId, n: u64) -> Submission {
     let mut entries = Vec::new();
     for i in 0..n {
         // Eight distinct real files (acceptance reads every manifest).

@@ -9,5 +9,6 @@ mod doctor;
 mod journal;
 mod migration;
 mod model;
+mod reclaim;
 mod root;
 mod workspaces;

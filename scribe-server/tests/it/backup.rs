@@ -17,19 +17,19 @@ use scribe_server::{InProcessConnection, Service};
 use scribe_testkit::change::{accepted, change, Requests};
 use scribe_testkit::{wire, REPO};
 
-fn bin() -> Command {
+pub(super) fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_scribe-server"))
 }
 
-fn run(args: &[&str]) -> Output {
+pub(super) fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("run scribe-server")
 }
 
-fn text(b: &[u8]) -> String {
+pub(super) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn ok(out: &Output) -> String {
+pub(super) fn ok(out: &Output) -> String {
     assert!(
         out.status.success(),
         "{}{}",
@@ -39,7 +39,7 @@ fn ok(out: &Output) -> String {
     text(&out.stdout)
 }
 
-fn failed(out: &Output) -> String {
+pub(super) fn failed(out: &Output) -> String {
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -50,12 +50,12 @@ fn failed(out: &Output) -> String {
     text(&out.stderr)
 }
 
-fn s(p: &Path) -> &str {
+pub(super) fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
 /// `serve` until it writes `listen`; returns the child and the address.
-fn serve(data: &Path, runtime: &Path) -> (Child, String) {
+pub(super) fn serve(data: &Path, runtime: &Path) -> (Child, String) {
     let mut child = bin()
         .args(["serve", "--data", s(data), "--listen", "127.0.0.1:0"])
         .arg("--runtime-dir")
@@ -78,7 +78,7 @@ fn serve(data: &Path, runtime: &Path) -> (Child, String) {
     }
 }
 
-fn stop(mut child: Child, runtime: &Path) {
+pub(super) fn stop(mut child: Child, runtime: &Path) {
     child.kill().unwrap(); // SIGKILL: no shutdown path runs
     child.wait().unwrap();
     let _ = std::fs::remove_file(runtime.join("listen"));
@@ -86,7 +86,7 @@ fn stop(mut child: Child, runtime: &Path) {
 
 /// Run a command with `SCRIBE_SERVER_PAUSE_AT=step`, wait until it says
 /// it paused there, and SIGKILL it.
-fn kill_at(step: &str, args: &[&str]) {
+pub(super) fn kill_at(step: &str, args: &[&str]) {
     let mut child = bin()
         .args(args)
         .env("SCRIBE_SERVER_PAUSE_AT", step)
@@ -114,14 +114,14 @@ fn argv(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
-fn head(data: &Path) -> u64 {
+pub(super) fn head(data: &Path) -> u64 {
     let mut c = InProcessConnection::new(Service::open(data).unwrap());
     c.repo_list()[0].head
 }
 
 /// A served data root with five acknowledged submissions; returns the
 /// server, the repository directory and the last change.
-fn served_with_changes(dir: &Path) -> (PathBuf, Child, PathBuf, u64) {
+pub(super) fn served_with_changes(dir: &Path) -> (PathBuf, Child, PathBuf, u64) {
     let data = dir.join("data");
     ok(&run(&["init", "--data", s(&data)]));
     let id = ok(&run(&["repo", "create", "--data", s(&data), REPO]));
@@ -143,7 +143,7 @@ fn served_with_changes(dir: &Path) -> (PathBuf, Child, PathBuf, u64) {
     (data, child, repo_dir, last)
 }
 
-fn submit_one(addr: &str, op: u8, name: &str) -> u64 {
+pub(super) fn submit_one(addr: &str, op: u8, name: &str) -> u64 {
     let mut c = wire::tcp(addr.parse().unwrap());
     c.register(WorkspaceId([1; 16]));
     accepted(&c.upload_and_submit(
@@ -372,4 +372,93 @@ fn an_export_taken_while_serving_imports_and_a_killed_import_publishes_nothing()
     assert_eq!(list[0].name, "copy");
     drop(c);
     stop(child, &dir.path().join("run3"));
+}
+
+/// #16 item 4: a restore never points at the source's archive volume (a
+/// `.recovery-location` is not carried over: on a new machine that path is
+/// another volume or nothing); `--archive DIR` places the fresh archives on
+/// a separate volume, selected by `.recovery-location`, and the served
+/// root archives there.
+#[test]
+fn restore_places_fresh_archives_beside_the_databases_or_in_archive_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, child, repo_dir, last) = served_with_changes(dir.path());
+    stop(child, &dir.path().join("run"));
+    let id = repo_dir.file_name().unwrap().to_str().unwrap().to_string();
+    let vol1 = dir.path().join("vol1");
+    ok(&run(&[
+        "archive",
+        "relocate",
+        "--data",
+        s(&data),
+        "--to",
+        s(&vol1),
+    ]));
+    assert!(repo_dir.join("metadata.recovery-location").exists());
+    let backup = dir.path().join("backup");
+    ok(&run(&["backup", "--data", s(&data), "--to", s(&backup)]));
+    let vol1_head =
+        std::fs::read(vol1.join("repos").join(&id).join("metadata.recovery/HEAD")).unwrap();
+
+    // Without --archive: beside each database, nothing names vol1.
+    let r1 = dir.path().join("r1");
+    ok(&run(&["restore", "--data", s(&r1), "--from", s(&backup)]));
+    let r1_repo = r1.join("repos").join(&id);
+    assert!(!r1_repo.join("metadata.recovery-location").exists());
+    assert!(!r1.join("catalog.recovery-location").exists());
+    assert!(r1_repo.join("metadata.recovery/HEAD").is_file());
+    ok(&run(&["archive", "verify", "--data", s(&r1)]));
+
+    // An archive directory inside the restored root is refused.
+    let r3 = dir.path().join("r3");
+    let err = failed(&run(&[
+        "restore",
+        "--data",
+        s(&r3),
+        "--from",
+        s(&backup),
+        "--archive",
+        s(&r3.join("arch")),
+    ]));
+    assert!(err.contains("inside the restored data root"), "{err}");
+    assert!(!r3.exists());
+
+    // With --archive: on the other volume, selected by .recovery-location.
+    let r2 = dir.path().join("r2");
+    let vol2 = dir.path().join("vol2");
+    ok(&run(&[
+        "restore",
+        "--data",
+        s(&r2),
+        "--from",
+        s(&backup),
+        "--archive",
+        s(&vol2),
+    ]));
+    let r2_repo = r2.join("repos").join(&id);
+    let repo_archive = vol2.join("repos").join(&id).join("metadata.recovery");
+    assert_eq!(
+        std::fs::read_to_string(r2_repo.join("metadata.recovery-location")).unwrap(),
+        s(&repo_archive)
+    );
+    assert_eq!(
+        std::fs::read_to_string(r2.join("catalog.recovery-location")).unwrap(),
+        s(&vol2.join("catalog.recovery"))
+    );
+    assert!(!r2_repo.join("metadata.recovery").exists());
+    assert!(!r2.join("catalog.recovery").exists());
+    ok(&run(&["doctor", "--data", s(&r2)]));
+    let before = scribe_metadata::archive::read_head(&repo_archive).unwrap();
+    let (child, addr) = serve(&r2, &dir.path().join("run2"));
+    assert_eq!(submit_one(&addr, 60, "again.bin"), last + 1);
+    stop(child, &dir.path().join("run2"));
+    let after = scribe_metadata::archive::read_head(&repo_archive).unwrap();
+    assert!(after.end > before.end);
+    ok(&run(&["archive", "verify", "--data", s(&r2)]));
+    ok(&run(&["doctor", "--data", s(&r2)]));
+    // The source's relocated archive was never written.
+    assert_eq!(
+        std::fs::read(vol1.join("repos").join(&id).join("metadata.recovery/HEAD")).unwrap(),
+        vol1_head
+    );
 }

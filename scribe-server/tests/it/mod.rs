@@ -1,5 +1,6 @@
 mod auth;
 mod backup;
+mod checkpoint;
 mod migrate;
 mod poisoned;
 mod process;
