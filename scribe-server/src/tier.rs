@@ -1169,14 +1169,16 @@ pub fn restore_from_tier(
                             .into(),
                     )
                 }
-                many => return Err(format!(
+                many => {
+                    return Err(format!(
                     "the bucket holds {} data roots (journal shards {}); choose one with --shard",
                     many.len(),
                     many.iter()
                         .map(|s| format!("{s:08x}"))
                         .collect::<Vec<_>>()
                         .join(", ")
-                )),
+                ))
+                }
             }
         }
     };
@@ -1289,6 +1291,9 @@ pub fn restore_from_tier(
                 tier.restore_change(&info.id.0, change, &commit)
                     .map_err(|e| format!("{}: change {change}: {e}", info.name))?;
             }
+            // What `obliterate` gave up stays given up.
+            tier.restore_releases(&info.id.0)
+                .map_err(|e| format!("{}: {e}", info.name))?;
             out.repositories.push((info.name.clone(), head));
         }
         drop(root);

@@ -175,6 +175,84 @@ impl Publication {
     }
 }
 
+/// The key of the `n`th release record of `root` (1, 2, …, dense).
+pub(crate) fn release_key(shard: u32, root: &[u8; 16], n: u64) -> String {
+    format!(
+        "nokv/index/{shard:08x}/{}/released/{n:016x}",
+        hex::encode(root)
+    )
+}
+
+const RELEASE_MAGIC: &[u8; 4] = b"SCTR";
+
+/// A release record: `"SCTR" ‖ u8 1 ‖ [16] root ‖ u64 n ‖ n × (u64 change
+/// ‖ u32 len ‖ UTF-8 path) ‖ [32] BLAKE3 of everything before`: the file
+/// revisions one `release_files` gave up.
+pub(crate) fn encode_release(root: &[u8; 16], versions: &[(u64, String)]) -> Vec<u8> {
+    let mut v = Vec::new();
+    v.extend_from_slice(RELEASE_MAGIC);
+    v.push(VERSION);
+    v.extend_from_slice(root);
+    put_u64(&mut v, versions.len() as u64);
+    for (c, p) in versions {
+        put_u64(&mut v, *c);
+        v.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        v.extend_from_slice(p.as_bytes());
+    }
+    let sum = blake3::hash(&v);
+    v.extend_from_slice(sum.as_bytes());
+    v
+}
+
+pub(crate) fn decode_release(root: &[u8; 16], b: &[u8]) -> Result<Vec<(u64, String)>, String> {
+    if b.len() < 4 + 1 + 16 + 8 + 32 {
+        return Err(format!("{} bytes: too short for a release record", b.len()));
+    }
+    let (body, sum) = b.split_at(b.len() - 32);
+    if blake3::hash(body).as_bytes() != sum {
+        return Err("its BLAKE3 digest does not match its bytes".into());
+    }
+    let mut r = Reader { b: body, at: 0 };
+    if r.take(4)? != RELEASE_MAGIC || r.take(1)?[0] != VERSION {
+        return Err("not a release record of version 1".into());
+    }
+    if r.id16()? != *root {
+        return Err("it is the release record of another root".into());
+    }
+    let mut out = Vec::new();
+    for _ in 0..r.count(12)? {
+        let c = r.u64()?;
+        let len = u32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes")) as usize;
+        let p = std::str::from_utf8(r.take(len)?).map_err(|_| "a path is not UTF-8".to_string())?;
+        out.push((c, p.to_string()));
+    }
+    if r.at != body.len() {
+        return Err(format!("{} bytes after the record", body.len() - r.at));
+    }
+    Ok(out)
+}
+
+/// The last `n` for which `exists(n)` holds, for keys written densely from
+/// 1 (0: none): doubling, then bisecting.
+pub(crate) fn last_dense(
+    exists: impl Fn(u64) -> Result<bool, super::TierError>,
+) -> Result<u64, super::TierError> {
+    let (mut lo, mut hi) = (0u64, 1u64);
+    while exists(hi)? {
+        lo = hi;
+        hi *= 2;
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if exists(mid)? {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
+}
+
 struct Reader<'a> {
     b: &'a [u8],
     at: usize,
@@ -292,5 +370,28 @@ mod tests {
         q.content.as_mut().unwrap().1[0].1.block = 1;
         let e = Publication::decode(&q.encode()).unwrap_err();
         assert!(e.contains("block 1 of 1"), "{e}");
+    }
+
+    #[test]
+    fn a_release_record_round_trips_and_is_refused_damaged_or_foreign() {
+        let v = vec![(3u64, "a.bin".to_string()), (9, "d/é.txt".to_string())];
+        let b = encode_release(&[1; 16], &v);
+        assert_eq!(decode_release(&[1; 16], &b).unwrap(), v);
+        assert!(decode_release(&[2; 16], &b)
+            .unwrap_err()
+            .contains("another root"));
+        for i in 0..b.len() {
+            let mut d = b.clone();
+            d[i] ^= 0x10;
+            assert!(decode_release(&[1; 16], &d).is_err(), "byte {i}");
+            assert!(decode_release(&[1; 16], &b[..i]).is_err(), "length {i}");
+        }
+    }
+
+    #[test]
+    fn last_dense_finds_the_last_of_a_dense_run() {
+        for last in [0u64, 1, 2, 3, 7, 8, 9, 100] {
+            assert_eq!(last_dense(|n| Ok(n >= 1 && n <= last)).unwrap(), last);
+        }
     }
 }

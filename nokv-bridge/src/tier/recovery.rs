@@ -230,20 +230,7 @@ pub fn fetch_archive(
             Ok(provider.head(&format!("{prefix}/head/{n:016x}"))?.is_some())
         };
         // The last step: double until absent, then bisect.
-        let (mut lo, mut hi) = (0u64, 1u64);
-        while exists(hi)? {
-            lo = hi;
-            hi *= 2;
-        }
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if exists(mid)? {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        let last = lo;
+        let last = super::index::last_dense(exists)?;
         std::fs::create_dir_all(to).map_err(|e| io(to, e))?;
         let mut head = Vec::new();
         for n in 1..=last {

@@ -556,6 +556,22 @@ fn obliterate_gives_up_old_content_in_the_bucket_and_the_store_and_the_head_stil
     kill(s);
     let (ok, out) = tier_verify(&data, &b);
     assert!(ok, "{out}");
+
+    // The disk is lost after the obliteration: the record rebuilt from the
+    // bucket gives the same content up (its release record) and is the
+    // record that was lost.
+    let t = record(&data, &b);
+    let before = t.revisions().unwrap();
+    drop(t);
+    std::fs::remove_dir_all(&data).unwrap();
+    let (ok, out) = restore_from_tier(&data, &b);
+    assert!(ok, "{out}");
+    let t = record(&data, &b);
+    assert_eq!(t.revisions().unwrap(), before);
+    assert_eq!(t.purged(&h.repo.0).unwrap(), vec![(1, "a.bin".to_string())]);
+    drop(t);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
 }
 
 #[test]
@@ -564,11 +580,11 @@ fn obliterate_killed_mid_collection_is_finished_by_the_next_run() {
     let data = init(dir.path());
     let b = bucket();
     let h = history(&data, &b);
-    // The first request of the collection (a block delete) is never
-    // answered: the revision is claimed (Deleting) and the process is
-    // SIGKILLed while it waits.
+    // The first block delete of the collection is never answered (the
+    // release record goes into the bucket before it): the revision is
+    // claimed (Deleting) and the process is SIGKILLed while it waits.
     let p = proxy::Proxy::start(&rgw().endpoint);
-    p.plan(&[proxy::Fault::Silent]);
+    p.plan(&[proxy::Fault::SilentAtDelete; 64]);
     let r = rgw();
     let mut child = bin()
         .args(["obliterate", "--data", data.to_str().unwrap()])
