@@ -13,7 +13,9 @@
 //! 3. the new objects are packed in the order given (objects above
 //!    [`TierOptions::own_block_bytes`] alone, the rest bundled up to
 //!    [`TierOptions::block_bytes`]) and uploaded, several blocks in flight;
-//!    each upload is checked by `head` (its length);
+//!    a `Created` answer confirms the bytes (no `head` after it);
+//!    `AlreadyPresent` was read back and compared by the provider;
+//! 3b. the publication's index record goes into the bucket (`index.rs`);
 //! 4. one Immediate transaction writes the revision row (`Available`, its
 //!    own reference from change `N`), every object's manifest row, each
 //!    dependency reference (count and epoch of the owner advance), removes
