@@ -112,7 +112,7 @@ fn main() {
         .map(|i| format!("raw4/{i:08}"))
         .collect();
     let t = Instant::now();
-    parallel(8, keys4, |k| {
+    parallel(8, keys4.clone(), |k| {
         raw.put_if_absent(&k, small.clone()).unwrap();
     });
     let put4 = t.elapsed().as_secs_f64();
@@ -165,7 +165,7 @@ fn main() {
         100.0 * get / read
     );
     // Leave the bucket as it was.
-    parallel(8, keys, |k| {
+    parallel(8, keys.into_iter().chain(keys4).collect(), |k| {
         let _ = raw.delete(&k);
     });
     tier.release_change(&root, 1).unwrap();

@@ -15,8 +15,8 @@
 //!    [`TierOptions::block_bytes`]) and uploaded, several blocks in flight;
 //!    a `Created` answer confirms the bytes (no `head` after it);
 //!    `AlreadyPresent` was read back and compared by the provider;
-//! 3b. the publication's index record goes into the bucket (`index.rs`);
-//! 4. one Immediate transaction writes the revision row (`Available`, its
+//! 4. the publication's index record goes into the bucket (`index.rs`);
+//! 5. one Immediate transaction writes the revision row (`Available`, its
 //!    own reference from change `N`), every object's manifest row, each
 //!    dependency reference (count and epoch of the owner advance), removes
 //!    the pending row and advances the root's cursor to `N`.
