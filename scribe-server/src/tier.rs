@@ -10,7 +10,8 @@
 //!   the cursor, reusing a recorded revision id).
 //! * **durable**: the accepted outcome of a submit (and of an
 //!   OperationOutcome query) is answered only once the change is in the
-//!   bucket; if that does not happen within the ack timeout the answer is
+//!   bucket (its blocks, its index record, and the catalog's and the
+//!   repository's recovery journals shipped up to it); if that does not happen within the ack timeout the answer is
 //!   `tier_unavailable` (retryable: the client asks again with the same
 //!   operation id and gets the accepted outcome once the upload is done).
 //!
