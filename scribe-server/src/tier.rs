@@ -396,18 +396,13 @@ impl TierService {
             let desc = root.dir().join(DESCRIPTOR);
             let shipped = std::fs::read(&desc)
                 .map_err(|e| format!("{}: {e}", desc.display()))
-                .and_then(|b| {
-                    self.tier
-                        .ship_root_file(DESCRIPTOR, &b)
-                        .map_err(|e| e.to_string())
-                })
+                .and_then(|b| ship_logged(&self.tier, DESCRIPTOR, &b))
                 .and_then(|()| {
-                    self.tier
-                        .ship_root_file(
-                            BLOCK_SHARD,
-                            format!("{:08x}\n", self.tier.shard()).as_bytes(),
-                        )
-                        .map_err(|e| e.to_string())
+                    ship_logged(
+                        &self.tier,
+                        BLOCK_SHARD,
+                        format!("{:08x}\n", self.tier.shard()).as_bytes(),
+                    )
                 });
             match shipped {
                 Ok(()) => self
@@ -426,11 +421,7 @@ impl TierService {
             let descriptor = match is_repo {
                 Some(id) if !self.repo_shipped(id) => std::fs::read(&desc)
                     .map_err(|e| format!("{}: {e}", desc.display()))
-                    .and_then(|b| {
-                        self.tier
-                            .ship_root_file(&format!("{name}/{DESCRIPTOR}"), &b)
-                            .map_err(|e| e.to_string())
-                    })
+                    .and_then(|b| ship_logged(&self.tier, &format!("{name}/{DESCRIPTOR}"), &b))
                     .map(|()| {
                         self.repos_shipped
                             .lock()
@@ -730,10 +721,9 @@ impl AcceptedHook for TierService {
             }
             let now = Instant::now();
             if now >= deadline {
-                let why = w
-                    .last_error
-                    .clone()
-                    .unwrap_or_else(|| "the upload has not finished".into());
+                let why = w.last_error.clone().unwrap_or_else(|| {
+                    "the upload of the change or of its recovery journal has not finished".into()
+                });
                 return Err(Failure::new(
                     ErrorCode::TierUnavailable,
                     format!(
@@ -1054,6 +1044,22 @@ fn archives(root: &scribe_metadata::DataRoot) -> Vec<(String, PathBuf)> {
         }
     }
     out
+}
+
+/// Ship a data root file; one the bucket holds in another version is
+/// logged and left (the first version stays).
+fn ship_logged(tier: &Tier, name: &str, bytes: &[u8]) -> Result<(), String> {
+    match tier.ship_root_file(name, bytes) {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            eprintln!(
+                "scribe-server: tier: the bucket holds another {name} for this data root; \
+                 it is kept (a restore gets that one)"
+            );
+            Ok(())
+        }
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// The archive name of `auth-state.redb` in the bucket.

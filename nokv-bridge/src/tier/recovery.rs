@@ -178,13 +178,20 @@ impl Tier {
 
     /// Ship `bytes` as the data root's file `name` (its descriptor, the
     /// block shard) under `nokv/recovery/{journal shard}/{name}`,
-    /// create-if-absent: the same bytes again are fine, other bytes are a
-    /// `Conflict`.
-    pub fn ship_root_file(&self, name: &str, bytes: &[u8]) -> Result<(), TierError> {
+    /// create-if-absent. `false` when the bucket already holds other
+    /// bytes there (the file changed since it shipped, e.g. a repository
+    /// rename): the first version stays; the caller logs it and goes on
+    /// (a changed descriptor must not stop the journals from shipping).
+    pub fn ship_root_file(&self, name: &str, bytes: &[u8]) -> Result<bool, TierError> {
         let key = self.recovery_prefix(name);
-        self.provider
-            .put_if_absent(&key, Bytes::copy_from_slice(bytes))?;
-        Ok(())
+        match self
+            .provider
+            .put_if_absent(&key, Bytes::copy_from_slice(bytes))
+        {
+            Ok(_) => Ok(true),
+            Err(ProviderError::Conflict { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 

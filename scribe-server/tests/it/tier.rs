@@ -1082,3 +1082,36 @@ fn restore_from_tier_refuses_a_damaged_index_record_or_journal_by_name() {
     let (ok, out) = restore_from_tier(&dir.path().join("restored"), &b);
     assert!(ok, "{out}");
 }
+
+#[test]
+fn a_descriptor_the_bucket_holds_in_another_version_does_not_hold_durable_acks_back() {
+    use nokv_bridge::tier::Provider;
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    // The repository's descriptor is in the bucket in another version
+    // (as after a change of the descriptor since it shipped).
+    let (shard, repo) = {
+        let root = scribe_metadata::DataRoot::open(&data).unwrap();
+        let repo = root.list_repositories().unwrap()[0].id;
+        (scribe_server::tier::shard_of(root.incarnation()), repo)
+    };
+    provider(&b)
+        .put_if_absent(
+            &format!("nokv/recovery/{shard:08x}/{}/SCRIBE_FORMAT", repo.to_hex()),
+            b"an older descriptor".to_vec().into(),
+        )
+        .unwrap();
+    let s = serve(
+        &data,
+        &b,
+        &rgw().endpoint,
+        &["--ack", "durable", "--tier-ack-timeout", "20s"],
+    );
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    c.register(WorkspaceId([9; 16]));
+    // Acknowledged: the journals still ship.
+    accepted(&submit(&mut c, 1, &[("a.txt", b"ay")]));
+    drop(c);
+    kill(s);
+}
