@@ -18,6 +18,7 @@ use super::rgw::config;
 struct Recording {
     inner: S3Provider,
     puts: Mutex<Vec<String>>,
+    heads: Mutex<u64>,
     ambiguous: Mutex<u32>,
 }
 
@@ -25,6 +26,7 @@ fn recording(ambiguous: u32) -> Arc<Recording> {
     Arc::new(Recording {
         inner: S3Provider::new(&config()).unwrap(),
         puts: Mutex::default(),
+        heads: Mutex::default(),
         ambiguous: Mutex::new(ambiguous),
     })
 }
@@ -41,6 +43,7 @@ impl Provider for Recording {
         self.inner.get(key)
     }
     fn head(&self, key: &str) -> Result<Option<Head>, ProviderError> {
+        *self.heads.lock().unwrap() += 1;
         self.inner.head(key)
     }
     fn delete(&self, key: &str) -> Deleted {
@@ -639,4 +642,21 @@ fn a_record_rebuilt_from_the_bucket_alone_is_the_record() {
         .publish_change(&ROOT, 4, &[m4], &|id| Ok(local[id].clone()))
         .unwrap();
     assert_eq!(rebuilt.verify().unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn a_created_block_is_not_headed_again() {
+    // The PUT's `Created` answer is the verification: publication costs one
+    // request per block (and one for its index record), no `head`.
+    let mut f = fixture(small());
+    let ids: Vec<ObjectId> = (0..3).map(|i| f.add(300_000, 200 + i)).collect();
+    let p = f.publish(1, &ids).unwrap();
+    assert_eq!(p.blocks, 3);
+    assert_eq!(*f.provider.heads.lock().unwrap(), 0);
+    assert_eq!(
+        f.provider.puts.lock().unwrap().len(),
+        4,
+        "3 blocks and the index record"
+    );
+    assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
 }
