@@ -259,16 +259,34 @@ enum Command {
     /// submissions whose outcome the backup does not hold instead of
     /// replaying them), every database a new recovery archive, rebuilds the
     /// object locators and publishes --data (absent or empty) by one rename.
+    ///
+    /// With --from-tier instead: rebuild the data root from the S3 tier
+    /// alone (a lost disk): the descriptor and every recovery journal
+    /// shipped to the bucket, fetched and verified, the databases rebuilt,
+    /// new incarnations, the tier record rebuilt from the bucket's index
+    /// records, then `tier verify`. Object stores start empty; serve with
+    /// the same --tier and every object is read back from the bucket.
     Restore {
         #[command(flatten)]
         data: DataArg,
         /// The backup directory (made by `scribe-server backup`)
-        #[arg(long, value_name = "DIR")]
-        from: PathBuf,
+        #[arg(long, value_name = "DIR", required_unless_present = "from_tier")]
+        from: Option<PathBuf>,
         /// Place the fresh recovery archives in DIR (absolute, absent or
         /// empty; another volume) instead of beside each database
-        #[arg(long, value_name = "DIR")]
+        #[arg(long, value_name = "DIR", conflicts_with = "from_tier")]
         archive: Option<PathBuf>,
+        /// Restore from the S3 tier instead (with --tier-endpoint; keys
+        /// from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)
+        #[arg(long, value_name = "s3://BUCKET[/PREFIX]", conflicts_with = "from")]
+        from_tier: Option<String>,
+        /// The S3 endpoint of --from-tier (default: AWS_ENDPOINT_URL)
+        #[arg(long, value_name = "URL", requires = "from_tier")]
+        tier_endpoint: Option<String>,
+        /// Which shipped data root to restore when the bucket holds several
+        /// (8 hex digits, as the error lists them)
+        #[arg(long, value_name = "HEX", requires = "from_tier")]
+        shard: Option<String>,
     },
     /// Export one repository's metadata to a .scmx file (served or not)
     Export {
@@ -812,9 +830,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Restore {
             data,
+            from_tier: Some(url),
+            tier_endpoint,
+            shard,
+            ..
+        } => restore_from_tier(&data.data, url, tier_endpoint, shard),
+        Command::Restore {
+            data,
             from,
             archive,
+            ..
         } => {
+            let from = from.ok_or_else(|| anyhow!("--from DIR or --from-tier URL is required"))?;
             let bar = progress_bar("restore");
             let archive = archive.map(std::path::absolute).transpose()?;
             let r = scribe_metadata::backup::restore_backup_with_archive(
@@ -1248,6 +1275,48 @@ fn provider(args: &TierArgs) -> Result<std::sync::Arc<dyn nokv_bridge::tier::Pro
 fn open_tier(data: &Path, incarnation: &str, args: &TierArgs) -> Result<nokv_bridge::tier::Tier> {
     scribe_server::tier::open_record(data, incarnation, provider(args)?)
         .context("cannot open the tier record")
+}
+
+fn restore_from_tier(
+    data: &Path,
+    url: String,
+    tier_endpoint: Option<String>,
+    shard: Option<String>,
+) -> Result<ExitCode> {
+    let shard = match shard {
+        Some(s) => Some(
+            u32::from_str_radix(&s, 16)
+                .ok()
+                .filter(|_| s.len() == 8)
+                .ok_or_else(|| anyhow!("--shard {s}: 8 hex digits"))?,
+        ),
+        None => None,
+    };
+    let p = provider(&TierArgs {
+        tier: Some(url.clone()),
+        tier_endpoint,
+    })?;
+    let r = scribe_server::tier::restore_from_tier(p, data, shard)
+        .map_err(|e| anyhow!("cannot restore {} from the tier {url}: {e}", data.display()))?;
+    println!("{}", r.incarnation);
+    for (name, head) in &r.repositories {
+        eprintln!("restore --from-tier: {name}: changes 1..={head} rebuilt");
+    }
+    eprintln!(
+        "restored {} from {url} (journal shard {:08x}, block shard {:08x}): incarnation {} (was {})",
+        data.display(),
+        r.journal_shard,
+        r.block_shard,
+        r.incarnation,
+        r.from_incarnation
+    );
+    if r.problems.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    for p in &r.problems {
+        eprintln!("restore --from-tier: tier verify: {p}");
+    }
+    Ok(ExitCode::from(1))
 }
 
 fn tier_status(data: &Path) -> Result<ExitCode> {

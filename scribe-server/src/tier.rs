@@ -10,7 +10,8 @@
 //!   the cursor, reusing a recorded revision id).
 //! * **durable**: the accepted outcome of a submit (and of an
 //!   OperationOutcome query) is answered only once the change is in the
-//!   bucket; if that does not happen within the ack timeout the answer is
+//!   bucket (its blocks, its index record, and the catalog's and the
+//!   repository's recovery journals shipped up to it); if that does not happen within the ack timeout the answer is
 //!   `tier_unavailable` (retryable: the client asks again with the same
 //!   operation id and gets the accepted outcome once the upload is done).
 //!
@@ -138,6 +139,10 @@ pub struct TierService {
     /// Per repository: trims done, and what the last one kept that the
     /// bucket does not hold (bytes).
     trims: Mutex<std::collections::HashMap<RepositoryId, (u64, u64)>>,
+    /// The data root's descriptor and block shard are in the bucket.
+    root_shipped: std::sync::atomic::AtomicBool,
+    /// Repositories whose descriptor is in the bucket.
+    repos_shipped: Mutex<std::collections::HashSet<RepositoryId>>,
 }
 
 #[derive(Default)]
@@ -168,6 +173,8 @@ impl TierService {
             status_path,
             cache_bytes,
             trims: Mutex::default(),
+            root_shipped: Default::default(),
+            repos_shipped: Mutex::default(),
         });
         let worker = t.clone();
         std::thread::Builder::new()
@@ -383,21 +390,50 @@ impl TierService {
     /// pass; it does not hold acknowledgements back.
     fn ship_journals(&self, service: &Service, status: &mut String) {
         let root = service.root();
-        let mut archives = vec![("catalog".to_string(), root.dir().join("catalog.redb"))];
-        if let Ok(repos) = root.list_repositories() {
-            for info in repos {
-                archives.push((
-                    info.id.to_hex(),
-                    root.dir()
-                        .join("repos")
-                        .join(info.id.to_hex())
-                        .join("metadata.redb"),
-                ));
+        if !self.root_shipped.load(std::sync::atomic::Ordering::Acquire) {
+            // The descriptor and the block shard go first: a restore needs
+            // them before any journal.
+            let desc = root.dir().join(DESCRIPTOR);
+            let shipped = std::fs::read(&desc)
+                .map_err(|e| format!("{}: {e}", desc.display()))
+                .and_then(|b| ship_logged(&self.tier, DESCRIPTOR, &b))
+                .and_then(|()| {
+                    ship_logged(
+                        &self.tier,
+                        BLOCK_SHARD,
+                        format!("{:08x}\n", self.tier.shard()).as_bytes(),
+                    )
+                });
+            match shipped {
+                Ok(()) => self
+                    .root_shipped
+                    .store(true, std::sync::atomic::Ordering::Release),
+                Err(e) => {
+                    eprintln!("scribe-server: tier: shipping the data root's descriptor: {e}");
+                    return;
+                }
             }
         }
-        for (name, db) in archives {
-            let shipped = scribe_metadata::archive::archive_dir(&db)
-                .map_err(|e| e.to_string())
+        for (name, db) in archives(root) {
+            // A repository's descriptor goes before its first journal step.
+            let desc = db.with_file_name(DESCRIPTOR);
+            let is_repo = RepositoryId::from_hex(&name).ok();
+            let descriptor = match is_repo {
+                Some(id) if !self.repo_shipped(id) => std::fs::read(&desc)
+                    .map_err(|e| format!("{}: {e}", desc.display()))
+                    .and_then(|b| ship_logged(&self.tier, &format!("{name}/{DESCRIPTOR}"), &b))
+                    .map(|()| {
+                        self.repos_shipped
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(id);
+                    }),
+                _ => Ok(()),
+            };
+            let shipped = descriptor
+                .and_then(|()| {
+                    scribe_metadata::archive::archive_dir(&db).map_err(|e| e.to_string())
+                })
                 .and_then(|dir| {
                     self.tier
                         .ship_archive(&name, &dir)
@@ -412,6 +448,25 @@ impl TierService {
                 ));
             }
         }
+    }
+
+    fn repo_shipped(&self, id: RepositoryId) -> bool {
+        self.repos_shipped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&id)
+    }
+
+    /// Whether the journals named in `want` are shipped at least to the
+    /// (segment, offset) each names.
+    fn journals_cover(&self, want: &[(String, (u64, u64))]) -> Result<bool, TierError> {
+        for (name, at) in want {
+            let (step, seg, off) = self.tier.recovery_cursor(name)?;
+            if step == 0 || (seg, off) < *at {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 }
 
@@ -606,19 +661,55 @@ fn tier_admin_err(data: &Path, e: TierError) -> crate::admin::AdminError {
     }
 }
 
+impl TierService {
+    /// Where the catalog's and `repo`'s recovery archives are now
+    /// (HEAD's segment and offset).
+    fn journal_positions(&self, repo: RepositoryId) -> Vec<(String, (u64, u64))> {
+        let Some(service) = self.service.upgrade() else {
+            return Vec::new();
+        };
+        let dir = service.root().dir();
+        let mut out = Vec::new();
+        for (name, db) in [
+            ("catalog".to_string(), dir.join("catalog.redb")),
+            (
+                repo.to_hex(),
+                dir.join("repos")
+                    .join(repo.to_hex())
+                    .join(scribe_metadata::repo::METADATA_FILE),
+            ),
+        ] {
+            if let Ok(h) = scribe_metadata::archive::archive_dir(&db)
+                .and_then(|d| scribe_metadata::archive::read_head(&d))
+            {
+                out.push((name, (h.segment, h.offset)));
+            }
+        }
+        out
+    }
+}
+
 impl AcceptedHook for TierService {
     fn accepted(&self, repo: RepositoryId, change: u64) -> Result<(), Failure> {
         self.request_pass();
         if self.ack == Ack::Local {
             return Ok(());
         }
+        // The metadata too: the recovery journals of the catalog and of
+        // the repository, shipped at least to where they are now (the
+        // change's frames are published before it is acknowledged).
+        let want = self.journal_positions(repo);
         let deadline = Instant::now() + self.ack_timeout;
         let (m, cv) = &self.wake;
         let mut w = m.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            match self.tier.uploaded_through(&repo.0) {
-                Ok(t) if t >= change => return Ok(()),
-                Ok(_) => {}
+            let done = self
+                .tier
+                .uploaded_through(&repo.0)
+                .and_then(|t| Ok(t >= change && self.journals_cover(&want)?));
+            match done {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
                 Err(e) => {
                     return Err(Failure::new(
                         ErrorCode::TierUnavailable,
@@ -630,10 +721,9 @@ impl AcceptedHook for TierService {
             }
             let now = Instant::now();
             if now >= deadline {
-                let why = w
-                    .last_error
-                    .clone()
-                    .unwrap_or_else(|| "the upload has not finished".into());
+                let why = w.last_error.clone().unwrap_or_else(|| {
+                    "the upload of the change or of its recovery journal has not finished".into()
+                });
                 return Err(Failure::new(
                     ErrorCode::TierUnavailable,
                     format!(
@@ -931,4 +1021,296 @@ fn scan_versions(
         current,
         drop_local,
     })
+}
+
+/// The recovery archives a data root ships (`name`, database path): the
+/// catalog's, each repository's, and the storage ownership file's when
+/// the root has one.
+fn archives(root: &scribe_metadata::DataRoot) -> Vec<(String, PathBuf)> {
+    let dir = root.dir();
+    let mut out = vec![("catalog".to_string(), dir.join("catalog.redb"))];
+    let auth = dir.join(scribe_metadata::auth_state::AUTH_STATE_FILE);
+    if auth.is_file() {
+        out.push((AUTH_STATE_ARCHIVE.to_string(), auth));
+    }
+    if let Ok(repos) = root.list_repositories() {
+        for info in repos {
+            out.push((
+                info.id.to_hex(),
+                dir.join("repos")
+                    .join(info.id.to_hex())
+                    .join(scribe_metadata::repo::METADATA_FILE),
+            ));
+        }
+    }
+    out
+}
+
+/// Ship a data root file; one the bucket holds in another version is
+/// logged and left (the first version stays).
+fn ship_logged(tier: &Tier, name: &str, bytes: &[u8]) -> Result<(), String> {
+    match tier.ship_root_file(name, bytes) {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            eprintln!(
+                "scribe-server: tier: the bucket holds another {name} for this data root; \
+                 it is kept (a restore gets that one)"
+            );
+            Ok(())
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The archive name of `auth-state.redb` in the bucket.
+const AUTH_STATE_ARCHIVE: &str = "auth-state";
+/// The data root's descriptor, shipped beside its journals.
+const DESCRIPTOR: &str = "SCRIBE_FORMAT";
+/// `{block shard:08x}\n`: the shard of the block and index keys, shipped
+/// beside the journals (after a restore it differs from the journal shard).
+const BLOCK_SHARD: &str = "tier";
+
+/// The ids of change `change`'s commit objects, in the order
+/// [`change_objects`] gives them (the index record's key depends on it).
+pub fn commit_objects(
+    repo: &scribe_metadata::Repository,
+    change: u64,
+) -> Result<Vec<ObjectId>, String> {
+    let d = repo
+        .view()
+        .and_then(|mut v| v.describe(change))
+        .map_err(|e| format!("change {change}: {e}"))?;
+    let mut commit = vec![
+        ObjectId::commit(d.record.commit_id),
+        ObjectId::change_set(d.record.change_set),
+    ];
+    for (_, h) in &d.paths {
+        if let Some(st) = &h.state {
+            commit.push(ObjectId::manifest(st.manifest));
+        }
+    }
+    Ok(commit)
+}
+
+/// What `restore --from-tier` did.
+#[derive(Debug, Default)]
+pub struct TierRestore {
+    pub journal_shard: u32,
+    pub block_shard: u32,
+    pub from_incarnation: String,
+    pub incarnation: String,
+    /// Per repository: name and the changes rebuilt.
+    pub repositories: Vec<(String, u64)>,
+    /// What `tier verify` found right after (empty: clean).
+    pub problems: Vec<String>,
+}
+
+/// `scribe-server restore --from-tier`: rebuild a data root at `to`
+/// (absent or empty) from the bucket alone (`docs/nokv-bridge.md`,
+/// "Disaster recovery"):
+///
+/// 1. find the data root that shipped to the bucket: `journal_shard`, or
+///    the one journal shard whose descriptor no other one names as
+///    `restored-from` (a bucket used by a root and its restores);
+/// 2. in a staging directory beside `to`: its descriptor; the catalog's,
+///    the storage ownership file's and each repository's recovery archive
+///    fetched and verified frame by frame, each database rebuilt by
+///    `archive::recover`; empty object stores;
+/// 3. `scribe_metadata::restore::restore` into `to`: new incarnations and
+///    fresh archives, as `scribe-server restore` does, so old workspaces
+///    tell and go on;
+/// 4. `tier.redb` rebuilt from each change's index record (verified: its
+///    digest, root, change and the commit objects the metadata names),
+///    blocks keeping their keys, journals shipping under the new root's
+///    own shard from then on;
+/// 5. `tier verify` (every reference count, every block's presence and
+///    extent).
+///
+/// Objects are read back from the bucket on demand when served with
+/// `--tier`. A damaged or foreign object is refused with its key.
+pub fn restore_from_tier(
+    provider: Arc<dyn Provider>,
+    to: &Path,
+    journal_shard: Option<u32>,
+) -> Result<TierRestore, String> {
+    use nokv_bridge::tier::{fetch_archive, fetch_root_file, journal_shards};
+    if let Ok(mut it) = std::fs::read_dir(to) {
+        if it.next().is_some() {
+            return Err(format!("{} is not empty", to.display()));
+        }
+    }
+    let te = |e: TierError| e.to_string();
+    let descriptor_of =
+        |shard: u32| -> Result<Option<(Vec<u8>, scribe_format::descriptor::DataRoot)>, String> {
+            let Some(b) = fetch_root_file(&*provider, shard, DESCRIPTOR).map_err(te)? else {
+                return Ok(None);
+            };
+            let d = scribe_format::descriptor::Descriptor::parse(&b)
+                .and_then(|d| d.data_root())
+                .map_err(|e| format!("nokv/recovery/{shard:08x}/{DESCRIPTOR}: {e}"))?;
+            Ok(Some((b.to_vec(), d)))
+        };
+    let shard = match journal_shard {
+        Some(s) => s,
+        None => {
+            let mut found = Vec::new();
+            for s in journal_shards(&*provider).map_err(te)? {
+                if let Some((_, d)) = descriptor_of(s)? {
+                    found.push((s, d));
+                }
+            }
+            let restored_from: std::collections::HashSet<[u8; 16]> = found
+                .iter()
+                .filter_map(|(_, d)| d.restored.map(|r| r.from_incarnation))
+                .collect();
+            let leaves: Vec<u32> = found
+                .iter()
+                .filter(|(_, d)| !restored_from.contains(&d.incarnation))
+                .map(|(s, _)| *s)
+                .collect();
+            match leaves.as_slice() {
+                [one] => *one,
+                [] => {
+                    return Err(
+                        "the bucket holds no shipped data root (nokv/recovery/*/SCRIBE_FORMAT)"
+                            .into(),
+                    )
+                }
+                many => {
+                    return Err(format!(
+                    "the bucket holds {} data roots (journal shards {}); choose one with --shard",
+                    many.len(),
+                    many.iter()
+                        .map(|s| format!("{s:08x}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+                }
+            }
+        }
+    };
+    let (descriptor, fields) = descriptor_of(shard)?
+        .ok_or_else(|| format!("nokv/recovery/{shard:08x}/{DESCRIPTOR} is not in the bucket"))?;
+    let block_shard = {
+        let key = format!("nokv/recovery/{shard:08x}/{BLOCK_SHARD}");
+        let b = fetch_root_file(&*provider, shard, BLOCK_SHARD)
+            .map_err(te)?
+            .ok_or_else(|| format!("{key} is not in the bucket"))?;
+        std::str::from_utf8(&b)
+            .ok()
+            .and_then(|t| t.strip_suffix('\n'))
+            .filter(|t| t.len() == 8)
+            .and_then(|t| u32::from_str_radix(t, 16).ok())
+            .ok_or_else(|| format!("{key}: not 8 hex digits and a newline"))?
+    };
+    let name = to
+        .file_name()
+        .ok_or_else(|| format!("{}: no directory name", to.display()))?;
+    let mut staging_name = name.to_os_string();
+    staging_name.push(".from-tier");
+    let stage = to.with_file_name(staging_name);
+    if stage.exists() {
+        // An interrupted restore's leftover: never published, ours by name.
+        std::fs::remove_dir_all(&stage).map_err(|e| format!("{}: {e}", stage.display()))?;
+    }
+    let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
+    let result = (|| -> Result<TierRestore, String> {
+        std::fs::create_dir_all(&stage).map_err(|e| io(&stage, e))?;
+        std::fs::write(stage.join(DESCRIPTOR), &descriptor)
+            .map_err(|e| io(&stage.join(DESCRIPTOR), e))?;
+        // Fetch an archive into `db`'s default directory, verify it, and
+        // rebuild `db` from it.
+        let rebuild = |name: &str, db: &Path, required: bool| -> Result<bool, String> {
+            let dir = scribe_metadata::archive::default_dir(db);
+            let prefix = format!("nokv/recovery/{shard:08x}/{name}");
+            let last = fetch_archive(&*provider, shard, name, &dir).map_err(te)?;
+            if last == 0 {
+                return if required {
+                    Err(format!("{prefix}: no shipped journal step"))
+                } else {
+                    Ok(false)
+                };
+            }
+            scribe_metadata::archive::verify(&dir)
+                .map_err(|e| format!("{prefix} (fetched into {}): {e}", dir.display()))?;
+            scribe_metadata::archive::recover(&dir, db)
+                .map_err(|e| format!("{prefix} (fetched into {}): {e}", dir.display()))?;
+            Ok(true)
+        };
+        rebuild("catalog", &stage.join("catalog.redb"), true)?;
+        rebuild(
+            AUTH_STATE_ARCHIVE,
+            &stage.join(scribe_metadata::auth_state::AUTH_STATE_FILE),
+            false,
+        )?;
+        let repos = {
+            let root = scribe_metadata::DataRoot::open(&stage)
+                .map_err(|e| format!("the rebuilt catalog: {e}"))?;
+            root.list_repositories()
+                .map_err(|e| format!("the rebuilt catalog: {e}"))?
+        };
+        for info in &repos {
+            let dir = stage.join("repos").join(info.id.to_hex());
+            std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+            let key = format!("{}/{DESCRIPTOR}", info.id.to_hex());
+            let desc = fetch_root_file(&*provider, shard, &key)
+                .map_err(te)?
+                .ok_or_else(|| format!("nokv/recovery/{shard:08x}/{key} is not in the bucket"))?;
+            scribe_format::descriptor::Descriptor::parse(&desc)
+                .map_err(|e| format!("nokv/recovery/{shard:08x}/{key}: {e}"))?;
+            std::fs::write(dir.join(DESCRIPTOR), &desc).map_err(|e| io(&dir, e))?;
+            rebuild(
+                &info.id.to_hex(),
+                &dir.join(scribe_metadata::repo::METADATA_FILE),
+                true,
+            )?;
+            crate::service::stores::open_or_create(&dir.join("objects"))
+                .map_err(|e| format!("{}: {e}", dir.join("objects").display()))?;
+        }
+        let r = scribe_metadata::restore::restore(&stage, to).map_err(|e| e.to_string())?;
+        let incarnation = hex::encode(r.incarnation);
+        let d = dir(to);
+        std::fs::create_dir_all(&d).map_err(|e| io(&d, e))?;
+        let tier = Tier::create_restored(
+            &d.join("tier.redb"),
+            block_shard,
+            shard_of(&incarnation),
+            provider.clone(),
+            TierOptions::default(),
+        )
+        .map_err(te)?;
+        let root = crate::admin::open_without_stores(to).map_err(|e| e.to_string())?;
+        let mut out = TierRestore {
+            journal_shard: shard,
+            block_shard,
+            from_incarnation: hex::encode(fields.incarnation),
+            incarnation,
+            ..TierRestore::default()
+        };
+        for info in &repos {
+            let repo = root
+                .open_repository(info.id)
+                .map_err(|e| format!("{}: {e}", info.name))?;
+            let head = repo.head().map_err(|e| format!("{}: {e}", info.name))?;
+            for change in 1..=head {
+                let commit =
+                    commit_objects(&repo, change).map_err(|e| format!("{}: {e}", info.name))?;
+                tier.restore_change(&info.id.0, change, &commit)
+                    .map_err(|e| format!("{}: change {change}: {e}", info.name))?;
+            }
+            // What `obliterate` gave up stays given up.
+            tier.restore_releases(&info.id.0)
+                .map_err(|e| format!("{}: {e}", info.name))?;
+            out.repositories.push((info.name.clone(), head));
+        }
+        drop(root);
+        out.problems = tier.verify().map_err(te)?;
+        Ok(out)
+    })();
+    let _ = std::fs::remove_dir_all(&stage);
+    if result.is_err() && to.exists() {
+        // Nothing was acknowledged from it: leave no half-restored root.
+        let _ = std::fs::remove_dir_all(to);
+    }
+    result
 }

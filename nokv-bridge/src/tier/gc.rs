@@ -19,6 +19,7 @@
 
 use redb::{Durability, ReadableDatabase, ReadableTable};
 
+use super::index;
 use super::key::BlockKey;
 use super::provider::Deleted;
 use super::state::{self, Lifecycle, ObjectRow, RevisionRow};
@@ -76,7 +77,61 @@ impl Tier {
     /// candidates when nothing else references them. Returns how many
     /// references were removed; giving a revision up twice removes
     /// nothing the second time.
+    ///
+    /// The release is recorded in the bucket first (a release record,
+    /// `index.rs`), so a record rebuilt from the bucket gives the same
+    /// file revisions up ([`Tier::restore_releases`]).
     pub fn release_files(
+        &self,
+        root: &[u8; 16],
+        versions: &[(u64, String)],
+    ) -> Result<u64, TierError> {
+        if !versions.is_empty() {
+            let exists = |n: u64| -> Result<bool, TierError> {
+                Ok(self
+                    .provider
+                    .head(&index::release_key(self.shard, root, n))?
+                    .is_some())
+            };
+            let next = index::last_dense(exists)? + 1;
+            self.provider.put_if_absent(
+                &index::release_key(self.shard, root, next),
+                bytes::Bytes::from(index::encode_release(root, versions)),
+            )?;
+        }
+        self.release_files_here(root, versions)
+    }
+
+    /// Apply every release record of `root` in the bucket to a record
+    /// being rebuilt (after its changes: [`Tier::restore_change`]), then
+    /// collect: the revisions given up end `Deleted` as they did (their
+    /// blocks are already gone; deletes are idempotent). Returns how many
+    /// records were applied. A damaged record is refused with its key.
+    pub fn restore_releases(&self, root: &[u8; 16]) -> Result<u64, TierError> {
+        let mut n = 0;
+        loop {
+            let key = index::release_key(self.shard, root, n + 1);
+            let body = match self.provider.get(&key) {
+                Ok(b) => b,
+                Err(super::ProviderError::NotFound { .. }) => break,
+                Err(e) => return Err(e.into()),
+            };
+            let versions =
+                index::decode_release(root, &body).map_err(|detail| TierError::Damaged {
+                    key: key.clone(),
+                    offset: 0,
+                    detail,
+                })?;
+            self.release_files_here(root, &versions)?;
+            n += 1;
+        }
+        if n > 0 {
+            self.collect()?;
+        }
+        Ok(n)
+    }
+
+    fn release_files_here(
         &self,
         root: &[u8; 16],
         versions: &[(u64, String)],

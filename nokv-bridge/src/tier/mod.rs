@@ -7,10 +7,12 @@
 //! | `s3` | that boundary on any S3-compatible store, through object_store |
 //! | `state` | `tier.redb`: revisions, manifest rows, references, cursors |
 //! | `tier` | [`Tier`]: publish a change as a revision, read objects back, verify |
+//! | `index` | the index record of each publication in the bucket (what rebuilds `tier.redb`) |
 //! | `recovery` | shipping a metadata recovery archive to the bucket and fetching it back |
 //! | `gc` | releasing references, claiming zero-count revisions, deleting their blocks |
 
 mod gc;
+mod index;
 mod key;
 mod provider;
 mod recovery;
@@ -24,7 +26,7 @@ use std::path::Path;
 pub use gc::Collected;
 pub use key::{BlockKey, ROOT as KEY_ROOT};
 pub use provider::{Deleted, Head, Provider, ProviderError, Put};
-pub use recovery::Shipped;
+pub use recovery::{fetch_archive, fetch_root_file, journal_shards, Shipped};
 pub use s3::{S3Config, S3Provider};
 pub use state::{Lifecycle, ObjectRow, RevisionRow};
 pub use tier::{FileVersion, Location, Published, ReadLocal, Tier, TierOptions};

@@ -108,4 +108,16 @@ pub trait Provider: Send + Sync {
 
     /// Remove `key`; idempotent, with an explicit ambiguous outcome.
     fn delete(&self, key: &str) -> Deleted;
+
+    /// The names of the "directories" directly below `prefix` (keys
+    /// `prefix/NAME/...`). Used only to find which data roots shipped
+    /// journals to a bucket (`restore --from-tier`); never reachability
+    /// truth. Stores that cannot list refuse.
+    fn list_dirs(&self, prefix: &str) -> Result<Vec<String>, ProviderError> {
+        Err(ProviderError::Refused {
+            op: "list",
+            key: prefix.to_string(),
+            detail: "this store cannot list".into(),
+        })
+    }
 }

@@ -25,7 +25,7 @@ use bytes::Bytes;
 use redb::{Durability, ReadableDatabase};
 use scribe_format::recovery::{segment_file_name, ArchiveHead, HEAD_LEN};
 
-use super::provider::{ProviderError, Put};
+use super::provider::{Provider, ProviderError, Put};
 use super::state;
 use super::tier::Tier;
 use super::TierError;
@@ -49,7 +49,7 @@ fn io(path: &Path, e: std::io::Error) -> TierError {
 
 impl Tier {
     fn recovery_prefix(&self, name: &str) -> String {
-        format!("nokv/recovery/{:08x}/{name}", self.shard)
+        format!("nokv/recovery/{:08x}/{name}", self.journal_shard)
     }
 
     /// The last step shipped for archive `name` and the (segment, offset)
@@ -173,33 +173,76 @@ impl Tier {
     /// `to` (segments and `HEAD` of the last step). Returns the last step.
     /// The caller verifies it (`scribe_metadata::archive::verify`).
     pub fn fetch_archive(&self, name: &str, to: &Path) -> Result<u64, TierError> {
-        let prefix = self.recovery_prefix(name);
+        fetch_archive(&*self.provider, self.journal_shard, name, to)
+    }
+
+    /// Ship `bytes` as the data root's file `name` (its descriptor, the
+    /// block shard) under `nokv/recovery/{journal shard}/{name}`,
+    /// create-if-absent. `false` when the bucket already holds other
+    /// bytes there (the file changed since it shipped, e.g. a repository
+    /// rename): the first version stays; the caller logs it and goes on
+    /// (a changed descriptor must not stop the journals from shipping).
+    pub fn ship_root_file(&self, name: &str, bytes: &[u8]) -> Result<bool, TierError> {
+        let key = self.recovery_prefix(name);
+        match self
+            .provider
+            .put_if_absent(&key, Bytes::copy_from_slice(bytes))
+        {
+            Ok(_) => Ok(true),
+            Err(ProviderError::Conflict { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// The data root file `name` shipped under `journal_shard`
+/// ([`Tier::ship_root_file`]), if it is there.
+pub fn fetch_root_file(
+    provider: &dyn Provider,
+    journal_shard: u32,
+    name: &str,
+) -> Result<Option<Bytes>, TierError> {
+    match provider.get(&format!("nokv/recovery/{journal_shard:08x}/{name}")) {
+        Ok(b) => Ok(Some(b)),
+        Err(ProviderError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The journal shards with shipped recovery journals (one per data root
+/// incarnation that served with this bucket). Listing is used only to
+/// find them; what is restored is checked by content, never by listing.
+pub fn journal_shards(provider: &dyn Provider) -> Result<Vec<u32>, TierError> {
+    let mut out: Vec<u32> = provider
+        .list_dirs("nokv/recovery")?
+        .iter()
+        .filter(|d| d.len() == 8)
+        .filter_map(|d| u32::from_str_radix(d, 16).ok())
+        .collect();
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// Rebuild archive `name` shipped under `journal_shard` into the empty
+/// directory `to` ([`Tier::fetch_archive`]).
+pub fn fetch_archive(
+    provider: &dyn Provider,
+    journal_shard: u32,
+    name: &str,
+    to: &Path,
+) -> Result<u64, TierError> {
+    {
+        let prefix = format!("nokv/recovery/{journal_shard:08x}/{name}");
         let exists = |n: u64| -> Result<bool, TierError> {
-            Ok(self
-                .provider
-                .head(&format!("{prefix}/head/{n:016x}"))?
-                .is_some())
+            Ok(provider.head(&format!("{prefix}/head/{n:016x}"))?.is_some())
         };
         // The last step: double until absent, then bisect.
-        let (mut lo, mut hi) = (0u64, 1u64);
-        while exists(hi)? {
-            lo = hi;
-            hi *= 2;
-        }
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if exists(mid)? {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        let last = lo;
+        let last = super::index::last_dense(exists)?;
         std::fs::create_dir_all(to).map_err(|e| io(to, e))?;
         let mut head = Vec::new();
         for n in 1..=last {
             let key = format!("{prefix}/head/{n:016x}");
-            let body = self.provider.get(&key)?;
+            let body = provider.get(&key)?;
             let bad = |detail: &str| TierError::Damaged {
                 key: key.clone(),
                 offset: 0,
@@ -220,9 +263,7 @@ impl Tier {
                 let end = start
                     .checked_add(len)
                     .ok_or_else(|| bad("a piece overflows"))?;
-                let piece = self
-                    .provider
-                    .get(&format!("{prefix}/{s:020}/{start:016x}-{end:016x}"))?;
+                let piece = provider.get(&format!("{prefix}/{s:020}/{start:016x}-{end:016x}"))?;
                 if piece.len() as u64 != len {
                     return Err(bad("a piece has another length"));
                 }

@@ -5,7 +5,8 @@
 //!
 //! | table | key | value |
 //! |---|---|---|
-//! | `tier_meta` | `shard` | `u32 LE` logical shard, fixed at creation |
+//! | `tier_meta` | `shard` | `u32 LE` logical shard of the block keys, fixed at creation |
+//! | `tier_meta` | `journal-shard` | `u32 LE` where the recovery journals ship: the shard, or after `restore --from-tier` the restored root's own |
 //! | `tier_revisions` | revision `[16]` | [`RevisionRow`] |
 //! | `tier_pending` | root `[16]` ‖ change `u64 BE` | revision `[16]`: allocated before the first block upload, so a retry after a crash reuses it |
 //! | `tier_objects` | root `[16]` ‖ object id (33 bytes) | [`ObjectRow`]: the immutable manifest row |
@@ -193,30 +194,43 @@ pub(crate) fn dependency_ref(owner: &[u8; 16], child: &[u8; 16]) -> Vec<u8> {
     k
 }
 
-/// Open or create `tier.redb`; a new file gets `shard`.
-pub(crate) fn open(path: &Path, shard: u32) -> Result<(Database, u32), TierError> {
+/// Open or create `tier.redb`; a new file gets `shard`, and
+/// `journal_shard` (default: `shard`) when it has none yet. Returns the
+/// stored (shard, journal shard).
+pub(crate) fn open(
+    path: &Path,
+    shard: u32,
+    journal_shard: Option<u32>,
+) -> Result<(Database, u32, u32), TierError> {
     let db = Database::create(path).map_err(|e| TierError::state(path, e))?;
     let mut tx = db.begin_write().map_err(|e| TierError::state(path, e))?;
     tx.set_durability(Durability::Immediate)
         .map_err(|e| TierError::state(path, e))?;
-    let stored = {
+    let (stored, journal) = {
         let mut meta = tx.open_table(META).map_err(|e| TierError::state(path, e))?;
-        let stored = match meta.get("shard").map_err(|e| TierError::state(path, e))? {
-            Some(v) => Some(
-                <[u8; 4]>::try_from(v.value())
-                    .map(u32::from_le_bytes)
-                    .map_err(|_| TierError::corrupt(path, "tier_meta/shard is not 4 bytes"))?,
-            ),
-            None => None,
-        };
-        match stored {
-            Some(s) => s,
-            None => {
-                meta.insert("shard", shard.to_le_bytes().as_slice())
-                    .map_err(|e| TierError::state(path, e))?;
-                shard
+        let mut get_or_set = |name: &str, value: u32| -> Result<u32, TierError> {
+            let stored = match meta.get(name).map_err(|e| TierError::state(path, e))? {
+                Some(v) => Some(
+                    <[u8; 4]>::try_from(v.value())
+                        .map(u32::from_le_bytes)
+                        .map_err(|_| {
+                            TierError::corrupt(path, format!("tier_meta/{name} is not 4 bytes"))
+                        })?,
+                ),
+                None => None,
+            };
+            match stored {
+                Some(s) => Ok(s),
+                None => {
+                    meta.insert(name, value.to_le_bytes().as_slice())
+                        .map_err(|e| TierError::state(path, e))?;
+                    Ok(value)
+                }
             }
-        }
+        };
+        let s = get_or_set("shard", shard)?;
+        let j = get_or_set("journal-shard", journal_shard.unwrap_or(s))?;
+        (s, j)
     };
     for t in [REVISIONS, PENDING, OBJECTS] {
         tx.open_table(t).map_err(|e| TierError::state(path, e))?;
@@ -233,7 +247,7 @@ pub(crate) fn open(path: &Path, shard: u32) -> Result<(Database, u32), TierError
     tx.open_table(RECOVERY)
         .map_err(|e| TierError::state(path, e))?;
     tx.commit().map_err(|e| TierError::state(path, e))?;
-    Ok((db, stored))
+    Ok((db, stored, journal))
 }
 
 /// Read helpers shared by the tier's operations.

@@ -13,8 +13,10 @@
 //! 3. the new objects are packed in the order given (objects above
 //!    [`TierOptions::own_block_bytes`] alone, the rest bundled up to
 //!    [`TierOptions::block_bytes`]) and uploaded, several blocks in flight;
-//!    each upload is checked by `head` (its length);
-//! 4. one Immediate transaction writes the revision row (`Available`, its
+//!    a `Created` answer confirms the bytes (no `head` after it);
+//!    `AlreadyPresent` was read back and compared by the provider;
+//! 4. the publication's index record goes into the bucket (`index.rs`);
+//! 5. one Immediate transaction writes the revision row (`Available`, its
 //!    own reference from change `N`), every object's manifest row, each
 //!    dependency reference (count and epoch of the owner advance), removes
 //!    the pending row and advances the root's cursor to `N`.
@@ -30,6 +32,7 @@ use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 use scribe_format::ObjectId;
 
+use super::index::{self, Publication};
 use super::key::BlockKey;
 use super::provider::{Provider, ProviderError, Put};
 use super::state::{self, Lifecycle, ObjectRow, RevisionRow};
@@ -85,18 +88,6 @@ enum Owner {
     Content,
 }
 
-/// What one publication writes (revision id, manifest rows, blocks, bytes).
-type NewRevision = ([u8; 16], Vec<(ObjectId, ObjectRow)>, u64, u64);
-
-struct Publication<'a> {
-    root: &'a [u8; 16],
-    change: u64,
-    revision: Option<NewRevision>,
-    content: Option<NewRevision>,
-    commit_owners: &'a BTreeSet<[u8; 16]>,
-    files: &'a [(&'a str, BTreeSet<[u8; 16]>)],
-}
-
 /// Where one object is in the bucket.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Location {
@@ -110,6 +101,11 @@ pub struct Tier {
     pub(crate) db: Database,
     pub(crate) path: PathBuf,
     pub(crate) shard: u32,
+    /// The namespace the recovery journals ship under
+    /// (`nokv/recovery/{journal_shard:08x}`): the block shard for a record
+    /// created by `serve`, the restored data root's own after a restore
+    /// (its fresh journals must not meet the old ones' steps).
+    pub(crate) journal_shard: u32,
     pub(crate) provider: Arc<dyn Provider>,
     options: TierOptions,
 }
@@ -129,11 +125,12 @@ impl Tier {
         provider: Arc<dyn Provider>,
         options: TierOptions,
     ) -> Result<Tier, TierError> {
-        let (db, shard) = state::open(path, shard)?;
+        let (db, shard, journal_shard) = state::open(path, shard, None)?;
         Ok(Tier {
             db,
             path: path.to_owned(),
             shard,
+            journal_shard,
             provider,
             options,
         })
@@ -141,6 +138,105 @@ impl Tier {
 
     pub fn shard(&self) -> u32 {
         self.shard
+    }
+
+    /// Where this record's recovery journals ship (see the field).
+    pub fn journal_shard(&self) -> u32 {
+        self.journal_shard
+    }
+
+    /// Create a new record at `path` (which must not exist) for a data
+    /// root restored from the bucket: blocks keep the keys of `shard`,
+    /// journals ship under `journal_shard`. Fill it with
+    /// [`Tier::restore_change`].
+    pub fn create_restored(
+        path: &Path,
+        shard: u32,
+        journal_shard: u32,
+        provider: Arc<dyn Provider>,
+        options: TierOptions,
+    ) -> Result<Tier, TierError> {
+        if path.exists() {
+            return Err(TierError::state(
+                path,
+                "exists; a restore creates a new record",
+            ));
+        }
+        let (db, shard, journal_shard) = state::open(path, shard, Some(journal_shard))?;
+        Ok(Tier {
+            db,
+            path: path.to_owned(),
+            shard,
+            journal_shard,
+            provider,
+            options,
+        })
+    }
+
+    /// The bucket key of the index record of change `change` of `root`
+    /// whose commit holds `commit` (`index.rs`).
+    pub fn index_key(&self, root: &[u8; 16], change: u64, commit: &[ObjectId]) -> String {
+        index::key(self.shard, root, change, commit)
+    }
+
+    /// Rebuild change `change` of `root` into this record from its index
+    /// record in the bucket (`index.rs`): `commit` are the ids of its
+    /// commit objects, as the restored metadata names them (the same list
+    /// publication was given). Changes are restored in order. The record
+    /// must be intact (its digest), be the one of this root and change,
+    /// and hold a manifest row (in it, or in an earlier change) for each
+    /// commit object; otherwise `Damaged` names its key.
+    pub fn restore_change(
+        &self,
+        root: &[u8; 16],
+        change: u64,
+        commit: &[ObjectId],
+    ) -> Result<(), TierError> {
+        let through = self.uploaded_through(root)?;
+        if change != through + 1 {
+            return Err(TierError::OutOfOrder {
+                change,
+                next: through + 1,
+            });
+        }
+        let key = index::key(self.shard, root, change, commit);
+        let damaged = |detail: String| TierError::Damaged {
+            key: key.clone(),
+            offset: 0,
+            detail,
+        };
+        let body = match self.provider.get(&key) {
+            Ok(b) => b,
+            Err(ProviderError::NotFound { .. }) => {
+                return Err(damaged(format!(
+                    "the index record of change {change} is not in the bucket (a change \
+                     accepted but never published: not acknowledged under `durable`)"
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let p = Publication::decode(&body).map_err(damaged)?;
+        if p.root != *root || p.change != change {
+            return Err(damaged(format!(
+                "it is the record of change {} of root {}",
+                p.change,
+                hex::encode(p.root)
+            )));
+        }
+        let mine: BTreeSet<[u8; 33]> = p
+            .revision
+            .iter()
+            .chain(p.content.iter())
+            .flat_map(|r| r.1.iter().map(|(id, _)| id.to_bytes()))
+            .collect();
+        for id in commit {
+            if !mine.contains(&id.to_bytes()) && self.locate(root, id)?.is_none() {
+                return Err(damaged(format!(
+                    "commit object {id} of change {change} has no manifest row"
+                )));
+            }
+        }
+        self.commit(&p)
     }
 
     pub(crate) fn st<E: std::fmt::Display>(&self) -> impl Fn(E) -> TierError + '_ {
@@ -342,7 +438,7 @@ impl Tier {
         let (commit_rows, commit_blocks, commit_bytes) = commit_packed?;
         let (content_rows, content_blocks, content_bytes) = content_packed?;
         // Which revisions each file revision references.
-        let mut file_refs: Vec<(&str, BTreeSet<[u8; 16]>)> = Vec::new();
+        let mut file_refs: Vec<(String, BTreeSet<[u8; 16]>)> = Vec::new();
         for f in files {
             let mut owners = BTreeSet::new();
             for id in &f.chunks {
@@ -355,24 +451,38 @@ impl Tier {
                     None => false,
                 };
             }
-            file_refs.push((&f.path, owners));
+            file_refs.push((f.path.clone(), owners));
         }
+        let fill =
+            |rev: [u8; 16], rows: Vec<(ObjectId, ObjectRow)>| -> Vec<(ObjectId, ObjectRow)> {
+                rows.into_iter()
+                    .map(|(id, r)| (id, ObjectRow { revision: rev, ..r }))
+                    .collect()
+            };
         let publication = Publication {
-            root,
+            root: *root,
             change,
-            revision: revision.map(|r| (r, commit_rows, commit_blocks, commit_bytes)),
-            content: content_revision.map(|r| (r, content_rows, content_blocks, content_bytes)),
-            commit_owners: &commit_owners,
-            files: &file_refs,
+            revision: revision.map(|r| (r, fill(r, commit_rows), commit_blocks, commit_bytes)),
+            content: content_revision
+                .map(|r| (r, fill(r, content_rows), content_blocks, content_bytes)),
+            commit_owners,
+            files: file_refs,
         };
-        self.commit(publication)?;
+        // The record of this publication goes into the bucket before the
+        // cursor advances (`index.rs`): the bucket, not tier.redb, is what
+        // a restore rebuilds the record from.
+        let dependencies = publication.commit_owners.len() as u64;
+        let key = index::key(self.shard, root, change, commit);
+        self.provider
+            .put_if_absent(&key, Bytes::from(publication.encode()))?;
+        self.commit(&publication)?;
         Ok(Published {
             revision,
             content_revision,
             blocks: commit_blocks + content_blocks,
             bytes: commit_bytes + content_bytes,
             reused,
-            dependencies: commit_owners.len() as u64,
+            dependencies,
         })
     }
 
@@ -434,25 +544,12 @@ impl Tier {
                                 return Ok(());
                             };
                             let key = BlockKey::new(shard, *root, *rev, index).to_key();
-                            let len = block.len() as u64;
+                            // A `Created` answer is the store's own
+                            // confirmation of these bytes; `AlreadyPresent`
+                            // (an ambiguous first try, retried) was read
+                            // back and compared. No `head` is needed.
                             match provider.put_if_absent(&key, block)? {
                                 Put::Created | Put::AlreadyPresent => {}
-                            }
-                            match provider.head(&key)? {
-                                Some(h) if h.len == len => {}
-                                other => {
-                                    return Err(TierError::Damaged {
-                                        key,
-                                        offset: 0,
-                                        detail: format!(
-                                            "uploaded {len} bytes, the store holds {}",
-                                            other.map_or("nothing".to_string(), |h| format!(
-                                                "{} bytes",
-                                                h.len
-                                            ))
-                                        ),
-                                    });
-                                }
                             }
                         }
                     })
@@ -542,8 +639,8 @@ impl Tier {
         Ok((rows, next, total))
     }
 
-    fn commit(&self, p: Publication<'_>) -> Result<(), TierError> {
-        let (root, change) = (p.root, p.change);
+    fn commit(&self, p: &Publication) -> Result<(), TierError> {
+        let (root, change) = (&p.root, p.change);
         let mut tx = self.db.begin_write().map_err(self.st())?;
         tx.set_durability(Durability::Immediate)
             .map_err(self.st())?;
@@ -597,11 +694,11 @@ impl Tier {
                     rev,
                     state::change_ref(rev, root, change),
                 )?;
-                for o in p.commit_owners {
+                for o in &p.commit_owners {
                     self.add_ref(&mut revisions, &mut refs, o, state::dependency_ref(o, rev))?;
                 }
             } else {
-                for o in p.commit_owners {
+                for o in &p.commit_owners {
                     self.add_ref(
                         &mut revisions,
                         &mut refs,
@@ -610,7 +707,7 @@ impl Tier {
                     )?;
                 }
             }
-            for (path, owners) in p.files {
+            for (path, owners) in &p.files {
                 for o in owners {
                     self.add_ref(
                         &mut revisions,

@@ -17,6 +17,12 @@ pub enum Fault {
     ServiceUnavailable,
     /// Accept and never answer.
     Silent,
+    /// Forward requests until one deletes (`DELETE /…`, or a multi-object
+    /// `POST …?delete`), then hold that one
+    /// unanswered (counted in `faulted` only then). Used by
+    /// scribe-server's tier tests, which include this file.
+    #[allow(dead_code)]
+    SilentAtDelete,
 }
 
 pub struct Proxy {
@@ -41,11 +47,12 @@ impl Proxy {
             for client in listener.incoming() {
                 let Ok(client) = client else { continue };
                 let fault = p.lock().expect("plan").pop_front();
-                if fault.is_some() {
+                if fault.is_some() && !matches!(fault, Some(Fault::SilentAtDelete)) {
                     f.fetch_add(1, Ordering::SeqCst);
                 }
                 let up = upstream.clone();
-                std::thread::spawn(move || serve(client, &up, fault));
+                let f = f.clone();
+                std::thread::spawn(move || serve(client, &up, fault, f));
             }
         });
         Proxy {
@@ -63,8 +70,39 @@ impl Proxy {
     }
 }
 
-fn serve(mut client: TcpStream, upstream: &str, fault: Option<Fault>) {
+fn serve(mut client: TcpStream, upstream: &str, fault: Option<Fault>, faulted: Arc<AtomicUsize>) {
     match fault {
+        Some(Fault::SilentAtDelete) => {
+            let Ok(server) = TcpStream::connect(upstream) else {
+                return;
+            };
+            let (Ok(mut s_read), Ok(mut c_write)) = (server.try_clone(), client.try_clone()) else {
+                return;
+            };
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut s_read, &mut c_write);
+            });
+            let mut server = server;
+            let mut buf = vec![0u8; 64 << 10];
+            loop {
+                match client.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(k) => {
+                        if buf[..k]
+                            .windows(8)
+                            .any(|w| w == b"DELETE /" || w == b"?delete ")
+                        {
+                            faulted.fetch_add(1, Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_secs(60));
+                            return;
+                        }
+                        if server.write_all(&buf[..k]).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
         Some(Fault::Silent) => {
             // Hold the connection open, answering nothing.
             std::thread::sleep(Duration::from_secs(60));

@@ -18,6 +18,7 @@ use super::rgw::config;
 struct Recording {
     inner: S3Provider,
     puts: Mutex<Vec<String>>,
+    heads: Mutex<u64>,
     ambiguous: Mutex<u32>,
 }
 
@@ -25,6 +26,7 @@ fn recording(ambiguous: u32) -> Arc<Recording> {
     Arc::new(Recording {
         inner: S3Provider::new(&config()).unwrap(),
         puts: Mutex::default(),
+        heads: Mutex::default(),
         ambiguous: Mutex::new(ambiguous),
     })
 }
@@ -41,6 +43,7 @@ impl Provider for Recording {
         self.inner.get(key)
     }
     fn head(&self, key: &str) -> Result<Option<Head>, ProviderError> {
+        *self.heads.lock().unwrap() += 1;
         self.inner.head(key)
     }
     fn delete(&self, key: &str) -> Deleted {
@@ -195,11 +198,20 @@ fn reused_objects_are_sealed_dependencies_not_copies_and_republishing_is_a_no_op
     let b = f.add(60_000, 11);
     let first = f.publish(1, &[a, b]).unwrap().revision.unwrap();
     let c = f.add(70_000, 12);
-    let puts_before = f.provider.puts.lock().unwrap().len();
+    let blocks_put = |f: &Fixture| {
+        f.provider
+            .puts
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|k| k.starts_with("nokv/artifacts/"))
+            .count()
+    };
+    let puts_before = blocks_put(&f);
     let p = f.publish(2, &[a, c, a]).unwrap();
     let second = p.revision.unwrap();
     assert_eq!((p.reused, p.dependencies, p.bytes), (1, 1, 70_000));
-    assert_eq!(f.provider.puts.lock().unwrap().len(), puts_before + 1);
+    assert_eq!(blocks_put(&f), puts_before + 1);
     let revs = f.tier.revisions().unwrap();
     assert_eq!(
         revs[&first].strong, 2,
@@ -569,4 +581,82 @@ fn an_archive_ships_in_immutable_steps_survives_a_lost_cursor_and_fetches_back_e
         std::fs::read(again.join(segment_file_name(2))).unwrap(),
         seg2b
     );
+}
+
+#[test]
+fn a_record_rebuilt_from_the_bucket_alone_is_the_record() {
+    let mut f = fixture(small());
+    let (m1, m2, m3) = (f.add(100, 31), f.add(100, 32), f.add(100, 33));
+    let (a1, s, b2) = (f.add(300_000, 34), f.add(20_000, 35), f.add(300_000, 36));
+    f.publish_files(1, &[m1], &[("a.bin", &[a1, s])]);
+    f.publish_files(2, &[m2, m1], &[("b.bin", &[b2, s])]);
+    // Change 3 brings nothing new: references only.
+    f.publish_files(3, &[m3], &[("c.bin", &[s])]);
+    f.tier
+        .release_files(&ROOT, &[(2, "b.bin".to_string())])
+        .unwrap();
+    f.tier.collect().unwrap();
+    let commits: [&[ObjectId]; 3] = [&[m1], &[m2, m1], &[m3]];
+
+    // tier.redb is lost: rebuild it from the bucket.
+    let dir = tempfile::tempdir().unwrap();
+    let rebuilt = Tier::create_restored(
+        &dir.path().join("tier.redb"),
+        f.tier.shard(),
+        0xabcd_0001,
+        f.provider.clone(),
+        small(),
+    )
+    .unwrap();
+    assert_eq!(rebuilt.journal_shard(), 0xabcd_0001);
+    // Out of order, and with another commit list (another change under
+    // the same number): refused.
+    assert!(matches!(
+        rebuilt.restore_change(&ROOT, 2, commits[1]),
+        Err(TierError::OutOfOrder { .. })
+    ));
+    let e = rebuilt.restore_change(&ROOT, 1, &[m2]).unwrap_err();
+    assert!(matches!(e, TierError::Damaged { .. }), "{e}");
+    for (i, c) in commits.iter().enumerate() {
+        rebuilt.restore_change(&ROOT, i as u64 + 1, c).unwrap();
+    }
+    assert_eq!(rebuilt.restore_releases(&ROOT).unwrap(), 1);
+    assert_eq!(rebuilt.revisions().unwrap(), f.tier.revisions().unwrap());
+    assert_eq!(
+        rebuilt.purged(&ROOT).unwrap(),
+        f.tier.purged(&ROOT).unwrap()
+    );
+    assert_eq!(rebuilt.uploaded_through(&ROOT).unwrap(), 3);
+    for id in [m1, m2, m3, a1, s, b2] {
+        assert_eq!(
+            rebuilt.locate(&ROOT, &id).unwrap(),
+            f.tier.locate(&ROOT, &id).unwrap(),
+            "{id}"
+        );
+    }
+    assert_eq!(rebuilt.verify().unwrap(), Vec::<String>::new());
+    // Publication continues on the rebuilt record.
+    let m4 = f.add(100, 37);
+    let local = f.local.clone();
+    rebuilt
+        .publish_change(&ROOT, 4, &[m4], &|id| Ok(local[id].clone()))
+        .unwrap();
+    assert_eq!(rebuilt.verify().unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn a_created_block_is_not_headed_again() {
+    // The PUT's `Created` answer is the verification: publication costs one
+    // request per block (and one for its index record), no `head`.
+    let mut f = fixture(small());
+    let ids: Vec<ObjectId> = (0..3).map(|i| f.add(300_000, 200 + i)).collect();
+    let p = f.publish(1, &ids).unwrap();
+    assert_eq!(p.blocks, 3);
+    assert_eq!(*f.provider.heads.lock().unwrap(), 0);
+    assert_eq!(
+        f.provider.puts.lock().unwrap().len(),
+        4,
+        "3 blocks and the index record"
+    );
+    assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
 }

@@ -556,6 +556,22 @@ fn obliterate_gives_up_old_content_in_the_bucket_and_the_store_and_the_head_stil
     kill(s);
     let (ok, out) = tier_verify(&data, &b);
     assert!(ok, "{out}");
+
+    // The disk is lost after the obliteration: the record rebuilt from the
+    // bucket gives the same content up (its release record) and is the
+    // record that was lost.
+    let t = record(&data, &b);
+    let before = t.revisions().unwrap();
+    drop(t);
+    std::fs::remove_dir_all(&data).unwrap();
+    let (ok, out) = restore_from_tier(&data, &b);
+    assert!(ok, "{out}");
+    let t = record(&data, &b);
+    assert_eq!(t.revisions().unwrap(), before);
+    assert_eq!(t.purged(&h.repo.0).unwrap(), vec![(1, "a.bin".to_string())]);
+    drop(t);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
 }
 
 #[test]
@@ -564,11 +580,11 @@ fn obliterate_killed_mid_collection_is_finished_by_the_next_run() {
     let data = init(dir.path());
     let b = bucket();
     let h = history(&data, &b);
-    // The first request of the collection (a block delete) is never
-    // answered: the revision is claimed (Deleting) and the process is
-    // SIGKILLed while it waits.
+    // The first block delete of the collection is never answered (the
+    // release record goes into the bucket before it): the revision is
+    // claimed (Deleting) and the process is SIGKILLed while it waits.
     let p = proxy::Proxy::start(&rgw().endpoint);
-    p.plan(&[proxy::Fault::Silent]);
+    p.plan(&[proxy::Fault::SilentAtDelete; 64]);
     let r = rgw();
     let mut child = bin()
         .args(["obliterate", "--data", data.to_str().unwrap()])
@@ -873,4 +889,229 @@ fn the_recovery_journals_are_shipped_to_the_bucket_and_fetched_back_verified() {
             "{name}"
         );
     }
+}
+
+fn log(c: &mut impl Requests, branch: scribe_format::BranchId) -> Vec<m::CommitSummary> {
+    match c.ask(Request::Log(m::Log {
+        repo: REPO.into(),
+        branch,
+        before: 0,
+        limit: 0,
+    })) {
+        Response::Log(p) => p.commits,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `scribe-server restore --from-tier` into `data` (absent): success and
+/// the output.
+fn restore_from_tier(data: &Path, b: &Bucket) -> (bool, String) {
+    let r = rgw();
+    let out = bin()
+        .args(["restore", "--data", data.to_str().unwrap()])
+        .args(["--from-tier", &b.url, "--tier-endpoint", &r.endpoint])
+        .env("AWS_ACCESS_KEY_ID", &r.access_key)
+        .env("AWS_SECRET_ACCESS_KEY", &r.secret_key)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// Three changes acknowledged under `durable`, the server SIGKILLed right
+/// after the last acknowledgement: (workspace info, log, every file's
+/// objects).
+#[allow(clippy::type_complexity)]
+fn durable_history(
+    data: &Path,
+    b: &Bucket,
+) -> (
+    m::WorkspaceInfo,
+    Vec<m::CommitSummary>,
+    Vec<(ObjectId, Vec<u8>)>,
+) {
+    let s = serve(data, b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let ws = c.register(WorkspaceId([9; 16]));
+    let (a1, a2) = (big(21, 3 << 20), big(23, 3 << 20));
+    accepted(&submit(&mut c, 1, &[("a.bin", &a1), ("b.txt", b"bee")]));
+    let entries: Vec<(&str, Option<&[u8]>, u64)> =
+        vec![("a.bin", Some(&a2[..]), 1), ("c.txt", Some(b"sea"), 0)];
+    accepted(&c.upload_and_submit(
+        WorkspaceId([9; 16]),
+        OperationId([2; 16]),
+        &change(&entries),
+        "m",
+    ));
+    accepted(&submit(&mut c, 3, &[("d.txt", b"dee")]));
+    let commits = log(&mut c, ws.branch);
+    assert_eq!(commits.len(), 3);
+    drop(c);
+    // SIGKILL right after the last acknowledgement: everything
+    // acknowledged must already be in the bucket, metadata included.
+    kill(s);
+    let mut objects = Vec::new();
+    for content in [&a1[..], &a2[..], b"bee", b"sea", b"dee"] {
+        objects.extend(scribe_testkit::change::file(content).objects);
+    }
+    (ws, commits, objects)
+}
+
+#[test]
+fn restore_from_tier_rebuilds_every_durable_change_on_an_empty_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let (ws, commits, objects) = durable_history(&data, &b);
+    let old_incarnation = ws.incarnation;
+    // The disk is lost.
+    std::fs::remove_dir_all(&data).unwrap();
+    std::fs::remove_dir_all(data.with_extension("run")).unwrap();
+
+    let (ok, out) = restore_from_tier(&data, &b);
+    assert!(ok, "{out}");
+    // The local store starts empty: every chunk comes from the bucket.
+    for (id, _) in &objects {
+        if id.kind == scribe_format::ObjectKind::Chunk {
+            assert!(!held_locally(&data, id), "{id} is local after the restore");
+        }
+    }
+    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    // The old workspace goes on: its registration answers with a new
+    // incarnation (as after `scribe-server restore`), the history is the
+    // one acknowledged, every object reads back byte-identical.
+    let again = c.register(WorkspaceId([9; 16]));
+    assert_eq!(again.branch, ws.branch);
+    assert_ne!(
+        again.incarnation, old_incarnation,
+        "a restore is a new incarnation"
+    );
+    assert_eq!(log(&mut c, ws.branch), commits);
+    for (id, bytes) in &objects {
+        assert_eq!(&c.object(REPO, *id), bytes, "{id}");
+    }
+    // A new submit from the old workspace is accepted (durable: its blocks
+    // and journal go into the bucket under the restored root).
+    let n4 = accepted(&submit(&mut c, 4, &[("e.txt", b"after the restore")]));
+    assert_eq!(n4, 4);
+    drop(c);
+    kill(s);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+
+    // And the restored root is itself restorable: its new journals ship
+    // under its own shard, the restore picks the newest root.
+    let again_dir = dir.path().join("second");
+    let (ok, out) = restore_from_tier(&again_dir, &b);
+    assert!(ok, "{out}");
+    let s = serve(&again_dir, &b, &rgw().endpoint, &[]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let ws2 = c.register(WorkspaceId([9; 16]));
+    let l = log(&mut c, ws2.branch);
+    assert_eq!(l.len(), 4);
+    assert_eq!(&l[1..], &commits[..], "newest first");
+    drop(c);
+    kill(s);
+}
+
+/// Replace `key` in the bucket by `bytes` (test only: the tier never
+/// overwrites).
+fn forge(b: &Bucket, key: &str, bytes: Vec<u8>) {
+    use nokv_bridge::tier::{Deleted, Provider};
+    let p = provider(b);
+    assert!(matches!(p.delete(key), Deleted::Gone));
+    p.put_if_absent(key, bytes.into()).unwrap();
+}
+
+#[test]
+fn restore_from_tier_refuses_a_damaged_index_record_or_journal_by_name() {
+    use nokv_bridge::tier::Provider;
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let (ws, _, _) = durable_history(&data, &b);
+    let repo = ws.repository;
+    // The keys to damage: change 2's index record and the repository's
+    // first journal piece.
+    let (index_key, piece_key) = {
+        let t = record(&data, &b);
+        let root = scribe_metadata::DataRoot::open(&data).unwrap();
+        let r = root.open_repository(repo).unwrap();
+        let commit = scribe_server::tier::commit_objects(&r, 2).unwrap();
+        let prefix = format!("nokv/recovery/{:08x}/{}", t.journal_shard(), repo.to_hex());
+        let step = provider(&b)
+            .get(&format!("{prefix}/head/{:016x}", 1))
+            .unwrap();
+        let at = scribe_format::recovery::HEAD_LEN + 4;
+        let u = |k: usize| u64::from_le_bytes(step[at + k..at + k + 8].try_into().unwrap());
+        let (seg, start, len) = (u(0), u(8), u(16));
+        (
+            t.index_key(&repo.0, 2, &commit),
+            format!("{prefix}/{seg:020}/{start:016x}-{:016x}", start + len),
+        )
+    };
+    std::fs::remove_dir_all(&data).unwrap();
+    let p = provider(&b);
+    for (key, what) in [(&index_key, "digest"), (&piece_key, "")] {
+        let good = p.get(key).unwrap().to_vec();
+        let mut bad = good.clone();
+        let mid = bad.len() / 2;
+        bad[mid] ^= 1;
+        forge(&b, key, bad);
+        let target = dir.path().join("restored");
+        let (ok, out) = restore_from_tier(&target, &b);
+        assert!(!ok, "a damaged {key} is refused: {out}");
+        let named = if key == &piece_key {
+            // The journal names its archive in the bucket.
+            key.rsplitn(3, '/').nth(2).unwrap().to_string()
+        } else {
+            key.clone()
+        };
+        assert!(out.contains(&named), "{named} is named: {out}");
+        assert!(out.contains(what), "{out}");
+        assert!(!target.exists(), "a refused restore leaves nothing");
+        forge(&b, key, good);
+    }
+    let (ok, out) = restore_from_tier(&dir.path().join("restored"), &b);
+    assert!(ok, "{out}");
+}
+
+#[test]
+fn a_descriptor_the_bucket_holds_in_another_version_does_not_hold_durable_acks_back() {
+    use nokv_bridge::tier::Provider;
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    // The repository's descriptor is in the bucket in another version
+    // (as after a change of the descriptor since it shipped).
+    let (shard, repo) = {
+        let root = scribe_metadata::DataRoot::open(&data).unwrap();
+        let repo = root.list_repositories().unwrap()[0].id;
+        (scribe_server::tier::shard_of(root.incarnation()), repo)
+    };
+    provider(&b)
+        .put_if_absent(
+            &format!("nokv/recovery/{shard:08x}/{}/SCRIBE_FORMAT", repo.to_hex()),
+            b"an older descriptor".to_vec().into(),
+        )
+        .unwrap();
+    let s = serve(
+        &data,
+        &b,
+        &rgw().endpoint,
+        &["--ack", "durable", "--tier-ack-timeout", "20s"],
+    );
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    c.register(WorkspaceId([9; 16]));
+    // Acknowledged: the journals still ship.
+    accepted(&submit(&mut c, 1, &[("a.txt", b"ay")]));
+    drop(c);
+    kill(s);
 }

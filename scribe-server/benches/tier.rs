@@ -1,0 +1,496 @@
+//! The S3 tier behind the real `scribe-server` binary, beside the S3
+//! server's own rates measured in the same run (issue #20, "Speed"):
+//!
+//! 1. radosgw's own rates: PUT and GET of 16 MiB objects, 8 in flight,
+//!    and the latency of 200 sequential 1 KiB PUTs (p50/p99);
+//! 2. one submit of MIB MiB (3 MiB files, one chunk each, uploaded one
+//!    file per request) under `--ack local` and under `--ack durable`:
+//!    from the first upload to the acknowledgement;
+//! 3. the bucket's bytes (the revisions' blocks) against the local
+//!    store's bytes for the same change;
+//! 4. a fresh workspace's read of every object of that change (8
+//!    connections): cold (the local store evicted by `tier evict`: every
+//!    chunk from the bucket) and warm (the same again, now local);
+//! 5. 200 small-file submits under `durable`, one after the other: p50/p99
+//!    of upload + submit.
+//!
+//! ```sh
+//! .ci/start-rgw.sh   # CEPH_DIR=...; radosgw on 127.0.0.1:7480
+//! SCRIBE_TEST_S3_ENDPOINT=http://127.0.0.1:7480 \
+//!   cargo bench -p scribe-server --features cli --bench tier [-- MIB [SMALL]]
+//! ```
+//!
+//! MIB defaults to 2048, SMALL to 200. The radosgw of `.ci/start-rgw.sh`
+//! keeps objects in memory (a 4 GiB memstore) and frees deleted ones only
+//! at its garbage collection (hours later), so one run puts 512 MiB + 2 x
+//! MIB there: on it, run at most `-- 1024` on a freshly started radosgw.
+//! Figures go to `docs/performance.md`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use nokv_bridge::tier::{BlockKey, Provider, S3Config, S3Provider, Tier, TierOptions};
+use scribe_format::changeset::{ChangeSet, Entry, FileState};
+use scribe_format::wire::{Request, Response};
+use scribe_format::{ChangeSetId, ObjectId, OperationId, WorkspaceId};
+use scribe_testkit::change::{accepted, file, put_many_req, submit_req, Requests};
+use scribe_testkit::rgw::rgw;
+use scribe_testkit::{wire, REPO};
+
+const FILE: usize = 3 << 20;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_scribe-server"))
+}
+
+fn config(prefix: &str) -> S3Config {
+    let r = rgw();
+    S3Config {
+        bucket: r.bucket.clone(),
+        prefix: prefix.to_string(),
+        endpoint: Some(r.endpoint.clone()),
+        region: "us-east-1".into(),
+        access_key: Some(r.access_key.clone()),
+        secret_key: Some(r.secret_key.clone()),
+        timeout: Duration::from_secs(60),
+        connect_timeout: Duration::from_secs(5),
+        retries: 3,
+    }
+}
+
+fn random(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ seed.wrapping_mul(0x2545_F491_4F6C_DD1D);
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+/// File `seed`'s content: up to 3 MiB of noise, cut where chunking
+/// profile 1 cuts first (acceptance checks the cuts), so every file is
+/// one chunk that fits one upload request.
+fn content(seed: u64) -> Vec<u8> {
+    let mut d = random(FILE, seed);
+    let n = scribe_objects::chunk_boundaries(&d)[0];
+    d.truncate(n);
+    d
+}
+
+fn parallel<T: Send>(n: usize, items: Vec<T>, f: impl Fn(T) + Sync) {
+    let queue = std::sync::Mutex::new(items);
+    std::thread::scope(|s| {
+        for _ in 0..n {
+            s.spawn(|| loop {
+                let Some(item) = queue.lock().unwrap().pop() else {
+                    return;
+                };
+                f(item);
+            });
+        }
+    });
+}
+
+fn mib_s(bytes: u64, secs: f64) -> f64 {
+    bytes as f64 / (1 << 20) as f64 / secs
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+struct Served {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn init(dir: &Path, name: &str) -> PathBuf {
+    let data = dir.join(name);
+    let d = data.to_str().unwrap();
+    assert!(bin()
+        .args(["init", "--data", d])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success());
+    assert!(bin()
+        .args(["repo", "create", "--data", d, REPO])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success());
+    data
+}
+
+fn tier_args(url: &str) -> Vec<String> {
+    vec![
+        "--tier".into(),
+        url.into(),
+        "--tier-endpoint".into(),
+        rgw().endpoint.clone(),
+    ]
+}
+
+fn serve(data: &Path, url: &str, ack: &str) -> Served {
+    let runtime = data.with_extension("run");
+    let _ = std::fs::remove_file(runtime.join("listen"));
+    let r = rgw();
+    let mut child = bin()
+        .args(["serve", "--data", data.to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0", "--ack", ack])
+        .args(["--tier-ack-timeout", "600s"])
+        .arg("--runtime-dir")
+        .arg(&runtime)
+        .args(tier_args(url))
+        .env("AWS_ACCESS_KEY_ID", &r.access_key)
+        .env("AWS_SECRET_ACCESS_KEY", &r.secret_key)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    loop {
+        if let Ok(s) = std::fs::read_to_string(runtime.join("listen")) {
+            if s.ends_with('\n') {
+                return Served {
+                    child,
+                    addr: s.trim().to_string(),
+                };
+            }
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("serve exited with {st}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn offline(data: &Path, url: &str, args: &[&str]) -> String {
+    let r = rgw();
+    let out = bin()
+        .args(args)
+        .args(["--data", data.to_str().unwrap()])
+        .args(tier_args(url))
+        .env("AWS_ACCESS_KEY_ID", &r.access_key)
+        .env("AWS_SECRET_ACCESS_KEY", &r.secret_key)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{args:?}: {text}");
+    text
+}
+
+/// The files of the big change: path, state, ids (content regenerated
+/// from the seed when uploaded).
+struct Big {
+    files: Vec<(String, FileState, u64)>,
+    ids: Vec<ObjectId>,
+    set: (ChangeSetId, Vec<u8>),
+    bytes: u64,
+}
+
+fn big(mib: u64) -> Big {
+    let mut files = Vec::new();
+    let mut ids = Vec::new();
+    let mut entries = Vec::new();
+    let mut bytes = 0u64;
+    let mut i = 0u64;
+    while bytes < mib << 20 {
+        let c = content(i);
+        bytes += c.len() as u64;
+        let f = file(&c);
+        let path = format!("big/{i:05}.bin");
+        ids.extend(f.objects.iter().map(|(id, _)| *id));
+        entries.push(Entry::add(&path, f.state));
+        files.push((path, f.state, i));
+        i += 1;
+    }
+    let payload = ChangeSet::new(entries).encode().unwrap();
+    let id = ChangeSetId::of_payload(&payload);
+    ids.push(ObjectId::change_set(id));
+    Big {
+        files,
+        ids,
+        set: (id, payload),
+        bytes,
+    }
+}
+
+/// Upload `b` one file per request (4 connections) and submit it; the
+/// seconds from the first upload to the acknowledgement.
+fn submit_big(addr: &str, b: &Big, op: u8) -> f64 {
+    let ws = WorkspaceId([op; 16]);
+    let opid = OperationId([op; 16]);
+    let mut c = wire::tcp(addr.parse().unwrap());
+    c.register(ws);
+    let t = Instant::now();
+    let seeds: Vec<u64> = b.files.iter().map(|f| f.2).collect();
+    let conns: Vec<_> = (0..4)
+        .map(|_| std::sync::Mutex::new(wire::tcp(addr.parse().unwrap())))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    parallel(4, seeds, |seed| {
+        let f = file(&content(seed));
+        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 4;
+        let mut w = conns[k].lock().unwrap();
+        match w.ask(Request::ObjectPutMany(put_many_req(ws, opid, &f.objects))) {
+            Response::ObjectPutMany(_) => {}
+            other => panic!("{other:?}"),
+        }
+    });
+    match c.ask(Request::ObjectPutMany(put_many_req(
+        ws,
+        opid,
+        &[(ObjectId::change_set(b.set.0), b.set.1.clone())],
+    ))) {
+        Response::ObjectPutMany(_) => {}
+        other => panic!("{other:?}"),
+    }
+    let o = match c.ask(Request::Submit(submit_req(ws, opid, b.set.0, "big"))) {
+        Response::Submitted(o) => o,
+        other => panic!("{other:?}"),
+    };
+    accepted(&o);
+    t.elapsed().as_secs_f64()
+}
+
+fn read_all(addr: &str, ids: &[ObjectId]) -> (f64, u64) {
+    let conns: Vec<_> = (0..8)
+        .map(|_| std::sync::Mutex::new(wire::tcp(addr.parse().unwrap())))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let total = std::sync::atomic::AtomicU64::new(0);
+    let t = Instant::now();
+    parallel(8, ids.to_vec(), |id| {
+        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 8;
+        let n = conns[k].lock().unwrap().object(REPO, id).len();
+        total.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+    });
+    (t.elapsed().as_secs_f64(), total.into_inner())
+}
+
+/// Wait until the uploader has published change 1 (status file).
+fn drained(data: &Path) {
+    loop {
+        let s = std::fs::read_to_string(data.join("tier/status")).unwrap_or_default();
+        if s.contains(" uploaded-through 1 ") {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Delete every block the record of `data` names (radosgw's memory).
+fn drop_blocks(data: &Path, prefix: &str) -> u64 {
+    let p: Arc<dyn Provider> = Arc::new(S3Provider::new(&config(prefix)).unwrap());
+    let t = Tier::open(
+        &data.join("tier/tier.redb"),
+        0,
+        p.clone(),
+        TierOptions::default(),
+    )
+    .unwrap();
+    let mut keys = Vec::new();
+    let mut bytes = 0;
+    for (rev, row) in t.revisions().unwrap() {
+        bytes += row.bytes;
+        for i in 0..row.blocks {
+            keys.push(BlockKey::new(t.shard(), row.root, rev, i).to_key());
+        }
+    }
+    parallel(8, keys, |k| {
+        let _ = p.delete(&k);
+    });
+    bytes
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                total += dir_bytes(&p);
+            } else if let Ok(m) = p.metadata() {
+                total += m.len();
+            }
+        }
+    }
+    total
+}
+
+fn main() {
+    let mut nums = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse::<u64>().ok());
+    let mib = nums.next().unwrap_or(2048);
+    let small = nums.next().unwrap_or(200) as usize;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let bucket = rgw().bucket.clone();
+    println!(
+        "server tier bench: {mib} MiB in {} MiB files, {small} small submits, endpoint {}",
+        FILE >> 20,
+        rgw().endpoint
+    );
+    let total = mib << 20;
+
+    // 1. radosgw's own rates.
+    let raw = S3Provider::new(&config(&format!("bench-server/{stamp}/raw"))).unwrap();
+    let block = Bytes::from(random(16 << 20, 1));
+    // At most 512 MiB: radosgw frees deleted objects only at its garbage
+    // collection (hours), and its memstore holds 4 GiB.
+    let keys: Vec<String> = (0..total.min(512 << 20).div_ceil(16 << 20))
+        .map(|i| format!("raw/{i:08}"))
+        .collect();
+    let t = Instant::now();
+    parallel(8, keys.clone(), |k| {
+        raw.put_if_absent(&k, block.clone()).unwrap();
+    });
+    let put = mib_s(keys.len() as u64 * (16 << 20), t.elapsed().as_secs_f64());
+    let t = Instant::now();
+    parallel(8, keys.clone(), |k| {
+        raw.get(&k).unwrap();
+    });
+    let get = mib_s(keys.len() as u64 * (16 << 20), t.elapsed().as_secs_f64());
+    parallel(8, keys, |k| {
+        let _ = raw.delete(&k);
+    });
+    let mut lat = Vec::new();
+    for i in 0..small {
+        let t = Instant::now();
+        raw.put_if_absent(
+            &format!("small/{i:08}"),
+            Bytes::from(random(1024, i as u64)),
+        )
+        .unwrap();
+        lat.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    for i in 0..small {
+        let _ = raw.delete(&format!("small/{i:08}"));
+    }
+    let (s50, s99) = (percentile(&mut lat, 0.5), percentile(&mut lat, 0.99));
+    println!("S3 PUT 16 MiB x 8 in flight: {put:.0} MiB/s");
+    println!("S3 GET 16 MiB x 8 in flight: {get:.0} MiB/s");
+    println!("S3 PUT 1 KiB, sequential: p50 {s50:.1} ms, p99 {s99:.1} ms");
+
+    let b = big(mib);
+    let total = b.bytes;
+    println!("change: {} files, {total} bytes", b.files.len());
+    let dir = tempfile::tempdir().unwrap();
+
+    // 2. local.
+    let local_prefix = format!("bench-server/{stamp}/local");
+    let local_url = format!("s3://{bucket}/{local_prefix}");
+    let data = init(dir.path(), "local");
+    let s = serve(&data, &local_url, "local");
+    let local = submit_big(&s.addr, &b, 1);
+    let t = Instant::now();
+    drained(&data);
+    let catch_up = t.elapsed().as_secs_f64();
+    drop(s);
+    drop_blocks(&data, &local_prefix);
+    std::fs::remove_dir_all(&data).unwrap();
+    println!(
+        "submit {mib} MiB, --ack local: {:.0} MiB/s ({local:.1} s); the background upload finished {catch_up:.1} s later",
+        mib_s(total, local)
+    );
+
+    // 2. durable.
+    let prefix = format!("bench-server/{stamp}/durable");
+    let url = format!("s3://{bucket}/{prefix}");
+    let data = init(dir.path(), "durable");
+    let s = serve(&data, &url, "durable");
+    let durable = submit_big(&s.addr, &b, 2);
+    drop(s);
+    let dr = mib_s(total, durable);
+    println!(
+        "submit {mib} MiB, --ack durable: {dr:.0} MiB/s ({durable:.1} s) = {:.0} % of min(local {:.0}, S3 PUT {put:.0})",
+        100.0 * dr / mib_s(total, local).min(put),
+        mib_s(total, local)
+    );
+
+    // 3. bucket bytes vs local bytes.
+    let store = {
+        let repos = data.join("repos");
+        let d = std::fs::read_dir(&repos).unwrap().next().unwrap().unwrap();
+        dir_bytes(&d.path().join("objects"))
+    };
+    let in_bucket: u64 = {
+        let p: Arc<dyn Provider> = Arc::new(S3Provider::new(&config(&prefix)).unwrap());
+        let t = Tier::open(&data.join("tier/tier.redb"), 0, p, TierOptions::default()).unwrap();
+        t.revisions().unwrap().values().map(|r| r.bytes).sum()
+    };
+    println!(
+        "bucket {in_bucket} bytes (blocks) vs local store {store} bytes: {:.3}x",
+        in_bucket as f64 / store as f64
+    );
+
+    // 4. cold and warm reads.
+    offline(&data, &url, &["tier", "evict"]);
+    let s = serve(&data, &url, "durable");
+    let (cold, n) = read_all(&s.addr, &b.ids);
+    let (warm, _) = read_all(&s.addr, &b.ids);
+    let (cr, wr) = (mib_s(n, cold), mib_s(n, warm));
+    println!(
+        "fresh workspace read of {} objects: cold {cr:.0} MiB/s ({cold:.1} s), warm {wr:.0} MiB/s ({warm:.1} s); cold = {:.0} % of min(warm, S3 GET {get:.0})",
+        b.ids.len(),
+        100.0 * cr / wr.min(get)
+    );
+
+    // 5. small submits under durable.
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let ws = WorkspaceId([3; 16]);
+    c.register(ws);
+    let mut lat = Vec::new();
+    for i in 0..small {
+        let f = file(&random(1024, 1_000_000 + i as u64));
+        let path = format!("small/{i:05}.txt");
+        let set = ChangeSet::new(vec![Entry::add(&path, f.state)]);
+        let payload = set.encode().unwrap();
+        let id = ChangeSetId::of_payload(&payload);
+        let mut objects = f.objects;
+        objects.push((ObjectId::change_set(id), payload));
+        let mut op = [0u8; 16];
+        op[..8].copy_from_slice(&(i as u64 + 1).to_le_bytes());
+        op[15] = 0x5a;
+        let t = Instant::now();
+        let outcome = c.upload_and_submit(
+            ws,
+            OperationId(op),
+            &scribe_testkit::change::Change { id, objects },
+            "small",
+        );
+        lat.push(t.elapsed().as_secs_f64() * 1000.0);
+        accepted(&outcome);
+    }
+    drop(c);
+    let (p50, p99) = (percentile(&mut lat, 0.5), percentile(&mut lat, 0.99));
+    println!(
+        "{small} small-file submits, --ack durable: p50 {p50:.1} ms, p99 {p99:.1} ms (S3 1 KiB PUT: p50 {s50:.1} ms, p99 {s99:.1} ms)"
+    );
+    drop(s);
+    drop_blocks(&data, &prefix);
+}
