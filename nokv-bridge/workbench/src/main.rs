@@ -14,6 +14,7 @@ use nokv_workbench::path::Section;
 use nokv_workbench::scribe::ScribeStore;
 use nokv_workbench::workbench::sandbox::LocalFile;
 use nokv_workbench::{tools, WbError, Workbench};
+use scribe_client::failpoints::Failpoints;
 
 #[derive(Parser)]
 #[command(
@@ -46,8 +47,14 @@ enum Command {
     },
     /// Print every tool's name and JSON input schema.
     Schema,
-    /// Serve the tools over the Model Context Protocol on stdin/stdout.
-    Mcp,
+    /// Serve the tools over the Model Context Protocol on stdin/stdout
+    /// (and reap expired snapshots on a schedule).
+    Mcp {
+        /// Seconds between sweeps of the snapshot reaper over every
+        /// workbench (the first at start); 0 turns the reaper off.
+        #[arg(long, default_value_t = 300)]
+        reap_every_secs: u64,
+    },
     /// Write every file of workbench ID into DIR/<section>/<path>
     /// (content types in DIR/.nokv/content-types.json).
     Materialize { id: String, dir: PathBuf },
@@ -72,12 +79,23 @@ fn open(cli: &Cli) -> Result<Workbench<ScribeStore>, (WbError, u8)> {
             2,
         ));
     };
+    let store = open_store(server, repo, &cli.agent_root).map_err(|e| (e, 1))?;
+    Ok(Workbench::new(store, &cli.agent_root))
+}
+
+/// The agent root `repo` at `server` (TLS trusts `SCRIBE_CA_FILE`); a
+/// test build kills itself at `NOKV_TEST_CRASH_AT` (crash tests).
+fn open_store(server: &str, repo: &str, agent: &str) -> Result<ScribeStore, WbError> {
     let opts = scribe_client::ClientOptions {
         ca_file: std::env::var_os("SCRIBE_CA_FILE").map(Into::into),
         ..Default::default()
     };
-    let store = ScribeStore::open(server, repo, &cli.agent_root, &opts).map_err(|e| (e, 1))?;
-    Ok(Workbench::new(store, &cli.agent_root))
+    let failpoints = if Failpoints::ENABLED {
+        Failpoints::new(std::env::var("NOKV_TEST_CRASH_AT").ok(), None)
+    } else {
+        Failpoints::default()
+    };
+    Ok(ScribeStore::open(server, repo, agent, &opts)?.with_failpoints(failpoints))
 }
 
 fn io_error(what: &Path, e: std::io::Error) -> WbError {
@@ -211,23 +229,28 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Materialize { .. } | Command::Collect { .. } => unreachable!("handled in main"),
-        Command::Mcp => {
+        Command::Mcp { reap_every_secs } => {
             let (Some(server), Some(repo)) = (cli.server, cli.repo) else {
                 eprintln!("nokv mcp: --server and --repo are required");
                 return ExitCode::from(2);
             };
-            let opts = scribe_client::ClientOptions {
-                ca_file: std::env::var_os("SCRIBE_CA_FILE").map(Into::into),
-                ..Default::default()
-            };
             // A store that cannot be opened answers every call with the error.
-            let (wb, open_error) = match ScribeStore::open(&server, &repo, &cli.agent_root, &opts) {
+            let (wb, open_error) = match open_store(&server, &repo, &cli.agent_root) {
                 Ok(s) => (Some(Workbench::new(s, &cli.agent_root)), None),
                 Err(e) => (None, Some(e.to_string())),
             };
-            let stdin = std::io::stdin().lock();
             let stdout = std::io::stdout().lock();
-            match nokv_workbench::mcp::serve(wb, open_error, stdin, stdout) {
+            let served = if reap_every_secs == 0 {
+                nokv_workbench::mcp::serve(wb, open_error, std::io::stdin().lock(), stdout)
+            } else {
+                let schedule = nokv_workbench::mcp::ReapSchedule {
+                    every_ms: reap_every_secs.saturating_mul(1000),
+                    tick: std::time::Duration::from_secs(1),
+                };
+                let stdin = std::io::BufReader::new(std::io::stdin());
+                nokv_workbench::mcp::serve_scheduled(wb, open_error, stdin, stdout, schedule)
+            };
+            match served {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("nokv mcp: {e}");
@@ -266,11 +289,7 @@ fn run(cli: Cli) -> ExitCode {
                 emit(&WbError::invalid_input("--server and --repo are required").to_json());
                 return ExitCode::from(2);
             };
-            let opts = scribe_client::ClientOptions {
-                ca_file: std::env::var_os("SCRIBE_CA_FILE").map(Into::into),
-                ..Default::default()
-            };
-            let store = match ScribeStore::open(&server, &repo, &cli.agent_root, &opts) {
+            let store = match open_store(&server, &repo, &cli.agent_root) {
                 Ok(s) => s,
                 Err(e) => return fail(e),
             };
