@@ -90,7 +90,7 @@ fn main() {
     let tmp =
         tempfile::tempdir_in(o.dir.clone().unwrap_or_else(std::env::temp_dir)).expect("temp dir");
     let root = tmp.path();
-    let svc = Service::create(&root.join("server")).expect("data root");
+    let svc = Service::create(root.join("server")).expect("data root");
     let server = ServerHandle::start(svc, "127.0.0.1:0", ListenOptions::default()).expect("listen");
     let url = server.url();
     let n = o.mib.div_ceil(o.file_mib);
@@ -136,7 +136,7 @@ fn main() {
             std::fs::write(sandbox.join("outputs").join(&name), &bytes).expect("write");
         }
         let _ = Command::new("sync").status();
-        scribe(&src, &["add", "."]);
+        let (t_add, _) = scribe(&src, &["add", ".", "--quiet"]);
         let (t_submit, _) = scribe(&src, &["submit", "-m", "bench", "--quiet"]);
         let (t_sync, _) = scribe(&dst, &["sync", "--quiet"]);
         let wb = |args: &[&str]| {
@@ -153,10 +153,11 @@ fn main() {
         assert!(out.contains(&format!("\"files\":{n}")), "{out}");
         let rate = |t: f64| mib / t;
         println!(
-            "run {run}: upload   scribe submit {t_submit:6.2} s ({:6.1} MiB/s)   nokv collect     {t_collect:6.2} s ({:6.1} MiB/s)   collect/submit {:.2}",
+            "run {run}: upload   scribe add {t_add:5.2} s + submit {t_submit:6.2} s ({:6.1} MiB/s submit alone)   nokv collect     {t_collect:6.2} s ({:6.1} MiB/s)   collect/submit {:.2}, collect/(add+submit) {:.2}",
             rate(t_submit),
             rate(t_collect),
-            t_collect / t_submit
+            t_collect / t_submit,
+            t_collect / (t_add + t_submit)
         );
         println!(
             "run {run}: download scribe sync   {t_sync:6.2} s ({:6.1} MiB/s)   nokv materialize {t_mat:6.2} s ({:6.1} MiB/s)   materialize/sync {:.2}",

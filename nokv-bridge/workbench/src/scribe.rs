@@ -171,7 +171,7 @@ struct FileObjects {
     manifest: (ObjectId, Vec<u8>),
 }
 
-fn file_objects(bytes: &[u8]) -> Result<FileObjects, WbError> {
+fn file_objects(bytes: &[u8], known: Option<[u8; 32]>) -> Result<FileObjects, WbError> {
     let mut refs = Vec::new();
     let mut chunks = Vec::new();
     let mut pos = 0;
@@ -186,9 +186,10 @@ fn file_objects(bytes: &[u8]) -> Result<FileObjects, WbError> {
     }
     // A body of one chunk: its content id is the chunk's (both BLAKE3 of
     // the same bytes), hashed once.
-    let content = match refs.as_slice() {
-        [one] => FileContentId(one.id.0),
-        _ => FileContentId(hash(bytes)),
+    let content = match (known, refs.as_slice()) {
+        (Some(c), _) => FileContentId(c),
+        (None, [one]) => FileContentId(one.id.0),
+        (None, _) => FileContentId(hash(bytes)),
     };
     let manifest = scribe_objects::encode_manifest(bytes.len() as u64, &content, &refs)
         .map_err(|e| WbError::new("storage", format!("manifest: {e}")))?;
@@ -205,28 +206,36 @@ fn file_objects(bytes: &[u8]) -> Result<FileObjects, WbError> {
     })
 }
 
+/// A new body and its BLAKE3 when the caller knows it.
+type Body<'a> = (&'a [u8], Option<[u8; 32]>);
+
 /// [`file_objects`] of every body, on two threads when there is much to
 /// chunk and hash (results in the order of `bodies`).
-fn all_file_objects(bodies: &[&[u8]]) -> Result<Vec<FileObjects>, WbError> {
-    let total: usize = bodies.iter().map(|b| b.len()).sum();
+fn all_file_objects(bodies: &[Body]) -> Result<Vec<FileObjects>, WbError> {
+    let total: usize = bodies.iter().map(|b| b.0.len()).sum();
     if bodies.len() < 2 || total < 8 << 20 {
-        return bodies.iter().map(|b| file_objects(b)).collect();
+        return bodies.iter().map(|b| file_objects(b.0, b.1)).collect();
     }
     // Split where half of the bytes are.
     let mut acc = 0;
     let mid = bodies
         .iter()
         .position(|b| {
-            acc += b.len();
+            acc += b.0.len();
             acc >= total / 2
         })
         .map_or(bodies.len() / 2, |i| (i + 1).min(bodies.len() - 1));
     let (left, right) = bodies.split_at(mid);
     std::thread::scope(|s| {
-        let other = s.spawn(|| right.iter().map(|b| file_objects(b)).collect::<Vec<_>>());
+        let other = s.spawn(|| {
+            right
+                .iter()
+                .map(|b| file_objects(b.0, b.1))
+                .collect::<Vec<_>>()
+        });
         let mut out: Vec<FileObjects> = left
             .iter()
-            .map(|b| file_objects(b))
+            .map(|b| file_objects(b.0, b.1))
             .collect::<Result<_, _>>()?;
         for r in other.join().expect("hashing thread") {
             out.push(r?);
@@ -360,14 +369,18 @@ impl ScribeStore {
     /// objects are unreferenced until a submit names them).
     pub fn stage(&mut self, p: &Publish) -> Result<ChangeSetId, WbError> {
         let operation = OperationId(p.operation);
-        let bodies: Vec<&[u8]> = p
+        let bodies: Vec<Body> = p
             .edits
             .iter()
             .filter_map(|e| match e {
                 Edit::Put {
                     body: NewBody::Bytes(b),
                     ..
-                } => Some(b.as_slice()),
+                } => Some((b.as_slice(), None)),
+                Edit::Put {
+                    body: NewBody::Hashed { bytes, content },
+                    ..
+                } => Some((bytes.as_slice(), Some(*content))),
                 _ => None,
             })
             .collect();
@@ -380,9 +393,9 @@ impl ScribeStore {
             entries.push(match e {
                 Edit::Put { path, base, body } => {
                     let state = match body {
-                        NewBody::Bytes(_) => {
+                        NewBody::Bytes(_) | NewBody::Hashed { .. } => {
                             let f = files.next().expect("one per body");
-                            let b = next_body.next().expect("one per body");
+                            let b = next_body.next().expect("one per body").0;
                             for (id, r) in f.chunks {
                                 objects.push((id, b[r].into()));
                             }

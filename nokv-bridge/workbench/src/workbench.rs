@@ -347,6 +347,7 @@ impl<S: Store> Workbench<S> {
         m
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn publish_one(
         &mut self,
         tool: &str,

@@ -139,7 +139,10 @@ impl<S: Store> Workbench<S> {
             edits.push(Edit::Put {
                 path: t.full,
                 base,
-                body: NewBody::Bytes(f.bytes),
+                body: NewBody::Hashed {
+                    bytes: f.bytes,
+                    content,
+                },
             });
         }
         if edits.is_empty() {

@@ -198,13 +198,43 @@ fn cli_over_tls_runs_tools_and_the_sandbox_adapters() {
         r#"{"id":"t","section":"outputs","path":"o/r.txt"}"#,
     ]);
     assert_eq!((code, &v["lines"]), (0, &json!(["over tls"])), "{v}");
+    // Three more files of other sizes: materialize over the network
+    // downloads on two lanes (two connections).
+    for (name, size) in [
+        ("big.bin", 300_000usize),
+        ("mid.bin", 70_000),
+        ("small.bin", 10),
+    ] {
+        let body = scribe_testkit::noise(size, size as u64);
+        let input = json!({"id": "t", "section": "outputs", "path": name,
+                           "base64": base64_encode(&body)})
+        .to_string();
+        // Large input goes through stdin (an argument is at most 128 KiB).
+        let (code, v) = nokv_with(
+            &env,
+            &["workbench", "workbench_put_file"],
+            Some(&input),
+            Some(&ca),
+        );
+        assert_eq!(code, 0, "{v}");
+    }
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
     let (code, v) = run(&["materialize", "t", d]);
-    assert_eq!((code, &v["files"]), (0, &json!(1)), "{v}");
+    assert_eq!((code, &v["files"]), (0, &json!(4)), "{v}");
+    assert_eq!(v["bytes"], json!(8 + 300_000 + 70_000 + 10), "{v}");
+    for (name, size) in [
+        ("big.bin", 300_000usize),
+        ("mid.bin", 70_000),
+        ("small.bin", 10),
+    ] {
+        let got = std::fs::read(dir.path().join("outputs").join(name)).unwrap();
+        assert!(got == scribe_testkit::noise(size, size as u64), "{name}");
+    }
     std::fs::write(dir.path().join("outputs/o/r.txt"), "changed").unwrap();
     let (code, v) = run(&["collect", d, "t"]);
     assert_eq!((code, &v["replaced"]), (0, &json!(1)), "{v}");
+    assert_eq!(v["unchanged"], json!(3), "{v}");
     assert!(v["change"].as_u64().unwrap() > change.as_u64().unwrap());
     // Without the CA the server's certificate is not trusted.
     let (code, v) = nokv_with(
@@ -217,4 +247,9 @@ fn cli_over_tls_runs_tools_and_the_sandbox_adapters() {
     assert!(v["error"]["code"].is_string(), "{v}");
     let (code, v) = run(&["workbench", "workbench_stat", r#"{"id":"t"}"#]);
     assert_eq!(code, 0, "{v}");
+}
+
+fn base64_encode(b: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(b)
 }
