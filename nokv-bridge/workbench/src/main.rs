@@ -14,6 +14,7 @@ use nokv_workbench::path::Section;
 use nokv_workbench::scribe::ScribeStore;
 use nokv_workbench::workbench::sandbox::LocalFile;
 use nokv_workbench::{tools, WbError, Workbench};
+use scribe_client::failpoints::Failpoints;
 
 #[derive(Parser)]
 #[command(
@@ -46,8 +47,14 @@ enum Command {
     },
     /// Print every tool's name and JSON input schema.
     Schema,
-    /// Serve the tools over the Model Context Protocol on stdin/stdout.
-    Mcp,
+    /// Serve the tools over the Model Context Protocol on stdin/stdout
+    /// (and reap expired snapshots on a schedule).
+    Mcp {
+        /// Seconds between sweeps of the snapshot reaper over every
+        /// workbench (the first at start); 0 turns the reaper off.
+        #[arg(long, default_value_t = 300)]
+        reap_every_secs: u64,
+    },
     /// Write every file of workbench ID into DIR/<section>/<path>
     /// (content types in DIR/.nokv/content-types.json).
     Materialize { id: String, dir: PathBuf },
@@ -72,45 +79,102 @@ fn open(cli: &Cli) -> Result<Workbench<ScribeStore>, (WbError, u8)> {
             2,
         ));
     };
+    let store = open_store(server, repo, &cli.agent_root).map_err(|e| (e, 1))?;
+    Ok(Workbench::new(store, &cli.agent_root))
+}
+
+/// The agent root `repo` at `server` (TLS trusts `SCRIBE_CA_FILE`); a
+/// test build kills itself at `NOKV_TEST_CRASH_AT` (crash tests).
+fn open_store(server: &str, repo: &str, agent: &str) -> Result<ScribeStore, WbError> {
     let opts = scribe_client::ClientOptions {
         ca_file: std::env::var_os("SCRIBE_CA_FILE").map(Into::into),
         ..Default::default()
     };
-    let store = ScribeStore::open(server, repo, &cli.agent_root, &opts).map_err(|e| (e, 1))?;
-    Ok(Workbench::new(store, &cli.agent_root))
+    let failpoints = if Failpoints::ENABLED {
+        Failpoints::new(std::env::var("NOKV_TEST_CRASH_AT").ok(), None)
+    } else {
+        Failpoints::default()
+    };
+    Ok(ScribeStore::open(server, repo, agent, &opts)?.with_failpoints(failpoints))
 }
 
 fn io_error(what: &Path, e: std::io::Error) -> WbError {
     WbError::new("storage", format!("{}: {e}", what.display()))
 }
 
+/// Bytes read per request batch of a body (a window of its chunks).
+const READ_WINDOW: u64 = 16 << 20;
+
+/// Write `body` to `dest`, reading it through `read` window by window.
+fn write_file(
+    dest: &Path,
+    size: u64,
+    mut read: impl FnMut(u64) -> Result<Vec<u8>, WbError>,
+) -> Result<u64, WbError> {
+    if let Some(parent) = dest.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
+    }
+    let mut out = std::fs::File::create(dest).map_err(|e| io_error(dest, e))?;
+    let mut offset = 0;
+    while offset < size {
+        let piece = read(offset)?;
+        if piece.is_empty() {
+            break;
+        }
+        out.write_all(&piece).map_err(|e| io_error(dest, e))?;
+        offset += piece.len() as u64;
+    }
+    Ok(offset)
+}
+
+/// Materialize workbench `id` into `dir`; with `extra` (a second
+/// connection, TCP or TLS) the files are downloaded on two lanes at once,
+/// as `scribe sync` uses more than one connection.
 fn materialize(
     wb: &mut Workbench<ScribeStore>,
+    extra: Option<ScribeStore>,
     id: &str,
     dir: &Path,
 ) -> Result<serde_json::Value, WbError> {
+    use nokv_workbench::store::Store;
     let files = wb.files(id)?;
     let mut types = BTreeMap::new();
-    let mut bytes = 0u64;
-    for f in &files {
-        let rel = format!("{}/{}", f.section, f.path);
-        let dest = dir.join(&rel);
-        if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
-        }
-        let mut out = std::fs::File::create(&dest).map_err(|e| io_error(&dest, e))?;
-        let mut offset = 0;
-        while offset < f.body.size {
-            let piece = wb.read_body(&f.body, offset, 4 << 20)?;
-            if piece.is_empty() {
-                break;
-            }
-            out.write_all(&piece).map_err(|e| io_error(&dest, e))?;
-            offset += piece.len() as u64;
-        }
-        bytes += offset;
-        types.insert(rel, f.content_type.clone());
+    // Largest first, each to the lane with fewer bytes so far.
+    let mut order: Vec<usize> = (0..files.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(files[i].body.size));
+    let (mut lanes, mut load): ([Vec<usize>; 2], [u64; 2]) = Default::default();
+    for i in order {
+        let l = usize::from(extra.is_some() && load[1] < load[0]);
+        lanes[l].push(i);
+        load[l] += files[i].body.size;
     }
+    for f in &files {
+        types.insert(format!("{}/{}", f.section, f.path), f.content_type.clone());
+    }
+    let dest = |i: usize| dir.join(format!("{}/{}", files[i].section, files[i].path));
+    let [first, second] = lanes;
+    let bytes = std::thread::scope(|s| -> Result<u64, WbError> {
+        let other = extra.map(|mut store| {
+            let (files, dest) = (&files, &dest);
+            s.spawn(move || -> Result<u64, WbError> {
+                let mut n = 0;
+                for i in second {
+                    let b = &files[i].body;
+                    n += write_file(&dest(i), b.size, |o| store.read(b, o, READ_WINDOW))?;
+                }
+                Ok(n)
+            })
+        });
+        let mut n = 0;
+        for i in first {
+            let b = &files[i].body;
+            n += write_file(&dest(i), b.size, |o| wb.read_body(b, o, READ_WINDOW))?;
+        }
+        if let Some(h) = other {
+            n += h.join().expect("download lane")?;
+        }
+        Ok(n)
+    })?;
     let meta = dir.join(".nokv");
     std::fs::create_dir_all(&meta).map_err(|e| io_error(&meta, e))?;
     let ct = meta.join("content-types.json");
@@ -192,7 +256,16 @@ fn main() -> ExitCode {
                 }
             };
             let r = if matches!(cli.command, Command::Materialize { .. }) {
-                materialize(&mut wb, id, dir)
+                // A second lane over the network (a data-root path is
+                // opened by one process only).
+                let server = cli.server.as_deref().unwrap_or("");
+                let extra = if server.starts_with("scribe://") || server.starts_with("scribes://") {
+                    let repo = cli.repo.as_deref().unwrap_or("");
+                    open_store(server, repo, &cli.agent_root).ok()
+                } else {
+                    None
+                };
+                materialize(&mut wb, extra, id, dir)
             } else {
                 collect(&mut wb, dir, id)
             };
@@ -211,23 +284,28 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Materialize { .. } | Command::Collect { .. } => unreachable!("handled in main"),
-        Command::Mcp => {
+        Command::Mcp { reap_every_secs } => {
             let (Some(server), Some(repo)) = (cli.server, cli.repo) else {
                 eprintln!("nokv mcp: --server and --repo are required");
                 return ExitCode::from(2);
             };
-            let opts = scribe_client::ClientOptions {
-                ca_file: std::env::var_os("SCRIBE_CA_FILE").map(Into::into),
-                ..Default::default()
-            };
             // A store that cannot be opened answers every call with the error.
-            let (wb, open_error) = match ScribeStore::open(&server, &repo, &cli.agent_root, &opts) {
+            let (wb, open_error) = match open_store(&server, &repo, &cli.agent_root) {
                 Ok(s) => (Some(Workbench::new(s, &cli.agent_root)), None),
                 Err(e) => (None, Some(e.to_string())),
             };
-            let stdin = std::io::stdin().lock();
             let stdout = std::io::stdout().lock();
-            match nokv_workbench::mcp::serve(wb, open_error, stdin, stdout) {
+            let served = if reap_every_secs == 0 {
+                nokv_workbench::mcp::serve(wb, open_error, std::io::stdin().lock(), stdout)
+            } else {
+                let schedule = nokv_workbench::mcp::ReapSchedule {
+                    every_ms: reap_every_secs.saturating_mul(1000),
+                    tick: std::time::Duration::from_secs(1),
+                };
+                let stdin = std::io::BufReader::new(std::io::stdin());
+                nokv_workbench::mcp::serve_scheduled(wb, open_error, stdin, stdout, schedule)
+            };
+            match served {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("nokv mcp: {e}");
@@ -266,11 +344,7 @@ fn run(cli: Cli) -> ExitCode {
                 emit(&WbError::invalid_input("--server and --repo are required").to_json());
                 return ExitCode::from(2);
             };
-            let opts = scribe_client::ClientOptions {
-                ca_file: std::env::var_os("SCRIBE_CA_FILE").map(Into::into),
-                ..Default::default()
-            };
-            let store = match ScribeStore::open(&server, &repo, &cli.agent_root, &opts) {
+            let store = match open_store(&server, &repo, &cli.agent_root) {
                 Ok(s) => s,
                 Err(e) => return fail(e),
             };

@@ -5,6 +5,8 @@
 //! carrying the typed error). Transport-free: any reader and writer.
 
 use std::io::{BufRead, Write};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -120,6 +122,85 @@ pub fn handle<S: Store>(
     })
 }
 
+/// The reaper's schedule in a long-running server.
+#[derive(Clone, Copy, Debug)]
+pub struct ReapSchedule {
+    /// A sweep ([`Workbench::reap_all`]) runs when the facade's clock has
+    /// moved this far since the last one (the first runs at start).
+    pub every_ms: u64,
+    /// How often an idle server looks at its clock.
+    pub tick: Duration,
+}
+
+fn answer_line<S: Store>(
+    wb: &mut Option<Workbench<S>>,
+    open_error: &Option<String>,
+    line: &str,
+) -> Option<Value> {
+    if line.trim().is_empty() {
+        return None;
+    }
+    match serde_json::from_str::<Value>(line) {
+        Ok(Value::Array(batch)) => {
+            let out: Vec<Value> = batch
+                .iter()
+                .filter_map(|m| handle(wb, open_error, m))
+                .collect();
+            (!out.is_empty()).then_some(Value::Array(out))
+        }
+        Ok(msg) => handle(wb, open_error, &msg),
+        Err(e) => Some(rpc_error(
+            &Value::Null,
+            -32700,
+            &format!("parse error: {e}"),
+        )),
+    }
+}
+
+/// Serve `input` until it ends, as [`serve`], and reap expired snapshots
+/// of every workbench on `schedule`, also while no message arrives (a
+/// reader thread feeds the lines). A failed sweep is reported on stderr
+/// and tried again at the next due time.
+pub fn serve_scheduled<S: Store>(
+    mut wb: Option<Workbench<S>>,
+    open_error: Option<String>,
+    input: impl BufRead + Send + 'static,
+    mut output: impl Write,
+    schedule: ReapSchedule,
+) -> std::io::Result<()> {
+    let (tx, rx) = mpsc::channel::<std::io::Result<String>>();
+    std::thread::spawn(move || {
+        for line in input.lines() {
+            let end = line.is_err();
+            if tx.send(line).is_err() || end {
+                break;
+            }
+        }
+    });
+    let mut last: Option<u64> = None;
+    loop {
+        if let Some(wb) = wb.as_mut() {
+            let now = wb.now();
+            if last.is_none_or(|l| now.saturating_sub(l) >= schedule.every_ms) {
+                last = Some(now);
+                if let Err(e) = wb.reap_all() {
+                    eprintln!("nokv mcp: the snapshot reaper failed (retried later): {e}");
+                }
+            }
+        }
+        match rx.recv_timeout(schedule.tick) {
+            Ok(line) => {
+                if let Some(a) = answer_line(&mut wb, &open_error, &line?) {
+                    writeln!(output, "{a}")?;
+                    output.flush()?;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+        }
+    }
+}
+
 /// Serve `input` until it ends: one JSON-RPC message per line.
 pub fn serve<S: Store>(
     mut wb: Option<Workbench<S>>,
@@ -128,26 +209,7 @@ pub fn serve<S: Store>(
     mut output: impl Write,
 ) -> std::io::Result<()> {
     for line in input.lines() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let answer = match serde_json::from_str::<Value>(&line) {
-            Ok(Value::Array(batch)) => {
-                let out: Vec<Value> = batch
-                    .iter()
-                    .filter_map(|m| handle(&mut wb, &open_error, m))
-                    .collect();
-                (!out.is_empty()).then_some(Value::Array(out))
-            }
-            Ok(msg) => handle(&mut wb, &open_error, &msg),
-            Err(e) => Some(rpc_error(
-                &Value::Null,
-                -32700,
-                &format!("parse error: {e}"),
-            )),
-        };
-        if let Some(a) = answer {
+        if let Some(a) = answer_line(&mut wb, &open_error, &line?) {
             writeln!(output, "{a}")?;
             output.flush()?;
         }

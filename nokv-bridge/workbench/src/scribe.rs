@@ -3,6 +3,7 @@
 //! publication is one submit whose operation id the facade derives from
 //! the request, uploaded by a workspace registered for the bridge.
 
+use scribe_client::failpoints::Failpoints;
 use scribe_client::{Client, ClientOptions};
 use scribe_format::changeset::{ChangeSet, Entry, FileState, Mode};
 use scribe_format::manifest::{ChunkRef, Manifest};
@@ -30,6 +31,9 @@ pub struct ScribeStore {
     branch: BranchId,
     workspace: WorkspaceId,
     author: String,
+    /// Test builds only: named points where the process kills itself
+    /// (`nokv-after-stage`, `nokv-after-submit`; see the crash tests).
+    failpoints: Failpoints,
 }
 
 fn client_error(e: scribe_client::ClientError) -> WbError {
@@ -86,7 +90,15 @@ impl ScribeStore {
             branch: info.main_branch,
             workspace,
             author: agent.into(),
+            failpoints: Failpoints::default(),
         })
+    }
+
+    /// Kill the process at the configured failpoint (a test build's
+    /// crash tests; a build without the feature has none).
+    pub fn with_failpoints(mut self, failpoints: Failpoints) -> ScribeStore {
+        self.failpoints = failpoints;
+        self
     }
 
     fn row(e: m::TreeEntry) -> Option<Row> {
@@ -142,39 +154,94 @@ fn manifest_id(body: &BodyRef) -> Result<ManifestId, WbError> {
     Ok(ManifestId(arr))
 }
 
-/// The objects of `bytes` (chunks of profile 1 and the manifest) and its
-/// file state.
-/// Objects with their bytes.
-type Objects = Vec<(ObjectId, Vec<u8>)>;
+/// BLAKE3 of `b`, on every core when it is large.
+fn hash(b: &[u8]) -> [u8; 32] {
+    if b.len() >= 1 << 20 {
+        *blake3::Hasher::new().update_rayon(b).finalize().as_bytes()
+    } else {
+        *blake3::hash(b).as_bytes()
+    }
+}
 
-fn file_objects(bytes: &[u8]) -> Result<(FileState, Objects), WbError> {
-    let mut objects = Vec::new();
+/// A new body's objects: chunks of profile 1 (as ranges of the body) and
+/// its manifest, and its file state.
+struct FileObjects {
+    state: FileState,
+    chunks: Vec<(ObjectId, std::ops::Range<usize>)>,
+    manifest: (ObjectId, Vec<u8>),
+}
+
+fn file_objects(bytes: &[u8], known: Option<[u8; 32]>) -> Result<FileObjects, WbError> {
+    let mut refs = Vec::new();
     let mut chunks = Vec::new();
     let mut pos = 0;
     for len in scribe_objects::chunk_boundaries(bytes) {
-        let c = &bytes[pos..pos + len];
-        let id = ChunkId::of(c);
-        chunks.push(ChunkRef {
+        let id = ChunkId(hash(&bytes[pos..pos + len]));
+        refs.push(ChunkRef {
             id,
             length: len as u32,
         });
-        objects.push((ObjectId::chunk(id), c.to_vec()));
+        chunks.push((ObjectId::chunk(id), pos..pos + len));
         pos += len;
     }
-    let content = FileContentId::of(bytes);
-    let manifest = scribe_objects::encode_manifest(bytes.len() as u64, &content, &chunks)
+    // A body of one chunk: its content id is the chunk's (both BLAKE3 of
+    // the same bytes), hashed once.
+    let content = match (known, refs.as_slice()) {
+        (Some(c), _) => FileContentId(c),
+        (None, [one]) => FileContentId(one.id.0),
+        (None, _) => FileContentId(hash(bytes)),
+    };
+    let manifest = scribe_objects::encode_manifest(bytes.len() as u64, &content, &refs)
         .map_err(|e| WbError::new("storage", format!("manifest: {e}")))?;
     let mid = ManifestId::of_payload(&manifest);
-    objects.push((ObjectId::manifest(mid), manifest));
-    Ok((
-        FileState {
+    Ok(FileObjects {
+        state: FileState {
             manifest: mid,
             content,
             size: bytes.len() as u64,
             mode: Mode::Regular,
         },
-        objects,
-    ))
+        chunks,
+        manifest: (ObjectId::manifest(mid), manifest),
+    })
+}
+
+/// A new body and its BLAKE3 when the caller knows it.
+type Body<'a> = (&'a [u8], Option<[u8; 32]>);
+
+/// [`file_objects`] of every body, on two threads when there is much to
+/// chunk and hash (results in the order of `bodies`).
+fn all_file_objects(bodies: &[Body]) -> Result<Vec<FileObjects>, WbError> {
+    let total: usize = bodies.iter().map(|b| b.0.len()).sum();
+    if bodies.len() < 2 || total < 8 << 20 {
+        return bodies.iter().map(|b| file_objects(b.0, b.1)).collect();
+    }
+    // Split where half of the bytes are.
+    let mut acc = 0;
+    let mid = bodies
+        .iter()
+        .position(|b| {
+            acc += b.0.len();
+            acc >= total / 2
+        })
+        .map_or(bodies.len() / 2, |i| (i + 1).min(bodies.len() - 1));
+    let (left, right) = bodies.split_at(mid);
+    std::thread::scope(|s| {
+        let other = s.spawn(|| {
+            right
+                .iter()
+                .map(|b| file_objects(b.0, b.1))
+                .collect::<Vec<_>>()
+        });
+        let mut out: Vec<FileObjects> = left
+            .iter()
+            .map(|b| file_objects(b.0, b.1))
+            .collect::<Result<_, _>>()?;
+        for r in other.join().expect("hashing thread") {
+            out.push(r?);
+        }
+        Ok(out)
+    })
 }
 
 impl Store for ScribeStore {
@@ -217,6 +284,8 @@ impl Store for ScribeStore {
     fn publish(&mut self, p: Publish) -> Result<Published, WbError> {
         let operation = OperationId(p.operation);
         let cs = self.stage(&p)?;
+        // Uploaded, not submitted: the objects are unreferenced.
+        self.failpoints.pass("nokv-after-stage");
         let outcome = self
             .client
             .submit(m::Submit {
@@ -231,6 +300,8 @@ impl Store for ScribeStore {
                 timestamp_ms: p.timestamp_ms,
             })
             .map_err(client_error)?;
+        // Accepted (or refused) by the server, not yet answered.
+        self.failpoints.pass("nokv-after-submit");
         if outcome.code == 0 {
             return Ok(Published::Accepted {
                 version: outcome.change,
@@ -298,16 +369,38 @@ impl ScribeStore {
     /// objects are unreferenced until a submit names them).
     pub fn stage(&mut self, p: &Publish) -> Result<ChangeSetId, WbError> {
         let operation = OperationId(p.operation);
-        let mut objects = Vec::new();
+        let bodies: Vec<Body> = p
+            .edits
+            .iter()
+            .filter_map(|e| match e {
+                Edit::Put {
+                    body: NewBody::Bytes(b),
+                    ..
+                } => Some((b.as_slice(), None)),
+                Edit::Put {
+                    body: NewBody::Hashed { bytes, content },
+                    ..
+                } => Some((bytes.as_slice(), Some(*content))),
+                _ => None,
+            })
+            .collect();
+        let mut files = all_file_objects(&bodies)?.into_iter();
+        // Every object with its bytes (chunks borrowed from the bodies).
+        let mut objects: Vec<(ObjectId, std::borrow::Cow<[u8]>)> = Vec::new();
         let mut entries = Vec::new();
+        let mut next_body = bodies.iter();
         for e in &p.edits {
             entries.push(match e {
                 Edit::Put { path, base, body } => {
                     let state = match body {
-                        NewBody::Bytes(b) => {
-                            let (state, objs) = file_objects(b)?;
-                            objects.extend(objs);
-                            state
+                        NewBody::Bytes(_) | NewBody::Hashed { .. } => {
+                            let f = files.next().expect("one per body");
+                            let b = next_body.next().expect("one per body").0;
+                            for (id, r) in f.chunks {
+                                objects.push((id, b[r].into()));
+                            }
+                            objects.push((f.manifest.0, f.manifest.1.into()));
+                            f.state
                         }
                         NewBody::Existing(r) => FileState {
                             manifest: manifest_id(r)?,
@@ -331,47 +424,67 @@ impl ScribeStore {
             .encode()
             .map_err(|e| WbError::new("path_not_representable", e.to_string()))?;
         let cs = ChangeSetId::of_payload(&payload);
-        objects.push((ObjectId::change_set(cs), payload));
-        // Send only what the server lacks, in batches below the frame bound.
+        objects.push((ObjectId::change_set(cs), payload.into()));
         let ids: Vec<ObjectId> = objects.iter().map(|(id, _)| *id).collect();
+        let total: usize = objects.iter().map(|(_, d)| d.len()).sum();
+        if total > PUT_MANY_BYTES {
+            return self.stage_large(operation, &ids, objects).map(|()| cs);
+        }
+        // Small: send only what the server lacks, in one `ObjectPutMany`
+        // (one pin transaction, one durable publication).
         let missing = self
             .client
             .objects_missing(&self.repo, &ids)
             .map_err(client_error)?;
-        let mut batch: Vec<m::ObjectPiece> = Vec::new();
-        let mut batch_bytes = 0;
-        for (id, data) in objects.into_iter().filter(|(id, _)| missing.contains(id)) {
-            if data.len() > PUT_MANY_BYTES {
-                let total = data.len() as u64;
-                for (i, piece) in data.chunks(PUT_MANY_BYTES).enumerate() {
-                    self.client
-                        .object_put(m::ObjectPut {
-                            repo: self.repo.clone(),
-                            operation,
-                            workspace: self.workspace,
-                            id,
-                            total_len: total,
-                            offset: (i * PUT_MANY_BYTES) as u64,
-                            data: Bytes(piece.to_vec()),
-                        })
-                        .map_err(client_error)?;
-                }
-                continue;
-            }
-            if batch_bytes + data.len() > PUT_MANY_BYTES && !batch.is_empty() {
-                self.put_many(operation, std::mem::take(&mut batch))?;
-                batch_bytes = 0;
-            }
-            batch_bytes += data.len();
-            batch.push(m::ObjectPiece {
+        let mut sent = std::collections::HashSet::new();
+        let batch: Vec<m::ObjectPiece> = objects
+            .into_iter()
+            .filter(|(id, _)| missing.contains(id) && sent.insert(*id))
+            .map(|(id, data)| m::ObjectPiece {
                 id,
-                data: Bytes(data),
-            });
-        }
+                data: Bytes(data.into_owned()),
+            })
+            .collect();
         if !batch.is_empty() {
             self.put_many(operation, batch)?;
         }
         Ok(cs)
+    }
+
+    /// A large upload as `scribe submit` does it: every id pinned for the
+    /// operation in one transaction, the missing objects staged on the
+    /// connection in pieces of at most 4 MiB, and one durable publication
+    /// of the stage (instead of a pin and a publication per object).
+    fn stage_large(
+        &mut self,
+        operation: OperationId,
+        ids: &[ObjectId],
+        objects: Vec<(ObjectId, std::borrow::Cow<[u8]>)>,
+    ) -> Result<(), WbError> {
+        let missing: std::collections::HashSet<ObjectId> =
+            match self
+                .client
+                .objects_pin_missing(&self.repo, self.workspace, operation, ids)
+            {
+                Ok(m) => m.into_iter().collect(),
+                // The operation has its outcome (a retry after a lost answer):
+                // nothing to upload, the submit replays it.
+                Err(e) if e.code() == ErrorCode::AlreadyExists => return Ok(()),
+                Err(e) => return Err(client_error(e)),
+            };
+        let mut sent = std::collections::HashSet::new();
+        for (id, data) in objects {
+            if !missing.contains(&id) || !sent.insert(id) {
+                continue;
+            }
+            self.client
+                .put_object_staged(&self.repo, self.workspace, operation, id, &data)
+                .map_err(client_error)?;
+        }
+        self.client
+            .objects_publish(&self.repo)
+            .map_err(client_error)?;
+        Ok(())
     }
 
     fn list_page(

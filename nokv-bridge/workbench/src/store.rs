@@ -41,6 +41,12 @@ pub struct DirPage {
 #[derive(Clone, Debug)]
 pub enum NewBody {
     Bytes(Vec<u8>),
+    /// Bytes with their BLAKE3 already computed by the caller (collect
+    /// hashes every file to compare it; the store does not hash it again).
+    Hashed {
+        bytes: Vec<u8>,
+        content: [u8; 32],
+    },
     Existing(BodyRef),
 }
 

@@ -182,6 +182,11 @@ impl<S: Store> Workbench<S> {
         self
     }
 
+    /// The facade's clock (milliseconds since the epoch; injected in tests).
+    pub fn now(&self) -> u64 {
+        (self.clock)()
+    }
+
     pub fn store_mut(&mut self) -> &mut S {
         &mut self.store
     }
@@ -342,6 +347,7 @@ impl<S: Store> Workbench<S> {
         m
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn publish_one(
         &mut self,
         tool: &str,
@@ -350,11 +356,16 @@ impl<S: Store> Workbench<S> {
         base: u64,
         body: Vec<u8>,
         ct: Option<&str>,
+        note: Option<String>,
     ) -> Result<(u64, Option<u64>), WbError> {
         let timestamp_ms = (self.clock)();
+        let mut message = Self::message(tool, &t.full, req, ct);
+        if let Some(n) = note {
+            message.push_str(&n);
+        }
         let p = Publish {
             operation: operation_id(req, &[base]),
-            message: Self::message(tool, &t.full, req, ct),
+            message,
             edits: vec![Edit::Put {
                 path: t.full.clone(),
                 base,
@@ -497,8 +508,15 @@ impl<S: Store> Workbench<S> {
             (None, false) => 0,
         };
         let size = body.len() as u64;
-        let (generation, published_ms) =
-            self.publish_one("workbench_put_file", &t, &req, base, body, ct.as_deref())?;
+        let (generation, published_ms) = self.publish_one(
+            "workbench_put_file",
+            &t,
+            &req,
+            base,
+            body,
+            ct.as_deref(),
+            None,
+        )?;
         let mut card = match published_ms {
             // Everything the card says is known: no read back.
             Some(ms) => {
@@ -553,8 +571,15 @@ impl<S: Store> Workbench<S> {
             }
             None => (0, delta),
         };
-        let (generation, _) =
-            self.publish_one("workbench_append", &t, &req, base, body, ct.as_deref())?;
+        let (generation, _) = self.publish_one(
+            "workbench_append",
+            &t,
+            &req,
+            base,
+            body,
+            ct.as_deref(),
+            None,
+        )?;
         let row = self
             .store
             .stat(generation, &t.full)?
@@ -582,10 +607,19 @@ impl<S: Store> Workbench<S> {
             )
         })?;
         if self.published_by(&row, &req)? {
-            return Ok(
-                json!({"id": t.id, "section": t.section, "path": t.path.as_str(), "generation": row.generation,
-                             "size": row.body.size, "changed": true, "idempotent_replay": true}),
-            );
+            // The count the publication recorded (the old body is gone).
+            let info = self.store.version_info(row.generation)?;
+            let replacements = info
+                .message
+                .lines()
+                .find_map(|l| l.strip_prefix("nokv-replacements: "))
+                .and_then(|n| n.parse::<u64>().ok());
+            let mut v = json!({"id": t.id, "section": t.section, "path": t.path.as_str(), "generation": row.generation,
+                               "size": row.body.size, "changed": true, "idempotent_replay": true});
+            if let Some(n) = replacements {
+                v["replacements"] = json!(n);
+            }
+            return Ok(v);
         }
         let bytes = self.store.read(&row.body, 0, row.body.size)?;
         let text = String::from_utf8(bytes)
@@ -615,6 +649,7 @@ impl<S: Store> Workbench<S> {
                              "size": row.body.size, "changed": false, "replacements": matches, "idempotent_replay": false}),
             );
         }
+        let replacements = if replace_all { matches } else { 1 };
         let (generation, _) = self.publish_one(
             "workbench_edit",
             &t,
@@ -622,6 +657,7 @@ impl<S: Store> Workbench<S> {
             row.generation,
             new.into_bytes(),
             None,
+            Some(format!("nokv-replacements: {replacements}\n")),
         )?;
         let row = self
             .store
@@ -629,7 +665,7 @@ impl<S: Store> Workbench<S> {
             .ok_or_else(|| WbError::new("storage", "the published path is missing"))?;
         Ok(
             json!({"id": t.id, "section": t.section, "path": t.path.as_str(), "generation": row.generation,
-                  "size": row.body.size, "changed": true, "replacements": if replace_all { matches } else { 1 },
+                  "size": row.body.size, "changed": true, "replacements": replacements,
                   "idempotent_replay": false}),
         )
     }

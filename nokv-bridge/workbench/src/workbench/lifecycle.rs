@@ -446,9 +446,13 @@ impl<S: Store> Workbench<S> {
     /// of `id` becomes reaped, in one change per snapshot (a lifecycle CAS
     /// that a concurrent renew loses or wins). Returns the reaped ids.
     pub fn reap(&mut self, id: &str) -> Result<Vec<u64>, WbError> {
+        let now = (self.clock)();
+        self.reap_at(id, now)
+    }
+
+    fn reap_at(&mut self, id: &str, now: u64) -> Result<Vec<u64>, WbError> {
         check_id(id)?;
         let inc = self.incarnation(id)?;
-        let now = (self.clock)();
         let mut out = Vec::new();
         for snap in self.snapshots(id, inc)? {
             if snap.state(now) != "expired" {
@@ -458,6 +462,25 @@ impl<S: Store> Workbench<S> {
             rec.insert("reaped_ms".into(), json!(now));
             if self.rewrite_snapshot(id, &snap, &rec, "reap")?.is_ok() {
                 out.push(snap.id());
+            }
+        }
+        Ok(out)
+    }
+
+    /// One sweep of the reaper over the whole agent root: [`Self::reap`]
+    /// of every workbench at the head; the ids of the snapshots it reaped,
+    /// per workbench (only workbenches with at least one), all judged at
+    /// one instant (the clock read once at the start). The long-running
+    /// surface (`nokv mcp`, [`crate::mcp::serve_scheduled`]) runs it on a
+    /// schedule.
+    pub fn reap_all(&mut self) -> Result<Vec<(String, Vec<u64>)>, WbError> {
+        let now = (self.clock)();
+        let head = self.store.head()?;
+        let mut out = Vec::new();
+        for (id, _) in self.workbenches(head)? {
+            let reaped = self.reap_at(&id, now)?;
+            if !reaped.is_empty() {
+                out.push((id, reaped));
             }
         }
         Ok(out)

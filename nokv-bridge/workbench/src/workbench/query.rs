@@ -231,7 +231,7 @@ struct Item {
 
 impl<S: Store> Workbench<S> {
     /// Workbench ids with their incarnations, at `at`.
-    fn workbenches(&mut self, at: u64) -> Result<Vec<(String, u64)>, WbError> {
+    pub(super) fn workbenches(&mut self, at: u64) -> Result<Vec<(String, u64)>, WbError> {
         let mut out = Vec::new();
         let mut token = String::new();
         loop {

@@ -2,7 +2,7 @@
 //! workbench's files (the binary writes them), `collect` publishes a
 //! local directory's files in one change.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{json, Value};
 
@@ -89,13 +89,34 @@ impl<S: Store> Workbench<S> {
         let mut identity = Vec::new();
         let mut ct_lines = String::new();
         let (mut created, mut replaced, mut unchanged) = (0u64, 0u64, 0u64);
+        // The workbench's live files, in one listing (not a stat per file).
+        let inc = self.incarnation(id)?;
+        let mut live: HashMap<String, Row> = HashMap::new();
+        let mut token = String::new();
+        loop {
+            let page = self.store.list_files(0, id, &token, 1000)?;
+            for r in page.files.into_iter().filter(|r| r.generation >= inc) {
+                live.insert(r.path.clone(), r);
+            }
+            match page.next {
+                Some(t) => token = t,
+                None => break,
+            }
+        }
         for f in files {
             if let Some(ct) = &f.content_type {
                 check_content_type(ct)?;
             }
             let t = self.target(id, f.section, &f.path, false, true)?;
-            let current: Option<Row> = self.live(&t)?;
-            let content = *blake3::hash(&f.bytes).as_bytes();
+            let current: Option<Row> = live.get(&t.full).cloned();
+            let content = if f.bytes.len() >= 1 << 20 {
+                *blake3::Hasher::new()
+                    .update_rayon(&f.bytes)
+                    .finalize()
+                    .as_bytes()
+            } else {
+                *blake3::hash(&f.bytes).as_bytes()
+            };
             let base = match &current {
                 Some(r) if r.body.content == content && r.body.size == f.bytes.len() as u64 => {
                     unchanged += 1;
@@ -118,10 +139,12 @@ impl<S: Store> Workbench<S> {
             edits.push(Edit::Put {
                 path: t.full,
                 base,
-                body: NewBody::Bytes(f.bytes),
+                body: NewBody::Hashed {
+                    bytes: f.bytes,
+                    content,
+                },
             });
         }
-        let inc = self.incarnation(id)?;
         if edits.is_empty() {
             return Ok(
                 json!({"id": id, "change": null, "created": 0, "replaced": 0, "unchanged": unchanged}),

@@ -7,8 +7,22 @@ use scribe_testkit::env::{Env, Transport, REPO};
 use serde_json::{json, Value};
 
 fn nokv(env: &Env, args: &[&str], stdin: Option<&str>) -> (i32, Value) {
+    nokv_with(env, args, stdin, None)
+}
+
+/// As [`nokv`], trusting the CA `ca` (`SCRIBE_CA_FILE`) when given.
+fn nokv_with(
+    env: &Env,
+    args: &[&str],
+    stdin: Option<&str>,
+    ca: Option<&std::path::Path>,
+) -> (i32, Value) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_nokv"));
     cmd.args(["--server", env.url(), "--repo", REPO]).args(args);
+    cmd.env_remove("SCRIBE_CA_FILE");
+    if let Some(ca) = ca {
+        cmd.env("SCRIBE_CA_FILE", ca);
+    }
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -158,4 +172,84 @@ fn materialize_then_collect_round_trips_with_content_types_in_one_change() {
     std::fs::write(dir.path().join("stray.txt"), "x").unwrap();
     let (code, v) = nokv(&env, &["collect", d, "sb"], None);
     assert_eq!((code, &v["error"]["code"]), (1, &json!("invalid_input")));
+}
+
+/// The CLI against a `scribes://` server (the test CA trusted through
+/// `SCRIBE_CA_FILE`): tools, materialize and collect over TLS; without the
+/// CA the connection is refused with a JSON error before any tool runs.
+#[test]
+fn cli_over_tls_runs_tools_and_the_sandbox_adapters() {
+    let env = Env::new(Transport::Tls);
+    assert!(env.url().starts_with("scribes://"), "{}", env.url());
+    let ca = env.ca_file();
+    let run = |args: &[&str]| nokv_with(&env, args, None, Some(&ca));
+    let (code, v) = run(&["workbench", "workbench_create", r#"{"id":"t"}"#]);
+    assert_eq!((code, &v["created"]), (0, &json!(true)), "{v}");
+    let (code, v) = run(&[
+        "workbench",
+        "workbench_put_file",
+        r#"{"id":"t","section":"outputs","path":"o/r.txt","text":"over tls"}"#,
+    ]);
+    assert_eq!(code, 0, "{v}");
+    let change = v["generation"].clone();
+    let (code, v) = run(&[
+        "workbench",
+        "workbench_read",
+        r#"{"id":"t","section":"outputs","path":"o/r.txt"}"#,
+    ]);
+    assert_eq!((code, &v["lines"]), (0, &json!(["over tls"])), "{v}");
+    // Three more files of other sizes: materialize over the network
+    // downloads on two lanes (two connections).
+    for (name, size) in [
+        ("big.bin", 300_000usize),
+        ("mid.bin", 70_000),
+        ("small.bin", 10),
+    ] {
+        let body = scribe_testkit::noise(size, size as u64);
+        let input = json!({"id": "t", "section": "outputs", "path": name,
+                           "base64": base64_encode(&body)})
+        .to_string();
+        // Large input goes through stdin (an argument is at most 128 KiB).
+        let (code, v) = nokv_with(
+            &env,
+            &["workbench", "workbench_put_file"],
+            Some(&input),
+            Some(&ca),
+        );
+        assert_eq!(code, 0, "{v}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let (code, v) = run(&["materialize", "t", d]);
+    assert_eq!((code, &v["files"]), (0, &json!(4)), "{v}");
+    assert_eq!(v["bytes"], json!(8 + 300_000 + 70_000 + 10), "{v}");
+    for (name, size) in [
+        ("big.bin", 300_000usize),
+        ("mid.bin", 70_000),
+        ("small.bin", 10),
+    ] {
+        let got = std::fs::read(dir.path().join("outputs").join(name)).unwrap();
+        assert!(got == scribe_testkit::noise(size, size as u64), "{name}");
+    }
+    std::fs::write(dir.path().join("outputs/o/r.txt"), "changed").unwrap();
+    let (code, v) = run(&["collect", d, "t"]);
+    assert_eq!((code, &v["replaced"]), (0, &json!(1)), "{v}");
+    assert_eq!(v["unchanged"], json!(3), "{v}");
+    assert!(v["change"].as_u64().unwrap() > change.as_u64().unwrap());
+    // Without the CA the server's certificate is not trusted.
+    let (code, v) = nokv_with(
+        &env,
+        &["workbench", "workbench_stat", r#"{"id":"t"}"#],
+        None,
+        None,
+    );
+    assert_eq!(code, 1, "{v}");
+    assert!(v["error"]["code"].is_string(), "{v}");
+    let (code, v) = run(&["workbench", "workbench_stat", r#"{"id":"t"}"#]);
+    assert_eq!(code, 0, "{v}");
+}
+
+fn base64_encode(b: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(b)
 }

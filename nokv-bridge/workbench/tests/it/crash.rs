@@ -1,8 +1,11 @@
 //! A restore interrupted between its upload and its publication is
 //! invisible, and its retry converges: with a store that stops right after
 //! staging, and with the `nokv` process SIGKILLed at an arbitrary point.
+//! Every other mutating tool killed at a named point before and after its
+//! submit retries to exactly one publication.
 
-use std::process::{Command, Stdio};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, ExitStatus, Stdio};
 
 use nokv_workbench::path::Section;
 use nokv_workbench::scribe::ScribeStore;
@@ -10,7 +13,7 @@ use nokv_workbench::store::{BodyRef, DirPage, Publish, Published, Store, Version
 use nokv_workbench::workbench::sandbox::LocalFile;
 use nokv_workbench::{WbError, Workbench};
 use scribe_testkit::env::{Env, Transport, REPO};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::support::{client, err, ok, workbench};
 
@@ -159,4 +162,130 @@ fn a_restore_killed_at_any_point_is_all_or_nothing_and_the_retry_converges() {
             .len(),
         2001
     );
+}
+
+/// Run one tool through a `nokv` process; with `crash_at`, a build with
+/// failpoints SIGKILLs itself there. The exit status and stdout's JSON.
+fn nokv(env: &Env, crash_at: Option<&str>, tool: &str, input: &Value) -> (ExitStatus, Value) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nokv"));
+    cmd.args(["--server", env.url(), "--repo", REPO, "--agent-root", "bot"])
+        .args(["workbench", tool, &input.to_string()])
+        .env_remove("NOKV_TEST_CRASH_AT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(at) = crash_at {
+        cmd.env("NOKV_TEST_CRASH_AT", at);
+    }
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v = serde_json::from_str(text.trim()).unwrap_or(Value::Null);
+    (out.status, v)
+}
+
+fn head(wb: &mut Workbench<ScribeStore>) -> u64 {
+    wb.store_mut().head().unwrap()
+}
+
+/// A result without its replay flag.
+fn outcome(mut v: Value) -> Value {
+    v.as_object_mut().unwrap().remove("idempotent_replay");
+    v
+}
+
+/// Every mutating tool but restore (tested above), killed by SIGKILL
+/// after uploading and before submitting (`nokv-after-stage`: nothing is
+/// published) or after the server accepted and before the answer
+/// (`nokv-after-submit`: published once, unanswered): the retry of the
+/// same request publishes at most the one missing change and answers the
+/// result a further retry replays; the offline doctor finds the data root
+/// clean.
+#[test]
+fn mutating_tools_killed_before_and_after_their_submit_retry_to_one_publication() {
+    // (The test build has failpoints: this crate's dev-dependency on
+    // scribe-client enables them; without, the kills below never happen.)
+    let mut env = Env::new(Transport::Process);
+    let mut wb = workbench(&env);
+    let digest = |c: char| format!("sha256:{}", c.to_string().repeat(64));
+    for (round, at) in ["nokv-after-stage", "nokv-after-submit"].iter().enumerate() {
+        let id = format!("w{round}");
+        ok(&mut wb, "workbench_create", json!({"id": id}));
+        for (path, text) in [("r.txt", "old"), ("log.txt", "one\n"), ("e.txt", "a foo b")] {
+            ok(
+                &mut wb,
+                "workbench_put_file",
+                json!({"id": id, "section": "outputs", "path": path, "text": text}),
+            );
+        }
+        let cases = [
+            (
+                "workbench_put_file",
+                json!({"id": id, "section": "outputs", "path": "new.txt", "text": "fresh"}),
+            ),
+            (
+                "workbench_put_file",
+                json!({"id": id, "section": "outputs", "path": "r.txt", "text": "new", "replace": true}),
+            ),
+            (
+                "workbench_append",
+                json!({"id": id, "section": "outputs", "path": "log.txt", "text": "two\n"}),
+            ),
+            (
+                "workbench_edit",
+                json!({"id": id, "section": "outputs", "path": "e.txt", "old_string": "foo", "new_string": "bar"}),
+            ),
+            (
+                "workbench_commit",
+                json!({"id": id, "manifest": {"run": round}, "content_digest_uri": digest('d')}),
+            ),
+            (
+                "workbench_snapshot",
+                json!({"id": id, "name": "s", "ttl_days": 3}),
+            ),
+        ];
+        for (tool, input) in cases {
+            let before = head(&mut wb);
+            let (status, printed) = nokv(&env, Some(at), tool, &input);
+            assert_eq!(
+                status.signal(),
+                Some(9),
+                "{tool} at {at}: {status} {printed}"
+            );
+            assert_eq!(printed, Value::Null, "{tool} at {at} answered before dying");
+            let published = u64::from(*at == "nokv-after-submit");
+            assert_eq!(head(&mut wb), before + published, "{tool} at {at}");
+            // The retry publishes what is missing, exactly once.
+            let (status, first) = nokv(&env, None, tool, &input);
+            assert!(status.success(), "{tool} at {at}: {first}");
+            assert_eq!(head(&mut wb), before + 1, "{tool} at {at}: {first}");
+            assert_eq!(
+                first["idempotent_replay"],
+                json!(published == 1),
+                "{tool} at {at}: {first}"
+            );
+            // A further retry (in-process, another client) replays it.
+            let again = ok(&mut wb, tool, input.clone());
+            assert_eq!(again["idempotent_replay"], json!(true), "{tool}: {again}");
+            assert_eq!(outcome(again), outcome(first), "{tool} at {at}");
+            assert_eq!(head(&mut wb), before + 1, "{tool} at {at}");
+        }
+        // What the retries left is what one clean run of each would have.
+        let read = |wb: &mut Workbench<ScribeStore>, path: &str| {
+            ok(
+                wb,
+                "workbench_read",
+                json!({"id": id, "section": "outputs", "path": path}),
+            )["lines"]
+                .clone()
+        };
+        assert_eq!(read(&mut wb, "new.txt"), json!(["fresh"]));
+        assert_eq!(read(&mut wb, "r.txt"), json!(["new"]));
+        assert_eq!(read(&mut wb, "log.txt"), json!(["one", "two"]));
+        assert_eq!(read(&mut wb, "e.txt"), json!(["a bar b"]));
+        let snaps = ok(&mut wb, "workbench_snapshot_list", json!({"id": id}));
+        assert_eq!(snaps["snapshots"].as_array().unwrap().len(), 1);
+    }
+    drop(wb);
+    env.process().kill();
+    let report = scribe_server::admin::doctor(env.data(), None).unwrap();
+    assert!(report.is_clean(), "doctor: {:?}", report.problems);
 }

@@ -343,3 +343,143 @@ fn restore_publishes_one_change_reusing_bodies_and_replays() {
         ("destination_exists", ConflictClass::Exists)
     );
 }
+
+/// Lines fed to `serve_scheduled` by the test, one `String` per message.
+struct Feed(std::sync::mpsc::Receiver<String>, Vec<u8>);
+
+impl std::io::Read for Feed {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.1.is_empty() {
+            match self.0.recv() {
+                Ok(line) => self.1 = format!("{line}\n").into_bytes(),
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.1.len());
+        buf[..n].copy_from_slice(&self.1[..n]);
+        self.1.drain(..n);
+        Ok(n)
+    }
+}
+
+/// Answers written by the server, one line each.
+#[derive(Clone, Default)]
+struct Answers(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Answers {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Poll (bounded) until `f` holds; panics with `what` if it never does.
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    for _ in 0..3000 {
+        if f() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("never: {what}");
+}
+
+#[test]
+fn the_mcp_server_reaps_expired_snapshots_on_its_schedule_even_when_idle() {
+    use nokv_workbench::mcp::{serve_scheduled, ReapSchedule};
+    let env = Env::new(Transport::InProcess);
+    let clock = Arc::new(AtomicU64::new(10 * DAY));
+    let mut setup = clocked(&env, clock.clone());
+    for id in ["a", "b"] {
+        ok(&mut setup, "workbench_create", json!({"id": id}));
+        ok(
+            &mut setup,
+            "workbench_commit",
+            json!({"id": id, "manifest": {}, "content_digest_uri": digest('c')}),
+        );
+    }
+    // a: one snapshot of 1 day and one of 5; b: one of 2 days.
+    ok(
+        &mut setup,
+        "workbench_snapshot",
+        json!({"id": "a", "ttl_days": 1}),
+    );
+    ok(
+        &mut setup,
+        "workbench_snapshot",
+        json!({"id": "a", "ttl_days": 5}),
+    );
+    ok(
+        &mut setup,
+        "workbench_snapshot",
+        json!({"id": "b", "ttl_days": 2}),
+    );
+    let states = |wb: &mut Workbench<ScribeStore>, id: &str| -> Vec<String> {
+        ok(wb, "workbench_snapshot_list", json!({"id": id}))["snapshots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["state"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let answers = Answers::default();
+    let server = {
+        let wb = clocked(&env, clock.clone());
+        let out = answers.clone();
+        std::thread::spawn(move || {
+            let input = std::io::BufReader::new(Feed(rx, Vec::new()));
+            let schedule = ReapSchedule {
+                every_ms: DAY,
+                tick: std::time::Duration::from_millis(5),
+            };
+            serve_scheduled(Some(wb), None, input, out, schedule)
+        })
+    };
+    let head = |wb: &mut Workbench<ScribeStore>| {
+        use nokv_workbench::store::Store;
+        wb.store_mut().head().unwrap()
+    };
+    // The server answers; its sweep at start reaped nothing (all alive).
+    tx.send(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string())
+        .unwrap();
+    eventually("the ping is answered", || {
+        !answers.0.lock().unwrap().is_empty()
+    });
+    let quiet = head(&mut setup);
+    assert_eq!(states(&mut setup, "a"), ["alive", "alive"]);
+    // 1.5 days later, with no message at all: the idle server reaps the
+    // expired snapshot of a (one change) and nothing else.
+    clock.store(11 * DAY + DAY / 2, Ordering::SeqCst);
+    eventually("a's first snapshot is reaped", || {
+        states(&mut setup, "a") == ["reaped", "alive"]
+    });
+    assert_eq!(states(&mut setup, "b"), ["alive"]);
+    assert_eq!(head(&mut setup), quiet + 1);
+    // Half a day later b has expired, but the next sweep is not due yet.
+    clock.store(12 * DAY + 1, Ordering::SeqCst);
+    tx.send(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string())
+        .unwrap();
+    eventually("the second ping is answered", || {
+        String::from_utf8_lossy(&answers.0.lock().unwrap()).contains("\"id\":2")
+    });
+    assert_eq!(states(&mut setup, "b"), ["expired"]);
+    // A day after the last sweep it is reaped too.
+    clock.store(12 * DAY + DAY / 2, Ordering::SeqCst);
+    eventually("b's snapshot is reaped", || {
+        states(&mut setup, "b") == ["reaped"]
+    });
+    assert_eq!(states(&mut setup, "a"), ["reaped", "alive"]);
+    assert_eq!(head(&mut setup), quiet + 2);
+    let e = err(
+        &mut setup,
+        "workbench_snapshot_renew",
+        json!({"id": "b", "snapshot_id": 0}),
+    );
+    assert_eq!(e.code, "snapshot_reaped");
+    drop(tx);
+    server.join().unwrap().unwrap();
+}
