@@ -259,11 +259,11 @@ fn a_large_add_streams_without_a_cache_copy(t: Transport) {
     let r = env.scribe(&a, &["submit", "-m", "big", "--json"]);
     r.ok();
     assert!(r.stdout.contains("\"change\":1"), "{}", r.stdout);
+    // At most everything once more: chunks the server already kept from the
+    // killed run (how many depends on where the kill met the other upload
+    // lane) are not sent again.
     let sent = uploaded_bytes(&r.stdout);
-    assert!(
-        sent >= (40 * MIB + (600 << 10)) as u64 && sent < 42 * MIB as u64,
-        "uploaded {sent}"
-    );
+    assert!(sent > 0 && sent < 42 * MIB as u64, "uploaded {sent}");
     let growth = du(&cache).saturating_sub(cache_before);
     assert!(
         growth > (600 << 10) as u64 && growth < 4 * MIB as u64,
