@@ -268,15 +268,30 @@ impl<S: Store> Workbench<S> {
         let now = (self.clock)();
         let req = request_identity(&self.store.root_name(), inc, "workbench_snapshot", input);
         let snaps = self.snapshots(&c.id, inc)?;
-        if let Some(last) = snaps.last() {
-            if last.rec.get("request").and_then(Value::as_str) == Some(hex::encode(req).as_str()) {
-                let mut v = last.card(now);
+        let read_version = self.store.head()?;
+        // An exact retry (the newest snapshot this same request minted, even
+        // with other snapshots taken since) returns that snapshot while the
+        // workbench is unchanged since it; once the workbench moved, the
+        // same request takes a new snapshot (a nightly job's identical
+        // calls each freeze what is new).
+        let hex_req = hex::encode(req);
+        if let Some(prev) = snaps
+            .iter()
+            .rev()
+            .find(|s| s.rec.get("request").and_then(Value::as_str) == Some(hex_req.as_str()))
+        {
+            let at = prev
+                .rec
+                .get("read_version")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            if !self.store.changed_under(&c.id, at, read_version)? {
+                let mut v = prev.card(now);
                 v["idempotent_replay"] = json!(true);
                 return Ok(v);
             }
         }
         let n = snaps.last().map_or(0, |s| s.id() + 1);
-        let read_version = self.store.head()?;
         let ttl = c.ttl_days.unwrap_or(DEFAULT_TTL_DAYS);
         let rec = json!({
             "snapshot_id": n, "workbench_id": c.id, "name": c.name, "reason": c.reason,
@@ -315,7 +330,7 @@ impl<S: Store> Workbench<S> {
                 match snaps.last() {
                     Some(last)
                         if last.rec.get("request").and_then(Value::as_str)
-                            == Some(hex::encode(req).as_str()) =>
+                            == Some(hex_req.as_str()) =>
                     {
                         let mut v = last.card(now);
                         v["idempotent_replay"] = json!(true);

@@ -483,3 +483,73 @@ fn the_mcp_server_reaps_expired_snapshots_on_its_schedule_even_when_idle() {
     drop(tx);
     server.join().unwrap().unwrap();
 }
+
+#[test]
+fn a_snapshot_retry_replays_while_the_workbench_is_unchanged_whatever_was_taken_since() {
+    let env = Env::new(Transport::InProcess);
+    let clock = Arc::new(AtomicU64::new(10 * DAY));
+    let mut wb = clocked(&env, clock.clone());
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    let put = |wb: &mut Workbench<ScribeStore>, text: &str, replace: bool| {
+        ok(
+            wb,
+            "workbench_put_file",
+            json!({"id": "w", "section": "outputs", "path": "o.txt", "text": text, "replace": replace}),
+        );
+    };
+    put(&mut wb, "v1", false);
+    ok(
+        &mut wb,
+        "workbench_commit",
+        json!({"id": "w", "manifest": {}, "content_digest_uri": digest('d')}),
+    );
+    let a = json!({"id": "w", "name": "a"});
+    let first = ok(&mut wb, "workbench_snapshot", a.clone());
+    assert_eq!(first["idempotent_replay"], false);
+    let b = ok(
+        &mut wb,
+        "workbench_snapshot",
+        json!({"id": "w", "name": "b"}),
+    );
+    assert_eq!(b["snapshot_id"], 1);
+    // The answer to `a` was lost; its retry comes after `b`: the same
+    // snapshot, not a second one.
+    let again = ok(&mut wb, "workbench_snapshot", a.clone());
+    assert_eq!(
+        (
+            again["idempotent_replay"].clone(),
+            again["snapshot_id"].clone()
+        ),
+        (json!(true), first["snapshot_id"].clone())
+    );
+    // Once the workbench moved, the same request freezes the new state.
+    put(&mut wb, "v2", true);
+    let later = ok(&mut wb, "workbench_snapshot", a.clone());
+    assert_eq!(
+        (
+            later["idempotent_replay"].clone(),
+            later["snapshot_id"].clone()
+        ),
+        (json!(false), json!(2))
+    );
+    let frozen = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "outputs", "path": "o.txt", "at_snapshot": 2}),
+    );
+    assert_eq!(frozen["lines"], json!(["v2"]));
+    let replay = ok(&mut wb, "workbench_snapshot", a);
+    assert_eq!(
+        (
+            replay["idempotent_replay"].clone(),
+            replay["snapshot_id"].clone()
+        ),
+        (json!(true), json!(2))
+    );
+    let list = ok(&mut wb, "workbench_snapshot_list", json!({"id": "w"}));
+    assert_eq!(
+        list["snapshots"].as_array().map(Vec::len),
+        Some(3),
+        "{list}"
+    );
+}
