@@ -269,18 +269,7 @@ impl DataRoot {
         };
         {
             let tx = self.catalog_write()?;
-            {
-                let mut names = tx.open_table(CATALOG_REPO_NAMES)?;
-                if names.get(name)?.is_some() {
-                    return Err(MetadataError::refused(
-                        ErrorCode::AlreadyExists,
-                        format!("repository {name:?} exists"),
-                    ));
-                }
-                names.insert(name, id.0)?;
-                tx.open_table(CATALOG_REPOS)?
-                    .insert(id.0, rec.encode().as_slice())?;
-            }
+            add_to_catalog(&tx, id, &rec)?;
             tx.commit()?;
         }
         let dir = self.repo_dir(&id);
@@ -337,16 +326,7 @@ impl DataRoot {
                         format!("repository {id} exists in {}", self.dir.display()),
                     ));
                 }
-                let mut names = tx.open_table(CATALOG_REPO_NAMES)?;
-                if names.get(name)?.is_some() {
-                    return Err(MetadataError::refused(
-                        ErrorCode::AlreadyExists,
-                        format!("repository {name:?} exists"),
-                    ));
-                }
-                names.insert(name, id.0)?;
-                tx.open_table(CATALOG_REPOS)?
-                    .insert(id.0, rec.encode().as_slice())?;
+                add_to_catalog(&tx, id, &rec)?;
             }
             tx.commit()?;
         }
@@ -539,4 +519,25 @@ pub fn recover_catalog(dir: &Path) -> Result<crate::journal::Replayed> {
     let path = dir.join("catalog.redb");
     let archive = crate::archive::archive_dir(&path)?;
     crate::archive::recover(&archive, &path)
+}
+
+/// Claim the record's name for `id` and store the record, refusing a name
+/// another repository holds.
+fn add_to_catalog(
+    tx: &crate::journal::WriteTx,
+    id: RepositoryId,
+    rec: &CatalogRecord,
+) -> Result<()> {
+    let name = rec.name.as_str();
+    let mut names = tx.open_table(CATALOG_REPO_NAMES)?;
+    if names.get(name)?.is_some() {
+        return Err(MetadataError::refused(
+            ErrorCode::AlreadyExists,
+            format!("repository {name:?} exists"),
+        ));
+    }
+    names.insert(name, id.0)?;
+    tx.open_table(CATALOG_REPOS)?
+        .insert(id.0, rec.encode().as_slice())?;
+    Ok(())
 }

@@ -93,6 +93,26 @@ pub fn change_objects(
     store: &scribe_objects::ObjectStore,
     change: u64,
 ) -> Result<(Vec<ObjectId>, Vec<FileVersion>), String> {
+    let (d, commit) = described(repo, change)?;
+    let mut files = Vec::new();
+    for (path, h) in &d.paths {
+        let Some(st) = &h.state else { continue };
+        let mid = ObjectId::manifest(st.manifest);
+        files.push(FileVersion {
+            path: path.clone(),
+            chunks: manifest_chunks(store, &mid).map_err(|e| format!("{path}@{change}: {e}"))?,
+        });
+    }
+    Ok((commit, files))
+}
+
+/// Change `change` described, with the ids of its commit objects: the
+/// envelope, the change set, then each touched file's manifest in path
+/// order (the index record's key depends on this order).
+fn described(
+    repo: &scribe_metadata::Repository,
+    change: u64,
+) -> Result<(scribe_metadata::read::Described, Vec<ObjectId>), String> {
     let d = repo
         .view()
         .and_then(|mut v| v.describe(change))
@@ -101,17 +121,12 @@ pub fn change_objects(
         ObjectId::commit(d.record.commit_id),
         ObjectId::change_set(d.record.change_set),
     ];
-    let mut files = Vec::new();
-    for (path, h) in &d.paths {
-        let Some(st) = &h.state else { continue };
-        let mid = ObjectId::manifest(st.manifest);
-        commit.push(mid);
-        files.push(FileVersion {
-            path: path.clone(),
-            chunks: manifest_chunks(store, &mid).map_err(|e| format!("{path}@{change}: {e}"))?,
-        });
-    }
-    Ok((commit, files))
+    commit.extend(
+        d.paths
+            .iter()
+            .filter_map(|(_, h)| h.state.as_ref().map(|st| ObjectId::manifest(st.manifest))),
+    );
+    Ok((d, commit))
 }
 
 fn manifest_chunks(
@@ -1076,20 +1091,7 @@ pub fn commit_objects(
     repo: &scribe_metadata::Repository,
     change: u64,
 ) -> Result<Vec<ObjectId>, String> {
-    let d = repo
-        .view()
-        .and_then(|mut v| v.describe(change))
-        .map_err(|e| format!("change {change}: {e}"))?;
-    let mut commit = vec![
-        ObjectId::commit(d.record.commit_id),
-        ObjectId::change_set(d.record.change_set),
-    ];
-    for (_, h) in &d.paths {
-        if let Some(st) = &h.state {
-            commit.push(ObjectId::manifest(st.manifest));
-        }
-    }
-    Ok(commit)
+    described(repo, change).map(|(_, commit)| commit)
 }
 
 /// What `restore --from-tier` did.
