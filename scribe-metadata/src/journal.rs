@@ -304,24 +304,11 @@ impl WriteTx {
     /// Append the commit boundary, store the new end and commit. A
     /// transaction that recorded nothing commits without a boundary.
     pub fn commit(self) -> Result<()> {
-        if self.log.borrow().count > 0 {
-            let mut rec = Vec::new();
-            rj::encode_commit(&mut rec);
-            {
-                let mut log = self.log.borrow_mut();
-                log.buf.push(rec);
-                log.count += 1;
-            }
-            self.spill()?;
-            let end = self.log.borrow().next.unwrap_or(1) - 1;
-            self.inner.open_table(POSITION)?.insert(POS_END, end)?;
-        }
-        let recorded = self.log.borrow().count > 0;
-        let end = self.log.borrow().next.unwrap_or(1) - 1;
-        self.inner.commit()?;
+        let archive = self.archive.clone();
+        let end = self.commit_unpublished()?;
         // The barrier: archived before the write is acknowledged (by the
         // enclosing `coalesce_publication` when there is one).
-        if let (true, Some(archive)) = (recorded, &self.archive) {
+        if let (Some(end), Some(archive)) = (end, &archive) {
             if DEFER.with(|d| d.get()) == 0 {
                 archive.publish_through(end)?;
             } else {
@@ -338,6 +325,29 @@ impl WriteTx {
             }
         }
         Ok(())
+    }
+
+    /// Commit like [`WriteTx::commit`] but leave the archive publication
+    /// to the caller: returns the last sequence committed, `None` when
+    /// nothing was journaled. The caller publishes through it
+    /// ([`crate::archive::Archive::publish_through`]) before acknowledging.
+    pub(crate) fn commit_unpublished(self) -> Result<Option<u64>> {
+        if self.log.borrow().count > 0 {
+            let mut rec = Vec::new();
+            rj::encode_commit(&mut rec);
+            {
+                let mut log = self.log.borrow_mut();
+                log.buf.push(rec);
+                log.count += 1;
+            }
+            self.spill()?;
+            let end = self.log.borrow().next.unwrap_or(1) - 1;
+            self.inner.open_table(POSITION)?.insert(POS_END, end)?;
+        }
+        let recorded = self.log.borrow().count > 0;
+        let end = self.log.borrow().next.unwrap_or(1) - 1;
+        self.inner.commit()?;
+        Ok(recorded.then_some(end))
     }
 
     /// Abort: neither rows nor records are exposed.

@@ -30,6 +30,7 @@ pub mod auth_state;
 pub mod backup;
 pub mod checkpoint;
 pub mod clock;
+pub mod combine;
 pub mod consolidate;
 pub mod database_descriptor;
 pub mod doctor;

@@ -25,24 +25,16 @@ pub struct LockInfo {
 }
 
 impl Repository {
-    fn mutate_locks<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T>) -> Result<T> {
-        // Published after the turn and gate are released, before returning.
-        crate::journal::coalesce_publication(&self.archive, || {
-            let _turn = self
-                .turn
-                .lock()
-                .map_err(|_| MetadataError::Gate("submit turn poisoned".into()))?;
-            let _gate = self
-                .gate
-                .lock()
-                .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
-            let wtx = self.write()?;
-            let out = {
-                let mut tx = Tx::open(&wtx)?;
-                f(&mut tx)?
-            };
-            wtx.commit()?;
-            Ok(out)
+    /// Run `f` in a lock-mutation transaction, together with concurrent
+    /// lock mutations of this repository (one transaction, one archive
+    /// publication; `combine.rs`), under the submit turn and the gate.
+    fn mutate_locks<T: Send + 'static>(
+        &self,
+        mut f: impl FnMut(&mut Tx<'_>) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        self.lock_writes.run(self, move |_, wtx| {
+            let mut tx = Tx::open(wtx)?;
+            f(&mut tx)
         })
     }
 
@@ -66,7 +58,9 @@ impl Repository {
                 "author is longer than 256 bytes",
             ));
         }
-        self.mutate_locks(|tx| {
+        let paths = paths.to_vec();
+        let author = author.to_owned();
+        self.mutate_locks(move |tx| {
             if tx
                 .ws_state
                 .get(keys::ws_retired(&workspace.0).as_slice())?
@@ -86,7 +80,7 @@ impl Repository {
             let mut others = Vec::new();
             let mut out = Vec::new();
             let mut todo = Vec::new();
-            for p in paths {
+            for p in &paths {
                 match tx.locks.get(p.as_str())? {
                     Some(row) => {
                         let rec = LockRecord::decode(row.value())?;
@@ -121,7 +115,7 @@ impl Repository {
                     generation: rm.lock_generation,
                     workspace,
                     branch,
-                    author: author.to_owned(),
+                    author: author.clone(),
                     acquired_ms: now,
                 };
                 tx.locks.insert(p.as_str(), rec.encode().as_slice())?;
@@ -146,10 +140,11 @@ impl Repository {
     /// Release `workspace`'s locks on `paths`; returns how many were
     /// released. A path locked by another workspace refuses the request.
     pub fn unlock(&self, paths: &[String], workspace: WorkspaceId) -> Result<usize> {
-        self.mutate_locks(|tx| {
+        let paths = paths.to_vec();
+        self.mutate_locks(move |tx| {
             let mut mine = Vec::new();
             let mut others = Vec::new();
-            for p in paths {
+            for p in &paths {
                 if let Some(row) = tx.locks.get(p.as_str())? {
                     let rec = LockRecord::decode(row.value())?;
                     if rec.workspace == workspace {

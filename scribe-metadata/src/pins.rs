@@ -104,86 +104,77 @@ impl Repository {
         ids: &[ObjectId],
         max_pins: u64,
     ) -> Result<()> {
-        // Published after the gate is released (the next writer need not
-        // wait for this one's archive flush), before the call returns.
-        crate::journal::coalesce_publication(&self.archive, || {
-            let _gate = self
-                .gate
-                .lock()
-                .map_err(|_| MetadataError::Gate("publication gate poisoned".into()))?;
-            let mut counts = self
-                .pin_counts
-                .lock()
-                .map_err(|_| MetadataError::Gate("pin counts poisoned".into()))?;
-            let wtx = self.write()?;
-            let count;
+        // Concurrent pins share one transaction and one archive
+        // publication (`combine.rs`); published before this returns.
+        let ids = ids.to_vec();
+        self.pin_writes.run(self, move |counts, wtx| {
+            let mut meta = wtx.open_table(tables::META)?;
+            let st = wtx.open_table(tables::WORKSPACE_STATE)?;
+            let ops = wtx.open_table(tables::OPERATIONS)?;
+            let registered = wtx.open_table(tables::WORKSPACES)?;
+            let mut pins = wtx.open_table(tables::UPLOAD_PINS)?;
+            // Every refusal comes before the first write: a refused pin
+            // leaves nothing in a transaction it shares with others.
+            if st.get(keys::ws_retired(&workspace.0).as_slice())?.is_some() {
+                return Err(MetadataError::refused(
+                    ErrorCode::WorkspaceRetired,
+                    format!("workspace {workspace} is retired"),
+                ));
+            }
+            if registered.get(workspace.0)?.is_none() {
+                return Err(MetadataError::refused(
+                    ErrorCode::WorkspaceUnregistered,
+                    format!(
+                        "workspace {workspace} is not registered; register it before uploading"
+                    ),
+                ));
+            }
+            let finished = meta.get(finished_key(&intent).as_str())?.is_some();
+            if finished || ops.get(intent.0)?.is_some() {
+                return Err(MetadataError::refused(
+                    ErrorCode::AlreadyExists,
+                    format!("operation {intent} already has its outcome; it cannot pin"),
+                ));
+            }
+            let ok = owner_key(&intent);
+            let owner = meta.get(ok.as_str())?.map(|g| g.value().to_vec());
+            if owner
+                .as_ref()
+                .is_some_and(|o| o.as_slice() != workspace.0.as_slice())
             {
-                let mut meta = wtx.open_table(tables::META)?;
-                let st = wtx.open_table(tables::WORKSPACE_STATE)?;
-                let ops = wtx.open_table(tables::OPERATIONS)?;
-                let registered = wtx.open_table(tables::WORKSPACES)?;
-                let mut pins = wtx.open_table(tables::UPLOAD_PINS)?;
-                if st.get(keys::ws_retired(&workspace.0).as_slice())?.is_some() {
-                    return Err(MetadataError::refused(
-                        ErrorCode::WorkspaceRetired,
-                        format!("workspace {workspace} is retired"),
-                    ));
-                }
-                if registered.get(workspace.0)?.is_none() {
-                    return Err(MetadataError::refused(
-                        ErrorCode::WorkspaceUnregistered,
-                        format!(
-                            "workspace {workspace} is not registered; register it before uploading"
-                        ),
-                    ));
-                }
-                let finished = meta.get(finished_key(&intent).as_str())?.is_some();
-                if finished || ops.get(intent.0)?.is_some() {
-                    return Err(MetadataError::refused(
-                        ErrorCode::AlreadyExists,
-                        format!("operation {intent} already has its outcome; it cannot pin"),
-                    ));
-                }
-                let ok = owner_key(&intent);
-                let owner = meta.get(ok.as_str())?.map(|g| g.value().to_vec());
-                match owner {
-                    Some(o) if o.as_slice() != workspace.0.as_slice() => {
-                        return Err(MetadataError::refused(
-                            ErrorCode::Forbidden,
-                            format!("operation {intent} belongs to another workspace"),
-                        ))
-                    }
-                    Some(_) => {}
-                    None => {
-                        meta.insert(ok.as_str(), workspace.0.as_slice())?;
-                    }
-                }
-                let held = match counts.get(&workspace.0) {
-                    Some(n) => *n,
-                    None => count_prefix(&pins, &workspace.0)?,
-                };
-                let mut added = 0u64;
-                for id in ids {
-                    if pins
-                        .insert(pin_key(&workspace, &intent, id).as_slice(), [].as_slice())?
-                        .is_none()
-                    {
-                        added += 1;
-                    }
-                }
-                count = held + added;
-                if count > max_pins {
-                    // The transaction is dropped: nothing is pinned.
-                    return Err(MetadataError::refused(
-                        ErrorCode::LimitExceeded,
-                        format!(
-                            "workspace {workspace} would hold {count} upload pins; at most {max_pins} \
-                             are kept per workspace (finish or abandon its unfinished submissions)"
-                        ),
-                    ));
+                return Err(MetadataError::refused(
+                    ErrorCode::Forbidden,
+                    format!("operation {intent} belongs to another workspace"),
+                ));
+            }
+            let held = match counts.get(&workspace.0) {
+                Some(n) => *n,
+                None => count_prefix(&pins, &workspace.0)?,
+            };
+            let mut new_keys = std::collections::BTreeSet::new();
+            for id in &ids {
+                let k = pin_key(&workspace, &intent, id);
+                if pins.get(k.as_slice())?.is_none() {
+                    new_keys.insert(k);
                 }
             }
-            wtx.commit()?;
+            let count = held + new_keys.len() as u64;
+            if count > max_pins {
+                return Err(MetadataError::refused(
+                    ErrorCode::LimitExceeded,
+                    format!(
+                        "workspace {workspace} would hold {count} upload pins; at most {max_pins} \
+                         are kept per workspace (finish or abandon its unfinished submissions)"
+                    ),
+                ));
+            }
+            if owner.is_none() {
+                meta.insert(ok.as_str(), workspace.0.as_slice())?;
+            }
+            for k in &new_keys {
+                pins.insert(k.as_slice(), [].as_slice())?;
+            }
+            // Forgotten by the combiner if this transaction is dropped.
             counts.insert(workspace.0, count);
             Ok(())
         })

@@ -55,6 +55,10 @@ pub struct Repository {
     /// Upload pin rows per workspace, counted once from the table and kept
     /// by every pin and cleanup (see `pins.rs`); held across their writes.
     pub(crate) pin_counts: Mutex<std::collections::HashMap<[u8; 16], u64>>,
+    /// Concurrent upload pins share transactions (see `combine.rs`).
+    pub(crate) pin_writes: crate::combine::Combiner,
+    /// Concurrent lock acquisitions and releases share transactions.
+    pub(crate) lock_writes: crate::combine::Combiner,
 }
 
 /// The `SCRIBE_FORMAT` values a repository must record for this build to
@@ -211,6 +215,8 @@ impl Repository {
             stage_hook: Mutex::new(None),
             skip_fsync: std::sync::atomic::AtomicBool::new(false),
             pin_counts: Mutex::default(),
+            pin_writes: crate::combine::Combiner::new(crate::combine::Guard::GateAndPinCounts),
+            lock_writes: crate::combine::Combiner::new(crate::combine::Guard::TurnAndGate),
         };
         repo.recover_submissions()?;
         repo.cleanup_finished_pins()?;
@@ -256,6 +262,12 @@ impl Repository {
     /// A journaled write transaction published to the archive on commit.
     pub(crate) fn write(&self) -> Result<crate::journal::WriteTx> {
         crate::journal::begin_archived(&self.db, &self.archive)
+    }
+
+    /// What write combining did since this repository was opened: upload
+    /// pins and lock mutations, each as (mutations, transactions).
+    pub fn write_combining(&self) -> (crate::combine::Combined, crate::combine::Combined) {
+        (self.pin_writes.stats(), self.lock_writes.stats())
     }
 
     /// The recovery archive.

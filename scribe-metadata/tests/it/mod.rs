@@ -3,6 +3,7 @@ mod support;
 mod accept;
 mod archive;
 mod backup;
+mod combine;
 mod consolidate;
 mod crash;
 mod doctor;
