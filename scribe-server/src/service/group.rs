@@ -5,7 +5,9 @@
 //! waiting thread at a time leads: it takes the oldest (at most
 //! [`GROUP_MAX`]) queued submissions, hands them to
 //! `Repository::submit_group` (one Immediate transaction for up to eight
-//! buffered members; large ones are streamed individually), posts each
+//! buffered members; large ones are streamed individually), hands the lead
+//! over once the transaction is committed (the next group commits while
+//! this one's archive flush runs), publishes the archive, then posts each
 //! outcome under its ticket and wakes the others. Every member keeps its
 //! own change number, envelope and recorded outcome. A lone submission is
 //! accepted at once, exactly as `Repository::submit` would.
@@ -62,7 +64,9 @@ impl Groups {
             if let Some(r) = st.results.remove(&ticket) {
                 return r;
             }
-            if !st.leading {
+            // Nothing queued: this member's group is being published by its
+            // leader; wait for the outcome.
+            if !st.leading && !st.pending.is_empty() {
                 st.leading = true;
                 // The oldest submissions, at most one per operation id (a
                 // retry racing its original waits for the next group and
@@ -81,22 +85,35 @@ impl Groups {
                 st.pending = rest;
                 drop(st);
                 let (tickets, subs): (Vec<u64>, Vec<Submission>) = batch.into_iter().unzip();
-                // A panic must not leave the queue without a leader.
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    if subs.len() == 1 {
-                        subs.into_iter()
-                            .next()
-                            .map(|s| repo.submit(s).map(|o| vec![o]))
-                            .unwrap_or_else(|| Ok(Vec::new()))
-                    } else {
-                        repo.submit_group(subs)
-                    }
-                }))
-                .unwrap_or_else(|_| {
-                    Err(scribe_metadata::MetadataError::Gate(
-                        "acceptance panicked".into(),
-                    ))
-                });
+                let mut handed = false;
+                // The group's archive publication runs after the lead is
+                // handed over (the next group commits meanwhile) and before
+                // any outcome is posted.
+                let outcome =
+                    scribe_metadata::journal::coalesce_publication(repo.archive(), || {
+                        // A panic must not leave the queue without a leader.
+                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            if subs.len() == 1 {
+                                subs.into_iter()
+                                    .next()
+                                    .map(|s| repo.submit(s).map(|o| vec![o]))
+                                    .unwrap_or_else(|| Ok(Vec::new()))
+                            } else {
+                                repo.submit_group(subs)
+                            }
+                        }))
+                        .unwrap_or_else(|_| {
+                            Err(scribe_metadata::MetadataError::Gate(
+                                "acceptance panicked".into(),
+                            ))
+                        });
+                        if let Ok(mut st) = queue.state.lock() {
+                            st.leading = false;
+                            handed = true;
+                        }
+                        queue.wake.notify_all();
+                        r
+                    });
                 st = queue.state.lock().map_err(|_| poisoned())?;
                 match outcome {
                     Ok(outcomes) if outcomes.len() == tickets.len() => {
@@ -124,7 +141,9 @@ impl Groups {
                         }
                     }
                 }
-                st.leading = false;
+                if !handed {
+                    st.leading = false;
+                }
                 queue.wake.notify_all();
                 continue;
             }

@@ -262,3 +262,142 @@ fn consolidated_and_relocated_archives_rebuild_every_acknowledged_change() {
     let mut c = InProcessConnection::new(Service::open(&data).unwrap());
     assert_eq!(c.repo_list()[0].head, last);
 }
+
+/// What one writer had acknowledged when the server was killed.
+#[derive(Default)]
+struct Acked {
+    /// (change, path) of every acknowledged submission.
+    changes: Vec<(u64, String)>,
+    /// The writer's lock as the last acknowledged request left it; `None`
+    /// when a lock request was in flight (either state may survive).
+    lock_held: Option<bool>,
+}
+
+#[test]
+fn concurrent_writers_killed_mid_load_lose_nothing_acknowledged_when_rebuilt_from_the_archive() {
+    use scribe_format::wire::message::{self as m, Request, Response};
+    use scribe_testkit::change::{main_branch, put_many_req, register_req, submit_req};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (data, repo_dir) = data_root(dir.path());
+    let d = data.to_str().unwrap();
+    let (mut child, addr) = serve(&data, &dir.path().join("run"));
+    let acked: Vec<std::sync::Arc<std::sync::Mutex<Acked>>> = (0..8)
+        .map(|_| std::sync::Arc::new(std::sync::Mutex::new(Acked::default())))
+        .collect();
+    let writers: Vec<_> = acked
+        .iter()
+        .enumerate()
+        .map(|(t, acked)| {
+            let (acked, addr) = (acked.clone(), addr.clone());
+            std::thread::spawn(move || {
+                let mut c = wire::tcp(addr.parse().unwrap());
+                let ws = WorkspaceId([t as u8 + 1; 16]);
+                c.call(Request::WorkspaceRegister(register_req(REPO, ws)));
+                let lock = vec![format!("locks/{t}.psd")];
+                acked.lock().unwrap().lock_held = Some(false);
+                // Until the server dies: upload (pins), submit (group
+                // acceptance), take or give back the writer's lock.
+                for i in 0u32.. {
+                    let path = format!("w{t}/f{i}.bin");
+                    let body = format!("{t}/{i}").into_bytes();
+                    let ch = change(&[(path.as_str(), Some(body.as_slice()), 0)]);
+                    let mut op = [0u8; 16];
+                    op[0] = t as u8 + 1;
+                    op[4..8].copy_from_slice(&i.to_le_bytes());
+                    let op = OperationId(op);
+                    let put = Request::ObjectPutMany(put_many_req(ws, op, &ch.objects));
+                    if !matches!(c.try_call(put), Ok(Response::ObjectPutMany(_))) {
+                        return;
+                    }
+                    let submit = Request::Submit(submit_req(ws, op, ch.id, "load"));
+                    match c.try_call(submit) {
+                        Ok(Response::Submitted(o)) => {
+                            acked.lock().unwrap().changes.push((accepted(&o), path));
+                        }
+                        _ => return,
+                    }
+                    let take = i % 2 == 0;
+                    let req = if take {
+                        Request::LockAcquire(m::LockAcquire {
+                            repo: REPO.into(),
+                            workspace: ws,
+                            branch: main_branch(),
+                            author: "ada".into(),
+                            paths: lock.clone(),
+                        })
+                    } else {
+                        Request::LockRelease(m::LockRelease {
+                            repo: REPO.into(),
+                            workspace: ws,
+                            paths: lock.clone(),
+                        })
+                    };
+                    acked.lock().unwrap().lock_held = None;
+                    match c.try_call(req) {
+                        Ok(Response::LocksAcquired(_)) | Ok(Response::LocksReleased(_)) => {
+                            acked.lock().unwrap().lock_held = Some(take);
+                        }
+                        _ => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    // Kill the server while every writer is mid-stream.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while acked.iter().any(|a| a.lock().unwrap().changes.len() < 6) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "writers made no progress"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let _ = std::fs::remove_file(dir.path().join("run/listen"));
+
+    // The metadata volume is lost; the archive alone rebuilds it.
+    std::fs::remove_file(repo_dir.join("metadata.redb")).unwrap();
+    ok(&run(&[
+        "recover",
+        "--data",
+        d,
+        "--repo",
+        REPO,
+        "--from-archive",
+    ]));
+    ok(&run(&["doctor", "--data", d]));
+    let service = Service::open(&data).unwrap();
+    let repo = service.root().open_repository_by_name(REPO).unwrap();
+    let head = repo.head().unwrap();
+    let locks: Vec<String> = repo
+        .locks("")
+        .unwrap()
+        .into_iter()
+        .map(|l| l.path)
+        .collect();
+    let main = repo.main_branch();
+    for (t, a) in acked.iter().enumerate() {
+        let a = a.lock().unwrap();
+        for (n, path) in &a.changes {
+            assert!(*n <= head, "writer {t}: change {n} beyond head {head}");
+            let stat = repo.view().unwrap().stat(main, *n, path).unwrap();
+            assert!(
+                stat.is_some(),
+                "writer {t}: acknowledged {path} of change {n} is lost"
+            );
+        }
+        if let Some(held) = a.lock_held {
+            let lock = format!("locks/{t}.psd");
+            assert_eq!(
+                locks.contains(&lock),
+                held,
+                "writer {t}: acknowledged lock state of {lock}"
+            );
+        }
+    }
+}
