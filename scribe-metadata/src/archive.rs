@@ -694,6 +694,7 @@ pub fn recover_at(dir: &Path, target: &Path) -> Result<(Replayed, ArchiveHead)> 
     }
     let result = (|| -> Result<(Replayed, ArchiveHead)> {
         let mut r = journal::Replayer::new(&quarantine, Some(head.identity))?;
+        r.skip_dropped(last_drops(dir, pointer.as_ref())?);
         let base_end = match &pointer {
             Some(p) => {
                 let mut entries = Vec::new();
@@ -750,6 +751,38 @@ pub fn recover_at(dir: &Path, target: &Path) -> Result<(Replayed, ArchiveHead)> 
             Err(e)
         }
     }
+}
+
+/// A first pass over the frames recovery will feed (those beyond the base
+/// `pointer` names): per table, the index of its last `Drop` among their
+/// records (see [`journal::Replayer::skip_dropped`]). Frames published
+/// after this pass are fed without it (their rows are simply applied).
+fn last_drops(
+    dir: &Path,
+    pointer: Option<&BasePointer>,
+) -> Result<std::collections::HashMap<String, u64>> {
+    let base_end = pointer.map(|p| p.cursor.end);
+    let mut drops = std::collections::HashMap::new();
+    let mut index = 0u64;
+    walk_from(dir, pointer, |path, offset, payload| {
+        let err = |at: u64, e| MetadataError::Recovery {
+            path: path.to_owned(),
+            offset: offset + at,
+            source: e,
+        };
+        let mut reader = rj::SegmentReader::new(payload).map_err(|e| err(0, e))?;
+        if base_end.is_some_and(|b| reader.header().end <= b) {
+            return Ok(());
+        }
+        while let Some((_, rec)) = reader.next_record().map_err(|e| err(0, e))? {
+            if let Record::Drop { name } = rec {
+                drops.insert(name, index);
+            }
+            index += 1;
+        }
+        Ok(())
+    })?;
+    Ok(drops)
 }
 
 #[allow(dead_code)]
