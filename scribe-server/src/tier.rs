@@ -158,6 +158,35 @@ pub struct TierService {
     root_shipped: std::sync::atomic::AtomicBool,
     /// Repositories whose descriptor is in the bucket.
     repos_shipped: Mutex<std::collections::HashSet<RepositoryId>>,
+    /// Chunks stored for operations not yet submitted, waiting to be
+    /// uploaded early (`Tier::prestage`).
+    early: (Mutex<Early>, Condvar),
+}
+
+/// Staging entries older than this are given up (`Tier::abandon_staged`):
+/// an operation not submitted within a day is abandoned (the client
+/// submits again with a new upload). `SCRIBE_TIER_STAGE_TTL_SECS`
+/// overrides it (tests).
+const STAGE_TTL_SECS: u64 = 24 * 3600;
+
+/// Threads uploading chunks before their operation is submitted.
+const EARLY_THREADS: usize = 2;
+
+/// One batch of chunks stored for an operation.
+struct EarlyJob {
+    seq: u64,
+    repo: RepositoryId,
+    operation: scribe_format::OperationId,
+    store: Arc<scribe_objects::ObjectStore>,
+    ids: Vec<ObjectId>,
+}
+
+#[derive(Default)]
+struct Early {
+    jobs: std::collections::VecDeque<EarlyJob>,
+    next_seq: u64,
+    running: std::collections::BTreeSet<u64>,
+    stop: bool,
 }
 
 #[derive(Default)]
@@ -190,7 +219,15 @@ impl TierService {
             trims: Mutex::default(),
             root_shipped: Default::default(),
             repos_shipped: Mutex::default(),
+            early: (Mutex::default(), Condvar::new()),
         });
+        for i in 0..EARLY_THREADS {
+            let w = t.clone();
+            std::thread::Builder::new()
+                .name(format!("scribe-tier-early-{i}"))
+                .spawn(move || w.run_early())
+                .expect("spawn an early uploader");
+        }
         let worker = t.clone();
         std::thread::Builder::new()
             .name("scribe-tier".into())
@@ -208,6 +245,77 @@ impl TierService {
         let (m, cv) = &self.wake;
         m.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
         cv.notify_all();
+        let (m, cv) = &self.early;
+        m.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+        cv.notify_all();
+    }
+
+    /// An early uploader: uploads each batch of chunks stored for an
+    /// operation into the operation's staged revision. A failure is
+    /// logged; publication uploads what is not staged.
+    fn run_early(self: Arc<Self>) {
+        let (m, cv) = &self.early;
+        loop {
+            let job = {
+                let mut e = m.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    if e.stop {
+                        return;
+                    }
+                    if let Some(j) = e.jobs.pop_front() {
+                        e.running.insert(j.seq);
+                        break j;
+                    }
+                    e = cv.wait(e).unwrap_or_else(|e| e.into_inner());
+                }
+            };
+            let read = |oid: &ObjectId| job.store.get(oid).map_err(|e| e.to_string());
+            if let Err(e) = self
+                .tier
+                .prestage(&job.repo.0, &job.operation.0, &job.ids, &read)
+            {
+                eprintln!(
+                    "scribe-server: tier: uploading {} chunks of operation {} early: {e}",
+                    job.ids.len(),
+                    job.operation.to_hex()
+                );
+            }
+            let mut e = m.lock().unwrap_or_else(|e| e.into_inner());
+            e.running.remove(&job.seq);
+            cv.notify_all();
+        }
+    }
+
+    /// Wait (at most `limit`) until every early upload queued before now
+    /// is done, so publication finds what they staged.
+    fn wait_early(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        let (m, cv) = &self.early;
+        let mut e = m.lock().unwrap_or_else(|e| e.into_inner());
+        let before = e.next_seq;
+        loop {
+            let pending = e.jobs.front().is_some_and(|j| j.seq < before)
+                || e.running.first().is_some_and(|s| *s < before);
+            let now = Instant::now();
+            if !pending || e.stop || now >= deadline {
+                return;
+            }
+            e = cv
+                .wait_timeout(e, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Give up staging entries older than the limit (never submitted).
+    fn sweep_staged(&self) {
+        let ttl = std::env::var("SCRIBE_TIER_STAGE_TTL_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(STAGE_TTL_SECS);
+        if let Err(e) = self.tier.abandon_staged(ttl) {
+            eprintln!("scribe-server: tier: giving up abandoned early uploads: {e}");
+        }
     }
 
     pub fn tier(&self) -> &Tier {
@@ -244,6 +352,7 @@ impl TierService {
             };
             let mut status = String::new();
             let mut result = self.pass(&service, &mut status);
+            self.sweep_staged();
             if let Some(limit) = self.cache_bytes {
                 if let Err(e) = self.trim_all(&service, limit, &mut status) {
                     result = result.and(Err(e));
@@ -289,6 +398,17 @@ impl TierService {
                 head.saturating_sub(through)
             ));
         }
+        // Chunks uploaded for operations not submitted yet.
+        if let Ok(entries) = self.tier.staging() {
+            for (root, op, rev, blocks, _) in entries {
+                status.push_str(&format!(
+                    "early {} operation {} revision {} blocks {blocks}\n",
+                    hex::encode(root),
+                    hex::encode(op),
+                    hex::encode(rev)
+                ));
+            }
+        }
         first_err.map_or(Ok(()), Err)
     }
 
@@ -318,6 +438,9 @@ impl TierService {
                 Err(e) => return fail((through, head), e.to_string()),
             },
         };
+        // Chunks of these changes may still be on their way into the
+        // bucket through the early uploaders: let them land first.
+        self.wait_early(self.ack_timeout);
         while through < head {
             let change = through + 1;
             let (commit, files) = match change_objects(&repo, &store, change) {
@@ -705,6 +828,35 @@ impl TierService {
 }
 
 impl AcceptedHook for TierService {
+    fn stored(
+        &self,
+        repo: RepositoryId,
+        operation: scribe_format::OperationId,
+        store: &Arc<scribe_objects::ObjectStore>,
+        ids: &[ObjectId],
+    ) {
+        let ids: Vec<ObjectId> = ids
+            .iter()
+            .filter(|id| id.kind == scribe_format::ObjectKind::Chunk)
+            .copied()
+            .collect();
+        if ids.is_empty() {
+            return;
+        }
+        let (m, cv) = &self.early;
+        let mut e = m.lock().unwrap_or_else(|e| e.into_inner());
+        let seq = e.next_seq;
+        e.next_seq += 1;
+        e.jobs.push_back(EarlyJob {
+            seq,
+            repo,
+            operation,
+            store: store.clone(),
+            ids,
+        });
+        cv.notify_all();
+    }
+
     fn accepted(&self, repo: RepositoryId, change: u64) -> Result<(), Failure> {
         self.request_pass();
         if self.ack == Ack::Local {

@@ -68,6 +68,9 @@ pub struct Published {
     pub content_revision: Option<[u8; 16]>,
     pub blocks: u64,
     pub bytes: u64,
+    /// New chunks already in the bucket in the adopted staged revision
+    /// ([`Tier::prestage`]), not uploaded again.
+    pub prestaged: u64,
     /// Objects already owned by older revisions (not uploaded).
     pub reused: u64,
     /// Distinct owner revisions sealed as dependencies.
@@ -134,6 +137,10 @@ impl Tier {
             provider,
             options,
         })
+    }
+
+    pub(crate) fn options(&self) -> &TierOptions {
+        &self.options
     }
 
     pub fn shard(&self) -> u32 {
@@ -342,6 +349,7 @@ impl Tier {
                 content_revision: None,
                 blocks: 0,
                 bytes: 0,
+                prestaged: 0,
                 reused: 0,
                 dependencies: 0,
             });
@@ -416,18 +424,27 @@ impl Tier {
         } else {
             Some(self.allocate(&state::pending_key(root, change))?)
         };
-        let content_revision = if fresh_content.is_empty() {
-            None
+        // The content revision adopts the staged revision holding most of
+        // the new chunks (`stage.rs`): those are in the bucket already.
+        let (content_revision, content_base, staged) = if fresh_content.is_empty() {
+            (None, 0, Vec::new())
         } else {
-            Some(self.allocate(&state::pending_content_key(root, change))?)
+            let (rev, base, staged) = self.adopt_or_allocate(root, change, &fresh_content)?;
+            (Some(rev), base, staged)
         };
+        let staged_ids: BTreeSet<[u8; 33]> = staged.iter().map(|(id, _)| id.to_bytes()).collect();
+        let tail: Vec<ObjectId> = fresh_content
+            .iter()
+            .filter(|id| !staged_ids.contains(&id.to_bytes()))
+            .copied()
+            .collect();
         let (commit_packed, content_packed) = std::thread::scope(|s| {
             let c = s.spawn(|| match &content_revision {
-                Some(rev) => self.upload(root, rev, &fresh_content, read),
+                Some(rev) => self.upload(root, rev, &tail, read, content_base),
                 None => Ok((Vec::new(), 0, 0)),
             });
             let m = match &revision {
-                Some(rev) => self.upload(root, rev, &fresh_commit, read),
+                Some(rev) => self.upload(root, rev, &fresh_commit, read, 0),
                 None => Ok((Vec::new(), 0, 0)),
             };
             let c = c
@@ -436,7 +453,15 @@ impl Tier {
             (m, c)
         });
         let (commit_rows, commit_blocks, commit_bytes) = commit_packed?;
-        let (content_rows, content_blocks, content_bytes) = content_packed?;
+        let (mut content_rows, content_blocks, mut content_bytes) = content_packed?;
+        let prestaged = staged.len() as u64;
+        // Blocks of the revision: the staged ones (even those holding
+        // objects this change does not name) and the tail's after them.
+        let content_blocks = content_base + content_blocks;
+        for (id, row) in staged {
+            content_bytes += row.len;
+            content_rows.push((id, row));
+        }
         // Which revisions each file revision references.
         let mut file_refs: Vec<(String, BTreeSet<[u8; 16]>)> = Vec::new();
         for f in files {
@@ -481,6 +506,7 @@ impl Tier {
             content_revision,
             blocks: commit_blocks + content_blocks,
             bytes: commit_bytes + content_bytes,
+            prestaged,
             reused,
             dependencies,
         })
@@ -529,6 +555,7 @@ impl Tier {
         rev: &[u8; 16],
         fresh: &[ObjectId],
         read: &ReadLocal<'_>,
+        first_block: u64,
     ) -> Result<Packed, TierError> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Bytes)>(self.options.in_flight);
         let rx = std::sync::Mutex::new(rx);
@@ -555,7 +582,10 @@ impl Tier {
                     })
                 })
                 .collect();
-            let packed = self.pack(fresh, read, &tx);
+            let packed = self.pack_into(fresh, read, first_block, &|index, bytes| {
+                tx.send((index, bytes))
+                    .map_err(|_| TierError::state(&self.path, "the upload threads stopped"))
+            });
             drop(tx);
             let mut first_err = packed.as_ref().err().map(|e| e.to_string());
             for w in workers {
@@ -577,23 +607,24 @@ impl Tier {
         })
     }
 
-    fn pack(
+    /// Cut `fresh` into blocks numbered from `first_block`, handing each
+    /// to `out`. Returns the rows, the number of blocks (counted from
+    /// `first_block`: the last number is `first_block + n - 1`) and bytes.
+    pub(crate) fn pack_into(
         &self,
         fresh: &[ObjectId],
         read: &ReadLocal<'_>,
-        out: &std::sync::mpsc::SyncSender<(u64, Bytes)>,
+        first_block: u64,
+        out: &dyn Fn(u64, Bytes) -> Result<(), TierError>,
     ) -> Result<Packed, TierError> {
         let mut rows = Vec::with_capacity(fresh.len());
         // Block numbers in the order blocks are started: a bundle takes its
         // number when its first object arrives, an own block at once.
-        let mut next = 0u64;
+        let mut next = first_block;
         let mut total = 0u64;
         let mut current: Vec<u8> = Vec::new();
-        let mut current_index = 0u64;
-        let send = |index: u64, bytes: Vec<u8>| {
-            out.send((index, Bytes::from(bytes)))
-                .map_err(|_| TierError::state(&self.path, "the upload threads stopped"))
-        };
+        let mut current_index = first_block;
+        let send = |index: u64, bytes: Vec<u8>| out(index, Bytes::from(bytes));
         for id in fresh {
             let data = read(id).map_err(|detail| TierError::Local {
                 id: id.to_string(),
@@ -636,7 +667,7 @@ impl Tier {
         if !current.is_empty() {
             send(current_index, current)?;
         }
-        Ok((rows, next, total))
+        Ok((rows, next - first_block, total))
     }
 
     fn commit(&self, p: &Publication) -> Result<(), TierError> {
@@ -716,6 +747,10 @@ impl Tier {
                         state::path_ref(o, root, change, path),
                     )?;
                 }
+            }
+            if let Some((rev, ..)) = &p.content {
+                let mut staged = tx.open_table(super::stage::STAGED).map_err(self.st())?;
+                self.remove_staged_rows(&mut staged, rev)?;
             }
             let mut pending = tx.open_table(state::PENDING).map_err(self.st())?;
             pending

@@ -149,6 +149,7 @@ pub(crate) const MAX_REMEMBERED_PINS: usize = 1 << 20;
 pub(crate) struct StagedObject {
     pub _reservation: Reservation,
     pub repo: RepositoryId,
+    pub operation: OperationId,
     pub store: Arc<ObjectStore>,
     pub id: ObjectId,
     pub data: Vec<u8>,

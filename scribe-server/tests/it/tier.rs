@@ -1115,3 +1115,66 @@ fn a_descriptor_the_bucket_holds_in_another_version_does_not_hold_durable_acks_b
     drop(c);
     kill(s);
 }
+
+/// Wait (liveness only) until `tier status` has a line starting with
+/// `prefix`.
+fn wait_for_status_line(data: &Path, prefix: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let text = std::fs::read_to_string(data.join("tier/status")).unwrap_or_default();
+        if let Some(l) = text.lines().find(|l| l.starts_with(prefix)) {
+            return l.to_string();
+        }
+        assert!(Instant::now() < deadline, "no line {prefix:?}: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn chunks_go_to_the_bucket_while_the_client_is_still_uploading_and_the_change_adopts_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let repo = repo_id(&mut c);
+    let ws = WorkspaceId([9; 16]);
+    c.register(ws);
+    let a = noise(41, 3 << 20);
+    let ch = change(&[("a.bin", Some(&a[..]), 0), ("b.txt", Some(b"bee"), 0)]);
+    let op = OperationId([7; 16]);
+    // The objects are uploaded; the change is not submitted yet.
+    expect_put_many(&mut c, put_many_req(ws, op, &ch.objects));
+    let line = wait_for_status_line(&data, &format!("early {}", repo.to_hex()));
+    let words: Vec<&str> = line.split(' ').collect();
+    assert_eq!(words[3], hex::encode([7u8; 16]), "{line}");
+    let staged = words[5].to_string();
+    assert!(words[7].parse::<u64>().unwrap() >= 1, "{line}");
+    let out = c.ask(Request::Submit(submit_req(ws, op, ch.id, "m")));
+    let n = match out {
+        Response::Submitted(o) => accepted(&o),
+        other => panic!("{other:?}"),
+    };
+    kill(s);
+    let t = record(&data, &b);
+    assert_eq!(t.uploaded_through(&repo.0).unwrap(), n);
+    assert!(t.staging().unwrap().is_empty(), "adopted");
+    for id in chunks_of(&a) {
+        let loc = t.locate(&repo.0, &id).unwrap().expect("in the bucket");
+        assert_eq!(hex::encode(loc.key.revision), staged, "{id}");
+        assert_eq!(
+            t.read_object(&repo.0, &id).unwrap().unwrap().len() as u64,
+            loc.len
+        );
+    }
+    drop(t);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
+fn expect_put_many(c: &mut impl Requests, r: m::ObjectPutMany) {
+    match c.ask(Request::ObjectPutMany(r)) {
+        Response::ObjectPutMany(_) => {}
+        other => panic!("{other:?}"),
+    }
+}

@@ -54,7 +54,7 @@ pub(super) fn publish(
 ) -> DispatchResult<m::ObjectsPublishReply> {
     open(svc, repo)?;
     Ok(m::ObjectsPublishReply {
-        published: publish_staged(session)?,
+        published: publish_staged(svc, session)?,
     })
 }
 
@@ -100,11 +100,15 @@ pub(super) fn pin_missing(
     Ok(m::ObjectsMissingReply { missing })
 }
 
+fn o_repo(group: &[&StagedObject]) -> RepositoryId {
+    group[0].repo
+}
+
 /// Publish this connection's staged objects: per repository one batch,
 /// written in parallel, one durable locator commit. Returns how many were
 /// staged. On failure the stage is dropped (the objects are simply not
 /// stored; the client's next `ObjectsMissing` names them again).
-pub(super) fn publish_staged(session: &mut Session) -> DispatchResult<u32> {
+pub(super) fn publish_staged(svc: &Service, session: &mut Session) -> DispatchResult<u32> {
     let staged = std::mem::take(&mut session.staged);
     session.staged_bytes = 0;
     let count = staged.len() as u32;
@@ -122,6 +126,17 @@ pub(super) fn publish_staged(session: &mut Session) -> DispatchResult<u32> {
             group.iter().map(|o| (o.id, o.data.as_slice())).collect();
         batch.put_all_healing(&objects)?;
         batch.commit()?;
+        // Per operation, what is now stored (the tier uploads it early).
+        let mut ops: Vec<(scribe_format::OperationId, Vec<ObjectId>)> = Vec::new();
+        for o in &group {
+            match ops.iter_mut().find(|(op, _)| *op == o.operation) {
+                Some((_, ids)) => ids.push(o.id),
+                None => ops.push((o.operation, vec![o.id])),
+            }
+        }
+        for (op, ids) in ops {
+            svc.stored(o_repo(&group), op, store, &ids);
+        }
     }
     Ok(count)
 }
@@ -285,6 +300,7 @@ pub(super) fn put(
         session.staged.push(StagedObject {
             _reservation: p.reservation,
             repo: p.repo,
+            operation: p.operation,
             store,
             id: p.id,
             data: p.data,
@@ -292,12 +308,13 @@ pub(super) fn put(
         if session.staged_bytes >= STAGE_PUBLISH_BYTES
             || session.staged.len() >= STAGE_PUBLISH_OBJECTS
         {
-            publish_staged(session)?;
+            publish_staged(svc, session)?;
         }
     } else {
         let batch = store.batch();
         batch.put_healing(p.id, &p.data)?;
         batch.commit()?;
+        svc.stored(p.repo, p.operation, &store, &[p.id]);
     }
     Ok(m::ObjectPutReply {
         received,
@@ -341,6 +358,7 @@ pub(super) fn put_many(
         batch.put_healing(piece.id, &piece.data.0)?;
     }
     batch.commit()?;
+    svc.stored(repo.id(), r.operation, &store, &ids);
     Ok(m::ObjectPutManyReply {
         stored: r.objects.len() as u32,
     })
