@@ -161,6 +161,43 @@ pub struct TierService {
     /// Chunks stored for operations not yet submitted, waiting to be
     /// uploaded early (`Tier::prestage`).
     early: (Mutex<Early>, Condvar),
+    /// Verified bytes read from the bucket (and read ahead), and the
+    /// objects being fetched.
+    reads: (Mutex<Reads>, Condvar),
+    /// Objects read from the bucket waiting to be put back into the local
+    /// store.
+    writes: (Mutex<WriteBack>, Condvar),
+    /// Objects fetched from the bucket, reads answered from memory
+    /// (read ahead or fetched for another request), objects written back.
+    read_counts: [std::sync::atomic::AtomicU64; 3],
+}
+
+/// Objects read ahead after each one read from the bucket (the issue's
+/// reference: 8 requests in flight).
+const READ_AHEAD: usize = 8;
+/// Most bytes of verified objects kept in memory for reads.
+const READ_CACHE_BYTES: u64 = 256 << 20;
+/// Most bytes waiting for their write-back before a read writes its
+/// object back itself.
+const WRITE_BACK_BYTES: u64 = 512 << 20;
+
+type ObjKey = (RepositoryId, ObjectId);
+
+#[derive(Default)]
+struct Reads {
+    cache: std::collections::HashMap<ObjKey, Arc<Vec<u8>>>,
+    order: std::collections::VecDeque<ObjKey>,
+    bytes: u64,
+    inflight: std::collections::HashSet<ObjKey>,
+    ahead: std::collections::VecDeque<ObjKey>,
+    stop: bool,
+}
+
+#[derive(Default)]
+struct WriteBack {
+    queue: std::collections::VecDeque<(Arc<scribe_objects::ObjectStore>, ObjectId, Arc<Vec<u8>>)>,
+    bytes: u64,
+    stop: bool,
 }
 
 /// Staging entries older than this are given up (`Tier::abandon_staged`):
@@ -220,7 +257,22 @@ impl TierService {
             root_shipped: Default::default(),
             repos_shipped: Mutex::default(),
             early: (Mutex::default(), Condvar::new()),
+            reads: (Mutex::default(), Condvar::new()),
+            writes: (Mutex::default(), Condvar::new()),
+            read_counts: Default::default(),
         });
+        for i in 0..READ_AHEAD {
+            let w = t.clone();
+            std::thread::Builder::new()
+                .name(format!("scribe-tier-ahead-{i}"))
+                .spawn(move || w.run_read_ahead())
+                .expect("spawn a read-ahead thread");
+        }
+        let w = t.clone();
+        std::thread::Builder::new()
+            .name("scribe-tier-write-back".into())
+            .spawn(move || w.run_write_back())
+            .expect("spawn the write-back thread");
         for i in 0..EARLY_THREADS {
             let w = t.clone();
             std::thread::Builder::new()
@@ -248,6 +300,183 @@ impl TierService {
         let (m, cv) = &self.early;
         m.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
         cv.notify_all();
+        let (m, cv) = &self.reads;
+        m.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+        cv.notify_all();
+        let (m, cv) = &self.writes;
+        m.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+        cv.notify_all();
+    }
+
+    /// `id`'s verified bytes: from memory (read ahead, or being fetched
+    /// by another request: waited for), else fetched now.
+    fn cached_or_fetch(&self, repo: RepositoryId, id: &ObjectId) -> Result<Arc<Vec<u8>>, String> {
+        let key = (repo, *id);
+        let (m, cv) = &self.reads;
+        {
+            let mut r = m.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                if let Some(b) = r.cache.get(&key) {
+                    self.read_counts[1].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return Ok(b.clone());
+                }
+                if !r.inflight.contains(&key) {
+                    r.inflight.insert(key);
+                    break;
+                }
+                r = cv.wait(r).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        self.read_counts[0].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let got = self
+            .tier
+            .read_object(&repo.0, id)
+            .map_err(|e| format!("reading {id} from the tier: {e}"));
+        let mut r = m.lock().unwrap_or_else(|e| e.into_inner());
+        r.inflight.remove(&key);
+        cv.notify_all();
+        let bytes = match got {
+            Ok(Some(b)) => Arc::new(b),
+            Ok(None) => return Err(format!("{id} is not in the tier")),
+            Err(e) => return Err(e),
+        };
+        r.bytes += bytes.len() as u64;
+        r.cache.insert(key, bytes.clone());
+        r.order.push_back(key);
+        while r.bytes > READ_CACHE_BYTES {
+            let Some(old) = r.order.pop_front() else {
+                break;
+            };
+            if let Some(b) = r.cache.remove(&old) {
+                r.bytes -= b.len() as u64;
+            }
+        }
+        Ok(bytes)
+    }
+
+    /// Queue the objects after `id` in its revision that neither `store`
+    /// nor memory holds, for the read-ahead threads.
+    fn read_ahead(&self, repo: RepositoryId, id: &ObjectId, store: &scribe_objects::ObjectStore) {
+        let Ok(next) = self.tier.following(&repo.0, id, READ_AHEAD) else {
+            return;
+        };
+        let want: Vec<ObjectId> = next
+            .into_iter()
+            .filter(|n| !store.contains(n).unwrap_or(true))
+            .collect();
+        let (m, cv) = &self.reads;
+        let mut r = m.lock().unwrap_or_else(|e| e.into_inner());
+        for n in want {
+            let k = (repo, n);
+            if !r.cache.contains_key(&k) && !r.inflight.contains(&k) && !r.ahead.contains(&k) {
+                r.ahead.push_back(k);
+            }
+        }
+        // Only the newest reads' followers matter.
+        while r.ahead.len() > 4 * READ_AHEAD {
+            r.ahead.pop_front();
+        }
+        cv.notify_all();
+    }
+
+    fn run_read_ahead(self: Arc<Self>) {
+        let (m, cv) = &self.reads;
+        loop {
+            let (repo, id) = {
+                let mut r = m.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    if r.stop {
+                        return;
+                    }
+                    if let Some(k) = r.ahead.pop_front() {
+                        if !r.cache.contains_key(&k) && !r.inflight.contains(&k) {
+                            break k;
+                        }
+                        continue;
+                    }
+                    r = cv.wait(r).unwrap_or_else(|e| e.into_inner());
+                }
+            };
+            // A failure here is the answer of nobody: the read asks again.
+            let _ = self.cached_or_fetch(repo, &id);
+        }
+    }
+
+    /// Put `bytes` (verified) back into `store` in the background; when
+    /// too much waits already, now.
+    fn write_back(
+        &self,
+        store: &Arc<scribe_objects::ObjectStore>,
+        id: ObjectId,
+        bytes: Arc<Vec<u8>>,
+    ) {
+        let (m, cv) = &self.writes;
+        let mut w = m.lock().unwrap_or_else(|e| e.into_inner());
+        if w.bytes + bytes.len() as u64 > WRITE_BACK_BYTES {
+            drop(w);
+            let batch = store.batch();
+            if batch.put_healing(id, &bytes).is_ok() {
+                let _ = batch.commit();
+            }
+            return;
+        }
+        w.bytes += bytes.len() as u64;
+        w.queue.push_back((store.clone(), id, bytes));
+        cv.notify_all();
+    }
+
+    /// The write-back thread: what waits, per store one batch and one
+    /// durable commit. A failed write-back only costs a later read.
+    fn run_write_back(self: Arc<Self>) {
+        let (m, cv) = &self.writes;
+        loop {
+            let items: Vec<_> = {
+                let mut w = m.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    if !w.queue.is_empty() {
+                        break;
+                    }
+                    if w.stop {
+                        return;
+                    }
+                    w = cv.wait(w).unwrap_or_else(|e| e.into_inner());
+                }
+                let n = w.queue.len().min(64);
+                let items: Vec<_> = w.queue.drain(..n).collect();
+                w.bytes -= items.iter().map(|i| i.2.len() as u64).sum::<u64>();
+                items
+            };
+            let mut by_store: Vec<(
+                Arc<scribe_objects::ObjectStore>,
+                Vec<(ObjectId, Arc<Vec<u8>>)>,
+            )> = Vec::new();
+            for (store, id, bytes) in items {
+                match by_store.iter_mut().find(|(s, _)| Arc::ptr_eq(s, &store)) {
+                    Some((_, v)) => v.push((id, bytes)),
+                    None => by_store.push((store, vec![(id, bytes)])),
+                }
+            }
+            for (store, objs) in by_store {
+                let batch = store.batch();
+                let mut ok = true;
+                for (id, bytes) in &objs {
+                    if !store.contains(id).unwrap_or(false) {
+                        ok &= batch.put_healing(*id, bytes).is_ok();
+                    }
+                }
+                if ok {
+                    match batch.commit() {
+                        Ok(_) => {
+                            self.read_counts[2]
+                                .fetch_add(objs.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            eprintln!("scribe-server: tier: writing back into the local store: {e}")
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// An early uploader: uploads each batch of chunks stored for an
@@ -398,6 +627,20 @@ impl TierService {
                 head.saturating_sub(through)
             ));
         }
+        let c = |i: usize| self.read_counts[i].load(std::sync::atomic::Ordering::Relaxed);
+        let pending = self
+            .writes
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .queue
+            .len();
+        status.push_str(&format!(
+            "reads bucket-gets {} from-memory {} written-back {} write-back-pending {pending}\n",
+            c(0),
+            c(1),
+            c(2)
+        ));
         // Chunks uploaded for operations not submitted yet.
         if let Ok(entries) = self.tier.staging() {
             for (root, op, rev, blocks, _) in entries {
@@ -471,9 +714,23 @@ impl Fallback for TierService {
         if !self.has(repo, id) {
             return Ok(None);
         }
-        self.tier
-            .read_object(&repo.0, id)
-            .map_err(|e| format!("reading {id} from the tier: {e}"))
+        self.cached_or_fetch(repo, id)
+            .map(|b| Some(b.as_ref().clone()))
+    }
+
+    fn read(
+        &self,
+        repo: RepositoryId,
+        id: &ObjectId,
+        store: &Arc<scribe_objects::ObjectStore>,
+    ) -> Result<Option<Arc<Vec<u8>>>, String> {
+        if !self.has(repo, id) {
+            return Ok(None);
+        }
+        let bytes = self.cached_or_fetch(repo, id)?;
+        self.read_ahead(repo, id, store);
+        self.write_back(store, *id, bytes.clone());
+        Ok(Some(bytes))
     }
 }
 

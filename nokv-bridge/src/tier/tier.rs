@@ -111,7 +111,12 @@ pub struct Tier {
     pub(crate) journal_shard: u32,
     pub(crate) provider: Arc<dyn Provider>,
     options: TierOptions,
+    /// Per (root, revision): its objects in block and offset order
+    /// ([`Tier::following`]).
+    by_revision: std::sync::Mutex<ReadOrder>,
 }
+
+type ReadOrder = std::collections::HashMap<([u8; 16], [u8; 16]), Arc<Vec<(u64, u64, ObjectId)>>>;
 
 /// Manifest rows (revision not yet filled in), block count, bytes.
 type Packed = (Vec<(ObjectId, ObjectRow)>, u64, u64);
@@ -136,6 +141,7 @@ impl Tier {
             journal_shard,
             provider,
             options,
+            by_revision: Default::default(),
         })
     }
 
@@ -177,6 +183,7 @@ impl Tier {
             journal_shard,
             provider,
             options,
+            by_revision: Default::default(),
         })
     }
 
@@ -272,6 +279,63 @@ impl Tier {
             offset: row.offset,
             len: row.len,
         }))
+    }
+
+    /// Up to `n` objects stored after `id` in its revision (the next
+    /// ones in upload order: a file's following chunks), for read-ahead.
+    /// Empty when `id` is not in the bucket.
+    pub fn following(
+        &self,
+        root: &[u8; 16],
+        id: &ObjectId,
+        n: usize,
+    ) -> Result<Vec<ObjectId>, TierError> {
+        let Some(loc) = self.locate(root, id)? else {
+            return Ok(Vec::new());
+        };
+        let rev = loc.key.revision;
+        let cached = self
+            .by_revision
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(*root, rev))
+            .cloned();
+        let order = match cached {
+            Some(o) => o,
+            None => {
+                // A revision's rows are written in one transaction and never
+                // change while it is Available: built once, kept.
+                let tx = self.db.begin_read().map_err(self.st())?;
+                let objects = tx.open_table(state::OBJECTS).map_err(self.st())?;
+                let mut order = Vec::new();
+                for r in objects.range(root.as_slice()..).map_err(self.st())? {
+                    let (k, v) = r.map_err(self.st())?;
+                    let k = k.value();
+                    if !k.starts_with(root) {
+                        break;
+                    }
+                    let Some(row) = ObjectRow::decode(v.value()) else {
+                        continue;
+                    };
+                    if row.revision != rev {
+                        continue;
+                    }
+                    if let Ok(oid) = ObjectId::from_bytes(&k[16..]) {
+                        order.push((row.block, row.offset, oid));
+                    }
+                }
+                order.sort_by_key(|(b, o, _)| (*b, *o));
+                let order = Arc::new(order);
+                let mut m = self.by_revision.lock().unwrap_or_else(|e| e.into_inner());
+                if m.len() > 4096 {
+                    m.clear();
+                }
+                m.insert((*root, rev), order.clone());
+                order
+            }
+        };
+        let at = order.partition_point(|(b, o, _)| (*b, *o) <= (loc.key.index, loc.offset));
+        Ok(order[at..].iter().take(n).map(|(_, _, id)| *id).collect())
     }
 
     /// Whether the bucket holds `id` of `root` in an `Available` revision

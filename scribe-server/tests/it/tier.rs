@@ -401,8 +401,10 @@ fn an_evicted_store_serves_its_chunks_from_the_bucket() {
     }
     // A change naming the same content is accepted.
     accepted(&submit(&mut c, 2, &[("copy.bin", &a)]));
+    // The reads put the chunks back into the local store (in the
+    // background: wait for it).
+    reads_line(&data, |r| r[2] >= chunks.len() as u64 && r[3] == 0);
     kill(s);
-    // The reads put the chunks back into the local store.
     assert!(chunks.iter().all(|id| held_locally(&data, id)));
 }
 
@@ -1177,4 +1179,67 @@ fn expect_put_many(c: &mut impl Requests, r: m::ObjectPutMany) {
         Response::ObjectPutMany(_) => {}
         other => panic!("{other:?}"),
     }
+}
+
+/// Wait (liveness only) until `tier status`'s `reads` line satisfies `ok`
+/// ([bucket-gets, from-memory, written-back, write-back-pending]).
+fn reads_line(data: &Path, ok: impl Fn([u64; 4]) -> bool) -> [u64; 4] {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let text = std::fs::read_to_string(data.join("tier/status")).unwrap_or_default();
+        if let Some(l) = text.lines().find(|l| l.starts_with("reads ")) {
+            let w: Vec<&str> = l.split(' ').collect();
+            let n = |i: usize| w[i].parse::<u64>().unwrap();
+            let r = [n(2), n(4), n(6), n(8)];
+            if ok(r) {
+                return r;
+            }
+        }
+        assert!(Instant::now() < deadline, "no such reads line: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_cold_read_reads_the_following_chunks_ahead_and_writes_back_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    c.register(WorkspaceId([9; 16]));
+    let contents: Vec<Vec<u8>> = (0..6).map(|i| noise(500 + i, 300 << 10)).collect();
+    let names: Vec<String> = (0..6).map(|i| format!("f{i}.bin")).collect();
+    let files: Vec<(&str, &[u8])> = names
+        .iter()
+        .zip(&contents)
+        .map(|(n, c)| (n.as_str(), c.as_slice()))
+        .collect();
+    accepted(&submit(&mut c, 1, &files));
+    drop(c);
+    kill(s);
+    let chunks: Vec<ObjectId> = contents.iter().flat_map(|c| chunks_of(c)).collect();
+    let (ok, out) = tier_cmd(&data, &b, &rgw().endpoint, &["tier", "evict"]);
+    assert!(ok, "{out}");
+    assert!(chunks.iter().all(|id| !held_locally(&data, id)));
+
+    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    // The first read fetches its chunk and reads the five after it (in
+    // the same revision, in upload order) ahead.
+    assert_eq!(c.object(REPO, chunks[0]), contents[0]);
+    reads_line(&data, |r| r[0] >= 6);
+    for (id, bytes) in chunks.iter().zip(&contents).skip(1) {
+        assert_eq!(&c.object(REPO, *id), bytes, "{id}");
+    }
+    let r = reads_line(&data, |r| r[2] >= 6 && r[3] == 0);
+    assert_eq!(r[0], 6, "every chunk fetched once: {r:?}");
+    assert!(
+        r[1] >= 5,
+        "the later reads were answered from memory: {r:?}"
+    );
+    kill(s);
+    assert!(chunks.iter().all(|id| held_locally(&data, id)));
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
 }

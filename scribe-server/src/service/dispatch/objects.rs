@@ -4,6 +4,7 @@
 //! [`super::super::upload`]).
 
 use std::io::Read;
+use std::sync::Arc;
 
 use scribe_format::wire::message::{self as m, MAX_IDS_PER_REQUEST, MAX_OBJECT_DATA_PER_FRAME};
 use scribe_format::wire::Bytes;
@@ -11,8 +12,8 @@ use scribe_format::{ErrorCode, ObjectId, RepositoryId};
 
 use super::super::pins;
 use super::super::upload::{
-    max_object_bytes, Download, Held, Partial, Reservation, StagedObject, MAX_REMEMBERED_PINS,
-    STAGE_PUBLISH_BYTES, STAGE_PUBLISH_OBJECTS,
+    max_object_bytes, Download, DownloadReader, Held, Partial, Reservation, StagedObject,
+    MAX_REMEMBERED_PINS, STAGE_PUBLISH_BYTES, STAGE_PUBLISH_OBJECTS,
 };
 use super::{malformed, open, DispatchResult, Failure, Service, Session};
 
@@ -32,17 +33,27 @@ pub(super) fn missing(
 }
 
 /// Put `ids` the local store lacks back into it from the tier, if any.
-fn fault(
+/// `id`'s verified bytes from the tier when the local store lacks it
+/// (`Fallback::read`); `None` to read the local store.
+fn tier_read(
     svc: &Service,
     repo: scribe_format::RepositoryId,
-    store: &scribe_objects::ObjectStore,
-    ids: &[ObjectId],
-) -> DispatchResult<()> {
-    if let Some(fb) = svc.stores().fallback() {
-        svc.stores().touch(repo, ids);
-        crate::service::stores::fault_in(&*fb, repo, store, ids)?;
+    store: &Arc<scribe_objects::ObjectStore>,
+    id: &ObjectId,
+) -> DispatchResult<Option<Arc<Vec<u8>>>> {
+    let Some(fb) = svc.stores().fallback() else {
+        return Ok(None);
+    };
+    svc.stores().touch(repo, std::slice::from_ref(id));
+    if store.contains(id)? {
+        return Ok(None);
     }
-    Ok(())
+    Ok(fb
+        .read(repo, id, store)
+        .map_err(|detail| scribe_objects::StoreError::Io {
+            path: std::path::PathBuf::from(format!("tier:{id}")),
+            source: std::io::Error::other(detail),
+        })?)
 }
 
 /// Publish the stage of this connection; the repository must exist, even
@@ -381,11 +392,13 @@ pub(super) fn get_many(
         ));
     }
     let (repo, store) = open(svc, &r.repo)?;
-    fault(svc, repo.id(), &store, &r.ids)?;
     let mut objects = Vec::new();
     let mut total = 0usize;
     for id in &r.ids {
-        let data = store.get(id)?;
+        let data = match tier_read(svc, repo.id(), &store, id)? {
+            Some(bytes) => bytes.as_ref().clone(),
+            None => store.get(id)?,
+        };
         if total + data.len() > MAX_OBJECT_DATA_PER_FRAME as usize {
             break;
         }
@@ -414,8 +427,12 @@ pub(super) fn get(
     let mut d = match session.download.take() {
         Some(d) if d.repo == repo.id() && d.id == r.id && d.next == r.offset => d,
         _ => {
-            fault(svc, repo.id(), &store, std::slice::from_ref(&r.id))?;
-            let reader = store.open_reader(&r.id)?;
+            // An object the local store lacks is served from the tier's
+            // verified bytes; its write-back does not hold the answer.
+            let reader = match tier_read(svc, repo.id(), &store, &r.id)? {
+                Some(bytes) => DownloadReader::Memory { bytes, pos: 0 },
+                None => DownloadReader::Store(store.open_reader(&r.id)?),
+            };
             let total = reader.len();
             if r.offset > total {
                 return Err(malformed(format!(
