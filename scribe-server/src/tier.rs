@@ -1715,6 +1715,15 @@ pub fn restore_from_tier(
             out.repositories.push((info.name.clone(), head));
         }
         drop(root);
+        // Every block's bytes, object by object against its digest: a
+        // block replaced in the bucket is refused here, by key and offset.
+        let damaged = tier.verify_contents().map_err(te)?;
+        if !damaged.is_empty() {
+            return Err(format!(
+                "the bucket's blocks do not hold what the index records say:\n  {}",
+                damaged.join("\n  ")
+            ));
+        }
         out.problems = tier.verify().map_err(te)?;
         Ok(out)
     })();

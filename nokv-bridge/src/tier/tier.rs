@@ -890,6 +890,98 @@ impl Tier {
         Ok(out)
     }
 
+    /// Read every block of every `Available` revision whole and check
+    /// each object in it against its id (its manifest row's digest),
+    /// several blocks at once. Names each object whose bytes do not match
+    /// (block key and offset), each block missing or too short; repairs
+    /// nothing. `restore --from-tier` refuses a bucket where this finds
+    /// anything.
+    pub fn verify_contents(&self) -> Result<Vec<String>, TierError> {
+        let revisions = self.revisions()?;
+        type Rows = Vec<(ObjectId, u64, u64)>;
+        let mut blocks: BTreeMap<([u8; 16], [u8; 16], u64), Rows> = BTreeMap::new();
+        {
+            let tx = self.db.begin_read().map_err(self.st())?;
+            let objects = tx.open_table(state::OBJECTS).map_err(self.st())?;
+            for row in objects.iter().map_err(self.st())? {
+                let (k, v) = row.map_err(self.st())?;
+                let k = k.value();
+                let (Some(root), Ok(id), Some(r)) = (
+                    k.get(..16).and_then(|r| <[u8; 16]>::try_from(r).ok()),
+                    ObjectId::from_bytes(k.get(16..).unwrap_or_default()),
+                    ObjectRow::decode(v.value()),
+                ) else {
+                    return Err(TierError::corrupt(&self.path, "a manifest row"));
+                };
+                if revisions
+                    .get(&r.revision)
+                    .is_some_and(|x| x.state == Lifecycle::Available)
+                {
+                    blocks
+                        .entry((root, r.revision, r.block))
+                        .or_default()
+                        .push((id, r.offset, r.len));
+                }
+            }
+        }
+        let queue = std::sync::Mutex::new(blocks.into_iter());
+        let problems = std::sync::Mutex::new(Vec::new());
+        let failed: std::sync::Mutex<Option<TierError>> = std::sync::Mutex::new(None);
+        std::thread::scope(|s| {
+            for _ in 0..self.options.in_flight.max(1) {
+                s.spawn(|| loop {
+                    let next = queue.lock().ok().and_then(|mut q| q.next());
+                    let Some(((root, rev, block), rows)) = next else {
+                        return;
+                    };
+                    let key = BlockKey::new(self.shard, root, rev, block).to_key();
+                    let body = match self.provider.get(&key) {
+                        Ok(b) => b,
+                        Err(ProviderError::NotFound { .. }) => {
+                            if let Ok(mut p) = problems.lock() {
+                                p.push(format!("{key}: missing from the bucket"));
+                            }
+                            continue;
+                        }
+                        Err(e) => {
+                            if let Ok(mut f) = failed.lock() {
+                                f.get_or_insert(e.into());
+                            }
+                            return;
+                        }
+                    };
+                    for (id, offset, len) in rows {
+                        let bytes = usize::try_from(offset)
+                            .ok()
+                            .zip(usize::try_from(offset + len).ok())
+                            .and_then(|(a, b)| body.get(a..b));
+                        let detail = match bytes {
+                            None => Some(format!(
+                                "the block holds {} bytes, {id} needs {len} there",
+                                body.len()
+                            )),
+                            Some(b) => match scribe_format::id::object_identity(id.kind, b) {
+                                Ok(got) if got == id => None,
+                                _ => Some(format!("the {len} bytes there do not hash to {id}")),
+                            },
+                        };
+                        if let Some(d) = detail {
+                            if let Ok(mut p) = problems.lock() {
+                                p.push(format!("{key} at byte {offset}: {d}"));
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            return Err(e);
+        }
+        let mut p = problems.into_inner().unwrap_or_else(|e| e.into_inner());
+        p.sort();
+        Ok(p)
+    }
+
     /// `tier verify`: recompute every revision's strong count from the
     /// reference rows, check every manifest row lies inside a block of an
     /// `Available` revision, and `head` every block (present, and at

@@ -1243,3 +1243,39 @@ fn a_cold_read_reads_the_following_chunks_ahead_and_writes_back_in_the_backgroun
     let (ok, out) = tier_verify(&data, &b);
     assert!(ok, "{out}");
 }
+
+#[test]
+fn restore_from_tier_refuses_a_block_replaced_by_other_bytes_of_the_same_length() {
+    use nokv_bridge::tier::Provider;
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let (ws, _, objects) = durable_history(&data, &b);
+    let repo = ws.repository;
+    // A chunk of change 2 (a.bin's second version) and its block.
+    let (id, _) = objects
+        .iter()
+        .filter(|(id, _)| id.kind == scribe_format::ObjectKind::Chunk)
+        .nth(1)
+        .unwrap()
+        .clone();
+    let loc = record(&data, &b).locate(&repo.0, &id).unwrap().unwrap();
+    let key = loc.key.to_key();
+    std::fs::remove_dir_all(&data).unwrap();
+    let good = provider(&b).get(&key).unwrap().to_vec();
+    let mut bad = good.clone();
+    bad[(loc.offset + loc.len / 2) as usize] ^= 0x40;
+    assert_eq!(bad.len(), good.len());
+    forge(&b, &key, bad);
+    let target = dir.path().join("restored");
+    let (ok, out) = restore_from_tier(&target, &b);
+    assert!(!ok, "a replaced block is refused: {out}");
+    assert!(
+        out.contains(&format!("{key} at byte {}", loc.offset)),
+        "named by key and offset: {out}"
+    );
+    assert!(!target.exists(), "a refused restore leaves nothing");
+    forge(&b, &key, good);
+    let (ok, out) = restore_from_tier(&target, &b);
+    assert!(ok, "{out}");
+}
