@@ -768,3 +768,33 @@ fn a_publication_adopting_staged_blocks_retried_after_a_failure_keeps_its_keys()
     assert_eq!(f.tier.locate(&ROOT, &b).unwrap().unwrap().key.index, 1);
     assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
 }
+
+#[test]
+fn a_released_change_is_recorded_in_the_bucket_and_stays_released_in_a_rebuilt_record() {
+    let mut f = fixture(small());
+    let (a, b) = (f.add(30_000, 320), f.add(30_000, 321));
+    let first = f.publish(1, &[a]).unwrap().revision.unwrap();
+    let second = f.publish(2, &[b]).unwrap().revision.unwrap();
+    assert_eq!(f.tier.release_change(&ROOT, 1).unwrap(), 1);
+    f.tier.collect().unwrap();
+    assert_eq!(f.tier.revisions().unwrap()[&first].state, Lifecycle::Deleted);
+
+    let dir = tempfile::tempdir().unwrap();
+    let rebuilt = Tier::create_restored(
+        &dir.path().join("tier.redb"),
+        f.tier.shard(),
+        0xabcd_0002,
+        f.provider.clone(),
+        small(),
+    )
+    .unwrap();
+    rebuilt.restore_change(&ROOT, 1, &[a]).unwrap();
+    rebuilt.restore_change(&ROOT, 2, &[b]).unwrap();
+    assert_eq!(rebuilt.restore_releases(&ROOT).unwrap(), 1);
+    let revs = rebuilt.revisions().unwrap();
+    assert_eq!(revs[&first].state, Lifecycle::Deleted, "given up again");
+    assert_eq!(revs[&second].state, Lifecycle::Available);
+    assert_eq!(revs, f.tier.revisions().unwrap());
+    assert!(rebuilt.purged(&ROOT).unwrap().is_empty(), "no file revision named");
+    assert_eq!(rebuilt.verify().unwrap(), Vec::<String>::new());
+}
