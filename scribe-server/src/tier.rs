@@ -156,8 +156,8 @@ pub struct TierService {
     trims: Mutex<std::collections::HashMap<RepositoryId, (u64, u64)>>,
     /// The data root's descriptor and block shard are in the bucket.
     root_shipped: std::sync::atomic::AtomicBool,
-    /// Repositories whose descriptor is in the bucket.
-    repos_shipped: Mutex<std::collections::HashSet<RepositoryId>>,
+    /// The descriptors (by name in the bucket) as last shipped.
+    descriptors: Mutex<std::collections::HashMap<String, Vec<u8>>>,
     /// Chunks stored for operations not yet submitted, waiting to be
     /// uploaded early (`Tier::prestage`).
     early: (Mutex<Early>, Condvar),
@@ -255,7 +255,7 @@ impl TierService {
             cache_bytes,
             trims: Mutex::default(),
             root_shipped: Default::default(),
-            repos_shipped: Mutex::default(),
+            descriptors: Mutex::default(),
             early: (Mutex::default(), Condvar::new()),
             reads: (Mutex::default(), Condvar::new()),
             writes: (Mutex::default(), Condvar::new()),
@@ -785,26 +785,30 @@ impl TierService {
     /// pass; it does not hold acknowledgements back.
     fn ship_journals(&self, service: &Service, status: &mut String) {
         let root = service.root();
-        if !self.root_shipped.load(std::sync::atomic::Ordering::Acquire) {
-            // The descriptor and the block shard go first: a restore needs
-            // them before any journal.
-            let desc = root.dir().join(DESCRIPTOR);
-            let shipped = std::fs::read(&desc)
-                .map_err(|e| format!("{}: {e}", desc.display()))
-                .and_then(|b| ship_logged(&self.tier, DESCRIPTOR, &b))
-                .and_then(|()| {
+        // The descriptor and the block shard go first: a restore needs
+        // them before any journal. A descriptor changed since it shipped
+        // ships again as the next version (keys are never reused).
+        let first = !self.root_shipped.load(std::sync::atomic::Ordering::Acquire);
+        let shipped = self
+            .ship_if_changed(DESCRIPTOR, &root.dir().join(DESCRIPTOR))
+            .and_then(|()| {
+                if first {
                     ship_logged(
                         &self.tier,
                         BLOCK_SHARD,
                         format!("{:08x}\n", self.tier.shard()).as_bytes(),
                     )
-                });
-            match shipped {
-                Ok(()) => self
-                    .root_shipped
-                    .store(true, std::sync::atomic::Ordering::Release),
-                Err(e) => {
-                    eprintln!("scribe-server: tier: shipping the data root's descriptor: {e}");
+                } else {
+                    Ok(())
+                }
+            });
+        match shipped {
+            Ok(()) => self
+                .root_shipped
+                .store(true, std::sync::atomic::Ordering::Release),
+            Err(e) => {
+                eprintln!("scribe-server: tier: shipping the data root's descriptor: {e}");
+                if first {
                     return;
                 }
             }
@@ -812,18 +816,9 @@ impl TierService {
         for (name, db) in archives(root) {
             // A repository's descriptor goes before its first journal step.
             let desc = db.with_file_name(DESCRIPTOR);
-            let is_repo = RepositoryId::from_hex(&name).ok();
-            let descriptor = match is_repo {
-                Some(id) if !self.repo_shipped(id) => std::fs::read(&desc)
-                    .map_err(|e| format!("{}: {e}", desc.display()))
-                    .and_then(|b| ship_logged(&self.tier, &format!("{name}/{DESCRIPTOR}"), &b))
-                    .map(|()| {
-                        self.repos_shipped
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(id);
-                    }),
-                _ => Ok(()),
+            let descriptor = match RepositoryId::from_hex(&name) {
+                Ok(_) => self.ship_if_changed(&format!("{name}/{DESCRIPTOR}"), &desc),
+                Err(_) => Ok(()),
             };
             let shipped = descriptor
                 .and_then(|()| {
@@ -845,11 +840,17 @@ impl TierService {
         }
     }
 
-    fn repo_shipped(&self, id: RepositoryId) -> bool {
-        self.repos_shipped
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&id)
+    /// Ship the data root file at `path` as `name` unless the bytes
+    /// shipped last (by this process) are the same.
+    fn ship_if_changed(&self, name: &str, path: &Path) -> Result<(), String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut shipped = self.descriptors.lock().unwrap_or_else(|e| e.into_inner());
+        if shipped.get(name) == Some(&bytes) {
+            return Ok(());
+        }
+        ship_logged(&self.tier, name, &bytes)?;
+        shipped.insert(name.to_string(), bytes);
+        Ok(())
     }
 
     /// Whether the journals named in `want` are shipped at least to the
@@ -1473,17 +1474,9 @@ fn archives(root: &scribe_metadata::DataRoot) -> Vec<(String, PathBuf)> {
 /// Ship a data root file; one the bucket holds in another version is
 /// logged and left (the first version stays).
 fn ship_logged(tier: &Tier, name: &str, bytes: &[u8]) -> Result<(), String> {
-    match tier.ship_root_file(name, bytes) {
-        Ok(true) => Ok(()),
-        Ok(false) => {
-            eprintln!(
-                "scribe-server: tier: the bucket holds another {name} for this data root; \
-                 it is kept (a restore gets that one)"
-            );
-            Ok(())
-        }
-        Err(e) => Err(e.to_string()),
-    }
+    tier.ship_root_file_version(name, bytes)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// The archive name of `auth-state.redb` in the bucket.

@@ -777,7 +777,10 @@ fn a_released_change_is_recorded_in_the_bucket_and_stays_released_in_a_rebuilt_r
     let second = f.publish(2, &[b]).unwrap().revision.unwrap();
     assert_eq!(f.tier.release_change(&ROOT, 1).unwrap(), 1);
     f.tier.collect().unwrap();
-    assert_eq!(f.tier.revisions().unwrap()[&first].state, Lifecycle::Deleted);
+    assert_eq!(
+        f.tier.revisions().unwrap()[&first].state,
+        Lifecycle::Deleted
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let rebuilt = Tier::create_restored(
@@ -795,6 +798,60 @@ fn a_released_change_is_recorded_in_the_bucket_and_stays_released_in_a_rebuilt_r
     assert_eq!(revs[&first].state, Lifecycle::Deleted, "given up again");
     assert_eq!(revs[&second].state, Lifecycle::Available);
     assert_eq!(revs, f.tier.revisions().unwrap());
-    assert!(rebuilt.purged(&ROOT).unwrap().is_empty(), "no file revision named");
+    assert!(
+        rebuilt.purged(&ROOT).unwrap().is_empty(),
+        "no file revision named"
+    );
     assert_eq!(rebuilt.verify().unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn a_root_file_changed_after_it_shipped_ships_again_under_a_new_key() {
+    let f = fixture(small());
+    let shard = f.tier.journal_shard();
+    let fetch = || {
+        nokv_bridge::tier::fetch_root_file(&*f.provider, shard, "r/SCRIBE_FORMAT")
+            .unwrap()
+            .unwrap()
+            .to_vec()
+    };
+    assert_eq!(
+        f.tier
+            .ship_root_file_version("r/SCRIBE_FORMAT", b"one")
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        f.tier
+            .ship_root_file_version("r/SCRIBE_FORMAT", b"one")
+            .unwrap(),
+        0
+    );
+    assert_eq!(fetch(), b"one");
+    assert_eq!(
+        f.tier
+            .ship_root_file_version("r/SCRIBE_FORMAT", b"two")
+            .unwrap(),
+        1
+    );
+    assert_eq!(fetch(), b"two");
+    let puts = f.provider.puts.lock().unwrap().len();
+    assert_eq!(
+        f.tier
+            .ship_root_file_version("r/SCRIBE_FORMAT", b"two")
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        f.tier
+            .ship_root_file_version("r/SCRIBE_FORMAT", b"three")
+            .unwrap(),
+        2
+    );
+    assert_eq!(fetch(), b"three");
+    // The same bytes again wrote nothing but the first try at the first key.
+    assert_eq!(f.provider.puts.lock().unwrap().len(), puts + 3);
+    // The versions before are kept, never overwritten.
+    let prefix = format!("nokv/recovery/{shard:08x}/r/SCRIBE_FORMAT");
+    assert_eq!(f.provider.get(&prefix).unwrap().as_ref(), b"one");
 }

@@ -1116,6 +1116,18 @@ fn a_descriptor_the_bucket_holds_in_another_version_does_not_hold_durable_acks_b
     accepted(&submit(&mut c, 1, &[("a.txt", b"ay")]));
     drop(c);
     kill(s);
+    // The bucket's newest version is the local descriptor (shipped again
+    // under a new key; the old one is kept, never overwritten).
+    let local =
+        std::fs::read(data.join("repos").join(repo.to_hex()).join("SCRIBE_FORMAT")).unwrap();
+    let newest = nokv_bridge::tier::fetch_root_file(
+        &*provider(&b),
+        shard,
+        &format!("{}/SCRIBE_FORMAT", repo.to_hex()),
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(newest.as_ref(), local.as_slice());
 }
 
 /// Wait (liveness only) until `tier status` has a line starting with
