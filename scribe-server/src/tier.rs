@@ -172,9 +172,12 @@ pub struct TierService {
     read_counts: [std::sync::atomic::AtomicU64; 3],
 }
 
-/// Objects read ahead after each one read from the bucket (the issue's
-/// reference: 8 requests in flight).
+/// Threads reading ahead: at most this many block GETs in flight for
+/// read-ahead (the reference: 8 requests in flight).
 const READ_AHEAD: usize = 8;
+/// Objects after each one read from the bucket that are read ahead (with
+/// 3 MiB chunks bundled into 16 MiB blocks: about 6 blocks).
+const READ_AHEAD_OBJECTS: usize = 32;
 /// Most bytes of verified objects kept in memory for reads.
 const READ_CACHE_BYTES: u64 = 256 << 20;
 /// Most bytes waiting for their write-back before a read writes its
@@ -188,14 +191,17 @@ struct Reads {
     cache: std::collections::HashMap<ObjKey, Arc<Vec<u8>>>,
     order: std::collections::VecDeque<ObjKey>,
     bytes: u64,
-    inflight: std::collections::HashSet<ObjKey>,
+    /// Block keys being fetched.
+    inflight: std::collections::HashSet<String>,
     ahead: std::collections::VecDeque<ObjKey>,
     stop: bool,
 }
 
 #[derive(Default)]
 struct WriteBack {
-    queue: std::collections::VecDeque<(Arc<scribe_objects::ObjectStore>, ObjectId, Arc<Vec<u8>>)>,
+    /// Stores are looked up when written (a queued entry must not hold
+    /// one open: a cache trim waits for every holder).
+    queue: std::collections::VecDeque<(RepositoryId, ObjectId, Arc<Vec<u8>>)>,
     bytes: u64,
     stop: bool,
 }
@@ -214,7 +220,6 @@ struct EarlyJob {
     seq: u64,
     repo: RepositoryId,
     operation: scribe_format::OperationId,
-    store: Arc<scribe_objects::ObjectStore>,
     ids: Vec<ObjectId>,
 }
 
@@ -313,6 +318,12 @@ impl TierService {
     fn cached_or_fetch(&self, repo: RepositoryId, id: &ObjectId) -> Result<Arc<Vec<u8>>, String> {
         let key = (repo, *id);
         let (m, cv) = &self.reads;
+        // The block holding `id`: one GET brings every object bundled in it.
+        let block = match self.tier.locate(&repo.0, id) {
+            Ok(Some(loc)) => loc.key.to_key(),
+            Ok(None) => return Err(format!("{id} is not in the tier")),
+            Err(e) => return Err(format!("reading {id} from the tier: {e}")),
+        };
         {
             let mut r = m.lock().unwrap_or_else(|e| e.into_inner());
             loop {
@@ -320,8 +331,8 @@ impl TierService {
                     self.read_counts[1].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     return Ok(b.clone());
                 }
-                if !r.inflight.contains(&key) {
-                    r.inflight.insert(key);
+                if !r.inflight.contains(&block) {
+                    r.inflight.insert(block.clone());
                     break;
                 }
                 r = cv.wait(r).unwrap_or_else(|e| e.into_inner());
@@ -330,19 +341,30 @@ impl TierService {
         self.read_counts[0].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let got = self
             .tier
-            .read_object(&repo.0, id)
+            .read_block_of(&repo.0, id)
             .map_err(|e| format!("reading {id} from the tier: {e}"));
         let mut r = m.lock().unwrap_or_else(|e| e.into_inner());
-        r.inflight.remove(&key);
+        r.inflight.remove(&block);
         cv.notify_all();
-        let bytes = match got {
-            Ok(Some(b)) => Arc::new(b),
+        let objects = match got {
+            Ok(Some((_, objects))) => objects,
             Ok(None) => return Err(format!("{id} is not in the tier")),
             Err(e) => return Err(e),
         };
-        r.bytes += bytes.len() as u64;
-        r.cache.insert(key, bytes.clone());
-        r.order.push_back(key);
+        let mut mine = None;
+        for (oid, bytes) in objects {
+            let bytes = Arc::new(bytes);
+            if oid == *id {
+                mine = Some(bytes.clone());
+            }
+            let k = (repo, oid);
+            if r.cache.contains_key(&k) {
+                continue;
+            }
+            r.bytes += bytes.len() as u64;
+            r.cache.insert(k, bytes);
+            r.order.push_back(k);
+        }
         while r.bytes > READ_CACHE_BYTES {
             let Some(old) = r.order.pop_front() else {
                 break;
@@ -351,13 +373,13 @@ impl TierService {
                 r.bytes -= b.len() as u64;
             }
         }
-        Ok(bytes)
+        mine.ok_or_else(|| format!("{id} is not in its block {block}"))
     }
 
     /// Queue the objects after `id` in its revision that neither `store`
     /// nor memory holds, for the read-ahead threads.
     fn read_ahead(&self, repo: RepositoryId, id: &ObjectId, store: &scribe_objects::ObjectStore) {
-        let Ok(next) = self.tier.following(&repo.0, id, READ_AHEAD) else {
+        let Ok(next) = self.tier.following(&repo.0, id, READ_AHEAD_OBJECTS) else {
             return;
         };
         let want: Vec<ObjectId> = next
@@ -368,12 +390,12 @@ impl TierService {
         let mut r = m.lock().unwrap_or_else(|e| e.into_inner());
         for n in want {
             let k = (repo, n);
-            if !r.cache.contains_key(&k) && !r.inflight.contains(&k) && !r.ahead.contains(&k) {
+            if !r.cache.contains_key(&k) && !r.ahead.contains(&k) {
                 r.ahead.push_back(k);
             }
         }
         // Only the newest reads' followers matter.
-        while r.ahead.len() > 4 * READ_AHEAD {
+        while r.ahead.len() > 2 * READ_AHEAD_OBJECTS {
             r.ahead.pop_front();
         }
         cv.notify_all();
@@ -389,7 +411,7 @@ impl TierService {
                         return;
                     }
                     if let Some(k) = r.ahead.pop_front() {
-                        if !r.cache.contains_key(&k) && !r.inflight.contains(&k) {
+                        if !r.cache.contains_key(&k) {
                             break k;
                         }
                         continue;
@@ -406,6 +428,7 @@ impl TierService {
     /// too much waits already, now.
     fn write_back(
         &self,
+        repo: RepositoryId,
         store: &Arc<scribe_objects::ObjectStore>,
         id: ObjectId,
         bytes: Arc<Vec<u8>>,
@@ -421,7 +444,7 @@ impl TierService {
             return;
         }
         w.bytes += bytes.len() as u64;
-        w.queue.push_back((store.clone(), id, bytes));
+        w.queue.push_back((repo, id, bytes));
         cv.notify_all();
     }
 
@@ -446,17 +469,20 @@ impl TierService {
                 w.bytes -= items.iter().map(|i| i.2.len() as u64).sum::<u64>();
                 items
             };
-            let mut by_store: Vec<(
-                Arc<scribe_objects::ObjectStore>,
-                Vec<(ObjectId, Arc<Vec<u8>>)>,
-            )> = Vec::new();
-            for (store, id, bytes) in items {
-                match by_store.iter_mut().find(|(s, _)| Arc::ptr_eq(s, &store)) {
+            let mut by_repo: Vec<(RepositoryId, Vec<(ObjectId, Arc<Vec<u8>>)>)> = Vec::new();
+            for (repo, id, bytes) in items {
+                match by_repo.iter_mut().find(|(r, _)| *r == repo) {
                     Some((_, v)) => v.push((id, bytes)),
-                    None => by_store.push((store, vec![(id, bytes)])),
+                    None => by_repo.push((repo, vec![(id, bytes)])),
                 }
             }
-            for (store, objs) in by_store {
+            let Some(service) = self.service.upgrade() else {
+                return;
+            };
+            for (repo, objs) in by_repo {
+                let Some(store) = service.stores().get(&repo) else {
+                    continue;
+                };
                 let batch = store.batch();
                 let mut ok = true;
                 for (id, bytes) in &objs {
@@ -498,11 +524,22 @@ impl TierService {
                     e = cv.wait(e).unwrap_or_else(|e| e.into_inner());
                 }
             };
-            let read = |oid: &ObjectId| job.store.get(oid).map_err(|e| e.to_string());
-            if let Err(e) = self
-                .tier
-                .prestage(&job.repo.0, &job.operation.0, &job.ids, &read)
-            {
+            // The store is looked up now, not held while queued (a cache
+            // trim waits for every holder).
+            let store = self
+                .service
+                .upgrade()
+                .and_then(|s| s.stores().get(&job.repo));
+            let r = match &store {
+                Some(store) => {
+                    let read = |oid: &ObjectId| store.get(oid).map_err(|e| e.to_string());
+                    self.tier
+                        .prestage(&job.repo.0, &job.operation.0, &job.ids, &read)
+                }
+                None => Ok(Default::default()),
+            };
+            drop(store);
+            if let Err(e) = r {
                 eprintln!(
                     "scribe-server: tier: uploading {} chunks of operation {} early: {e}",
                     job.ids.len(),
@@ -729,7 +766,7 @@ impl Fallback for TierService {
         }
         let bytes = self.cached_or_fetch(repo, id)?;
         self.read_ahead(repo, id, store);
-        self.write_back(store, *id, bytes.clone());
+        self.write_back(repo, store, *id, bytes.clone());
         Ok(Some(bytes))
     }
 }
@@ -1090,7 +1127,7 @@ impl AcceptedHook for TierService {
         &self,
         repo: RepositoryId,
         operation: scribe_format::OperationId,
-        store: &Arc<scribe_objects::ObjectStore>,
+        _store: &Arc<scribe_objects::ObjectStore>,
         ids: &[ObjectId],
     ) {
         let ids: Vec<ObjectId> = ids
@@ -1109,7 +1146,6 @@ impl AcceptedHook for TierService {
             seq,
             repo,
             operation,
-            store: store.clone(),
             ids,
         });
         cv.notify_all();

@@ -23,7 +23,8 @@
 //!
 //! A staging entry never adopted (an operation abandoned, or one that
 //! staged after its change was published) is given up by
-//! [`Tier::abandon_staged`] once older than a limit: its rows go and the
+//! [`Tier::abandon_staged`] once older than a limit (at once after one of
+//! its uploads failed: blocks of it may be in the bucket without rows): its rows go and the
 //! revision becomes `Deleting` with every reserved block, which the same
 //! call (and any `collect`) deletes, quarantining an uncertain delete.
 //!
@@ -203,8 +204,13 @@ impl Tier {
                 })
                 .collect()
         });
-        for r in results {
-            r?;
+        if let Some(e) = results.into_iter().find_map(|r| r.err()) {
+            // Some blocks of this batch may be in the bucket without rows:
+            // the entry is given up at the next `abandon_staged` (its
+            // creation time set to 0), not left for a day. Publication
+            // uploads what is not staged.
+            self.expire_staging(root, op, &rev)?;
+            return Err(e);
         }
         // The rows, only while the entry still names this revision (an
         // adopted or abandoned revision takes no new rows).
@@ -242,6 +248,35 @@ impl Tier {
             blocks: n,
             bytes,
         })
+    }
+
+    /// Mark the staging entry of `(root, op)`, if it still names `rev`, as
+    /// due for abandonment.
+    fn expire_staging(
+        &self,
+        root: &[u8; 16],
+        op: &[u8; 16],
+        rev: &[u8; 16],
+    ) -> Result<(), TierError> {
+        let mut wtx = self.db.begin_write().map_err(self.st())?;
+        wtx.set_durability(Durability::Immediate)
+            .map_err(self.st())?;
+        {
+            let mut t = wtx.open_table(STAGING).map_err(self.st())?;
+            let k = staging_key(root, op);
+            let entry = t
+                .get(k.as_slice())
+                .map_err(self.st())?
+                .and_then(|v| decode_entry(v.value()));
+            if let Some((r, next, _)) = entry {
+                if r == *rev {
+                    t.insert(k.as_slice(), encode_entry(&r, next, 0).as_slice())
+                        .map_err(self.st())?;
+                }
+            }
+        }
+        wtx.commit().map_err(self.st())?;
+        Ok(())
     }
 
     /// Staged rows of `root` for `ids`: per object, every (revision, row).

@@ -116,7 +116,8 @@ pub struct Tier {
     by_revision: std::sync::Mutex<ReadOrder>,
 }
 
-type ReadOrder = std::collections::HashMap<([u8; 16], [u8; 16]), Arc<Vec<(u64, u64, ObjectId)>>>;
+type RevisionOrder = Arc<Vec<(u64, u64, ObjectId)>>;
+type ReadOrder = std::collections::HashMap<([u8; 16], [u8; 16]), RevisionOrder>;
 
 /// Manifest rows (revision not yet filled in), block count, bytes.
 type Packed = (Vec<(ObjectId, ObjectRow)>, u64, u64);
@@ -281,24 +282,15 @@ impl Tier {
         }))
     }
 
-    /// Up to `n` objects stored after `id` in its revision (the next
-    /// ones in upload order: a file's following chunks), for read-ahead.
-    /// Empty when `id` is not in the bucket.
-    pub fn following(
-        &self,
-        root: &[u8; 16],
-        id: &ObjectId,
-        n: usize,
-    ) -> Result<Vec<ObjectId>, TierError> {
-        let Some(loc) = self.locate(root, id)? else {
-            return Ok(Vec::new());
-        };
-        let rev = loc.key.revision;
+    /// The objects of revision `rev` of `root` in block and offset order
+    /// (built once per revision and kept: its rows never change while it
+    /// is Available).
+    fn revision_order(&self, root: &[u8; 16], rev: &[u8; 16]) -> Result<RevisionOrder, TierError> {
         let cached = self
             .by_revision
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&(*root, rev))
+            .get(&(*root, *rev))
             .cloned();
         let order = match cached {
             Some(o) => o,
@@ -317,7 +309,7 @@ impl Tier {
                     let Some(row) = ObjectRow::decode(v.value()) else {
                         continue;
                     };
-                    if row.revision != rev {
+                    if row.revision != *rev {
                         continue;
                     }
                     if let Ok(oid) = ObjectId::from_bytes(&k[16..]) {
@@ -330,10 +322,83 @@ impl Tier {
                 if m.len() > 4096 {
                     m.clear();
                 }
-                m.insert((*root, rev), order.clone());
+                m.insert((*root, *rev), order.clone());
                 order
             }
         };
+        Ok(order)
+    }
+
+    /// The bytes of every object in the block holding `id` (one ranged
+    /// GET of the block's used extent), each checked against its id;
+    /// `None` when the tier never uploaded `id`. An object of the block
+    /// whose bytes do not match is left out; when it is `id`, `Damaged`
+    /// names the key and offset.
+    pub fn read_block_of(
+        &self,
+        root: &[u8; 16],
+        id: &ObjectId,
+    ) -> Result<Option<(String, Vec<(ObjectId, Vec<u8>)>)>, TierError> {
+        let Some(loc) = self.locate(root, id)? else {
+            return Ok(None);
+        };
+        let order = self.revision_order(root, &loc.key.revision)?;
+        let mut members: Vec<(u64, u64, ObjectId)> = order
+            .iter()
+            .filter(|(b, _, _)| *b == loc.key.index)
+            .map(|(_, off, oid)| (*off, 0, *oid))
+            .collect();
+        // Lengths: from the manifest rows.
+        for m in members.iter_mut() {
+            m.1 = match self.locate(root, &m.2)? {
+                Some(l) => l.len,
+                None => 0,
+            };
+        }
+        members.retain(|m| m.1 > 0 || m.2 == *id);
+        if !members.iter().any(|m| m.2 == *id) {
+            members.push((loc.offset, loc.len, *id));
+        }
+        let start = members.iter().map(|m| m.0).min().unwrap_or(loc.offset);
+        let end = members
+            .iter()
+            .map(|m| m.0 + m.1)
+            .max()
+            .unwrap_or(loc.offset + loc.len);
+        let key = loc.key.to_key();
+        let body = self.provider.get_range(&key, start..end)?;
+        let mut out = Vec::with_capacity(members.len());
+        for (off, len, oid) in members {
+            let a = (off - start) as usize;
+            let bytes = &body[a..a + len as usize];
+            match scribe_format::id::object_identity(oid.kind, bytes) {
+                Ok(got) if got == oid => out.push((oid, bytes.to_vec())),
+                _ if oid == *id => {
+                    return Err(TierError::Damaged {
+                        key,
+                        offset: off,
+                        detail: format!("the {len} bytes there do not hash to {id}"),
+                    })
+                }
+                _ => {}
+            }
+        }
+        Ok(Some((key, out)))
+    }
+
+    /// Up to `n` objects stored after `id` in its revision (the next
+    /// ones in upload order: a file's following chunks), for read-ahead.
+    /// Empty when `id` is not in the bucket.
+    pub fn following(
+        &self,
+        root: &[u8; 16],
+        id: &ObjectId,
+        n: usize,
+    ) -> Result<Vec<ObjectId>, TierError> {
+        let Some(loc) = self.locate(root, id)? else {
+            return Ok(Vec::new());
+        };
+        let order = self.revision_order(root, &loc.key.revision)?;
         let at = order.partition_point(|(b, o, _)| (*b, *o) <= (loc.key.index, loc.offset));
         Ok(order[at..].iter().take(n).map(|(_, _, id)| *id).collect())
     }
