@@ -249,6 +249,11 @@ impl TierService {
         ack_timeout: Duration,
         cache_bytes: Option<u64>,
     ) -> Arc<TierService> {
+        // Early uploads cut by the last stop (no upload runs yet): given
+        // up now, their blocks deleted by the first pass.
+        if let Err(e) = tier.mark_staged_abandoned(0) {
+            eprintln!("scribe-server: tier: giving up the last run's early uploads: {e}");
+        }
         let status_path = dir(service.root().dir()).join("status");
         let t = Arc::new(TierService {
             tier,

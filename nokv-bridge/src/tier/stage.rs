@@ -426,6 +426,24 @@ impl Tier {
     /// uncertain delete is quarantined and retried by the next call or
     /// collection). Returns how many entries were given up.
     pub fn abandon_staged(&self, older_than: u64) -> Result<u64, TierError> {
+        let n = self.mark_staged_abandoned(older_than)?;
+        let deleting = self
+            .revisions()?
+            .values()
+            .any(|r| r.state == Lifecycle::Deleting && r.change == 0);
+        if deleting {
+            self.collect()?;
+        }
+        Ok(n)
+    }
+
+    /// The record-only half of [`Tier::abandon_staged`]: entries at least
+    /// `older_than` seconds old lose their rows and their revisions become
+    /// `Deleting` (one transaction, no request); the next
+    /// `abandon_staged` or `collect` deletes their blocks. The server
+    /// calls it with 0 when it starts, before it serves: an early upload
+    /// cut by a crash may have left blocks without rows.
+    pub fn mark_staged_abandoned(&self, older_than: u64) -> Result<u64, TierError> {
         let now = now_secs();
         let old: Vec<_> = self
             .staging()?
@@ -462,7 +480,6 @@ impl Tier {
             }
         }
         wtx.commit().map_err(self.st())?;
-        self.collect()?;
         Ok(old.len() as u64)
     }
 }

@@ -23,6 +23,11 @@ pub enum Fault {
     /// scribe-server's tier tests, which include this file.
     #[allow(dead_code)]
     SilentAtDelete,
+    /// Forward requests until one whose bytes contain this text (e.g. a
+    /// key prefix in the request line), then hold it unanswered (counted
+    /// in `faulted` only then).
+    #[allow(dead_code)]
+    SilentAt(&'static str),
 }
 
 pub struct Proxy {
@@ -64,7 +69,9 @@ impl Proxy {
                     live.push(c);
                 }
                 let fault = p.lock().expect("plan").pop_front();
-                if fault.is_some() && !matches!(fault, Some(Fault::SilentAtDelete)) {
+                if fault.is_some()
+                    && !matches!(fault, Some(Fault::SilentAtDelete | Fault::SilentAt(_)))
+                {
                     f.fetch_add(1, Ordering::SeqCst);
                 }
                 let up = upstream.clone();
@@ -107,7 +114,7 @@ impl Proxy {
 
 fn serve(mut client: TcpStream, upstream: &str, fault: Option<Fault>, faulted: Arc<AtomicUsize>) {
     match fault {
-        Some(Fault::SilentAtDelete) => {
+        Some(f @ (Fault::SilentAtDelete | Fault::SilentAt(_))) => {
             let Ok(server) = TcpStream::connect(upstream) else {
                 return;
             };
@@ -123,10 +130,15 @@ fn serve(mut client: TcpStream, upstream: &str, fault: Option<Fault>, faulted: A
                 match client.read(&mut buf) {
                     Ok(0) | Err(_) => return,
                     Ok(k) => {
-                        if buf[..k]
-                            .windows(8)
-                            .any(|w| w == b"DELETE /" || w == b"?delete ")
-                        {
+                        let hit = match f {
+                            Fault::SilentAt(text) => {
+                                buf[..k].windows(text.len()).any(|w| w == text.as_bytes())
+                            }
+                            _ => buf[..k]
+                                .windows(8)
+                                .any(|w| w == b"DELETE /" || w == b"?delete "),
+                        };
+                        if hit {
                             faulted.fetch_add(1, Ordering::SeqCst);
                             std::thread::sleep(Duration::from_secs(60));
                             return;

@@ -266,11 +266,19 @@ fn local_acknowledgement_catches_up_in_the_background_and_after_sigkill() {
     assert!(ok, "{out}");
     let t = record(&data, &b);
     assert_eq!(t.uploaded_through(&repo.0).unwrap(), last);
+    // Early uploads the kill cut were given up at the restart (their
+    // revisions Deleted); the changes hold one commit and one content
+    // revision each.
     assert_eq!(
-        t.revisions().unwrap().len(),
+        t.revisions()
+            .unwrap()
+            .values()
+            .filter(|r| r.state == nokv_bridge::tier::Lifecycle::Available)
+            .count(),
         8,
         "commit + content per change"
     );
+    assert!(t.staging().unwrap().is_empty());
 }
 
 #[test]
@@ -1459,4 +1467,75 @@ fn the_bucket_stopped_and_restarted_mid_submit_under_load_loses_nothing_acknowle
         let (ok, out) = tier_verify(&data, &b);
         assert!(ok, "{out}");
     }
+}
+
+/// Serve under `--ack local` through a proxy that holds the first request
+/// containing `held`; submit one change; SIGKILL the server while that
+/// request is held; serve again against the store itself: the change
+/// reaches the bucket, every revision in the bucket is one the record
+/// holds `Available`, `tier verify` is clean.
+fn killed_while_holding(held: &'static str) {
+    use nokv_bridge::tier::Provider;
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let p = proxy::Proxy::start(&rgw().endpoint);
+    p.plan(&[proxy::Fault::SilentAt(held); 64]);
+    let s = serve(&data, &b, &p.endpoint, &["--ack", "local"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let repo = repo_id(&mut c);
+    c.register(WorkspaceId([9; 16]));
+    let a = noise(91, 1 << 20);
+    let n = accepted(&submit(&mut c, 1, &[("a.bin", &a)]));
+    drop(c);
+    // Liveness only: the held request arrives.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while p.faulted.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "no request held at {held}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    kill(s);
+    assert_eq!(record(&data, &b).uploaded_through(&repo.0).unwrap(), 0);
+    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "local"]);
+    wait_for_status_line(
+        &data,
+        &format!("{REPO} {} uploaded-through {n} ", repo.to_hex()),
+    );
+    // The pass that wrote this line also deleted the blocks of an early
+    // upload the kill cut (given up when the server started).
+    kill(s);
+    let t = record(&data, &b);
+    assert_eq!(t.uploaded_through(&repo.0).unwrap(), n);
+    assert!(t.staging().unwrap().is_empty());
+    for id in chunks_of(&a) {
+        assert_eq!(
+            t.read_object(&repo.0, &id).unwrap().as_deref(),
+            Some(&a[..])
+        );
+    }
+    let revs = t.revisions().unwrap();
+    let prefix = format!("nokv/artifacts/{:08x}/{}", t.shard(), hex::encode(repo.0));
+    for dir in provider(&b).list_dirs(&prefix).unwrap() {
+        let rev: [u8; 16] = hex::decode(&dir).unwrap().try_into().unwrap();
+        assert_eq!(
+            revs.get(&rev).map(|r| r.state),
+            Some(nokv_bridge::tier::Lifecycle::Available),
+            "{prefix}/{dir}: a block no revision holds"
+        );
+    }
+    drop(t);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
+#[test]
+fn sigkill_between_block_upload_and_the_tier_commit_is_finished_under_the_same_keys() {
+    // The index record goes after every block and before the commit.
+    killed_while_holding("/nokv/index/");
+}
+
+#[test]
+fn sigkill_between_the_local_commit_and_the_outbox_upload_loses_nothing() {
+    // The first block upload (the early upload of the change's chunk).
+    killed_while_holding("/nokv/artifacts/");
 }
