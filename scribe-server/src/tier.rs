@@ -185,6 +185,8 @@ const READ_CACHE_BYTES: u64 = 256 << 20;
 const WRITE_BACK_BYTES: u64 = 512 << 20;
 
 type ObjKey = (RepositoryId, ObjectId);
+/// Objects of one repository waiting for their write-back.
+type WriteBatch = Vec<(ObjectId, Arc<Vec<u8>>)>;
 
 #[derive(Default)]
 struct Reads {
@@ -474,7 +476,7 @@ impl TierService {
                 w.bytes -= items.iter().map(|i| i.2.len() as u64).sum::<u64>();
                 items
             };
-            let mut by_repo: Vec<(RepositoryId, Vec<(ObjectId, Arc<Vec<u8>>)>)> = Vec::new();
+            let mut by_repo: Vec<(RepositoryId, WriteBatch)> = Vec::new();
             for (repo, id, bytes) in items {
                 match by_repo.iter_mut().find(|(r, _)| *r == repo) {
                     Some((_, v)) => v.push((id, bytes)),

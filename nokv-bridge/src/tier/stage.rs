@@ -284,7 +284,7 @@ impl Tier {
         &self,
         root: &[u8; 16],
         ids: &[ObjectId],
-    ) -> Result<BTreeMap<[u8; 16], Vec<(ObjectId, ObjectRow)>>, TierError> {
+    ) -> Result<BTreeMap<[u8; 16], Rows>, TierError> {
         let tx = self.db.begin_read().map_err(self.st())?;
         let staged = tx.open_table(STAGED).map_err(self.st())?;
         let mut out: BTreeMap<[u8; 16], Vec<(ObjectId, ObjectRow)>> = BTreeMap::new();
@@ -324,7 +324,7 @@ impl Tier {
         root: &[u8; 16],
         change: u64,
         fresh: &[ObjectId],
-    ) -> Result<([u8; 16], u64, Vec<(ObjectId, ObjectRow)>), TierError> {
+    ) -> Result<([u8; 16], u64, Rows), TierError> {
         let pk = state::pending_content_key(root, change);
         let mut by_rev = self.staged_rows(root, fresh)?;
         let mut wtx = self.db.begin_write().map_err(self.st())?;
@@ -483,6 +483,9 @@ impl Tier {
         Ok(old.len() as u64)
     }
 }
+
+/// Manifest rows of some objects.
+type Rows = Vec<(ObjectId, ObjectRow)>;
 
 fn decode_row(v: &[u8]) -> Option<ObjectRow> {
     if v.len() != 24 {

@@ -117,6 +117,8 @@ pub struct Tier {
 }
 
 type RevisionOrder = Arc<Vec<(u64, u64, ObjectId)>>;
+/// A block's key and its objects' bytes ([`Tier::read_block_of`]).
+pub type BlockObjects = (String, Vec<(ObjectId, Vec<u8>)>);
 type ReadOrder = std::collections::HashMap<([u8; 16], [u8; 16]), RevisionOrder>;
 
 /// Manifest rows (revision not yet filled in), block count, bytes.
@@ -338,7 +340,7 @@ impl Tier {
         &self,
         root: &[u8; 16],
         id: &ObjectId,
-    ) -> Result<Option<(String, Vec<(ObjectId, Vec<u8>)>)>, TierError> {
+    ) -> Result<Option<BlockObjects>, TierError> {
         let Some(loc) = self.locate(root, id)? else {
             return Ok(None);
         };

@@ -110,7 +110,7 @@ pub(crate) struct Download {
 /// in memory (an object the S3 tier served: checked against its id when
 /// fetched, written back to the local store in the background).
 pub(crate) enum DownloadReader {
-    Store(ObjectReader),
+    Store(Box<ObjectReader>),
     Memory { bytes: Arc<Vec<u8>>, pos: usize },
 }
 

@@ -1325,6 +1325,9 @@ fn restore_from_tier_refuses_a_block_replaced_by_other_bytes_of_the_same_length(
     assert!(ok, "{out}");
 }
 
+/// Changes a client saw acknowledged: (change, path, content).
+type Acked = Arc<std::sync::Mutex<Vec<(u64, String, Vec<u8>)>>>;
+
 /// One client's submits, each retried with its operation id while the
 /// answer is `tier_unavailable` (the documented resume): the changes it
 /// saw acknowledged, with each file's content.
@@ -1332,7 +1335,7 @@ fn submitting_client(
     addr: String,
     client: u8,
     submits: u8,
-    acked: Arc<std::sync::Mutex<Vec<(u64, String, Vec<u8>)>>>,
+    acked: Acked,
 ) {
     let mut c = wire::tcp(addr.parse().unwrap());
     let ws = WorkspaceId([100 + client; 16]);
@@ -1395,7 +1398,7 @@ fn the_bucket_stopped_and_restarted_mid_submit_under_load_loses_nothing_acknowle
         roots.push((data, b, s));
     }
     // Three clients per server, four 1 MiB submits each.
-    let acked: Vec<Arc<std::sync::Mutex<Vec<(u64, String, Vec<u8>)>>>> =
+    let acked: Vec<Acked> =
         (0..2).map(|_| Arc::default()).collect();
     let mut clients = Vec::new();
     for (i, (_, _, s)) in roots.iter().enumerate() {

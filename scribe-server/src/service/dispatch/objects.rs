@@ -431,7 +431,7 @@ pub(super) fn get(
             // verified bytes; its write-back does not hold the answer.
             let reader = match tier_read(svc, repo.id(), &store, &r.id)? {
                 Some(bytes) => DownloadReader::Memory { bytes, pos: 0 },
-                None => DownloadReader::Store(store.open_reader(&r.id)?),
+                None => DownloadReader::Store(Box::new(store.open_reader(&r.id)?)),
             };
             let total = reader.len();
             if r.offset > total {
