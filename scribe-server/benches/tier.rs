@@ -21,9 +21,10 @@
 //! ```
 //!
 //! MIB defaults to 2048, SMALL to 200. The radosgw of `.ci/start-rgw.sh`
-//! keeps objects in memory (a 4 GiB memstore) and frees deleted ones only
-//! at its garbage collection (hours later), so one run puts 512 MiB + 2 x
-//! MIB there: on it, run at most `-- 1024` on a freshly started radosgw.
+//! keeps objects in memory (a memstore, 4 GiB unless `RGW_MEMSTORE_BYTES`
+//! says more) and one run puts 512 MiB + 2 x MIB there: for `-- 2048`
+//! start it with `RGW_MEMSTORE_BYTES=10737418240` (its garbage collection
+//! frees deleted objects within a minute), fresh before each run.
 //! Figures go to `docs/performance.md`.
 
 use std::path::{Path, PathBuf};

@@ -156,8 +156,81 @@ pub struct TierService {
     trims: Mutex<std::collections::HashMap<RepositoryId, (u64, u64)>>,
     /// The data root's descriptor and block shard are in the bucket.
     root_shipped: std::sync::atomic::AtomicBool,
-    /// Repositories whose descriptor is in the bucket.
-    repos_shipped: Mutex<std::collections::HashSet<RepositoryId>>,
+    /// The descriptors (by name in the bucket) as last shipped.
+    descriptors: Mutex<std::collections::HashMap<String, Vec<u8>>>,
+    /// Chunks stored for operations not yet submitted, waiting to be
+    /// uploaded early (`Tier::prestage`).
+    early: (Mutex<Early>, Condvar),
+    /// Verified bytes read from the bucket (and read ahead), and the
+    /// objects being fetched.
+    reads: (Mutex<Reads>, Condvar),
+    /// Objects read from the bucket waiting to be put back into the local
+    /// store.
+    writes: (Mutex<WriteBack>, Condvar),
+    /// Objects fetched from the bucket, reads answered from memory
+    /// (read ahead or fetched for another request), objects written back.
+    read_counts: [std::sync::atomic::AtomicU64; 3],
+}
+
+/// Threads reading ahead: at most this many block GETs in flight for
+/// read-ahead (the issue's reference: 8 requests in flight).
+const READ_AHEAD: usize = 8;
+/// Objects after each one read from the bucket that are read ahead (with
+/// 3 MiB chunks bundled into 16 MiB blocks: about 6 blocks).
+const READ_AHEAD_OBJECTS: usize = 32;
+/// Most bytes of verified objects kept in memory for reads.
+const READ_CACHE_BYTES: u64 = 256 << 20;
+/// Most bytes waiting for their write-back before a read writes its
+/// object back itself.
+const WRITE_BACK_BYTES: u64 = 512 << 20;
+
+type ObjKey = (RepositoryId, ObjectId);
+/// Objects of one repository waiting for their write-back.
+type WriteBatch = Vec<(ObjectId, Arc<Vec<u8>>)>;
+
+#[derive(Default)]
+struct Reads {
+    cache: std::collections::HashMap<ObjKey, Arc<Vec<u8>>>,
+    order: std::collections::VecDeque<ObjKey>,
+    bytes: u64,
+    /// Block keys being fetched.
+    inflight: std::collections::HashSet<String>,
+    ahead: std::collections::VecDeque<ObjKey>,
+    stop: bool,
+}
+
+#[derive(Default)]
+struct WriteBack {
+    /// Stores are looked up when written (a queued entry must not hold
+    /// one open: a cache trim waits for every holder).
+    queue: std::collections::VecDeque<(RepositoryId, ObjectId, Arc<Vec<u8>>)>,
+    bytes: u64,
+    stop: bool,
+}
+
+/// Staging entries older than this are given up (`Tier::abandon_staged`):
+/// an operation not submitted within a day is abandoned (the client
+/// submits again with a new upload). `SCRIBE_TIER_STAGE_TTL_SECS`
+/// overrides it (tests).
+const STAGE_TTL_SECS: u64 = 24 * 3600;
+
+/// Threads uploading chunks before their operation is submitted.
+const EARLY_THREADS: usize = 2;
+
+/// One batch of chunks stored for an operation.
+struct EarlyJob {
+    seq: u64,
+    repo: RepositoryId,
+    operation: scribe_format::OperationId,
+    ids: Vec<ObjectId>,
+}
+
+#[derive(Default)]
+struct Early {
+    jobs: std::collections::VecDeque<EarlyJob>,
+    next_seq: u64,
+    running: std::collections::BTreeSet<u64>,
+    stop: bool,
 }
 
 #[derive(Default)]
@@ -178,6 +251,11 @@ impl TierService {
         ack_timeout: Duration,
         cache_bytes: Option<u64>,
     ) -> Arc<TierService> {
+        // Early uploads cut by the last stop (no upload runs yet): given
+        // up now, their blocks deleted by the first pass.
+        if let Err(e) = tier.mark_staged_abandoned(0) {
+            eprintln!("scribe-server: tier: giving up the last run's early uploads: {e}");
+        }
         let status_path = dir(service.root().dir()).join("status");
         let t = Arc::new(TierService {
             tier,
@@ -189,8 +267,31 @@ impl TierService {
             cache_bytes,
             trims: Mutex::default(),
             root_shipped: Default::default(),
-            repos_shipped: Mutex::default(),
+            descriptors: Mutex::default(),
+            early: (Mutex::default(), Condvar::new()),
+            reads: (Mutex::default(), Condvar::new()),
+            writes: (Mutex::default(), Condvar::new()),
+            read_counts: Default::default(),
         });
+        for i in 0..READ_AHEAD {
+            let w = t.clone();
+            std::thread::Builder::new()
+                .name(format!("scribe-tier-ahead-{i}"))
+                .spawn(move || w.run_read_ahead())
+                .expect("spawn a read-ahead thread");
+        }
+        let w = t.clone();
+        std::thread::Builder::new()
+            .name("scribe-tier-write-back".into())
+            .spawn(move || w.run_write_back())
+            .expect("spawn the write-back thread");
+        for i in 0..EARLY_THREADS {
+            let w = t.clone();
+            std::thread::Builder::new()
+                .name(format!("scribe-tier-early-{i}"))
+                .spawn(move || w.run_early())
+                .expect("spawn an early uploader");
+        }
         let worker = t.clone();
         std::thread::Builder::new()
             .name("scribe-tier".into())
@@ -208,6 +309,286 @@ impl TierService {
         let (m, cv) = &self.wake;
         m.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
         cv.notify_all();
+        let (m, cv) = &self.early;
+        m.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+        cv.notify_all();
+        let (m, cv) = &self.reads;
+        m.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+        cv.notify_all();
+        let (m, cv) = &self.writes;
+        m.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+        cv.notify_all();
+    }
+
+    /// `id`'s verified bytes: from memory (read ahead, or being fetched
+    /// by another request: waited for), else fetched now.
+    fn cached_or_fetch(&self, repo: RepositoryId, id: &ObjectId) -> Result<Arc<Vec<u8>>, String> {
+        let key = (repo, *id);
+        let (m, cv) = &self.reads;
+        // The block holding `id`: one GET brings every object bundled in it.
+        let block = match self.tier.locate(&repo.0, id) {
+            Ok(Some(loc)) => loc.key.to_key(),
+            Ok(None) => return Err(format!("{id} is not in the tier")),
+            Err(e) => return Err(format!("reading {id} from the tier: {e}")),
+        };
+        {
+            let mut r = m.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                if let Some(b) = r.cache.get(&key) {
+                    self.read_counts[1].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return Ok(b.clone());
+                }
+                if !r.inflight.contains(&block) {
+                    r.inflight.insert(block.clone());
+                    break;
+                }
+                r = cv.wait(r).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        self.read_counts[0].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let got = self
+            .tier
+            .read_block_of(&repo.0, id)
+            .map_err(|e| format!("reading {id} from the tier: {e}"));
+        let mut r = m.lock().unwrap_or_else(|e| e.into_inner());
+        r.inflight.remove(&block);
+        cv.notify_all();
+        let objects = match got {
+            Ok(Some((_, objects))) => objects,
+            Ok(None) => return Err(format!("{id} is not in the tier")),
+            Err(e) => return Err(e),
+        };
+        let mut mine = None;
+        for (oid, bytes) in objects {
+            let bytes = Arc::new(bytes);
+            if oid == *id {
+                mine = Some(bytes.clone());
+            }
+            let k = (repo, oid);
+            if r.cache.contains_key(&k) {
+                continue;
+            }
+            r.bytes += bytes.len() as u64;
+            r.cache.insert(k, bytes);
+            r.order.push_back(k);
+        }
+        while r.bytes > READ_CACHE_BYTES {
+            let Some(old) = r.order.pop_front() else {
+                break;
+            };
+            if let Some(b) = r.cache.remove(&old) {
+                r.bytes -= b.len() as u64;
+            }
+        }
+        mine.ok_or_else(|| format!("{id} is not in its block {block}"))
+    }
+
+    /// Queue the objects after `id` in its revision that neither `store`
+    /// nor memory holds, for the read-ahead threads.
+    fn read_ahead(&self, repo: RepositoryId, id: &ObjectId, store: &scribe_objects::ObjectStore) {
+        let Ok(next) = self.tier.following(&repo.0, id, READ_AHEAD_OBJECTS) else {
+            return;
+        };
+        let want: Vec<ObjectId> = next
+            .into_iter()
+            .filter(|n| !store.contains(n).unwrap_or(true))
+            .collect();
+        let (m, cv) = &self.reads;
+        let mut r = m.lock().unwrap_or_else(|e| e.into_inner());
+        for n in want {
+            let k = (repo, n);
+            if !r.cache.contains_key(&k) && !r.ahead.contains(&k) {
+                r.ahead.push_back(k);
+            }
+        }
+        // Only the newest reads' followers matter.
+        while r.ahead.len() > 2 * READ_AHEAD_OBJECTS {
+            r.ahead.pop_front();
+        }
+        cv.notify_all();
+    }
+
+    fn run_read_ahead(self: Arc<Self>) {
+        let (m, cv) = &self.reads;
+        loop {
+            let (repo, id) = {
+                let mut r = m.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    if r.stop {
+                        return;
+                    }
+                    if let Some(k) = r.ahead.pop_front() {
+                        if !r.cache.contains_key(&k) {
+                            break k;
+                        }
+                        continue;
+                    }
+                    r = cv.wait(r).unwrap_or_else(|e| e.into_inner());
+                }
+            };
+            // A failure here is the answer of nobody: the read asks again.
+            let _ = self.cached_or_fetch(repo, &id);
+        }
+    }
+
+    /// Put `bytes` (verified) back into `store` in the background; when
+    /// too much waits already, now.
+    fn write_back(
+        &self,
+        repo: RepositoryId,
+        store: &Arc<scribe_objects::ObjectStore>,
+        id: ObjectId,
+        bytes: Arc<Vec<u8>>,
+    ) {
+        let (m, cv) = &self.writes;
+        let mut w = m.lock().unwrap_or_else(|e| e.into_inner());
+        if w.bytes + bytes.len() as u64 > WRITE_BACK_BYTES {
+            drop(w);
+            let batch = store.batch();
+            if batch.put_healing(id, &bytes).is_ok() {
+                let _ = batch.commit();
+            }
+            return;
+        }
+        w.bytes += bytes.len() as u64;
+        w.queue.push_back((repo, id, bytes));
+        cv.notify_all();
+    }
+
+    /// The write-back thread: what waits, per store one batch and one
+    /// durable commit. A failed write-back only costs a later read.
+    fn run_write_back(self: Arc<Self>) {
+        let (m, cv) = &self.writes;
+        loop {
+            let items: Vec<_> = {
+                let mut w = m.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    if !w.queue.is_empty() {
+                        break;
+                    }
+                    if w.stop {
+                        return;
+                    }
+                    w = cv.wait(w).unwrap_or_else(|e| e.into_inner());
+                }
+                let n = w.queue.len().min(64);
+                let items: Vec<_> = w.queue.drain(..n).collect();
+                w.bytes -= items.iter().map(|i| i.2.len() as u64).sum::<u64>();
+                items
+            };
+            let mut by_repo: Vec<(RepositoryId, WriteBatch)> = Vec::new();
+            for (repo, id, bytes) in items {
+                match by_repo.iter_mut().find(|(r, _)| *r == repo) {
+                    Some((_, v)) => v.push((id, bytes)),
+                    None => by_repo.push((repo, vec![(id, bytes)])),
+                }
+            }
+            let Some(service) = self.service.upgrade() else {
+                return;
+            };
+            for (repo, objs) in by_repo {
+                let Some(store) = service.stores().get(&repo) else {
+                    continue;
+                };
+                let batch = store.batch();
+                let mut ok = true;
+                for (id, bytes) in &objs {
+                    if !store.contains(id).unwrap_or(false) {
+                        ok &= batch.put_healing(*id, bytes).is_ok();
+                    }
+                }
+                if ok {
+                    match batch.commit() {
+                        Ok(_) => {
+                            self.read_counts[2]
+                                .fetch_add(objs.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            eprintln!("scribe-server: tier: writing back into the local store: {e}")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// An early uploader: uploads each batch of chunks stored for an
+    /// operation into the operation's staged revision. A failure is
+    /// logged; publication uploads what is not staged.
+    fn run_early(self: Arc<Self>) {
+        let (m, cv) = &self.early;
+        loop {
+            let job = {
+                let mut e = m.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    if e.stop {
+                        return;
+                    }
+                    if let Some(j) = e.jobs.pop_front() {
+                        e.running.insert(j.seq);
+                        break j;
+                    }
+                    e = cv.wait(e).unwrap_or_else(|e| e.into_inner());
+                }
+            };
+            // The store is looked up now, not held while queued (a cache
+            // trim waits for every holder).
+            let store = self
+                .service
+                .upgrade()
+                .and_then(|s| s.stores().get(&job.repo));
+            let r = match &store {
+                Some(store) => {
+                    let read = |oid: &ObjectId| store.get(oid).map_err(|e| e.to_string());
+                    self.tier
+                        .prestage(&job.repo.0, &job.operation.0, &job.ids, &read)
+                }
+                None => Ok(Default::default()),
+            };
+            drop(store);
+            if let Err(e) = r {
+                eprintln!(
+                    "scribe-server: tier: uploading {} chunks of operation {} early: {e}",
+                    job.ids.len(),
+                    job.operation.to_hex()
+                );
+            }
+            let mut e = m.lock().unwrap_or_else(|e| e.into_inner());
+            e.running.remove(&job.seq);
+            cv.notify_all();
+        }
+    }
+
+    /// Wait (at most `limit`) until every early upload queued before now
+    /// is done, so publication finds what they staged.
+    fn wait_early(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        let (m, cv) = &self.early;
+        let mut e = m.lock().unwrap_or_else(|e| e.into_inner());
+        let before = e.next_seq;
+        loop {
+            let pending = e.jobs.front().is_some_and(|j| j.seq < before)
+                || e.running.first().is_some_and(|s| *s < before);
+            let now = Instant::now();
+            if !pending || e.stop || now >= deadline {
+                return;
+            }
+            e = cv
+                .wait_timeout(e, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Give up staging entries older than the limit (never submitted).
+    fn sweep_staged(&self) {
+        let ttl = std::env::var("SCRIBE_TIER_STAGE_TTL_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(STAGE_TTL_SECS);
+        if let Err(e) = self.tier.abandon_staged(ttl) {
+            eprintln!("scribe-server: tier: giving up abandoned early uploads: {e}");
+        }
     }
 
     pub fn tier(&self) -> &Tier {
@@ -244,6 +625,7 @@ impl TierService {
             };
             let mut status = String::new();
             let mut result = self.pass(&service, &mut status);
+            self.sweep_staged();
             if let Some(limit) = self.cache_bytes {
                 if let Err(e) = self.trim_all(&service, limit, &mut status) {
                     result = result.and(Err(e));
@@ -289,6 +671,31 @@ impl TierService {
                 head.saturating_sub(through)
             ));
         }
+        let c = |i: usize| self.read_counts[i].load(std::sync::atomic::Ordering::Relaxed);
+        let pending = self
+            .writes
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .queue
+            .len();
+        status.push_str(&format!(
+            "reads bucket-gets {} from-memory {} written-back {} write-back-pending {pending}\n",
+            c(0),
+            c(1),
+            c(2)
+        ));
+        // Chunks uploaded for operations not submitted yet.
+        if let Ok(entries) = self.tier.staging() {
+            for (root, op, rev, blocks, _) in entries {
+                status.push_str(&format!(
+                    "early {} operation {} revision {} blocks {blocks}\n",
+                    hex::encode(root),
+                    hex::encode(op),
+                    hex::encode(rev)
+                ));
+            }
+        }
         first_err.map_or(Ok(()), Err)
     }
 
@@ -318,6 +725,9 @@ impl TierService {
                 Err(e) => return fail((through, head), e.to_string()),
             },
         };
+        // Chunks of these changes may still be on their way into the
+        // bucket through the early uploaders: let them land first.
+        self.wait_early(self.ack_timeout);
         while through < head {
             let change = through + 1;
             let (commit, files) = match change_objects(&repo, &store, change) {
@@ -348,9 +758,23 @@ impl Fallback for TierService {
         if !self.has(repo, id) {
             return Ok(None);
         }
-        self.tier
-            .read_object(&repo.0, id)
-            .map_err(|e| format!("reading {id} from the tier: {e}"))
+        self.cached_or_fetch(repo, id)
+            .map(|b| Some(b.as_ref().clone()))
+    }
+
+    fn read(
+        &self,
+        repo: RepositoryId,
+        id: &ObjectId,
+        store: &Arc<scribe_objects::ObjectStore>,
+    ) -> Result<Option<Arc<Vec<u8>>>, String> {
+        if !self.has(repo, id) {
+            return Ok(None);
+        }
+        let bytes = self.cached_or_fetch(repo, id)?;
+        self.read_ahead(repo, id, store);
+        self.write_back(repo, store, *id, bytes.clone());
+        Ok(Some(bytes))
     }
 }
 
@@ -405,26 +829,30 @@ impl TierService {
     /// pass; it does not hold acknowledgements back.
     fn ship_journals(&self, service: &Service, status: &mut String) {
         let root = service.root();
-        if !self.root_shipped.load(std::sync::atomic::Ordering::Acquire) {
-            // The descriptor and the block shard go first: a restore needs
-            // them before any journal.
-            let desc = root.dir().join(DESCRIPTOR);
-            let shipped = std::fs::read(&desc)
-                .map_err(|e| format!("{}: {e}", desc.display()))
-                .and_then(|b| ship_logged(&self.tier, DESCRIPTOR, &b))
-                .and_then(|()| {
+        // The descriptor and the block shard go first: a restore needs
+        // them before any journal. A descriptor changed since it shipped
+        // ships again as the next version (keys are never reused).
+        let first = !self.root_shipped.load(std::sync::atomic::Ordering::Acquire);
+        let shipped = self
+            .ship_if_changed(DESCRIPTOR, &root.dir().join(DESCRIPTOR))
+            .and_then(|()| {
+                if first {
                     ship_logged(
                         &self.tier,
                         BLOCK_SHARD,
                         format!("{:08x}\n", self.tier.shard()).as_bytes(),
                     )
-                });
-            match shipped {
-                Ok(()) => self
-                    .root_shipped
-                    .store(true, std::sync::atomic::Ordering::Release),
-                Err(e) => {
-                    eprintln!("scribe-server: tier: shipping the data root's descriptor: {e}");
+                } else {
+                    Ok(())
+                }
+            });
+        match shipped {
+            Ok(()) => self
+                .root_shipped
+                .store(true, std::sync::atomic::Ordering::Release),
+            Err(e) => {
+                eprintln!("scribe-server: tier: shipping the data root's descriptor: {e}");
+                if first {
                     return;
                 }
             }
@@ -432,18 +860,9 @@ impl TierService {
         for (name, db) in archives(root) {
             // A repository's descriptor goes before its first journal step.
             let desc = db.with_file_name(DESCRIPTOR);
-            let is_repo = RepositoryId::from_hex(&name).ok();
-            let descriptor = match is_repo {
-                Some(id) if !self.repo_shipped(id) => std::fs::read(&desc)
-                    .map_err(|e| format!("{}: {e}", desc.display()))
-                    .and_then(|b| ship_logged(&self.tier, &format!("{name}/{DESCRIPTOR}"), &b))
-                    .map(|()| {
-                        self.repos_shipped
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(id);
-                    }),
-                _ => Ok(()),
+            let descriptor = match RepositoryId::from_hex(&name) {
+                Ok(_) => self.ship_if_changed(&format!("{name}/{DESCRIPTOR}"), &desc),
+                Err(_) => Ok(()),
             };
             let shipped = descriptor
                 .and_then(|()| {
@@ -465,11 +884,17 @@ impl TierService {
         }
     }
 
-    fn repo_shipped(&self, id: RepositoryId) -> bool {
-        self.repos_shipped
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&id)
+    /// Ship the data root file at `path` as `name` unless the bytes
+    /// shipped last (by this process) are the same.
+    fn ship_if_changed(&self, name: &str, path: &Path) -> Result<(), String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut shipped = self.descriptors.lock().unwrap_or_else(|e| e.into_inner());
+        if shipped.get(name) == Some(&bytes) {
+            return Ok(());
+        }
+        ship_logged(&self.tier, name, &bytes)?;
+        shipped.insert(name.to_string(), bytes);
+        Ok(())
     }
 
     /// Whether the journals named in `want` are shipped at least to the
@@ -705,6 +1130,34 @@ impl TierService {
 }
 
 impl AcceptedHook for TierService {
+    fn stored(
+        &self,
+        repo: RepositoryId,
+        operation: scribe_format::OperationId,
+        _store: &Arc<scribe_objects::ObjectStore>,
+        ids: &[ObjectId],
+    ) {
+        let ids: Vec<ObjectId> = ids
+            .iter()
+            .filter(|id| id.kind == scribe_format::ObjectKind::Chunk)
+            .copied()
+            .collect();
+        if ids.is_empty() {
+            return;
+        }
+        let (m, cv) = &self.early;
+        let mut e = m.lock().unwrap_or_else(|e| e.into_inner());
+        let seq = e.next_seq;
+        e.next_seq += 1;
+        e.jobs.push_back(EarlyJob {
+            seq,
+            repo,
+            operation,
+            ids,
+        });
+        cv.notify_all();
+    }
+
     fn accepted(&self, repo: RepositoryId, change: u64) -> Result<(), Failure> {
         self.request_pass();
         if self.ack == Ack::Local {
@@ -1064,17 +1517,9 @@ fn archives(root: &scribe_metadata::DataRoot) -> Vec<(String, PathBuf)> {
 /// Ship a data root file; one the bucket holds in another version is
 /// logged and left (the first version stays).
 fn ship_logged(tier: &Tier, name: &str, bytes: &[u8]) -> Result<(), String> {
-    match tier.ship_root_file(name, bytes) {
-        Ok(true) => Ok(()),
-        Ok(false) => {
-            eprintln!(
-                "scribe-server: tier: the bucket holds another {name} for this data root; \
-                 it is kept (a restore gets that one)"
-            );
-            Ok(())
-        }
-        Err(e) => Err(e.to_string()),
-    }
+    tier.ship_root_file_version(name, bytes)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// The archive name of `auth-state.redb` in the bucket.
@@ -1306,6 +1751,15 @@ pub fn restore_from_tier(
             out.repositories.push((info.name.clone(), head));
         }
         drop(root);
+        // Every block's bytes, object by object against its digest: a
+        // block replaced in the bucket is refused here, by key and offset.
+        let damaged = tier.verify_contents().map_err(te)?;
+        if !damaged.is_empty() {
+            return Err(format!(
+                "the bucket's blocks do not hold what the index records say:\n  {}",
+                damaged.join("\n  ")
+            ));
+        }
         out.problems = tier.verify().map_err(te)?;
         Ok(out)
     })();

@@ -41,34 +41,15 @@ pub struct Collected {
 }
 
 impl Tier {
-    /// Remove every reference change `change` of `root` holds. Returns how
-    /// many were removed.
+    /// Remove every reference change `change` of `root` holds (its commit's,
+    /// and its file revisions'). Returns how many were removed. Like
+    /// [`Tier::release_files`], the release is recorded in the bucket
+    /// first (a release record naming the change with an empty path), so
+    /// a record rebuilt from the bucket gives the change up too. Not used
+    /// by the server (Scribe never removes a change from its history);
+    /// the GC's own primitive, kept true for a retention command.
     pub fn release_change(&self, root: &[u8; 16], change: u64) -> Result<u64, TierError> {
-        let mut tail = vec![0u8];
-        tail.extend_from_slice(root);
-        tail.extend_from_slice(&change.to_be_bytes());
-        let mut tx = self.db.begin_write().map_err(self.st())?;
-        tx.set_durability(Durability::Immediate)
-            .map_err(self.st())?;
-        let mut n = 0;
-        {
-            let mut refs = tx.open_table(state::REFS).map_err(self.st())?;
-            let mut revisions = tx.open_table(state::REVISIONS).map_err(self.st())?;
-            let mut candidates = tx.open_table(state::CANDIDATES).map_err(self.st())?;
-            let keys: Vec<Vec<u8>> = refs
-                .iter()
-                .map_err(self.st())?
-                .filter_map(|r| r.ok().map(|(k, _)| k.value().to_vec()))
-                .filter(|k| k.len() == 16 + tail.len() && k[16..] == tail[..])
-                .collect();
-            for k in keys {
-                let owner: [u8; 16] = k[..16].try_into().expect("16 bytes");
-                self.drop_ref(&mut refs, &mut revisions, &mut candidates, &owner, &k)?;
-                n += 1;
-            }
-        }
-        tx.commit().map_err(self.st())?;
-        Ok(n)
+        self.release_files(root, &[(change, String::new())])
     }
 
     /// Give up file revisions `(change, path)` of `root` (`obliterate`):
@@ -138,7 +119,19 @@ impl Tier {
     ) -> Result<u64, TierError> {
         let wanted: std::collections::BTreeMap<Vec<u8>, &str> = versions
             .iter()
+            .filter(|(_, p)| !p.is_empty())
             .map(|(c, p)| (state::file_version(root, *c, p), p.as_str()))
+            .collect();
+        // An empty path gives the whole change up: its commit's references
+        // (`0 ‖ root ‖ change`) and every file revision's of that change.
+        let whole: std::collections::BTreeSet<Vec<u8>> = versions
+            .iter()
+            .filter(|(_, p)| p.is_empty())
+            .map(|(c, _)| {
+                let mut k = root.to_vec();
+                k.extend_from_slice(&c.to_be_bytes());
+                k
+            })
             .collect();
         let mut tx = self.db.begin_write().map_err(self.st())?;
         tx.set_durability(Durability::Immediate)
@@ -153,7 +146,12 @@ impl Tier {
                 .iter()
                 .map_err(self.st())?
                 .filter_map(|r| r.ok().map(|(k, _)| k.value().to_vec()))
-                .filter(|k| k.len() == 17 + 40 && k[16] == 2 && wanted.contains_key(&k[17..]))
+                .filter(|k| {
+                    (k.len() == 17 + 40
+                        && k[16] == 2
+                        && (wanted.contains_key(&k[17..]) || whole.contains(&k[17..41])))
+                        || (k.len() == 17 + 24 && k[16] == 0 && whole.contains(&k[17..]))
+                })
                 .collect();
             for k in keys {
                 let owner: [u8; 16] = k[..16].try_into().expect("16 bytes");

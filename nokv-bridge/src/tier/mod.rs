@@ -9,6 +9,7 @@
 //! | `tier` | [`Tier`]: publish a change as a revision, read objects back, verify |
 //! | `index` | the index record of each publication in the bucket (what rebuilds `tier.redb`) |
 //! | `recovery` | shipping a metadata recovery archive to the bucket and fetching it back |
+//! | `stage` | uploading an operation's chunks before it is submitted; publication adopts them |
 //! | `gc` | releasing references, claiming zero-count revisions, deleting their blocks |
 
 mod gc;
@@ -17,6 +18,7 @@ mod key;
 mod provider;
 mod recovery;
 mod s3;
+mod stage;
 mod state;
 #[allow(clippy::module_inception)]
 mod tier;
@@ -28,6 +30,7 @@ pub use key::{BlockKey, ROOT as KEY_ROOT};
 pub use provider::{Deleted, Head, Provider, ProviderError, Put};
 pub use recovery::{fetch_archive, fetch_root_file, journal_shards, Shipped};
 pub use s3::{S3Config, S3Provider};
+pub use stage::Prestaged;
 pub use state::{Lifecycle, ObjectRow, RevisionRow};
 pub use tier::{FileVersion, Location, Published, ReadLocal, Tier, TierOptions};
 

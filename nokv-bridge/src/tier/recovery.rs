@@ -195,18 +195,76 @@ impl Tier {
     }
 }
 
-/// The data root file `name` shipped under `journal_shard`
-/// ([`Tier::ship_root_file`]), if it is there.
+/// The key of version `n` (from 1) of root file `key` after its first
+/// (which is `key` itself): keys are never reused, so a file that
+/// changes after it shipped ships again under the next version.
+fn version_key(key: &str, n: u64) -> String {
+    format!("{key}.v/{n:016x}")
+}
+
+impl Tier {
+    /// Ship data root file `name` so the bucket's newest version is these
+    /// bytes: the first version at `…/{name}`, each later one at
+    /// `…/{name}.v/{n:016x}` (dense from 1, create-if-absent). Returns the
+    /// version that holds them (0: the first); shipping the same bytes
+    /// again writes nothing.
+    pub fn ship_root_file_version(&self, name: &str, bytes: &[u8]) -> Result<u64, TierError> {
+        let key = self.recovery_prefix(name);
+        match self
+            .provider
+            .put_if_absent(&key, Bytes::copy_from_slice(bytes))
+        {
+            Ok(_) => return Ok(0),
+            Err(ProviderError::Conflict { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        // A concurrent writer of the next version: look again, a few times.
+        for _ in 0..4 {
+            let n = super::index::last_dense(|i| {
+                Ok(self.provider.head(&version_key(&key, i))?.is_some())
+            })?;
+            let newest = if n == 0 {
+                self.provider.get(&key)?
+            } else {
+                self.provider.get(&version_key(&key, n))?
+            };
+            if newest.as_ref() == bytes {
+                return Ok(n);
+            }
+            match self
+                .provider
+                .put_if_absent(&version_key(&key, n + 1), Bytes::copy_from_slice(bytes))
+            {
+                Ok(_) => return Ok(n + 1),
+                Err(ProviderError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(TierError::state(
+            &self.path,
+            format!("{key}: other writers keep shipping new versions"),
+        ))
+    }
+}
+
+/// The newest version of data root file `name` shipped under
+/// `journal_shard` ([`Tier::ship_root_file_version`]), if it is there.
 pub fn fetch_root_file(
     provider: &dyn Provider,
     journal_shard: u32,
     name: &str,
 ) -> Result<Option<Bytes>, TierError> {
-    match provider.get(&format!("nokv/recovery/{journal_shard:08x}/{name}")) {
-        Ok(b) => Ok(Some(b)),
-        Err(ProviderError::NotFound { .. }) => Ok(None),
-        Err(e) => Err(e.into()),
+    let key = format!("nokv/recovery/{journal_shard:08x}/{name}");
+    let first = match provider.get(&key) {
+        Ok(b) => b,
+        Err(ProviderError::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let n = super::index::last_dense(|i| Ok(provider.head(&version_key(&key, i))?.is_some()))?;
+    if n == 0 {
+        return Ok(Some(first));
     }
+    Ok(Some(provider.get(&version_key(&key, n))?))
 }
 
 /// The journal shards with shipped recovery journals (one per data root

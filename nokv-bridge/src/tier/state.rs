@@ -8,7 +8,8 @@
 //! | `tier_meta` | `shard` | `u32 LE` logical shard of the block keys, fixed at creation |
 //! | `tier_meta` | `journal-shard` | `u32 LE` where the recovery journals ship: the shard, or after `restore --from-tier` the restored root's own |
 //! | `tier_revisions` | revision `[16]` | [`RevisionRow`] |
-//! | `tier_pending` | root `[16]` ‖ change `u64 BE` | revision `[16]`: allocated before the first block upload, so a retry after a crash reuses it |
+//! | `tier_pending` | root `[16]` ‖ change `u64 BE` (‖ `1` for the content revision) | revision `[16]` (content: ‖ `u64 LE` first block publication uploads, after the adopted staged ones): allocated before the first block upload, so a retry after a crash reuses it |
+//! | `tier_staging`, `tier_staged` | see `stage.rs` | chunks uploaded before their operation was submitted |
 //! | `tier_objects` | root `[16]` ‖ object id (33 bytes) | [`ObjectRow`]: the immutable manifest row |
 //! | `tier_refs` | revision `[16]` ‖ referrer (`0 ‖ root ‖ change`: the commit; `1 ‖ child revision`: a sealed dependency; `2 ‖ root ‖ change ‖ path hash [16]`: a file revision) | empty |
 //! | `tier_cursor` | root `[16]` | `u64 LE`: every change up to this one is in the bucket |
@@ -232,7 +233,13 @@ pub(crate) fn open(
         let j = get_or_set("journal-shard", journal_shard.unwrap_or(s))?;
         (s, j)
     };
-    for t in [REVISIONS, PENDING, OBJECTS] {
+    for t in [
+        REVISIONS,
+        PENDING,
+        OBJECTS,
+        super::stage::STAGING,
+        super::stage::STAGED,
+    ] {
         tx.open_table(t).map_err(|e| TierError::state(path, e))?;
     }
     tx.open_table(REFS).map_err(|e| TierError::state(path, e))?;

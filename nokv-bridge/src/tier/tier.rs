@@ -68,6 +68,9 @@ pub struct Published {
     pub content_revision: Option<[u8; 16]>,
     pub blocks: u64,
     pub bytes: u64,
+    /// New chunks already in the bucket in the adopted staged revision
+    /// ([`Tier::prestage`]), not uploaded again.
+    pub prestaged: u64,
     /// Objects already owned by older revisions (not uploaded).
     pub reused: u64,
     /// Distinct owner revisions sealed as dependencies.
@@ -108,7 +111,15 @@ pub struct Tier {
     pub(crate) journal_shard: u32,
     pub(crate) provider: Arc<dyn Provider>,
     options: TierOptions,
+    /// Per (root, revision): its objects in block and offset order
+    /// ([`Tier::following`]).
+    by_revision: std::sync::Mutex<ReadOrder>,
 }
+
+type RevisionOrder = Arc<Vec<(u64, u64, ObjectId)>>;
+/// A block's key and its objects' bytes ([`Tier::read_block_of`]).
+pub type BlockObjects = (String, Vec<(ObjectId, Vec<u8>)>);
+type ReadOrder = std::collections::HashMap<([u8; 16], [u8; 16]), RevisionOrder>;
 
 /// Manifest rows (revision not yet filled in), block count, bytes.
 type Packed = (Vec<(ObjectId, ObjectRow)>, u64, u64);
@@ -133,7 +144,12 @@ impl Tier {
             journal_shard,
             provider,
             options,
+            by_revision: Default::default(),
         })
+    }
+
+    pub(crate) fn options(&self) -> &TierOptions {
+        &self.options
     }
 
     pub fn shard(&self) -> u32 {
@@ -170,6 +186,7 @@ impl Tier {
             journal_shard,
             provider,
             options,
+            by_revision: Default::default(),
         })
     }
 
@@ -267,6 +284,127 @@ impl Tier {
         }))
     }
 
+    /// The objects of revision `rev` of `root` in block and offset order
+    /// (built once per revision and kept: its rows never change while it
+    /// is Available).
+    fn revision_order(&self, root: &[u8; 16], rev: &[u8; 16]) -> Result<RevisionOrder, TierError> {
+        let cached = self
+            .by_revision
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(*root, *rev))
+            .cloned();
+        let order = match cached {
+            Some(o) => o,
+            None => {
+                // A revision's rows are written in one transaction and never
+                // change while it is Available: built once, kept.
+                let tx = self.db.begin_read().map_err(self.st())?;
+                let objects = tx.open_table(state::OBJECTS).map_err(self.st())?;
+                let mut order = Vec::new();
+                for r in objects.range(root.as_slice()..).map_err(self.st())? {
+                    let (k, v) = r.map_err(self.st())?;
+                    let k = k.value();
+                    if !k.starts_with(root) {
+                        break;
+                    }
+                    let Some(row) = ObjectRow::decode(v.value()) else {
+                        continue;
+                    };
+                    if row.revision != *rev {
+                        continue;
+                    }
+                    if let Ok(oid) = ObjectId::from_bytes(&k[16..]) {
+                        order.push((row.block, row.offset, oid));
+                    }
+                }
+                order.sort_by_key(|(b, o, _)| (*b, *o));
+                let order = Arc::new(order);
+                let mut m = self.by_revision.lock().unwrap_or_else(|e| e.into_inner());
+                if m.len() > 4096 {
+                    m.clear();
+                }
+                m.insert((*root, *rev), order.clone());
+                order
+            }
+        };
+        Ok(order)
+    }
+
+    /// The bytes of every object in the block holding `id` (one ranged
+    /// GET of the block's used extent), each checked against its id;
+    /// `None` when the tier never uploaded `id`. An object of the block
+    /// whose bytes do not match is left out; when it is `id`, `Damaged`
+    /// names the key and offset.
+    pub fn read_block_of(
+        &self,
+        root: &[u8; 16],
+        id: &ObjectId,
+    ) -> Result<Option<BlockObjects>, TierError> {
+        let Some(loc) = self.locate(root, id)? else {
+            return Ok(None);
+        };
+        let order = self.revision_order(root, &loc.key.revision)?;
+        let mut members: Vec<(u64, u64, ObjectId)> = order
+            .iter()
+            .filter(|(b, _, _)| *b == loc.key.index)
+            .map(|(_, off, oid)| (*off, 0, *oid))
+            .collect();
+        // Lengths: from the manifest rows.
+        for m in members.iter_mut() {
+            m.1 = match self.locate(root, &m.2)? {
+                Some(l) => l.len,
+                None => 0,
+            };
+        }
+        members.retain(|m| m.1 > 0 || m.2 == *id);
+        if !members.iter().any(|m| m.2 == *id) {
+            members.push((loc.offset, loc.len, *id));
+        }
+        let start = members.iter().map(|m| m.0).min().unwrap_or(loc.offset);
+        let end = members
+            .iter()
+            .map(|m| m.0 + m.1)
+            .max()
+            .unwrap_or(loc.offset + loc.len);
+        let key = loc.key.to_key();
+        let body = self.provider.get_range(&key, start..end)?;
+        let mut out = Vec::with_capacity(members.len());
+        for (off, len, oid) in members {
+            let a = (off - start) as usize;
+            let bytes = &body[a..a + len as usize];
+            match scribe_format::id::object_identity(oid.kind, bytes) {
+                Ok(got) if got == oid => out.push((oid, bytes.to_vec())),
+                _ if oid == *id => {
+                    return Err(TierError::Damaged {
+                        key,
+                        offset: off,
+                        detail: format!("the {len} bytes there do not hash to {id}"),
+                    })
+                }
+                _ => {}
+            }
+        }
+        Ok(Some((key, out)))
+    }
+
+    /// Up to `n` objects stored after `id` in its revision (the next
+    /// ones in upload order: a file's following chunks), for read-ahead.
+    /// Empty when `id` is not in the bucket.
+    pub fn following(
+        &self,
+        root: &[u8; 16],
+        id: &ObjectId,
+        n: usize,
+    ) -> Result<Vec<ObjectId>, TierError> {
+        let Some(loc) = self.locate(root, id)? else {
+            return Ok(Vec::new());
+        };
+        let order = self.revision_order(root, &loc.key.revision)?;
+        let at = order.partition_point(|(b, o, _)| (*b, *o) <= (loc.key.index, loc.offset));
+        Ok(order[at..].iter().take(n).map(|(_, _, id)| *id).collect())
+    }
+
     /// Whether the bucket holds `id` of `root` in an `Available` revision
     /// (what a local cache may drop and read back).
     pub fn holds(&self, root: &[u8; 16], id: &ObjectId) -> Result<bool, TierError> {
@@ -342,6 +480,7 @@ impl Tier {
                 content_revision: None,
                 blocks: 0,
                 bytes: 0,
+                prestaged: 0,
                 reused: 0,
                 dependencies: 0,
             });
@@ -416,18 +555,27 @@ impl Tier {
         } else {
             Some(self.allocate(&state::pending_key(root, change))?)
         };
-        let content_revision = if fresh_content.is_empty() {
-            None
+        // The content revision adopts the staged revision holding most of
+        // the new chunks (`stage.rs`): those are in the bucket already.
+        let (content_revision, content_base, staged) = if fresh_content.is_empty() {
+            (None, 0, Vec::new())
         } else {
-            Some(self.allocate(&state::pending_content_key(root, change))?)
+            let (rev, base, staged) = self.adopt_or_allocate(root, change, &fresh_content)?;
+            (Some(rev), base, staged)
         };
+        let staged_ids: BTreeSet<[u8; 33]> = staged.iter().map(|(id, _)| id.to_bytes()).collect();
+        let tail: Vec<ObjectId> = fresh_content
+            .iter()
+            .filter(|id| !staged_ids.contains(&id.to_bytes()))
+            .copied()
+            .collect();
         let (commit_packed, content_packed) = std::thread::scope(|s| {
             let c = s.spawn(|| match &content_revision {
-                Some(rev) => self.upload(root, rev, &fresh_content, read),
+                Some(rev) => self.upload(root, rev, &tail, read, content_base),
                 None => Ok((Vec::new(), 0, 0)),
             });
             let m = match &revision {
-                Some(rev) => self.upload(root, rev, &fresh_commit, read),
+                Some(rev) => self.upload(root, rev, &fresh_commit, read, 0),
                 None => Ok((Vec::new(), 0, 0)),
             };
             let c = c
@@ -436,7 +584,15 @@ impl Tier {
             (m, c)
         });
         let (commit_rows, commit_blocks, commit_bytes) = commit_packed?;
-        let (content_rows, content_blocks, content_bytes) = content_packed?;
+        let (mut content_rows, content_blocks, mut content_bytes) = content_packed?;
+        let prestaged = staged.len() as u64;
+        // Blocks of the revision: the staged ones (even those holding
+        // objects this change does not name) and the tail's after them.
+        let content_blocks = content_base + content_blocks;
+        for (id, row) in staged {
+            content_bytes += row.len;
+            content_rows.push((id, row));
+        }
         // Which revisions each file revision references.
         let mut file_refs: Vec<(String, BTreeSet<[u8; 16]>)> = Vec::new();
         for f in files {
@@ -481,6 +637,7 @@ impl Tier {
             content_revision,
             blocks: commit_blocks + content_blocks,
             bytes: commit_bytes + content_bytes,
+            prestaged,
             reused,
             dependencies,
         })
@@ -529,6 +686,7 @@ impl Tier {
         rev: &[u8; 16],
         fresh: &[ObjectId],
         read: &ReadLocal<'_>,
+        first_block: u64,
     ) -> Result<Packed, TierError> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Bytes)>(self.options.in_flight);
         let rx = std::sync::Mutex::new(rx);
@@ -555,7 +713,10 @@ impl Tier {
                     })
                 })
                 .collect();
-            let packed = self.pack(fresh, read, &tx);
+            let packed = self.pack_into(fresh, read, first_block, &|index, bytes| {
+                tx.send((index, bytes))
+                    .map_err(|_| TierError::state(&self.path, "the upload threads stopped"))
+            });
             drop(tx);
             let mut first_err = packed.as_ref().err().map(|e| e.to_string());
             for w in workers {
@@ -577,23 +738,24 @@ impl Tier {
         })
     }
 
-    fn pack(
+    /// Cut `fresh` into blocks numbered from `first_block`, handing each
+    /// to `out`. Returns the rows, the number of blocks (counted from
+    /// `first_block`: the last number is `first_block + n - 1`) and bytes.
+    pub(crate) fn pack_into(
         &self,
         fresh: &[ObjectId],
         read: &ReadLocal<'_>,
-        out: &std::sync::mpsc::SyncSender<(u64, Bytes)>,
+        first_block: u64,
+        out: &dyn Fn(u64, Bytes) -> Result<(), TierError>,
     ) -> Result<Packed, TierError> {
         let mut rows = Vec::with_capacity(fresh.len());
         // Block numbers in the order blocks are started: a bundle takes its
         // number when its first object arrives, an own block at once.
-        let mut next = 0u64;
+        let mut next = first_block;
         let mut total = 0u64;
         let mut current: Vec<u8> = Vec::new();
-        let mut current_index = 0u64;
-        let send = |index: u64, bytes: Vec<u8>| {
-            out.send((index, Bytes::from(bytes)))
-                .map_err(|_| TierError::state(&self.path, "the upload threads stopped"))
-        };
+        let mut current_index = first_block;
+        let send = |index: u64, bytes: Vec<u8>| out(index, Bytes::from(bytes));
         for id in fresh {
             let data = read(id).map_err(|detail| TierError::Local {
                 id: id.to_string(),
@@ -636,7 +798,7 @@ impl Tier {
         if !current.is_empty() {
             send(current_index, current)?;
         }
-        Ok((rows, next, total))
+        Ok((rows, next - first_block, total))
     }
 
     fn commit(&self, p: &Publication) -> Result<(), TierError> {
@@ -717,6 +879,10 @@ impl Tier {
                     )?;
                 }
             }
+            if let Some((rev, ..)) = &p.content {
+                let mut staged = tx.open_table(super::stage::STAGED).map_err(self.st())?;
+                self.remove_staged_rows(&mut staged, rev)?;
+            }
             let mut pending = tx.open_table(state::PENDING).map_err(self.st())?;
             pending
                 .remove(state::pending_key(root, change).as_slice())
@@ -789,6 +955,98 @@ impl Tier {
             out.insert(id, r);
         }
         Ok(out)
+    }
+
+    /// Read every block of every `Available` revision whole and check
+    /// each object in it against its id (its manifest row's digest),
+    /// several blocks at once. Names each object whose bytes do not match
+    /// (block key and offset), each block missing or too short; repairs
+    /// nothing. `restore --from-tier` refuses a bucket where this finds
+    /// anything.
+    pub fn verify_contents(&self) -> Result<Vec<String>, TierError> {
+        let revisions = self.revisions()?;
+        type Rows = Vec<(ObjectId, u64, u64)>;
+        let mut blocks: BTreeMap<([u8; 16], [u8; 16], u64), Rows> = BTreeMap::new();
+        {
+            let tx = self.db.begin_read().map_err(self.st())?;
+            let objects = tx.open_table(state::OBJECTS).map_err(self.st())?;
+            for row in objects.iter().map_err(self.st())? {
+                let (k, v) = row.map_err(self.st())?;
+                let k = k.value();
+                let (Some(root), Ok(id), Some(r)) = (
+                    k.get(..16).and_then(|r| <[u8; 16]>::try_from(r).ok()),
+                    ObjectId::from_bytes(k.get(16..).unwrap_or_default()),
+                    ObjectRow::decode(v.value()),
+                ) else {
+                    return Err(TierError::corrupt(&self.path, "a manifest row"));
+                };
+                if revisions
+                    .get(&r.revision)
+                    .is_some_and(|x| x.state == Lifecycle::Available)
+                {
+                    blocks
+                        .entry((root, r.revision, r.block))
+                        .or_default()
+                        .push((id, r.offset, r.len));
+                }
+            }
+        }
+        let queue = std::sync::Mutex::new(blocks.into_iter());
+        let problems = std::sync::Mutex::new(Vec::new());
+        let failed: std::sync::Mutex<Option<TierError>> = std::sync::Mutex::new(None);
+        std::thread::scope(|s| {
+            for _ in 0..self.options.in_flight.max(1) {
+                s.spawn(|| loop {
+                    let next = queue.lock().ok().and_then(|mut q| q.next());
+                    let Some(((root, rev, block), rows)) = next else {
+                        return;
+                    };
+                    let key = BlockKey::new(self.shard, root, rev, block).to_key();
+                    let body = match self.provider.get(&key) {
+                        Ok(b) => b,
+                        Err(ProviderError::NotFound { .. }) => {
+                            if let Ok(mut p) = problems.lock() {
+                                p.push(format!("{key}: missing from the bucket"));
+                            }
+                            continue;
+                        }
+                        Err(e) => {
+                            if let Ok(mut f) = failed.lock() {
+                                f.get_or_insert(e.into());
+                            }
+                            return;
+                        }
+                    };
+                    for (id, offset, len) in rows {
+                        let bytes = usize::try_from(offset)
+                            .ok()
+                            .zip(usize::try_from(offset + len).ok())
+                            .and_then(|(a, b)| body.get(a..b));
+                        let detail = match bytes {
+                            None => Some(format!(
+                                "the block holds {} bytes, {id} needs {len} there",
+                                body.len()
+                            )),
+                            Some(b) => match scribe_format::id::object_identity(id.kind, b) {
+                                Ok(got) if got == id => None,
+                                _ => Some(format!("the {len} bytes there do not hash to {id}")),
+                            },
+                        };
+                        if let Some(d) = detail {
+                            if let Ok(mut p) = problems.lock() {
+                                p.push(format!("{key} at byte {offset}: {d}"));
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            return Err(e);
+        }
+        let mut p = problems.into_inner().unwrap_or_else(|e| e.into_inner());
+        p.sort();
+        Ok(p)
     }
 
     /// `tier verify`: recompute every revision's strong count from the

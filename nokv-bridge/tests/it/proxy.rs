@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,6 +23,11 @@ pub enum Fault {
     /// scribe-server's tier tests, which include this file.
     #[allow(dead_code)]
     SilentAtDelete,
+    /// Forward requests until one whose bytes contain this text (e.g. a
+    /// key prefix in the request line), then hold it unanswered (counted
+    /// in `faulted` only then).
+    #[allow(dead_code)]
+    SilentAt(&'static str),
 }
 
 pub struct Proxy {
@@ -30,6 +35,11 @@ pub struct Proxy {
     plan: Arc<Mutex<VecDeque<Fault>>>,
     /// Connections that met a fault.
     pub faulted: Arc<AtomicUsize>,
+    /// While set, the store is "stopped": every connection is cut at
+    /// once, new ones are closed as soon as they are accepted.
+    down: Arc<AtomicBool>,
+    /// Connections passing through, cut by [`Proxy::stop`].
+    live: Arc<Mutex<Vec<TcpStream>>>,
 }
 
 impl Proxy {
@@ -43,11 +53,25 @@ impl Proxy {
         let plan: Arc<Mutex<VecDeque<Fault>>> = Arc::default();
         let faulted = Arc::new(AtomicUsize::new(0));
         let (p, f) = (plan.clone(), faulted.clone());
+        let down = Arc::new(AtomicBool::new(false));
+        let live: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let (d, l) = (down.clone(), live.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { continue };
+                if d.load(Ordering::SeqCst) {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
+                if let Ok(c) = client.try_clone() {
+                    let mut live = l.lock().expect("live");
+                    live.retain(|s| s.peer_addr().is_ok());
+                    live.push(c);
+                }
                 let fault = p.lock().expect("plan").pop_front();
-                if fault.is_some() && !matches!(fault, Some(Fault::SilentAtDelete)) {
+                if fault.is_some()
+                    && !matches!(fault, Some(Fault::SilentAtDelete | Fault::SilentAt(_)))
+                {
                     f.fetch_add(1, Ordering::SeqCst);
                 }
                 let up = upstream.clone();
@@ -59,7 +83,25 @@ impl Proxy {
             endpoint,
             plan,
             faulted,
+            down,
+            live,
         }
+    }
+
+    /// The store goes away: every connection is cut (mid-request or
+    /// not), new ones are closed at once, until [`Proxy::restart`].
+    #[allow(dead_code)]
+    pub fn stop(&self) {
+        self.down.store(true, Ordering::SeqCst);
+        for s in self.live.lock().expect("live").drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// The store is back.
+    #[allow(dead_code)]
+    pub fn restart(&self) {
+        self.down.store(false, Ordering::SeqCst);
     }
 
     pub fn plan(&self, faults: &[Fault]) {
@@ -72,7 +114,7 @@ impl Proxy {
 
 fn serve(mut client: TcpStream, upstream: &str, fault: Option<Fault>, faulted: Arc<AtomicUsize>) {
     match fault {
-        Some(Fault::SilentAtDelete) => {
+        Some(f @ (Fault::SilentAtDelete | Fault::SilentAt(_))) => {
             let Ok(server) = TcpStream::connect(upstream) else {
                 return;
             };
@@ -88,10 +130,15 @@ fn serve(mut client: TcpStream, upstream: &str, fault: Option<Fault>, faulted: A
                 match client.read(&mut buf) {
                     Ok(0) | Err(_) => return,
                     Ok(k) => {
-                        if buf[..k]
-                            .windows(8)
-                            .any(|w| w == b"DELETE /" || w == b"?delete ")
-                        {
+                        let hit = match f {
+                            Fault::SilentAt(text) => {
+                                buf[..k].windows(text.len()).any(|w| w == text.as_bytes())
+                            }
+                            _ => buf[..k]
+                                .windows(8)
+                                .any(|w| w == b"DELETE /" || w == b"?delete "),
+                        };
+                        if hit {
                             faulted.fetch_add(1, Ordering::SeqCst);
                             std::thread::sleep(Duration::from_secs(60));
                             return;

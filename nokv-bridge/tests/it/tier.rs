@@ -660,3 +660,198 @@ fn a_created_block_is_not_headed_again() {
     );
     assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
 }
+
+#[test]
+fn chunks_uploaded_before_their_submit_are_adopted_not_uploaded_again() {
+    let mut f = fixture(small());
+    let m = f.add(100, 300);
+    let (a, b, c, d) = (
+        f.add(300_000, 301), // its own block
+        f.add(20_000, 302),
+        f.add(30_000, 303),
+        f.add(20_000, 304), // not staged: uploaded by the publication
+    );
+    let x = f.add(40_000, 305); // staged by an operation never submitted
+    let local = f.local.clone();
+    let read = |id: &ObjectId| Ok::<_, String>(local[id].clone());
+    let (op1, op2) = ([1u8; 16], [2u8; 16]);
+    let s1 = f.tier.prestage(&ROOT, &op1, &[a, b], &read).unwrap();
+    let s1b = f.tier.prestage(&ROOT, &op1, &[c, a], &read).unwrap();
+    assert_eq!(
+        (s1.objects, s1.blocks, s1b.objects),
+        (2, 2, 1),
+        "{s1:?} {s1b:?}"
+    );
+    assert_eq!(
+        s1.revision, s1b.revision,
+        "one staged revision per operation"
+    );
+    let staged_rev = s1.revision.unwrap();
+    let s2 = f.tier.prestage(&ROOT, &op2, &[x], &read).unwrap();
+    let abandoned = s2.revision.unwrap();
+    assert_eq!(f.tier.staging().unwrap().len(), 2);
+    let before: Vec<String> = f.provider.puts.lock().unwrap().clone();
+
+    let p = f.publish_files(1, &[m], &[("f.bin", &[a, b, c, d])]);
+    assert_eq!(p.content_revision, Some(staged_rev), "{p:?}");
+    assert_eq!(p.prestaged, 3);
+    let after: Vec<String> = f.provider.puts.lock().unwrap()[before.len()..].to_vec();
+    let blocks_after: Vec<&String> = after
+        .iter()
+        .filter(|k| k.starts_with("nokv/artifacts/"))
+        .collect();
+    // d's block (after the three staged ones) and the commit revision's.
+    assert_eq!(blocks_after.len(), 2, "{after:?}");
+    for k in &blocks_after {
+        assert!(!before.contains(k), "{k} written twice");
+    }
+    let row = &f.tier.revisions().unwrap()[&staged_rev];
+    assert_eq!((row.blocks, row.strong), (4, 1), "{row:?}");
+    for id in [m, a, b, c, d] {
+        assert_eq!(
+            &f.tier.read_object(&ROOT, &id).unwrap().unwrap(),
+            &f.local[&id]
+        );
+    }
+    assert_eq!(f.tier.locate(&ROOT, &d).unwrap().unwrap().key.index, 3);
+    assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
+    // Staging again for a published chunk uploads nothing.
+    assert_eq!(
+        f.tier.prestage(&ROOT, &op1, &[a], &read).unwrap().objects,
+        0
+    );
+
+    // The never-submitted operation: not given up while young, then its
+    // revision is deleted with every block it reserved.
+    assert_eq!(f.tier.abandon_staged(3600).unwrap(), 0);
+    assert_eq!(f.tier.abandon_staged(0).unwrap(), 1);
+    assert!(f.tier.staging().unwrap().is_empty());
+    let key = BlockKey::new(f.tier.shard(), ROOT, abandoned, 0).to_key();
+    assert_eq!(f.provider.head(&key).unwrap(), None, "{key}");
+    assert_eq!(
+        f.tier.revisions().unwrap()[&abandoned].state,
+        Lifecycle::Deleted
+    );
+    assert_eq!(f.tier.read_object(&ROOT, &x).unwrap(), None);
+    assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn a_publication_adopting_staged_blocks_retried_after_a_failure_keeps_its_keys() {
+    let mut f = fixture(small());
+    let m = f.add(100, 310);
+    let (a, b) = (f.add(300_000, 311), f.add(300_000, 312));
+    let local = f.local.clone();
+    let op = [3u8; 16];
+    f.tier
+        .prestage(&ROOT, &op, &[a], &|id| Ok(local[id].clone()))
+        .unwrap();
+    // b cannot be read: the publication stops after adopting.
+    let files = [FileVersion {
+        path: "f.bin".into(),
+        chunks: vec![a, b],
+    }];
+    let e = f
+        .tier
+        .publish_commit(&ROOT, 1, &[m], &files, &|id| {
+            if *id == b {
+                Err("disk read error".into())
+            } else {
+                Ok(local[id].clone())
+            }
+        })
+        .unwrap_err();
+    assert!(matches!(e, TierError::Local { .. }), "{e}");
+    assert!(f.tier.staging().unwrap().is_empty(), "adopted");
+    let p = f.publish_files(1, &[m], &[("f.bin", &[a, b])]);
+    assert_eq!(p.prestaged, 1);
+    assert_eq!(f.tier.locate(&ROOT, &b).unwrap().unwrap().key.index, 1);
+    assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn a_released_change_is_recorded_in_the_bucket_and_stays_released_in_a_rebuilt_record() {
+    let mut f = fixture(small());
+    let (a, b) = (f.add(30_000, 320), f.add(30_000, 321));
+    let first = f.publish(1, &[a]).unwrap().revision.unwrap();
+    let second = f.publish(2, &[b]).unwrap().revision.unwrap();
+    assert_eq!(f.tier.release_change(&ROOT, 1).unwrap(), 1);
+    f.tier.collect().unwrap();
+    assert_eq!(
+        f.tier.revisions().unwrap()[&first].state,
+        Lifecycle::Deleted
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let rebuilt = Tier::create_restored(
+        &dir.path().join("tier.redb"),
+        f.tier.shard(),
+        0xabcd_0002,
+        f.provider.clone(),
+        small(),
+    )
+    .unwrap();
+    rebuilt.restore_change(&ROOT, 1, &[a]).unwrap();
+    rebuilt.restore_change(&ROOT, 2, &[b]).unwrap();
+    assert_eq!(rebuilt.restore_releases(&ROOT).unwrap(), 1);
+    let revs = rebuilt.revisions().unwrap();
+    assert_eq!(revs[&first].state, Lifecycle::Deleted, "given up again");
+    assert_eq!(revs[&second].state, Lifecycle::Available);
+    assert_eq!(revs, f.tier.revisions().unwrap());
+    assert!(
+        rebuilt.purged(&ROOT).unwrap().is_empty(),
+        "no file revision named"
+    );
+    assert_eq!(rebuilt.verify().unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn a_root_file_changed_after_it_shipped_ships_again_under_a_new_key() {
+    let f = fixture(small());
+    let shard = f.tier.journal_shard();
+    let fetch = || {
+        nokv_bridge::tier::fetch_root_file(&*f.provider, shard, "r/SCRIBE_FORMAT")
+            .unwrap()
+            .unwrap()
+            .to_vec()
+    };
+    assert_eq!(
+        f.tier
+            .ship_root_file_version("r/SCRIBE_FORMAT", b"one")
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        f.tier
+            .ship_root_file_version("r/SCRIBE_FORMAT", b"one")
+            .unwrap(),
+        0
+    );
+    assert_eq!(fetch(), b"one");
+    assert_eq!(
+        f.tier
+            .ship_root_file_version("r/SCRIBE_FORMAT", b"two")
+            .unwrap(),
+        1
+    );
+    assert_eq!(fetch(), b"two");
+    let puts = f.provider.puts.lock().unwrap().len();
+    assert_eq!(
+        f.tier
+            .ship_root_file_version("r/SCRIBE_FORMAT", b"two")
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        f.tier
+            .ship_root_file_version("r/SCRIBE_FORMAT", b"three")
+            .unwrap(),
+        2
+    );
+    assert_eq!(fetch(), b"three");
+    // The same bytes again wrote nothing but the first try at the first key.
+    assert_eq!(f.provider.puts.lock().unwrap().len(), puts + 3);
+    // The versions before are kept, never overwritten.
+    let prefix = format!("nokv/recovery/{shard:08x}/r/SCRIBE_FORMAT");
+    assert_eq!(f.provider.get(&prefix).unwrap().as_ref(), b"one");
+}

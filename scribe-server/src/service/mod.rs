@@ -81,6 +81,17 @@ impl From<MetadataError> for OpenError {
 pub trait AcceptedHook: Send + Sync {
     /// `Err` answers the client that error instead of the outcome.
     fn accepted(&self, repo: RepositoryId, change: u64) -> Result<(), Failure>;
+
+    /// Objects `ids` of `repo` were durably stored for `operation` (before
+    /// it is submitted). Must not block for long.
+    fn stored(
+        &self,
+        _repo: RepositoryId,
+        _operation: scribe_format::OperationId,
+        _store: &Arc<scribe_objects::ObjectStore>,
+        _ids: &[scribe_format::ObjectId],
+    ) {
+    }
 }
 
 /// The Scribe service over one owned data root.
@@ -179,6 +190,24 @@ impl Service {
         match hook {
             Some(h) => h.accepted(repo, change),
             None => Ok(()),
+        }
+    }
+
+    /// Tell the accepted hook of objects stored for an operation.
+    pub(crate) fn stored(
+        &self,
+        repo: RepositoryId,
+        operation: scribe_format::OperationId,
+        store: &Arc<scribe_objects::ObjectStore>,
+        ids: &[scribe_format::ObjectId],
+    ) {
+        let hook = self
+            .accepted_hook
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(h) = hook {
+            h.stored(repo, operation, store, ids);
         }
     }
 

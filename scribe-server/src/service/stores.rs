@@ -69,6 +69,23 @@ pub trait Fallback: Send + Sync {
     fn has(&self, repo: RepositoryId, id: &ObjectId) -> bool;
     /// `id`'s bytes, checked against `id`; `None` when it is not there.
     fn fetch(&self, repo: RepositoryId, id: &ObjectId) -> Result<Option<Vec<u8>>, String>;
+    /// For a read the local `store` cannot answer: `id`'s bytes, checked
+    /// against `id`, to answer from; `None` when it is not there. The
+    /// default writes them back into `store` before answering.
+    fn read(
+        &self,
+        repo: RepositoryId,
+        id: &ObjectId,
+        store: &Arc<ObjectStore>,
+    ) -> Result<Option<Arc<Vec<u8>>>, String> {
+        let Some(bytes) = self.fetch(repo, id)? else {
+            return Ok(None);
+        };
+        let batch = store.batch();
+        batch.put_healing(*id, &bytes).map_err(|e| e.to_string())?;
+        batch.commit().map_err(|e| e.to_string())?;
+        Ok(Some(Arc::new(bytes)))
+    }
 }
 
 /// Put `ids` the local `store` lacks back into it from `fallback`. Ids

@@ -101,8 +101,48 @@ pub(crate) struct Download {
     pub id: ObjectId,
     pub total: u64,
     pub next: u64,
-    pub reader: ObjectReader,
+    pub reader: DownloadReader,
     pub held: Held,
+}
+
+/// Where a download's bytes come from: the local store (a streaming
+/// reader checking the identity as it goes), or verified bytes already
+/// in memory (an object the S3 tier served: checked against its id when
+/// fetched, written back to the local store in the background).
+pub(crate) enum DownloadReader {
+    Store(Box<ObjectReader>),
+    Memory { bytes: Arc<Vec<u8>>, pos: usize },
+}
+
+impl DownloadReader {
+    pub fn len(&self) -> u64 {
+        match self {
+            DownloadReader::Store(r) => r.len(),
+            DownloadReader::Memory { bytes, .. } => bytes.len() as u64,
+        }
+    }
+
+    /// Bytes held for this download beyond the shared copy.
+    pub fn buffered_bytes(&self) -> usize {
+        match self {
+            DownloadReader::Store(r) => r.buffered_bytes(),
+            DownloadReader::Memory { .. } => 0,
+        }
+    }
+}
+
+impl std::io::Read for DownloadReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            DownloadReader::Store(r) => r.read(buf),
+            DownloadReader::Memory { bytes, pos } => {
+                let n = buf.len().min(bytes.len() - *pos);
+                buf[..n].copy_from_slice(&bytes[*pos..*pos + n]);
+                *pos += n;
+                Ok(n)
+            }
+        }
+    }
 }
 
 /// Bytes a connection holds for a download, counted in the service's
@@ -149,6 +189,7 @@ pub(crate) const MAX_REMEMBERED_PINS: usize = 1 << 20;
 pub(crate) struct StagedObject {
     pub _reservation: Reservation,
     pub repo: RepositoryId,
+    pub operation: OperationId,
     pub store: Arc<ObjectStore>,
     pub id: ObjectId,
     pub data: Vec<u8>,

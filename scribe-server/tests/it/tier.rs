@@ -266,11 +266,19 @@ fn local_acknowledgement_catches_up_in_the_background_and_after_sigkill() {
     assert!(ok, "{out}");
     let t = record(&data, &b);
     assert_eq!(t.uploaded_through(&repo.0).unwrap(), last);
+    // Early uploads the kill cut were given up at the restart (their
+    // revisions Deleted); the changes hold one commit and one content
+    // revision each.
     assert_eq!(
-        t.revisions().unwrap().len(),
+        t.revisions()
+            .unwrap()
+            .values()
+            .filter(|r| r.state == nokv_bridge::tier::Lifecycle::Available)
+            .count(),
         8,
         "commit + content per change"
     );
+    assert!(t.staging().unwrap().is_empty());
 }
 
 #[test]
@@ -401,8 +409,10 @@ fn an_evicted_store_serves_its_chunks_from_the_bucket() {
     }
     // A change naming the same content is accepted.
     accepted(&submit(&mut c, 2, &[("copy.bin", &a)]));
+    // The reads put the chunks back into the local store (in the
+    // background: wait for it).
+    reads_line(&data, |r| r[2] >= chunks.len() as u64 && r[3] == 0);
     kill(s);
-    // The reads put the chunks back into the local store.
     assert!(chunks.iter().all(|id| held_locally(&data, id)));
 }
 
@@ -1114,4 +1124,421 @@ fn a_descriptor_the_bucket_holds_in_another_version_does_not_hold_durable_acks_b
     accepted(&submit(&mut c, 1, &[("a.txt", b"ay")]));
     drop(c);
     kill(s);
+    // The bucket's newest version is the local descriptor (shipped again
+    // under a new key; the old one is kept, never overwritten).
+    let local =
+        std::fs::read(data.join("repos").join(repo.to_hex()).join("SCRIBE_FORMAT")).unwrap();
+    let newest = nokv_bridge::tier::fetch_root_file(
+        &*provider(&b),
+        shard,
+        &format!("{}/SCRIBE_FORMAT", repo.to_hex()),
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(newest.as_ref(), local.as_slice());
+}
+
+/// Wait (liveness only) until `tier status` has a line starting with
+/// `prefix`.
+fn wait_for_status_line(data: &Path, prefix: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let text = std::fs::read_to_string(data.join("tier/status")).unwrap_or_default();
+        if let Some(l) = text.lines().find(|l| l.starts_with(prefix)) {
+            return l.to_string();
+        }
+        assert!(Instant::now() < deadline, "no line {prefix:?}: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn chunks_go_to_the_bucket_while_the_client_is_still_uploading_and_the_change_adopts_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let repo = repo_id(&mut c);
+    let ws = WorkspaceId([9; 16]);
+    c.register(ws);
+    let a = noise(41, 3 << 20);
+    let ch = change(&[("a.bin", Some(&a[..]), 0), ("b.txt", Some(b"bee"), 0)]);
+    let op = OperationId([7; 16]);
+    // The objects are uploaded; the change is not submitted yet.
+    expect_put_many(&mut c, put_many_req(ws, op, &ch.objects));
+    let line = wait_for_status_line(&data, &format!("early {}", repo.to_hex()));
+    let words: Vec<&str> = line.split(' ').collect();
+    assert_eq!(words[3], hex::encode([7u8; 16]), "{line}");
+    let staged = words[5].to_string();
+    assert!(words[7].parse::<u64>().unwrap() >= 1, "{line}");
+    let out = c.ask(Request::Submit(submit_req(ws, op, ch.id, "m")));
+    let n = match out {
+        Response::Submitted(o) => accepted(&o),
+        other => panic!("{other:?}"),
+    };
+    kill(s);
+    let t = record(&data, &b);
+    assert_eq!(t.uploaded_through(&repo.0).unwrap(), n);
+    assert!(t.staging().unwrap().is_empty(), "adopted");
+    for id in chunks_of(&a) {
+        let loc = t.locate(&repo.0, &id).unwrap().expect("in the bucket");
+        assert_eq!(hex::encode(loc.key.revision), staged, "{id}");
+        assert_eq!(
+            t.read_object(&repo.0, &id).unwrap().unwrap().len() as u64,
+            loc.len
+        );
+    }
+    drop(t);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
+fn expect_put_many(c: &mut impl Requests, r: m::ObjectPutMany) {
+    match c.ask(Request::ObjectPutMany(r)) {
+        Response::ObjectPutMany(_) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Wait (liveness only) until `tier status`'s `reads` line satisfies `ok`
+/// ([bucket-gets, from-memory, written-back, write-back-pending]).
+fn reads_line(data: &Path, ok: impl Fn([u64; 4]) -> bool) -> [u64; 4] {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let text = std::fs::read_to_string(data.join("tier/status")).unwrap_or_default();
+        if let Some(l) = text.lines().find(|l| l.starts_with("reads ")) {
+            let w: Vec<&str> = l.split(' ').collect();
+            let n = |i: usize| w[i].parse::<u64>().unwrap();
+            let r = [n(2), n(4), n(6), n(8)];
+            if ok(r) {
+                return r;
+            }
+        }
+        assert!(Instant::now() < deadline, "no such reads line: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_cold_read_fetches_whole_blocks_reads_ahead_and_writes_back_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let ws = WorkspaceId([9; 16]);
+    c.register(ws);
+    // Twelve 1 MiB files, uploaded three per request (so staged as
+    // several bundled blocks), submitted as one change.
+    let contents: Vec<Vec<u8>> = (0..12).map(|i| noise(500 + i, 1 << 20)).collect();
+    let names: Vec<String> = (0..12).map(|i| format!("f{i:02}.bin")).collect();
+    let entries: Vec<(&str, Option<&[u8]>, u64)> = names
+        .iter()
+        .zip(&contents)
+        .map(|(n, c)| (n.as_str(), Some(c.as_slice()), 0))
+        .collect();
+    let ch = change(&entries);
+    let op = OperationId([5; 16]);
+    for part in ch.objects.chunks(3) {
+        expect_put_many(&mut c, put_many_req(ws, op, part));
+    }
+    match c.ask(Request::Submit(submit_req(ws, op, ch.id, "m"))) {
+        Response::Submitted(o) => accepted(&o),
+        other => panic!("{other:?}"),
+    };
+    drop(c);
+    kill(s);
+    let chunks: Vec<ObjectId> = contents.iter().flat_map(|c| chunks_of(c)).collect();
+    let blocks: std::collections::BTreeSet<String> = {
+        let t = record(&data, &b);
+        let repo = scribe_metadata::DataRoot::open(&data)
+            .unwrap()
+            .list_repositories()
+            .unwrap()[0]
+            .id;
+        chunks
+            .iter()
+            .map(|id| t.locate(&repo.0, id).unwrap().unwrap().key.to_key())
+            .collect()
+    };
+    assert!(
+        blocks.len() > 1 && blocks.len() < chunks.len(),
+        "{blocks:?}"
+    );
+    let (ok, out) = tier_cmd(&data, &b, &rgw().endpoint, &["tier", "evict"]);
+    assert!(ok, "{out}");
+    assert!(chunks.iter().all(|id| !held_locally(&data, id)));
+
+    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    for (id, bytes) in chunks.iter().zip(&contents) {
+        assert_eq!(&c.object(REPO, *id), bytes, "{id}");
+    }
+    let r = reads_line(&data, |r| r[2] >= 12 && r[3] == 0);
+    // One GET per block (each brings every chunk bundled in it; the
+    // blocks after a read are fetched ahead), never one per chunk.
+    assert_eq!(r[0], blocks.len() as u64, "{r:?}");
+    assert!(
+        r[1] >= (chunks.len() - blocks.len()) as u64,
+        "the other reads were answered from memory: {r:?}"
+    );
+    kill(s);
+    assert!(chunks.iter().all(|id| held_locally(&data, id)));
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
+#[test]
+fn restore_from_tier_refuses_a_block_replaced_by_other_bytes_of_the_same_length() {
+    use nokv_bridge::tier::Provider;
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let (ws, _, objects) = durable_history(&data, &b);
+    let repo = ws.repository;
+    // A chunk of change 2 (a.bin's second version) and its block.
+    let (id, _) = objects
+        .iter()
+        .filter(|(id, _)| id.kind == scribe_format::ObjectKind::Chunk)
+        .nth(1)
+        .unwrap()
+        .clone();
+    let loc = record(&data, &b).locate(&repo.0, &id).unwrap().unwrap();
+    let key = loc.key.to_key();
+    std::fs::remove_dir_all(&data).unwrap();
+    let good = provider(&b).get(&key).unwrap().to_vec();
+    let mut bad = good.clone();
+    bad[(loc.offset + loc.len / 2) as usize] ^= 0x40;
+    assert_eq!(bad.len(), good.len());
+    forge(&b, &key, bad);
+    let target = dir.path().join("restored");
+    let (ok, out) = restore_from_tier(&target, &b);
+    assert!(!ok, "a replaced block is refused: {out}");
+    assert!(
+        out.contains(&format!("{key} at byte {}", loc.offset)),
+        "named by key and offset: {out}"
+    );
+    assert!(!target.exists(), "a refused restore leaves nothing");
+    forge(&b, &key, good);
+    let (ok, out) = restore_from_tier(&target, &b);
+    assert!(ok, "{out}");
+}
+
+/// Changes a client saw acknowledged: (change, path, content).
+type Acked = Arc<std::sync::Mutex<Vec<(u64, String, Vec<u8>)>>>;
+
+/// One client's submits, each retried with its operation id while the
+/// answer is `tier_unavailable` (the documented resume): the changes it
+/// saw acknowledged, with each file's content.
+fn submitting_client(
+    addr: String,
+    client: u8,
+    submits: u8,
+    acked: Acked,
+) {
+    let mut c = wire::tcp(addr.parse().unwrap());
+    let ws = WorkspaceId([100 + client; 16]);
+    c.register(ws);
+    for n in 0..submits {
+        let path = format!("c{client}/f{n}.bin");
+        let content = noise(u32::from(client) * 1000 + u32::from(n), 1 << 20);
+        let ch = change(&[(path.as_str(), Some(&content[..]), 0)]);
+        let mut op = [client; 16];
+        op[15] = n;
+        let op = OperationId(op);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let put = Request::ObjectPutMany(put_many_req(ws, op, &ch.objects));
+        match c.ask(put) {
+            Response::ObjectPutMany(_) => {}
+            other => panic!("{other:?}"),
+        }
+        let mut req = Request::Submit(submit_req(ws, op, ch.id, "m"));
+        let change_no = loop {
+            assert!(
+                Instant::now() < deadline,
+                "client {client} submit {n} never acknowledged"
+            );
+            match c.ask(req) {
+                Response::Submitted(o) => break accepted(&o),
+                Response::OperationOutcome(o) => break accepted(&o.outcome.expect("recorded")),
+                Response::Error(e) if e.code == ErrorCode::TierUnavailable.number() => {
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+                other => panic!("client {client}: {other:?}"),
+            }
+            // Accepted and kept, not yet in the bucket: ask for the
+            // operation's outcome until it is.
+            req = Request::OperationOutcome(m::OperationOutcome {
+                repo: REPO.into(),
+                operation: op,
+            });
+        };
+        acked.lock().unwrap().push((change_no, path, content));
+    }
+}
+
+#[test]
+fn the_bucket_stopped_and_restarted_mid_submit_under_load_loses_nothing_acknowledged() {
+    use nokv_bridge::tier::Provider;
+    let p = proxy::Proxy::start(&rgw().endpoint);
+    let dir = tempfile::tempdir().unwrap();
+    let mut roots = Vec::new();
+    for ack in ["durable", "local"] {
+        let sub = dir.path().join(ack);
+        std::fs::create_dir_all(&sub).unwrap();
+        let data = init(&sub);
+        let b = bucket();
+        let s = serve(
+            &data,
+            &b,
+            &p.endpoint,
+            &["--ack", ack, "--tier-ack-timeout", "3s"],
+        );
+        roots.push((data, b, s));
+    }
+    // Three clients per server, four 1 MiB submits each.
+    let acked: Vec<Acked> =
+        (0..2).map(|_| Arc::default()).collect();
+    let mut clients = Vec::new();
+    for (i, (_, _, s)) in roots.iter().enumerate() {
+        for client in 0..3u8 {
+            let (addr, a) = (s.addr.clone(), acked[i].clone());
+            clients.push(std::thread::spawn(move || {
+                submitting_client(addr, client, 4, a)
+            }));
+        }
+    }
+    // Once both servers acknowledged something, the store goes away with
+    // requests in flight, and comes back.
+    while acked.iter().any(|a| a.lock().unwrap().is_empty()) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    p.stop();
+    std::thread::sleep(Duration::from_secs(4));
+    p.restart();
+    for c in clients {
+        c.join().unwrap();
+    }
+    for (i, (data, b, s)) in roots.into_iter().enumerate() {
+        // The outbox drains: backlog 0 with every change uploaded.
+        wait_for_status_line(&data, &format!("{REPO} "));
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let text = std::fs::read_to_string(data.join("tier/status")).unwrap_or_default();
+            if text.contains(" uploaded-through 12 head 12 backlog 0") && !text.contains("\nearly ")
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the outbox did not drain: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        kill(s);
+        let t = record(&data, &b);
+        let repo = {
+            let root = scribe_metadata::DataRoot::open(&data).unwrap();
+            root.list_repositories().unwrap()[0].id
+        };
+        assert_eq!(t.uploaded_through(&repo.0).unwrap(), 12);
+        assert!(
+            t.staging().unwrap().is_empty(),
+            "every early upload adopted"
+        );
+        let acked = acked[i].lock().unwrap().clone();
+        assert_eq!(acked.len(), 12);
+        for (change_no, path, content) in &acked {
+            for id in chunks_of(content) {
+                let got = t.read_object(&repo.0, &id).unwrap();
+                assert_eq!(got.as_deref(), Some(&content[..]), "{path}@{change_no}");
+            }
+        }
+        // No revision in the bucket the record does not hold Available.
+        let revs = t.revisions().unwrap();
+        let prefix = format!("nokv/artifacts/{:08x}/{}", t.shard(), hex::encode(repo.0));
+        for dir in provider(&b).list_dirs(&prefix).unwrap() {
+            let rev: [u8; 16] = hex::decode(&dir).unwrap().try_into().unwrap();
+            assert_eq!(
+                revs.get(&rev).map(|r| r.state),
+                Some(nokv_bridge::tier::Lifecycle::Available),
+                "{prefix}/{dir}"
+            );
+        }
+        drop(t);
+        let (ok, out) = tier_verify(&data, &b);
+        assert!(ok, "{out}");
+    }
+}
+
+/// Serve under `--ack local` through a proxy that holds the first request
+/// containing `held`; submit one change; SIGKILL the server while that
+/// request is held; serve again against the store itself: the change
+/// reaches the bucket, every revision in the bucket is one the record
+/// holds `Available`, `tier verify` is clean.
+fn killed_while_holding(held: &'static str) {
+    use nokv_bridge::tier::Provider;
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let p = proxy::Proxy::start(&rgw().endpoint);
+    p.plan(&[proxy::Fault::SilentAt(held); 64]);
+    let s = serve(&data, &b, &p.endpoint, &["--ack", "local"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let repo = repo_id(&mut c);
+    c.register(WorkspaceId([9; 16]));
+    let a = noise(91, 1 << 20);
+    let n = accepted(&submit(&mut c, 1, &[("a.bin", &a)]));
+    drop(c);
+    // Liveness only: the held request arrives.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while p.faulted.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "no request held at {held}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    kill(s);
+    assert_eq!(record(&data, &b).uploaded_through(&repo.0).unwrap(), 0);
+    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "local"]);
+    wait_for_status_line(
+        &data,
+        &format!("{REPO} {} uploaded-through {n} ", repo.to_hex()),
+    );
+    // The pass that wrote this line also deleted the blocks of an early
+    // upload the kill cut (given up when the server started).
+    kill(s);
+    let t = record(&data, &b);
+    assert_eq!(t.uploaded_through(&repo.0).unwrap(), n);
+    assert!(t.staging().unwrap().is_empty());
+    for id in chunks_of(&a) {
+        assert_eq!(
+            t.read_object(&repo.0, &id).unwrap().as_deref(),
+            Some(&a[..])
+        );
+    }
+    let revs = t.revisions().unwrap();
+    let prefix = format!("nokv/artifacts/{:08x}/{}", t.shard(), hex::encode(repo.0));
+    for dir in provider(&b).list_dirs(&prefix).unwrap() {
+        let rev: [u8; 16] = hex::decode(&dir).unwrap().try_into().unwrap();
+        assert_eq!(
+            revs.get(&rev).map(|r| r.state),
+            Some(nokv_bridge::tier::Lifecycle::Available),
+            "{prefix}/{dir}: a block no revision holds"
+        );
+    }
+    drop(t);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
+#[test]
+fn sigkill_between_block_upload_and_the_tier_commit_is_finished_under_the_same_keys() {
+    // The index record goes after every block and before the commit.
+    killed_while_holding("/nokv/index/");
+}
+
+#[test]
+fn sigkill_between_the_local_commit_and_the_outbox_upload_loses_nothing() {
+    // The first block upload (the early upload of the change's chunk).
+    killed_while_holding("/nokv/artifacts/");
 }

@@ -52,7 +52,7 @@ pub fn dispatch(svc: &Service, session: &mut Session, req: Request) -> DispatchR
                 | Request::ObjectsPublish(_)
         )
     {
-        objects::publish_staged(session)?;
+        objects::publish_staged(svc, session)?;
     }
     // The principal's id (None for anonymous and local principals) owns
     // the workspaces it registers and acts in the submissions it makes.

@@ -4,6 +4,7 @@
 //! [`super::super::upload`]).
 
 use std::io::Read;
+use std::sync::Arc;
 
 use scribe_format::wire::message::{self as m, MAX_IDS_PER_REQUEST, MAX_OBJECT_DATA_PER_FRAME};
 use scribe_format::wire::Bytes;
@@ -11,8 +12,8 @@ use scribe_format::{ErrorCode, ObjectId, RepositoryId};
 
 use super::super::pins;
 use super::super::upload::{
-    max_object_bytes, Download, Held, Partial, Reservation, StagedObject, MAX_REMEMBERED_PINS,
-    STAGE_PUBLISH_BYTES, STAGE_PUBLISH_OBJECTS,
+    max_object_bytes, Download, DownloadReader, Held, Partial, Reservation, StagedObject,
+    MAX_REMEMBERED_PINS, STAGE_PUBLISH_BYTES, STAGE_PUBLISH_OBJECTS,
 };
 use super::{malformed, open, DispatchResult, Failure, Service, Session};
 
@@ -32,17 +33,27 @@ pub(super) fn missing(
 }
 
 /// Put `ids` the local store lacks back into it from the tier, if any.
-fn fault(
+/// `id`'s verified bytes from the tier when the local store lacks it
+/// (`Fallback::read`); `None` to read the local store.
+fn tier_read(
     svc: &Service,
     repo: scribe_format::RepositoryId,
-    store: &scribe_objects::ObjectStore,
-    ids: &[ObjectId],
-) -> DispatchResult<()> {
-    if let Some(fb) = svc.stores().fallback() {
-        svc.stores().touch(repo, ids);
-        crate::service::stores::fault_in(&*fb, repo, store, ids)?;
+    store: &Arc<scribe_objects::ObjectStore>,
+    id: &ObjectId,
+) -> DispatchResult<Option<Arc<Vec<u8>>>> {
+    let Some(fb) = svc.stores().fallback() else {
+        return Ok(None);
+    };
+    svc.stores().touch(repo, std::slice::from_ref(id));
+    if store.contains(id)? {
+        return Ok(None);
     }
-    Ok(())
+    Ok(fb
+        .read(repo, id, store)
+        .map_err(|detail| scribe_objects::StoreError::Io {
+            path: std::path::PathBuf::from(format!("tier:{id}")),
+            source: std::io::Error::other(detail),
+        })?)
 }
 
 /// Publish the stage of this connection; the repository must exist, even
@@ -54,7 +65,7 @@ pub(super) fn publish(
 ) -> DispatchResult<m::ObjectsPublishReply> {
     open(svc, repo)?;
     Ok(m::ObjectsPublishReply {
-        published: publish_staged(session)?,
+        published: publish_staged(svc, session)?,
     })
 }
 
@@ -100,11 +111,15 @@ pub(super) fn pin_missing(
     Ok(m::ObjectsMissingReply { missing })
 }
 
+fn o_repo(group: &[&StagedObject]) -> RepositoryId {
+    group[0].repo
+}
+
 /// Publish this connection's staged objects: per repository one batch,
 /// written in parallel, one durable locator commit. Returns how many were
 /// staged. On failure the stage is dropped (the objects are simply not
 /// stored; the client's next `ObjectsMissing` names them again).
-pub(super) fn publish_staged(session: &mut Session) -> DispatchResult<u32> {
+pub(super) fn publish_staged(svc: &Service, session: &mut Session) -> DispatchResult<u32> {
     let staged = std::mem::take(&mut session.staged);
     session.staged_bytes = 0;
     let count = staged.len() as u32;
@@ -122,6 +137,17 @@ pub(super) fn publish_staged(session: &mut Session) -> DispatchResult<u32> {
             group.iter().map(|o| (o.id, o.data.as_slice())).collect();
         batch.put_all_healing(&objects)?;
         batch.commit()?;
+        // Per operation, what is now stored (the tier uploads it early).
+        let mut ops: Vec<(scribe_format::OperationId, Vec<ObjectId>)> = Vec::new();
+        for o in &group {
+            match ops.iter_mut().find(|(op, _)| *op == o.operation) {
+                Some((_, ids)) => ids.push(o.id),
+                None => ops.push((o.operation, vec![o.id])),
+            }
+        }
+        for (op, ids) in ops {
+            svc.stored(o_repo(&group), op, store, &ids);
+        }
     }
     Ok(count)
 }
@@ -285,6 +311,7 @@ pub(super) fn put(
         session.staged.push(StagedObject {
             _reservation: p.reservation,
             repo: p.repo,
+            operation: p.operation,
             store,
             id: p.id,
             data: p.data,
@@ -292,12 +319,13 @@ pub(super) fn put(
         if session.staged_bytes >= STAGE_PUBLISH_BYTES
             || session.staged.len() >= STAGE_PUBLISH_OBJECTS
         {
-            publish_staged(session)?;
+            publish_staged(svc, session)?;
         }
     } else {
         let batch = store.batch();
         batch.put_healing(p.id, &p.data)?;
         batch.commit()?;
+        svc.stored(p.repo, p.operation, &store, &[p.id]);
     }
     Ok(m::ObjectPutReply {
         received,
@@ -341,6 +369,7 @@ pub(super) fn put_many(
         batch.put_healing(piece.id, &piece.data.0)?;
     }
     batch.commit()?;
+    svc.stored(repo.id(), r.operation, &store, &ids);
     Ok(m::ObjectPutManyReply {
         stored: r.objects.len() as u32,
     })
@@ -363,11 +392,13 @@ pub(super) fn get_many(
         ));
     }
     let (repo, store) = open(svc, &r.repo)?;
-    fault(svc, repo.id(), &store, &r.ids)?;
     let mut objects = Vec::new();
     let mut total = 0usize;
     for id in &r.ids {
-        let data = store.get(id)?;
+        let data = match tier_read(svc, repo.id(), &store, id)? {
+            Some(bytes) => bytes.as_ref().clone(),
+            None => store.get(id)?,
+        };
         if total + data.len() > MAX_OBJECT_DATA_PER_FRAME as usize {
             break;
         }
@@ -396,8 +427,12 @@ pub(super) fn get(
     let mut d = match session.download.take() {
         Some(d) if d.repo == repo.id() && d.id == r.id && d.next == r.offset => d,
         _ => {
-            fault(svc, repo.id(), &store, std::slice::from_ref(&r.id))?;
-            let reader = store.open_reader(&r.id)?;
+            // An object the local store lacks is served from the tier's
+            // verified bytes; its write-back does not hold the answer.
+            let reader = match tier_read(svc, repo.id(), &store, &r.id)? {
+                Some(bytes) => DownloadReader::Memory { bytes, pos: 0 },
+                None => DownloadReader::Store(Box::new(store.open_reader(&r.id)?)),
+            };
             let total = reader.len();
             if r.offset > total {
                 return Err(malformed(format!(
