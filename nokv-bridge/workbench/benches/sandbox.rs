@@ -74,6 +74,9 @@ fn timed(bin: &Path, dir: &Path, args: &[&str]) -> (f64, String) {
         .output()
         .expect("run");
     let secs = t.elapsed().as_secs_f64();
+    if std::env::var_os("NOKV_PHASES").is_some() {
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    }
     assert!(
         out.status.success(),
         "{} {args:?} failed: {}{}",
@@ -136,9 +139,6 @@ fn main() {
             std::fs::write(sandbox.join("outputs").join(&name), &bytes).expect("write");
         }
         let _ = Command::new("sync").status();
-        let (t_add, _) = scribe(&src, &["add", ".", "--quiet"]);
-        let (t_submit, _) = scribe(&src, &["submit", "-m", "bench", "--quiet"]);
-        let (t_sync, _) = scribe(&dst, &["sync", "--quiet"]);
         let wb = |args: &[&str]| {
             let mut all = vec!["--server", url.as_str(), "--repo", n_repo.as_str()];
             all.extend_from_slice(args);
@@ -146,11 +146,30 @@ fn main() {
         };
         wb(&["workbench", "workbench_create", r#"{"id":"bench"}"#]);
         let sb = sandbox.to_str().expect("utf-8");
-        let (t_collect, out) = wb(&["collect", sb, "bench"]);
-        assert!(out.contains(&format!("\"created\":{n}")), "{out}");
         let mat = root.join("n-dst");
-        let (t_mat, out) = wb(&["materialize", "bench", mat.to_str().expect("utf-8")]);
-        assert!(out.contains(&format!("\"files\":{n}")), "{out}");
+        // Each side goes first in every other run (the second one meets
+        // the first one's writeback).
+        let scribe_side = || {
+            let (t_add, _) = scribe(&src, &["add", ".", "--quiet"]);
+            let (t_submit, _) = scribe(&src, &["submit", "-m", "bench", "--quiet"]);
+            let (t_sync, _) = scribe(&dst, &["sync", "--quiet"]);
+            (t_add, t_submit, t_sync)
+        };
+        let nokv_side = || {
+            let (t_collect, out) = wb(&["collect", sb, "bench"]);
+            assert!(out.contains(&format!("\"created\":{n}")), "{out}");
+            let (t_mat, out) = wb(&["materialize", "bench", mat.to_str().expect("utf-8")]);
+            assert!(out.contains(&format!("\"files\":{n}")), "{out}");
+            (t_collect, t_mat)
+        };
+        let (first, ((t_add, t_submit, t_sync), (t_collect, t_mat))) = if run % 2 == 0 {
+            let s = scribe_side();
+            ("scribe", (s, nokv_side()))
+        } else {
+            let w = nokv_side();
+            ("nokv", (scribe_side(), w))
+        };
+        println!("run {run}: {first} first");
         let rate = |t: f64| mib / t;
         println!(
             "run {run}: upload   scribe add {t_add:5.2} s + submit {t_submit:6.2} s ({:6.1} MiB/s submit alone)   nokv collect     {t_collect:6.2} s ({:6.1} MiB/s)   collect/submit {:.2}, collect/(add+submit) {:.2}",

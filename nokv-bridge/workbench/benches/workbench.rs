@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use nokv_workbench::path::Section;
 use nokv_workbench::scribe::ScribeStore;
-use nokv_workbench::workbench::sandbox::LocalFile;
+use nokv_workbench::workbench::sandbox::{LocalFile, LocalSource};
 use nokv_workbench::Workbench;
 use scribe_client::{Client, ClientOptions};
 use scribe_testkit::env::{Env, Transport, REPO};
@@ -73,7 +73,7 @@ fn main() {
             .map(|i| LocalFile {
                 section: Section::Outputs,
                 path: format!("d{}/f{i}", i % 100),
-                bytes: format!("{i}").into_bytes(),
+                source: LocalSource::Bytes(format!("{i}").into_bytes()),
                 content_type: None,
             })
             .collect();
