@@ -25,6 +25,10 @@ const PUT_MANY_BYTES: usize = 4 << 20;
 /// Upload connections of a streamed collect over the network (what
 /// `scribe submit` opens; three and four measured no faster).
 const UPLOAD_LANES: usize = 2;
+/// Connections [`ScribeStore::version_infos`] uses over the network, from
+/// this many versions on.
+const DESCRIBE_LANES: usize = 4;
+const DESCRIBE_LANES_FROM: usize = 64;
 /// The most bytes asked for in one `ObjectGet`.
 const GET_BYTES: u32 = 4 << 20;
 
@@ -159,6 +163,25 @@ impl ScribeStore {
         let bytes = self.get_object(ObjectId::manifest(id), 0, u64::MAX)?;
         Manifest::decode(&bytes).map_err(|e| WbError::new("storage", format!("manifest: {e}")))
     }
+}
+
+/// The publication that made `version` (one `Describe`).
+fn describe(client: &mut Client, repo: &str, version: u64) -> Result<VersionInfo, WbError> {
+    let d = client
+        .describe(m::Describe {
+            repo: repo.to_string(),
+            change: version,
+            after: String::new(),
+            limit: 1,
+        })
+        .map_err(client_error)?;
+    Ok(VersionInfo {
+        version: d.commit.change,
+        operation: d.commit.operation.0,
+        message: d.commit.message.0,
+        timestamp_ms: d.commit.timestamp_ms,
+        author: d.commit.author,
+    })
 }
 
 fn manifest_id(body: &BodyRef) -> Result<ManifestId, WbError> {
@@ -341,21 +364,48 @@ impl Store for ScribeStore {
     }
 
     fn version_info(&mut self, version: u64) -> Result<VersionInfo, WbError> {
-        let d = self
-            .client
-            .describe(m::Describe {
-                repo: self.repo.clone(),
-                change: version,
-                after: String::new(),
-                limit: 1,
-            })
-            .map_err(client_error)?;
-        Ok(VersionInfo {
-            version: d.commit.change,
-            operation: d.commit.operation.0,
-            message: d.commit.message.0,
-            timestamp_ms: d.commit.timestamp_ms,
-            author: d.commit.author,
+        describe(&mut self.client, &self.repo, version)
+    }
+
+    /// Over the network, many versions are described on [`DESCRIBE_LANES`]
+    /// connections at once (a restore or materialize of files written by
+    /// thousands of changes asks one `Describe` per change; one connection
+    /// would pay every round trip in turn).
+    fn version_infos(&mut self, versions: &[u64]) -> Result<Vec<VersionInfo>, WbError> {
+        let extra: Vec<Client> = if versions.len() >= DESCRIBE_LANES_FROM {
+            (1..DESCRIBE_LANES)
+                .filter_map(|_| {
+                    let (url, opts) = self.network.as_ref()?;
+                    scribe_client::connect(url, opts).ok()
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let share = versions.len().div_ceil(extra.len() + 1).max(1);
+        let mut parts = versions.chunks(share);
+        let mine = parts.next().unwrap_or_default();
+        let repo = self.repo.as_str();
+        let client = &mut self.client;
+        std::thread::scope(|s| {
+            let others: Vec<_> = parts
+                .zip(extra)
+                .map(|(part, mut c)| {
+                    s.spawn(move || {
+                        part.iter()
+                            .map(|v| describe(&mut c, repo, *v))
+                            .collect::<Result<Vec<_>, _>>()
+                    })
+                })
+                .collect();
+            let mut out = mine
+                .iter()
+                .map(|v| describe(client, repo, *v))
+                .collect::<Result<Vec<_>, _>>()?;
+            for h in others {
+                out.extend(h.join().expect("describe lane")?);
+            }
+            Ok(out)
         })
     }
 

@@ -152,6 +152,11 @@ pub trait Store {
     fn publish(&mut self, p: Publish) -> Result<Published, WbError>;
     /// The publication that made `version`.
     fn version_info(&mut self, version: u64) -> Result<VersionInfo, WbError>;
+    /// [`Store::version_info`] of each of `versions`, in order (a store may
+    /// ask for them on several connections at once).
+    fn version_infos(&mut self, versions: &[u64]) -> Result<Vec<VersionInfo>, WbError> {
+        versions.iter().map(|v| self.version_info(*v)).collect()
+    }
     /// Whether a path under `dir` changed in `(from, to]`.
     fn changed_under(&mut self, dir: &str, from: u64, to: u64) -> Result<bool, WbError>;
     /// Upload the bodies of local files (what the store lacks) for the

@@ -618,14 +618,26 @@ impl<S: Store> Workbench<S> {
             hex::encode(req)
         );
         crate::phase("restore: seal+edits", &mut t);
-        // Content types recorded for the source's members carry over.
-        let mut infos: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
+        // Content types recorded for the source's members carry over (the
+        // messages of their generations, asked for together).
+        let mut gens: Vec<u64> = members.iter().map(|(_, _, r)| r.generation).collect();
+        gens.sort_unstable();
+        gens.dedup();
+        let infos: std::collections::HashMap<u64, String> = gens
+            .iter()
+            .copied()
+            .zip(
+                self.store
+                    .version_infos(&gens)?
+                    .into_iter()
+                    .map(|i| i.message),
+            )
+            .collect();
         for (_, rel, row) in &members {
-            if let std::collections::hash_map::Entry::Vacant(slot) = infos.entry(row.generation) {
-                let info = self.store.version_info(row.generation)?;
-                slot.insert(info.message);
-            }
-            if let Some(ct) = super::message_content_type(&infos[&row.generation], &row.path) {
+            // (a type the extension gives anyway is not repeated)
+            if let Some(ct) = super::message_content_type(&infos[&row.generation], &row.path)
+                .filter(|ct| *ct != super::content_type_of(rel))
+            {
                 message.push_str(&format!(
                     "nokv-path-content-type: {ct} {}/{rel}\n",
                     c.destination_id

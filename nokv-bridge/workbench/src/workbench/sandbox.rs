@@ -275,7 +275,14 @@ impl<S: Store> Workbench<S> {
             } else {
                 replaced += 1;
             }
-            if let Some(ct) = &p.content_type {
+            // Only a type the path's extension does not already give is
+            // recorded (materialize lists every file's type, and the message
+            // holds at most 64 KiB).
+            if let Some(ct) = p
+                .content_type
+                .as_deref()
+                .filter(|ct| *ct != content_type_of(&p.full))
+            {
                 ct_lines.push_str(&format!("nokv-path-content-type: {ct} {}\n", p.full));
             }
             identity.push(json!([p.full, hex::encode(content), p.base]));

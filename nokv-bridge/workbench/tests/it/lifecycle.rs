@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use nokv_workbench::identity::{commit_identity, manifest_digest_uri};
 use nokv_workbench::scribe::ScribeStore;
+use nokv_workbench::store::Store;
 use nokv_workbench::{ConflictClass, Workbench};
 use scribe_testkit::env::{Env, Transport, REPO};
 use serde_json::json;
@@ -552,4 +553,50 @@ fn a_snapshot_retry_replays_while_the_workbench_is_unchanged_whatever_was_taken_
         Some(3),
         "{list}"
     );
+}
+
+/// A restore over TCP of files written by many changes (their messages are
+/// asked for on several connections at once): every member's recorded
+/// content type reaches the destination, each its own, in one change.
+#[test]
+fn a_restore_of_files_from_many_changes_keeps_each_content_type() {
+    let env = Env::new(Transport::Process);
+    let store = ScribeStore::open(
+        env.url(),
+        REPO,
+        "bot",
+        &scribe_client::ClientOptions::default(),
+    )
+    .unwrap();
+    let mut wb = Workbench::new(store, "bot");
+    ok(&mut wb, "workbench_create", json!({"id": "many"}));
+    let n = 150;
+    for i in 0..n {
+        let mut input = json!({"id": "many", "section": "outputs", "path": format!("f{i}.bin"), "text": format!("{i}")});
+        if i % 3 != 0 {
+            input["content_type"] = json!(format!("application/x-kind{i}"));
+        }
+        ok(&mut wb, "workbench_put_file", input);
+    }
+    let head = wb.store_mut().head().unwrap();
+    let r = ok(
+        &mut wb,
+        "workbench_restore",
+        json!({"id": "many", "destination_id": "copy"}),
+    );
+    assert_eq!(r["member_count"], json!(n));
+    assert_eq!(r["change"], json!(head + 1));
+    for i in 0..n {
+        let st = ok(
+            &mut wb,
+            "workbench_stat",
+            json!({"id": "copy", "section": "outputs", "path": format!("f{i}.bin")}),
+        );
+        let want = if i % 3 != 0 {
+            format!("application/x-kind{i}")
+        } else {
+            "application/octet-stream".to_string()
+        };
+        assert_eq!(st["content_type"], json!(want), "f{i}.bin");
+    }
 }

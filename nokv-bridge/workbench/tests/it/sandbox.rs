@@ -255,3 +255,41 @@ fn collect_streams_large_files_under_its_publications_operation() {
     let report = scribe_server::admin::doctor(env.data(), None).unwrap();
     assert!(report.is_clean(), "doctor: {:?}", report.problems);
 }
+
+/// Collect of thousands of files whose listed content types are the ones
+/// their extensions give (what materialize writes for every file) fits the
+/// change message's 64 KiB: only types the extension does not give are
+/// recorded, and each file reads back with its type.
+#[test]
+fn a_collect_of_thousands_of_files_with_listed_types_fits_one_message() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = super::support::workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "t"}));
+    let mut files: Vec<LocalFile> = (0..2000)
+        .map(|i| LocalFile {
+            section: Section::Outputs,
+            path: format!("d{}/f{i}.txt", i % 10),
+            source: LocalSource::Bytes(format!("{i}").into_bytes()),
+            content_type: Some("text/plain".into()),
+        })
+        .collect();
+    files.push(LocalFile {
+        section: Section::Outputs,
+        path: "odd.txt".into(),
+        source: LocalSource::Bytes(b"odd".to_vec()),
+        content_type: Some("application/x-odd".into()),
+    });
+    let r = wb.collect("t", files).unwrap();
+    assert_eq!(r["created"], json!(2001), "{r}");
+    for (path, ct) in [
+        ("d3/f1233.txt", "text/plain"),
+        ("odd.txt", "application/x-odd"),
+    ] {
+        let st = ok(
+            &mut wb,
+            "workbench_stat",
+            json!({"id": "t", "section": "outputs", "path": path}),
+        );
+        assert_eq!(st["content_type"], json!(ct), "{path}");
+    }
+}
