@@ -21,6 +21,10 @@
 //! server holds all of a candidate's chunks before it is recorded. A file
 //! rewritten while it is read is detected by the caller (its fingerprint
 //! before and after differ) and the submit stops before recording anything.
+//!
+//! [`chunk_and_upload`] runs the same pipeline for a caller without a
+//! workspace (the NoKV Workbench's `nokv collect`): its own object store
+//! for the manifests, its own connections.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
