@@ -93,12 +93,9 @@ fn main() {
     let tmp =
         tempfile::tempdir_in(o.dir.clone().unwrap_or_else(std::env::temp_dir)).expect("temp dir");
     let root = tmp.path();
-    let svc = Service::create(root.join("server")).expect("data root");
-    let server = ServerHandle::start(svc, "127.0.0.1:0", ListenOptions::default()).expect("listen");
-    let url = server.url();
     let n = o.mib.div_ceil(o.file_mib);
     println!(
-        "sandbox bench: {} MiB in {n} files of <= {} MiB, {} run(s), server {url}, dir {}",
+        "sandbox bench: {} MiB in {n} files of <= {} MiB, {} run(s), dir {}",
         o.mib,
         o.file_mib,
         o.runs,
@@ -106,6 +103,13 @@ fn main() {
     );
     let mib = o.mib as f64;
     for run in 0..o.runs {
+        // A fresh server per run (its data removed after the run: the
+        // disk holds a few runs' worth at most).
+        let data = root.join(format!("server{run}"));
+        let svc = Service::create(&data).expect("data root");
+        let server =
+            ServerHandle::start(svc, "127.0.0.1:0", ListenOptions::default()).expect("listen");
+        let url = server.url();
         let (s_repo, n_repo) = (format!("s{run}"), format!("n{run}"));
         let scribe = |dir: &Path, args: &[&str]| timed(&o.scribe, dir, args);
         scribe(root, &["repo", "create", &s_repo, "--server", &url]);
@@ -184,9 +188,9 @@ fn main() {
             rate(t_mat),
             t_mat / t_sync
         );
-        for d in [&src, &dst, &sandbox, &mat] {
+        drop(server);
+        for d in [&src, &dst, &sandbox, &mat, &data] {
             let _ = std::fs::remove_dir_all(d);
         }
     }
-    drop(server);
 }
