@@ -84,11 +84,11 @@ struct Pending {
 }
 
 impl<S: Store> Workbench<S> {
-    /// Every live file of workbench `id`.
+    /// Every live file of workbench `id` (the change messages of their
+    /// generations, for content types, asked for together).
     pub fn files(&mut self, id: &str) -> Result<Vec<FileEntry>, WbError> {
         let inc = self.incarnation(id)?;
-        let mut out = Vec::new();
-        let mut messages: BTreeMap<u64, String> = BTreeMap::new();
+        let mut rows: Vec<(Section, String, Row)> = Vec::new();
         let mut token = String::new();
         loop {
             let page = self.store.list_files(0, id, &token, 1000)?;
@@ -100,29 +100,41 @@ impl<S: Store> Workbench<S> {
                 let Some(section) = Section::from_name(sec) else {
                     continue;
                 };
-                if let std::collections::btree_map::Entry::Vacant(slot) =
-                    messages.entry(row.generation)
-                {
-                    let info = self.store.version_info(row.generation)?;
-                    slot.insert(info.message);
-                }
-                let ct = message_content_type(&messages[&row.generation], &row.path)
-                    .unwrap_or_else(|| content_type_of(rel))
-                    .to_string();
-                out.push(FileEntry {
-                    section,
-                    path: rel.to_string(),
-                    body: row.body.clone(),
-                    generation: row.generation,
-                    content_type: ct,
-                });
+                rows.push((section, rel.to_string(), row));
             }
             match page.next {
                 Some(t) => token = t,
                 None => break,
             }
         }
-        Ok(out)
+        let mut gens: Vec<u64> = rows.iter().map(|(_, _, r)| r.generation).collect();
+        gens.sort_unstable();
+        gens.dedup();
+        let messages: BTreeMap<u64, String> = gens
+            .iter()
+            .copied()
+            .zip(
+                self.store
+                    .version_infos(&gens)?
+                    .into_iter()
+                    .map(|i| i.message),
+            )
+            .collect();
+        Ok(rows
+            .into_iter()
+            .map(|(section, rel, row)| {
+                let ct = message_content_type(&messages[&row.generation], &row.path)
+                    .unwrap_or_else(|| content_type_of(&rel))
+                    .to_string();
+                FileEntry {
+                    section,
+                    path: rel,
+                    generation: row.generation,
+                    body: row.body,
+                    content_type: ct,
+                }
+            })
+            .collect())
     }
 
     /// Bytes of a body.
