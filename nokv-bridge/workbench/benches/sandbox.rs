@@ -74,6 +74,9 @@ fn timed(bin: &Path, dir: &Path, args: &[&str]) -> (f64, String) {
         .output()
         .expect("run");
     let secs = t.elapsed().as_secs_f64();
+    if std::env::var_os("NOKV_PHASES").is_some() {
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    }
     assert!(
         out.status.success(),
         "{} {args:?} failed: {}{}",
@@ -90,12 +93,9 @@ fn main() {
     let tmp =
         tempfile::tempdir_in(o.dir.clone().unwrap_or_else(std::env::temp_dir)).expect("temp dir");
     let root = tmp.path();
-    let svc = Service::create(root.join("server")).expect("data root");
-    let server = ServerHandle::start(svc, "127.0.0.1:0", ListenOptions::default()).expect("listen");
-    let url = server.url();
     let n = o.mib.div_ceil(o.file_mib);
     println!(
-        "sandbox bench: {} MiB in {n} files of <= {} MiB, {} run(s), server {url}, dir {}",
+        "sandbox bench: {} MiB in {n} files of <= {} MiB, {} run(s), dir {}",
         o.mib,
         o.file_mib,
         o.runs,
@@ -103,6 +103,13 @@ fn main() {
     );
     let mib = o.mib as f64;
     for run in 0..o.runs {
+        // A fresh server per run (its data removed after the run: the
+        // disk holds a few runs' worth at most).
+        let data = root.join(format!("server{run}"));
+        let svc = Service::create(&data).expect("data root");
+        let server =
+            ServerHandle::start(svc, "127.0.0.1:0", ListenOptions::default()).expect("listen");
+        let url = server.url();
         let (s_repo, n_repo) = (format!("s{run}"), format!("n{run}"));
         let scribe = |dir: &Path, args: &[&str]| timed(&o.scribe, dir, args);
         scribe(root, &["repo", "create", &s_repo, "--server", &url]);
@@ -136,9 +143,6 @@ fn main() {
             std::fs::write(sandbox.join("outputs").join(&name), &bytes).expect("write");
         }
         let _ = Command::new("sync").status();
-        let (t_add, _) = scribe(&src, &["add", ".", "--quiet"]);
-        let (t_submit, _) = scribe(&src, &["submit", "-m", "bench", "--quiet"]);
-        let (t_sync, _) = scribe(&dst, &["sync", "--quiet"]);
         let wb = |args: &[&str]| {
             let mut all = vec!["--server", url.as_str(), "--repo", n_repo.as_str()];
             all.extend_from_slice(args);
@@ -146,11 +150,30 @@ fn main() {
         };
         wb(&["workbench", "workbench_create", r#"{"id":"bench"}"#]);
         let sb = sandbox.to_str().expect("utf-8");
-        let (t_collect, out) = wb(&["collect", sb, "bench"]);
-        assert!(out.contains(&format!("\"created\":{n}")), "{out}");
         let mat = root.join("n-dst");
-        let (t_mat, out) = wb(&["materialize", "bench", mat.to_str().expect("utf-8")]);
-        assert!(out.contains(&format!("\"files\":{n}")), "{out}");
+        // Each side goes first in every other run (the second one meets
+        // the first one's writeback).
+        let scribe_side = || {
+            let (t_add, _) = scribe(&src, &["add", ".", "--quiet"]);
+            let (t_submit, _) = scribe(&src, &["submit", "-m", "bench", "--quiet"]);
+            let (t_sync, _) = scribe(&dst, &["sync", "--quiet"]);
+            (t_add, t_submit, t_sync)
+        };
+        let nokv_side = || {
+            let (t_collect, out) = wb(&["collect", sb, "bench"]);
+            assert!(out.contains(&format!("\"created\":{n}")), "{out}");
+            let (t_mat, out) = wb(&["materialize", "bench", mat.to_str().expect("utf-8")]);
+            assert!(out.contains(&format!("\"files\":{n}")), "{out}");
+            (t_collect, t_mat)
+        };
+        let (first, ((t_add, t_submit, t_sync), (t_collect, t_mat))) = if run % 2 == 0 {
+            let s = scribe_side();
+            ("scribe", (s, nokv_side()))
+        } else {
+            let w = nokv_side();
+            ("nokv", (scribe_side(), w))
+        };
+        println!("run {run}: {first} first");
         let rate = |t: f64| mib / t;
         println!(
             "run {run}: upload   scribe add {t_add:5.2} s + submit {t_submit:6.2} s ({:6.1} MiB/s submit alone)   nokv collect     {t_collect:6.2} s ({:6.1} MiB/s)   collect/submit {:.2}, collect/(add+submit) {:.2}",
@@ -165,9 +188,9 @@ fn main() {
             rate(t_mat),
             t_mat / t_sync
         );
-        for d in [&src, &dst, &sandbox, &mat] {
+        drop(server);
+        for d in [&src, &dst, &sandbox, &mat, &data] {
             let _ = std::fs::remove_dir_all(d);
         }
     }
-    drop(server);
 }

@@ -3,25 +3,31 @@
 //! 100, and restore of a 10,000-file workbench. Prints p50/p99 per
 //! operation; docs/performance.md records the figures.
 //!
-//! Run: `cargo bench -p nokv-workbench --bench workbench` (or with
-//! `--profile test` to reuse the test build's optimized dependencies).
+//! Run: `cargo bench -p nokv-workbench --bench workbench [-- --generations G]`
+//! (or with `--profile test` to reuse the test build's optimized
+//! dependencies). The second restore's 10,000 files come from G changes
+//! (default 2,000).
 
 use std::time::{Duration, Instant};
 
 use nokv_workbench::path::Section;
 use nokv_workbench::scribe::ScribeStore;
-use nokv_workbench::workbench::sandbox::LocalFile;
+use nokv_workbench::workbench::sandbox::{LocalFile, LocalSource};
 use nokv_workbench::Workbench;
 use scribe_client::{Client, ClientOptions};
 use scribe_testkit::env::{Env, Transport, REPO};
 use serde_json::json;
 
+/// Embedded: the in-process client; TCP: opened by URL, as `nokv` opens
+/// it (so it may use more connections).
 fn open(env: &Env) -> Workbench<ScribeStore> {
-    let client = match env.transport() {
-        Transport::InProcess => Client::in_process(env.service().clone()),
-        _ => scribe_client::connect(env.url(), &ClientOptions::default()).unwrap(),
+    let store = match env.transport() {
+        Transport::InProcess => {
+            ScribeStore::over(Client::in_process(env.service().clone()), REPO, "bench")
+        }
+        _ => ScribeStore::open(env.url(), REPO, "bench", &ClientOptions::default()),
     };
-    Workbench::new(ScribeStore::over(client, REPO, "bench").unwrap(), "bench")
+    Workbench::new(store.unwrap(), "bench")
 }
 
 fn pct(mut v: Vec<Duration>) -> (Duration, Duration) {
@@ -41,6 +47,17 @@ fn run(label: &str, n: usize, mut f: impl FnMut(usize)) {
 }
 
 fn main() {
+    // `--generations G`: the changes the second restore's files come from.
+    let mut generations = 2_000usize;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--generations" {
+            generations = args
+                .next()
+                .and_then(|v| v.parse().ok())
+                .expect("--generations G");
+        }
+    }
     for transport in [Transport::InProcess, Transport::Tcp] {
         let env = Env::new(transport);
         let mut wb = open(&env);
@@ -73,7 +90,7 @@ fn main() {
             .map(|i| LocalFile {
                 section: Section::Outputs,
                 path: format!("d{}/f{i}", i % 100),
-                bytes: format!("{i}").into_bytes(),
+                source: LocalSource::Bytes(format!("{i}").into_bytes()),
                 content_type: None,
             })
             .collect();
@@ -94,5 +111,33 @@ fn main() {
             .unwrap();
         assert_eq!(r["member_count"], 10_000);
         println!("{:<34} {:>9.1?}", "restore 10,000 files", t.elapsed());
+        // The same restore of files written by many changes (one message
+        // per change to read for content types).
+        wb.call("workbench_create", &json!({"id": "gen"})).unwrap();
+        let per = 10_000 / generations;
+        for g in 0..generations {
+            let files = (0..per)
+                .map(|i| LocalFile {
+                    section: Section::Outputs,
+                    path: format!("d{}/f{g}-{i}", g % 100),
+                    source: LocalSource::Bytes(format!("{g}-{i}").into_bytes()),
+                    content_type: None,
+                })
+                .collect();
+            wb.collect("gen", files).unwrap();
+        }
+        let t = Instant::now();
+        let r = wb
+            .call(
+                "workbench_restore",
+                &json!({"id": "gen", "destination_id": "gen2"}),
+            )
+            .unwrap();
+        assert_eq!(r["member_count"], per * generations);
+        println!(
+            "{:<34} {:>9.1?}",
+            format!("restore 10,000 files of {generations} changes"),
+            t.elapsed()
+        );
     }
 }

@@ -25,3 +25,14 @@ pub mod workbench;
 
 pub use error::{ConflictClass, WbError};
 pub use workbench::Workbench;
+
+#[doc(hidden)]
+/// Phase timings on stderr when `NOKV_PHASES` is set (measurement aid for
+/// docs/performance.md; nothing else reads it).
+pub fn phase(label: &str, since: &mut std::time::Instant) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var_os("NOKV_PHASES").is_some()) {
+        eprintln!("nokv phase {label:<28} {:>10.1?}", since.elapsed());
+    }
+    *since = std::time::Instant::now();
+}

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use nokv_workbench::path::Section;
 use nokv_workbench::scribe::ScribeStore;
-use nokv_workbench::workbench::sandbox::LocalFile;
+use nokv_workbench::workbench::sandbox::{LocalFile, LocalSource};
 use nokv_workbench::{tools, WbError, Workbench};
 use scribe_client::failpoints::Failpoints;
 
@@ -218,6 +218,7 @@ fn collect(
             .map_err(|e| WbError::invalid_input(format!("{}: {e}", ct_file.display())))?,
         Err(_) => BTreeMap::new(),
     };
+    let mut t = std::time::Instant::now();
     let mut paths = Vec::new();
     walk(dir, dir, &mut paths)?;
     let mut files = Vec::new();
@@ -233,14 +234,15 @@ fn collect(
                 "{rel}: a collected file must be under one of the five section directories"
             ))
         })?;
-        let bytes = std::fs::read(&p).map_err(|e| io_error(&p, e))?;
+        let size = std::fs::metadata(&p).map_err(|e| io_error(&p, e))?.len();
         files.push(LocalFile {
             section,
             path: path.to_string(),
-            bytes,
+            source: LocalSource::File { path: p, size },
             content_type: types.get(&rel).cloned(),
         });
     }
+    nokv_workbench::phase("collect: walk", &mut t);
     wb.collect(id, files)
 }
 

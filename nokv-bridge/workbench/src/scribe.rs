@@ -16,11 +16,19 @@ use scribe_format::{
 
 use crate::error::WbError;
 use crate::store::{
-    BodyRef, DirPage, Edit, NewBody, Publish, Published, Refusal, Row, Store, VersionInfo,
+    BodyRef, DirPage, Edit, NewBody, Publish, Published, Refusal, Row, Store, UploadedFile,
+    VersionInfo,
 };
 
 /// The most object bytes sent in one `ObjectPutMany` (below the 8 MiB frame).
 const PUT_MANY_BYTES: usize = 4 << 20;
+/// Upload connections of a streamed collect over the network (what
+/// `scribe submit` opens; three and four measured no faster).
+const UPLOAD_LANES: usize = 2;
+/// Connections [`ScribeStore::version_infos`] uses over the network, from
+/// this many versions on.
+const DESCRIBE_LANES: usize = 4;
+const DESCRIBE_LANES_FROM: usize = 64;
 /// The most bytes asked for in one `ObjectGet`.
 const GET_BYTES: u32 = 4 << 20;
 
@@ -31,6 +39,10 @@ pub struct ScribeStore {
     branch: BranchId,
     workspace: WorkspaceId,
     author: String,
+    /// The server's URL and options when it is reached over the network
+    /// (a streaming upload opens a second connection as `scribe submit`
+    /// does); `None` for a data-root path or a client handed in.
+    network: Option<(String, ClientOptions)>,
     /// Test builds only: named points where the process kills itself
     /// (`nokv-after-stage`, `nokv-after-submit`; see the crash tests).
     failpoints: Failpoints,
@@ -57,7 +69,14 @@ impl ScribeStore {
         opts: &ClientOptions,
     ) -> Result<ScribeStore, WbError> {
         let client = scribe_client::connect(url, opts).map_err(client_error)?;
-        ScribeStore::over(client, repo, agent)
+        let mut store = ScribeStore::over(client, repo, agent)?;
+        if matches!(
+            scribe_client::ServerUrl::parse(url),
+            Ok(scribe_client::ServerUrl::Tcp { .. })
+        ) {
+            store.network = Some((url.to_string(), opts.clone()));
+        }
+        Ok(store)
     }
 
     /// The same over an open client.
@@ -90,6 +109,7 @@ impl ScribeStore {
             branch: info.main_branch,
             workspace,
             author: agent.into(),
+            network: None,
             failpoints: Failpoints::default(),
         })
     }
@@ -143,6 +163,25 @@ impl ScribeStore {
         let bytes = self.get_object(ObjectId::manifest(id), 0, u64::MAX)?;
         Manifest::decode(&bytes).map_err(|e| WbError::new("storage", format!("manifest: {e}")))
     }
+}
+
+/// The publication that made `version` (one `Describe`).
+fn describe(client: &mut Client, repo: &str, version: u64) -> Result<VersionInfo, WbError> {
+    let d = client
+        .describe(m::Describe {
+            repo: repo.to_string(),
+            change: version,
+            after: String::new(),
+            limit: 1,
+        })
+        .map_err(client_error)?;
+    Ok(VersionInfo {
+        version: d.commit.change,
+        operation: d.commit.operation.0,
+        message: d.commit.message.0,
+        timestamp_ms: d.commit.timestamp_ms,
+        author: d.commit.author,
+    })
 }
 
 fn manifest_id(body: &BodyRef) -> Result<ManifestId, WbError> {
@@ -283,7 +322,9 @@ impl Store for ScribeStore {
 
     fn publish(&mut self, p: Publish) -> Result<Published, WbError> {
         let operation = OperationId(p.operation);
+        let mut t = std::time::Instant::now();
         let cs = self.stage(&p)?;
+        crate::phase("publish: stage", &mut t);
         // Uploaded, not submitted: the objects are unreferenced.
         self.failpoints.pass("nokv-after-stage");
         let outcome = self
@@ -300,6 +341,7 @@ impl Store for ScribeStore {
                 timestamp_ms: p.timestamp_ms,
             })
             .map_err(client_error)?;
+        crate::phase("publish: submit", &mut t);
         // Accepted (or refused) by the server, not yet answered.
         self.failpoints.pass("nokv-after-submit");
         if outcome.code == 0 {
@@ -322,21 +364,48 @@ impl Store for ScribeStore {
     }
 
     fn version_info(&mut self, version: u64) -> Result<VersionInfo, WbError> {
-        let d = self
-            .client
-            .describe(m::Describe {
-                repo: self.repo.clone(),
-                change: version,
-                after: String::new(),
-                limit: 1,
-            })
-            .map_err(client_error)?;
-        Ok(VersionInfo {
-            version: d.commit.change,
-            operation: d.commit.operation.0,
-            message: d.commit.message.0,
-            timestamp_ms: d.commit.timestamp_ms,
-            author: d.commit.author,
+        describe(&mut self.client, &self.repo, version)
+    }
+
+    /// Over the network, many versions are described on [`DESCRIBE_LANES`]
+    /// connections at once (a restore or materialize of files written by
+    /// thousands of changes asks one `Describe` per change; one connection
+    /// would pay every round trip in turn).
+    fn version_infos(&mut self, versions: &[u64]) -> Result<Vec<VersionInfo>, WbError> {
+        let extra: Vec<Client> = if versions.len() >= DESCRIBE_LANES_FROM {
+            (1..DESCRIBE_LANES)
+                .filter_map(|_| {
+                    let (url, opts) = self.network.as_ref()?;
+                    scribe_client::connect(url, opts).ok()
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let share = versions.len().div_ceil(extra.len() + 1).max(1);
+        let mut parts = versions.chunks(share);
+        let mine = parts.next().unwrap_or_default();
+        let repo = self.repo.as_str();
+        let client = &mut self.client;
+        std::thread::scope(|s| {
+            let others: Vec<_> = parts
+                .zip(extra)
+                .map(|(part, mut c)| {
+                    s.spawn(move || {
+                        part.iter()
+                            .map(|v| describe(&mut c, repo, *v))
+                            .collect::<Result<Vec<_>, _>>()
+                    })
+                })
+                .collect();
+            let mut out = mine
+                .iter()
+                .map(|v| describe(client, repo, *v))
+                .collect::<Result<Vec<_>, _>>()?;
+            for h in others {
+                out.extend(h.join().expect("describe lane")?);
+            }
+            Ok(out)
         })
     }
 
@@ -360,6 +429,87 @@ impl Store for ScribeStore {
             .first()
             .is_some_and(|e| e.path.starts_with(&format!("{dir}/"))))
     }
+    /// `scribe submit`'s streaming freeze (`scribe_client::workflow::stream`):
+    /// each file read once, chunked and hashed on every core while the
+    /// chunks the server lacks are pinned for `operation` and staged on
+    /// this connection and, over the network, a second one; every chunk is
+    /// published before this returns. The manifests (built in a scratch
+    /// object store that holds nothing else) are sent with the publication.
+    fn upload_files(
+        &mut self,
+        operation: [u8; 16],
+        files: &[std::path::PathBuf],
+    ) -> Result<Vec<UploadedFile>, WbError> {
+        if files.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut t = std::time::Instant::now();
+        let scratch = tempfile::Builder::new()
+            .prefix("nokv-collect-")
+            .tempdir()
+            .map_err(|e| WbError::new("storage", format!("scratch directory: {e}")))?;
+        let manifests = scribe_objects::ObjectStore::create(
+            scratch.path().join("manifests"),
+            scribe_objects::StoreOptions::default(),
+        )
+        .map_err(|e| WbError::new("storage", format!("scratch store: {e}")))?;
+        // A second upload lane over the network, as `scribe submit` opens
+        // (none when the server refuses another connection).
+        let extra: Vec<Client> = (1..UPLOAD_LANES)
+            .filter_map(|_| {
+                let (url, opts) = self.network.as_ref()?;
+                let mut c = scribe_client::connect(url, opts).ok()?;
+                c.status().ok()?;
+                Some(c)
+            })
+            .collect();
+        crate::phase("upload: scratch + lane", &mut t);
+        let ctx = scribe_client::Context::default();
+        let target = scribe_client::workflow::stream::StreamTarget {
+            repo: &self.repo,
+            workspace: self.workspace,
+            op: OperationId(operation),
+            ctx: &ctx,
+        };
+        let streamed = scribe_client::workflow::stream::chunk_and_upload(
+            &manifests,
+            &mut self.client,
+            extra,
+            &target,
+            files,
+        )
+        .map_err(|e| {
+            let code = e.code();
+            match code {
+                ErrorCode::Unreachable | ErrorCode::Busy | ErrorCode::ServerBusy => {
+                    WbError::new("unavailable", e.to_string())
+                }
+                _ => WbError::new("storage", format!("{e} ({})", code.name())),
+            }
+        })?;
+        crate::phase("upload: stream", &mut t);
+        streamed
+            .files
+            .into_iter()
+            .map(|f| {
+                let manifest = scribe_objects::encode_manifest(f.size, &f.content_id, &f.chunks)
+                    .map_err(|e| WbError::new("storage", format!("manifest: {e}")))?;
+                debug_assert_eq!(ManifestId::of_payload(&manifest), f.manifest_id);
+                Ok(UploadedFile {
+                    content: f.content_id.0,
+                    size: f.size,
+                    body: NewBody::Uploaded {
+                        body: BodyRef {
+                            handle: f.manifest_id.0.to_vec(),
+                            content: f.content_id.0,
+                            size: f.size,
+                        },
+                        extra: manifest,
+                    },
+                })
+            })
+            .collect()
+    }
 }
 
 impl ScribeStore {
@@ -369,6 +519,7 @@ impl ScribeStore {
     /// objects are unreferenced until a submit names them).
     pub fn stage(&mut self, p: &Publish) -> Result<ChangeSetId, WbError> {
         let operation = OperationId(p.operation);
+        let mut t = std::time::Instant::now();
         let bodies: Vec<Body> = p
             .edits
             .iter()
@@ -385,6 +536,7 @@ impl ScribeStore {
             })
             .collect();
         let mut files = all_file_objects(&bodies)?.into_iter();
+        crate::phase("stage: chunk+hash", &mut t);
         // Every object with its bytes (chunks borrowed from the bodies).
         let mut objects: Vec<(ObjectId, std::borrow::Cow<[u8]>)> = Vec::new();
         let mut entries = Vec::new();
@@ -401,6 +553,18 @@ impl ScribeStore {
                             }
                             objects.push((f.manifest.0, f.manifest.1.into()));
                             f.state
+                        }
+                        NewBody::Uploaded { body, extra } => {
+                            // Its chunks are published; the manifest travels
+                            // with the change set.
+                            let mid = manifest_id(body)?;
+                            objects.push((ObjectId::manifest(mid), extra.as_slice().into()));
+                            FileState {
+                                manifest: mid,
+                                content: FileContentId(body.content),
+                                size: body.size,
+                                mode: Mode::Regular,
+                            }
                         }
                         NewBody::Existing(r) => FileState {
                             manifest: manifest_id(r)?,
@@ -425,6 +589,7 @@ impl ScribeStore {
             .map_err(|e| WbError::new("path_not_representable", e.to_string()))?;
         let cs = ChangeSetId::of_payload(&payload);
         objects.push((ObjectId::change_set(cs), payload.into()));
+        crate::phase("stage: change set", &mut t);
         let ids: Vec<ObjectId> = objects.iter().map(|(id, _)| *id).collect();
         let total: usize = objects.iter().map(|(_, d)| d.len()).sum();
         if total > PUT_MANY_BYTES {
@@ -436,6 +601,7 @@ impl ScribeStore {
             .client
             .objects_missing(&self.repo, &ids)
             .map_err(client_error)?;
+        crate::phase("stage: objects missing", &mut t);
         let mut sent = std::collections::HashSet::new();
         let batch: Vec<m::ObjectPiece> = objects
             .into_iter()
@@ -448,6 +614,7 @@ impl ScribeStore {
         if !batch.is_empty() {
             self.put_many(operation, batch)?;
         }
+        crate::phase("stage: put many", &mut t);
         Ok(cs)
     }
 
@@ -461,6 +628,7 @@ impl ScribeStore {
         ids: &[ObjectId],
         objects: Vec<(ObjectId, std::borrow::Cow<[u8]>)>,
     ) -> Result<(), WbError> {
+        let mut t = std::time::Instant::now();
         let missing: std::collections::HashSet<ObjectId> =
             match self
                 .client
@@ -472,6 +640,7 @@ impl ScribeStore {
                 Err(e) if e.code() == ErrorCode::AlreadyExists => return Ok(()),
                 Err(e) => return Err(client_error(e)),
             };
+        crate::phase("stage: pin missing", &mut t);
         let mut sent = std::collections::HashSet::new();
         for (id, data) in objects {
             if !missing.contains(&id) || !sent.insert(id) {
@@ -481,9 +650,11 @@ impl ScribeStore {
                 .put_object_staged(&self.repo, self.workspace, operation, id, &data)
                 .map_err(client_error)?;
         }
+        crate::phase("stage: staged puts", &mut t);
         self.client
             .objects_publish(&self.repo)
             .map_err(client_error)?;
+        crate::phase("stage: objects publish", &mut t);
         Ok(())
     }
 

@@ -48,6 +48,24 @@ pub enum NewBody {
         content: [u8; 32],
     },
     Existing(BodyRef),
+    /// A body [`Store::upload_files`] already uploaded for this
+    /// publication's operation; `extra` is the store's own description of
+    /// it still to send with the publication (Scribe: the manifest).
+    Uploaded {
+        body: BodyRef,
+        extra: Vec<u8>,
+    },
+}
+
+/// A local file's body as [`Store::upload_files`] left it.
+#[derive(Clone, Debug)]
+pub struct UploadedFile {
+    /// BLAKE3 of the file's bytes.
+    pub content: [u8; 32],
+    pub size: u64,
+    /// What to publish ([`NewBody::Uploaded`], or the bytes for a store
+    /// that does not upload ahead).
+    pub body: NewBody,
 }
 
 /// One path's change in a publication.
@@ -134,6 +152,35 @@ pub trait Store {
     fn publish(&mut self, p: Publish) -> Result<Published, WbError>;
     /// The publication that made `version`.
     fn version_info(&mut self, version: u64) -> Result<VersionInfo, WbError>;
+    /// [`Store::version_info`] of each of `versions`, in order (a store may
+    /// ask for them on several connections at once).
+    fn version_infos(&mut self, versions: &[u64]) -> Result<Vec<VersionInfo>, WbError> {
+        versions.iter().map(|v| self.version_info(*v)).collect()
+    }
     /// Whether a path under `dir` changed in `(from, to]`.
     fn changed_under(&mut self, dir: &str, from: u64, to: u64) -> Result<bool, WbError>;
+    /// Upload the bodies of local files (what the store lacks) for the
+    /// publication whose operation is `operation`, reading each file
+    /// once; results in the order of `files`. The default reads each file
+    /// into memory and uploads nothing ahead.
+    fn upload_files(
+        &mut self,
+        operation: [u8; 16],
+        files: &[std::path::PathBuf],
+    ) -> Result<Vec<UploadedFile>, WbError> {
+        let _ = operation;
+        files
+            .iter()
+            .map(|p| {
+                let bytes = std::fs::read(p)
+                    .map_err(|e| WbError::new("storage", format!("{}: {e}", p.display())))?;
+                let content = *blake3::hash(&bytes).as_bytes();
+                Ok(UploadedFile {
+                    content,
+                    size: bytes.len() as u64,
+                    body: NewBody::Hashed { bytes, content },
+                })
+            })
+            .collect()
+    }
 }

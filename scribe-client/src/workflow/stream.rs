@@ -21,6 +21,10 @@
 //! server holds all of a candidate's chunks before it is recorded. A file
 //! rewritten while it is read is detected by the caller (its fingerprint
 //! before and after differ) and the submit stops before recording anything.
+//!
+//! [`chunk_and_upload`] runs the same pipeline for a caller without a
+//! workspace (the NoKV Workbench's `nokv collect`): its own object store
+//! for the manifests, its own connections.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -30,12 +34,13 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use scribe_format::{ChunkId, ErrorCode, ObjectId, OperationId, WorkspaceId};
-use scribe_objects::{ChunkBytes, ChunkSink, ImportedFile, StoreError};
+use scribe_objects::{ChunkBytes, ChunkSink, ImportedFile, ObjectStore, StoreError};
 
 use crate::client::{Client, ClientError};
 use crate::error::{Error, Result};
 use crate::link::ServerLink;
 use crate::progress::Task;
+use crate::Context;
 
 /// Most chunks per pin-and-check round trip.
 const GROUP_CHUNKS: usize = 8;
@@ -79,9 +84,10 @@ impl ChunkSink for QueueSink<'_> {
     }
 }
 
-/// One upload connection: the remote's own, or another one.
+/// One upload connection: the remote's own, a caller's, or another one.
 enum Lane<'r> {
     Shared(&'r ServerLink),
+    Borrowed(&'r mut Client),
     Own(Box<Client>),
 }
 
@@ -89,6 +95,7 @@ impl Lane<'_> {
     fn with<T>(&mut self, f: impl FnOnce(&mut Client) -> Result<T, ClientError>) -> Result<T> {
         match self {
             Lane::Shared(r) => r.with(f),
+            Lane::Borrowed(c) => Ok(f(c)?),
             Lane::Own(c) => Ok(f(c)?),
         }
     }
@@ -103,7 +110,7 @@ struct Shared<'a> {
     repo: String,
     workspace: WorkspaceId,
     op: OperationId,
-    link: &'a ServerLink,
+    ctx: &'a Context,
 }
 
 /// Chunk `paths` into the cache's manifests while their chunks stream to
@@ -116,18 +123,6 @@ pub fn freeze_and_upload(
     op: &OperationId,
     paths: &[PathBuf],
 ) -> Result<Streamed> {
-    let (tx, rx) = sync_channel::<(ChunkId, ChunkBytes)>(QUEUE_CHUNKS);
-    let failed = AtomicBool::new(false);
-    let shared = Shared {
-        rx: Mutex::new(rx),
-        seen: Mutex::new(HashSet::new()),
-        groups: AtomicUsize::new(0),
-        failed: &failed,
-        repo: remote.repo().to_string(),
-        workspace,
-        op: *op,
-        link: remote,
-    };
     let mut lanes = vec![Lane::Shared(remote)];
     for _ in 1..LANES {
         // Fewer lanes when the server refuses another connection.
@@ -136,6 +131,75 @@ pub fn freeze_and_upload(
             None => break,
         }
     }
+    stream_lanes(
+        remote.cache(),
+        lanes,
+        remote.context(),
+        remote.repo(),
+        workspace,
+        op,
+        paths,
+    )
+}
+
+/// Where [`chunk_and_upload`] uploads: the repository and the upload
+/// intent (`op` of `workspace`, registered in the repository), and what
+/// it reports through.
+pub struct StreamTarget<'a> {
+    pub repo: &'a str,
+    pub workspace: WorkspaceId,
+    pub op: OperationId,
+    pub ctx: &'a Context,
+}
+
+/// The streaming freeze of [`freeze_and_upload`] for a caller without a
+/// workspace (the NoKV Workbench's `nokv collect`): the same chunking
+/// (into `store`'s manifests; its chunks are never stored there), the
+/// same pins, staged uploads and publications, on `main` and, over TCP,
+/// `extra` connections to the same server (one upload lane each; [`LANES`]
+/// in all is what `scribe submit` opens). Returns the files in order once
+/// every chunk the server lacked is published.
+pub fn chunk_and_upload(
+    store: &ObjectStore,
+    main: &mut Client,
+    extra: Vec<Client>,
+    target: &StreamTarget<'_>,
+    paths: &[PathBuf],
+) -> Result<Streamed> {
+    let mut lanes = vec![Lane::Borrowed(main)];
+    lanes.extend(extra.into_iter().map(|c| Lane::Own(Box::new(c))));
+    stream_lanes(
+        store,
+        lanes,
+        target.ctx,
+        target.repo,
+        target.workspace,
+        &target.op,
+        paths,
+    )
+}
+
+fn stream_lanes(
+    store: &ObjectStore,
+    lanes: Vec<Lane<'_>>,
+    ctx: &Context,
+    repo: &str,
+    workspace: WorkspaceId,
+    op: &OperationId,
+    paths: &[PathBuf],
+) -> Result<Streamed> {
+    let (tx, rx) = sync_channel::<(ChunkId, ChunkBytes)>(QUEUE_CHUNKS);
+    let failed = AtomicBool::new(false);
+    let shared = Shared {
+        rx: Mutex::new(rx),
+        seen: Mutex::new(HashSet::new()),
+        groups: AtomicUsize::new(0),
+        failed: &failed,
+        repo: repo.to_string(),
+        workspace,
+        op: *op,
+        ctx,
+    };
     std::thread::scope(|s| {
         let handles: Vec<_> = lanes
             .into_iter()
@@ -159,7 +223,7 @@ pub fn freeze_and_upload(
             tx,
             failed: &failed,
         };
-        let imported = remote.cache().chunk_files_into(paths, &sink);
+        let imported = store.chunk_files_into(paths, &sink);
         // Closes the queue: the uploaders finish what it holds.
         drop(sink);
         let mut objects = 0;
@@ -238,10 +302,7 @@ fn upload_queue(lane: &mut Lane<'_>, sh: &Shared<'_>) -> Result<(usize, u64)> {
             group.retain(|(id, bytes)| {
                 let new = seen.insert(*id);
                 if !new {
-                    sh.link
-                        .context()
-                        .progress
-                        .advance(Task::Stream, bytes.len() as u64);
+                    sh.ctx.progress.advance(Task::Stream, bytes.len() as u64);
                 }
                 new
             });
@@ -261,13 +322,10 @@ fn upload_queue(lane: &mut Lane<'_>, sh: &Shared<'_>) -> Result<(usize, u64)> {
                 objects += 1;
                 bytes += data.len() as u64;
             }
-            sh.link
-                .context()
-                .progress
-                .advance(Task::Stream, data.len() as u64);
+            sh.ctx.progress.advance(Task::Stream, data.len() as u64);
         }
         let n = sh.groups.fetch_add(1, Ordering::SeqCst) + 1;
-        sh.link.context().failpoints.nth("submit-stream-group", n);
+        sh.ctx.failpoints.nth("submit-stream-group", n);
     }
     lane.with(|c| c.objects_publish(repo))?;
     Ok((objects, bytes))

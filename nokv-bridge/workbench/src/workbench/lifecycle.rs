@@ -504,6 +504,7 @@ impl<S: Store> Workbench<S> {
     // ---- restore ----
 
     pub(super) fn restore(&mut self, input: &Value, c: tools::Restore) -> Result<Value, WbError> {
+        let mut t = std::time::Instant::now();
         check_id(&c.id)?;
         check_id(&c.destination_id)?;
         if c.at_snapshot.is_some() && c.at_commit.is_some() {
@@ -551,6 +552,7 @@ impl<S: Store> Workbench<S> {
                 format!("the repository has paths under {}/", c.destination_id),
             ));
         }
+        crate::phase("restore: checks", &mut t);
         // Members: every file of the source at `at`, bodies reused.
         let skip = restore_manifest_path(&c.id);
         let mut members: Vec<(Vec<u8>, String, Row)> = Vec::new();
@@ -569,6 +571,7 @@ impl<S: Store> Workbench<S> {
                 None => break,
             }
         }
+        crate::phase("restore: list", &mut t);
         members.sort_by(|a, b| a.0.cmp(&b.0));
         let mut seal = Sha256::new();
         seal.update(b"nokv.workbench.restore_members.v1\0");
@@ -614,23 +617,40 @@ impl<S: Store> Workbench<S> {
             c.destination_id,
             hex::encode(req)
         );
-        // Content types recorded for the source's members carry over.
-        let mut infos: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
+        crate::phase("restore: seal+edits", &mut t);
+        // Content types recorded for the source's members carry over (the
+        // messages of their generations, asked for together).
+        let mut gens: Vec<u64> = members.iter().map(|(_, _, r)| r.generation).collect();
+        gens.sort_unstable();
+        gens.dedup();
+        let infos: std::collections::HashMap<u64, String> = gens
+            .iter()
+            .copied()
+            .zip(
+                self.store
+                    .version_infos(&gens)?
+                    .into_iter()
+                    .map(|i| i.message),
+            )
+            .collect();
         for (_, rel, row) in &members {
-            if let std::collections::hash_map::Entry::Vacant(slot) = infos.entry(row.generation) {
-                let info = self.store.version_info(row.generation)?;
-                slot.insert(info.message);
-            }
-            if let Some(ct) = super::message_content_type(&infos[&row.generation], &row.path) {
+            // (a type the extension gives anyway is not repeated)
+            if let Some(ct) = super::message_content_type(&infos[&row.generation], &row.path)
+                .filter(|ct| *ct != super::content_type_of(rel))
+            {
                 message.push_str(&format!(
                     "nokv-path-content-type: {ct} {}/{rel}\n",
                     c.destination_id
                 ));
             }
         }
-        match self.publish_edits(&req, &[at], message, edits)? {
+        crate::phase("restore: content types", &mut t);
+        let published = self.publish_edits(&req, &[at], message, edits)?;
+        crate::phase("restore: publish", &mut t);
+        match published {
             Ok(version) => {
                 let mut v = self.restore_result(&c.destination_id, version)?;
+                crate::phase("restore: result", &mut t);
                 v["idempotent_replay"] = json!(false);
                 Ok(v)
             }

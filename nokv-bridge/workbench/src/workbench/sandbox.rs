@@ -3,6 +3,7 @@
 //! local directory's files in one change.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
@@ -10,7 +11,7 @@ use super::{check_content_type, content_type_of, message_content_type, Workbench
 use crate::error::WbError;
 use crate::identity::canonical_json;
 use crate::path::Section;
-use crate::store::{BodyRef, Edit, NewBody, Row, Store};
+use crate::store::{BodyRef, Edit, NewBody, Publish, Published, Refusal, Row, Store};
 
 /// One file of a workbench, for materialize.
 #[derive(Clone, Debug)]
@@ -28,17 +29,66 @@ pub struct FileEntry {
 pub struct LocalFile {
     pub section: Section,
     pub path: String,
-    pub bytes: Vec<u8>,
+    pub source: LocalSource,
     /// An explicit content type (else derived from the extension).
     pub content_type: Option<String>,
 }
 
+/// Where a collected file's bytes are.
+#[derive(Clone, Debug)]
+pub enum LocalSource {
+    /// In memory.
+    Bytes(Vec<u8>),
+    /// A local file of `size` bytes (its size when the directory was
+    /// walked); files above [`STREAM_ABOVE`] bytes are streamed to the
+    /// store ([`Store::upload_files`]), never held in memory.
+    File { path: PathBuf, size: u64 },
+}
+
+/// Files larger than this (one chunk of Scribe's profile 1) are streamed
+/// by collect; smaller ones are read into memory and uploaded together.
+pub const STREAM_ABOVE: u64 = 1 << 20;
+
+/// BLAKE3 of a local file, read in 4 MiB pieces (each hashed on every core).
+fn hash_file(path: &Path) -> Result<([u8; 32], u64), WbError> {
+    use std::io::Read;
+    let io = |e: std::io::Error| WbError::new("storage", format!("{}: {e}", path.display()));
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let mut h = blake3::Hasher::new();
+    let mut buf = vec![0u8; 4 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = f.read(&mut buf).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        h.update_rayon(&buf[..n]);
+        size += n as u64;
+    }
+    Ok((*h.finalize().as_bytes(), size))
+}
+
+fn hash_bytes(b: &[u8]) -> [u8; 32] {
+    if b.len() >= 1 << 20 {
+        *blake3::Hasher::new().update_rayon(b).finalize().as_bytes()
+    } else {
+        *blake3::hash(b).as_bytes()
+    }
+}
+
+/// One file collect publishes.
+struct Pending {
+    full: String,
+    base: u64,
+    content_type: Option<String>,
+}
+
 impl<S: Store> Workbench<S> {
-    /// Every live file of workbench `id`.
+    /// Every live file of workbench `id` (the change messages of their
+    /// generations, for content types, asked for together).
     pub fn files(&mut self, id: &str) -> Result<Vec<FileEntry>, WbError> {
         let inc = self.incarnation(id)?;
-        let mut out = Vec::new();
-        let mut messages: BTreeMap<u64, String> = BTreeMap::new();
+        let mut rows: Vec<(Section, String, Row)> = Vec::new();
         let mut token = String::new();
         loop {
             let page = self.store.list_files(0, id, &token, 1000)?;
@@ -50,29 +100,41 @@ impl<S: Store> Workbench<S> {
                 let Some(section) = Section::from_name(sec) else {
                     continue;
                 };
-                if let std::collections::btree_map::Entry::Vacant(slot) =
-                    messages.entry(row.generation)
-                {
-                    let info = self.store.version_info(row.generation)?;
-                    slot.insert(info.message);
-                }
-                let ct = message_content_type(&messages[&row.generation], &row.path)
-                    .unwrap_or_else(|| content_type_of(rel))
-                    .to_string();
-                out.push(FileEntry {
-                    section,
-                    path: rel.to_string(),
-                    body: row.body.clone(),
-                    generation: row.generation,
-                    content_type: ct,
-                });
+                rows.push((section, rel.to_string(), row));
             }
             match page.next {
                 Some(t) => token = t,
                 None => break,
             }
         }
-        Ok(out)
+        let mut gens: Vec<u64> = rows.iter().map(|(_, _, r)| r.generation).collect();
+        gens.sort_unstable();
+        gens.dedup();
+        let messages: BTreeMap<u64, String> = gens
+            .iter()
+            .copied()
+            .zip(
+                self.store
+                    .version_infos(&gens)?
+                    .into_iter()
+                    .map(|i| i.message),
+            )
+            .collect();
+        Ok(rows
+            .into_iter()
+            .map(|(section, rel, row)| {
+                let ct = message_content_type(&messages[&row.generation], &row.path)
+                    .unwrap_or_else(|| content_type_of(&rel))
+                    .to_string();
+                FileEntry {
+                    section,
+                    path: rel,
+                    generation: row.generation,
+                    body: row.body,
+                    content_type: ct,
+                }
+            })
+            .collect())
     }
 
     /// Bytes of a body.
@@ -83,12 +145,14 @@ impl<S: Store> Workbench<S> {
     /// Publish `files` into workbench `id` in one change: new paths are
     /// created, changed ones replaced (base = the generation seen), and
     /// byte-identical ones left alone. Nothing is deleted.
+    ///
+    /// Large local files ([`LocalSource::File`] above [`STREAM_ABOVE`])
+    /// are streamed: one whose size equals its live row's is hashed first
+    /// (identical: left alone, nothing uploaded); the others are read once
+    /// by [`Store::upload_files`], uploaded under the publication's
+    /// operation before the change is submitted.
     pub fn collect(&mut self, id: &str, files: Vec<LocalFile>) -> Result<Value, WbError> {
-        let mut edits = Vec::new();
-        let mut bases = Vec::new();
-        let mut identity = Vec::new();
-        let mut ct_lines = String::new();
-        let (mut created, mut replaced, mut unchanged) = (0u64, 0u64, 0u64);
+        let mut t = std::time::Instant::now();
         // The workbench's live files, in one listing (not a stat per file).
         let inc = self.incarnation(id)?;
         let mut live: HashMap<String, Row> = HashMap::new();
@@ -103,46 +167,142 @@ impl<S: Store> Workbench<S> {
                 None => break,
             }
         }
+        crate::phase("collect: list", &mut t);
+        let (mut created, mut replaced, mut unchanged) = (0u64, 0u64, 0u64);
+        // Bodies known now (in memory), and files to stream.
+        let mut ready: Vec<(Pending, NewBody, [u8; 32])> = Vec::new();
+        let mut streamed: Vec<(Pending, PathBuf, u64)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for f in files {
             if let Some(ct) = &f.content_type {
                 check_content_type(ct)?;
             }
             let t = self.target(id, f.section, &f.path, false, true)?;
-            let current: Option<Row> = live.get(&t.full).cloned();
-            let content = if f.bytes.len() >= 1 << 20 {
-                *blake3::Hasher::new()
-                    .update_rayon(&f.bytes)
-                    .finalize()
-                    .as_bytes()
-            } else {
-                *blake3::hash(&f.bytes).as_bytes()
-            };
-            let base = match &current {
-                Some(r) if r.body.content == content && r.body.size == f.bytes.len() as u64 => {
-                    unchanged += 1;
-                    continue;
-                }
-                Some(r) => {
-                    replaced += 1;
-                    r.generation
-                }
-                None => {
-                    created += 1;
-                    0
-                }
-            };
-            if let Some(ct) = &f.content_type {
-                ct_lines.push_str(&format!("nokv-path-content-type: {ct} {}\n", t.full));
+            if !seen.insert(t.full.clone()) {
+                return Err(WbError::invalid_input(format!(
+                    "{} is collected twice",
+                    t.full
+                )));
             }
-            identity.push(json!([t.full, hex::encode(content), base]));
-            bases.push(base);
+            let current = live.get(&t.full);
+            let same = |content: &[u8; 32], size: u64| {
+                current.is_some_and(|r| r.body.content == *content && r.body.size == size)
+            };
+            let pending = Pending {
+                base: current.map_or(0, |r| r.generation),
+                full: t.full,
+                content_type: f.content_type,
+            };
+            match f.source {
+                LocalSource::Bytes(bytes) => {
+                    let content = hash_bytes(&bytes);
+                    if same(&content, bytes.len() as u64) {
+                        unchanged += 1;
+                        continue;
+                    }
+                    ready.push((pending, NewBody::Hashed { bytes, content }, content));
+                }
+                LocalSource::File { path, size } if size <= STREAM_ABOVE => {
+                    let bytes = std::fs::read(&path)
+                        .map_err(|e| WbError::new("storage", format!("{}: {e}", path.display())))?;
+                    let content = hash_bytes(&bytes);
+                    if same(&content, bytes.len() as u64) {
+                        unchanged += 1;
+                        continue;
+                    }
+                    ready.push((pending, NewBody::Hashed { bytes, content }, content));
+                }
+                LocalSource::File { path, size } => {
+                    // The same size as the live body: maybe identical.
+                    if current.is_some_and(|r| r.body.size == size) {
+                        let (content, n) = hash_file(&path)?;
+                        if same(&content, n) {
+                            unchanged += 1;
+                            continue;
+                        }
+                    }
+                    streamed.push((pending, path, size));
+                }
+            }
+        }
+        crate::phase("collect: hash+compare", &mut t);
+        if ready.is_empty() && streamed.is_empty() {
+            return Ok(
+                json!({"id": id, "change": null, "created": 0, "replaced": 0, "unchanged": unchanged}),
+            );
+        }
+        // The operation is chosen before the streamed bodies are read (their
+        // chunks are uploaded under it): from the request as known now
+        // (paths, bases, the in-memory bodies' hashes, the streamed files'
+        // sizes) and a per-attempt nonce, like every publication's.
+        let mut pre: Vec<Value> = ready
+            .iter()
+            .map(|(p, _, c)| json!([p.full, hex::encode(c), p.base]))
+            .chain(
+                streamed
+                    .iter()
+                    .map(|(p, _, size)| json!([p.full, size, p.base])),
+            )
+            .collect();
+        pre.sort_by_key(|v| v[0].as_str().unwrap_or_default().to_string());
+        let pre_req: [u8; 32] =
+            *blake3::hash(canonical_json(&json!(["nokv collect upload", id, inc, pre])).as_bytes())
+                .as_bytes();
+        let mut bases: Vec<u64> = ready.iter().map(|(p, _, _)| p.base).collect();
+        bases.extend(streamed.iter().map(|(p, _, _)| p.base));
+        let operation = super::operation_id(&pre_req, &bases);
+        let paths: Vec<PathBuf> = streamed.iter().map(|(_, p, _)| p.clone()).collect();
+        let uploaded = self.store.upload_files(operation, &paths)?;
+        crate::phase("collect: upload", &mut t);
+        for ((p, path, size), u) in streamed.into_iter().zip(uploaded) {
+            if u.size != size {
+                return Err(WbError::new(
+                    "storage",
+                    format!(
+                        "{} changed while collect read it ({size} bytes, then {}); nothing was published",
+                        path.display(),
+                        u.size
+                    ),
+                ));
+            }
+            if live
+                .get(&p.full)
+                .is_some_and(|r| r.body.content == u.content && r.body.size == u.size)
+            {
+                unchanged += 1;
+                continue;
+            }
+            ready.push((p, u.body, u.content));
+        }
+        // The request identity (in the change message): every published
+        // path with its content and base, in path order.
+        ready.sort_by(|a, b| a.0.full.cmp(&b.0.full));
+        let mut identity = Vec::new();
+        let mut ct_lines = String::new();
+        let mut edits = Vec::new();
+        let mut bases = Vec::new();
+        for (p, body, content) in ready {
+            if p.base == 0 {
+                created += 1;
+            } else {
+                replaced += 1;
+            }
+            // Only a type the path's extension does not already give is
+            // recorded (materialize lists every file's type, and the message
+            // holds at most 64 KiB).
+            if let Some(ct) = p
+                .content_type
+                .as_deref()
+                .filter(|ct| *ct != content_type_of(&p.full))
+            {
+                ct_lines.push_str(&format!("nokv-path-content-type: {ct} {}\n", p.full));
+            }
+            identity.push(json!([p.full, hex::encode(content), p.base]));
+            bases.push(p.base);
             edits.push(Edit::Put {
-                path: t.full,
-                base,
-                body: NewBody::Hashed {
-                    bytes: f.bytes,
-                    content,
-                },
+                path: p.full,
+                base: p.base,
+                body,
             });
         }
         if edits.is_empty() {
@@ -156,11 +316,30 @@ impl<S: Store> Workbench<S> {
             "nokv collect {id}\nnokv-request: {}\n{ct_lines}",
             hex::encode(req)
         );
-        match self.publish_edits(&req, &bases, message, edits)? {
-            Ok(version) => Ok(
-                json!({"id": id, "change": version, "created": created, "replaced": replaced, "unchanged": unchanged}),
-            ),
-            Err(r) => Err(super::refusal_error(r)),
+        let first = match &edits[0] {
+            Edit::Put { path, .. } | Edit::Delete { path, .. } => path.clone(),
+        };
+        let published = self.store.publish(Publish {
+            operation,
+            message,
+            edits,
+            timestamp_ms: (self.clock)(),
+        })?;
+        let result = |change: u64, replay: bool| {
+            json!({"id": id, "change": change, "created": created, "replaced": replaced,
+                   "unchanged": unchanged, "idempotent_replay": replay})
+        };
+        match published {
+            Published::Accepted { version } => Ok(result(version, false)),
+            Published::Refused(r @ (Refusal::Stale(_) | Refusal::Exists(_))) => {
+                // An earlier attempt of this same request (same bases,
+                // same bytes) may have won: its change is the result.
+                match self.store.stat(0, &first)? {
+                    Some(row) if self.published_by(&row, &req)? => Ok(result(row.generation, true)),
+                    _ => Err(super::refusal_error(r)),
+                }
+            }
+            Published::Refused(r) => Err(super::refusal_error(r)),
         }
     }
 }

@@ -10,7 +10,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use nokv_workbench::path::Section;
 use nokv_workbench::scribe::ScribeStore;
 use nokv_workbench::store::{BodyRef, DirPage, Publish, Published, Store, VersionInfo};
-use nokv_workbench::workbench::sandbox::LocalFile;
+use nokv_workbench::workbench::sandbox::{LocalFile, LocalSource};
 use nokv_workbench::{WbError, Workbench};
 use scribe_testkit::env::{Env, Transport, REPO};
 use serde_json::{json, Value};
@@ -69,7 +69,7 @@ fn seed(wb: &mut Workbench<ScribeStore>, id: &str, n: usize) {
         .map(|i| LocalFile {
             section: Section::Outputs,
             path: format!("d{}/f{i}.txt", i % 7),
-            bytes: format!("file {i}").into_bytes(),
+            source: LocalSource::Bytes(format!("file {i}").into_bytes()),
             content_type: None,
         })
         .collect();

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use nokv_workbench::identity::{commit_identity, manifest_digest_uri};
 use nokv_workbench::scribe::ScribeStore;
+use nokv_workbench::store::Store;
 use nokv_workbench::{ConflictClass, Workbench};
 use scribe_testkit::env::{Env, Transport, REPO};
 use serde_json::json;
@@ -551,5 +552,223 @@ fn a_snapshot_retry_replays_while_the_workbench_is_unchanged_whatever_was_taken_
         list["snapshots"].as_array().map(Vec::len),
         Some(3),
         "{list}"
+    );
+}
+
+/// A restore over TCP of files written by many changes (their messages are
+/// asked for on several connections at once): every member's recorded
+/// content type reaches the destination, each its own, in one change.
+#[test]
+fn a_restore_of_files_from_many_changes_keeps_each_content_type() {
+    let env = Env::new(Transport::Process);
+    let store = ScribeStore::open(
+        env.url(),
+        REPO,
+        "bot",
+        &scribe_client::ClientOptions::default(),
+    )
+    .unwrap();
+    let mut wb = Workbench::new(store, "bot");
+    ok(&mut wb, "workbench_create", json!({"id": "many"}));
+    let n = 150;
+    for i in 0..n {
+        let mut input = json!({"id": "many", "section": "outputs", "path": format!("f{i}.bin"), "text": format!("{i}")});
+        if i % 3 != 0 {
+            input["content_type"] = json!(format!("application/x-kind{i}"));
+        }
+        ok(&mut wb, "workbench_put_file", input);
+    }
+    let head = wb.store_mut().head().unwrap();
+    let r = ok(
+        &mut wb,
+        "workbench_restore",
+        json!({"id": "many", "destination_id": "copy"}),
+    );
+    assert_eq!(r["member_count"], json!(n));
+    assert_eq!(r["change"], json!(head + 1));
+    for i in 0..n {
+        let st = ok(
+            &mut wb,
+            "workbench_stat",
+            json!({"id": "copy", "section": "outputs", "path": format!("f{i}.bin")}),
+        );
+        let want = if i % 3 != 0 {
+            format!("application/x-kind{i}")
+        } else {
+            "application/octet-stream".to_string()
+        };
+        assert_eq!(st["content_type"], json!(want), "f{i}.bin");
+    }
+}
+
+/// Error paths the other tests leave out (docs/workbench.md, conformance
+/// coverage): restore at an alive snapshot reads what it froze, and is
+/// refused at a retired or expired one, at an unknown commit, from an
+/// absent source and into a directory a person already uses; append to a
+/// reserved path or an absent workbench, edit of an absent path, and
+/// snapshot_list, renew and list at an unknown snapshot or workbench.
+#[test]
+fn restore_at_a_snapshot_and_the_remaining_error_paths() {
+    let env = Env::new(Transport::InProcess);
+    let clock = Arc::new(AtomicU64::new(DAY));
+    let mut wb = clocked(&env, clock.clone());
+    ok(&mut wb, "workbench_create", json!({"id": "src"}));
+    let put = |text: &str, replace: bool| json!({"id": "src", "section": "outputs", "path": "a.txt", "text": text, "replace": replace});
+    ok(&mut wb, "workbench_put_file", put("v1", false));
+    ok(
+        &mut wb,
+        "workbench_commit",
+        json!({"id": "src", "manifest": {}, "content_digest_uri": digest('a')}),
+    );
+    ok(
+        &mut wb,
+        "workbench_snapshot",
+        json!({"id": "src", "name": "kept", "ttl_days": 30}),
+    );
+    ok(
+        &mut wb,
+        "workbench_snapshot",
+        json!({"id": "src", "name": "short", "ttl_days": 1}),
+    );
+    ok(
+        &mut wb,
+        "workbench_snapshot",
+        json!({"id": "src", "name": "gone", "ttl_days": 30}),
+    );
+    ok(&mut wb, "workbench_put_file", put("v2", true));
+    // At an alive snapshot: what it froze, named in the restore manifest.
+    let r = ok(
+        &mut wb,
+        "workbench_restore",
+        json!({"id": "src", "destination_id": "d1", "at_snapshot": "kept"}),
+    );
+    assert_eq!(r["member_count"], 2, "{r}"); // a.txt, run_manifest.json
+    let a = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "d1", "section": "outputs", "path": "a.txt"}),
+    );
+    assert_eq!(a["lines"], json!(["v1"]));
+    let m = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "d1", "section": "metadata", "path": "restore_manifest.json"}),
+    );
+    assert_eq!(m["json"]["at_snapshot"], "kept");
+    let refused = |wb: &mut Workbench<ScribeStore>, tool: &str, input: serde_json::Value| {
+        err(wb, tool, input).code
+    };
+    ok(
+        &mut wb,
+        "workbench_snapshot_retire",
+        json!({"id": "src", "name": "gone"}),
+    );
+    assert_eq!(
+        refused(
+            &mut wb,
+            "workbench_restore",
+            json!({"id": "src", "destination_id": "d2", "at_snapshot": "gone"})
+        ),
+        "snapshot_retired"
+    );
+    clock.store(3 * DAY, Ordering::SeqCst);
+    assert_eq!(
+        refused(
+            &mut wb,
+            "workbench_restore",
+            json!({"id": "src", "destination_id": "d2", "at_snapshot": "short"})
+        ),
+        "snapshot_expired"
+    );
+    assert_eq!(
+        refused(
+            &mut wb,
+            "workbench_restore",
+            json!({"id": "src", "destination_id": "d2", "at_commit": "0".repeat(64)})
+        ),
+        "not_found"
+    );
+    assert_eq!(
+        refused(
+            &mut wb,
+            "workbench_restore",
+            json!({"id": "nope", "destination_id": "d2"})
+        ),
+        "workbench_not_found"
+    );
+    // A person's file under the destination's directory.
+    use nokv_workbench::store::{Edit, NewBody, Publish, Published};
+    let p = wb
+        .store_mut()
+        .publish(Publish {
+            operation: [7; 16],
+            message: "a person's file".into(),
+            edits: vec![Edit::Put {
+                path: "d3/input/theirs.txt".into(),
+                base: 0,
+                body: NewBody::Bytes(b"theirs".to_vec()),
+            }],
+            timestamp_ms: DAY,
+        })
+        .unwrap();
+    assert!(matches!(p, Published::Accepted { .. }), "{p:?}");
+    assert_eq!(
+        refused(
+            &mut wb,
+            "workbench_restore",
+            json!({"id": "src", "destination_id": "d3"})
+        ),
+        "workbench_dir_not_empty"
+    );
+    // Nothing of the refused destinations exists.
+    for d in ["d2", "d3"] {
+        assert_eq!(
+            refused(&mut wb, "workbench_stat", json!({"id": d})),
+            "workbench_not_found"
+        );
+    }
+    assert_eq!(
+        refused(
+            &mut wb,
+            "workbench_append",
+            json!({"id": "src", "section": "metadata", "path": "run_manifest.json", "text": "x"})
+        ),
+        "reserved_path"
+    );
+    assert_eq!(
+        refused(
+            &mut wb,
+            "workbench_append",
+            json!({"id": "nope", "section": "logs", "path": "l.log", "text": "x"})
+        ),
+        "workbench_not_found"
+    );
+    assert_eq!(
+        refused(
+            &mut wb,
+            "workbench_edit",
+            json!({"id": "src", "section": "outputs", "path": "absent.txt", "old_string": "a", "new_string": "b"})
+        ),
+        "not_found"
+    );
+    assert_eq!(
+        refused(&mut wb, "workbench_snapshot_list", json!({"id": "nope"})),
+        "workbench_not_found"
+    );
+    assert_eq!(
+        refused(
+            &mut wb,
+            "workbench_snapshot_renew",
+            json!({"id": "src", "snapshot_id": 99})
+        ),
+        "snapshot_not_found"
+    );
+    assert_eq!(
+        refused(
+            &mut wb,
+            "workbench_list",
+            json!({"id": "src", "section": "outputs", "at_snapshot": "never"})
+        ),
+        "snapshot_not_found"
     );
 }

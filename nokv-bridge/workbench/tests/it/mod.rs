@@ -6,6 +6,7 @@ mod lifecycle;
 mod mcp;
 mod people;
 mod query;
+mod sandbox;
 mod support;
 mod tools;
 scribe_testkit::server_process_entry!();
