@@ -137,11 +137,19 @@ pub enum Command {
         #[arg(required = true)]
         paths: Vec<String>,
     },
-    /// Release locks held by this workspace
+    /// Release locks held by this workspace (`--force`: anyone's)
+    ///
+    /// `--force` breaks the locks on PATHs whoever holds them (a lock left
+    /// by a deleted or abandoned workspace): a team server allows it to
+    /// maintainers and administrators of the repository and records it in
+    /// the audit trail; a server without auth allows anyone.
     Unlock {
-        /// Files to unlock
+        /// Files (or folders: every lock under them with --force) to unlock
         #[arg(required = true)]
         paths: Vec<String>,
+        /// Break the locks whoever holds them
+        #[arg(long)]
+        force: bool,
     },
     /// List locks with owner, workspace and time
     Locks,
@@ -209,6 +217,11 @@ pub enum Command {
     /// Show or change which path prefixes this workspace holds
     #[command(subcommand)]
     View(ViewCmd),
+    /// Where you are: user, workspace, root, view, branch, change, server
+    ///
+    /// Reads the workspace's binding; asks the server (best effort) for its
+    /// version, the head and whether this workspace is still registered.
+    Info,
     /// Inspect how Scribe sees its inputs
     #[command(subcommand)]
     Debug(DebugCmd),
@@ -269,6 +282,26 @@ pub enum WorkspaceCmd {
     Retire {
         /// The workspace id (32 hex digits; default: this one)
         workspace: Option<String>,
+    },
+    /// Point this workspace at the server's new address (host or port moved)
+    ///
+    /// The server at URL must hold the same repository (same id) and this
+    /// workspace's registration; only the stored URL changes.
+    SetServer {
+        /// scribe://HOST:PORT, scribes://HOST:PORT, or a data root path
+        url: String,
+    },
+    /// Re-create a retired workspace in place, keeping local edits
+    ///
+    /// Registers a new workspace with the same server, repository, view
+    /// and settings; keeps the old state as `.scribe/retired-<ID>`, moves
+    /// its recovery area over, syncs (files that differ from the server
+    /// are kept and deferred, never overwritten) and opens again what was
+    /// opened for add, edit or delete.
+    Recreate {
+        /// The branch to follow (default: main)
+        #[arg(long)]
+        branch: Option<String>,
     },
 }
 

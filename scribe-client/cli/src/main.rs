@@ -57,6 +57,8 @@ fn run(cli: Cli) -> CliResult {
             .map(|_| ()),
             WorkspaceCmd::List { server, repo } => workspace::list(c, server, repo),
             WorkspaceCmd::Retire { workspace: w } => workspace::retire(c, w),
+            WorkspaceCmd::SetServer { url } => workspace::set_server(c, url),
+            WorkspaceCmd::Recreate { branch } => workspace::recreate(c, branch),
         },
         Command::Repo(r) => match r {
             RepoCmd::Create { name, server } => repo::create(c, &name, &server),
@@ -99,7 +101,7 @@ fn run(cli: Cli) -> CliResult {
             merged,
         } => files::resolve(c, paths, ours, theirs, merged),
         Command::Lock { paths } => locks::lock(c, paths),
-        Command::Unlock { paths } => locks::unlock(c, paths),
+        Command::Unlock { paths, force } => locks::unlock(c, paths, force),
         Command::Locks => locks::locks(c),
         Command::Login {
             auth: url,
@@ -122,6 +124,7 @@ fn run(cli: Cli) -> CliResult {
             ViewCmd::Set { prefixes } => sync::view_set(c, prefixes),
             ViewCmd::Show => sync::view_show(c),
         },
+        Command::Info => workspace::info(c),
         Command::Debug(d) => cmd::debug::run(c, d),
         Command::Completions { shell } => reference::completions(c, shell),
         Command::Man => reference::man(c),
@@ -145,6 +148,9 @@ fn main() -> ExitCode {
         Err(mut e) => {
             if e.code == ErrorCode::Unreachable {
                 e.hint = Some(again.to_string());
+            }
+            if e.code == ErrorCode::WorkspaceRetired {
+                workspace::note_retired();
             }
             e.print(json);
             ExitCode::from(e.exit_status())

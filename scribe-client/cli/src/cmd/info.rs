@@ -5,8 +5,9 @@ use scribe_format::wire::message as m;
 use scribe_client::workflow::history;
 
 use crate::ctx::{self, Ctx};
-use crate::error::CliResult;
+use crate::error::{CliError, CliResult};
 use crate::ui::{size, utc, Json};
+use scribe_format::ErrorCode;
 
 fn action(a: u8) -> &'static str {
     match a {
@@ -38,6 +39,12 @@ pub fn log(ctx: &Ctx, n: u32) -> CliResult {
             .out
             .json(&Json::Arr(out.iter().map(summary_json).collect()));
     }
+    if out.is_empty() {
+        ctx.out.line(format_args!(
+            "No changes yet in {} (the first submit makes change 1)",
+            o.meta.repository_name
+        ))?;
+    }
     for s in &out {
         let first = s.message.0.lines().next().unwrap_or("");
         ctx.out.line(format_args!(
@@ -55,6 +62,16 @@ pub fn history(ctx: &Ctx, path: String) -> CliResult {
     let o = ctx::open(ctx)?;
     let p = ctx::paths(ctx, &o.ws, &[path])?.remove(0);
     let all = history::history(&ctx.lib, &o, &p)?;
+    if all.is_empty() {
+        return Err(CliError::new(
+            ErrorCode::NotFound,
+            format!("{p:?} has no history on this branch"),
+        )
+        .paths(vec![p])
+        .hint(
+            "check the path (repository paths, `/` separators); `scribe log` lists the changes",
+        ));
+    }
     if ctx.out.json {
         return ctx.out.json(&Json::Arr(
             all.iter()
@@ -100,6 +117,13 @@ pub fn history(ctx: &Ctx, path: String) -> CliResult {
 }
 
 pub fn describe(ctx: &Ctx, change: u64) -> CliResult {
+    if change == 0 {
+        return Err(CliError::new(
+            ErrorCode::NotFound,
+            "change 0 is the empty repository before the first change; changes are numbered from 1",
+        )
+        .hint("`scribe log` lists the changes"));
+    }
     let o = ctx::open(ctx)?;
     let (commit, entries) = history::describe(&ctx.lib, &o, change)?;
     if ctx.out.json {

@@ -1,0 +1,392 @@
+//! Issue #18: the daily use a Perforce or Git LFS user expects (dead ends,
+//! looking at content, knowing where you are), each with the real `scribe`
+//! binary against a real server.
+
+use super::support::{read, write, Env, Transport};
+
+/// The workspace id of the workspace at `dir` (from `scribe info --json`).
+fn workspace_id(env: &Env, dir: &std::path::Path) -> String {
+    let r = env.scribe(dir, &["info", "--json"]);
+    r.ok();
+    let at = r.stdout.find("\"workspace\":\"").expect("a workspace id") + 13;
+    r.stdout[at..at + 32].to_string()
+}
+
+/// #18 item 1: a lock left by a deleted workspace is broken with
+/// `unlock --force`, and retiring that workspace says it holds locks
+/// (not that another process is busy); after the release it retires.
+#[test]
+fn a_deleted_workspaces_lock_is_broken_by_force_and_retire_says_why() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "hero.psd", b"v1");
+    env.scribe(&a, &["add", "hero.psd"]).ok();
+    env.scribe(&a, &["submit", "-m", "v1"]).ok();
+    env.scribe(&a, &["lock", "hero.psd"]).ok();
+    let alice = workspace_id(&env, &a);
+    std::fs::remove_dir_all(&a).unwrap();
+
+    let b = env.workspace("bob", &[]);
+    let r = env.scribe(&b, &["unlock", "hero.psd"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Error[locked_by_other]"), "{}", r.stderr);
+    assert!(r.stderr.contains("scribe unlock --force"), "{}", r.stderr);
+    let r = env.scribe(&b, &["workspace", "retire", &alice]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("holds locks"), "{}", r.stderr);
+    assert!(
+        !r.stderr.contains("another scribe process"),
+        "the reason is the locks: {}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("unlock --force"), "{}", r.stderr);
+
+    let r = env.scribe(&b, &["unlock", "--force", "hero.psd"]);
+    r.ok();
+    assert!(
+        r.stdout.contains("unlocked hero.psd (held by alice"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(env.scribe(&b, &["locks", "--json"]).stdout.trim(), "[]");
+    let r = env.scribe(&b, &["unlock", "--force", "hero.psd"]);
+    assert_eq!(r.code, Some(1), "nothing left to break: {r:?}");
+    assert!(r.stderr.contains("Error[not_found]"), "{}", r.stderr);
+    env.scribe(&b, &["lock", "hero.psd"]).ok();
+    // The retirement refused before is not replayed.
+    env.scribe(&b, &["workspace", "retire", &alice]).ok();
+}
+
+/// #18 item 2: `scribe info` says where you are; a workspace follows its
+/// server to a new address with `workspace set-server`.
+#[test]
+fn info_shows_where_you_are_and_set_server_follows_a_moved_server() {
+    let mut env = Env::new(Transport::Process);
+    let a = env.workspace("alice", &["--view", "art"]);
+    write(&a, "art/a.txt", b"a");
+    env.scribe(&a, &["add", "art"]).ok();
+    env.scribe(&a, &["submit", "-m", "one"]).ok();
+    let r = env.scribe(&a, &["info"]);
+    r.ok();
+    for want in [
+        "User:",
+        "alice",
+        "Workspace:",
+        "Root:",
+        a.to_str().unwrap(),
+        "View:",
+        "art",
+        "Branch:",
+        "main",
+        "Change:",
+        "Server URL:",
+        env.url.as_str(),
+        "Server version:",
+        env!("CARGO_PKG_VERSION"),
+    ] {
+        assert!(r.stdout.contains(want), "{want:?} in:\n{}", r.stdout);
+    }
+    let j = env.scribe(&a, &["info", "--json"]);
+    assert!(j.stdout.contains("\"submitted\":1"), "{}", j.stdout);
+    assert!(j.stdout.contains("\"registered\":true"), "{}", j.stdout);
+
+    // The server moves to another port.
+    env.server_process().kill();
+    let moved = scribe_testkit::process::ServerProcess::start(&env.data(), &env.path("run2"));
+    let new_url = moved.url();
+    assert_ne!(new_url, env.url);
+    let r = env.scribe(&a, &["sync"]);
+    assert_eq!(r.code, Some(1), "the old address is gone: {r:?}");
+    // A URL without a scheme is refused with the one meant.
+    let bare = new_url.trim_start_matches("scribe://").to_string();
+    let r = env.scribe(&a, &["workspace", "set-server", &bare]);
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert!(
+        r.stderr.contains(&format!("scribe://{bare}")),
+        "{}",
+        r.stderr
+    );
+    env.scribe(&a, &["workspace", "set-server", &new_url]).ok();
+    env.scribe(&a, &["sync"]).ok();
+    let r = env.scribe(&a, &["info"]);
+    assert!(r.stdout.contains(&new_url), "{}", r.stdout);
+    // A server holding another repository of that name is refused.
+    let other = env.path("other");
+    let r = env.scribe(
+        env.dir(),
+        &[
+            "repo",
+            "create",
+            "demo",
+            "--server",
+            other.to_str().unwrap(),
+        ],
+    );
+    r.ok();
+    let r = env.scribe(&a, &["workspace", "set-server", other.to_str().unwrap()]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("another repository"), "{}", r.stderr);
+    let r = env.scribe(&a, &["info", "--json"]);
+    assert!(r.stdout.contains(&new_url), "unchanged: {}", r.stdout);
+}
+
+/// #18 item 3: a retired workspace refuses `edit` and `add`, its hints
+/// lead out, and `workspace recreate` makes a new workspace in place
+/// keeping local edits, opened files and the recovery area.
+#[test]
+fn a_retired_workspace_is_recreated_in_place_keeping_local_work() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "keep.txt", b"keep");
+    write(&a, "edit.txt", b"v1");
+    write(&a, "gone.txt", b"gone");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "base"]).ok();
+    env.scribe(&a, &["edit", "edit.txt"]).ok();
+    write(&a, "edit.txt", b"my unsubmitted edit");
+    // Something in the recovery area.
+    env.scribe(&a, &["delete", "gone.txt"]).ok();
+    write(&a, "new.txt", b"new file");
+    env.scribe(&a, &["add", "new.txt"]).ok();
+    let before = env.scribe(&a, &["recovery", "list", "--json"]).stdout;
+    assert!(before.contains("gone.txt"), "{before}");
+    let old = workspace_id(&env, &a);
+    // Retired (by an administrator, from elsewhere).
+    let b = env.workspace("bob", &[]);
+    env.scribe(&b, &["workspace", "retire", &old]).ok();
+
+    // The first server request learns it; the hint leads to recreate.
+    let r = env.scribe(&a, &["lock", "keep.txt"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("Error[workspace_retired]"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("scribe workspace recreate"),
+        "{}",
+        r.stderr
+    );
+    let r = env.scribe(&a, &["edit", "keep.txt"]);
+    assert_eq!(r.code, Some(1), "edit in a retired workspace: {r:?}");
+    assert!(
+        r.stderr.contains("Error[workspace_retired]"),
+        "{}",
+        r.stderr
+    );
+    let r = env.scribe(&a, &["info"]);
+    assert!(r.stdout.contains("retired"), "{}", r.stdout);
+    // `workspace create` over it points to recreate too.
+    let r = env.scribe(
+        &a,
+        &[
+            "workspace",
+            "create",
+            ".",
+            "--server",
+            &env.url,
+            "--repo",
+            "demo",
+        ],
+    );
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("scribe workspace recreate"),
+        "{}",
+        r.stderr
+    );
+
+    let r = env.scribe(&a, &["workspace", "recreate"]);
+    r.ok();
+    let new = workspace_id(&env, &a);
+    assert_ne!(new, old);
+    assert_eq!(read(&a, "edit.txt"), b"my unsubmitted edit");
+    assert_eq!(read(&a, "new.txt"), b"new file");
+    assert!(!a.join("gone.txt").exists());
+    assert!(a.join(format!(".scribe/retired-{old}")).is_dir());
+    let st = env.scribe(&a, &["status", "--json"]);
+    for (p, action) in [
+        ("edit.txt", "edit"),
+        ("new.txt", "add"),
+        ("gone.txt", "delete"),
+    ] {
+        assert!(
+            st.stdout
+                .contains(&format!("{{\"path\":\"{p}\",\"action\":\"{action}\"")),
+            "{p} {action}: {}",
+            st.stdout
+        );
+    }
+    let after = env.scribe(&a, &["recovery", "list", "--json"]).stdout;
+    assert!(
+        after.contains("gone.txt"),
+        "the recovery area is kept: {after}"
+    );
+    // A recreate of an active workspace is refused.
+    let r = env.scribe(&a, &["workspace", "recreate"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    env.scribe(&a, &["submit", "-m", "after recreate"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    assert_eq!(read(&b, "edit.txt"), b"my unsubmitted edit");
+    assert_eq!(read(&b, "new.txt"), b"new file");
+    assert!(!b.join("gone.txt").exists());
+}
+
+/// #18 item 6: `status` after a submit names the change the workspace has.
+#[test]
+fn status_after_a_submit_shows_the_change_the_workspace_has() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "a.txt", b"a");
+    env.scribe(&a, &["add", "a.txt"]).ok();
+    env.scribe(&a, &["submit", "-m", "one"]).ok();
+    let st = env.scribe(&a, &["status"]);
+    assert!(
+        st.stdout.starts_with("On change 1 of demo"),
+        "{}",
+        st.stdout
+    );
+    let j = env.scribe(&a, &["status", "--json"]);
+    assert!(
+        j.stdout.contains("\"have\":1,\"submitted\":1"),
+        "{}",
+        j.stdout
+    );
+    // Someone else submits; Alice's next submit is not the whole workspace.
+    let b = env.workspace("bob", &[]);
+    write(&b, "b.txt", b"b");
+    env.scribe(&b, &["add", "b.txt"]).ok();
+    env.scribe(&b, &["submit", "-m", "two"]).ok();
+    env.scribe(&a, &["edit", "a.txt"]).ok();
+    write(&a, "a.txt", b"a3");
+    env.scribe(&a, &["submit", "-m", "three"]).ok();
+    let st = env.scribe(&a, &["status"]);
+    assert!(
+        st.stdout
+            .starts_with("On change 0 of demo, with your change 3"),
+        "{}",
+        st.stdout
+    );
+    env.scribe(&a, &["sync"]).ok();
+    let st = env.scribe(&a, &["status"]);
+    assert!(
+        st.stdout.starts_with("On change 3 of demo\n"),
+        "{}",
+        st.stdout
+    );
+}
+
+/// #18 item 9: an empty log, an unknown path's history or lock, and
+/// `describe 0` say so.
+#[test]
+fn empty_and_unknown_things_say_so() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    let r = env.scribe(&a, &["log"]);
+    r.ok();
+    assert!(r.stdout.contains("No changes yet in demo"), "{}", r.stdout);
+    assert_eq!(env.scribe(&a, &["log", "--json"]).stdout.trim(), "[]");
+    write(&a, "a.txt", b"a");
+    env.scribe(&a, &["add", "a.txt"]).ok();
+    env.scribe(&a, &["submit", "-m", "one"]).ok();
+    let r = env.scribe(&a, &["history", "nope.txt"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Error[not_found]"), "{}", r.stderr);
+    assert!(r.stderr.contains("no history"), "{}", r.stderr);
+    let r = env.scribe(&a, &["lock", "nope.txt"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("not files of this workspace"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(env.scribe(&a, &["locks", "--json"]).stdout.trim(), "[]");
+    let r = env.scribe(&a, &["describe", "0"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("numbered from 1"), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "not the head: {}", r.stdout);
+}
+
+/// #18 item 11: a FIFO or a socket is refused at `add`, named, and the
+/// rest of the tree is added.
+#[cfg(unix)]
+#[test]
+fn a_fifo_or_socket_is_refused_at_add() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "dir/real.txt", b"real");
+    let made = std::process::Command::new("mkfifo")
+        .arg(a.join("dir/pipe"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let _sock = std::os::unix::net::UnixListener::bind(a.join("dir/sock")).unwrap();
+    let r = env.scribe(&a, &["add", "dir/pipe"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr
+            .contains("a FIFO (named pipe) is not a regular file"),
+        "{}",
+        r.stderr
+    );
+    let r = env.scribe(&a, &["add", "."]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("dir/pipe"), "{}", r.stderr);
+    assert!(r.stderr.contains("dir/sock"), "{}", r.stderr);
+    assert!(r.stderr.contains("special_file"), "{}", r.stderr);
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(
+        st.stdout
+            .contains("{\"path\":\"dir/real.txt\",\"action\":\"add\""),
+        "{}",
+        st.stdout
+    );
+    assert!(
+        st.stdout
+            .contains("{\"path\":\"dir/pipe\",\"code\":\"special_file\"}"),
+        "{}",
+        st.stdout
+    );
+    env.scribe(&a, &["submit", "-m", "real only"]).ok();
+}
+
+/// #18 item 12: a server address without a scheme suggests `scribe://`;
+/// `scribes://` without a CA names the setting that provides it.
+#[test]
+fn a_bare_address_and_a_missing_ca_are_explained() {
+    let env = Env::new(Transport::Tcp);
+    let bare = env.url.trim_start_matches("scribe://").to_string();
+    for args in [
+        vec!["repo", "list", "--server", bare.as_str()],
+        vec![
+            "workspace",
+            "create",
+            "w",
+            "--server",
+            bare.as_str(),
+            "--repo",
+            "demo",
+        ],
+    ] {
+        let r = env.scribe(env.dir(), &args);
+        assert_eq!(r.code, Some(2), "{r:?}");
+        assert!(
+            r.stderr.contains(&format!("scribe://{bare}")),
+            "{}",
+            r.stderr
+        );
+    }
+    assert!(!env.path("w").exists());
+    assert!(!env.dir().join(&bare).exists(), "no data root was made");
+    let tls = format!("scribes://{bare}");
+    let r = env
+        .command(env.dir(), &["repo", "list", "--server", &tls])
+        .env_remove("SCRIBE_CA_FILE")
+        .env("SCRIBE_CONFIG_DIR", env.path("no-login"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("SCRIBE_CA_FILE"), "{stderr}");
+}
