@@ -130,6 +130,31 @@ pub enum Command {
         /// Use FILE as the merged result
         #[arg(long, value_name = "FILE")]
         merged: Option<PathBuf>,
+        /// Print one side to stdout instead of settling: `base` (the
+        /// revision your work started from) or `theirs` (the server's)
+        #[arg(long, value_name = "SIDE", conflicts_with_all = ["ours", "theirs", "merged"])]
+        show: Option<ShowSide>,
+    },
+    /// Print a file's bytes to stdout (streamed)
+    ///
+    /// PATH is the revision this workspace has; PATH@CHANGE the file as of
+    /// that change of the branch, PATH@head the newest. Bytes are verified
+    /// against their content id as they end.
+    Print {
+        /// PATH or PATH@CHANGE (PATH@head: the newest)
+        path: String,
+    },
+    /// Show what changed in opened (and modified) files
+    ///
+    /// Text files (UTF-8, up to 8 MiB) as a unified diff against the
+    /// revision this workspace has; other files as sizes and content ids.
+    /// `--tool` hands each pair of files to an external program instead.
+    Diff {
+        /// Only files under these paths (default: the whole workspace)
+        paths: Vec<String>,
+        /// Run this program (with any fixed arguments) on OLD NEW for each file
+        #[arg(long, value_name = "PROGRAM")]
+        tool: Option<String>,
     },
     /// Lock files on the server so only this workspace can submit them
     Lock {
@@ -206,10 +231,13 @@ pub enum Command {
         /// The file to show the history of
         path: String,
     },
-    /// Show one change and its files
+    /// Show one change and its files (with sizes; --diff: what changed)
     Describe {
         /// The change number
         change: u64,
+        /// Also show each file's difference from the revision before it
+        #[arg(long)]
+        diff: bool,
     },
     /// List or prune displaced local contents
     #[command(subcommand)]
@@ -232,6 +260,15 @@ pub enum Command {
     },
     /// Print the man page (roff)
     Man,
+}
+
+/// Which side `resolve --show` prints.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShowSide {
+    /// The revision your work started from
+    Base,
+    /// The server's revision
+    Theirs,
 }
 
 /// Shells `scribe completions` writes scripts for.

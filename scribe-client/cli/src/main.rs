@@ -21,7 +21,7 @@ mod reference;
 mod ui;
 
 use args::{Cli, Command, RecoveryCmd, RepoCmd, ViewCmd, WorkspaceCmd};
-use cmd::{auth, files, info, locks, quickstart, recovery, repo, submit, sync, workspace};
+use cmd::{auth, content, files, info, locks, quickstart, recovery, repo, submit, sync, workspace};
 use error::{CliError, CliResult};
 
 fn run(cli: Cli) -> CliResult {
@@ -95,11 +95,19 @@ fn run(cli: Cli) -> CliResult {
         } => submit::run(c, message, keep_locks, paths),
         Command::Sync { change } => sync::run(c, change),
         Command::Resolve {
+            show: Some(side),
+            paths,
+            ..
+        } => content::resolve_show(c, paths, side == args::ShowSide::Theirs),
+        Command::Resolve {
             paths,
             ours,
             theirs,
             merged,
+            show: None,
         } => files::resolve(c, paths, ours, theirs, merged),
+        Command::Print { path } => content::print(c, path),
+        Command::Diff { paths, tool } => content::diff(c, paths, tool),
         Command::Lock { paths } => locks::lock(c, paths),
         Command::Unlock { paths, force } => locks::unlock(c, paths, force),
         Command::Locks => locks::locks(c),
@@ -115,7 +123,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Admin(a) => cmd::admin::run(c, a),
         Command::Log { n } => info::log(c, n),
         Command::History { path } => info::history(c, path),
-        Command::Describe { change } => info::describe(c, change),
+        Command::Describe { change, diff } => info::describe(c, change, diff),
         Command::Recovery(r) => match r {
             RecoveryCmd::List => recovery::list(c),
             RecoveryCmd::Prune { older_than } => recovery::prune(c, older_than),

@@ -2,6 +2,7 @@
 
 use scribe_format::wire::message as m;
 
+use scribe_client::workflow::content::{self, Rev, Revision};
 use scribe_client::workflow::history;
 
 use crate::ctx::{self, Ctx};
@@ -116,7 +117,7 @@ pub fn history(ctx: &Ctx, path: String) -> CliResult {
     Ok(())
 }
 
-pub fn describe(ctx: &Ctx, change: u64) -> CliResult {
+pub fn describe(ctx: &Ctx, change: u64, diff: bool) -> CliResult {
     if change == 0 {
         return Err(CliError::new(
             ErrorCode::NotFound,
@@ -153,6 +154,16 @@ pub fn describe(ctx: &Ctx, change: u64) -> CliResult {
                         .collect(),
                 ),
             ));
+            if diff {
+                let link = o.link(&ctx.lib)?;
+                let mut diffs = Vec::new();
+                for e in &entries {
+                    let (old, new) = diff_sides(&o, &link, change, e)?;
+                    let d = super::content::compare_revisions(&link, &e.path, old, new)?;
+                    diffs.push(d.json(&e.path, action(e.action)));
+                }
+                f.push(("diffs", Json::Arr(diffs)));
+            }
         }
         return ctx.out.json(&j);
     }
@@ -163,14 +174,66 @@ pub fn describe(ctx: &Ctx, change: u64) -> CliResult {
         utc(commit.timestamp_ms),
         commit.message.0.replace('\n', "\n    ")
     ))?;
+    let mut total = 0u64;
     for e in &entries {
         let mv = e
             .moved_from
             .as_ref()
             .map(|m| format!("  (moved from {})", m.path))
             .unwrap_or_default();
-        ctx.out
-            .line(format_args!("  {:<7} {}{mv}", action(e.action), e.path))?;
+        let sz = e.state.as_ref().map(|s| s.size);
+        total += sz.unwrap_or(0);
+        ctx.out.line(format_args!(
+            "  {:<7} {}  {}{mv}",
+            action(e.action),
+            e.path,
+            sz.map_or("-".to_string(), size)
+        ))?;
+    }
+    ctx.out.line(format_args!(
+        "\n{} file(s), {} in the files it adds or changes",
+        entries.len(),
+        size(total)
+    ))?;
+    if diff {
+        let link = o.link(&ctx.lib)?;
+        for e in &entries {
+            let (old, new) = diff_sides(&o, &link, change, e)?;
+            let d = super::content::compare_revisions(&link, &e.path, old, new)?;
+            ctx.out.line("")?;
+            ctx.out.line(d.text(&e.path, action(e.action)).trim_end())?;
+        }
     }
     Ok(())
+}
+
+/// The revision before `change` and the one it made, for `describe --diff`.
+fn diff_sides(
+    o: &scribe_client::workflow::Opened,
+    link: &scribe_client::ServerLink,
+    change: u64,
+    e: &m::DescribedEntry,
+) -> CliResult<(Option<Revision>, Option<Revision>)> {
+    let new = e.state.as_ref().map(|s| Revision {
+        change,
+        manifest: s.manifest,
+        content: s.content,
+        size: s.size,
+        mode: s.mode,
+    });
+    let (from, at) = match (&e.moved_from, e.action) {
+        (Some(mv), _) => (mv.path.as_str(), mv.change),
+        (None, 1) => return Ok((None, new)),
+        (None, _) => (e.path.as_str(), change - 1),
+    };
+    let old = if at == 0 {
+        None
+    } else {
+        match content::revision(o, link, from, Rev::Change(at)) {
+            Ok(r) => Some(r),
+            Err(err) if err.code() == ErrorCode::NotFound => None,
+            Err(err) => return Err(err.into()),
+        }
+    };
+    Ok((old, new))
 }

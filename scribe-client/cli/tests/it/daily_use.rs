@@ -2,7 +2,7 @@
 //! looking at content, knowing where you are), each with the real `scribe`
 //! binary against a real server.
 
-use super::support::{read, write, Env, Transport};
+use super::support::{noise, read, write, Env, Transport};
 
 /// The workspace id of the workspace at `dir` (from `scribe info --json`).
 fn workspace_id(env: &Env, dir: &std::path::Path) -> String {
@@ -389,4 +389,223 @@ fn a_bare_address_and_a_missing_ca_are_explained() {
     let stderr = String::from_utf8_lossy(&r.stderr);
     assert_eq!(r.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("SCRIBE_CA_FILE"), "{stderr}");
+}
+
+/// Raw stdout of `scribe ARGS` (bytes, not text) and the exit code.
+fn raw(env: &Env, dir: &std::path::Path, args: &[&str]) -> (Option<i32>, Vec<u8>, String) {
+    let out = env.command(dir, args).output().unwrap();
+    (
+        out.status.code(),
+        out.stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Two changes of a text file and a multi-chunk binary, in `alice`.
+fn two_changes(env: &Env) -> std::path::PathBuf {
+    let a = env.workspace("alice", &[]);
+    write(&a, "notes.txt", b"first line\nold line\nlast line\n");
+    write(&a, "art/hero.psd", &noise(3 << 20, 7));
+    write(&a, "gone.txt", b"to be deleted\n");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "one"]).ok();
+    env.scribe(&a, &["edit", "notes.txt", "art/hero.psd"]).ok();
+    write(&a, "notes.txt", b"first line\nnew line\nlast line\n");
+    let mut hero = noise(3 << 20, 7);
+    hero[1000..2000].copy_from_slice(&[9; 1000]);
+    write(&a, "art/hero.psd", &hero);
+    env.scribe(&a, &["delete", "gone.txt"]).ok();
+    write(&a, "added.txt", b"brand new\n");
+    env.scribe(&a, &["add", "added.txt"]).ok();
+    env.scribe(&a, &["submit", "-m", "two"]).ok();
+    a
+}
+
+/// #18 content: `print PATH[@CHANGE]` writes the exact bytes of a
+/// revision (the workspace's, a change's, the head's) to stdout.
+#[test]
+fn print_writes_a_files_bytes_at_a_change() {
+    let env = Env::new(Transport::Tcp);
+    let a = two_changes(&env);
+    let mut hero2 = noise(3 << 20, 7);
+    hero2[1000..2000].copy_from_slice(&[9; 1000]);
+    let (code, out, err) = raw(&env, &a, &["print", "art/hero.psd"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out == hero2,
+        "the workspace's revision ({} bytes)",
+        out.len()
+    );
+    let (code, out, err) = raw(&env, &a, &["print", "art/hero.psd@1"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out == noise(3 << 20, 7), "change 1 ({} bytes)", out.len());
+    let (code, out, _) = raw(&env, &a, &["print", "notes.txt@head"]);
+    assert_eq!(
+        (code, out.as_slice()),
+        (Some(0), &b"first line\nnew line\nlast line\n"[..])
+    );
+    // From a subdirectory, relative to it.
+    let (code, out, _) = raw(&env, &a.join("art"), &["print", "hero.psd@1"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(out.len(), 3 << 20);
+    let (code, out, err) = raw(&env, &a, &["print", "gone.txt@1"]);
+    assert_eq!(
+        (code, out.as_slice()),
+        (Some(0), &b"to be deleted\n"[..]),
+        "{err}"
+    );
+    let (code, _, err) = raw(&env, &a, &["print", "gone.txt@2"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("Error[not_found]") && err.contains("change 2"),
+        "{err}"
+    );
+    let (code, _, err) = raw(&env, &a, &["print", "gone.txt"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("gone.txt@head"), "the hint names @head: {err}");
+}
+
+/// #18 content: `diff` shows a unified diff for text, sizes and content
+/// ids for binaries, and `--tool` hands the two files to a program.
+#[test]
+fn diff_shows_text_changes_binary_summaries_and_runs_a_tool() {
+    let env = Env::new(Transport::Tcp);
+    let a = two_changes(&env);
+    let r = env.scribe(&a, &["diff"]);
+    r.ok();
+    assert!(r.stderr.contains("No differences"), "{r:?}");
+    env.scribe(&a, &["edit", "notes.txt", "art/hero.psd"]).ok();
+    write(&a, "notes.txt", b"first line\nnewer line\nlast line\n");
+    write(&a, "art/hero.psd", &noise(1 << 20, 8));
+    env.scribe(&a, &["delete", "added.txt"]).ok();
+    write(&a, "fresh.txt", b"hello\n");
+    env.scribe(&a, &["add", "fresh.txt"]).ok();
+    let r = env.scribe(&a, &["diff"]);
+    r.ok();
+    let out = &r.stdout;
+    for want in [
+        "--- a/notes.txt@2",
+        "+++ b/notes.txt",
+        "-new line",
+        "+newer line",
+        " first line",
+        "binary art/hero.psd (edit): 3.0 MiB (content ",
+        "-> 1.0 MiB (content ",
+        "--- a/added.txt@2",
+        "+++ /dev/null",
+        "-brand new",
+        "--- /dev/null",
+        "+++ b/fresh.txt",
+        "+hello",
+    ] {
+        assert!(out.contains(want), "{want:?} in:\n{out}");
+    }
+    // Only under a path.
+    let r = env.scribe(&a, &["diff", "art"]);
+    assert!(!r.stdout.contains("notes.txt"), "{}", r.stdout);
+    let j = env.scribe(&a, &["diff", "--json", "art"]);
+    assert!(j.stdout.contains("\"binary\":true"), "{}", j.stdout);
+    // An external tool gets OLD and NEW.
+    let script = env.path("tool.sh");
+    let log = env.path("tool.log");
+    std::fs::write(
+        &script,
+        format!(
+            "cat \"$1\" > {0}.old; cat \"$2\" > {0}.new; exit 1\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    let tool = format!("sh {}", script.display());
+    env.scribe(&a, &["diff", "notes.txt", "--tool", &tool]).ok();
+    assert_eq!(
+        std::fs::read(format!("{}.old", log.display())).unwrap(),
+        b"first line\nnew line\nlast line\n"
+    );
+    assert_eq!(
+        std::fs::read(format!("{}.new", log.display())).unwrap(),
+        b"first line\nnewer line\nlast line\n"
+    );
+    let tmp: Vec<_> = std::fs::read_dir(a.join(".scribe/_state/tmp"))
+        .unwrap()
+        .collect();
+    assert!(tmp.is_empty(), "temporary files removed: {tmp:?}");
+}
+
+/// #18 content: `describe` lists each file's size, and `--diff` what each
+/// file changed from the revision before.
+#[test]
+fn describe_shows_sizes_and_diffs_on_request() {
+    let env = Env::new(Transport::Tcp);
+    let a = two_changes(&env);
+    let r = env.scribe(&a, &["describe", "2"]);
+    r.ok();
+    for want in [
+        "edit    art/hero.psd  3.0 MiB",
+        "delete  gone.txt  -",
+        "add     added.txt  10 B",
+    ] {
+        assert!(r.stdout.contains(want), "{want:?} in:\n{}", r.stdout);
+    }
+    assert!(!r.stdout.contains("+new line"), "no diff unless asked");
+    let r = env.scribe(&a, &["describe", "2", "--diff"]);
+    r.ok();
+    for want in [
+        "--- a/notes.txt@1",
+        "+++ b/notes.txt@2",
+        "-old line",
+        "+new line",
+        "binary art/hero.psd (edit): 3.0 MiB (content ",
+        "+brand new",
+        "--- a/gone.txt@1",
+        "-to be deleted",
+    ] {
+        assert!(r.stdout.contains(want), "{want:?} in:\n{}", r.stdout);
+    }
+    let j = env.scribe(&a, &["describe", "2", "--diff", "--json"]);
+    assert!(j.stdout.contains("\"diffs\":["), "{}", j.stdout);
+}
+
+/// #18 content: during resolve, `--show base|theirs` prints either side,
+/// so a hand merge can be made and given with `--merged`.
+#[test]
+fn resolve_shows_base_and_theirs_for_a_merge() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "notes.txt", b"base\n");
+    env.scribe(&a, &["add", "notes.txt"]).ok();
+    env.scribe(&a, &["submit", "-m", "base"]).ok();
+    let b = env.workspace("bob", &[]);
+    env.scribe(&b, &["edit", "notes.txt"]).ok();
+    write(&b, "notes.txt", b"base\nbob\n");
+    env.scribe(&b, &["submit", "-m", "bob"]).ok();
+    env.scribe(&a, &["edit", "notes.txt"]).ok();
+    write(&a, "notes.txt", b"alice\nbase\n");
+    env.scribe(&a, &["sync"]).ok();
+    let (code, out, err) = raw(&env, &a, &["resolve", "notes.txt", "--show", "base"]);
+    assert_eq!((code, out.as_slice()), (Some(0), &b"base\n"[..]), "{err}");
+    assert!(err.contains("base of notes.txt: change 1"), "{err}");
+    let (code, out, err) = raw(&env, &a, &["resolve", "notes.txt", "--show", "theirs"]);
+    assert_eq!(
+        (code, out.as_slice()),
+        (Some(0), &b"base\nbob\n"[..]),
+        "{err}"
+    );
+    // Still deferred: --show settles nothing.
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(
+        st.stdout.contains("\"needs_resolve\":[\"notes.txt\"]"),
+        "{}",
+        st.stdout
+    );
+    write(&a, "../merged.txt", b"alice\nbase\nbob\n");
+    env.scribe(&a, &["resolve", "notes.txt", "--merged", "../merged.txt"])
+        .ok();
+    env.scribe(&a, &["submit", "-m", "merged"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    assert_eq!(read(&b, "notes.txt"), b"alice\nbase\nbob\n");
+    let r = env.scribe(&a, &["resolve", "notes.txt", "--show", "theirs"]);
+    assert_eq!(r.code, Some(1), "nothing to resolve now: {r:?}");
+    let r = env.scribe(&a, &["resolve", "notes.txt", "--show", "theirs", "--ours"]);
+    assert_eq!(r.code, Some(2), "{r:?}");
 }
