@@ -134,6 +134,7 @@ pub fn hint_for(code: ErrorCode) -> Option<&'static str> {
         ErrorCode::ServerBusy => "the server is at its limit for connections or upload memory right now; retry shortly (an interrupted submission continues where it stopped)",
         ErrorCode::WorkspaceUnregistered => "the server holds no registration for this workspace (was it restored from an older copy?); create a new workspace with `scribe workspace create`",
         ErrorCode::InvalidPath => "`scribe debug path PATH` explains which rule a path breaks",
+        ErrorCode::NotInView => "`scribe view show` lists this workspace's view; `scribe view set PREFIX...` widens it",
         ErrorCode::WorkspaceRetired => "this workspace was retired: `scribe workspace recreate` in its directory makes a new one in place, keeping your local edits and the recovery area",
         ErrorCode::NotAWorkspace => "run this inside a workspace, or create one with `scribe workspace create DIR --server URL --repo NAME`",
         ErrorCode::Unreachable => "is the server running and reachable at the workspace's URL?",

@@ -52,6 +52,7 @@ fn run(cli: Cli) -> CliResult {
                     label,
                     readonly,
                     author: String::new(),
+                    host: ctx::host(),
                 },
             )
             .map(|_| ()),

@@ -31,6 +31,63 @@ pub struct CreateArgs {
     pub readonly: bool,
     /// The author recorded on submissions and locks.
     pub author: String,
+    /// This machine's name, shown by `workspace list` (empty: not shown).
+    pub host: String,
+}
+
+/// Registration tags that say who and where a workspace is (#18 item 8):
+/// `owner=AUTHOR`, `host=HOST`, and the root directory as `root=...`
+/// continued in `root+...` tags (a tag holds at most 64 bytes, cut at
+/// character boundaries). The server stores tags as given.
+pub fn identity_tags(author: &str, host: &str, root: &Path) -> Vec<String> {
+    fn cut(s: &str, max: usize) -> (&str, &str) {
+        let mut n = s.len().min(max);
+        while !s.is_char_boundary(n) {
+            n -= 1;
+        }
+        s.split_at(n)
+    }
+    let mut tags = Vec::new();
+    if !author.is_empty() {
+        tags.push(format!("owner={}", cut(author, 58).0));
+    }
+    if !host.is_empty() {
+        tags.push(format!("host={}", cut(host, 59).0));
+    }
+    let mut rest = root.to_str().unwrap_or("");
+    let mut first = true;
+    while !rest.is_empty() && tags.len() < 16 {
+        let prefix = if first { "root=" } else { "root+" };
+        let (head, tail) = cut(rest, 64 - prefix.len());
+        if head.is_empty() {
+            break;
+        }
+        tags.push(format!("{prefix}{head}"));
+        rest = tail;
+        first = false;
+    }
+    tags
+}
+
+/// What [`identity_tags`] recorded: (owner, host, root).
+pub fn identity_of(tags: &[String]) -> (Option<String>, Option<String>, Option<String>) {
+    let mut owner = None;
+    let mut host = None;
+    let mut root: Option<String> = None;
+    for t in tags {
+        if let Some(v) = t.strip_prefix("owner=") {
+            owner = Some(v.to_string());
+        } else if let Some(v) = t.strip_prefix("host=") {
+            host = Some(v.to_string());
+        } else if let Some(v) = t.strip_prefix("root=") {
+            root = Some(v.to_string());
+        } else if let Some(v) = t.strip_prefix("root+") {
+            if let Some(r) = root.as_mut() {
+                r.push_str(v);
+            }
+        }
+    }
+    (owner, host, root)
 }
 
 /// What creating a workspace did.
@@ -58,6 +115,7 @@ pub fn create(ctx: &Context, a: CreateArgs) -> Result<Created> {
             .collect::<Vec<_>>(),
     )?;
     let workspace_id = WorkspaceId::random();
+    let tags = identity_tags(&a.author, &a.host, &dir);
     let info = {
         let mut client = connect(&url, false, ctx)?;
         let repos = client.repo_list()?;
@@ -73,7 +131,7 @@ pub fn create(ctx: &Context, a: CreateArgs) -> Result<Created> {
             branch: a.branch.clone().unwrap_or_default(),
             view: view.clone(),
             label: a.label.clone().unwrap_or_default(),
-            tags: Vec::new(),
+            tags: tags.clone(),
         })?;
         (repo.id, ws)
     };
@@ -87,7 +145,7 @@ pub fn create(ctx: &Context, a: CreateArgs) -> Result<Created> {
         server: url,
         author: a.author.clone(),
         view,
-        tags: Vec::new(),
+        tags,
         readonly: a.readonly,
         transfer_compression: false,
         synced: 0,
@@ -112,6 +170,40 @@ pub fn create(ctx: &Context, a: CreateArgs) -> Result<Created> {
 pub fn list(ctx: &Context, server: &str, repo: &str) -> Result<Vec<m::WorkspaceInfo>> {
     let mut client = connect(server, false, ctx)?;
     Ok(client.workspace_list(repo)?)
+}
+
+/// How many of the newest changes [`last_submits`] reads.
+pub const LAST_SUBMIT_WINDOW: u32 = 1000;
+
+/// The newest change (and its time) each workspace submitted among the
+/// repository's newest [`LAST_SUBMIT_WINDOW`] changes of the main branch:
+/// the "last use" `workspace list` shows (the server records no other).
+pub fn last_submits(
+    ctx: &Context,
+    server: &str,
+    repo: &str,
+) -> Result<std::collections::HashMap<WorkspaceId, (u64, u64)>> {
+    let mut client = connect(server, false, ctx)?;
+    let mut out = std::collections::HashMap::new();
+    let mut before = 0;
+    let mut seen = 0u32;
+    while seen < LAST_SUBMIT_WINDOW {
+        let page = client.log(m::Log {
+            repo: repo.to_string(),
+            branch: scribe_format::BranchId([0; 16]),
+            before,
+            limit: m::MAX_PAGE_ITEMS.min(LAST_SUBMIT_WINDOW - seen),
+        })?;
+        seen += page.commits.len() as u32;
+        for c in &page.commits {
+            out.entry(c.workspace).or_insert((c.change, c.timestamp_ms));
+        }
+        if page.next == 0 || page.commits.is_empty() {
+            break;
+        }
+        before = page.next;
+    }
+    Ok(out)
 }
 
 /// Retire workspace `id` (default: `o` itself) on the server. Refused for
@@ -349,6 +441,7 @@ pub fn recreate(ctx: &Context, o: Opened, branch: Option<String>) -> Result<Recr
             label: None,
             readonly: old.readonly,
             author: old.author.clone(),
+            host: identity_of(&old.tags).1.unwrap_or_default(),
         },
     )?;
     // The recovery area: every file moves over (names are unique).

@@ -62,7 +62,7 @@ pub fn log(ctx: &Ctx, n: u32) -> CliResult {
 pub fn history(ctx: &Ctx, path: String) -> CliResult {
     let o = ctx::open(ctx)?;
     let p = ctx::paths(ctx, &o.ws, &[path])?.remove(0);
-    let all = history::history(&ctx.lib, &o, &p)?;
+    let all = history::history_following(&ctx.lib, &o, &p)?;
     if all.is_empty() {
         return Err(CliError::new(
             ErrorCode::NotFound,
@@ -76,9 +76,11 @@ pub fn history(ctx: &Ctx, path: String) -> CliResult {
     if ctx.out.json {
         return ctx.out.json(&Json::Arr(
             all.iter()
-                .map(|h| {
+                .map(|i| {
+                    let h = &i.entry;
                     Json::obj(vec![
                         ("change", Json::Num(h.change)),
+                        ("path", Json::str(&i.path)),
                         ("action", Json::str(action(h.action))),
                         (
                             "size",
@@ -96,22 +98,34 @@ pub fn history(ctx: &Ctx, path: String) -> CliResult {
                                 .as_ref()
                                 .map_or(Json::Null, |m| Json::str(&m.path)),
                         ),
+                        ("author", Json::str(&i.commit.author)),
+                        ("timestamp_ms", Json::Num(i.commit.timestamp_ms)),
+                        ("message", Json::str(&i.commit.message.0)),
                     ])
                 })
                 .collect(),
         ));
     }
-    for h in &all {
+    for i in &all {
+        let h = &i.entry;
         let mv = h
             .moved_from
             .as_ref()
             .map(|m| format!("  (moved from {}@{})", m.path, m.change))
             .unwrap_or_default();
+        let name = if i.path != p {
+            format!("  as {}", i.path)
+        } else {
+            String::new()
+        };
         ctx.out.line(format_args!(
-            "change {:<6} {:<7} {}{mv}",
+            "change {:<6} {:<7} {:>9}  {}  {:<12} {}{name}{mv}",
             h.change,
             action(h.action),
-            h.state.as_ref().map(|s| size(s.size)).unwrap_or_default()
+            h.state.as_ref().map(|s| size(s.size)).unwrap_or_default(),
+            utc(i.commit.timestamp_ms),
+            i.commit.author,
+            i.commit.message.0.lines().next().unwrap_or("")
         ))?;
     }
     Ok(())

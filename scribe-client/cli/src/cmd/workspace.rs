@@ -72,16 +72,28 @@ pub fn list(ctx: &Ctx, server: Option<String>, repo: Option<String>) -> CliResul
     };
     check_url(&server)?;
     let list = workspace::list(&ctx.lib, &server, &repo)?;
+    let last = workspace::last_submits(&ctx.lib, &server, &repo)?;
     if ctx.out.json {
         return ctx.out.json(&Json::Arr(
             list.iter()
                 .map(|w| {
+                    let (owner, host, root) = workspace::identity_of(&w.tags);
+                    let opt = |v: Option<String>| v.map_or(Json::Null, Json::str);
+                    let l = last.get(&w.workspace);
                     Json::obj(vec![
                         ("workspace", Json::str(w.workspace.to_hex())),
                         ("label", Json::str(&w.label)),
+                        ("owner", opt(owner)),
+                        ("host", opt(host)),
+                        ("root", opt(root)),
                         ("branch", Json::str(&w.branch_name)),
                         ("view", Json::Arr(w.view.iter().map(Json::str).collect())),
                         ("created_ms", Json::Num(w.created_ms)),
+                        ("last_submit", l.map_or(Json::Null, |(c, _)| Json::Num(*c))),
+                        (
+                            "last_submit_ms",
+                            l.map_or(Json::Null, |(_, t)| Json::Num(*t)),
+                        ),
                         ("retired", Json::Bool(w.retired)),
                         ("current", Json::Bool(Some(w.workspace) == current)),
                     ])
@@ -90,8 +102,13 @@ pub fn list(ctx: &Ctx, server: Option<String>, repo: Option<String>) -> CliResul
         ));
     }
     for w in &list {
+        let (owner, host, root) = workspace::identity_of(&w.tags);
+        let last = match last.get(&w.workspace) {
+            Some((c, t)) => format!("last submit change {c} at {}", utc(*t)),
+            None => "no recent submit".to_string(),
+        };
         ctx.out.line(format_args!(
-            "{} {}  {:<12} {}  {}{}",
+            "{} {}  {}  {}@{}  {}\n      view {}  created {}  {last}{}",
             if Some(w.workspace) == current {
                 "*"
             } else {
@@ -99,12 +116,15 @@ pub fn list(ctx: &Ctx, server: Option<String>, repo: Option<String>) -> CliResul
             },
             w.workspace.to_hex(),
             if w.label.is_empty() { "-" } else { &w.label },
-            utc(w.created_ms),
+            owner.as_deref().unwrap_or("?"),
+            host.as_deref().unwrap_or("?"),
+            root.as_deref().unwrap_or("?"),
             if w.view.is_empty() {
                 "(all)".to_string()
             } else {
                 w.view.join(",")
             },
+            utc(w.created_ms),
             if w.retired { "  retired" } else { "" }
         ))?;
     }

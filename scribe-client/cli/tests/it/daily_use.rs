@@ -609,3 +609,127 @@ fn resolve_shows_base_and_theirs_for_a_merge() {
     let r = env.scribe(&a, &["resolve", "notes.txt", "--show", "theirs", "--ours"]);
     assert_eq!(r.code, Some(2), "{r:?}");
 }
+
+/// #18 item 7: `history` shows author, time and message, follows the file
+/// back through a move, and `--json` carries them.
+#[test]
+fn history_follows_moves_with_author_time_and_message() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "old/a.txt", b"1");
+    env.scribe(&a, &["add", "old"]).ok();
+    env.scribe(&a, &["submit", "-m", "first version"]).ok();
+    let b = env.workspace("bob", &[]);
+    env.scribe(&b, &["edit", "old/a.txt"]).ok();
+    write(&b, "old/a.txt", b"22");
+    env.scribe(&b, &["submit", "-m", "bob's edit\nwith details"])
+        .ok();
+    env.scribe(&a, &["sync"]).ok();
+    env.scribe(&a, &["move", "old", "new"]).ok();
+    env.scribe(&a, &["submit", "-m", "moved"]).ok();
+    let r = env.scribe(&a, &["history", "new/a.txt"]);
+    r.ok();
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", r.stdout);
+    assert!(
+        lines[0].contains("change 3") && lines[0].contains("alice") && lines[0].contains("moved"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        lines[0].contains("(moved from old/a.txt@2)"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        lines[1].contains("change 2")
+            && lines[1].contains("bob")
+            && lines[1].contains("bob's edit"),
+        "{}",
+        r.stdout
+    );
+    assert!(lines[1].contains("as old/a.txt"), "{}", r.stdout);
+    assert!(
+        !lines[1].contains("with details"),
+        "first line only: {}",
+        r.stdout
+    );
+    assert!(
+        lines[2].contains("change 1") && lines[2].contains("first version"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        lines[2].contains(" UTC") || lines[2].contains('Z'),
+        "a time: {}",
+        r.stdout
+    );
+    let j = env.scribe(&a, &["history", "new/a.txt", "--json"]);
+    for want in [
+        "\"author\":\"bob\"",
+        "\"message\":\"bob's edit\\nwith details\"",
+        "\"path\":\"old/a.txt\"",
+        "\"timestamp_ms\":",
+    ] {
+        assert!(j.stdout.contains(want), "{want} in {}", j.stdout);
+    }
+}
+
+/// #18 item 8: `workspace list` shows owner, host, root directory, view
+/// and last use (the last submit).
+#[test]
+fn workspace_list_shows_owner_host_root_view_and_last_use() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &["--view", "art"]);
+    write(&a, "art/a.txt", b"a");
+    env.scribe(&a, &["add", "art"]).ok();
+    env.scribe(&a, &["submit", "-m", "one"]).ok();
+    let b = env.workspace("bob", &[]);
+    let r = env.scribe(&b, &["workspace", "list"]);
+    r.ok();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    for want in [
+        format!("alice@{host}  {}", a.display()),
+        format!("bob@{host}  {}", b.display()),
+        "view art".to_string(),
+        "last submit change 1".to_string(),
+        "no recent submit".to_string(),
+    ] {
+        assert!(r.stdout.contains(&want), "{want:?} in:\n{}", r.stdout);
+    }
+    let j = env.scribe(&b, &["workspace", "list", "--json"]);
+    assert!(j.stdout.contains("\"owner\":\"alice\""), "{}", j.stdout);
+    assert!(
+        j.stdout.contains(&format!("\"root\":\"{}\"", a.display())),
+        "{}",
+        j.stdout
+    );
+    assert!(j.stdout.contains("\"last_submit\":1"), "{}", j.stdout);
+}
+
+/// #18 item 10: a sparse workspace refuses to add files outside its view.
+#[test]
+fn files_outside_a_sparse_view_are_refused_at_add() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &["--view", "art"]);
+    write(&a, "art/in.txt", b"in");
+    write(&a, "code/out.rs", b"out");
+    let r = env.scribe(&a, &["add", "code/out.rs"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Error[not_in_view]"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("not in the workspace view"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("scribe view"), "{}", r.stderr);
+    let r = env.scribe(&a, &["add", "."]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stdout.contains("art/in.txt"), "{}", r.stdout);
+    env.scribe(&a, &["submit", "-m", "in view"]).ok();
+    let d = env.scribe(&a, &["describe", "1"]);
+    assert!(!d.stdout.contains("code/out.rs"), "{}", d.stdout);
+}
