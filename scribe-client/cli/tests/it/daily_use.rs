@@ -733,3 +733,49 @@ fn files_outside_a_sparse_view_are_refused_at_add() {
     let d = env.scribe(&a, &["describe", "1"]);
     assert!(!d.stdout.contains("code/out.rs"), "{}", d.stdout);
 }
+
+/// #18 item 5: syncing back to an older change does not copy every
+/// replaced unmodified file into the recovery area (its content is on the
+/// server); a locally modified file is still never overwritten, and what
+/// only the workspace holds is still kept.
+#[test]
+fn syncing_back_keeps_only_content_that_exists_nowhere_else() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "big.bin", &noise(2 << 20, 1));
+    write(&a, "mine.txt", b"v1");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "one"]).ok();
+    env.scribe(&a, &["edit", "big.bin", "mine.txt"]).ok();
+    write(&a, "big.bin", &noise(2 << 20, 2));
+    write(&a, "mine.txt", b"v2");
+    env.scribe(&a, &["submit", "-m", "two"]).ok();
+    env.scribe(&a, &["sync"]).ok();
+    // A local change nobody else has (not opened).
+    write(&a, "mine.txt", b"only here");
+    let r = env.scribe(&a, &["sync", "1"]);
+    r.ok();
+    assert_eq!(read(&a, "big.bin"), noise(2 << 20, 1));
+    assert_eq!(read(&a, "mine.txt"), b"only here", "never overwritten");
+    let rec = env.scribe(&a, &["recovery", "list", "--json"]);
+    assert_eq!(rec.stdout.trim(), "[]", "nothing copied: {}", rec.stdout);
+    let area: u64 = std::fs::read_dir(a.join(".scribe/_state/recovery"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0);
+    assert_eq!(area, 0);
+    env.scribe(&a, &["sync"]).ok();
+    assert_eq!(read(&a, "big.bin"), noise(2 << 20, 2));
+    // Taking theirs over local work keeps the local bytes.
+    env.scribe(&a, &["resolve", "mine.txt", "--theirs"]).ok();
+    assert_eq!(read(&a, "mine.txt"), b"v2");
+    let rec = env.scribe(&a, &["recovery", "list", "--json"]);
+    assert!(
+        rec.stdout.contains("\"path\":\"mine.txt\""),
+        "{}",
+        rec.stdout
+    );
+}
