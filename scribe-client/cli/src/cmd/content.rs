@@ -269,7 +269,7 @@ impl Compared {
             ("binary", Json::Bool(self.text.is_none())),
             (
                 "diff",
-                self.text.as_ref().map_or(Json::Null, |t| Json::str(t)),
+                self.text.as_ref().map_or(Json::Null, Json::str),
             ),
         ])
     }
