@@ -267,10 +267,7 @@ impl Compared {
             ("old", side(&self.old)),
             ("new", side(&self.new)),
             ("binary", Json::Bool(self.text.is_none())),
-            (
-                "diff",
-                self.text.as_ref().map_or(Json::Null, Json::str),
-            ),
+            ("diff", self.text.as_ref().map_or(Json::Null, Json::str)),
         ])
     }
 }
