@@ -182,6 +182,58 @@ pub fn revision(svc: &Service, client_cert: Option<&[u8]>) -> Sau2Result {
     ]])
 }
 
+/// The commands a storage server may record with `server-audit`.
+pub const SERVER_AUDIT_COMMANDS: &[&str] = &["lock-force-release"];
+
+/// `server-audit USER_ID COMMAND ARGS...` (server credential, #18 item 1):
+/// a registered storage server records an action it allowed `USER_ID` to
+/// take there that concerns other users (a forced lock release), as an
+/// `ok` audit row whose first argument is the server's name. Only the
+/// commands of [`SERVER_AUDIT_COMMANDS`]; the server calls it before it
+/// acts and refuses the action when the row cannot be written.
+pub fn server_audit(svc: &Service, req: &Sau2Request, client_cert: Option<&[u8]>) -> Sau2Result {
+    let server = {
+        let dir = svc.read_dir();
+        match server_caller(&dir, client_cert) {
+            Ok(s) => s,
+            Err(r) => return r,
+        }
+    };
+    let (user, command, rest) = match req.arguments.as_slice() {
+        [u, c, rest @ ..] => (u, c, rest),
+        _ => {
+            return refusal(
+                ErrorCode::Usage,
+                "server-audit takes USER_ID COMMAND [ARGUMENTS...]",
+            )
+        }
+    };
+    let Ok(user) = Id::parse(user) else {
+        return refusal(ErrorCode::Usage, "the user id is not 32 hex digits");
+    };
+    let Some(command) = SERVER_AUDIT_COMMANDS
+        .iter()
+        .find(|c| **c == command.as_str())
+    else {
+        return refusal(
+            ErrorCode::Usage,
+            format!("server-audit records only {SERVER_AUDIT_COMMANDS:?}"),
+        );
+    };
+    let mut args = vec![AuditArg::word(&server.name)];
+    args.extend(rest.iter().map(|a| AuditArg::word(a)));
+    let now = crate::now_ms();
+    let r = svc.write_dir().transact(|tx| {
+        tx.audit(now, Some(user), command, Id(req.operation), true, &args)?;
+        Ok(())
+    });
+    match r {
+        Err(e) => internal(e),
+        Ok(Err(r)) => refusal(r.code, r.message),
+        Ok(Ok(())) => Sau2Result::Rows(Vec::new()),
+    }
+}
+
 /// `resolve CERTIFICATE_HEX` (server credential): who the client
 /// certificate (DER, lowercase hex) is, in the calling server's namespace.
 /// Rows, all read under one lock (one consistent revision):

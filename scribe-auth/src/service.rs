@@ -232,11 +232,12 @@ impl Service {
             "server-register" => crate::servers::register(self, &req, body, client_cert),
             "resolve" => crate::servers::resolve(self, &req, client_cert),
             "revision" => crate::servers::revision(self, client_cert),
+            "server-audit" => crate::servers::server_audit(self, &req, client_cert),
             v if crate::admin::is_admin_verb(v) => self.admin(&req, body, client_cert),
             other => refusal(
                 ErrorCode::Usage,
                 format!(
-                    "unknown verb {other:?} (login, whoami, logout, server-register, resolve, revision, or an administrative verb)"
+                    "unknown verb {other:?} (login, whoami, logout, server-register, resolve, revision, server-audit, or an administrative verb)"
                 ),
             ),
         }

@@ -102,7 +102,8 @@ impl ClientError {
             ClientError::Server { code, .. } => *code,
             ClientError::Handshake { .. } => ErrorCode::UnsupportedVersion,
             ClientError::Io { .. } | ClientError::Tls(_) => ErrorCode::Unreachable,
-            ClientError::Protocol(_) | ClientError::Url { .. } => ErrorCode::Malformed,
+            ClientError::Protocol(_) => ErrorCode::Malformed,
+            ClientError::Url { .. } => ErrorCode::Usage,
             ClientError::Open(e) => e.code(),
             ClientError::Corrupt { .. } => ErrorCode::Corrupt,
         }

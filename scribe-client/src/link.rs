@@ -305,6 +305,54 @@ impl ServerLink {
     }
 }
 
+impl ServerLink {
+    /// Stream the bytes of the file whose manifest is `manifest` into
+    /// `out` chunk by chunk (cache first, then the server), then check
+    /// that they hash to `content` and number `size` (`corrupt` if not:
+    /// the bytes were written by then). For `print`, `diff`, `resolve
+    /// --show` (#18).
+    pub fn write_content(
+        &self,
+        manifest: scribe_format::ManifestId,
+        content: FileContentId,
+        size: u64,
+        out: &mut dyn Write,
+    ) -> Result<()> {
+        let bytes = self.manifest(ObjectId::manifest(manifest))?;
+        let m = ManifestRef::decode(&bytes)?;
+        let mut w = HashingWriter {
+            out,
+            hasher: blake3::Hasher::new(),
+            written: 0,
+        };
+        for c in m.chunks() {
+            let oid = ObjectId::chunk(c.id);
+            if self.cache.contains(&oid)? {
+                let data = self.cache.get(&oid)?;
+                w.write_all(&data)?;
+            } else {
+                let repo = self.repo.clone();
+                self.with(|cl| cl.download_to(&repo, oid, &mut w))?;
+            }
+        }
+        w.flush()?;
+        let got = FileContentId(*w.hasher.finalize().as_bytes());
+        if got != content || w.written != size {
+            return Err(Error::new(
+                ErrorCode::Corrupt,
+                format!(
+                    "the bytes hash to {} ({} bytes), expected {} ({} bytes)",
+                    got.to_hex(),
+                    w.written,
+                    content.to_hex(),
+                    size
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 struct HashingWriter<W: Write> {
     out: W,
     hasher: blake3::Hasher,

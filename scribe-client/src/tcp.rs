@@ -165,7 +165,10 @@ impl TcpConnection {
         let stream: Box<dyn Stream> = if tls {
             let ca = opts.ca_file.as_ref().ok_or_else(|| ClientError::Url {
                 url: url.to_string(),
-                reason: "scribes:// needs a trusted CA file".into(),
+                reason: "scribes:// needs the CA certificate that signed the server's: set \
+                         SCRIBE_CA_FILE to its PEM file (on a team server, `scribe login` \
+                         stores the auth service's CA, which signs it)"
+                    .into(),
             })?;
             let cfg = crate::tls::client_config_with(ca, opts.tls_credential.as_ref())?;
             let name = rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|_| {

@@ -161,6 +161,9 @@ error_codes! {
     /// The workspace state database (`.scribe/_state/state.redb`) is
     /// damaged or holds rows this build cannot decode.
     WorkspaceStateDamaged = 619, "workspace_state_damaged";
+    // #18 (daily use): codes added for issue 18, kept in one block.
+    /// The path is outside this workspace's view (sparse workspace).
+    NotInView = 620, "not_in_view";
 }
 
 /// How a failure ends a command.

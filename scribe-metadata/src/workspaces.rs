@@ -151,7 +151,9 @@ impl Repository {
     }
 
     /// Retire `workspace` under `operation` (idempotent). A workspace that
-    /// still holds locks is refused (`busy`), found by one index seek.
+    /// still holds locks is refused (`busy`, "holds locks"), found by one
+    /// index seek; that refusal is not recorded, so a retry after the locks
+    /// are released retires it.
     pub fn retire_workspace(
         &self,
         workspace: WorkspaceId,
@@ -251,7 +253,14 @@ impl Repository {
                     now.to_le_bytes().as_slice(),
                 )?;
             }
-            st.insert(ok.as_slice(), rec.encode().as_slice())?;
+            // A refusal because the workspace holds locks is not recorded
+            // as the outcome (#18 item 1): it is a state that ends (the
+            // locks are released, `scribe unlock --force` or `scribe-server
+            // lock release` break them), and a recorded one would refuse
+            // every later retirement of the workspace.
+            if !matches!(&refusal, Some((ErrorCode::Busy, _))) {
+                st.insert(ok.as_slice(), rec.encode().as_slice())?;
+            }
             match refusal {
                 Some((code, detail)) => RetireOutcome::Refused { code, detail },
                 None => RetireOutcome::Retired { retired_ms: now },

@@ -1,6 +1,6 @@
 //! Offline administration of a data root: `doctor`, `verify`,
 //! `rebuild-locator`, `compact-objects`, `recover-submissions`, `migrate`,
-//! `pins list`, `pins abandon`.
+//! `pins list`, `pins abandon`, `lock release`.
 //!
 //! Each takes the data root's `LOCK` for its duration (so it refuses to run
 //! beside a server) and reports per repository; a report is clean when no
@@ -1081,6 +1081,50 @@ pub fn pins_abandon(
                 info.name,
                 w.workspace.to_hex()
             ));
+        }
+    }
+    Ok(report)
+}
+
+/// `lock release` (offline, #18 item 1): remove the locks on `paths` (a
+/// file, or every lock under a folder) whoever holds them, in the one
+/// repository named. A lock left by a deleted or abandoned workspace is
+/// otherwise unbreakable. One note per released lock names its holder; a
+/// path without a lock is a problem (exit 1), the others are released.
+pub fn lock_release(dir: &Path, repo: &str, paths: &[String]) -> Result<Report, AdminError> {
+    let (root, _reg) = open_with_stores(dir)?;
+    let mut report = Report::default();
+    for info in select(&root, Some(repo))? {
+        let r = root.open_repository(info.id).map_err(meta_err(&info))?;
+        for p in paths {
+            let p = p.trim_end_matches('/');
+            let held: Vec<_> = r
+                .locks(p)
+                .map_err(meta_err(&info))?
+                .into_iter()
+                .filter(|l| {
+                    p.is_empty()
+                        || l.path == p
+                        || (l.path.starts_with(p) && l.path.as_bytes().get(p.len()) == Some(&b'/'))
+                })
+                .collect();
+            if held.is_empty() {
+                report
+                    .problems
+                    .push(format!("{}: {p:?} is not locked", info.name));
+                continue;
+            }
+            for l in held {
+                r.unlock(std::slice::from_ref(&l.path), l.record.workspace)
+                    .map_err(meta_err(&info))?;
+                report.notes.push(format!(
+                    "{}: released the lock on {} held by {} (workspace {})",
+                    info.name,
+                    l.path,
+                    l.record.author,
+                    l.record.workspace.to_hex()
+                ));
+            }
         }
     }
     Ok(report)

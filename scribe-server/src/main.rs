@@ -199,6 +199,11 @@ enum Command {
         #[command(subcommand)]
         command: PinsCommand,
     },
+    /// Break file locks offline (a lock left by a deleted workspace)
+    Lock {
+        #[command(subcommand)]
+        command: LockCommand,
+    },
     /// Compare the data root's versions with this build's and convert them
     ///
     /// Reports the schema and required features of the data root, of each
@@ -393,6 +398,28 @@ enum ArchiveCommand {
         /// The new archive directory
         #[arg(long, value_name = "DIR")]
         to: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum LockCommand {
+    /// Release the locks on PATHs (files, or every lock under a folder),
+    /// whoever holds them
+    ///
+    /// For a lock whose workspace is gone. While the server runs, a
+    /// maintainer or administrator uses `scribe unlock --force` instead
+    /// (audited on team servers). Each released lock is printed with its
+    /// holder; a PATH without a lock exits 1 (the others are released).
+    Release {
+        /// The data root directory
+        #[arg(long, value_name = "DIR")]
+        data: PathBuf,
+        /// The repository
+        #[arg(long, value_name = "NAME")]
+        repo: String,
+        /// Repository paths (`/` separators)
+        #[arg(required = true)]
+        paths: Vec<String>,
     },
 }
 
@@ -693,6 +720,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &admin::pins_abandon(&args.data, args.repo.as_deref(), which)?,
             ))
         }
+        Command::Lock {
+            command: LockCommand::Release { data, repo, paths },
+        } => Ok(print_report(
+            "lock release",
+            &admin::lock_release(&data, &repo, &paths)?,
+        )),
         Command::Migrate { data, inspect } => migrate(&data.data, inspect),
         Command::Archive {
             command: ArchiveCommand::Verify(a),

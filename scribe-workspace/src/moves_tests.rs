@@ -587,7 +587,12 @@ fn interrupted_abort_resumes() {
 
 #[test]
 fn adding_a_directory_skips_new_files_under_a_vacated_source() {
-    let (_d, ws) = ws();
+    // No view: `add` refuses paths outside one (#18 item 10).
+    let dir = tempfile::tempdir().unwrap();
+    let mut meta = crate::state::tests_meta();
+    meta.readonly = false;
+    meta.view = Vec::new();
+    let (_d, ws) = (&dir, Workspace::create(dir.path(), &meta).unwrap());
     track(&ws, &[("a/x", b"x")], 1);
     move_path(&ws, "a", "b").unwrap();
     // new files appear at the vacated source and elsewhere

@@ -133,6 +133,9 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
     // Source roots vacated by pending moves are reserved until submit or
     // abort: a new file found there (e.g. by `add .`) is refused, not added.
     let reserved = crate::moves::reserved_roots(ws)?;
+    // #18 item 10: a sparse workspace adds only inside its view (as
+    // Perforce refuses files not in the client view).
+    let view = ws.meta()?.view;
     let tx = ws.write()?;
     for file in &found.files {
         let path = file.path.as_str();
@@ -150,6 +153,18 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
                 format!(
                     "{root} was vacated by a pending move and is reserved until submit or abort"
                 ),
+            ));
+            continue;
+        }
+        if !view.is_empty()
+            && !view
+                .iter()
+                .any(|v| scribe_format::path::is_under_prefix(path, v))
+        {
+            report.refused.push(refuse(
+                path,
+                ErrorCode::NotInView,
+                format!("{path} is not in the workspace view ({})", view.join(", ")),
             ));
             continue;
         }

@@ -68,6 +68,11 @@ pub struct ScanOptions {
 }
 
 /// Current Unix time in milliseconds.
+/// The problem code of a FIFO, socket or device found by a walk.
+pub const SPECIAL_CODE: &str = "special_file";
+const SPECIAL_DETAIL: &str =
+    "a FIFO, socket or device is not a regular file: Scribe versions regular files only";
+
 pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -392,6 +397,14 @@ impl<R: DirReader> Walk<'_, R> {
                 });
                 continue;
             }
+            if kind == Kind::Special {
+                part.problems.push(ScanProblem {
+                    path: path.clone(),
+                    code: SPECIAL_CODE.into(),
+                    detail: SPECIAL_DETAIL.into(),
+                });
+                continue;
+            }
             let valid = quick
                 && path.len() <= scribe_format::limits::MAX_PATH_BYTES
                 && (plainly_valid_name(name)
@@ -555,6 +568,14 @@ fn walk_here<V: Visit, R: DirReader>(
                         path: prefix.clone(),
                         code: "symlink".into(),
                         detail: "symbolic links are not versioned".into(),
+                    });
+                } else if let Some(what) = crate::platform::walk::special_kind(&meta.file_type()) {
+                    part.problems.push(ScanProblem {
+                        path: prefix.clone(),
+                        code: SPECIAL_CODE.into(),
+                        detail: format!(
+                            "{what} is not a regular file: Scribe versions regular files only"
+                        ),
                     });
                 } else if let Err(e) = scribe_format::path::validate_file_path(prefix) {
                     part.problems.push(ScanProblem {

@@ -176,6 +176,9 @@ pub struct SyncReport {
     pub removed: Vec<String>,
     pub deferred: Vec<(String, DeferReason)>,
     pub displaced: Vec<String>,
+    /// Files replaced or removed that were exactly their baseline (content
+    /// the server holds): removed, not kept in the recovery area.
+    pub replaced_unmodified: Vec<String>,
     /// Bytes written into the working copy.
     pub bytes_written: u64,
 }
@@ -301,6 +304,11 @@ enum Step {
     Defer(DeferReason),
 }
 
+/// Whether the file a step replaces or removes is exactly its baseline of
+/// the current incarnation: its content is on the server, so it is not
+/// kept in the recovery area (#18 item 5).
+type Unmodified = bool;
+
 /// Whether the file at `full` is exactly `base` (by settled fingerprint or hash).
 fn matches_state(full: &Path, meta: &std::fs::Metadata, base: &BaselineRecord) -> Result<bool> {
     let exec = u8::from(crate::platform::is_executable(meta));
@@ -323,6 +331,20 @@ fn classify(
     links: &mut crate::guard::LinkCheck<'_>,
     path: &str,
     row: &JournalEntry,
+    incarnation: &[u8; 16],
+) -> Result<(Step, Unmodified)> {
+    let mut unmodified = false;
+    let step = classify_step(ws, links, path, row, incarnation, &mut unmodified)?;
+    Ok((step, unmodified))
+}
+
+fn classify_step(
+    ws: &Workspace,
+    links: &mut crate::guard::LinkCheck<'_>,
+    path: &str,
+    row: &JournalEntry,
+    incarnation: &[u8; 16],
+    unmodified: &mut bool,
 ) -> Result<Step> {
     // Nothing is read, written or removed beneath a linked directory; the
     // path waits in `deferred` with its target, like local work.
@@ -355,6 +377,7 @@ fn classify(
         (None, None, Some(t)) => Step::Write(t),
         (None, Some(_), Some(_)) => Step::Defer(DeferReason::DeletedLocally),
         (Some(m), Some(b), target) if !m.is_dir() && matches_state(&full, &m, &b)? => {
+            *unmodified = b.incarnation == *incarnation;
             match target {
                 Some(t) => Step::Write(t),
                 None => Step::Remove,
@@ -387,7 +410,9 @@ fn prune_parents(root: &Path, path: &str) {
 
 /// Apply every undone journal row.
 pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncReport> {
-    let readonly = ws.meta()?.readonly;
+    let meta = ws.meta()?;
+    let readonly = meta.readonly;
+    let incarnation = meta.incarnation;
     let mut report = SyncReport::default();
     let rows: Vec<(String, JournalEntry)> = ws
         .read()?
@@ -401,7 +426,7 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
         let mut intents = Vec::new();
         let mut links = crate::guard::LinkCheck::new(ws.root());
         for (path, row) in batch {
-            let step = classify(ws, &mut links, path, row)?;
+            let (step, unmodified) = classify(ws, &mut links, path, row, &incarnation)?;
             // Anything standing where a target goes, or a file being
             // removed, leaves through the recovery area, never by overwrite.
             let displaces = matches!(step, Step::Write(_) | Step::Remove)
@@ -413,14 +438,19 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
                     RecoveryReason::SyncUpdate
                 };
                 let index = recovery::new_index(path, reason);
-                recovery::write_index(ws.root(), &index)?;
-                intents.push((path.clone(), row.clone(), index));
+                // An unmodified file's content is on the server: it is
+                // removed, not kept (its journal row still records the
+                // displacement, so a rerun writes the target).
+                if !unmodified {
+                    recovery::write_index(ws.root(), &index)?;
+                }
+                intents.push((path.clone(), row.clone(), index, unmodified));
             }
             steps.push(step);
         }
         if !intents.is_empty() {
             let tx = ws.write()?;
-            for (path, row, index) in &intents {
+            for (path, row, index, _) in &intents {
                 tx.put_journal(
                     path,
                     &JournalEntry {
@@ -430,9 +460,19 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
                 )?;
             }
             tx.commit()?;
-            for (path, _, index) in &intents {
-                recovery::move_in(ws.root(), index)?;
-                report.displaced.push(path.clone());
+            for (path, _, index, unmodified) in &intents {
+                if *unmodified {
+                    let full = crate::guard::checked(ws.root(), path)?;
+                    match std::fs::remove_file(&full) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(WorkspaceError::io(&full)(e)),
+                    }
+                    report.replaced_unmodified.push(path.clone());
+                } else {
+                    recovery::move_in(ws.root(), index)?;
+                    report.displaced.push(path.clone());
+                }
             }
         }
         // Phase 2: materialize targets in parallel, unflushed; large files
@@ -700,7 +740,10 @@ mod tests {
             &mem,
         );
         assert_eq!(r.removed, vec!["art/deep/b.bin"]);
-        assert_eq!(r.displaced.len(), 2);
+        // Both were exactly their baselines (content the server holds):
+        // removed, not kept (#18 item 5).
+        assert!(r.displaced.is_empty(), "{:?}", r.displaced);
+        assert_eq!(r.replaced_unmodified.len(), 2);
         assert_eq!(std::fs::read(ws.root().join("art/a.psd")).unwrap(), a2);
         assert!(!ws.root().join("art/deep").exists(), "empty parent pruned");
         assert!(ws
@@ -718,9 +761,9 @@ mod tests {
                 .change,
             2
         );
-        // the displaced old versions are retained with their indexes
+        // nothing that exists only here was replaced: nothing is kept
         let kept = recovery::list(ws.root()).unwrap();
-        assert_eq!(kept.len(), 2);
+        assert_eq!(kept.len(), 0);
         assert!(ws.read().unwrap().journal_all().unwrap().is_empty());
     }
 
@@ -848,8 +891,9 @@ mod tests {
         for (i, b) in v2.iter().enumerate() {
             assert_eq!(&std::fs::read(ws.root().join(format!("f{i}"))).unwrap(), b);
         }
-        // f0..f2 were displaced once each (by the "crashed" run), f3..f9 by apply
-        assert_eq!(recovery::list(ws.root()).unwrap().len(), 10);
+        // f0..f2 were displaced once each (by the "crashed" run); f3..f9
+        // were unmodified, so apply removed them without keeping a copy
+        assert_eq!(recovery::list(ws.root()).unwrap().len(), 3);
     }
 
     #[test]

@@ -130,6 +130,31 @@ pub enum Command {
         /// Use FILE as the merged result
         #[arg(long, value_name = "FILE")]
         merged: Option<PathBuf>,
+        /// Print one side to stdout instead of settling: `base` (the
+        /// revision your work started from) or `theirs` (the server's)
+        #[arg(long, value_name = "SIDE", conflicts_with_all = ["ours", "theirs", "merged"])]
+        show: Option<ShowSide>,
+    },
+    /// Print a file's bytes to stdout (streamed)
+    ///
+    /// PATH is the revision this workspace has; PATH@CHANGE the file as of
+    /// that change of the branch, PATH@head the newest. Bytes are verified
+    /// against their content id as they end.
+    Print {
+        /// PATH or PATH@CHANGE (PATH@head: the newest)
+        path: String,
+    },
+    /// Show what changed in opened (and modified) files
+    ///
+    /// Text files (UTF-8, up to 8 MiB) as a unified diff against the
+    /// revision this workspace has; other files as sizes and content ids.
+    /// `--tool` hands each pair of files to an external program instead.
+    Diff {
+        /// Only files under these paths (default: the whole workspace)
+        paths: Vec<String>,
+        /// Run this program (with any fixed arguments) on OLD NEW for each file
+        #[arg(long, value_name = "PROGRAM")]
+        tool: Option<String>,
     },
     /// Lock files on the server so only this workspace can submit them
     Lock {
@@ -137,11 +162,19 @@ pub enum Command {
         #[arg(required = true)]
         paths: Vec<String>,
     },
-    /// Release locks held by this workspace
+    /// Release locks held by this workspace (`--force`: anyone's)
+    ///
+    /// `--force` breaks the locks on PATHs whoever holds them (a lock left
+    /// by a deleted or abandoned workspace): a team server allows it to
+    /// maintainers and administrators of the repository and records it in
+    /// the audit trail; a server without auth allows anyone.
     Unlock {
-        /// Files to unlock
+        /// Files (or folders: every lock under them with --force) to unlock
         #[arg(required = true)]
         paths: Vec<String>,
+        /// Break the locks whoever holds them
+        #[arg(long)]
+        force: bool,
     },
     /// List locks with owner, workspace and time
     Locks,
@@ -198,10 +231,13 @@ pub enum Command {
         /// The file to show the history of
         path: String,
     },
-    /// Show one change and its files
+    /// Show one change and its files (with sizes; --diff: what changed)
     Describe {
         /// The change number
         change: u64,
+        /// Also show each file's difference from the revision before it
+        #[arg(long)]
+        diff: bool,
     },
     /// List or prune displaced local contents
     #[command(subcommand)]
@@ -209,6 +245,11 @@ pub enum Command {
     /// Show or change which path prefixes this workspace holds
     #[command(subcommand)]
     View(ViewCmd),
+    /// Where you are: user, workspace, root, view, branch, change, server
+    ///
+    /// Reads the workspace's binding; asks the server (best effort) for its
+    /// version, the head and whether this workspace is still registered.
+    Info,
     /// Inspect how Scribe sees its inputs
     #[command(subcommand)]
     Debug(DebugCmd),
@@ -219,6 +260,15 @@ pub enum Command {
     },
     /// Print the man page (roff)
     Man,
+}
+
+/// Which side `resolve --show` prints.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShowSide {
+    /// The revision your work started from
+    Base,
+    /// The server's revision
+    Theirs,
 }
 
 /// Shells `scribe completions` writes scripts for.
@@ -269,6 +319,26 @@ pub enum WorkspaceCmd {
     Retire {
         /// The workspace id (32 hex digits; default: this one)
         workspace: Option<String>,
+    },
+    /// Point this workspace at the server's new address (host or port moved)
+    ///
+    /// The server at URL must hold the same repository (same id) and this
+    /// workspace's registration; only the stored URL changes.
+    SetServer {
+        /// scribe://HOST:PORT, scribes://HOST:PORT, or a data root path
+        url: String,
+    },
+    /// Re-create a retired workspace in place, keeping local edits
+    ///
+    /// Registers a new workspace with the same server, repository, view
+    /// and settings; keeps the old state as `.scribe/retired-<ID>`, moves
+    /// its recovery area over, syncs (files that differ from the server
+    /// are kept and deferred, never overwritten) and opens again what was
+    /// opened for add, edit or delete.
+    Recreate {
+        /// The branch to follow (default: main)
+        #[arg(long)]
+        branch: Option<String>,
     },
 }
 

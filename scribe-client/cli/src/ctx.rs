@@ -129,6 +129,16 @@ pub fn paths(ctx: &Ctx, ws: &Workspace, args: &[String]) -> CliResult<Vec<String
         .collect()
 }
 
+/// This machine's name (shown by `workspace list`; empty if unknown).
+pub fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| std::env::var("COMPUTERNAME").ok())
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
+}
+
 /// The author recorded on submissions and locks.
 pub fn author() -> String {
     std::env::var("SCRIBE_AUTHOR")

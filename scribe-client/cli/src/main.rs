@@ -21,7 +21,7 @@ mod reference;
 mod ui;
 
 use args::{Cli, Command, RecoveryCmd, RepoCmd, ViewCmd, WorkspaceCmd};
-use cmd::{auth, files, info, locks, quickstart, recovery, repo, submit, sync, workspace};
+use cmd::{auth, content, files, info, locks, quickstart, recovery, repo, submit, sync, workspace};
 use error::{CliError, CliResult};
 
 fn run(cli: Cli) -> CliResult {
@@ -52,11 +52,14 @@ fn run(cli: Cli) -> CliResult {
                     label,
                     readonly,
                     author: String::new(),
+                    host: ctx::host(),
                 },
             )
             .map(|_| ()),
             WorkspaceCmd::List { server, repo } => workspace::list(c, server, repo),
             WorkspaceCmd::Retire { workspace: w } => workspace::retire(c, w),
+            WorkspaceCmd::SetServer { url } => workspace::set_server(c, url),
+            WorkspaceCmd::Recreate { branch } => workspace::recreate(c, branch),
         },
         Command::Repo(r) => match r {
             RepoCmd::Create { name, server } => repo::create(c, &name, &server),
@@ -93,13 +96,21 @@ fn run(cli: Cli) -> CliResult {
         } => submit::run(c, message, keep_locks, paths),
         Command::Sync { change } => sync::run(c, change),
         Command::Resolve {
+            show: Some(side),
+            paths,
+            ..
+        } => content::resolve_show(c, paths, side == args::ShowSide::Theirs),
+        Command::Resolve {
             paths,
             ours,
             theirs,
             merged,
+            show: None,
         } => files::resolve(c, paths, ours, theirs, merged),
+        Command::Print { path } => content::print(c, path),
+        Command::Diff { paths, tool } => content::diff(c, paths, tool),
         Command::Lock { paths } => locks::lock(c, paths),
-        Command::Unlock { paths } => locks::unlock(c, paths),
+        Command::Unlock { paths, force } => locks::unlock(c, paths, force),
         Command::Locks => locks::locks(c),
         Command::Login {
             auth: url,
@@ -113,7 +124,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Admin(a) => cmd::admin::run(c, a),
         Command::Log { n } => info::log(c, n),
         Command::History { path } => info::history(c, path),
-        Command::Describe { change } => info::describe(c, change),
+        Command::Describe { change, diff } => info::describe(c, change, diff),
         Command::Recovery(r) => match r {
             RecoveryCmd::List => recovery::list(c),
             RecoveryCmd::Prune { older_than } => recovery::prune(c, older_than),
@@ -122,6 +133,7 @@ fn run(cli: Cli) -> CliResult {
             ViewCmd::Set { prefixes } => sync::view_set(c, prefixes),
             ViewCmd::Show => sync::view_show(c),
         },
+        Command::Info => workspace::info(c),
         Command::Debug(d) => cmd::debug::run(c, d),
         Command::Completions { shell } => reference::completions(c, shell),
         Command::Man => reference::man(c),
@@ -145,6 +157,9 @@ fn main() -> ExitCode {
         Err(mut e) => {
             if e.code == ErrorCode::Unreachable {
                 e.hint = Some(again.to_string());
+            }
+            if e.code == ErrorCode::WorkspaceRetired {
+                workspace::note_retired();
             }
             e.print(json);
             ExitCode::from(e.exit_status())

@@ -17,6 +17,7 @@ use crate::Context;
 /// until that move is submitted or aborted.
 pub fn add(o: &Opened, paths: &[String]) -> Result<OpenReport> {
     moves::refuse_if_interrupted(&o.ws)?;
+    super::workspace::refuse_if_retired(o)?;
     let reserved = moves::reserved_roots(&o.ws)?;
     let blocked: Vec<String> = paths
         .iter()
@@ -43,6 +44,7 @@ pub fn add(o: &Opened, paths: &[String]) -> Result<OpenReport> {
 /// effort: works offline).
 pub fn edit(ctx: &Context, o: &Opened, paths: &[String]) -> Result<OpenReport> {
     moves::refuse_if_interrupted(&o.ws)?;
+    super::workspace::refuse_if_retired(o)?;
     let r = open::edit(&o.ws, paths)?;
     let opened: Vec<&str> = r.opened.iter().map(|(p, _)| p.as_str()).collect();
     warn_locked(ctx, o, &opened);
@@ -79,6 +81,7 @@ fn warn_locked(ctx: &Context, o: &Opened, paths: &[&str]) {
 /// Open tracked files for delete (the file moves to the recovery area).
 pub fn delete(o: &Opened, paths: &[String]) -> Result<OpenReport> {
     moves::refuse_if_interrupted(&o.ws)?;
+    super::workspace::refuse_if_retired(o)?;
     Ok(open::delete(&o.ws, paths)?)
 }
 

@@ -77,3 +77,80 @@ pub fn describe(
     };
     Ok((commit, entries))
 }
+
+/// One change of a path's history with who made it, when and why
+/// (#18 item 7).
+#[derive(Clone, Debug)]
+pub struct HistoryItem {
+    /// The path the file had in this change (its history follows moves).
+    pub path: String,
+    pub entry: m::HistoryEntry,
+    pub commit: m::CommitSummary,
+}
+
+/// Every change of `path` on `o`'s branch, newest first, following the
+/// file back through explicit moves (each source's history up to the
+/// change it was moved from), each with its change's author, time and
+/// message (one `Describe` per change, at most one entry read).
+pub fn history_following(ctx: &Context, o: &Opened, path: &str) -> Result<Vec<HistoryItem>> {
+    let mut c = connect(&o.meta.server, false, ctx)?;
+    let mut out = Vec::new();
+    let mut commits: std::collections::HashMap<u64, m::CommitSummary> = Default::default();
+    let mut current = path.to_string();
+    let mut below = 0u64;
+    // A move chain is finite; this bound only stops a malformed one.
+    for _ in 0..1000 {
+        let mut entries = Vec::new();
+        let mut before = below;
+        loop {
+            let page = c.history(m::History {
+                repo: o.meta.repository_name.clone(),
+                branch: o.meta.branch_id,
+                path: current.clone(),
+                before,
+                limit: m::MAX_PAGE_ITEMS,
+            })?;
+            let empty = page.entries.is_empty();
+            entries.extend(page.entries);
+            if page.next == 0 || empty {
+                break;
+            }
+            before = page.next;
+        }
+        let mut next = None;
+        for e in entries {
+            let commit = match commits.get(&e.change) {
+                Some(s) => s.clone(),
+                None => {
+                    let d = c.describe(m::Describe {
+                        repo: o.meta.repository_name.clone(),
+                        change: e.change,
+                        after: String::new(),
+                        limit: 1,
+                    })?;
+                    commits.insert(e.change, d.commit.clone());
+                    d.commit
+                }
+            };
+            let moved = e.moved_from.clone();
+            out.push(HistoryItem {
+                path: current.clone(),
+                entry: e,
+                commit,
+            });
+            if let Some(mv) = moved {
+                // The file's life before this change is the source's.
+                next = Some((mv.path, mv.change + 1));
+                break;
+            }
+        }
+        match next {
+            Some((p, b)) => {
+                current = p;
+                below = b;
+            }
+            None => break,
+        }
+    }
+    Ok(out)
+}

@@ -2,10 +2,11 @@
 
 use scribe_format::wire::message as m;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::link::connect;
 use crate::workflow::Opened;
 use crate::Context;
+use scribe_format::ErrorCode;
 
 /// Lock `paths` for `o` and remember their generations locally.
 pub fn lock(ctx: &Context, o: &Opened, paths: Vec<String>) -> Result<Vec<m::LockInfo>> {
@@ -60,4 +61,69 @@ pub fn list(ctx: &Context, o: &Opened) -> Result<Vec<m::LockInfo>> {
         }
     }
     Ok(all)
+}
+
+/// Break the locks on `paths` (files, or every lock under a folder)
+/// whoever holds them (#18 item 1): one `LockRelease` per holding
+/// workspace, in that workspace's name. A team server allows it to a
+/// maintainer or administrator of the repository only, and records it in
+/// the auth service's audit trail; an open server (no auth) allows anyone.
+/// Returns the released locks; a path without a lock is `not_found`.
+pub fn unlock_force(ctx: &Context, o: &Opened, paths: Vec<String>) -> Result<Vec<m::LockInfo>> {
+    let mut c = connect(&o.meta.server, false, ctx)?;
+    let mut held: Vec<m::LockInfo> = Vec::new();
+    let mut none = Vec::new();
+    for p in &paths {
+        let mut found = false;
+        let mut after = String::new();
+        loop {
+            let page = c.lock_list(m::LockList {
+                repo: o.meta.repository_name.clone(),
+                prefix: p.clone(),
+                after: after.clone(),
+                limit: m::MAX_PAGE_ITEMS,
+            })?;
+            for l in page.locks {
+                if p.is_empty() || scribe_format::path::is_under_prefix(&l.path, p) {
+                    found = true;
+                    if !held.iter().any(|h| h.path == l.path) {
+                        held.push(l);
+                    }
+                }
+            }
+            match page.next {
+                Some(n) => after = n,
+                None => break,
+            }
+        }
+        if !found {
+            none.push(p.clone());
+        }
+    }
+    if !none.is_empty() {
+        return Err(Error::new(ErrorCode::NotFound, "no lock on these paths").with_paths(none));
+    }
+    let mut by_ws: std::collections::BTreeMap<[u8; 16], Vec<String>> = Default::default();
+    for l in &held {
+        by_ws.entry(l.workspace.0).or_default().push(l.path.clone());
+    }
+    let mut released = Vec::new();
+    for (ws, paths) in by_ws {
+        for chunk in paths.chunks(m::MAX_PAGE_ITEMS as usize) {
+            let got = c.lock_release(m::LockRelease {
+                repo: o.meta.repository_name.clone(),
+                workspace: scribe_format::WorkspaceId(ws),
+                paths: chunk.to_vec(),
+            })?;
+            released.extend(got);
+        }
+    }
+    let tx = o.ws.write()?;
+    for l in &released {
+        if l.workspace == o.meta.workspace_id {
+            tx.remove_local_lock(&l.path)?;
+        }
+    }
+    tx.commit()?;
+    Ok(released)
 }

@@ -9,6 +9,7 @@
 //! [`Context`]: crate::Context
 //! [`ServerLink`]: crate::ServerLink
 
+pub mod content;
 pub mod files;
 pub mod history;
 pub mod locks;

@@ -31,6 +31,63 @@ pub struct CreateArgs {
     pub readonly: bool,
     /// The author recorded on submissions and locks.
     pub author: String,
+    /// This machine's name, shown by `workspace list` (empty: not shown).
+    pub host: String,
+}
+
+/// Registration tags that say who and where a workspace is (#18 item 8):
+/// `owner=AUTHOR`, `host=HOST`, and the root directory as `root=...`
+/// continued in `root+...` tags (a tag holds at most 64 bytes, cut at
+/// character boundaries). The server stores tags as given.
+pub fn identity_tags(author: &str, host: &str, root: &Path) -> Vec<String> {
+    fn cut(s: &str, max: usize) -> (&str, &str) {
+        let mut n = s.len().min(max);
+        while !s.is_char_boundary(n) {
+            n -= 1;
+        }
+        s.split_at(n)
+    }
+    let mut tags = Vec::new();
+    if !author.is_empty() {
+        tags.push(format!("owner={}", cut(author, 58).0));
+    }
+    if !host.is_empty() {
+        tags.push(format!("host={}", cut(host, 59).0));
+    }
+    let mut rest = root.to_str().unwrap_or("");
+    let mut first = true;
+    while !rest.is_empty() && tags.len() < 16 {
+        let prefix = if first { "root=" } else { "root+" };
+        let (head, tail) = cut(rest, 64 - prefix.len());
+        if head.is_empty() {
+            break;
+        }
+        tags.push(format!("{prefix}{head}"));
+        rest = tail;
+        first = false;
+    }
+    tags
+}
+
+/// What [`identity_tags`] recorded: (owner, host, root).
+pub fn identity_of(tags: &[String]) -> (Option<String>, Option<String>, Option<String>) {
+    let mut owner = None;
+    let mut host = None;
+    let mut root: Option<String> = None;
+    for t in tags {
+        if let Some(v) = t.strip_prefix("owner=") {
+            owner = Some(v.to_string());
+        } else if let Some(v) = t.strip_prefix("host=") {
+            host = Some(v.to_string());
+        } else if let Some(v) = t.strip_prefix("root=") {
+            root = Some(v.to_string());
+        } else if let Some(v) = t.strip_prefix("root+") {
+            if let Some(r) = root.as_mut() {
+                r.push_str(v);
+            }
+        }
+    }
+    (owner, host, root)
 }
 
 /// What creating a workspace did.
@@ -58,6 +115,7 @@ pub fn create(ctx: &Context, a: CreateArgs) -> Result<Created> {
             .collect::<Vec<_>>(),
     )?;
     let workspace_id = WorkspaceId::random();
+    let tags = identity_tags(&a.author, &a.host, &dir);
     let info = {
         let mut client = connect(&url, false, ctx)?;
         let repos = client.repo_list()?;
@@ -73,7 +131,7 @@ pub fn create(ctx: &Context, a: CreateArgs) -> Result<Created> {
             branch: a.branch.clone().unwrap_or_default(),
             view: view.clone(),
             label: a.label.clone().unwrap_or_default(),
-            tags: Vec::new(),
+            tags: tags.clone(),
         })?;
         (repo.id, ws)
     };
@@ -87,7 +145,7 @@ pub fn create(ctx: &Context, a: CreateArgs) -> Result<Created> {
         server: url,
         author: a.author.clone(),
         view,
-        tags: Vec::new(),
+        tags,
         readonly: a.readonly,
         transfer_compression: false,
         synced: 0,
@@ -114,6 +172,40 @@ pub fn list(ctx: &Context, server: &str, repo: &str) -> Result<Vec<m::WorkspaceI
     Ok(client.workspace_list(repo)?)
 }
 
+/// How many of the newest changes [`last_submits`] reads.
+pub const LAST_SUBMIT_WINDOW: u32 = 1000;
+
+/// The newest change (and its time) each workspace submitted among the
+/// repository's newest [`LAST_SUBMIT_WINDOW`] changes of the main branch:
+/// the "last use" `workspace list` shows (the server records no other).
+pub fn last_submits(
+    ctx: &Context,
+    server: &str,
+    repo: &str,
+) -> Result<std::collections::HashMap<WorkspaceId, (u64, u64)>> {
+    let mut client = connect(server, false, ctx)?;
+    let mut out = std::collections::HashMap::new();
+    let mut before = 0;
+    let mut seen = 0u32;
+    while seen < LAST_SUBMIT_WINDOW {
+        let page = client.log(m::Log {
+            repo: repo.to_string(),
+            branch: scribe_format::BranchId([0; 16]),
+            before,
+            limit: m::MAX_PAGE_ITEMS.min(LAST_SUBMIT_WINDOW - seen),
+        })?;
+        seen += page.commits.len() as u32;
+        for c in &page.commits {
+            out.entry(c.workspace).or_insert((c.change, c.timestamp_ms));
+        }
+        if page.next == 0 || page.commits.is_empty() {
+            break;
+        }
+        before = page.next;
+    }
+    Ok(out)
+}
+
 /// Retire workspace `id` (default: `o` itself) on the server. Refused for
 /// `o` itself while it has opened files.
 pub fn retire(ctx: &Context, o: &Opened, id: Option<WorkspaceId>) -> Result<WorkspaceId> {
@@ -126,10 +218,299 @@ pub fn retire(ctx: &Context, o: &Opened, id: Option<WorkspaceId>) -> Result<Work
     }
     let mut client = connect(&o.meta.server, false, ctx)?;
     client.workspace_retire(&o.meta.repository_name, id)?;
+    if id == o.meta.workspace_id {
+        mark_retired(o)?;
+    }
     Ok(id)
 }
 
 /// Whether `dir` is a workspace root.
 pub fn exists(dir: &Path) -> bool {
     dir.join(".scribe/_state/SCRIBE_FORMAT").exists()
+}
+
+/// `meta["retired"]` (unix ms, u64): this workspace learned it was retired
+/// (`scribe workspace retire`, or a server answering `workspace_retired`).
+/// Opening files is refused from then on; `recreate` is the way out.
+pub const RETIRED_KEY: &str = "retired";
+
+/// Record that `o` is retired (idempotent).
+pub fn mark_retired(o: &Opened) -> Result<()> {
+    let read = o.ws.read()?;
+    let already = read.meta_u64(RETIRED_KEY)?.is_some();
+    drop(read);
+    if !already {
+        let tx = o.ws.write()?;
+        tx.put_meta_u64(RETIRED_KEY, scribe_workspace::scan::now_ms())?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+/// When `o` learned it was retired (unix ms), if it did.
+pub fn retired_at(o: &Opened) -> Result<Option<u64>> {
+    Ok(o.ws.read()?.meta_u64(RETIRED_KEY)?)
+}
+
+/// Refuse to open files in a workspace known to be retired.
+pub fn refuse_if_retired(o: &Opened) -> Result<()> {
+    if retired_at(o)?.is_some() {
+        return Err(Error::new(
+            ErrorCode::WorkspaceRetired,
+            format!(
+                "workspace {} is retired: files cannot be opened here",
+                o.meta.workspace_id
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Point `o` at the server now at `url` (#18 item 2): a server that moved
+/// to another host or port. The server at `url` must hold the same
+/// repository (same id) and know this workspace; nothing else changes.
+pub fn set_server(ctx: &Context, o: &Opened, url: &str) -> Result<String> {
+    let url = ServerUrl::absolute(url)?;
+    let mut client = connect(&url, false, ctx)?;
+    let repos = client.repo_list()?;
+    let repo = repos
+        .iter()
+        .find(|r| r.name == o.meta.repository_name)
+        .ok_or_else(|| {
+            Error::new(
+                ErrorCode::NotFound,
+                format!(
+                    "the server at {url} has no repository named {:?}",
+                    o.meta.repository_name
+                ),
+            )
+        })?;
+    if repo.id != o.meta.repository_id {
+        return Err(Error::new(
+            ErrorCode::Refused,
+            format!(
+                "the repository {:?} at {url} is another repository (id {}, this workspace's is {})",
+                o.meta.repository_name, repo.id, o.meta.repository_id
+            ),
+        ));
+    }
+    let known = client
+        .workspace_list(&o.meta.repository_name)?
+        .iter()
+        .any(|w| w.workspace == o.meta.workspace_id);
+    if !known {
+        return Err(Error::new(
+            ErrorCode::WorkspaceUnregistered,
+            format!(
+                "the server at {url} holds no active registration for workspace {}",
+                o.meta.workspace_id
+            ),
+        ));
+    }
+    let mut meta = o.meta.clone();
+    meta.server = url.clone();
+    let tx = o.ws.write()?;
+    tx.set_meta(&meta)?;
+    tx.commit()?;
+    Ok(url)
+}
+
+/// What `scribe info` shows: the local binding, and what the server says
+/// (when it answers).
+#[derive(Debug)]
+pub struct About {
+    pub meta: WorkspaceMeta,
+    pub root: PathBuf,
+    /// The change the user's own last submit left its files at, when
+    /// newer than `meta.synced`.
+    pub submitted: Option<u64>,
+    pub retired_ms: Option<u64>,
+    /// The server's answer, or why there is none.
+    pub server: std::result::Result<ServerSide, String>,
+}
+
+#[derive(Debug)]
+pub struct ServerSide {
+    pub version: String,
+    pub head: u64,
+    pub branch: String,
+    /// Whether the server holds an active registration of this workspace.
+    pub registered: bool,
+    pub label: String,
+}
+
+/// Everything `scribe info` prints (the server part is best effort).
+pub fn about(ctx: &Context, o: &Opened) -> Result<About> {
+    let server = (|| -> Result<ServerSide> {
+        let mut c = connect(&o.meta.server, false, ctx)?;
+        let version = c.status()?.server_version;
+        let list = c.workspace_list(&o.meta.repository_name)?;
+        let me = list.iter().find(|w| w.workspace == o.meta.workspace_id);
+        let head = c
+            .repo_list()?
+            .into_iter()
+            .find(|r| r.name == o.meta.repository_name)
+            .map_or(0, |r| r.head);
+        Ok(ServerSide {
+            version,
+            head,
+            branch: me.map(|w| w.branch_name.clone()).unwrap_or_default(),
+            registered: me.is_some(),
+            label: me.map(|w| w.label.clone()).unwrap_or_default(),
+        })
+    })()
+    .map_err(|e| e.to_string());
+    Ok(About {
+        meta: o.meta.clone(),
+        root: o.ws.root().to_path_buf(),
+        submitted: scribe_workspace::sync::local_pin(&o.ws)?,
+        retired_ms: retired_at(o)?,
+        server,
+    })
+}
+
+/// What [`recreate`] did.
+#[derive(Debug)]
+pub struct Recreated {
+    pub old: WorkspaceId,
+    pub created: Created,
+    /// Where the retired workspace's state was kept.
+    pub archived_state: PathBuf,
+    /// Files of the recovery area carried over.
+    pub recovery_kept: usize,
+    /// Opened files reopened in the new workspace, with their action.
+    pub reopened: Vec<(String, &'static str)>,
+    /// Files that differ from the server and were not open: deferred
+    /// (`scribe resolve`), never overwritten.
+    pub deferred: Vec<String>,
+}
+
+/// Re-create a retired (or unregistered) workspace in place (#18 item 3):
+/// a new registration with the same server, repository, branch, view,
+/// author and read-only flag; the old `.scribe/_state` is kept beside as
+/// `.scribe/retired-<id>`, its recovery area moves into the new one, the
+/// files on disk stay (sync from 0 adopts equal files and defers the
+/// others), and files opened for add, edit or delete are opened again.
+/// Refused while the server still holds the workspace's registration.
+pub fn recreate(ctx: &Context, o: Opened, branch: Option<String>) -> Result<Recreated> {
+    let active = {
+        let mut c = connect(&o.meta.server, false, ctx)?;
+        c.workspace_list(&o.meta.repository_name)?
+            .iter()
+            .any(|w| w.workspace == o.meta.workspace_id)
+    };
+    if active {
+        return Err(Error::new(
+            ErrorCode::Refused,
+            format!(
+                "workspace {} is active on the server; there is nothing to re-create",
+                o.meta.workspace_id
+            ),
+        ));
+    }
+    if scribe_workspace::moves::interrupted(&o.ws)?.is_some() {
+        return Err(Error::new(
+            ErrorCode::MoveUnfinished,
+            "a move is interrupted: finish or abort it first",
+        ));
+    }
+    let opened = o.ws.read()?.opened_all()?;
+    let root = o.ws.root().to_path_buf();
+    let old = o.meta.clone();
+    drop(o);
+    let state = root.join(scribe_workspace::state::STATE_DIR);
+    let archived = root
+        .join(".scribe")
+        .join(format!("retired-{}", old.workspace_id.to_hex()));
+    if archived.exists() {
+        return Err(Error::new(
+            ErrorCode::AlreadyExists,
+            format!("{} exists already", archived.display()),
+        ));
+    }
+    std::fs::rename(&state, &archived)?;
+    scribe_workspace::state::sync_dir(&root.join(".scribe"))?;
+    let created = create(
+        ctx,
+        CreateArgs {
+            dir: root.clone(),
+            server: old.server.clone(),
+            repo: old.repository_name.clone(),
+            branch,
+            view: old.view.clone(),
+            label: None,
+            readonly: old.readonly,
+            author: old.author.clone(),
+            host: identity_of(&old.tags).1.unwrap_or_default(),
+        },
+    )?;
+    // The recovery area: every file moves over (names are unique).
+    let from = archived.join("recovery");
+    let to = scribe_workspace::recovery::recovery_dir(&root);
+    let mut recovery_kept = 0;
+    if let Ok(entries) = std::fs::read_dir(&from) {
+        std::fs::create_dir_all(&to)?;
+        for e in entries {
+            let e = e?;
+            let dst = to.join(e.file_name());
+            if !dst.exists() {
+                std::fs::rename(e.path(), dst)?;
+                recovery_kept += 1;
+            }
+        }
+        scribe_workspace::state::sync_dir(&to)?;
+    }
+    // Reopen what was opened.
+    let o = Opened::find(&root)?;
+    let link = o.link(ctx)?;
+    let deferred: std::collections::BTreeSet<String> =
+        o.ws.read()?
+            .deferred_all()?
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+    let mut reopened = Vec::new();
+    use scribe_workspace::records::OpenedAction as A;
+    for (p, rec) in &opened {
+        let done = match rec.action {
+            A::Add if root.join(p).exists() && !deferred.contains(p) => {
+                !scribe_workspace::open::add(&o.ws, std::slice::from_ref(p))?
+                    .opened
+                    .is_empty()
+            }
+            A::Edit | A::Add if deferred.contains(p) => {
+                scribe_workspace::resolve::resolve(
+                    &o.ws,
+                    p,
+                    &scribe_workspace::resolve::Resolution::Ours,
+                    &link,
+                )?;
+                true
+            }
+            A::Edit => !scribe_workspace::open::edit(&o.ws, std::slice::from_ref(p))?
+                .opened
+                .is_empty(),
+            A::Delete => !scribe_workspace::open::delete(&o.ws, std::slice::from_ref(p))?
+                .opened
+                .is_empty(),
+            _ => false,
+        };
+        if done {
+            reopened.push((p.clone(), rec.action.name()));
+        }
+    }
+    let deferred =
+        o.ws.read()?
+            .deferred_all()?
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+    Ok(Recreated {
+        old: old.workspace_id,
+        created,
+        archived_state: archived,
+        recovery_kept,
+        reopened,
+        deferred,
+    })
 }

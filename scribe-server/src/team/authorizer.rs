@@ -529,7 +529,21 @@ impl Authorizer for TeamAuthorizer {
             }
             Request::LockRelease(r) => {
                 let repo = repository(svc, &r.repo)?;
-                self.own_or_maintain(&repo, r.workspace, user, role, "releasing the locks")
+                self.own_or_maintain(&repo, r.workspace, user, role, "releasing the locks")?;
+                // Breaking another user's locks (`scribe unlock --force`,
+                // #18 item 1) is recorded in the auth service's audit trail
+                // before it happens; no row, no release.
+                if self.workspace_owner(&repo, r.workspace)? != Some(user) {
+                    let mut args = vec![
+                        hex::encode(user),
+                        "lock-force-release".to_string(),
+                        r.repo.clone(),
+                        format!("workspace:{}", r.workspace.to_hex()),
+                    ];
+                    args.extend(r.paths.iter().cloned());
+                    self.ask("server-audit", args)?;
+                }
+                Ok(())
             }
             Request::LockAcquire(r) => {
                 let repo = repository(svc, &r.repo)?;

@@ -379,3 +379,61 @@ fn serve_limits_connections_per_address() {
     sigterm(&s.child);
     s.child.wait().unwrap();
 }
+
+/// #18 item 1: `lock release` (offline) breaks a lock whatever workspace
+/// holds it (one left by a deleted workspace), names its holder, and says
+/// when a path holds no lock; the workspace can then be retired.
+#[test]
+fn lock_release_breaks_another_workspaces_lock_offline() {
+    use scribe_format::wire::message as m;
+    use scribe_format::wire::{Connection, Request, Response};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let gone = WorkspaceId([0xc3; 16]);
+    let retire = |c: &mut InProcessConnection| {
+        c.call(Request::WorkspaceRetire(m::WorkspaceRetire {
+            repo: REPO.into(),
+            workspace: gone,
+        }))
+        .unwrap()
+    };
+    {
+        let svc = Service::create(&data).unwrap();
+        scribe_server::service::dispatch::repo_create(&svc, REPO).unwrap();
+        let mut c = InProcessConnection::new(svc);
+        c.register(gone);
+        let req = Request::LockAcquire(m::LockAcquire {
+            repo: REPO.into(),
+            workspace: gone,
+            branch: scribe_format::BranchId([0; 16]),
+            author: "ghost".into(),
+            paths: vec!["art/a.psd".into(), "art/sub/b.psd".into()],
+        });
+        assert!(matches!(c.call(req).unwrap(), Response::LocksAcquired(_)));
+        // Retiring a workspace that holds locks is refused, and says why.
+        match retire(&mut c) {
+            Response::Error(e) => assert!(e.message.contains("holds locks"), "{e:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    let out = run(&["lock", "release", "--data", d, "--repo", REPO, "art"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("released the lock on art/a.psd held by ghost")
+            && stdout.contains("art/sub/b.psd"),
+        "{stdout}"
+    );
+    let out = run(&["lock", "release", "--data", d, "--repo", REPO, "art/a.psd"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("is not locked"),
+        "{}",
+        text(&out.stdout)
+    );
+    // The earlier refusal is not replayed: the workspace retires now.
+    let svc = Service::open(&data).unwrap();
+    let mut c = InProcessConnection::new(svc);
+    assert!(matches!(retire(&mut c), Response::WorkspaceRetired(_)));
+}

@@ -51,6 +51,9 @@ fn kind_of_mode(mode: u32) -> Kind {
     match FileType::from_raw_mode(mode) {
         FileType::Directory => Kind::Dir,
         FileType::Symlink => Kind::Symlink,
+        FileType::Fifo | FileType::Socket | FileType::CharacterDevice | FileType::BlockDevice => {
+            Kind::Special
+        }
         _ => Kind::File,
     }
 }
@@ -171,6 +174,10 @@ impl DirReader for Linux {
                 let kind = match entry.file_type() {
                     FileType::Directory => Some(Kind::Dir),
                     FileType::Symlink => Some(Kind::Symlink),
+                    FileType::Fifo
+                    | FileType::Socket
+                    | FileType::CharacterDevice
+                    | FileType::BlockDevice => Some(Kind::Special),
                     FileType::Unknown => stat_at(dir, entry.file_name()).ok().map(|(k, _)| k),
                     _ => Some(Kind::File),
                 };

@@ -15,8 +15,29 @@ use std::path::{Path, PathBuf};
 pub(crate) enum Kind {
     Dir,
     Symlink,
+    /// A FIFO, socket or device (#18 item 11): never versioned.
+    Special,
     /// Anything else (regular files, and what the walk treats like them).
     File,
+}
+
+/// What a special file is, in words (`None` for anything else).
+pub fn special_kind(t: &std::fs::FileType) -> Option<&'static str> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return Some("a FIFO (named pipe)");
+        }
+        if t.is_socket() {
+            return Some("a socket");
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return Some("a device");
+        }
+    }
+    let _ = t;
+    None
 }
 
 /// The facts of a stat that a fingerprint and a mode need.
@@ -90,6 +111,8 @@ impl DirReader for Portable {
                                     Kind::Dir
                                 } else if t.is_symlink() {
                                     Kind::Symlink
+                                } else if special_kind(&t).is_some() {
+                                    Kind::Special
                                 } else {
                                     Kind::File
                                 }

@@ -203,9 +203,21 @@ pub fn status(ctx: &Ctx) -> CliResult {
     let journal = report.sync_unfinished;
     let pending = report.submit_pending;
     let moves = &report.moves;
+    // What the workspace has (#18 item 6): the watermark, and the change of
+    // this workspace's own last submit when newer. A submit right after the
+    // watermark (nobody else submitted between) leaves the whole workspace
+    // at that change.
+    let submitted = scribe_workspace::sync::local_pin(&o.ws)?;
+    let synced = o.meta.synced;
+    let have = match submitted {
+        Some(p) if p == synced + 1 => p,
+        _ => synced,
+    };
     if ctx.out.json {
         return ctx.out.json(&Json::obj(vec![
-            ("change", Json::Num(o.meta.synced)),
+            ("change", Json::Num(synced)),
+            ("have", Json::Num(have)),
+            ("submitted", submitted.map_or(Json::Null, Json::Num)),
             ("sync_unfinished", journal.map_or(Json::Null, Json::Num)),
             ("submit_pending", Json::Num(pending as u64)),
             ("moves", Json::Arr(moves.iter().map(move_json).collect())),
@@ -265,10 +277,17 @@ pub fn status(ctx: &Ctx) -> CliResult {
             ("hashed", Json::Num(s.hashed as u64)),
         ]));
     }
-    ctx.out.line(format_args!(
-        "On change {} of {}",
-        o.meta.synced, o.meta.repository_name
-    ))?;
+    let repo = &o.meta.repository_name;
+    match submitted {
+        Some(p) if p == have => ctx.out.line(format_args!(
+            "On change {p} of {repo} (your submit; synced to {synced} before it)"
+        ))?,
+        Some(p) => ctx.out.line(format_args!(
+            "On change {synced} of {repo}, with your change {p} (the files you submitted are \
+             at {p}; `scribe sync` brings the rest)"
+        ))?,
+        None => ctx.out.line(format_args!("On change {synced} of {repo}"))?,
+    }
     if let Some(t) = journal {
         ctx.out.line(format_args!(
             "A sync to change {t} is unfinished: run `scribe sync`"

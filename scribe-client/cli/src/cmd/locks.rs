@@ -16,16 +16,75 @@ pub fn lock(ctx: &Ctx, args: Vec<String>) -> CliResult {
             "name files to lock, not the workspace root",
         ));
     }
+    // #18 item 9: a path this workspace neither tracks nor has opened for
+    // add is not locked (it would hold a name nothing carries).
+    let unknown: Vec<String> = {
+        let read = o.ws.read()?;
+        let mut out = Vec::new();
+        for p in &paths {
+            if read.baseline(p)?.is_none() && read.opened(p)?.is_none() {
+                out.push(p.clone());
+            }
+        }
+        out
+    };
+    if !unknown.is_empty() {
+        return Err(CliError::new(
+            ErrorCode::NotFound,
+            format!("{} path(s) are not files of this workspace", unknown.len()),
+        )
+        .paths(unknown)
+        .hint(
+            "lock files that are synced here or opened for add (`scribe status`, `scribe add`)",
+        ));
+    }
     for l in locks::lock(&ctx.lib, &o, paths)? {
         ctx.out.line(format_args!("locked {}", l.path))?;
     }
     Ok(())
 }
 
-pub fn unlock(ctx: &Ctx, args: Vec<String>) -> CliResult {
+pub fn unlock(ctx: &Ctx, args: Vec<String>, force: bool) -> CliResult {
     let o = ctx::open(ctx)?;
     let paths = ctx::paths(ctx, &o.ws, &args)?;
-    for l in locks::unlock(&ctx.lib, &o, paths)? {
+    if force {
+        let me = o.meta.workspace_id;
+        let released = locks::unlock_force(&ctx.lib, &o, paths).map_err(|e| {
+            let code = e.code();
+            let err = CliError::from(e);
+            if code == ErrorCode::Forbidden {
+                err.hint("breaking another user's lock needs the maintainer or admin role on the repository")
+            } else {
+                err
+            }
+        })?;
+        for l in released {
+            if l.workspace == me {
+                ctx.out.line(format_args!("unlocked {}", l.path))?;
+            } else {
+                ctx.out.line(format_args!(
+                    "unlocked {} (held by {}, workspace {})",
+                    l.path,
+                    l.author,
+                    l.workspace.to_hex()
+                ))?;
+            }
+        }
+        return Ok(());
+    }
+    let released = locks::unlock(&ctx.lib, &o, paths).map_err(|e| {
+        let code = e.code();
+        let err = CliError::from(e);
+        if code == ErrorCode::LockedByOther {
+            err.hint(
+                "`scribe locks` shows who holds it; ask them to unlock, or (maintainers and \
+                 administrators) break it with `scribe unlock --force PATH`",
+            )
+        } else {
+            err
+        }
+    })?;
+    for l in released {
         ctx.out.line(format_args!("unlocked {}", l.path))?;
     }
     Ok(())

@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod content;
 pub mod debug;
 pub mod files;
 pub mod info;

@@ -132,6 +132,7 @@ pub fn run(ctx: &Ctx, dir: Option<PathBuf>, team: bool) -> CliResult {
         view: Vec::new(),
         label: None,
         readonly: false,
+        host: String::new(),
     };
     step(ctx, &mut n, "Create Alice's workspace", || {
         workspace::create(ctx, create(&alice))

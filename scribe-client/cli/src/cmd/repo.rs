@@ -8,6 +8,7 @@ use crate::error::{CliError, CliResult};
 use crate::ui::{utc, Json};
 
 pub fn create(ctx: &Ctx, name: &str, server: &str) -> CliResult {
+    super::workspace::check_url(server)?;
     let r = repo::create(&ctx.lib, server, name)?;
     ctx.out.line(&r.name)?;
     ctx.out
@@ -16,6 +17,7 @@ pub fn create(ctx: &Ctx, name: &str, server: &str) -> CliResult {
 }
 
 pub fn list(ctx: &Ctx, server: &str) -> CliResult {
+    super::workspace::check_url(server)?;
     let repos = repo::list(&ctx.lib, server).map_err(|e| {
         let missing = e.code() == ErrorCode::NotFound;
         let err = CliError::from(e);

@@ -4,6 +4,7 @@ mod admin;
 mod auth;
 mod crash;
 mod daily;
+mod daily_use;
 mod dead_server;
 mod debug_path;
 mod full_disk;

@@ -50,6 +50,10 @@ struct Team {
 }
 
 fn team() -> Team {
+    team_with(&[("alice", Some(Role::Writer)), ("bob", None)])
+}
+
+fn team_with(users: &[(&str, Option<Role>)]) -> Team {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     let (mut dir, report) = AuthDir::init(InitOptions {
@@ -63,7 +67,7 @@ fn team() -> Team {
     })
     .unwrap();
     let pw = Password::new(PASSWORD.into()).unwrap();
-    for (name, grant) in [("alice", Some(Role::Writer)), ("bob", None)] {
+    for &(name, grant) in users {
         let r = dir
             .add_user(
                 &request(report.admin_id, "user-add"),
@@ -194,21 +198,24 @@ fn scribe(t: &Team, user: &str, dir: &Path, args: &[&str], stdin: &str) -> (i32,
 }
 
 fn login(t: &Team, user: &str) {
-    let (code, _, err) = scribe(
-        t,
+    login_as(t, user, false)
+}
+
+fn login_as(t: &Team, user: &str, admin: bool) {
+    let ca = t.ca_file.to_str().unwrap();
+    let mut args = vec![
+        "login",
+        "--auth",
+        &t.auth_url,
+        "--user",
         user,
-        t.tmp.path(),
-        &[
-            "login",
-            "--auth",
-            &t.auth_url,
-            "--user",
-            user,
-            "--ca-file",
-            t.ca_file.to_str().unwrap(),
-        ],
-        &format!("{PASSWORD}\n"),
-    );
+        "--ca-file",
+        ca,
+    ];
+    if admin {
+        args.push("--admin");
+    }
+    let (code, _, err) = scribe(t, user, t.tmp.path(), &args, &format!("{PASSWORD}\n"));
     assert_eq!(code, 0, "{err}");
 }
 
@@ -286,4 +293,73 @@ fn signed_in_users_work_on_a_team_server_by_their_grants() {
     let (code, out, err) = scribe(&t, "alice", home, &["repo", "list", "--server", &t.url], "");
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("demo"), "{out}");
+}
+
+/// #18 item 1 on a team server: `scribe unlock --force` breaks another
+/// user's lock for a maintainer only, and the auth service's audit trail
+/// records who broke which lock.
+#[test]
+fn a_maintainer_breaks_another_users_lock_and_the_audit_trail_says_so() {
+    let t = team_with(&[
+        ("alice", Some(Role::Writer)),
+        ("carol", Some(Role::Writer)),
+        ("bob", Some(Role::Maintainer)),
+    ]);
+    let home = t.tmp.path();
+    let create = |user: &str| {
+        login(&t, user);
+        let (code, _, err) = scribe(
+            &t,
+            user,
+            home,
+            &[
+                "workspace",
+                "create",
+                &format!("ws-{user}"),
+                "--server",
+                &t.url,
+                "--repo",
+                "demo",
+            ],
+            "",
+        );
+        assert_eq!(code, 0, "{err}");
+        home.join(format!("ws-{user}"))
+    };
+    let a = create("alice");
+    std::fs::write(a.join("hero.psd"), b"v1").unwrap();
+    for args in [
+        &["add", "hero.psd"][..],
+        &["submit", "-m", "v1"],
+        &["lock", "hero.psd"],
+    ] {
+        let (code, _, err) = scribe(&t, "alice", &a, args, "");
+        assert_eq!(code, 0, "{err}");
+    }
+    // A writer may not break it.
+    let c = create("carol");
+    let (code, _, err) = scribe(&t, "carol", &c, &["unlock", "--force", "hero.psd"], "");
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("Error[forbidden]"), "{err}");
+    assert!(err.contains("maintainer"), "{err}");
+    // A maintainer may, and it is audited.
+    let b = create("bob");
+    let (code, out, err) = scribe(&t, "bob", &b, &["unlock", "--force", "hero.psd"], "");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("unlocked hero.psd (held by alice"), "{out}");
+    let (code, out, _) = scribe(&t, "bob", &b, &["locks", "--json"], "");
+    assert_eq!((code, out.trim()), (0, "[]"));
+    login_as(&t, "admin", true);
+    let (code, out, err) = scribe(
+        &t,
+        "admin",
+        home,
+        &["admin", "audit", "--command", "lock-force-release"],
+        "",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("lock-force-release"), "{out}");
+    assert!(out.contains("depot demo workspace:"), "{out}");
+    assert!(out.contains("hero.psd"), "{out}");
+    assert_eq!(out.matches("lock-force-release").count(), 1, "{out}");
 }
