@@ -1331,12 +1331,7 @@ type Acked = Arc<std::sync::Mutex<Vec<(u64, String, Vec<u8>)>>>;
 /// One client's submits, each retried with its operation id while the
 /// answer is `tier_unavailable` (the documented resume): the changes it
 /// saw acknowledged, with each file's content.
-fn submitting_client(
-    addr: String,
-    client: u8,
-    submits: u8,
-    acked: Acked,
-) {
+fn submitting_client(addr: String, client: u8, submits: u8, acked: Acked) {
     let mut c = wire::tcp(addr.parse().unwrap());
     let ws = WorkspaceId([100 + client; 16]);
     c.register(ws);
@@ -1398,8 +1393,7 @@ fn the_bucket_stopped_and_restarted_mid_submit_under_load_loses_nothing_acknowle
         roots.push((data, b, s));
     }
     // Three clients per server, four 1 MiB submits each.
-    let acked: Vec<Acked> =
-        (0..2).map(|_| Arc::default()).collect();
+    let acked: Vec<Acked> = (0..2).map(|_| Arc::default()).collect();
     let mut clients = Vec::new();
     for (i, (_, _, s)) in roots.iter().enumerate() {
         for client in 0..3u8 {
