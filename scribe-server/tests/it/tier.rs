@@ -1375,7 +1375,6 @@ fn submitting_client(addr: String, client: u8, submits: u8, acked: Acked) {
 
 #[test]
 fn the_bucket_stopped_and_restarted_mid_submit_under_load_loses_nothing_acknowledged() {
-    use nokv_bridge::tier::Provider;
     let p = proxy::Proxy::start(&rgw().endpoint);
     let dir = tempfile::tempdir().unwrap();
     let mut roots = Vec::new();
@@ -1449,20 +1448,26 @@ fn the_bucket_stopped_and_restarted_mid_submit_under_load_loses_nothing_acknowle
                 assert_eq!(got.as_deref(), Some(&content[..]), "{path}@{change_no}");
             }
         }
-        // No revision in the bucket the record does not hold Available.
-        let revs = t.revisions().unwrap();
-        let prefix = format!("nokv/artifacts/{:08x}/{}", t.shard(), hex::encode(repo.0));
-        for dir in provider(&b).list_dirs(&prefix).unwrap() {
-            let rev: [u8; 16] = hex::decode(&dir).unwrap().try_into().unwrap();
-            assert_eq!(
-                revs.get(&rev).map(|r| r.state),
-                Some(nokv_bridge::tier::Lifecycle::Available),
-                "{prefix}/{dir}"
-            );
-        }
+        assert_every_revision_in_the_bucket_is_available(&t, &b, &repo.0);
         drop(t);
         let (ok, out) = tier_verify(&data, &b);
         assert!(ok, "{out}");
+    }
+}
+
+/// No revision directory in the bucket under `repo` that the record does
+/// not hold `Available` (a block no revision holds would be a leak).
+fn assert_every_revision_in_the_bucket_is_available(t: &Tier, b: &Bucket, repo: &[u8; 16]) {
+    use nokv_bridge::tier::Provider;
+    let revs = t.revisions().unwrap();
+    let prefix = format!("nokv/artifacts/{:08x}/{}", t.shard(), hex::encode(repo));
+    for dir in provider(b).list_dirs(&prefix).unwrap() {
+        let rev: [u8; 16] = hex::decode(&dir).unwrap().try_into().unwrap();
+        assert_eq!(
+            revs.get(&rev).map(|r| r.state),
+            Some(nokv_bridge::tier::Lifecycle::Available),
+            "{prefix}/{dir}: a block no revision holds"
+        );
     }
 }
 
@@ -1472,7 +1477,6 @@ fn the_bucket_stopped_and_restarted_mid_submit_under_load_loses_nothing_acknowle
 /// reaches the bucket, every revision in the bucket is one the record
 /// holds `Available`, `tier verify` is clean.
 fn killed_while_holding(held: &'static str) {
-    use nokv_bridge::tier::Provider;
     let dir = tempfile::tempdir().unwrap();
     let data = init(dir.path());
     let b = bucket();
@@ -1510,16 +1514,7 @@ fn killed_while_holding(held: &'static str) {
             Some(&a[..])
         );
     }
-    let revs = t.revisions().unwrap();
-    let prefix = format!("nokv/artifacts/{:08x}/{}", t.shard(), hex::encode(repo.0));
-    for dir in provider(&b).list_dirs(&prefix).unwrap() {
-        let rev: [u8; 16] = hex::decode(&dir).unwrap().try_into().unwrap();
-        assert_eq!(
-            revs.get(&rev).map(|r| r.state),
-            Some(nokv_bridge::tier::Lifecycle::Available),
-            "{prefix}/{dir}: a block no revision holds"
-        );
-    }
+    assert_every_revision_in_the_bucket_is_available(&t, &b, &repo.0);
     drop(t);
     let (ok, out) = tier_verify(&data, &b);
     assert!(ok, "{out}");
