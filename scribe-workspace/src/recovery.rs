@@ -50,6 +50,36 @@ pub fn move_in(root: &Path, index: &RecoveryIndex) -> Result<()> {
     }
 }
 
+/// Delete the displaced file of `index` and its index when `keep_not`
+/// says it may go (given the moved file and its metadata); returns whether
+/// it was deleted. A file already gone counts as deleted; a directory or
+/// link standing there is kept.
+pub fn discard_if(
+    root: &Path,
+    index: &RecoveryIndex,
+    keep_not: impl FnOnce(&Path, &std::fs::Metadata) -> Result<bool>,
+) -> Result<bool> {
+    let dir = recovery_dir(root);
+    let moved = dir.join(index.entry_name());
+    let origin = dir.join(format!("{}.origin", index.entry_name()));
+    let meta = match std::fs::symlink_metadata(&moved) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(WorkspaceError::io(&moved)(e)),
+    };
+    if let Some(m) = &meta {
+        if !m.is_file() || !keep_not(&moved, m)? {
+            return Ok(false);
+        }
+        std::fs::remove_file(&moved).map_err(WorkspaceError::io(&moved))?;
+    }
+    match std::fs::remove_file(&origin) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+        Err(e) => Err(WorkspaceError::io(&origin)(e)),
+    }
+}
+
 /// Displace the working file at `path` (both steps).
 pub fn displace(root: &Path, path: &str, reason: RecoveryReason) -> Result<RecoveryIndex> {
     crate::guard::checked(root, path)?;

@@ -304,10 +304,11 @@ enum Step {
     Defer(DeferReason),
 }
 
-/// Whether the file a step replaces or removes is exactly its baseline of
-/// the current incarnation: its content is on the server, so it is not
-/// kept in the recovery area (#18 item 5).
-type Unmodified = bool;
+/// The baseline a file that a step replaces or removes matched, when it is
+/// of the current incarnation: its content is on the server, so once
+/// displaced (and checked again there) it is not kept in the recovery area
+/// (#18 item 5).
+type Unmodified = Option<BaselineRecord>;
 
 /// Whether the file at `full` is exactly `base` (by settled fingerprint or hash).
 fn matches_state(full: &Path, meta: &std::fs::Metadata, base: &BaselineRecord) -> Result<bool> {
@@ -333,7 +334,7 @@ fn classify(
     row: &JournalEntry,
     incarnation: &[u8; 16],
 ) -> Result<(Step, Unmodified)> {
-    let mut unmodified = false;
+    let mut unmodified = None;
     let step = classify_step(ws, links, path, row, incarnation, &mut unmodified)?;
     Ok((step, unmodified))
 }
@@ -344,7 +345,7 @@ fn classify_step(
     path: &str,
     row: &JournalEntry,
     incarnation: &[u8; 16],
-    unmodified: &mut bool,
+    unmodified: &mut Unmodified,
 ) -> Result<Step> {
     // Nothing is read, written or removed beneath a linked directory; the
     // path waits in `deferred` with its target, like local work.
@@ -377,7 +378,9 @@ fn classify_step(
         (None, None, Some(t)) => Step::Write(t),
         (None, Some(_), Some(_)) => Step::Defer(DeferReason::DeletedLocally),
         (Some(m), Some(b), target) if !m.is_dir() && matches_state(&full, &m, &b)? => {
-            *unmodified = b.incarnation == *incarnation;
+            if b.incarnation == *incarnation {
+                *unmodified = Some(b);
+            }
             match target {
                 Some(t) => Step::Write(t),
                 None => Step::Remove,
@@ -438,12 +441,7 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
                     RecoveryReason::SyncUpdate
                 };
                 let index = recovery::new_index(path, reason);
-                // An unmodified file's content is on the server: it is
-                // removed, not kept (its journal row still records the
-                // displacement, so a rerun writes the target).
-                if !unmodified {
-                    recovery::write_index(ws.root(), &index)?;
-                }
+                recovery::write_index(ws.root(), &index)?;
                 intents.push((path.clone(), row.clone(), index, unmodified));
             }
             steps.push(step);
@@ -461,16 +459,19 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
             }
             tx.commit()?;
             for (path, _, index, unmodified) in &intents {
-                if *unmodified {
-                    let full = crate::guard::checked(ws.root(), path)?;
-                    match std::fs::remove_file(&full) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                        Err(e) => return Err(WorkspaceError::io(&full)(e)),
-                    }
+                // Every file leaves by an atomic rename into the area; one
+                // that matched its baseline is checked again there (an edit
+                // made since the check above lands in the moved file) and
+                // only then deleted: its content is on the server.
+                recovery::move_in(ws.root(), index)?;
+                if unmodified
+                    .as_ref()
+                    .map(|b| recovery::discard_if(ws.root(), index, |f, m| matches_state(f, m, b)))
+                    .transpose()?
+                    == Some(true)
+                {
                     report.replaced_unmodified.push(path.clone());
                 } else {
-                    recovery::move_in(ws.root(), index)?;
                     report.displaced.push(path.clone());
                 }
             }
@@ -683,6 +684,32 @@ mod tests {
             mode: 0,
             change,
             fingerprint: Fingerprint::default(),
+        }
+    }
+
+    #[test]
+    fn a_displaced_unmodified_file_changed_after_its_check_is_kept() {
+        let (_d, ws) = ws();
+        let root = ws.root().to_owned();
+        std::fs::create_dir_all(root.join("art")).unwrap();
+        let base = target(b"server bytes", 1);
+        for (edit, kept) in [(false, false), (true, true)] {
+            std::fs::write(root.join("art/a.psd"), b"server bytes").unwrap();
+            let index = recovery::new_index("art/a.psd", RecoveryReason::SyncUpdate);
+            recovery::write_index(&root, &index).unwrap();
+            recovery::move_in(&root, &index).unwrap();
+            let moved = recovery::recovery_dir(&root).join(index.entry_name());
+            if edit {
+                // An edit that reached the file after sync's first check
+                // (same size, so only the content tells).
+                std::fs::write(&moved, b"artist edit!").unwrap();
+            }
+            let gone =
+                recovery::discard_if(&root, &index, |f, m| matches_state(f, m, &base)).unwrap();
+            assert_eq!(gone, !kept);
+            assert_eq!(moved.exists(), kept);
+            let listed = recovery::list(&root).unwrap().len();
+            assert_eq!(listed, usize::from(kept), "edit {edit}");
         }
     }
 
