@@ -165,6 +165,33 @@ struct Target {
 }
 
 impl<S: Store> Workbench<S> {
+    /// The change messages of the generations `gens` (each asked once,
+    /// together): what content types are read from. A store answering
+    /// for other generations than asked is refused, not indexed.
+    fn generation_messages(
+        &mut self,
+        gens: impl IntoIterator<Item = u64>,
+    ) -> Result<std::collections::HashMap<u64, String>, WbError> {
+        let mut gens: Vec<u64> = gens.into_iter().collect();
+        gens.sort_unstable();
+        gens.dedup();
+        let infos = self.store.version_infos(&gens)?;
+        if infos.len() != gens.len() {
+            return Err(WbError::new(
+                "storage",
+                format!(
+                    "asked for the messages of {} changes, the store answered {}",
+                    gens.len(),
+                    infos.len()
+                ),
+            ));
+        }
+        Ok(gens
+            .into_iter()
+            .zip(infos.into_iter().map(|i| i.message))
+            .collect())
+    }
+
     /// A facade over `store`; `agent` is the agent id of presentation
     /// paths (`/agents/{agent}/wb/...`).
     pub fn new(store: S, agent: &str) -> Workbench<S> {

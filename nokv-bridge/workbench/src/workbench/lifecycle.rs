@@ -620,19 +620,7 @@ impl<S: Store> Workbench<S> {
         crate::phase("restore: seal+edits", &mut t);
         // Content types recorded for the source's members carry over (the
         // messages of their generations, asked for together).
-        let mut gens: Vec<u64> = members.iter().map(|(_, _, r)| r.generation).collect();
-        gens.sort_unstable();
-        gens.dedup();
-        let infos: std::collections::HashMap<u64, String> = gens
-            .iter()
-            .copied()
-            .zip(
-                self.store
-                    .version_infos(&gens)?
-                    .into_iter()
-                    .map(|i| i.message),
-            )
-            .collect();
+        let infos = self.generation_messages(members.iter().map(|(_, _, r)| r.generation))?;
         for (_, rel, row) in &members {
             // (a type the extension gives anyway is not repeated)
             if let Some(ct) = super::message_content_type(&infos[&row.generation], &row.path)

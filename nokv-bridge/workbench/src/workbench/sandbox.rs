@@ -2,7 +2,7 @@
 //! workbench's files (the binary writes them), `collect` publishes a
 //! local directory's files in one change.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
@@ -107,19 +107,7 @@ impl<S: Store> Workbench<S> {
                 None => break,
             }
         }
-        let mut gens: Vec<u64> = rows.iter().map(|(_, _, r)| r.generation).collect();
-        gens.sort_unstable();
-        gens.dedup();
-        let messages: BTreeMap<u64, String> = gens
-            .iter()
-            .copied()
-            .zip(
-                self.store
-                    .version_infos(&gens)?
-                    .into_iter()
-                    .map(|i| i.message),
-            )
-            .collect();
+        let messages = self.generation_messages(rows.iter().map(|(_, _, r)| r.generation))?;
         Ok(rows
             .into_iter()
             .map(|(section, rel, row)| {
