@@ -335,6 +335,12 @@ impl Client {
         expect_reply!(self.call(Request::Submit(r))?, Submitted)
     }
 
+    /// Submit with the objects the server lacks carried in the request
+    /// (at most 4 MiB of data in all); the outcome is a successful reply.
+    pub fn submit_inline(&mut self, r: m::SubmitInline) -> ClientResult<m::Outcome> {
+        expect_reply!(self.call(Request::SubmitInline(r))?, SubmittedInline)
+    }
+
     pub fn operation_outcome(
         &mut self,
         repo: &str,

@@ -114,6 +114,7 @@ fn submission(
         keep_locks: false,
         required_locks: Vec::new(),
         actor: None,
+        inline: Default::default(),
     }
 }
 

@@ -60,6 +60,81 @@ pub struct Submission {
     pub required_locks: Vec<String>,
     /// The authenticated principal, asserted by the server.
     pub actor: Option<[u8; 16]>,
+    /// Objects the submission carries with it (wire `SubmitInline`), not
+    /// yet in the store: acceptance sees them as present, and only an
+    /// accepted change publishes them, in the batch of its envelope.
+    pub inline: Inline,
+}
+
+/// Objects carried by a submission: original payloads whose identities the
+/// caller has verified, by id. Empty for an ordinary submission.
+#[derive(Clone, Debug, Default)]
+pub struct Inline(pub std::sync::Arc<std::collections::BTreeMap<ObjectId, Vec<u8>>>);
+
+impl Inline {
+    /// Objects the caller has verified (each id is its payload's identity).
+    pub fn new(objects: std::collections::BTreeMap<ObjectId, Vec<u8>>) -> Self {
+        Inline(std::sync::Arc::new(objects))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Every carried object, for one publication.
+    pub fn pieces(&self) -> Vec<(ObjectId, &[u8])> {
+        self.0.iter().map(|(id, b)| (*id, b.as_slice())).collect()
+    }
+}
+
+/// The store as a submission carrying `inline` objects sees it: those
+/// objects are present (and read from memory) before they are published.
+struct WithInline<'a> {
+    inline: &'a Inline,
+    store: &'a dyn crate::ObjectHooks,
+}
+
+impl crate::ObjectPresence for WithInline<'_> {
+    fn contains(&self, id: &ObjectId) -> Result<bool> {
+        Ok(self.inline.0.contains_key(id) || self.store.contains(id)?)
+    }
+
+    fn missing(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>> {
+        let rest: Vec<ObjectId> = ids
+            .iter()
+            .filter(|id| !self.inline.0.contains_key(id))
+            .copied()
+            .collect();
+        self.store.missing(&rest)
+    }
+
+    fn read(&self, id: &ObjectId) -> Result<Option<Vec<u8>>> {
+        match self.inline.0.get(id) {
+            Some(b) => Ok(Some(b.clone())),
+            None => self.store.read(id),
+        }
+    }
+
+    fn checks_manifests(&self) -> bool {
+        self.store.checks_manifests()
+    }
+
+    fn read_for_check(&self, id: &ObjectId) -> Result<Option<Vec<u8>>> {
+        match self.inline.0.get(id) {
+            Some(b) => Ok(Some(b.clone())),
+            None => self.store.read_for_check(id),
+        }
+    }
+}
+
+impl crate::CommitSink for WithInline<'_> {
+    fn publish_commit(&self, id: &ObjectId, envelope: &[u8]) -> Result<()> {
+        self.store.publish_commit(id, envelope)
+    }
+
+    fn read_commit(&self, id: &ObjectId) -> Result<Option<Vec<u8>>> {
+        self.store.read_commit(id)
+    }
 }
 
 /// What became of a submission. Recorded forever under its operation id.
@@ -996,7 +1071,11 @@ impl Repository {
                 }
             }
         }
-        let missing = self.objects.missing(&ids)?;
+        let objects = WithInline {
+            inline: &s.inline,
+            store: &*self.objects,
+        };
+        let missing = crate::ObjectPresence::missing(&objects, &ids)?;
         if !missing.is_empty() {
             let named: Vec<String> = missing
                 .iter()
@@ -1041,6 +1120,10 @@ impl Repository {
             }
             w
         };
+        let objects = WithInline {
+            inline: &s.inline,
+            store: &*self.objects,
+        };
         let mut missing = Vec::new();
         for (m, cl) in &claims {
             let depth = if witnessed.contains(m) {
@@ -1048,7 +1131,7 @@ impl Repository {
             } else {
                 Depth::Accept
             };
-            match check(&*self.objects, m, cl, depth)? {
+            match check(&objects, m, cl, depth)? {
                 None => {}
                 Some(Fault::Missing(ids)) => missing.extend(ids),
                 Some(Fault::Invalid(why)) => {
@@ -1089,6 +1172,7 @@ impl Repository {
         }
         let pre = self.precheck(&s)?;
         if pre.is_none() && estimated_rows(&s) > BUFFERED_ROW_LIMIT {
+            self.publish_inline(&s)?;
             return self.submit_streamed(s, fingerprint);
         }
         // Published after the turn and gate are released (the next group
@@ -1103,6 +1187,15 @@ impl Repository {
         outcomes
             .pop()
             .ok_or_else(|| MetadataError::Gate("no outcome".into()))
+    }
+
+    /// Publish the objects `s` carries before a streamed preparation
+    /// (which reads them from the store); unreferenced if it is refused.
+    fn publish_inline(&self, s: &Submission) -> Result<()> {
+        if s.inline.is_empty() {
+            return Ok(());
+        }
+        self.objects.publish_with(&s.inline.pieces(), &[])
     }
 
     /// Accept up to eight buffered submissions sharing one transaction.
@@ -1142,6 +1235,7 @@ impl Repository {
             let est = estimated_rows(s);
             if pre.is_none() && est > BUFFERED_ROW_LIMIT {
                 flush(&mut pending, &mut out)?;
+                self.publish_inline(s)?;
                 out.push(self.submit_streamed(s.clone(), fp)?);
                 continue;
             }
@@ -1173,6 +1267,8 @@ impl Repository {
         wtx.set_durability(self.acceptance_durability())?;
         let mut outcomes = Vec::with_capacity(members.len());
         let mut envelopes = Vec::new();
+        // Objects accepted members carried: published with the envelopes.
+        let mut carried: Vec<(ObjectId, &[u8])> = Vec::new();
         let mut seen_ops = HashSet::new();
         {
             let mut tx = Tx::open(&wtx)?;
@@ -1211,6 +1307,7 @@ impl Repository {
                 }
                 match self.accept_member(&mut tx, s, *fp)? {
                     Ok((change, commit_id, bytes)) => {
+                        carried.extend(s.inline.pieces());
                         envelopes.push((commit_id, bytes));
                         outcomes.push(Outcome::Accepted { change, commit_id });
                     }
@@ -1221,9 +1318,18 @@ impl Repository {
                 }
             }
         }
-        // Envelopes are durable before the metadata transaction commits.
-        for (id, bytes) in &envelopes {
-            self.objects.publish_commit(&ObjectId::commit(*id), bytes)?;
+        // Envelopes (and the objects accepted members carried) are durable
+        // before the metadata transaction commits: one store batch.
+        let envelopes: Vec<(ObjectId, &[u8])> = envelopes
+            .iter()
+            .map(|(id, bytes)| (ObjectId::commit(*id), bytes.as_slice()))
+            .collect();
+        if carried.is_empty() {
+            for (id, bytes) in &envelopes {
+                self.objects.publish_commit(id, bytes)?;
+            }
+        } else {
+            self.objects.publish_with(&carried, &envelopes)?;
         }
         // The acceptance and its pin cleanup share one archive publication.
         crate::journal::coalesce_publication(&self.archive, || {

@@ -49,9 +49,13 @@ fn run(label: &str, n: usize, mut f: impl FnMut(usize)) {
 fn main() {
     // `--generations G`: the changes the second restore's files come from.
     let mut generations = 2_000usize;
+    // `--puts-only`: stop after the put_file, stat, read and list phases.
+    let mut puts_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        if a == "--generations" {
+        if a == "--puts-only" {
+            puts_only = true;
+        } else if a == "--generations" {
             generations = args
                 .next()
                 .and_then(|v| v.parse().ok())
@@ -86,6 +90,9 @@ fn main() {
                 .unwrap();
             assert_eq!(r["items"].as_array().unwrap().len(), 100);
         });
+        if puts_only {
+            continue;
+        }
         let files = (0..10_000)
             .map(|i| LocalFile {
                 section: Section::Outputs,

@@ -20,6 +20,9 @@ use crate::store::{
     VersionInfo,
 };
 
+/// A small publication's objects are all carried in its `SubmitInline`,
+/// without asking the server which it lacks, up to this many bytes.
+const CARRY_ALL_BYTES: usize = 64 << 10;
 /// The most object bytes sent in one `ObjectPutMany` (below the 8 MiB frame).
 const PUT_MANY_BYTES: usize = 4 << 20;
 /// Upload connections of a streamed collect over the network (what
@@ -323,24 +326,48 @@ impl Store for ScribeStore {
     fn publish(&mut self, p: Publish) -> Result<Published, WbError> {
         let operation = OperationId(p.operation);
         let mut t = std::time::Instant::now();
-        let cs = self.stage(&p)?;
+        let (cs, objects) = self.prepare(&p)?;
+        // A small publication carries its objects in the submission (no
+        // upload pin, one store batch with the commit envelope); a large
+        // one uploads them first.
+        let total: usize = objects.iter().map(|(_, d)| d.len()).sum();
+        let carried = if total > PUT_MANY_BYTES {
+            let ids: Vec<ObjectId> = objects.iter().map(|(id, _)| *id).collect();
+            self.stage_large(operation, &ids, objects)?;
+            None
+        } else {
+            Some(self.carried(objects, total)?)
+        };
         crate::phase("publish: stage", &mut t);
-        // Uploaded, not submitted: the objects are unreferenced.
+        // Staged, not submitted: nothing, or only unreferenced objects.
         self.failpoints.pass("nokv-after-stage");
-        let outcome = self
-            .client
-            .submit(m::Submit {
-                repo: self.repo.clone(),
-                operation,
-                workspace: self.workspace,
-                branch: self.branch,
-                change_set: cs,
-                author: self.author.clone(),
-                message: Text(p.message),
-                keep_locks: false,
-                timestamp_ms: p.timestamp_ms,
-            })
-            .map_err(client_error)?;
+        let submit = m::Submit {
+            repo: self.repo.clone(),
+            operation,
+            workspace: self.workspace,
+            branch: self.branch,
+            change_set: cs,
+            author: self.author.clone(),
+            message: Text(p.message),
+            keep_locks: false,
+            timestamp_ms: p.timestamp_ms,
+        };
+        let outcome = match carried {
+            Some(objects) => self.client.submit_inline(m::SubmitInline {
+                repo: submit.repo,
+                operation: submit.operation,
+                workspace: submit.workspace,
+                branch: submit.branch,
+                change_set: submit.change_set,
+                author: submit.author,
+                message: submit.message,
+                keep_locks: submit.keep_locks,
+                timestamp_ms: submit.timestamp_ms,
+                objects,
+            }),
+            None => self.client.submit(submit),
+        }
+        .map_err(client_error)?;
         crate::phase("publish: submit", &mut t);
         // Accepted (or refused) by the server, not yet answered.
         self.failpoints.pass("nokv-after-submit");
@@ -518,7 +545,18 @@ impl ScribeStore {
     /// crash between upload and submit leaves behind (invisible; the
     /// objects are unreferenced until a submit names them).
     pub fn stage(&mut self, p: &Publish) -> Result<ChangeSetId, WbError> {
-        let operation = OperationId(p.operation);
+        let (cs, objects) = self.prepare(p)?;
+        self.upload(OperationId(p.operation), objects)?;
+        Ok(cs)
+    }
+
+    /// The change set of `p` and every object it needs, with its bytes
+    /// (chunks borrowed from the bodies), the change set object last.
+    #[allow(clippy::type_complexity)]
+    fn prepare<'p>(
+        &self,
+        p: &'p Publish,
+    ) -> Result<(ChangeSetId, Vec<(ObjectId, std::borrow::Cow<'p, [u8]>)>), WbError> {
         let mut t = std::time::Instant::now();
         let bodies: Vec<Body> = p
             .edits
@@ -590,10 +628,21 @@ impl ScribeStore {
         let cs = ChangeSetId::of_payload(&payload);
         objects.push((ObjectId::change_set(cs), payload.into()));
         crate::phase("stage: change set", &mut t);
+        Ok((cs, objects))
+    }
+
+    /// Upload what the server lacks of `objects` for `operation` (pinned,
+    /// published), without submitting.
+    fn upload(
+        &mut self,
+        operation: OperationId,
+        objects: Vec<(ObjectId, std::borrow::Cow<'_, [u8]>)>,
+    ) -> Result<(), WbError> {
+        let mut t = std::time::Instant::now();
         let ids: Vec<ObjectId> = objects.iter().map(|(id, _)| *id).collect();
         let total: usize = objects.iter().map(|(_, d)| d.len()).sum();
         if total > PUT_MANY_BYTES {
-            return self.stage_large(operation, &ids, objects).map(|()| cs);
+            return self.stage_large(operation, &ids, objects);
         }
         // Small: send only what the server lacks, in one `ObjectPutMany`
         // (one pin transaction, one durable publication).
@@ -615,7 +664,39 @@ impl ScribeStore {
             self.put_many(operation, batch)?;
         }
         crate::phase("stage: put many", &mut t);
-        Ok(cs)
+        Ok(())
+    }
+
+    /// The objects of a small publication (`total` bytes, at most one
+    /// request's worth) to carry in its `SubmitInline`: all of them when
+    /// they are tiny (asking would cost more than sending), otherwise what
+    /// the server lacks.
+    fn carried(
+        &mut self,
+        objects: Vec<(ObjectId, std::borrow::Cow<'_, [u8]>)>,
+        total: usize,
+    ) -> Result<Vec<m::ObjectPiece>, WbError> {
+        let missing: Option<std::collections::HashSet<ObjectId>> = if total <= CARRY_ALL_BYTES {
+            None
+        } else {
+            let ids: Vec<ObjectId> = objects.iter().map(|(id, _)| *id).collect();
+            Some(
+                self.client
+                    .objects_missing(&self.repo, &ids)
+                    .map_err(client_error)?
+                    .into_iter()
+                    .collect(),
+            )
+        };
+        let mut sent = std::collections::HashSet::new();
+        Ok(objects
+            .into_iter()
+            .filter(|(id, _)| missing.as_ref().is_none_or(|m| m.contains(id)) && sent.insert(*id))
+            .map(|(id, data)| m::ObjectPiece {
+                id,
+                data: Bytes(data.into_owned()),
+            })
+            .collect())
     }
 
     /// A large upload as `scribe submit` does it: every id pinned for the

@@ -166,12 +166,25 @@ struct Target {
 
 impl<S: Store> Workbench<S> {
     /// The change messages of the generations `gens` (each asked once,
-    /// together): what content types are read from. A store answering
-    /// for other generations than asked is refused, not indexed.
+    /// together): what content types are read from.
     fn generation_messages(
         &mut self,
         gens: impl IntoIterator<Item = u64>,
     ) -> Result<std::collections::HashMap<u64, String>, WbError> {
+        Ok(self
+            .generation_infos(gens)?
+            .into_iter()
+            .map(|(g, (message, _))| (g, message))
+            .collect())
+    }
+
+    /// The change message and time of each generation of `gens` (each
+    /// asked once, together). A store answering for other generations than
+    /// asked is refused, not indexed.
+    fn generation_infos(
+        &mut self,
+        gens: impl IntoIterator<Item = u64>,
+    ) -> Result<std::collections::HashMap<u64, (String, u64)>, WbError> {
         let mut gens: Vec<u64> = gens.into_iter().collect();
         gens.sort_unstable();
         gens.dedup();
@@ -188,7 +201,7 @@ impl<S: Store> Workbench<S> {
         }
         Ok(gens
             .into_iter()
-            .zip(infos.into_iter().map(|i| i.message))
+            .zip(infos.into_iter().map(|i| (i.message, i.timestamp_ms)))
             .collect())
     }
 

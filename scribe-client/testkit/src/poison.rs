@@ -92,6 +92,7 @@ pub fn accept_unchecked(
             keep_locks: false,
             required_locks: Vec::new(),
             actor: None,
+            inline: Default::default(),
         })
         .expect("submit");
     match outcome {

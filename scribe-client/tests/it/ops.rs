@@ -697,3 +697,124 @@ fn a_submit_and_its_download_over_every_transport() {
         assert_eq!(c.download(REPO, chunk).unwrap(), content, "{t:?}");
     }
 }
+
+/// `SubmitInline`: the objects travel in the submission; an accepted change
+/// publishes them (no upload pin), a refused, malformed or replayed one
+/// stores none of them.
+#[test]
+fn submit_inline_publishes_its_objects_only_when_accepted() {
+    both(|env| {
+        let mut c = env.client();
+        let ws = WorkspaceId([1; 16]);
+        register(&mut c, ws);
+        let piece = |(id, data): &(ObjectId, Vec<u8>)| m::ObjectPiece {
+            id: *id,
+            data: scribe_format::wire::Bytes(data.clone()),
+        };
+        let inline = |op, ch: &Change, objects: Vec<m::ObjectPiece>| {
+            let s = submit_req(ws, op, ch.id, "inline");
+            m::SubmitInline {
+                repo: s.repo,
+                operation: s.operation,
+                workspace: s.workspace,
+                branch: s.branch,
+                change_set: s.change_set,
+                author: s.author,
+                message: s.message,
+                keep_locks: s.keep_locks,
+                timestamp_ms: s.timestamp_ms,
+                objects,
+            }
+        };
+        let ids = |ch: &Change| ch.objects.iter().map(|(id, _)| *id).collect::<Vec<_>>();
+        let op = OperationId([21; 16]);
+        let ch = change(&[("a.txt", Some(b"alpha"), 0), ("b.txt", Some(b"beta"), 0)]);
+        assert_eq!(
+            c.objects_missing(REPO, &ids(&ch)).unwrap().len(),
+            ch.objects.len()
+        );
+        let o = c
+            .submit_inline(inline(op, &ch, ch.objects.iter().map(piece).collect()))
+            .unwrap();
+        let n = accepted(&o);
+        assert!(c.objects_missing(REPO, &ids(&ch)).unwrap().is_empty());
+        for (id, bytes) in &ch.objects {
+            assert_eq!(&c.download(REPO, *id).unwrap(), bytes);
+        }
+        let repo = env.service().root().open_repository_by_name(REPO).unwrap();
+        assert_eq!(pins::count(&repo, ws, op).unwrap(), 0);
+        // A retry answers the recorded outcome; so does a plain Submit.
+        let again = c
+            .submit_inline(inline(op, &ch, ch.objects.iter().map(piece).collect()))
+            .unwrap();
+        assert_eq!(again, o);
+        assert_eq!(c.submit(submit_req(ws, op, ch.id, "inline")).unwrap(), o);
+        assert_eq!(c.repo_list().unwrap()[0].head, n);
+
+        // Refused (a stale base): recorded, and its objects are not stored.
+        let op2 = OperationId([22; 16]);
+        let stale = change(&[("a.txt", Some(b"stale edit"), n + 3)]);
+        let r = c
+            .submit_inline(inline(
+                op2,
+                &stale,
+                stale.objects.iter().map(piece).collect(),
+            ))
+            .unwrap();
+        assert_eq!(r.code, ErrorCode::BaseMismatch.number(), "{r:?}");
+        assert_eq!(c.operation_outcome(REPO, op2).unwrap(), Some(r));
+        assert_eq!(
+            c.objects_missing(REPO, &ids(&stale)).unwrap().len(),
+            stale.objects.len()
+        );
+
+        // Bytes that do not hash to their id: refused whole, not recorded.
+        let op3 = OperationId([23; 16]);
+        let bad = change(&[("c.txt", Some(b"gamma"), 0)]);
+        let mut pieces: Vec<m::ObjectPiece> = bad.objects.iter().map(piece).collect();
+        pieces[0].data.0.push(b'!');
+        let err = c.submit_inline(inline(op3, &bad, pieces)).unwrap_err();
+        assert_eq!(code(err), ErrorCode::Corrupt);
+        assert_eq!(c.operation_outcome(REPO, op3).unwrap(), None);
+        assert_eq!(
+            c.objects_missing(REPO, &ids(&bad)).unwrap().len(),
+            bad.objects.len()
+        );
+
+        // Without the change set object (and the server lacks it): refused
+        // as missing, not recorded; without a chunk: refused by acceptance.
+        let no_cs: Vec<m::ObjectPiece> = bad
+            .objects
+            .iter()
+            .filter(|(id, _)| id.kind != ObjectKind::ChangeSet)
+            .map(piece)
+            .collect();
+        let r = c.submit_inline(inline(op3, &bad, no_cs)).unwrap();
+        assert_eq!(r.code, ErrorCode::MissingObjects.number());
+        assert_eq!(c.operation_outcome(REPO, op3).unwrap(), None);
+        let no_chunk: Vec<m::ObjectPiece> = bad
+            .objects
+            .iter()
+            .filter(|(id, _)| id.kind != ObjectKind::Chunk)
+            .map(piece)
+            .collect();
+        let r = c.submit_inline(inline(op3, &bad, no_chunk)).unwrap();
+        assert_eq!(r.code, ErrorCode::MissingObjects.number(), "{r:?}");
+        assert_eq!(
+            c.objects_missing(REPO, &ids(&bad)).unwrap().len(),
+            bad.objects.len()
+        );
+
+        // More than 4 MiB of objects in one submission is refused.
+        let big = vec![7u8; 3 << 20];
+        let id = ObjectId::chunk(scribe_format::ChunkId::of(&big));
+        let op4 = OperationId([24; 16]);
+        let mut two = inline(op4, &bad, vec![piece(&(id, big.clone()))]);
+        two.objects.push(piece(&(id, big)));
+        assert_eq!(
+            code(c.submit_inline(two).unwrap_err()),
+            ErrorCode::LimitExceeded
+        );
+        assert_eq!(c.repo_list().unwrap()[0].head, n);
+    });
+}

@@ -222,6 +222,27 @@ wire_struct! {
         pub paths: Vec<String>,
     }
 }
+wire_struct! {
+    /// A [`Submit`] that carries the objects the server lacks with it
+    /// (whole, their data at most [`MAX_OBJECT_DATA_PER_FRAME`] bytes in
+    /// all; the change set object among them unless the server holds it).
+    /// No upload pin: the objects and the submission are one request. The
+    /// server verifies every identity, and only an accepted change
+    /// publishes them, in the store batch that makes its commit envelope
+    /// durable. Retries and outcomes are exactly those of [`Submit`].
+    pub struct SubmitInline {
+        pub repo: String,
+        pub operation: OperationId,
+        pub workspace: WorkspaceId,
+        pub branch: BranchId,
+        pub change_set: ChangeSetId,
+        pub author: String,
+        pub message: Text,
+        pub keep_locks: bool,
+        pub timestamp_ms: u64,
+        pub objects: Vec<ObjectPiece>,
+    }
+}
 wire_struct! { pub struct OperationOutcome { pub repo: String, pub operation: OperationId } }
 wire_struct! { pub struct OperationOutcomeReply { pub outcome: Option<Outcome> } }
 
@@ -477,6 +498,7 @@ messages! {
     0x0037 ObjectsPublish(ObjectsPublish) -> ObjectsPublished(ObjectsPublishReply);
     0x0040 Submit(Submit) -> Submitted(Outcome);
     0x0041 OperationOutcome(OperationOutcome) -> OperationOutcome(OperationOutcomeReply);
+    0x0042 SubmitInline(SubmitInline) -> SubmittedInline(Outcome);
     0x0050 Delta(Delta) -> Delta(DeltaPage);
     0x0051 List(List) -> List(ListPage);
     0x0052 Stat(Stat) -> Stat(StatReply);

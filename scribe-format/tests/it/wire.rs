@@ -161,6 +161,21 @@ fn every_request() -> Vec<Request> {
             repo: repo(),
             operation: OperationId([3; 16]),
         }),
+        Request::SubmitInline(SubmitInline {
+            repo: repo(),
+            operation: OperationId([3; 16]),
+            workspace: WorkspaceId([1; 16]),
+            branch: BranchId([0; 16]),
+            change_set: ChangeSetId([4; 32]),
+            author: "ada".into(),
+            message: Text("message".into()),
+            keep_locks: false,
+            timestamp_ms: 12,
+            objects: vec![ObjectPiece {
+                id: oid,
+                data: Bytes(b"abc".to_vec()),
+            }],
+        }),
         Request::Delta(Delta {
             repo: repo(),
             branch: BranchId([0; 16]),
@@ -293,6 +308,13 @@ fn every_response() -> Vec<Response> {
                 detail: "stale".into(),
                 paths: vec!["a".into()],
             }),
+        }),
+        Response::SubmittedInline(Outcome {
+            change: 13,
+            commit: Some(CommitId([2; 32])),
+            code: 0,
+            detail: String::new(),
+            paths: vec![],
         }),
         Response::Delta(DeltaPage {
             to: 9,

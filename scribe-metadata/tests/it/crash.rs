@@ -48,6 +48,7 @@ pub(super) fn big_n(objects: &DirObjects, main: BranchId, n: u64) -> Submission 
         keep_locks: false,
         required_locks: Vec::new(),
         actor: None,
+        inline: Default::default(),
     }
 }
 

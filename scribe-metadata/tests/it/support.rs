@@ -145,6 +145,7 @@ pub fn submission_as(env: &Env, ws: WorkspaceId, entries: Vec<Entry>) -> Submiss
         keep_locks: false,
         required_locks: Vec::new(),
         actor: None,
+        inline: Default::default(),
     }
 }
 

@@ -163,7 +163,8 @@ pub enum ActionFamily {
     /// `ObjectPut`, `ObjectPutStaged`, `ObjectPutMany`,
     /// `ObjectsPinMissing`, `ObjectsPublish`.
     ObjectWrite,
-    /// `Submit`, `OperationOutcome`.
+    /// `Submit`, `SubmitInline` (which carries objects as well: whoever
+    /// may submit may write objects), `OperationOutcome`.
     Submit,
     /// `Delta`, `List`, `Stat`, `History`, `Log`, `Describe`.
     TreeRead,
@@ -236,6 +237,13 @@ impl<'a> Action<'a> {
             },
             Request::ObjectsPublish(r) => a(F::ObjectWrite, Some(&r.repo), true),
             Request::Submit(r) => Action {
+                workspace: Some(r.workspace),
+                operation: Some(r.operation),
+                ..a(F::Submit, Some(&r.repo), true)
+            },
+            // Carries objects too; every role that may submit may write
+            // objects (`team::authorizer`).
+            Request::SubmitInline(r) => Action {
                 workspace: Some(r.workspace),
                 operation: Some(r.operation),
                 ..a(F::Submit, Some(&r.repo), true)
@@ -537,6 +545,25 @@ mod tests {
                     message: Text(String::new()),
                     keep_locks: false,
                     timestamp_ms: 0,
+                }),
+                F::Submit,
+                Some("r"),
+                Some(WS),
+                Some(OP),
+                true,
+            ),
+            (
+                Request::SubmitInline(SubmitInline {
+                    repo: r(),
+                    operation: OP,
+                    workspace: WS,
+                    branch: b,
+                    change_set: ChangeSetId([1; 32]),
+                    author: String::new(),
+                    message: Text(String::new()),
+                    keep_locks: false,
+                    timestamp_ms: 0,
+                    objects: Vec::new(),
                 }),
                 F::Submit,
                 Some("r"),

@@ -181,6 +181,14 @@ impl CommitSink for Tiered {
         self.local()?.publish_commit(id, envelope)
     }
 
+    fn publish_with(
+        &self,
+        objects: &[(ObjectId, &[u8])],
+        envelopes: &[(ObjectId, &[u8])],
+    ) -> scribe_metadata::Result<()> {
+        self.local()?.publish_with(objects, envelopes)
+    }
+
     fn read_commit(&self, id: &ObjectId) -> scribe_metadata::Result<Option<Vec<u8>>> {
         let local = self.local()?;
         self.fault(&local, id)?;

@@ -359,6 +359,43 @@ impl TeamAuthorizer {
         Ok(self.state.workspace_owner(&repo.id().0, &workspace.0)?)
     }
 
+    /// A submission's checks: the workspace is the user's, and the
+    /// operation id is claimed for the user with the submission's
+    /// fingerprint (its own Immediate transaction, before the submission).
+    fn claim_submission(
+        &self,
+        svc: &Service,
+        user: [u8; 16],
+        repo: &str,
+        (workspace, branch, operation, change_set): (
+            WorkspaceId,
+            scribe_format::BranchId,
+            OperationId,
+            scribe_format::ChangeSetId,
+        ),
+        (message, keep_locks): (&str, bool),
+    ) -> Result<(), Failure> {
+        let repo = repository(svc, repo)?;
+        self.own_workspace(&repo, workspace, user)?;
+        let branch = if branch.0 == [0; 16] {
+            repo.main_branch()
+        } else {
+            branch
+        };
+        let fingerprint = scribe_format::operation::operation_fingerprint(
+            repo.id(),
+            repo.incarnation(),
+            branch,
+            workspace,
+            change_set,
+            message,
+            keep_locks,
+        );
+        self.state
+            .claim_operation(&repo.id().0, &operation.0, &user, &fingerprint)?;
+        Ok(())
+    }
+
     /// Only the workspace's owner acts through it.
     fn own_workspace(
         &self,
@@ -564,28 +601,21 @@ impl Authorizer for TeamAuthorizer {
                 self.own_workspace(&repo, r.workspace, user)?;
                 self.operation_not_foreign(&repo, r.operation, user)
             }
-            Request::Submit(r) => {
-                let repo = repository(svc, &r.repo)?;
-                self.own_workspace(&repo, r.workspace, user)?;
-                let branch = if r.branch.0 == [0; 16] {
-                    repo.main_branch()
-                } else {
-                    r.branch
-                };
-                let fingerprint = scribe_format::operation::operation_fingerprint(
-                    repo.id(),
-                    repo.incarnation(),
-                    branch,
-                    r.workspace,
-                    r.change_set,
-                    &r.message.0,
-                    r.keep_locks,
-                );
-                // Before the submission: its own Immediate transaction.
-                self.state
-                    .claim_operation(&repo.id().0, &r.operation.0, &user, &fingerprint)?;
-                Ok(())
-            }
+            Request::Submit(r) => self.claim_submission(
+                svc,
+                user,
+                &r.repo,
+                (r.workspace, r.branch, r.operation, r.change_set),
+                (&r.message.0, r.keep_locks),
+            ),
+            // The same claim: it carries its objects, under its operation.
+            Request::SubmitInline(r) => self.claim_submission(
+                svc,
+                user,
+                &r.repo,
+                (r.workspace, r.branch, r.operation, r.change_set),
+                (&r.message.0, r.keep_locks),
+            ),
             Request::OperationOutcome(r) if role < Role::Maintainer => {
                 let repo = repository(svc, &r.repo)?;
                 self.operation_not_foreign(&repo, r.operation, user)

@@ -1,7 +1,7 @@
 //! grep, search, aggregate, catalog and find: metadata queries at one read
 //! version over a documented field catalog (docs/workbench.md).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
@@ -269,8 +269,8 @@ impl<S: Store> Workbench<S> {
             }
             None => self.workbenches(at)?,
         };
-        let mut info_cache: HashMap<u64, (String, u64)> = HashMap::new();
-        let mut out = Vec::new();
+        // Rows first; then every generation's message and time at once.
+        let mut raw: Vec<(String, bool, Row)> = Vec::new();
         for (wid, inc) in wbs {
             let dir = match (section, p) {
                 (None, Some(x)) if !x.is_empty() => {
@@ -296,43 +296,42 @@ impl<S: Store> Workbench<S> {
                     if row.generation < inc {
                         continue;
                     }
-                    if out.len() >= MAX_SCAN_ROWS {
+                    if raw.len() >= MAX_SCAN_ROWS {
                         return Err(WbError::invalid_input(format!(
                             "the query examines more than {MAX_SCAN_ROWS} files; narrow it"
                         )));
                     }
-                    let rest = &row.path[wid.len() + 1..];
-                    let (sec, rel) = rest.split_once('/').unwrap_or((rest, ""));
-                    if let std::collections::hash_map::Entry::Vacant(slot) =
-                        info_cache.entry(row.generation)
-                    {
-                        let info = self.store.version_info(row.generation)?;
-                        slot.insert((info.message, info.timestamp_ms));
-                    }
-                    let (message, modified) = &info_cache[&row.generation];
-                    let modified = *modified;
-                    let ct = message_content_type(message, &row.path).map(str::to_string);
-                    let mut f = Map::new();
-                    f.insert("workbench_id".into(), json!(wid));
-                    f.insert("section".into(), json!(sec));
-                    f.insert("path".into(), json!(rel));
-                    f.insert("name".into(), json!(rel.rsplit('/').next().unwrap_or(rel)));
-                    f.insert("size".into(), json!(row.body.size));
-                    f.insert(
-                        "content_type".into(),
-                        json!(ct.unwrap_or_else(|| content_type_of(rel).to_string())),
-                    );
-                    f.insert("generation".into(), json!(row.generation));
-                    f.insert("change".into(), json!(row.generation));
-                    f.insert("modified_ms".into(), json!(modified));
-                    f.insert("committed".into(), json!(committed));
-                    out.push(Item { fields: f, row });
+                    raw.push((wid.clone(), committed, row));
                 }
                 match page.next {
                     Some(t) => token = t,
                     None => break,
                 }
             }
+        }
+        let infos = self.generation_infos(raw.iter().map(|(_, _, r)| r.generation))?;
+        let mut out = Vec::with_capacity(raw.len());
+        for (wid, committed, row) in raw {
+            let rest = &row.path[wid.len() + 1..];
+            let (sec, rel) = rest.split_once('/').unwrap_or((rest, ""));
+            let (message, modified) = &infos[&row.generation];
+            let modified = *modified;
+            let ct = message_content_type(message, &row.path).map(str::to_string);
+            let mut f = Map::new();
+            f.insert("workbench_id".into(), json!(wid));
+            f.insert("section".into(), json!(sec));
+            f.insert("path".into(), json!(rel));
+            f.insert("name".into(), json!(rel.rsplit('/').next().unwrap_or(rel)));
+            f.insert("size".into(), json!(row.body.size));
+            f.insert(
+                "content_type".into(),
+                json!(ct.unwrap_or_else(|| content_type_of(rel).to_string())),
+            );
+            f.insert("generation".into(), json!(row.generation));
+            f.insert("change".into(), json!(row.generation));
+            f.insert("modified_ms".into(), json!(modified));
+            f.insert("committed".into(), json!(committed));
+            out.push(Item { fields: f, row });
         }
         Ok(out)
     }

@@ -139,14 +139,33 @@ impl<S: Store> Workbench<S> {
     /// (identical: left alone, nothing uploaded); the others are read once
     /// by [`Store::upload_files`], uploaded under the publication's
     /// operation before the change is submitted.
-    pub fn collect(&mut self, id: &str, files: Vec<LocalFile>) -> Result<Value, WbError> {
-        let mut t = std::time::Instant::now();
-        // The workbench's live files, in one listing (not a stat per file).
+    /// The live rows (of this incarnation) of the repository paths
+    /// `targets` of workbench `id`, at one version: a stat each for a few,
+    /// otherwise one listing of their deepest common directory (not of the
+    /// whole workbench).
+    fn live_rows(&mut self, id: &str, targets: &[String]) -> Result<HashMap<String, Row>, WbError> {
         let inc = self.incarnation(id)?;
         let mut live: HashMap<String, Row> = HashMap::new();
-        let mut token = String::new();
+        if targets.is_empty() {
+            return Ok(live);
+        }
+        if targets.len() <= STAT_UP_TO {
+            let at = self.store.head()?;
+            for full in targets {
+                if let Some(r) = self.store.stat(at, full)? {
+                    if r.generation >= inc {
+                        live.insert(full.clone(), r);
+                    }
+                }
+            }
+            return Ok(live);
+        }
+        let dir = common_dir(targets);
+        let (mut at, mut token) = (0, String::new());
         loop {
-            let page = self.store.list_files(0, id, &token, 1000)?;
+            let page = self.store.list_files(at, &dir, &token, 1000)?;
+            // Every later page at the version the first one read.
+            at = page.at;
             for r in page.files.into_iter().filter(|r| r.generation >= inc) {
                 live.insert(r.path.clone(), r);
             }
@@ -155,13 +174,15 @@ impl<S: Store> Workbench<S> {
                 None => break,
             }
         }
-        crate::phase("collect: list", &mut t);
-        let (mut created, mut replaced, mut unchanged) = (0u64, 0u64, 0u64);
-        // Bodies known now (in memory), and files to stream.
-        let mut ready: Vec<(Pending, NewBody, [u8; 32])> = Vec::new();
-        let mut streamed: Vec<(Pending, PathBuf, u64)> = Vec::new();
+        Ok(live)
+    }
+
+    pub fn collect(&mut self, id: &str, files: Vec<LocalFile>) -> Result<Value, WbError> {
+        let mut t = std::time::Instant::now();
+        // Every target checked before anything is read.
+        let mut targets = Vec::with_capacity(files.len());
         let mut seen = std::collections::HashSet::new();
-        for f in files {
+        for f in &files {
             if let Some(ct) = &f.content_type {
                 check_content_type(ct)?;
             }
@@ -172,13 +193,23 @@ impl<S: Store> Workbench<S> {
                     t.full
                 )));
             }
-            let current = live.get(&t.full);
+            targets.push(t.full);
+        }
+        let inc = self.incarnation(id)?;
+        let live = self.live_rows(id, &targets)?;
+        crate::phase("collect: list", &mut t);
+        let (mut created, mut replaced, mut unchanged) = (0u64, 0u64, 0u64);
+        // Bodies known now (in memory), and files to stream.
+        let mut ready: Vec<(Pending, NewBody, [u8; 32])> = Vec::new();
+        let mut streamed: Vec<(Pending, PathBuf, u64)> = Vec::new();
+        for (f, full) in files.into_iter().zip(targets) {
+            let current = live.get(&full);
             let same = |content: &[u8; 32], size: u64| {
                 current.is_some_and(|r| r.body.content == *content && r.body.size == size)
             };
             let pending = Pending {
                 base: current.map_or(0, |r| r.generation),
-                full: t.full,
+                full: full.clone(),
                 content_type: f.content_type,
             };
             match f.source {
@@ -329,5 +360,51 @@ impl<S: Store> Workbench<S> {
             }
             Published::Refused(r) => Err(super::refusal_error(r)),
         }
+    }
+}
+
+/// A collect of at most this many files stats each instead of listing.
+const STAT_UP_TO: usize = 32;
+
+/// The deepest directory holding every path of `paths` (non-empty, each
+/// `id/section/...`, so at least the workbench's own directory).
+fn common_dir(paths: &[String]) -> String {
+    let first: Vec<&str> = paths[0].split('/').collect();
+    // Directories only: never the file name itself.
+    let mut n = first.len() - 1;
+    for p in &paths[1..] {
+        let parts: Vec<&str> = p.split('/').collect();
+        let same = first
+            .iter()
+            .zip(&parts[..parts.len() - 1])
+            .take_while(|(a, b)| a == b)
+            .count();
+        n = n.min(same);
+    }
+    first[..n.max(1)].join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::common_dir;
+
+    #[test]
+    fn the_common_directory_is_the_deepest_that_holds_every_path() {
+        let v = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            common_dir(&v(&["w/outputs/a/b.txt", "w/outputs/a/c.txt"])),
+            "w/outputs/a"
+        );
+        assert_eq!(
+            common_dir(&v(&["w/outputs/a/b.txt", "w/outputs/c.txt"])),
+            "w/outputs"
+        );
+        assert_eq!(common_dir(&v(&["w/outputs/a.txt", "w/input/a.txt"])), "w");
+        // A file named like a directory of another path is not a directory.
+        assert_eq!(
+            common_dir(&v(&["w/outputs/a", "w/outputs/a/b"])),
+            "w/outputs"
+        );
+        assert_eq!(common_dir(&v(&["w/outputs/x.txt"])), "w/outputs");
     }
 }

@@ -233,3 +233,110 @@ fn search_pages_stay_at_one_read_version_under_concurrent_writes() {
     assert_eq!(all.len(), 4, "no row twice, none lost: {all:?}");
     assert_eq!(ok(&mut wb, "workbench_search", q)["total"], 5);
 }
+
+/// Forwards everything, but answers one change message fewer than asked
+/// (a broken or hostile backend).
+struct AnswersShort(nokv_workbench::scribe::ScribeStore);
+
+impl nokv_workbench::store::Store for AnswersShort {
+    fn root_name(&self) -> String {
+        self.0.root_name()
+    }
+    fn head(&mut self) -> Result<u64, nokv_workbench::WbError> {
+        self.0.head()
+    }
+    fn stat(
+        &mut self,
+        at: u64,
+        path: &str,
+    ) -> Result<Option<nokv_workbench::store::Row>, nokv_workbench::WbError> {
+        self.0.stat(at, path)
+    }
+    fn list_dir(
+        &mut self,
+        at: u64,
+        dir: &str,
+        token: &str,
+        limit: u32,
+    ) -> Result<nokv_workbench::store::DirPage, nokv_workbench::WbError> {
+        self.0.list_dir(at, dir, token, limit)
+    }
+    fn list_files(
+        &mut self,
+        at: u64,
+        dir: &str,
+        token: &str,
+        limit: u32,
+    ) -> Result<nokv_workbench::store::DirPage, nokv_workbench::WbError> {
+        self.0.list_files(at, dir, token, limit)
+    }
+    fn read(
+        &mut self,
+        body: &nokv_workbench::store::BodyRef,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, nokv_workbench::WbError> {
+        self.0.read(body, offset, len)
+    }
+    fn publish(
+        &mut self,
+        p: nokv_workbench::store::Publish,
+    ) -> Result<nokv_workbench::store::Published, nokv_workbench::WbError> {
+        self.0.publish(p)
+    }
+    fn version_info(
+        &mut self,
+        version: u64,
+    ) -> Result<nokv_workbench::store::VersionInfo, nokv_workbench::WbError> {
+        self.0.version_info(version)
+    }
+    fn version_infos(
+        &mut self,
+        versions: &[u64],
+    ) -> Result<Vec<nokv_workbench::store::VersionInfo>, nokv_workbench::WbError> {
+        let mut out = self.0.version_infos(versions)?;
+        out.pop();
+        Ok(out)
+    }
+    fn changed_under(
+        &mut self,
+        dir: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<bool, nokv_workbench::WbError> {
+        self.0.changed_under(dir, from, to)
+    }
+}
+
+#[test]
+fn a_store_answering_fewer_change_messages_than_asked_is_refused_not_indexed() {
+    let (env, mut wb) = seeded();
+    let store = nokv_workbench::scribe::ScribeStore::over(
+        super::support::client(&env),
+        scribe_testkit::env::REPO,
+        "bot",
+    )
+    .unwrap();
+    let mut bad = nokv_workbench::Workbench::new(AnswersShort(store), "bot");
+    for (tool, input) in [
+        (
+            "workbench_search",
+            json!({"predicates": [{"field": "size", "op": "gt", "value": 0}], "limit": 10}),
+        ),
+        (
+            "workbench_restore",
+            json!({"id": "a1", "destination_id": "a1-copy"}),
+        ),
+    ] {
+        let e = bad.call(tool, &input).unwrap_err();
+        assert_eq!(e.code, "storage", "{tool}: {e}");
+        assert!(e.message.contains("the store answered"), "{tool}: {e}");
+    }
+    // The refused restore published nothing.
+    let e = err(
+        &mut wb,
+        "workbench_stat",
+        json!({"id": "a1-copy", "section": "outputs", "path": "m.json"}),
+    );
+    assert_eq!(e.code, "workbench_not_found");
+}

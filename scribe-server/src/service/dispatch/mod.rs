@@ -8,7 +8,7 @@
 //! | `repos` | Status, RepoCreate, RepoList |
 //! | `workspaces` | WorkspaceRegister, WorkspaceRetire, WorkspaceList |
 //! | `objects` | ObjectsMissing, ObjectPut, ObjectPutStaged, ObjectPutMany, ObjectsPinMissing, ObjectsPublish, ObjectGet, ObjectGetMany |
-//! | `submit` | Submit, OperationOutcome |
+//! | `submit` | Submit, SubmitInline, OperationOutcome |
 //! | `tree` | Delta, List, Stat, History, Log, Describe |
 //! | `locks` | LockAcquire, LockRelease, LockList |
 //!
@@ -92,6 +92,12 @@ pub fn dispatch(svc: &Service, session: &mut Session, req: Request) -> DispatchR
                 r.author = name.clone();
             }
             Response::Submitted(submit::submit(svc, r, principal)?)
+        }
+        Request::SubmitInline(mut r) => {
+            if let Some(name) = &signed_in {
+                r.author = name.clone();
+            }
+            Response::SubmittedInline(submit::submit_inline(svc, r, principal)?)
         }
         Request::OperationOutcome(r) => {
             Response::OperationOutcome(submit::operation_outcome(svc, r)?)

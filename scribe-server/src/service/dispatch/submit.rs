@@ -1,10 +1,13 @@
-//! Submit, OperationOutcome.
+//! Submit, SubmitInline, OperationOutcome.
 
 use scribe_format::changeset as cs;
 use scribe_format::limits::MAX_MESSAGE_BYTES;
 use scribe_format::wire::message as m;
 use scribe_format::{ErrorCode, ObjectId, OperationId};
-use scribe_metadata::accept::{Outcome, Submission};
+use std::collections::BTreeMap;
+
+use scribe_format::wire::message::MAX_OBJECT_DATA_PER_FRAME;
+use scribe_metadata::accept::{Inline, Outcome, Submission};
 use scribe_metadata::Repository;
 
 use super::{branch_of, malformed, open, DispatchResult, Failure, Service};
@@ -38,6 +41,58 @@ pub(super) fn submit(
     r: m::Submit,
     actor: Option<[u8; 16]>,
 ) -> DispatchResult<m::Outcome> {
+    accept(svc, r, Inline::default(), actor)
+}
+
+/// Submit with the objects the server lacks carried in the request: each
+/// identity is verified here; acceptance sees them as present and an
+/// accepted change publishes them with its envelope (one store batch, no
+/// upload pin). A refused or replayed submission stores none of them.
+pub(super) fn submit_inline(
+    svc: &Service,
+    r: m::SubmitInline,
+    actor: Option<[u8; 16]>,
+) -> DispatchResult<m::Outcome> {
+    let total: u64 = r.objects.iter().map(|o| o.data.0.len() as u64).sum();
+    if total > u64::from(MAX_OBJECT_DATA_PER_FRAME) {
+        return Err(Failure::new(
+            ErrorCode::LimitExceeded,
+            format!(
+                "{total} bytes of objects exceed {MAX_OBJECT_DATA_PER_FRAME} in one submission"
+            ),
+        ));
+    }
+    let mut objects = BTreeMap::new();
+    for piece in r.objects {
+        let computed = scribe_format::id::object_identity(piece.id.kind, &piece.data.0)?;
+        if computed != piece.id {
+            return Err(Failure::new(
+                ErrorCode::Corrupt,
+                format!("carried bytes hash to {computed}, not {}", piece.id),
+            ));
+        }
+        objects.insert(piece.id, piece.data.0);
+    }
+    let submit = m::Submit {
+        repo: r.repo,
+        operation: r.operation,
+        workspace: r.workspace,
+        branch: r.branch,
+        change_set: r.change_set,
+        author: r.author,
+        message: r.message,
+        keep_locks: r.keep_locks,
+        timestamp_ms: r.timestamp_ms,
+    };
+    accept(svc, submit, Inline::new(objects), actor)
+}
+
+fn accept(
+    svc: &Service,
+    r: m::Submit,
+    inline: Inline,
+    actor: Option<[u8; 16]>,
+) -> DispatchResult<m::Outcome> {
     let (repo, store) = open(svc, &r.repo)?;
     let branch = branch_of(&repo, r.branch);
     if r.message.0.len() > MAX_MESSAGE_BYTES {
@@ -61,7 +116,8 @@ pub(super) fn submit(
         ));
     }
     let cs_object = ObjectId::change_set(r.change_set);
-    let change_set = match store.get(&cs_object) {
+    let carried = inline.0.get(&cs_object).map(|b| Ok(b.clone()));
+    let change_set = match carried.unwrap_or_else(|| store.get(&cs_object)) {
         Ok(bytes) => cs::ChangeSet::decode(&bytes)
             .map_err(|e| malformed(format!("change set {cs_object} does not decode: {e}")))?,
         Err(scribe_objects::StoreError::NotFound { .. }) => {
@@ -95,6 +151,7 @@ pub(super) fn submit(
         keep_locks: r.keep_locks,
         required_locks: Vec::new(),
         actor,
+        inline,
     };
     let outcome = if svc.group_acceptance() {
         svc.groups().submit(&repo, submission)?
