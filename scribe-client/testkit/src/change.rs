@@ -199,6 +199,38 @@ pub trait Requests: Connection {
         expect!(self.ask(submit), Submitted)
     }
 
+    /// Submit a change carrying all its objects (`SubmitInline`);
+    /// returns the outcome.
+    fn submit_carrying(
+        &mut self,
+        ws: WorkspaceId,
+        op: OperationId,
+        ch: &Change,
+        message: &str,
+    ) -> m::Outcome {
+        let s = submit_req(ws, op, ch.id, message);
+        let req = Request::SubmitInline(m::SubmitInline {
+            repo: s.repo,
+            operation: s.operation,
+            workspace: s.workspace,
+            branch: s.branch,
+            change_set: s.change_set,
+            author: s.author,
+            message: s.message,
+            keep_locks: s.keep_locks,
+            timestamp_ms: s.timestamp_ms,
+            objects: ch
+                .objects
+                .iter()
+                .map(|(id, data)| m::ObjectPiece {
+                    id: *id,
+                    data: scribe_format::wire::Bytes(data.clone()),
+                })
+                .collect(),
+        });
+        expect!(self.ask(req), SubmittedInline)
+    }
+
     /// The whole object `id` of `repo` (at most one reply's worth).
     fn object(&mut self, repo: &str, id: ObjectId) -> Vec<u8> {
         let req = Request::ObjectGet(m::ObjectGet {

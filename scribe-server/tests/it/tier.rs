@@ -195,15 +195,23 @@ fn a_durable_acknowledgement_means_the_change_is_in_the_bucket() {
     // The second change keeps a.bin and adds c.txt: a.bin's chunks are
     // not uploaded again.
     let n2 = accepted(&submit(&mut c, 2, &[("c.txt", b"sea")]));
+    // A change whose objects travel in its submission (`SubmitInline`).
+    let n3 = accepted(&c.submit_carrying(
+        WorkspaceId([9; 16]),
+        OperationId([3; 16]),
+        &change(&[("d.txt", Some(b"dee".as_slice()), 0)]),
+        "m",
+    ));
     // SIGKILL right after the acknowledgement: what was acknowledged must
     // already be in the bucket.
     kill(s);
     let t = record(&data, &b);
-    assert_eq!(t.uploaded_through(&repo.0).unwrap(), n2);
+    assert_eq!(t.uploaded_through(&repo.0).unwrap(), n3);
     for (content, _) in [
         (&a[..], n1),
         (b"bee".as_slice(), n1),
         (b"sea".as_slice(), n2),
+        (b"dee".as_slice(), n3),
     ] {
         let f = scribe_testkit::change::file(content);
         for (id, bytes) in &f.objects {
@@ -218,7 +226,7 @@ fn a_durable_acknowledgement_means_the_change_is_in_the_bucket() {
     let revs = t.revisions().unwrap();
     assert_eq!(
         revs.len(),
-        4,
+        6,
         "per change: a commit revision and a content revision (new chunks)"
     );
     drop(t);
