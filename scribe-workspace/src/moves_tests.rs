@@ -412,7 +412,7 @@ fn refusals_change_nothing() {
     tx.put_opened(
         "t/y",
         &OpenedRecord {
-            action: OpenedAction::Edit,
+            action: OpenedAction::Keep,
             opened_ms: 1,
             needs_reconcile: false,
             moved_from: None,

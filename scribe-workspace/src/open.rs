@@ -5,7 +5,7 @@
 //! recovery area); the server is not consulted. Lock acquisition, uploads
 //! and submission are the client's.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use scribe_format::ErrorCode;
@@ -314,21 +314,39 @@ pub fn revert(
     paths: &[String],
     materializer: &dyn Materializer,
 ) -> Result<OpenReport> {
-    let opened = ws.read()?.opened_all()?;
     let mut report = OpenReport::default();
+    let moved = revert_moves(ws, paths, &mut report)?;
+    let opened = ws.read()?.opened_all()?;
     let mut targets: Vec<(String, OpenedRecord)> = Vec::new();
-    for arg in paths {
+    for arg in paths.iter().chain(&moved.restored) {
         let before = targets.len();
         targets.extend(
             opened
                 .iter()
-                .filter(|(p, _)| scribe_format::path::is_under_prefix(p, arg))
+                .filter(|(p, _)| {
+                    scribe_format::path::is_under_prefix(p, arg) && !moved.held.contains(p)
+                })
                 .cloned(),
         );
-        if targets.len() == before {
+        if targets.len() == before && paths.contains(arg) && !moved.named.iter().any(|a| a == arg) {
             report
                 .refused
                 .push(refuse(arg, ErrorCode::NotPresent, "not opened"));
+        }
+    }
+    // A file moved without an opened record of its own is back at its
+    // source: reverting it restores its baseline bytes like an edit.
+    for p in &moved.restored {
+        if !targets.iter().any(|(t, _)| t == p) && ws.read()?.baseline(p)?.is_some() {
+            targets.push((
+                p.clone(),
+                OpenedRecord {
+                    action: OpenedAction::Delete,
+                    opened_ms: 0,
+                    needs_reconcile: false,
+                    moved_from: None,
+                },
+            ));
         }
     }
     targets.sort_by(|a, b| a.0.cmp(&b.0));
@@ -406,6 +424,120 @@ pub fn revert(
         report.opened.push((path, rec.action));
     }
     Ok(report)
+}
+
+/// What [`revert_moves`] did.
+#[derive(Default)]
+struct RevertedMoves {
+    /// Sources of the aborted moves' files, back in place: reverted next.
+    restored: Vec<String>,
+    /// Paths of moves that could not be reverted: left alone.
+    held: HashSet<String>,
+    /// The arguments that named a file of a pending move.
+    named: Vec<String>,
+}
+
+/// Reverting either half of a pending move (its source, opened for
+/// delete, or its destination, opened for add) reverts the pair: the move
+/// is aborted ([`crate::moves::abort`]: the files go back with their
+/// current contents and prior opened records), newest first, and the
+/// restored sources are then reverted like any other path. A move is
+/// refused (its paths left untouched, the reason reported) when the
+/// arguments name only some of its files, when a later move that is not
+/// reverted depends on it, or when its abort is refused.
+fn revert_moves(
+    ws: &Workspace,
+    paths: &[String],
+    report: &mut OpenReport,
+) -> Result<RevertedMoves> {
+    use scribe_format::path::is_under_prefix;
+    let mut out = RevertedMoves::default();
+    let mut names: Vec<String> = paths.to_vec();
+    let mut skipped: HashSet<[u8; 16]> = HashSet::new();
+    loop {
+        let pending = crate::moves::pending(ws)?;
+        let named = |f: &crate::moves::MovedFile, names: &[String]| {
+            names.iter().any(|a| {
+                is_under_prefix(&f.physical_source, a) || is_under_prefix(&f.destination, a)
+            })
+        };
+        let Some(m) = pending
+            .iter()
+            .rev()
+            .find(|m| !skipped.contains(&m.operation.0) && m.files.iter().any(|f| named(f, &names)))
+            .cloned()
+        else {
+            break;
+        };
+        for a in paths {
+            if m.files.iter().any(|f| {
+                is_under_prefix(&f.physical_source, a) || is_under_prefix(&f.destination, a)
+            }) {
+                out.named.push(a.clone());
+            }
+        }
+        let how = format!(
+            "move {} ({} -> {}, {} file(s))",
+            m.operation.to_hex(),
+            m.source,
+            m.destination,
+            m.files.len()
+        );
+        let refusal = if let Some(f) = m.files.iter().find(|f| !named(f, &names)) {
+            Some(refuse(
+                &m.destination,
+                ErrorCode::MoveRefused,
+                format!(
+                    "{how} is reverted whole and {} is not named; revert {} or `scribe move --abort {}`",
+                    f.destination,
+                    m.destination,
+                    m.operation.to_hex()
+                ),
+            ))
+        } else if let Some(d) = pending
+            .iter()
+            .find(|d| d.dependencies.contains(&m.operation))
+        {
+            Some(refuse(
+                &m.destination,
+                ErrorCode::MoveDependent,
+                format!(
+                    "{how}: the later move {} -> {} depends on it; revert that one too",
+                    d.source, d.destination
+                ),
+            ))
+        } else {
+            match crate::moves::abort(ws, &m.operation) {
+                Ok(_) => None,
+                Err(WorkspaceError::Refused { code, path, detail }) => Some(refuse(
+                    &path,
+                    code,
+                    format!("{how} cannot be reverted: {detail}"),
+                )),
+                Err(e) => return Err(e),
+            }
+        };
+        match refusal {
+            Some(r) => {
+                report.refused.push(r);
+                skipped.insert(m.operation.0);
+                for f in &m.files {
+                    out.held.insert(f.physical_source.clone());
+                    out.held.insert(f.destination.clone());
+                }
+            }
+            None => {
+                for f in &m.files {
+                    report
+                        .opened
+                        .push((f.destination.clone(), OpenedAction::Add));
+                    out.restored.push(f.physical_source.clone());
+                    names.push(f.physical_source.clone());
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The full picture `scribe status` prints.
