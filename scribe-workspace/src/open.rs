@@ -553,6 +553,55 @@ pub struct Status {
     pub problems: Vec<crate::scan::ScanProblem>,
     /// How many files were hashed to decide.
     pub hashed: usize,
+    /// Opened adds that differ only in case or normalization from a
+    /// tracked (synced) path: see [`case_collisions`].
+    pub case_collisions: Vec<CaseCollision>,
+}
+
+/// An opened add whose name differs only in case or Unicode normalization
+/// from a tracked path (one a sync brought, typically): a case-insensitive
+/// file system holds only one of them, and submit refuses the add
+/// (`path_collision`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaseCollision {
+    /// The local opened add.
+    pub opened: String,
+    /// The tracked path it collides with.
+    pub tracked: String,
+}
+
+/// Every [`CaseCollision`]: the same rule submit applies (tracked paths
+/// not opened for delete against opened adds).
+pub fn case_collisions(read: &crate::state::StateRead) -> Result<Vec<CaseCollision>> {
+    let opened = read.opened_all()?;
+    let deleted: HashSet<&str> = opened
+        .iter()
+        .filter(|(_, r)| r.action == OpenedAction::Delete)
+        .map(|(p, _)| p.as_str())
+        .collect();
+    let adds: HashMap<Vec<u8>, &str> = opened
+        .iter()
+        .filter(|(_, r)| r.action == OpenedAction::Add)
+        .map(|(p, _)| (scribe_format::path::collision_key(p), p.as_str()))
+        .collect();
+    if adds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for (p, _) in read.baselines()? {
+        if deleted.contains(p.as_str()) {
+            continue;
+        }
+        if let Some(add) = adds.get(&scribe_format::path::collision_key(&p)) {
+            if *add != p {
+                out.push(CaseCollision {
+                    opened: add.to_string(),
+                    tracked: p,
+                });
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Detect local changes under `prefixes` (all when empty) and record
@@ -672,12 +721,14 @@ pub fn status(ws: &Workspace) -> Result<Status> {
         .into_iter()
         .filter(|c| !opened_paths.contains(c.path()))
         .collect();
+    let case_collisions = case_collisions(&read)?;
     Ok(Status {
         opened,
         unopened,
         needs_resolve,
         problems,
         hashed: detection.hashed,
+        case_collisions,
     })
 }
 

@@ -12,7 +12,10 @@ pub fn run(ctx: &Ctx, change: Option<u64>) -> CliResult {
     let o = ctx::open(ctx)?;
     let link = o.link(&ctx.lib)?;
     let s = sync::sync(&o, &link, change.unwrap_or(0))?;
-    print_synced(ctx, &s)
+    print_synced(ctx, &s)?;
+    let found = scribe_workspace::open::case_collisions(&o.ws.read()?)?;
+    super::files::warn_case_collisions(ctx, &found);
+    Ok(())
 }
 
 pub fn print_synced(ctx: &Ctx, s: &Synced) -> CliResult {

@@ -779,3 +779,39 @@ fn syncing_back_keeps_only_content_that_exists_nowhere_else() {
         rec.stdout
     );
 }
+
+/// #18 item 10: `sync` and `status` warn when a synced path differs only
+/// in case from a file opened for add here (submit would refuse it).
+#[test]
+fn sync_and_status_warn_of_a_case_collision_with_an_opened_add() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    let b = env.workspace("bob", &[]);
+    write(&a, "Readme.txt", b"mine");
+    env.scribe(&a, &["add", "Readme.txt"]).ok();
+    write(&b, "README.txt", b"theirs");
+    env.scribe(&b, &["add", "README.txt"]).ok();
+    env.scribe(&b, &["submit", "-m", "readme"]).ok();
+    let warning = "your opened Readme.txt and the synced README.txt differ only in case";
+    let r = env.scribe(&a, &["sync"]);
+    r.ok();
+    assert!(r.stderr.contains(warning), "{}", r.stderr);
+    assert!(r.stderr.contains("scribe move Readme.txt"), "{}", r.stderr);
+    let r = env.scribe(&a, &["status"]);
+    r.ok();
+    assert!(r.stderr.contains(warning), "{}", r.stderr);
+    let r = env.scribe(&a, &["status", "--json"]);
+    assert!(
+        r.stdout.contains(
+            "\"case_collisions\":[{\"opened\":\"Readme.txt\",\"tracked\":\"README.txt\"}]"
+        ),
+        "{}",
+        r.stdout
+    );
+    // Renamed out of the way, the warning is gone and the submit goes in.
+    env.scribe(&a, &["move", "Readme.txt", "Readme-alice.txt"])
+        .ok();
+    let r = env.scribe(&a, &["status"]);
+    assert!(!r.stderr.contains("differ only in case"), "{}", r.stderr);
+    env.scribe(&a, &["submit", "-m", "mine"]).ok();
+}
