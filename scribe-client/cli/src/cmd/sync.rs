@@ -13,6 +13,9 @@ pub fn run(ctx: &Ctx, change: Option<u64>) -> CliResult {
     let link = o.link(&ctx.lib)?;
     let s = sync::sync(&o, &link, change.unwrap_or(0))?;
     print_synced(ctx, &s)?;
+    // Last use for `workspace list` (best effort: a sync that worked is
+    // not failed by it).
+    let _ = scribe_client::workflow::workspace::record_use(&o, &link);
     let found = scribe_workspace::open::case_collisions(&o.ws.read()?)?;
     super::files::warn_case_collisions(ctx, &found);
     Ok(())

@@ -815,3 +815,56 @@ fn sync_and_status_warn_of_a_case_collision_with_an_opened_add() {
     assert!(!r.stderr.contains("differ only in case"), "{}", r.stderr);
     env.scribe(&a, &["submit", "-m", "mine"]).ok();
 }
+
+/// #18 item 8: `workspace list` shows each workspace's last use: the
+/// newest of its last sync (recorded on the server as the `used=` tag, at
+/// most hourly) and its last submit; recording it keeps the workspace's
+/// view, label and other tags.
+#[test]
+fn workspace_list_shows_last_use_from_syncs() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &["--view", "art", "--label", "artist"]);
+    let b = env.workspace("bob", &[]);
+    let r = env.scribe(&b, &["workspace", "list", "--json"]);
+    assert_eq!(
+        r.stdout.matches("\"last_use_ms\":null").count(),
+        2,
+        "nothing used yet: {}",
+        r.stdout
+    );
+    let r = env.scribe(&b, &["workspace", "list"]);
+    assert!(r.stdout.contains("no use recorded"), "{}", r.stdout);
+    let before = scribe_workspace::scan::now_ms();
+    env.scribe(&a, &["sync"]).ok();
+    let r = env.scribe(&b, &["workspace", "list", "--json"]);
+    r.ok();
+    let alice = r
+        .stdout
+        .split("},{")
+        .find(|w| w.contains("\"owner\":\"alice\""))
+        .expect("alice listed")
+        .to_string();
+    let at = alice.find("\"last_use_ms\":").expect("last use") + 14;
+    let used: u64 = alice[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .expect("a time, not null");
+    assert!(used >= before, "{alice}");
+    assert!(alice.contains("\"last_sync_ms\":"), "{alice}");
+    assert!(alice.contains("\"label\":\"artist\""), "{alice}");
+    assert!(alice.contains("\"view\":[\"art\"]"), "{alice}");
+    assert!(
+        alice.contains(&format!("\"root\":\"{}\"", a.display())),
+        "{alice}"
+    );
+    let r = env.scribe(&b, &["workspace", "list"]);
+    assert!(r.stdout.contains("last use 20"), "{}", r.stdout);
+    assert_eq!(
+        r.stdout.matches("no use recorded").count(),
+        1,
+        "{}",
+        r.stdout
+    );
+}
