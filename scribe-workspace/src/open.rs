@@ -681,7 +681,9 @@ fn record_refreshed(
         .iter()
         .filter(|(_, fp)| fp.is_settled())
         .collect();
-    if settled.is_empty() {
+    // Nothing is recorded where nothing can be written: the next walk
+    // hashes again (#18 item 14).
+    if settled.is_empty() || ws.read_only_fs() {
         return Ok(());
     }
     let tx = ws.write()?;

@@ -118,6 +118,13 @@ pub fn open(ctx: &Ctx) -> CliResult<Opened> {
     Ok(Opened::find(&ctx.cwd)?)
 }
 
+/// [`open`] for a command that only reads the workspace (`status`, `log`,
+/// `history`, `describe`, `locks`, `info`): `state.redb` opened read-only,
+/// and a workspace on a read-only file system still opens (#18 item 14).
+pub fn open_for_reading(ctx: &Ctx) -> CliResult<Opened> {
+    Ok(Opened::find_for_reading(&ctx.cwd)?)
+}
+
 /// Canonical workspace paths of the user's arguments.
 pub fn paths(ctx: &Ctx, ws: &Workspace, args: &[String]) -> CliResult<Vec<String>> {
     args.iter()
