@@ -837,8 +837,9 @@ fn apply(ws: &Workspace, mut intent: MoveIntent, hooks: &dyn MoveHooks) -> Resul
     Ok(intent)
 }
 
-/// Remove the directories above `rel` that the move left empty.
-fn prune_empty_parents(root: &Path, rel: &str) {
+/// Remove the directories above `rel` that the move (or a delete) left
+/// empty, up to the workspace root.
+pub(crate) fn prune_empty_parents(root: &Path, rel: &str) {
     let mut p = root.join(rel);
     while let Some(parent) = p.parent() {
         if parent == root

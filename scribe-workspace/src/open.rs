@@ -301,6 +301,9 @@ pub fn delete(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
         if std::fs::symlink_metadata(ws.root().join(&path)).is_ok() {
             recovery::displace(ws.root(), &path, RecoveryReason::Delete)?;
         }
+        // Directories the delete emptied go too (#18 item 15); `revert`
+        // creates them again.
+        crate::moves::prune_empty_parents(ws.root(), &path);
         report.opened.push((path, OpenedAction::Delete));
     }
     Ok(report)

@@ -173,7 +173,15 @@ pub fn report(ctx: &Ctx, verb: &str, r: &OpenReport) -> CliResult {
         let mut paths: Vec<String> = r
             .refused
             .iter()
-            .map(|x| format!("{}: {}", x.path, x.detail))
+            // The workspace root is the empty path: name it.
+            .map(|x| {
+                let path = if x.path.is_empty() {
+                    ". (the workspace root)"
+                } else {
+                    &x.path
+                };
+                format!("{path}: {}", x.detail)
+            })
             .collect();
         paths.dedup();
         let mut err =

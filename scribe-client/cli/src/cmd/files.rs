@@ -88,8 +88,10 @@ fn print_move(ctx: &Ctx, verb: &str, intent: &moves::MoveIntent) -> CliResult {
             ))?;
         }
     }
+    // "moved a -> b", "aborted the move a -> b" (never "moved move").
+    let what = if verb == "moved" { "" } else { " the move" };
     ctx.out.status(format!(
-        "{verb} move {} -> {} ({}, {} file(s))",
+        "{verb}{what} {} -> {} ({}, {} file(s))",
         intent.source,
         intent.destination,
         intent.operation.to_hex(),

@@ -30,6 +30,10 @@ pub fn print_synced(ctx: &Ctx, s: &Synced) -> CliResult {
                 Json::Arr(s.report.written.iter().map(Json::str).collect()),
             ),
             (
+                "added",
+                Json::Arr(s.report.added.iter().map(Json::str).collect()),
+            ),
+            (
                 "removed",
                 Json::Arr(s.report.removed.iter().map(Json::str).collect()),
             ),
@@ -51,8 +55,15 @@ pub fn print_synced(ctx: &Ctx, s: &Synced) -> CliResult {
             ("bytes_written", Json::Num(s.report.bytes_written)),
         ]));
     }
+    let added: std::collections::HashSet<&str> =
+        s.report.added.iter().map(|p| p.as_str()).collect();
     for p in &s.report.written {
-        ctx.out.line(format_args!("updated {p}"))?;
+        let verb = if added.contains(p.as_str()) {
+            "added"
+        } else {
+            "updated"
+        };
+        ctx.out.line(format_args!("{verb} {p}"))?;
     }
     for p in &s.report.removed {
         ctx.out.line(format_args!("removed {p}"))?;

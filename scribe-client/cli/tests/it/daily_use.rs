@@ -868,3 +868,68 @@ fn workspace_list_shows_last_use_from_syncs() {
         r.stdout
     );
 }
+
+/// #18 item 15: wording ("moved a -> b", "added" for new files a sync
+/// brings, "entries", the workspace root named in a refusal) and `delete`
+/// removing the directories it emptied (`revert` brings them back).
+#[test]
+fn wording_fixes_and_delete_removes_emptied_directories() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    let b = env.workspace("bob", &[]);
+    let r = env.scribe(&a, &["revert", "."]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains(". (the workspace root): not opened"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("\n  : "), "{}", r.stderr);
+    write(&a, "d/e/f.txt", b"f");
+    write(&a, "d/g.txt", b"g");
+    write(&a, "top.txt", b"t");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "one"]).ok();
+    let r = env.scribe(&b, &["sync"]);
+    r.ok();
+    assert!(r.stdout.contains("added d/e/f.txt"), "{}", r.stdout);
+    assert!(!r.stdout.contains("updated"), "{}", r.stdout);
+    env.scribe(&a, &["edit", "top.txt"]).ok();
+    write(&a, "top.txt", b"t2");
+    env.scribe(&a, &["submit", "-m", "two"]).ok();
+    let r = env.scribe(&b, &["sync"]);
+    assert!(r.stdout.contains("updated top.txt"), "{}", r.stdout);
+
+    let r = env.scribe(&a, &["move", "top.txt", "top2.txt"]);
+    r.ok();
+    assert!(
+        r.stderr.contains("moved top.txt -> top2.txt ("),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("moved move"), "{}", r.stderr);
+    let r = env.scribe(&a, &["move", "--abort"]);
+    assert!(
+        r.stderr.contains("aborted the move top.txt -> top2.txt"),
+        "{}",
+        r.stderr
+    );
+
+    env.scribe(&a, &["delete", "d"]).ok();
+    assert!(!a.join("d").exists(), "emptied directories are removed");
+    env.scribe(&a, &["revert", "d"]).ok();
+    assert_eq!(read(&a, "d/e/f.txt"), b"f");
+    // A directory holding something else stays.
+    write(&a, "d/e/local.txt", b"untracked");
+    env.scribe(&a, &["delete", "d"]).ok();
+    assert!(a.join("d/e/local.txt").exists());
+    assert!(!a.join("d/g.txt").exists());
+    let r = env.scribe(&a, &["recovery", "prune", "--older-than", "0"]);
+    r.ok();
+    assert!(
+        r.stderr.contains("entries") || r.stderr.contains("1 entry"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("entr(ies)"), "{}", r.stderr);
+}
