@@ -31,7 +31,131 @@ pub struct Refusal {
 pub struct OpenReport {
     pub opened: Vec<(String, OpenedAction)>,
     pub unchanged: Vec<String>,
+    /// Paths named on the command line that were refused: the command
+    /// fails (after doing the rest).
     pub refused: Vec<Refusal>,
+    /// Paths found by walking a directory argument that cannot be
+    /// versioned (#18 item 16): reported once each, not opened, and not a
+    /// failure of what was opened.
+    pub skipped: Vec<Refusal>,
+}
+
+impl OpenReport {
+    /// Move the refusals of paths that no argument names exactly (found
+    /// by walking a directory argument) to `skipped`, each path once.
+    fn split_walked(&mut self, args: &[String]) {
+        let mut seen = HashSet::new();
+        let (named, walked): (Vec<Refusal>, Vec<Refusal>) = std::mem::take(&mut self.refused)
+            .into_iter()
+            .filter(|r| seen.insert(r.path.clone()))
+            .partition(|r| args.iter().any(|a| *a == r.path));
+        self.refused = named;
+        self.skipped = walked;
+    }
+}
+
+/// The rule code a refusal's detail ends with: `DETAIL (code)`.
+fn with_code(detail: impl std::fmt::Display, code: &str) -> String {
+    format!("{detail} ({code})")
+}
+
+/// Collision keys of every live or about-to-be-live path: tracked paths
+/// not opened for delete, and opened adds.
+fn live_keys(
+    baselines: &[(String, crate::records::BaselineRecord)],
+    opened: &[(String, OpenedRecord)],
+) -> HashMap<Vec<u8>, String> {
+    let deleted: HashSet<&str> = opened
+        .iter()
+        .filter(|(_, r)| r.action == OpenedAction::Delete)
+        .map(|(p, _)| p.as_str())
+        .collect();
+    let mut keys = HashMap::new();
+    for (p, _) in baselines {
+        if !deleted.contains(p.as_str()) {
+            keys.insert(scribe_format::path::collision_key(p), p.clone());
+        }
+    }
+    for (p, r) in opened {
+        if r.action == OpenedAction::Add {
+            keys.insert(scribe_format::path::collision_key(p), p.clone());
+        }
+    }
+    keys
+}
+
+/// The rule code of a name that differs only in case or normalization
+/// from a live path (the same at `add`, `status`, `reconcile`, `submit`).
+pub const COLLISION_CODE: &str = "path_collision";
+/// The rule code of a new file outside a sparse view.
+pub const NOT_IN_VIEW_CODE: &str = "not_in_view";
+
+/// New files that cannot be versioned by the workspace's own rules move
+/// from the changes to the problems, so `status` lists them under
+/// "cannot be versioned" and `reconcile` does not open them (#18 item
+/// 16): a name differing only in case or normalization from a tracked
+/// path, an opened add, or a new file earlier in path order
+/// (`path_collision`, what `add` refuses), and a file outside a sparse
+/// view (`not_in_view`).
+fn set_apart_unversionable(
+    ws: &Workspace,
+    detection: &mut Detection,
+    problems: &mut Vec<ScanProblem>,
+) -> Result<()> {
+    if !detection
+        .changes
+        .iter()
+        .any(|c| matches!(c, LocalChange::New(_)))
+    {
+        return Ok(());
+    }
+    let read = ws.read()?;
+    let opened = read.opened_all()?;
+    let mut keys = live_keys(&read.baselines()?, &opened);
+    drop(read);
+    let opened: HashSet<&str> = opened.iter().map(|(p, _)| p.as_str()).collect();
+    let view = ws.meta()?.view;
+    let mut changes = std::mem::take(&mut detection.changes);
+    changes.sort_by(|a, b| a.path().cmp(b.path()));
+    let mut kept = Vec::with_capacity(changes.len());
+    for change in changes {
+        if let LocalChange::New(file) = &change {
+            let path = &file.path;
+            if !opened.contains(path.as_str()) {
+                if !view.is_empty()
+                    && !view
+                        .iter()
+                        .any(|v| scribe_format::path::is_under_prefix(path, v))
+                {
+                    problems.push(ScanProblem {
+                        path: path.clone(),
+                        code: NOT_IN_VIEW_CODE.into(),
+                        detail: format!("not in the workspace view ({})", view.join(", ")),
+                    });
+                    continue;
+                }
+                let key = scribe_format::path::collision_key(path);
+                match keys.get(&key) {
+                    Some(other) if other != path => {
+                        problems.push(ScanProblem {
+                            path: path.clone(),
+                            code: COLLISION_CODE.into(),
+                            detail: format!("differs only in case or normalization from {other}"),
+                        });
+                        continue;
+                    }
+                    _ => {
+                        keys.insert(key, path.clone());
+                    }
+                }
+            }
+        }
+        kept.push(change);
+    }
+    detection.changes = kept;
+    problems.sort_by(|a, b| a.path.cmp(&b.path));
+    problems.dedup();
+    Ok(())
 }
 
 fn refuse(path: &str, code: ErrorCode, detail: impl Into<String>) -> Refusal {
@@ -108,26 +232,16 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
         };
         report
             .refused
-            .push(refuse(&p.path, code, format!("{} ({})", p.detail, p.code)));
+            .push(refuse(&p.path, code, with_code(&p.detail, &p.code)));
     }
     let read = ws.read()?;
     let baselines = read.baselines()?;
     let opened = read.opened_all()?;
     drop(read);
     // collision keys of every live or about-to-be-live path
-    let mut keys: HashMap<Vec<u8>, String> = HashMap::new();
+    let mut keys = live_keys(&baselines, &opened);
     let opened_map: BTreeMap<&str, &OpenedRecord> =
         opened.iter().map(|(p, r)| (p.as_str(), r)).collect();
-    for (p, _) in &baselines {
-        if opened_map.get(p.as_str()).map(|r| r.action) != Some(OpenedAction::Delete) {
-            keys.insert(scribe_format::path::collision_key(p), p.clone());
-        }
-    }
-    for (p, r) in &opened {
-        if r.action == OpenedAction::Add {
-            keys.insert(scribe_format::path::collision_key(p), p.clone());
-        }
-    }
     let base_set: std::collections::HashSet<&str> =
         baselines.iter().map(|(p, _)| p.as_str()).collect();
     // Source roots vacated by pending moves are reserved until submit or
@@ -137,7 +251,11 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
     // Perforce refuses files not in the client view).
     let view = ws.meta()?.view;
     let tx = ws.write()?;
-    for file in &found.files {
+    // In path order, as `status` decides which of two colliding new names
+    // is the one that can be added.
+    let mut files: Vec<&crate::scan::ScannedFile> = found.files.iter().collect();
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    for file in files {
         let path = file.path.as_str();
         if base_set.contains(path) || opened_map.contains_key(path) {
             report.unchanged.push(file.path.clone());
@@ -150,8 +268,11 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
             report.refused.push(refuse(
                 path,
                 ErrorCode::MoveReserved,
-                format!(
-                    "{root} was vacated by a pending move and is reserved until submit or abort"
+                with_code(
+                    format!(
+                        "{root} was vacated by a pending move and is reserved until submit or abort"
+                    ),
+                    "move_reserved",
                 ),
             ));
             continue;
@@ -164,7 +285,10 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
             report.refused.push(refuse(
                 path,
                 ErrorCode::NotInView,
-                format!("{path} is not in the workspace view ({})", view.join(", ")),
+                with_code(
+                    format!("not in the workspace view ({})", view.join(", ")),
+                    NOT_IN_VIEW_CODE,
+                ),
             ));
             continue;
         }
@@ -173,7 +297,10 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
             report.refused.push(refuse(
                 path,
                 ErrorCode::PathCollision,
-                format!("{path} and {other} differ only in case or normalization"),
+                with_code(
+                    format!("differs only in case or normalization from {other}"),
+                    COLLISION_CODE,
+                ),
             ));
             continue;
         }
@@ -199,6 +326,7 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
         }
     }
     tx.commit()?;
+    report.split_walked(paths);
     Ok(report)
 }
 
@@ -632,6 +760,7 @@ pub fn detect_changes(
     drop(read);
     set_apart_beyond_links(ws, &mut detection, &mut problems)?;
     record_refreshed(ws, &detection, Some(&mut index))?;
+    set_apart_unversionable(ws, &mut detection, &mut problems)?;
     Ok((detection, problems))
 }
 
@@ -761,14 +890,28 @@ pub fn detect_changes_uncached(
     let mut problems = found.problems;
     set_apart_beyond_links(ws, &mut detection, &mut problems)?;
     record_refreshed(ws, &detection, None)?;
+    set_apart_unversionable(ws, &mut detection, &mut problems)?;
     Ok((detection, problems))
 }
 
 /// `scribe reconcile`: open every detected local change (new files as
 /// adds, modified as edits, missing as deletes), flagged as offline intent.
 pub fn reconcile(ws: &Workspace, prefixes: &[String]) -> Result<OpenReport> {
-    let (detection, _) = detect_changes(ws, prefixes)?;
+    let (detection, problems) = detect_changes(ws, prefixes)?;
     let mut report = OpenReport::default();
+    // What cannot be versioned is never opened, and is said once each
+    // (#18 item 16): the same rules and codes as `add` and `status`.
+    for p in &problems {
+        let code = match p.code.as_str() {
+            crate::guard::PROBLEM_CODE => ErrorCode::BeyondSymlink,
+            COLLISION_CODE => ErrorCode::PathCollision,
+            NOT_IN_VIEW_CODE => ErrorCode::NotInView,
+            _ => ErrorCode::InvalidPath,
+        };
+        report
+            .refused
+            .push(refuse(&p.path, code, with_code(&p.detail, &p.code)));
+    }
     let reserved = crate::moves::reserved_roots(ws)?;
     let tx = ws.write()?;
     for change in detection.changes {
@@ -800,6 +943,7 @@ pub fn reconcile(ws: &Workspace, prefixes: &[String]) -> Result<OpenReport> {
         report.opened.push((path, action));
     }
     tx.commit()?;
+    report.split_walked(prefixes);
     Ok(report)
 }
 

@@ -165,9 +165,26 @@ pub fn report(ctx: &Ctx, verb: &str, r: &OpenReport) -> CliResult {
             r.unchanged.len()
         ));
     }
-    if verb != "revert" {
+    // Found by walking a directory and not versionable: each said once,
+    // with its rule's code; not a failure of what was opened (#18 item 16).
+    for x in &r.skipped {
         ctx.out
-            .status(format!("{verb}: {} file(s) opened", r.opened.len()));
+            .status(format!("not opened: {}: {}", x.path, x.detail));
+    }
+    if verb != "revert" {
+        let skipped = if r.skipped.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} path(s) found cannot be versioned and were not opened \
+                 (`scribe status` lists them under \"Cannot be versioned\")",
+                r.skipped.len()
+            )
+        };
+        ctx.out.status(format!(
+            "{verb}: {} file(s) opened{skipped}",
+            r.opened.len()
+        ));
     }
     if let Some(first) = r.refused.first() {
         let mut paths: Vec<String> = r

@@ -330,8 +330,9 @@ fn a_fifo_or_socket_is_refused_at_add() {
         "{}",
         r.stderr
     );
+    // Found by walking `.`: said, not opened, not a failure (#18 item 16).
     let r = env.scribe(&a, &["add", "."]);
-    assert_eq!(r.code, Some(1), "{r:?}");
+    assert_eq!(r.code, Some(0), "{r:?}");
     assert!(r.stderr.contains("dir/pipe"), "{}", r.stderr);
     assert!(r.stderr.contains("dir/sock"), "{}", r.stderr);
     assert!(r.stderr.contains("special_file"), "{}", r.stderr);
@@ -727,8 +728,27 @@ fn files_outside_a_sparse_view_are_refused_at_add() {
     );
     assert!(r.stderr.contains("scribe view"), "{}", r.stderr);
     let r = env.scribe(&a, &["add", "."]);
-    assert_eq!(r.code, Some(1), "{r:?}");
+    assert_eq!(r.code, Some(0), "{r:?}");
     assert!(r.stdout.contains("art/in.txt"), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("not opened: code/out.rs: ") && r.stderr.contains("(not_in_view)"),
+        "{}",
+        r.stderr
+    );
+    // status says why, and reconcile does not open it either.
+    let st = env.scribe(&a, &["status"]);
+    assert!(
+        st.stdout.contains("code/out.rs  (not_in_view"),
+        "{}",
+        st.stdout
+    );
+    env.scribe(&a, &["reconcile"]).ok();
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(
+        !st.stdout.contains("\"path\":\"code/out.rs\",\"action\""),
+        "{}",
+        st.stdout
+    );
     env.scribe(&a, &["submit", "-m", "in view"]).ok();
     let d = env.scribe(&a, &["describe", "1"]);
     assert!(!d.stdout.contains("code/out.rs"), "{}", d.stdout);
@@ -932,4 +952,81 @@ fn wording_fixes_and_delete_removes_emptied_directories() {
         r.stderr
     );
     assert!(!r.stderr.contains("entr(ies)"), "{}", r.stderr);
+}
+
+/// #18 item 16: migrating a tree with names that differ only in case (and
+/// other names that cannot be versioned): `add .` opens the rest, says
+/// each refusal once with its rule's code, and exits 0 so `add . &&
+/// submit` submits; `status` lists the refused under "Cannot be
+/// versioned", `reconcile` does not open them, and the submit goes in.
+/// Naming a refused file explicitly still fails.
+#[test]
+fn refused_paths_stay_refused_everywhere() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "tool/Makefile", b"upper");
+    write(&a, "tool/makefile", b"lower");
+    write(&a, "tool/include/Config.h", b"c1");
+    write(&a, "tool/include/config.h", b"c2");
+    write(&a, "tool/ok.txt", b"ok");
+    write(&a, "tool/trail.", b"dot");
+    let r = env.scribe(&a, &["add", "."]);
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert!(r.stdout.contains("add     tool/Makefile"), "{}", r.stdout);
+    assert!(r.stdout.contains("add     tool/ok.txt"), "{}", r.stdout);
+    for (path, code) in [
+        ("tool/makefile", "path_collision"),
+        ("tool/include/config.h", "path_collision"),
+        ("tool/trail.", "trailing_dot"),
+    ] {
+        let line = format!("not opened: {path}: ");
+        assert_eq!(
+            r.stderr.matches(&line).count(),
+            1,
+            "{path} said once: {}",
+            r.stderr
+        );
+        let said = r.stderr.lines().find(|l| l.starts_with(&line)).unwrap();
+        assert!(said.ends_with(&format!("({code})")), "{said}");
+    }
+    assert!(
+        r.stderr.contains("3 path(s) found cannot be versioned"),
+        "{}",
+        r.stderr
+    );
+    let st = env.scribe(&a, &["status"]);
+    st.ok();
+    let cannot = st.stdout.split("Cannot be versioned:").nth(1).unwrap_or("");
+    assert!(
+        cannot.contains("tool/makefile  (path_collision: differs only in case or normalization from tool/Makefile)"),
+        "{}",
+        st.stdout
+    );
+    assert!(cannot.contains("tool/include/config.h"), "{}", st.stdout);
+    assert!(
+        !st.stdout.contains("new      tool/makefile"),
+        "{}",
+        st.stdout
+    );
+    let j = env.scribe(&a, &["status", "--json"]);
+    assert!(
+        j.stdout
+            .contains("{\"path\":\"tool/makefile\",\"code\":\"path_collision\"}"),
+        "{}",
+        j.stdout
+    );
+    let r = env.scribe(&a, &["reconcile"]);
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert!(!r.stdout.contains("makefile"), "{}", r.stdout);
+    env.scribe(&a, &["submit", "-m", "tool"]).ok();
+    // Named explicitly, a refused file is an error (exit 1).
+    let r = env.scribe(&a, &["add", "tool/makefile"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Error[path_collision]"), "{}", r.stderr);
+    assert_eq!(
+        r.stderr.matches("tool/makefile:").count(),
+        1,
+        "{}",
+        r.stderr
+    );
 }
