@@ -259,10 +259,10 @@ impl MoveIntent {
                 // (never itself moved) carries its edit record, restored by
                 // an abort (docs/workspace.md, "Moving an edited file").
                 Some(p) if p.action == OpenedAction::Edit => {
-                    if p.moved_from.is_some()
-                        || f.original_source != f.physical_source
-                        || f.original_change == 0
-                    {
+                    let own = p.moved_from.is_none()
+                        && f.original_source == f.physical_source
+                        && f.original_change != 0;
+                    if !own {
                         return Err(invalid(
                             "a prior edit record is a tracked file's own, at its original source",
                         ));

@@ -1191,7 +1191,7 @@ mod tests {
             repository_name: "game".into(),
             server: "scribe://127.0.0.1:7777".into(),
             author: "ada".into(),
-            view: vec!["art".into()],
+            view: vec![],
             tags: vec![],
             readonly: true,
             transfer_compression: true,
