@@ -58,6 +58,12 @@ pub enum Task {
     Upload,
     /// Bytes written into the working copy by a sync.
     Sync,
+    /// Bytes actually sent to the server for a submission: the objects it
+    /// lacked, from the streamed large files and the upload alike (a file
+    /// frozen again after a small edit sends only its changed chunks).
+    /// Advanced only: it has no start, total or finish, and is shown
+    /// beside the `Stream` and `Upload` bars.
+    Sent,
 }
 
 /// Receives what a workflow reports. Every method defaults to nothing.

@@ -430,6 +430,9 @@ pub fn load(ws: &Workspace) -> Result<(BaselineIndex, CacheUse)> {
     };
     let read = match generation {
         Some(_) => read,
+        // Not stamped, and nothing can be written (#18 item 14): an index
+        // for this run only.
+        None if ws.read_only_fs() => read,
         None => {
             // State written before the stamp existed: stamp it once.
             drop(read);

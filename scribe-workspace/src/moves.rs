@@ -255,6 +255,19 @@ impl MoveIntent {
                     ))
                 }
                 None => {}
+                // Beyond the specification: a tracked file opened for edit
+                // (never itself moved) carries its edit record, restored by
+                // an abort (docs/workspace.md, "Moving an edited file").
+                Some(p) if p.action == OpenedAction::Edit => {
+                    let own = p.moved_from.is_none()
+                        && f.original_source == f.physical_source
+                        && f.original_change != 0;
+                    if !own {
+                        return Err(invalid(
+                            "a prior edit record is a tracked file's own, at its original source",
+                        ));
+                    }
+                }
                 Some(p) => {
                     let carries = match &p.moved_from {
                         Some((s, c)) => *s == f.original_source && *c == f.original_change,
@@ -490,7 +503,17 @@ pub fn plan(ws: &Workspace, src: &str, dst: &str) -> Result<MoveIntent> {
         match opened_map.get(p.as_str()).map(|r| r.action) {
             // A deleted file stays deleted where it is.
             Some(OpenedAction::Delete) => continue,
-            Some(OpenedAction::Edit | OpenedAction::Keep) => busy.push(p.clone()),
+            // A file opened for edit moves with its edit (as Perforce
+            // allows): the destination is added with the current bytes and
+            // an abort restores the edit record.
+            Some(OpenedAction::Edit) => files.push(MovedFile {
+                physical_source: p.clone(),
+                destination: substitute(p, src, dst),
+                original_source: p.clone(),
+                original_change: b.change,
+                prior: opened_map.get(p.as_str()).map(|r| (*r).clone()),
+            }),
+            Some(OpenedAction::Keep) => busy.push(p.clone()),
             // A tracked path opened for add is a destination of an earlier
             // move replacing it; handled with the opened adds below.
             Some(OpenedAction::Add) => {}
@@ -507,7 +530,10 @@ pub fn plan(ws: &Workspace, src: &str, dst: &str) -> Result<MoveIntent> {
         return Err(refuse(
             ErrorCode::MoveRefused,
             &busy[0],
-            format!("{} file(s) there are opened for edit", busy.len()),
+            format!(
+                "{} file(s) there are kept after a conflict; submit or revert them first",
+                busy.len()
+            ),
         ));
     }
     for (p, r) in &opened {
@@ -774,7 +800,10 @@ fn apply(ws: &Workspace, mut intent: MoveIntent, hooks: &dyn MoveHooks) -> Resul
     let opened_ms = now_ms();
     let tx = ws.write()?;
     for f in &intent.files {
-        if f.prior.is_some() {
+        if f.prior
+            .as_ref()
+            .is_some_and(|p| p.action == OpenedAction::Add)
+        {
             tx.remove_opened(&f.physical_source)?;
         } else {
             tx.put_opened(
@@ -808,8 +837,9 @@ fn apply(ws: &Workspace, mut intent: MoveIntent, hooks: &dyn MoveHooks) -> Resul
     Ok(intent)
 }
 
-/// Remove the directories above `rel` that the move left empty.
-fn prune_empty_parents(root: &Path, rel: &str) {
+/// Remove the directories above `rel` that the move (or a delete) left
+/// empty, up to the workspace root.
+pub(crate) fn prune_empty_parents(root: &Path, rel: &str) {
     let mut p = root.join(rel);
     while let Some(parent) = p.parent() {
         if parent == root

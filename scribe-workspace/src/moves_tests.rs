@@ -412,7 +412,7 @@ fn refusals_change_nothing() {
     tx.put_opened(
         "t/y",
         &OpenedRecord {
-            action: OpenedAction::Edit,
+            action: OpenedAction::Keep,
             opened_ms: 1,
             needs_reconcile: false,
             moved_from: None,
@@ -601,7 +601,7 @@ fn adding_a_directory_skips_new_files_under_a_vacated_source() {
     std::fs::write(ws.root().join("c"), b"c").unwrap();
     let r = crate::open::reconcile(&ws, &[String::new()]).unwrap();
     let refused: Vec<(&str, &str)> = r
-        .refused
+        .skipped
         .iter()
         .map(|f| (f.path.as_str(), f.code.name()))
         .collect();
@@ -609,7 +609,7 @@ fn adding_a_directory_skips_new_files_under_a_vacated_source() {
     assert!(ws.read().unwrap().opened("a/new").unwrap().is_none());
     let r = crate::open::add(&ws, &[String::new()]).unwrap();
     let refused: Vec<(&str, &str)> = r
-        .refused
+        .skipped
         .iter()
         .map(|f| (f.path.as_str(), f.code.name()))
         .collect();

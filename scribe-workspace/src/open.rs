@@ -5,7 +5,7 @@
 //! recovery area); the server is not consulted. Lock acquisition, uploads
 //! and submission are the client's.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use scribe_format::ErrorCode;
@@ -31,7 +31,131 @@ pub struct Refusal {
 pub struct OpenReport {
     pub opened: Vec<(String, OpenedAction)>,
     pub unchanged: Vec<String>,
+    /// Paths named on the command line that were refused: the command
+    /// fails (after doing the rest).
     pub refused: Vec<Refusal>,
+    /// Paths found by walking a directory argument that cannot be
+    /// versioned (#18 item 16): reported once each, not opened, and not a
+    /// failure of what was opened.
+    pub skipped: Vec<Refusal>,
+}
+
+impl OpenReport {
+    /// Move the refusals of paths that no argument names exactly (found
+    /// by walking a directory argument) to `skipped`, each path once.
+    fn split_walked(&mut self, args: &[String]) {
+        let mut seen = HashSet::new();
+        let (named, walked): (Vec<Refusal>, Vec<Refusal>) = std::mem::take(&mut self.refused)
+            .into_iter()
+            .filter(|r| seen.insert(r.path.clone()))
+            .partition(|r| args.contains(&r.path));
+        self.refused = named;
+        self.skipped = walked;
+    }
+}
+
+/// The rule code a refusal's detail ends with: `DETAIL (code)`.
+fn with_code(detail: impl std::fmt::Display, code: &str) -> String {
+    format!("{detail} ({code})")
+}
+
+/// Collision keys of every live or about-to-be-live path: tracked paths
+/// not opened for delete, and opened adds.
+fn live_keys(
+    baselines: &[(String, crate::records::BaselineRecord)],
+    opened: &[(String, OpenedRecord)],
+) -> HashMap<Vec<u8>, String> {
+    let deleted: HashSet<&str> = opened
+        .iter()
+        .filter(|(_, r)| r.action == OpenedAction::Delete)
+        .map(|(p, _)| p.as_str())
+        .collect();
+    let mut keys = HashMap::new();
+    for (p, _) in baselines {
+        if !deleted.contains(p.as_str()) {
+            keys.insert(scribe_format::path::collision_key(p), p.clone());
+        }
+    }
+    for (p, r) in opened {
+        if r.action == OpenedAction::Add {
+            keys.insert(scribe_format::path::collision_key(p), p.clone());
+        }
+    }
+    keys
+}
+
+/// The rule code of a name that differs only in case or normalization
+/// from a live path (the same at `add`, `status`, `reconcile`, `submit`).
+pub const COLLISION_CODE: &str = "path_collision";
+/// The rule code of a new file outside a sparse view.
+pub const NOT_IN_VIEW_CODE: &str = "not_in_view";
+
+/// New files that cannot be versioned by the workspace's own rules move
+/// from the changes to the problems, so `status` lists them under
+/// "cannot be versioned" and `reconcile` does not open them (#18 item
+/// 16): a name differing only in case or normalization from a tracked
+/// path, an opened add, or a new file earlier in path order
+/// (`path_collision`, what `add` refuses), and a file outside a sparse
+/// view (`not_in_view`).
+fn set_apart_unversionable(
+    ws: &Workspace,
+    detection: &mut Detection,
+    problems: &mut Vec<ScanProblem>,
+) -> Result<()> {
+    if !detection
+        .changes
+        .iter()
+        .any(|c| matches!(c, LocalChange::New(_)))
+    {
+        return Ok(());
+    }
+    let read = ws.read()?;
+    let opened = read.opened_all()?;
+    let mut keys = live_keys(&read.baselines()?, &opened);
+    drop(read);
+    let opened: HashSet<&str> = opened.iter().map(|(p, _)| p.as_str()).collect();
+    let view = ws.meta()?.view;
+    let mut changes = std::mem::take(&mut detection.changes);
+    changes.sort_by(|a, b| a.path().cmp(b.path()));
+    let mut kept = Vec::with_capacity(changes.len());
+    for change in changes {
+        if let LocalChange::New(file) = &change {
+            let path = &file.path;
+            if !opened.contains(path.as_str()) {
+                if !view.is_empty()
+                    && !view
+                        .iter()
+                        .any(|v| scribe_format::path::is_under_prefix(path, v))
+                {
+                    problems.push(ScanProblem {
+                        path: path.clone(),
+                        code: NOT_IN_VIEW_CODE.into(),
+                        detail: format!("not in the workspace view ({})", view.join(", ")),
+                    });
+                    continue;
+                }
+                let key = scribe_format::path::collision_key(path);
+                match keys.get(&key) {
+                    Some(other) if other != path => {
+                        problems.push(ScanProblem {
+                            path: path.clone(),
+                            code: COLLISION_CODE.into(),
+                            detail: format!("differs only in case or normalization from {other}"),
+                        });
+                        continue;
+                    }
+                    _ => {
+                        keys.insert(key, path.clone());
+                    }
+                }
+            }
+        }
+        kept.push(change);
+    }
+    detection.changes = kept;
+    problems.sort_by(|a, b| a.path.cmp(&b.path));
+    problems.dedup();
+    Ok(())
 }
 
 fn refuse(path: &str, code: ErrorCode, detail: impl Into<String>) -> Refusal {
@@ -108,26 +232,16 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
         };
         report
             .refused
-            .push(refuse(&p.path, code, format!("{} ({})", p.detail, p.code)));
+            .push(refuse(&p.path, code, with_code(&p.detail, &p.code)));
     }
     let read = ws.read()?;
     let baselines = read.baselines()?;
     let opened = read.opened_all()?;
     drop(read);
     // collision keys of every live or about-to-be-live path
-    let mut keys: HashMap<Vec<u8>, String> = HashMap::new();
+    let mut keys = live_keys(&baselines, &opened);
     let opened_map: BTreeMap<&str, &OpenedRecord> =
         opened.iter().map(|(p, r)| (p.as_str(), r)).collect();
-    for (p, _) in &baselines {
-        if opened_map.get(p.as_str()).map(|r| r.action) != Some(OpenedAction::Delete) {
-            keys.insert(scribe_format::path::collision_key(p), p.clone());
-        }
-    }
-    for (p, r) in &opened {
-        if r.action == OpenedAction::Add {
-            keys.insert(scribe_format::path::collision_key(p), p.clone());
-        }
-    }
     let base_set: std::collections::HashSet<&str> =
         baselines.iter().map(|(p, _)| p.as_str()).collect();
     // Source roots vacated by pending moves are reserved until submit or
@@ -137,7 +251,11 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
     // Perforce refuses files not in the client view).
     let view = ws.meta()?.view;
     let tx = ws.write()?;
-    for file in &found.files {
+    // In path order, as `status` decides which of two colliding new names
+    // is the one that can be added.
+    let mut files: Vec<&crate::scan::ScannedFile> = found.files.iter().collect();
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    for file in files {
         let path = file.path.as_str();
         if base_set.contains(path) || opened_map.contains_key(path) {
             report.unchanged.push(file.path.clone());
@@ -150,8 +268,11 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
             report.refused.push(refuse(
                 path,
                 ErrorCode::MoveReserved,
-                format!(
-                    "{root} was vacated by a pending move and is reserved until submit or abort"
+                with_code(
+                    format!(
+                        "{root} was vacated by a pending move and is reserved until submit or abort"
+                    ),
+                    "move_reserved",
                 ),
             ));
             continue;
@@ -164,7 +285,10 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
             report.refused.push(refuse(
                 path,
                 ErrorCode::NotInView,
-                format!("{path} is not in the workspace view ({})", view.join(", ")),
+                with_code(
+                    format!("not in the workspace view ({})", view.join(", ")),
+                    NOT_IN_VIEW_CODE,
+                ),
             ));
             continue;
         }
@@ -173,7 +297,10 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
             report.refused.push(refuse(
                 path,
                 ErrorCode::PathCollision,
-                format!("{path} and {other} differ only in case or normalization"),
+                with_code(
+                    format!("differs only in case or normalization from {other}"),
+                    COLLISION_CODE,
+                ),
             ));
             continue;
         }
@@ -199,6 +326,7 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
         }
     }
     tx.commit()?;
+    report.split_walked(paths);
     Ok(report)
 }
 
@@ -301,6 +429,9 @@ pub fn delete(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
         if std::fs::symlink_metadata(ws.root().join(&path)).is_ok() {
             recovery::displace(ws.root(), &path, RecoveryReason::Delete)?;
         }
+        // Directories the delete emptied go too (#18 item 15); `revert`
+        // creates them again.
+        crate::moves::prune_empty_parents(ws.root(), &path);
         report.opened.push((path, OpenedAction::Delete));
     }
     Ok(report)
@@ -314,21 +445,39 @@ pub fn revert(
     paths: &[String],
     materializer: &dyn Materializer,
 ) -> Result<OpenReport> {
-    let opened = ws.read()?.opened_all()?;
     let mut report = OpenReport::default();
+    let moved = revert_moves(ws, paths, &mut report)?;
+    let opened = ws.read()?.opened_all()?;
     let mut targets: Vec<(String, OpenedRecord)> = Vec::new();
-    for arg in paths {
+    for arg in paths.iter().chain(&moved.restored) {
         let before = targets.len();
         targets.extend(
             opened
                 .iter()
-                .filter(|(p, _)| scribe_format::path::is_under_prefix(p, arg))
+                .filter(|(p, _)| {
+                    scribe_format::path::is_under_prefix(p, arg) && !moved.held.contains(p)
+                })
                 .cloned(),
         );
-        if targets.len() == before {
+        if targets.len() == before && paths.contains(arg) && !moved.named.iter().any(|a| a == arg) {
             report
                 .refused
                 .push(refuse(arg, ErrorCode::NotPresent, "not opened"));
+        }
+    }
+    // A file moved without an opened record of its own is back at its
+    // source: reverting it restores its baseline bytes like an edit.
+    for p in &moved.restored {
+        if !targets.iter().any(|(t, _)| t == p) && ws.read()?.baseline(p)?.is_some() {
+            targets.push((
+                p.clone(),
+                OpenedRecord {
+                    action: OpenedAction::Delete,
+                    opened_ms: 0,
+                    needs_reconcile: false,
+                    moved_from: None,
+                },
+            ));
         }
     }
     targets.sort_by(|a, b| a.0.cmp(&b.0));
@@ -408,6 +557,120 @@ pub fn revert(
     Ok(report)
 }
 
+/// What [`revert_moves`] did.
+#[derive(Default)]
+struct RevertedMoves {
+    /// Sources of the aborted moves' files, back in place: reverted next.
+    restored: Vec<String>,
+    /// Paths of moves that could not be reverted: left alone.
+    held: HashSet<String>,
+    /// The arguments that named a file of a pending move.
+    named: Vec<String>,
+}
+
+/// Reverting either half of a pending move (its source, opened for
+/// delete, or its destination, opened for add) reverts the pair: the move
+/// is aborted ([`crate::moves::abort`]: the files go back with their
+/// current contents and prior opened records), newest first, and the
+/// restored sources are then reverted like any other path. A move is
+/// refused (its paths left untouched, the reason reported) when the
+/// arguments name only some of its files, when a later move that is not
+/// reverted depends on it, or when its abort is refused.
+fn revert_moves(
+    ws: &Workspace,
+    paths: &[String],
+    report: &mut OpenReport,
+) -> Result<RevertedMoves> {
+    use scribe_format::path::is_under_prefix;
+    let mut out = RevertedMoves::default();
+    let mut names: Vec<String> = paths.to_vec();
+    let mut skipped: HashSet<[u8; 16]> = HashSet::new();
+    loop {
+        let pending = crate::moves::pending(ws)?;
+        let named = |f: &crate::moves::MovedFile, names: &[String]| {
+            names.iter().any(|a| {
+                is_under_prefix(&f.physical_source, a) || is_under_prefix(&f.destination, a)
+            })
+        };
+        let Some(m) = pending
+            .iter()
+            .rev()
+            .find(|m| !skipped.contains(&m.operation.0) && m.files.iter().any(|f| named(f, &names)))
+            .cloned()
+        else {
+            break;
+        };
+        for a in paths {
+            if m.files.iter().any(|f| {
+                is_under_prefix(&f.physical_source, a) || is_under_prefix(&f.destination, a)
+            }) {
+                out.named.push(a.clone());
+            }
+        }
+        let how = format!(
+            "move {} ({} -> {}, {} file(s))",
+            m.operation.to_hex(),
+            m.source,
+            m.destination,
+            m.files.len()
+        );
+        let refusal = if let Some(f) = m.files.iter().find(|f| !named(f, &names)) {
+            Some(refuse(
+                &m.destination,
+                ErrorCode::MoveRefused,
+                format!(
+                    "{how} is reverted whole and {} is not named; revert {} or `scribe move --abort {}`",
+                    f.destination,
+                    m.destination,
+                    m.operation.to_hex()
+                ),
+            ))
+        } else if let Some(d) = pending
+            .iter()
+            .find(|d| d.dependencies.contains(&m.operation))
+        {
+            Some(refuse(
+                &m.destination,
+                ErrorCode::MoveDependent,
+                format!(
+                    "{how}: the later move {} -> {} depends on it; revert that one too",
+                    d.source, d.destination
+                ),
+            ))
+        } else {
+            match crate::moves::abort(ws, &m.operation) {
+                Ok(_) => None,
+                Err(WorkspaceError::Refused { code, path, detail }) => Some(refuse(
+                    &path,
+                    code,
+                    format!("{how} cannot be reverted: {detail}"),
+                )),
+                Err(e) => return Err(e),
+            }
+        };
+        match refusal {
+            Some(r) => {
+                report.refused.push(r);
+                skipped.insert(m.operation.0);
+                for f in &m.files {
+                    out.held.insert(f.physical_source.clone());
+                    out.held.insert(f.destination.clone());
+                }
+            }
+            None => {
+                for f in &m.files {
+                    report
+                        .opened
+                        .push((f.destination.clone(), OpenedAction::Add));
+                    out.restored.push(f.physical_source.clone());
+                    names.push(f.physical_source.clone());
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The full picture `scribe status` prints.
 #[derive(Clone, Debug, Default)]
 pub struct Status {
@@ -421,6 +684,55 @@ pub struct Status {
     pub problems: Vec<crate::scan::ScanProblem>,
     /// How many files were hashed to decide.
     pub hashed: usize,
+    /// Opened adds that differ only in case or normalization from a
+    /// tracked (synced) path: see [`case_collisions`].
+    pub case_collisions: Vec<CaseCollision>,
+}
+
+/// An opened add whose name differs only in case or Unicode normalization
+/// from a tracked path (one a sync brought, typically): a case-insensitive
+/// file system holds only one of them, and submit refuses the add
+/// (`path_collision`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaseCollision {
+    /// The local opened add.
+    pub opened: String,
+    /// The tracked path it collides with.
+    pub tracked: String,
+}
+
+/// Every [`CaseCollision`]: the same rule submit applies (tracked paths
+/// not opened for delete against opened adds).
+pub fn case_collisions(read: &crate::state::StateRead) -> Result<Vec<CaseCollision>> {
+    let opened = read.opened_all()?;
+    let deleted: HashSet<&str> = opened
+        .iter()
+        .filter(|(_, r)| r.action == OpenedAction::Delete)
+        .map(|(p, _)| p.as_str())
+        .collect();
+    let adds: HashMap<Vec<u8>, &str> = opened
+        .iter()
+        .filter(|(_, r)| r.action == OpenedAction::Add)
+        .map(|(p, _)| (scribe_format::path::collision_key(p), p.as_str()))
+        .collect();
+    if adds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for (p, _) in read.baselines()? {
+        if deleted.contains(p.as_str()) {
+            continue;
+        }
+        if let Some(add) = adds.get(&scribe_format::path::collision_key(&p)) {
+            if *add != p {
+                out.push(CaseCollision {
+                    opened: add.to_string(),
+                    tracked: p,
+                });
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Detect local changes under `prefixes` (all when empty) and record
@@ -448,6 +760,7 @@ pub fn detect_changes(
     drop(read);
     set_apart_beyond_links(ws, &mut detection, &mut problems)?;
     record_refreshed(ws, &detection, Some(&mut index))?;
+    set_apart_unversionable(ws, &mut detection, &mut problems)?;
     Ok((detection, problems))
 }
 
@@ -500,7 +813,9 @@ fn record_refreshed(
         .iter()
         .filter(|(_, fp)| fp.is_settled())
         .collect();
-    if settled.is_empty() {
+    // Nothing is recorded where nothing can be written: the next walk
+    // hashes again (#18 item 14).
+    if settled.is_empty() || ws.read_only_fs() {
         return Ok(());
     }
     let tx = ws.write()?;
@@ -540,12 +855,14 @@ pub fn status(ws: &Workspace) -> Result<Status> {
         .into_iter()
         .filter(|c| !opened_paths.contains(c.path()))
         .collect();
+    let case_collisions = case_collisions(&read)?;
     Ok(Status {
         opened,
         unopened,
         needs_resolve,
         problems,
         hashed: detection.hashed,
+        case_collisions,
     })
 }
 
@@ -573,14 +890,28 @@ pub fn detect_changes_uncached(
     let mut problems = found.problems;
     set_apart_beyond_links(ws, &mut detection, &mut problems)?;
     record_refreshed(ws, &detection, None)?;
+    set_apart_unversionable(ws, &mut detection, &mut problems)?;
     Ok((detection, problems))
 }
 
 /// `scribe reconcile`: open every detected local change (new files as
 /// adds, modified as edits, missing as deletes), flagged as offline intent.
 pub fn reconcile(ws: &Workspace, prefixes: &[String]) -> Result<OpenReport> {
-    let (detection, _) = detect_changes(ws, prefixes)?;
+    let (detection, problems) = detect_changes(ws, prefixes)?;
     let mut report = OpenReport::default();
+    // What cannot be versioned is never opened, and is said once each
+    // (#18 item 16): the same rules and codes as `add` and `status`.
+    for p in &problems {
+        let code = match p.code.as_str() {
+            crate::guard::PROBLEM_CODE => ErrorCode::BeyondSymlink,
+            COLLISION_CODE => ErrorCode::PathCollision,
+            NOT_IN_VIEW_CODE => ErrorCode::NotInView,
+            _ => ErrorCode::InvalidPath,
+        };
+        report
+            .refused
+            .push(refuse(&p.path, code, with_code(&p.detail, &p.code)));
+    }
     let reserved = crate::moves::reserved_roots(ws)?;
     let tx = ws.write()?;
     for change in detection.changes {
@@ -612,6 +943,7 @@ pub fn reconcile(ws: &Workspace, prefixes: &[String]) -> Result<OpenReport> {
         report.opened.push((path, action));
     }
     tx.commit()?;
+    report.split_walked(prefixes);
     Ok(report)
 }
 
@@ -678,8 +1010,10 @@ mod tests {
         let r = add(&ws, &["art".into()]).unwrap();
         let opened: Vec<&str> = r.opened.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(opened, vec!["art/new/A.bin"]);
+        // Found by walking `art`: reported, not failing (#18 item 16).
+        assert!(r.refused.is_empty());
         let codes: Vec<(&str, &str)> = r
-            .refused
+            .skipped
             .iter()
             .map(|x| (x.path.as_str(), x.code.name()))
             .collect();

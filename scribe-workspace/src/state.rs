@@ -83,7 +83,13 @@ pub struct Workspace {
     /// `.scribe/_state/state.redb`.
     db_path: Arc<Path>,
     db: std::sync::RwLock<Option<Db>>,
-    _lock: File,
+    /// The LOCK held: exclusive, or shared on a read-only file system
+    /// (none when the file cannot even be read there).
+    _lock: Option<File>,
+    /// Opened for reading where `.scribe/_state` cannot be written (a
+    /// read-only file system, or permissions): [`Workspace::write`] is
+    /// refused and the optional writes of reading commands are skipped.
+    read_only_fs: bool,
 }
 
 /// `state.redb`, writable, or read-only until the first write
@@ -133,6 +139,39 @@ fn take_lock(root: &Path) -> Result<File> {
     Ok(file)
 }
 
+/// Whether `e` says the file system (or its permissions) refuses writes.
+pub fn is_write_refused(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied
+    )
+}
+
+/// The LOCK of a workspace that cannot be written (#18 item 14): opened
+/// read-only and locked shared, so a writer elsewhere (another mount of
+/// the same directory) is still noticed; none when it cannot be read.
+fn take_lock_shared(root: &Path) -> Result<Option<File>> {
+    let path = state_dir(root).join("LOCK");
+    let file = match File::open(&path) {
+        Ok(f) => f,
+        Err(_) => return Ok(None),
+    };
+    match file.try_lock_shared() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let pid = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+            Err(WorkspaceError::Busy {
+                root: root.to_path_buf(),
+                pid,
+            })
+        }
+        // Locking itself refused (some network file systems): read anyway.
+        Err(std::fs::TryLockError::Error(_)) => Ok(None),
+    }
+}
+
 fn create_dirs(root: &Path) -> Result<()> {
     for sub in [CACHE_DIR, "tmp", "recovery", "staging"] {
         let dir = state_dir(root).join(sub);
@@ -173,7 +212,8 @@ impl Workspace {
             root: root.to_path_buf(),
             db_path,
             db: std::sync::RwLock::new(Some(Db::Write(db))),
-            _lock: lock,
+            _lock: Some(lock),
+            read_only_fs: false,
         };
         {
             let mut tx = ws.write()?;
@@ -238,9 +278,20 @@ impl Workspace {
                 supported: SCHEMA,
             });
         }
-        let lock = take_lock(root)?;
-        create_dirs(root)?;
-        clean_tmp(&state.join("tmp"))?;
+        // Reading commands still work where nothing can be written (#18
+        // item 14): the LOCK is then taken shared on a read-only handle,
+        // and the directories and `tmp` are left as they are.
+        let (lock, read_only_fs) = match take_lock(root) {
+            Ok(lock) => (Some(lock), false),
+            Err(WorkspaceError::Io { source, .. }) if read_only && is_write_refused(&source) => {
+                (take_lock_shared(root)?, true)
+            }
+            Err(e) => return Err(e),
+        };
+        if !read_only_fs {
+            create_dirs(root)?;
+            clean_tmp(&state.join("tmp"))?;
+        }
         let db_path: Arc<Path> = state.join("state.redb").into();
         // A missing state.redb is damage too: `Database::create` would make
         // an empty one, and the workspace would forget its baselines.
@@ -254,6 +305,18 @@ impl Workspace {
             Ok(match read_only {
                 true => match redb::ReadOnlyDatabase::open(&db_path) {
                     Ok(db) => Db::Read(db),
+                    // redb repairs a database not closed cleanly only
+                    // when it may write: say so rather than fail on EROFS.
+                    Err(e) if read_only_fs => {
+                        return Err(WorkspaceError::StateDamaged {
+                            path: db_path.to_path_buf(),
+                            detail: format!(
+                                "it cannot be opened read-only ({e}) and this file system \
+                                 refuses writes; a database left open by a killed scribe \
+                                 needs one writable open to be repaired"
+                            ),
+                        })
+                    }
                     Err(_) => Db::Write(Database::create(&db_path)?),
                 },
                 false => Db::Write(Database::create(&db_path)?),
@@ -264,6 +327,7 @@ impl Workspace {
             db_path,
             db: std::sync::RwLock::new(Some(db)),
             _lock: lock,
+            read_only_fs,
         };
         let schema = ws.read()?.meta_u32("schema")?;
         if schema != Some(SCHEMA) {
@@ -273,6 +337,12 @@ impl Workspace {
             });
         }
         Ok(ws)
+    }
+
+    /// Opened for reading where the state cannot be written (a read-only
+    /// file system or permissions): writes are refused.
+    pub fn read_only_fs(&self) -> bool {
+        self.read_only_fs
     }
 
     /// The workspace root.
@@ -332,6 +402,16 @@ impl Workspace {
 
     /// A write transaction, committed with immediate durability.
     pub fn write(&self) -> Result<StateWrite> {
+        if self.read_only_fs {
+            return Err(WorkspaceError::Io {
+                path: self.db_path.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::ReadOnlyFilesystem,
+                    "the workspace state cannot be written here (read-only file system or \
+                     permissions); only reading commands work",
+                ),
+            });
+        }
         let writable = |db: &Option<Db>| match db {
             Some(Db::Write(d)) => Some(d.begin_write()),
             _ => None,
@@ -1111,7 +1191,7 @@ mod tests {
             repository_name: "game".into(),
             server: "scribe://127.0.0.1:7777".into(),
             author: "ada".into(),
-            view: vec!["art".into()],
+            view: vec![],
             tags: vec![],
             readonly: true,
             transfer_compression: true,

@@ -173,6 +173,9 @@ impl DeferReason {
 #[derive(Clone, Debug, Default)]
 pub struct SyncReport {
     pub written: Vec<String>,
+    /// The written paths this workspace did not track before (new here):
+    /// `sync` says "added" for them, "updated" for the rest.
+    pub added: Vec<String>,
     pub removed: Vec<String>,
     pub deferred: Vec<(String, DeferReason)>,
     pub displaced: Vec<String>,
@@ -551,9 +554,13 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
         // then record the batch in one transaction.
         let recorded_ms = now_ms();
         let mut dirs: std::collections::BTreeSet<PathBuf> = std::collections::BTreeSet::new();
+        let before = ws.read()?;
         for (i, step) in steps.iter().enumerate() {
             let Step::Write(target) = step else { continue };
             let path = &batch[i].0;
+            if before.baseline(path)?.is_none() {
+                report.added.push(path.clone());
+            }
             let full = ws.root().join(path);
             let tmp = &ready[&i];
             if let Some(parent) = full.parent() {
@@ -577,6 +584,7 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
             report.written.push(path.clone());
             report.bytes_written += target.size;
         }
+        drop(before);
         let dirs: Vec<PathBuf> = dirs.into_iter().collect();
         if let Err((k, e)) = in_flight(&dirs, |d| crate::platform::flush_dir(d)) {
             return Err(WorkspaceError::io(&dirs[k])(e));

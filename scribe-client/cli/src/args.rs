@@ -387,9 +387,14 @@ pub enum ViewCmd {
 pub enum DebugCmd {
     /// Check canonical paths and print their collision keys
     ///
-    /// Prints one line per argument: `ok <collision-key-hex>` for a valid
-    /// canonical path (section 5 of the format specification), or
-    /// `invalid <error-code>` naming the rule it breaks. Exits 0 either way.
+    /// Prints one line per argument, the argument first: `PATH: ok
+    /// <collision-key-hex>` for a valid canonical path (section 5 of the
+    /// format specification), or `PATH: invalid <error-code> (<rule>)`
+    /// naming the rule it breaks (components counted from 1); an empty
+    /// argument is `(empty)`. Then one `collision: A and B ...` line for
+    /// each two different arguments with the same key (they differ only in
+    /// case or normalization: one workspace cannot hold both). Exits 0
+    /// either way.
     Path {
         /// Repository-relative paths with `/` separators
         #[arg(required = true)]

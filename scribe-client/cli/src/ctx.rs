@@ -118,6 +118,13 @@ pub fn open(ctx: &Ctx) -> CliResult<Opened> {
     Ok(Opened::find(&ctx.cwd)?)
 }
 
+/// [`open`] for a command that only reads the workspace (`status`, `log`,
+/// `history`, `describe`, `locks`, `info`): `state.redb` opened read-only,
+/// and a workspace on a read-only file system still opens (#18 item 14).
+pub fn open_for_reading(ctx: &Ctx) -> CliResult<Opened> {
+    Ok(Opened::find_for_reading(&ctx.cwd)?)
+}
+
 /// Canonical workspace paths of the user's arguments.
 pub fn paths(ctx: &Ctx, ws: &Workspace, args: &[String]) -> CliResult<Vec<String>> {
     args.iter()
@@ -158,15 +165,40 @@ pub fn report(ctx: &Ctx, verb: &str, r: &OpenReport) -> CliResult {
             r.unchanged.len()
         ));
     }
-    if verb != "revert" {
+    // Found by walking a directory and not versionable: each said once,
+    // with its rule's code; not a failure of what was opened (#18 item 16).
+    for x in &r.skipped {
         ctx.out
-            .status(format!("{verb}: {} file(s) opened", r.opened.len()));
+            .status(format!("not opened: {}: {}", x.path, x.detail));
+    }
+    if verb != "revert" {
+        let skipped = if r.skipped.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} path(s) found cannot be versioned and were not opened \
+                 (`scribe status` lists them under \"Cannot be versioned\")",
+                r.skipped.len()
+            )
+        };
+        ctx.out.status(format!(
+            "{verb}: {} file(s) opened{skipped}",
+            r.opened.len()
+        ));
     }
     if let Some(first) = r.refused.first() {
         let mut paths: Vec<String> = r
             .refused
             .iter()
-            .map(|x| format!("{}: {}", x.path, x.detail))
+            // The workspace root is the empty path: name it.
+            .map(|x| {
+                let path = if x.path.is_empty() {
+                    ". (the workspace root)"
+                } else {
+                    &x.path
+                };
+                format!("{path}: {}", x.detail)
+            })
             .collect();
         paths.dedup();
         let mut err =

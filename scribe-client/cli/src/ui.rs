@@ -82,6 +82,8 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 pub struct TermProgress {
     out: Out,
     bars: Mutex<HashMap<Task, ProgressBar>>,
+    /// Bytes actually sent so far (`Task::Sent`).
+    sent: std::sync::atomic::AtomicU64,
 }
 
 impl TermProgress {
@@ -89,6 +91,7 @@ impl TermProgress {
         TermProgress {
             out,
             bars: Mutex::new(HashMap::new()),
+            sent: std::sync::atomic::AtomicU64::new(0),
         }
     }
 }
@@ -145,16 +148,21 @@ impl Progress for TermProgress {
         if self.out.quiet || !std::io::stderr().is_terminal() {
             return;
         }
+        // One unit per bar (#18 item 15): `freeze` counts the bytes of the
+        // large files read, `upload` the objects the server lacked, `sync`
+        // the bytes written; the bytes actually sent (`Task::Sent`) follow
+        // the freeze and upload bars' label.
         let (template, label) = match task {
-            Task::Upload => ("{msg:10} [{bar:30}] {pos}/{len} objects {eta}", "upload"),
+            Task::Upload => ("{msg:16} [{bar:30}] {pos}/{len} objects {eta}", "upload"),
             Task::Stream => (
-                "{msg:10} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
-                "upload",
+                "{msg:16} [{bar:30}] {bytes}/{total_bytes} read {bytes_per_sec} {eta}",
+                "freeze",
             ),
             Task::Sync => (
                 "{msg:10} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
                 "sync",
             ),
+            Task::Sent => return,
         };
         let bar = ProgressBar::new(total);
         bar.set_style(
@@ -169,6 +177,20 @@ impl Progress for TermProgress {
     }
 
     fn advance(&self, task: Task, n: u64) {
+        if task == Task::Sent {
+            let sent = self.sent.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
+            if let Ok(bars) = self.bars.lock() {
+                for (t, b) in bars.iter() {
+                    let label = match t {
+                        Task::Stream => "freeze",
+                        Task::Upload => "upload",
+                        _ => continue,
+                    };
+                    b.set_message(format!("{label}, {} sent", size(sent)));
+                }
+            }
+            return;
+        }
         if let Ok(bars) = self.bars.lock() {
             if let Some(b) = bars.get(&task) {
                 b.inc(n);

@@ -321,6 +321,7 @@ fn upload_queue(lane: &mut Lane<'_>, sh: &Shared<'_>) -> Result<(usize, u64)> {
                 lane.with(|c| c.put_object_staged(repo, workspace, op, oid, data))?;
                 objects += 1;
                 bytes += data.len() as u64;
+                sh.ctx.progress.advance(Task::Sent, data.len() as u64);
             }
             sh.ctx.progress.advance(Task::Stream, data.len() as u64);
         }

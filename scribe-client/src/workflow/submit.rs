@@ -522,6 +522,7 @@ fn upload(
         }
         let objects = std::mem::take(group);
         let count = objects.len() as u64;
+        let sent: u64 = objects.iter().map(|o| o.data.0.len() as u64).sum();
         remote.with(|c| {
             c.object_put_many(m::ObjectPutMany {
                 repo: repo.clone(),
@@ -531,6 +532,7 @@ fn upload(
             })
         })?;
         progress.advance(Task::Upload, count);
+        progress.advance(Task::Sent, sent);
         Ok(())
     };
     for id in all.iter().filter(|id| missing.contains(id)) {
@@ -561,6 +563,7 @@ fn upload(
         if data.len() > crate::transfer::SMALL_OBJECT_BYTES {
             remote.with(|c| c.put_object_staged(&repo, ws_id, *op, *id, &data))?;
             progress.advance(Task::Upload, 1);
+            progress.advance(Task::Sent, data.len() as u64);
             continue;
         }
         if group_bytes + data.len() > m::MAX_OBJECT_DATA_PER_FRAME as usize

@@ -312,6 +312,7 @@ pub fn run_sync(o: &Opened, remote: &ServerLink, change: u64) -> Result<Synced> 
 
 fn merge(into: &mut journal::SyncReport, r: journal::SyncReport) {
     into.written.extend(r.written);
+    into.added.extend(r.added);
     into.removed.extend(r.removed);
     into.deferred.extend(r.deferred);
     into.displaced.extend(r.displaced);

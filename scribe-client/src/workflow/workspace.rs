@@ -16,6 +16,73 @@ use crate::url::ServerUrl;
 use crate::workflow::Opened;
 use crate::Context;
 
+/// Registration tag prefix of the last use: `used=<unix ms>`, refreshed
+/// by [`record_use`] after a sync (#18 item 8).
+pub const USED_TAG: &str = "used=";
+/// A sync refreshes the `used=` tag at most this often (one hour): a
+/// re-registration is a durable write on the server, not one per sync.
+pub const USE_REFRESH_MS: u64 = 3_600_000;
+/// Local `meta` key (u64 unix ms): when this workspace last refreshed its
+/// `used=` tag.
+pub const USE_RECORDED_KEY: &str = "use-recorded-ms";
+
+/// The time a `used=` tag records, if any.
+pub fn used_of(tags: &[String]) -> Option<u64> {
+    tags.iter()
+        .find_map(|t| t.strip_prefix(USED_TAG)?.parse().ok())
+}
+
+/// Record on the server that `o` was used now (the `used=` registration
+/// tag), unless this workspace did so less than [`USE_REFRESH_MS`] ago.
+/// The workspace's record is read back (`workspace list`) and registered
+/// again unchanged but for that tag, so branch, view, label and the other
+/// tags stay as they are. Returns whether it wrote.
+pub fn record_use(o: &Opened, remote: &ServerLink) -> Result<bool> {
+    let now = scribe_workspace::scan::now_ms();
+    if let Some(t) = o.ws.read()?.meta_u64(USE_RECORDED_KEY)? {
+        if now.saturating_sub(t) < USE_REFRESH_MS {
+            return Ok(false);
+        }
+    }
+    let repo = o.meta.repository_name.clone();
+    let id = o.meta.workspace_id;
+    let wrote = remote.with(|c| {
+        let Some(info) = c
+            .workspace_list(&repo)?
+            .into_iter()
+            .find(|w| w.workspace == id && !w.retired)
+        else {
+            return Ok(false);
+        };
+        let mut tags: Vec<String> = info
+            .tags
+            .into_iter()
+            .filter(|t| !t.starts_with(USED_TAG))
+            .collect();
+        if tags.len() >= 16 {
+            return Ok(false);
+        }
+        tags.push(format!("{USED_TAG}{now}"));
+        c.workspace_register(m::WorkspaceRegister {
+            repo: repo.clone(),
+            workspace: id,
+            branch: if info.branch == scribe_format::BranchId([0; 16]) {
+                String::new()
+            } else {
+                info.branch_name
+            },
+            view: info.view,
+            label: info.label,
+            tags,
+        })?;
+        Ok(true)
+    })?;
+    let tx = o.ws.write()?;
+    tx.put_meta_u64(USE_RECORDED_KEY, now)?;
+    tx.commit()?;
+    Ok(wrote)
+}
+
 /// What a new workspace is.
 #[derive(Clone, Debug, Default)]
 pub struct CreateArgs {
@@ -56,7 +123,8 @@ pub fn identity_tags(author: &str, host: &str, root: &Path) -> Vec<String> {
     }
     let mut rest = root.to_str().unwrap_or("");
     let mut first = true;
-    while !rest.is_empty() && tags.len() < 16 {
+    // One tag stays free for `used=` ([`record_use`]).
+    while !rest.is_empty() && tags.len() < 15 {
         let prefix = if first { "root=" } else { "root+" };
         let (head, tail) = cut(rest, 64 - prefix.len());
         if head.is_empty() {

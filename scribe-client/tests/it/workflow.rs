@@ -114,3 +114,73 @@ fn submit_and_sync_run_as_library_calls_and_report_progress() {
     assert_eq!(s.change, 1);
     assert!(s.report.written.is_empty() && s.report.removed.is_empty());
 }
+
+/// #18 item 15: progress reports the bytes actually sent (`Task::Sent`)
+/// apart from the bytes read (`Task::Stream`): after a 1 MiB edit in the
+/// middle of a 32 MiB file, all of it is read but only the chunks around
+/// the edit are sent (chunks average 4 MiB).
+#[test]
+fn progress_reports_the_bytes_actually_sent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let ctx = Context {
+        progress: recorder.clone(),
+        ..Context::default()
+    };
+    let server = tmp.path().join("server").display().to_string();
+    repo::create(&ctx, &server, "demo").unwrap();
+    let a = workspace::create(
+        &ctx,
+        CreateArgs {
+            dir: tmp.path().join("alice"),
+            server: server.clone(),
+            repo: "demo".into(),
+            author: "alice".into(),
+            ..CreateArgs::default()
+        },
+    )
+    .unwrap();
+    let sum = |prefix: &str| -> u64 {
+        events(&recorder, prefix)
+            .iter()
+            .map(|e| e.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    let mut body = scribe_testkit::noise(32 << 20, 7);
+    std::fs::write(a.root.join("big.bin"), &body).unwrap();
+    let o = Opened::find(&a.root).unwrap();
+    files::add(&o, &["big.bin".to_string()]).unwrap();
+    let link = o.link(&ctx).unwrap();
+    let submit_with = |m: &str| {
+        submit::submit(
+            &o,
+            &link,
+            SubmitArgs {
+                message: m.into(),
+                ..SubmitArgs::default()
+            },
+        )
+        .unwrap()
+    };
+    submit_with("first");
+    let first_sent = sum("advance Sent ");
+    assert!(first_sent >= body.len() as u64, "sent {first_sent}");
+    recorder.0.lock().unwrap().clear();
+
+    files::edit(&ctx, &o, &["big.bin".to_string()]).unwrap();
+    let patch = scribe_testkit::noise(1 << 20, 8);
+    body[(16 << 20)..(17 << 20)].copy_from_slice(&patch);
+    std::fs::write(a.root.join("big.bin"), &body).unwrap();
+    submit_with("a 1 MiB edit");
+    assert_eq!(
+        sum("advance Stream "),
+        body.len() as u64,
+        "all of it is read"
+    );
+    let sent = sum("advance Sent ");
+    assert!(
+        sent > 0 && sent < (16 << 20),
+        "the chunks around the edit are sent, not {sent} of {first_sent}"
+    );
+    assert!(events(&recorder, "start Sent").is_empty());
+}

@@ -37,8 +37,8 @@ use crate::limits::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES};
 
 /// Why a path is not canonical.
 ///
-/// `index` fields count components from 0; `offset` fields are byte offsets
-/// into the whole path.
+/// `index` fields count components from 0 (the messages count from 1, as
+/// a person does); `offset` fields are byte offsets into the whole path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PathError {
@@ -58,16 +58,16 @@ pub enum PathError {
     #[error("path ends with `/`")]
     TrailingSlash,
     /// Two `/` in a row.
-    #[error("component {index} is empty (`//`)")]
+    #[error("component {} is empty (`//`)", index + 1)]
     EmptyComponent { index: usize },
     /// A component is `.`.
-    #[error("component {index} is `.`")]
+    #[error("component {} is `.`", index + 1)]
     DotComponent { index: usize },
     /// A component is `..`.
-    #[error("component {index} is `..`")]
+    #[error("component {} is `..`", index + 1)]
     DotDotComponent { index: usize },
     /// A component is longer than [`MAX_COMPONENT_BYTES`] bytes.
-    #[error("component {index} is {len} bytes, longer than {MAX_COMPONENT_BYTES}")]
+    #[error("component {} is {len} bytes, longer than {MAX_COMPONENT_BYTES}", index + 1)]
     ComponentTooLong { index: usize, len: usize },
     /// A control character (general category Cc).
     #[error("control character U+{:04X} at byte {offset}", u32::from(*ch))]
@@ -81,16 +81,16 @@ pub enum PathError {
     #[error("forbidden character {ch:?} at byte {offset}")]
     ForbiddenCharacter { ch: char, offset: usize },
     /// A component ends with `.`.
-    #[error("component {index} ends with `.`")]
+    #[error("component {} ends with `.`", index + 1)]
     TrailingDot { index: usize },
     /// A component ends with a space (U+0020).
-    #[error("component {index} ends with a space")]
+    #[error("component {} ends with a space", index + 1)]
     TrailingSpace { index: usize },
     /// A component whose stem is a reserved device name (`CON`, `com1.txt`, …).
-    #[error("component {index} has a reserved device name stem")]
+    #[error("component {} has a reserved device name stem", index + 1)]
     ReservedDeviceName { index: usize },
     /// Component `index` folds to `.scribe` and the next one to `_state`.
-    #[error("components {index} and {} are Scribe's reserved `.scribe/_state`", index + 1)]
+    #[error("components {} and {} are Scribe's reserved `.scribe/_state`", index + 1, index + 2)]
     ReservedStateDirectory { index: usize },
     /// A change set entry with file state whose last component folds to `.scribe`.
     #[error("`.scribe` is always a directory and cannot carry file state")]

@@ -88,8 +88,10 @@ fn print_move(ctx: &Ctx, verb: &str, intent: &moves::MoveIntent) -> CliResult {
             ))?;
         }
     }
+    // "moved a -> b", "aborted the move a -> b" (never "moved move").
+    let what = if verb == "moved" { "" } else { " the move" };
     ctx.out.status(format!(
-        "{verb} move {} -> {} ({}, {} file(s))",
+        "{verb}{what} {} -> {} ({}, {} file(s))",
         intent.source,
         intent.destination,
         intent.operation.to_hex(),
@@ -275,8 +277,23 @@ pub fn status(ctx: &Ctx) -> CliResult {
                 ),
             ),
             ("hashed", Json::Num(s.hashed as u64)),
+            (
+                "case_collisions",
+                Json::Arr(
+                    s.case_collisions
+                        .iter()
+                        .map(|c| {
+                            Json::obj(vec![
+                                ("opened", Json::str(&c.opened)),
+                                ("tracked", Json::str(&c.tracked)),
+                            ])
+                        })
+                        .collect(),
+                ),
+            ),
         ]));
     }
+    warn_case_collisions(ctx, &s.case_collisions);
     let repo = &o.meta.repository_name;
     match submitted {
         Some(p) if p == have => ctx.out.line(format_args!(
@@ -386,4 +403,17 @@ pub fn status(ctx: &Ctx) -> CliResult {
             .line(format_args!("Nothing opened, no local changes"))?;
     }
     Ok(())
+}
+
+/// Warn (on stderr) about opened adds that differ only in case from a
+/// tracked path (#18 item 10): `status` and `sync` print it.
+pub fn warn_case_collisions(ctx: &Ctx, found: &[open::CaseCollision]) {
+    for c in found {
+        ctx.out.status(format!(
+            "Warning: your opened {} and the synced {} differ only in case or normalization: \
+             a case-insensitive file system holds one of them and submit refuses the add \
+             (path_collision); rename yours with `scribe move {} NEW` or `scribe revert` it",
+            c.opened, c.tracked, c.opened
+        ));
+    }
 }

@@ -33,7 +33,7 @@ fn summary_json(c: &m::CommitSummary) -> Json {
 }
 
 pub fn log(ctx: &Ctx, n: u32) -> CliResult {
-    let o = ctx::open(ctx)?;
+    let o = ctx::open_for_reading(ctx)?;
     let out = history::log(&ctx.lib, &o, n)?;
     if ctx.out.json {
         return ctx
@@ -60,7 +60,7 @@ pub fn log(ctx: &Ctx, n: u32) -> CliResult {
 }
 
 pub fn history(ctx: &Ctx, path: String) -> CliResult {
-    let o = ctx::open(ctx)?;
+    let o = ctx::open_for_reading(ctx)?;
     let p = ctx::paths(ctx, &o.ws, &[path])?.remove(0);
     let all = history::history_following(&ctx.lib, &o, &p)?;
     if all.is_empty() {
@@ -139,7 +139,11 @@ pub fn describe(ctx: &Ctx, change: u64, diff: bool) -> CliResult {
         )
         .hint("`scribe log` lists the changes"));
     }
-    let o = ctx::open(ctx)?;
+    let o = if diff {
+        ctx::open(ctx)?
+    } else {
+        ctx::open_for_reading(ctx)?
+    };
     let (commit, entries) = history::describe(&ctx.lib, &o, change)?;
     if ctx.out.json {
         let mut j = summary_json(&commit);

@@ -91,7 +91,7 @@ pub fn unlock(ctx: &Ctx, args: Vec<String>, force: bool) -> CliResult {
 }
 
 pub fn locks(ctx: &Ctx) -> CliResult {
-    let o = ctx::open(ctx)?;
+    let o = ctx::open_for_reading(ctx)?;
     let all = locks::list(&ctx.lib, &o)?;
     if ctx.out.json {
         return ctx.out.json(&Json::Arr(

@@ -82,7 +82,14 @@ pub fn prune(ctx: &Ctx, older_than_days: u64) -> CliResult {
     for e in &removed {
         ctx.out.line(format_args!("pruned {}", e.name()))?;
     }
-    ctx.out
-        .status(format!("pruned {} entr(ies)", removed.len()));
+    ctx.out.status(format!(
+        "pruned {} {}",
+        removed.len(),
+        if removed.len() == 1 {
+            "entry"
+        } else {
+            "entries"
+        }
+    ));
     Ok(())
 }

@@ -12,7 +12,13 @@ pub fn run(ctx: &Ctx, change: Option<u64>) -> CliResult {
     let o = ctx::open(ctx)?;
     let link = o.link(&ctx.lib)?;
     let s = sync::sync(&o, &link, change.unwrap_or(0))?;
-    print_synced(ctx, &s)
+    print_synced(ctx, &s)?;
+    // Last use for `workspace list` (best effort: a sync that worked is
+    // not failed by it).
+    let _ = scribe_client::workflow::workspace::record_use(&o, &link);
+    let found = scribe_workspace::open::case_collisions(&o.ws.read()?)?;
+    super::files::warn_case_collisions(ctx, &found);
+    Ok(())
 }
 
 pub fn print_synced(ctx: &Ctx, s: &Synced) -> CliResult {
@@ -22,6 +28,10 @@ pub fn print_synced(ctx: &Ctx, s: &Synced) -> CliResult {
             (
                 "written",
                 Json::Arr(s.report.written.iter().map(Json::str).collect()),
+            ),
+            (
+                "added",
+                Json::Arr(s.report.added.iter().map(Json::str).collect()),
             ),
             (
                 "removed",
@@ -45,8 +55,15 @@ pub fn print_synced(ctx: &Ctx, s: &Synced) -> CliResult {
             ("bytes_written", Json::Num(s.report.bytes_written)),
         ]));
     }
+    let added: std::collections::HashSet<&str> =
+        s.report.added.iter().map(|p| p.as_str()).collect();
     for p in &s.report.written {
-        ctx.out.line(format_args!("updated {p}"))?;
+        let verb = if added.contains(p.as_str()) {
+            "added"
+        } else {
+            "updated"
+        };
+        ctx.out.line(format_args!("{verb} {p}"))?;
     }
     for p in &s.report.removed {
         ctx.out.line(format_args!("removed {p}"))?;

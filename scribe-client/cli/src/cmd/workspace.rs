@@ -73,6 +73,12 @@ pub fn list(ctx: &Ctx, server: Option<String>, repo: Option<String>) -> CliResul
     check_url(&server)?;
     let list = workspace::list(&ctx.lib, &server, &repo)?;
     let last = workspace::last_submits(&ctx.lib, &server, &repo)?;
+    // Last use: the newest of its last sync (`used=` tag, refreshed at
+    // most hourly) and its last submit among the newest changes.
+    let last_use = |w: &scribe_format::wire::message::WorkspaceInfo| {
+        let submit = last.get(&w.workspace).map(|(_, t)| *t);
+        workspace::used_of(&w.tags).max(submit)
+    };
     if ctx.out.json {
         return ctx.out.json(&Json::Arr(
             list.iter()
@@ -94,6 +100,11 @@ pub fn list(ctx: &Ctx, server: Option<String>, repo: Option<String>) -> CliResul
                             "last_submit_ms",
                             l.map_or(Json::Null, |(_, t)| Json::Num(*t)),
                         ),
+                        (
+                            "last_sync_ms",
+                            workspace::used_of(&w.tags).map_or(Json::Null, Json::Num),
+                        ),
+                        ("last_use_ms", last_use(w).map_or(Json::Null, Json::Num)),
                         ("retired", Json::Bool(w.retired)),
                         ("current", Json::Bool(Some(w.workspace) == current)),
                     ])
@@ -103,9 +114,13 @@ pub fn list(ctx: &Ctx, server: Option<String>, repo: Option<String>) -> CliResul
     }
     for w in &list {
         let (owner, host, root) = workspace::identity_of(&w.tags);
-        let last = match last.get(&w.workspace) {
+        let submit = match last.get(&w.workspace) {
             Some((c, t)) => format!("last submit change {c} at {}", utc(*t)),
             None => "no recent submit".to_string(),
+        };
+        let last = match last_use(w) {
+            Some(t) => format!("last use {}  ({submit})", utc(t)),
+            None => format!("no use recorded  ({submit})"),
         };
         ctx.out.line(format_args!(
             "{} {}  {}  {}@{}  {}\n      view {}  created {}  {last}{}",

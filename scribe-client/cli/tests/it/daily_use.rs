@@ -330,8 +330,9 @@ fn a_fifo_or_socket_is_refused_at_add() {
         "{}",
         r.stderr
     );
+    // Found by walking `.`: said, not opened, not a failure (#18 item 16).
     let r = env.scribe(&a, &["add", "."]);
-    assert_eq!(r.code, Some(1), "{r:?}");
+    assert_eq!(r.code, Some(0), "{r:?}");
     assert!(r.stderr.contains("dir/pipe"), "{}", r.stderr);
     assert!(r.stderr.contains("dir/sock"), "{}", r.stderr);
     assert!(r.stderr.contains("special_file"), "{}", r.stderr);
@@ -727,8 +728,27 @@ fn files_outside_a_sparse_view_are_refused_at_add() {
     );
     assert!(r.stderr.contains("scribe view"), "{}", r.stderr);
     let r = env.scribe(&a, &["add", "."]);
-    assert_eq!(r.code, Some(1), "{r:?}");
+    assert_eq!(r.code, Some(0), "{r:?}");
     assert!(r.stdout.contains("art/in.txt"), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("not opened: code/out.rs: ") && r.stderr.contains("(not_in_view)"),
+        "{}",
+        r.stderr
+    );
+    // status says why, and reconcile does not open it either.
+    let st = env.scribe(&a, &["status"]);
+    assert!(
+        st.stdout.contains("code/out.rs  (not_in_view"),
+        "{}",
+        st.stdout
+    );
+    env.scribe(&a, &["reconcile"]).ok();
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(
+        !st.stdout.contains("\"path\":\"code/out.rs\",\"action\""),
+        "{}",
+        st.stdout
+    );
     env.scribe(&a, &["submit", "-m", "in view"]).ok();
     let d = env.scribe(&a, &["describe", "1"]);
     assert!(!d.stdout.contains("code/out.rs"), "{}", d.stdout);
@@ -777,5 +797,236 @@ fn syncing_back_keeps_only_content_that_exists_nowhere_else() {
         rec.stdout.contains("\"path\":\"mine.txt\""),
         "{}",
         rec.stdout
+    );
+}
+
+/// #18 item 10: `sync` and `status` warn when a synced path differs only
+/// in case from a file opened for add here (submit would refuse it).
+#[test]
+fn sync_and_status_warn_of_a_case_collision_with_an_opened_add() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    let b = env.workspace("bob", &[]);
+    write(&a, "Readme.txt", b"mine");
+    env.scribe(&a, &["add", "Readme.txt"]).ok();
+    write(&b, "README.txt", b"theirs");
+    env.scribe(&b, &["add", "README.txt"]).ok();
+    env.scribe(&b, &["submit", "-m", "readme"]).ok();
+    let warning = "your opened Readme.txt and the synced README.txt differ only in case";
+    let r = env.scribe(&a, &["sync"]);
+    r.ok();
+    assert!(r.stderr.contains(warning), "{}", r.stderr);
+    assert!(r.stderr.contains("scribe move Readme.txt"), "{}", r.stderr);
+    let r = env.scribe(&a, &["status"]);
+    r.ok();
+    assert!(r.stderr.contains(warning), "{}", r.stderr);
+    let r = env.scribe(&a, &["status", "--json"]);
+    assert!(
+        r.stdout.contains(
+            "\"case_collisions\":[{\"opened\":\"Readme.txt\",\"tracked\":\"README.txt\"}]"
+        ),
+        "{}",
+        r.stdout
+    );
+    // Renamed out of the way, the warning is gone and the submit goes in.
+    env.scribe(&a, &["move", "Readme.txt", "Readme-alice.txt"])
+        .ok();
+    let r = env.scribe(&a, &["status"]);
+    assert!(!r.stderr.contains("differ only in case"), "{}", r.stderr);
+    env.scribe(&a, &["submit", "-m", "mine"]).ok();
+}
+
+/// #18 item 8: `workspace list` shows each workspace's last use: the
+/// newest of its last sync (recorded on the server as the `used=` tag, at
+/// most hourly) and its last submit; recording it keeps the workspace's
+/// view, label and other tags.
+#[test]
+fn workspace_list_shows_last_use_from_syncs() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &["--view", "art", "--label", "artist"]);
+    let b = env.workspace("bob", &[]);
+    let r = env.scribe(&b, &["workspace", "list", "--json"]);
+    assert_eq!(
+        r.stdout.matches("\"last_use_ms\":null").count(),
+        2,
+        "nothing used yet: {}",
+        r.stdout
+    );
+    let r = env.scribe(&b, &["workspace", "list"]);
+    assert!(r.stdout.contains("no use recorded"), "{}", r.stdout);
+    let before = scribe_workspace::scan::now_ms();
+    env.scribe(&a, &["sync"]).ok();
+    let r = env.scribe(&b, &["workspace", "list", "--json"]);
+    r.ok();
+    let alice = r
+        .stdout
+        .split("},{")
+        .find(|w| w.contains("\"owner\":\"alice\""))
+        .expect("alice listed")
+        .to_string();
+    let at = alice.find("\"last_use_ms\":").expect("last use") + 14;
+    let used: u64 = alice[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .expect("a time, not null");
+    assert!(used >= before, "{alice}");
+    assert!(alice.contains("\"last_sync_ms\":"), "{alice}");
+    assert!(alice.contains("\"label\":\"artist\""), "{alice}");
+    assert!(alice.contains("\"view\":[\"art\"]"), "{alice}");
+    assert!(
+        alice.contains(&format!("\"root\":\"{}\"", a.display())),
+        "{alice}"
+    );
+    let r = env.scribe(&b, &["workspace", "list"]);
+    assert!(r.stdout.contains("last use 20"), "{}", r.stdout);
+    assert_eq!(
+        r.stdout.matches("no use recorded").count(),
+        1,
+        "{}",
+        r.stdout
+    );
+}
+
+/// #18 item 15: wording ("moved a -> b", "added" for new files a sync
+/// brings, "entries", the workspace root named in a refusal) and `delete`
+/// removing the directories it emptied (`revert` brings them back).
+#[test]
+fn wording_fixes_and_delete_removes_emptied_directories() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    let b = env.workspace("bob", &[]);
+    let r = env.scribe(&a, &["revert", "."]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains(". (the workspace root): not opened"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("\n  : "), "{}", r.stderr);
+    write(&a, "d/e/f.txt", b"f");
+    write(&a, "d/g.txt", b"g");
+    write(&a, "top.txt", b"t");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "one"]).ok();
+    let r = env.scribe(&b, &["sync"]);
+    r.ok();
+    assert!(r.stdout.contains("added d/e/f.txt"), "{}", r.stdout);
+    assert!(!r.stdout.contains("updated"), "{}", r.stdout);
+    env.scribe(&a, &["edit", "top.txt"]).ok();
+    write(&a, "top.txt", b"t2");
+    env.scribe(&a, &["submit", "-m", "two"]).ok();
+    let r = env.scribe(&b, &["sync"]);
+    assert!(r.stdout.contains("updated top.txt"), "{}", r.stdout);
+
+    let r = env.scribe(&a, &["move", "top.txt", "top2.txt"]);
+    r.ok();
+    assert!(
+        r.stderr.contains("moved top.txt -> top2.txt ("),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("moved move"), "{}", r.stderr);
+    let r = env.scribe(&a, &["move", "--abort"]);
+    assert!(
+        r.stderr.contains("aborted the move top.txt -> top2.txt"),
+        "{}",
+        r.stderr
+    );
+
+    env.scribe(&a, &["delete", "d"]).ok();
+    assert!(!a.join("d").exists(), "emptied directories are removed");
+    env.scribe(&a, &["revert", "d"]).ok();
+    assert_eq!(read(&a, "d/e/f.txt"), b"f");
+    // A directory holding something else stays.
+    write(&a, "d/e/local.txt", b"untracked");
+    env.scribe(&a, &["delete", "d"]).ok();
+    assert!(a.join("d/e/local.txt").exists());
+    assert!(!a.join("d/g.txt").exists());
+    let r = env.scribe(&a, &["recovery", "prune", "--older-than", "0"]);
+    r.ok();
+    assert!(
+        r.stderr.contains("entries") || r.stderr.contains("1 entry"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("entr(ies)"), "{}", r.stderr);
+}
+
+/// #18 item 16: migrating a tree with names that differ only in case (and
+/// other names that cannot be versioned): `add .` opens the rest, says
+/// each refusal once with its rule's code, and exits 0 so `add . &&
+/// submit` submits; `status` lists the refused under "Cannot be
+/// versioned", `reconcile` does not open them, and the submit goes in.
+/// Naming a refused file explicitly still fails.
+#[test]
+fn refused_paths_stay_refused_everywhere() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "tool/Makefile", b"upper");
+    write(&a, "tool/makefile", b"lower");
+    write(&a, "tool/include/Config.h", b"c1");
+    write(&a, "tool/include/config.h", b"c2");
+    write(&a, "tool/ok.txt", b"ok");
+    write(&a, "tool/trail.", b"dot");
+    let r = env.scribe(&a, &["add", "."]);
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert!(r.stdout.contains("add     tool/Makefile"), "{}", r.stdout);
+    assert!(r.stdout.contains("add     tool/ok.txt"), "{}", r.stdout);
+    for (path, code) in [
+        ("tool/makefile", "path_collision"),
+        ("tool/include/config.h", "path_collision"),
+        ("tool/trail.", "trailing_dot"),
+    ] {
+        let line = format!("not opened: {path}: ");
+        assert_eq!(
+            r.stderr.matches(&line).count(),
+            1,
+            "{path} said once: {}",
+            r.stderr
+        );
+        let said = r.stderr.lines().find(|l| l.starts_with(&line)).unwrap();
+        assert!(said.ends_with(&format!("({code})")), "{said}");
+    }
+    assert!(
+        r.stderr.contains("3 path(s) found cannot be versioned"),
+        "{}",
+        r.stderr
+    );
+    let st = env.scribe(&a, &["status"]);
+    st.ok();
+    let cannot = st.stdout.split("Cannot be versioned:").nth(1).unwrap_or("");
+    assert!(
+        cannot.contains("tool/makefile  (path_collision: differs only in case or normalization from tool/Makefile)"),
+        "{}",
+        st.stdout
+    );
+    assert!(cannot.contains("tool/include/config.h"), "{}", st.stdout);
+    assert!(
+        !st.stdout.contains("new      tool/makefile"),
+        "{}",
+        st.stdout
+    );
+    let j = env.scribe(&a, &["status", "--json"]);
+    assert!(
+        j.stdout
+            .contains("{\"path\":\"tool/makefile\",\"code\":\"path_collision\"}"),
+        "{}",
+        j.stdout
+    );
+    let r = env.scribe(&a, &["reconcile"]);
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert!(!r.stdout.contains("makefile"), "{}", r.stdout);
+    env.scribe(&a, &["submit", "-m", "tool"]).ok();
+    // Named explicitly, a refused file is an error (exit 1).
+    let r = env.scribe(&a, &["add", "tool/makefile"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Error[path_collision]"), "{}", r.stderr);
+    assert_eq!(
+        r.stderr.matches("tool/makefile:").count(),
+        1,
+        "{}",
+        r.stderr
     );
 }

@@ -12,6 +12,7 @@ mod help;
 mod moves;
 mod output;
 mod quickstart;
+mod read_only;
 mod receipt;
 mod restore;
 mod state_damage;

@@ -185,3 +185,131 @@ fn move_killed_at_each_step_then_rerun_or_abort() {
         );
     }
 }
+
+/// #18 item 13: a file opened for edit moves with its edit (as Perforce
+/// allows); the move submits as a move carrying the edited bytes, and an
+/// abort gives the edit record back.
+#[test]
+fn a_file_opened_for_edit_moves_with_its_edit() {
+    let env = Env::new(Transport::Tcp);
+    let a = setup(&env);
+    env.scribe(&a, &["edit", "keep.txt", "old/a.txt"]).ok();
+    write(&a, "keep.txt", b"keep, edited");
+    write(&a, "old/a.txt", b"alpha, edited");
+    // A single edited file, and a directory holding one.
+    env.scribe(&a, &["move", "keep.txt", "kept.txt"]).ok();
+    env.scribe(&a, &["move", "old", "new"]).ok();
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(
+        st.stdout
+            .contains("\"path\":\"kept.txt\",\"action\":\"add\""),
+        "{}",
+        st.stdout
+    );
+    assert!(
+        st.stdout
+            .contains("\"path\":\"keep.txt\",\"action\":\"delete\""),
+        "{}",
+        st.stdout
+    );
+    // Abort gives the edit back, with the edited bytes in place.
+    env.scribe(&a, &["move", "--abort", "kept.txt"]).ok();
+    assert_eq!(read(&a, "keep.txt"), b"keep, edited");
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(
+        st.stdout
+            .contains("\"path\":\"keep.txt\",\"action\":\"edit\""),
+        "{}",
+        st.stdout
+    );
+    env.scribe(&a, &["move", "keep.txt", "kept.txt"]).ok();
+    env.scribe(&a, &["submit", "-m", "edited and moved"]).ok();
+    let d = env.scribe(&a, &["describe", "2"]);
+    assert!(d.stdout.contains("(moved from keep.txt)"), "{}", d.stdout);
+    assert!(d.stdout.contains("(moved from old/a.txt)"), "{}", d.stdout);
+    let b = env.workspace("bob", &[]);
+    assert_eq!(read(&b, "kept.txt"), b"keep, edited");
+    assert_eq!(read(&b, "new/a.txt"), b"alpha, edited");
+    assert_eq!(read(&b, "new/deep/b.txt"), b"beta");
+    assert!(!b.join("keep.txt").exists());
+    assert!(!b.join("old").exists());
+}
+
+/// #18 item 13: reverting either half of a move reverts the pair (the
+/// move is aborted and the source reverted); reverting one file of a
+/// directory move, or a move a later one depends on, says why not and
+/// changes nothing.
+#[test]
+fn reverting_one_half_of_a_move_reverts_the_pair_or_says_why_not() {
+    let env = Env::new(Transport::Tcp);
+    let a = setup(&env);
+    let clean = |what: &str| {
+        let st = env.scribe(&a, &["status", "--json"]);
+        assert!(st.stdout.contains("\"moves\":[]"), "{what}: {}", st.stdout);
+        assert!(st.stdout.contains("\"opened\":[]"), "{what}: {}", st.stdout);
+        assert!(
+            st.stdout.contains("\"unopened\":[]"),
+            "{what}: {}",
+            st.stdout
+        );
+    };
+    // The source half.
+    env.scribe(&a, &["move", "keep.txt", "k2.txt"]).ok();
+    let r = env.scribe(&a, &["revert", "keep.txt"]);
+    r.ok();
+    assert!(
+        r.stdout.contains("reverted k2.txt (was add)"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("reverted keep.txt (was delete)"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(read(&a, "keep.txt"), b"keep");
+    assert!(!a.join("k2.txt").exists());
+    clean("source half");
+    // The destination half of an edited, moved, edited-again file: the
+    // bytes return to the baseline (the edit is kept in the recovery area).
+    env.scribe(&a, &["edit", "keep.txt"]).ok();
+    write(&a, "keep.txt", b"edited");
+    env.scribe(&a, &["move", "keep.txt", "k2.txt"]).ok();
+    write(&a, "k2.txt", b"edited again");
+    env.scribe(&a, &["revert", "k2.txt"]).ok();
+    assert_eq!(read(&a, "keep.txt"), b"keep");
+    assert!(!a.join("k2.txt").exists());
+    clean("destination half");
+    let rec = env.scribe(&a, &["recovery", "list", "--json"]);
+    assert!(rec.stdout.contains("keep.txt"), "{}", rec.stdout);
+    // One file of a directory move: refused, nothing changes.
+    env.scribe(&a, &["move", "old", "new"]).ok();
+    let r = env.scribe(&a, &["revert", "new/a.txt"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Error[move_refused]"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("new/deep/b.txt is not named"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(read(&a, "new/a.txt"), b"alpha");
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(st.stdout.contains("\"state\":\"pending\""), "{}", st.stdout);
+    assert!(
+        st.stdout
+            .contains("\"path\":\"new/a.txt\",\"action\":\"add\""),
+        "{}",
+        st.stdout
+    );
+    // A move a later one depends on: refused; naming both reverts both.
+    env.scribe(&a, &["move", "new", "newer"]).ok();
+    let r = env.scribe(&a, &["revert", "old"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Error[move_dependent]"), "{}", r.stderr);
+    assert!(read(&a, "newer/a.txt") == b"alpha");
+    env.scribe(&a, &["revert", "newer"]).ok();
+    assert_eq!(read(&a, "old/a.txt"), b"alpha");
+    assert_eq!(read(&a, "old/deep/b.txt"), b"beta");
+    assert!(!a.join("new").exists() && !a.join("newer").exists());
+    clean("chain");
+}

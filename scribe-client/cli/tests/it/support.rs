@@ -165,6 +165,23 @@ impl Env {
         c
     }
 
+    /// `WRAPPER... scribe ARGS` in `dir` with [`Env::command`]'s
+    /// environment (the wrapper execs the binary, e.g. `setpriv ...`).
+    pub fn scribe_via(&self, wrapper: &[&str], dir: &Path, args: &[&str]) -> Run {
+        let author = dir.file_name().and_then(|n| n.to_str()).unwrap_or("tester");
+        let mut c = Command::new(wrapper[0]);
+        c.args(&wrapper[1..])
+            .arg(env!("CARGO_BIN_EXE_scribe"))
+            .args(args)
+            .current_dir(dir)
+            .env("HOME", self.dir())
+            .env("SCRIBE_AUTHOR", author)
+            .env("SCRIBE_CA_FILE", self.served.ca_file())
+            .env_remove("SCRIBE_TEST_CRASH_AT")
+            .env_remove("SCRIBE_TEST_SLOW_MS");
+        to_run(c.output().expect("the wrapper runs"))
+    }
+
     pub fn scribe(&self, dir: &Path, args: &[&str]) -> Run {
         to_run(self.command(dir, args).output().expect("scribe runs"))
     }
