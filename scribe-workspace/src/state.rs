@@ -42,6 +42,24 @@ pub const STATE_DIR: &str = ".scribe/_state";
 /// The cache's directory inside the state directory.
 const CACHE_DIR: &str = "cache";
 
+/// The boundary a cache prune's compaction marker records: a workspace
+/// cache has no metadata journal of its own, so it is fixed.
+const CACHE_PRUNE_CONTEXT: scribe_objects::CompactContext = scribe_objects::CompactContext {
+    repository: *b"scribe-ws-cache\0",
+    journal_end: 0,
+};
+
+/// What [`Workspace::prune_cache`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CachePruned {
+    /// Objects kept (the server lacks them, or a pending submission needs them).
+    pub retained: u64,
+    /// Objects removed (the server holds them).
+    pub dropped: u64,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+}
+
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// Every write to `BASELINE` goes through `StateWrite::baseline_table`, which
 /// stamps a fresh [`BASELINE_GENERATION`]: the status cache
@@ -361,6 +379,21 @@ impl Workspace {
     /// use.
     pub fn cache(&self) -> Result<ObjectStore> {
         let dir = self.state_dir().join(CACHE_DIR);
+        // A prune killed after its durable marker is completed first (its
+        // swap is recognised from the directory state).
+        if self
+            .state_dir()
+            .join(format!("{CACHE_DIR}.compaction-ready"))
+            .exists()
+        {
+            scribe_objects::compact(
+                &dir,
+                std::iter::empty(),
+                CACHE_PRUNE_CONTEXT,
+                &scribe_objects::CompactOptions::default(),
+            )
+            .map_err(WorkspaceError::Cache)?;
+        }
         let opened = if dir.join("SCRIBE_FORMAT").exists() {
             ObjectStore::open(&dir)
         } else {
@@ -381,6 +414,102 @@ impl Workspace {
                 supported,
             },
             other => WorkspaceError::Cache(other),
+        })
+    }
+
+    /// Bytes the workspace cache holds on disk (packs and loose objects).
+    pub fn cache_bytes(&self) -> Result<u64> {
+        let dir = self.state_dir().join(CACHE_DIR);
+        if !dir.exists() {
+            return Ok(0);
+        }
+        fn walk(dir: &Path) -> Result<u64> {
+            let mut n = 0;
+            for e in std::fs::read_dir(dir).map_err(WorkspaceError::io(dir))? {
+                let e = e.map_err(WorkspaceError::io(dir))?;
+                let md = e.metadata().map_err(WorkspaceError::io(e.path()))?;
+                n += if md.is_dir() {
+                    walk(&e.path())?
+                } else {
+                    md.len()
+                };
+            }
+            Ok(n)
+        }
+        let n = walk(&dir)?;
+        Ok(n)
+    }
+
+    /// Rewrite the workspace cache keeping only what is still needed: the
+    /// objects `keep` chooses among every cached id (the caller keeps what
+    /// the server lacks) and, always, every cached object of a pending
+    /// submission (its change set, manifests and chunks: a frozen
+    /// submission's bytes may exist nowhere else). Crash safe: the
+    /// replacement is built beside the cache and swapped in after a
+    /// durable marker; a killed prune is completed by the next
+    /// [`Workspace::cache`]. The caller holds the workspace exclusively
+    /// and no other handle on the cache.
+    pub fn prune_cache(
+        &self,
+        keep: impl FnOnce(&[scribe_format::ObjectId]) -> Result<Vec<scribe_format::ObjectId>>,
+    ) -> Result<CachePruned> {
+        use scribe_format::ObjectId;
+        let before = self.cache_bytes()?;
+        let cache = self.cache()?;
+        let all: Vec<ObjectId> = cache
+            .list()
+            .map_err(WorkspaceError::Cache)?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        let present: std::collections::HashSet<ObjectId> = all.iter().copied().collect();
+        let mut live: std::collections::HashSet<ObjectId> = keep(&all)?
+            .into_iter()
+            .filter(|id| present.contains(id))
+            .collect();
+        for (_, pending) in self.read()?.pending_all()? {
+            // (Its change set travels from the pending row itself.)
+            let cs = ObjectId::change_set(pending.change_set_id);
+            if present.contains(&cs) {
+                live.insert(cs);
+            }
+            let set = scribe_format::changeset::ChangeSet::decode(&pending.change_set)
+                .map_err(corrupt("pending", pending.change_set_id.to_string()))?;
+            for e in &set.entries {
+                let Some(st) = &e.state else { continue };
+                let mid = ObjectId::manifest(st.manifest);
+                if !present.contains(&mid) {
+                    continue;
+                }
+                live.insert(mid);
+                let bytes = cache.get(&mid).map_err(WorkspaceError::Cache)?;
+                let m = scribe_format::manifest::Manifest::decode(&bytes)
+                    .map_err(corrupt("cache", mid.to_string()))?;
+                for c in &m.chunks {
+                    let cid = ObjectId::chunk(c.id);
+                    if present.contains(&cid) {
+                        live.insert(cid);
+                    }
+                }
+            }
+        }
+        let retained = live.len() as u64;
+        let dropped = all.len() as u64 - retained;
+        drop(cache);
+        if dropped > 0 {
+            scribe_objects::compact(
+                self.state_dir().join(CACHE_DIR),
+                live,
+                CACHE_PRUNE_CONTEXT,
+                &scribe_objects::CompactOptions::default(),
+            )
+            .map_err(WorkspaceError::Cache)?;
+        }
+        Ok(CachePruned {
+            retained,
+            dropped,
+            bytes_before: before,
+            bytes_after: self.cache_bytes()?,
         })
     }
 

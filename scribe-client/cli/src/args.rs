@@ -328,6 +328,15 @@ pub enum WorkspaceCmd {
         /// scribe://HOST:PORT, scribes://HOST:PORT, or a data root path
         url: String,
     },
+    /// Drop from the workspace cache what the server already holds
+    ///
+    /// The cache (`.scribe/_state/cache/`) keeps the small files and
+    /// manifests this workspace submitted. Objects the server lacks and
+    /// every object of an unfinished submission are kept; the rest is
+    /// removed (sync and revert fetch it from the server when needed). A
+    /// submit prunes on its own when the cache passes 256 MiB
+    /// (`SCRIBE_CACHE_BYTES` sets the bound; 0 turns that off).
+    PruneCache,
     /// Re-create a retired workspace in place, keeping local edits
     ///
     /// Registers a new workspace with the same server, repository, view

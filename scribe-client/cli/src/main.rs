@@ -60,6 +60,7 @@ fn run(cli: Cli) -> CliResult {
             WorkspaceCmd::Retire { workspace: w } => workspace::retire(c, w),
             WorkspaceCmd::SetServer { url } => workspace::set_server(c, url),
             WorkspaceCmd::Recreate { branch } => workspace::recreate(c, branch),
+            WorkspaceCmd::PruneCache => workspace::prune_cache(c),
         },
         Command::Repo(r) => match r {
             RepoCmd::Create { name, server } => repo::create(c, &name, &server),

@@ -582,3 +582,56 @@ pub fn recreate(ctx: &Context, o: Opened, branch: Option<String>) -> Result<Recr
         deferred,
     })
 }
+
+/// The workspace cache's bound: a submit that leaves the cache larger
+/// prunes it (`SCRIBE_CACHE_BYTES` overrides; 0 never prunes on its own).
+pub const DEFAULT_CACHE_BYTES: u64 = 256 << 20;
+
+/// The bound in force: `SCRIBE_CACHE_BYTES`, else [`DEFAULT_CACHE_BYTES`].
+pub fn cache_bound() -> u64 {
+    std::env::var("SCRIBE_CACHE_BYTES")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(DEFAULT_CACHE_BYTES)
+}
+
+/// Drop from the workspace cache every object the server holds, keeping
+/// what it lacks and every object of a pending submission
+/// ([`scribe_workspace::Workspace::prune_cache`]). Asks the server which
+/// objects it lacks, at most [`m::MAX_IDS_PER_REQUEST`] at a time; nothing
+/// is dropped when the server cannot be asked.
+pub fn prune_cache(ctx: &Context, o: &Opened) -> Result<scribe_workspace::state::CachePruned> {
+    let mut client = connect(&o.meta.server, false, ctx)?;
+    let repo = o.meta.repository_name.clone();
+    let mut failure = None;
+    let pruned = o.ws.prune_cache(|ids| {
+        let mut keep = Vec::new();
+        for part in ids.chunks(m::MAX_IDS_PER_REQUEST) {
+            match client.objects_missing(&repo, part) {
+                Ok(missing) => keep.extend(missing),
+                Err(e) => {
+                    failure = Some(e);
+                    return Ok(ids.to_vec());
+                }
+            }
+        }
+        Ok(keep)
+    })?;
+    match failure {
+        Some(e) => Err(e.into()),
+        None => Ok(pruned),
+    }
+}
+
+/// [`prune_cache`] when the cache is above [`cache_bound`]; `None` when it
+/// is not (or the bound is 0).
+pub fn prune_cache_if_over(
+    ctx: &Context,
+    o: &Opened,
+) -> Result<Option<scribe_workspace::state::CachePruned>> {
+    let bound = cache_bound();
+    if bound == 0 || o.ws.cache_bytes()? <= bound {
+        return Ok(None);
+    }
+    prune_cache(ctx, o).map(Some)
+}

@@ -150,3 +150,35 @@ fn staged_bytes_hold_the_upload_budget_until_published() {
             .is_empty());
     });
 }
+
+/// A slow upload becomes durable at least every `STAGE_PUBLISH_AGE`, not
+/// only when its stage fills: a staged put made once the stage's oldest
+/// object is that old publishes the stage (what a re-run of a killed
+/// upload resumes from).
+#[test]
+fn a_stage_older_than_its_age_limit_is_published_by_the_next_staged_put() {
+    both(|env| {
+        let mut c = env.client();
+        register(&mut c, WS);
+        let mut other = env.client();
+        let objects = [noise(3000, 7), noise(4000, 8), noise(5000, 9)];
+        let ids: Vec<ObjectId> = objects.iter().map(|o| chunk(o)).collect();
+        c.objects_pin_missing(REPO, WS, OP, &ids).unwrap();
+        c.put_object_staged(REPO, WS, OP, ids[0], &objects[0])
+            .unwrap();
+        c.put_object_staged(REPO, WS, OP, ids[1], &objects[1])
+            .unwrap();
+        // Young: still held by this connection only.
+        assert_eq!(other.objects_missing(REPO, &ids[..2]).unwrap(), &ids[..2]);
+        std::thread::sleep(
+            scribe_server::service::upload::STAGE_PUBLISH_AGE
+                + std::time::Duration::from_millis(50),
+        );
+        c.put_object_staged(REPO, WS, OP, ids[2], &objects[2])
+            .unwrap();
+        // The third put found the stage old enough: all three are stored.
+        assert!(other.objects_missing(REPO, &ids).unwrap().is_empty());
+        assert_eq!(c.objects_publish(REPO).unwrap(), 0);
+        assert_eq!(other.download(REPO, ids[1]).unwrap(), objects[1]);
+    });
+}

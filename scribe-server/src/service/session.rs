@@ -17,6 +17,8 @@ pub struct Session {
     pub(crate) download: Option<Download>,
     pub(crate) staged: Vec<StagedObject>,
     pub(crate) staged_bytes: u64,
+    /// When the oldest object of the stage was staged (`None`: empty).
+    pub(crate) staged_since: Option<std::time::Instant>,
     /// Pins this connection made with `ObjectsPinMissing` (so a staged put
     /// of a pinned id does not pin again); bounded, cleared when full.
     pub(crate) pinned: HashSet<(WorkspaceId, OperationId, ObjectId)>,
@@ -41,6 +43,7 @@ impl Session {
             download: None,
             staged: Vec::new(),
             staged_bytes: 0,
+            staged_since: None,
             pinned: HashSet::new(),
         }
     }

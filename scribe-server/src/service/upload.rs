@@ -11,8 +11,9 @@
 //! [`Download`]), not the object.
 //!
 //! Objects sent with `ObjectPutStaged` are verified when complete and kept
-//! in the [`Session`](super::Session)'s stage (bounded by [`STAGE_PUBLISH_BYTES`] and
-//! [`STAGE_PUBLISH_OBJECTS`], and by the service-wide upload budget) until
+//! in the [`Session`](super::Session)'s stage (bounded by [`STAGE_PUBLISH_BYTES`],
+//! [`STAGE_PUBLISH_OBJECTS`] and [`STAGE_PUBLISH_AGE`], and by the
+//! service-wide upload budget) until
 //! the connection's next publication: `ObjectsPublish`, a full stage, or
 //! any request other than a staged put or `ObjectsPinMissing`. One
 //! publication is one durable batch (one locator commit for the lot).
@@ -182,6 +183,10 @@ impl Drop for Held {
 pub const STAGE_PUBLISH_BYTES: u64 = 64 << 20;
 /// Staged objects at which a staged put publishes the stage.
 pub const STAGE_PUBLISH_OBJECTS: usize = 64;
+/// Age of a stage's oldest object at which a staged put publishes the
+/// stage: a slow upload becomes durable (and a re-run of a killed one
+/// resumes) at least this often, not only every 64 MiB.
+pub const STAGE_PUBLISH_AGE: std::time::Duration = std::time::Duration::from_secs(1);
 /// Most (intent, object) pins a connection remembers having made.
 pub(crate) const MAX_REMEMBERED_PINS: usize = 1 << 20;
 

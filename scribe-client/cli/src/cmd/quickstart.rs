@@ -32,7 +32,9 @@ fn noise(n: usize, seed: u64) -> Vec<u8> {
 /// The generated asset set: (path, bytes, executable).
 pub fn assets() -> Vec<(&'static str, Vec<u8>, bool)> {
     vec![
-        ("art/characters/hero.psd", noise(4 << 20, 1), false),
+        // Large enough that a 1 MiB edit is a small part of it: only the
+        // chunks around the edit are sent (chunks average 4 MiB).
+        ("art/characters/hero.psd", noise(32 << 20, 1), false),
         ("art/textures/rock_albedo.png", noise(3 << 20, 2), false),
         ("audio/theme.wav", noise(2 << 20, 3), false),
         (
@@ -194,12 +196,12 @@ pub fn run(ctx: &Ctx, dir: Option<PathBuf>, team: bool) -> CliResult {
     step(
         ctx,
         &mut n,
-        "Alice edits 1 MiB inside the hero file and submits (the lock is released)",
+        "Alice edits 1 MiB inside the 32 MiB hero file and submits: only the chunks around the edit are sent (the lock is released)",
         || {
             files::edit(&a, vec!["art/characters/hero.psd".into()])?;
             let p = alice.join("art/characters/hero.psd");
             let mut data = std::fs::read(&p)?;
-            data[1 << 20..2 << 20].copy_from_slice(&noise(1 << 20, 7));
+            data[16 << 20..17 << 20].copy_from_slice(&noise(1 << 20, 7));
             std::fs::write(&p, data)?;
             submit::run(&a, Some("Hero: new face".into()), false, Vec::new())
         },

@@ -26,7 +26,16 @@ pub fn run(ctx: &Ctx, message: Option<String>, keep_locks: bool, paths: Vec<Stri
             paths,
         },
     )?;
-    print(ctx, &s)
+    print(ctx, &s)?;
+    // The cache is bounded: past its bound, what the server now holds is
+    // dropped (never failing the submit that already succeeded).
+    drop(link);
+    match scribe_client::workflow::workspace::prune_cache_if_over(&ctx.lib, &o) {
+        Ok(Some(p)) => ctx.out.status(crate::cmd::workspace::pruned_line(&p)),
+        Ok(None) => {}
+        Err(e) => ctx.out.status(format!("workspace cache not pruned: {e}")),
+    }
+    Ok(())
 }
 
 pub fn print(ctx: &Ctx, s: &Submitted) -> CliResult {

@@ -182,6 +182,37 @@ pub fn note_retired() {
     }
 }
 
+pub fn prune_cache(ctx: &Ctx) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let p = workspace::prune_cache(&ctx.lib, &o)?;
+    print_pruned(ctx, &p)
+}
+
+/// One line (or JSON) for a cache prune.
+pub fn print_pruned(ctx: &Ctx, p: &scribe_workspace::state::CachePruned) -> CliResult {
+    if ctx.out.json {
+        return ctx.out.json(&crate::ui::Json::obj(vec![
+            ("retained", crate::ui::Json::Num(p.retained)),
+            ("dropped", crate::ui::Json::Num(p.dropped)),
+            ("bytes_before", crate::ui::Json::Num(p.bytes_before)),
+            ("bytes_after", crate::ui::Json::Num(p.bytes_after)),
+        ]));
+    }
+    ctx.out.status(pruned_line(p));
+    Ok(())
+}
+
+/// The status line of a cache prune.
+pub fn pruned_line(p: &scribe_workspace::state::CachePruned) -> String {
+    format!(
+        "workspace cache: {} -> {} ({} object(s) the server holds dropped, {} kept)",
+        crate::ui::size(p.bytes_before),
+        crate::ui::size(p.bytes_after),
+        p.dropped,
+        p.retained
+    )
+}
+
 pub fn set_server(ctx: &Ctx, url: String) -> CliResult {
     check_url(&url)?;
     let o = ctx::open(ctx)?;

@@ -2,6 +2,7 @@ mod support;
 
 mod admin;
 mod auth;
+mod cache;
 mod crash;
 mod daily;
 mod daily_use;

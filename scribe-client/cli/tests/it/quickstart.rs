@@ -26,8 +26,29 @@ fn quickstart_runs_end_to_end() {
         std::fs::metadata(bob.join("art/characters/hero.psd"))
             .unwrap()
             .len(),
-        4 << 20
+        32 << 20
     );
+    // The 1 MiB edit sent the chunks around it, not the 32 MiB file (the
+    // last submit's "uploaded N object(s) (X MiB)").
+    let last = stdout
+        .lines()
+        .filter(|l| l.contains("submitted change"))
+        .last()
+        .expect("a submit line");
+    let sent = last
+        .split_once("object(s) (")
+        .and_then(|(_, r)| r.split_once(')'))
+        .map(|(s, _)| s)
+        .unwrap_or_else(|| panic!("no size in {last:?}"));
+    let (v, unit) = sent.split_once(' ').unwrap();
+    let v: f64 = v.parse().unwrap();
+    let mib = match unit {
+        "B" => v / 1048576.0,
+        "KiB" => v / 1024.0,
+        "MiB" => v,
+        other => panic!("{other} in {last:?}"),
+    };
+    assert!(mib > 0.9 && mib <= 16.5, "the edit sent {sent}: {last}");
     assert_eq!(
         std::fs::read(bob.join("art/characters/hero.psd")).unwrap(),
         std::fs::read(tmp.path().join("qs/alice/art/characters/hero.psd")).unwrap(),

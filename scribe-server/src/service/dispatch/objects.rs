@@ -13,7 +13,7 @@ use scribe_format::{ErrorCode, ObjectId, RepositoryId};
 use super::super::pins;
 use super::super::upload::{
     max_object_bytes, Download, DownloadReader, Held, Partial, Reservation, StagedObject,
-    MAX_REMEMBERED_PINS, STAGE_PUBLISH_BYTES, STAGE_PUBLISH_OBJECTS,
+    MAX_REMEMBERED_PINS, STAGE_PUBLISH_AGE, STAGE_PUBLISH_BYTES, STAGE_PUBLISH_OBJECTS,
 };
 use super::{malformed, open, DispatchResult, Failure, Service, Session};
 
@@ -122,6 +122,7 @@ fn o_repo(group: &[&StagedObject]) -> RepositoryId {
 pub(super) fn publish_staged(svc: &Service, session: &mut Session) -> DispatchResult<u32> {
     let staged = std::mem::take(&mut session.staged);
     session.staged_bytes = 0;
+    session.staged_since = None;
     let count = staged.len() as u32;
     let mut groups: Vec<(RepositoryId, Vec<&StagedObject>)> = Vec::new();
     for o in &staged {
@@ -316,8 +317,12 @@ pub(super) fn put(
             id: p.id,
             data: p.data,
         });
+        let since = *session
+            .staged_since
+            .get_or_insert_with(std::time::Instant::now);
         if session.staged_bytes >= STAGE_PUBLISH_BYTES
             || session.staged.len() >= STAGE_PUBLISH_OBJECTS
+            || since.elapsed() >= STAGE_PUBLISH_AGE
         {
             publish_staged(svc, session)?;
         }
