@@ -373,9 +373,13 @@ impl Tier {
         for (off, len, oid) in members {
             let a = (off - start) as usize;
             // Each object is a view of the one GET's body (not copied);
-            // its bytes are hashed exactly once, here.
+            // its bytes are hashed exactly once, here, on this thread
+            // (reads fetch many blocks at once: handing each object to
+            // the shared hashing pool only added wake-ups).
             let bytes = body.slice(a..a + len as usize);
-            match scribe_format::id::object_identity(oid.kind, &bytes) {
+            let mut h = scribe_format::id::IdentityHasher::new(oid.kind);
+            let got = h.update(&bytes).and_then(|()| h.finish());
+            match got {
                 Ok(got) if got == oid => out.push((oid, bytes)),
                 _ if oid == *id => {
                     return Err(TierError::Damaged {

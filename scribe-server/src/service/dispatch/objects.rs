@@ -462,17 +462,26 @@ pub(super) fn get(
     let total = d.total;
     let want = (d.total - d.next).min(u64::from(max)) as usize;
     let mut piece = Vec::new();
-    piece
-        .try_reserve_exact(want)
-        .map_err(|_| Failure::new(ErrorCode::ServerBusy, "cannot buffer the range now"))?;
     match &mut d.reader {
-        // Verified bytes in memory (from the bucket): one copy into the
-        // answer, no zeroing first.
+        // Verified bytes in memory (from the bucket): sent from there by
+        // reference when the transport can (`Session::outgoing`), else
+        // one copy into the answer, no zeroing first.
         DownloadReader::Memory { bytes, pos } => {
-            piece.extend_from_slice(&bytes[*pos..*pos + want]);
+            let part = bytes.slice(*pos..*pos + want);
             *pos += want;
+            if session.zero_copy {
+                session.outgoing = Some(part);
+            } else {
+                piece.try_reserve_exact(want).map_err(|_| {
+                    Failure::new(ErrorCode::ServerBusy, "cannot buffer the range now")
+                })?;
+                piece.extend_from_slice(&part);
+            }
         }
         DownloadReader::Store(_) => {
+            piece
+                .try_reserve_exact(want)
+                .map_err(|_| Failure::new(ErrorCode::ServerBusy, "cannot buffer the range now"))?;
             piece.resize(want, 0);
             d.reader
                 .read_exact(&mut piece)
