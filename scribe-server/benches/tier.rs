@@ -583,7 +583,9 @@ fn main() {
     // 4. cold and warm reads.
     offline(&data, &url, &["tier", "evict"]);
     let s = serve(&data, &url, "durable");
+    let before = cpu_now(Some(s.child.id()));
     let (cold, n) = read_all(&s.addr, &b.ids);
+    cpu_line("the cold read", before, cold, Some(s.child.id()));
     // The warm read starts once the cold read's write-back is done (it
     // waits for reads to go quiet).
     written_back(&data);
