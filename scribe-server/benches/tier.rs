@@ -20,7 +20,14 @@
 //!   cargo bench -p scribe-server --features cli --bench tier [-- MIB [SMALL]]
 //! ```
 //!
-//! MIB defaults to 2048, SMALL to 200. The radosgw of `.ci/start-rgw.sh`
+//! MIB defaults to 2048, SMALL to 200. `cold` among the arguments runs
+//! only what the cold read needs (the S3 rates, the durable submit) and
+//! then the cold read `SCRIBE_BENCH_COLD_RUNS` times (default 3), each
+//! after a fresh eviction and server start, and one warm read; with
+//! `SCRIBE_BENCH_PERF=DIR` each cold read is sampled by `sudo perf record
+//! -a` for its first `SCRIBE_BENCH_PERF_SECS` seconds (default 3) into
+//! DIR/cold-N.data. Every read prints the CPU seconds the client (this
+//! process), scribe-server, radosgw and ceph-osd spent during it. The radosgw of `.ci/start-rgw.sh`
 //! keeps objects in memory (a memstore, 4 GiB unless `RGW_MEMSTORE_BYTES`
 //! says more) and one run puts 512 MiB + 2 x MIB there: for `-- 2048`
 //! start it with `RGW_MEMSTORE_BYTES=10737418240` (its garbage collection
@@ -301,6 +308,30 @@ fn drained(data: &Path) {
     }
 }
 
+/// Wait until the server's write-back is done (its status file's `reads`
+/// line: nothing pending); that line.
+fn written_back(data: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let s = std::fs::read_to_string(data.join("tier/status")).unwrap_or_default();
+        if let Some(l) = s.lines().find(|l| l.starts_with("reads ")) {
+            let w: Vec<&str> = l.split(' ').collect();
+            let after = |name: &str| {
+                w.iter()
+                    .position(|x| *x == name)
+                    .and_then(|i| w.get(i + 1))
+                    .and_then(|n| n.parse::<u64>().ok())
+            };
+            let done = after("bucket-gets").is_some_and(|g| g > 0)
+                && after("write-back-pending") == Some(0);
+            if done || Instant::now() > deadline {
+                return l.to_string();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Delete every block the record of `data` names (radosgw's memory).
 fn drop_blocks(data: &Path, prefix: &str) -> u64 {
     let p: Arc<dyn Provider> = Arc::new(S3Provider::new(&config(prefix)).unwrap());
@@ -340,7 +371,77 @@ fn dir_bytes(dir: &Path) -> u64 {
     total
 }
 
+/// CPU seconds (user + system) of process `pid` so far.
+fn cpu_of(pid: u32) -> f64 {
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces).
+    let rest = &s[s.rfind(')').map_or(0, |i| i + 2)..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap_or(0.0) + f[12].parse::<f64>().unwrap_or(0.0);
+    ticks / 100.0
+}
+
+/// The pids of the processes named `name` (comm).
+fn pids(name: &str) -> Vec<u32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name) {
+            v.push(pid);
+        }
+    }
+    v
+}
+
+/// CPU seconds so far of: this process, `server`, radosgw, ceph-osd.
+fn cpu_now(server: Option<u32>) -> [f64; 4] {
+    let sum = |n: &str| pids(n).into_iter().map(cpu_of).sum::<f64>();
+    [
+        cpu_of(std::process::id()),
+        server.map_or(0.0, cpu_of),
+        sum("radosgw"),
+        sum("ceph-osd"),
+    ]
+}
+
+fn cpu_line(what: &str, before: [f64; 4], secs: f64, server: Option<u32>) {
+    let after = cpu_now(server);
+    let d: Vec<f64> = (0..4).map(|i| after[i] - before[i]).collect();
+    println!(
+        "  cpu during {what} ({secs:.2} s wall): client {:.2} s, scribe-server {:.2} s, radosgw {:.2} s, ceph-osd {:.2} s; total {:.2} s = {:.0} % of 2 cores",
+        d[0],
+        d[1],
+        d[2],
+        d[3],
+        d.iter().sum::<f64>(),
+        100.0 * d.iter().sum::<f64>() / (2.0 * secs)
+    );
+}
+
+/// Start `sudo perf record -a` for `SCRIBE_BENCH_PERF_SECS` into
+/// `SCRIBE_BENCH_PERF/name.data` when asked.
+fn perf(name: &str) -> Option<Child> {
+    let dir = std::env::var("SCRIBE_BENCH_PERF").ok()?;
+    let secs = std::env::var("SCRIBE_BENCH_PERF_SECS").unwrap_or_else(|_| "3".into());
+    let child = Command::new("sudo")
+        .args(["-n", "perf", "record", "-a", "-F", "999", "-o"])
+        .arg(format!("{dir}/{name}.data"))
+        .args(["--", "sleep", &secs])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    // perf needs a moment before it samples.
+    std::thread::sleep(Duration::from_millis(300));
+    Some(child)
+}
+
 fn main() {
+    let cold_only = std::env::args().skip(1).any(|a| a == "cold");
     let mut nums = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse::<u64>().ok());
@@ -371,14 +472,21 @@ fn main() {
         raw.put_if_absent(&k, block.clone()).unwrap();
     });
     let put = mib_s(keys.len() as u64 * (16 << 20), t.elapsed().as_secs_f64());
+    let before = cpu_now(None);
     let t = Instant::now();
     parallel(8, keys.clone(), |k| {
         raw.get(&k).unwrap();
     });
-    let get = mib_s(keys.len() as u64 * (16 << 20), t.elapsed().as_secs_f64());
-    parallel(8, keys, |k| {
-        let _ = raw.delete(&k);
-    });
+    let secs = t.elapsed().as_secs_f64();
+    let get = mib_s(keys.len() as u64 * (16 << 20), secs);
+    println!("S3 GET 16 MiB x 8 in flight: {get:.0} MiB/s");
+    cpu_line("the S3 GET", before, secs, None);
+    if !cold_only {
+        parallel(8, keys.clone(), |k| {
+            let _ = raw.delete(&k);
+        });
+    }
+    let small = if cold_only { 0 } else { small };
     let mut lat = Vec::new();
     for i in 0..small {
         let t = Instant::now();
@@ -392,15 +500,38 @@ fn main() {
     for i in 0..small {
         let _ = raw.delete(&format!("small/{i:08}"));
     }
+    if lat.is_empty() {
+        lat.push(0.0);
+    }
     let (s50, s99) = (percentile(&mut lat, 0.5), percentile(&mut lat, 0.99));
     println!("S3 PUT 16 MiB x 8 in flight: {put:.0} MiB/s");
-    println!("S3 GET 16 MiB x 8 in flight: {get:.0} MiB/s");
     println!("S3 PUT 1 KiB, sequential: p50 {s50:.1} ms, p99 {s99:.1} ms");
 
     let b = big(mib);
     let total = b.bytes;
     println!("change: {} files, {total} bytes", b.files.len());
     let dir = tempfile::tempdir().unwrap();
+
+    if cold_only {
+        cold_reads(&b, dir.path(), &bucket, stamp, get);
+        // radosgw's GET rate again, after the reads: the ratio takes the
+        // higher of the two.
+        let before = cpu_now(None);
+        let t = Instant::now();
+        parallel(8, keys.clone(), |k| {
+            raw.get(&k).unwrap();
+        });
+        let secs = t.elapsed().as_secs_f64();
+        println!(
+            "S3 GET again, after the reads: {:.0} MiB/s",
+            mib_s(keys.len() as u64 * (16 << 20), secs)
+        );
+        cpu_line("the S3 GET", before, secs, None);
+        parallel(8, keys, |k| {
+            let _ = raw.delete(&k);
+        });
+        return;
+    }
 
     // 2. local.
     let local_prefix = format!("bench-server/{stamp}/local");
@@ -452,7 +583,12 @@ fn main() {
     // 4. cold and warm reads.
     offline(&data, &url, &["tier", "evict"]);
     let s = serve(&data, &url, "durable");
+    let before = cpu_now(Some(s.child.id()));
     let (cold, n) = read_all(&s.addr, &b.ids);
+    cpu_line("the cold read", before, cold, Some(s.child.id()));
+    // The warm read starts once the cold read's write-back is done (it
+    // waits for reads to go quiet).
+    written_back(&data);
     let (warm, _) = read_all(&s.addr, &b.ids);
     let (cr, wr) = (mib_s(n, cold), mib_s(n, warm));
     println!(
@@ -493,5 +629,63 @@ fn main() {
         "{small} small-file submits, --ack durable: p50 {p50:.1} ms, p99 {p99:.1} ms (S3 1 KiB PUT: p50 {s50:.1} ms, p99 {s99:.1} ms)"
     );
     drop(s);
+    drop_blocks(&data, &prefix);
+}
+
+/// `cold`: the durable submit, then cold reads (each after an eviction
+/// and a fresh server) and one warm read.
+fn cold_reads(b: &Big, dir: &Path, bucket: &str, stamp: u128, get: f64) {
+    let prefix = format!("bench-server/{stamp}/durable");
+    let url = format!("s3://{bucket}/{prefix}");
+    let data = init(dir, "durable");
+    let s = serve(&data, &url, "durable");
+    let durable = submit_big(&s.addr, b, 2);
+    drop(s);
+    println!(
+        "submit {} MiB, --ack durable: {:.0} MiB/s",
+        b.bytes >> 20,
+        mib_s(b.bytes, durable)
+    );
+    let runs: usize = std::env::var("SCRIBE_BENCH_COLD_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let mut colds = Vec::new();
+    let mut warm = 0.0;
+    for i in 0..runs {
+        offline(&data, &url, &["tier", "evict"]);
+        let s = serve(&data, &url, "durable");
+        let pid = Some(s.child.id());
+        let p = perf(&format!("cold-{i}"));
+        let before = cpu_now(pid);
+        let (cold, n) = read_all(&s.addr, &b.ids);
+        let cr = mib_s(n, cold);
+        println!("cold read {i}: {cr:.0} MiB/s ({cold:.2} s)");
+        cpu_line("the cold read", before, cold, pid);
+        if let Some(mut p) = p {
+            let _ = p.wait();
+        }
+        colds.push(cr);
+        let t = Instant::now();
+        let reads = written_back(&data);
+        println!(
+            "  write-back done {:.1} s after the read: {reads}",
+            t.elapsed().as_secs_f64()
+        );
+        if i == 0 {
+            let before = cpu_now(pid);
+            let (w, n) = read_all(&s.addr, &b.ids);
+            warm = mib_s(n, w);
+            println!("warm read: {warm:.0} MiB/s ({w:.2} s)");
+            cpu_line("the warm read", before, w, pid);
+        }
+        drop(s);
+    }
+    let mut sorted = colds.clone();
+    let med = percentile(&mut sorted, 0.5);
+    println!(
+        "cold reads {colds:.0?} MiB/s, median {med:.0} = {:.0} % of min(warm {warm:.0}, S3 GET {get:.0} before the reads)",
+        100.0 * med / warm.min(get)
+    );
     drop_blocks(&data, &prefix);
 }

@@ -168,8 +168,15 @@ pub struct TierService {
     /// store.
     writes: (Mutex<WriteBack>, Condvar),
     /// Objects fetched from the bucket, reads answered from memory
-    /// (read ahead or fetched for another request), objects written back.
-    read_counts: [std::sync::atomic::AtomicU64; 3],
+    /// (read ahead or fetched for another request), objects written back,
+    /// objects whose write-back was deferred (queue full while reads ran).
+    read_counts: [std::sync::atomic::AtomicU64; 4],
+    /// When the last read through the tier was answered (milliseconds
+    /// since `started`): the write-back waits until reads go quiet.
+    last_read_ms: std::sync::atomic::AtomicU64,
+    started: Instant,
+    /// [`WRITE_BACK_BYTES`], or `SCRIBE_TIER_WRITE_BACK_BYTES` (tests).
+    write_back_bytes: u64,
 }
 
 /// Threads reading ahead: at most this many block GETs in flight for
@@ -180,17 +187,30 @@ const READ_AHEAD: usize = 8;
 const READ_AHEAD_OBJECTS: usize = 32;
 /// Most bytes of verified objects kept in memory for reads.
 const READ_CACHE_BYTES: u64 = 256 << 20;
-/// Most bytes waiting for their write-back before a read writes its
-/// object back itself.
+/// Most bytes of verified objects waiting in memory for their
+/// write-back; a read beyond it defers its object's write-back (the id
+/// only, fetched again once reads are quiet). `SCRIBE_TIER_WRITE_BACK_BYTES`
+/// overrides it (tests).
 const WRITE_BACK_BYTES: u64 = 512 << 20;
+/// Most object ids whose write-back is deferred; beyond it a read leaves
+/// its object to the next miss.
+const DEFERRED_IDS: usize = 1 << 20;
+/// The write-back waits until no read went through the tier for this
+/// long: on a machine whose cores the reads fill, writing 2 GiB into the
+/// local store (and flushing it) during the read slowed the read by a
+/// third (docs/performance.md, the cold-read profile).
+const READS_QUIET: Duration = Duration::from_millis(300);
+/// ... but not longer than this: under reads that never pause, the
+/// write-back runs anyway (at its low priority).
+const WRITE_BACK_MAX_WAIT: Duration = Duration::from_secs(10);
 
 type ObjKey = (RepositoryId, ObjectId);
 /// Objects of one repository waiting for their write-back.
-type WriteBatch = Vec<(ObjectId, Arc<Vec<u8>>)>;
+type WriteBatch = Vec<(ObjectId, bytes::Bytes)>;
 
 #[derive(Default)]
 struct Reads {
-    cache: std::collections::HashMap<ObjKey, Arc<Vec<u8>>>,
+    cache: std::collections::HashMap<ObjKey, bytes::Bytes>,
     order: std::collections::VecDeque<ObjKey>,
     bytes: u64,
     /// Block keys being fetched.
@@ -202,9 +222,16 @@ struct Reads {
 #[derive(Default)]
 struct WriteBack {
     /// Stores are looked up when written (a queued entry must not hold
-    /// one open: a cache trim waits for every holder).
-    queue: std::collections::VecDeque<(RepositoryId, ObjectId, Arc<Vec<u8>>)>,
+    /// one open: a cache trim waits for every holder). Reads find queued
+    /// objects here too (`held`).
+    queue: std::collections::VecDeque<ObjKey>,
+    held: std::collections::HashMap<ObjKey, bytes::Bytes>,
     bytes: u64,
+    /// Objects read while the queue was full, in read order: fetched
+    /// again (and checked again) from the bucket once reads are quiet,
+    /// then written back.
+    deferred: std::collections::VecDeque<ObjKey>,
+    deferred_set: std::collections::HashSet<ObjKey>,
     stop: bool,
 }
 
@@ -272,6 +299,12 @@ impl TierService {
             reads: (Mutex::default(), Condvar::new()),
             writes: (Mutex::default(), Condvar::new()),
             read_counts: Default::default(),
+            last_read_ms: Default::default(),
+            started: Instant::now(),
+            write_back_bytes: std::env::var("SCRIBE_TIER_WRITE_BACK_BYTES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(WRITE_BACK_BYTES),
         });
         for i in 0..READ_AHEAD {
             let w = t.clone();
@@ -322,8 +355,20 @@ impl TierService {
 
     /// `id`'s verified bytes: from memory (read ahead, or being fetched
     /// by another request: waited for), else fetched now.
-    fn cached_or_fetch(&self, repo: RepositoryId, id: &ObjectId) -> Result<Arc<Vec<u8>>, String> {
+    fn cached_or_fetch(&self, repo: RepositoryId, id: &ObjectId) -> Result<bytes::Bytes, String> {
         let key = (repo, *id);
+        // Waiting for its write-back: those bytes (verified when read).
+        if let Some(b) = self
+            .writes
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .held
+            .get(&key)
+        {
+            self.read_counts[1].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Ok(b.clone());
+        }
         let (m, cv) = &self.reads;
         // The block holding `id`: one GET brings every object bundled in it.
         let block = match self.tier.locate(&repo.0, id) {
@@ -360,7 +405,6 @@ impl TierService {
         };
         let mut mine = None;
         for (oid, bytes) in objects {
-            let bytes = Arc::new(bytes);
             if oid == *id {
                 mine = Some(bytes.clone());
             }
@@ -431,51 +475,119 @@ impl TierService {
         }
     }
 
-    /// Put `bytes` (verified) back into `store` in the background; when
-    /// too much waits already, now.
-    fn write_back(
-        &self,
-        repo: RepositoryId,
-        store: &Arc<scribe_objects::ObjectStore>,
-        id: ObjectId,
-        bytes: Arc<Vec<u8>>,
-    ) {
+    /// A read went through the tier now.
+    fn mark_read(&self) {
+        let ms = self.started.elapsed().as_millis() as u64;
+        self.last_read_ms
+            .store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How long until reads count as quiet (zero: quiet now).
+    fn reads_quiet_in(&self) -> Duration {
+        let last = self.last_read_ms.load(std::sync::atomic::Ordering::Relaxed);
+        let now = self.started.elapsed().as_millis() as u64;
+        READS_QUIET.saturating_sub(Duration::from_millis(now.saturating_sub(last)))
+    }
+
+    /// Put `bytes` (verified) back into `store` in the background, once
+    /// reads are quiet. When the queue holds its most bytes already, only
+    /// the id is kept: the object is fetched and checked again then. The
+    /// reader itself never writes.
+    fn write_back(&self, repo: RepositoryId, id: ObjectId, bytes: bytes::Bytes) {
         let (m, cv) = &self.writes;
         let mut w = m.lock().unwrap_or_else(|e| e.into_inner());
-        if w.bytes + bytes.len() as u64 > WRITE_BACK_BYTES {
-            drop(w);
-            let batch = store.batch();
-            if batch.put_healing(id, &bytes).is_ok() {
-                let _ = batch.commit();
+        let key = (repo, id);
+        if w.held.contains_key(&key) || w.deferred_set.contains(&key) {
+            return;
+        }
+        if w.bytes + bytes.len() as u64 > self.write_back_bytes {
+            if w.deferred.len() < DEFERRED_IDS {
+                w.deferred.push_back(key);
+                w.deferred_set.insert(key);
+                self.read_counts[3].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
+            cv.notify_all();
             return;
         }
         w.bytes += bytes.len() as u64;
-        w.queue.push_back((repo, id, bytes));
+        w.queue.push_back(key);
+        w.held.insert(key, bytes);
         cv.notify_all();
     }
 
-    /// The write-back thread: what waits, per store one batch and one
-    /// durable commit. A failed write-back only costs a later read.
+    /// The write-back thread: once reads are quiet, what waits (per store
+    /// one batch and one durable commit), then the deferred objects
+    /// (fetched and checked again). A failed write-back only costs a later
+    /// read. It runs at the lowest CPU priority: it uses what the reads
+    /// and transfers leave.
     fn run_write_back(self: Arc<Self>) {
+        // SAFETY: setpriority on this thread only (a Linux thread id);
+        // failure leaves the default priority.
+        #[cfg(target_os = "linux")]
+        unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, 19);
+        }
         let (m, cv) = &self.writes;
+        let mut waiting_since: Option<Instant> = None;
         loop {
             let items: Vec<_> = {
                 let mut w = m.lock().unwrap_or_else(|e| e.into_inner());
                 loop {
-                    if !w.queue.is_empty() {
-                        break;
+                    if !w.queue.is_empty() || !w.deferred.is_empty() {
+                        if w.stop {
+                            // Stopping: what is queued is written now;
+                            // deferred ones are left to later reads.
+                            if w.queue.is_empty() {
+                                return;
+                            }
+                            break;
+                        }
+                        let since = *waiting_since.get_or_insert_with(Instant::now);
+                        let wait = self.reads_quiet_in();
+                        if wait.is_zero() || since.elapsed() >= WRITE_BACK_MAX_WAIT {
+                            break;
+                        }
+                        w = cv
+                            .wait_timeout(w, wait)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0;
+                        continue;
                     }
                     if w.stop {
                         return;
                     }
+                    waiting_since = None;
                     w = cv.wait(w).unwrap_or_else(|e| e.into_inner());
                 }
+                if w.queue.is_empty() {
+                    // Deferred ones: fetched again (a block's worth comes
+                    // from memory after its first), queued, written next.
+                    let keys: Vec<ObjKey> = {
+                        let n = w.deferred.len().min(16);
+                        w.deferred.drain(..n).collect()
+                    };
+                    for k in &keys {
+                        w.deferred_set.remove(k);
+                    }
+                    drop(w);
+                    self.refetch(&keys);
+                    continue;
+                }
                 let n = w.queue.len().min(64);
-                let items: Vec<_> = w.queue.drain(..n).collect();
-                w.bytes -= items.iter().map(|i| i.2.len() as u64).sum::<u64>();
+                let keys: Vec<ObjKey> = w.queue.drain(..n).collect();
+                let mut items = Vec::with_capacity(keys.len());
+                for k in keys {
+                    if let Some(b) = w.held.get(&k) {
+                        items.push((k.0, k.1, b.clone()));
+                    }
+                }
                 items
             };
+            let done: Vec<(ObjKey, u64)> = items
+                .iter()
+                .map(|(r, id, b)| ((*r, *id), b.len() as u64))
+                .collect();
             let mut by_repo: Vec<(RepositoryId, WriteBatch)> = Vec::new();
             for (repo, id, bytes) in items {
                 match by_repo.iter_mut().find(|(r, _)| *r == repo) {
@@ -507,6 +619,43 @@ impl TierService {
                             eprintln!("scribe-server: tier: writing back into the local store: {e}")
                         }
                     }
+                }
+            }
+            drop(service);
+            // Written (or given up): reads find them in the store, or fetch
+            // them again.
+            let mut w = m.lock().unwrap_or_else(|e| e.into_inner());
+            for (k, len) in done {
+                if w.held.remove(&k).is_some() {
+                    w.bytes -= len;
+                }
+            }
+        }
+    }
+
+    /// Fetch the deferred `keys` again (checked against their ids) and
+    /// queue their write-back; those the local store holds by now are
+    /// skipped. A failure leaves the object to the next read.
+    fn refetch(&self, keys: &[ObjKey]) {
+        let Some(service) = self.service.upgrade() else {
+            return;
+        };
+        for &(repo, id) in keys {
+            let Some(store) = service.stores().get(&repo) else {
+                continue;
+            };
+            if store.contains(&id).unwrap_or(true) {
+                continue;
+            }
+            drop(store);
+            if let Ok(bytes) = self.cached_or_fetch(repo, &id) {
+                let (m, _) = &self.writes;
+                let mut w = m.lock().unwrap_or_else(|e| e.into_inner());
+                let key = (repo, id);
+                if !w.held.contains_key(&key) {
+                    w.bytes += bytes.len() as u64;
+                    w.queue.push_back(key);
+                    w.held.insert(key, bytes);
                 }
             }
         }
@@ -672,18 +821,16 @@ impl TierService {
             ));
         }
         let c = |i: usize| self.read_counts[i].load(std::sync::atomic::Ordering::Relaxed);
-        let pending = self
-            .writes
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .queue
-            .len();
+        let pending = {
+            let w = self.writes.0.lock().unwrap_or_else(|e| e.into_inner());
+            w.held.len() + w.deferred.len()
+        };
         status.push_str(&format!(
-            "reads bucket-gets {} from-memory {} written-back {} write-back-pending {pending}\n",
+            "reads bucket-gets {} from-memory {} written-back {} write-back-pending {pending} write-back-deferred {}\n",
             c(0),
             c(1),
-            c(2)
+            c(2),
+            c(3)
         ));
         // Chunks uploaded for operations not submitted yet.
         if let Ok(entries) = self.tier.staging() {
@@ -758,8 +905,7 @@ impl Fallback for TierService {
         if !self.has(repo, id) {
             return Ok(None);
         }
-        self.cached_or_fetch(repo, id)
-            .map(|b| Some(b.as_ref().clone()))
+        self.cached_or_fetch(repo, id).map(|b| Some(b.to_vec()))
     }
 
     fn read(
@@ -767,13 +913,15 @@ impl Fallback for TierService {
         repo: RepositoryId,
         id: &ObjectId,
         store: &Arc<scribe_objects::ObjectStore>,
-    ) -> Result<Option<Arc<Vec<u8>>>, String> {
+    ) -> Result<Option<bytes::Bytes>, String> {
         if !self.has(repo, id) {
             return Ok(None);
         }
+        self.mark_read();
         let bytes = self.cached_or_fetch(repo, id)?;
         self.read_ahead(repo, id, store);
-        self.write_back(repo, store, *id, bytes.clone());
+        self.write_back(repo, *id, bytes.clone());
+        self.mark_read();
         Ok(Some(bytes))
     }
 }

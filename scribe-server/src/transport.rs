@@ -340,28 +340,38 @@ where
         let mut s = session
             .take()
             .unwrap_or_else(|| Session::for_principal(principal.clone()));
+        s.zero_copy = !lz4;
         let joined = tokio::task::spawn_blocking(move || {
             let reply = svc.handle(&mut s, request);
-            (s, reply)
+            let outgoing = s.outgoing.take();
+            (s, reply, outgoing)
         })
         .await;
-        let reply = match joined {
-            Ok((s, reply)) => {
+        let (reply, outgoing) = match joined {
+            Ok((s, reply, outgoing)) => {
                 session = Some(s);
-                reply
+                (reply, outgoing)
             }
             Err(e) => {
                 session = Some(Session::for_principal(principal.clone()));
-                Response::Error(ErrorReply::new(
-                    ErrorCode::Internal,
-                    format!("request failed: {e}"),
-                ))
+                (
+                    Response::Error(ErrorReply::new(
+                        ErrorCode::Internal,
+                        format!("request failed: {e}"),
+                    )),
+                    None,
+                )
             }
         };
         // Object bytes go out from the reply's own buffer, not copied
         // into a frame.
-        let sent = match &reply {
-            Response::ObjectData(d) if !lz4 => {
+        let sent = match (&reply, outgoing) {
+            // Verified bytes from the tier, by reference.
+            (Response::ObjectData(d), Some(bytes)) if !lz4 && d.data.0.is_empty() => {
+                let head = object_data_frame_head(d, bytes.len());
+                write_parts(&mut stream, &head, &bytes, timeouts.write).await
+            }
+            (Response::ObjectData(d), _) if !lz4 => {
                 let head = object_data_frame_head(d, d.data.0.len());
                 write_parts(&mut stream, &head, &d.data.0, timeouts.write).await
             }

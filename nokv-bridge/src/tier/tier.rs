@@ -118,7 +118,7 @@ pub struct Tier {
 
 type RevisionOrder = Arc<Vec<(u64, u64, ObjectId)>>;
 /// A block's key and its objects' bytes ([`Tier::read_block_of`]).
-pub type BlockObjects = (String, Vec<(ObjectId, Vec<u8>)>);
+pub type BlockObjects = (String, Vec<(ObjectId, Bytes)>);
 type ReadOrder = std::collections::HashMap<([u8; 16], [u8; 16]), RevisionOrder>;
 
 /// Manifest rows (revision not yet filled in), block count, bytes.
@@ -372,9 +372,15 @@ impl Tier {
         let mut out = Vec::with_capacity(members.len());
         for (off, len, oid) in members {
             let a = (off - start) as usize;
-            let bytes = &body[a..a + len as usize];
-            match scribe_format::id::object_identity(oid.kind, bytes) {
-                Ok(got) if got == oid => out.push((oid, bytes.to_vec())),
+            // Each object is a view of the one GET's body (not copied);
+            // its bytes are hashed exactly once, here, on this thread
+            // (reads fetch many blocks at once: handing each object to
+            // the shared hashing pool only added wake-ups).
+            let bytes = body.slice(a..a + len as usize);
+            let mut h = scribe_format::id::IdentityHasher::new(oid.kind);
+            let got = h.update(&bytes).and_then(|()| h.finish());
+            match got {
+                Ok(got) if got == oid => out.push((oid, bytes)),
                 _ if oid == *id => {
                     return Err(TierError::Damaged {
                         key,

@@ -22,6 +22,13 @@ pub struct Session {
     /// Pins this connection made with `ObjectsPinMissing` (so a staged put
     /// of a pinned id does not pin again); bounded, cleared when full.
     pub(crate) pinned: HashSet<(WorkspaceId, OperationId, ObjectId)>,
+    /// The transport sends an `ObjectData` reply's bytes from
+    /// [`Session::outgoing`] when the reply's own data is empty (set by
+    /// the TCP transport for uncompressed connections).
+    pub(crate) zero_copy: bool,
+    /// The data of the `ObjectData` reply just built, by reference
+    /// (verified bytes from the tier, shared, not copied).
+    pub(crate) outgoing: Option<bytes::Bytes>,
 }
 
 impl Session {
@@ -45,6 +52,8 @@ impl Session {
             staged_bytes: 0,
             staged_since: None,
             pinned: HashSet::new(),
+            zero_copy: false,
+            outgoing: None,
         }
     }
 

@@ -77,14 +77,14 @@ pub trait Fallback: Send + Sync {
         repo: RepositoryId,
         id: &ObjectId,
         store: &Arc<ObjectStore>,
-    ) -> Result<Option<Arc<Vec<u8>>>, String> {
+    ) -> Result<Option<bytes::Bytes>, String> {
         let Some(bytes) = self.fetch(repo, id)? else {
             return Ok(None);
         };
         let batch = store.batch();
         batch.put_healing(*id, &bytes).map_err(|e| e.to_string())?;
         batch.commit().map_err(|e| e.to_string())?;
-        Ok(Some(Arc::new(bytes)))
+        Ok(Some(bytes::Bytes::from(bytes)))
     }
 }
 

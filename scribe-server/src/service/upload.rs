@@ -112,7 +112,7 @@ pub(crate) struct Download {
 /// fetched, written back to the local store in the background).
 pub(crate) enum DownloadReader {
     Store(Box<ObjectReader>),
-    Memory { bytes: Arc<Vec<u8>>, pos: usize },
+    Memory { bytes: bytes::Bytes, pos: usize },
 }
 
 impl DownloadReader {

@@ -85,6 +85,16 @@ fn init(dir: &Path) -> PathBuf {
 }
 
 fn serve(data: &Path, b: &Bucket, endpoint: &str, extra: &[&str]) -> Served {
+    serve_env(data, b, endpoint, extra, &[])
+}
+
+fn serve_env(
+    data: &Path,
+    b: &Bucket,
+    endpoint: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Served {
     let runtime = data.with_extension("run");
     let _ = std::fs::remove_file(runtime.join("listen"));
     let r = rgw();
@@ -103,6 +113,7 @@ fn serve(data: &Path, b: &Bucket, endpoint: &str, extra: &[&str]) -> Served {
         .env("AWS_ACCESS_KEY_ID", &r.access_key)
         .env("AWS_SECRET_ACCESS_KEY", &r.secret_key)
         .env_remove("AWS_ENDPOINT_URL")
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -1210,15 +1221,16 @@ fn expect_put_many(c: &mut impl Requests, r: m::ObjectPutMany) {
 }
 
 /// Wait (liveness only) until `tier status`'s `reads` line satisfies `ok`
-/// ([bucket-gets, from-memory, written-back, write-back-pending]).
-fn reads_line(data: &Path, ok: impl Fn([u64; 4]) -> bool) -> [u64; 4] {
+/// ([bucket-gets, from-memory, written-back, write-back-pending,
+/// write-back-deferred]).
+fn reads_line(data: &Path, ok: impl Fn([u64; 5]) -> bool) -> [u64; 5] {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let text = std::fs::read_to_string(data.join("tier/status")).unwrap_or_default();
         if let Some(l) = text.lines().find(|l| l.starts_with("reads ")) {
             let w: Vec<&str> = l.split(' ').collect();
-            let n = |i: usize| w[i].parse::<u64>().unwrap();
-            let r = [n(2), n(4), n(6), n(8)];
+            let n = |i: usize| w.get(i).map_or(u64::MAX, |v| v.parse::<u64>().unwrap());
+            let r = [n(2), n(4), n(6), n(8), n(10)];
             if ok(r) {
                 return r;
             }
@@ -1291,6 +1303,67 @@ fn a_cold_read_fetches_whole_blocks_reads_ahead_and_writes_back_in_the_backgroun
         r[1] >= (chunks.len() - blocks.len()) as u64,
         "the other reads were answered from memory: {r:?}"
     );
+    kill(s);
+    assert!(chunks.iter().all(|id| held_locally(&data, id)));
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
+/// Twelve 1 MiB files of one change, submitted under `durable`, then
+/// evicted from the local store (their chunks).
+fn evicted_twelve(dir: &Path, b: &Bucket) -> (PathBuf, Vec<ObjectId>, Vec<Vec<u8>>) {
+    let data = init(dir);
+    let s = serve(&data, b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let ws = WorkspaceId([9; 16]);
+    c.register(ws);
+    let contents: Vec<Vec<u8>> = (0..12).map(|i| noise(700 + i, 1 << 20)).collect();
+    let names: Vec<String> = (0..12).map(|i| format!("g{i:02}.bin")).collect();
+    let entries: Vec<(&str, Option<&[u8]>, u64)> = names
+        .iter()
+        .zip(&contents)
+        .map(|(n, c)| (n.as_str(), Some(c.as_slice()), 0))
+        .collect();
+    let ch = change(&entries);
+    let op = OperationId([6; 16]);
+    for part in ch.objects.chunks(3) {
+        expect_put_many(&mut c, put_many_req(ws, op, part));
+    }
+    match c.ask(Request::Submit(submit_req(ws, op, ch.id, "m"))) {
+        Response::Submitted(o) => accepted(&o),
+        other => panic!("{other:?}"),
+    };
+    drop(c);
+    kill(s);
+    let chunks: Vec<ObjectId> = contents.iter().flat_map(|c| chunks_of(c)).collect();
+    let (ok, out) = tier_cmd(&data, b, &rgw().endpoint, &["tier", "evict"]);
+    assert!(ok, "{out}");
+    assert!(chunks.iter().all(|id| !held_locally(&data, id)));
+    (data, chunks, contents)
+}
+
+#[test]
+fn a_cold_read_beyond_the_write_back_bound_defers_the_write_back_and_fetches_again_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bucket();
+    let (data, chunks, contents) = evicted_twelve(dir.path(), &b);
+    // A write-back queue of one byte: no object fits, so every read's
+    // write-back is deferred (the reader never writes it itself), and the
+    // objects are fetched (and checked) again and written back once the
+    // reads are over.
+    let s = serve_env(
+        &data,
+        &b,
+        &rgw().endpoint,
+        &["--ack", "durable"],
+        &[("SCRIBE_TIER_WRITE_BACK_BYTES", "1")],
+    );
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    for (id, bytes) in chunks.iter().zip(&contents) {
+        assert_eq!(&c.object(REPO, *id), bytes, "{id}");
+    }
+    let r = reads_line(&data, |r| r[2] >= 12 && r[3] == 0);
+    assert_eq!(r[4], 12, "every write-back deferred: {r:?}");
     kill(s);
     assert!(chunks.iter().all(|id| held_locally(&data, id)));
     let (ok, out) = tier_verify(&data, &b);

@@ -40,7 +40,7 @@ fn tier_read(
     repo: scribe_format::RepositoryId,
     store: &Arc<scribe_objects::ObjectStore>,
     id: &ObjectId,
-) -> DispatchResult<Option<Arc<Vec<u8>>>> {
+) -> DispatchResult<Option<bytes::Bytes>> {
     let Some(fb) = svc.stores().fallback() else {
         return Ok(None);
     };
@@ -401,7 +401,7 @@ pub(super) fn get_many(
     let mut total = 0usize;
     for id in &r.ids {
         let data = match tier_read(svc, repo.id(), &store, id)? {
-            Some(bytes) => bytes.as_ref().clone(),
+            Some(bytes) => bytes.to_vec(),
             None => store.get(id)?,
         };
         if total + data.len() > MAX_OBJECT_DATA_PER_FRAME as usize {
@@ -467,13 +467,32 @@ pub(super) fn get(
     let total = d.total;
     let want = (d.total - d.next).min(u64::from(max)) as usize;
     let mut piece = Vec::new();
-    piece
-        .try_reserve_exact(want)
-        .map_err(|_| Failure::new(ErrorCode::ServerBusy, "cannot buffer the range now"))?;
-    piece.resize(want, 0);
-    d.reader
-        .read_exact(&mut piece)
-        .map_err(|e| read_failure(&r.id, e))?;
+    match &mut d.reader {
+        // Verified bytes in memory (from the bucket): sent from there by
+        // reference when the transport can (`Session::outgoing`), else
+        // one copy into the answer, no zeroing first.
+        DownloadReader::Memory { bytes, pos } => {
+            let part = bytes.slice(*pos..*pos + want);
+            *pos += want;
+            if session.zero_copy {
+                session.outgoing = Some(part);
+            } else {
+                piece.try_reserve_exact(want).map_err(|_| {
+                    Failure::new(ErrorCode::ServerBusy, "cannot buffer the range now")
+                })?;
+                piece.extend_from_slice(&part);
+            }
+        }
+        DownloadReader::Store(_) => {
+            piece
+                .try_reserve_exact(want)
+                .map_err(|_| Failure::new(ErrorCode::ServerBusy, "cannot buffer the range now"))?;
+            piece.resize(want, 0);
+            d.reader
+                .read_exact(&mut piece)
+                .map_err(|e| read_failure(&r.id, e))?;
+        }
+    }
     d.next += want as u64;
     if d.next == d.total {
         // The end: the reader checks the identity of everything it read.
