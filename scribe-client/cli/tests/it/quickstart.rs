@@ -32,6 +32,7 @@ fn quickstart_runs_end_to_end() {
     // last submit's "uploaded N object(s) (X MiB)").
     let last = stdout
         .lines()
+        .chain(stderr.lines())
         .filter(|l| l.contains("submitted change"))
         .last()
         .expect("a submit line");
