@@ -34,7 +34,7 @@ fn quickstart_runs_end_to_end() {
         .lines()
         .chain(stderr.lines())
         .filter(|l| l.contains("submitted change"))
-        .last()
+        .next_back()
         .expect("a submit line");
     let sent = last
         .split_once("object(s) (")
