@@ -33,8 +33,7 @@ fn quickstart_runs_end_to_end() {
     let last = stdout
         .lines()
         .chain(stderr.lines())
-        .filter(|l| l.contains("submitted change"))
-        .next_back()
+        .rfind(|l| l.contains("submitted change"))
         .expect("a submit line");
     let sent = last
         .split_once("object(s) (")
