@@ -1425,6 +1425,45 @@ mod tests {
         ));
     }
 
+    /// A cache prune killed in the middle of its swap (the old cache
+    /// renamed away, the replacement not yet in place) is completed by the
+    /// next `cache()`: only the kept objects, nothing lost of them.
+    #[test]
+    fn a_cache_prune_killed_mid_swap_is_completed_by_the_next_open() {
+        use scribe_objects::{CompactFailpoint, CompactOptions};
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::create(dir.path(), &meta()).unwrap();
+        let (keep, drop_) = (b"keep me".as_slice(), b"the server has me".as_slice());
+        let (kid, did) = {
+            let cache = ws.cache().unwrap();
+            let b = cache.batch();
+            let kid = b.put(scribe_format::ObjectKind::Chunk, keep).unwrap();
+            let did = b.put(scribe_format::ObjectKind::Chunk, drop_).unwrap();
+            b.commit().unwrap();
+            (kid, did)
+        };
+        let err = scribe_objects::compact(
+            ws.state_dir().join(CACHE_DIR),
+            [kid],
+            CACHE_PRUNE_CONTEXT,
+            &CompactOptions {
+                failpoint: Some(CompactFailpoint::AfterRenameToPrevious),
+                ..CompactOptions::default()
+            },
+        );
+        assert!(err.is_err(), "the failpoint stops the swap");
+        // The cache directory itself is gone until the swap completes.
+        assert!(!ws.state_dir().join(CACHE_DIR).exists());
+        let cache = ws.cache().unwrap();
+        assert_eq!(cache.get(&kid).unwrap(), keep);
+        assert!(!cache.contains(&did).unwrap());
+        assert!(!ws
+            .state_dir()
+            .join(format!("{CACHE_DIR}.compaction-ready"))
+            .exists());
+        assert!(ws.cache_bytes().unwrap() > 0);
+    }
+
     #[test]
     fn not_a_workspace_and_already_one() {
         let dir = tempfile::tempdir().unwrap();
