@@ -100,14 +100,33 @@ pub fn finish_view(o: &Opened, remote: &ServerLink, vc: ViewChange) -> Result<Vi
     let repo = meta.repository_name.clone();
     let ws_id = meta.workspace_id;
     let view = vc.prefixes.clone();
+    // The registration as the server holds it, with the new view: its
+    // branch, label and tags (last use included) are kept.
+    let tags = meta.tags.clone();
     remote.with(|c| {
+        let current = c
+            .workspace_list(&repo)?
+            .into_iter()
+            .find(|w| w.workspace == ws_id && !w.retired);
+        let (branch, label, tags) = match current {
+            Some(info) => (
+                if info.branch == scribe_format::BranchId([0; 16]) {
+                    String::new()
+                } else {
+                    info.branch_name
+                },
+                info.label,
+                info.tags,
+            ),
+            None => (String::new(), String::new(), tags),
+        };
         c.workspace_register(m::WorkspaceRegister {
             repo,
             workspace: ws_id,
-            branch: String::new(),
+            branch,
             view,
-            label: String::new(),
-            tags: meta.tags.clone(),
+            label,
+            tags,
         })
     })?;
     journal::finish(&o.ws)?;

@@ -887,6 +887,19 @@ fn workspace_list_shows_last_use_from_syncs() {
         "{}",
         r.stdout
     );
+    // A view change re-registers the workspace with its new view and
+    // keeps its label and last use (it used to send an empty label).
+    env.scribe(&a, &["view", "set", "art", "audio"]).ok();
+    let r = env.scribe(&b, &["workspace", "list", "--json"]);
+    let alice = r
+        .stdout
+        .split("},{")
+        .find(|w| w.contains("\"owner\":\"alice\""))
+        .expect("alice listed")
+        .to_string();
+    assert!(alice.contains("\"label\":\"artist\""), "{alice}");
+    assert!(alice.contains("\"view\":[\"art\",\"audio\"]"), "{alice}");
+    assert!(!alice.contains("\"last_use_ms\":null"), "{alice}");
 }
 
 /// #18 item 15: wording ("moved a -> b", "added" for new files a sync
