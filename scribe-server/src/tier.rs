@@ -256,7 +256,8 @@ struct EarlyJob {
 struct Early {
     jobs: std::collections::VecDeque<EarlyJob>,
     next_seq: u64,
-    running: std::collections::BTreeSet<u64>,
+    /// Jobs being uploaded: seq -> (repository, operation).
+    running: std::collections::BTreeMap<u64, (RepositoryId, scribe_format::OperationId)>,
     stop: bool,
 }
 
@@ -674,18 +675,30 @@ impl TierService {
                         return;
                     }
                     if let Some(j) = e.jobs.pop_front() {
-                        e.running.insert(j.seq);
+                        e.running.insert(j.seq, (j.repo, j.operation));
                         break j;
                     }
                     e = cv.wait(e).unwrap_or_else(|e| e.into_inner());
                 }
             };
+            // An operation whose outcome is recorded is not staged: its
+            // publication may already have looked for a staged revision
+            // (or have given up waiting for this job), and nothing would
+            // adopt one made now. Publication uploads what is not staged.
+            let service = self.service.upgrade();
+            let finished = service.as_ref().is_some_and(|s| {
+                s.root()
+                    .open_repository(job.repo)
+                    .and_then(|r| r.recorded_outcome(&job.operation))
+                    .is_ok_and(|o| o.is_some())
+            });
             // The store is looked up now, not held while queued (a cache
             // trim waits for every holder).
-            let store = self
-                .service
-                .upgrade()
-                .and_then(|s| s.stores().get(&job.repo));
+            let store = match (&service, finished) {
+                (Some(s), false) => s.stores().get(&job.repo),
+                _ => None,
+            };
+            drop(service);
             let r = match &store {
                 Some(store) => {
                     let read = |oid: &ObjectId| store.get(oid).map_err(|e| e.to_string());
@@ -717,7 +730,9 @@ impl TierService {
         let before = e.next_seq;
         loop {
             let pending = e.jobs.front().is_some_and(|j| j.seq < before)
-                || e.running.first().is_some_and(|s| *s < before);
+                || e.running
+                    .first_key_value()
+                    .is_some_and(|(s, _)| *s < before);
             let now = Instant::now();
             if !pending || e.stop || now >= deadline {
                 return;
@@ -832,6 +847,7 @@ impl TierService {
             c(2),
             c(3)
         ));
+        self.give_up_finished_staging(service);
         // Chunks uploaded for operations not submitted yet.
         if let Ok(entries) = self.tier.staging() {
             for (root, op, rev, blocks, _) in entries {
@@ -844,6 +860,51 @@ impl TierService {
             }
         }
         first_err.map_or(Ok(()), Err)
+    }
+
+    /// Give up the staging entries of operations that are finished: a
+    /// recorded refusal, or an accepted change already published (which
+    /// adopted what it found). Such an entry was made by an early upload
+    /// that outlived its publication's wait (`wait_early` has a limit);
+    /// nothing will adopt it, and it would otherwise wait for the age
+    /// limit (a day) with its blocks in the bucket. Entries with an early
+    /// upload queued or running are left to the next pass.
+    fn give_up_finished_staging(&self, service: &Service) {
+        let Ok(entries) = self.tier.staging() else {
+            return;
+        };
+        for (root, op, _, _, _) in entries {
+            let (repo, op) = (RepositoryId(root), scribe_format::OperationId(op));
+            let Ok(r) = service.root().open_repository(repo) else {
+                continue;
+            };
+            let finished = match r.recorded_outcome(&op) {
+                Ok(Some(scribe_metadata::accept::Outcome::Accepted { change, .. })) => {
+                    self.tier.uploaded_through(&root).is_ok_and(|t| t >= change)
+                }
+                Ok(Some(scribe_metadata::accept::Outcome::Rejected { .. })) => true,
+                _ => false,
+            };
+            if !finished {
+                continue;
+            }
+            // The outcome was recorded before this look: a job popped
+            // after it sees the outcome and stages nothing.
+            {
+                let e = self.early.0.lock().unwrap_or_else(|e| e.into_inner());
+                let busy = e.jobs.iter().any(|j| j.repo == repo && j.operation == op)
+                    || e.running.values().any(|&(r, o)| r == repo && o == op);
+                if busy {
+                    continue;
+                }
+            }
+            if let Err(e) = self.tier.give_up_staging(&root, &op.0) {
+                eprintln!(
+                    "scribe-server: tier: giving up the early upload of finished operation {}: {e}",
+                    op.to_hex()
+                );
+            }
+        }
     }
 
     #[allow(clippy::type_complexity)]

@@ -445,11 +445,29 @@ impl Tier {
     /// cut by a crash may have left blocks without rows.
     pub fn mark_staged_abandoned(&self, older_than: u64) -> Result<u64, TierError> {
         let now = now_secs();
-        let old: Vec<_> = self
-            .staging()?
-            .into_iter()
-            .filter(|e| now.saturating_sub(e.4) >= older_than)
-            .collect();
+        self.mark_abandoned_where(|e| now.saturating_sub(e.4) >= older_than)
+    }
+
+    /// Give up the staging entry of operation `op` of `root` now, whatever
+    /// its age (as [`Tier::abandon_staged`] does with old ones): for an
+    /// operation whose outcome is recorded and whose change (if any) is
+    /// published, nothing will adopt it. The caller makes sure no early
+    /// upload of `op` is running or will start. Returns whether there was
+    /// one.
+    pub fn give_up_staging(&self, root: &[u8; 16], op: &[u8; 16]) -> Result<bool, TierError> {
+        let n = self.mark_abandoned_where(|e| &e.0 == root && &e.1 == op)?;
+        if n > 0 {
+            self.collect()?;
+        }
+        Ok(n > 0)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn mark_abandoned_where(
+        &self,
+        pick: impl Fn(&([u8; 16], [u8; 16], [u8; 16], u64, u64)) -> bool,
+    ) -> Result<u64, TierError> {
+        let old: Vec<_> = self.staging()?.into_iter().filter(|e| pick(e)).collect();
         if old.is_empty() {
             return Ok(0);
         }

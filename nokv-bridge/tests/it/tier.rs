@@ -737,6 +737,40 @@ fn chunks_uploaded_before_their_submit_are_adopted_not_uploaded_again() {
 }
 
 #[test]
+fn a_staging_made_after_its_publication_is_given_up_at_once_and_others_kept() {
+    let mut f = fixture(small());
+    let m = f.add(100, 320);
+    let (a, late, other) = (f.add(30_000, 321), f.add(30_000, 322), f.add(30_000, 323));
+    let local = f.local.clone();
+    let read = |id: &ObjectId| Ok::<_, String>(local[id].clone());
+    let (op, op2) = ([5u8; 16], [6u8; 16]);
+    let p = f.publish_files(1, &[m], &[("f.bin", &[a])]);
+    assert_eq!(p.prestaged, 0);
+    // An early upload of the same operation that outlived the
+    // publication's wait: its entry is young, so the age sweep keeps it.
+    let s = f.tier.prestage(&ROOT, &op, &[late], &read).unwrap();
+    let rev = s.revision.unwrap();
+    f.tier.prestage(&ROOT, &op2, &[other], &read).unwrap();
+    assert_eq!(f.tier.abandon_staged(3600).unwrap(), 0);
+    assert_eq!(f.tier.staging().unwrap().len(), 2);
+
+    assert!(f.tier.give_up_staging(&ROOT, &op).unwrap());
+    assert!(!f.tier.give_up_staging(&ROOT, &op).unwrap(), "only once");
+    let left = f.tier.staging().unwrap();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].1, op2, "another operation's entry is kept");
+    let key = BlockKey::new(f.tier.shard(), ROOT, rev, 0).to_key();
+    assert_eq!(f.provider.head(&key).unwrap(), None, "{key}");
+    assert_eq!(f.tier.revisions().unwrap()[&rev].state, Lifecycle::Deleted);
+    assert_eq!(f.tier.read_object(&ROOT, &late).unwrap(), None);
+    assert_eq!(
+        &f.tier.read_object(&ROOT, &a).unwrap().unwrap(),
+        &f.local[&a]
+    );
+    assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
+}
+
+#[test]
 fn a_publication_adopting_staged_blocks_retried_after_a_failure_keeps_its_keys() {
     let mut f = fixture(small());
     let m = f.add(100, 310);
