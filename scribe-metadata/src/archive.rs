@@ -77,24 +77,87 @@ fn fenced(detail: impl Into<String>) -> MetadataError {
 }
 
 /// Read and decode `dir/HEAD`.
+///
+/// On Linux the inode a reader opened as `HEAD` becomes `HEAD.tmp` at the
+/// next publication and is overwritten at the one after (`write_head`):
+/// a reader of a live archive that loses that race reads a cursor whose
+/// checksum fails, and reads again. A `HEAD` that fails three times is
+/// reported.
 pub fn read_head(dir: &Path) -> Result<ArchiveHead> {
     let path = dir.join(HEAD_FILE);
-    let bytes = std::fs::read(&path).map_err(|e| MetadataError::io(&path, e))?;
-    ArchiveHead::decode(&bytes).map_err(|e| MetadataError::Recovery {
-        path,
-        offset: 0,
-        source: e,
-    })
+    let mut tries = 0;
+    loop {
+        let bytes = std::fs::read(&path).map_err(|e| MetadataError::io(&path, e))?;
+        match ArchiveHead::decode(&bytes) {
+            Ok(h) => return Ok(h),
+            Err(_) if tries < 2 => tries += 1,
+            Err(e) => {
+                return Err(MetadataError::Recovery {
+                    path,
+                    offset: 0,
+                    source: e,
+                })
+            }
+        }
+    }
 }
 
 pub(crate) fn write_head(dir: &Path, head: &ArchiveHead) -> std::io::Result<()> {
     let tmp = dir.join("HEAD.tmp");
+    #[cfg(target_os = "linux")]
+    if exchange::write_head(&tmp, &dir.join(HEAD_FILE), &head.encode())? {
+        return sync_dir_io(dir);
+    }
     let mut f = File::create(&tmp)?;
     f.write_all(&head.encode())?;
     f.sync_all()?;
     drop(f);
     std::fs::rename(&tmp, dir.join(HEAD_FILE))?;
     sync_dir_io(dir)
+}
+
+/// Linux: `HEAD.tmp` is kept and reused. The new cursor is written over
+/// it in place (it is not `HEAD`: a torn write there is never read),
+/// flushed, and atomically exchanged with `HEAD` (`renameat2`
+/// `RENAME_EXCHANGE`); `HEAD.tmp` then holds the previous cursor, to be
+/// overwritten by the next publication. This is the spec's
+/// written/flushed/renamed order without creating and freeing an inode
+/// per publication (0.75 -> 0.45 ms per cursor on the reference machine,
+/// `docs/performance.md`). Safe because the caller flushes the directory
+/// before the next publication overwrites the old cursor's inode.
+#[cfg(target_os = "linux")]
+mod exchange {
+    use std::fs::OpenOptions;
+    use std::os::unix::fs::FileExt;
+    use std::path::Path;
+
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    use rustix::io::Errno;
+
+    /// `Ok(false)`: exchange is not possible here (no `HEAD` yet, or a
+    /// file system without it); the caller creates and renames instead.
+    pub(super) fn write_head(tmp: &Path, head: &Path, bytes: &[u8]) -> std::io::Result<bool> {
+        let f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(tmp)?;
+        f.write_all_at(bytes, 0)?;
+        if f.metadata()?.len() != bytes.len() as u64 {
+            // A leftover of another length (a crash while it was
+            // created): cut to the cursor, flushed with its metadata.
+            f.set_len(bytes.len() as u64)?;
+            f.sync_all()?;
+        } else {
+            f.sync_data()?;
+        }
+        drop(f);
+        match renameat_with(CWD, tmp, CWD, head, RenameFlags::EXCHANGE) {
+            Ok(()) => Ok(true),
+            Err(Errno::NOENT | Errno::INVAL | Errno::NOSYS | Errno::NOTSUP) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
 }
 
 pub(crate) fn sync_dir_io(dir: &Path) -> std::io::Result<()> {
