@@ -5,8 +5,9 @@
 //!
 //! ```text
 //! cargo xtask compare [--dir DIR] [--seed N] [--scale F]
-//!     [--runs N] [--only W1,W1L,W1S,W2,W3,W4,W5,LOAD,PROXY] [--out FILE] [--no-install] [--keep]
-//!     [--tools git,lfs,svn]   (peers measured beside Scribe; default all) [--cold] [--estimate]
+//!     [--runs N] [--only W1,W1L,W1S,W2,W3,W4,W5,REG,TC,LOAD,PROXY] [--out FILE] [--no-install]
+//!     [--keep] [--tools git,lfs,lfs-file,svn]   (peers beside Scribe; default all)
+//!     [--registry-tree DIR] [--toolchain-tree DIR] [--cold] [--estimate]
 //! ```
 //!
 //! A measurement, never a test: nothing in `cargo test` runs it and nothing
@@ -19,6 +20,7 @@
 
 mod platform;
 mod proxy;
+mod real;
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -46,7 +48,9 @@ const SERVER_BIN: &str = "scribe-server";
 pub const LAUNCH: &str = "--launch";
 
 /// The workloads `--only` selects (`W1` is both `W1L` and `W1S`).
-const WORKLOADS: [&str; 9] = ["W1", "W1L", "W1S", "W2", "W3", "W4", "W5", "LOAD", "PROXY"];
+const WORKLOADS: [&str; 11] = [
+    "W1", "W1L", "W1S", "W2", "W3", "W4", "W5", "REG", "TC", "LOAD", "PROXY",
+];
 
 // ---------------------------------------------------------------- options
 
@@ -93,6 +97,14 @@ pub struct Args {
     /// Include Subversion in W2 (status; committing its tree takes 15-40 minutes)
     #[arg(long)]
     svn_status: bool,
+    /// REG's source: an unpacked cargo registry [default: the first
+    /// directory of ~/.cargo/registry/src]; copied once to DIR/snapshots/reg
+    #[arg(long, value_name = "DIR")]
+    registry_tree: Option<PathBuf>,
+    /// TC's source: a Rust toolchain directory [default: `rustc --print
+    /// sysroot`]; copied once to DIR/snapshots/tc
+    #[arg(long, value_name = "DIR")]
+    toolchain_tree: Option<PathBuf>,
 }
 
 fn parse_scale(v: &str) -> Result<f64, String> {
@@ -131,8 +143,13 @@ fn parse_tools(v: &str) -> Result<Tools, String> {
             "scribe" => continue,
             "git" => Tool::Git,
             "lfs" | "git-lfs" => Tool::Lfs,
+            "lfs-file" | "git-lfs-file" => Tool::LfsFile,
             "svn" | "subversion" => Tool::Svn,
-            other => return Err(format!("unknown tool {other} (scribe, git, lfs, svn)")),
+            other => {
+                return Err(format!(
+                    "unknown tool {other} (scribe, git, lfs, lfs-file, svn)"
+                ))
+            }
         };
         if !tools.contains(&t) {
             tools.push(t);
@@ -153,6 +170,8 @@ pub struct Opts {
     pub install: bool,
     pub keep: bool,
     pub svn_status: bool,
+    pub registry_tree: Option<PathBuf>,
+    pub toolchain_tree: Option<PathBuf>,
     /// `--tools`: the peers measured beside Scribe (default: all three).
     pub tools: Vec<Tool>,
     /// Touch memory before each large timed run (`--cold` turns it off).
@@ -176,6 +195,8 @@ impl Opts {
             install: !a.no_install,
             keep: a.keep,
             svn_status: a.svn_status,
+            registry_tree: a.registry_tree,
+            toolchain_tree: a.toolchain_tree,
             tools: a.tools.map_or_else(|| ALL.to_vec(), |t| t.0),
             warm: !a.cold,
             estimate: a.estimate,
@@ -582,7 +603,11 @@ impl Drop for Daemon {
 pub enum Tool {
     Scribe,
     Git,
+    /// Git LFS pushing to the `rudolfs` server over HTTP.
     Lfs,
+    /// Git LFS at its cheapest: objects pushed to a `file://` remote (Git
+    /// LFS's built-in standalone file transfer; no HTTP server, no wire).
+    LfsFile,
     Svn,
 }
 
@@ -592,12 +617,19 @@ impl Tool {
             Tool::Scribe => "Scribe",
             Tool::Git => "Git",
             Tool::Lfs => "Git LFS",
+            Tool::LfsFile => "Git LFS file",
             Tool::Svn => "Subversion",
         }
     }
+    fn is_lfs(self) -> bool {
+        matches!(self, Tool::Lfs | Tool::LfsFile)
+    }
+    fn is_git(self) -> bool {
+        matches!(self, Tool::Git | Tool::Lfs | Tool::LfsFile)
+    }
 }
 
-pub const ALL: [Tool; 4] = [Tool::Scribe, Tool::Git, Tool::Lfs, Tool::Svn];
+pub const ALL: [Tool; 5] = [Tool::Scribe, Tool::Git, Tool::Lfs, Tool::LfsFile, Tool::Svn];
 
 /// One command's outcome.
 struct Step {
@@ -660,6 +692,8 @@ struct Bench {
     proxy_cost: Vec<proxy::CostRow>,
     /// Memory warmed before timed runs: (bytes touched, seconds), each time.
     warmed: Vec<(u64, f64)>,
+    /// REG / TC: (Scribe's server disk, Git's after `git gc`, files).
+    real_disk: BTreeMap<String, (u64, u64, usize)>,
 }
 
 impl Bench {
@@ -785,10 +819,10 @@ impl Bench {
     /// Git and Git LFS keep their bare repositories side by side on the
     /// one `git daemon`; LFS's carry an `lfs-` prefix.
     fn git_name(t: Tool, name: &str) -> String {
-        if t == Tool::Lfs {
-            format!("lfs-{name}")
-        } else {
-            name.to_string()
+        match t {
+            Tool::Lfs => format!("lfs-{name}"),
+            Tool::LfsFile => format!("lfsfile-{name}"),
+            _ => name.to_string(),
         }
     }
     fn bare(&self, t: Tool, name: &str) -> PathBuf {
@@ -820,6 +854,8 @@ impl Bench {
             Tool::Scribe => du(&self.scribe_data),
             Tool::Git => du(&self.git_root),
             Tool::Lfs => du(&self.git_root) + du(&self.lfs_root),
+            // Its objects are inside the bare repositories (`lfs/objects`).
+            Tool::LfsFile => du(&self.git_root),
             Tool::Svn => du(&self.svn_root),
         }
     }
@@ -834,6 +870,8 @@ impl Bench {
                 let (x, y) = c(&self.lfs_proxy);
                 (a + x, b + y)
             }
+            // Git's own traffic only: the objects are copied on disk.
+            Tool::LfsFile => c(&self.git_proxy),
             Tool::Svn => c(&self.svn_proxy),
         }
     }
@@ -928,7 +966,11 @@ impl Bench {
 fn install_peers(o: &Opts, tools_dir: &Path, notes: &mut Vec<String>) -> Option<PathBuf> {
     let missing_deb: Vec<&str> = [
         ("git", "git", true),
-        ("git-lfs", "git-lfs", o.measures(Tool::Lfs)),
+        (
+            "git-lfs",
+            "git-lfs",
+            o.measures(Tool::Lfs) || o.measures(Tool::LfsFile),
+        ),
         ("svn", "subversion", o.measures(Tool::Svn)),
     ]
     .iter()
@@ -1136,7 +1178,7 @@ impl Bench {
         self.scribe_proxy = Some(Proxy::start(addr).expect("proxy"));
 
         // The peers' servers: only those of the tools measured (`--tools`).
-        if self.o.measures(Tool::Git) || self.o.measures(Tool::Lfs) {
+        if self.o.tools().iter().any(|t| t.is_git()) {
             self.start_git();
         }
         if let Some(rudolfs) = self.rudolfs_bin.clone() {
@@ -1220,7 +1262,7 @@ impl Bench {
                     ],
                 );
             }
-            Tool::Git | Tool::Lfs => {
+            Tool::Git | Tool::Lfs | Tool::LfsFile => {
                 let bare = self.bare(t, name);
                 rm(&bare);
                 self.git(
@@ -1232,14 +1274,17 @@ impl Bench {
                 std::fs::create_dir_all(ws).expect("mkdir");
                 self.git(ws, &["init", "-q", "-b", "main"]);
                 self.git(ws, &["remote", "add", "origin", &self.git_url(t, name)]);
-                if t == Tool::Lfs {
+                if t.is_lfs() {
                     self.git(ws, &["lfs", "install", "--local"]);
                     self.git(ws, &["lfs", "track", "*.bin"]);
-                    std::fs::write(
-                        ws.join(".lfsconfig"),
-                        format!("[lfs]\n\turl = {}\n", self.lfs_url(name)),
-                    )
-                    .expect("lfsconfig");
+                    // LfsFile: the objects go into the bare repository's
+                    // own `lfs/objects` through a `file://` URL.
+                    let url = match t {
+                        Tool::Lfs => self.lfs_url(name),
+                        _ => format!("file://{}", bare.display()),
+                    };
+                    std::fs::write(ws.join(".lfsconfig"), format!("[lfs]\n\turl = {url}\n"))
+                        .expect("lfsconfig");
                 }
             }
             Tool::Svn => {
@@ -1289,7 +1334,7 @@ impl Bench {
                 steps.push(self.scribe(ws, &["add", "."]));
                 steps.push(self.scribe(ws, &["submit", "-m", "import"]));
             }
-            Tool::Git | Tool::Lfs => {
+            Tool::Git | Tool::Lfs | Tool::LfsFile => {
                 steps.push(self.git(ws, &["add", "-A"]));
                 steps.push(self.git(ws, &["commit", "-q", "-m", "import"]));
                 steps.push(self.git(ws, &["push", "-q", "origin", "main"]));
@@ -1316,7 +1361,7 @@ impl Bench {
     fn commit_all(&self, t: Tool, ws: &Path, msg: &str, steps: &mut Vec<Step>) {
         match t {
             Tool::Scribe => steps.push(self.scribe(ws, &["submit", "-m", msg])),
-            Tool::Git | Tool::Lfs => {
+            Tool::Git | Tool::Lfs | Tool::LfsFile => {
                 steps.push(self.git(ws, &["commit", "-q", "-a", "-m", msg]));
                 steps.push(self.git(ws, &["push", "-q", "origin", "main"]));
             }
@@ -1395,7 +1440,7 @@ impl Bench {
                 self.warm_memory(3 * total(files));
                 let s = self.measure(t, |steps| self.import(t, &name, &ws, steps));
                 samples.entry(t).or_default().push(s);
-                if matches!(t, Tool::Git | Tool::Lfs) {
+                if t.is_git() {
                     // The automatic maintenance `git commit` would have
                     // started in the background on default settings (off
                     // while timed, see main): run to completion, untimed,
@@ -1414,7 +1459,7 @@ impl Bench {
                 // repository removal exists), as do rudolfs objects.
                 if run + 1 < runs || !keep_last {
                     match t {
-                        Tool::Git | Tool::Lfs => rm(&self.bare(t, &name)),
+                        Tool::Git | Tool::Lfs | Tool::LfsFile => rm(&self.bare(t, &name)),
                         Tool::Svn => rm(&self.svn_root.join(&name)),
                         Tool::Scribe => {}
                     }
@@ -1493,7 +1538,7 @@ impl Bench {
                     self.run(&w, Path::new("svn"), &["add", "-q", "--force", "."], &[]);
                     self.svn(&w, "bench", &["commit", "-q", "-m", "w2"]);
                 }
-                Tool::Lfs => unreachable!(),
+                Tool::Lfs | Tool::LfsFile => unreachable!(),
             }
             self.notes.push(format!(
                 "W2 setup of {} (add + commit of {} files, not part of W2's figures): {:.1} s",
@@ -1732,7 +1777,7 @@ impl Bench {
                                 steps.push(self.git(&self.root, &["clone", "-q", &url, &wss]));
                             }
                         }
-                        Tool::Lfs => {
+                        Tool::Lfs | Tool::LfsFile => {
                             let url = self.git_url(t, &name);
                             let skip = [("GIT_LFS_SKIP_SMUDGE", "1")];
                             let g = Path::new("git");
@@ -1885,7 +1930,8 @@ impl Bench {
                         ],
                     );
                 }
-                Tool::Git => unreachable!(),
+                // No locking API behind a `file://` remote: not in W5.
+                Tool::Git | Tool::LfsFile => unreachable!(),
             }
             a_ws.insert(t, a);
             b_ws.insert(t, b);
@@ -2099,6 +2145,8 @@ fn estimate(o: &Opts) -> f64 {
     let mut s = 30.0 + g(2 * GIB) * 15.0;
     // Only the tools measured count (`--tools`).
     let w = |t: Tool, secs: f64| if o.measures(t) { secs } else { 0.0 };
+    // Git LFS over HTTP and to a `file://` remote cost about the same.
+    let wl = |secs: f64| w(Tool::Lfs, secs) + w(Tool::LfsFile, secs);
     // Warming memory before a large run: 3 x its bytes at ~0.5 GB/s.
     let warm = |bytes: f64| if o.warm { bytes * 3.0 / 0.5 } else { 0.0 };
     if o.wants("W1") || o.wants("W1L") {
@@ -2113,7 +2161,7 @@ fn estimate(o: &Opts) -> f64 {
                 * (2.0
                     + per_tool
                     + w(Tool::Git, 455.0 + per_tool)
-                    + w(Tool::Lfs, 11.0 + per_tool)
+                    + wl(11.0 + per_tool)
                     + w(Tool::Svn, 11.0 + per_tool));
     }
     if o.wants("W1") || o.wants("W1S") {
@@ -2122,9 +2170,7 @@ fn estimate(o: &Opts) -> f64 {
         // (~12 ms a file), writing 3 each
         s += fixed
             + runs
-                * (o.scale
-                    * (13.0 + w(Tool::Git, 198.0) + w(Tool::Lfs, 93.0) + w(Tool::Svn, 253.0))
-                    + 4.0);
+                * (o.scale * (13.0 + w(Tool::Git, 198.0) + wl(93.0) + w(Tool::Svn, 253.0)) + 4.0);
     }
     if o.wants("W2") {
         // setup per 100,000 files: Scribe 50, Git 20 (Subversion ~ 1 hour, opt-in)
@@ -2138,13 +2184,13 @@ fn estimate(o: &Opts) -> f64 {
         // again unpacking on the server), Git LFS 18, Subversion 20,
         // Scribe 3, applying 4 x 3
         s += fixed
-            + g(GIB) * (24.0 + w(Tool::Git, 90.0) + w(Tool::Lfs, 20.0) + w(Tool::Svn, 40.0))
+            + g(GIB) * (24.0 + w(Tool::Git, 90.0) + wl(20.0) + w(Tool::Svn, 40.0))
             + runs
                 * 3.0
                 * (g(GIB)
                     * (3.0
                         + w(Tool::Git, 90.0)
-                        + w(Tool::Lfs, 18.0)
+                        + wl(18.0)
                         + w(Tool::Svn, 20.0)
                         + o.tools.len() as f64 * (3.0 + warm(1.0)))
                     + 1.0);
@@ -2153,7 +2199,7 @@ fn estimate(o: &Opts) -> f64 {
         let setup = if o.wants("W1") || o.wants("W1L") {
             0.0
         } else {
-            g(2 * GIB) * (6.0 + w(Tool::Git, 459.0) + w(Tool::Lfs, 15.0) + w(Tool::Svn, 15.0))
+            g(2 * GIB) * (6.0 + w(Tool::Git, 459.0) + wl(15.0) + w(Tool::Svn, 15.0))
         };
         // per GiB fresh (12-02): Scribe 10, Git 393 (its clone packs the
         // objects on the server), Git LFS 11, Subversion 15; a view costs
@@ -2162,7 +2208,7 @@ fn estimate(o: &Opts) -> f64 {
             + setup
             + runs
                 * g(2 * GIB)
-                * ((10.0 + w(Tool::Git, 393.0) + w(Tool::Lfs, 11.0) + w(Tool::Svn, 15.0)) * 1.25
+                * ((10.0 + w(Tool::Git, 393.0) + wl(11.0) + w(Tool::Svn, 15.0)) * 1.25
                     + o.tools.len() as f64 * warm(1.25));
     }
     if o.wants("PROXY") {
@@ -2174,6 +2220,15 @@ fn estimate(o: &Opts) -> f64 {
     }
     if o.wants("LOAD") {
         s += ((60.0 * o.scale).round()).max(5.0) + 30.0;
+    }
+    // The real trees (2026-12-04 smoke runs and the issue's figures): per
+    // run REG ~25 s Scribe + ~50 s Git (add, commit, push, gc, clone);
+    // TC ~90 s + ~300 s; copying each snapshot into every workspace.
+    if o.wants("REG") {
+        s += fixed + o.fast_runs() as f64 * o.scale * (25.0 + w(Tool::Git, 50.0));
+    }
+    if o.wants("TC") {
+        s += fixed + o.heavy_runs() as f64 * o.scale * (90.0 + w(Tool::Git, 300.0));
     }
     s
 }
@@ -2476,16 +2531,21 @@ fn verdict(ok: bool) -> &'static str {
 fn targets(b: &Bench, limits: (f64, f64)) -> Vec<String> {
     let mut v = Vec::new();
     let t = |p: &str, tool| row_median(b, p, tool, |s| s.secs);
-    let (s, g, l) = (
+    let (s, g, l, lf) = (
         t("W1 large", Tool::Scribe),
         t("W1 large", Tool::Git),
         t("W1 large", Tool::Lfs),
+        t("W1 large", Tool::LfsFile),
     );
     if s.is_finite() {
         let bytes = total(&tree_large(&b.o)) as f64;
         let rate = bytes / s / 1e6;
         let floor = 0.7 * limits.0.min(limits.1);
-        for (peer, time, want) in [("Git", g, 5.0), ("Git LFS", l, 2.0)] {
+        for (peer, time, want) in [
+            ("Git", g, 5.0),
+            ("Git LFS (HTTP, rudolfs)", l, 2.0),
+            ("Git LFS (file:// remote, issue 19)", lf, 3.0),
+        ] {
             v.push(if time.is_finite() {
                 format!(
                     "W1 large, Scribe ≥ {want}x faster than {peer}: {:.1}x, {}",
@@ -2517,6 +2577,77 @@ fn targets(b: &Bench, limits: (f64, f64)) -> Vec<String> {
             secs(g),
             verdict(s <= g)
         ));
+    }
+    // REG / TC (issue 19).
+    for (key, (disk_s, disk_g, files)) in &b.real_disk {
+        let m = |what: &str, tool: Tool| {
+            b.rows
+                .iter()
+                .find(|r| {
+                    r.workload.starts_with(key.as_str())
+                        && r.workload.ends_with(&format!("): {what}"))
+                        && r.tool == tool
+                        && !r.samples.is_empty()
+                })
+                .map(|r| median(&r.samples.iter().map(|x| x.secs).collect::<Vec<_>>()))
+                .unwrap_or(f64::NAN)
+        };
+        let (si, gi) = (m("import", Tool::Scribe), m("import", Tool::Git));
+        v.push(format!(
+            "{key} import, at least 10,000 files/s end to end: {:.0} files/s, {}",
+            *files as f64 / si,
+            verdict(*files as f64 / si >= 10_000.0)
+        ));
+        v.push(format!(
+            "{key} import, at least 3x Git's add + commit: {} vs {} = {:.2}x, {}",
+            secs(si),
+            secs(gi),
+            gi / si,
+            verdict(gi / si >= 3.0)
+        ));
+        let (sf, gf) = (
+            m("fresh workspace", Tool::Scribe),
+            m("fresh workspace", Tool::Git),
+        );
+        v.push(format!(
+            "{key} fresh workspace, at least 1.2x faster than git clone: {} vs {} = {:.2}x, {}",
+            secs(sf),
+            secs(gf),
+            gf / sf,
+            verdict(gf / sf >= 1.2)
+        ));
+        for what in [
+            "status clean",
+            "status, 10 files touched (first)",
+            "status, 10 files edited",
+        ] {
+            let (ss, gs) = (m(what, Tool::Scribe), m(what, Tool::Git));
+            v.push(format!(
+                "{key} {what}, no slower than git status: {} vs {}, {}",
+                secs(ss),
+                secs(gs),
+                verdict(ss <= gs)
+            ));
+        }
+        let (ss, gs) = (
+            m("submit of the 10 edits", Tool::Scribe),
+            m("submit of the 10 edits", Tool::Git),
+        );
+        v.push(format!(
+            "{key} submit of 10 small edits, no slower than git commit + push: {} vs {}, {}",
+            secs(ss),
+            secs(gs),
+            verdict(ss <= gs)
+        ));
+        if *disk_g > 0 {
+            v.push(format!(
+                "{key} server disk, at most 2x Git's gc'd repository: {} vs {} = {:.2}x, {}",
+                human(*disk_s),
+                human(*disk_g),
+                *disk_s as f64 / *disk_g as f64,
+                verdict(*disk_s <= 2 * *disk_g)
+            ));
+        }
     }
     for case in ["overwritten", "inserted"] {
         let find = |tool| {
@@ -2650,6 +2781,7 @@ pub fn run(args: Args, given: Vec<String>) {
         w1_large: BTreeMap::new(),
         proxy_cost: Vec::new(),
         warmed: Vec::new(),
+        real_disk: BTreeMap::new(),
     };
     std::fs::create_dir_all(&b.logs).expect("logs");
     std::fs::create_dir_all(&b.work).expect("work");
@@ -2738,6 +2870,14 @@ pub fn run(args: Args, given: Vec<String>) {
     phase(&mut b, "W3", &|b| b.w3());
     phase(&mut b, "W4", &|b| b.w4(&tree_large(&b.o)));
     phase(&mut b, "W5", &|b| b.w5());
+    phase(&mut b, "REG", &|b| {
+        let src = b.o.registry_tree.clone();
+        b.real_tree("REG", "cargo registry sources", src)
+    });
+    phase(&mut b, "TC", &|b| {
+        let src = b.o.toolchain_tree.clone();
+        b.real_tree("TC", "Rust toolchain", src)
+    });
     let mut load = String::new();
     if b.o.wants("LOAD") {
         let t = Instant::now();
@@ -2810,6 +2950,8 @@ mod tests {
             install: true,
             keep: false,
             svn_status: false,
+            registry_tree: None,
+            toolchain_tree: None,
             tools: ALL.to_vec(),
             warm,
             estimate: false,
