@@ -43,6 +43,10 @@ pub enum AdminError {
     /// A `SCRIBE_FORMAT` file that cannot be read or parsed.
     #[error("{}: {reason}", path.display())]
     Descriptor { path: PathBuf, reason: String },
+    /// The data root is bound to an auth service (`auth-init`) whose files
+    /// cannot be used.
+    #[error("the data root's auth binding: {0}")]
+    Team(String),
 }
 
 /// What a command found, per repository.
@@ -1091,7 +1095,26 @@ pub fn pins_abandon(
 /// repository named. A lock left by a deleted or abandoned workspace is
 /// otherwise unbreakable. One note per released lock names its holder; a
 /// path without a lock is a problem (exit 1), the others are released.
-pub fn lock_release(dir: &Path, repo: &str, paths: &[String]) -> Result<Report, AdminError> {
+///
+/// On a data root bound to an auth service (`auth-init`), each release is
+/// first recorded in the service's audit trail as `lock-force-release`
+/// (the server's own credential, user id all zeros: the host's
+/// administrator, with the word `offline`), as `scribe unlock --force`
+/// is: no row, no release. `unaudited` releases without the row when the
+/// service cannot be reached (each such release says so).
+pub fn lock_release(
+    dir: &Path,
+    repo: &str,
+    paths: &[String],
+    unaudited: bool,
+) -> Result<Report, AdminError> {
+    let audit = if crate::team::requires_auth(dir).map_err(|e| AdminError::Team(e.to_string()))? {
+        let files =
+            crate::team::AuthFiles::load(dir).map_err(|e| AdminError::Team(e.to_string()))?;
+        Some(files.client())
+    } else {
+        None
+    };
     let (root, _reg) = open_with_stores(dir)?;
     let mut report = Report::default();
     for info in select(&root, Some(repo))? {
@@ -1115,14 +1138,47 @@ pub fn lock_release(dir: &Path, repo: &str, paths: &[String]) -> Result<Report, 
                 continue;
             }
             for l in held {
+                let mut unrecorded = None;
+                if let Some(client) = &audit {
+                    let recorded = client.as_ref().map_err(|e| e.to_string()).and_then(|c| {
+                        c.rows(
+                            "server-audit",
+                            vec![
+                                "0".repeat(32),
+                                "lock-force-release".into(),
+                                info.name.clone(),
+                                "offline".into(),
+                                format!("workspace:{}", l.record.workspace.to_hex()),
+                                l.path.clone(),
+                            ],
+                        )
+                        .map_err(|f| format!("{} ({})", f.message, f.code))
+                    });
+                    if let Err(e) = recorded {
+                        if !unaudited {
+                            report.problems.push(format!(
+                                "{}: the lock on {} was NOT released: the auth service did not record it ({e}); \
+                                 `--unaudited` releases it without an audit row",
+                                info.name, l.path
+                            ));
+                            continue;
+                        }
+                        unrecorded = Some(e);
+                    }
+                }
                 r.unlock(std::slice::from_ref(&l.path), l.record.workspace)
                     .map_err(meta_err(&info))?;
                 report.notes.push(format!(
-                    "{}: released the lock on {} held by {} (workspace {})",
+                    "{}: released the lock on {} held by {} (workspace {}){}",
                     info.name,
                     l.path,
                     l.record.author,
-                    l.record.workspace.to_hex()
+                    l.record.workspace.to_hex(),
+                    match (&audit, unrecorded) {
+                        (None, _) => String::new(),
+                        (Some(_), None) => ", recorded in the auth service's audit trail".into(),
+                        (Some(_), Some(e)) => format!(", WITHOUT an audit row (--unaudited; {e})"),
+                    }
                 ));
             }
         }

@@ -436,6 +436,10 @@ enum LockCommand {
         /// Repository paths (`/` separators)
         #[arg(required = true)]
         paths: Vec<String>,
+        /// On a data root bound to an auth service: release even when the
+        /// service cannot record the release in its audit trail
+        #[arg(long)]
+        unaudited: bool,
     },
 }
 
@@ -740,10 +744,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             ))
         }
         Command::Lock {
-            command: LockCommand::Release { data, repo, paths },
+            command:
+                LockCommand::Release {
+                    data,
+                    repo,
+                    paths,
+                    unaudited,
+                },
         } => Ok(print_report(
             "lock release",
-            &admin::lock_release(&data, &repo, &paths)?,
+            &admin::lock_release(&data, &repo, &paths, unaudited)?,
         )),
         Command::Migrate { data, inspect } => migrate(&data.data, inspect),
         Command::Archive {

@@ -46,7 +46,8 @@ struct Team {
     auth_url: String,
     ca_file: PathBuf,
     url: String,
-    _server: ServerHandle,
+    /// `None` once a test stopped it (offline administration).
+    server: Option<ServerHandle>,
 }
 
 fn team() -> Team {
@@ -159,7 +160,7 @@ fn team_with(users: &[(&str, Option<Role>)]) -> Team {
         auth_url,
         ca_file,
         url,
-        _server: server,
+        server: Some(server),
     }
 }
 
@@ -362,4 +363,102 @@ fn a_maintainer_breaks_another_users_lock_and_the_audit_trail_says_so() {
     assert!(out.contains("depot demo workspace:"), "{out}");
     assert!(out.contains("hero.psd"), "{out}");
     assert_eq!(out.matches("lock-force-release").count(), 1, "{out}");
+}
+
+/// #18 item 1, offline, on a team data root: `scribe-server lock release`
+/// records each release in the auth service's audit trail first, as
+/// `unlock --force` does (no row, no release); with the service out of
+/// reach it releases nothing unless `--unaudited`, and says so.
+#[test]
+fn an_offline_lock_release_on_a_team_data_root_is_audited_or_refused() {
+    let mut t = team_with(&[("alice", Some(Role::Writer))]);
+    let home = t.tmp.path().to_owned();
+    login(&t, "alice");
+    let (code, _, err) = scribe(
+        &t,
+        "alice",
+        &home,
+        &[
+            "workspace",
+            "create",
+            "ws-alice",
+            "--server",
+            &t.url,
+            "--repo",
+            "demo",
+        ],
+        "",
+    );
+    assert_eq!(code, 0, "{err}");
+    let a = home.join("ws-alice");
+    std::fs::write(a.join("a.psd"), b"a").unwrap();
+    std::fs::write(a.join("b.psd"), b"b").unwrap();
+    for args in [
+        &["add", "a.psd", "b.psd"][..],
+        &["submit", "-m", "v1"],
+        &["lock", "a.psd", "b.psd"],
+    ] {
+        let (code, _, err) = scribe(&t, "alice", &a, args, "");
+        assert_eq!(code, 0, "{err}");
+    }
+    // Offline: the server stops.
+    drop(t.server.take());
+    let data = home.join("data");
+    let release = |path: &str, unaudited: bool| {
+        scribe_server::admin::lock_release(&data, "demo", &[path.to_owned()], unaudited).unwrap()
+    };
+
+    // The auth service out of reach (the binding points at a closed port).
+    let service = data.join(team::AUTH_DIR).join(team::SERVICE_FILE);
+    let bound = std::fs::read_to_string(&service).unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let moved: String = bound
+        .lines()
+        .map(|l| {
+            if l.starts_with("auth=") {
+                format!("auth=localhost:{port}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    assert_ne!(moved, bound);
+    std::fs::write(&service, moved).unwrap();
+    let r = release("a.psd", false);
+    assert_eq!(r.problems.len(), 1, "{r:?}");
+    assert!(r.problems[0].contains("NOT released"), "{r:?}");
+    assert!(r.problems[0].contains("--unaudited"), "{r:?}");
+    assert!(r.notes.is_empty(), "{r:?}");
+    // Still held: the forced one releases it, and says it is unaudited.
+    let r = release("a.psd", true);
+    assert!(r.is_clean(), "{r:?}");
+    assert!(r.notes[0].contains("WITHOUT an audit row"), "{r:?}");
+
+    // The service back: recorded, then released.
+    std::fs::write(&service, &bound).unwrap();
+    let r = release("b.psd", false);
+    assert!(r.is_clean(), "{r:?}");
+    assert!(r.notes[0].contains("held by alice"), "{r:?}");
+    assert!(
+        r.notes[0].contains("recorded in the auth service's audit trail"),
+        "{r:?}"
+    );
+    let r = release("b.psd", false);
+    assert!(r.problems[0].contains("not locked"), "{r:?}");
+
+    login_as(&t, "admin", true);
+    let (code, out, err) = scribe(
+        &t,
+        "admin",
+        &home,
+        &["admin", "audit", "--command", "lock-force-release"],
+        "",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("lock-force-release").count(), 1, "{out}");
+    assert!(out.contains("depot demo offline workspace:"), "{out}");
+    assert!(out.contains("b.psd"), "{out}");
+    assert!(!out.contains("a.psd"), "{out}");
 }
