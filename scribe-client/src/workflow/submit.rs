@@ -159,17 +159,28 @@ pub fn submit(o: &Opened, remote: &ServerLink, a: SubmitArgs) -> Result<Submitte
             }
         }
     }
-    // Collisions among the paths that would be live.
-    let baselines: HashMap<String, _> = read.baselines()?.into_iter().collect();
+    // The base of each opened path: its own baseline row (a submit of a
+    // few files in a large workspace reads those rows, not every one).
+    let mut baselines: HashMap<String, scribe_workspace::records::BaselineRecord> = HashMap::new();
+    for (p, _) in &opened {
+        if let Some(b) = read.baseline(p)? {
+            baselines.insert(p.clone(), b);
+        }
+    }
+    // Collisions among the paths that would be live: only an add can
+    // collide (edits, deletes and keeps name tracked paths), so every
+    // tracked path's key is computed only when something is added.
     let mut keys: HashMap<Vec<u8>, String> = HashMap::new();
     let deleted: HashSet<&str> = opened
         .iter()
         .filter(|(_, r)| r.action == OpenedAction::Delete)
         .map(|(p, _)| p.as_str())
         .collect();
-    for p in baselines.keys() {
-        if !deleted.contains(p.as_str()) {
-            keys.insert(scribe_format::path::collision_key(p), p.clone());
+    if opened.iter().any(|(_, r)| r.action == OpenedAction::Add) {
+        for (p, _) in read.baselines()? {
+            if !deleted.contains(p.as_str()) {
+                keys.insert(scribe_format::path::collision_key(&p), p);
+            }
         }
     }
     let mut collisions = Vec::new();
