@@ -157,7 +157,12 @@ fn table_report(out: &mut String, path: &Path, file_len: u64) -> Result<()> {
 pub fn report(dir: &Path) -> Result<String> {
     let mut out = String::new();
     let total = disk_bytes(dir);
-    let _ = writeln!(out, "data root {}: {} ({total} bytes)", dir.display(), human(total));
+    let _ = writeln!(
+        out,
+        "data root {}: {} ({total} bytes)",
+        dir.display(),
+        human(total)
+    );
     let mut files = Vec::new();
     regular_files(dir, &mut files);
     files.sort();

@@ -70,7 +70,10 @@ fn a_streamed_import_costs_at_most_1200_bytes_of_metadata_per_file() {
         describe(&tables)
     );
     let Env {
-        root, repo, dir: tmp, ..
+        root,
+        repo,
+        dir: tmp,
+        ..
     } = env;
     let rows = journal::dump_rows(repo.database()).unwrap();
     drop(repo);
@@ -79,7 +82,11 @@ fn a_streamed_import_costs_at_most_1200_bytes_of_metadata_per_file() {
     let id = root.list_repositories().unwrap()[0].id;
     let repo = root.open_repository(id).unwrap();
     let after = file_len(&repo_dir);
-    eprintln!("reopened: file {} B/file (was {})", after / FILES, before / FILES);
+    eprintln!(
+        "reopened: file {} B/file (was {})",
+        after / FILES,
+        before / FILES
+    );
     assert!(
         after / FILES <= 1200,
         "metadata.redb is {after} bytes, {} per file (before reopening {before})",
@@ -130,7 +137,10 @@ fn archived_outbox_rows_are_pruned_and_the_archive_still_rebuilds_the_database()
     // consolidation accept the advanced floor.
     let c = commit(&env, vec![add(&env, "after/prune.txt", 9)]);
     let Env {
-        root, repo, dir: tmp, ..
+        root,
+        repo,
+        dir: tmp,
+        ..
     } = env;
     drop(repo);
     drop(root);
