@@ -192,8 +192,41 @@ pub fn begin_archived(
 ) -> Result<WriteTx> {
     archive.check_writable()?;
     let mut tx = begin(db)?;
+    prune_archived(&tx.inner, archive.head().end)?;
     tx.archive = Some(archive.clone());
     Ok(tx)
+}
+
+/// Outbox rows already carried by the archive that the next archived
+/// write transaction deletes once there are this many (issue 19).
+pub const PRUNE_ARCHIVED_RECORDS: u64 = 4_096;
+
+/// Delete the outbox rows `floor + 1 ..= archived` and advance the floor
+/// to `archived` (a published `HEAD.end`, so a committed boundary), in the
+/// caller's transaction, once at least [`PRUNE_ARCHIVED_RECORDS`] are
+/// covered. Not journaled, like consolidation's deletions: the archive
+/// holds every one of these records durably, and the outbox is only the
+/// buffer that survives a crash before publication (startup drains what
+/// lies beyond `HEAD`, which this never touches). Without it every row an
+/// import writes stayed in `metadata.redb` twice until an offline
+/// `consolidate` (docs/metadata.md, "Outbox pruning").
+fn prune_archived(tx: &WriteTransaction, archived: u64) -> Result<u64> {
+    let mut pos = tx.open_table(POSITION)?;
+    let floor = pos.get(POS_FLOOR)?.map(|g| g.value()).unwrap_or(0);
+    let end = pos.get(POS_END)?.map(|g| g.value()).unwrap_or(0);
+    // HEAD never passes the end; a HEAD beyond it is left to the opening
+    // checks, which refuse it.
+    if archived > end || archived < floor + PRUNE_ARCHIVED_RECORDS {
+        return Ok(0);
+    }
+    let mut records = tx.open_table(RECORDS)?;
+    let mut removed = 0;
+    records.retain_in(floor + 1..=archived, |_, _| {
+        removed += 1;
+        false
+    })?;
+    pos.insert(POS_FLOOR, archived)?;
+    Ok(removed)
 }
 
 impl WriteTx {

@@ -13,6 +13,7 @@
 //! | [`locks`], [`workspaces`] | repository locks and the workspace registry |
 //! | [`read`] | stat, list, delta, history, log, describe at a pinned change |
 //! | [`doctor`] | read-only verification |
+//! | [`footprint`] | disk use of a data root: bytes per file, redb storage per table |
 //! | `manifest_check` | manifests a change names, held to section 4.1 and their entries |
 //! | [`pins`] | upload pins and their cleanup after a final outcome |
 //! | [`objects`] | the object-store hooks (presence, commit envelopes) |
@@ -36,6 +37,7 @@ pub mod database_descriptor;
 pub mod doctor;
 pub mod error;
 pub mod export;
+pub mod footprint;
 pub mod journal;
 pub mod locks;
 mod manifest_check;

@@ -472,6 +472,7 @@ impl Repository {
             wtx.open_table(tables::SUBMIT_STAGE)?;
             wtx.open_table(tables::META)?.remove(meta::PENDING_SUBMIT)?;
             wtx.commit()?;
+            crate::repo::mark_compaction_wanted(&self.dir);
             return Ok(());
         }
         loop {

@@ -393,6 +393,20 @@ enum Command {
         #[arg(long, value_name = "N", requires = "from_checkpoint")]
         checkpoint: Option<u64>,
     },
+    /// Inspection for developers (read-only, offline)
+    Debug {
+        #[command(subcommand)]
+        command: DebugCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum DebugCommand {
+    /// Disk use of the data root: bytes per directory, and for every redb
+    /// file the rows, stored, metadata and fragmented bytes of each table
+    ///
+    /// Opens the databases read-only; run while the server is stopped.
+    TableSizes(DataArg),
 }
 
 #[derive(Subcommand)]
@@ -772,6 +786,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             "reclaim",
             &admin::reclaim(&a.data, a.repo.as_deref(), &pause_at)?,
         )),
+        Command::Debug {
+            command: DebugCommand::TableSizes(d),
+        } => {
+            print!("{}", scribe_metadata::footprint::report(&d.data)?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Consolidate(a) => Ok(print_report(
             "consolidate",
             &admin::consolidate(&a.data, a.repo.as_deref())?,

@@ -7,6 +7,7 @@ mod combine;
 mod consolidate;
 mod crash;
 mod doctor;
+mod footprint;
 mod journal;
 mod migration;
 mod model;

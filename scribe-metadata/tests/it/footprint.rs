@@ -1,0 +1,155 @@
+//! Issue 19: what an import costs in `metadata.redb`, measured by redb's
+//! table statistics (sizes, never times).
+
+use scribe_format::changeset::Entry;
+use scribe_metadata::footprint::{self, TableSize};
+use scribe_metadata::{archive, journal};
+
+use super::support::*;
+
+/// Files of the generated import: paths shaped like a source tree
+/// (about 50 bytes, the registry and toolchain trees average 44 and 64).
+const FILES: u64 = 2_000;
+
+fn path_of(i: u64) -> String {
+    format!(
+        "library/crate-{:02}/src/module_{:02}/file_{i:05}.rs",
+        i % 37,
+        (i / 37) % 23
+    )
+}
+
+fn import(env: &Env) {
+    let mut entries: Vec<Entry> = (0..FILES).map(|i| add(env, &path_of(i), 40 + i)).collect();
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    commit(env, entries);
+}
+
+fn sum(tables: &[TableSize]) -> u64 {
+    tables.iter().map(TableSize::total).sum()
+}
+
+fn describe(tables: &[TableSize]) -> String {
+    tables
+        .iter()
+        .filter(|t| t.total() > 0)
+        .map(|t| format!("{} rows={} total={}", t.name, t.rows, t.total()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn file_len(dir: &std::path::Path) -> u64 {
+    std::fs::metadata(dir.join("metadata.redb")).unwrap().len()
+}
+
+/// Bytes per file of one streamed 2,000-file import (paths of about 50
+/// bytes): every table together at most 1,200 (the outbox no longer keeps
+/// a second copy of every row: it held 2,100 before), and once the
+/// repository is opened again (which compacts a file that is at least a
+/// quarter free) the whole `metadata.redb` at most 1,200. Issue 19's
+/// 1 KiB is out of reach by the specified rows alone (docs/metadata.md,
+/// "Footprint"): snapshot pages, history, change_paths and witnesses
+/// store about 1,000 bytes per such file before any redb overhead.
+#[test]
+fn a_streamed_import_costs_at_most_1200_bytes_of_metadata_per_file() {
+    let env = env();
+    import(&env);
+    assert_doctor_clean(&env.repo);
+    let tables = footprint::table_sizes(env.repo.database()).unwrap();
+    let per_file = sum(&tables) / FILES;
+    let repo_dir = env.repo.dir().to_owned();
+    let before = file_len(&repo_dir);
+    eprintln!(
+        "tables {per_file} B/file, file {} B/file\n{}",
+        before / FILES,
+        describe(&tables)
+    );
+    assert!(
+        per_file <= 1200,
+        "tables hold {per_file} bytes per file:\n{}",
+        describe(&tables)
+    );
+    let Env {
+        root,
+        repo,
+        dir: tmp,
+        ..
+    } = env;
+    let rows = journal::dump_rows(repo.database()).unwrap();
+    drop(repo);
+    drop(root);
+    let root = reopen(&tmp.path().join("data"));
+    let id = root.list_repositories().unwrap()[0].id;
+    let repo = root.open_repository(id).unwrap();
+    let after = file_len(&repo_dir);
+    eprintln!(
+        "reopened: file {} B/file (was {})",
+        after / FILES,
+        before / FILES
+    );
+    assert!(
+        after / FILES <= 1200,
+        "metadata.redb is {after} bytes, {} per file (before reopening {before})",
+        after / FILES
+    );
+    // Compaction changed no row; the repository serves on.
+    assert_eq!(journal::dump_rows(repo.database()).unwrap(), rows);
+    assert_doctor_clean(&repo);
+    repo.add_change_note(1, "ada", "after compaction").unwrap();
+}
+
+fn outbox(env: &Env) -> (u64, u64, u64) {
+    use redb::{ReadableDatabase, ReadableTableMetadata};
+    let tx = env.repo.database().begin_read().unwrap();
+    let p = journal::check_profile(&tx, std::path::Path::new("m")).unwrap();
+    let rows = tx.open_table(journal::RECORDS).unwrap().len().unwrap();
+    (p.floor, p.end, rows)
+}
+
+/// The outbox rows the archive already holds are deleted by the next
+/// archived write once 4,096 accumulate (floor advanced to the archived
+/// end); the archive alone still rebuilds the database row for row, the
+/// repository reopens, and consolidation still works.
+#[test]
+fn archived_outbox_rows_are_pruned_and_the_archive_still_rebuilds_the_database() {
+    let env = env();
+    import(&env);
+    let (floor, end, rows) = outbox(&env);
+    assert!(end > 4 * journal::PRUNE_ARCHIVED_RECORDS, "end {end}");
+    assert!(floor > 0, "nothing pruned: floor {floor}, end {end}");
+    assert_eq!(rows, end - floor, "the outbox holds exactly floor+1..=end");
+    assert!(
+        rows < end / 2,
+        "the outbox still holds {rows} of {end} records"
+    );
+    // The floor is a published boundary: HEAD covers it.
+    let dir = env.repo.dir().join("metadata.recovery");
+    assert!(archive::read_head(&dir).unwrap().end >= floor);
+    archive::verify(&dir).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("metadata.redb");
+    archive::recover(&dir, &target).unwrap();
+    assert_eq!(
+        journal::dump_rows(&redb::Database::open(&target).unwrap()).unwrap(),
+        journal::dump_rows(env.repo.database()).unwrap()
+    );
+    // Writes go on; reopening (which drains the outbox beyond HEAD) and
+    // consolidation accept the advanced floor.
+    let c = commit(&env, vec![add(&env, "after/prune.txt", 9)]);
+    let Env {
+        root,
+        repo,
+        dir: tmp,
+        ..
+    } = env;
+    drop(repo);
+    drop(root);
+    let root = reopen(&tmp.path().join("data"));
+    let id = root.list_repositories().unwrap()[0].id;
+    let repo = root.open_repository(id).unwrap();
+    assert_eq!(repo.head().unwrap(), c);
+    assert_doctor_clean(&repo);
+    let done = scribe_metadata::consolidate::consolidate(repo.archive()).unwrap();
+    assert!(done.wrote_base);
+    archive::verify(&dir).unwrap();
+}
