@@ -197,8 +197,16 @@ fn write_target(
 ) -> std::result::Result<Written, String> {
     let exec = target.mode == 1;
     let io = |what: &str, e: std::io::Error| format!("{what} {}: {e}", tmp.display());
-    let mut file =
-        crate::platform::create_target_file(tmp, exec, readonly).map_err(|e| io("creating", e))?;
+    // A temporary of the same name is a leftover of this process (the
+    // name holds the pid): an earlier failed batch. It is never placed.
+    let created = match crate::platform::create_target_file(tmp, exec, readonly) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let _ = std::fs::remove_file(tmp);
+            crate::platform::create_target_file(tmp, exec, readonly)
+        }
+        other => other,
+    };
+    let mut file = created.map_err(|e| io("creating", e))?;
     materializer.write_to(path, target, &mut file)?;
     let meta = crate::platform::settle_target_mode(&file, exec, readonly)
         .map_err(|e| io("reading the mode of", e))?;
@@ -598,21 +606,27 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
             })
             .collect();
         let mut ready: std::collections::HashMap<usize, Written> = std::collections::HashMap::new();
+        let mut failed = None;
         for (i, result) in written {
             match result {
                 Ok(w) => {
                     ready.insert(i, w);
                 }
                 Err(detail) => {
-                    for w in ready.values() {
-                        let _ = std::fs::remove_file(&w.tmp);
-                    }
-                    return Err(WorkspaceError::Materialize {
-                        path: batch[i].0.clone(),
-                        detail,
-                    });
+                    failed.get_or_insert((i, detail));
                 }
             }
+        }
+        if let Some((i, detail)) = failed {
+            // Every temporary of the batch goes, not only those written
+            // before the one that failed.
+            for w in ready.values() {
+                let _ = std::fs::remove_file(&w.tmp);
+            }
+            return Err(WorkspaceError::Materialize {
+                path: batch[i].0.clone(),
+                detail,
+            });
         }
         // Every small file's data (its mode came with its creation) reaches
         // the disk before any of them is renamed into place: one flush of
