@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -264,11 +263,10 @@ impl ServerLink {
         Ok(())
     }
 
-    /// Write the bytes of `target` to `dest`, verified, not flushed.
-    fn write_file(&self, target: &BaselineRecord, dest: &Path) -> Result<()> {
+    /// Write the bytes of `target` into `file`, verified, not flushed.
+    fn write_file(&self, target: &BaselineRecord, file: &mut std::fs::File) -> Result<()> {
         let bytes = self.manifest(ObjectId::manifest(target.manifest))?;
         let m = ManifestRef::decode(&bytes)?;
-        let file = std::fs::File::create(dest)?;
         let mut w = HashingWriter {
             out: std::io::BufWriter::with_capacity(1 << 20, file),
             hasher: blake3::Hasher::new(),
@@ -377,19 +375,13 @@ impl<W: Write> Write for HashingWriter<W> {
 }
 
 impl Materializer for ServerLink {
-    fn materialize(&self, _path: &str, target: &BaselineRecord, dest: &Path) -> Result<(), String> {
-        self.write_file(target, dest).map_err(|e| e.to_string())?;
-        scribe_workspace::platform::flush_file(dest)
-            .map_err(|e| format!("flushing {}: {e}", dest.display()))
-    }
-
-    fn write_unflushed(
+    fn write_to(
         &self,
         _path: &str,
         target: &BaselineRecord,
-        dest: &Path,
+        out: &mut std::fs::File,
     ) -> Result<(), String> {
-        self.write_file(target, dest).map_err(|e| e.to_string())
+        self.write_file(target, out).map_err(|e| e.to_string())
     }
 
     fn prefetch(&self, targets: &[BaselineRecord]) -> Result<(), String> {

@@ -837,13 +837,13 @@ mod tests {
             assert_eq!(load(&ws).unwrap().1, CacheUse::Hit);
             struct V1;
             impl crate::sync::Materializer for V1 {
-                fn materialize(
+                fn write_to(
                     &self,
                     _p: &str,
                     _t: &BaselineRecord,
-                    dest: &Path,
+                    out: &mut std::fs::File,
                 ) -> std::result::Result<(), String> {
-                    fs::write(dest, b"v1").map_err(|e| e.to_string())
+                    std::io::Write::write_all(out, b"v1").map_err(|e| e.to_string())
                 }
             }
             open::revert(&ws, &["f".into()], &V1).unwrap();

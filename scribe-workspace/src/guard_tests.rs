@@ -6,7 +6,6 @@
 //! are untouched and the refusal names the path.
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use scribe_format::{ErrorCode, FileContentId, ManifestId};
 
@@ -20,14 +19,14 @@ use crate::sync::{self, DeferReason, Materializer};
 struct Memory(HashMap<FileContentId, Vec<u8>>);
 
 impl Materializer for Memory {
-    fn materialize(
+    fn write_to(
         &self,
         _path: &str,
         t: &BaselineRecord,
-        dest: &Path,
+        out: &mut std::fs::File,
     ) -> std::result::Result<(), String> {
         let bytes = self.0.get(&t.content).ok_or("unknown content")?;
-        std::fs::write(dest, bytes).map_err(|e| e.to_string())
+        std::io::Write::write_all(out, bytes).map_err(|e| e.to_string())
     }
 }
 

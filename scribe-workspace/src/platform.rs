@@ -88,6 +88,96 @@ pub fn set_file_mode(
     std::fs::set_permissions(path, perms)
 }
 
+/// Create the new file `path` for a synced target with its final mode
+/// from the start (issue 19: no `chmod` per file). Unix: created `0o777`
+/// when executable, else `0o666`, less every write bit in a read-only
+/// workspace; the umask applies as for any new file (a file created
+/// without write permission can still be written through this handle).
+/// Elsewhere: an ordinary new file ([`finish_target_mode`] then makes it
+/// read-only, after its flush).
+pub fn create_target_file(
+    path: &std::path::Path,
+    executable: bool,
+    readonly: bool,
+) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut mode = if executable { 0o777 } else { 0o666 };
+        if readonly {
+            mode &= !0o222;
+        }
+        options.mode(mode);
+    }
+    #[cfg(not(unix))]
+    let _ = (executable, readonly);
+    options.open(path)
+}
+
+/// The metadata of a target file written through [`create_target_file`]
+/// (one `fstat`), after correcting its mode by handle in the rare case
+/// the umask took what [`set_file_mode`] would give: the executable bits
+/// of an executable file, or the owner's write bit of a writable one.
+/// Unix only; elsewhere the metadata as it is.
+pub fn settle_target_mode(
+    file: &std::fs::File,
+    executable: bool,
+    readonly: bool,
+) -> std::io::Result<Metadata> {
+    let meta = file.metadata()?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o777;
+        let mut want = mode;
+        if executable && want & 0o111 == 0 {
+            want |= 0o111;
+        }
+        if !readonly {
+            want |= 0o200;
+        }
+        if want != mode {
+            file.set_permissions(std::fs::Permissions::from_mode(want))?;
+            return file.metadata();
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (executable, readonly);
+    Ok(meta)
+}
+
+/// Where the platform cannot create a file with its final mode (Windows,
+/// whose read-only bit forbids the flush): give it that mode after the
+/// flush. A no-op on Unix.
+pub fn finish_target_mode(
+    path: &std::path::Path,
+    executable: bool,
+    readonly: bool,
+) -> std::io::Result<()> {
+    if cfg!(unix) || !readonly {
+        return Ok(());
+    }
+    set_file_mode(path, executable, readonly)
+}
+
+/// Flush everything written to the file system that holds `fd` (Linux
+/// `syncfs(2)`: every file's data and metadata and every directory entry
+/// of that file system, then the device's cache), and report any write
+/// error since the last one. `None` where the platform has no such call
+/// (the caller flushes file by file).
+#[cfg(target_os = "linux")]
+pub fn sync_file_system(fd: &std::fs::File) -> Option<std::io::Result<()>> {
+    Some(rustix::fs::syncfs(fd).map_err(std::io::Error::from))
+}
+
+/// See the Linux version: no whole-file-system flush here.
+#[cfg(not(target_os = "linux"))]
+pub fn sync_file_system(_fd: &std::fs::File) -> Option<std::io::Result<()>> {
+    None
+}
+
 /// Make a file writable again (an `edit` in a read-only workspace).
 pub fn make_writable(path: &std::path::Path) -> std::io::Result<()> {
     let meta = std::fs::metadata(path)?;

@@ -194,13 +194,13 @@ mod tests {
 
     struct Memory(HashMap<FileContentId, Vec<u8>>);
     impl Materializer for Memory {
-        fn materialize(
+        fn write_to(
             &self,
             _p: &str,
             t: &BaselineRecord,
-            dest: &Path,
+            out: &mut std::fs::File,
         ) -> std::result::Result<(), String> {
-            std::fs::write(dest, self.0.get(&t.content).ok_or("unknown")?)
+            std::io::Write::write_all(out, self.0.get(&t.content).ok_or("unknown")?)
                 .map_err(|e| e.to_string())
         }
     }

@@ -38,31 +38,40 @@ use crate::recovery;
 use crate::scan::now_ms;
 use crate::state::Workspace;
 
+/// The executable bit a write step's target carries.
+fn batch_mode(step: &Step) -> bool {
+    matches!(step, Step::Write(t) if t.mode == 1)
+}
+
 /// Rows handled per batch (bounds memory and the size of each transaction).
 pub const BATCH: usize = 256;
 
 /// Writes the bytes of a target state.
 pub trait Materializer: Sync {
-    /// Write the complete content of `target` to the new file `dest`,
-    /// verifying that it hashes to `target.content`.
+    /// Write the complete content of `target` into `out`, a new empty
+    /// file (created by the caller with its final mode), verifying that it
+    /// hashes to `target.content`. Nothing is flushed: [`apply`] flushes a
+    /// whole batch together.
+    fn write_to(
+        &self,
+        path: &str,
+        target: &BaselineRecord,
+        out: &mut std::fs::File,
+    ) -> std::result::Result<(), String>;
+
+    /// Write the complete content of `target` to the new file `dest` and
+    /// flush it (one file, outside a sync batch: revert, resolve).
     fn materialize(
         &self,
         path: &str,
         target: &BaselineRecord,
         dest: &Path,
-    ) -> std::result::Result<(), String>;
-
-    /// Like [`Materializer::materialize`] but without flushing: [`apply`]
-    /// flushes a whole batch of small files together (many flushes in
-    /// flight let the file system commit them as one). The default writes
-    /// through `materialize`.
-    fn write_unflushed(
-        &self,
-        path: &str,
-        target: &BaselineRecord,
-        dest: &Path,
     ) -> std::result::Result<(), String> {
-        self.materialize(path, target, dest)
+        let mut out =
+            std::fs::File::create(dest).map_err(|e| format!("creating {}: {e}", dest.display()))?;
+        self.write_to(path, target, &mut out)?;
+        out.sync_all()
+            .map_err(|e| format!("flushing {}: {e}", dest.display()))
     }
 
     /// Called once per batch, before any of its files is written, with
@@ -121,16 +130,102 @@ fn in_flight<T: Sync>(
     }
 }
 
-/// Give a written temporary its mode and flush it (the order the platform
-/// needs: a read-only file cannot be opened for a flush on Windows).
-fn finish_tmp(tmp: &Path, executable: bool, readonly: bool) -> std::io::Result<()> {
-    if crate::platform::FLUSH_AFTER_MODE {
-        crate::platform::set_file_mode(tmp, executable, readonly)?;
-        crate::platform::flush_file(tmp)
-    } else {
-        crate::platform::flush_file(tmp)?;
-        crate::platform::set_file_mode(tmp, executable, readonly)
+/// How [`apply`] makes a batch durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushPolicy {
+    /// Each small file flushed by its handle ([`FLUSH_THREADS`] in flight),
+    /// then each directory that changed.
+    PerFile,
+    /// Linux: one `syncfs(2)` of the workspace's file system for the
+    /// batch's files, and one for its renames, instead of a flush per file
+    /// and per directory (issue 19). Falls back to [`FlushPolicy::PerFile`]
+    /// where there is no such call, and for batches of fewer than
+    /// [`GROUP_FLUSH_MIN`] files or directories.
+    FileSystem,
+}
+
+/// Below this many files (or directories) in a batch, flushing each one
+/// is cheaper than flushing the whole file system.
+pub const GROUP_FLUSH_MIN: usize = 8;
+
+impl FlushPolicy {
+    /// `SCRIBE_SYNC_FLUSH=per-file` chooses [`FlushPolicy::PerFile`] (a
+    /// machine where other programs keep much unflushed data on the
+    /// workspace's file system); otherwise [`FlushPolicy::FileSystem`].
+    pub fn from_env() -> FlushPolicy {
+        match std::env::var("SCRIBE_SYNC_FLUSH").as_deref() {
+            Ok("per-file") => FlushPolicy::PerFile,
+            _ => FlushPolicy::FileSystem,
+        }
     }
+}
+
+/// Flush a group: the whole file system holding `any` in one call when the
+/// policy allows and the group is large enough, else each item by `one`.
+fn flush_group<T: Sync>(
+    policy: FlushPolicy,
+    any: Option<&std::fs::File>,
+    items: &[T],
+    one: impl Fn(&T) -> std::io::Result<()> + Sync,
+) -> std::result::Result<(), (Option<usize>, std::io::Error)> {
+    if policy == FlushPolicy::FileSystem && items.len() >= GROUP_FLUSH_MIN {
+        if let Some(fd) = any {
+            if let Some(result) = crate::platform::sync_file_system(fd) {
+                return result.map_err(|e| (None, e));
+            }
+        }
+    }
+    in_flight(items, one).map_err(|(k, e)| (Some(k), e))
+}
+
+/// A target written to its temporary: the handle while its flush is
+/// pending, and its metadata (the fingerprint it gets once placed).
+struct Written {
+    tmp: PathBuf,
+    file: Option<std::fs::File>,
+    meta: std::fs::Metadata,
+}
+
+/// Create `tmp` with its final mode, write `target` into it, and flush it
+/// at once if it is large; otherwise keep it open for the batch's flush.
+fn write_target(
+    materializer: &dyn Materializer,
+    path: &str,
+    target: &BaselineRecord,
+    tmp: &Path,
+    readonly: bool,
+) -> std::result::Result<Written, String> {
+    let exec = target.mode == 1;
+    let io = |what: &str, e: std::io::Error| format!("{what} {}: {e}", tmp.display());
+    // A temporary of the same name is a leftover of this process (the
+    // name holds the pid): an earlier failed batch. It is never placed.
+    let created = match crate::platform::create_target_file(tmp, exec, readonly) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let _ = std::fs::remove_file(tmp);
+            crate::platform::create_target_file(tmp, exec, readonly)
+        }
+        other => other,
+    };
+    let mut file = created.map_err(|e| io("creating", e))?;
+    materializer.write_to(path, target, &mut file)?;
+    let meta = crate::platform::settle_target_mode(&file, exec, readonly)
+        .map_err(|e| io("reading the mode of", e))?;
+    if target.size < FLUSH_INLINE_BYTES {
+        return Ok(Written {
+            tmp: tmp.to_path_buf(),
+            file: Some(file),
+            meta,
+        });
+    }
+    file.sync_all().map_err(|e| io("flushing", e))?;
+    drop(file);
+    crate::platform::finish_target_mode(tmp, exec, readonly)
+        .map_err(|e| io("setting the mode of", e))?;
+    Ok(Written {
+        tmp: tmp.to_path_buf(),
+        file: None,
+        meta,
+    })
 }
 
 /// Why a path was deferred instead of updated.
@@ -419,6 +514,7 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
     let meta = ws.meta()?;
     let readonly = meta.readonly;
     let incarnation = meta.incarnation;
+    let policy = FlushPolicy::from_env();
     let mut report = SyncReport::default();
     let rows: Vec<(String, JournalEntry)> = ws
         .read()?
@@ -498,62 +594,85 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
                 });
             }
         }
-        let written: Vec<(usize, std::result::Result<PathBuf, String>)> = writes
+        let written: Vec<(usize, std::result::Result<Written, String>)> = writes
             .par_iter()
             .map(|&(i, path, target)| {
                 let tmp = tmp_path(ws, &target, i);
-                let result = materializer
-                    .write_unflushed(path, &target, &tmp)
-                    .and_then(|()| {
-                        if target.size >= FLUSH_INLINE_BYTES {
-                            finish_tmp(&tmp, target.mode == 1, readonly).map_err(|e| e.to_string())
-                        } else {
-                            Ok(())
-                        }
-                    })
-                    .map(|()| tmp.clone());
+                let result = write_target(materializer, path, &target, &tmp, readonly);
                 if result.is_err() {
                     let _ = std::fs::remove_file(&tmp);
                 }
                 (i, result)
             })
             .collect();
-        let mut ready = std::collections::HashMap::new();
+        let mut ready: std::collections::HashMap<usize, Written> = std::collections::HashMap::new();
+        let mut failed = None;
         for (i, result) in written {
             match result {
-                Ok(tmp) => {
-                    ready.insert(i, tmp);
+                Ok(w) => {
+                    ready.insert(i, w);
                 }
                 Err(detail) => {
-                    for tmp in ready.values() {
-                        let _ = std::fs::remove_file(tmp);
-                    }
-                    return Err(WorkspaceError::Materialize {
-                        path: batch[i].0.clone(),
-                        detail,
-                    });
+                    failed.get_or_insert((i, detail));
                 }
             }
         }
-        // Every small file's mode and data reach the disk before any of
-        // them is renamed into place: many flushes in flight at once.
-        let small: Vec<(usize, bool)> = writes
-            .iter()
-            .filter(|w| w.2.size < FLUSH_INLINE_BYTES)
-            .map(|w| (w.0, w.2.mode == 1))
-            .collect();
-        if let Err((k, e)) = in_flight(&small, |&(i, exec)| finish_tmp(&ready[&i], exec, readonly))
-        {
-            for tmp in ready.values() {
-                let _ = std::fs::remove_file(tmp);
+        if let Some((i, detail)) = failed {
+            // Every temporary of the batch goes, not only those written
+            // before the one that failed.
+            for w in ready.values() {
+                let _ = std::fs::remove_file(&w.tmp);
             }
-            return Err(WorkspaceError::io(&ready[&small[k].0])(e));
+            return Err(WorkspaceError::Materialize {
+                path: batch[i].0.clone(),
+                detail,
+            });
+        }
+        // Every small file's data (its mode came with its creation) reaches
+        // the disk before any of them is renamed into place: one flush of
+        // the file system, or many file flushes in flight at once.
+        let fs_handle = if cfg!(target_os = "linux") {
+            std::fs::File::open(ws.state_dir().join("tmp")).ok()
+        } else {
+            None
+        };
+        let pending: Vec<(usize, &Written)> = ready
+            .iter()
+            .filter(|(_, w)| w.file.is_some())
+            .map(|(i, w)| (*i, w))
+            .collect();
+        let flushed = flush_group(policy, fs_handle.as_ref(), &pending, |(_, w)| {
+            w.file.as_ref().map_or(Ok(()), |f| f.sync_all())
+        })
+        .map_err(|(k, e)| {
+            let at = k.map_or_else(|| ws.state_dir().join("tmp"), |k| pending[k].1.tmp.clone());
+            WorkspaceError::io(&at)(e)
+        })
+        .and_then(|()| {
+            for (i, w) in &pending {
+                crate::platform::finish_target_mode(&w.tmp, batch_mode(&steps[*i]), readonly)
+                    .map_err(WorkspaceError::io(&w.tmp))?;
+            }
+            Ok(())
+        });
+        drop(pending);
+        // Handles are closed before the renames (Windows cannot rename an
+        // open file).
+        for w in ready.values_mut() {
+            w.file = None;
+        }
+        if let Err(e) = flushed {
+            for w in ready.values() {
+                let _ = std::fs::remove_file(&w.tmp);
+            }
+            return Err(e);
         }
         materializer.checkpoint("sync-batch-flushed");
         // Phase 3: put files in place, flush the directories that changed,
         // then record the batch in one transaction.
         let recorded_ms = now_ms();
         let mut dirs: std::collections::BTreeSet<PathBuf> = std::collections::BTreeSet::new();
+        let mut known_dirs: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
         let before = ws.read()?;
         for (i, step) in steps.iter().enumerate() {
             let Step::Write(target) = step else { continue };
@@ -562,9 +681,9 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
                 report.added.push(path.clone());
             }
             let full = ws.root().join(path);
-            let tmp = &ready[&i];
+            let tmp = &ready[&i].tmp;
             if let Some(parent) = full.parent() {
-                if !parent.is_dir() {
+                if !known_dirs.contains(parent) && !parent.is_dir() {
                     // New directories: each one's entry lives in its parent.
                     let mut d = parent;
                     while !d.is_dir() {
@@ -577,6 +696,7 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
                     dirs.insert(d.to_path_buf());
                     std::fs::create_dir_all(parent).map_err(WorkspaceError::io(parent))?;
                 }
+                known_dirs.insert(parent.to_path_buf());
                 dirs.insert(parent.to_path_buf());
             }
             std::fs::rename(tmp, &full).map_err(WorkspaceError::io(&full))?;
@@ -586,9 +706,15 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
         }
         drop(before);
         let dirs: Vec<PathBuf> = dirs.into_iter().collect();
-        if let Err((k, e)) = in_flight(&dirs, |d| crate::platform::flush_dir(d)) {
-            return Err(WorkspaceError::io(&dirs[k])(e));
+        if let Err((k, e)) = flush_group(policy, fs_handle.as_ref(), &dirs, |d| {
+            crate::platform::flush_dir(d)
+        }) {
+            let at = k
+                .map(|k| dirs[k].clone())
+                .unwrap_or_else(|| ws.root().to_path_buf());
+            return Err(WorkspaceError::io(&at)(e));
         }
+        drop(fs_handle);
         materializer.checkpoint("sync-batch-placed");
         let tx = ws.write()?;
         for (i, step) in steps.iter().enumerate() {
@@ -610,7 +736,18 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
                         report.removed.push(path.clone());
                     }
                 }
-                Step::Record(Some(target)) | Step::Write(target) => {
+                Step::Write(target) => {
+                    // The handle's own metadata, taken after the last write
+                    // (a rename changes neither size nor mtime).
+                    tx.put_baseline(
+                        path,
+                        &BaselineRecord {
+                            fingerprint: fingerprint_of(&ready[&i].meta, recorded_ms),
+                            ..*target
+                        },
+                    )?;
+                }
+                Step::Record(Some(target)) => {
                     let meta =
                         std::fs::symlink_metadata(&full).map_err(WorkspaceError::io(&full))?;
                     tx.put_baseline(
@@ -672,14 +809,14 @@ mod tests {
     struct Memory(HashMap<FileContentId, Vec<u8>>);
 
     impl Materializer for Memory {
-        fn materialize(
+        fn write_to(
             &self,
             _path: &str,
             t: &BaselineRecord,
-            dest: &Path,
+            out: &mut std::fs::File,
         ) -> std::result::Result<(), String> {
             let bytes = self.0.get(&t.content).ok_or("unknown content")?;
-            std::fs::write(dest, bytes).map_err(|e| e.to_string())
+            std::io::Write::write_all(out, bytes).map_err(|e| e.to_string())
         }
     }
 
@@ -949,6 +1086,67 @@ mod tests {
         );
         apply(&ws, &mem).unwrap();
         assert_eq!(finish(&ws).unwrap(), 1);
+    }
+
+    #[test]
+    fn a_large_group_is_flushed_once_for_its_file_system_and_a_small_one_item_by_item() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let fd = std::fs::File::open(dir.path()).unwrap();
+        let count = |policy, n: usize| {
+            let calls = AtomicUsize::new(0);
+            let items: Vec<usize> = (0..n).collect();
+            flush_group(policy, Some(&fd), &items, |_| {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap();
+            calls.into_inner()
+        };
+        let group = if cfg!(target_os = "linux") { 0 } else { 256 };
+        assert_eq!(count(FlushPolicy::FileSystem, 256), group);
+        assert_eq!(
+            count(FlushPolicy::FileSystem, GROUP_FLUSH_MIN),
+            if cfg!(target_os = "linux") {
+                0
+            } else {
+                GROUP_FLUSH_MIN
+            }
+        );
+        assert_eq!(
+            count(FlushPolicy::FileSystem, GROUP_FLUSH_MIN - 1),
+            GROUP_FLUSH_MIN - 1
+        );
+        assert_eq!(count(FlushPolicy::PerFile, 256), 256);
+        // Without a handle on the file system, item by item.
+        let calls = AtomicUsize::new(0);
+        flush_group(FlushPolicy::FileSystem, None, &[0; 20], |_| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(calls.into_inner(), 20);
+    }
+
+    /// Targets are created with their final mode: no `chmod` after the
+    /// write (issue 19), in writable and read-only workspaces alike.
+    #[cfg(unix)]
+    #[test]
+    fn targets_are_created_with_their_modes() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        for (i, (exec, readonly)) in [(false, false), (true, false), (false, true), (true, true)]
+            .into_iter()
+            .enumerate()
+        {
+            let p = dir.path().join(format!("f{i}"));
+            let f = crate::platform::create_target_file(&p, exec, readonly).unwrap();
+            let m = crate::platform::settle_target_mode(&f, exec, readonly).unwrap();
+            let mode = m.permissions().mode();
+            assert_eq!(mode & 0o111 != 0, exec, "{i}");
+            assert_eq!(mode & 0o222 == 0, readonly, "{i}");
+            assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode(), mode);
+        }
     }
 
     #[cfg(unix)]

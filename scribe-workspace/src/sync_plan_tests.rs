@@ -3,7 +3,6 @@
 //! that really reverts the paths submitted after it.
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use super::*;
 use crate::records::{Fingerprint, OpenedAction, OpenedRecord, PendingSubmit};
@@ -14,14 +13,14 @@ use scribe_format::{BranchId, FileContentId, ManifestId, OperationId};
 struct Memory(HashMap<FileContentId, Vec<u8>>);
 
 impl Materializer for Memory {
-    fn materialize(
+    fn write_to(
         &self,
         _path: &str,
         t: &BaselineRecord,
-        dest: &Path,
+        out: &mut std::fs::File,
     ) -> std::result::Result<(), String> {
         let bytes = self.0.get(&t.content).ok_or("unknown content")?;
-        std::fs::write(dest, bytes).map_err(|e| e.to_string())
+        std::io::Write::write_all(out, bytes).map_err(|e| e.to_string())
     }
 }
 
