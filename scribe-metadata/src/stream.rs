@@ -317,7 +317,15 @@ impl Repository {
         let committed = AtomicU64::new(0);
         let (root, next_id) = std::thread::scope(|scope| -> Result<(RootRow, u64)> {
             let (tx, rx) = sync_channel::<StageBatch>(1);
-            let writer = scope.spawn(|| stage_writer(self, rx, &committed));
+            // Seed 004: staging transactions append to the outbox without
+            // each flushing archive HEAD; preparation publishes it once
+            // (when the writer finishes, before the publication gate). The
+            // deferral is per thread, so the writer's thread takes it.
+            let writer = scope.spawn(|| {
+                crate::journal::coalesce_publication(&self.archive, || {
+                    stage_writer(self, rx, &committed)
+                })
+            });
             let mut sink = StreamSink {
                 repo: self,
                 batch: StageBatch::default(),

@@ -153,3 +153,48 @@ fn archived_outbox_rows_are_pruned_and_the_archive_still_rebuilds_the_database()
     assert!(done.wrote_base);
     archive::verify(&dir).unwrap();
 }
+
+/// Seed 004, streamed preparation: "Staging transactions append to the
+/// local durable recovery outbox without individually flushing archive
+/// HEAD. Preparation publishes that outbox once before entering the
+/// publication gate." The staging writer runs on its own thread; each of
+/// its commits published the archive on its own (one HEAD per batch).
+#[test]
+fn streamed_staging_transactions_publish_the_archive_once_not_per_batch() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let env = env();
+    let heads = Arc::new(AtomicU64::new(0));
+    let batches = Arc::new(AtomicU64::new(0));
+    {
+        let heads = heads.clone();
+        env.repo.archive().set_hook(Some(Box::new(move |step| {
+            if step == "head" {
+                heads.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(())
+        })));
+        let batches = batches.clone();
+        env.repo.set_stage_hook(Some(Box::new(move |n| {
+            batches.fetch_max(n, Ordering::SeqCst);
+        })));
+    }
+    import(&env);
+    let (heads, batches) = (heads.load(Ordering::SeqCst), batches.load(Ordering::SeqCst));
+    assert!(
+        batches >= 8,
+        "a streamed import of {FILES} files: {batches} staging batches"
+    );
+    // The reservation, the staging once, the acceptance (and at most one
+    // more for a publication that raced the hook's installation).
+    assert!(
+        heads <= 4,
+        "{heads} HEAD publications for {batches} staging batches"
+    );
+    env.repo.archive().set_hook(None);
+    env.repo.set_stage_hook(None);
+    assert_doctor_clean(&env.repo);
+    // Everything committed is archived before the import returned.
+    let v = archive::verify(&env.repo.dir().join("metadata.recovery")).unwrap();
+    assert_eq!(v.head.end, outbox(&env).1);
+}
