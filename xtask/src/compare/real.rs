@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use super::{human, median, median_u, platform, rm, secs, tree_bytes, Bench, Sample, Step, Tool};
 
-/// The two trees: (workload key, label, default source).
+/// The default source of tree `key` (REG or TC), when the machine has one.
 pub(super) fn default_source(key: &str) -> Option<PathBuf> {
     match key {
         "REG" => {

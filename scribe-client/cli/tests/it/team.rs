@@ -296,6 +296,30 @@ fn signed_in_users_work_on_a_team_server_by_their_grants() {
     assert!(out.contains("demo"), "{out}");
 }
 
+/// `user` signs in and creates the workspace `ws-USER` of `demo` in the
+/// team's directory.
+fn signed_in_workspace(t: &Team, user: &str) -> PathBuf {
+    let home = t.tmp.path();
+    login(t, user);
+    let (code, _, err) = scribe(
+        t,
+        user,
+        home,
+        &[
+            "workspace",
+            "create",
+            &format!("ws-{user}"),
+            "--server",
+            &t.url,
+            "--repo",
+            "demo",
+        ],
+        "",
+    );
+    assert_eq!(code, 0, "{err}");
+    home.join(format!("ws-{user}"))
+}
+
 /// #18 item 1 on a team server: `scribe unlock --force` breaks another
 /// user's lock for a maintainer only, and the auth service's audit trail
 /// records who broke which lock.
@@ -307,26 +331,7 @@ fn a_maintainer_breaks_another_users_lock_and_the_audit_trail_says_so() {
         ("bob", Some(Role::Maintainer)),
     ]);
     let home = t.tmp.path();
-    let create = |user: &str| {
-        login(&t, user);
-        let (code, _, err) = scribe(
-            &t,
-            user,
-            home,
-            &[
-                "workspace",
-                "create",
-                &format!("ws-{user}"),
-                "--server",
-                &t.url,
-                "--repo",
-                "demo",
-            ],
-            "",
-        );
-        assert_eq!(code, 0, "{err}");
-        home.join(format!("ws-{user}"))
-    };
+    let create = |user: &str| signed_in_workspace(&t, user);
     let a = create("alice");
     std::fs::write(a.join("hero.psd"), b"v1").unwrap();
     for args in [
@@ -373,24 +378,7 @@ fn a_maintainer_breaks_another_users_lock_and_the_audit_trail_says_so() {
 fn an_offline_lock_release_on_a_team_data_root_is_audited_or_refused() {
     let mut t = team_with(&[("alice", Some(Role::Writer))]);
     let home = t.tmp.path().to_owned();
-    login(&t, "alice");
-    let (code, _, err) = scribe(
-        &t,
-        "alice",
-        &home,
-        &[
-            "workspace",
-            "create",
-            "ws-alice",
-            "--server",
-            &t.url,
-            "--repo",
-            "demo",
-        ],
-        "",
-    );
-    assert_eq!(code, 0, "{err}");
-    let a = home.join("ws-alice");
+    let a = signed_in_workspace(&t, "alice");
     std::fs::write(a.join("a.psd"), b"a").unwrap();
     std::fs::write(a.join("b.psd"), b"b").unwrap();
     for args in [
