@@ -56,6 +56,8 @@ pub struct ServerLink {
     spare: Mutex<Vec<Client>>,
     /// Extra connections opened so far (at most [`EXTRA_CONNECTIONS`]).
     extra: AtomicUsize,
+    /// Chunks after the first of a file fetched so far (crash tests).
+    chunks_fetched: AtomicUsize,
 }
 
 /// Most extra connections a sync opens, so files written in parallel
@@ -81,6 +83,7 @@ impl ServerLink {
             prefetched: Mutex::new(HashMap::new()),
             spare: Mutex::new(Vec::new()),
             extra: AtomicUsize::new(0),
+            chunks_fetched: AtomicUsize::new(0),
         })
     }
 
@@ -264,15 +267,43 @@ impl ServerLink {
     }
 
     /// Write the bytes of `target` into `file`, verified, not flushed.
-    fn write_file(&self, target: &BaselineRecord, file: &mut std::fs::File) -> Result<()> {
+    /// With `resume`, `file` may already hold bytes an interrupted earlier
+    /// run wrote (#18 item 4): the leading whole chunks that still hash to
+    /// their ids are kept, the file is cut after them, and only the rest
+    /// is fetched. Returns the bytes kept.
+    fn write_file(
+        &self,
+        target: &BaselineRecord,
+        file: &mut std::fs::File,
+        resume: bool,
+    ) -> Result<u64> {
+        use std::io::Seek;
         let bytes = self.manifest(ObjectId::manifest(target.manifest))?;
         let m = ManifestRef::decode(&bytes)?;
+        let mut hasher = blake3::Hasher::new();
+        let (kept, kept_chunks) = if resume {
+            verified_prefix(&m, file, &mut hasher)?
+        } else {
+            (0, 0)
+        };
+        file.set_len(kept)?;
+        file.seek(std::io::SeekFrom::Start(kept))?;
+        if kept > 0 {
+            self.ctx.progress.advance(Task::Sync, kept);
+        }
         let mut w = HashingWriter {
             out: std::io::BufWriter::with_capacity(1 << 20, file),
-            hasher: blake3::Hasher::new(),
-            written: 0,
+            hasher,
+            written: kept,
         };
-        for c in m.chunks() {
+        for (n, c) in m.chunks().skip(kept_chunks).enumerate() {
+            if n > 0 {
+                // A crash test's kill inside one large file (the n-th
+                // chunk fetched by this process, counted over the run).
+                w.flush()?;
+                let k = self.chunks_fetched.fetch_add(1, Ordering::SeqCst) + 1;
+                self.ctx.failpoints.nth("sync-chunk", k);
+            }
             let oid = ObjectId::chunk(c.id);
             if let Some(data) = self.prefetched(&oid) {
                 w.write_all(&data)?;
@@ -299,8 +330,44 @@ impl ServerLink {
             ));
         }
         w.out.into_inner().map_err(|e| e.into_error())?;
-        Ok(())
+        Ok(kept)
     }
+}
+
+/// How much of `file` is a verified prefix of the content `m` describes:
+/// whole chunks read from the start that hash to their ids, fed to
+/// `hasher`. Returns (bytes, chunks). A short or differing chunk ends the
+/// prefix; nothing after it is trusted.
+fn verified_prefix(
+    m: &ManifestRef<'_>,
+    file: &mut std::fs::File,
+    hasher: &mut blake3::Hasher,
+) -> Result<(u64, usize)> {
+    use std::io::{Read, Seek};
+    let have = file.metadata()?.len();
+    file.seek(std::io::SeekFrom::Start(0))?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, &*file);
+    let mut buf = Vec::new();
+    let (mut kept, mut chunks) = (0u64, 0usize);
+    for c in m.chunks() {
+        let len = u64::from(c.length);
+        if kept + len > have {
+            break;
+        }
+        buf.resize(c.length as usize, 0);
+        reader.read_exact(&mut buf)?;
+        if scribe_format::ChunkId::of(&buf) != c.id {
+            break;
+        }
+        if buf.len() >= 128 * 1024 {
+            hasher.update_rayon(&buf);
+        } else {
+            hasher.update(&buf);
+        }
+        kept += len;
+        chunks += 1;
+    }
+    Ok((kept, chunks))
 }
 
 impl ServerLink {
@@ -381,7 +448,19 @@ impl Materializer for ServerLink {
         target: &BaselineRecord,
         out: &mut std::fs::File,
     ) -> Result<(), String> {
-        self.write_file(target, out).map_err(|e| e.to_string())
+        self.write_file(target, out, false)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    fn resume_to(
+        &self,
+        _path: &str,
+        target: &BaselineRecord,
+        out: &mut std::fs::File,
+    ) -> Result<u64, String> {
+        self.write_file(target, out, true)
+            .map_err(|e| e.to_string())
     }
 
     fn prefetch(&self, targets: &[BaselineRecord]) -> Result<(), String> {

@@ -116,6 +116,70 @@ pub fn create_target_file(
     options.open(path)
 }
 
+/// Open the kept partial download of a large target, creating it if
+/// absent, never truncating it: writable whatever the workspace's mode
+/// ([`set_partial_mode`] gives the final mode after the last write). A
+/// partial file an earlier run already made read-only is made writable.
+pub fn open_partial_target(
+    path: &std::path::Path,
+    executable: bool,
+) -> std::io::Result<std::fs::File> {
+    let open = || {
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true).write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(if executable { 0o777 } else { 0o666 });
+        }
+        #[cfg(not(unix))]
+        let _ = executable;
+        options.open(path)
+    };
+    match open() {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && path.exists() => {
+            make_writable(path)?;
+            open()
+        }
+        other => other,
+    }
+}
+
+/// Give a completed partial download its final mode by handle (Unix: the
+/// executable bits exactly as the target says, the write bits taken away
+/// in a read-only workspace), and return its metadata. Elsewhere the
+/// metadata as it is; [`finish_target_mode`] sets read-only after the
+/// flush.
+pub fn set_partial_mode(
+    file: &std::fs::File,
+    executable: bool,
+    readonly: bool,
+) -> std::io::Result<Metadata> {
+    let meta = file.metadata()?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o777;
+        let mut want = if executable {
+            mode | ((mode & 0o444) >> 2) | 0o100
+        } else {
+            mode & !0o111
+        };
+        if readonly {
+            want &= !0o222;
+        } else {
+            want |= 0o200;
+        }
+        if want != mode {
+            file.set_permissions(std::fs::Permissions::from_mode(want))?;
+            return file.metadata();
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (executable, readonly);
+    Ok(meta)
+}
+
 /// The metadata of a target file written through [`create_target_file`]
 /// (one `fstat`), after correcting its mode by handle in the rare case
 /// the umask took what [`set_file_mode`] would give: the executable bits

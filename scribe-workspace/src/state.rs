@@ -191,7 +191,13 @@ fn take_lock_shared(root: &Path) -> Result<Option<File>> {
 }
 
 fn create_dirs(root: &Path) -> Result<()> {
-    for sub in [CACHE_DIR, "tmp", "recovery", "staging"] {
+    for sub in [
+        CACHE_DIR,
+        "tmp",
+        crate::sync::PARTIAL_DIR,
+        "recovery",
+        "staging",
+    ] {
         let dir = state_dir(root).join(sub);
         std::fs::create_dir_all(&dir).map_err(WorkspaceError::io(&dir))?;
     }

@@ -59,6 +59,23 @@ pub trait Materializer: Sync {
         out: &mut std::fs::File,
     ) -> std::result::Result<(), String>;
 
+    /// Complete `out`, which may already hold bytes of `target` written by
+    /// an earlier run that was interrupted (#18 item 4): keep the part that
+    /// verifies, write the rest, and leave `out` holding exactly the
+    /// content, verified. Returns the bytes kept. Default: start over.
+    fn resume_to(
+        &self,
+        path: &str,
+        target: &BaselineRecord,
+        out: &mut std::fs::File,
+    ) -> std::result::Result<u64, String> {
+        use std::io::Seek;
+        out.set_len(0)
+            .and_then(|()| out.seek(std::io::SeekFrom::Start(0)))
+            .map_err(|e| format!("emptying the partial download of {path}: {e}"))?;
+        self.write_to(path, target, out).map(|()| 0)
+    }
+
     /// Write the complete content of `target` to the new file `dest` and
     /// flush it (one file, outside a sync batch: revert, resolve).
     fn materialize(
@@ -184,6 +201,57 @@ struct Written {
     tmp: PathBuf,
     file: Option<std::fs::File>,
     meta: std::fs::Metadata,
+    /// Bytes kept from an interrupted earlier run's partial download.
+    resumed: u64,
+}
+
+/// Where a large target is downloaded: `.scribe/_state/partial/`, which
+/// (unlike `tmp/`) is not cleaned at open, so a sync killed or cut off in
+/// the middle of a large file resumes it (#18 item 4). The name binds the
+/// content and the path (two paths of one content in a batch are written
+/// by two workers); [`finish_in`] empties the directory once the journal
+/// is done.
+fn partial_path(ws: &Workspace, path: &str, target: &BaselineRecord) -> PathBuf {
+    let at = blake3::hash(path.as_bytes());
+    ws.state_dir().join(PARTIAL_DIR).join(format!(
+        "{}-{}.part",
+        target.content.to_hex(),
+        &at.to_hex()[..16]
+    ))
+}
+
+/// The directory of kept partial downloads, under `.scribe/_state`.
+pub const PARTIAL_DIR: &str = "partial";
+
+/// Write a large target through its kept partial download: reopen what an
+/// earlier run left (never truncated here), let the materializer keep the
+/// verified part and write the rest, give the file its mode, flush it. A
+/// failure leaves the partial file for the next run (the materializer
+/// verifies it again then).
+fn write_partial(
+    materializer: &dyn Materializer,
+    path: &str,
+    target: &BaselineRecord,
+    partial: &Path,
+    readonly: bool,
+) -> std::result::Result<Written, String> {
+    let exec = target.mode == 1;
+    let io = |what: &str, e: std::io::Error| format!("{what} {}: {e}", partial.display());
+    let mut file =
+        crate::platform::open_partial_target(partial, exec).map_err(|e| io("opening", e))?;
+    let resumed = materializer.resume_to(path, target, &mut file)?;
+    let meta = crate::platform::set_partial_mode(&file, exec, readonly)
+        .map_err(|e| io("setting the mode of", e))?;
+    file.sync_all().map_err(|e| io("flushing", e))?;
+    drop(file);
+    crate::platform::finish_target_mode(partial, exec, readonly)
+        .map_err(|e| io("setting the mode of", e))?;
+    Ok(Written {
+        tmp: partial.to_path_buf(),
+        file: None,
+        meta,
+        resumed,
+    })
 }
 
 /// Create `tmp` with its final mode, write `target` into it, and flush it
@@ -215,6 +283,7 @@ fn write_target(
             tmp: tmp.to_path_buf(),
             file: Some(file),
             meta,
+            resumed: 0,
         });
     }
     file.sync_all().map_err(|e| io("flushing", e))?;
@@ -225,6 +294,7 @@ fn write_target(
         tmp: tmp.to_path_buf(),
         file: None,
         meta,
+        resumed: 0,
     })
 }
 
@@ -279,6 +349,9 @@ pub struct SyncReport {
     pub replaced_unmodified: Vec<String>,
     /// Bytes written into the working copy.
     pub bytes_written: u64,
+    /// Bytes of large files kept from an interrupted earlier run's partial
+    /// downloads (verified, not fetched again).
+    pub bytes_resumed: u64,
 }
 
 /// Record a plan durably. Refuses when another journal is unfinished.
@@ -597,6 +670,13 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
         let written: Vec<(usize, std::result::Result<Written, String>)> = writes
             .par_iter()
             .map(|&(i, path, target)| {
+                if target.size >= FLUSH_INLINE_BYTES {
+                    let partial = partial_path(ws, path, &target);
+                    return (
+                        i,
+                        write_partial(materializer, path, &target, &partial, readonly),
+                    );
+                }
                 let tmp = tmp_path(ws, &target, i);
                 let result = write_target(materializer, path, &target, &tmp, readonly);
                 if result.is_err() {
@@ -619,8 +699,9 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
         }
         if let Some((i, detail)) = failed {
             // Every temporary of the batch goes, not only those written
-            // before the one that failed.
-            for w in ready.values() {
+            // before the one that failed; complete partial downloads stay
+            // for the next run.
+            for w in ready.values().filter(|w| w.file.is_some()) {
                 let _ = std::fs::remove_file(&w.tmp);
             }
             return Err(WorkspaceError::Materialize {
@@ -636,6 +717,12 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
         } else {
             None
         };
+        let small: std::collections::HashSet<usize> = ready
+            .iter()
+            .filter(|(_, w)| w.file.is_some())
+            .map(|(i, _)| *i)
+            .collect();
+        report.bytes_resumed += ready.values().map(|w| w.resumed).sum::<u64>();
         let pending: Vec<(usize, &Written)> = ready
             .iter()
             .filter(|(_, w)| w.file.is_some())
@@ -662,7 +749,7 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
             w.file = None;
         }
         if let Err(e) = flushed {
-            for w in ready.values() {
+            for (_, w) in ready.iter().filter(|(i, _)| small.contains(i)) {
                 let _ = std::fs::remove_file(&w.tmp);
             }
             return Err(e);
@@ -791,6 +878,14 @@ pub fn finish_in(ws: &Workspace, incarnation: Option<[u8; 16]>) -> Result<u64> {
     }
     tx.clear_journal()?;
     tx.commit()?;
+    // Partial downloads were for this journal's targets: every one is
+    // placed now, so what is left is a leftover (a target that changed).
+    let partial = ws.state_dir().join(PARTIAL_DIR);
+    if let Ok(entries) = std::fs::read_dir(&partial) {
+        for e in entries.flatten() {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
     Ok(target)
 }
 
@@ -856,6 +951,134 @@ mod tests {
             let listed = recovery::list(&root).unwrap().len();
             assert_eq!(listed, usize::from(kept), "edit {edit}");
         }
+    }
+
+    /// Writes whole contents, and large ones through `resume_to` like a
+    /// server link: keeps the prefix of `out` that matches, and, while
+    /// `cut` is set, stops half-way with an error (a dropped connection).
+    struct Cut {
+        bytes: HashMap<FileContentId, Vec<u8>>,
+        cut: std::sync::atomic::AtomicBool,
+        found: std::sync::Mutex<Vec<u64>>,
+    }
+
+    impl Materializer for Cut {
+        fn write_to(
+            &self,
+            _path: &str,
+            t: &BaselineRecord,
+            out: &mut std::fs::File,
+        ) -> std::result::Result<(), String> {
+            let bytes = self.bytes.get(&t.content).ok_or("unknown content")?;
+            std::io::Write::write_all(out, bytes).map_err(|e| e.to_string())
+        }
+
+        fn resume_to(
+            &self,
+            _path: &str,
+            t: &BaselineRecord,
+            out: &mut std::fs::File,
+        ) -> std::result::Result<u64, String> {
+            use std::io::{Read, Seek, Write};
+            let bytes = self.bytes.get(&t.content).ok_or("unknown content")?;
+            let mut have = Vec::new();
+            out.read_to_end(&mut have).map_err(|e| e.to_string())?;
+            self.found.lock().unwrap().push(have.len() as u64);
+            let kept = have.iter().zip(bytes).take_while(|(a, b)| a == b).count();
+            out.set_len(kept as u64).map_err(|e| e.to_string())?;
+            out.seek(std::io::SeekFrom::Start(kept as u64))
+                .map_err(|e| e.to_string())?;
+            if self.cut.load(std::sync::atomic::Ordering::SeqCst) {
+                let half = bytes.len() / 2;
+                out.write_all(&bytes[kept.min(half)..half])
+                    .map_err(|e| e.to_string())?;
+                return Err("connection reset by peer".into());
+            }
+            out.write_all(&bytes[kept..]).map_err(|e| e.to_string())?;
+            Ok(kept as u64)
+        }
+    }
+
+    #[test]
+    fn a_large_file_cut_off_mid_download_resumes_from_its_partial_file() {
+        for readonly in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut meta = crate::state::tests_meta();
+            meta.readonly = readonly;
+            let ws = Workspace::create(dir.path(), &meta).unwrap();
+            let big: Vec<u8> = (0..(9u32 << 20)).map(|i| (i % 251) as u8).collect();
+            let small = b"small".to_vec();
+            let m = Cut {
+                bytes: [&big, &small]
+                    .iter()
+                    .map(|b| (FileContentId::of(b), b.to_vec()))
+                    .collect(),
+                cut: true.into(),
+                found: Default::default(),
+            };
+            let plan = vec![
+                ("art/big.bin".to_string(), Some(target(&big, 1))),
+                ("art/small.txt".to_string(), Some(target(&small, 1))),
+            ];
+            begin(&ws, 1, &plan).unwrap();
+            let err = apply(&ws, &m).unwrap_err();
+            assert!(err.to_string().contains("connection reset"), "{err}");
+            assert!(!ws.root().join("art/big.bin").exists());
+            let partial = ws.state_dir().join(PARTIAL_DIR);
+            let kept: Vec<_> = std::fs::read_dir(&partial).unwrap().collect();
+            assert_eq!(kept.len(), 1, "the partial download is kept");
+            // A new process opens the workspace: `tmp/` is cleaned, the
+            // partial download is not.
+            drop(ws);
+            let ws = Workspace::open(dir.path()).unwrap();
+            assert_eq!(std::fs::read_dir(&partial).unwrap().count(), 1);
+            assert_eq!(
+                std::fs::read_dir(ws.state_dir().join("tmp"))
+                    .unwrap()
+                    .count(),
+                0
+            );
+            m.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+            let r = apply(&ws, &m).unwrap();
+            assert_eq!(r.bytes_resumed, big.len() as u64 / 2, "readonly {readonly}");
+            assert_eq!(*m.found.lock().unwrap(), vec![0, big.len() as u64 / 2]);
+            assert!(std::fs::read(ws.root().join("art/big.bin")).unwrap() == big);
+            assert_eq!(
+                std::fs::read(ws.root().join("art/small.txt")).unwrap(),
+                small
+            );
+            let perms = std::fs::metadata(ws.root().join("art/big.bin"))
+                .unwrap()
+                .permissions();
+            assert_eq!(perms.readonly(), readonly);
+            finish(&ws).unwrap();
+            assert_eq!(std::fs::read_dir(&partial).unwrap().count(), 0);
+            // The placed file is its baseline: nothing to submit.
+            let base = ws.read().unwrap().baseline("art/big.bin").unwrap().unwrap();
+            assert_eq!(base.content, FileContentId::of(&big));
+        }
+    }
+
+    #[test]
+    fn a_damaged_partial_download_is_cut_where_it_stops_matching() {
+        let (_d, ws) = ws();
+        let big: Vec<u8> = (0..(9u32 << 20)).map(|i| (i % 253) as u8).collect();
+        let t = target(&big, 1);
+        let m = Cut {
+            bytes: [(FileContentId::of(&big), big.clone())]
+                .into_iter()
+                .collect(),
+            cut: false.into(),
+            found: Default::default(),
+        };
+        // An earlier run's leftover: 6 MiB, with a wrong byte at 2 MiB.
+        let mut left = big[..6 << 20].to_vec();
+        left[2 << 20] ^= 0xff;
+        std::fs::write(partial_path(&ws, "big.bin", &t), &left).unwrap();
+        begin(&ws, 1, &[("big.bin".to_string(), Some(t))]).unwrap();
+        let r = apply(&ws, &m).unwrap();
+        assert_eq!(r.bytes_resumed, 2 << 20);
+        assert!(std::fs::read(ws.root().join("big.bin")).unwrap() == big);
     }
 
     fn ws() -> (tempfile::TempDir, Workspace) {

@@ -316,7 +316,9 @@ fn merge(into: &mut journal::SyncReport, r: journal::SyncReport) {
     into.removed.extend(r.removed);
     into.deferred.extend(r.deferred);
     into.displaced.extend(r.displaced);
+    into.replaced_unmodified.extend(r.replaced_unmodified);
     into.bytes_written += r.bytes_written;
+    into.bytes_resumed += r.bytes_resumed;
 }
 
 pub(crate) fn apply(o: &Opened, remote: &ServerLink) -> Result<journal::SyncReport> {

@@ -53,6 +53,7 @@ pub fn print_synced(ctx: &Ctx, s: &Synced) -> CliResult {
                 ),
             ),
             ("bytes_written", Json::Num(s.report.bytes_written)),
+            ("bytes_resumed", Json::Num(s.report.bytes_resumed)),
         ]));
     }
     let added: std::collections::HashSet<&str> =
@@ -89,6 +90,12 @@ pub fn print_summary(ctx: &Ctx, s: &Synced) {
         s.report.deferred.len(),
         s.secs
     ));
+    if s.report.bytes_resumed > 0 {
+        ctx.out.status(format!(
+            "{} of interrupted downloads were kept and not fetched again",
+            size(s.report.bytes_resumed)
+        ));
+    }
     if !s.report.deferred.is_empty() {
         ctx.out.status(
             "Hint: local work was kept; settle it with `scribe resolve PATH --ours|--theirs|--merged FILE`",

@@ -24,7 +24,11 @@ fn du(p: &Path) -> u64 {
 }
 
 fn uploaded_bytes(json: &str) -> u64 {
-    json.split("\"uploaded_bytes\":")
+    json_u64(json, "uploaded_bytes")
+}
+
+fn json_u64(json: &str, key: &str) -> u64 {
+    json.split(&format!("\"{key}\":"))
         .nth(1)
         .and_then(|r| {
             r.chars()
@@ -33,7 +37,7 @@ fn uploaded_bytes(json: &str) -> u64 {
                 .parse()
                 .ok()
         })
-        .unwrap_or_else(|| panic!("uploaded_bytes in {json}"))
+        .unwrap_or_else(|| panic!("{key} in {json}"))
 }
 
 /// Overwrite 1 MiB at `at` with fresh bytes.
@@ -346,3 +350,42 @@ fn many_small_files_resume_after_a_kill_inside_a_batch(t: Transport) {
     }
 }
 both!(many_small_files_resume_after_a_kill_inside_a_batch);
+
+/// A sync killed inside a 40 MiB file (after its fifth chunk) keeps what it
+/// had written in `.scribe/_state/partial/`; the re-run verifies that part
+/// chunk by chunk, fetches only the rest, places the right bytes and
+/// leaves no partial file behind (#18 item 4).
+fn a_sync_killed_inside_a_large_file_resumes_it(t: Transport) {
+    let env = Env::new(t);
+    let a = env.workspace("alice", &[]);
+    let b = env.workspace("bob", &[]);
+    let big = noise(40 * MIB, 41);
+    write(&a, "art/big.bin", &big);
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "big"]).ok();
+    let r = env.crash(&b, "sync-chunk-5", &["sync"]);
+    assert!(r.killed, "{r:?}");
+    let partial = b.join(".scribe/_state/partial");
+    let left: u64 = std::fs::read_dir(&partial)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(left > 0, "the killed run left its partial download");
+    let r = env.scribe(&b, &["sync", "--json"]);
+    r.ok();
+    let resumed = json_u64(&r.stdout, "bytes_resumed");
+    assert!(
+        resumed > 0 && resumed <= left && resumed < big.len() as u64,
+        "resumed {resumed} of {left} left, {}",
+        r.stdout
+    );
+    assert!(read(&b, "art/big.bin") == big, "bob has the right bytes");
+    assert_eq!(std::fs::read_dir(&partial).unwrap().count(), 0);
+    let st = env.scribe(&b, &["status"]);
+    assert!(
+        st.stdout.contains("Nothing opened, no local changes"),
+        "{}",
+        st.stdout
+    );
+}
+both!(a_sync_killed_inside_a_large_file_resumes_it);
