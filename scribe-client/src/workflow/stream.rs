@@ -327,6 +327,8 @@ fn upload_queue(lane: &mut Lane<'_>, sh: &Shared<'_>) -> Result<(usize, u64)> {
         }
         let n = sh.groups.fetch_add(1, Ordering::SeqCst) + 1;
         sh.ctx.failpoints.nth("submit-stream-group", n);
+        // A slow link, for crash tests (`SCRIBE_TEST_SLOW_MS`).
+        sh.ctx.failpoints.pause();
     }
     lane.with(|c| c.objects_publish(repo))?;
     Ok((objects, bytes))
