@@ -360,17 +360,12 @@ fn tracked_under(ws: &Workspace, paths: &[String]) -> Result<(Vec<String>, Vec<R
 
 /// Tracked paths at or under each argument.
 fn tracked_under_any(ws: &Workspace, paths: &[String]) -> Result<(Vec<String>, Vec<Refusal>)> {
-    let baselines = ws.read()?.baselines()?;
+    let read = ws.read()?;
     let mut out = Vec::new();
     let mut refused = Vec::new();
     for arg in paths {
         let before = out.len();
-        out.extend(
-            baselines
-                .iter()
-                .filter(|(p, _)| scribe_format::path::is_under_prefix(p, arg))
-                .map(|(p, _)| p.clone()),
-        );
+        out.extend(read.baseline_paths_under(arg)?);
         if out.len() == before {
             refused.push(refuse(arg, ErrorCode::NotPresent, "not a tracked file"));
         }

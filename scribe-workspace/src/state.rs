@@ -873,6 +873,30 @@ macro_rules! reads {
             })
         }
 
+        /// The baselines at or under `prefix` (every one for `""`), in
+        /// path order: a range read from `prefix`, not the whole table
+        /// (`edit`, `delete`, `revert` of a few paths in a large tree).
+        pub fn baseline_paths_under(&self, prefix: &str) -> Result<Vec<String>> {
+            self.guarded(|| {
+                let t = self.$open(BASELINE)?;
+                let mut out = Vec::new();
+                for row in t.range::<&str>(prefix..)? {
+                    let (k, _) = row?;
+                    let p = k.value();
+                    // Keys such as `a-b` and `a.b` sort between `a` and
+                    // `a/`: skip them, stop past the prefix.
+                    if !p.starts_with(prefix) {
+                        break;
+                    }
+                    check_key("baseline", p)?;
+                    if scribe_format::path::is_under_prefix(p, prefix) {
+                        out.push(p.to_string());
+                    }
+                }
+                Ok(out)
+            })
+        }
+
         /// Every baseline, in path order.
         pub fn baselines(&self) -> Result<Vec<(String, BaselineRecord)>> {
             self.guarded(|| {
@@ -1332,6 +1356,36 @@ mod tests {
             transfer_compression: true,
             synced: 0,
         }
+    }
+
+    #[test]
+    fn baseline_paths_under_a_prefix_skip_neighbours_that_sort_between() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::create(dir.path(), &meta()).unwrap();
+        let base = BaselineRecord {
+            incarnation: [4; 16],
+            manifest: scribe_format::ManifestId([5; 32]),
+            content: scribe_format::FileContentId([6; 32]),
+            size: 7,
+            mode: 0,
+            change: 8,
+            fingerprint: Fingerprint::default(),
+        };
+        let all = ["a", "a-b", "a.c", "a/x", "a/y/z", "ab", "b/a"];
+        let tx = ws.write().unwrap();
+        for p in all {
+            tx.put_baseline(p, &base).unwrap();
+        }
+        tx.commit().unwrap();
+        let read = ws.read().unwrap();
+        let under = |p: &str| read.baseline_paths_under(p).unwrap();
+        assert_eq!(under("a"), ["a", "a/x", "a/y/z"]);
+        assert_eq!(under("a/y"), ["a/y/z"]);
+        assert_eq!(under("a-b"), ["a-b"]);
+        assert_eq!(under("b"), ["b/a"]);
+        assert_eq!(under(""), all);
+        assert!(under("c").is_empty());
+        assert!(under("a/x/deeper").is_empty());
     }
 
     #[test]
