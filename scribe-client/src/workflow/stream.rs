@@ -1,18 +1,23 @@
-//! Streaming freeze of large files: each chunk goes from the working file
-//! straight to the server, never into the workspace cache.
+//! Streaming freeze: each chunk goes from the working file straight to the
+//! server, never into the workspace cache (large files and, since issue
+//! 19, small ones: a small file's one chunk used to be frozen into the
+//! cache, read back for the upload and compressed again by the server).
 //!
 //! The files are chunked by `scribe-objects` exactly as an import would
 //! (same cut points, chunk ids and manifests); its worker threads hand each
-//! hashed chunk to a bounded queue. Uploader threads ([`LANES`] over TCP,
-//! each with its own connection, so one sends while the server publishes
-//! the other's stage; one on the in-process transport) take the queue in
-//! groups (at most [`GROUP_CHUNKS`] chunks / [`GROUP_BYTES`]), pin the
-//! group's ids for the submission's upload intent and learn which the
-//! server lacks (`ObjectsPinMissing`, one transaction per group), and send
-//! only those as staged puts, which the server publishes in durable
+//! hashed chunk to a queue bounded by bytes and count. Uploader threads
+//! ([`LANES`] over TCP, each with its own connection, so one sends while
+//! the server publishes the other's stage; one on the in-process transport
+//! or for a freeze under [`LANE_BYTES`]) take the queue in groups (at most
+//! [`GROUP_CHUNKS`] chunks / [`GROUP_BYTES`]: hundreds of small files, or a
+//! handful of a large file's chunks), pin the group's ids for the
+//! submission's upload intent and learn which the server lacks
+//! (`ObjectsPinMissing`, one transaction per group), and send only those:
+//! small chunks many to an `ObjectPutMany` (one durable publication each),
+//! large ones as staged puts, which the server publishes in durable
 //! batches of 64 MiB; a final `ObjectsPublish` on each connection
 //! publishes the rest. Reading, chunking and hashing overlap the transfer
-//! and the server's writes; the file is read once; only the manifests are
+//! and the server's writes; each file is read once; only the manifests are
 //! written to the cache.
 //!
 //! What makes this safe without a local copy: every chunk id is computed
@@ -26,13 +31,13 @@
 //! workspace (the NoKV Workbench's `nokv collect`): its own object store
 //! for the manifests, its own connections.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
+use scribe_format::wire::message::{self as m, MAX_OBJECT_DATA_PER_FRAME};
 use scribe_format::{ChunkId, ErrorCode, ObjectId, OperationId, WorkspaceId};
 use scribe_objects::{ChunkBytes, ChunkSink, ImportedFile, ObjectStore, StoreError};
 
@@ -42,16 +47,24 @@ use crate::link::ServerLink;
 use crate::progress::Task;
 use crate::Context;
 
-/// Most chunks per pin-and-check round trip.
-const GROUP_CHUNKS: usize = 8;
+/// Most chunks per pin-and-check round trip (one pin transaction on the
+/// server): small files are one chunk each, so a group of small files is
+/// hundreds of them, not the handful of chunks a large file's group holds
+/// (the bytes bound below ends those).
+const GROUP_CHUNKS: usize = 512;
 /// Most chunk bytes per group.
 const GROUP_BYTES: usize = 32 << 20;
-/// Chunks waiting for the uploader (bounds memory with the group).
-const QUEUE_CHUNKS: usize = 8;
+/// Chunk bytes waiting for the uploaders (bounds memory with the groups
+/// being sent); one chunk is always admitted to an empty queue.
+const QUEUE_BYTES: usize = 64 << 20;
+/// Chunks waiting for the uploaders.
+const QUEUE_CHUNKS: usize = 4096;
 /// How long the uploader waits to fill a group before sending what it has.
 const GROUP_WAIT: Duration = Duration::from_millis(20);
 /// Upload connections over TCP.
 const LANES: usize = 2;
+/// Bytes to freeze from which a submit opens its extra lanes.
+const LANE_BYTES: u64 = 8 << 20;
 
 /// What the streaming freeze did.
 pub struct Streamed {
@@ -62,9 +75,115 @@ pub struct Streamed {
     pub bytes: u64,
 }
 
-/// Hands each chunk to the uploaders' queue; dropping it closes the queue.
+/// The chunks between the import's workers and the uploaders, bounded by
+/// count and by bytes (a large file's chunks are up to 16 MiB, a small
+/// file's a few bytes: a count alone would either starve the small ones
+/// or hold gigabytes of the large ones).
+struct Queue {
+    state: Mutex<QueueState>,
+    /// Signalled when a chunk arrives or the queue closes.
+    filled: Condvar,
+    /// Signalled when chunks leave.
+    drained: Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    items: VecDeque<(ChunkId, ChunkBytes)>,
+    bytes: usize,
+    closed: bool,
+}
+
+/// Why a wait for the next chunk ended without one.
+enum Empty {
+    /// Nothing arrived in time; more may come.
+    Timeout,
+    /// Closed and empty.
+    Closed,
+}
+
+impl Queue {
+    fn new() -> Self {
+        Queue {
+            state: Mutex::new(QueueState::default()),
+            filled: Condvar::new(),
+            drained: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Add a chunk, waiting while the queue is full; `false` once closed.
+    fn push(&self, id: ChunkId, bytes: ChunkBytes) -> bool {
+        let mut st = self.lock();
+        while !st.closed
+            && !st.items.is_empty()
+            && (st.items.len() >= QUEUE_CHUNKS || st.bytes + bytes.len() > QUEUE_BYTES)
+        {
+            st = self.drained.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        if st.closed {
+            return false;
+        }
+        st.bytes += bytes.len();
+        st.items.push_back((id, bytes));
+        self.filled.notify_one();
+        true
+    }
+
+    /// The next chunk, waiting until `deadline` (`None`: for as long as
+    /// the queue is open).
+    fn pop(&self, deadline: Option<Instant>) -> Result<(ChunkId, ChunkBytes), Empty> {
+        let mut st = self.lock();
+        loop {
+            if let Some(item) = st.items.pop_front() {
+                st.bytes -= item.1.len();
+                self.drained.notify_all();
+                return Ok(item);
+            }
+            if st.closed {
+                return Err(Empty::Closed);
+            }
+            st = match deadline {
+                None => self.filled.wait(st).unwrap_or_else(|p| p.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Err(Empty::Timeout);
+                    }
+                    self.filled
+                        .wait_timeout(st, d - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+            };
+        }
+    }
+
+    /// No more chunks will come: waiting uploaders take what is left.
+    fn close(&self) {
+        self.lock().closed = true;
+        self.filled.notify_all();
+        self.drained.notify_all();
+    }
+
+    /// Close and drop everything queued (an uploader failed).
+    fn abandon(&self) {
+        let mut st = self.lock();
+        st.closed = true;
+        st.items.clear();
+        st.bytes = 0;
+        drop(st);
+        self.filled.notify_all();
+        self.drained.notify_all();
+    }
+}
+
+/// Hands each chunk to the uploaders' queue.
 struct QueueSink<'a> {
-    tx: SyncSender<(ChunkId, ChunkBytes)>,
+    queue: &'a Queue,
     /// Set by an uploader that failed: the import stops.
     failed: &'a AtomicBool,
 }
@@ -76,11 +195,13 @@ impl ChunkSink for QueueSink<'_> {
                 reason: "the upload failed".into(),
             });
         }
-        self.tx
-            .send((id, bytes))
-            .map_err(|_| StoreError::SinkStopped {
+        if self.queue.push(id, bytes) {
+            Ok(())
+        } else {
+            Err(StoreError::SinkStopped {
                 reason: "the upload stopped".into(),
             })
+        }
     }
 }
 
@@ -103,7 +224,9 @@ impl Lane<'_> {
 
 /// What the uploaders share.
 struct Shared<'a> {
-    rx: Mutex<Receiver<(ChunkId, ChunkBytes)>>,
+    queue: Queue,
+    /// Serializes group taking: one uploader fills its group at a time.
+    taking: Mutex<()>,
     seen: Mutex<HashSet<ChunkId>>,
     groups: AtomicUsize,
     failed: &'a AtomicBool,
@@ -113,18 +236,22 @@ struct Shared<'a> {
     ctx: &'a Context,
 }
 
-/// Chunk `paths` into the cache's manifests while their chunks stream to
-/// the server under the upload intent `op` of `workspace`. Returns the
-/// imported files in order once every chunk the server lacked is
-/// published.
+/// Chunk `paths` (`bytes` in all) into the cache's manifests while their
+/// chunks stream to the server under the upload intent `op` of
+/// `workspace`. Returns the imported files in order once every chunk the
+/// server lacked is published. A second connection is opened only for
+/// at least [`LANE_BYTES`] (a few edited files go on the one the
+/// workspace has: a connection costs a handshake).
 pub fn freeze_and_upload(
     remote: &ServerLink,
     workspace: WorkspaceId,
     op: &OperationId,
     paths: &[PathBuf],
+    bytes: u64,
 ) -> Result<Streamed> {
     let mut lanes = vec![Lane::Shared(remote)];
-    for _ in 1..LANES {
+    let wanted = if bytes >= LANE_BYTES { LANES } else { 1 };
+    for _ in 1..wanted {
         // Fewer lanes when the server refuses another connection.
         match remote.usable_extra_connection() {
             Some(c) => lanes.push(Lane::Own(Box::new(c))),
@@ -188,10 +315,10 @@ fn stream_lanes(
     op: &OperationId,
     paths: &[PathBuf],
 ) -> Result<Streamed> {
-    let (tx, rx) = sync_channel::<(ChunkId, ChunkBytes)>(QUEUE_CHUNKS);
     let failed = AtomicBool::new(false);
     let shared = Shared {
-        rx: Mutex::new(rx),
+        queue: Queue::new(),
+        taking: Mutex::new(()),
         seen: Mutex::new(HashSet::new()),
         groups: AtomicUsize::new(0),
         failed: &failed,
@@ -209,23 +336,22 @@ fn stream_lanes(
                     let r = upload_queue(&mut lane, shared);
                     if r.is_err() {
                         shared.failed.store(true, Ordering::SeqCst);
-                        // Keep taking chunks until the import sees the
-                        // failure and closes the queue: a chunker blocked
-                        // on a full queue must not wait for uploaders that
-                        // are gone (it would hold the workspace forever).
-                        drain(shared);
+                        // A chunker blocked on a full queue must not wait
+                        // for uploaders that are gone (it would hold the
+                        // workspace forever): the queue refuses from now on.
+                        shared.queue.abandon();
                     }
                     r
                 })
             })
             .collect();
         let sink = QueueSink {
-            tx,
+            queue: &shared.queue,
             failed: &failed,
         };
         let imported = store.chunk_files_into(paths, &sink);
-        // Closes the queue: the uploaders finish what it holds.
-        drop(sink);
+        // The uploaders finish what the queue holds.
+        shared.queue.close();
         let mut objects = 0;
         let mut bytes = 0;
         let mut first_err = None;
@@ -258,26 +384,21 @@ fn stream_lanes(
     })
 }
 
-/// Discard what the queue holds until the import closes it.
-fn drain(sh: &Shared<'_>) {
-    if let Ok(rx) = sh.rx.lock() {
-        while rx.recv().is_ok() {}
-    }
-}
-
 /// Take the next group from the queue: `None` when it is closed and empty.
+/// A group ends at [`GROUP_CHUNKS`], at [`GROUP_BYTES`], or when no chunk
+/// arrived for [`GROUP_WAIT`].
 fn next_group(sh: &Shared<'_>) -> Option<Vec<(ChunkId, ChunkBytes)>> {
-    let rx = sh.rx.lock().ok()?;
-    let first = rx.recv().ok()?;
+    let _turn = sh.taking.lock().unwrap_or_else(|p| p.into_inner());
+    let first = sh.queue.pop(None).ok()?;
+    let mut group_bytes = first.1.len();
     let mut group = vec![first];
-    let mut group_bytes = group[0].1.len();
     while group.len() < GROUP_CHUNKS && group_bytes < GROUP_BYTES {
-        match rx.recv_timeout(GROUP_WAIT) {
+        match sh.queue.pop(Some(Instant::now() + GROUP_WAIT)) {
             Ok(c) => {
                 group_bytes += c.1.len();
                 group.push(c);
             }
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+            Err(Empty::Timeout | Empty::Closed) => break,
         }
     }
     Some(group)
@@ -315,16 +436,36 @@ fn upload_queue(lane: &mut Lane<'_>, sh: &Shared<'_>) -> Result<(usize, u64)> {
             .with(|c| c.objects_pin_missing(repo, workspace, op, &ids))?
             .into_iter()
             .collect();
+        // Small chunks (a small file is one) travel many to a request
+        // (`ObjectPutMany`: one durable publication each); large ones as
+        // staged pieces, published in the server's batches.
+        let mut many: Vec<m::ObjectPiece> = Vec::new();
+        let mut many_bytes = 0usize;
         for (id, data) in &group {
             let oid = ObjectId::chunk(*id);
             if missing.contains(&oid) {
-                lane.with(|c| c.put_object_staged(repo, workspace, op, oid, data))?;
+                if data.len() > crate::transfer::SMALL_OBJECT_BYTES {
+                    lane.with(|c| c.put_object_staged(repo, workspace, op, oid, data))?;
+                    sh.ctx.progress.advance(Task::Sent, data.len() as u64);
+                } else {
+                    if many_bytes + data.len() > MAX_OBJECT_DATA_PER_FRAME as usize
+                        || many.len() >= crate::transfer::MAX_GROUP_OBJECTS
+                    {
+                        put_many(lane, sh, &mut many)?;
+                        many_bytes = 0;
+                    }
+                    many_bytes += data.len();
+                    many.push(m::ObjectPiece {
+                        id: oid,
+                        data: scribe_format::wire::Bytes(data.to_vec()),
+                    });
+                }
                 objects += 1;
                 bytes += data.len() as u64;
-                sh.ctx.progress.advance(Task::Sent, data.len() as u64);
             }
             sh.ctx.progress.advance(Task::Stream, data.len() as u64);
         }
+        put_many(lane, sh, &mut many)?;
         let n = sh.groups.fetch_add(1, Ordering::SeqCst) + 1;
         sh.ctx.failpoints.nth("submit-stream-group", n);
         // A slow link, for crash tests (`SCRIBE_TEST_SLOW_MS`).
@@ -332,4 +473,23 @@ fn upload_queue(lane: &mut Lane<'_>, sh: &Shared<'_>) -> Result<(usize, u64)> {
     }
     lane.with(|c| c.objects_publish(repo))?;
     Ok((objects, bytes))
+}
+
+/// Send `objects` (small, missing on the server) in one `ObjectPutMany`.
+fn put_many(lane: &mut Lane<'_>, sh: &Shared<'_>, objects: &mut Vec<m::ObjectPiece>) -> Result<()> {
+    if objects.is_empty() {
+        return Ok(());
+    }
+    let objects = std::mem::take(objects);
+    let sent: u64 = objects.iter().map(|o| o.data.0.len() as u64).sum();
+    lane.with(|c| {
+        c.object_put_many(m::ObjectPutMany {
+            repo: sh.repo.clone(),
+            operation: sh.op,
+            workspace: sh.workspace,
+            objects,
+        })
+    })?;
+    sh.ctx.progress.advance(Task::Sent, sent);
+    Ok(())
 }

@@ -1,5 +1,5 @@
-//! `scribe submit`: freeze the opened files (small ones into the cache,
-//! large ones streamed chunk by chunk to the server, see [`super::stream`]),
+//! `scribe submit`: freeze the opened files (streamed to the server, small
+//! ones many to a request, large ones chunk by chunk, see [`super::stream`]),
 //! build the change set, record it as the pending submission, upload what
 //! the server still lacks, submit with the operation id, and finalize
 //! locally.
@@ -361,13 +361,12 @@ struct Frozen {
 }
 
 /// Freeze the files of `to_import` (their fingerprints, taken just before,
-/// beside them). Files of at most one chunk (1 MiB) are imported into the
-/// cache in one publication and uploaded in groups after the pending row
-/// is written. Larger files are chunked and streamed to the server under
-/// the upload intent `op` ([`super::stream`]): nothing but their manifests
-/// is written locally, chunks the server already holds (an edit's
-/// unchanged ranges, content submitted before) are not sent, and every
-/// chunk is published before this returns.
+/// beside them): every file is chunked and streamed to the server under
+/// the upload intent `op` ([`super::stream`]), small files (one chunk
+/// each) many to a request, large ones chunk by chunk. Nothing but the
+/// manifests is written locally, chunks the server already holds (an
+/// edit's unchanged ranges, content submitted before) are not sent, and
+/// every chunk is published before this returns.
 fn freeze(
     o: &Opened,
     remote: &ServerLink,
@@ -375,38 +374,25 @@ fn freeze(
     to_import: &[(String, std::path::PathBuf, bool)],
     fingerprints: &[(String, scribe_workspace::records::Fingerprint)],
 ) -> Result<Frozen> {
-    let min = u64::from(scribe_format::limits::CHUNK_MIN_BYTES);
-    let (large, small): (Vec<usize>, Vec<usize>) =
-        (0..to_import.len()).partition(|&i| fingerprints[i].1.size > min);
-    let mut out: Vec<Option<scribe_objects::ImportedFile>> = vec![None; to_import.len()];
-    let files: Vec<&std::path::Path> = small.iter().map(|&i| to_import[i].1.as_path()).collect();
-    if !files.is_empty() {
-        for (&i, imp) in small.iter().zip(remote.cache().import_files(&files)?) {
-            out[i] = Some(imp);
-        }
-    }
     let mut frozen = Frozen {
         files: Vec::new(),
         streamed_objects: 0,
         streamed_bytes: 0,
     };
-    if !large.is_empty() {
-        let total: u64 = large.iter().map(|&i| fingerprints[i].1.size).sum();
+    if !to_import.is_empty() {
+        let total: u64 = fingerprints.iter().map(|(_, f)| f.size).sum();
         let progress = &remote.context().progress;
         progress.start(Task::Stream, total);
-        let paths: Vec<std::path::PathBuf> =
-            large.iter().map(|&i| to_import[i].1.clone()).collect();
-        let streamed = super::stream::freeze_and_upload(remote, o.meta.workspace_id, op, &paths);
+        let paths: Vec<std::path::PathBuf> = to_import.iter().map(|f| f.1.clone()).collect();
+        let streamed =
+            super::stream::freeze_and_upload(remote, o.meta.workspace_id, op, &paths, total);
         progress.finish(Task::Stream);
         let streamed = streamed?;
-        for (&i, imp) in large.iter().zip(streamed.files) {
-            out[i] = Some(imp);
-        }
+        frozen.files = streamed.files;
         frozen.streamed_objects = streamed.objects;
         frozen.streamed_bytes = streamed.bytes;
     }
     remote.context().failpoints.point("submit-after-freeze");
-    frozen.files = out.into_iter().flatten().collect();
     if frozen.files.len() != to_import.len() {
         return Err(Error::new(ErrorCode::Internal, "the freeze lost a file"));
     }
