@@ -1324,13 +1324,9 @@ impl Repository {
             .iter()
             .map(|(id, bytes)| (ObjectId::commit(*id), bytes.as_slice()))
             .collect();
-        if carried.is_empty() {
-            for (id, bytes) in &envelopes {
-                self.objects.publish_commit(id, bytes)?;
-            }
-        } else {
-            self.objects.publish_with(&carried, &envelopes)?;
-        }
+        // (one pack flush and one locator commit for the whole group, not
+        // one per member).
+        self.objects.publish_with(&carried, &envelopes)?;
         // The acceptance and its pin cleanup share one archive publication.
         crate::journal::coalesce_publication(&self.archive, || {
             wtx.commit()?;
