@@ -345,7 +345,7 @@ impl Repository {
 
     /// Clean up every intent whose final outcome is recorded (startup, and
     /// after each outcome).
-    pub(crate) fn cleanup_finished_pins(&self) -> Result<()> {
+    pub fn cleanup_finished_pins(&self) -> Result<()> {
         let finished: Vec<(OperationId, WorkspaceId)> = {
             let tx = self.db.begin_read()?;
             let meta = tx.open_table(tables::META)?;
