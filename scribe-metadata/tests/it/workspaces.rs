@@ -330,7 +330,7 @@ fn pins_are_bounded_per_workspace_listed_and_abandoned() {
 /// Transactions (journal commit boundaries) recorded in the outbox after
 /// sequence `after`; with it, the outbox end.
 fn transactions_after(e: &Env, after: u64) -> (u64, u64) {
-    use redb::{ReadableDatabase, ReadableTable};
+    use redb::ReadableDatabase;
     use scribe_metadata::journal;
     let tx = e.repo.database().begin_read().unwrap();
     let end = journal::check_profile(&tx, std::path::Path::new("m"))
@@ -362,7 +362,7 @@ fn a_group_of_finished_intents_is_cleaned_up_in_one_transaction() {
         let st = state(&e, 10 + i);
         let s = submission(
             &e,
-            vec![scribe_format::changeset::Entry::add(&format!("f{i}"), st)],
+            vec![scribe_format::changeset::Entry::add(format!("f{i}"), st)],
         );
         let ids = vec![
             ObjectId::manifest(st.manifest),
@@ -374,7 +374,10 @@ fn a_group_of_finished_intents_is_cleaned_up_in_one_transaction() {
     assert_eq!(e.repo.upload_pins(e.ws).unwrap().len(), 8);
     let (_, before) = transactions_after(&e, 0);
     let out = e.repo.submit_group(subs).unwrap();
-    assert_eq!(out.iter().map(accepted).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+    assert_eq!(
+        out.iter().map(accepted).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4]
+    );
     let (transactions, _) = transactions_after(&e, before);
     assert_eq!(
         transactions, 2,
@@ -407,7 +410,7 @@ fn a_large_finished_intent_is_cleaned_in_batches_beside_a_small_one() {
         let st = state(&e, 20 + i);
         let s = submission(
             &e,
-            vec![scribe_format::changeset::Entry::add(&format!("g{i}"), st)],
+            vec![scribe_format::changeset::Entry::add(format!("g{i}"), st)],
         );
         let mut ids = vec![
             ObjectId::manifest(st.manifest),

@@ -327,7 +327,9 @@ fn concurrent_commits_share_one_publication_and_all_survive_reopen() {
                 let b = store.batch();
                 let small = b.put(ObjectKind::Chunk, &[i; 100]).unwrap();
                 // Larger than the threshold: a loose object.
-                let large = b.put(ObjectKind::Chunk, &noise(4096, u64::from(i))).unwrap();
+                let large = b
+                    .put(ObjectKind::Chunk, &noise(4096, u64::from(i)))
+                    .unwrap();
                 let receipt = b.commit().unwrap();
                 assert_eq!(receipt.objects_written, 2);
                 (small, large)
