@@ -151,6 +151,16 @@ pub enum Outcome {
     },
 }
 
+/// A submission's checks done before acceptance ([`Repository::prepare`]).
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    fingerprint: [u8; 32],
+    /// The recorded outcome of its operation id, if any.
+    replay: Option<Outcome>,
+    /// A refusal the state-independent checks decided.
+    pre: Option<Reject>,
+}
+
 /// A refusal decided by validation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Reject {
@@ -1178,11 +1188,16 @@ impl Repository {
         // Published after the turn and gate are released (the next group
         // need not wait for this one's archive flush), before returning.
         let mut outcomes = crate::journal::coalesce_publication(&self.archive, || {
-            let _turn = self
-                .turn
-                .lock()
-                .map_err(|_| MetadataError::Gate("submit turn poisoned".into()))?;
-            self.accept_group(&[(&s, fingerprint, pre)])
+            let outcomes = {
+                let _turn = self
+                    .turn
+                    .lock()
+                    .map_err(|_| MetadataError::Gate("submit turn poisoned".into()))?;
+                self.accept_group(&[(&s, fingerprint, pre)])?
+            };
+            // Outside the turn and the gate (see `accept_group`).
+            self.cleanup_finished_pins()?;
+            Ok(outcomes)
         })?;
         outcomes
             .pop()
@@ -1203,10 +1218,49 @@ impl Repository {
     pub fn submit_group(&self, subs: Vec<Submission>) -> Result<Vec<Outcome>> {
         // Published once, after the turn and gate are released, before
         // any outcome (a replayed one included) is returned.
-        crate::journal::coalesce_publication(&self.archive, || self.submit_group_deferred(subs))
+        crate::journal::coalesce_publication(&self.archive, || {
+            let mut prepared = Vec::with_capacity(subs.len());
+            for s in subs {
+                let p = self.prepare(&s)?;
+                prepared.push((s, p));
+            }
+            let out = self.submit_prepared(&prepared)?;
+            // Outside the turn and the gate (see `accept_group`).
+            self.cleanup_finished_pins()?;
+            Ok(out)
+        })
     }
 
-    fn submit_group_deferred(&self, subs: Vec<Submission>) -> Result<Vec<Outcome>> {
+    /// What acceptance checks of `s` before it needs the submit turn: its
+    /// fingerprint, a recorded outcome to replay, and the checks that do
+    /// not depend on the repository's state (shape, change set identity,
+    /// objects present and sound). The submitting thread computes it, so
+    /// concurrent submissions check in parallel instead of one after the
+    /// other under a group's lead.
+    pub fn prepare(&self, s: &Submission) -> Result<Prepared> {
+        let fingerprint = self.fingerprint(s);
+        if let Some(o) = self.replay(&s.operation, &fingerprint)? {
+            return Ok(Prepared {
+                fingerprint,
+                replay: Some(o),
+                pre: None,
+            });
+        }
+        Ok(Prepared {
+            fingerprint,
+            replay: None,
+            pre: self.precheck(s)?,
+        })
+    }
+
+    /// Accept prepared submissions (each prepared by [`Repository::prepare`]
+    /// for exactly that submission): buffered ones in groups of up to
+    /// eight sharing one transaction, large ones streamed. Returns before
+    /// the finished intents' pins are cleaned up: the caller runs
+    /// [`Repository::cleanup_finished_pins`] (a group's lead may first hand
+    /// over) and, as with every write, publishes the archive before
+    /// returning any outcome.
+    pub fn submit_prepared(&self, subs: &[(Submission, Prepared)]) -> Result<Vec<Outcome>> {
         let mut out = Vec::with_capacity(subs.len());
         let mut pending: Vec<(&Submission, [u8; 32], Option<Reject>)> = Vec::new();
         let mut rows = 0usize;
@@ -1224,14 +1278,14 @@ impl Repository {
             pending.clear();
             Ok(())
         };
-        for s in &subs {
-            let fp = self.fingerprint(s);
-            if let Some(o) = self.replay(&s.operation, &fp)? {
+        for (s, p) in subs {
+            let fp = p.fingerprint;
+            if let Some(o) = &p.replay {
                 flush(&mut pending, &mut out)?;
-                out.push(o);
+                out.push(o.clone());
                 continue;
             }
-            let pre = self.precheck(s)?;
+            let pre = p.pre.clone();
             let est = estimated_rows(s);
             if pre.is_none() && est > BUFFERED_ROW_LIMIT {
                 flush(&mut pending, &mut out)?;
@@ -1324,18 +1378,14 @@ impl Repository {
             .iter()
             .map(|(id, bytes)| (ObjectId::commit(*id), bytes.as_slice()))
             .collect();
-        if carried.is_empty() {
-            for (id, bytes) in &envelopes {
-                self.objects.publish_commit(id, bytes)?;
-            }
-        } else {
-            self.objects.publish_with(&carried, &envelopes)?;
-        }
-        // The acceptance and its pin cleanup share one archive publication.
-        crate::journal::coalesce_publication(&self.archive, || {
-            wtx.commit()?;
-            self.cleanup_finished_pins()
-        })?;
+        // (one pack flush and one locator commit for the whole group, not
+        // one per member).
+        self.objects.publish_with(&carried, &envelopes)?;
+        // The caller cleans up the finished intents' pins after releasing
+        // the turn and this gate (finalized intents acquire no new pins,
+        // so cleanup is safe beside other writers), and the acceptance and
+        // that cleanup share one archive publication (the caller's).
+        wtx.commit()?;
         Ok(outcomes)
     }
 

@@ -345,7 +345,7 @@ impl Repository {
 
     /// Clean up every intent whose final outcome is recorded (startup, and
     /// after each outcome).
-    pub(crate) fn cleanup_finished_pins(&self) -> Result<()> {
+    pub fn cleanup_finished_pins(&self) -> Result<()> {
         let finished: Vec<(OperationId, WorkspaceId)> = {
             let tx = self.db.begin_read()?;
             let meta = tx.open_table(tables::META)?;
@@ -362,9 +362,78 @@ impl Repository {
             }
             out
         };
+        // Intents whose remaining pins fit together in one cleanup
+        // transaction (at most PIN_BATCH pins in all) share it: each is
+        // final in it (its pins, owner and marker removed together), so a
+        // group of accepted submissions costs one cleanup commit, not one
+        // per member. An intent with more pins is cleaned alone, in
+        // batches of PIN_BATCH.
+        let mut shared: Vec<(OperationId, WorkspaceId, Vec<Vec<u8>>)> = Vec::new();
+        let mut shared_pins = 0usize;
         for (op, ws) in finished {
-            self.cleanup_pins(&ws, &op)?;
+            // A bounded read of at most PIN_BATCH + 1 keys outside the write.
+            let keys = self.pin_keys_bounded(&ws, &op)?;
+            if keys.len() > PIN_BATCH {
+                self.cleanup_pins(&ws, &op)?;
+                continue;
+            }
+            if shared_pins + keys.len() > PIN_BATCH {
+                self.cleanup_final_batches(std::mem::take(&mut shared))?;
+                shared_pins = 0;
+            }
+            shared_pins += keys.len();
+            shared.push((op, ws, keys));
         }
+        self.cleanup_final_batches(shared)
+    }
+
+    /// At most `PIN_BATCH + 1` pin keys of `ws`'s intent `op`.
+    fn pin_keys_bounded(&self, ws: &WorkspaceId, op: &OperationId) -> Result<Vec<Vec<u8>>> {
+        let mut prefix = ws.0.to_vec();
+        prefix.extend_from_slice(&op.0);
+        let tx = self.db.begin_read()?;
+        let pins = tx.open_table(tables::UPLOAD_PINS)?;
+        let mut out = Vec::new();
+        for row in pins.range(prefix.as_slice()..)? {
+            let k = row?.0.value().to_vec();
+            if !k.starts_with(&prefix) || out.len() > PIN_BATCH {
+                break;
+            }
+            out.push(k);
+        }
+        Ok(out)
+    }
+
+    /// One cleanup transaction that is the final one of every intent in
+    /// `intents` (together at most PIN_BATCH pins): their pins, owners and
+    /// cleanup markers.
+    fn cleanup_final_batches(
+        &self,
+        intents: Vec<(OperationId, WorkspaceId, Vec<Vec<u8>>)>,
+    ) -> Result<()> {
+        if intents.is_empty() {
+            return Ok(());
+        }
+        let mut counts = self
+            .pin_counts
+            .lock()
+            .map_err(|_| MetadataError::Gate("pin counts poisoned".into()))?;
+        let wtx = self.write()?;
+        {
+            let mut pins = wtx.open_table(tables::UPLOAD_PINS)?;
+            let mut meta = wtx.open_table(tables::META)?;
+            for (op, ws, keys) in &intents {
+                counts.remove(&ws.0);
+                // The intent is finalized: it acquires no new pin, so the
+                // keys read before this transaction are all it holds.
+                for k in keys {
+                    pins.remove(k.as_slice())?;
+                }
+                meta.remove(owner_key(op).as_str())?;
+                meta.remove(finished_key(op).as_str())?;
+            }
+        }
+        wtx.commit()?;
         Ok(())
     }
 

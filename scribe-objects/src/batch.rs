@@ -308,14 +308,114 @@ impl<'s> Batch<'s> {
     /// Publish: loose renames into shard directories, pack flush, shard and
     /// `loose/` directory flushes, then one Immediate locator commit. When
     /// this returns `Ok`, every object of the batch is durable and visible.
+    ///
+    /// Group commit: concurrent commits of one store share the flushes and
+    /// the locator transaction. Each committer queues its batch, then takes
+    /// the store's publisher turn; the one that gets it publishes every
+    /// queued batch at once (section 6.3's steps 2 to 5 once for all of
+    /// them, in that order) and posts the outcome to the others before
+    /// handing the turn on, so a committer that then finds its outcome
+    /// posted returns it without flushing anything. The pack flush and the
+    /// locator commit run without holding the writer: other batches keep
+    /// appending (and queue up for the next publication) meanwhile. A
+    /// failure is every queued batch's failure.
     pub fn commit(self) -> Result<BatchReceipt> {
         let store = self.store;
         let mut st = std::mem::take(&mut *self.state());
+        let receipt = std::mem::take(&mut st.receipt);
+        let ticket = {
+            let mut q = store.lock_commits();
+            let ticket = q.next_ticket;
+            q.next_ticket += 1;
+            q.pending.push(Member {
+                ticket,
+                staged: std::mem::take(&mut st.staged),
+                rows: st.rows.drain().collect(),
+                content: std::mem::take(&mut st.content),
+                failpoint: st.failpoint,
+            });
+            ticket
+        };
+        let turn = store.publisher.lock().unwrap_or_else(|p| p.into_inner());
+        let mut members = {
+            let mut q = store.lock_commits();
+            if let Some(r) = q.done.remove(&ticket) {
+                return r.map(|()| receipt);
+            }
+            // Ours is queued: it was queued before we took the turn and
+            // only a holder of the turn takes the queue, posting every
+            // outcome before handing the turn on (unless it panicked).
+            let members = std::mem::take(&mut q.pending);
+            if !members.iter().any(|m| m.ticket == ticket) {
+                return Err(StoreError::Io {
+                    path: store.dir.clone(),
+                    source: std::io::Error::other("a batch group's publication was interrupted"),
+                });
+            }
+            members
+        };
+        let r = publish(store, &mut members);
+        {
+            let mut q = store.lock_commits();
+            for m in members.iter().filter(|m| m.ticket != ticket) {
+                q.done.insert(m.ticket, shared_failure(&r, &store.dir));
+            }
+        }
+        drop(turn);
+        r.map(|()| receipt)
+    }
+}
+
+/// A batch queued for publication.
+pub(crate) struct Member {
+    ticket: u64,
+    staged: Vec<Staged>,
+    rows: Vec<(ObjectId, Location)>,
+    content: Vec<crate::locator::ContentRow>,
+    failpoint: Option<PublishFailpoint>,
+}
+
+/// The store's queue of batches to publish and the outcomes of those
+/// published by another committer.
+#[derive(Default)]
+pub(crate) struct Commits {
+    next_ticket: u64,
+    pub(crate) pending: Vec<Member>,
+    done: HashMap<u64, Result<()>>,
+}
+
+impl ObjectStore {
+    fn lock_commits(&self) -> std::sync::MutexGuard<'_, Commits> {
+        self.commits.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A queued batch's copy of the publication's outcome.
+fn shared_failure(r: &Result<()>, dir: &std::path::Path) -> Result<()> {
+    match r {
+        Ok(()) => Ok(()),
+        Err(StoreError::Injected(what)) => Err(StoreError::Injected(what)),
+        Err(e) => Err(StoreError::Io {
+            path: dir.to_path_buf(),
+            source: std::io::Error::other(format!("publication of a batch group failed: {e}")),
+        }),
+    }
+}
+
+/// Section 6.3 for every member at once; the caller holds the
+/// publisher turn. Every member's pack appends precede its queueing, so the
+/// pack length read here covers them all.
+fn publish(store: &ObjectStore, members: &mut [Member]) -> Result<()> {
+    let failpoint = members.iter().find_map(|m| m.failpoint);
+    let mut shards = BTreeSet::new();
+    let mut created_shard = false;
+    let (pack, len, file) = {
+        // Under the writer: a shard created by another writer of the
+        // store is flushed (with `loose/`) before that writer lets go.
         let mut w = store.lock_writer();
+        store.check_poison(&w)?;
         // Step 2: loose renames into shard directories (pack appends are done).
-        let mut shards = BTreeSet::new();
-        let mut created_shard = false;
-        for s in std::mem::take(&mut st.staged) {
+        for s in members.iter().flat_map(|m| &m.staged) {
             let shard = layout::loose_shard(&store.dir, &s.id);
             if !shard.exists() {
                 std::fs::create_dir_all(&shard).map_err(io_err(&shard))?;
@@ -326,28 +426,56 @@ impl<'s> Batch<'s> {
             debug_assert!(s.envelope_len > 0);
             shards.insert(shard);
         }
-        if st.failpoint == Some(PublishFailpoint::BeforePackFlush) {
+        if failpoint == Some(PublishFailpoint::BeforePackFlush) {
             return Err(StoreError::Injected("before pack flush"));
         }
-        // Step 3: pack flushed (earlier packs were flushed when sealed).
-        store.sync_writer(&mut w)?;
-        // Step 4: shard directories, then `loose/` if a shard was created.
-        for shard in &shards {
-            sync_dir(shard)?;
+        let path = layout::pack_path(&store.dir, w.id);
+        let r = w.prepare_sync(&path);
+        let file = ObjectStore::poison_on_error(&mut w, r)?;
+        (w.id, w.len, file)
+    };
+    // Step 3: pack flushed through `len` (earlier packs were flushed when
+    // sealed), without the writer.
+    if let Some(file) = file {
+        let path = layout::pack_path(&store.dir, pack);
+        let r = file.sync_data().map_err(io_err(&path));
+        let mut w = store.lock_writer();
+        if w.id == pack {
+            ObjectStore::poison_on_error(&mut w, r)?;
+        } else {
+            r?;
         }
-        if created_shard {
-            sync_dir(&store.dir.join(layout::LOOSE))?;
-        }
-        // Step 5: the locator transaction.
-        let rows: Vec<(ObjectId, Location)> = st.rows.iter().map(|(k, v)| (*k, *v)).collect();
-        store.commit_rows(
-            &w,
-            &rows,
-            &st.content,
-            st.failpoint == Some(PublishFailpoint::BeforeLocatorCommit),
-        )?;
-        Ok(st.receipt)
+        w.synced_through(pack, len);
     }
+    // Step 4: shard directories, then `loose/` if a shard was created.
+    for shard in &shards {
+        sync_dir(shard)?;
+    }
+    if created_shard {
+        sync_dir(&store.dir.join(layout::LOOSE))?;
+    }
+    // Step 5: the locator transaction.
+    let mut rows = Vec::new();
+    let mut content = Vec::new();
+    for m in members.iter_mut() {
+        if rows.is_empty() {
+            rows = std::mem::take(&mut m.rows);
+        } else {
+            rows.append(&mut m.rows);
+        }
+        content.append(&mut m.content);
+    }
+    store.commit_rows_at(
+        pack,
+        len,
+        &rows,
+        &content,
+        failpoint == Some(PublishFailpoint::BeforeLocatorCommit),
+    )?;
+    store
+        .publications
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
 }
 
 impl Drop for Batch<'_> {

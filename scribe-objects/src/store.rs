@@ -59,6 +59,10 @@ pub struct RecoveryReport {
     pub removed_staging_files: usize,
 }
 
+/// The publisher turn held by a test (see [`ObjectStore::hold_publications`]).
+#[doc(hidden)]
+pub struct PublicationHold<'a>(#[allow(dead_code)] MutexGuard<'a, ()>);
+
 pub(crate) struct PackWriter {
     pub id: u32,
     file: File,
@@ -109,6 +113,24 @@ impl Flusher {
 }
 
 impl PackWriter {
+    /// Write out what is buffered and return a handle of the open pack to
+    /// flush through `len` (outside the writer), or `None` when every
+    /// appended byte is already durable.
+    pub(crate) fn prepare_sync(&mut self, path: &Path) -> Result<Option<File>> {
+        self.flush_buf(path)?;
+        if self.synced_len == self.len {
+            return Ok(None);
+        }
+        Ok(Some(self.file.try_clone().map_err(io_err(path))?))
+    }
+
+    /// Record that the open pack `pack` is durable through `len`.
+    pub(crate) fn synced_through(&mut self, pack: u32, len: u64) {
+        if self.id == pack && self.synced_len < len {
+            self.synced_len = len;
+        }
+    }
+
     fn flush_buf(&mut self, path: &Path) -> Result<()> {
         if !self.buf.is_empty() {
             self.file.write_all(&self.buf).map_err(io_err(path))?;
@@ -127,6 +149,14 @@ pub struct ObjectStore {
     pub(crate) db: Database,
     pub(crate) db_path: PathBuf,
     pub(crate) writer: Mutex<PackWriter>,
+    /// Batches waiting to be published by whichever committer next holds
+    /// the writer (group commit, see `Batch::commit`).
+    pub(crate) commits: Mutex<crate::batch::Commits>,
+    /// Held by the committer publishing the queued batches (steps 2 to 5
+    /// of section 6.3); appends continue meanwhile, under the writer.
+    pub(crate) publisher: Mutex<()>,
+    /// Locator transactions committed by batches (observability).
+    pub(crate) publications: std::sync::atomic::AtomicU64,
     read_handles: RwLock<HashMap<u32, Arc<File>>>,
     recovery: RecoveryReport,
     flusher: Mutex<Flusher>,
@@ -404,6 +434,9 @@ impl ObjectStore {
                 since_kick: 0,
                 kicker,
             }),
+            commits: Mutex::new(crate::batch::Commits::default()),
+            publisher: Mutex::new(()),
+            publications: std::sync::atomic::AtomicU64::new(0),
             read_handles: RwLock::new(HashMap::new()),
             recovery,
             flusher: Mutex::new(flusher),
@@ -426,6 +459,29 @@ impl ObjectStore {
         &self.recovery
     }
 
+    /// Locator transactions batches have committed through this handle
+    /// (one per group of concurrently committed batches).
+    pub fn batch_publications(&self) -> u64 {
+        self.publications.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Batches queued for publication, waiting for the writer (tests).
+    #[doc(hidden)]
+    pub fn queued_batches(&self) -> usize {
+        self.commits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pending
+            .len()
+    }
+
+    /// Hold the publisher turn until the guard drops: commits queue
+    /// behind it (tests of group commit).
+    #[doc(hidden)]
+    pub fn hold_publications(&self) -> PublicationHold<'_> {
+        PublicationHold(self.publisher.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
     pub(crate) fn lock_writer(&self) -> MutexGuard<'_, PackWriter> {
         // A panic while holding the writer leaves at worst unreferenced bytes
         // past the committed length, which the next commit or open handles.
@@ -445,7 +501,7 @@ impl ObjectStore {
         Self::poison_on_error(w, r)
     }
 
-    fn check_poison(&self, w: &PackWriter) -> Result<()> {
+    pub(crate) fn check_poison(&self, w: &PackWriter) -> Result<()> {
         match &w.poisoned {
             None => Ok(()),
             Some(reason) => Err(StoreError::CorruptPack {
@@ -456,7 +512,7 @@ impl ObjectStore {
         }
     }
 
-    fn poison_on_error<T>(w: &mut PackWriter, r: Result<T>) -> Result<T> {
+    pub(crate) fn poison_on_error<T>(w: &mut PackWriter, r: Result<T>) -> Result<T> {
         if let Err(e) = &r {
             if !matches!(e, StoreError::Injected(_)) {
                 w.poisoned = Some(e.to_string());
@@ -530,29 +586,28 @@ impl ObjectStore {
         Ok(())
     }
 
-    /// Make everything appended so far durable (step 3 of section 6.3).
-    pub(crate) fn sync_writer(&self, w: &mut PackWriter) -> Result<()> {
-        self.check_poison(w)?;
-        let r = self.sync_writer_inner(w);
-        Self::poison_on_error(w, r)
-    }
-
-    fn sync_writer_inner(&self, w: &mut PackWriter) -> Result<()> {
-        let path = layout::pack_path(&self.dir, w.id);
-        w.flush_buf(&path)?;
-        if w.synced_len != w.len {
-            w.file.sync_data().map_err(io_err(&path))?;
-            w.synced_len = w.len;
-        }
-        Ok(())
-    }
-
     /// Commit locator rows and the open-pack checkpoint in one Immediate
-    /// transaction. Caller holds the writer (so checkpoints are monotonic)
-    /// and has made every referenced byte durable.
+    /// transaction. Caller holds the writer and has made every referenced
+    /// byte durable.
     pub(crate) fn commit_rows(
         &self,
         w: &PackWriter,
+        rows: &[(ObjectId, Location)],
+        content: &[crate::locator::ContentRow],
+        fail_before_commit: bool,
+    ) -> Result<()> {
+        self.commit_rows_at(w.id, w.len, rows, content, fail_before_commit)
+    }
+
+    /// [`ObjectStore::commit_rows`] with the checkpoint `(pack, len)` the
+    /// caller made durable (a group publication, which flushed the pack
+    /// without holding the writer). The checkpoint never moves backward: a
+    /// commit that saw the writer earlier than the one committed before it
+    /// leaves the later checkpoint in place.
+    pub(crate) fn commit_rows_at(
+        &self,
+        pack: u32,
+        len: u64,
         rows: &[(ObjectId, Location)],
         content: &[crate::locator::ContentRow],
         fail_before_commit: bool,
@@ -577,7 +632,24 @@ impl ObjectStore {
                 table.insert(k, v).map_err(db_err(p))?;
             }
         }
-        write_meta(p, &txn, w.id, w.len)?;
+        let current = {
+            let meta = txn.open_table(META_TABLE).map_err(db_err(p))?;
+            let read = |key: &str| -> Result<u64> {
+                let v = meta.get(key).map_err(db_err(p))?;
+                Ok(v.map(|v| {
+                    let b = v.value();
+                    let mut a = [0u8; 8];
+                    let n = b.len().min(8);
+                    a[..n].copy_from_slice(&b[..n]);
+                    u64::from_le_bytes(a)
+                })
+                .unwrap_or(0))
+            };
+            (read(META_OPEN_PACK)?, read(META_OPEN_PACK_LEN)?)
+        };
+        if (u64::from(pack), len) >= current {
+            write_meta(p, &txn, pack, len)?;
+        }
         if fail_before_commit {
             return Err(StoreError::Injected("before locator commit"));
         }

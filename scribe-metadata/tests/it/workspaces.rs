@@ -326,3 +326,114 @@ fn pins_are_bounded_per_workspace_listed_and_abandoned() {
         .unwrap();
     assert_doctor_clean(&e.repo);
 }
+
+/// Transactions (journal commit boundaries) recorded in the outbox after
+/// sequence `after`; with it, the outbox end.
+fn transactions_after(e: &Env, after: u64) -> (u64, u64) {
+    use redb::ReadableDatabase;
+    use scribe_metadata::journal;
+    let tx = e.repo.database().begin_read().unwrap();
+    let end = journal::check_profile(&tx, std::path::Path::new("m"))
+        .unwrap()
+        .end;
+    let records = tx.open_table(journal::RECORDS).unwrap();
+    let mut boundaries = 0;
+    for row in records.range(after + 1..).unwrap() {
+        let (_, v) = row.unwrap();
+        // `u8 version = 1`, then the opcode; 5 is the commit boundary.
+        if v.value()[..2] == [1, 5] {
+            boundaries += 1;
+        }
+    }
+    (boundaries, end)
+}
+
+/// A group of accepted submissions that each pinned their uploads is
+/// followed by one cleanup transaction for all of them (their pins, owners
+/// and markers together, at most 512 pins), not one per member: before,
+/// a group of four cost five transactions.
+#[test]
+fn a_group_of_finished_intents_is_cleaned_up_in_one_transaction() {
+    use scribe_format::ObjectId;
+    let e = env();
+    e.repo.register_workspace(&reg(&e, e.ws, None)).unwrap();
+    let mut subs = Vec::new();
+    for i in 0..4 {
+        let st = state(&e, 10 + i);
+        let s = submission(
+            &e,
+            vec![scribe_format::changeset::Entry::add(format!("f{i}"), st)],
+        );
+        let ids = vec![
+            ObjectId::manifest(st.manifest),
+            ObjectId::change_set(s.change_set_id),
+        ];
+        e.repo.pin_uploads(e.ws, s.operation, &ids).unwrap();
+        subs.push(s);
+    }
+    assert_eq!(e.repo.upload_pins(e.ws).unwrap().len(), 8);
+    let (_, before) = transactions_after(&e, 0);
+    let out = e.repo.submit_group(subs).unwrap();
+    assert_eq!(
+        out.iter().map(accepted).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4]
+    );
+    let (transactions, _) = transactions_after(&e, before);
+    assert_eq!(
+        transactions, 2,
+        "the acceptance and one cleanup for the four intents"
+    );
+    assert!(e.repo.upload_pins(e.ws).unwrap().is_empty());
+    use redb::ReadableDatabase;
+    let tx = e.repo.database().begin_read().unwrap();
+    let meta = tx.open_table(scribe_metadata::tables::META).unwrap();
+    for row in redb::ReadableTable::iter(&meta).unwrap() {
+        let (k, _) = row.unwrap();
+        assert!(
+            !k.value().starts_with("upload-"),
+            "{} left behind",
+            k.value()
+        );
+    }
+    assert_doctor_clean(&e.repo);
+}
+
+/// An intent with more than 512 pins is still cleaned in batches of at
+/// most 512, and an intent finished beside it is cleaned too.
+#[test]
+fn a_large_finished_intent_is_cleaned_in_batches_beside_a_small_one() {
+    use scribe_format::{ManifestId, ObjectId};
+    let e = env();
+    e.repo.register_workspace(&reg(&e, e.ws, None)).unwrap();
+    let mut subs = Vec::new();
+    for i in 0..2 {
+        let st = state(&e, 20 + i);
+        let s = submission(
+            &e,
+            vec![scribe_format::changeset::Entry::add(format!("g{i}"), st)],
+        );
+        let mut ids = vec![
+            ObjectId::manifest(st.manifest),
+            ObjectId::change_set(s.change_set_id),
+        ];
+        if i == 0 {
+            // Pins may name absent objects.
+            for k in 0..1100u32 {
+                let mut d = [9u8; 32];
+                d[..4].copy_from_slice(&k.to_le_bytes());
+                ids.push(ObjectId::manifest(ManifestId(d)));
+            }
+        }
+        e.repo.pin_uploads(e.ws, s.operation, &ids).unwrap();
+        subs.push(s);
+    }
+    assert_eq!(e.repo.upload_pins(e.ws).unwrap().len(), 1104);
+    let (_, before) = transactions_after(&e, 0);
+    e.repo.submit_group(subs).unwrap();
+    let (transactions, _) = transactions_after(&e, before);
+    // The acceptance, three batches (512 + 512 + 78) for the large intent
+    // and one for the small one.
+    assert_eq!(transactions, 5);
+    assert!(e.repo.upload_pins(e.ws).unwrap().is_empty());
+    assert_doctor_clean(&e.repo);
+}

@@ -3,12 +3,14 @@
 //!
 //! Each submission takes a ticket and joins the repository's queue. One
 //! waiting thread at a time leads: it takes the oldest (at most
-//! [`GROUP_MAX`]) queued submissions, hands them to
-//! `Repository::submit_group` (one Immediate transaction for up to eight
+//! [`GROUP_MAX`]) queued submissions, each prepared by its own thread
+//! before it queued (`Repository::prepare`), hands them to
+//! `Repository::submit_prepared` (one Immediate transaction for up to eight
 //! buffered members; large ones are streamed individually), hands the lead
 //! over once the transaction is committed (the next group commits while
-//! this one's archive flush runs), publishes the archive, then posts each
-//! outcome under its ticket and wakes the others. Every member keeps its
+//! this one's pin cleanup and archive flush run), cleans up the finished
+//! intents' pins, publishes the archive, then posts each outcome under its
+//! ticket and wakes the others. Every member keeps its
 //! own change number, envelope and recorded outcome. A lone submission is
 //! accepted at once, exactly as `Repository::submit` would.
 
@@ -16,7 +18,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 
 use scribe_format::{ErrorCode, RepositoryId};
-use scribe_metadata::accept::{Outcome, Submission};
+use scribe_metadata::accept::{Outcome, Prepared, Submission};
 use scribe_metadata::Repository;
 
 use super::Failure;
@@ -27,7 +29,7 @@ pub const GROUP_MAX: usize = 8;
 #[derive(Default)]
 struct State {
     next_ticket: u64,
-    pending: VecDeque<(u64, Submission)>,
+    pending: VecDeque<(u64, (Submission, Prepared))>,
     results: HashMap<u64, Result<Outcome, Failure>>,
     leading: bool,
 }
@@ -51,7 +53,12 @@ fn poisoned() -> Failure {
 
 impl Groups {
     /// Accept or refuse `s`, possibly together with concurrent submissions.
+    /// `s` is prepared (`Repository::prepare`) by this thread before it
+    /// queues, so concurrent submissions check in parallel and a lead only
+    /// accepts.
     pub fn submit(&self, repo: &Repository, s: Submission) -> Result<Outcome, Failure> {
+        let prepared = repo.prepare(&s)?;
+        let s = (s, prepared);
         let queue = {
             let mut q = self.queues.lock().map_err(|_| poisoned())?;
             q.entry(repo.id()).or_default().clone()
@@ -71,11 +78,11 @@ impl Groups {
                 // The oldest submissions, at most one per operation id (a
                 // retry racing its original waits for the next group and
                 // then gets the recorded outcome).
-                let mut batch: Vec<(u64, Submission)> = Vec::new();
+                let mut batch: Vec<(u64, (Submission, Prepared))> = Vec::new();
                 let mut rest = VecDeque::new();
                 while let Some((t, s)) = st.pending.pop_front() {
                     if batch.len() < GROUP_MAX
-                        && !batch.iter().any(|(_, b)| b.operation == s.operation)
+                        && !batch.iter().any(|(_, b)| b.0.operation == s.0.operation)
                     {
                         batch.push((t, s));
                     } else {
@@ -84,23 +91,17 @@ impl Groups {
                 }
                 st.pending = rest;
                 drop(st);
-                let (tickets, subs): (Vec<u64>, Vec<Submission>) = batch.into_iter().unzip();
+                let (tickets, subs): (Vec<u64>, Vec<(Submission, Prepared)>) =
+                    batch.into_iter().unzip();
                 let mut handed = false;
-                // The group's archive publication runs after the lead is
-                // handed over (the next group commits meanwhile) and before
-                // any outcome is posted.
+                // The group's pin cleanup and archive publication run after
+                // the lead is handed over (the next group commits
+                // meanwhile) and before any outcome is posted.
                 let outcome =
                     scribe_metadata::journal::coalesce_publication(repo.archive(), || {
                         // A panic must not leave the queue without a leader.
                         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            if subs.len() == 1 {
-                                subs.into_iter()
-                                    .next()
-                                    .map(|s| repo.submit(s).map(|o| vec![o]))
-                                    .unwrap_or_else(|| Ok(Vec::new()))
-                            } else {
-                                repo.submit_group(subs)
-                            }
+                            repo.submit_prepared(&subs)
                         }))
                         .unwrap_or_else(|_| {
                             Err(scribe_metadata::MetadataError::Gate(
@@ -112,7 +113,9 @@ impl Groups {
                             handed = true;
                         }
                         queue.wake.notify_all();
-                        r
+                        let outcomes = r?;
+                        repo.cleanup_finished_pins()?;
+                        Ok(outcomes)
                     });
                 st = queue.state.lock().map_err(|_| poisoned())?;
                 match outcome {
