@@ -1,0 +1,27 @@
+#!/bin/bash
+# imp.sh TREE BINDIR LABEL PORT : fresh server + workspace, copy TREE in, sync, time add + submit.
+# SCRATCH (default /tmp/scribe-import) holds the runs; QUIET may name a wrapper run around each timed command.
+set -e
+T=$1; B=$2; L=$3; PORT=${4:-47123}
+W=${SCRATCH:-/tmp/scribe-import}/run-$L; rm -rf $W; mkdir -p $W
+$B/scribe-server init --data $W/d >/dev/null; $B/scribe-server repo create --data $W/d r >/dev/null 2>&1 || $B/scribe-server repo create r --data $W/d >/dev/null
+$B/scribe-server serve --data $W/d --listen 127.0.0.1:$PORT --runtime-dir $W/r > $W/server.log 2>&1 &
+SP=$!
+trap "kill $SP 2>/dev/null; wait $SP 2>/dev/null" EXIT
+for i in $(seq 50); do $B/scribe workspace create $W/ws --server scribe://127.0.0.1:$PORT --repo r >/dev/null 2>&1 && break; sleep 0.2; done
+[ -d $W/ws/.scribe ] || { echo "workspace create failed"; cat $W/server.log; exit 1; }
+cp -a $T/. $W/ws/
+sync
+cd $W/ws
+s=$(date +%s.%N)
+${QUIET:-} $B/scribe add . > $W/add.out
+a=$(date +%s.%N)
+${QUIET:-} $B/scribe submit -m import > $W/submit.out
+e=$(date +%s.%N)
+n=$(find $T -type f | wc -l)
+python3 - <<PY
+s,a,e,n=$s,$a,$e,$n
+print(f"$L add {a-s:.2f}s submit {e-a:.2f}s total {e-s:.2f}s files/s {n/(e-s):.0f}")
+PY
+tail -2 $W/submit.out
+du -sh $W/d $W/ws/.scribe/_state/cache | tr '\n' ' '; echo
