@@ -445,23 +445,9 @@ impl Repository {
             .lock()
             .map_err(|_| MetadataError::Gate("pin counts poisoned".into()))?;
         counts.remove(&ws.0);
-        let mut prefix = ws.0.to_vec();
-        prefix.extend_from_slice(&op.0);
         loop {
             // A bounded read of at most PIN_BATCH + 1 keys outside the write.
-            let batch: Vec<Vec<u8>> = {
-                let tx = self.db.begin_read()?;
-                let pins = tx.open_table(tables::UPLOAD_PINS)?;
-                let mut out = Vec::new();
-                for row in pins.range(prefix.as_slice()..)? {
-                    let k = row?.0.value().to_vec();
-                    if !k.starts_with(&prefix) || out.len() > PIN_BATCH {
-                        break;
-                    }
-                    out.push(k);
-                }
-                out
-            };
+            let batch = self.pin_keys_bounded(ws, op)?;
             let last = batch.len() <= PIN_BATCH;
             let wtx = self.write()?;
             {

@@ -155,11 +155,7 @@ pub fn set_partial_mode(
     executable: bool,
     readonly: bool,
 ) -> std::io::Result<Metadata> {
-    let meta = file.metadata()?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = meta.permissions().mode() & 0o777;
+    mode_by_handle(file, |mode| {
         let mut want = if executable {
             mode | ((mode & 0o444) >> 2) | 0o100
         } else {
@@ -170,14 +166,8 @@ pub fn set_partial_mode(
         } else {
             want |= 0o200;
         }
-        if want != mode {
-            file.set_permissions(std::fs::Permissions::from_mode(want))?;
-            return file.metadata();
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = (executable, readonly);
-    Ok(meta)
+        want
+    })
 }
 
 /// The metadata of a target file written through [`create_target_file`]
@@ -190,11 +180,7 @@ pub fn settle_target_mode(
     executable: bool,
     readonly: bool,
 ) -> std::io::Result<Metadata> {
-    let meta = file.metadata()?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = meta.permissions().mode() & 0o777;
+    mode_by_handle(file, |mode| {
         let mut want = mode;
         if executable && want & 0o111 == 0 {
             want |= 0o111;
@@ -202,13 +188,30 @@ pub fn settle_target_mode(
         if !readonly {
             want |= 0o200;
         }
+        want
+    })
+}
+
+/// Unix: give `file` the permission bits `want` computes from its current
+/// ones (by handle, only when they differ) and return its metadata.
+/// Elsewhere the metadata as it is.
+fn mode_by_handle(
+    file: &std::fs::File,
+    want: impl FnOnce(u32) -> u32,
+) -> std::io::Result<Metadata> {
+    let meta = file.metadata()?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o777;
+        let want = want(mode);
         if want != mode {
             file.set_permissions(std::fs::Permissions::from_mode(want))?;
             return file.metadata();
         }
     }
     #[cfg(not(unix))]
-    let _ = (executable, readonly);
+    let _ = want;
     Ok(meta)
 }
 

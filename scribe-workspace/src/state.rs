@@ -1358,11 +1358,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn baseline_paths_under_a_prefix_skip_neighbours_that_sort_between() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = Workspace::create(dir.path(), &meta()).unwrap();
-        let base = BaselineRecord {
+    fn base() -> BaselineRecord {
+        BaselineRecord {
             incarnation: [4; 16],
             manifest: scribe_format::ManifestId([5; 32]),
             content: scribe_format::FileContentId([6; 32]),
@@ -1370,7 +1367,14 @@ mod tests {
             mode: 0,
             change: 8,
             fingerprint: Fingerprint::default(),
-        };
+        }
+    }
+
+    #[test]
+    fn baseline_paths_under_a_prefix_skip_neighbours_that_sort_between() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::create(dir.path(), &meta()).unwrap();
+        let base = base();
         let all = ["a", "a-b", "a.c", "a/x", "a/y/z", "ab", "b/a"];
         let tx = ws.write().unwrap();
         for p in all {
@@ -1396,15 +1400,7 @@ mod tests {
             let ws = Workspace::create(root, &meta()).unwrap();
             assert_eq!(ws.meta().unwrap(), meta());
             let tx = ws.write().unwrap();
-            let base = BaselineRecord {
-                incarnation: [4; 16],
-                manifest: scribe_format::ManifestId([5; 32]),
-                content: scribe_format::FileContentId([6; 32]),
-                size: 7,
-                mode: 0,
-                change: 8,
-                fingerprint: Fingerprint::default(),
-            };
+            let base = base();
             tx.put_baseline("art/b", &base).unwrap();
             tx.put_baseline("art/a", &base).unwrap();
             tx.put_opened(

@@ -201,8 +201,9 @@ struct Written {
     tmp: PathBuf,
     file: Option<std::fs::File>,
     meta: std::fs::Metadata,
-    /// Bytes kept from an interrupted earlier run's partial download.
-    resumed: u64,
+    /// A partial download (kept when its batch fails): the bytes kept
+    /// from an interrupted earlier run. `None`: a temporary in `tmp/`.
+    resumed: Option<u64>,
 }
 
 /// Where a large target is downloaded: `.scribe/_state/partial/`, which
@@ -250,12 +251,13 @@ fn write_partial(
         tmp: partial.to_path_buf(),
         file: None,
         meta,
-        resumed,
+        resumed: Some(resumed),
     })
 }
 
-/// Create `tmp` with its final mode, write `target` into it, and flush it
-/// at once if it is large; otherwise keep it open for the batch's flush.
+/// Create `tmp` with its final mode and write `target` (smaller than
+/// [`FLUSH_INLINE_BYTES`]; larger ones go through [`write_partial`]) into
+/// it, keeping it open for the batch's flush.
 fn write_target(
     materializer: &dyn Materializer,
     path: &str,
@@ -278,23 +280,11 @@ fn write_target(
     materializer.write_to(path, target, &mut file)?;
     let meta = crate::platform::settle_target_mode(&file, exec, readonly)
         .map_err(|e| io("reading the mode of", e))?;
-    if target.size < FLUSH_INLINE_BYTES {
-        return Ok(Written {
-            tmp: tmp.to_path_buf(),
-            file: Some(file),
-            meta,
-            resumed: 0,
-        });
-    }
-    file.sync_all().map_err(|e| io("flushing", e))?;
-    drop(file);
-    crate::platform::finish_target_mode(tmp, exec, readonly)
-        .map_err(|e| io("setting the mode of", e))?;
     Ok(Written {
         tmp: tmp.to_path_buf(),
-        file: None,
+        file: Some(file),
         meta,
-        resumed: 0,
+        resumed: None,
     })
 }
 
@@ -701,7 +691,7 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
             // Every temporary of the batch goes, not only those written
             // before the one that failed; complete partial downloads stay
             // for the next run.
-            for w in ready.values().filter(|w| w.file.is_some()) {
+            for w in ready.values().filter(|w| w.resumed.is_none()) {
                 let _ = std::fs::remove_file(&w.tmp);
             }
             return Err(WorkspaceError::Materialize {
@@ -717,12 +707,7 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
         } else {
             None
         };
-        let small: std::collections::HashSet<usize> = ready
-            .iter()
-            .filter(|(_, w)| w.file.is_some())
-            .map(|(i, _)| *i)
-            .collect();
-        report.bytes_resumed += ready.values().map(|w| w.resumed).sum::<u64>();
+        report.bytes_resumed += ready.values().filter_map(|w| w.resumed).sum::<u64>();
         let pending: Vec<(usize, &Written)> = ready
             .iter()
             .filter(|(_, w)| w.file.is_some())
@@ -749,7 +734,7 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
             w.file = None;
         }
         if let Err(e) = flushed {
-            for (_, w) in ready.iter().filter(|(i, _)| small.contains(i)) {
+            for w in ready.values().filter(|w| w.resumed.is_none()) {
                 let _ = std::fs::remove_file(&w.tmp);
             }
             return Err(e);
@@ -957,7 +942,7 @@ mod tests {
     /// server link: keeps the prefix of `out` that matches, and, while
     /// `cut` is set, stops half-way with an error (a dropped connection).
     struct Cut {
-        bytes: HashMap<FileContentId, Vec<u8>>,
+        bytes: Memory,
         cut: std::sync::atomic::AtomicBool,
         found: std::sync::Mutex<Vec<u64>>,
     }
@@ -965,12 +950,11 @@ mod tests {
     impl Materializer for Cut {
         fn write_to(
             &self,
-            _path: &str,
+            path: &str,
             t: &BaselineRecord,
             out: &mut std::fs::File,
         ) -> std::result::Result<(), String> {
-            let bytes = self.bytes.get(&t.content).ok_or("unknown content")?;
-            std::io::Write::write_all(out, bytes).map_err(|e| e.to_string())
+            self.bytes.write_to(path, t, out)
         }
 
         fn resume_to(
@@ -980,7 +964,7 @@ mod tests {
             out: &mut std::fs::File,
         ) -> std::result::Result<u64, String> {
             use std::io::{Read, Seek, Write};
-            let bytes = self.bytes.get(&t.content).ok_or("unknown content")?;
+            let bytes = self.bytes.0.get(&t.content).ok_or("unknown content")?;
             let mut have = Vec::new();
             out.read_to_end(&mut have).map_err(|e| e.to_string())?;
             self.found.lock().unwrap().push(have.len() as u64);
@@ -1009,10 +993,12 @@ mod tests {
             let big: Vec<u8> = (0..(9u32 << 20)).map(|i| (i % 251) as u8).collect();
             let small = b"small".to_vec();
             let m = Cut {
-                bytes: [&big, &small]
-                    .iter()
-                    .map(|b| (FileContentId::of(b), b.to_vec()))
-                    .collect(),
+                bytes: Memory(
+                    [&big, &small]
+                        .iter()
+                        .map(|b| (FileContentId::of(b), b.to_vec()))
+                        .collect(),
+                ),
                 cut: true.into(),
                 found: Default::default(),
             };
@@ -1065,9 +1051,11 @@ mod tests {
         let big: Vec<u8> = (0..(9u32 << 20)).map(|i| (i % 253) as u8).collect();
         let t = target(&big, 1);
         let m = Cut {
-            bytes: [(FileContentId::of(&big), big.clone())]
-                .into_iter()
-                .collect(),
+            bytes: Memory(
+                [(FileContentId::of(&big), big.clone())]
+                    .into_iter()
+                    .collect(),
+            ),
             cut: false.into(),
             found: Default::default(),
         };

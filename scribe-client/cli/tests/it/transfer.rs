@@ -487,3 +487,36 @@ fn a_killed_slow_submit_resends_only_what_the_server_did_not_keep(t: Transport) 
     assert!(read(&b, "art/big.bin") == big, "bob has the right bytes");
 }
 both!(a_killed_slow_submit_resends_only_what_the_server_did_not_keep);
+
+/// A partial download damaged on disk after the kill (its first byte
+/// flipped) is not trusted: the re-run's chunk check keeps nothing of it,
+/// fetches the whole file and places the right bytes. Without the check
+/// the kept bytes would fail the whole-file hash and the sync would fail.
+fn a_damaged_partial_download_is_fetched_again(t: Transport) {
+    let env = Env::new(t);
+    let a = env.workspace("alice", &[]);
+    let b = env.workspace("bob", &[]);
+    let big = noise(40 * MIB, 47);
+    write(&a, "art/big.bin", &big);
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "big"]).ok();
+    let r = env.crash(&b, "sync-chunk-5", &["sync"]);
+    assert!(r.killed, "{r:?}");
+    let partial = b.join(".scribe/_state/partial");
+    let file = std::fs::read_dir(&partial)
+        .unwrap()
+        .next()
+        .expect("the killed run left its partial download")
+        .unwrap()
+        .path();
+    let mut bytes = std::fs::read(&file).unwrap();
+    assert!(!bytes.is_empty());
+    bytes[0] ^= 0xff;
+    std::fs::write(&file, &bytes).unwrap();
+    let r = env.scribe(&b, &["sync", "--json"]);
+    r.ok();
+    assert_eq!(json_u64(&r.stdout, "bytes_resumed"), 0, "{}", r.stdout);
+    assert!(read(&b, "art/big.bin") == big, "bob has the right bytes");
+    assert_eq!(std::fs::read_dir(&partial).unwrap().count(), 0);
+}
+both!(a_damaged_partial_download_is_fetched_again);
