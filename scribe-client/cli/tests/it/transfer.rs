@@ -6,7 +6,7 @@
 //! other workspaces) gets the right bytes; a fresh sync of many small files
 //! runs in batches that resume after a kill at any point inside a batch.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::support::{both, noise, read, to_run_with, write, Env, Transport};
 
@@ -420,17 +420,24 @@ both!(many_small_files_resume_after_a_kill_inside_a_batch);
 /// had written in `.scribe/_state/partial/`; the re-run verifies that part
 /// chunk by chunk, fetches only the rest, places the right bytes and
 /// leaves no partial file behind (#18 item 4).
-fn a_sync_killed_inside_a_large_file_resumes_it(t: Transport) {
-    let env = Env::new(t);
+/// Alice submits a 40 MiB file; Bob's sync of it is killed after its
+/// fifth chunk. Returns Bob's root, the bytes and his `partial/` folder.
+fn killed_inside_a_large_file(env: &Env, seed: u64) -> (PathBuf, Vec<u8>, PathBuf) {
     let a = env.workspace("alice", &[]);
     let b = env.workspace("bob", &[]);
-    let big = noise(40 * MIB, 41);
+    let big = noise(40 * MIB, seed);
     write(&a, "art/big.bin", &big);
     env.scribe(&a, &["add", "."]).ok();
     env.scribe(&a, &["submit", "-m", "big"]).ok();
     let r = env.crash(&b, "sync-chunk-5", &["sync"]);
     assert!(r.killed, "{r:?}");
     let partial = b.join(".scribe/_state/partial");
+    (b, big, partial)
+}
+
+fn a_sync_killed_inside_a_large_file_resumes_it(t: Transport) {
+    let env = Env::new(t);
+    let (b, big, partial) = killed_inside_a_large_file(&env, 41);
     let left: u64 = std::fs::read_dir(&partial)
         .unwrap()
         .map(|e| e.unwrap().metadata().unwrap().len())
@@ -494,15 +501,7 @@ both!(a_killed_slow_submit_resends_only_what_the_server_did_not_keep);
 /// the kept bytes would fail the whole-file hash and the sync would fail.
 fn a_damaged_partial_download_is_fetched_again(t: Transport) {
     let env = Env::new(t);
-    let a = env.workspace("alice", &[]);
-    let b = env.workspace("bob", &[]);
-    let big = noise(40 * MIB, 47);
-    write(&a, "art/big.bin", &big);
-    env.scribe(&a, &["add", "."]).ok();
-    env.scribe(&a, &["submit", "-m", "big"]).ok();
-    let r = env.crash(&b, "sync-chunk-5", &["sync"]);
-    assert!(r.killed, "{r:?}");
-    let partial = b.join(".scribe/_state/partial");
+    let (b, big, partial) = killed_inside_a_large_file(&env, 47);
     let file = std::fs::read_dir(&partial)
         .unwrap()
         .next()
