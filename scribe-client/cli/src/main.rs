@@ -142,6 +142,12 @@ fn run(cli: Cli) -> CliResult {
 }
 
 fn main() -> ExitCode {
+    // Linux: no transparent huge pages. mimalloc advises them, and the
+    // kernel zeroes a whole 2 MiB page on the first touch of each: a third
+    // of a small-file freeze's CPU went to that (docs/performance.md
+    // "Huge pages").
+    #[cfg(target_os = "linux")]
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
