@@ -125,6 +125,13 @@ impl crate::ObjectPresence for WithInline<'_> {
             None => self.store.read_for_check(id),
         }
     }
+
+    fn payload_len(&self, id: &ObjectId) -> Result<Option<u64>> {
+        match self.inline.0.get(id) {
+            Some(b) => Ok(Some(b.len() as u64)),
+            None => self.store.payload_len(id),
+        }
+    }
 }
 
 impl crate::CommitSink for WithInline<'_> {
@@ -1108,7 +1115,7 @@ impl Repository {
     /// `accepted_manifests` also have their chunks read (presence, lengths,
     /// profile cuts, content id). See [`crate::manifest_check`].
     fn check_manifests(&self, s: &Submission) -> Result<Option<Reject>> {
-        use crate::manifest_check::{check, Claim, Depth, Fault};
+        use crate::manifest_check::{check_many, Claim, Depth, Fault};
         let mut claims: std::collections::BTreeMap<ManifestId, Vec<Claim<'_>>> = Default::default();
         for e in &s.change_set.entries {
             if let Some(st) = &e.state {
@@ -1134,14 +1141,21 @@ impl Repository {
             inline: &s.inline,
             store: &*self.objects,
         };
+        let items: Vec<(ManifestId, &[Claim<'_>], Depth)> = claims
+            .iter()
+            .map(|(m, cl)| {
+                let depth = if witnessed.contains(m) {
+                    Depth::Shallow
+                } else {
+                    Depth::Accept
+                };
+                (*m, cl.as_slice(), depth)
+            })
+            .collect();
+        let faults = check_many(&objects, &items)?;
         let mut missing = Vec::new();
-        for (m, cl) in &claims {
-            let depth = if witnessed.contains(m) {
-                Depth::Shallow
-            } else {
-                Depth::Accept
-            };
-            match check(&objects, m, cl, depth)? {
+        for ((_, cl), fault) in claims.iter().zip(faults) {
+            match fault {
                 None => {}
                 Some(Fault::Missing(ids)) => missing.extend(ids),
                 Some(Fault::Invalid(why)) => {

@@ -53,6 +53,14 @@ pub trait ObjectPresence: Send + Sync {
     fn read_for_check(&self, id: &ObjectId) -> Result<Option<Vec<u8>>> {
         self.read(id)
     }
+
+    /// `id`'s original payload length; `None` when it is absent. A store
+    /// may answer from its own records without reading the bytes (the
+    /// manifest check of a one-chunk file, whose chunk was verified when
+    /// it was uploaded, needs nothing more).
+    fn payload_len(&self, id: &ObjectId) -> Result<Option<u64>> {
+        Ok(self.read_for_check(id)?.map(|b| b.len() as u64))
+    }
 }
 
 /// Durable publication and read-back of commit envelopes (kind 4).
@@ -292,6 +300,14 @@ impl ObjectPresence for StoreObjects {
     fn read_for_check(&self, id: &ObjectId) -> Result<Option<Vec<u8>>> {
         match self.0.get_unverified(id) {
             Ok(b) => Ok(Some(b)),
+            Err(scribe_objects::StoreError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(store_err(e)),
+        }
+    }
+
+    fn payload_len(&self, id: &ObjectId) -> Result<Option<u64>> {
+        match self.0.payload_len(id) {
+            Ok(n) => Ok(Some(n)),
             Err(scribe_objects::StoreError::NotFound { .. }) => Ok(None),
             Err(e) => Err(store_err(e)),
         }

@@ -837,6 +837,89 @@ impl ObjectStore {
         }
     }
 
+    /// An object's original payload length, from its envelope header alone
+    /// (at most 28 bytes read; pack framing, kind and the header's lengths
+    /// are checked, the payload is neither read nor hashed). For
+    /// acceptance's manifest check of a file that is one chunk: the chunk's
+    /// bytes were verified against its id when they were uploaded, and only
+    /// its length is left to compare.
+    pub fn payload_len(&self, id: &ObjectId) -> Result<u64> {
+        let loc = self.locate(id)?.ok_or(StoreError::NotFound { id: *id })?;
+        // The envelope header and, for codec 1, the original length.
+        const WANT: u64 = HEADER_LEN as u64 + 8;
+        let (head, env_len) = match loc {
+            Location::Loose { envelope_len } => {
+                let path = layout::loose_path(&self.dir, id);
+                let file = File::open(&path)
+                    .map_err(|e| self.corrupt(id, &loc, format!("cannot open loose file: {e}")))?;
+                let n = WANT.min(envelope_len) as usize;
+                let mut head = vec![0u8; n];
+                crate::platform::read_exact_at(&file, &mut head, 0)
+                    .map_err(|e| self.corrupt(id, &loc, format!("cannot read loose file: {e}")))?;
+                (head, envelope_len)
+            }
+            Location::Packed {
+                pack,
+                offset,
+                entry_len,
+            } => {
+                let file = self
+                    .pack_handle(pack)
+                    .map_err(|e| self.corrupt(id, &loc, format!("cannot open pack: {e}")))?;
+                let Some(env_len) = entry_len.checked_sub(ENTRY_HEADER_LEN as u64) else {
+                    return Err(self.corrupt(id, &loc, "pack entry shorter than its header"));
+                };
+                let n = ENTRY_HEADER_LEN + WANT.min(env_len) as usize;
+                let mut buf = vec![0u8; n];
+                crate::platform::read_exact_at(&file, &mut buf, offset)
+                    .map_err(|e| self.corrupt(id, &loc, format!("cannot read pack entry: {e}")))?;
+                let mut eh = [0u8; ENTRY_HEADER_LEN];
+                eh.copy_from_slice(&buf[..ENTRY_HEADER_LEN]);
+                let (key, len) =
+                    pack::parse_entry_header(&eh).map_err(|r| self.corrupt(id, &loc, r))?;
+                if key != id.to_bytes() {
+                    return Err(self.corrupt(id, &loc, "pack entry names a different object"));
+                }
+                if len != env_len {
+                    return Err(self.corrupt(
+                        id,
+                        &loc,
+                        "pack entry length disagrees with the locator",
+                    ));
+                }
+                buf.drain(..ENTRY_HEADER_LEN);
+                (buf, env_len)
+            }
+        };
+        let Some(fixed) = head.get(..HEADER_LEN) else {
+            return Err(self.corrupt(id, &loc, "envelope shorter than its header"));
+        };
+        let mut h = [0u8; HEADER_LEN];
+        h.copy_from_slice(fixed);
+        let header = envelope::EnvelopeHeader::parse(&h)
+            .map_err(|e| self.corrupt(id, &loc, e.to_string()))?;
+        if header.kind != id.kind {
+            return Err(self.corrupt(id, &loc, "the envelope holds another kind"));
+        }
+        if header.envelope_len() != env_len {
+            return Err(self.corrupt(id, &loc, "envelope length disagrees with the locator"));
+        }
+        let original = if header.codec == envelope::CODEC_IDENTITY {
+            header.stored_len
+        } else {
+            let Some(b) = head.get(HEADER_LEN..HEADER_LEN + 8) else {
+                return Err(self.corrupt(id, &loc, "codec-1 payload without its length"));
+            };
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            u64::from_le_bytes(a)
+        };
+        if original > max_payload(id.kind) {
+            return Err(self.corrupt(id, &loc, "original length above the kind's limit"));
+        }
+        Ok(original)
+    }
+
     /// Read an object's original payload, verifying its identity. A damaged
     /// byte is [`StoreError::CorruptObject`] naming the object; wrong data is
     /// never returned.

@@ -220,3 +220,50 @@ fn truncated_sealed_pack_is_reported_per_object() {
     assert!(matches!(err, StoreError::CorruptObject { .. }), "{err}");
     assert_eq!(store.get(&ids[0]).unwrap(), noise(3500, 0));
 }
+
+/// `payload_len` answers from the envelope header alone (acceptance's
+/// check of one-chunk files), for packed and loose objects, stored raw or
+/// compressed, and names a damaged header instead of believing it.
+#[test]
+fn payload_len_reads_the_header_and_refuses_a_damaged_one() {
+    for compression in [Compression::None, Compression::Lz4] {
+        let (t, store) = TestStore::new(StoreOptions {
+            compression,
+            ..small_packs()
+        });
+        let batch = store.batch();
+        let noisy = batch.put(ObjectKind::Chunk, &noise(1000, 1)).unwrap();
+        let runs = batch.put(ObjectKind::Chunk, &vec![5u8; 3000]).unwrap();
+        batch.commit().unwrap();
+        let loose = store.put(ObjectKind::Manifest, &noise(9000, 2)).unwrap();
+        assert!(matches!(
+            store.locate(&loose).unwrap(),
+            Some(Location::Loose { .. })
+        ));
+        assert_eq!(store.payload_len(&noisy).unwrap(), 1000);
+        assert_eq!(store.payload_len(&runs).unwrap(), 3000);
+        assert_eq!(store.payload_len(&loose).unwrap(), 9000);
+        let absent = ObjectId {
+            kind: ObjectKind::Chunk,
+            digest: [7; 32],
+        };
+        assert!(matches!(
+            store.payload_len(&absent),
+            Err(StoreError::NotFound { .. })
+        ));
+        let Some(Location::Packed { offset, .. }) = store.locate(&runs).unwrap() else {
+            panic!("packed")
+        };
+        drop(store);
+        // The envelope's magic, just past the entry header (entry magic,
+        // 33-byte key, u64 length: section 6.1).
+        flip(&pack_file(&t.dir, 1), offset + 4 + 33 + 8);
+        let store = ObjectStore::open(&t.dir).unwrap();
+        let err = store.payload_len(&runs).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::CorruptObject { id, .. } if *id == runs),
+            "{err}"
+        );
+        assert_eq!(store.payload_len(&noisy).unwrap(), 1000);
+    }
+}

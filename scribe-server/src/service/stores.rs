@@ -174,6 +174,12 @@ impl ObjectPresence for Tiered {
         self.fault(&local, id)?;
         local.read_for_check(id)
     }
+
+    fn payload_len(&self, id: &ObjectId) -> scribe_metadata::Result<Option<u64>> {
+        let local = self.local()?;
+        self.fault(&local, id)?;
+        local.payload_len(id)
+    }
 }
 
 impl CommitSink for Tiered {
