@@ -4,6 +4,7 @@ mod checkpoint;
 mod migrate;
 mod poisoned;
 mod process;
+mod put_many;
 mod recovery;
 mod repair;
 mod team;

@@ -84,7 +84,7 @@ pub fn dispatch(svc: &Service, session: &mut Session, req: Request) -> DispatchR
         Request::ObjectsPublish(r) => {
             Response::ObjectsPublished(objects::publish(svc, session, &r.repo)?)
         }
-        Request::ObjectPutMany(r) => Response::ObjectPutMany(objects::put_many(svc, r)?),
+        Request::ObjectPutMany(r) => Response::ObjectPutMany(objects::put_many(svc, session, r)?),
         Request::ObjectGet(r) => Response::ObjectData(objects::get(svc, session, r)?),
         Request::ObjectGetMany(r) => Response::ObjectGetMany(objects::get_many(svc, r)?),
         Request::Submit(mut r) => {
