@@ -18,6 +18,8 @@
 //! The deep check reads the new content once more (the server hashed it
 //! on upload already); a manifest witnessed in `accepted_manifests` was
 //! checked when it was first accepted and gets the shallow check only.
+//! At acceptance a file that is one chunk of at most the profile minimum
+//! is not read at all: see [`one_small_chunk`].
 
 use rayon::prelude::*;
 use scribe_format::limits::CHUNK_MIN_BYTES;

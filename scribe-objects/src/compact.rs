@@ -839,6 +839,14 @@ fn keep_descriptor_keys(source: &ObjectStore, target: &Path) -> Result<()> {
 
 impl ObjectStore {
     /// Insert locator rows for bytes already durable in this store (links).
+    ///
+    /// The checkpoint committed with them is the pack writer's length,
+    /// which is durable here: the only caller is compaction's seed, on its
+    /// private replacement store, where nothing is appended to the open
+    /// pack but by batches whose commit flushed it before returning (and
+    /// `create` flushed the first pack's header). A caller that could hold
+    /// appended, unflushed bytes must use [`ObjectStore::commit_rows_at`]
+    /// with the length it flushed.
     pub(crate) fn insert_rows(&self, rows: &[(ObjectId, Location)]) -> Result<()> {
         if rows.is_empty() {
             return Ok(());
