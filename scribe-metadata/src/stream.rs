@@ -122,7 +122,7 @@ fn stage_writer(
     for batch in rx {
         commit_stage(repo, batch)?;
         let n = committed.fetch_add(1, Ordering::AcqRel) + 1;
-        if n % PUBLISH_EVERY == 0 {
+        if n.is_multiple_of(PUBLISH_EVERY) {
             // Full: a publication is pending and will carry this batch.
             let _ = publish.try_send(());
         }
