@@ -270,7 +270,6 @@ fn read_chunks(
 /// object was verified by the caller); profile 1 never cuts before its
 /// minimum, so the file's end is the only cut. Presence and the stored
 /// length are what is left to compare.
-#[allow(clippy::type_complexity)]
 fn one_small_chunk(
     objects: &dyn ObjectHooks,
     id: &ManifestId,

@@ -817,24 +817,34 @@ impl ObjectStore {
                 let mut buf = vec![0u8; len];
                 crate::platform::read_exact_at(&file, &mut buf, offset)
                     .map_err(|e| self.corrupt(id, loc, format!("cannot read pack entry: {e}")))?;
-                let mut head = [0u8; ENTRY_HEADER_LEN];
-                head.copy_from_slice(&buf[..ENTRY_HEADER_LEN]);
-                let (key, env_len) =
-                    pack::parse_entry_header(&head).map_err(|r| self.corrupt(id, loc, r))?;
-                if key != id.to_bytes() {
-                    return Err(self.corrupt(id, loc, "pack entry names a different object"));
-                }
-                if env_len != entry_len - ENTRY_HEADER_LEN as u64 {
-                    return Err(self.corrupt(
-                        id,
-                        loc,
-                        "pack entry length disagrees with the locator",
-                    ));
-                }
+                self.check_entry_header(id, loc, &buf, entry_len)?;
                 buf.drain(..ENTRY_HEADER_LEN);
                 Ok(buf)
             }
         }
+    }
+
+    /// Check the pack entry header at the start of `entry` (at least
+    /// [`ENTRY_HEADER_LEN`] bytes read at the locator's offset) against the
+    /// object it should hold and the locator's entry length.
+    fn check_entry_header(
+        &self,
+        id: &ObjectId,
+        loc: &Location,
+        entry: &[u8],
+        entry_len: u64,
+    ) -> Result<()> {
+        let mut head = [0u8; ENTRY_HEADER_LEN];
+        head.copy_from_slice(&entry[..ENTRY_HEADER_LEN]);
+        let (key, env_len) =
+            pack::parse_entry_header(&head).map_err(|r| self.corrupt(id, loc, r))?;
+        if key != id.to_bytes() {
+            return Err(self.corrupt(id, loc, "pack entry names a different object"));
+        }
+        if env_len != entry_len - ENTRY_HEADER_LEN as u64 {
+            return Err(self.corrupt(id, loc, "pack entry length disagrees with the locator"));
+        }
+        Ok(())
     }
 
     /// An object's original payload length, from its envelope header alone
@@ -866,27 +876,14 @@ impl ObjectStore {
                 let file = self
                     .pack_handle(pack)
                     .map_err(|e| self.corrupt(id, &loc, format!("cannot open pack: {e}")))?;
-                let Some(env_len) = entry_len.checked_sub(ENTRY_HEADER_LEN as u64) else {
-                    return Err(self.corrupt(id, &loc, "pack entry shorter than its header"));
-                };
+                // The locator row's decoder holds entry_len to at least
+                // both headers.
+                let env_len = loc.envelope_len();
                 let n = ENTRY_HEADER_LEN + WANT.min(env_len) as usize;
                 let mut buf = vec![0u8; n];
                 crate::platform::read_exact_at(&file, &mut buf, offset)
                     .map_err(|e| self.corrupt(id, &loc, format!("cannot read pack entry: {e}")))?;
-                let mut eh = [0u8; ENTRY_HEADER_LEN];
-                eh.copy_from_slice(&buf[..ENTRY_HEADER_LEN]);
-                let (key, len) =
-                    pack::parse_entry_header(&eh).map_err(|r| self.corrupt(id, &loc, r))?;
-                if key != id.to_bytes() {
-                    return Err(self.corrupt(id, &loc, "pack entry names a different object"));
-                }
-                if len != env_len {
-                    return Err(self.corrupt(
-                        id,
-                        &loc,
-                        "pack entry length disagrees with the locator",
-                    ));
-                }
+                self.check_entry_header(id, &loc, &buf, entry_len)?;
                 buf.drain(..ENTRY_HEADER_LEN);
                 (buf, env_len)
             }

@@ -356,21 +356,19 @@ pub(super) fn put_many(
     }
     // Every piece hashed (and below compressed) on all cores: a frame of
     // small files holds hundreds.
-    let wrong = r
+    let computed = r
         .objects
         .par_iter()
-        .map(|piece| {
-            scribe_format::id::object_identity(piece.id.kind, &piece.data.0)
-                .map(|computed| (computed != piece.id).then_some((computed, piece.id)))
-        })
-        .collect::<Result<Vec<_>, _>>()?
+        .map(|piece| scribe_format::id::object_identity(piece.id.kind, &piece.data.0))
+        .collect::<Result<Vec<_>, _>>()?;
+    let wrong = computed
         .into_iter()
-        .flatten()
-        .next();
-    if let Some((computed, claimed)) = wrong {
+        .zip(&r.objects)
+        .find(|(computed, piece)| *computed != piece.id);
+    if let Some((computed, piece)) = wrong {
         return Err(Failure::new(
             ErrorCode::Corrupt,
-            format!("uploaded bytes hash to {computed}, not {claimed}"),
+            format!("uploaded bytes hash to {computed}, not {}", piece.id),
         ));
     }
     let ids: Vec<ObjectId> = r.objects.iter().map(|o| o.id).collect();
