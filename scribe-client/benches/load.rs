@@ -31,9 +31,21 @@ use scribe_testkit::{Env, Transport};
 
 const REPO: &str = "load";
 
+/// The server in this process allocates as the `scribe-server` binary
+/// does (mimalloc, no transparent huge pages): under glibc's allocator a
+/// sixth of the samples were in malloc and free, which the deployed
+/// server does not pay.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 enum Kind {
     Submit,
+    /// A submit's first part: `ObjectsMissing`, then `ObjectPutMany` (its
+    /// pin and durable store batch).
+    Upload,
+    /// A submit's second part: the `Submit` request (group acceptance).
+    Accept,
     Sync,
     Lock,
     Read,
@@ -116,6 +128,12 @@ fn worker(url: String, opts: ClientOptions, t: u32, deadline: Instant, stats: Ar
                     objects.iter().map(|(id, b)| (*id, b.as_slice())),
                 )
                 .expect("upload");
+                let mid = Instant::now();
+                local
+                    .latencies
+                    .entry(Kind::Upload)
+                    .or_default()
+                    .push(mid - start);
                 let o = c
                     .submit(m::Submit {
                         repo: REPO.into(),
@@ -129,6 +147,11 @@ fn worker(url: String, opts: ClientOptions, t: u32, deadline: Instant, stats: Ar
                         timestamp_ms: 0,
                     })
                     .expect("submit");
+                local
+                    .latencies
+                    .entry(Kind::Accept)
+                    .or_default()
+                    .push(mid.elapsed());
                 if o.code == 0 {
                     local.acked.push((o.change, path));
                 } else {
@@ -185,6 +208,8 @@ fn worker(url: String, opts: ClientOptions, t: u32, deadline: Instant, stats: Ar
                     Err(e) => panic!("lock: {e}"),
                 }
             }
+            // Parts of a submit, never drawn.
+            Kind::Upload | Kind::Accept => unreachable!(),
             Kind::Read => {
                 c.log(m::Log {
                     repo: REPO.into(),
@@ -228,6 +253,8 @@ enum Setup {
 }
 
 fn main() {
+    #[cfg(target_os = "linux")]
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
     team::auth_child();
     let seconds = arg("--seconds", 60);
     let clients = arg("--clients", 32) as u32;

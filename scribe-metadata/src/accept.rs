@@ -968,6 +968,13 @@ pub(crate) fn record_rejection(
     Ok(())
 }
 
+/// Most buffered members in one acceptance transaction. Under many
+/// concurrent small submissions a group's size follows the queue that
+/// forms during the previous group's transaction; 32 rather than 8 let
+/// the 32-client load settle into fewer, larger transactions (issue 19:
+/// about 10 % more acknowledged submits and a lower p99 on 2 cores).
+pub const GROUP_MEMBERS: usize = 32;
+
 /// Submissions estimated above this many data rows use streamed preparation.
 pub const BUFFERED_ROW_LIMIT: usize = 512;
 
@@ -1307,7 +1314,7 @@ impl Repository {
                 out.push(self.submit_streamed(s.clone(), fp)?);
                 continue;
             }
-            if pending.len() == 8 || rows + est > BUFFERED_ROW_LIMIT {
+            if pending.len() == GROUP_MEMBERS || rows + est > BUFFERED_ROW_LIMIT {
                 flush(&mut pending, &mut out)?;
                 rows = 0;
             }

@@ -80,10 +80,16 @@ pub(crate) fn check_many(
     objects: &dyn ObjectHooks,
     items: &[(ManifestId, &[Claim<'_>], Depth)],
 ) -> Result<Vec<Option<Fault>>> {
-    let first: Vec<Result<Step>> = items
-        .par_iter()
-        .map(|(id, claims, depth)| first_step(objects, id, claims, *depth))
-        .collect();
+    let first_of = |(id, claims, depth): &(ManifestId, &[Claim<'_>], Depth)| {
+        first_step(objects, id, claims, *depth)
+    };
+    // A few manifests (a small submission's) are checked on this thread:
+    // the pool's wake-up would cost more than the check.
+    let first: Vec<Result<Step>> = if items.len() >= POOL_MIN_MANIFESTS {
+        items.par_iter().map(first_of).collect()
+    } else {
+        items.iter().map(first_of).collect()
+    };
     let mut out = Vec::with_capacity(items.len());
     for ((id, _, depth), step) in items.iter().zip(first) {
         out.push(match step? {
@@ -93,6 +99,9 @@ pub(crate) fn check_many(
     }
     Ok(out)
 }
+
+/// Fewest manifests [`check_many`] hands to the rayon pool.
+const POOL_MIN_MANIFESTS: usize = 16;
 
 /// What [`first_step`] leaves to do.
 enum Step {

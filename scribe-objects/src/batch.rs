@@ -205,6 +205,11 @@ impl<'s> Batch<'s> {
     /// [`Batch::put_all_with_ids`].
     pub fn put_all_healing(&self, objects: &[(ObjectId, &[u8])]) -> Result<()> {
         use rayon::prelude::*;
+        if !worth_a_pool(objects) {
+            return objects
+                .iter()
+                .try_for_each(|(id, data)| self.put_healing(*id, data).map(|_| ()));
+        }
         objects
             .par_iter()
             .try_for_each(|(id, data)| self.put_healing(*id, data).map(|_| ()))
@@ -215,6 +220,11 @@ impl<'s> Batch<'s> {
     /// staging write and flush overlaps the others').
     pub fn put_all_with_ids(&self, objects: &[(ObjectId, &[u8])]) -> Result<()> {
         use rayon::prelude::*;
+        if !worth_a_pool(objects) {
+            return objects
+                .iter()
+                .try_for_each(|(id, data)| self.put_with_id(*id, data).map(|_| ()));
+        }
         objects
             .par_iter()
             .try_for_each(|(id, data)| self.put_with_id(*id, data).map(|_| ()))
@@ -388,6 +398,20 @@ impl ObjectStore {
     fn lock_commits(&self) -> std::sync::MutexGuard<'_, Commits> {
         self.commits.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Fewest payload bytes a batch of several objects must hold before its
+/// puts go to the rayon pool. Below it they run on the calling thread: a
+/// handful of small objects (one small submission's chunk, manifest and
+/// change set) compress in microseconds, while handing them to the pool
+/// costs a wake-up and then the workers' spinning before they sleep, which
+/// on a 2-core server under many small submissions took CPU from every
+/// other request (issue 19, 32-client load).
+pub const POOL_MIN_BYTES: usize = 256 << 10;
+
+/// Whether `objects` are worth the rayon pool ([`POOL_MIN_BYTES`]).
+pub fn worth_a_pool(objects: &[(ObjectId, &[u8])]) -> bool {
+    objects.len() > 1 && objects.iter().map(|(_, d)| d.len()).sum::<usize>() >= POOL_MIN_BYTES
 }
 
 /// A queued batch's copy of the publication's outcome.

@@ -54,7 +54,7 @@ mod store;
 mod store_descriptor;
 mod verify;
 
-pub use batch::{Batch, BatchReceipt, PublishFailpoint, PutOutcome};
+pub use batch::{worth_a_pool, Batch, BatchReceipt, PublishFailpoint, PutOutcome, POOL_MIN_BYTES};
 pub use compact::{
     compact, CompactContext, CompactFailpoint, CompactOptions, CompactReport, LINK_CACHE_LIMIT,
 };

@@ -341,18 +341,27 @@ where
             .take()
             .unwrap_or_else(|| Session::for_principal(principal.clone()));
         s.zero_copy = !lz4;
-        let joined = tokio::task::spawn_blocking(move || {
-            let reply = svc.handle(&mut s, request);
-            let outgoing = s.outgoing.take();
-            (s, reply, outgoing)
-        })
-        .await;
+        // Handled on this worker thread, which the runtime replaces for the
+        // other connections meanwhile (`block_in_place`): no hand-off to a
+        // blocking thread and back on the way of every reply.
+        let joined = tokio::task::block_in_place(move || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let reply = svc.handle(&mut s, request);
+                let outgoing = s.outgoing.take();
+                (s, reply, outgoing)
+            }))
+        });
         let (reply, outgoing) = match joined {
             Ok((s, reply, outgoing)) => {
                 session = Some(s);
                 (reply, outgoing)
             }
             Err(e) => {
+                let e = e
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| e.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".into());
                 session = Some(Session::for_principal(principal.clone()));
                 (
                     Response::Error(ErrorReply::new(

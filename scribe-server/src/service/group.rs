@@ -5,7 +5,7 @@
 //! waiting thread at a time leads: it takes the oldest (at most
 //! [`GROUP_MAX`]) queued submissions, each prepared by its own thread
 //! before it queued (`Repository::prepare`), hands them to
-//! `Repository::submit_prepared` (one Immediate transaction for up to eight
+//! `Repository::submit_prepared` (one Immediate transaction for up to 32
 //! buffered members; large ones are streamed individually), hands the lead
 //! over once the transaction is committed (the next group commits while
 //! this one's pin cleanup and archive flush run), cleans up the finished
@@ -23,8 +23,9 @@ use scribe_metadata::Repository;
 
 use super::Failure;
 
-/// Most submissions handed to one `submit_group` call.
-pub const GROUP_MAX: usize = 8;
+/// Most submissions handed to one `submit_group` call (as many as one
+/// acceptance transaction takes).
+pub const GROUP_MAX: usize = scribe_metadata::accept::GROUP_MEMBERS;
 
 #[derive(Default)]
 struct State {
@@ -94,6 +95,7 @@ impl Groups {
                 let (tickets, subs): (Vec<u64>, Vec<(Submission, Prepared)>) =
                     batch.into_iter().unzip();
                 let mut handed = false;
+
                 // The group's pin cleanup and archive publication run after
                 // the lead is handed over (the next group commits
                 // meanwhile) and before any outcome is posted.

@@ -356,11 +356,19 @@ pub(super) fn put_many(
     }
     // Every piece hashed (and below compressed) on all cores: a frame of
     // small files holds hundreds.
-    let computed = r
-        .objects
-        .par_iter()
-        .map(|piece| scribe_format::id::object_identity(piece.id.kind, &piece.data.0))
-        .collect::<Result<Vec<_>, _>>()?;
+    let identity =
+        |piece: &m::ObjectPiece| scribe_format::id::object_identity(piece.id.kind, &piece.data.0);
+    let computed = if r.objects.len() > 1 && total >= scribe_objects::POOL_MIN_BYTES as u64 {
+        r.objects
+            .par_iter()
+            .map(identity)
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        r.objects
+            .iter()
+            .map(identity)
+            .collect::<Result<Vec<_>, _>>()?
+    };
     let wrong = computed
         .into_iter()
         .zip(&r.objects)
