@@ -608,6 +608,34 @@ mod tests {
     }
 
     #[test]
+    fn small_batches_stay_off_the_pool_and_both_paths_store_everything() {
+        let id = |d: &[u8]| object_identity(ObjectKind::Chunk, d).unwrap();
+        // One object, or a few small ones: the calling thread.
+        let one = vec![1u8; POOL_MIN_BYTES * 2];
+        assert!(!worth_a_pool(&[(id(&one), &one)]));
+        let small: Vec<Vec<u8>> = (0..8u8).map(|i| vec![i; 4096]).collect();
+        let small: Vec<(ObjectId, &[u8])> = small.iter().map(|d| (id(d), d.as_slice())).collect();
+        assert!(!worth_a_pool(&small));
+        // Several that reach the threshold together: the pool.
+        let large: Vec<Vec<u8>> = (0..4u8)
+            .map(|i| vec![i.wrapping_add(100); POOL_MIN_BYTES / 4])
+            .collect();
+        let large: Vec<(ObjectId, &[u8])> = large.iter().map(|d| (id(d), d.as_slice())).collect();
+        assert!(worth_a_pool(&large));
+        assert!(!worth_a_pool(&large[..3]));
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = ObjectStore::create(dir.path().join("s"), Default::default()).unwrap();
+        let b = store.batch();
+        b.put_all_healing(&small).unwrap();
+        b.put_all_with_ids(&large).unwrap();
+        b.commit().unwrap();
+        for (oid, data) in small.iter().chain(&large) {
+            assert_eq!(store.get(oid).unwrap(), *data, "{oid}");
+        }
+    }
+
+    #[test]
     fn identity_parts_are_the_codec_0_envelope() {
         for (payload, compression) in [
             (vec![7u8; 3], Compression::None),
