@@ -1234,7 +1234,8 @@ impl Repository {
         self.objects.publish_with(&s.inline.pieces(), &[])
     }
 
-    /// Accept up to eight buffered submissions sharing one transaction.
+    /// Accept buffered submissions, up to [`GROUP_MEMBERS`] sharing one
+    /// transaction.
     /// Each keeps its own change number, envelope, roots and outcome.
     pub fn submit_group(&self, subs: Vec<Submission>) -> Result<Vec<Outcome>> {
         // Published once, after the turn and gate are released, before
@@ -1276,7 +1277,7 @@ impl Repository {
 
     /// Accept prepared submissions (each prepared by [`Repository::prepare`]
     /// for exactly that submission): buffered ones in groups of up to
-    /// eight sharing one transaction, large ones streamed. Returns before
+    /// [`GROUP_MEMBERS`] sharing one transaction, large ones streamed. Returns before
     /// the finished intents' pins are cleaned up: the caller runs
     /// [`Repository::cleanup_finished_pins`] (a group's lead may first hand
     /// over) and, as with every write, publishes the archive before
