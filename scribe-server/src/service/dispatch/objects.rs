@@ -354,8 +354,9 @@ pub(super) fn put_many(
             format!("{total} bytes of objects exceed {MAX_OBJECT_DATA_PER_FRAME} in one request"),
         ));
     }
-    // Every piece hashed (and below compressed) on all cores: a frame of
-    // small files holds hundreds.
+    // Every piece hashed (and below compressed) on all cores when the frame
+    // is worth the pool (a frame of small files holds hundreds); a small
+    // submission's few pieces on this thread (`POOL_MIN_BYTES`).
     let identity =
         |piece: &m::ObjectPiece| scribe_format::id::object_identity(piece.id.kind, &piece.data.0);
     let computed = if r.objects.len() > 1 && total >= scribe_objects::POOL_MIN_BYTES as u64 {
