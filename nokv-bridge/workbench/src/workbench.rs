@@ -53,16 +53,42 @@ pub fn record_path(id: &str) -> String {
 
 /// The content type of a path from its extension.
 pub fn content_type_of(path: &str) -> &'static str {
-    let ext = path.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
-    match ext {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let ext = name
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
+    // The types agents most often write. A path whose explicit type is
+    // the one its extension gives costs no line in a change message
+    // (which holds 64 KiB), so a common type missing here is what limits
+    // a collect or restore of thousands of typed files.
+    match ext.as_str() {
         "json" => "application/json",
         "yaml" | "yml" => "application/yaml",
         "txt" | "log" => "text/plain",
         "md" => "text/markdown",
         "csv" => "text/csv",
+        "tsv" => "text/tab-separated-values",
         "py" => "text/x-python",
         "sh" => "text/x-shellscript",
-        "html" => "text/html",
+        "html" | "htm" => "text/html",
+        "css" => "text/css",
+        "js" | "mjs" => "text/javascript",
+        "xml" => "application/xml",
+        "toml" => "application/toml",
+        "pdf" => "application/pdf",
+        "zip" => "application/zip",
+        "gz" => "application/gzip",
+        "tar" => "application/x-tar",
+        "wasm" => "application/wasm",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "svg" => "image/svg+xml",
+        "wav" => "audio/wav",
+        "mp3" => "audio/mpeg",
+        "mp4" => "video/mp4",
         _ => "application/octet-stream",
     }
 }

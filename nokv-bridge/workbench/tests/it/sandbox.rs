@@ -273,6 +273,28 @@ fn a_collect_of_thousands_of_files_with_listed_types_fits_one_message() {
             content_type: Some("text/plain".into()),
         })
         .collect();
+    // Images an agent typed itself: their extensions give the same types
+    // (in any case), so they cost no line either; 1,700 lines would not
+    // fit in the message's 64 KiB.
+    files.extend((0..1700).map(|i| {
+        LocalFile {
+            section: Section::Outputs,
+            path: if i % 8 == 0 {
+                format!("renders/shot{i:05}.JPG")
+            } else {
+                format!("renders/frame{i:05}.png")
+            },
+            source: LocalSource::Bytes(format!("image {i}").into_bytes()),
+            content_type: Some(
+                if i % 8 == 0 {
+                    "image/jpeg"
+                } else {
+                    "image/png"
+                }
+                .into(),
+            ),
+        }
+    }));
     files.push(LocalFile {
         section: Section::Outputs,
         path: "odd.txt".into(),
@@ -280,9 +302,11 @@ fn a_collect_of_thousands_of_files_with_listed_types_fits_one_message() {
         content_type: Some("application/x-odd".into()),
     });
     let r = wb.collect("t", files).unwrap();
-    assert_eq!(r["created"], json!(2001), "{r}");
+    assert_eq!(r["created"], json!(3701), "{r}");
     for (path, ct) in [
         ("d3/f1233.txt", "text/plain"),
+        ("renders/frame00001.png", "image/png"),
+        ("renders/shot00008.JPG", "image/jpeg"),
         ("odd.txt", "application/x-odd"),
     ] {
         let st = ok(
@@ -292,4 +316,10 @@ fn a_collect_of_thousands_of_files_with_listed_types_fits_one_message() {
         );
         assert_eq!(st["content_type"], json!(ct), "{path}");
     }
+    // The extension is the file name's, in any case.
+    use nokv_workbench::workbench::content_type_of;
+    assert_eq!(content_type_of("a/B.JPEG"), "image/jpeg");
+    assert_eq!(content_type_of("v1.2/README"), "application/octet-stream");
+    assert_eq!(content_type_of(".png"), "image/png");
+    assert_eq!(content_type_of("notes"), "application/octet-stream");
 }
