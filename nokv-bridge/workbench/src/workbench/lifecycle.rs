@@ -516,11 +516,7 @@ impl<S: Store> Workbench<S> {
         let req = request_identity(&self.store.root_name(), inc, "workbench_restore", input);
         let dest_record = record_path(&c.destination_id);
         if let Some(row) = self.store.stat(0, &dest_record)? {
-            let rec = self.read_json(&row)?;
-            if rec.get("restore_request").and_then(Value::as_str) == Some(hex::encode(req).as_str())
-            {
-                let mut v = self.restore_result(&c.destination_id, row.generation)?;
-                v["idempotent_replay"] = json!(true);
+            if let Some(v) = self.restored_by(&c.destination_id, &row, &req)? {
                 return Ok(v);
             }
             return Err(WbError::new(
@@ -547,6 +543,14 @@ impl<S: Store> Workbench<S> {
         };
         let dest_dir = self.store.list_dir(0, &c.destination_id, "", 1)?;
         if !dest_dir.files.is_empty() || !dest_dir.dirs.is_empty() {
+            // This same request's earlier attempt (its process killed
+            // while the server accepted it) may have been published since
+            // the check above: converge on it.
+            if let Some(row) = self.store.stat(0, &dest_record)? {
+                if let Some(v) = self.restored_by(&c.destination_id, &row, &req)? {
+                    return Ok(v);
+                }
+            }
             return Err(WbError::new(
                 "workbench_dir_not_empty",
                 format!("the repository has paths under {}/", c.destination_id),
@@ -645,12 +649,7 @@ impl<S: Store> Workbench<S> {
             Err(Refusal::Exists(_) | Refusal::Stale(_)) => {
                 // An earlier attempt of this same request may have won.
                 if let Some(row) = self.store.stat(0, &dest_record)? {
-                    let rec = self.read_json(&row)?;
-                    if rec.get("restore_request").and_then(Value::as_str)
-                        == Some(hex::encode(req).as_str())
-                    {
-                        let mut v = self.restore_result(&c.destination_id, row.generation)?;
-                        v["idempotent_replay"] = json!(true);
+                    if let Some(v) = self.restored_by(&c.destination_id, &row, &req)? {
                         return Ok(v);
                     }
                 }
@@ -661,6 +660,23 @@ impl<S: Store> Workbench<S> {
             }
             Err(r) => Err(refusal_error(r)),
         }
+    }
+
+    /// The replayed result when the destination record `row` was written
+    /// by restore request `req`.
+    fn restored_by(
+        &mut self,
+        dest: &str,
+        row: &Row,
+        req: &[u8; 32],
+    ) -> Result<Option<Value>, WbError> {
+        let rec = self.read_json(row)?;
+        if rec.get("restore_request").and_then(Value::as_str) != Some(hex::encode(req).as_str()) {
+            return Ok(None);
+        }
+        let mut v = self.restore_result(dest, row.generation)?;
+        v["idempotent_replay"] = json!(true);
+        Ok(Some(v))
     }
 
     fn restore_result(&mut self, dest: &str, change: u64) -> Result<Value, WbError> {

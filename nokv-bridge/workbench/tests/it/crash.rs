@@ -63,6 +63,100 @@ impl Store for StopsAfterStaging {
     }
 }
 
+/// Forwards everything; the first listing of `dest` first lets the same
+/// restore request, run by another workbench (an earlier attempt whose
+/// process died while the server accepted it), publish.
+struct OriginalLandsMidRetry {
+    store: ScribeStore,
+    original: Option<(Workbench<ScribeStore>, Value)>,
+    dest: &'static str,
+    landed: Option<Value>,
+}
+
+impl Store for OriginalLandsMidRetry {
+    fn root_name(&self) -> String {
+        self.store.root_name()
+    }
+    fn head(&mut self) -> Result<u64, WbError> {
+        self.store.head()
+    }
+    fn stat(&mut self, at: u64, path: &str) -> Result<Option<nokv_workbench::store::Row>, WbError> {
+        self.store.stat(at, path)
+    }
+    fn list_dir(
+        &mut self,
+        at: u64,
+        dir: &str,
+        token: &str,
+        limit: u32,
+    ) -> Result<DirPage, WbError> {
+        if dir == self.dest {
+            if let Some((mut wb, req)) = self.original.take() {
+                self.landed = Some(wb.call("workbench_restore", &req)?);
+            }
+        }
+        self.store.list_dir(at, dir, token, limit)
+    }
+    fn list_files(
+        &mut self,
+        at: u64,
+        dir: &str,
+        token: &str,
+        limit: u32,
+    ) -> Result<DirPage, WbError> {
+        self.store.list_files(at, dir, token, limit)
+    }
+    fn read(&mut self, body: &BodyRef, offset: u64, len: u64) -> Result<Vec<u8>, WbError> {
+        self.store.read(body, offset, len)
+    }
+    fn publish(&mut self, p: Publish) -> Result<Published, WbError> {
+        self.store.publish(p)
+    }
+    fn version_info(&mut self, version: u64) -> Result<VersionInfo, WbError> {
+        self.store.version_info(version)
+    }
+    fn changed_under(&mut self, dir: &str, from: u64, to: u64) -> Result<bool, WbError> {
+        self.store.changed_under(dir, from, to)
+    }
+}
+
+/// The retry of a restore whose earlier attempt is published after the
+/// retry found no destination record but before it checked that the
+/// destination directory is empty replays that attempt's result (it was
+/// refused `workbench_dir_not_empty`, the one failure seen of the SIGKILL
+/// test below).
+#[test]
+fn a_restore_retry_overtaken_by_its_own_earlier_attempt_replays_it() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    seed(&mut wb, "src", 20);
+    let req = json!({"id": "src", "destination_id": "dst"});
+    let original = workbench(&env);
+    let store = OriginalLandsMidRetry {
+        store: ScribeStore::over(client(&env), REPO, "bot").unwrap(),
+        original: Some((original, req.clone())),
+        dest: "dst",
+        landed: None,
+    };
+    let mut retry = Workbench::new(store, "bot");
+    let r = retry.call("workbench_restore", &req).unwrap();
+    let landed = retry.store_mut().landed.take().expect("the original ran");
+    assert_eq!(landed["idempotent_replay"], json!(false));
+    assert_eq!(
+        (
+            r["change"].clone(),
+            r["member_count"].clone(),
+            r["idempotent_replay"].clone()
+        ),
+        (landed["change"].clone(), json!(20), json!(true))
+    );
+    // Another request for the same destination is still refused.
+    seed(&mut wb, "src2", 3);
+    let other = json!({"id": "src2", "destination_id": "dst"});
+    let e = err(&mut wb, "workbench_restore", other);
+    assert_eq!(e.code, "destination_exists");
+}
+
 fn seed(wb: &mut Workbench<ScribeStore>, id: &str, n: usize) {
     ok(wb, "workbench_create", json!({"id": id}));
     let files = (0..n)
