@@ -17,63 +17,32 @@ use serde_json::{json, Value};
 
 use super::support::{client, err, ok, workbench};
 
-/// Forwards everything, but a publication only uploads, then "crashes".
-struct StopsAfterStaging(ScribeStore);
-
-impl Store for StopsAfterStaging {
-    fn root_name(&self) -> String {
-        self.0.root_name()
-    }
-    fn head(&mut self) -> Result<u64, WbError> {
-        self.0.head()
-    }
-    fn stat(&mut self, at: u64, path: &str) -> Result<Option<nokv_workbench::store::Row>, WbError> {
-        self.0.stat(at, path)
-    }
-    fn list_dir(
-        &mut self,
-        at: u64,
-        dir: &str,
-        token: &str,
-        limit: u32,
-    ) -> Result<DirPage, WbError> {
-        self.0.list_dir(at, dir, token, limit)
-    }
-    fn list_files(
-        &mut self,
-        at: u64,
-        dir: &str,
-        token: &str,
-        limit: u32,
-    ) -> Result<DirPage, WbError> {
-        self.0.list_files(at, dir, token, limit)
-    }
-    fn read(&mut self, body: &BodyRef, offset: u64, len: u64) -> Result<Vec<u8>, WbError> {
-        self.0.read(body, offset, len)
-    }
-    fn publish(&mut self, p: Publish) -> Result<Published, WbError> {
-        self.0.stage(&p)?;
-        Err(WbError::new("unavailable", "crashed after staging"))
-    }
-    fn version_info(&mut self, version: u64) -> Result<VersionInfo, WbError> {
-        self.0.version_info(version)
-    }
-    fn changed_under(&mut self, dir: &str, from: u64, to: u64) -> Result<bool, WbError> {
-        self.0.changed_under(dir, from, to)
-    }
-}
-
-/// Forwards everything; the first listing of `dest` first lets the same
-/// restore request, run by another workbench (an earlier attempt whose
-/// process died while the server accepted it), publish.
-struct OriginalLandsMidRetry {
+/// Forwards everything to `store`, with two hooks for the tests below:
+/// `stop_after_staging` makes a publication only upload, then "crash";
+/// `original` (a workbench and a request) runs once, at the first listing
+/// of directory `dest`, before that listing is answered (an earlier
+/// attempt of a request landing in the middle of its retry).
+struct Hooked {
     store: ScribeStore,
+    stop_after_staging: bool,
     original: Option<(Workbench<ScribeStore>, Value)>,
     dest: &'static str,
     landed: Option<Value>,
 }
 
-impl Store for OriginalLandsMidRetry {
+impl Hooked {
+    fn over(env: &Env) -> Hooked {
+        Hooked {
+            store: ScribeStore::over(client(env), REPO, "bot").unwrap(),
+            stop_after_staging: false,
+            original: None,
+            dest: "",
+            landed: None,
+        }
+    }
+}
+
+impl Store for Hooked {
     fn root_name(&self) -> String {
         self.store.root_name()
     }
@@ -110,7 +79,11 @@ impl Store for OriginalLandsMidRetry {
         self.store.read(body, offset, len)
     }
     fn publish(&mut self, p: Publish) -> Result<Published, WbError> {
-        self.store.publish(p)
+        if !self.stop_after_staging {
+            return self.store.publish(p);
+        }
+        self.store.stage(&p)?;
+        Err(WbError::new("unavailable", "crashed after staging"))
     }
     fn version_info(&mut self, version: u64) -> Result<VersionInfo, WbError> {
         self.store.version_info(version)
@@ -131,12 +104,10 @@ fn a_restore_retry_overtaken_by_its_own_earlier_attempt_replays_it() {
     let mut wb = workbench(&env);
     seed(&mut wb, "src", 20);
     let req = json!({"id": "src", "destination_id": "dst"});
-    let original = workbench(&env);
-    let store = OriginalLandsMidRetry {
-        store: ScribeStore::over(client(&env), REPO, "bot").unwrap(),
-        original: Some((original, req.clone())),
+    let store = Hooked {
+        original: Some((workbench(&env), req.clone())),
         dest: "dst",
-        landed: None,
+        ..Hooked::over(&env)
     };
     let mut retry = Workbench::new(store, "bot");
     let r = retry.call("workbench_restore", &req).unwrap();
@@ -176,8 +147,11 @@ fn a_restore_stopped_after_staging_is_invisible_and_its_retry_converges() {
     let mut wb = workbench(&env);
     seed(&mut wb, "src", 50);
     let req = json!({"id": "src", "destination_id": "dst"});
-    let store = ScribeStore::over(client(&env), REPO, "bot").unwrap();
-    let mut crashing = Workbench::new(StopsAfterStaging(store), "bot");
+    let store = Hooked {
+        stop_after_staging: true,
+        ..Hooked::over(&env)
+    };
+    let mut crashing = Workbench::new(store, "bot");
     let e = crashing.call("workbench_restore", &req).unwrap_err();
     assert_eq!((e.code, e.retryable), ("unavailable", true));
     // Nothing of the destination is visible: no workbench, no path under dst/.
