@@ -354,21 +354,23 @@ pub(super) fn put_many(
             format!("{total} bytes of objects exceed {MAX_OBJECT_DATA_PER_FRAME} in one request"),
         ));
     }
+    let pieces: Vec<(ObjectId, &[u8])> = r
+        .objects
+        .iter()
+        .map(|o| (o.id, o.data.0.as_slice()))
+        .collect();
     // Every piece hashed (and below compressed) on all cores when the frame
     // is worth the pool (a frame of small files holds hundreds); a small
-    // submission's few pieces on this thread (`POOL_MIN_BYTES`).
+    // submission's few pieces on this thread.
     let identity =
-        |piece: &m::ObjectPiece| scribe_format::id::object_identity(piece.id.kind, &piece.data.0);
-    let computed = if r.objects.len() > 1 && total >= scribe_objects::POOL_MIN_BYTES as u64 {
-        r.objects
+        |(id, data): &(ObjectId, &[u8])| scribe_format::id::object_identity(id.kind, data);
+    let computed = if scribe_objects::worth_a_pool(&pieces) {
+        pieces
             .par_iter()
             .map(identity)
             .collect::<Result<Vec<_>, _>>()?
     } else {
-        r.objects
-            .iter()
-            .map(identity)
-            .collect::<Result<Vec<_>, _>>()?
+        pieces.iter().map(identity).collect::<Result<Vec<_>, _>>()?
     };
     let wrong = computed
         .into_iter()
@@ -399,11 +401,6 @@ pub(super) fn put_many(
         )?;
     }
     let batch = store.batch();
-    let pieces: Vec<(ObjectId, &[u8])> = r
-        .objects
-        .iter()
-        .map(|o| (o.id, o.data.0.as_slice()))
-        .collect();
     batch.put_all_healing(&pieces)?;
     batch.commit()?;
     svc.stored(repo.id(), r.operation, &store, &ids);
