@@ -23,11 +23,17 @@
 //! MIB defaults to 2048, SMALL to 200. `cold` among the arguments runs
 //! only what the cold read needs (the S3 rates, the durable submit) and
 //! then the cold read `SCRIBE_BENCH_COLD_RUNS` times (default 3), each
-//! after a fresh eviction and server start, and one warm read; with
+//! after a fresh eviction and server start and right after its own
+//! measure of radosgw's GET rate (radosgw's rate moves by a tenth and
+//! more from one measure to the next: each cold read is compared with the
+//! GET beside it, and the median of those ratios is the figure; the
+//! median cold read against the highest GET of the run is printed too),
+//! and one warm read; with
 //! `SCRIBE_BENCH_PERF=DIR` each cold read is sampled by `sudo perf record
 //! -a` for its first `SCRIBE_BENCH_PERF_SECS` seconds (default 3) into
 //! DIR/cold-N.data. Every read prints the CPU seconds the client (this
-//! process), scribe-server, radosgw and ceph-osd spent during it. The radosgw of `.ci/start-rgw.sh`
+//! process), scribe-server, radosgw and ceph-osd spent during it, and the
+//! client's and the server's minor page faults. The radosgw of `.ci/start-rgw.sh`
 //! keeps objects in memory (a memstore, 4 GiB unless `RGW_MEMSTORE_BYTES`
 //! says more) and one run puts 512 MiB + 2 x MIB there: for `-- 2048`
 //! start it with `RGW_MEMSTORE_BYTES=10737418240` (its garbage collection
@@ -372,15 +378,29 @@ fn dir_bytes(dir: &Path) -> u64 {
 }
 
 /// CPU seconds (user + system) of process `pid` so far.
-fn cpu_of(pid: u32) -> f64 {
+/// Fields of `/proc/PID/stat` after the command name (which may hold
+/// spaces), from the state on; empty when the process is gone.
+fn stat_fields(pid: u32) -> Vec<f64> {
     let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
+        return Vec::new();
     };
-    // Fields after the command name (which may hold spaces).
     let rest = &s[s.rfind(')').map_or(0, |i| i + 2)..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f[11].parse::<f64>().unwrap_or(0.0) + f[12].parse::<f64>().unwrap_or(0.0);
-    ticks / 100.0
+    rest.split_whitespace()
+        .map(|f| f.parse::<f64>().unwrap_or(0.0))
+        .collect()
+}
+
+fn cpu_of(pid: u32) -> f64 {
+    let f = stat_fields(pid);
+    f.get(11)
+        .zip(f.get(12))
+        .map_or(0.0, |(u, s)| (u + s) / 100.0)
+}
+
+/// Minor page faults of `pid` so far (each a page the kernel mapped, and
+/// for fresh memory zeroed, on first touch).
+fn faults_of(pid: u32) -> f64 {
+    stat_fields(pid).get(7).copied().unwrap_or(0.0)
 }
 
 /// The pids of the processes named `name` (comm).
@@ -398,27 +418,33 @@ fn pids(name: &str) -> Vec<u32> {
 }
 
 /// CPU seconds so far of: this process, `server`, radosgw, ceph-osd.
-fn cpu_now(server: Option<u32>) -> [f64; 4] {
+/// CPU seconds of the client (this process), the server, radosgw and
+/// ceph-osd; then the client's and the server's minor page faults.
+fn cpu_now(server: Option<u32>) -> [f64; 6] {
     let sum = |n: &str| pids(n).into_iter().map(cpu_of).sum::<f64>();
     [
         cpu_of(std::process::id()),
         server.map_or(0.0, cpu_of),
         sum("radosgw"),
         sum("ceph-osd"),
+        faults_of(std::process::id()),
+        server.map_or(0.0, faults_of),
     ]
 }
 
-fn cpu_line(what: &str, before: [f64; 4], secs: f64, server: Option<u32>) {
+fn cpu_line(what: &str, before: [f64; 6], secs: f64, server: Option<u32>) {
     let after = cpu_now(server);
-    let d: Vec<f64> = (0..4).map(|i| after[i] - before[i]).collect();
+    let d: Vec<f64> = (0..6).map(|i| after[i] - before[i]).collect();
+    let cpu: f64 = d[..4].iter().sum();
     println!(
-        "  cpu during {what} ({secs:.2} s wall): client {:.2} s, scribe-server {:.2} s, radosgw {:.2} s, ceph-osd {:.2} s; total {:.2} s = {:.0} % of 2 cores",
+        "  cpu during {what} ({secs:.2} s wall): client {:.2} s, scribe-server {:.2} s, radosgw {:.2} s, ceph-osd {:.2} s; total {cpu:.2} s = {:.0} % of 2 cores; page faults: client {:.0}, scribe-server {:.0}",
         d[0],
         d[1],
         d[2],
         d[3],
-        d.iter().sum::<f64>(),
-        100.0 * d.iter().sum::<f64>() / (2.0 * secs)
+        100.0 * cpu / (2.0 * secs),
+        d[4],
+        d[5],
     );
 }
 
@@ -472,15 +498,7 @@ fn main() {
         raw.put_if_absent(&k, block.clone()).unwrap();
     });
     let put = mib_s(keys.len() as u64 * (16 << 20), t.elapsed().as_secs_f64());
-    let before = cpu_now(None);
-    let t = Instant::now();
-    parallel(8, keys.clone(), |k| {
-        raw.get(&k).unwrap();
-    });
-    let secs = t.elapsed().as_secs_f64();
-    let get = mib_s(keys.len() as u64 * (16 << 20), secs);
-    println!("S3 GET 16 MiB x 8 in flight: {get:.0} MiB/s");
-    cpu_line("the S3 GET", before, secs, None);
+    let get = get_rate(&raw, &keys, "S3 GET 16 MiB x 8 in flight");
     if !cold_only {
         parallel(8, keys.clone(), |k| {
             let _ = raw.delete(&k);
@@ -518,20 +536,9 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
 
     if cold_only {
-        cold_reads(&b, dir.path(), &bucket, stamp, get);
-        // radosgw's GET rate again, after the reads: the ratio takes the
-        // higher of the two.
-        let before = cpu_now(None);
-        let t = Instant::now();
-        parallel(8, keys.clone(), |k| {
-            raw.get(&k).unwrap();
+        cold_reads(&b, dir.path(), &bucket, stamp, get, &|| {
+            get_rate(&raw, &keys, "  S3 GET 16 MiB x 8 in flight, beside it")
         });
-        let secs = t.elapsed().as_secs_f64();
-        println!(
-            "S3 GET again, after the reads: {:.0} MiB/s",
-            mib_s(keys.len() as u64 * (16 << 20), secs)
-        );
-        cpu_line("the S3 GET", before, secs, None);
         parallel(8, keys, |k| {
             let _ = raw.delete(&k);
         });
@@ -637,9 +644,34 @@ fn main() {
     drop_blocks(&data, &prefix);
 }
 
+/// radosgw's GET rate (MiB/s) over `keys` (16 MiB each), 8 in flight,
+/// printed as `what` with the CPU it took.
+fn get_rate(raw: &S3Provider, keys: &[String], what: &str) -> f64 {
+    let before = cpu_now(None);
+    let t = Instant::now();
+    parallel(8, keys.to_vec(), |k| {
+        raw.get(&k).unwrap();
+    });
+    let secs = t.elapsed().as_secs_f64();
+    let get = mib_s(keys.len() as u64 * (16 << 20), secs);
+    println!("{what}: {get:.0} MiB/s");
+    cpu_line("the S3 GET", before, secs, None);
+    get
+}
+
 /// `cold`: the durable submit, then cold reads (each after an eviction
-/// and a fresh server) and one warm read.
-fn cold_reads(b: &Big, dir: &Path, bucket: &str, stamp: u128, get: f64) {
+/// and a fresh server, and right after a measure of radosgw's GET rate
+/// by `get_now`, its pair) and one warm read. The figure of the issue is
+/// the median over the runs of cold / min(warm, its paired GET); also
+/// printed: the median cold read against the highest GET of the run.
+fn cold_reads(
+    b: &Big,
+    dir: &Path,
+    bucket: &str,
+    stamp: u128,
+    first_get: f64,
+    get_now: &dyn Fn() -> f64,
+) {
     let prefix = format!("bench-server/{stamp}/durable");
     let url = format!("s3://{bucket}/{prefix}");
     let data = init(dir, "durable");
@@ -656,10 +688,12 @@ fn cold_reads(b: &Big, dir: &Path, bucket: &str, stamp: u128, get: f64) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(3);
     let mut colds = Vec::new();
+    let mut gets = vec![first_get];
     let mut warm = 0.0;
     for i in 0..runs {
         offline(&data, &url, &["tier", "evict"]);
         let s = serve(&data, &url, "durable");
+        gets.push(get_now());
         let pid = Some(s.child.id());
         let p = perf(&format!("cold-{i}"));
         let before = cpu_now(pid);
@@ -686,11 +720,24 @@ fn cold_reads(b: &Big, dir: &Path, bucket: &str, stamp: u128, get: f64) {
         }
         drop(s);
     }
+    gets.push(get_now());
     let mut sorted = colds.clone();
     let med = percentile(&mut sorted, 0.5);
+    // Run i's GET is gets[i + 1] (gets[0] is the one before the submit).
+    let mut paired: Vec<f64> = colds
+        .iter()
+        .zip(&gets[1..])
+        .map(|(c, g)| 100.0 * c / warm.min(*g))
+        .collect();
+    let highest = gets.iter().copied().fold(0.0, f64::max);
     println!(
-        "cold reads {colds:.0?} MiB/s, median {med:.0} = {:.0} % of min(warm {warm:.0}, S3 GET {get:.0} before the reads)",
-        100.0 * med / warm.min(get)
+        "cold reads {colds:.0?} MiB/s, median {med:.0}; S3 GET {gets:.0?} MiB/s; warm {warm:.0}"
+    );
+    let shown = format!("{paired:.0?}");
+    let paired_median = percentile(&mut paired, 0.5);
+    println!(
+        "cold / min(warm, the GET beside it): {shown} %, median {paired_median:.0} %; the median cold read against the highest GET: {:.0} %",
+        100.0 * med / warm.min(highest)
     );
     drop_blocks(&data, &prefix);
 }

@@ -569,9 +569,12 @@ fn hint(e: &anyhow::Error) -> Option<&'static str> {
 }
 
 fn main() -> ExitCode {
-    // SAFETY: a plain option store of the allocator in use, before any
-    // other thread starts.
-    unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
+    // An operator's `MIMALLOC_PURGE_DELAY` wins.
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        // SAFETY: a plain option store of the allocator in use, before
+        // any other thread starts.
+        unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
+    }
     no_huge_pages();
     let cli = Cli::parse();
     match run(cli) {

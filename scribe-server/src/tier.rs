@@ -174,9 +174,17 @@ pub struct TierService {
     /// When the last read through the tier was answered (milliseconds
     /// since `started`): the write-back waits until reads go quiet.
     last_read_ms: std::sync::atomic::AtomicU64,
+    /// Reads through the tier under way: reads are not quiet while one
+    /// waits for its block (a 16 MiB GET on a busy machine takes longer
+    /// than [`READS_QUIET`]).
+    active_reads: std::sync::atomic::AtomicUsize,
     started: Instant,
     /// [`WRITE_BACK_BYTES`], or `SCRIBE_TIER_WRITE_BACK_BYTES` (tests).
     write_back_bytes: u64,
+    /// [`EARLY_GATHER`], or `SCRIBE_TIER_EARLY_GATHER_MS` (tests).
+    early_gather: Duration,
+    /// [`READ_CACHE_BYTES`], or `SCRIBE_TIER_READ_CACHE_BYTES` (benches).
+    read_cache_bytes: u64,
 }
 
 /// Threads reading ahead: at most this many block GETs in flight for
@@ -189,9 +197,14 @@ const READ_AHEAD_OBJECTS: usize = 32;
 const READ_CACHE_BYTES: u64 = 256 << 20;
 /// Most bytes of verified objects waiting in memory for their
 /// write-back; a read beyond it defers its object's write-back (the id
-/// only, fetched again once reads are quiet). `SCRIBE_TIER_WRITE_BACK_BYTES`
-/// overrides it (tests).
-const WRITE_BACK_BYTES: u64 = 512 << 20;
+/// only, fetched again once reads are quiet). 128 MiB rather than 512:
+/// every byte held keeps its block's body alive, so each new GET lands in
+/// freshly faulted (kernel-zeroed) pages; with 512 MiB a 2 GiB cold read
+/// faulted in 1 GiB and ran 12-16 % slower (docs/performance.md,
+/// 2026-12-05). The price: after a 2 GiB cold read about 1.9 GiB are
+/// fetched again for the write-back instead of 1.5 GiB.
+/// `SCRIBE_TIER_WRITE_BACK_BYTES` overrides it (tests, benches).
+const WRITE_BACK_BYTES: u64 = 128 << 20;
 /// Most object ids whose write-back is deferred; beyond it a read leaves
 /// its object to the next miss.
 const DEFERRED_IDS: usize = 1 << 20;
@@ -244,20 +257,41 @@ const STAGE_TTL_SECS: u64 = 24 * 3600;
 /// Threads uploading chunks before their operation is submitted.
 const EARLY_THREADS: usize = 2;
 
+/// How long an early uploader waits for the next batch of chunks of the
+/// same operation while it gathers a block's worth
+/// (`TierOptions::block_bytes`) before it uploads what it has; never more
+/// than [`EARLY_GATHER_MAX_WAITS`] waits in all. A client sends a small-file import as
+/// `ObjectPutMany` frames of at most 4 MiB, one batch each: uploaded one
+/// by one, every frame became a block of its own, and a cold read later
+/// paid a bucket GET per frame (a 2 GiB read: ~700 GETs of ~3 MiB instead
+/// of ~130 of 16 MiB, docs/performance.md). A publication waiting for the
+/// early uploads ends every wait at once (`Early::waiting`).
+/// `SCRIBE_TIER_EARLY_GATHER_MS` overrides it (tests; 0: no gathering).
+const EARLY_GATHER: Duration = Duration::from_millis(100);
+/// The longest an early uploader gathers (ten waits).
+const EARLY_GATHER_MAX_WAITS: u32 = 10;
+
 /// One batch of chunks stored for an operation.
 struct EarlyJob {
     seq: u64,
     repo: RepositoryId,
     operation: scribe_format::OperationId,
     ids: Vec<ObjectId>,
+    /// The stored bytes the batch came with (about its chunks' bytes).
+    bytes: u64,
 }
 
 #[derive(Default)]
 struct Early {
     jobs: std::collections::VecDeque<EarlyJob>,
     next_seq: u64,
-    /// Jobs being uploaded: seq -> (repository, operation).
+    /// Jobs being uploaded (or gathered): seq -> (repository, operation).
     running: std::collections::BTreeMap<u64, (RepositoryId, scribe_format::OperationId)>,
+    /// Operations an uploader is gathering jobs of: other uploaders leave
+    /// their jobs queued for it.
+    gathering: std::collections::HashSet<(RepositoryId, scribe_format::OperationId)>,
+    /// Publications waiting for the early uploads: nobody gathers then.
+    waiting: usize,
     stop: bool,
 }
 
@@ -301,11 +335,20 @@ impl TierService {
             writes: (Mutex::default(), Condvar::new()),
             read_counts: Default::default(),
             last_read_ms: Default::default(),
+            active_reads: Default::default(),
             started: Instant::now(),
             write_back_bytes: std::env::var("SCRIBE_TIER_WRITE_BACK_BYTES")
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(WRITE_BACK_BYTES),
+            early_gather: std::env::var("SCRIBE_TIER_EARLY_GATHER_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map_or(EARLY_GATHER, Duration::from_millis),
+            read_cache_bytes: std::env::var("SCRIBE_TIER_READ_CACHE_BYTES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(READ_CACHE_BYTES),
         });
         for i in 0..READ_AHEAD {
             let w = t.clone();
@@ -417,7 +460,7 @@ impl TierService {
             r.cache.insert(k, bytes);
             r.order.push_back(k);
         }
-        while r.bytes > READ_CACHE_BYTES {
+        while r.bytes > self.read_cache_bytes {
             let Some(old) = r.order.pop_front() else {
                 break;
             };
@@ -485,6 +528,9 @@ impl TierService {
 
     /// How long until reads count as quiet (zero: quiet now).
     fn reads_quiet_in(&self) -> Duration {
+        if self.active_reads.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            return READS_QUIET;
+        }
         let last = self.last_read_ms.load(std::sync::atomic::Ordering::Relaxed);
         let now = self.started.elapsed().as_millis() as u64;
         READS_QUIET.saturating_sub(Duration::from_millis(now.saturating_sub(last)))
@@ -674,13 +720,23 @@ impl TierService {
                     if e.stop {
                         return;
                     }
-                    if let Some(j) = e.jobs.pop_front() {
+                    let free = e
+                        .jobs
+                        .iter()
+                        .position(|j| !e.gathering.contains(&(j.repo, j.operation)));
+                    if let Some(j) = free.and_then(|i| e.jobs.remove(i)) {
                         e.running.insert(j.seq, (j.repo, j.operation));
+                        // Claimed under this lock: no other uploader
+                        // starts a block of the same operation meanwhile.
+                        if self.gathers(&j) {
+                            e.gathering.insert((j.repo, j.operation));
+                        }
                         break j;
                     }
                     e = cv.wait(e).unwrap_or_else(|e| e.into_inner());
                 }
             };
+            let (job, seqs) = self.gather(job);
             // An operation whose outcome is recorded is not staged: its
             // publication may already have looked for a staged revision
             // (or have given up waiting for this job), and nothing would
@@ -716,9 +772,67 @@ impl TierService {
                 );
             }
             let mut e = m.lock().unwrap_or_else(|e| e.into_inner());
-            e.running.remove(&job.seq);
+            for seq in seqs {
+                e.running.remove(&seq);
+            }
             cv.notify_all();
         }
+    }
+
+    /// Whether an uploader taking `job` gathers more jobs of its
+    /// operation into its block (the operation is claimed when taken).
+    fn gathers(&self, job: &EarlyJob) -> bool {
+        job.bytes < self.tier.options().block_bytes && !self.early_gather.is_zero()
+    }
+
+    /// `first` and the jobs of its operation queued (or arriving, each
+    /// within [`EARLY_GATHER`] of the last) that fit with it into one
+    /// block, as one job; the sequence numbers it holds. Stops early when
+    /// a job of the operation does not fit, when a publication waits for
+    /// the early uploads, or at the stop.
+    fn gather(&self, first: EarlyJob) -> (EarlyJob, Vec<u64>) {
+        let target = self.tier.options().block_bytes;
+        let mut seqs = vec![first.seq];
+        let mut job = first;
+        if !self.gathers(&job) {
+            return (job, seqs);
+        }
+        let key = (job.repo, job.operation);
+        let end = Instant::now() + self.early_gather * EARLY_GATHER_MAX_WAITS;
+        let mut deadline = Instant::now() + self.early_gather;
+        let (m, cv) = &self.early;
+        let mut e = m.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let mut full = false;
+            let mut i = 0;
+            while i < e.jobs.len() {
+                let j = &e.jobs[i];
+                if (j.repo, j.operation) != key {
+                    i += 1;
+                } else if job.bytes + j.bytes > target {
+                    full = true;
+                    i += 1;
+                } else if let Some(j) = e.jobs.remove(i) {
+                    e.running.insert(j.seq, key);
+                    seqs.push(j.seq);
+                    job.ids.extend(j.ids);
+                    job.bytes += j.bytes;
+                    deadline = (Instant::now() + self.early_gather).min(end);
+                }
+            }
+            let now = Instant::now();
+            if full || job.bytes >= target || e.stop || e.waiting > 0 || now >= deadline {
+                break;
+            }
+            e = cv
+                .wait_timeout(e, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        e.gathering.remove(&key);
+        // Jobs of the operation left queued are free for any uploader.
+        cv.notify_all();
+        (job, seqs)
     }
 
     /// Wait (at most `limit`) until every early upload queued before now
@@ -728,6 +842,9 @@ impl TierService {
         let (m, cv) = &self.early;
         let mut e = m.lock().unwrap_or_else(|e| e.into_inner());
         let before = e.next_seq;
+        // Nobody gathers more while a publication waits.
+        e.waiting += 1;
+        cv.notify_all();
         loop {
             let pending = e.jobs.front().is_some_and(|j| j.seq < before)
                 || e.running
@@ -735,13 +852,14 @@ impl TierService {
                     .is_some_and(|(s, _)| *s < before);
             let now = Instant::now();
             if !pending || e.stop || now >= deadline {
-                return;
+                break;
             }
             e = cv
                 .wait_timeout(e, deadline - now)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+        e.waiting -= 1;
     }
 
     /// Give up staging entries older than the limit (never submitted).
@@ -978,11 +1096,23 @@ impl Fallback for TierService {
         if !self.has(repo, id) {
             return Ok(None);
         }
+        /// Counts a read as under way until it is answered.
+        struct Active<'a>(&'a TierService);
+        impl Drop for Active<'_> {
+            fn drop(&mut self) {
+                self.0.mark_read();
+                self.0
+                    .active_reads
+                    .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        self.active_reads
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let _active = Active(self);
         self.mark_read();
         let bytes = self.cached_or_fetch(repo, id)?;
         self.read_ahead(repo, id, store);
         self.write_back(repo, *id, bytes.clone());
-        self.mark_read();
         Ok(Some(bytes))
     }
 }
@@ -1345,6 +1475,7 @@ impl AcceptedHook for TierService {
         operation: scribe_format::OperationId,
         _store: &Arc<scribe_objects::ObjectStore>,
         ids: &[ObjectId],
+        bytes: u64,
     ) {
         let ids: Vec<ObjectId> = ids
             .iter()
@@ -1363,6 +1494,7 @@ impl AcceptedHook for TierService {
             repo,
             operation,
             ids,
+            bytes,
         });
         cv.notify_all();
     }

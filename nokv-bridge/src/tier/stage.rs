@@ -108,6 +108,7 @@ impl Tier {
         read: &ReadLocal<'_>,
     ) -> Result<Prestaged, TierError> {
         let mut todo = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         {
             let tx = self.db.begin_read().map_err(self.st())?;
             let staged = tx.open_table(STAGED).map_err(self.st())?;
@@ -121,7 +122,7 @@ impl Tier {
                     Some(r) => r.map_err(self.st())?.0.value().starts_with(&prefix),
                     None => false,
                 };
-                if !already && !todo.contains(id) {
+                if !already && seen.insert(*id) {
                     todo.push(*id);
                 }
             }

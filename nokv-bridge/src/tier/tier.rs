@@ -148,7 +148,8 @@ impl Tier {
         })
     }
 
-    pub(crate) fn options(&self) -> &TierOptions {
+    /// How blocks are cut and uploaded.
+    pub fn options(&self) -> &TierOptions {
         &self.options
     }
 

@@ -28,7 +28,15 @@ pub enum Fault {
     /// in `faulted` only then).
     #[allow(dead_code)]
     SilentAt(&'static str),
+    /// Forward requests, holding each whose bytes contain this text for
+    /// [`SLOW`] before forwarding it.
+    #[allow(dead_code)]
+    SlowAt(&'static str),
 }
+
+/// How long [`Fault::SlowAt`] holds a request.
+#[allow(dead_code)]
+pub const SLOW: Duration = Duration::from_secs(4);
 
 pub struct Proxy {
     pub endpoint: String,
@@ -114,7 +122,7 @@ impl Proxy {
 
 fn serve(mut client: TcpStream, upstream: &str, fault: Option<Fault>, faulted: Arc<AtomicUsize>) {
     match fault {
-        Some(f @ (Fault::SilentAtDelete | Fault::SilentAt(_))) => {
+        Some(f @ (Fault::SilentAtDelete | Fault::SilentAt(_) | Fault::SlowAt(_))) => {
             let Ok(server) = TcpStream::connect(upstream) else {
                 return;
             };
@@ -131,14 +139,17 @@ fn serve(mut client: TcpStream, upstream: &str, fault: Option<Fault>, faulted: A
                     Ok(0) | Err(_) => return,
                     Ok(k) => {
                         let hit = match f {
-                            Fault::SilentAt(text) => {
+                            Fault::SilentAt(text) | Fault::SlowAt(text) => {
                                 buf[..k].windows(text.len()).any(|w| w == text.as_bytes())
                             }
                             _ => buf[..k]
                                 .windows(8)
                                 .any(|w| w == b"DELETE /" || w == b"?delete "),
                         };
-                        if hit {
+                        if hit && matches!(f, Fault::SlowAt(_)) {
+                            faulted.fetch_add(1, Ordering::SeqCst);
+                            std::thread::sleep(SLOW);
+                        } else if hit {
                             faulted.fetch_add(1, Ordering::SeqCst);
                             std::thread::sleep(Duration::from_secs(60));
                             return;

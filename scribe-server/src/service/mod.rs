@@ -82,14 +82,15 @@ pub trait AcceptedHook: Send + Sync {
     /// `Err` answers the client that error instead of the outcome.
     fn accepted(&self, repo: RepositoryId, change: u64) -> Result<(), Failure>;
 
-    /// Objects `ids` of `repo` were durably stored for `operation` (before
-    /// it is submitted). Must not block for long.
+    /// Objects `ids` of `repo` (`bytes` in all) were durably stored for
+    /// `operation` (before it is submitted). Must not block for long.
     fn stored(
         &self,
         _repo: RepositoryId,
         _operation: scribe_format::OperationId,
         _store: &Arc<scribe_objects::ObjectStore>,
         _ids: &[scribe_format::ObjectId],
+        _bytes: u64,
     ) {
     }
 }
@@ -200,6 +201,7 @@ impl Service {
         operation: scribe_format::OperationId,
         store: &Arc<scribe_objects::ObjectStore>,
         ids: &[scribe_format::ObjectId],
+        bytes: u64,
     ) {
         let hook = self
             .accepted_hook
@@ -207,7 +209,7 @@ impl Service {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         if let Some(h) = hook {
-            h.stored(repo, operation, store, ids);
+            h.stored(repo, operation, store, ids, bytes);
         }
     }
 

@@ -1240,33 +1240,65 @@ fn reads_line(data: &Path, ok: impl Fn([u64; 5]) -> bool) -> [u64; 5] {
     }
 }
 
-#[test]
-fn a_cold_read_fetches_whole_blocks_reads_ahead_and_writes_back_in_the_background() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = init(dir.path());
-    let b = bucket();
-    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
-    let mut c = wire::tcp(s.addr.parse().unwrap());
-    let ws = WorkspaceId([9; 16]);
-    c.register(ws);
-    // Twelve 1 MiB files, uploaded three per request (so staged as
-    // several bundled blocks), submitted as one change.
-    let contents: Vec<Vec<u8>> = (0..12).map(|i| noise(500 + i, 1 << 20)).collect();
-    let names: Vec<String> = (0..12).map(|i| format!("f{i:02}.bin")).collect();
+/// Serve under `durable` with early uploads gathered for `gather_ms`
+/// (0: each request's chunks a block of their own).
+fn serve_gathering(data: &Path, b: &Bucket, gather_ms: &str, extra: &[&str]) -> Served {
+    let args: Vec<&str> = ["--ack", "durable"].iter().chain(extra).copied().collect();
+    serve_env(
+        data,
+        b,
+        &rgw().endpoint,
+        &args,
+        &[("SCRIBE_TIER_EARLY_GATHER_MS", gather_ms)],
+    )
+}
+
+/// Upload `ch`'s objects three per `ObjectPutMany` for `op`, then submit
+/// it (accepted).
+fn submit_in_threes(
+    c: &mut impl Requests,
+    ws: WorkspaceId,
+    op: OperationId,
+    ch: &scribe_testkit::change::Change,
+) {
+    for part in ch.objects.chunks(3) {
+        expect_put_many(c, put_many_req(ws, op, part));
+    }
+    match c.ask(Request::Submit(submit_req(ws, op, ch.id, "m"))) {
+        Response::Submitted(o) => accepted(&o),
+        other => panic!("{other:?}"),
+    };
+}
+
+/// `n` files of 1 MiB of noise (seeds from `seed`), named `PREFIXnn.bin`,
+/// as one change.
+fn mib_files(prefix: &str, seed: u32, n: u32) -> (Vec<Vec<u8>>, scribe_testkit::change::Change) {
+    let contents: Vec<Vec<u8>> = (0..n).map(|i| noise(seed + i, 1 << 20)).collect();
+    let names: Vec<String> = (0..n).map(|i| format!("{prefix}{i:02}.bin")).collect();
     let entries: Vec<(&str, Option<&[u8]>, u64)> = names
         .iter()
         .zip(&contents)
         .map(|(n, c)| (n.as_str(), Some(c.as_slice()), 0))
         .collect();
     let ch = change(&entries);
+    (contents, ch)
+}
+
+#[test]
+fn a_cold_read_fetches_whole_blocks_reads_ahead_and_writes_back_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    // No gathering of early uploads: each request's chunks a block.
+    let s = serve_gathering(&data, &b, "0", &[]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let ws = WorkspaceId([9; 16]);
+    c.register(ws);
+    // Twelve 1 MiB files, uploaded three per request (so staged as
+    // several bundled blocks), submitted as one change.
+    let (contents, ch) = mib_files("f", 500, 12);
     let op = OperationId([5; 16]);
-    for part in ch.objects.chunks(3) {
-        expect_put_many(&mut c, put_many_req(ws, op, part));
-    }
-    match c.ask(Request::Submit(submit_req(ws, op, ch.id, "m"))) {
-        Response::Submitted(o) => accepted(&o),
-        other => panic!("{other:?}"),
-    };
+    submit_in_threes(&mut c, ws, op, &ch);
     drop(c);
     kill(s);
     let chunks: Vec<ObjectId> = contents.iter().flat_map(|c| chunks_of(c)).collect();
@@ -1309,30 +1341,64 @@ fn a_cold_read_fetches_whole_blocks_reads_ahead_and_writes_back_in_the_backgroun
     assert!(ok, "{out}");
 }
 
+#[test]
+fn early_uploads_of_one_operation_are_gathered_into_full_blocks_until_the_submit() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    // Gathering waits ten minutes for the next request: only a batch
+    // that does not fit and the submit's publication end it, so the test
+    // depends on no timing (were the publication not to end it, the
+    // durable submit would time out).
+    let s = serve_gathering(&data, &b, "600000", &["--tier-ack-timeout", "30s"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let repo = repo_id(&mut c);
+    let ws = WorkspaceId([9; 16]);
+    c.register(ws);
+    // 24 MiB in 1 MiB files, three objects per request: 8 requests or
+    // more, each of them a block of its own without gathering.
+    let (contents, ch) = mib_files("h", 900, 24);
+    let op = OperationId([8; 16]);
+    let requests = ch.objects.chunks(3).count();
+    submit_in_threes(&mut c, ws, op, &ch);
+    drop(c);
+    kill(s);
+    let chunks: Vec<ObjectId> = contents.iter().flat_map(|c| chunks_of(c)).collect();
+    let t = record(&data, &b);
+    let mut blocks: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut revisions = std::collections::BTreeSet::new();
+    for id in &chunks {
+        let loc = t.locate(&repo.0, id).unwrap().expect("in the bucket");
+        let end = blocks.entry(loc.key.to_key()).or_default();
+        *end = (*end).max(loc.offset + loc.len);
+        revisions.insert(loc.key.revision);
+    }
+    // Every chunk went early (the staged revision, adopted by the change).
+    assert_eq!(revisions.len(), 1, "{revisions:?}");
+    assert!(t.staging().unwrap().is_empty(), "adopted");
+    // 24 MiB in blocks of at most 16 MiB: two, three when the cut falls
+    // between requests; not one per request.
+    assert!(requests >= 8, "{requests}");
+    assert!((2..=3).contains(&blocks.len()), "{blocks:?}");
+    let limit = TierOptions::default().block_bytes;
+    assert!(blocks.values().all(|&end| end <= limit), "{blocks:?}");
+    drop(t);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
 /// Twelve 1 MiB files of one change, submitted under `durable`, then
 /// evicted from the local store (their chunks).
 fn evicted_twelve(dir: &Path, b: &Bucket) -> (PathBuf, Vec<ObjectId>, Vec<Vec<u8>>) {
     let data = init(dir);
-    let s = serve(&data, b, &rgw().endpoint, &["--ack", "durable"]);
+    // No gathering: several blocks (one per request of three objects).
+    let s = serve_gathering(&data, b, "0", &[]);
     let mut c = wire::tcp(s.addr.parse().unwrap());
     let ws = WorkspaceId([9; 16]);
     c.register(ws);
-    let contents: Vec<Vec<u8>> = (0..12).map(|i| noise(700 + i, 1 << 20)).collect();
-    let names: Vec<String> = (0..12).map(|i| format!("g{i:02}.bin")).collect();
-    let entries: Vec<(&str, Option<&[u8]>, u64)> = names
-        .iter()
-        .zip(&contents)
-        .map(|(n, c)| (n.as_str(), Some(c.as_slice()), 0))
-        .collect();
-    let ch = change(&entries);
+    let (contents, ch) = mib_files("g", 700, 12);
     let op = OperationId([6; 16]);
-    for part in ch.objects.chunks(3) {
-        expect_put_many(&mut c, put_many_req(ws, op, part));
-    }
-    match c.ask(Request::Submit(submit_req(ws, op, ch.id, "m"))) {
-        Response::Submitted(o) => accepted(&o),
-        other => panic!("{other:?}"),
-    };
+    submit_in_threes(&mut c, ws, op, &ch);
     drop(c);
     kill(s);
     let chunks: Vec<ObjectId> = contents.iter().flat_map(|c| chunks_of(c)).collect();
@@ -1366,6 +1432,58 @@ fn a_cold_read_beyond_the_write_back_bound_defers_the_write_back_and_fetches_aga
     assert_eq!(r[4], 12, "every write-back deferred: {r:?}");
     kill(s);
     assert!(chunks.iter().all(|id| held_locally(&data, id)));
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
+#[test]
+fn a_read_waiting_for_its_block_holds_the_write_back_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bucket();
+    let (data, chunks, contents) = evicted_twelve(dir.path(), &b);
+    let repo = scribe_metadata::DataRoot::open(&data)
+        .unwrap()
+        .list_repositories()
+        .unwrap()[0]
+        .id;
+    // A, then B of another block, whose GET the proxy holds for
+    // `proxy::SLOW` (longer than the 300 ms after which reads count as
+    // quiet).
+    let (slow_key, b_at) = {
+        let t = record(&data, &b);
+        let key = |id: &ObjectId| t.locate(&repo.0, id).unwrap().unwrap().key.to_key();
+        let a_key = key(&chunks[0]);
+        let b_at = (1..chunks.len())
+            .find(|&i| key(&chunks[i]) != a_key)
+            .expect("two blocks");
+        let slow: &'static str = Box::leak(key(&chunks[b_at]).into_boxed_str());
+        (slow, b_at)
+    };
+    let p = proxy::Proxy::start(&rgw().endpoint);
+    p.plan(&[proxy::Fault::SlowAt(slow_key); 64]);
+    let s = serve(&data, &b, &p.endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    assert_eq!(c.object(REPO, chunks[0]), contents[0]);
+    let addr = s.addr.clone();
+    let id = chunks[b_at];
+    let reader = std::thread::spawn(move || wire::tcp(addr.parse().unwrap()).object(REPO, id));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while p.faulted.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "B's block was never asked for");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // While B waits for its block, A is not written back (the status
+    // file, rewritten every second, shows the state of at least 1.5 s
+    // into the wait).
+    std::thread::sleep(Duration::from_millis(2500));
+    let r = reads_line(&data, |_| true);
+    assert_eq!(r[2], 0, "written back while a read waited: {r:?}");
+    assert_eq!(reader.join().unwrap(), contents[b_at]);
+    // Once reads are quiet, both are.
+    let r = reads_line(&data, |r| r[2] >= 2 && r[3] == 0);
+    assert!(r[0] >= 2, "{r:?}");
+    drop(c);
+    kill(s);
     let (ok, out) = tier_verify(&data, &b);
     assert!(ok, "{out}");
 }

@@ -139,15 +139,19 @@ pub(super) fn publish_staged(svc: &Service, session: &mut Session) -> DispatchRe
         batch.put_all_healing(&objects)?;
         batch.commit()?;
         // Per operation, what is now stored (the tier uploads it early).
-        let mut ops: Vec<(scribe_format::OperationId, Vec<ObjectId>)> = Vec::new();
+        let mut ops: Vec<(scribe_format::OperationId, Vec<ObjectId>, u64)> = Vec::new();
         for o in &group {
-            match ops.iter_mut().find(|(op, _)| *op == o.operation) {
-                Some((_, ids)) => ids.push(o.id),
-                None => ops.push((o.operation, vec![o.id])),
+            let len = o.data.len() as u64;
+            match ops.iter_mut().find(|(op, _, _)| *op == o.operation) {
+                Some((_, ids, bytes)) => {
+                    ids.push(o.id);
+                    *bytes += len;
+                }
+                None => ops.push((o.operation, vec![o.id], len)),
             }
         }
-        for (op, ids) in ops {
-            svc.stored(o_repo(&group), op, store, &ids);
+        for (op, ids, bytes) in ops {
+            svc.stored(o_repo(&group), op, store, &ids, bytes);
         }
     }
     Ok(count)
@@ -330,7 +334,7 @@ pub(super) fn put(
         let batch = store.batch();
         batch.put_healing(p.id, &p.data)?;
         batch.commit()?;
-        svc.stored(p.repo, p.operation, &store, &[p.id]);
+        svc.stored(p.repo, p.operation, &store, &[p.id], p.data.len() as u64);
     }
     Ok(m::ObjectPutReply {
         received,
@@ -403,7 +407,7 @@ pub(super) fn put_many(
     let batch = store.batch();
     batch.put_all_healing(&pieces)?;
     batch.commit()?;
-    svc.stored(repo.id(), r.operation, &store, &ids);
+    svc.stored(repo.id(), r.operation, &store, &ids, total);
     Ok(m::ObjectPutManyReply {
         stored: r.objects.len() as u32,
     })
