@@ -185,6 +185,10 @@ pub struct TierService {
     early_gather: Duration,
     /// [`READ_CACHE_BYTES`], or `SCRIBE_TIER_READ_CACHE_BYTES` (benches).
     read_cache_bytes: u64,
+    /// Whether the write-back of held objects runs while reads go on:
+    /// on machines of [`WRITE_BACK_DURING_READS_CORES`] cores or more
+    /// (`SCRIBE_TIER_WRITE_BACK_DURING_READS=1|0` decides instead).
+    write_back_during_reads: bool,
 }
 
 /// Threads reading ahead: at most this many block GETs in flight for
@@ -216,6 +220,13 @@ const READS_QUIET: Duration = Duration::from_millis(300);
 /// ... but not longer than this: under reads that never pause, the
 /// write-back runs anyway (at its low priority).
 const WRITE_BACK_MAX_WAIT: Duration = Duration::from_secs(10);
+/// On a machine of at least this many cores the write-back of the held
+/// objects does not wait for quiet reads: it runs beside them at its low
+/// priority on cores the reads leave, and fewer objects are deferred
+/// (each deferred one costs a second GET from the bucket: billed egress
+/// on many providers). On 2 cores the reads fill the machine and a
+/// write-back beside them slowed them by a third.
+const WRITE_BACK_DURING_READS_CORES: usize = 4;
 
 type ObjKey = (RepositoryId, ObjectId);
 /// Objects of one repository waiting for their write-back.
@@ -349,6 +360,11 @@ impl TierService {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(READ_CACHE_BYTES),
+            write_back_during_reads: match std::env::var("SCRIBE_TIER_WRITE_BACK_DURING_READS") {
+                Ok(v) => v == "1",
+                Err(_) => std::thread::available_parallelism()
+                    .is_ok_and(|n| n.get() >= WRITE_BACK_DURING_READS_CORES),
+            },
         });
         for i in 0..READ_AHEAD {
             let w = t.clone();
@@ -591,7 +607,14 @@ impl TierService {
                             break;
                         }
                         let since = *waiting_since.get_or_insert_with(Instant::now);
-                        let wait = self.reads_quiet_in();
+                        // Held objects go at once where cores are to spare
+                        // (no second GET for them); deferred ones always
+                        // wait (their GETs would compete with the reads).
+                        let wait = if self.write_back_during_reads && !w.queue.is_empty() {
+                            Duration::ZERO
+                        } else {
+                            self.reads_quiet_in()
+                        };
                         if wait.is_zero() || since.elapsed() >= WRITE_BACK_MAX_WAIT {
                             break;
                         }

@@ -36,7 +36,7 @@ pub enum Fault {
 
 /// How long [`Fault::SlowAt`] holds a request.
 #[allow(dead_code)]
-pub const SLOW: Duration = Duration::from_secs(4);
+pub const SLOW: Duration = Duration::from_secs(8);
 
 pub struct Proxy {
     pub endpoint: String,
