@@ -811,8 +811,9 @@ impl TierService {
     /// `first` and the jobs of its operation queued (or arriving, each
     /// within [`EARLY_GATHER`] of the last) that fit with it into one
     /// block, as one job; the sequence numbers it holds. Stops early when
-    /// a job of the operation does not fit, when a publication waits for
-    /// the early uploads, or at the stop.
+    /// a job of the operation does not fit, when a job of another
+    /// operation waits for an uploader, when a publication waits for the
+    /// early uploads, or at the stop.
     fn gather(&self, first: EarlyJob) -> (EarlyJob, Vec<u64>) {
         let target = self.tier.options().block_bytes;
         let mut seqs = vec![first.seq];
@@ -843,8 +844,14 @@ impl TierService {
                     deadline = (Instant::now() + self.early_gather).min(end);
                 }
             }
+            // Another operation's batch waiting (every uploader busy):
+            // this block goes as it is, the uploader to that work.
+            let others = e
+                .jobs
+                .iter()
+                .any(|j| !e.gathering.contains(&(j.repo, j.operation)));
             let now = Instant::now();
-            if full || job.bytes >= target || e.stop || e.waiting > 0 || now >= deadline {
+            if full || others || job.bytes >= target || e.stop || e.waiting > 0 || now >= deadline {
                 break;
             }
             e = cv

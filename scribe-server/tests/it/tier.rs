@@ -1387,6 +1387,49 @@ fn early_uploads_of_one_operation_are_gathered_into_full_blocks_until_the_submit
     assert!(ok, "{out}");
 }
 
+#[test]
+fn gathering_gives_way_to_other_operations_waiting_for_an_uploader() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    // A gathering uploader would wait ten minutes for more of its own
+    // operation; four operations' batches arrive one after the other, and
+    // never is a fifth submitted.
+    let s = serve_gathering(&data, &b, "600000", &[]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let repo = repo_id(&mut c);
+    let ws = WorkspaceId([9; 16]);
+    c.register(ws);
+    let ops: Vec<OperationId> = (1..=4u8).map(|i| OperationId([0x40 + i; 16])).collect();
+    for (i, op) in ops.iter().enumerate() {
+        let body = noise(1200 + i as u32, 64 << 10);
+        let ch = change(&[("s.bin", Some(&body[..]), 0)]);
+        expect_put_many(&mut c, put_many_req(ws, *op, &ch.objects));
+    }
+    // Two uploaders: at most two operations are held gathering at the
+    // end; every other one gave way when the next operation's batch
+    // waited, and is staged. (Without giving way, the first two would
+    // hold both uploaders for ten minutes and none would be staged.)
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let text = std::fs::read_to_string(data.join("tier/status")).unwrap_or_default();
+        let staged = ops
+            .iter()
+            .filter(|op| {
+                let prefix = format!("early {} operation {}", repo.to_hex(), hex::encode(op.0));
+                text.lines().any(|l| l.starts_with(&prefix))
+            })
+            .count();
+        if staged >= 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{staged} of 4 staged: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(c);
+    kill(s);
+}
+
 /// Twelve 1 MiB files of one change, submitted under `durable`, then
 /// evicted from the local store (their chunks).
 fn evicted_twelve(dir: &Path, b: &Bucket) -> (PathBuf, Vec<ObjectId>, Vec<Vec<u8>>) {
