@@ -595,6 +595,7 @@ fn main() {
     // 4. cold and warm reads.
     offline(&data, &url, &["tier", "evict"]);
     let s = serve(&data, &url, "durable");
+    radosgw_quiet();
     let before = cpu_now(Some(s.child.id()));
     let (cold, n) = read_all(&s.addr, &b.ids);
     cpu_line("the cold read", before, cold, Some(s.child.id()));
@@ -642,6 +643,30 @@ fn main() {
     );
     drop(s);
     drop_blocks(&data, &prefix);
+}
+
+/// Wait (at most a minute) until radosgw and its OSD are idle: after
+/// the blocks of a run are deleted, radosgw's garbage collection frees
+/// them within a minute (`.ci/start-rgw.sh`), on the same two cores a
+/// read would measure. Prints how long it waited.
+fn radosgw_quiet() {
+    let busy = || {
+        ["radosgw", "ceph-osd"]
+            .iter()
+            .flat_map(|n| pids(n))
+            .map(cpu_of)
+            .sum::<f64>()
+    };
+    let t = Instant::now();
+    loop {
+        let before = busy();
+        std::thread::sleep(Duration::from_millis(500));
+        // Under a tenth of a core over the half second.
+        if busy() - before < 0.05 || t.elapsed() > Duration::from_secs(60) {
+            break;
+        }
+    }
+    println!("  radosgw idle after {:.1} s", t.elapsed().as_secs_f64());
 }
 
 /// radosgw's GET rate (MiB/s) over `keys` (16 MiB each), 8 in flight,
@@ -693,6 +718,7 @@ fn cold_reads(
     for i in 0..runs {
         offline(&data, &url, &["tier", "evict"]);
         let s = serve(&data, &url, "durable");
+        radosgw_quiet();
         gets.push(get_now());
         let pid = Some(s.child.id());
         let p = perf(&format!("cold-{i}"));
