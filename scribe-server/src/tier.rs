@@ -232,6 +232,15 @@ const WRITE_BACK_MAX_WAIT: Duration = Duration::from_secs(10);
 /// write-back beside them slowed them by a third.
 const WRITE_BACK_DURING_READS_CORES: usize = 4;
 
+/// The number in environment variable `name` (a test or bench override),
+/// else `default`.
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 type ObjKey = (RepositoryId, ObjectId);
 /// Objects of one repository waiting for their write-back.
 type WriteBatch = Vec<(ObjectId, bytes::Bytes)>;
@@ -352,18 +361,12 @@ impl TierService {
             last_read_ms: Default::default(),
             active_reads: Default::default(),
             started: Instant::now(),
-            write_back_bytes: std::env::var("SCRIBE_TIER_WRITE_BACK_BYTES")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(WRITE_BACK_BYTES),
-            early_gather: std::env::var("SCRIBE_TIER_EARLY_GATHER_MS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .map_or(EARLY_GATHER, Duration::from_millis),
-            read_cache_bytes: std::env::var("SCRIBE_TIER_READ_CACHE_BYTES")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(READ_CACHE_BYTES),
+            write_back_bytes: env_or("SCRIBE_TIER_WRITE_BACK_BYTES", WRITE_BACK_BYTES),
+            early_gather: Duration::from_millis(env_or(
+                "SCRIBE_TIER_EARLY_GATHER_MS",
+                EARLY_GATHER.as_millis() as u64,
+            )),
+            read_cache_bytes: env_or("SCRIBE_TIER_READ_CACHE_BYTES", READ_CACHE_BYTES),
             write_back_during_reads: match std::env::var("SCRIBE_TIER_WRITE_BACK_DURING_READS") {
                 Ok(v) => v == "1",
                 Err(_) => std::thread::available_parallelism()
@@ -898,10 +901,7 @@ impl TierService {
 
     /// Give up staging entries older than the limit (never submitted).
     fn sweep_staged(&self) {
-        let ttl = std::env::var("SCRIBE_TIER_STAGE_TTL_SECS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(STAGE_TTL_SECS);
+        let ttl = env_or("SCRIBE_TIER_STAGE_TTL_SECS", STAGE_TTL_SECS);
         if let Err(e) = self.tier.abandon_staged(ttl) {
             eprintln!("scribe-server: tier: giving up abandoned early uploads: {e}");
         }

@@ -360,6 +360,15 @@ fn an_unreachable_bucket_answers_tier_unavailable_and_the_change_is_kept() {
 }
 
 /// Whether the local store of the (stopped) data root holds `id`.
+/// The one repository of the data root at `data`.
+fn only_repo(data: &Path) -> RepositoryId {
+    scribe_metadata::DataRoot::open(data)
+        .unwrap()
+        .list_repositories()
+        .unwrap()[0]
+        .id
+}
+
 fn held_locally(data: &Path, id: &ObjectId) -> bool {
     let repos = data.join("repos");
     let dir = std::fs::read_dir(&repos)
@@ -1304,11 +1313,7 @@ fn a_cold_read_fetches_whole_blocks_reads_ahead_and_writes_back_in_the_backgroun
     let chunks: Vec<ObjectId> = contents.iter().flat_map(|c| chunks_of(c)).collect();
     let blocks: std::collections::BTreeSet<String> = {
         let t = record(&data, &b);
-        let repo = scribe_metadata::DataRoot::open(&data)
-            .unwrap()
-            .list_repositories()
-            .unwrap()[0]
-            .id;
+        let repo = only_repo(&data);
         chunks
             .iter()
             .map(|id| t.locate(&repo.0, id).unwrap().unwrap().key.to_key())
@@ -1497,11 +1502,7 @@ fn read_beside_a_waiting_read(during: bool) {
     let dir = tempfile::tempdir().unwrap();
     let b = bucket();
     let (data, chunks, contents) = evicted_twelve(dir.path(), &b);
-    let repo = scribe_metadata::DataRoot::open(&data)
-        .unwrap()
-        .list_repositories()
-        .unwrap()[0]
-        .id;
+    let repo = only_repo(&data);
     let (slow_key, b_at) = {
         let t = record(&data, &b);
         let key = |id: &ObjectId| t.locate(&repo.0, id).unwrap().unwrap().key.to_key();
@@ -1700,10 +1701,7 @@ fn the_bucket_stopped_and_restarted_mid_submit_under_load_loses_nothing_acknowle
         }
         kill(s);
         let t = record(&data, &b);
-        let repo = {
-            let root = scribe_metadata::DataRoot::open(&data).unwrap();
-            root.list_repositories().unwrap()[0].id
-        };
+        let repo = only_repo(&data);
         assert_eq!(t.uploaded_through(&repo.0).unwrap(), 12);
         assert!(
             t.staging().unwrap().is_empty(),
