@@ -1,8 +1,10 @@
 //! The S3 tier behind the real `scribe-server` binary, beside the S3
 //! server's own rates measured in the same run (issue #20, "Speed"):
 //!
-//! 1. radosgw's own rates: PUT and GET of 16 MiB objects, 8 in flight,
-//!    and the latency of 200 sequential 1 KiB PUTs (p50/p99);
+//! 1. radosgw's own rates: PUT and GET of 16 MiB objects, 8 in flight
+//!    (512 MiB of objects; the GET reads them in passes until it has
+//!    moved as many bytes as the cold read will), and the latency of 200
+//!    sequential 1 KiB PUTs (p50/p99);
 //! 2. one submit of MIB MiB (3 MiB files, one chunk each, uploaded one
 //!    file per request) under `--ack local` and under `--ack durable`:
 //!    from the first upload to the acknowledgement;
@@ -32,8 +34,11 @@
 //! `SCRIBE_BENCH_PERF=DIR` each cold read is sampled by `sudo perf record
 //! -a` for its first `SCRIBE_BENCH_PERF_SECS` seconds (default 3) into
 //! DIR/cold-N.data. Every read prints the CPU seconds the client (this
-//! process), scribe-server, radosgw and ceph-osd spent during it, and the
-//! client's and the server's minor page faults. The radosgw of `.ci/start-rgw.sh`
+//! process), scribe-server, radosgw and ceph-osd spent during it, the
+//! client's and the server's minor page faults, and the GETs radosgw
+//! answered (its admin socket under `SCRIBE_BENCH_CEPH_DIR`, default
+//! `/tmp/ceph-bench`). `SCRIBE_BENCH_SERVER=PATH` runs another
+//! `scribe-server` build (A/B runs). The radosgw of `.ci/start-rgw.sh`
 //! keeps objects in memory (a memstore, 4 GiB unless `RGW_MEMSTORE_BYTES`
 //! says more) and one run puts 512 MiB + 2 x MIB there: for `-- 2048`
 //! start it with `RGW_MEMSTORE_BYTES=10737418240` (its garbage collection
@@ -56,8 +61,13 @@ use scribe_testkit::{wire, REPO};
 
 const FILE: usize = 3 << 20;
 
+/// The `scribe-server` this build made, or `SCRIBE_BENCH_SERVER` (a
+/// copy of another build, for A/B runs).
 fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_scribe-server"))
+    match std::env::var_os("SCRIBE_BENCH_SERVER") {
+        Some(p) => Command::new(p),
+        None => Command::new(env!("CARGO_BIN_EXE_scribe-server")),
+    }
 }
 
 fn config(prefix: &str) -> S3Config {
@@ -338,6 +348,20 @@ fn written_back(data: &Path) -> String {
     }
 }
 
+/// The revisions and blocks the record of `data` holds, as a line.
+fn layout(data: &Path, prefix: &str) -> String {
+    let p: Arc<dyn Provider> = Arc::new(S3Provider::new(&config(prefix)).unwrap());
+    let t = Tier::open(&data.join("tier/tier.redb"), 0, p, TierOptions::default()).unwrap();
+    let revs = t.revisions().unwrap();
+    let blocks: u64 = revs.values().map(|r| r.blocks).sum();
+    let bytes: u64 = revs.values().map(|r| r.bytes).sum();
+    format!(
+        "{} revisions, {blocks} blocks, {:.1} MiB per block",
+        revs.len(),
+        bytes as f64 / blocks.max(1) as f64 / 1048576.0
+    )
+}
+
 /// Delete every block the record of `data` names (radosgw's memory).
 fn drop_blocks(data: &Path, prefix: &str) -> u64 {
     let p: Arc<dyn Provider> = Arc::new(S3Provider::new(&config(prefix)).unwrap());
@@ -375,6 +399,14 @@ fn dir_bytes(dir: &Path) -> u64 {
         }
     }
     total
+}
+
+/// The number in environment variable `name`, else `default`.
+fn env_num<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// CPU seconds (user + system) of process `pid` so far.
@@ -417,11 +449,39 @@ fn pids(name: &str) -> Vec<u32> {
     v
 }
 
-/// CPU seconds so far of: this process, `server`, radosgw, ceph-osd.
-/// CPU seconds of the client (this process), the server, radosgw and
-/// ceph-osd; then the client's and the server's minor page faults.
-fn cpu_now(server: Option<u32>) -> [f64; 6] {
+/// radosgw's count of GET requests and of the bytes they sent so far,
+/// from its admin socket (`SCRIBE_BENCH_CEPH_DIR`, default
+/// `/tmp/ceph-bench`, the `CEPH_DIR` it was started with); zeros when
+/// that socket does not answer.
+fn rgw_gets() -> [f64; 2] {
+    let dir = std::env::var("SCRIBE_BENCH_CEPH_DIR").unwrap_or_else(|_| "/tmp/ceph-bench".into());
+    let Ok(out) = Command::new("ceph")
+        .arg("--admin-daemon")
+        .arg(format!("{dir}/run/client.rgw.a.asok"))
+        .args(["perf", "dump", "rgw"])
+        .stderr(Stdio::null())
+        .output()
+    else {
+        return [0.0; 2];
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |name: &str| {
+        let at = text.find(&format!("\"{name}\": "))? + name.len() + 4;
+        let digits: String = text[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
+        digits.parse::<f64>().ok()
+    };
+    [field("get").unwrap_or(0.0), field("get_b").unwrap_or(0.0)]
+}
+
+/// CPU seconds so far of the client (this process), the server, radosgw
+/// and ceph-osd; then the client's and the server's minor page faults;
+/// then radosgw's GET requests and bytes ([`rgw_gets`]).
+fn cpu_now(server: Option<u32>) -> [f64; 8] {
     let sum = |n: &str| pids(n).into_iter().map(cpu_of).sum::<f64>();
+    let [gets, get_bytes] = rgw_gets();
     [
         cpu_of(std::process::id()),
         server.map_or(0.0, cpu_of),
@@ -429,15 +489,17 @@ fn cpu_now(server: Option<u32>) -> [f64; 6] {
         sum("ceph-osd"),
         faults_of(std::process::id()),
         server.map_or(0.0, faults_of),
+        gets,
+        get_bytes,
     ]
 }
 
-fn cpu_line(what: &str, before: [f64; 6], secs: f64, server: Option<u32>) {
+fn cpu_line(what: &str, before: [f64; 8], secs: f64, server: Option<u32>) {
     let after = cpu_now(server);
-    let d: Vec<f64> = (0..6).map(|i| after[i] - before[i]).collect();
+    let d: Vec<f64> = (0..8).map(|i| after[i] - before[i]).collect();
     let cpu: f64 = d[..4].iter().sum();
     println!(
-        "  cpu during {what} ({secs:.2} s wall): client {:.2} s, scribe-server {:.2} s, radosgw {:.2} s, ceph-osd {:.2} s; total {cpu:.2} s = {:.0} % of 2 cores; page faults: client {:.0}, scribe-server {:.0}",
+        "  cpu during {what} ({secs:.2} s wall): client {:.2} s, scribe-server {:.2} s, radosgw {:.2} s, ceph-osd {:.2} s; total {cpu:.2} s = {:.0} % of 2 cores; page faults: client {:.0}, scribe-server {:.0}; radosgw GETs {:.0} of {:.1} MiB on average",
         d[0],
         d[1],
         d[2],
@@ -445,6 +507,8 @@ fn cpu_line(what: &str, before: [f64; 6], secs: f64, server: Option<u32>) {
         100.0 * cpu / (2.0 * secs),
         d[4],
         d[5],
+        d[6],
+        d[7] / d[6].max(1.0) / 1048576.0,
     );
 }
 
@@ -498,7 +562,7 @@ fn main() {
         raw.put_if_absent(&k, block.clone()).unwrap();
     });
     let put = mib_s(keys.len() as u64 * (16 << 20), t.elapsed().as_secs_f64());
-    let get = get_rate(&raw, &keys, "S3 GET 16 MiB x 8 in flight");
+    let get = get_rate(&raw, &keys, total, "S3 GET 16 MiB x 8 in flight");
     let small = if cold_only { 0 } else { small };
     let mut lat = Vec::new();
     for i in 0..small {
@@ -532,7 +596,12 @@ fn main() {
 
     if cold_only {
         cold_reads(&b, dir.path(), &bucket, stamp, get, &|| {
-            get_rate(&raw, &keys, "  S3 GET 16 MiB x 8 in flight, beside it")
+            get_rate(
+                &raw,
+                &keys,
+                total,
+                "  S3 GET 16 MiB x 8 in flight, beside it",
+            )
         });
         parallel(8, keys, |k| {
             let _ = raw.delete(&k);
@@ -550,10 +619,11 @@ fn main() {
     drained(&data);
     let catch_up = t.elapsed().as_secs_f64();
     drop(s);
+    let local_layout = layout(&data, &local_prefix);
     drop_blocks(&data, &local_prefix);
     std::fs::remove_dir_all(&data).unwrap();
     println!(
-        "submit {mib} MiB, --ack local: {:.0} MiB/s ({local:.1} s); the background upload finished {catch_up:.1} s later",
+        "submit {mib} MiB, --ack local: {:.0} MiB/s ({local:.1} s); the background upload finished {catch_up:.1} s later; {local_layout}",
         mib_s(total, local)
     );
 
@@ -564,6 +634,7 @@ fn main() {
     let s = serve(&data, &url, "durable");
     let durable = submit_big(&s.addr, &b, 2);
     drop(s);
+    println!("  durable submit's layout: {}", layout(&data, &prefix));
     let dr = mib_s(total, durable);
     println!(
         "submit {mib} MiB, --ack durable: {dr:.0} MiB/s ({durable:.1} s) = {:.0} % of min(local {:.0}, S3 PUT {put:.0})",
@@ -600,6 +671,7 @@ fn main() {
     let beside = get_rate(
         &raw,
         &keys,
+        total,
         "S3 GET 16 MiB x 8 in flight, beside the cold read",
     );
     radosgw_quiet();
@@ -608,7 +680,7 @@ fn main() {
     cpu_line("the cold read", before, cold, Some(s.child.id()));
     // The warm read starts once the cold read's write-back is done (it
     // waits for reads to go quiet).
-    written_back(&data);
+    println!("  write-back done: {}", written_back(&data));
     let (warm, _) = read_all(&s.addr, &b.ids);
     parallel(8, keys.clone(), |k| {
         let _ = raw.delete(&k);
@@ -681,16 +753,34 @@ fn radosgw_quiet() {
 }
 
 /// radosgw's GET rate (MiB/s) over `keys` (16 MiB each), 8 in flight,
-/// printed as `what` with the CPU it took.
-fn get_rate(raw: &S3Provider, keys: &[String], what: &str) -> f64 {
+/// read in passes until `bytes` (the read it is compared with) have
+/// come, so both move the same bytes; printed as `what`, with each
+/// pass's rate and the CPU it took. One pass of 512 MiB lasts half a
+/// second, and its rate moved from 714 to 1,208 MiB/s between two
+/// measures; four passes moved between 771 and 976 (2026-12-05).
+/// `SCRIBE_BENCH_GET_PASSES` sets the passes.
+fn get_rate(raw: &S3Provider, keys: &[String], bytes: u64, what: &str) -> f64 {
+    let set = keys.len() as u64 * (16 << 20);
+    let passes: usize = env_num(
+        "SCRIBE_BENCH_GET_PASSES",
+        bytes.div_ceil(set).max(1) as usize,
+    );
     let before = cpu_now(None);
     let t = Instant::now();
-    parallel(8, keys.to_vec(), |k| {
-        raw.get(&k).unwrap();
-    });
+    let mut each = Vec::new();
+    for _ in 0..passes {
+        let p = Instant::now();
+        parallel(8, keys.to_vec(), |k| {
+            raw.get(&k).unwrap();
+        });
+        each.push(mib_s(
+            keys.len() as u64 * (16 << 20),
+            p.elapsed().as_secs_f64(),
+        ));
+    }
     let secs = t.elapsed().as_secs_f64();
-    let get = mib_s(keys.len() as u64 * (16 << 20), secs);
-    println!("{what}: {get:.0} MiB/s");
+    let get = mib_s((passes * keys.len()) as u64 * (16 << 20), secs);
+    println!("{what}: {get:.0} MiB/s (passes {each:.0?})");
     cpu_line("the S3 GET", before, secs, None);
     get
 }
@@ -715,9 +805,10 @@ fn cold_reads(
     let durable = submit_big(&s.addr, b, 2);
     drop(s);
     println!(
-        "submit {} MiB, --ack durable: {:.0} MiB/s",
+        "submit {} MiB, --ack durable: {:.0} MiB/s; {}",
         b.bytes >> 20,
-        mib_s(b.bytes, durable)
+        mib_s(b.bytes, durable),
+        layout(&data, &prefix)
     );
     let runs: usize = std::env::var("SCRIBE_BENCH_COLD_RUNS")
         .ok()
@@ -743,11 +834,11 @@ fn cold_reads(
         }
         colds.push(cr);
         let t = Instant::now();
+        let before = cpu_now(pid);
         let reads = written_back(&data);
-        println!(
-            "  write-back done {:.1} s after the read: {reads}",
-            t.elapsed().as_secs_f64()
-        );
+        let wb = t.elapsed().as_secs_f64();
+        println!("  write-back done {wb:.1} s after the read: {reads}");
+        cpu_line("the write-back", before, wb, pid);
         if i == 0 {
             let before = cpu_now(pid);
             let (w, n) = read_all(&s.addr, &b.ids);

@@ -183,7 +183,8 @@ pub struct TierService {
     write_back_bytes: u64,
     /// [`EARLY_GATHER`], or `SCRIBE_TIER_EARLY_GATHER_MS` (tests).
     early_gather: Duration,
-    /// [`READ_CACHE_BYTES`], or `SCRIBE_TIER_READ_CACHE_BYTES` (benches).
+    /// [`READ_CACHE_BLOCKS`] blocks, or `SCRIBE_TIER_READ_CACHE_BYTES`
+    /// (tests, benches).
     read_cache_bytes: u64,
     /// Whether the write-back of held objects runs while reads go on:
     /// on machines of [`WRITE_BACK_DURING_READS_CORES`] cores or more
@@ -201,8 +202,14 @@ const READ_AHEAD: usize = 12;
 /// Objects after each one read from the bucket that are read ahead (with
 /// 3 MiB chunks bundled into 16 MiB blocks: about 9 blocks).
 const READ_AHEAD_OBJECTS: usize = 48;
-/// Most bytes of verified objects kept in memory for reads.
-const READ_CACHE_BYTES: u64 = 256 << 20;
+/// Most bytes of verified objects kept in memory for reads: this many
+/// blocks of the tier's largest bundle (16 MiB: 192 MiB), room for every
+/// block the read-ahead may have in flight. Objects a read was answered
+/// with are evicted first, so little more is needed: against 256 MiB,
+/// 2 GiB cold reads faulted in a sixth fewer pages and ran 4-10 % faster
+/// with the same GETs; below the read-ahead's blocks (64 MiB) one read of
+/// three fetched every block twice (docs/performance.md, 2026-12-05).
+const READ_CACHE_BLOCKS: u64 = READ_AHEAD as u64;
 /// Most bytes of verified objects waiting in memory for their
 /// write-back; a read beyond it defers its object's write-back (the id
 /// only, fetched again once reads are quiet). 128 MiB rather than 512:
@@ -248,12 +255,53 @@ type WriteBatch = Vec<(ObjectId, bytes::Bytes)>;
 #[derive(Default)]
 struct Reads {
     cache: std::collections::HashMap<ObjKey, bytes::Bytes>,
+    /// Keys in the order their objects came in (evicted oldest first).
     order: std::collections::VecDeque<ObjKey>,
+    /// Keys of cached objects a read has been answered with: evicted
+    /// before any object no read has had yet (see [`Reads::evict`]).
+    served: std::collections::VecDeque<ObjKey>,
     bytes: u64,
     /// Block keys being fetched.
     inflight: std::collections::HashSet<String>,
     ahead: std::collections::VecDeque<ObjKey>,
     stop: bool,
+}
+
+impl Reads {
+    /// Drop objects until at most `limit` bytes are cached: first those a
+    /// read was answered with (a fresh workspace reads each object once;
+    /// they are in the write-back's hold, or deferred), then the oldest.
+    /// Evicting by age alone dropped objects read ahead before their read
+    /// came: a 2 GiB cold read fetched 11-20 of its 136 blocks twice
+    /// (docs/performance.md, 2026-12-05).
+    fn evict(&mut self, limit: u64) {
+        while self.bytes > limit {
+            let Some(old) = self.served.pop_front().or_else(|| self.order.pop_front()) else {
+                break;
+            };
+            if let Some(b) = self.cache.remove(&old) {
+                self.bytes -= b.len() as u64;
+            }
+        }
+        // Keys evicted from one queue stay in the other: keep both near
+        // the cache's size.
+        let bound = 2 * self.cache.len() + 1024;
+        if self.order.len() > bound {
+            let cache = &self.cache;
+            self.order.retain(|k| cache.contains_key(k));
+        }
+        if self.served.len() > bound {
+            let cache = &self.cache;
+            self.served.retain(|k| cache.contains_key(k));
+        }
+    }
+
+    /// A read was answered with the cached object `key`.
+    fn served(&mut self, key: ObjKey) {
+        if self.cache.contains_key(&key) {
+            self.served.push_back(key);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -343,6 +391,10 @@ impl TierService {
             eprintln!("scribe-server: tier: giving up the last run's early uploads: {e}");
         }
         let status_path = dir(service.root().dir()).join("status");
+        let read_cache_bytes = env_or(
+            "SCRIBE_TIER_READ_CACHE_BYTES",
+            READ_CACHE_BLOCKS * tier.options().block_bytes,
+        );
         let t = Arc::new(TierService {
             tier,
             service: Arc::downgrade(service),
@@ -366,7 +418,7 @@ impl TierService {
                 "SCRIBE_TIER_EARLY_GATHER_MS",
                 EARLY_GATHER.as_millis() as u64,
             )),
-            read_cache_bytes: env_or("SCRIBE_TIER_READ_CACHE_BYTES", READ_CACHE_BYTES),
+            read_cache_bytes,
             write_back_during_reads: match std::env::var("SCRIBE_TIER_WRITE_BACK_DURING_READS") {
                 Ok(v) => v == "1",
                 Err(_) => std::thread::available_parallelism()
@@ -483,14 +535,7 @@ impl TierService {
             r.cache.insert(k, bytes);
             r.order.push_back(k);
         }
-        while r.bytes > self.read_cache_bytes {
-            let Some(old) = r.order.pop_front() else {
-                break;
-            };
-            if let Some(b) = r.cache.remove(&old) {
-                r.bytes -= b.len() as u64;
-            }
-        }
+        r.evict(self.read_cache_bytes);
         mine.ok_or_else(|| format!("{id} is not in its block {block}"))
     }
 
@@ -502,7 +547,7 @@ impl TierService {
         };
         let want: Vec<ObjectId> = next
             .into_iter()
-            .filter(|n| !store.contains(n).unwrap_or(true))
+            .filter(|n| !store.contains(n).unwrap_or(true) && !self.delivered((repo, *n)))
             .collect();
         let (m, cv) = &self.reads;
         let mut r = m.lock().unwrap_or_else(|e| e.into_inner());
@@ -537,9 +582,25 @@ impl TierService {
                     r = cv.wait(r).unwrap_or_else(|e| e.into_inner());
                 }
             };
+            // Answered since it was queued (by a read of another connection).
+            if self.delivered((repo, id)) {
+                continue;
+            }
             // A failure here is the answer of nobody: the read asks again.
             let _ = self.cached_or_fetch(repo, &id);
         }
+    }
+
+    /// Whether a read has been answered with `key` since reads last went
+    /// quiet: its object waits for the write-back (held, or deferred).
+    /// Read-ahead skips it: the readers of a fresh workspace, eight
+    /// connections taking the objects in turn, each ask for the 48
+    /// objects after theirs, which other connections may have had
+    /// already; fetching those again cost a 2 GiB cold read up to 73
+    /// extra block GETs (docs/performance.md, 2026-12-05).
+    fn delivered(&self, key: ObjKey) -> bool {
+        let w = self.writes.0.lock().unwrap_or_else(|e| e.into_inner());
+        w.held.contains_key(&key) || w.deferred_set.contains(&key)
     }
 
     /// A read went through the tier now.
@@ -1145,6 +1206,11 @@ impl Fallback for TierService {
         let _active = Active(self);
         self.mark_read();
         let bytes = self.cached_or_fetch(repo, id)?;
+        self.reads
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .served((repo, *id));
         self.read_ahead(repo, id, store);
         self.write_back(repo, *id, bytes.clone());
         Ok(Some(bytes))
@@ -2144,4 +2210,64 @@ pub fn restore_from_tier(
         let _ = std::fs::remove_dir_all(to);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: u8) -> ObjKey {
+        (
+            RepositoryId([1; 16]),
+            ObjectId::chunk(scribe_format::ChunkId([n; 32])),
+        )
+    }
+
+    fn fill(r: &mut Reads, n: u8) {
+        r.cache.insert(key(n), bytes::Bytes::from(vec![n; 10]));
+        r.order.push_back(key(n));
+        r.bytes += 10;
+    }
+
+    #[test]
+    fn objects_a_read_was_answered_with_are_evicted_before_those_read_ahead() {
+        let mut r = Reads::default();
+        for n in 0..4 {
+            fill(&mut r, n);
+        }
+        // 0 and 1 came first; 2 and 3 were read, 0 and 1 not yet.
+        r.served(key(2));
+        r.served(key(3));
+        fill(&mut r, 4);
+        fill(&mut r, 5);
+        r.evict(40);
+        let mut kept: Vec<u8> = (0..6).filter(|n| r.cache.contains_key(&key(*n))).collect();
+        kept.sort();
+        assert_eq!(kept, [0, 1, 4, 5]);
+        assert_eq!(r.bytes, 40);
+        // Nothing served left: by age, oldest first.
+        fill(&mut r, 6);
+        r.evict(40);
+        assert!(!r.cache.contains_key(&key(0)));
+        assert!(r.cache.contains_key(&key(1)));
+        // Serving what is not cached queues nothing.
+        r.served(key(9));
+        assert!(r.served.is_empty());
+    }
+
+    #[test]
+    fn eviction_queues_stay_near_the_cache_size() {
+        let mut r = Reads::default();
+        for round in 0..20u32 {
+            for n in 0..200u8 {
+                fill(&mut r, n);
+                r.served(key(n));
+                r.served(key(n));
+            }
+            r.evict(10 * 100);
+            assert!(r.cache.len() <= 100, "round {round}");
+            assert!(r.order.len() <= 2 * r.cache.len() + 1024);
+            assert!(r.served.len() <= 2 * r.cache.len() + 1024);
+        }
+    }
 }

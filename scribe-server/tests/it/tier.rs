@@ -1438,6 +1438,16 @@ fn gathering_gives_way_to_other_operations_waiting_for_an_uploader() {
 /// Twelve 1 MiB files of one change, submitted under `durable`, then
 /// evicted from the local store (their chunks).
 fn evicted_twelve(dir: &Path, b: &Bucket) -> (PathBuf, Vec<ObjectId>, Vec<Vec<u8>>) {
+    let (data, contents, _) = evicted_twelve_change(dir, b);
+    let chunks: Vec<ObjectId> = contents.iter().flat_map(|c| chunks_of(c)).collect();
+    (data, chunks, contents)
+}
+
+/// [`evicted_twelve`]'s data root, contents and change (every object).
+fn evicted_twelve_change(
+    dir: &Path,
+    b: &Bucket,
+) -> (PathBuf, Vec<Vec<u8>>, scribe_testkit::change::Change) {
     let data = init(dir);
     // No gathering: several blocks (one per request of three objects).
     let s = serve_gathering(&data, b, "0", &[]);
@@ -1449,11 +1459,71 @@ fn evicted_twelve(dir: &Path, b: &Bucket) -> (PathBuf, Vec<ObjectId>, Vec<Vec<u8
     submit_in_threes(&mut c, ws, op, &ch);
     drop(c);
     kill(s);
-    let chunks: Vec<ObjectId> = contents.iter().flat_map(|c| chunks_of(c)).collect();
     let (ok, out) = tier_cmd(&data, b, &rgw().endpoint, &["tier", "evict"]);
     assert!(ok, "{out}");
-    assert!(chunks.iter().all(|id| !held_locally(&data, id)));
-    (data, chunks, contents)
+    assert!(contents
+        .iter()
+        .flat_map(|c| chunks_of(c))
+        .all(|id| !held_locally(&data, &id)));
+    (data, contents, ch)
+}
+
+/// A fresh workspace's readers take the objects in turn, and each read
+/// queues the objects after it for read-ahead, some of which other
+/// readers already had. Here one reader takes every object backwards
+/// through a read cache of one block, so after each of its reads every
+/// object after it has been answered and evicted (answered objects go
+/// first): read-ahead must not fetch their blocks again. One GET per
+/// block for the reads, one per block for the write-back (every one
+/// deferred), no more.
+#[test]
+fn read_ahead_does_not_fetch_again_what_reads_already_had() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bucket();
+    let (data, _, ch) = evicted_twelve_change(dir.path(), &b);
+    let repo = only_repo(&data);
+    // What the cache trim left behind (manifests, the change set) is
+    // read locally.
+    let objects: Vec<&(ObjectId, Vec<u8>)> = ch
+        .objects
+        .iter()
+        .filter(|(id, _)| !held_locally(&data, id))
+        .collect();
+    let (blocks, largest) = {
+        let t = record(&data, &b);
+        let mut sizes = std::collections::HashMap::<String, u64>::new();
+        for (id, _) in &ch.objects {
+            let loc = t.locate(&repo.0, id).unwrap().unwrap();
+            *sizes.entry(loc.key.to_key()).or_default() += loc.len;
+        }
+        let read: std::collections::HashSet<String> = objects
+            .iter()
+            .map(|(id, _)| t.locate(&repo.0, id).unwrap().unwrap().key.to_key())
+            .collect();
+        (read.len() as u64, *sizes.values().max().unwrap())
+    };
+    assert!(blocks >= 4, "{blocks} blocks");
+    let s = serve_env(
+        &data,
+        &b,
+        &rgw().endpoint,
+        &["--ack", "durable"],
+        &[
+            ("SCRIBE_TIER_READ_CACHE_BYTES", &largest.to_string()),
+            ("SCRIBE_TIER_WRITE_BACK_BYTES", "1"),
+        ],
+    );
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    for (id, bytes) in objects.iter().rev() {
+        assert_eq!(&c.object(REPO, *id), bytes, "{id}");
+    }
+    let n = objects.len() as u64;
+    let r = reads_line(&data, |r| r[2] >= n && r[3] == 0);
+    assert_eq!(r[4], n, "every write-back deferred: {r:?}");
+    assert_eq!(r[0], 2 * blocks, "bucket GETs for {blocks} blocks: {r:?}");
+    kill(s);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
 }
 
 #[test]
