@@ -183,6 +183,10 @@ pub struct TierService {
     write_back_bytes: u64,
     /// [`EARLY_GATHER`], or `SCRIBE_TIER_EARLY_GATHER_MS` (tests).
     early_gather: Duration,
+    /// [`READS_QUIET`], or `SCRIBE_TIER_READS_QUIET_MS` (tests that count
+    /// GETs: a pause of a loaded test machine must not start the
+    /// write-back between two reads).
+    reads_quiet: Duration,
     /// [`READ_CACHE_BLOCKS`] blocks, or `SCRIBE_TIER_READ_CACHE_BYTES`
     /// (tests, benches).
     read_cache_bytes: u64,
@@ -418,6 +422,10 @@ impl TierService {
                 "SCRIBE_TIER_EARLY_GATHER_MS",
                 EARLY_GATHER.as_millis() as u64,
             )),
+            reads_quiet: Duration::from_millis(env_or(
+                "SCRIBE_TIER_READS_QUIET_MS",
+                READS_QUIET.as_millis() as u64,
+            )),
             read_cache_bytes,
             write_back_during_reads: match std::env::var("SCRIBE_TIER_WRITE_BACK_DURING_READS") {
                 Ok(v) => v == "1",
@@ -613,11 +621,12 @@ impl TierService {
     /// How long until reads count as quiet (zero: quiet now).
     fn reads_quiet_in(&self) -> Duration {
         if self.active_reads.load(std::sync::atomic::Ordering::SeqCst) > 0 {
-            return READS_QUIET;
+            return self.reads_quiet;
         }
         let last = self.last_read_ms.load(std::sync::atomic::Ordering::Relaxed);
         let now = self.started.elapsed().as_millis() as u64;
-        READS_QUIET.saturating_sub(Duration::from_millis(now.saturating_sub(last)))
+        self.reads_quiet
+            .saturating_sub(Duration::from_millis(now.saturating_sub(last)))
     }
 
     /// Put `bytes` (verified) back into `store` in the background, once
