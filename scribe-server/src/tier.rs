@@ -264,7 +264,14 @@ struct Reads {
     /// Keys of cached objects a read has been answered with: evicted
     /// before any object no read has had yet (see [`Reads::evict`]).
     served: std::collections::VecDeque<ObjKey>,
+    /// The cached objects a read has been answered with.
+    served_set: std::collections::HashSet<ObjKey>,
     bytes: u64,
+    /// Bytes of cached objects no read has had yet: read-ahead fetches
+    /// only while a block more fits beside them (see `run_read_ahead`).
+    unserved_bytes: u64,
+    /// Read-ahead fetches under way.
+    ahead_fetching: u64,
     /// Block keys being fetched.
     inflight: std::collections::HashSet<String>,
     ahead: std::collections::VecDeque<ObjKey>,
@@ -285,6 +292,9 @@ impl Reads {
             };
             if let Some(b) = self.cache.remove(&old) {
                 self.bytes -= b.len() as u64;
+                if !self.served_set.remove(&old) {
+                    self.unserved_bytes -= b.len() as u64;
+                }
             }
         }
         // Keys evicted from one queue stay in the other: keep both near
@@ -302,9 +312,22 @@ impl Reads {
 
     /// A read was answered with the cached object `key`.
     fn served(&mut self, key: ObjKey) {
-        if self.cache.contains_key(&key) {
-            self.served.push_back(key);
+        if let Some(b) = self.cache.get(&key) {
+            if self.served_set.insert(key) {
+                self.unserved_bytes -= b.len() as u64;
+                self.served.push_back(key);
+            }
         }
+    }
+
+    /// Whether read-ahead may fetch one more block of at most `block`
+    /// bytes: the objects no read has had yet, plus the blocks being read
+    /// ahead, plus this one, fit in the cache's `limit`. Otherwise a block
+    /// read ahead would push out objects read ahead before, not yet read:
+    /// a single-connection reader slower than the bucket (the `scribe`
+    /// client's batches) had every block fetched 2-4 times.
+    fn room_ahead(&self, block: u64, limit: u64) -> bool {
+        self.unserved_bytes + (self.ahead_fetching + 1) * block <= limit
     }
 }
 
@@ -540,6 +563,7 @@ impl TierService {
                 continue;
             }
             r.bytes += bytes.len() as u64;
+            r.unserved_bytes += bytes.len() as u64;
             r.cache.insert(k, bytes);
             r.order.push_back(k);
         }
@@ -574,6 +598,7 @@ impl TierService {
 
     fn run_read_ahead(self: Arc<Self>) {
         let (m, cv) = &self.reads;
+        let block = self.tier.options().block_bytes;
         loop {
             let (repo, id) = {
                 let mut r = m.lock().unwrap_or_else(|e| e.into_inner());
@@ -581,21 +606,27 @@ impl TierService {
                     if r.stop {
                         return;
                     }
-                    if let Some(k) = r.ahead.pop_front() {
-                        if !r.cache.contains_key(&k) {
-                            break k;
+                    let room = r.room_ahead(block, self.read_cache_bytes);
+                    if room {
+                        if let Some(k) = r.ahead.pop_front() {
+                            if !r.cache.contains_key(&k) {
+                                r.ahead_fetching += 1;
+                                break k;
+                            }
+                            continue;
                         }
-                        continue;
                     }
                     r = cv.wait(r).unwrap_or_else(|e| e.into_inner());
                 }
             };
             // Answered since it was queued (by a read of another connection).
-            if self.delivered((repo, id)) {
-                continue;
+            if !self.delivered((repo, id)) {
+                // A failure here is the answer of nobody: the read asks again.
+                let _ = self.cached_or_fetch(repo, &id);
             }
-            // A failure here is the answer of nobody: the read asks again.
-            let _ = self.cached_or_fetch(repo, &id);
+            let mut r = m.lock().unwrap_or_else(|e| e.into_inner());
+            r.ahead_fetching -= 1;
+            cv.notify_all();
         }
     }
 
@@ -1220,6 +1251,8 @@ impl Fallback for TierService {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .served((repo, *id));
+        // Room for read-ahead, perhaps.
+        self.reads.1.notify_all();
         self.read_ahead(repo, id, store);
         self.write_back(repo, *id, bytes.clone());
         Ok(Some(bytes))
@@ -2232,10 +2265,55 @@ mod tests {
         )
     }
 
+    /// As a fetch inserts: what is cached already stays.
     fn fill(r: &mut Reads, n: u8) {
+        if r.cache.contains_key(&key(n)) {
+            return;
+        }
         r.cache.insert(key(n), bytes::Bytes::from(vec![n; 10]));
         r.order.push_back(key(n));
         r.bytes += 10;
+        r.unserved_bytes += 10;
+    }
+
+    /// `unserved_bytes` is the bytes of cached objects not served.
+    fn check_unserved(r: &Reads) {
+        let sum: u64 = r
+            .cache
+            .iter()
+            .filter(|(k, _)| !r.served_set.contains(*k))
+            .map(|(_, b)| b.len() as u64)
+            .sum();
+        assert_eq!(r.unserved_bytes, sum);
+        assert!(r.served_set.iter().all(|k| r.cache.contains_key(k)));
+    }
+
+    #[test]
+    fn read_ahead_waits_while_objects_not_yet_read_fill_the_cache() {
+        let mut r = Reads::default();
+        for n in 0..3 {
+            fill(&mut r, n);
+        }
+        // 30 bytes not yet read: one block of 10 more fits in 40.
+        assert!(r.room_ahead(10, 40));
+        r.ahead_fetching = 1;
+        assert!(!r.room_ahead(10, 40), "one block already coming");
+        // A read of one of them makes room again.
+        r.served(key(1));
+        r.served(key(1));
+        check_unserved(&r);
+        assert_eq!(r.unserved_bytes, 20);
+        assert!(r.room_ahead(10, 40));
+        // Past the limit: the served object goes, then the oldest.
+        fill(&mut r, 3);
+        fill(&mut r, 4);
+        r.evict(30);
+        check_unserved(&r);
+        let mut kept: Vec<u8> = (0..5).filter(|n| r.cache.contains_key(&key(*n))).collect();
+        kept.sort();
+        assert_eq!(kept, [2, 3, 4]);
+        assert_eq!(r.unserved_bytes, 30);
+        assert!(!r.room_ahead(10, 30));
     }
 
     #[test]
@@ -2274,6 +2352,7 @@ mod tests {
                 r.served(key(n));
             }
             r.evict(10 * 100);
+            check_unserved(&r);
             assert!(r.cache.len() <= 100, "round {round}");
             assert!(r.order.len() <= 2 * r.cache.len() + 1024);
             assert!(r.served.len() <= 2 * r.cache.len() + 1024);

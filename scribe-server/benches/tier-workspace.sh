@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The S3 tier's cold read through the real `scribe` client (issue 20):
+# submit MIB MiB of 3 MiB random files under `--ack durable`, then time
+# `scribe workspace create` RUNS times from a cold cache (the local store
+# evicted by `tier evict`, a fresh server each time) and RUNS times warm,
+# printing radosgw's GET count beside each cold one (its admin socket).
+#
+#   CEPH_DIR=/tmp/ceph-bench RGW_MEMSTORE_BYTES=10737418240 .ci/start-rgw.sh
+#   cargo build --release -p scribe-cli -p scribe-server --features scribe-server/cli
+#   scribe-server/benches/tier-workspace.sh [MIB [RUNS]]
+#
+# Env: BIN (default target/release), SERVER (another scribe-server, for
+# A/B), CEPH_DIR (default /tmp/ceph-bench), S3_ENDPOINT (default
+# http://127.0.0.1:7480), AWS_* keys (default start-rgw.sh's), WORK
+# (default /tmp/scribe-tier-workspace, removed first).
+set -euo pipefail
+MIB=${1:-2048}; RUNS=${2:-3}
+BIN=${BIN:-target/release}; SERVER=${SERVER:-$BIN/scribe-server}
+CEPH_DIR=${CEPH_DIR:-/tmp/ceph-bench}
+W=${WORK:-/tmp/scribe-tier-workspace}
+export AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-AKEXAMPLE}
+export AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-SKEXAMPLE}
+export AWS_REGION=${AWS_REGION:-us-east-1}
+TIER=(--tier "s3://${S3_BUCKET:-test}/tier-workspace-$(date +%s)" --tier-endpoint "${S3_ENDPOINT:-http://127.0.0.1:7480}")
+rm -rf "$W"; mkdir -p "$W"
+PID=
+serve() {
+    "$SERVER" serve --data "$W/data" --listen 127.0.0.1:0 --runtime-dir "$W/run" "${TIER[@]}" \
+        --ack durable >"$W/serve.log" 2>&1 &
+    PID=$!
+    for _ in $(seq 100); do [ -s "$W/run/listen" ] && break; sleep 0.1; done
+    ADDR=$(cat "$W/run/listen")
+}
+stop() { kill "$PID"; wait "$PID" 2>/dev/null || true; rm -f "$W/run/listen"; }
+trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; true' EXIT
+gets() {
+    ceph --admin-daemon "$CEPH_DIR/run/client.rgw.a.asok" perf dump rgw 2>/dev/null |
+        python3 -c "import json,sys; d=json.load(sys.stdin)['rgw']; print(d['get'], d['get_b'])" || echo "0 0"
+}
+secs() { local t=$(date +%s.%N); "$@" >/dev/null 2>&1; printf "%.2f" "$(echo "$(date +%s.%N) - $t" | bc)"; }
+
+"$BIN/scribe-server" init --data "$W/data" >/dev/null
+"$BIN/scribe-server" repo create --data "$W/data" game >/dev/null
+serve
+"$BIN/scribe" workspace create "$W/src" --server "scribe://$ADDR" --repo game >/dev/null
+python3 -c "
+import os
+for i in range($MIB // 3):
+    open(f'$W/src/f{i:05}.bin', 'wb').write(os.urandom(3 << 20))"
+(cd "$W/src" && "$BIN/scribe" add . >/dev/null)
+echo "durable submit of $MIB MiB: $(cd "$W/src" && secs "$BIN/scribe" submit -m big) s"
+stop
+for i in $(seq "$RUNS"); do
+    "$BIN/scribe-server" tier evict --data "$W/data" "${TIER[@]}" >/dev/null 2>&1
+    serve
+    read -r g0 b0 < <(gets)
+    t=$(secs "$BIN/scribe" workspace create "$W/cold$i" --server "scribe://$ADDR" --repo game)
+    read -r g1 b1 < <(gets)
+    echo "cold workspace $i: $t s, $(echo "$MIB / $t" | bc) MiB/s; radosgw GETs $((g1 - g0)) of $(((b1 - b0) / 1048576)) MiB"
+    stop; rm -rf "$W/cold$i"
+done
+serve
+"$BIN/scribe" workspace create "$W/fill" --server "scribe://$ADDR" --repo game >/dev/null 2>&1
+sleep 20    # the write-back puts every object back into the local store
+for i in $(seq "$RUNS"); do
+    t=$(secs "$BIN/scribe" workspace create "$W/warm$i" --server "scribe://$ADDR" --repo game)
+    echo "warm workspace $i: $t s, $(echo "$MIB / $t" | bc) MiB/s"
+    rm -rf "$W/warm$i"
+done
+grep reads "$W/data/tier/status" || true
+stop
