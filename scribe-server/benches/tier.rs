@@ -464,16 +464,9 @@ fn rgw_gets() -> [f64; 2] {
     else {
         return [0.0; 2];
     };
-    let text = String::from_utf8_lossy(&out.stdout);
-    let field = |name: &str| {
-        let at = text.find(&format!("\"{name}\": "))? + name.len() + 4;
-        let digits: String = text[at..]
-            .chars()
-            .take_while(|c| c.is_ascii_digit())
-            .collect();
-        digits.parse::<f64>().ok()
-    };
-    [field("get").unwrap_or(0.0), field("get_b").unwrap_or(0.0)]
+    let dump: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let field = |name: &str| dump["rgw"][name].as_f64().unwrap_or(0.0);
+    [field("get"), field("get_b")]
 }
 
 /// CPU seconds so far of the client (this process), the server, radosgw

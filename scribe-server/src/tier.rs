@@ -209,10 +209,11 @@ const READ_AHEAD_OBJECTS: usize = 48;
 /// Most bytes of verified objects kept in memory for reads: this many
 /// blocks of the tier's largest bundle (16 MiB: 192 MiB), room for every
 /// block the read-ahead may have in flight. Objects a read was answered
-/// with are evicted first, so little more is needed: against 256 MiB,
-/// 2 GiB cold reads faulted in a sixth fewer pages and ran 4-10 % faster
-/// with the same GETs; below the read-ahead's blocks (64 MiB) one read of
-/// three fetched every block twice (docs/performance.md, 2026-12-05).
+/// with are evicted first, so little more is needed: with that rule, 128
+/// MiB against 256 faulted in 146-166 k pages instead of 175-215 k per
+/// 2 GiB cold read and ran 8-10 % faster with the same GETs, 160 MiB ran
+/// 797 MiB/s; below the read-ahead's blocks (64 MiB) one read of three
+/// fetched every block twice (docs/performance.md, 2026-12-05).
 const READ_CACHE_BLOCKS: u64 = READ_AHEAD as u64;
 /// Most bytes of verified objects waiting in memory for their
 /// write-back; a read beyond it defers its object's write-back (the id
@@ -279,6 +280,18 @@ struct Reads {
 }
 
 impl Reads {
+    /// Cache a verified object fetched from the bucket (not yet read);
+    /// one already cached stays as it is.
+    fn insert(&mut self, key: ObjKey, bytes: bytes::Bytes) {
+        if self.cache.contains_key(&key) {
+            return;
+        }
+        self.bytes += bytes.len() as u64;
+        self.unserved_bytes += bytes.len() as u64;
+        self.cache.insert(key, bytes);
+        self.order.push_back(key);
+    }
+
     /// Drop objects until at most `limit` bytes are cached: first those a
     /// read was answered with (a fresh workspace reads each object once;
     /// they are in the write-back's hold, or deferred), then the oldest.
@@ -328,6 +341,14 @@ impl Reads {
     /// client's batches) had every block fetched 2-4 times.
     fn room_ahead(&self, block: u64, limit: u64) -> bool {
         self.unserved_bytes + (self.ahead_fetching + 1) * block <= limit
+    }
+}
+
+impl WriteBack {
+    /// Whether `key` waits here (held, or deferred): a read was answered
+    /// with it (see `TierService::delivered`).
+    fn delivered(&self, key: &ObjKey) -> bool {
+        self.held.contains_key(key) || self.deferred_set.contains(key)
     }
 }
 
@@ -558,14 +579,7 @@ impl TierService {
             if oid == *id {
                 mine = Some(bytes.clone());
             }
-            let k = (repo, oid);
-            if r.cache.contains_key(&k) {
-                continue;
-            }
-            r.bytes += bytes.len() as u64;
-            r.unserved_bytes += bytes.len() as u64;
-            r.cache.insert(k, bytes);
-            r.order.push_back(k);
+            r.insert((repo, oid), bytes);
         }
         r.evict(self.read_cache_bytes);
         mine.ok_or_else(|| format!("{id} is not in its block {block}"))
@@ -579,8 +593,14 @@ impl TierService {
         };
         let want: Vec<ObjectId> = next
             .into_iter()
-            .filter(|n| !store.contains(n).unwrap_or(true) && !self.delivered((repo, *n)))
+            .filter(|n| !store.contains(n).unwrap_or(true))
             .collect();
+        let want: Vec<ObjectId> = {
+            let w = self.writes.0.lock().unwrap_or_else(|e| e.into_inner());
+            want.into_iter()
+                .filter(|n| !w.delivered(&(repo, *n)))
+                .collect()
+        };
         let (m, cv) = &self.reads;
         let mut r = m.lock().unwrap_or_else(|e| e.into_inner());
         for n in want {
@@ -606,8 +626,7 @@ impl TierService {
                     if r.stop {
                         return;
                     }
-                    let room = r.room_ahead(block, self.read_cache_bytes);
-                    if room {
+                    if r.room_ahead(block, self.read_cache_bytes) {
                         if let Some(k) = r.ahead.pop_front() {
                             if !r.cache.contains_key(&k) {
                                 r.ahead_fetching += 1;
@@ -639,7 +658,7 @@ impl TierService {
     /// extra block GETs (docs/performance.md, 2026-12-05).
     fn delivered(&self, key: ObjKey) -> bool {
         let w = self.writes.0.lock().unwrap_or_else(|e| e.into_inner());
-        w.held.contains_key(&key) || w.deferred_set.contains(&key)
+        w.delivered(&key)
     }
 
     /// A read went through the tier now.
@@ -2265,15 +2284,8 @@ mod tests {
         )
     }
 
-    /// As a fetch inserts: what is cached already stays.
     fn fill(r: &mut Reads, n: u8) {
-        if r.cache.contains_key(&key(n)) {
-            return;
-        }
-        r.cache.insert(key(n), bytes::Bytes::from(vec![n; 10]));
-        r.order.push_back(key(n));
-        r.bytes += 10;
-        r.unserved_bytes += 10;
+        r.insert(key(n), bytes::Bytes::from(vec![n; 10]));
     }
 
     /// `unserved_bytes` is the bytes of cached objects not served.
