@@ -61,7 +61,14 @@ for i in $(seq "$RUNS"); do
 done
 serve
 "$BIN/scribe" workspace create "$W/fill" --server "scribe://$ADDR" --repo game >/dev/null 2>&1
-sleep 20    # the write-back puts every object back into the local store
+# The write-back puts every object back into the local store (it starts
+# once reads are quiet; its backlog is in the status file).
+sleep 3
+for _ in $(seq 120); do
+    grep -q "write-back-pending 0 " "$W/data/tier/status" 2>/dev/null && break
+    sleep 1
+done
+sleep 2
 for i in $(seq "$RUNS"); do
     t=$(secs "$BIN/scribe" workspace create "$W/warm$i" --server "scribe://$ADDR" --repo game)
     echo "warm workspace $i: $t s, $(echo "$MIB / $t" | bc) MiB/s"

@@ -190,6 +190,10 @@ pub struct TierService {
     /// [`READ_CACHE_BLOCKS`] blocks, or `SCRIBE_TIER_READ_CACHE_BYTES`
     /// (tests, benches).
     read_cache_bytes: u64,
+    /// What read-ahead may fill while reads pause.
+    read_cache_far_bytes: u64,
+    /// [`READ_AHEAD_OBJECTS`], or `SCRIBE_TIER_READ_AHEAD_OBJECTS`.
+    read_ahead_objects: usize,
     /// Whether the write-back of held objects runs while reads go on:
     /// on machines of [`WRITE_BACK_DURING_READS_CORES`] cores or more
     /// (`SCRIBE_TIER_WRITE_BACK_DURING_READS=1|0` decides instead).
@@ -203,9 +207,14 @@ pub struct TierService {
 /// while radosgw's own rate is the same at 8, 12 and 16 in flight
 /// (docs/performance.md, 2026-12-05).
 const READ_AHEAD: usize = 12;
+/// Reads count as paused (for read-ahead's far room) after this long
+/// without one.
+const AHEAD_PAUSE: Duration = Duration::from_millis(20);
 /// Objects after each one read from the bucket that are read ahead (with
-/// 3 MiB chunks bundled into 16 MiB blocks: about 9 blocks).
-const READ_AHEAD_OBJECTS: usize = 48;
+/// 3 MiB chunks bundled into 16 MiB blocks: about 30 blocks, the room of
+/// a pause, [`READ_CACHE_FAR_BLOCKS`]; while reads go on, the near room,
+/// [`READ_CACHE_BLOCKS`], bounds it).
+const READ_AHEAD_OBJECTS: usize = 160;
 /// Most bytes of verified objects kept in memory for reads: this many
 /// blocks of the tier's largest bundle (16 MiB: 192 MiB), room for every
 /// block the read-ahead may have in flight. Objects a read was answered
@@ -215,6 +224,14 @@ const READ_AHEAD_OBJECTS: usize = 48;
 /// 797 MiB/s; below the read-ahead's blocks (64 MiB) one read of three
 /// fetched every block twice (docs/performance.md, 2026-12-05).
 const READ_CACHE_BLOCKS: u64 = READ_AHEAD as u64;
+/// Most bytes of verified objects no read has had yet, while reads pause:
+/// this many blocks (16 MiB: 512 MiB). The `scribe` client stops reading
+/// while it flushes each batch of files (0.25-0.5 s, both cores idle
+/// here); read-ahead fills that pause instead of waiting for the next
+/// read. A 2 GiB cold workspace: 4.31-4.53 s against 4.62-4.64 with the
+/// near room alone, the pauses filled with GETs (docs/performance.md,
+/// "Reading ahead while the reader pauses").
+const READ_CACHE_FAR_BLOCKS: u64 = 32;
 /// Most bytes of verified objects waiting in memory for their
 /// write-back; a read beyond it defers its object's write-back (the id
 /// only, fetched again once reads are quiet). 128 MiB rather than 512:
@@ -231,8 +248,12 @@ const DEFERRED_IDS: usize = 1 << 20;
 /// The write-back waits until no read went through the tier for this
 /// long: on a machine whose cores the reads fill, writing 2 GiB into the
 /// local store (and flushing it) during the read slowed the read by a
-/// third (docs/performance.md, the cold-read profile).
-const READS_QUIET: Duration = Duration::from_millis(300);
+/// third (docs/performance.md, the cold-read profile). A second, not less:
+/// the `scribe` client pauses its reads while it flushes each batch of
+/// files (0.25-0.5 s for 700 MiB here), and with 300 ms the write-back
+/// started in those pauses and gave the client's flush its own bytes to
+/// write as well (docs/performance.md, "Body buffers").
+const READS_QUIET: Duration = Duration::from_millis(1000);
 /// ... but not longer than this: under reads that never pause, the
 /// write-back runs anyway (at its low priority).
 const WRITE_BACK_MAX_WAIT: Duration = Duration::from_secs(10);
@@ -298,9 +319,19 @@ impl Reads {
     /// Evicting by age alone dropped objects read ahead before their read
     /// came: a 2 GiB cold read fetched 11-20 of its 136 blocks twice
     /// (docs/performance.md, 2026-12-05).
-    fn evict(&mut self, limit: u64) {
-        while self.bytes > limit {
-            let Some(old) = self.served.pop_front().or_else(|| self.order.pop_front()) else {
+    ///
+    /// Objects no read has had yet stay up to `far` bytes: what read-ahead
+    /// fetched while the reader paused (see `run_read_ahead`).
+    fn evict(&mut self, limit: u64, far: u64) {
+        loop {
+            let next = if self.bytes > far.max(limit) {
+                self.served.pop_front().or_else(|| self.order.pop_front())
+            } else if self.bytes > limit {
+                self.served.pop_front()
+            } else {
+                None
+            };
+            let Some(old) = next else {
                 break;
             };
             if let Some(b) = self.cache.remove(&old) {
@@ -443,6 +474,11 @@ impl TierService {
             "SCRIBE_TIER_READ_CACHE_BYTES",
             READ_CACHE_BLOCKS * tier.options().block_bytes,
         );
+        let read_cache_far_bytes = env_or(
+            "SCRIBE_TIER_READ_CACHE_FAR_BYTES",
+            READ_CACHE_FAR_BLOCKS * tier.options().block_bytes,
+        )
+        .max(read_cache_bytes);
         let t = Arc::new(TierService {
             tier,
             service: Arc::downgrade(service),
@@ -471,6 +507,8 @@ impl TierService {
                 READS_QUIET.as_millis() as u64,
             )),
             read_cache_bytes,
+            read_cache_far_bytes,
+            read_ahead_objects: env_or("SCRIBE_TIER_READ_AHEAD_OBJECTS", READ_AHEAD_OBJECTS),
             write_back_during_reads: match std::env::var("SCRIBE_TIER_WRITE_BACK_DURING_READS") {
                 Ok(v) => v == "1",
                 Err(_) => std::thread::available_parallelism()
@@ -581,14 +619,14 @@ impl TierService {
             }
             r.insert((repo, oid), bytes);
         }
-        r.evict(self.read_cache_bytes);
+        r.evict(self.read_cache_bytes, self.read_cache_far_bytes);
         mine.ok_or_else(|| format!("{id} is not in its block {block}"))
     }
 
     /// Queue the objects after `id` in its revision that neither `store`
     /// nor memory holds, for the read-ahead threads.
     fn read_ahead(&self, repo: RepositoryId, id: &ObjectId, store: &scribe_objects::ObjectStore) {
-        let Ok(next) = self.tier.following(&repo.0, id, READ_AHEAD_OBJECTS) else {
+        let Ok(next) = self.tier.following(&repo.0, id, self.read_ahead_objects) else {
             return;
         };
         let want: Vec<ObjectId> = next
@@ -610,7 +648,7 @@ impl TierService {
             }
         }
         // Only the newest reads' followers matter.
-        while r.ahead.len() > 2 * READ_AHEAD_OBJECTS {
+        while r.ahead.len() > 2 * self.read_ahead_objects {
             r.ahead.pop_front();
         }
         cv.notify_all();
@@ -626,7 +664,13 @@ impl TierService {
                     if r.stop {
                         return;
                     }
-                    if r.room_ahead(block, self.read_cache_bytes) {
+                    let paused = self.reads_paused();
+                    let limit = if paused {
+                        self.read_cache_far_bytes
+                    } else {
+                        self.read_cache_bytes
+                    };
+                    if r.room_ahead(block, limit) {
                         if let Some(k) = r.ahead.pop_front() {
                             if !r.cache.contains_key(&k) {
                                 r.ahead_fetching += 1;
@@ -634,6 +678,17 @@ impl TierService {
                             }
                             continue;
                         }
+                    }
+                    if !paused
+                        && !r.ahead.is_empty()
+                        && r.room_ahead(block, self.read_cache_far_bytes)
+                    {
+                        // More room once reads pause: look again soon.
+                        r = cv
+                            .wait_timeout(r, AHEAD_PAUSE / 2)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0;
+                        continue;
                     }
                     r = cv.wait(r).unwrap_or_else(|e| e.into_inner());
                 }
@@ -659,6 +714,18 @@ impl TierService {
     fn delivered(&self, key: ObjKey) -> bool {
         let w = self.writes.0.lock().unwrap_or_else(|e| e.into_inner());
         w.delivered(&key)
+    }
+
+    /// Whether no read is under way and none ended within [`AHEAD_PAUSE`]:
+    /// the reader is busy elsewhere (the `scribe` client flushing a batch
+    /// of files), and the machine's cores with it.
+    fn reads_paused(&self) -> bool {
+        if self.active_reads.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            return false;
+        }
+        let last = self.last_read_ms.load(std::sync::atomic::Ordering::Relaxed);
+        let now = self.started.elapsed().as_millis() as u64;
+        now.saturating_sub(last) >= AHEAD_PAUSE.as_millis() as u64
     }
 
     /// A read went through the tier now.
@@ -2319,7 +2386,7 @@ mod tests {
         // Past the limit: the served object goes, then the oldest.
         fill(&mut r, 3);
         fill(&mut r, 4);
-        r.evict(30);
+        r.evict(30, 30);
         check_unserved(&r);
         let mut kept: Vec<u8> = (0..5).filter(|n| r.cache.contains_key(&key(*n))).collect();
         kept.sort();
@@ -2339,14 +2406,14 @@ mod tests {
         r.served(key(3));
         fill(&mut r, 4);
         fill(&mut r, 5);
-        r.evict(40);
+        r.evict(40, 40);
         let mut kept: Vec<u8> = (0..6).filter(|n| r.cache.contains_key(&key(*n))).collect();
         kept.sort();
         assert_eq!(kept, [0, 1, 4, 5]);
         assert_eq!(r.bytes, 40);
         // Nothing served left: by age, oldest first.
         fill(&mut r, 6);
-        r.evict(40);
+        r.evict(40, 40);
         assert!(!r.cache.contains_key(&key(0)));
         assert!(r.cache.contains_key(&key(1)));
         // Serving what is not cached queues nothing.
@@ -2363,11 +2430,39 @@ mod tests {
                 r.served(key(n));
                 r.served(key(n));
             }
-            r.evict(10 * 100);
+            r.evict(10 * 100, 10 * 100);
             check_unserved(&r);
             assert!(r.cache.len() <= 100, "round {round}");
             assert!(r.order.len() <= 2 * r.cache.len() + 1024);
             assert!(r.served.len() <= 2 * r.cache.len() + 1024);
         }
+    }
+
+    #[test]
+    fn objects_read_ahead_in_a_pause_stay_up_to_the_far_room_while_served_ones_go() {
+        let mut r = Reads::default();
+        for n in 0..8 {
+            fill(&mut r, n);
+        }
+        r.served(key(0));
+        r.served(key(1));
+        // 80 bytes cached, 60 not yet read: near room 30, far room 70.
+        r.evict(30, 70);
+        check_unserved(&r);
+        let kept: Vec<u8> = (0..8).filter(|n| r.cache.contains_key(&key(*n))).collect();
+        // Both served objects went; of those not yet read, none had to.
+        assert_eq!(kept, [2, 3, 4, 5, 6, 7]);
+        // Past the far room, the oldest not yet read goes too.
+        fill(&mut r, 8);
+        fill(&mut r, 9);
+        r.evict(30, 70);
+        check_unserved(&r);
+        let kept: Vec<u8> = (0..10).filter(|n| r.cache.contains_key(&key(*n))).collect();
+        assert_eq!(kept, [3, 4, 5, 6, 7, 8, 9]);
+        // Read ahead within the far room only.
+        assert!(!r.room_ahead(10, 30));
+        assert!(!r.room_ahead(10, 70));
+        r.served(key(3));
+        assert!(r.room_ahead(10, 70));
     }
 }

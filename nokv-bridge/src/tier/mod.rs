@@ -15,6 +15,7 @@
 mod gc;
 mod index;
 mod key;
+mod pool;
 mod provider;
 mod recovery;
 mod s3;
