@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The S3 tier's cold read through the real `scribe` client (issue 20):
 # submit MIB MiB of 3 MiB random files under `--ack durable`, then time
-# `scribe workspace create` RUNS times from a cold cache (the local store
-# evicted by `tier evict`, a fresh server each time) and RUNS times warm,
-# printing radosgw's GET count beside each cold one (its admin socket).
+# `scribe workspace create` from a cold cache (the local store evicted by
+# `tier evict`, a fresh server) and then warm, RUNS rounds, printing
+# radosgw's GET count beside each cold one (its admin socket) and each
+# round's cold/warm speed ratio.
 #
 #   CEPH_DIR=/tmp/ceph-bench RGW_MEMSTORE_BYTES=10737418240 .ci/start-rgw.sh
 #   cargo build --release -p scribe-cli -p scribe-server --features scribe-server/cli
@@ -50,29 +51,54 @@ for i in range($MIB // 3):
 (cd "$W/src" && "$BIN/scribe" add . >/dev/null)
 echo "durable submit of $MIB MiB: $(cd "$W/src" && secs "$BIN/scribe" submit -m big) s"
 stop
+# Each round: a cold workspace (the store evicted, a fresh server), the
+# write-back (it puts every object back into the local store once reads
+# are quiet; its backlog is in the status file), then a warm workspace
+# from a fresh server again. Cold and warm alternate, so each pair meets the
+# machine in the same state (on a VM the cost of the client's page-cache
+# writes moves by 2-3x with the host's memory; docs/performance.md).
+written_back() {
+    sleep 3
+    for _ in $(seq 180); do
+        grep -q "write-back-pending 0 " "$W/data/tier/status" 2>/dev/null && return
+        sleep 1
+    done
+}
+# On this VM (virtio-balloon free page reporting, DAMON) page-cache pages
+# freed more than a few seconds ago cost 3-4x more to write into than
+# pages just freed: a loop of 64 MiB writes ran at 410 MB/s or at 1.9
+# GB/s with that state alone, and the client's system time for one
+# workspace moved between 1.1 and 3.6 s. Each timed run therefore starts
+# right after MIB+512 MiB were written and deleted on the same file
+# system, so cold and warm meet the same pages. PRIME=0 skips it.
+prime() {
+    [ "${PRIME:-1}" = 0 ] && return
+    dd if=/dev/zero of="$W/.prime" bs=4M count=$(((MIB + 512) / 4)) conv=fsync status=none
+    rm -f "$W/.prime"
+}
+ratios=()
 for i in $(seq "$RUNS"); do
     "$BIN/scribe-server" tier evict --data "$W/data" "${TIER[@]}" >/dev/null 2>&1
+    sync
     serve
+    prime
     read -r g0 b0 < <(gets)
-    t=$(secs "$BIN/scribe" workspace create "$W/cold$i" --server "scribe://$ADDR" --repo game)
+    c=$(secs "$BIN/scribe" workspace create "$W/cold$i" --server "scribe://$ADDR" --repo game)
     read -r g1 b1 < <(gets)
-    echo "cold workspace $i: $t s, $(echo "$MIB / $t" | bc) MiB/s; radosgw GETs $((g1 - g0)) of $(((b1 - b0) / 1048576)) MiB"
-    stop; rm -rf "$W/cold$i"
-done
-serve
-"$BIN/scribe" workspace create "$W/fill" --server "scribe://$ADDR" --repo game >/dev/null 2>&1
-# The write-back puts every object back into the local store (it starts
-# once reads are quiet; its backlog is in the status file).
-sleep 3
-for _ in $(seq 120); do
-    grep -q "write-back-pending 0 " "$W/data/tier/status" 2>/dev/null && break
-    sleep 1
-done
-sleep 2
-for i in $(seq "$RUNS"); do
-    t=$(secs "$BIN/scribe" workspace create "$W/warm$i" --server "scribe://$ADDR" --repo game)
-    echo "warm workspace $i: $t s, $(echo "$MIB / $t" | bc) MiB/s"
+    rm -rf "$W/cold$i"
+    written_back
+    stop
+    sync    # the write-back's pages reach the disk before the warm run
+    serve   # a fresh server, as for the cold run
+    prime
+    w=$(secs "$BIN/scribe" workspace create "$W/warm$i" --server "scribe://$ADDR" --repo game)
     rm -rf "$W/warm$i"
+    r=$(echo "100 * $w / $c" | bc)
+    ratios+=("$r")
+    echo "round $i: cold $c s ($(echo "$MIB / $c" | bc) MiB/s; radosgw GETs $((g1 - g0)) of $(((b1 - b0) / 1048576)) MiB), warm $w s ($(echo "$MIB / $w" | bc) MiB/s): cold/warm $r %"
+    stop
 done
+echo "cold/warm per round: ${ratios[*]} %; median $(printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') %"
+serve
 grep reads "$W/data/tier/status" || true
 stop
