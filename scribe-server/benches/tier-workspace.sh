@@ -87,6 +87,7 @@ for i in $(seq "$RUNS"); do
     read -r g1 b1 < <(gets)
     rm -rf "$W/cold$i"
     written_back
+    waited=$(grep -o "waited [0-9]* waited-ms [0-9]*" "$W/data/tier/status" || true)
     stop
     sync    # the write-back's pages reach the disk before the warm run
     serve   # a fresh server, as for the cold run
@@ -95,7 +96,7 @@ for i in $(seq "$RUNS"); do
     rm -rf "$W/warm$i"
     r=$(echo "100 * $w / $c" | bc)
     ratios+=("$r")
-    echo "round $i: cold $c s ($(echo "$MIB / $c" | bc) MiB/s; radosgw GETs $((g1 - g0)) of $(((b1 - b0) / 1048576)) MiB), warm $w s ($(echo "$MIB / $w" | bc) MiB/s): cold/warm $r %"
+    echo "round $i: cold $c s ($(echo "$MIB / $c" | bc) MiB/s; radosgw GETs $((g1 - g0)) of $(((b1 - b0) / 1048576)) MiB; reads $waited), warm $w s ($(echo "$MIB / $w" | bc) MiB/s): cold/warm $r %"
     stop
 done
 echo "cold/warm per round: ${ratios[*]} %; median $(printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') %"

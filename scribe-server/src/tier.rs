@@ -178,6 +178,14 @@ pub struct TierService {
     /// waits for its block (a 16 MiB GET on a busy machine takes longer
     /// than [`READS_QUIET`]).
     active_reads: std::sync::atomic::AtomicUsize,
+    /// Reads waiting for their object's block to come from the bucket:
+    /// read-ahead starts no GET meanwhile (see `run_read_ahead`).
+    reads_waiting: std::sync::atomic::AtomicUsize,
+    /// Reads that waited for a bucket GET, and the milliseconds waited in
+    /// all (`tier status`).
+    read_waits: [std::sync::atomic::AtomicU64; 2],
+    /// `SCRIBE_TIER_AHEAD_YIELDS=0` turns the yielding off (benches).
+    ahead_yields: bool,
     started: Instant,
     /// [`WRITE_BACK_BYTES`], or `SCRIBE_TIER_WRITE_BACK_BYTES` (tests).
     write_back_bytes: u64,
@@ -496,6 +504,9 @@ impl TierService {
             read_counts: Default::default(),
             last_read_ms: Default::default(),
             active_reads: Default::default(),
+            reads_waiting: Default::default(),
+            read_waits: Default::default(),
+            ahead_yields: std::env::var("SCRIBE_TIER_AHEAD_YIELDS").map_or(true, |v| v != "0"),
             started: Instant::now(),
             write_back_bytes: env_or("SCRIBE_TIER_WRITE_BACK_BYTES", WRITE_BACK_BYTES),
             early_gather: Duration::from_millis(env_or(
@@ -623,6 +634,34 @@ impl TierService {
         mine.ok_or_else(|| format!("{id} is not in its block {block}"))
     }
 
+    /// `id`'s bytes for a read: from memory, else fetched while
+    /// read-ahead holds back its next GETs, so the block this read waits
+    /// for shares the bucket's bandwidth with fewer others.
+    fn fetch_for_read(&self, repo: RepositoryId, id: &ObjectId) -> Result<bytes::Bytes, String> {
+        use std::sync::atomic::Ordering;
+        let key = (repo, *id);
+        let held = {
+            let w = self.writes.0.lock().unwrap_or_else(|e| e.into_inner());
+            w.held.get(&key).cloned()
+        };
+        let cached = held.or_else(|| {
+            let r = self.reads.0.lock().unwrap_or_else(|e| e.into_inner());
+            r.cache.get(&key).cloned()
+        });
+        if let Some(b) = cached {
+            self.read_counts[1].fetch_add(1, Ordering::Relaxed);
+            return Ok(b);
+        }
+        let started = Instant::now();
+        self.reads_waiting.fetch_add(1, Ordering::SeqCst);
+        let got = self.cached_or_fetch(repo, id);
+        self.reads_waiting.fetch_sub(1, Ordering::SeqCst);
+        self.reads.1.notify_all();
+        self.read_waits[0].fetch_add(1, Ordering::Relaxed);
+        self.read_waits[1].fetch_add(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+        got
+    }
+
     /// Queue the objects after `id` in its revision that neither `store`
     /// nor memory holds, for the read-ahead threads.
     fn read_ahead(&self, repo: RepositoryId, id: &ObjectId, store: &scribe_objects::ObjectStore) {
@@ -670,7 +709,9 @@ impl TierService {
                     } else {
                         self.read_cache_bytes
                     };
-                    if r.room_ahead(block, limit) {
+                    let yielding = self.ahead_yields
+                        && self.reads_waiting.load(std::sync::atomic::Ordering::SeqCst) > 0;
+                    if !yielding && r.room_ahead(block, limit) {
                         if let Some(k) = r.ahead.pop_front() {
                             if !r.cache.contains_key(&k) {
                                 r.ahead_fetching += 1;
@@ -1180,11 +1221,13 @@ impl TierService {
             w.held.len() + w.deferred.len()
         };
         status.push_str(&format!(
-            "reads bucket-gets {} from-memory {} written-back {} write-back-pending {pending} write-back-deferred {}\n",
+            "reads bucket-gets {} from-memory {} written-back {} write-back-pending {pending} write-back-deferred {} waited {} waited-ms {}\n",
             c(0),
             c(1),
             c(2),
-            c(3)
+            c(3),
+            self.read_waits[0].load(std::sync::atomic::Ordering::Relaxed),
+            self.read_waits[1].load(std::sync::atomic::Ordering::Relaxed),
         ));
         self.give_up_finished_staging(service);
         // Chunks uploaded for operations not submitted yet.
@@ -1331,7 +1374,7 @@ impl Fallback for TierService {
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let _active = Active(self);
         self.mark_read();
-        let bytes = self.cached_or_fetch(repo, id)?;
+        let bytes = self.fetch_for_read(repo, id)?;
         self.reads
             .0
             .lock()

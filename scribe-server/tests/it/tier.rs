@@ -1567,25 +1567,45 @@ fn where_cores_are_to_spare_the_write_back_runs_beside_a_waiting_read() {
     read_beside_a_waiting_read(true);
 }
 
+/// The block key of each of `chunks`.
+fn block_keys(data: &Path, b: &Bucket, chunks: &[ObjectId]) -> Vec<String> {
+    let repo = only_repo(data);
+    let t = record(data, b);
+    chunks
+        .iter()
+        .map(|id| t.locate(&repo.0, id).unwrap().unwrap().key.to_key())
+        .collect()
+}
+
+/// Read `id` on a connection of its own; returns once `p` holds the GET
+/// of its block.
+fn read_held(p: &proxy::Proxy, addr: &str, id: ObjectId) -> std::thread::JoinHandle<Vec<u8>> {
+    let addr = addr.to_string();
+    let reader = std::thread::spawn(move || wire::tcp(addr.parse().unwrap()).object(REPO, id));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while p.faulted.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the held block was never asked for"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    reader
+}
+
 /// Read A, then B of another block, whose GET the proxy holds for
-/// `proxy::SLOW` (longer than the 300 ms after which reads count as
+/// `proxy::SLOW` (longer than the 1 s after which reads count as
 /// quiet): while B waits, A's write-back waits too, unless the write-back
 /// runs beside reads (`during`, the default on 4 cores or more).
 fn read_beside_a_waiting_read(during: bool) {
     let dir = tempfile::tempdir().unwrap();
     let b = bucket();
     let (data, chunks, contents) = evicted_twelve(dir.path(), &b);
-    let repo = only_repo(&data);
-    let (slow_key, b_at) = {
-        let t = record(&data, &b);
-        let key = |id: &ObjectId| t.locate(&repo.0, id).unwrap().unwrap().key.to_key();
-        let a_key = key(&chunks[0]);
-        let b_at = (1..chunks.len())
-            .find(|&i| key(&chunks[i]) != a_key)
-            .expect("two blocks");
-        let slow: &'static str = Box::leak(key(&chunks[b_at]).into_boxed_str());
-        (slow, b_at)
-    };
+    let keys = block_keys(&data, &b, &chunks);
+    let b_at = (1..chunks.len())
+        .find(|&i| keys[i] != keys[0])
+        .expect("two blocks");
+    let slow_key: &'static str = Box::leak(keys[b_at].clone().into_boxed_str());
     let p = proxy::Proxy::start(&rgw().endpoint);
     p.plan(&[proxy::Fault::SlowAt(slow_key); 64]);
     let s = serve_env(
@@ -1600,14 +1620,7 @@ fn read_beside_a_waiting_read(during: bool) {
     );
     let mut c = wire::tcp(s.addr.parse().unwrap());
     assert_eq!(c.object(REPO, chunks[0]), contents[0]);
-    let addr = s.addr.clone();
-    let id = chunks[b_at];
-    let reader = std::thread::spawn(move || wire::tcp(addr.parse().unwrap()).object(REPO, id));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while p.faulted.load(std::sync::atomic::Ordering::SeqCst) == 0 {
-        assert!(Instant::now() < deadline, "B's block was never asked for");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let reader = read_held(&p, &s.addr, chunks[b_at]);
     if during {
         // A is written back while B still waits.
         let r = reads_line(&data, |r| r[2] >= 1);
@@ -1626,6 +1639,70 @@ fn read_beside_a_waiting_read(during: bool) {
     // Once reads are quiet, both are.
     let r = reads_line(&data, |r| r[2] >= 2 && r[3] == 0);
     assert!(r[0] >= 2, "{r:?}");
+    drop(c);
+    kill(s);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
+/// While a read waits for its block's GET, read-ahead starts no GET of
+/// its own (the waiting read's block shares the bucket with fewer
+/// others); once that read is answered, read-ahead goes on.
+#[test]
+fn a_read_waiting_for_its_block_holds_read_ahead_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bucket();
+    let (data, chunks, contents) = evicted_twelve(dir.path(), &b);
+    let keys = block_keys(&data, &b, &chunks);
+    let b_at = (1..chunks.len())
+        .rev()
+        .find(|&i| keys[i] != keys[0])
+        .expect("two blocks");
+    let blocks = keys.iter().collect::<std::collections::HashSet<_>>().len() as u64;
+    assert!(blocks >= 3, "{blocks} blocks");
+    let slow_key: &'static str = Box::leak(keys[b_at].clone().into_boxed_str());
+    let p = proxy::Proxy::start(&rgw().endpoint);
+    p.plan(&[proxy::Fault::SlowAt(slow_key); 64]);
+    let s = serve_env(&data, &b, &p.endpoint, &["--ack", "durable"], &[]);
+    // B's read waits for its held GET.
+    let reader = read_held(&p, &s.addr, chunks[b_at]);
+    // A's read is answered (its own GET), and queues the read-ahead of
+    // every other chunk: none of it is fetched while B waits. The status
+    // file, rewritten every second, shows the state of at least 1.5 s
+    // into the wait.
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    assert_eq!(c.object(REPO, chunks[0]), contents[0]);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        !reader.is_finished(),
+        "B answered before its GET was let go"
+    );
+    let r = reads_line(&data, |_| true);
+    assert_eq!(r[0], 2, "read-ahead fetched while a read waited: {r:?}");
+    assert_eq!(reader.join().unwrap(), contents[b_at]);
+    // Then read-ahead fetches the other blocks: every other chunk is
+    // answered from memory.
+    let r = reads_line(&data, |r| r[0] >= blocks);
+    assert_eq!(r[0], blocks, "one GET per block: {r:?}");
+    for (id, bytes) in chunks.iter().zip(&contents) {
+        assert_eq!(&c.object(REPO, *id), bytes, "{id}");
+    }
+    let r = reads_line(&data, |_| true);
+    assert_eq!(r[0], blocks, "one GET per block: {r:?}");
+    // `tier status` counts the reads that waited for the bucket and how
+    // long: A's and B's at least, B's for the proxy's whole hold.
+    let text = std::fs::read_to_string(data.join("tier/status")).unwrap();
+    let line = text.lines().find(|l| l.starts_with("reads ")).unwrap();
+    let w: Vec<&str> = line.split(' ').collect();
+    let after = |name: &str| -> u64 {
+        let i = w.iter().position(|x| *x == name).expect(name);
+        w[i + 1].parse().unwrap()
+    };
+    assert!(after("waited") >= 2, "{line}");
+    assert!(
+        after("waited-ms") >= proxy::SLOW.as_millis() as u64 - 500,
+        "{line}"
+    );
     drop(c);
     kill(s);
     let (ok, out) = tier_verify(&data, &b);
