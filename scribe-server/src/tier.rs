@@ -200,6 +200,8 @@ pub struct TierService {
     read_cache_bytes: u64,
     /// What read-ahead may fill while reads pause.
     read_cache_far_bytes: u64,
+    /// [`READ_CACHE_IDLE`], or `SCRIBE_TIER_READ_CACHE_IDLE_MS` (tests).
+    read_cache_idle: Duration,
     /// [`READ_AHEAD_OBJECTS`], or `SCRIBE_TIER_READ_AHEAD_OBJECTS`.
     read_ahead_objects: usize,
     /// Whether the write-back of held objects runs while reads go on:
@@ -240,6 +242,10 @@ const READ_CACHE_BLOCKS: u64 = READ_AHEAD as u64;
 /// near room alone, the pauses filled with GETs (docs/performance.md,
 /// "Reading ahead while the reader pauses").
 const READ_CACHE_FAR_BLOCKS: u64 = 32;
+/// Once no read came for this long, the read cache goes back to its near
+/// room ([`READ_CACHE_BLOCKS`]): what was read ahead for a reader that
+/// went away does not hold the far room's memory in an idle server.
+const READ_CACHE_IDLE: Duration = Duration::from_secs(10);
 /// Most bytes of verified objects waiting in memory for their
 /// write-back; a read beyond it defers its object's write-back (the id
 /// only, fetched again once reads are quiet). 128 MiB rather than 512:
@@ -519,6 +525,10 @@ impl TierService {
             )),
             read_cache_bytes,
             read_cache_far_bytes,
+            read_cache_idle: Duration::from_millis(env_or(
+                "SCRIBE_TIER_READ_CACHE_IDLE_MS",
+                READ_CACHE_IDLE.as_millis() as u64,
+            )),
             read_ahead_objects: env_or("SCRIBE_TIER_READ_AHEAD_OBJECTS", READ_AHEAD_OBJECTS),
             write_back_during_reads: match std::env::var("SCRIBE_TIER_WRITE_BACK_DURING_READS") {
                 Ok(v) => v == "1",
@@ -755,6 +765,22 @@ impl TierService {
     fn delivered(&self, key: ObjKey) -> bool {
         let w = self.writes.0.lock().unwrap_or_else(|e| e.into_inner());
         w.delivered(&key)
+    }
+
+    /// After [`READ_CACHE_IDLE`] without reads: the queued read-ahead is
+    /// dropped and the cache shrinks to its near room.
+    fn settle_read_cache(&self) {
+        if self.active_reads.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            return;
+        }
+        let last = self.last_read_ms.load(std::sync::atomic::Ordering::Relaxed);
+        let now = self.started.elapsed().as_millis() as u64;
+        if now.saturating_sub(last) < self.read_cache_idle.as_millis() as u64 {
+            return;
+        }
+        let mut r = self.reads.0.lock().unwrap_or_else(|e| e.into_inner());
+        r.ahead.clear();
+        r.evict(self.read_cache_bytes, self.read_cache_bytes);
     }
 
     /// Whether no read is under way and none ended within [`AHEAD_PAUSE`]:
@@ -1167,6 +1193,7 @@ impl TierService {
             let Some(service) = self.service.upgrade() else {
                 return;
             };
+            self.settle_read_cache();
             let mut status = String::new();
             let mut result = self.pass(&service, &mut status);
             self.sweep_staged();
@@ -1221,13 +1248,14 @@ impl TierService {
             w.held.len() + w.deferred.len()
         };
         status.push_str(&format!(
-            "reads bucket-gets {} from-memory {} written-back {} write-back-pending {pending} write-back-deferred {} waited {} waited-ms {}\n",
+            "reads bucket-gets {} from-memory {} written-back {} write-back-pending {pending} write-back-deferred {} waited {} waited-ms {} cached-bytes {}\n",
             c(0),
             c(1),
             c(2),
             c(3),
             self.read_waits[0].load(std::sync::atomic::Ordering::Relaxed),
             self.read_waits[1].load(std::sync::atomic::Ordering::Relaxed),
+            self.reads.0.lock().unwrap_or_else(|e| e.into_inner()).bytes,
         ));
         self.give_up_finished_staging(service);
         // Chunks uploaded for operations not submitted yet.

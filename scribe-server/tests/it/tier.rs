@@ -1567,6 +1567,71 @@ fn where_cores_are_to_spare_the_write_back_runs_beside_a_waiting_read() {
     read_beside_a_waiting_read(true);
 }
 
+/// The number after `name` in `tier status`'s `reads` line.
+fn reads_field(data: &Path, name: &str) -> u64 {
+    let text = std::fs::read_to_string(data.join("tier/status")).unwrap();
+    let line = text.lines().find(|l| l.starts_with("reads ")).unwrap();
+    let w: Vec<&str> = line.split(' ').collect();
+    let i = w.iter().position(|x| *x == name).expect(name);
+    w[i + 1].parse().unwrap()
+}
+
+/// What was read ahead while reads paused (the far room) stays only until
+/// reads have been idle for a while: then the read cache goes back to
+/// its near room.
+#[test]
+fn an_idle_read_cache_gives_back_what_it_read_ahead_beyond_its_near_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bucket();
+    let (data, chunks, contents) = evicted_twelve(dir.path(), &b);
+    let keys = block_keys(&data, &b, &chunks);
+    let blocks = keys.iter().collect::<std::collections::HashSet<_>>().len() as u64;
+    assert!(blocks >= 3, "{blocks} blocks");
+    let near = 1u64 << 20;
+    let s = serve_env(
+        &data,
+        &b,
+        &rgw().endpoint,
+        &["--ack", "durable"],
+        &[
+            ("SCRIBE_TIER_READ_CACHE_BYTES", &near.to_string()),
+            (
+                "SCRIBE_TIER_READ_CACHE_FAR_BYTES",
+                &(64u64 << 20).to_string(),
+            ),
+            ("SCRIBE_TIER_READ_CACHE_IDLE_MS", "4000"),
+        ],
+    );
+    // One read; reads then pause, and read-ahead fetches every other
+    // block into the far room.
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    assert_eq!(c.object(REPO, chunks[0]), contents[0]);
+    let r = reads_line(&data, |r| r[0] >= blocks);
+    assert_eq!(r[0], blocks, "{r:?}");
+    let cached = reads_field(&data, "cached-bytes");
+    assert!(
+        cached > 4 * near,
+        "read ahead beyond the near room: {cached}"
+    );
+    // Idle: back to the near room.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while reads_field(&data, "cached-bytes") > near {
+        assert!(
+            Instant::now() < deadline,
+            "the idle read cache kept its far room"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The objects are still served (from the bucket or the store).
+    for (id, bytes) in chunks.iter().zip(&contents) {
+        assert_eq!(&c.object(REPO, *id), bytes, "{id}");
+    }
+    drop(c);
+    kill(s);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
 /// The block key of each of `chunks`.
 fn block_keys(data: &Path, b: &Bucket, chunks: &[ObjectId]) -> Vec<String> {
     let repo = only_repo(data);
@@ -1691,18 +1756,8 @@ fn a_read_waiting_for_its_block_holds_read_ahead_back() {
     assert_eq!(r[0], blocks, "one GET per block: {r:?}");
     // `tier status` counts the reads that waited for the bucket and how
     // long: A's and B's at least, B's for the proxy's whole hold.
-    let text = std::fs::read_to_string(data.join("tier/status")).unwrap();
-    let line = text.lines().find(|l| l.starts_with("reads ")).unwrap();
-    let w: Vec<&str> = line.split(' ').collect();
-    let after = |name: &str| -> u64 {
-        let i = w.iter().position(|x| *x == name).expect(name);
-        w[i + 1].parse().unwrap()
-    };
-    assert!(after("waited") >= 2, "{line}");
-    assert!(
-        after("waited-ms") >= proxy::SLOW.as_millis() as u64 - 500,
-        "{line}"
-    );
+    assert!(reads_field(&data, "waited") >= 2);
+    assert!(reads_field(&data, "waited-ms") >= proxy::SLOW.as_millis() as u64 - 500);
     drop(c);
     kill(s);
     let (ok, out) = tier_verify(&data, &b);
