@@ -587,17 +587,8 @@ impl TierService {
     /// by another request: waited for), else fetched now.
     fn cached_or_fetch(&self, repo: RepositoryId, id: &ObjectId) -> Result<bytes::Bytes, String> {
         let key = (repo, *id);
-        // Waiting for its write-back: those bytes (verified when read).
-        if let Some(b) = self
-            .writes
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .held
-            .get(&key)
-        {
-            self.read_counts[1].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            return Ok(b.clone());
+        if let Some(b) = self.in_memory(&key) {
+            return Ok(b);
         }
         let (m, cv) = &self.reads;
         // The block holding `id`: one GET brings every object bundled in it.
@@ -644,22 +635,27 @@ impl TierService {
         mine.ok_or_else(|| format!("{id} is not in its block {block}"))
     }
 
+    /// `key`'s verified bytes if memory has them (waiting for their
+    /// write-back, or in the read cache), counted as read from memory.
+    fn in_memory(&self, key: &ObjKey) -> Option<bytes::Bytes> {
+        let held = {
+            let w = self.writes.0.lock().unwrap_or_else(|e| e.into_inner());
+            w.held.get(key).cloned()
+        };
+        let b = held.or_else(|| {
+            let r = self.reads.0.lock().unwrap_or_else(|e| e.into_inner());
+            r.cache.get(key).cloned()
+        })?;
+        self.read_counts[1].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some(b)
+    }
+
     /// `id`'s bytes for a read: from memory, else fetched while
     /// read-ahead holds back its next GETs, so the block this read waits
     /// for shares the bucket's bandwidth with fewer others.
     fn fetch_for_read(&self, repo: RepositoryId, id: &ObjectId) -> Result<bytes::Bytes, String> {
         use std::sync::atomic::Ordering;
-        let key = (repo, *id);
-        let held = {
-            let w = self.writes.0.lock().unwrap_or_else(|e| e.into_inner());
-            w.held.get(&key).cloned()
-        };
-        let cached = held.or_else(|| {
-            let r = self.reads.0.lock().unwrap_or_else(|e| e.into_inner());
-            r.cache.get(&key).cloned()
-        });
-        if let Some(b) = cached {
-            self.read_counts[1].fetch_add(1, Ordering::Relaxed);
+        if let Some(b) = self.in_memory(&(repo, *id)) {
             return Ok(b);
         }
         let started = Instant::now();
@@ -770,12 +766,10 @@ impl TierService {
     /// After [`READ_CACHE_IDLE`] without reads: the queued read-ahead is
     /// dropped and the cache shrinks to its near room.
     fn settle_read_cache(&self) {
-        if self.active_reads.load(std::sync::atomic::Ordering::SeqCst) > 0 {
-            return;
-        }
-        let last = self.last_read_ms.load(std::sync::atomic::Ordering::Relaxed);
-        let now = self.started.elapsed().as_millis() as u64;
-        if now.saturating_sub(last) < self.read_cache_idle.as_millis() as u64 {
+        if self
+            .reads_idle_for()
+            .is_none_or(|d| d < self.read_cache_idle)
+        {
             return;
         }
         let mut r = self.reads.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -787,12 +781,18 @@ impl TierService {
     /// the reader is busy elsewhere (the `scribe` client flushing a batch
     /// of files), and the machine's cores with it.
     fn reads_paused(&self) -> bool {
+        self.reads_idle_for().is_some_and(|d| d >= AHEAD_PAUSE)
+    }
+
+    /// How long since the last read through the tier ended; `None` while
+    /// one is under way.
+    fn reads_idle_for(&self) -> Option<Duration> {
         if self.active_reads.load(std::sync::atomic::Ordering::SeqCst) > 0 {
-            return false;
+            return None;
         }
         let last = self.last_read_ms.load(std::sync::atomic::Ordering::Relaxed);
         let now = self.started.elapsed().as_millis() as u64;
-        now.saturating_sub(last) >= AHEAD_PAUSE.as_millis() as u64
+        Some(Duration::from_millis(now.saturating_sub(last)))
     }
 
     /// A read went through the tier now.
@@ -804,13 +804,8 @@ impl TierService {
 
     /// How long until reads count as quiet (zero: quiet now).
     fn reads_quiet_in(&self) -> Duration {
-        if self.active_reads.load(std::sync::atomic::Ordering::SeqCst) > 0 {
-            return self.reads_quiet;
-        }
-        let last = self.last_read_ms.load(std::sync::atomic::Ordering::Relaxed);
-        let now = self.started.elapsed().as_millis() as u64;
-        self.reads_quiet
-            .saturating_sub(Duration::from_millis(now.saturating_sub(last)))
+        self.reads_idle_for()
+            .map_or(self.reads_quiet, |d| self.reads_quiet.saturating_sub(d))
     }
 
     /// Put `bytes` (verified) back into `store` in the background, once
