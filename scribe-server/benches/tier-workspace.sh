@@ -38,6 +38,14 @@ gets() {
     ceph --admin-daemon "$CEPH_DIR/run/client.rgw.a.asok" perf dump rgw 2>/dev/null |
         python3 -c "import json,sys; d=json.load(sys.stdin)['rgw']; print(d['get'], d['get_b'])" || echo "0 0"
 }
+# The server's CPU time (all threads) and context switches so far.
+srv_cpu() {
+    local hz ticks sw
+    hz=$(getconf CLK_TCK)
+    ticks=$(awk '{print $14 + $15}' "/proc/$PID/stat")
+    sw=$(cat /proc/"$PID"/task/*/status | awk '/ctxt_switches/ {n += $2} END {print n}')
+    echo "server $(echo "scale=2; $ticks / $hz" | bc) core-s $sw switches"
+}
 secs() { local t=$(date +%s.%N); "$@" >/dev/null 2>&1; printf "%.2f" "$(echo "$(date +%s.%N) - $t" | bc)"; }
 
 "$BIN/scribe-server" init --data "$W/data" >/dev/null
@@ -85,6 +93,7 @@ for i in $(seq "$RUNS"); do
     read -r g0 b0 < <(gets)
     c=$(secs "$BIN/scribe" workspace create "$W/cold$i" --server "scribe://$ADDR" --repo game)
     read -r g1 b1 < <(gets)
+    cpu=$(srv_cpu)
     rm -rf "$W/cold$i"
     written_back
     waited=$(grep -o "waited [0-9]* waited-ms [0-9]*" "$W/data/tier/status" || true)
@@ -93,10 +102,11 @@ for i in $(seq "$RUNS"); do
     serve   # a fresh server, as for the cold run
     prime
     w=$(secs "$BIN/scribe" workspace create "$W/warm$i" --server "scribe://$ADDR" --repo game)
+    wcpu=$(srv_cpu)
     rm -rf "$W/warm$i"
     r=$(echo "100 * $w / $c" | bc)
     ratios+=("$r")
-    echo "round $i: cold $c s ($(echo "$MIB / $c" | bc) MiB/s; radosgw GETs $((g1 - g0)) of $(((b1 - b0) / 1048576)) MiB; reads $waited), warm $w s ($(echo "$MIB / $w" | bc) MiB/s): cold/warm $r %"
+    echo "round $i: cold $c s ($(echo "$MIB / $c" | bc) MiB/s; radosgw GETs $((g1 - g0)) of $(((b1 - b0) / 1048576)) MiB; reads $waited; $cpu), warm $w s ($(echo "$MIB / $w" | bc) MiB/s; $wcpu): cold/warm $r %"
     stop
 done
 echo "cold/warm per round: ${ratios[*]} %; median $(printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') %"
