@@ -11,7 +11,8 @@
 #   scribe-server/benches/tier-workspace.sh [MIB [RUNS]]
 #
 # Env: BIN (default target/release), SERVER (another scribe-server, for
-# A/B), CEPH_DIR (default /tmp/ceph-bench), S3_ENDPOINT (default
+# A/B), PERF_DIR (a directory: `perf record -g` of the server during
+# each cold run, cold<i>.data), CEPH_DIR (default /tmp/ceph-bench), S3_ENDPOINT (default
 # http://127.0.0.1:7480), AWS_* keys (default start-rgw.sh's), WORK
 # (default /tmp/scribe-tier-workspace, removed first).
 set -euo pipefail
@@ -38,13 +39,14 @@ gets() {
     ceph --admin-daemon "$CEPH_DIR/run/client.rgw.a.asok" perf dump rgw 2>/dev/null |
         python3 -c "import json,sys; d=json.load(sys.stdin)['rgw']; print(d['get'], d['get_b'])" || echo "0 0"
 }
-# The server's CPU time (all threads) and context switches so far.
+# The server's CPU time (all threads), context switches and page faults
+# so far.
 srv_cpu() {
-    local hz ticks sw
+    local hz ticks sw faults
     hz=$(getconf CLK_TCK)
-    ticks=$(awk '{print $14 + $15}' "/proc/$PID/stat")
+    read -r ticks faults < <(awk '{print $14 + $15, $10}' "/proc/$PID/stat")
     sw=$(cat /proc/"$PID"/task/*/status | awk '/ctxt_switches/ {n += $2} END {print n}')
-    echo "server $(echo "scale=2; $ticks / $hz" | bc) core-s $sw switches"
+    echo "server $(echo "scale=2; $ticks / $hz" | bc) core-s $sw switches $faults faults"
 }
 secs() { local t=$(date +%s.%N); "$@" >/dev/null 2>&1; printf "%.2f" "$(echo "$(date +%s.%N) - $t" | bc)"; }
 
@@ -91,7 +93,9 @@ for i in $(seq "$RUNS"); do
     serve
     prime
     read -r g0 b0 < <(gets)
+    [ -n "${PERF_DIR:-}" ] && { perf record -q -g -p "$PID" -o "$PERF_DIR/cold$i.data" 2>/dev/null & PERF=$!; }
     c=$(secs "$BIN/scribe" workspace create "$W/cold$i" --server "scribe://$ADDR" --repo game)
+    [ -n "${PERF_DIR:-}" ] && { kill -INT "$PERF"; wait "$PERF" || true; }
     read -r g1 b1 < <(gets)
     cpu=$(srv_cpu)
     rm -rf "$W/cold$i"
