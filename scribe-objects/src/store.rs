@@ -657,6 +657,18 @@ impl ObjectStore {
         Ok(())
     }
 
+    /// At least how many payload bytes `id` has, from its locator row
+    /// alone (no file is read): its envelope's length less the header.
+    /// Codec 1 is stored only when its whole envelope is smaller than
+    /// codec 0's (header plus payload), so the payload is never shorter.
+    /// `None` when the locator does not have it. For a reply with room
+    /// for some objects only: one that cannot fit is not read.
+    pub fn payload_len_at_least(&self, id: &ObjectId) -> Result<Option<u64>> {
+        Ok(self
+            .locate(id)?
+            .map(|loc| loc.envelope_len().saturating_sub(HEADER_LEN as u64)))
+    }
+
     /// The location of an object, if the locator has it.
     pub fn locate(&self, id: &ObjectId) -> Result<Option<Location>> {
         let p = &self.db_path;

@@ -1401,6 +1401,11 @@ impl Fallback for TierService {
         self.tier.holds(&repo.0, id).unwrap_or(false)
     }
 
+    fn len(&self, repo: RepositoryId, id: &ObjectId) -> Option<u64> {
+        // The manifest row's length (the bytes are checked when read).
+        self.tier.locate(&repo.0, id).ok().flatten().map(|l| l.len)
+    }
+
     fn fetch(&self, repo: RepositoryId, id: &ObjectId) -> Result<Option<Vec<u8>>, String> {
         if !self.has(repo, id) {
             return Ok(None);

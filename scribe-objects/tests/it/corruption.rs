@@ -223,7 +223,9 @@ fn truncated_sealed_pack_is_reported_per_object() {
 
 /// `payload_len` answers from the envelope header alone (acceptance's
 /// check of one-chunk files), for packed and loose objects, stored raw or
-/// compressed, and names a damaged header instead of believing it.
+/// compressed, and names a damaged header instead of believing it;
+/// `payload_len_at_least` (ObjectGetMany's room check) from the locator
+/// row alone.
 #[test]
 fn payload_len_reads_the_header_and_refuses_a_damaged_one() {
     for compression in [Compression::None, Compression::Lz4] {
@@ -243,10 +245,20 @@ fn payload_len_reads_the_header_and_refuses_a_damaged_one() {
         assert_eq!(store.payload_len(&noisy).unwrap(), 1000);
         assert_eq!(store.payload_len(&runs).unwrap(), 3000);
         assert_eq!(store.payload_len(&loose).unwrap(), 9000);
+        // From the locator row alone: never more than the payload (a
+        // compressed envelope is smaller), exactly it when stored raw.
+        assert_eq!(store.payload_len_at_least(&noisy).unwrap(), Some(1000));
+        assert_eq!(store.payload_len_at_least(&loose).unwrap(), Some(9000));
+        let least = store.payload_len_at_least(&runs).unwrap().unwrap();
+        match compression {
+            Compression::None => assert_eq!(least, 3000),
+            Compression::Lz4 => assert!(least < 3000, "compressed: {least}"),
+        }
         let absent = ObjectId {
             kind: ObjectKind::Chunk,
             digest: [7; 32],
         };
+        assert_eq!(store.payload_len_at_least(&absent).unwrap(), None);
         assert!(matches!(
             store.payload_len(&absent),
             Err(StoreError::NotFound { .. })

@@ -67,6 +67,12 @@ pub fn open_or_create(dir: &Path) -> Result<ObjectStore, StoreError> {
 pub trait Fallback: Send + Sync {
     /// Whether `id` of `repo` can be fetched.
     fn has(&self, repo: RepositoryId, id: &ObjectId) -> bool;
+    /// `id`'s payload length when it is known without reading the object
+    /// (a reply with room for some objects only does not read one that
+    /// cannot fit); `None` when not known.
+    fn len(&self, _repo: RepositoryId, _id: &ObjectId) -> Option<u64> {
+        None
+    }
     /// `id`'s bytes, checked against `id`; `None` when it is not there.
     fn fetch(&self, repo: RepositoryId, id: &ObjectId) -> Result<Option<Vec<u8>>, String>;
     /// For a read the local `store` cannot answer: `id`'s bytes, checked

@@ -12,7 +12,7 @@ use scribe_format::wire::message as m;
 use scribe_format::wire::{Request, Response};
 use scribe_format::{ManifestId, ObjectId, ObjectKind, OperationId, WorkspaceId};
 use scribe_server::{InProcessConnection, Service};
-use scribe_testkit::change::{accepted, change, file, put_many_req, Requests};
+use scribe_testkit::change::{accepted, change, file, put_many_req, submit_req, Requests};
 use scribe_testkit::data::noise;
 use scribe_testkit::poison::accept_unchecked;
 use scribe_testkit::REPO;
@@ -222,4 +222,80 @@ fn compact_objects_completes_past_accepted_manifests_it_cannot_follow() {
         text.contains("junk.txt@1") && text.contains("absent.txt@1"),
         "{text}"
     );
+}
+
+/// ObjectGetMany reads only what fits in its answer (4 MiB): the object
+/// after one of over 2 MiB is left for the next request unread (reading
+/// it only to drop it cost a fresh workspace a second read of every such
+/// object), so a damaged copy of it fails only a request that asks for
+/// it first.
+#[test]
+fn get_many_leaves_an_object_it_has_no_room_for_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = new_root(dir.path());
+    // 3 MiB files that profile 1 keeps in one chunk (the test client
+    // sends each file as one chunk).
+    let bodies: Vec<Vec<u8>> = (40..200)
+        .map(|seed| noise(3 << 20, seed))
+        .filter(|b| scribe_objects::chunk_boundaries(b).len() == 1)
+        .take(4)
+        .collect();
+    let big: Vec<(ObjectId, Vec<u8>)> = bodies
+        .iter()
+        .flat_map(|b| file(b).objects)
+        .filter(|(id, bytes)| id.kind == ObjectKind::Chunk && bytes.len() > 2 << 20)
+        .collect();
+    assert!(big.len() >= 2, "{} chunks over 2 MiB", big.len());
+    let ws = WorkspaceId::random();
+    {
+        let mut c = InProcessConnection::new(Service::open(&data).unwrap());
+        c.register(ws);
+        let names: Vec<String> = (0..bodies.len()).map(|i| format!("f{i}.bin")).collect();
+        let entries: Vec<(&str, Option<&[u8]>, u64)> = names
+            .iter()
+            .zip(&bodies)
+            .map(|(n, b)| (n.as_str(), Some(b.as_slice()), 0))
+            .collect();
+        let ch = change(&entries);
+        // One object per request (a request carries at most 4 MiB).
+        let op = OperationId::random();
+        for o in &ch.objects {
+            match c.ask(Request::ObjectPutMany(put_many_req(
+                ws,
+                op,
+                std::slice::from_ref(o),
+            ))) {
+                Response::ObjectPutMany(_) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        match c.ask(Request::Submit(submit_req(ws, op, ch.id, "seed"))) {
+            Response::Submitted(o) => assert_eq!(accepted(&o), 1),
+            other => panic!("{other:?}"),
+        }
+    }
+    let (a, b) = (&big[0], &big[1]);
+    flip_in_pack(&data, &b.1);
+    let mut c = InProcessConnection::new(Service::open(&data).unwrap());
+    let mut ask = |ids: Vec<ObjectId>| {
+        c.ask(Request::ObjectGetMany(m::ObjectGetMany {
+            repo: REPO.into(),
+            ids,
+        }))
+    };
+    match ask(vec![a.0, b.0]) {
+        Response::ObjectGetMany(r) => {
+            assert_eq!(r.objects.len(), 1);
+            assert_eq!(r.objects[0].id, a.0);
+            assert!(r.objects[0].data.0 == a.1, "a's bytes");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Asked first, the damaged copy is named.
+    match ask(vec![b.0, a.0]) {
+        Response::Error(e) => {
+            assert_eq!(e.error_code(), scribe_format::ErrorCode::Corrupt, "{e:?}")
+        }
+        other => panic!("{other:?}"),
+    }
 }

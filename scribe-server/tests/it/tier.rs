@@ -2003,3 +2003,91 @@ fn sigkill_between_the_local_commit_and_the_outbox_upload_loses_nothing() {
     // The first block upload (the early upload of the change's chunk).
     killed_while_holding("/nokv/artifacts/");
 }
+
+/// ObjectGetMany leaves an object it has no room for unread: asked for
+/// two evicted chunks of over 2 MiB in different blocks, it answers with
+/// the first after one bucket GET, not two (read-ahead off, so every GET
+/// is the request's own); the second comes with the next request.
+#[test]
+fn get_many_fetches_no_block_for_an_object_it_has_no_room_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    // 3 MiB files that profile 1 keeps in one chunk (the test client
+    // sends each file as one chunk).
+    let bodies: Vec<Vec<u8>> = (900..1060)
+        .map(|seed| noise(seed, 3 << 20))
+        .filter(|b| scribe_objects::chunk_boundaries(b).len() == 1)
+        .take(4)
+        .collect();
+    let names: Vec<String> = (0..bodies.len()).map(|i| format!("big{i}.bin")).collect();
+    let entries: Vec<(&str, Option<&[u8]>, u64)> = names
+        .iter()
+        .zip(&bodies)
+        .map(|(n, c)| (n.as_str(), Some(c.as_slice()), 0))
+        .collect();
+    let ch = change(&entries);
+    {
+        // Not gathered, one object per request: each a block of its own.
+        let s = serve_gathering(&data, &b, "0", &[]);
+        let mut c = wire::tcp(s.addr.parse().unwrap());
+        let ws = WorkspaceId([9; 16]);
+        c.register(ws);
+        let op = OperationId([7; 16]);
+        for o in &ch.objects {
+            expect_put_many(&mut c, put_many_req(ws, op, std::slice::from_ref(o)));
+        }
+        match c.ask(Request::Submit(submit_req(ws, op, ch.id, "m"))) {
+            Response::Submitted(o) => accepted(&o),
+            other => panic!("{other:?}"),
+        };
+        drop(c);
+        kill(s);
+    }
+    let (ok, out) = tier_cmd(&data, &b, &rgw().endpoint, &["tier", "evict"]);
+    assert!(ok, "{out}");
+    let big: Vec<&(ObjectId, Vec<u8>)> = ch
+        .objects
+        .iter()
+        .filter(|(id, bytes)| id.kind == scribe_format::ObjectKind::Chunk && bytes.len() > 2 << 20)
+        .collect();
+    let ids: Vec<ObjectId> = big.iter().map(|(id, _)| *id).collect();
+    let keys = block_keys(&data, &b, &ids);
+    let second = (1..big.len())
+        .find(|&i| keys[i] != keys[0])
+        .expect("two chunks over 2 MiB in different blocks");
+    let (x, y) = (big[0], big[second]);
+    assert!(!held_locally(&data, &x.0) && !held_locally(&data, &y.0));
+    let s = serve_env(
+        &data,
+        &b,
+        &rgw().endpoint,
+        &["--ack", "durable"],
+        &[("SCRIBE_TIER_READ_AHEAD_OBJECTS", "0")],
+    );
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let mut ask = |ids: Vec<ObjectId>| match c.ask(Request::ObjectGetMany(m::ObjectGetMany {
+        repo: REPO.into(),
+        ids,
+    })) {
+        Response::ObjectGetMany(r) => r.objects,
+        other => panic!("{other:?}"),
+    };
+    let got = ask(vec![x.0, y.0]);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].id, x.0);
+    assert!(got[0].data.0 == x.1, "x's bytes");
+    // The status file is rewritten every second: this one was written
+    // after the answer.
+    std::thread::sleep(Duration::from_millis(2200));
+    let r = reads_line(&data, |_| true);
+    assert_eq!(r[0], 1, "bucket GETs for one answered object: {r:?}");
+    let got = ask(vec![y.0]);
+    assert_eq!(got.len(), 1);
+    assert!(got[0].data.0 == y.1, "y's bytes");
+    let r = reads_line(&data, |r| r[0] >= 2);
+    assert_eq!(r[0], 2, "{r:?}");
+    kill(s);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}

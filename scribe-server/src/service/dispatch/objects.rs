@@ -433,6 +433,16 @@ pub(super) fn get_many(
     let mut objects = Vec::new();
     let mut total = 0usize;
     for id in &r.ids {
+        // An object that cannot fit is not read: the client asks for it
+        // again (first in its next request, or by ranges when it is
+        // larger than a reply). Reading it only to drop it cost a fresh
+        // workspace a second read of every object over 2 MiB, and a cold
+        // one the wait for that object's block before the answer went.
+        if total as u64 + least_len(svc, repo.id(), &store, id)?
+            > u64::from(MAX_OBJECT_DATA_PER_FRAME)
+        {
+            break;
+        }
         let data = match tier_read(svc, repo.id(), &store, id)? {
             Some(bytes) => bytes.to_vec(),
             None => store.get(id)?,
@@ -447,6 +457,25 @@ pub(super) fn get_many(
         });
     }
     Ok(m::ObjectGetManyReply { objects })
+}
+
+/// At least how many payload bytes `id` has, known without reading it:
+/// from the local store's locator, else the tier's manifest row; 0 when
+/// neither knows (the read that follows finds out).
+fn least_len(
+    svc: &Service,
+    repo: RepositoryId,
+    store: &scribe_objects::ObjectStore,
+    id: &ObjectId,
+) -> DispatchResult<u64> {
+    if let Some(n) = store.payload_len_at_least(id)? {
+        return Ok(n);
+    }
+    Ok(svc
+        .stores()
+        .fallback()
+        .and_then(|fb| fb.len(repo, id))
+        .unwrap_or(0))
 }
 
 pub(super) fn get(
