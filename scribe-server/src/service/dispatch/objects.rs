@@ -435,9 +435,10 @@ pub(super) fn get_many(
     for id in &r.ids {
         // An object that cannot fit is not read: the client asks for it
         // again (first in its next request, or by ranges when it is
-        // larger than a reply). Reading it only to drop it cost a fresh
-        // workspace a second read of every object over 2 MiB, and a cold
-        // one the wait for that object's block before the answer went.
+        // larger than a reply). Reading it only to drop it cost a second
+        // read of every object over 2 MiB a fresh workspace prefetches,
+        // and from a cold cache the wait for that object's block before
+        // the answer went.
         if total as u64 + least_len(svc, repo.id(), &store, id)?
             > u64::from(MAX_OBJECT_DATA_PER_FRAME)
         {
