@@ -16,8 +16,8 @@ use scribe_format::wire::handshake::{
 use scribe_format::wire::message as m;
 use scribe_format::wire::{
     connection::put_request, decode_response, object_data_head, object_put_frame_head,
-    request_frame, Answer, Bytes, Connection, ConnectionKind, Hello, Request, Response,
-    TransportError, OBJECT_DATA_HEAD_LEN,
+    read_object_get_many, request_frame, Answer, Bytes, Connection, ConnectionKind, Hello, Request,
+    Response, StreamedReplyError, TransportError, OBJECT_DATA_HEAD_LEN,
 };
 
 use crate::client::{ClientError, ClientOptions};
@@ -328,6 +328,14 @@ impl TcpConnection {
             }
             reply.data = Bytes(data);
             return Ok(Response::ObjectData(reply));
+        }
+        // Whole objects, each read straight into its own buffer.
+        if let Some(got) = read_object_get_many(&body, n, &mut *self.stream) {
+            return match got {
+                Ok(reply) => Ok(Response::ObjectGetMany(reply)),
+                Err(StreamedReplyError::Io(e)) => Err(reading()(e)),
+                Err(StreamedReplyError::Format(e)) => Err(TransportError::Protocol(e.to_string())),
+            };
         }
         body.resize(n, 0);
         self.stream.read_exact(&mut body[k..]).map_err(reading())?;

@@ -27,8 +27,8 @@ use scribe_format::wire::handshake::{
     FLAG_CREDENTIAL, FLAG_LZ4, HANDSHAKE_LEN,
 };
 use scribe_format::wire::{
-    decode_request, object_data_frame_head, object_put_head, response_frame, Answer, ErrorReply,
-    Hello, Response, MAX_FRAME_BYTES,
+    decode_request, object_data_frame_head, object_get_many_frame_parts, object_put_head,
+    response_frame, Answer, ErrorReply, FramePart, Hello, Response, MAX_FRAME_BYTES,
 };
 use scribe_format::ErrorCode;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -348,13 +348,14 @@ where
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let reply = svc.handle(&mut s, request);
                 let outgoing = s.outgoing.take();
-                (s, reply, outgoing)
+                let pieces = std::mem::take(&mut s.outgoing_pieces);
+                (s, reply, outgoing, pieces)
             }))
         });
-        let (reply, outgoing) = match joined {
-            Ok((s, reply, outgoing)) => {
+        let (reply, outgoing, pieces) = match joined {
+            Ok((s, reply, outgoing, pieces)) => {
                 session = Some(s);
-                (reply, outgoing)
+                (reply, outgoing, pieces)
             }
             Err(e) => {
                 let e = e
@@ -369,6 +370,7 @@ where
                         format!("request failed: {e}"),
                     )),
                     None,
+                    Vec::new(),
                 )
             }
         };
@@ -383,6 +385,12 @@ where
             (Response::ObjectData(d), _) if !lz4 => {
                 let head = object_data_frame_head(d, d.data.0.len());
                 write_parts(&mut stream, &head, &d.data.0, timeouts.write).await
+            }
+            // Whole objects by reference (the reply's own list is empty).
+            (Response::ObjectGetMany(r), _)
+                if !lz4 && r.objects.is_empty() && !pieces.is_empty() =>
+            {
+                write_pieces(&mut stream, &pieces, timeouts.write).await
             }
             _ => write_all(&mut stream, &response_frame(&reply, lz4), timeouts.write).await,
         };
@@ -404,6 +412,38 @@ async fn authenticate(
         Ok(Ok(p)) => Ok(p),
         Ok(Err(f)) => Err((f.code, f.message)),
         Err(e) => Err((ErrorCode::Internal, format!("authentication failed: {e}"))),
+    }
+}
+
+/// Objects smaller than this go into an `ObjectGetMany` reply's head
+/// buffer (one write for many small files); larger ones are written
+/// from their own buffers.
+const INLINE_PIECE_BELOW: usize = 64 << 10;
+
+/// Write the `ObjectGetMany` reply frame holding `pieces` and flush,
+/// within `t`.
+async fn write_pieces<S: AsyncWrite + Unpin>(
+    s: &mut S,
+    pieces: &[(scribe_format::ObjectId, bytes::Bytes)],
+    t: Duration,
+) -> Result<(), Ended> {
+    let refs: Vec<(scribe_format::ObjectId, &[u8])> =
+        pieces.iter().map(|(id, b)| (*id, b.as_ref())).collect();
+    let parts = object_get_many_frame_parts(&refs, INLINE_PIECE_BELOW);
+    match timeout(t, async {
+        for p in &parts {
+            match p {
+                FramePart::Head(h) => s.write_all(h).await?,
+                FramePart::Data(n) => s.write_all(refs[*n].1).await?,
+            }
+        }
+        s.flush().await
+    })
+    .await
+    {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Ended::Io(e.to_string())),
+        Err(_) => Err(Ended::Io("write timed out".into())),
     }
 }
 

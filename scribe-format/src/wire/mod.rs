@@ -20,6 +20,7 @@ pub use handshake::{Answer, HandshakeStatus, Hello};
 pub use message::{ErrorReply, Request, Response};
 
 use crate::error::FormatError;
+use crate::ObjectId;
 
 /// Encode a request as a complete frame.
 pub fn request_frame(request: &Request, lz4: bool) -> Vec<u8> {
@@ -159,6 +160,169 @@ pub fn object_data_frame_head(reply: &message::ObjectData, data_len: usize) -> V
     out.extend_from_slice(&reply.offset.to_le_bytes());
     out.extend_from_slice(&(data_len as u32).to_le_bytes());
     out
+}
+
+/// Opcode of the `ObjectGetMany` reply.
+const OP_OBJECT_GET_MANY: u16 = 0x0034 | frame::REPLY_BIT;
+
+/// One part of a frame written from parts ([`object_get_many_frame_parts`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FramePart {
+    /// Bytes of the frame itself (length word, header, fields, and the
+    /// data of pieces too small to be worth a write of their own).
+    Head(Vec<u8>),
+    /// The data of piece `n`, written from the sender's own buffer.
+    Data(usize),
+}
+
+/// The frame of an uncompressed `ObjectGetMany` reply holding `pieces`
+/// (id, data) in order, as parts to write one after the other: `Head`s as
+/// they are, each `Data(n)` as piece `n`'s data. Written out, they are
+/// byte for byte `response_frame(&Response::ObjectGetMany(reply), false)`.
+/// Data shorter than `inline_below` bytes is copied into the heads (one
+/// write of many tiny objects instead of a write each). The caller keeps
+/// the reply within [`MAX_FRAME_BYTES`]. Only for connections without
+/// LZ4 frames.
+pub fn object_get_many_frame_parts(
+    pieces: &[(ObjectId, &[u8])],
+    inline_below: usize,
+) -> Vec<FramePart> {
+    let body_len = frame::FRAME_HEADER_LEN
+        + 4
+        + pieces
+            .iter()
+            .map(|(_, d)| ObjectId::LEN + 4 + d.len())
+            .sum::<usize>();
+    let mut parts = Vec::new();
+    let mut head = Vec::with_capacity(64);
+    head.extend_from_slice(&(body_len as u32).to_le_bytes());
+    head.extend_from_slice(&OP_OBJECT_GET_MANY.to_le_bytes());
+    head.push(0);
+    head.extend_from_slice(&(pieces.len() as u32).to_le_bytes());
+    for (n, (id, data)) in pieces.iter().enumerate() {
+        head.extend_from_slice(&id.to_bytes());
+        head.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        if data.len() < inline_below {
+            head.extend_from_slice(data);
+        } else {
+            parts.push(FramePart::Head(std::mem::take(&mut head)));
+            parts.push(FramePart::Data(n));
+        }
+    }
+    if !head.is_empty() {
+        parts.push(FramePart::Head(head));
+    }
+    parts
+}
+
+/// Why [`read_object_get_many`] failed: the stream, or the bytes.
+#[derive(Debug)]
+pub enum StreamedReplyError {
+    Io(std::io::Error),
+    Format(FormatError),
+}
+
+/// Bytes of one [`message::ObjectPiece`] before its data: the id and the
+/// data's length.
+const PIECE_HEAD_LEN: usize = ObjectId::LEN + 4;
+
+/// When `prefix`, the first bytes of a frame body (after the length word)
+/// of `body_len` bytes, opens an uncompressed `ObjectGetMany` reply: the
+/// reply, its other `body_len - prefix.len()` bytes read from `rest`, each
+/// object's data straight into a buffer of its own (not into a frame
+/// buffer first, then copied out). `None` for any other reply, a
+/// compressed frame, or a `prefix` shorter than the frame header or
+/// longer than the body: decode the whole body instead. Gives exactly
+/// what [`decode_response`] of the whole body would, and refuses what it
+/// refuses (a list longer than the body, an object running past it, a
+/// bad id, trailing bytes).
+pub fn read_object_get_many(
+    prefix: &[u8],
+    body_len: usize,
+    rest: &mut dyn std::io::Read,
+) -> Option<Result<message::ObjectGetManyReply, StreamedReplyError>> {
+    use std::io::Read;
+    if prefix.len() < frame::FRAME_HEADER_LEN || prefix.len() > body_len {
+        return None;
+    }
+    if u16::from_le_bytes([prefix[0], prefix[1]]) != OP_OBJECT_GET_MANY || prefix[2] != 0 {
+        return None;
+    }
+    let mut src =
+        (&prefix[frame::FRAME_HEADER_LEN..]).chain(rest.take((body_len - prefix.len()) as u64));
+    let mut left = body_len - frame::FRAME_HEADER_LEN;
+    let io = StreamedReplyError::Io;
+    let format = StreamedReplyError::Format;
+    // The next `n` bytes (at most a piece's head), counted off `left`.
+    fn fixed(
+        src: &mut dyn std::io::Read,
+        n: usize,
+        what: &'static str,
+        left: &mut usize,
+    ) -> Result<[u8; PIECE_HEAD_LEN], StreamedReplyError> {
+        if *left < n {
+            return Err(StreamedReplyError::Format(FormatError::Truncated {
+                what,
+                needed: n as u64,
+                available: *left as u64,
+            }));
+        }
+        let mut b = [0u8; PIECE_HEAD_LEN];
+        src.read_exact(&mut b[..n])
+            .map_err(StreamedReplyError::Io)?;
+        *left -= n;
+        Ok(b)
+    }
+    Some((|| {
+        let c = fixed(&mut src, 4, "list count", &mut left)?;
+        let count = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize;
+        if count.saturating_mul(PIECE_HEAD_LEN) > left {
+            return Err(format(FormatError::Truncated {
+                what: "list",
+                needed: count.saturating_mul(PIECE_HEAD_LEN) as u64,
+                available: left as u64,
+            }));
+        }
+        let mut objects = Vec::with_capacity(count);
+        for _ in 0..count {
+            let h = fixed(&mut src, PIECE_HEAD_LEN, "object id", &mut left)?;
+            let id = ObjectId::from_bytes(&h[..ObjectId::LEN]).map_err(format)?;
+            let l = &h[ObjectId::LEN..];
+            let len = u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize;
+            if len > left {
+                return Err(format(FormatError::Truncated {
+                    what: "bytes32",
+                    needed: len as u64,
+                    available: left as u64,
+                }));
+            }
+            let mut data = Vec::new();
+            data.try_reserve_exact(len).map_err(|_| {
+                io(std::io::Error::other(format!(
+                    "cannot buffer an object of {len} bytes"
+                )))
+            })?;
+            (&mut src)
+                .take(len as u64)
+                .read_to_end(&mut data)
+                .map_err(io)?;
+            if data.len() != len {
+                return Err(io(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+            left -= len;
+            objects.push(message::ObjectPiece {
+                id,
+                data: Bytes(data),
+            });
+        }
+        if left > 0 {
+            return Err(format(FormatError::TrailingBytes {
+                what: "reply",
+                count: left as u64,
+            }));
+        }
+        Ok(message::ObjectGetManyReply { objects })
+    })())
 }
 
 /// Bytes of an uncompressed `ObjectData` reply's frame body before its

@@ -966,3 +966,142 @@ proptest! {
         prop_assert_eq!(Request::decode(op, &p).unwrap(), req);
     }
 }
+
+#[test]
+fn object_get_many_parts_are_the_reply_frame() {
+    let id = |n: u8| ObjectId::new(ObjectKind::Chunk, [n; 32]);
+    let sizes: [&[usize]; 5] = [&[], &[0], &[10], &[70_000], &[5, 70_000, 3, 0, 100_000, 9]];
+    for (case, lens) in sizes.iter().enumerate() {
+        let datas: Vec<Vec<u8>> = lens
+            .iter()
+            .enumerate()
+            .map(|(k, len)| (0..*len).map(|i| (i * 7 + k) as u8).collect())
+            .collect();
+        let reply = ObjectGetManyReply {
+            objects: datas
+                .iter()
+                .enumerate()
+                .map(|(k, d)| ObjectPiece {
+                    id: id(k as u8 + 1),
+                    data: Bytes(d.clone()),
+                })
+                .collect(),
+        };
+        let frame = wire::response_frame(&Response::ObjectGetMany(reply), false);
+        let pieces: Vec<(ObjectId, &[u8])> = datas
+            .iter()
+            .enumerate()
+            .map(|(k, d)| (id(k as u8 + 1), d.as_slice()))
+            .collect();
+        for inline_below in [0, 16, 1 << 20] {
+            let parts = wire::object_get_many_frame_parts(&pieces, inline_below);
+            let mut out = Vec::new();
+            let mut by_reference = 0;
+            for p in &parts {
+                match p {
+                    wire::FramePart::Head(h) => out.extend_from_slice(h),
+                    wire::FramePart::Data(n) => {
+                        by_reference += 1;
+                        out.extend_from_slice(pieces[*n].1)
+                    }
+                }
+            }
+            assert_eq!(out, frame, "case {case}, inline below {inline_below}");
+            let expect = lens.iter().filter(|l| **l >= inline_below).count();
+            assert_eq!(
+                by_reference, expect,
+                "case {case}, inline below {inline_below}"
+            );
+        }
+    }
+}
+
+/// `read_object_get_many` of a whole body: `None` when it is not taken,
+/// else its answer (`Err` as a string).
+fn streamed(body: &[u8], prefix_len: usize) -> Option<Result<ObjectGetManyReply, String>> {
+    let k = prefix_len.min(body.len());
+    let mut rest = &body[k..];
+    wire::read_object_get_many(&body[..k], body.len(), &mut rest)
+        .map(|r| r.map_err(|e| format!("{e:?}")))
+}
+
+#[test]
+fn object_get_many_read_in_pieces_is_the_decoded_reply() {
+    let id = |n: u8| ObjectId::new(ObjectKind::Chunk, [n; 32]);
+    for lens in [&[][..], &[0], &[1, 70_000, 0, 5]] {
+        let reply = ObjectGetManyReply {
+            objects: lens
+                .iter()
+                .enumerate()
+                .map(|(k, len)| ObjectPiece {
+                    id: id(k as u8),
+                    data: Bytes((0..*len).map(|i| (i * 3 + k) as u8).collect()),
+                })
+                .collect(),
+        };
+        let frame = wire::response_frame(&Response::ObjectGetMany(reply.clone()), false);
+        for prefix in [3, 7, wire::OBJECT_DATA_HEAD_LEN, frame.len()] {
+            let got = streamed(&frame[4..], prefix).expect("taken");
+            assert_eq!(got, Ok(reply.clone()), "{lens:?}, prefix {prefix}");
+        }
+        // Data cut short by the stream: an I/O error, not a reply.
+        if !lens.is_empty() {
+            let body = &frame[4..];
+            let mut cut = &body[23..body.len() - 1];
+            let got = wire::read_object_get_many(&body[..23], body.len(), &mut cut);
+            assert!(matches!(got, Some(Err(wire::StreamedReplyError::Io(_)))));
+        }
+    }
+    // Not taken: another reply, a compressed frame, a prefix shorter than
+    // the frame header.
+    let other = wire::response_frame(&every_response()[0], false);
+    assert_eq!(streamed(&other[4..], 23), None);
+    let big = ObjectGetManyReply {
+        objects: vec![ObjectPiece {
+            id: id(1),
+            data: Bytes(vec![0; 64 << 10]),
+        }],
+    };
+    let compressed = wire::response_frame(&Response::ObjectGetMany(big.clone()), true);
+    assert_eq!(streamed(&compressed[4..], 23), None);
+    let plain = wire::response_frame(&Response::ObjectGetMany(big), false);
+    assert_eq!(streamed(&plain[4..], 2), None);
+}
+
+proptest! {
+    /// Whatever the bytes after the header, reading in pieces agrees with
+    /// decoding the whole body: the same reply, or a refusal.
+    #[test]
+    fn object_get_many_read_in_pieces_agrees_with_decode(
+        tail in proptest::collection::vec(any::<u8>(), 0..200),
+        seeded in any::<bool>(),
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
+    ) {
+        let mut body = vec![0x34, 0x80, 0];
+        if seeded {
+            // A well-formed reply to mutate.
+            let reply = ObjectGetManyReply {
+                objects: vec![
+                    ObjectPiece { id: ObjectId::new(ObjectKind::Chunk, [3; 32]), data: Bytes(tail.clone()) },
+                    ObjectPiece { id: ObjectId::new(ObjectKind::Manifest, [4; 32]), data: Bytes(vec![7; 9]) },
+                ],
+            };
+            body = wire::response_frame(&Response::ObjectGetMany(reply), false)[4..].to_vec();
+            for (at, x) in &flips {
+                let n = body.len();
+                let at = 3 + at % (n - 3);
+                body[at] ^= x;
+            }
+        } else {
+            body.extend_from_slice(&tail);
+        }
+        let whole = wire::decode_response(&body, false);
+        for prefix in [3, 23] {
+            match (streamed(&body, prefix), &whole) {
+                (Some(Ok(r)), Ok(Response::ObjectGetMany(w))) => prop_assert_eq!(&r, w),
+                (Some(Err(_)), Err(_)) => {}
+                (got, whole) => prop_assert!(false, "streamed {:?}, decoded {:?}", got, whole),
+            }
+        }
+    }
+}

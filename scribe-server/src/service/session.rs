@@ -29,6 +29,11 @@ pub struct Session {
     /// The data of the `ObjectData` reply just built, by reference
     /// (verified bytes from the tier, shared, not copied).
     pub(crate) outgoing: Option<bytes::Bytes>,
+    /// The objects of the `ObjectGetMany` reply just built, by reference
+    /// (when [`Session::zero_copy`]; the reply's own list is then empty):
+    /// neither copied out of the tier's memory or the store's read
+    /// buffer, nor into a frame.
+    pub(crate) outgoing_pieces: Vec<(scribe_format::ObjectId, bytes::Bytes)>,
 }
 
 impl Session {
@@ -54,6 +59,7 @@ impl Session {
             pinned: HashSet::new(),
             zero_copy: false,
             outgoing: None,
+            outgoing_pieces: Vec::new(),
         }
     }
 

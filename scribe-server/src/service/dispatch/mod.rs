@@ -86,7 +86,7 @@ pub fn dispatch(svc: &Service, session: &mut Session, req: Request) -> DispatchR
         }
         Request::ObjectPutMany(r) => Response::ObjectPutMany(objects::put_many(svc, session, r)?),
         Request::ObjectGet(r) => Response::ObjectData(objects::get(svc, session, r)?),
-        Request::ObjectGetMany(r) => Response::ObjectGetMany(objects::get_many(svc, r)?),
+        Request::ObjectGetMany(r) => Response::ObjectGetMany(objects::get_many(svc, session, r)?),
         Request::Submit(mut r) => {
             if let Some(name) = &signed_in {
                 r.author = name.clone();

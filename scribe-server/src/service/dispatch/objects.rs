@@ -414,9 +414,12 @@ pub(super) fn put_many(
 }
 
 /// Whole objects in request order, as many as fit in one frame's data
-/// budget; the first that would not fit ends the reply.
+/// budget; the first that would not fit ends the reply. On a connection
+/// that sends by reference ([`Session::zero_copy`]) the objects go to
+/// [`Session::outgoing_pieces`] and the reply's list stays empty.
 pub(super) fn get_many(
     svc: &Service,
+    session: &mut Session,
     r: m::ObjectGetMany,
 ) -> DispatchResult<m::ObjectGetManyReply> {
     if r.ids.len() > m::MAX_IDS_PER_GET_MANY {
@@ -444,20 +447,34 @@ pub(super) fn get_many(
         {
             break;
         }
+        // The tier's verified bytes are shared, the store's read is the
+        // buffer it filled: neither is copied here.
         let data = match tier_read(svc, repo.id(), &store, id)? {
-            Some(bytes) => bytes.to_vec(),
-            None => store.get(id)?,
+            Some(bytes) => bytes,
+            None => bytes::Bytes::from(store.get(id)?),
         };
         if total + data.len() > MAX_OBJECT_DATA_PER_FRAME as usize {
             break;
         }
         total += data.len();
-        objects.push(m::ObjectPiece {
-            id: *id,
-            data: Bytes(data),
+        objects.push((*id, data));
+    }
+    if session.zero_copy {
+        session.outgoing_pieces = objects;
+        return Ok(m::ObjectGetManyReply {
+            objects: Vec::new(),
         });
     }
-    Ok(m::ObjectGetManyReply { objects })
+    Ok(m::ObjectGetManyReply {
+        objects: objects
+            .into_iter()
+            .map(|(id, data)| m::ObjectPiece {
+                id,
+                // No copy when the bytes are the store's own read.
+                data: Bytes(Vec::from(data)),
+            })
+            .collect(),
+    })
 }
 
 /// At least how many payload bytes `id` has, known without reading it:
