@@ -73,6 +73,10 @@ pub trait Fallback: Send + Sync {
     fn len(&self, _repo: RepositoryId, _id: &ObjectId) -> Option<u64> {
         None
     }
+    /// A reader asked for `ids` and will read them next, in this order
+    /// (the rest of a request whose answer could not hold them): a tier
+    /// may start fetching them. The default does nothing.
+    fn hint(&self, _repo: RepositoryId, _ids: &[ObjectId], _store: &Arc<ObjectStore>) {}
     /// `id`'s bytes, checked against `id`; `None` when it is not there.
     fn fetch(&self, repo: RepositoryId, id: &ObjectId) -> Result<Option<Vec<u8>>, String>;
     /// For a read the local `store` cannot answer: `id`'s bytes, checked

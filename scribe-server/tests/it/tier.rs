@@ -2091,3 +2091,109 @@ fn get_many_fetches_no_block_for_an_object_it_has_no_room_for() {
     let (ok, out) = tier_verify(&data, &b);
     assert!(ok, "{out}");
 }
+
+/// A client that asks for manifests reads their chunks next: from a cold
+/// cache the tier fetches those chunks' blocks before any of them is
+/// asked for, and the reads that follow are answered from memory.
+#[test]
+fn manifests_asked_for_bring_their_chunks_before_they_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let bodies: Vec<Vec<u8>> = (2000..2160)
+        .map(|seed| noise(seed, 3 << 20))
+        .filter(|b| scribe_objects::chunk_boundaries(b).len() == 1)
+        .take(4)
+        .collect();
+    let names: Vec<String> = (0..bodies.len()).map(|i| format!("f{i}.bin")).collect();
+    let entries: Vec<(&str, Option<&[u8]>, u64)> = names
+        .iter()
+        .zip(&bodies)
+        .map(|(n, c)| (n.as_str(), Some(c.as_slice()), 0))
+        .collect();
+    let ch = change(&entries);
+    {
+        // One object per request: each chunk a block of its own.
+        let s = serve_gathering(&data, &b, "0", &[]);
+        let mut c = wire::tcp(s.addr.parse().unwrap());
+        let ws = WorkspaceId([9; 16]);
+        c.register(ws);
+        let op = OperationId([7; 16]);
+        for o in &ch.objects {
+            expect_put_many(&mut c, put_many_req(ws, op, std::slice::from_ref(o)));
+        }
+        match c.ask(Request::Submit(submit_req(ws, op, ch.id, "m"))) {
+            Response::Submitted(o) => accepted(&o),
+            other => panic!("{other:?}"),
+        };
+        drop(c);
+        kill(s);
+    }
+    let (ok, out) = tier_cmd(&data, &b, &rgw().endpoint, &["tier", "evict"]);
+    assert!(ok, "{out}");
+    let of_kind = |k: scribe_format::ObjectKind| -> Vec<ObjectId> {
+        ch.objects
+            .iter()
+            .filter(|(id, _)| id.kind == k)
+            .map(|(id, _)| *id)
+            .collect()
+    };
+    let manifests = of_kind(scribe_format::ObjectKind::Manifest);
+    let chunks = of_kind(scribe_format::ObjectKind::Chunk);
+    assert_eq!(chunks.len(), 4);
+    let blocks = |ids: &[ObjectId]| -> u64 {
+        block_keys(&data, &b, ids)
+            .into_iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len() as u64
+    };
+    // The manifests stay in the local store (commit objects are never
+    // evicted); the chunks are only in the bucket.
+    assert!(manifests.iter().all(|id| held_locally(&data, id)));
+    assert!(!chunks.iter().any(|id| held_locally(&data, id)));
+    let all_blocks = blocks(&chunks);
+    assert!(all_blocks >= 2, "the chunks are in one block");
+    let s = serve_env(&data, &b, &rgw().endpoint, &["--ack", "durable"], &[]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    match c.ask(Request::ObjectGetMany(m::ObjectGetMany {
+        repo: REPO.into(),
+        ids: manifests.clone(),
+    })) {
+        Response::ObjectGetMany(r) => assert_eq!(r.objects.len(), manifests.len()),
+        other => panic!("{other:?}"),
+    }
+    // Every chunk's block is fetched without a chunk being asked for.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let gets = loop {
+        let text = std::fs::read_to_string(data.join("tier/status")).unwrap_or_default();
+        let gets = text
+            .lines()
+            .find_map(|l| l.strip_prefix("reads bucket-gets "))
+            .and_then(|l| l.split(' ').next()?.parse::<u64>().ok())
+            .unwrap_or(0);
+        if gets >= all_blocks {
+            break gets;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{gets} bucket GETs after the manifests were read; their chunks are in {all_blocks} blocks"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for (id, bytes) in ch.objects.iter().filter(|(id, _)| chunks.contains(id)) {
+        match c.ask(Request::ObjectGet(m::ObjectGet {
+            repo: REPO.into(),
+            id: *id,
+            offset: 0,
+            max_len: 0,
+        })) {
+            Response::ObjectData(d) => assert!(d.data.0 == *bytes, "{id}'s bytes"),
+            other => panic!("{other:?}"),
+        }
+    }
+    let r = reads_line(&data, |r| r[1] >= 4);
+    assert_eq!(r[0], gets, "no chunk read went to the bucket: {r:?}");
+    kill(s);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}

@@ -433,6 +433,13 @@ pub(super) fn get_many(
         ));
     }
     let (repo, store) = open(svc, &r.repo)?;
+    // The client reads the objects after the first next, in this order
+    // (this answer, or its next requests): a tier fetches them meanwhile.
+    if r.ids.len() > 1 {
+        if let Some(fb) = svc.stores().fallback() {
+            fb.hint(repo.id(), &r.ids[1..], &store);
+        }
+    }
     let mut objects = Vec::new();
     let mut total = 0usize;
     for id in &r.ids {
@@ -458,6 +465,24 @@ pub(super) fn get_many(
         }
         total += data.len();
         objects.push((*id, data));
+    }
+    // A client that asks for manifests reads their chunks next, in the
+    // order it asked for the manifests (a fresh workspace writes its
+    // files in that order): a tier fetches them meanwhile.
+    if let Some(fb) = svc.stores().fallback() {
+        let chunks: Vec<ObjectId> = objects
+            .iter()
+            .filter(|(id, _)| id.kind == scribe_format::ObjectKind::Manifest)
+            .filter_map(|(_, data)| scribe_format::manifest::ManifestRef::decode(data).ok())
+            .flat_map(|m| {
+                m.chunks()
+                    .map(|c| ObjectId::chunk(c.id))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        if !chunks.is_empty() {
+            fb.hint(repo.id(), &chunks, &store);
+        }
     }
     if session.zero_copy {
         session.outgoing_pieces = objects;
