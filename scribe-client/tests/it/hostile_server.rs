@@ -303,3 +303,116 @@ fn a_server_dying_mid_upload_ends_the_submit_instead_of_hanging() {
     // The workspace is not left locked: it opens again at once.
     Opened::find(&a.root).expect("the workspace is usable");
 }
+
+/// Changes the body of a reply frame in place.
+type Tamper = fn(&mut Vec<u8>);
+
+/// A proxy to `upstream` that passes everything through but hands the
+/// body of every uncompressed `ObjectGetMany` reply to `tamper` first.
+fn byte_proxy(upstream: SocketAddr, tamper: Tamper) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for client in l.incoming() {
+            let Ok(mut client) = client else { return };
+            std::thread::spawn(move || {
+                let mut server = TcpStream::connect(upstream).unwrap();
+                let mut hello = [0u8; HANDSHAKE_LEN];
+                if client.read_exact(&mut hello).is_err() {
+                    return;
+                }
+                server.write_all(&hello).unwrap();
+                let mut answer = [0u8; HANDSHAKE_LEN];
+                server.read_exact(&mut answer).unwrap();
+                client.write_all(&answer).unwrap();
+                while let Some(request) = frame(&mut client) {
+                    let len = (request.len() as u32).to_le_bytes();
+                    if server
+                        .write_all(&len)
+                        .and_then(|_| server.write_all(&request))
+                        .is_err()
+                    {
+                        return;
+                    }
+                    let Some(mut reply) = frame(&mut server) else {
+                        return;
+                    };
+                    if reply.len() > 7 && reply[..3] == [0x34, 0x80, 0] {
+                        tamper(&mut reply);
+                    }
+                    let out = [&(reply.len() as u32).to_le_bytes()[..], &reply].concat();
+                    if client.write_all(&out).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    format!("scribe://{addr}")
+}
+
+/// `ObjectGetMany` replies are read object by object straight into their
+/// own buffers: tampered bytes, a length running past the frame, a
+/// count the frame cannot hold or bytes after the last object are each
+/// refused with a named error, never a panic or a wrong object.
+#[test]
+fn tampered_object_get_many_replies_are_refused() {
+    use scribe_client::{ClientError, ClientOptions};
+    use scribe_format::{ObjectId, OperationId, WorkspaceId};
+    let env = Env::new(Transport::Tcp);
+    let mut c = scribe_client::connect(env.url(), &ClientOptions::default()).unwrap();
+    let ws = WorkspaceId([5; 16]);
+    super::support::register(&mut c, ws);
+    let bodies: Vec<Vec<u8>> = (0..3)
+        .map(|i| super::support::noise(100_000 + i, i as u64))
+        .collect();
+    let mut objects = Vec::new();
+    for b in &bodies {
+        objects.extend(super::support::file(b).objects);
+    }
+    c.upload_missing(
+        REPO,
+        ws,
+        OperationId([6; 16]),
+        objects.iter().map(|(id, b)| (*id, b.as_slice())),
+    )
+    .unwrap();
+    let ids: Vec<ObjectId> = objects.iter().map(|(id, _)| *id).collect();
+    // Untouched, through the proxy: the objects come back whole.
+    let url = byte_proxy(env.addr(), |_| {});
+    let mut through = scribe_client::connect(&url, &ClientOptions::default()).unwrap();
+    let got = through.download_many(REPO, &ids).unwrap();
+    assert_eq!(got.len(), ids.len());
+    for ((id, b), (gid, gb)) in objects.iter().zip(&got) {
+        assert_eq!((id, b), (gid, gb));
+    }
+    // Header: opcode u16, flags u8, count u32; then per object its 33-byte
+    // id, u32 length, data.
+    const FIRST_LEN: usize = 3 + 4 + 33;
+    let cases: [(&str, Tamper); 4] = [
+        ("a data byte flipped", |b| {
+            let n = b.len();
+            b[n - 1] ^= 0x55;
+        }),
+        ("a length past the frame", |b| {
+            let l = u32::from_le_bytes(b[FIRST_LEN..FIRST_LEN + 4].try_into().unwrap());
+            b[FIRST_LEN..FIRST_LEN + 4].copy_from_slice(&(l + 1).to_le_bytes());
+        }),
+        ("a count the frame cannot hold", |b| {
+            b[3..7].copy_from_slice(&u32::MAX.to_le_bytes());
+        }),
+        ("a byte after the last object", |b| b.push(0)),
+    ];
+    for (what, tamper) in cases {
+        let url = byte_proxy(env.addr(), tamper);
+        let mut c = scribe_client::connect(&url, &ClientOptions::default()).unwrap();
+        match c.download_many(REPO, &ids) {
+            Err(ClientError::Corrupt { .. }) if what == "a data byte flipped" => {}
+            Err(ClientError::Protocol(m)) if what != "a data byte flipped" => {
+                assert!(!m.is_empty(), "{what}");
+            }
+            Ok(got) => panic!("{what}: accepted, {} objects", got.len()),
+            Err(e) => panic!("{what}: {e:?}"),
+        }
+    }
+}
