@@ -327,10 +327,7 @@ impl ServerLink {
             }
             self.ctx.progress.advance(Task::Sync, u64::from(c.length));
         }
-        let content = match &w.hasher {
-            Some(h) => FileContentId(*h.finalize().as_bytes()),
-            None => target.content,
-        };
+        let content = w.content().unwrap_or(target.content);
         if content != target.content || w.written != target.size {
             return Err(Error::new(
                 ErrorCode::Corrupt,
@@ -415,11 +412,8 @@ impl ServerLink {
             }
         }
         w.flush()?;
-        let got = FileContentId(
-            w.hasher
-                .as_ref()
-                .map_or([0; 32], |h| *h.finalize().as_bytes()),
-        );
+        // Always hashed here (`hasher` is set above).
+        let got = w.content().unwrap_or(FileContentId([0; 32]));
         if got != content || w.written != size {
             return Err(Error::new(
                 ErrorCode::Corrupt,
@@ -441,6 +435,15 @@ struct HashingWriter<W: Write> {
     /// `None`: the bytes are checked otherwise (counted only).
     hasher: Option<blake3::Hasher>,
     written: u64,
+}
+
+impl<W: Write> HashingWriter<W> {
+    /// The content id of what was written, when it was hashed.
+    fn content(&self) -> Option<FileContentId> {
+        self.hasher
+            .as_ref()
+            .map(|h| FileContentId(*h.finalize().as_bytes()))
+    }
 }
 
 impl<W: Write> Write for HashingWriter<W> {

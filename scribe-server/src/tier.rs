@@ -695,7 +695,29 @@ impl TierService {
         let Ok(next) = self.tier.following(&repo.0, id, self.read_ahead_objects) else {
             return;
         };
-        let want: Vec<ObjectId> = next
+        // Only the newest reads' followers matter.
+        self.enqueue(
+            repo,
+            next,
+            store,
+            |r| &mut r.ahead,
+            2 * self.read_ahead_objects,
+        );
+    }
+
+    /// Queue those of `ids` that neither `store` nor memory holds and no
+    /// read has had since reads went quiet at the back of the read-ahead
+    /// queue `queue` picks (once each), keep its newest `bound`, and wake a
+    /// read-ahead thread.
+    fn enqueue(
+        &self,
+        repo: RepositoryId,
+        ids: impl IntoIterator<Item = ObjectId>,
+        store: &scribe_objects::ObjectStore,
+        queue: fn(&mut Reads) -> &mut std::collections::VecDeque<ObjKey>,
+        bound: usize,
+    ) {
+        let want: Vec<ObjectId> = ids
             .into_iter()
             .filter(|n| !store.contains(n).unwrap_or(true))
             .collect();
@@ -708,13 +730,13 @@ impl TierService {
         let mut r = self.reads.0.lock().unwrap_or_else(|e| e.into_inner());
         for n in want {
             let k = (repo, n);
-            if !r.cache.contains_key(&k) && !r.ahead.contains(&k) {
-                r.ahead.push_back(k);
+            if !r.cache.contains_key(&k) && !queue(&mut r).contains(&k) {
+                queue(&mut r).push_back(k);
             }
         }
-        // Only the newest reads' followers matter.
-        while r.ahead.len() > 2 * self.read_ahead_objects {
-            r.ahead.pop_front();
+        let q = queue(&mut r);
+        while q.len() > bound {
+            q.pop_front();
         }
         self.ahead_wake.notify_one();
     }
@@ -726,40 +748,22 @@ impl TierService {
     /// by `ObjectGet`). The read-ahead threads fetch their blocks before
     /// the objects that follow a read in upload order, which the `scribe`
     /// client's order (by path) only roughly keeps. A 2 GiB cold
-    /// workspace of 3 MiB files waited for the bucket 29-48 times (0.8-1.5
-    /// s in all) with upload order alone, 8-20 times (0.4-0.7 s) with
-    /// hints (docs/performance.md, twentieth session).
+    /// workspace of 3 MiB files waited for the bucket 25-48 times
+    /// (0.66-1.62 s in all) with upload order alone, 7-20 times
+    /// (0.27-0.71 s) with hints (docs/performance.md, twentieth session).
     fn hint(&self, repo: RepositoryId, ids: &[ObjectId], store: &scribe_objects::ObjectStore) {
         if self.read_ahead_objects == 0 {
             // Read-ahead is off: nothing is fetched before it is asked for.
             return;
         }
         let ids = &ids[..ids.len().min(HINTED_OBJECTS)];
-        let want: Vec<ObjectId> = ids
-            .iter()
-            .filter(|n| !store.contains(n).unwrap_or(true))
-            .copied()
-            .collect();
-        if want.is_empty() {
-            return;
-        }
-        let want: Vec<ObjectId> = {
-            let w = self.writes.0.lock().unwrap_or_else(|e| e.into_inner());
-            want.into_iter()
-                .filter(|n| !w.delivered(&(repo, *n)))
-                .collect()
-        };
-        let mut r = self.reads.0.lock().unwrap_or_else(|e| e.into_inner());
-        for n in want {
-            let k = (repo, n);
-            if !r.cache.contains_key(&k) && !r.hinted.contains(&k) {
-                r.hinted.push_back(k);
-            }
-        }
-        while r.hinted.len() > HINTED_OBJECTS {
-            r.hinted.pop_front();
-        }
-        self.ahead_wake.notify_one();
+        self.enqueue(
+            repo,
+            ids.iter().copied(),
+            store,
+            |r| &mut r.hinted,
+            HINTED_OBJECTS,
+        );
     }
 
     /// A read-ahead thread. It sleeps until woken ([`Self::ahead_wake`]);

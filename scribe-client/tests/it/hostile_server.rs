@@ -24,9 +24,12 @@ fn frame(s: &mut TcpStream) -> Option<Vec<u8>> {
     Some(body)
 }
 
-/// A proxy to `upstream` that passes everything through but hands every
-/// reply it can decode to `rewrite` first (plain TCP, no LZ4).
-fn proxy(upstream: SocketAddr, rewrite: fn(&mut Response)) -> String {
+/// A proxy to `upstream` that passes requests through and writes, for
+/// each reply body, the frame `edit` makes of it (plain TCP, no LZ4).
+fn frame_proxy(
+    upstream: SocketAddr,
+    edit: impl Fn(Vec<u8>) -> Vec<u8> + Copy + Send + 'static,
+) -> String {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
@@ -54,14 +57,7 @@ fn proxy(upstream: SocketAddr, rewrite: fn(&mut Response)) -> String {
                     let Some(reply) = frame(&mut server) else {
                         return;
                     };
-                    let out = match decode_response(&reply, false) {
-                        Ok(mut r) => {
-                            rewrite(&mut r);
-                            response_frame(&r, false)
-                        }
-                        Err(_) => [&(reply.len() as u32).to_le_bytes()[..], &reply].concat(),
-                    };
-                    if client.write_all(&out).is_err() {
+                    if client.write_all(&edit(reply)).is_err() {
                         return;
                     }
                 }
@@ -69,6 +65,25 @@ fn proxy(upstream: SocketAddr, rewrite: fn(&mut Response)) -> String {
         }
     });
     format!("scribe://{addr}")
+}
+
+/// The frame of a reply body as it is.
+fn framed(body: &[u8]) -> Vec<u8> {
+    [&(body.len() as u32).to_le_bytes()[..], body].concat()
+}
+
+/// A proxy to `upstream` that passes everything through but hands every
+/// reply it can decode to `rewrite` first (plain TCP, no LZ4).
+fn proxy(upstream: SocketAddr, rewrite: fn(&mut Response)) -> String {
+    frame_proxy(upstream, move |reply| {
+        match decode_response(&reply, false) {
+            Ok(mut r) => {
+                rewrite(&mut r);
+                response_frame(&r, false)
+            }
+            Err(_) => framed(&reply),
+        }
+    })
 }
 
 fn escape_delta(r: &mut Response) {
@@ -310,45 +325,12 @@ type Tamper = fn(&mut Vec<u8>);
 /// A proxy to `upstream` that passes everything through but hands the
 /// body of every uncompressed `ObjectGetMany` reply to `tamper` first.
 fn byte_proxy(upstream: SocketAddr, tamper: Tamper) -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for client in l.incoming() {
-            let Ok(mut client) = client else { return };
-            std::thread::spawn(move || {
-                let mut server = TcpStream::connect(upstream).unwrap();
-                let mut hello = [0u8; HANDSHAKE_LEN];
-                if client.read_exact(&mut hello).is_err() {
-                    return;
-                }
-                server.write_all(&hello).unwrap();
-                let mut answer = [0u8; HANDSHAKE_LEN];
-                server.read_exact(&mut answer).unwrap();
-                client.write_all(&answer).unwrap();
-                while let Some(request) = frame(&mut client) {
-                    let len = (request.len() as u32).to_le_bytes();
-                    if server
-                        .write_all(&len)
-                        .and_then(|_| server.write_all(&request))
-                        .is_err()
-                    {
-                        return;
-                    }
-                    let Some(mut reply) = frame(&mut server) else {
-                        return;
-                    };
-                    if reply.len() > 7 && reply[..3] == [0x34, 0x80, 0] {
-                        tamper(&mut reply);
-                    }
-                    let out = [&(reply.len() as u32).to_le_bytes()[..], &reply].concat();
-                    if client.write_all(&out).is_err() {
-                        return;
-                    }
-                }
-            });
+    frame_proxy(upstream, move |mut reply| {
+        if reply.len() > 7 && reply[..3] == [0x34, 0x80, 0] {
+            tamper(&mut reply);
         }
-    });
-    format!("scribe://{addr}")
+        framed(&reply)
+    })
 }
 
 /// `ObjectGetMany` replies are read object by object straight into their

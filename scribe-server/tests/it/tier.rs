@@ -2004,23 +2004,23 @@ fn sigkill_between_the_local_commit_and_the_outbox_upload_loses_nothing() {
     killed_while_holding("/nokv/artifacts/");
 }
 
-/// ObjectGetMany leaves an object it has no room for unread: asked for
-/// two evicted chunks of over 2 MiB in different blocks, it answers with
-/// the first after one bucket GET, not two (read-ahead off, so every GET
-/// is the request's own); the second comes with the next request.
-#[test]
-fn get_many_fetches_no_block_for_an_object_it_has_no_room_for() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = init(dir.path());
-    let b = bucket();
-    // 3 MiB files that profile 1 keeps in one chunk (the test client
-    // sends each file as one chunk).
-    let bodies: Vec<Vec<u8>> = (900..1060)
+/// Four 3 MiB files that profile 1 keeps in one chunk each (noise from
+/// `seeds`), submitted under `durable` one object per request (each a
+/// block of its own), then evicted from the local store.
+fn one_chunk_files_evicted(
+    data: &Path,
+    b: &Bucket,
+    seeds: std::ops::Range<u32>,
+    prefix: &str,
+) -> scribe_testkit::change::Change {
+    let bodies: Vec<Vec<u8>> = seeds
         .map(|seed| noise(seed, 3 << 20))
         .filter(|b| scribe_objects::chunk_boundaries(b).len() == 1)
         .take(4)
         .collect();
-    let names: Vec<String> = (0..bodies.len()).map(|i| format!("big{i}.bin")).collect();
+    let names: Vec<String> = (0..bodies.len())
+        .map(|i| format!("{prefix}{i}.bin"))
+        .collect();
     let entries: Vec<(&str, Option<&[u8]>, u64)> = names
         .iter()
         .zip(&bodies)
@@ -2029,7 +2029,7 @@ fn get_many_fetches_no_block_for_an_object_it_has_no_room_for() {
     let ch = change(&entries);
     {
         // Not gathered, one object per request: each a block of its own.
-        let s = serve_gathering(&data, &b, "0", &[]);
+        let s = serve_gathering(data, b, "0", &[]);
         let mut c = wire::tcp(s.addr.parse().unwrap());
         let ws = WorkspaceId([9; 16]);
         c.register(ws);
@@ -2044,8 +2044,21 @@ fn get_many_fetches_no_block_for_an_object_it_has_no_room_for() {
         drop(c);
         kill(s);
     }
-    let (ok, out) = tier_cmd(&data, &b, &rgw().endpoint, &["tier", "evict"]);
+    let (ok, out) = tier_cmd(data, b, &rgw().endpoint, &["tier", "evict"]);
     assert!(ok, "{out}");
+    ch
+}
+
+/// ObjectGetMany leaves an object it has no room for unread: asked for
+/// two evicted chunks of over 2 MiB in different blocks, it answers with
+/// the first after one bucket GET, not two (read-ahead off, so every GET
+/// is the request's own); the second comes with the next request.
+#[test]
+fn get_many_fetches_no_block_for_an_object_it_has_no_room_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let ch = one_chunk_files_evicted(&data, &b, 900..1060, "big");
     let big: Vec<&(ObjectId, Vec<u8>)> = ch
         .objects
         .iter()
@@ -2100,37 +2113,7 @@ fn manifests_asked_for_bring_their_chunks_before_they_are_read() {
     let dir = tempfile::tempdir().unwrap();
     let data = init(dir.path());
     let b = bucket();
-    let bodies: Vec<Vec<u8>> = (2000..2160)
-        .map(|seed| noise(seed, 3 << 20))
-        .filter(|b| scribe_objects::chunk_boundaries(b).len() == 1)
-        .take(4)
-        .collect();
-    let names: Vec<String> = (0..bodies.len()).map(|i| format!("f{i}.bin")).collect();
-    let entries: Vec<(&str, Option<&[u8]>, u64)> = names
-        .iter()
-        .zip(&bodies)
-        .map(|(n, c)| (n.as_str(), Some(c.as_slice()), 0))
-        .collect();
-    let ch = change(&entries);
-    {
-        // One object per request: each chunk a block of its own.
-        let s = serve_gathering(&data, &b, "0", &[]);
-        let mut c = wire::tcp(s.addr.parse().unwrap());
-        let ws = WorkspaceId([9; 16]);
-        c.register(ws);
-        let op = OperationId([7; 16]);
-        for o in &ch.objects {
-            expect_put_many(&mut c, put_many_req(ws, op, std::slice::from_ref(o)));
-        }
-        match c.ask(Request::Submit(submit_req(ws, op, ch.id, "m"))) {
-            Response::Submitted(o) => accepted(&o),
-            other => panic!("{other:?}"),
-        };
-        drop(c);
-        kill(s);
-    }
-    let (ok, out) = tier_cmd(&data, &b, &rgw().endpoint, &["tier", "evict"]);
-    assert!(ok, "{out}");
+    let ch = one_chunk_files_evicted(&data, &b, 2000..2160, "f");
     let of_kind = |k: scribe_format::ObjectKind| -> Vec<ObjectId> {
         ch.objects
             .iter()
