@@ -211,12 +211,32 @@ pub const PRUNE_ARCHIVED_RECORDS: u64 = 4_096;
 /// import writes stayed in `metadata.redb` twice until an offline
 /// `consolidate` (docs/metadata.md, "Outbox pruning").
 fn prune_archived(tx: &WriteTransaction, archived: u64) -> Result<u64> {
+    prune_archived_at_least(tx, archived, PRUNE_ARCHIVED_RECORDS)
+}
+
+/// Delete every outbox row the archive, published up to `archived` (its
+/// `HEAD.end`, read from disk), already holds, however few, in a
+/// transaction of its own: an opening after a streamed import, before the
+/// file is compacted (`Repository::open`). The import's last records (the
+/// upload pins' removals, about one per uploaded object) were written after
+/// its last archived write began, so they stayed in the outbox until the
+/// repository's next write: 10.7 MB of a 70 MB `metadata.redb` after the
+/// toolchain tree's import (docs/performance.md, "Real trees: server
+/// footprint"). Returns the rows deleted.
+pub(crate) fn prune_archived_now(db: &Database, archived: u64) -> Result<u64> {
+    let tx = db.begin_write()?;
+    let removed = prune_archived_at_least(&tx, archived, 1)?;
+    tx.commit()?;
+    Ok(removed)
+}
+
+fn prune_archived_at_least(tx: &WriteTransaction, archived: u64, least: u64) -> Result<u64> {
     let mut pos = tx.open_table(POSITION)?;
     let floor = pos.get(POS_FLOOR)?.map(|g| g.value()).unwrap_or(0);
     let end = pos.get(POS_END)?.map(|g| g.value()).unwrap_or(0);
     // HEAD never passes the end; a HEAD beyond it is left to the opening
     // checks, which refuse it.
-    if archived > end || archived < floor + PRUNE_ARCHIVED_RECORDS {
+    if archived > end || archived < floor + least {
         return Ok(0);
     }
     let mut records = tx.open_table(RECORDS)?;

@@ -3,16 +3,22 @@
 # submit MIB MiB of 3 MiB random files under `--ack durable`, then time
 # `scribe workspace create` from a cold cache (the local store evicted by
 # `tier evict`, a fresh server) and then warm, RUNS rounds, printing
-# radosgw's GET count beside each cold one (its admin socket) and each
-# round's cold/warm speed ratio.
+# radosgw's GET count beside each cold one (its admin socket), radosgw's
+# own GET rate (16 MiB objects, 8 in flight, over MIB MiB) measured
+# right before each cold read, and each round's cold/warm ratio and the
+# issue's figure, cold / min(warm, S3 GET).
 #
 #   CEPH_DIR=/tmp/ceph-bench RGW_MEMSTORE_BYTES=10737418240 .ci/start-rgw.sh
 #   cargo build --release -p scribe-cli -p scribe-server --features scribe-server/cli
 #   scribe-server/benches/tier-workspace.sh [MIB [RUNS]]
 #
 # Env: BIN (default target/release), SERVER (another scribe-server, for
-# A/B), PERF_DIR (a directory: `perf record -g` of the server during
-# each cold run, cold<i>.data), CEPH_DIR (default /tmp/ceph-bench), S3_ENDPOINT (default
+# A/B), RATES (the tier bench binary, which measures radosgw's own rates:
+# `cargo bench -p scribe-server --features cli --bench tier --no-run`
+# prints its path; default the newest target/release/deps/tier-*; none:
+# the GET rate is not measured), PERF_DIR (a directory: `perf record -g` of the server during
+# each cold run, cold<i>.data), CLIENT_PERF (a directory: `perf record -g`
+# of the client during each run, cold<i>.data and warm<i>.data), CEPH_DIR (default /tmp/ceph-bench), S3_ENDPOINT (default
 # http://127.0.0.1:7480), AWS_* keys (default start-rgw.sh's), WORK
 # (default /tmp/scribe-tier-workspace, removed first).
 set -euo pipefail
@@ -23,6 +29,14 @@ W=${WORK:-/tmp/scribe-tier-workspace}
 export AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-AKEXAMPLE}
 export AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-SKEXAMPLE}
 export AWS_REGION=${AWS_REGION:-us-east-1}
+RATES=${RATES:-$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/tier-* 2>/dev/null | grep -v '\.d$' | head -1 || true)}
+# radosgw's own GET rate in MiB/s (0: not measured). Its objects stay in
+# the bucket between rounds and are deleted at the end.
+get_rate() {
+    [ -n "$RATES" ] || { echo 0; return; }
+    SCRIBE_TEST_S3_ENDPOINT=${S3_ENDPOINT:-http://127.0.0.1:7480} "$RATES" rates "$MIB" |
+        awk '/^S3 GET 16 MiB x 8 in flight:/ {print int($9)}'
+}
 TIER=(--tier "s3://${S3_BUCKET:-test}/tier-workspace-$(date +%s)" --tier-endpoint "${S3_ENDPOINT:-http://127.0.0.1:7480}")
 rm -rf "$W"; mkdir -p "$W"
 PID=
@@ -49,6 +63,28 @@ srv_cpu() {
     echo "server $(echo "scale=2; $ticks / $hz" | bc) core-s $sw switches $faults faults"
 }
 secs() { local t=$(date +%s.%N); "$@" >/dev/null 2>&1; printf "%.2f" "$(echo "$(date +%s.%N) - $t" | bc)"; }
+# "WALL CPU": the command's wall time and its CPU time (user + system),
+# in s. With CLIENT_PERF=DIR the command runs under `perf record -g`
+# into DIR/NAME.data (NAME the first argument; the CPU time is then
+# perf's and the client's together).
+timed() {
+    local name=$1; shift
+    [ -n "${CLIENT_PERF:-}" ] && set -- perf record -q -g -o "$CLIENT_PERF/$name.data" -- "$@"
+    python3 -c '
+import resource, subprocess, sys, time
+t = time.monotonic()
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(f"{time.monotonic() - t:.2f} {r.ru_utime + r.ru_stime:.2f}+{r.ru_stime:.2f}")' "$@"
+}
+# CPU seconds radosgw and its OSD have used so far.
+rgw_cpu() {
+    local hz=$(getconf CLK_TCK) t=0 p
+    for p in $(cat "$CEPH_DIR/run/client.rgw.a.pid" "$CEPH_DIR/run/osd.0.pid" 2>/dev/null); do
+        t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+    done
+    echo "scale=2; $t / $hz" | bc
+}
 
 "$BIN/scribe-server" init --data "$W/data" >/dev/null
 "$BIN/scribe-server" repo create --data "$W/data" game >/dev/null
@@ -86,15 +122,18 @@ prime() {
     dd if=/dev/zero of="$W/.prime" bs=4M count=$(((MIB + 512) / 4)) conv=fsync status=none
     rm -f "$W/.prime"
 }
-ratios=()
+ratios=(); figures=()
 for i in $(seq "$RUNS"); do
     "$BIN/scribe-server" tier evict --data "$W/data" "${TIER[@]}" >/dev/null 2>&1
     sync
+    get=$(get_rate)
     serve
     prime
     read -r g0 b0 < <(gets)
     [ -n "${PERF_DIR:-}" ] && { perf record -q -g -p "$PID" -o "$PERF_DIR/cold$i.data" 2>/dev/null & PERF=$!; }
-    c=$(secs "$BIN/scribe" workspace create "$W/cold$i" --server "scribe://$ADDR" --repo game)
+    r0=$(rgw_cpu)
+    read -r c ccpu < <(timed "cold$i" "$BIN/scribe" workspace create "$W/cold$i" --server "scribe://$ADDR" --repo game)
+    rcpu=$(echo "$(rgw_cpu) - $r0" | bc)
     [ -n "${PERF_DIR:-}" ] && { kill -INT "$PERF"; wait "$PERF" || true; }
     read -r g1 b1 < <(gets)
     cpu=$(srv_cpu)
@@ -105,15 +144,21 @@ for i in $(seq "$RUNS"); do
     sync    # the write-back's pages reach the disk before the warm run
     serve   # a fresh server, as for the cold run
     prime
-    w=$(secs "$BIN/scribe" workspace create "$W/warm$i" --server "scribe://$ADDR" --repo game)
+    read -r w wccpu < <(timed "warm$i" "$BIN/scribe" workspace create "$W/warm$i" --server "scribe://$ADDR" --repo game)
     wcpu=$(srv_cpu)
     rm -rf "$W/warm$i"
     r=$(echo "100 * $w / $c" | bc)
     ratios+=("$r")
-    echo "round $i: cold $c s ($(echo "$MIB / $c" | bc) MiB/s; radosgw GETs $((g1 - g0)) of $(((b1 - b0) / 1048576)) MiB; reads $waited; $cpu), warm $w s ($(echo "$MIB / $w" | bc) MiB/s; $wcpu): cold/warm $r %"
+    # The issue's figure: cold / min(warm, radosgw's GET), in MiB/s.
+    f=$(python3 -c "c, w, g = $MIB / $c, $MIB / $w, $get; print(round(100 * c / (min(w, g) if g else w)))")
+    figures+=("$f")
+    echo "round $i: S3 GET $get MiB/s; cold $c s ($(echo "$MIB / $c" | bc) MiB/s; radosgw GETs $((g1 - g0)) of $(((b1 - b0) / 1048576)) MiB; reads $waited; client $ccpu (system) core-s, $cpu, radosgw+osd $rcpu core-s), warm $w s ($(echo "$MIB / $w" | bc) MiB/s; client $wccpu (system) core-s, $wcpu): cold/warm $r %, cold/min(warm, GET) $f %"
     stop
 done
-echo "cold/warm per round: ${ratios[*]} %; median $(printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') %"
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo "cold/warm per round: ${ratios[*]} %; median $(median "${ratios[@]}") %"
+echo "cold/min(warm, S3 GET) per round: ${figures[*]} %; median $(median "${figures[@]}") %"
+[ -n "$RATES" ] && SCRIBE_TEST_S3_ENDPOINT=${S3_ENDPOINT:-http://127.0.0.1:7480} "$RATES" rates-clean "$MIB" >/dev/null
 serve
 grep reads "$W/data/tier/status" || true
 stop

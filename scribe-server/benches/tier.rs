@@ -30,7 +30,9 @@
 //! more from one measure to the next: each cold read is compared with the
 //! GET beside it, and the median of those ratios is the figure; the
 //! median cold read against the highest GET of the run is printed too),
-//! and one warm read; with
+//! and one warm read; `rates` among the arguments measures only
+//! radosgw's own PUT and GET rates over MIB (tier-workspace.sh runs it
+//! beside each cold read of the real client); with
 //! `SCRIBE_BENCH_PERF=DIR` each cold read is sampled by `sudo perf record
 //! -a` for its first `SCRIBE_BENCH_PERF_SECS` seconds (default 3) into
 //! DIR/cold-N.data. Every read prints the CPU seconds the client (this
@@ -47,11 +49,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use nokv_bridge::tier::{BlockKey, Provider, S3Config, S3Provider, Tier, TierOptions};
+use nokv_bridge::tier::{BlockKey, Provider, Put, S3Config, S3Provider, Tier, TierOptions};
 use scribe_format::changeset::{ChangeSet, Entry, FileState};
 use scribe_format::wire::{Request, Response};
 use scribe_format::{ChangeSetId, ObjectId, OperationId, WorkspaceId};
@@ -525,6 +528,13 @@ fn perf(name: &str) -> Option<Child> {
 
 fn main() {
     let cold_only = std::env::args().skip(1).any(|a| a == "cold");
+    // `rates`: radosgw's own PUT and GET rates only (for
+    // tier-workspace.sh, which measures them beside each cold read).
+    // Its objects stay in the bucket for the next measure (a delete's
+    // garbage collection would run during the read beside it) until
+    // `rates-clean`.
+    let rates_only = std::env::args().skip(1).any(|a| a == "rates");
+    let rates_clean = std::env::args().skip(1).any(|a| a == "rates-clean");
     let mut nums = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse::<u64>().ok());
@@ -543,19 +553,38 @@ fn main() {
     let total = mib << 20;
 
     // 1. radosgw's own rates.
-    let raw = S3Provider::new(&config(&format!("bench-server/{stamp}/raw"))).unwrap();
+    let raw = if rates_only || rates_clean {
+        S3Provider::new(&config("bench-server/rates/raw")).unwrap()
+    } else {
+        S3Provider::new(&config(&format!("bench-server/{stamp}/raw"))).unwrap()
+    };
     let block = Bytes::from(random(16 << 20, 1));
     // At most 512 MiB: radosgw frees deleted objects only at its garbage
     // collection (hours), and its memstore holds 4 GiB.
     let keys: Vec<String> = (0..total.min(512 << 20).div_ceil(16 << 20))
         .map(|i| format!("raw/{i:08}"))
         .collect();
+    if rates_clean {
+        parallel(8, keys, |k| {
+            let _ = raw.delete(&k);
+        });
+        return;
+    }
     let t = Instant::now();
+    let created = AtomicU64::new(0);
     parallel(8, keys.clone(), |k| {
-        raw.put_if_absent(&k, block.clone()).unwrap();
+        if raw.put_if_absent(&k, block.clone()).unwrap() == Put::Created {
+            created.fetch_add(1, Ordering::Relaxed);
+        }
     });
     let put = mib_s(keys.len() as u64 * (16 << 20), t.elapsed().as_secs_f64());
     let get = get_rate(&raw, &keys, total, "S3 GET 16 MiB x 8 in flight");
+    if rates_only {
+        if created.into_inner() == keys.len() as u64 {
+            println!("S3 PUT 16 MiB x 8 in flight: {put:.0} MiB/s");
+        }
+        return;
+    }
     let small = if cold_only { 0 } else { small };
     let mut lat = Vec::new();
     for i in 0..small {
