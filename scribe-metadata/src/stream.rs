@@ -250,31 +250,53 @@ impl Repository {
         }
     }
 
-    pub(crate) fn submit_streamed(&self, s: Submission, fingerprint: [u8; 32]) -> Result<Outcome> {
+    /// With `check_manifests` the manifests' deep check
+    /// ([`Repository::check_manifests`]) runs on a thread of its own beside
+    /// the preparation, and its refusal, if any, wins over every other:
+    /// the staged rows are discarded and the refusal recorded, as if it had
+    /// been found first.
+    pub(crate) fn submit_streamed(
+        &self,
+        s: Submission,
+        fingerprint: [u8; 32],
+        check_manifests: bool,
+    ) -> Result<Outcome> {
         let _turn = self
             .turn
             .lock()
             .map_err(|_| MetadataError::Gate("submit turn poisoned".into()))?;
-        for _attempt in 0..3 {
-            if let Some(o) = self.replay(&s.operation, &fingerprint)? {
-                return Ok(o);
-            }
-            match self.stream_once(&s, fingerprint)? {
-                Some(o) => {
-                    self.cleanup_finished_pins()?;
+        std::thread::scope(|scope| {
+            let s = &s;
+            let mut verdict = Verdict {
+                checking: check_manifests.then(|| scope.spawn(move || self.check_manifests(s))),
+                known: None,
+            };
+            for _attempt in 0..3 {
+                if let Some(o) = self.replay(&s.operation, &fingerprint)? {
                     return Ok(o);
                 }
-                None => self.recover_submissions_locked()?,
+                match self.stream_once(s, fingerprint, &mut verdict)? {
+                    Some(o) => {
+                        self.cleanup_finished_pins()?;
+                        return Ok(o);
+                    }
+                    None => self.recover_submissions_locked()?,
+                }
             }
-        }
-        Err(MetadataError::refused(
-            scribe_format::ErrorCode::Busy,
-            "the streamed preparation went stale three times",
-        ))
+            Err(MetadataError::refused(
+                scribe_format::ErrorCode::Busy,
+                "the streamed preparation went stale three times",
+            ))
+        })
     }
 
     /// One preparation; `None` when it went stale and must be retried.
-    fn stream_once(&self, s: &Submission, fingerprint: [u8; 32]) -> Result<Option<Outcome>> {
+    fn stream_once(
+        &self,
+        s: &Submission,
+        fingerprint: [u8; 32],
+        verdict: &mut Verdict<'_>,
+    ) -> Result<Option<Outcome>> {
         // 1. Validate against a read snapshot.
         let (head, branch_head_at, epoch, base_root, releases, next_page) = {
             let tx = self.db.begin_read()?;
@@ -282,6 +304,9 @@ impl Repository {
             let bh = match branch_head(&tx, &s.branch) {
                 Ok(h) => h,
                 Err(MetadataError::Refused { code, detail }) => {
+                    if let Some(r) = verdict.refusal()? {
+                        return self.record_only(s, fingerprint, r);
+                    }
                     return self.record_only(
                         s,
                         fingerprint,
@@ -311,7 +336,10 @@ impl Repository {
             let commits = tx.open_table(tables::COMMITS)?;
             let releases = match validate_state(s, &nodes, &locks, &ws, &commits, root)? {
                 Ok(r) => r,
-                Err(r) => return self.record_only(s, fingerprint, r),
+                Err(r) => {
+                    let r = verdict.refusal()?.unwrap_or(r);
+                    return self.record_only(s, fingerprint, r);
+                }
             };
             let next_page = nodes.last()?.map(|(k, _)| k.value()).unwrap_or(0);
             (head, bh, epoch, root, releases, next_page)
@@ -384,6 +412,12 @@ impl Repository {
             produced
         })?;
         let _ = next_id;
+        // The manifests' check, if it ran beside: a refusal discards the
+        // staged rows and the reservation before it is recorded.
+        if let Some(r) = verdict.refusal()? {
+            self.recover_submissions_locked()?;
+            return self.record_only(s, fingerprint, r);
+        }
         // 4. Publish under the gate.
         let accepted = {
             let _gate = self
@@ -581,6 +615,27 @@ impl Repository {
                 return Ok(());
             }
         }
+    }
+}
+
+/// The manifests' deep check running beside a streamed preparation
+/// ([`Repository::submit_streamed`]), joined once.
+pub(crate) struct Verdict<'scope> {
+    checking: Option<std::thread::ScopedJoinHandle<'scope, Result<Option<crate::accept::Reject>>>>,
+    known: Option<Option<crate::accept::Reject>>,
+}
+
+impl Verdict<'_> {
+    /// The check's refusal, waiting for it the first time (none when no
+    /// check runs).
+    fn refusal(&mut self) -> Result<Option<crate::accept::Reject>> {
+        if let Some(h) = self.checking.take() {
+            let r = h
+                .join()
+                .map_err(|_| MetadataError::Gate("the manifest check panicked".into()))??;
+            self.known = Some(r);
+        }
+        Ok(self.known.clone().flatten())
     }
 }
 

@@ -408,3 +408,57 @@ fn change_notes_append_revisions_and_doctor_checks_them() {
     w.commit().unwrap();
     assert!(e.repo.doctor().unwrap().has("metadata.change-notes"));
 }
+
+/// A streamed submission's manifests are checked beside its staging
+/// (issue 19: the check no longer holds the staging up). A refusal found
+/// there, here an entry whose size is not its manifest's, still wins:
+/// the staged rows and the reservation are discarded, the refusal is
+/// recorded (a retry replays it), nothing of the change is visible, and
+/// the repository accepts the next submission as change 1.
+#[test]
+fn a_streamed_submission_with_an_invalid_manifest_is_refused_after_its_staging() {
+    use redb::{ReadableDatabase, ReadableTableMetadata};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let e = env();
+    let staged = Arc::new(AtomicU64::new(0));
+    {
+        let staged = staged.clone();
+        e.repo.set_stage_hook(Some(Box::new(move |n| {
+            staged.fetch_max(n, Ordering::SeqCst);
+        })));
+    }
+    let mut entries: Vec<Entry> = (0..600)
+        .map(|i| add(&e, &format!("tree/d{:02}/f{i:04}.txt", i % 17), 50 + i))
+        .collect();
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let liar = entries[300].path.clone();
+    entries[300].state.as_mut().unwrap().size += 1;
+    let s = submission(&e, entries);
+    let o = e.repo.submit(s.clone()).unwrap();
+    assert_eq!(rejected(&o), ErrorCode::InvalidManifest, "{o:?}");
+    if let Outcome::Rejected { paths, .. } = &o {
+        assert_eq!(paths, &vec![liar.clone()]);
+    }
+    assert!(
+        staged.load(Ordering::SeqCst) > 0,
+        "the submission was refused before any staging transaction: the check did not run beside it"
+    );
+    e.repo.set_stage_hook(None);
+    {
+        let tx = e.repo.database().begin_read().unwrap();
+        let stage = tx
+            .open_table(scribe_metadata::tables::SUBMIT_STAGE)
+            .unwrap();
+        assert_eq!(stage.len().unwrap(), 0, "staged rows left behind");
+        let m = tx.open_table(scribe_metadata::tables::META).unwrap();
+        assert!(m.get("pending-submit").unwrap().is_none());
+    }
+    assert_eq!(e.repo.head().unwrap(), 0);
+    assert!(e.repo.history(e.main, &liar).unwrap().is_empty());
+    assert_doctor_clean(&e.repo);
+    // Recorded: the same operation replays its refusal.
+    assert_eq!(e.repo.submit(s).unwrap(), o);
+    assert_eq!(commit(&e, vec![add(&e, "after.txt", 7)]), 1);
+    assert_doctor_clean(&e.repo);
+}
