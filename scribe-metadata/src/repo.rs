@@ -300,6 +300,19 @@ impl Repository {
         self.id
     }
 
+    /// Whether a streamed acceptance left the hint that the next opening
+    /// compacts `metadata.redb` ([`COMPACT_MARKER`]).
+    pub fn compaction_wanted(&self) -> bool {
+        self.dir.join(COMPACT_MARKER).exists()
+    }
+
+    /// Whether dropping this handle closes the database (no clone of the
+    /// database or archive handle lives elsewhere).
+    pub(crate) fn held_only_by_itself(&self) -> bool {
+        std::sync::Arc::strong_count(&self.archive) == 1
+            && std::sync::Arc::strong_count(&self.db) == 2
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }

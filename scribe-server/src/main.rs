@@ -1264,6 +1264,12 @@ fn serve(
         other => other,
     }
     .with_context(|| format!("cannot serve data root {}", data.display()))?;
+    // metadata.redb's free pages after a streamed import go back once the
+    // repository has been unused for a few seconds (docs/metadata.md).
+    service.start_idle_compaction(
+        std::time::Duration::from_secs(2),
+        std::time::Duration::from_secs(5),
+    );
     if let Some(files) = &team_files {
         let authorizer = team::TeamAuthorizer::new(data, files, auth_recheck)
             .with_context(|| format!("cannot serve data root {}", data.display()))?;

@@ -238,3 +238,62 @@ fn streamed_staging_publishes_the_archive_every_16_batches_not_per_batch() {
     let v = archive::verify(&dir).unwrap();
     assert_eq!(v.head.end, outbox(&env.repo).1);
 }
+
+/// A serving data root gives the free pages of a streamed import back
+/// without a restart (`DataRoot::compact_idle_repositories`): not while a
+/// handle is held or the repository was used within the quiet time, then
+/// by reopening it (outbox pruned, file compacted), after which it serves
+/// on from the new handle and nothing is left to do.
+#[test]
+fn an_idle_repository_is_compacted_while_the_root_stays_open() {
+    use std::time::Duration;
+    let env = env();
+    import(&env);
+    let repo_dir = env.repo.dir().to_owned();
+    let before = file_len(&repo_dir);
+    let rows = journal::dump_rows(env.repo.database()).unwrap();
+    assert!(env.repo.compaction_wanted());
+    let Env {
+        root,
+        repo,
+        dir: _keep,
+        ..
+    } = env;
+    // Held by a request: left alone.
+    assert!(root
+        .compact_idle_repositories(Duration::ZERO)
+        .unwrap()
+        .is_empty());
+    let id = repo.id();
+    drop(repo);
+    // Used within the quiet time: left alone.
+    drop(root.open_repository(id).unwrap());
+    assert!(root
+        .compact_idle_repositories(Duration::from_secs(600))
+        .unwrap()
+        .is_empty());
+    assert_eq!(file_len(&repo_dir), before);
+    // Quiet and unheld: reopened and compacted.
+    assert_eq!(
+        root.compact_idle_repositories(Duration::ZERO).unwrap(),
+        vec![id]
+    );
+    let after = file_len(&repo_dir);
+    assert!(
+        after < before / 2,
+        "metadata.redb {before} -> {after} bytes"
+    );
+    let repo = root.open_repository(id).unwrap();
+    assert!(!repo.compaction_wanted());
+    assert_eq!(outbox(&repo).2, 0);
+    assert_eq!(journal::dump_rows(repo.database()).unwrap(), rows);
+    drop(repo);
+    assert!(root
+        .compact_idle_repositories(Duration::ZERO)
+        .unwrap()
+        .is_empty());
+    let repo = root.open_repository(id).unwrap();
+    assert_doctor_clean(&repo);
+    repo.add_change_note(1, "ada", "served after the compaction")
+        .unwrap();
+}

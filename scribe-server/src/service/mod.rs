@@ -30,7 +30,7 @@ pub mod upload;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use scribe_format::wire::{ErrorReply, Request, Response};
 use scribe_format::{ErrorCode, RepositoryId};
@@ -285,6 +285,27 @@ impl Service {
             root.open_repository(info.id)?;
         }
         Ok(stores)
+    }
+
+    /// Every `every`, for as long as the service lives, give back the free
+    /// pages streamed imports left in repositories that went unused for
+    /// `quiet` (`DataRoot::compact_idle_repositories`); `serve` starts it.
+    pub fn start_idle_compaction(self: &Arc<Self>, every: Duration, quiet: Duration) {
+        let weak = Arc::downgrade(self);
+        let started = std::thread::Builder::new()
+            .name("scribe-compact".into())
+            .spawn(move || loop {
+                std::thread::sleep(every);
+                let Some(svc) = weak.upgrade() else {
+                    return;
+                };
+                if let Err(e) = svc.root().compact_idle_repositories(quiet) {
+                    eprintln!("scribe-server: compacting idle repositories: {e}");
+                }
+            });
+        if let Err(e) = started {
+            eprintln!("scribe-server: idle compaction not started: {e}");
+        }
     }
 
     /// The owned data root.

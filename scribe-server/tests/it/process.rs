@@ -437,3 +437,62 @@ fn lock_release_breaks_another_workspaces_lock_offline() {
     let mut c = InProcessConnection::new(svc);
     assert!(matches!(retire(&mut c), Response::WorkspaceRetired(_)));
 }
+
+/// A served repository gives the free pages of a streamed import back
+/// once it has been unused for a few seconds, without a restart: the
+/// compaction hint goes, `metadata.redb` shrinks, and the server serves on.
+#[test]
+fn serve_compacts_an_idle_repository_after_a_streamed_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    assert!(run(&["init", "--data", d]).status.success());
+    let out = run(&["repo", "create", "--data", d, REPO]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let repo_dir = data.join("repos").join(text(&out.stdout).trim());
+    let mut s = serve(&data, &dir.path().join("run"));
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let ws = WorkspaceId([4; 16]);
+    c.register(ws);
+    let contents: Vec<(String, Vec<u8>)> = (0..2_000u32)
+        .map(|i| {
+            (
+                format!("tree/d{:02}/file_{i:05}.txt", i % 23),
+                i.to_le_bytes().repeat(9),
+            )
+        })
+        .collect();
+    let entries: Vec<(&str, Option<&[u8]>, u64)> = contents
+        .iter()
+        .map(|(p, b)| (p.as_str(), Some(b.as_slice()), 0))
+        .collect();
+    accepted(&c.upload_and_submit(ws, OperationId([4; 16]), &change(&entries), "import"));
+    let marker = repo_dir.join(scribe_metadata::repo::COMPACT_MARKER);
+    let len = || {
+        std::fs::metadata(repo_dir.join("metadata.redb"))
+            .unwrap()
+            .len()
+    };
+    assert!(
+        marker.exists(),
+        "a streamed import leaves the compaction hint"
+    );
+    let before = len();
+    // Polling the files is not a timing assertion: it fails only if the
+    // compaction never comes (5 s of quiet, checked every 2 s).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while marker.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(!marker.exists(), "the idle repository was not compacted");
+    let after = len();
+    assert!(after < before, "metadata.redb {before} -> {after} bytes");
+    accepted(&c.upload_and_submit(
+        ws,
+        OperationId([5; 16]),
+        &change(&[("after.txt", Some(b"after".as_slice()), 0)]),
+        "after",
+    ));
+    sigterm(&s.child);
+    assert!(s.child.wait().unwrap().success());
+}
