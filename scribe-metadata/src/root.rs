@@ -49,9 +49,10 @@ pub struct DataRoot {
     catalog: Mutex<Option<(Arc<Database>, Arc<Archive>)>>,
     incarnation: String,
     open: Mutex<HashMap<RepositoryId, Arc<Repository>>>,
-    /// When each open repository was last handed out
-    /// ([`DataRoot::compact_idle_repositories`] waits for quiet).
-    used: Mutex<HashMap<RepositoryId, std::time::Instant>>,
+    /// Since when each open repository with the compaction hint has been
+    /// seen unheld by [`DataRoot::compact_idle_repositories`]; handing it
+    /// out or finding it held starts the count again.
+    idle_since: Mutex<HashMap<RepositoryId, std::time::Instant>>,
     objects: Box<ObjectsFactory>,
     create_gate: Mutex<()>,
 }
@@ -147,7 +148,7 @@ impl DataRoot {
             catalog: Mutex::new(Some((catalog, archive))),
             incarnation,
             open: Mutex::new(HashMap::new()),
-            used: Mutex::new(HashMap::new()),
+            idle_since: Mutex::new(HashMap::new()),
             objects: Box::new(default_objects),
             create_gate: Mutex::new(()),
         })
@@ -196,7 +197,7 @@ impl DataRoot {
             ))),
             incarnation,
             open: Mutex::new(HashMap::new()),
-            used: Mutex::new(HashMap::new()),
+            idle_since: Mutex::new(HashMap::new()),
             objects: Box::new(default_objects),
             create_gate: Mutex::new(()),
         };
@@ -416,8 +417,8 @@ impl DataRoot {
             .open
             .lock()
             .map_err(|_| MetadataError::Gate("poisoned".into()))?;
-        if let Ok(mut used) = self.used.lock() {
-            used.insert(id, std::time::Instant::now());
+        if let Ok(mut idle) = self.idle_since.lock() {
+            idle.remove(&id);
         }
         if let Some(r) = open.get(&id) {
             return Ok(r.clone());
@@ -429,8 +430,9 @@ impl DataRoot {
 
     /// Give back, while serving, the free pages a streamed import left in
     /// `metadata.redb`: each open repository with the compaction hint
-    /// (`repo::COMPACT_MARKER`) that was not handed out for `quiet` and that
-    /// nothing but this root holds is closed and opened again, which prunes
+    /// (`repo::COMPACT_MARKER`) that calls have found unheld for `quiet`
+    /// (nothing but this root holding it, and not handed out since) is
+    /// closed and opened again, which prunes
     /// the archived outbox rows and compacts the file (`Repository::open`).
     /// A repository in use is left for a later call. Openings of every
     /// repository wait meanwhile, as at a first opening (about 1.7 s for a
@@ -446,18 +448,20 @@ impl DataRoot {
             .lock()
             .map_err(|_| MetadataError::Gate("poisoned".into()))?;
         let quiet_ids: Vec<RepositoryId> = {
-            let used = self
-                .used
+            let mut idle = self
+                .idle_since
                 .lock()
                 .map_err(|_| MetadataError::Gate("poisoned".into()))?;
-            open.iter()
-                .filter(|(id, r)| {
-                    Arc::strong_count(r) == 1
-                        && r.compaction_wanted()
-                        && used.get(id).is_none_or(|t| t.elapsed() >= quiet)
-                })
-                .map(|(id, _)| *id)
-                .collect()
+            let now = std::time::Instant::now();
+            let mut ids = Vec::new();
+            for (id, r) in open.iter() {
+                if Arc::strong_count(r) > 1 || !r.compaction_wanted() {
+                    idle.remove(id);
+                } else if now.duration_since(*idle.entry(*id).or_insert(now)) >= quiet {
+                    ids.push(*id);
+                }
+            }
+            ids
         };
         let mut done = Vec::new();
         for id in quiet_ids {
@@ -478,6 +482,9 @@ impl DataRoot {
                 }
             };
             drop(repo);
+            if let Ok(mut idle) = self.idle_since.lock() {
+                idle.remove(&id);
+            }
             let repo = self.open_new(id)?;
             open.insert(id, repo);
             done.push(id);
