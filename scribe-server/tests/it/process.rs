@@ -28,6 +28,15 @@ struct Served {
     addr: String,
 }
 
+impl Drop for Served {
+    /// A test that fails part-way does not leave its server running (one
+    /// that stopped it already has reaped it: both calls then fail).
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Start `serve` and wait until it has written its runtime files.
 fn serve(data: &Path, runtime: &Path) -> Served {
     serve_with(data, runtime, &[])
