@@ -215,7 +215,7 @@ fn prune_archived(tx: &WriteTransaction, archived: u64) -> Result<u64> {
 }
 
 /// Delete every outbox row the archive, published up to `archived` (its
-/// `HEAD.end`, read from disk), already holds, however few, in a
+/// `HEAD.end`, as `Archive::open` checked it), already holds, however few, in a
 /// transaction of its own: an opening after a streamed import, before the
 /// file is compacted (`Repository::open`). The import's last records (the
 /// upload pins' removals, about one per uploaded object) were written after

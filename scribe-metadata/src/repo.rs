@@ -252,13 +252,17 @@ impl Repository {
         let marker = dir.join(COMPACT_MARKER);
         if marker.exists() {
             // The outbox rows the archive holds go first, so that their
-            // pages are among those the compaction gives back. An archive
-            // that cannot be read is left to `Archive::open` to refuse.
-            let head =
-                crate::archive::archive_dir(&path).and_then(|dir| crate::archive::read_head(&dir));
-            if let Ok(head) = head {
-                crate::journal::prune_archived_now(&db, head.end)?;
-            }
+            // pages are among those the compaction gives back. Its HEAD
+            // bounds them only once `Archive::open` has checked that the
+            // archive is this database's and not ahead of it (a HEAD read
+            // unchecked could name another database's records).
+            let shared = std::sync::Arc::new(db);
+            let archived = crate::archive::Archive::open(&path, shared.clone())?
+                .head()
+                .end;
+            crate::journal::prune_archived_now(&shared, archived)?;
+            db = std::sync::Arc::try_unwrap(shared)
+                .map_err(|_| MetadataError::Gate("metadata.redb is still shared".into()))?;
             compact_if_sparse(&mut db, &path)?;
             let _ = std::fs::remove_file(&marker);
         }

@@ -298,3 +298,44 @@ fn an_idle_repository_is_compacted_while_the_root_stays_open() {
     repo.add_change_note(1, "ada", "served after the compaction")
         .unwrap();
 }
+
+/// The opening that compacts after a streamed import prunes the outbox
+/// only up to a HEAD the archive's own opening accepted: a HEAD that
+/// belongs to another database is refused before any outbox row goes
+/// (an unchecked HEAD would have bounded the pruning).
+#[test]
+fn an_archive_head_of_another_database_prunes_nothing_and_is_refused() {
+    use redb::{ReadableDatabase, ReadableTableMetadata};
+    let env = env();
+    import(&env);
+    assert!(env.repo.compaction_wanted());
+    let repo_dir = env.repo.dir().to_owned();
+    let rows_before = outbox(&env.repo).2;
+    assert!(rows_before > 0, "the import leaves archived rows to prune");
+    let Env {
+        root,
+        repo,
+        dir: tmp,
+        ..
+    } = env;
+    let id = repo.id();
+    drop(repo);
+    drop(root);
+    let head_file = repo_dir.join("metadata.recovery").join(archive::HEAD_FILE);
+    let mut head = archive::read_head(&repo_dir.join("metadata.recovery")).unwrap();
+    head.identity[0] ^= 0xff;
+    std::fs::write(&head_file, head.encode()).unwrap();
+    let root = reopen(&tmp.path().join("data"));
+    let Err(err) = root.open_repository(id) else {
+        panic!("a foreign HEAD is refused");
+    };
+    assert!(err.to_string().contains("archive of database"), "{err}");
+    drop(root);
+    let db = redb::Database::open(repo_dir.join("metadata.redb")).unwrap();
+    let tx = db.begin_read().unwrap();
+    let rows = tx.open_table(journal::RECORDS).unwrap().len().unwrap();
+    assert_eq!(
+        rows, rows_before,
+        "outbox rows were pruned under a foreign HEAD"
+    );
+}
