@@ -20,7 +20,9 @@
 # each cold run, cold<i>.data), CLIENT_PERF (a directory: `perf record -g`
 # of the client during each run, cold<i>.data and warm<i>.data), CEPH_DIR (default /tmp/ceph-bench), S3_ENDPOINT (default
 # http://127.0.0.1:7480), AWS_* keys (default start-rgw.sh's), WORK
-# (default /tmp/scribe-tier-workspace, removed first).
+# (default /tmp/scribe-tier-workspace, removed first), S3_PIDS (the S3
+# server's processes, for its CPU; default radosgw's and its OSD's),
+# RATES_CLEAN=1 (delete the rate measure's objects after each one).
 set -euo pipefail
 MIB=${1:-2048}; RUNS=${2:-3}
 BIN=${BIN:-target/release}; SERVER=${SERVER:-$BIN/scribe-server}
@@ -36,6 +38,11 @@ get_rate() {
     [ -n "$RATES" ] || { echo 0; return; }
     SCRIBE_TEST_S3_ENDPOINT=${S3_ENDPOINT:-http://127.0.0.1:7480} "$RATES" rates "$MIB" |
         awk '/^S3 GET 16 MiB x 8 in flight:/ {print int($9)}'
+    # A server that refuses a create-if-absent PUT over an existing key
+    # with an error instead of 412 (s3s-fs): delete them after each measure.
+    [ "${RATES_CLEAN:-0}" = 1 ] &&
+        SCRIBE_TEST_S3_ENDPOINT=${S3_ENDPOINT:-http://127.0.0.1:7480} "$RATES" rates-clean "$MIB" >/dev/null
+    true
 }
 TIER=(--tier "s3://${S3_BUCKET:-test}/tier-workspace-$(date +%s)" --tier-endpoint "${S3_ENDPOINT:-http://127.0.0.1:7480}")
 rm -rf "$W"; mkdir -p "$W"
@@ -77,10 +84,11 @@ subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNUL
 r = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(f"{time.monotonic() - t:.2f} {r.ru_utime + r.ru_stime:.2f}+{r.ru_stime:.2f}")' "$@"
 }
-# CPU seconds radosgw and its OSD have used so far.
+# CPU seconds radosgw and its OSD (or the processes S3_PIDS names: another
+# S3 server) have used so far.
 rgw_cpu() {
     local hz=$(getconf CLK_TCK) t=0 p
-    for p in $(cat "$CEPH_DIR/run/client.rgw.a.pid" "$CEPH_DIR/run/osd.0.pid" 2>/dev/null); do
+    for p in ${S3_PIDS:-$(cat "$CEPH_DIR/run/client.rgw.a.pid" "$CEPH_DIR/run/osd.0.pid" 2>/dev/null)}; do
         t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
     done
     echo "scale=2; $t / $hz" | bc
