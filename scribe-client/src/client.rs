@@ -55,6 +55,60 @@ impl Default for ClientOptions {
     }
 }
 
+impl ClientOptions {
+    /// The options of a command-line process, from its environment: the
+    /// CA trusted for `scribes://` (`SCRIBE_CA_FILE`, else the auth
+    /// service's CA stored by `scribe login`), the TLS client credential
+    /// (`SCRIBE_CREDENTIAL`, else the stored login), and the timeouts
+    /// (`SCRIBE_TIMEOUT`, `SCRIBE_CONNECT_TIMEOUT`, in seconds). Shared by
+    /// `scribe` and `nokv`, so an agent reaches a team server as its user
+    /// does. An unreadable credential is not an error here (`scribe login`
+    /// must still work to replace it): a team server then refuses the
+    /// connection as `unauthenticated`, with the sign-in hint. The error
+    /// names a malformed timeout.
+    pub fn from_env() -> Result<ClientOptions, String> {
+        let defaults = ClientOptions::default();
+        let login = crate::auth::config_dir();
+        let stored_ca = login
+            .as_ref()
+            .map(|d| d.join("auth-ca.pem"))
+            .filter(|p| p.is_file());
+        let tls_credential = match &login {
+            Some(d)
+                if std::env::var_os("SCRIBE_CREDENTIAL").is_some()
+                    || d.join("credential.pem").is_file() =>
+            {
+                crate::auth::load_credential(d).ok()
+            }
+            _ => None,
+        };
+        Ok(ClientOptions {
+            ca_file: std::env::var_os("SCRIBE_CA_FILE")
+                .map(PathBuf::from)
+                .or(stored_ca),
+            tls_credential,
+            timeout: env_seconds("SCRIBE_TIMEOUT")?.unwrap_or(defaults.timeout),
+            connect_timeout: env_seconds("SCRIBE_CONNECT_TIMEOUT")?
+                .unwrap_or(defaults.connect_timeout),
+            ..defaults
+        })
+    }
+}
+
+/// A positive number of seconds from the environment variable `name`.
+fn env_seconds(name: &str) -> Result<Option<Duration>, String> {
+    let Some(v) = std::env::var_os(name) else {
+        return Ok(None);
+    };
+    let v = v.to_string_lossy();
+    match v.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s.is_finite() && s < 1e9 => Ok(Some(Duration::from_secs_f64(s))),
+        _ => Err(format!(
+            "{name}={v:?} is not a number of seconds greater than zero"
+        )),
+    }
+}
+
 /// A failed client call.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

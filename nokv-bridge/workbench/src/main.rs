@@ -83,13 +83,13 @@ fn open(cli: &Cli) -> Result<Workbench<ScribeStore>, (WbError, u8)> {
     Ok(Workbench::new(store, &cli.agent_root))
 }
 
-/// The agent root `repo` at `server` (TLS trusts `SCRIBE_CA_FILE`); a
-/// test build kills itself at `NOKV_TEST_CRASH_AT` (crash tests).
+/// The agent root `repo` at `server`, reached as `scribe` reaches it
+/// (`ClientOptions::from_env`: `SCRIBE_CA_FILE` or the stored login's CA,
+/// `SCRIBE_CREDENTIAL` or the stored login on a team server, the
+/// timeouts); a test build kills itself at `NOKV_TEST_CRASH_AT` (crash
+/// tests).
 fn open_store(server: &str, repo: &str, agent: &str) -> Result<ScribeStore, WbError> {
-    let opts = scribe_client::ClientOptions {
-        ca_file: std::env::var_os("SCRIBE_CA_FILE").map(Into::into),
-        ..Default::default()
-    };
+    let opts = scribe_client::ClientOptions::from_env().map_err(WbError::invalid_input)?;
     let failpoints = if Failpoints::ENABLED {
         Failpoints::new(std::env::var("NOKV_TEST_CRASH_AT").ok(), None)
     } else {

@@ -23,38 +23,8 @@ pub struct Ctx {
 impl Ctx {
     /// The context of this process: its environment is read here, once.
     pub fn from_env(out: Out) -> CliResult<Ctx> {
-        let defaults = ClientOptions::default();
-        let login = scribe_client::auth::config_dir();
-        // The stored login (or SCRIBE_CREDENTIAL) is the TLS client
-        // certificate on `scribes://`; the auth service's CA (which signs
-        // team servers' certificates) is trusted when SCRIBE_CA_FILE is unset.
-        let stored_ca = login
-            .as_ref()
-            .map(|d| d.join("auth-ca.pem"))
-            .filter(|p| p.is_file());
-        // An unreadable credential is not an error here (`scribe login`
-        // must still work to replace it); a team server then refuses the
-        // connection as `unauthenticated`, with the sign-in hint.
-        let tls_credential = match &login {
-            Some(d)
-                if std::env::var_os("SCRIBE_CREDENTIAL").is_some()
-                    || d.join("credential.pem").is_file() =>
-            {
-                scribe_client::auth::load_credential(d).ok()
-            }
-            _ => None,
-        };
-        let options = ClientOptions {
-            // The CA trusted for `scribes://`.
-            ca_file: std::env::var_os("SCRIBE_CA_FILE")
-                .map(PathBuf::from)
-                .or(stored_ca),
-            tls_credential,
-            // How long one network wait may last (seconds).
-            timeout: seconds("SCRIBE_TIMEOUT")?.unwrap_or(defaults.timeout),
-            connect_timeout: seconds("SCRIBE_CONNECT_TIMEOUT")?.unwrap_or(defaults.connect_timeout),
-            ..defaults
-        };
+        // The stored login or SCRIBE_CREDENTIAL, the CA, the timeouts.
+        let options = ClientOptions::from_env().map_err(|m| CliError::new(ErrorCode::Usage, m))?;
         let failpoints = if Failpoints::ENABLED {
             Failpoints::new(
                 std::env::var("SCRIBE_TEST_CRASH_AT").ok(),
@@ -97,22 +67,6 @@ impl Ctx {
 
 /// A duration in seconds from the environment variable `name` (a positive
 /// number, fractions allowed).
-fn seconds(name: &str) -> CliResult<Option<std::time::Duration>> {
-    let Some(v) = std::env::var_os(name) else {
-        return Ok(None);
-    };
-    let v = v.to_string_lossy();
-    match v.trim().parse::<f64>() {
-        Ok(s) if s > 0.0 && s.is_finite() && s < 1e9 => {
-            Ok(Some(std::time::Duration::from_secs_f64(s)))
-        }
-        _ => Err(CliError::new(
-            ErrorCode::Usage,
-            format!("{name}={v:?} is not a number of seconds greater than zero"),
-        )),
-    }
-}
-
 /// The workspace the command runs in.
 pub fn open(ctx: &Ctx) -> CliResult<Opened> {
     Ok(Opened::find(&ctx.cwd)?)

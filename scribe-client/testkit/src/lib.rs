@@ -10,6 +10,7 @@
 //! | `env` | `service` | a data root with a repository served over any `Transport` |
 //! | `pki` | `service` | a test CA and a certificate for `localhost` and 127.0.0.1 |
 //! | `process` | `service` | a real, separate server process (the test binary run again); `server_process_entry!` |
+//! | `team` | `team` | a team server: a real auth service with users and grants, a data root bound to it, served over TLS |
 //! | `wire` | `service` | a raw protocol client over TCP or TLS (`wire::Wire`) |
 //! | `workspace` | `workspace` | workspaces created through `scribe-workspace`, with baselines |
 //!
@@ -34,6 +35,8 @@ pub mod pki;
 pub mod poison;
 #[cfg(feature = "service")]
 pub mod process;
+#[cfg(feature = "team")]
+pub mod team;
 #[cfg(feature = "service")]
 pub mod wire;
 #[cfg(feature = "workspace")]

@@ -8,5 +8,6 @@ mod people;
 mod query;
 mod sandbox;
 mod support;
+mod team;
 mod tools;
 scribe_testkit::server_process_entry!();

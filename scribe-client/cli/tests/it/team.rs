@@ -6,163 +6,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use scribe_auth::rows::{CaFamily, GrantRow, Key, Role, UserKind};
-use scribe_auth::service::{serve, ServeOptions};
-use scribe_auth::{AdminRequest, AuthDir, Id, InitOptions, Password};
-use scribe_server::team::{self, AuthInitOptions, TeamAuthorizer};
-use scribe_server::{ListenOptions, ServerHandle, Service};
-
-const PASSWORD: &str = "correct horse battery staple";
-
-fn wait_for(path: &Path) -> String {
-    let start = Instant::now();
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            if text.ends_with('\n') {
-                return text.trim().to_owned();
-            }
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "not started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn request(actor: Id, command: &'static str) -> AdminRequest<'static> {
-    AdminRequest {
-        actor,
-        operation: Id::random(),
-        intent: [7; 32],
-        command,
-        arguments: &[],
-        now_ms: scribe_auth::now_ms(),
-    }
-}
-
-struct Team {
-    tmp: tempfile::TempDir,
-    auth_url: String,
-    ca_file: PathBuf,
-    url: String,
-    /// `None` once a test stopped it (offline administration).
-    server: Option<ServerHandle>,
-}
-
-fn team() -> Team {
-    team_with(&[("alice", Some(Role::Writer)), ("bob", None)])
-}
-
-fn team_with(users: &[(&str, Option<Role>)]) -> Team {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path();
-    let (mut dir, report) = AuthDir::init(InitOptions {
-        data: root.join("auth"),
-        pepper_file: root.join("pepper"),
-        witness_file: root.join("witness"),
-        trust_domain: "studio.example".into(),
-        admin_username: "admin".into(),
-        admin_password: Some(Password::new(PASSWORD.into()).unwrap()),
-        now_ms: scribe_auth::now_ms(),
-    })
-    .unwrap();
-    let pw = Password::new(PASSWORD.into()).unwrap();
-    for &(name, grant) in users {
-        let r = dir
-            .add_user(
-                &request(report.admin_id, "user-add"),
-                name,
-                false,
-                UserKind::Person,
-                Some(&pw),
-            )
-            .unwrap();
-        let scribe_format::sau2::Sau2Result::Rows(rows) = r else {
-            panic!("{r:?}")
-        };
-        let id = Id::parse(&rows[0][0]).unwrap();
-        if let Some(role) = grant {
-            dir.administer(&request(report.admin_id, "grant"), |tx| {
-                tx.put(
-                    &Key::Grant {
-                        namespace: "studio".into(),
-                        repository: "demo".into(),
-                        user: id,
-                    },
-                    &GrantRow { role },
-                )?;
-                Ok(vec![])
-            })
-            .unwrap();
-        }
-    }
-    let access_ca = dir.trust_anchor_pem(CaFamily::Access).unwrap();
-    let ca_file = root.join("access-ca.pem");
-    std::fs::write(&ca_file, &access_ca).unwrap();
-    let runtime = root.join("auth-run");
-    std::thread::spawn({
-        let runtime = runtime.clone();
-        move || {
-            serve(
-                dir,
-                ServeOptions {
-                    listen: "127.0.0.1:0".into(),
-                    runtime_dir: Some(runtime),
-                    hosts: Vec::new(),
-                    max_connections: 32,
-                    session_ms: 3_600_000,
-                },
-            )
-        }
-    });
-    let port = wait_for(&runtime.join("listen"))
-        .rsplit_once(':')
-        .unwrap()
-        .1
-        .to_owned();
-    let auth_url = format!("sau2://localhost:{port}");
-
-    let data = root.join("data");
-    {
-        let svc = Service::create(&data).unwrap();
-        scribe_server::service::dispatch::repo_create(&svc, "demo").unwrap();
-    }
-    let files = team::auth_init(&AuthInitOptions {
-        data: data.clone(),
-        auth: auth_url.clone(),
-        namespace: "studio".into(),
-        name: "depot".into(),
-        hosts: Vec::new(),
-        access_ca_pem: access_ca,
-        credential: (
-            report.admin_certificate_pem.clone(),
-            report.admin_private_key_pem.clone(),
-        ),
-    })
-    .unwrap();
-    let svc = Service::open(&data).unwrap();
-    svc.set_authorizer(Arc::new(
-        TeamAuthorizer::new(&data, &files, Duration::ZERO).unwrap(),
-    ));
-    let server = ServerHandle::start(
-        svc,
-        "127.0.0.1:0",
-        ListenOptions {
-            tls: Some(files.server_tls().unwrap()),
-            ..ListenOptions::default()
-        },
-    )
-    .unwrap();
-    let url = format!("scribes://localhost:{}", server.addr().port());
-    Team {
-        tmp,
-        auth_url,
-        ca_file,
-        url,
-        server: Some(server),
-    }
-}
+use scribe_auth::rows::Role;
+use scribe_testkit::team::{team, team_with, Team, PASSWORD};
 
 /// `scribe ARGS` in `dir` as `user` (their own configuration directory),
 /// with `stdin`; `(exit code, stdout, stderr)`.
@@ -397,7 +243,9 @@ fn an_offline_lock_release_on_a_team_data_root_is_audited_or_refused() {
     };
 
     // The auth service out of reach (the binding points at a closed port).
-    let service = data.join(team::AUTH_DIR).join(team::SERVICE_FILE);
+    let service = data
+        .join(scribe_server::team::AUTH_DIR)
+        .join(scribe_server::team::SERVICE_FILE);
     let bound = std::fs::read_to_string(&service).unwrap();
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
