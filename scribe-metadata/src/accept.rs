@@ -1448,15 +1448,7 @@ impl Repository {
         };
         let rm = tx.repo_meta()?;
         let change = rm.head + 1;
-        let base_root = {
-            let lo = keys::root(&s.branch, 0);
-            let hi = keys::root(&s.branch, branch_head);
-            let mut it = tx.roots.range(lo.as_slice()..=hi.as_slice())?;
-            let row = it
-                .next_back()
-                .ok_or_else(|| MetadataError::corrupt("branch has no root"))??;
-            RootRow::decode(row.1.value())?
-        };
+        let base_root = crate::repo::root_in(&tx.roots, &tx.commits, &s.branch, branch_head)?;
         let releases = match validate_state(
             s,
             &tx.nodes,

@@ -4,14 +4,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use redb::{Database, ReadTransaction, ReadableDatabase, TableHandle};
+use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, TableHandle};
 use scribe_format::snapshot::RootRow;
 use scribe_format::{BranchId, ErrorCode, RepositoryId};
 
 use crate::database_descriptor;
 use crate::error::{MetadataError, Result};
 use crate::objects::Objects;
-use crate::records::{decode_u32, decode_u64, keys, BranchRecord, RepoMeta};
+use crate::records::{decode_u32, decode_u64, keys, BranchRecord, CommitRecord, RepoMeta};
 use crate::tables::{self, meta};
 use scribe_format::descriptor::{Descriptor, Kind};
 
@@ -523,20 +523,60 @@ pub(crate) fn branch_head(tx: &ReadTransaction, branch: &BranchId) -> Result<u64
 /// The root row of `branch` pinned at `change` (reverse seek: the newest
 /// root at or below `change`).
 pub(crate) fn root_at(tx: &ReadTransaction, branch: &BranchId, change: u64) -> Result<RootRow> {
-    let t = tx.open_table(tables::SNAPSHOT_ROOTS)?;
+    root_in(
+        &tx.open_table(tables::SNAPSHOT_ROOTS)?,
+        &tx.open_table(tables::COMMITS)?,
+        branch,
+        change,
+    )
+}
+
+/// The root row of `branch` pinned at `change` in `roots`: the newest root
+/// at or below `change`, which must be the root of the branch's newest
+/// accepted change at or below it (every accepted change stores its roots,
+/// section 12). A row that is missing, whether at the head or below it, is
+/// corruption: falling back to an older root would serve an older tree as
+/// this one, and a submit on it would drop every later file from the head.
+pub(crate) fn root_in<R, C>(
+    roots: &R,
+    commits: &C,
+    branch: &BranchId,
+    change: u64,
+) -> Result<RootRow>
+where
+    R: ReadableTable<&'static [u8], &'static [u8]>,
+    C: ReadableTable<u64, &'static [u8]>,
+{
     let lo = keys::root(branch, 0);
     let hi = keys::root(branch, change);
-    let mut it = t.range(lo.as_slice()..=hi.as_slice())?;
-    match it.next_back() {
-        Some(row) => {
-            let (_, v) = row?;
-            Ok(RootRow::decode(v.value())?)
+    let mut it = roots.range(lo.as_slice()..=hi.as_slice())?;
+    let Some(row) = it.next_back() else {
+        return Err(MetadataError::corrupt(format!(
+            "no snapshot root of branch {branch} at or below change {change}"
+        )));
+    };
+    let (k, v) = row?;
+    let key = k.value();
+    let found = key
+        .get(16..24)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| MetadataError::corrupt("snapshot root key is not 24 bytes"))?;
+    if found < change {
+        // An accepted change of this branch in (found, change] would have
+        // stored its own root.
+        for row in commits.range(found + 1..=change)? {
+            let (c, rec) = row?;
+            if CommitRecord::decode(rec.value())?.branch == *branch {
+                return Err(MetadataError::corrupt(format!(
+                    "the snapshot root of branch {branch} at accepted change {} is missing \
+                     (the newest at or below it is change {found}): run `scribe-server doctor`",
+                    c.value()
+                )));
+            }
         }
-        None => Err(MetadataError::refused(
-            ErrorCode::NotFound,
-            format!("no snapshot of branch {branch} at change {change}"),
-        )),
     }
+    Ok(RootRow::decode(v.value())?)
 }
 
 impl std::fmt::Debug for Repository {

@@ -223,3 +223,46 @@ fn a_removed_history_row_is_reported_as_missing_coverage() {
     expect(&e, "history.coverage");
     expect(&e, "history.change-paths");
 }
+
+/// A missing root row is corruption that reads and submits name, not an
+/// older tree served in its place (a submit on that tree would drop every
+/// later file from the head): below the head, at the head, buffered and
+/// streamed.
+#[test]
+fn a_missing_root_row_is_refused_by_reads_and_submits_not_served_as_an_older_tree() {
+    use scribe_metadata::MetadataError;
+    let corrupt = |r: Result<Option<_>, MetadataError>, what: &str| match r {
+        Err(MetadataError::Corrupt(m)) => assert!(m.contains("snapshot root"), "{what}: {m}"),
+        other => panic!("{what}: expected corruption, got {other:?}"),
+    };
+    let e = populated();
+    let remove = |change: u64| {
+        write(&e, tables::SNAPSHOT_ROOTS, |t| {
+            t.remove(keys::root(&e.main, change).as_slice())
+                .unwrap()
+                .expect("the root row");
+        })
+    };
+    // Below the head: change 2's tree is not change 1's.
+    remove(2);
+    corrupt(e.repo.stat(e.main, 2, "art/b.png"), "stat at 2");
+    assert!(e.repo.stat(e.main, 1, "docs/readme").unwrap().is_some());
+    assert!(e.repo.stat(e.main, 3, "art/hero.png").unwrap().is_some());
+    // At the head: neither read nor submitted on.
+    remove(3);
+    corrupt(e.repo.stat(e.main, 3, "art/b.png"), "stat at the head");
+    match e.repo.submit(submission(&e, vec![add(&e, "new.txt", 9)])) {
+        Err(MetadataError::Corrupt(m)) => assert!(m.contains("snapshot root"), "{m}"),
+        other => panic!("buffered submit: {other:?}"),
+    }
+    let many: Vec<Entry> = (0..600)
+        .map(|i| add(&e, &format!("bulk/{i:04}"), 100 + i))
+        .collect();
+    match e.repo.submit(submission(&e, many)) {
+        Err(MetadataError::Corrupt(m)) => assert!(m.contains("snapshot root"), "{m}"),
+        other => panic!("streamed submit: {other:?}"),
+    }
+    // Nothing was accepted on the damaged head.
+    assert!(e.repo.stat(e.main, 1, "art/b.png").unwrap().is_some());
+    expect(&e, "snapshot.root-missing");
+}
