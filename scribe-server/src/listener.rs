@@ -106,9 +106,12 @@ impl Listener {
         let (tx, rx) = watch::channel(false);
         let mut conns = JoinSet::new();
         let acceptor = self.options.tls.clone().map(TlsAcceptor::from);
-        let slots = Arc::new(tokio::sync::Semaphore::new(
-            self.options.max_connections.max(1),
-        ));
+        // At least one, and no more than a semaphore can count.
+        let max_connections = self
+            .options
+            .max_connections
+            .clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
+        let slots = Arc::new(tokio::sync::Semaphore::new(max_connections));
         let per_address = PerAddress::new(self.options.max_connections_per_address.max(1));
         tokio::pin!(shutdown);
         loop {
@@ -132,22 +135,26 @@ impl Listener {
                     let t = self.options.timeouts;
                     let log = self.options.log;
                     let acceptor = acceptor.clone();
-                    // Over a limit: still answer, with a `server_busy` error frame.
-                    let permit = slots.clone().try_acquire_owned().ok();
-                    let address_slot = match permit {
-                        Some(_) => per_address.admit(peer.ip()),
+                    // Over a limit: still answer, with a `server_busy` error
+                    // frame. The address's own limit is taken first, so a
+                    // connection refused for its address holds no slot of
+                    // the server's while it waits to be told (one address
+                    // cannot fill the server with refused connections).
+                    let address_slot = per_address.admit(peer.ip());
+                    let permit = match address_slot {
+                        Some(_) => slots.clone().try_acquire_owned().ok(),
                         None => None,
                     };
-                    let admit = match (&permit, &address_slot) {
+                    let admit = match (&address_slot, &permit) {
                         (None, _) => Err(format!(
-                            "the server is serving as many connections as it may ({}); retry shortly",
-                            self.options.max_connections.max(1)
-                        )),
-                        (Some(_), None) => Err(format!(
                             "the server is serving as many connections from {} as it may ({}); \
                              retry shortly",
                             peer.ip(),
                             self.options.max_connections_per_address.max(1)
+                        )),
+                        (Some(_), None) => Err(format!(
+                            "the server is serving as many connections as it may ({}); retry shortly",
+                            max_connections
                         )),
                         (Some(_), Some(_)) => Ok(()),
                     };

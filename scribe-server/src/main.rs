@@ -121,11 +121,11 @@ enum Command {
         /// Most connections served at once; one more is answered `busy`
         /// (clients use up to 4 each while syncing or submitting large
         /// files, and fall back to one when refused)
-        #[arg(long, value_name = "N", default_value_t = scribe_server::listener::DEFAULT_MAX_CONNECTIONS)]
+        #[arg(long, value_name = "N", default_value_t = scribe_server::listener::DEFAULT_MAX_CONNECTIONS, value_parser = parse_connections)]
         max_connections: usize,
         /// Most connections served at once from one address (an IPv4
         /// address or an IPv6 /64); one more is answered `server_busy`
-        #[arg(long, value_name = "N", default_value_t = scribe_server::listener::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS)]
+        #[arg(long, value_name = "N", default_value_t = scribe_server::listener::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, value_parser = parse_connections)]
         max_connections_per_address: usize,
         /// Close a connection that sends no request this long after its
         /// handshake (e.g. 10s, 500ms)
@@ -1202,6 +1202,20 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     n.checked_mul(ms)
         .map(Duration::from_millis)
         .ok_or_else(|| format!("{text:?} is too long"))
+}
+
+/// Most connections a limit may name: far above what one process's file
+/// descriptors allow, far below what the listener's counter can hold.
+const MAX_CONNECTIONS_LIMIT: usize = 1 << 20;
+
+/// A connection limit: 1 to [`MAX_CONNECTIONS_LIMIT`].
+fn parse_connections(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_CONNECTIONS_LIMIT).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{text:?} is not a number of connections from 1 to {MAX_CONNECTIONS_LIMIT}"
+        )),
+    }
 }
 
 /// Write `contents` to `dir/name` atomically.

@@ -309,8 +309,16 @@ where
                 }
                 return Ok(Some(head.into_request(data)));
             }
-            body.resize(len, 0);
-            stream.read_exact(&mut body[peek..len]).await?;
+            // Reserved, not zero-filled: a peer that announces a large
+            // frame and stalls holds only the memory its bytes fill.
+            body.truncate(peek);
+            body.reserve(len - peek);
+            let mut rest = (&mut stream).take((len - peek) as u64);
+            while body.len() < len {
+                if rest.read_buf(&mut body).await? == 0 {
+                    return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+                }
+            }
             Ok::<_, std::io::Error>(None)
         })
         .await;

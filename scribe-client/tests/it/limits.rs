@@ -211,6 +211,44 @@ fn one_address_cannot_take_every_connection() {
     assert!(matches!(status(&mut back.stream), Response::Status(_)));
 }
 
+/// A connection refused for its address holds no slot of the server's
+/// while it waits to be told: one address's silent extra connections
+/// cannot fill the server's limit for everyone else.
+#[test]
+fn connections_refused_for_their_address_hold_no_server_slot() {
+    let opts = ListenOptions {
+        max_connections: 4,
+        max_connections_per_address: 2,
+        ..ListenOptions::default()
+    };
+    let env = Env::builder(Transport::Tcp).listen(opts).start();
+    let mut held: Vec<TcpStream> = (0..2).map(|_| opened(env.addr())).collect();
+    for s in &mut held {
+        assert!(matches!(status(s), Response::Status(_)));
+    }
+    // Three more from the same address that never say hello: each is
+    // refused for its address and waits for its handshake to be told so.
+    let silent: Vec<TcpStream> = (0..3).map(|_| from([127, 0, 0, 1], env.addr())).collect();
+    // Another address still gets the server's two remaining slots.
+    let mut others: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            Wire::hello(from([127, 0, 0, 2], env.addr()), &Hello::new(false))
+                .0
+                .stream
+        })
+        .collect();
+    for s in &mut others {
+        match status(s) {
+            Response::Status(_) => {}
+            other => panic!("another address was refused: {other:?}"),
+        }
+    }
+    // The silent ones are told why when they speak.
+    for s in silent {
+        refusal(s);
+    }
+}
+
 fn opened_raw(addr: SocketAddr) -> TcpStream {
     wire::socket(addr)
 }

@@ -389,6 +389,89 @@ fn serve_limits_connections_per_address() {
     s.child.wait().unwrap();
 }
 
+/// A connection limit out of range is a usage error when the flag is
+/// read, not a panic once serving (tokio's semaphore holds at most 2^61 - 1).
+#[test]
+fn serve_refuses_connection_limits_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    Service::create(&data).unwrap();
+    for (flag, n) in [
+        ("--max-connections", "0"),
+        ("--max-connections", "2305843009213693952"),
+        ("--max-connections-per-address", "18446744073709551615"),
+    ] {
+        // Spawned, not run: a build that accepted the flag would serve
+        // until killed.
+        let mut child = bin()
+            .args(["serve", "--data", data.to_str().unwrap()])
+            .args(["--listen", "127.0.0.1:0", flag, n])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {n}: {err}");
+        assert!(err.contains("is not a number of connections"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+/// A peer that announces a large request frame and stalls after a few
+/// bytes holds only the memory its bytes fill, not the announced length
+/// (64 such connections announcing 8 MiB each were 512 MiB of zeroed
+/// buffers), and everyone else is still served.
+#[test]
+fn stalled_large_frames_hold_only_the_memory_their_bytes_fill() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    Service::create(&data).unwrap();
+    let s = serve(&data, &dir.path().join("run"));
+    let addr = s.addr.parse().unwrap();
+    let rss_kib = || -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS")
+    };
+    let mut c = wire::tcp(addr);
+    assert_eq!(c.repo_list().len(), 0);
+    let before = rss_kib();
+    // A real request's header with its length raised to 8 MiB, then 4 KiB.
+    let mut head = scribe_format::wire::request_frame(
+        &scribe_format::wire::Request::RepoList(scribe_format::wire::message::RepoListRequest {}),
+        false,
+    );
+    head.truncate(7);
+    head[..4].copy_from_slice(&(8u32 << 20).to_le_bytes());
+    let stalled: Vec<_> = (0..64)
+        .map(|_| {
+            let mut w = wire::tcp(addr);
+            w.stream.write_all(&head).unwrap();
+            w.stream.write_all(&[0u8; 4096]).unwrap();
+            w
+        })
+        .collect();
+    // Served meanwhile; by then the stalled frames' first bytes were read.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(c.repo_list().len(), 0);
+    let grown_mib = rss_kib().saturating_sub(before) / 1024;
+    assert!(
+        grown_mib < 128,
+        "64 stalled frames of 4 KiB grew the server by {grown_mib} MiB"
+    );
+    drop(stalled);
+}
+
 /// #18 item 1: `lock release` (offline) breaks a lock whatever workspace
 /// holds it (one left by a deleted workspace), names its holder, and says
 /// when a path holds no lock; the workspace can then be retired.
