@@ -1419,6 +1419,11 @@ fn restore_from_tier(
         eprintln!("restore --from-tier: {name}: changes 1..={head} rebuilt");
     }
     eprintln!(
+        "restore --from-tier: {} commits, change sets and manifests put back into the local stores \
+         (chunks are read from the bucket when asked for)",
+        r.kept_objects
+    );
+    eprintln!(
         "restored {} from {url} (journal shard {:08x}, block shard {:08x}): incarnation {} (was {})",
         data.display(),
         r.journal_shard,

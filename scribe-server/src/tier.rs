@@ -2294,6 +2294,8 @@ pub struct TierRestore {
     pub incarnation: String,
     /// Per repository: name and the changes rebuilt.
     pub repositories: Vec<(String, u64)>,
+    /// Commits, change sets and manifests put back into the local stores.
+    pub kept_objects: u64,
     /// What `tier verify` found right after (empty: clean).
     pub problems: Vec<String>,
 }
@@ -2499,12 +2501,41 @@ pub fn restore_from_tier(
         drop(root);
         // Every block's bytes, object by object against its digest: a
         // block replaced in the bucket is refused here, by key and offset.
-        let damaged = tier.verify_contents().map_err(te)?;
+        // The commits, change sets and manifests among them go back into
+        // the local stores, where they always stay (obliterate, evict and
+        // doctor read them there); chunks fault in when read.
+        let kept: std::sync::Mutex<Vec<([u8; 16], ObjectId, Vec<u8>)>> = Default::default();
+        let damaged = tier
+            .verify_contents_with(&|root, id, bytes| {
+                if id.kind != scribe_format::ObjectKind::Chunk {
+                    if let Ok(mut k) = kept.lock() {
+                        k.push((root, id, bytes.to_vec()));
+                    }
+                }
+            })
+            .map_err(te)?;
         if !damaged.is_empty() {
             return Err(format!(
                 "the bucket's blocks do not hold what the index records say:\n  {}",
                 damaged.join("\n  ")
             ));
+        }
+        let mut kept = kept.into_inner().unwrap_or_else(|e| e.into_inner());
+        kept.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        for info in &repos {
+            let objects = to.join("repos").join(info.id.to_hex()).join("objects");
+            let store = crate::service::stores::open_or_create(&objects)
+                .map_err(|e| format!("{}: {e}", objects.display()))?;
+            let batch = store.batch();
+            for (_, id, bytes) in kept.iter().filter(|(r, _, _)| *r == info.id.0) {
+                batch
+                    .put_with_id(*id, bytes)
+                    .map_err(|e| format!("{}: {id}: {e}", objects.display()))?;
+                out.kept_objects += 1;
+            }
+            batch
+                .commit()
+                .map_err(|e| format!("{}: {e}", objects.display()))?;
         }
         out.problems = tier.verify().map_err(te)?;
         Ok(out)

@@ -971,6 +971,16 @@ impl Tier {
     /// nothing. `restore --from-tier` refuses a bucket where this finds
     /// anything.
     pub fn verify_contents(&self) -> Result<Vec<String>, TierError> {
+        self.verify_contents_with(&|_, _, _| {})
+    }
+
+    /// [`Tier::verify_contents`], handing each object whose bytes match its
+    /// id to `verified` (root, id, bytes), from the reading threads.
+    /// `restore --from-tier` keeps the non-chunk objects this way.
+    pub fn verify_contents_with(
+        &self,
+        verified: &(dyn Fn([u8; 16], ObjectId, &[u8]) + Sync),
+    ) -> Result<Vec<String>, TierError> {
         let revisions = self.revisions()?;
         type Rows = Vec<(ObjectId, u64, u64)>;
         let mut blocks: BTreeMap<([u8; 16], [u8; 16], u64), Rows> = BTreeMap::new();
@@ -1035,7 +1045,10 @@ impl Tier {
                                 body.len()
                             )),
                             Some(b) => match scribe_format::id::object_identity(id.kind, b) {
-                                Ok(got) if got == id => None,
+                                Ok(got) if got == id => {
+                                    verified(root, id, b);
+                                    None
+                                }
                                 _ => Some(format!("the {len} bytes there do not hash to {id}")),
                             },
                         };

@@ -1014,12 +1014,24 @@ fn restore_from_tier_rebuilds_every_durable_change_on_an_empty_disk() {
 
     let (ok, out) = restore_from_tier(&data, &b);
     assert!(ok, "{out}");
-    // The local store starts empty: every chunk comes from the bucket.
+    // The local store holds no chunk (every chunk comes from the bucket)
+    // but every commit, change set and manifest, where they always stay:
+    // evict and obliterate, which read them there, work on the restored
+    // root as on the original.
     for (id, _) in &objects {
-        if id.kind == scribe_format::ObjectKind::Chunk {
-            assert!(!held_locally(&data, id), "{id} is local after the restore");
-        }
+        let chunk = id.kind == scribe_format::ObjectKind::Chunk;
+        assert_eq!(held_locally(&data, id), !chunk, "{id} after the restore");
     }
+    let endpoint = &rgw().endpoint;
+    let (ok, out) = tier_cmd(&data, &b, endpoint, &["tier", "evict"]);
+    assert!(ok, "tier evict on the restored root: {out}");
+    let (ok, out) = tier_cmd(
+        &data,
+        &b,
+        endpoint,
+        &["obliterate", "--repo", REPO, "a.bin@1"],
+    );
+    assert!(ok, "obliterate's plan on the restored root: {out}");
     let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
     let mut c = wire::tcp(s.addr.parse().unwrap());
     // The old workspace goes on: its registration answers with a new
