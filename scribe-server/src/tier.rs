@@ -2345,6 +2345,9 @@ pub fn restore_from_tier(
                 .map_err(|e| format!("nokv/recovery/{shard:08x}/{DESCRIPTOR}: {e}"))?;
             Ok(Some((b.to_vec(), d)))
         };
+    // The other data roots that shipped to this bucket, when the root was
+    // chosen among them (see the check after the metadata is rebuilt).
+    let mut others: Vec<u32> = Vec::new();
     let shard = match journal_shard {
         Some(s) => s,
         None => {
@@ -2362,6 +2365,11 @@ pub fn restore_from_tier(
                 .iter()
                 .filter(|(_, d)| !restored_from.contains(&d.incarnation))
                 .map(|(s, _)| *s)
+                .collect();
+            others = found
+                .iter()
+                .map(|(s, _)| *s)
+                .filter(|s| !leaves.contains(s))
                 .collect();
             match leaves.as_slice() {
                 [one] => *one,
@@ -2461,6 +2469,44 @@ pub fn restore_from_tier(
             )?;
             crate::service::stores::open_or_create(&dir.join("objects"))
                 .map_err(|e| format!("{}: {e}", dir.join("objects").display()))?;
+        }
+        if !others.is_empty() {
+            // The chosen root is the newest restore of the others. If one
+            // of them went on after it was restored from (a restore drill
+            // served beside production, production then took more
+            // changes), the bucket holds changes the chosen root does not:
+            // taking it would drop them. Refused; `--shard` chooses.
+            let root = crate::admin::open_without_stores(&stage)
+                .map_err(|e| format!("the rebuilt metadata: {e}"))?;
+            for info in &repos {
+                let head = root
+                    .open_repository(info.id)
+                    .and_then(|r| r.head())
+                    .map_err(|e| format!("the rebuilt {}: {e}", info.name))?;
+                let prefix = format!("nokv/index/{block_shard:08x}/{}", info.id.to_hex());
+                let beyond = provider
+                    .list_names(&prefix)
+                    .map_err(|e| e.to_string())?
+                    .iter()
+                    .filter_map(|n| n.split_once('-'))
+                    .filter_map(|(c, _)| u64::from_str_radix(c, 16).ok())
+                    .filter(|c| *c > head)
+                    .max();
+                if let Some(newest) = beyond {
+                    return Err(format!(
+                        "journal shard {shard:08x} (chosen as the newest restore) holds \
+                         {} up to change {head}, but the bucket holds changes up to {newest} \
+                         ({prefix}/): another data root went on after it was restored from \
+                         (journal shards {}); choose one with --shard",
+                        info.name,
+                        others
+                            .iter()
+                            .map(|s| format!("{s:08x}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+            }
         }
         let r = scribe_metadata::restore::restore(&stage, to).map_err(|e| e.to_string())?;
         let incarnation = hex::encode(r.incarnation);

@@ -120,4 +120,16 @@ pub trait Provider: Send + Sync {
             detail: "this store cannot list".into(),
         })
     }
+
+    /// The names of the objects directly below `prefix` (keys
+    /// `prefix/NAME`). Used only by `restore --from-tier` to tell whether
+    /// another data root published changes the chosen one does not hold;
+    /// never reachability truth. Stores that cannot list refuse.
+    fn list_names(&self, prefix: &str) -> Result<Vec<String>, ProviderError> {
+        Err(ProviderError::Refused {
+            op: "list",
+            key: prefix.to_string(),
+            detail: "this store cannot list".into(),
+        })
+    }
 }

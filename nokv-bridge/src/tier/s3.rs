@@ -381,4 +381,17 @@ impl Provider for S3Provider {
             .filter_map(|p| p.filename().map(str::to_string))
             .collect())
     }
+
+    fn list_names(&self, prefix: &str) -> Result<Vec<String>, ProviderError> {
+        let path = self.path(prefix)?;
+        let store = self.store.clone();
+        let r = self
+            .run(async move { store.list_with_delimiter(Some(&path)).await })
+            .unwrap_or_else(|| Err(runtime_gone()))
+            .map_err(|e| classify("list", prefix, e))?;
+        Ok(r.objects
+            .iter()
+            .filter_map(|o| o.location.filename().map(str::to_string))
+            .collect())
+    }
 }

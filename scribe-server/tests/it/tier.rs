@@ -944,10 +944,15 @@ fn log(c: &mut impl Requests, branch: scribe_format::BranchId) -> Vec<m::CommitS
 /// `scribe-server restore --from-tier` into `data` (absent): success and
 /// the output.
 fn restore_from_tier(data: &Path, b: &Bucket) -> (bool, String) {
+    restore_from_tier_with(data, b, &[])
+}
+
+fn restore_from_tier_with(data: &Path, b: &Bucket, extra: &[&str]) -> (bool, String) {
     let r = rgw();
     let out = bin()
         .args(["restore", "--data", data.to_str().unwrap()])
         .args(["--from-tier", &b.url, "--tier-endpoint", &r.endpoint])
+        .args(extra)
         .env("AWS_ACCESS_KEY_ID", &r.access_key)
         .env("AWS_SECRET_ACCESS_KEY", &r.secret_key)
         .output()
@@ -1069,6 +1074,65 @@ fn restore_from_tier_rebuilds_every_durable_change_on_an_empty_disk() {
     assert_eq!(&l[1..], &commits[..], "newest first");
     drop(c);
     kill(s);
+}
+
+/// A restore drill served against the production bucket ships a root of
+/// its own; production then takes another durable change. A later
+/// restore must not pick the drill (the newest restore) and drop that
+/// change: it is refused, naming the shards, and `--shard` chooses.
+#[test]
+fn a_restore_drill_beside_production_does_not_hide_productions_later_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    durable_history(&data, &b);
+    let production = {
+        let root = scribe_metadata::DataRoot::open(&data).unwrap();
+        scribe_server::tier::shard_of(root.incarnation())
+    };
+    // The drill: restored from the bucket and served against it until
+    // its own descriptor has shipped.
+    let drill = dir.path().join("drill");
+    let (ok, out) = restore_from_tier(&drill, &b);
+    assert!(ok, "{out}");
+    let drill_shard = {
+        let root = scribe_metadata::DataRoot::open(&drill).unwrap();
+        scribe_server::tier::shard_of(root.incarnation())
+    };
+    let s = serve(&drill, &b, &rgw().endpoint, &[]);
+    let key = format!("nokv/recovery/{drill_shard:08x}/SCRIBE_FORMAT");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !in_bucket(&b, &key) {
+        assert!(Instant::now() < deadline, "the drill never shipped {key}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    kill(s);
+    // Production goes on.
+    let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    c.register(WorkspaceId([9; 16]));
+    assert_eq!(
+        accepted(&submit(&mut c, 4, &[("e.txt", b"after the drill")])),
+        4
+    );
+    drop(c);
+    kill(s);
+    // Production's disk is lost: the drill is the newest restore, but it
+    // lacks change 4.
+    let lost = dir.path().join("lost");
+    let (ok, out) = restore_from_tier(&lost, &b);
+    assert!(!ok, "{out}");
+    assert!(out.contains("choose one with --shard"), "{out}");
+    assert!(out.contains(&format!("{production:08x}")), "{out}");
+    assert!(
+        out.contains("up to change 3") && out.contains("up to 4"),
+        "{out}"
+    );
+    assert!(!lost.exists(), "a refused restore leaves nothing");
+    let shard = format!("{production:08x}");
+    let (ok, out) = restore_from_tier_with(&lost, &b, &["--shard", &shard]);
+    assert!(ok, "{out}");
+    assert!(out.contains("changes 1..=4 rebuilt"), "{out}");
 }
 
 /// Replace `key` in the bucket by `bytes` (test only: the tier never
