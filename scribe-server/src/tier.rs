@@ -1339,6 +1339,12 @@ impl TierService {
                 head.saturating_sub(through)
             ));
         }
+        // Which keys this root writes (`restore --from-tier --shard`).
+        status.push_str(&format!(
+            "shards journal {:08x} block {:08x}\n",
+            self.tier.journal_shard(),
+            self.tier.shard()
+        ));
         let c = |i: usize| self.read_counts[i].load(std::sync::atomic::Ordering::Relaxed);
         let pending = {
             let w = self.writes.0.lock().unwrap_or_else(|e| e.into_inner());

@@ -1090,6 +1090,12 @@ fn a_restore_drill_beside_production_does_not_hide_productions_later_changes() {
         let root = scribe_metadata::DataRoot::open(&data).unwrap();
         scribe_server::tier::shard_of(root.incarnation())
     };
+    // `tier status` names it, as the operator finds it.
+    let status = std::fs::read_to_string(data.join("tier/status")).unwrap();
+    assert!(
+        status.contains(&format!("shards journal {production:08x} block ")),
+        "{status}"
+    );
     // The drill: restored from the bucket and served against it until
     // its own descriptor has shipped.
     let drill = dir.path().join("drill");
