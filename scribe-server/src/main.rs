@@ -1165,7 +1165,20 @@ fn auth_init(
         access_ca_pem,
         credential: (cert.to_owned(), key.to_owned()),
     })
-    .map_err(|e| anyhow!("error[{}]: {e}", e.code()))
+    .map_err(|e| {
+        let code = e.code();
+        // A registered name stays registered (its key was this server's,
+        // or a lost one's): the way on is another name.
+        let hint = if code == scribe_format::ErrorCode::AlreadyExists {
+            "\n(a server name stays registered: run auth-init again with another --name, as \
+             after `restore --from-tier`, whose bucket never holds the server's private key; \
+             an administrator revokes the old server's credential with \
+             `scribe admin credential revoke`)"
+        } else {
+            ""
+        };
+        anyhow!("error[{code}]: {e}{hint}")
+    })
     .with_context(|| format!("cannot bind {} to the auth service", data.display()))?;
     println!("{}", files.settings.server_id);
     eprintln!(
@@ -1255,7 +1268,9 @@ fn serve(
         let files = team::AuthFiles::load(data).with_context(|| {
             format!(
                 "{} requires auth (auth-ownership-v1) but its auth files are missing or \
-                 unreadable: finish `scribe-server auth-init`",
+                 unreadable: finish `scribe-server auth-init` (on a data root rebuilt by \
+                 `restore --from-tier`, whose bucket never holds the server's private key, \
+                 run it with a new --name)",
                 data.display()
             )
         })?;
