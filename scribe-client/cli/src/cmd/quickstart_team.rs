@@ -103,7 +103,7 @@ impl Team<'_> {
             cwd.and_then(|d| d.file_name())
                 .map(|d| format!("{}/ ", d.to_string_lossy()))
                 .unwrap_or_default(),
-            args.join(" ")
+            shell_words(args)
         ))?;
         let out = cmd.output()?;
         let text = format!(
@@ -199,8 +199,28 @@ fn password() -> CliResult<String> {
 fn secret(dir: &Path, name: &str) -> CliResult<PathBuf> {
     let p = dir.join("secrets").join(name);
     std::fs::create_dir_all(p.parent().expect("a parent"))?;
-    std::fs::write(&p, format!("{}\n", password()?))?;
+    // Readable by its owner only, like a stored login.
+    scribe_client::auth::write_private(&p, &format!("{}\n", password()?))
+        .map_err(|e| CliError::new(e.code(), e.to_string()))?;
     Ok(p)
+}
+
+/// `args` as a shell line a reader can paste: a word with a space or a
+/// shell metacharacter is single-quoted.
+fn shell_words(args: &[&str]) -> String {
+    args.iter()
+        .map(|a| {
+            let plain = !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_alphanumeric() || "_-./:=@%+,".contains(c));
+            if plain {
+                (*a).to_string()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 pub fn run(ctx: &Ctx, dir: PathBuf) -> CliResult {
@@ -271,6 +291,22 @@ pub fn run(ctx: &Ctx, dir: PathBuf) -> CliResult {
     )?;
     services.0.push(child);
     let auth_url = format!("sau2://{auth_addr}");
+    // The team server knows the auth service by this address: a restart
+    // listens on it again.
+    let auth_again = shell_words(&[
+        "scribe-auth",
+        "serve",
+        "--data",
+        &s(&auth),
+        "--pepper-file",
+        &s(&pepper),
+        "--witness-file",
+        &s(&witness),
+        "--listen",
+        &auth_addr.to_string(),
+        "--runtime-dir",
+        &s(&run_dir.join("auth")),
+    ]);
     ctx.out
         .line(format_args!("   scribe-auth serves {auth_url}"))?;
 
@@ -348,6 +384,16 @@ pub fn run(ctx: &Ctx, dir: PathBuf) -> CliResult {
     )?;
     services.0.push(child);
     let url = format!("scribes://{server_addr}");
+    let server_again = shell_words(&[
+        "scribe-server",
+        "serve",
+        "--data",
+        &s(&data),
+        "--listen",
+        &server_addr.to_string(),
+        "--runtime-dir",
+        &s(&run_dir.join("server")),
+    ]);
     ctx.out.line(format_args!(
         "   scribe-server serves {url} to signed-in users only"
     ))?;
@@ -465,9 +511,17 @@ pub fn run(ctx: &Ctx, dir: PathBuf) -> CliResult {
     drop(services);
     ctx.out.line(format_args!(
         "\nDone in {:.2} s. The services were stopped; everything is in {}.\n\
-         Start them again with the commands above (see README, \"Team servers\").",
+         Start them again (the auth service on the address the team server knows):\n\
+         \x20  {auth_again} &\n\
+         \x20  {server_again} &\n\
+         Each person's login is in {}/NAME: for instance, in {}:\n\
+         \x20  SCRIBE_CONFIG_DIR={} scribe sync\n\
+         (docs/server.md, \"Team servers\").",
         total.secs(),
-        dir.display()
+        dir.display(),
+        t.dir.join("config").display(),
+        alice.display(),
+        shell_words(&[&s(&t.config("alice"))]),
     ))?;
     Ok(())
 }

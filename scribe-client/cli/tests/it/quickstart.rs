@@ -102,14 +102,76 @@ fn team_quickstart_signs_in_grants_and_refuses() {
         stdout.contains("grant-set"),
         "the audit trail is shown: {stdout}"
     );
+    // Commands are shown as they can be pasted.
+    assert!(stdout.contains("submit -m 'Hero: first pass'"), "{stdout}");
     let alice = tmp.path().join("team/alice/art/hero.psd");
     let bob = tmp.path().join("team/bob/art/hero.psd");
     assert_eq!(std::fs::read(&alice).unwrap(), std::fs::read(&bob).unwrap());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let pw = tmp.path().join("team/secrets/alice-password");
+        let mode = std::fs::metadata(&pw).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "{} is mode {mode:o}", pw.display());
+    }
     assert!(
         !tmp.path().join("team/run/server/listen").exists() || {
             // The services were stopped: nothing answers on the recorded address.
             let addr = std::fs::read_to_string(tmp.path().join("team/run/server/listen")).unwrap();
             std::net::TcpStream::connect(addr.trim()).is_err()
         }
+    );
+    // The printed way to start them again works: both services come back,
+    // and Alice's stored login reaches the server.
+    let again: Vec<&str> = stdout
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("scribe-auth serve ") || l.starts_with("scribe-server serve "))
+        .collect();
+    assert_eq!(again.len(), 2, "{stdout}");
+    let run = tmp.path().join("team/run");
+    for f in ["auth/listen", "server/listen"] {
+        let _ = std::fs::remove_file(run.join(f));
+    }
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut services = Vec::new();
+    for line in &again {
+        let cmd = line.trim_end_matches('&').trim();
+        services.push(
+            Command::new("sh")
+                .args(["-c", &format!("exec {cmd}")])
+                .env("PATH", &path)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    let listen = run.join("server/listen");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::fs::read_to_string(&listen).is_ok_and(|t| t.ends_with('\n')) {
+        assert!(std::time::Instant::now() < deadline, "not started again");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let status = Command::new(&scribe)
+        .args(["sync"])
+        .current_dir(tmp.path().join("team/alice"))
+        .env("HOME", tmp.path())
+        .env("SCRIBE_CONFIG_DIR", tmp.path().join("team/config/alice"))
+        .env_remove("SCRIBE_CREDENTIAL")
+        .output()
+        .unwrap();
+    for mut c in services {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
     );
 }
