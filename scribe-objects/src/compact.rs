@@ -153,6 +153,27 @@ pub struct CompactReport {
     pub link_cache_resets: u64,
 }
 
+impl std::fmt::Display for CompactReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.completed_pending_swap {
+            return write!(f, "completed an interrupted compaction's swap");
+        }
+        write!(
+            f,
+            "{} objects kept, {} copied into new packs",
+            self.retained_objects, self.copied_objects
+        )?;
+        if self.linked_packs + self.rewritten_packs > 0 {
+            write!(
+                f,
+                ", {} packs kept as they were, {} rewritten ({} bytes selected)",
+                self.linked_packs, self.rewritten_packs, self.selected_bytes
+            )?;
+        }
+        Ok(())
+    }
+}
+
 struct Paths {
     store: PathBuf,
     parent: PathBuf,

@@ -26,6 +26,23 @@ pub struct RebuildReport {
     pub committed_len: u64,
 }
 
+impl std::fmt::Display for RebuildReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "locator rebuilt: {} packed and {} loose objects indexed, open pack {} at {} bytes",
+            self.packed_indexed, self.loose_indexed, self.open_pack, self.committed_len
+        )?;
+        if !self.rejected.is_empty() {
+            write!(f, "; {} entries not indexed:", self.rejected.len())?;
+            for (location, reason) in &self.rejected {
+                write!(f, "\n  {location}: {reason}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Rebuild the locator of the (closed) store at `dir`. The new database is
 /// written as `locator.redb.rebuild`, committed durably, flushed, then
 /// renamed over `locator.redb`.

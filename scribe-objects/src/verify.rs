@@ -49,6 +49,50 @@ pub enum Problem {
     LocatorUnreadable { reason: String },
 }
 
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Problem::UncommittedTail {
+                pack,
+                committed_len,
+                actual_len,
+            } => write!(
+                f,
+                "pack {pack}: {} bytes past its committed length {committed_len} (a torn \
+                 tail; opening the store truncates it)",
+                actual_len.saturating_sub(*committed_len)
+            ),
+            Problem::UncommittedPack { pack, path } => write!(
+                f,
+                "pack {pack} ({}) is above the checkpoint (opening the store removes it)",
+                path.display()
+            ),
+            Problem::PackShorterThanCommitted {
+                pack,
+                committed_len,
+                actual_len,
+            } => write!(
+                f,
+                "pack {pack} is {actual_len} bytes, shorter than its committed length \
+                 {committed_len}: damaged (`scribe-server rebuild-locator` indexes what it \
+                 still holds)"
+            ),
+            Problem::BadPack { pack, reason } => write!(f, "pack {pack}: {reason}"),
+            Problem::CorruptObject {
+                id,
+                location,
+                reason,
+            } => write!(f, "{id} at {location}: {reason}"),
+            Problem::BadLocatorRow { key, reason } => write!(f, "locator row {key}: {reason}"),
+            Problem::LocatorUnreadable { reason } => write!(
+                f,
+                "the locator cannot be read: {reason} (opening the store repairs it; \
+                 `scribe-server rebuild-locator` rebuilds it)"
+            ),
+        }
+    }
+}
+
 /// The result of verification.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VerifyReport {

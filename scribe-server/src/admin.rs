@@ -140,9 +140,7 @@ pub fn doctor(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
         })?;
         let v = store.verify().map_err(store_err(&info))?;
         for p in &v.problems {
-            report
-                .problems
-                .push(format!("{}: objects: {p:?}", info.name));
+            report.problems.push(format!("{}: objects: {p}", info.name));
         }
         report.notes.push(format!(
             "{}: {} commits and {} pages checked, objects verified",
@@ -165,7 +163,7 @@ pub fn verify(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
         let objects = repo_dir(&root, &info).join("objects");
         let v = scribe_objects::verify_dir(&objects).map_err(store_err(&info))?;
         for p in &v.problems {
-            report.problems.push(format!("{}: {p:?}", info.name));
+            report.problems.push(format!("{}: {p}", info.name));
         }
         let needs_recovery = v.locator_needed_repair
             || v.problems.iter().any(|p| {
@@ -238,7 +236,7 @@ pub fn repair(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
                 }
                 other => report
                     .problems
-                    .push(format!("{}: objects: {other:?} (not repaired)", info.name)),
+                    .push(format!("{}: objects: {other} (not repaired)", info.name)),
             }
         }
         let ids: Vec<ObjectId> = damaged.iter().map(|(id, _)| *id).collect();
@@ -277,7 +275,7 @@ pub fn rebuild_locator(dir: &Path, repo: Option<&str>) -> Result<Report, AdminEr
     for info in select(&root, repo)? {
         let objects = repo_dir(&root, &info).join("objects");
         let r = scribe_objects::rebuild_locator(&objects).map_err(store_err(&info))?;
-        report.notes.push(format!("{}: {r:?}", info.name));
+        report.notes.push(format!("{}: {r}", info.name));
     }
     Ok(report)
 }
@@ -659,7 +657,7 @@ pub fn compact_objects_keeping_absent(
             journal_end: 0,
         };
         let c = scribe_objects::compact(&objects, live, ctx, options).map_err(store_err(&info))?;
-        report.notes.push(format!("{}: {c:?}", info.name));
+        report.notes.push(format!("{}: {c}", info.name));
     }
     Ok(report)
 }

@@ -182,7 +182,7 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         repo: String,
         #[command(flatten)]
-        tier: TierArgs,
+        tier: BucketArgs,
         /// Do it (without -y: a preview that changes nothing)
         #[arg(short = 'y', long = "yes")]
         yes: bool,
@@ -495,6 +495,30 @@ enum PinsCommand {
     },
 }
 
+/// The bucket of an offline tier command: the `--tier` the data root is
+/// served with.
+#[derive(Args, Clone)]
+struct BucketArgs {
+    /// The bucket this data root's tier uses (its `serve --tier`); region
+    /// and keys come from AWS_REGION, AWS_ACCESS_KEY_ID and
+    /// AWS_SECRET_ACCESS_KEY
+    #[arg(long, value_name = "s3://BUCKET[/PREFIX]", required = true)]
+    tier: String,
+    /// The S3 endpoint, e.g. http://127.0.0.1:7480 (default:
+    /// AWS_ENDPOINT_URL, else AWS itself)
+    #[arg(long, value_name = "URL")]
+    tier_endpoint: Option<String>,
+}
+
+impl From<BucketArgs> for TierArgs {
+    fn from(b: BucketArgs) -> TierArgs {
+        TierArgs {
+            tier: Some(b.tier),
+            tier_endpoint: b.tier_endpoint,
+        }
+    }
+}
+
 #[derive(Args)]
 struct TierArgs {
     /// Keep every accepted change in an S3-compatible bucket as well
@@ -524,7 +548,7 @@ enum TierCommand {
         #[command(flatten)]
         args: AdminArgs,
         #[command(flatten)]
-        tier: TierArgs,
+        tier: BucketArgs,
     },
     /// Check the bucket against the tier record (offline)
     ///
@@ -535,7 +559,7 @@ enum TierCommand {
         #[command(flatten)]
         data: DataArg,
         #[command(flatten)]
-        tier: TierArgs,
+        tier: BucketArgs,
     },
 }
 
@@ -676,7 +700,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => tier_status(&d.data),
         Command::Tier {
             command: TierCommand::Verify { data, tier },
-        } => tier_verify(&data.data, &tier),
+        } => tier_verify(&data.data, &tier.into()),
         Command::Tier {
             command: TierCommand::Evict { args, tier },
         } => {
@@ -685,7 +709,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     .with_context(|| format!("cannot open data root {}", args.data.display()))?;
                 service.root().incarnation().to_string()
             };
-            let record = open_tier(&args.data, &incarnation, &tier)?;
+            let record = open_tier(&args.data, &incarnation, &tier.into())?;
             Ok(print_report(
                 "tier evict",
                 &scribe_server::tier::evict(&args.data, &record, args.repo.as_deref())?,
@@ -703,7 +727,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     .with_context(|| format!("cannot open data root {}", data.display()))?;
                 service.root().incarnation().to_string()
             };
-            let record = open_tier(&data, &incarnation, &tier)?;
+            let record = open_tier(&data, &incarnation, &tier.into())?;
             Ok(print_report(
                 "obliterate",
                 &scribe_server::tier::obliterate(&data, &record, &repo, &files, yes)?,
