@@ -173,7 +173,18 @@ pub fn verify(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
                         | scribe_objects::Problem::BadLocatorRow { .. }
                 )
             });
-        if needs_recovery {
+        let damaged_pack = v
+            .problems
+            .iter()
+            .any(|p| matches!(p, scribe_objects::Problem::PackShorterThanCommitted { .. }));
+        if damaged_pack {
+            report.notes.push(format!(
+                "{}: objects verified; accepted manifests not checked (a pack is damaged and the \
+                 store cannot be opened: `scribe-server rebuild-locator --repo {}` indexes what \
+                 the packs still hold, then `scribe-server doctor` names what is lost)",
+                info.name, info.name
+            ));
+        } else if needs_recovery {
             report.notes.push(format!(
                 "{}: objects verified; accepted manifests not checked (the store needs open-time recovery: run doctor)",
                 info.name

@@ -588,6 +588,21 @@ fn hint(e: &anyhow::Error) -> Option<&'static str> {
                 "stop the server first; offline commands need the data root to themselves",
             );
         }
+        // The store's error reaches here as text through the repository's.
+        let damaged_pack = matches!(
+            cause.downcast_ref::<scribe_objects::StoreError>(),
+            Some(scribe_objects::StoreError::CorruptPack { .. })
+        ) || cause
+            .to_string()
+            .contains("shorter than its committed length");
+        if damaged_pack {
+            return Some(
+                "a repository's pack is damaged and its store cannot be opened: `scribe-server \
+                 verify --data DIR` names what is damaged (it reads without opening), and \
+                 `scribe-server rebuild-locator --data DIR --repo NAME` indexes what the packs \
+                 still hold; then `scribe-server doctor` names what is lost",
+            );
+        }
     }
     None
 }

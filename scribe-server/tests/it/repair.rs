@@ -299,3 +299,66 @@ fn get_many_leaves_an_object_it_has_no_room_for_unread() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A pack cut short (its last committed entry torn) stops the store from
+/// opening: the commands that open it say where to go (`verify`, then
+/// `rebuild-locator`), `verify` names the damage in sentences, and
+/// `rebuild-locator` names the entry it could not index.
+#[test]
+fn a_pack_cut_short_is_named_with_the_way_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = new_root(dir.path());
+    let d = data.to_str().unwrap();
+    {
+        let mut c = InProcessConnection::new(Service::open(&data).unwrap());
+        let ws = WorkspaceId([4; 16]);
+        c.register(ws);
+        let body = noise(7, 200_000);
+        let ch = change(&[("art.bin", Some(&body[..]), 0)]);
+        assert_eq!(
+            accepted(&c.upload_and_submit(ws, OperationId::random(), &ch, "seed")),
+            1
+        );
+    }
+    let pack = std::fs::read_dir(data.join("repos"))
+        .unwrap()
+        .map(|r| r.unwrap().path().join("objects/packs/00000001.pack"))
+        .find(|p| p.exists())
+        .unwrap();
+    let len = std::fs::metadata(&pack).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&pack)
+        .unwrap()
+        .set_len(len - 1)
+        .unwrap();
+
+    let out = run(&["doctor", "--data", d]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("shorter than its committed length"), "{err}");
+    assert!(
+        err.contains("Hint:") && err.contains("rebuild-locator"),
+        "{err}"
+    );
+
+    let out = run(&["verify", "--data", d]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(&format!("rebuild-locator --repo {REPO}")),
+        "{text}"
+    );
+    assert!(text.contains("pack 1 is "), "{text}");
+    assert!(!text.contains("PackShorterThanCommitted"), "{text}");
+
+    let out = run(&["rebuild-locator", "--data", d]);
+    let text = stdout(&out);
+    assert!(text.contains("entries not indexed"), "{text}");
+    assert!(text.contains("torn entry"), "{text}");
+    assert!(!text.contains("RebuildReport"), "{text}");
+    // The store opens again; doctor names what the torn entry held.
+    let out = run(&["doctor", "--data", d]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("shorter than its committed length"), "{err}");
+}
