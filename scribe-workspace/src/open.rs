@@ -114,6 +114,21 @@ fn set_apart_unversionable(
     let mut keys = live_keys(&read.baselines()?, &opened);
     drop(read);
     let opened: HashSet<&str> = opened.iter().map(|(p, _)| p.as_str()).collect();
+    // A tracked file that is gone and not opened is what `reconcile` opens
+    // for delete in the same run: not a live key (the rule is "tracked
+    // paths not opened for delete"), so a case-only rename done outside
+    // scribe (`Art/Hero.PSD` -> `art/hero.psd`) is a delete and an add, not
+    // a delete whose replacement is refused.
+    for change in &detection.changes {
+        if let LocalChange::Missing { path } = change {
+            if !opened.contains(path.as_str()) {
+                let key = scribe_format::path::collision_key(path);
+                if keys.get(&key) == Some(path) {
+                    keys.remove(&key);
+                }
+            }
+        }
+    }
     let view = ws.meta()?.view;
     let mut changes = std::mem::take(&mut detection.changes);
     changes.sort_by(|a, b| a.path().cmp(b.path()));
@@ -908,12 +923,42 @@ pub fn reconcile(ws: &Workspace, prefixes: &[String]) -> Result<OpenReport> {
             .push(refuse(&p.path, code, with_code(&p.detail, &p.code)));
     }
     let reserved = crate::moves::reserved_roots(ws)?;
+    // A missing file is not opened for delete when a new file differing
+    // from it only in case or normalization (its replacement) was refused
+    // and none of that name is opened: the delete alone would drop the
+    // asset from the repository at the next submit.
+    let refused_keys: HashMap<Vec<u8>, &str> = problems
+        .iter()
+        .filter(|p| p.code == COLLISION_CODE)
+        .map(|p| (scribe_format::path::collision_key(&p.path), p.path.as_str()))
+        .collect();
+    let added_keys: HashSet<Vec<u8>> = detection
+        .changes
+        .iter()
+        .filter(|c| matches!(c, LocalChange::New(_)))
+        .map(|c| scribe_format::path::collision_key(c.path()))
+        .collect();
     let tx = ws.write()?;
     for change in detection.changes {
         let path = change.path().to_string();
         if tx.opened(&path)?.is_some() {
             report.unchanged.push(path);
             continue;
+        }
+        if matches!(change, LocalChange::Missing { .. }) {
+            let key = scribe_format::path::collision_key(&path);
+            if let (Some(other), false) = (refused_keys.get(&key), added_keys.contains(&key)) {
+                let detail = format!(
+                    "not opened for delete: {other}, which differs from it only in case or \
+                     normalization, could not be opened"
+                );
+                report.refused.push(refuse(
+                    &path,
+                    ErrorCode::PathCollision,
+                    with_code(detail, COLLISION_CODE),
+                ));
+                continue;
+            }
         }
         if matches!(change, LocalChange::New(_)) {
             if let Some(root) = reserved
@@ -1085,6 +1130,96 @@ mod tests {
         let s = status(&ws).unwrap();
         assert!(s.unopened.is_empty());
         assert_eq!(s.opened.len(), 3);
+    }
+
+    /// A case-only rename done outside scribe (`Art/Hero.PSD` ->
+    /// `art/hero.psd`): the tracked path is gone, so it is opened for
+    /// delete and is not a live key; the new name is opened for add, not
+    /// refused as a collision (which left a lone delete for submit).
+    #[test]
+    fn reconcile_opens_both_halves_of_a_case_only_rename() {
+        let (_d, ws) = ws();
+        tracked(&ws, "Art/Hero.PSD", b"hero");
+        tracked(&ws, "Art/Other.psd", b"other");
+        fs::rename(ws.root().join("Art"), ws.root().join("art")).unwrap();
+        fs::rename(
+            ws.root().join("art/Hero.PSD"),
+            ws.root().join("art/hero.psd"),
+        )
+        .unwrap();
+        let s = status(&ws).unwrap();
+        assert!(s.problems.is_empty(), "{:?}", s.problems);
+        let r = reconcile(&ws, &[]).unwrap();
+        assert!(r.refused.is_empty() && r.skipped.is_empty(), "{r:?}");
+        let actions: Vec<(&str, OpenedAction)> =
+            r.opened.iter().map(|(p, a)| (p.as_str(), *a)).collect();
+        assert_eq!(
+            actions,
+            vec![
+                ("Art/Hero.PSD", OpenedAction::Delete),
+                ("Art/Other.psd", OpenedAction::Delete),
+                ("art/Other.psd", OpenedAction::Add),
+                ("art/hero.psd", OpenedAction::Add),
+            ]
+        );
+        assert!(case_collisions(&ws.read().unwrap()).unwrap().is_empty());
+    }
+
+    /// A delete is opened only with a replacement: of two new names for
+    /// one missing file the first replaces it (the second is refused);
+    /// when the only new name is refused (it collides with an opened add
+    /// whose file is gone), the missing file is not opened for delete
+    /// and both are reported.
+    #[test]
+    fn reconcile_never_opens_a_delete_whose_only_replacement_is_refused() {
+        let (_d, ws) = ws();
+        tracked(&ws, "Hero.psd", b"hero");
+        fs::rename(ws.root().join("Hero.psd"), ws.root().join("HERO.psd")).unwrap();
+        fs::write(ws.root().join("hero.PSD"), b"second").unwrap();
+        let r = reconcile(&ws, &[]).unwrap();
+        let actions: Vec<(&str, OpenedAction)> =
+            r.opened.iter().map(|(p, a)| (p.as_str(), *a)).collect();
+        assert_eq!(
+            actions,
+            vec![
+                ("HERO.psd", OpenedAction::Add),
+                ("Hero.psd", OpenedAction::Delete)
+            ]
+        );
+        assert_eq!(r.skipped.len(), 1, "{r:?}");
+        assert_eq!(r.skipped[0].path, "hero.PSD");
+
+        let (_d2, ws) = super::tests::ws();
+        tracked(&ws, "a/Keep.psd", b"keep");
+        let tx = ws.write().unwrap();
+        tx.put_opened("A/keep.psd", &opened_record(OpenedAction::Add, false))
+            .unwrap();
+        tx.commit().unwrap();
+        fs::remove_file(ws.root().join("a/Keep.psd")).unwrap();
+        fs::write(ws.root().join("a/KEEP.psd"), b"third").unwrap();
+        let r = reconcile(&ws, &[]).unwrap();
+        assert!(r.opened.is_empty(), "{:?}", r.opened);
+        // Found by the walk: reported (`not opened: ...`), each path once.
+        let skipped: Vec<(&str, ErrorCode)> = r
+            .skipped
+            .iter()
+            .map(|x| (x.path.as_str(), x.code))
+            .collect();
+        assert_eq!(
+            skipped,
+            vec![
+                ("a/KEEP.psd", ErrorCode::PathCollision),
+                ("a/Keep.psd", ErrorCode::PathCollision)
+            ]
+        );
+        assert!(
+            r.skipped[1]
+                .detail
+                .contains("not opened for delete: a/KEEP.psd"),
+            "{}",
+            r.skipped[1].detail
+        );
+        assert!(ws.read().unwrap().opened("a/Keep.psd").unwrap().is_none());
     }
 
     #[test]

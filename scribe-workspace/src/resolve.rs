@@ -71,6 +71,9 @@ pub fn resolve(
     let present = std::fs::symlink_metadata(&full).is_ok();
     match how {
         Resolution::Theirs => {
+            if row.target.is_some() {
+                clear_ancestors(ws, path)?;
+            }
             if present {
                 recovery::displace(ws.root(), path, RecoveryReason::Resolve)?;
             }
@@ -142,6 +145,47 @@ pub fn resolve(
             Ok(Resolved::Opened(action))
         }
     }
+}
+
+/// Make room for theirs beneath a file standing where a directory on the
+/// way goes (a file turned into a directory; sync deferred the path with
+/// [`crate::sync::DeferReason::FileInTheWay`]). An untracked file there is
+/// displaced into the recovery area like any working file theirs replaces;
+/// a tracked, opened or deferred one is local work of its own path and is
+/// refused, naming it, until that path is settled.
+fn clear_ancestors(ws: &Workspace, path: &str) -> Result<()> {
+    let mut ancestors = Vec::new();
+    let mut current = scribe_format::path::parent(path);
+    while let Some(dir) = current {
+        ancestors.push(dir);
+        current = scribe_format::path::parent(dir);
+    }
+    for dir in ancestors.into_iter().rev() {
+        let full = ws.root().join(dir);
+        match std::fs::symlink_metadata(&full) {
+            Ok(m) if m.is_dir() => continue,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(WorkspaceError::io(&full)(e)),
+        }
+        let read = ws.read()?;
+        let tracked = read.baseline(dir)?.is_some()
+            || read.opened(dir)?.is_some()
+            || read.deferred_all()?.iter().any(|(p, _)| p == dir);
+        drop(read);
+        if tracked {
+            return Err(WorkspaceError::Materialize {
+                path: path.into(),
+                detail: format!(
+                    "the file {dir} stands where its directory goes; settle {dir} first \
+                     (resolve, revert or delete it)"
+                ),
+            });
+        }
+        recovery::displace(ws.root(), dir, RecoveryReason::Resolve)?;
+        return Ok(());
+    }
+    Ok(())
 }
 
 fn place(
@@ -275,6 +319,61 @@ mod tests {
         let r = ws.read().unwrap();
         assert!(r.opened("f").unwrap().is_none());
         assert_eq!(r.baseline("f").unwrap().unwrap().change, 2);
+    }
+
+    /// A file turned into a directory: theirs beneath an untracked file
+    /// moves that file into the recovery area; beneath a deferred
+    /// (tracked) one it is refused, naming the file, until that is settled.
+    #[test]
+    fn theirs_beneath_a_file_in_the_way_keeps_that_file() {
+        let (dir, ws, mem) = setup();
+        let inner = rec(b"theirs", 2);
+        std::fs::write(dir.path().join("u"), b"my notes").unwrap();
+        let tx = ws.write().unwrap();
+        for p in ["f/inner", "u/inner"] {
+            tx.put_deferred(
+                p,
+                &JournalEntry {
+                    target: Some(inner),
+                    done: false,
+                    recovery: None,
+                },
+            )
+            .unwrap();
+        }
+        tx.commit().unwrap();
+        let err = resolve(&ws, "f/inner", &Resolution::Theirs, &mem).unwrap_err();
+        assert!(err.to_string().contains("settle f first"), "{err}");
+        assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"ours");
+        assert_eq!(
+            resolve(&ws, "u/inner", &Resolution::Theirs, &mem).unwrap(),
+            Resolved::TookTheirs
+        );
+        assert_eq!(
+            std::fs::read(dir.path().join("u/inner")).unwrap(),
+            b"theirs"
+        );
+        let kept = crate::recovery::list(dir.path()).unwrap();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        // Once f is settled (theirs removes it), its directory is written.
+        let tx = ws.write().unwrap();
+        tx.put_deferred(
+            "f",
+            &JournalEntry {
+                target: None,
+                done: false,
+                recovery: None,
+            },
+        )
+        .unwrap();
+        tx.commit().unwrap();
+        resolve(&ws, "f", &Resolution::Theirs, &mem).unwrap();
+        resolve(&ws, "f/inner", &Resolution::Theirs, &mem).unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("f/inner")).unwrap(),
+            b"theirs"
+        );
+        assert_eq!(crate::recovery::list(dir.path()).unwrap().len(), 2);
     }
 
     #[test]

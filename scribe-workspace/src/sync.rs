@@ -305,6 +305,9 @@ pub enum DeferReason {
     BeyondSymlink,
     /// This platform cannot hold the name (a `\\` on Windows).
     Unrepresentable,
+    /// A local file the sync does not remove (modified, opened or
+    /// untracked) stands where a directory on the way to the path goes.
+    FileInTheWay,
 }
 
 impl DeferReason {
@@ -319,6 +322,9 @@ impl DeferReason {
             }
             DeferReason::Unrepresentable => {
                 "this platform cannot hold the name; rename it from another platform"
+            }
+            DeferReason::FileInTheWay => {
+                "a local file stands where its directory goes; resolve or move that file, then resolve --theirs"
             }
         }
     }
@@ -525,7 +531,18 @@ fn classify_step(
     let full = ws.root().join(path);
     let meta = match std::fs::symlink_metadata(&full) {
         Ok(m) => Some(m),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        // A file stands where a directory on the way goes: nothing is at
+        // the path itself. Whether that file leaves first (a removal of
+        // this journal) is known once the batch's files are displaced
+        // ([`clear_the_way`]).
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            None
+        }
         Err(e) => return Err(WorkspaceError::io(&full)(e)),
     };
     Ok(match (meta, baseline, row.target) {
@@ -548,8 +565,72 @@ fn classify_step(
             }
         }
         (Some(_), Some(_), _) => Step::Defer(DeferReason::ModifiedLocally),
+        // A directory where a file goes (a directory turned into a file):
+        // the tracked files inside leave through this journal's removals
+        // first, and [`clear_the_way`] removes what is then an empty tree
+        // (or defers the path if anything else is left in it).
+        (Some(m), None, Some(t)) if m.is_dir() => Step::Write(t),
         (Some(_), None, _) => Step::Defer(DeferReason::Untracked),
     })
+}
+
+/// Whether the tree at `dir` holds nothing but directories.
+fn only_directories(dir: &Path) -> Result<bool> {
+    for entry in std::fs::read_dir(dir).map_err(WorkspaceError::io(dir))? {
+        let entry = entry.map_err(WorkspaceError::io(dir))?;
+        let kind = entry
+            .file_type()
+            .map_err(WorkspaceError::io(entry.path()))?;
+        if !kind.is_dir() || !only_directories(&entry.path())? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Remove the tree at `dir`, which holds only directories, bottom-up.
+fn remove_empty_tree(dir: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(dir).map_err(WorkspaceError::io(dir))? {
+        let entry = entry.map_err(WorkspaceError::io(dir))?;
+        remove_empty_tree(&entry.path())?;
+    }
+    std::fs::remove_dir(dir).map_err(WorkspaceError::io(dir))
+}
+
+/// After a batch's displacements, make room for a target at `path` or say
+/// why it must wait: an empty directory tree at the path itself (a
+/// directory turned into a file whose files this journal removed) is
+/// removed; a directory with anything else left in it is untracked work in
+/// the way, and a file left where a directory on the way goes (a file
+/// turned into a directory, the file modified, opened or untracked here) is
+/// [`DeferReason::FileInTheWay`]. Nothing is displaced or overwritten.
+fn clear_the_way(root: &Path, path: &str) -> Result<Option<DeferReason>> {
+    let mut ancestors = Vec::new();
+    let mut current = scribe_format::path::parent(path);
+    while let Some(dir) = current {
+        ancestors.push(dir);
+        current = scribe_format::path::parent(dir);
+    }
+    for dir in ancestors.into_iter().rev() {
+        let full = root.join(dir);
+        match std::fs::symlink_metadata(&full) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Ok(Some(DeferReason::FileInTheWay)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Err(e) => return Err(WorkspaceError::io(&full)(e)),
+        }
+    }
+    let full = root.join(path);
+    match std::fs::symlink_metadata(&full) {
+        Ok(m) if m.is_dir() => {
+            if !only_directories(&full)? {
+                return Ok(Some(DeferReason::Untracked));
+            }
+            remove_empty_tree(&full)?;
+            Ok(None)
+        }
+        _ => Ok(None),
+    }
 }
 
 fn tmp_path(ws: &Workspace, target: &BaselineRecord, index: usize) -> PathBuf {
@@ -579,12 +660,17 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
     let incarnation = meta.incarnation;
     let policy = FlushPolicy::from_env();
     let mut report = SyncReport::default();
-    let rows: Vec<(String, JournalEntry)> = ws
+    let mut rows: Vec<(String, JournalEntry)> = ws
         .read()?
         .journal_all()?
         .into_iter()
         .filter(|(_, e)| !e.done)
         .collect();
+    // Removals first (stable: path order within each): a file turned into
+    // a directory leaves before anything is written beneath it, and the
+    // files of a directory turned into a file leave before the file is
+    // written, even when the two rows fall in different batches.
+    rows.sort_by_key(|(_, e)| e.target.is_some());
     for batch in rows.chunks(BATCH) {
         // Phase 1: classify; record displacement intents durably.
         let mut steps = Vec::with_capacity(batch.len());
@@ -594,8 +680,9 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
             let (step, unmodified) = classify(ws, &mut links, path, row, &incarnation)?;
             // Anything standing where a target goes, or a file being
             // removed, leaves through the recovery area, never by overwrite.
+            // A directory in the way is never displaced ([`clear_the_way`]).
             let displaces = matches!(step, Step::Write(_) | Step::Remove)
-                && std::fs::symlink_metadata(ws.root().join(path)).is_ok();
+                && std::fs::symlink_metadata(ws.root().join(path)).is_ok_and(|m| !m.is_dir());
             if displaces {
                 let reason = if matches!(step, Step::Remove) {
                     RecoveryReason::SyncRemove
@@ -635,6 +722,15 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
                     report.replaced_unmodified.push(path.clone());
                 } else {
                     report.displaced.push(path.clone());
+                }
+            }
+        }
+        // Room for each target now that this batch's files have left: an
+        // emptied directory goes, anything else in the way defers the path.
+        for (i, step) in steps.iter_mut().enumerate() {
+            if matches!(step, Step::Write(_)) {
+                if let Some(reason) = clear_the_way(ws.root(), &batch[i].0)? {
+                    *step = Step::Defer(reason);
                 }
             }
         }
@@ -835,6 +931,13 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
         }
         tx.commit()?;
     }
+    // Reported in path order, whatever order the rows were applied in.
+    report.written.sort();
+    report.added.sort();
+    report.removed.sort();
+    report.deferred.sort_by(|a, b| a.0.cmp(&b.0));
+    report.displaced.sort();
+    report.replaced_unmodified.sort();
     Ok(report)
 }
 
@@ -1376,5 +1479,142 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o111, 0o111);
         assert_eq!(mode & 0o222, 0);
+    }
+
+    fn memory(contents: &[&[u8]]) -> Memory {
+        Memory(
+            contents
+                .iter()
+                .map(|b| (FileContentId::of(b), b.to_vec()))
+                .collect(),
+        )
+    }
+
+    /// A file turned into a directory (file `f` removed, `f/inner` added):
+    /// the unmodified file leaves first and the directory is written, in
+    /// one batch or (a removal after many rows) in two.
+    #[test]
+    fn a_file_turned_into_a_directory_is_removed_before_its_directory_is_written() {
+        let (_d, ws) = ws();
+        let mem = memory(&[b"f1", b"k1", b"inner"]);
+        sync(
+            &ws,
+            1,
+            &[
+                ("f".into(), Some(target(b"f1", 1))),
+                ("g".into(), Some(target(b"f1", 1))),
+                ("k".into(), Some(target(b"k1", 1))),
+            ],
+            &mem,
+        );
+        let mut plan: Vec<(String, Option<BaselineRecord>)> = vec![
+            ("f".into(), None),
+            ("f/inner".into(), Some(target(b"inner", 2))),
+            ("g".into(), None),
+            ("g/inner".into(), Some(target(b"inner", 2))),
+        ];
+        // `g` and `g/inner` fall in different batches.
+        plan.extend((0..BATCH + 10).map(|i| (format!("g-{i:04}"), Some(target(b"k1", 2)))));
+        begin(&ws, 2, &plan).unwrap();
+        let r = apply(&ws, &mem).unwrap();
+        assert!(r.deferred.is_empty(), "{:?}", r.deferred);
+        finish(&ws).unwrap();
+        for d in ["f", "g"] {
+            assert_eq!(
+                std::fs::read(ws.root().join(d).join("inner")).unwrap(),
+                b"inner"
+            );
+            let read = ws.read().unwrap();
+            assert!(read.baseline(d).unwrap().is_none());
+            assert!(read.baseline(&format!("{d}/inner")).unwrap().is_some());
+        }
+        assert_eq!(std::fs::read(ws.root().join("k")).unwrap(), b"k1");
+        assert_eq!(ws.meta().unwrap().synced, 2);
+    }
+
+    /// A modified tracked file, or an untracked one, where a directory
+    /// goes: that file is kept, the paths beneath it wait for resolve, and
+    /// the rest of the sync completes (never stranded).
+    #[test]
+    fn a_kept_file_where_a_directory_goes_defers_only_its_paths() {
+        let (_d, ws) = ws();
+        let mem = memory(&[b"f1", b"k1", b"k2", b"inner"]);
+        sync(
+            &ws,
+            1,
+            &[
+                ("f".into(), Some(target(b"f1", 1))),
+                ("k".into(), Some(target(b"k1", 1))),
+            ],
+            &mem,
+        );
+        std::fs::write(ws.root().join("f"), b"my edit").unwrap();
+        std::fs::write(ws.root().join("u"), b"my notes").unwrap();
+        let r = sync(
+            &ws,
+            2,
+            &[
+                ("f".into(), None),
+                ("f/inner".into(), Some(target(b"inner", 2))),
+                ("k".into(), Some(target(b"k2", 2))),
+                ("u/inner".into(), Some(target(b"inner", 2))),
+            ],
+            &mem,
+        );
+        assert_eq!(
+            r.deferred,
+            vec![
+                ("f".to_string(), DeferReason::ModifiedLocally),
+                ("f/inner".to_string(), DeferReason::FileInTheWay),
+                ("u/inner".to_string(), DeferReason::FileInTheWay),
+            ]
+        );
+        assert_eq!(std::fs::read(ws.root().join("f")).unwrap(), b"my edit");
+        assert_eq!(std::fs::read(ws.root().join("u")).unwrap(), b"my notes");
+        assert_eq!(std::fs::read(ws.root().join("k")).unwrap(), b"k2");
+        assert_eq!(ws.meta().unwrap().synced, 2);
+        assert_eq!(ws.read().unwrap().deferred_all().unwrap().len(), 3);
+    }
+
+    /// A directory turned into a file (`d/x` removed, `d` added): the
+    /// removed files leave and the emptied directory makes room for the
+    /// file, even when the file's row comes a batch earlier; a directory
+    /// still holding untracked work is not replaced.
+    #[test]
+    fn a_directory_turned_into_a_file_replaces_the_emptied_directory() {
+        let (_d, ws) = ws();
+        let mem = memory(&[b"x1", b"dfile", b"k1"]);
+        sync(
+            &ws,
+            1,
+            &[
+                ("d/sub/x".into(), Some(target(b"x1", 1))),
+                ("d/x".into(), Some(target(b"x1", 1))),
+                ("e/x".into(), Some(target(b"x1", 1))),
+            ],
+            &mem,
+        );
+        std::fs::write(ws.root().join("e/untracked"), b"mine").unwrap();
+        let mut plan: Vec<(String, Option<BaselineRecord>)> = vec![
+            ("d".into(), Some(target(b"dfile", 2))),
+            ("d/sub/x".into(), None),
+            ("d/x".into(), None),
+            ("e".into(), Some(target(b"dfile", 2))),
+            ("e/x".into(), None),
+        ];
+        // `d` and `d/x` fall in different batches.
+        plan.extend((0..BATCH + 10).map(|i| (format!("d-{i:04}"), Some(target(b"k1", 2)))));
+        let r = sync(&ws, 2, &plan, &mem);
+        assert_eq!(r.deferred, vec![("e".to_string(), DeferReason::Untracked)]);
+        assert_eq!(std::fs::read(ws.root().join("d")).unwrap(), b"dfile");
+        assert_eq!(
+            std::fs::read(ws.root().join("e/untracked")).unwrap(),
+            b"mine"
+        );
+        assert!(!ws.root().join("e/x").exists());
+        let read = ws.read().unwrap();
+        assert!(read.baseline("d").unwrap().is_some());
+        assert!(read.baseline("d/x").unwrap().is_none());
+        assert!(read.baseline("e/x").unwrap().is_none());
     }
 }
