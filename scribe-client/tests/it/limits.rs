@@ -371,6 +371,17 @@ fn unregistered_workspaces_can_neither_pin_nor_submit() {
             )
             .unwrap_err();
         assert_eq!(put.code(), ErrorCode::WorkspaceUnregistered, "{put}");
+        // Nor lock: a lock names its workspace to everyone who lists it.
+        let locked = c
+            .lock_acquire(m::LockAcquire {
+                repo: REPO.into(),
+                workspace: stranger,
+                branch: scribe_format::BranchId([0; 16]),
+                author: "stranger".into(),
+                paths: vec!["a.txt".into()],
+            })
+            .unwrap_err();
+        assert_eq!(locked.code(), ErrorCode::WorkspaceUnregistered, "{locked}");
         // The objects reach the store through a registered workspace; the
         // stranger still cannot submit them, and nothing is recorded.
         register(&mut c, WS);

@@ -20,6 +20,17 @@ pub(super) fn acquire(svc: &Service, r: m::LockAcquire) -> DispatchResult<m::Loc
     let (repo, _) = open(svc, &r.repo)?;
     let branch = branch_of(&repo, r.branch);
     check_paths(&r.paths)?;
+    // As for pins and submits: only a registered workspace holds locks
+    // (a lock names its workspace to everyone who lists it).
+    if repo.workspace(r.workspace)?.is_none() {
+        return Err(Failure::new(
+            ErrorCode::WorkspaceUnregistered,
+            format!(
+                "workspace {} is not registered in {:?}; register it before locking",
+                r.workspace, r.repo
+            ),
+        ));
+    }
     let locks = repo.lock(&r.paths, r.workspace, branch, &r.author)?;
     Ok(m::LocksReply {
         locks: locks
