@@ -582,7 +582,7 @@ mod tests {
         use crate::open;
         use crate::records::fingerprint_of;
         use crate::records::{BaselineRecord, OpenedAction, OpenedRecord};
-        use crate::scan::{now_ms, scan, ScanOptions};
+        use crate::scan::{now_ms, scan_tracking, ScanOptions};
         use scribe_format::{FileContentId, ManifestId};
         use std::fs;
         use std::time::{Duration, SystemTime};
@@ -651,10 +651,11 @@ mod tests {
             let (index, _) = load(ws).unwrap();
             let (cached, problems) =
                 detect_indexed(ws.root(), &options, &index, |p| read.baseline(p)).unwrap();
-            let found = scan(ws.root(), &options);
-            let baselines: Vec<_> = read
-                .baselines()
-                .unwrap()
+            let all = read.baselines().unwrap();
+            let tracked: std::collections::BTreeSet<String> =
+                all.iter().map(|(p, _)| p.clone()).collect();
+            let found = scan_tracking(ws.root(), &options, Some(&tracked));
+            let baselines: Vec<_> = all
                 .into_iter()
                 .filter(|(p, _)| {
                     prefixes.is_empty()
@@ -687,8 +688,12 @@ mod tests {
             fs::write(ws.root().join("new"), b"n").unwrap();
             fs::write(ws.root().join("a/new"), b"n").unwrap();
             track(&ws, "art/x.tmp", b"ignored now", true);
+            track(&ws, "art/build/kept", b"tracked in an ignored dir", true);
+            track(&ws, "art/build/edited", b"v1", true);
             fs::write(ws.root().join("art/.scribeignore"), b"*.tmp\nbuild/\n").unwrap();
             fs::write(ws.root().join("art/y.tmp"), b"y").unwrap();
+            fs::write(ws.root().join("art/build/edited"), b"v2 offline").unwrap();
+            fs::write(ws.root().join("art/build/new"), b"untracked, ignored").unwrap();
             track(&ws, "nested/f", b"nested", true);
             fs::create_dir_all(ws.root().join("nested/.scribe/_state")).unwrap();
             fs::write(ws.root().join("bad:name"), b"x").unwrap();
@@ -719,7 +724,7 @@ mod tests {
                 "modified edited",
                 "missing gone",
                 "missing a/gone",
-                "missing art/x.tmp",
+                "modified art/build/edited",
                 "missing nested/f",
                 "new new",
                 "new a/new",
@@ -728,6 +733,11 @@ mod tests {
                 assert!(cached.contains(expected), "{expected} in {cached}");
             }
             assert!(!cached.contains("y.tmp"), "{cached}");
+            // Ignore rules apply to untracked files only: a tracked file
+            // they match is not missing.
+            assert!(!cached.contains("x.tmp"), "{cached}");
+            assert!(!cached.contains("art/build/kept"), "{cached}");
+            assert!(!cached.contains("art/build/new"), "{cached}");
         }
 
         #[test]

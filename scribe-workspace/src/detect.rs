@@ -282,6 +282,15 @@ impl Visit for Compare<'_> {
         }
     }
 
+    fn tracked(&self, dir: &DirSlice, _path: &str, name: &str) -> bool {
+        dir.find(self.index, name).is_some()
+    }
+
+    fn tracks_under(&self, rel: &str) -> bool {
+        let (lo, hi) = self.index.range_under(rel);
+        lo < hi
+    }
+
     fn join(into: &mut Found, mut part: Found) {
         into.new.append(&mut part.new);
         into.candidates.append(&mut part.candidates);

@@ -14,7 +14,7 @@ use crate::detect::{detect, detect_indexed, Detection, LocalChange};
 use crate::error::{Result, WorkspaceError};
 use crate::records::{OpenedAction, OpenedRecord, RecoveryReason};
 use crate::recovery;
-use crate::scan::{now_ms, scan, Scan, ScanOptions, ScanProblem};
+use crate::scan::{now_ms, Scan, ScanOptions, ScanProblem};
 use crate::state::Workspace;
 use crate::sync::Materializer;
 
@@ -217,17 +217,28 @@ fn opened_record(action: OpenedAction, needs_reconcile: bool) -> OpenedRecord {
 }
 
 fn scan_prefixes(ws: &Workspace, prefixes: &[String]) -> Scan {
+    scan_prefixes_tracking(ws, prefixes, None)
+}
+
+/// The walk under `prefixes`; the files in `tracked` are found whatever
+/// the ignore rules say.
+fn scan_prefixes_tracking(
+    ws: &Workspace,
+    prefixes: &[String],
+    tracked: Option<&std::collections::BTreeSet<String>>,
+) -> Scan {
     let prefixes = if prefixes.iter().any(|p| p.is_empty()) {
         Vec::new()
     } else {
         prefixes.to_vec()
     };
-    scan(
+    crate::scan::scan_tracking(
         ws.root(),
         &ScanOptions {
             prefixes,
             threads: 0,
         },
+        tracked,
     )
 }
 
@@ -884,9 +895,13 @@ pub fn detect_changes_uncached(
     prefixes: &[String],
 ) -> Result<(Detection, Vec<ScanProblem>)> {
     let read = ws.read()?;
-    let (found, baselines) = rayon::join(|| scan_prefixes(ws, prefixes), || read.baselines());
+    let baselines = read.baselines()?;
     drop(read);
-    let baselines: Vec<_> = baselines?
+    // Ignore rules apply to untracked files only.
+    let tracked: std::collections::BTreeSet<String> =
+        baselines.iter().map(|(p, _)| p.clone()).collect();
+    let found = scan_prefixes_tracking(ws, prefixes, Some(&tracked));
+    let baselines: Vec<_> = baselines
         .into_iter()
         .filter(|(p, _)| {
             prefixes.is_empty()
@@ -1220,6 +1235,74 @@ mod tests {
             r.skipped[1].detail
         );
         assert!(ws.read().unwrap().opened("a/Keep.psd").unwrap().is_none());
+    }
+
+    /// Ignore rules apply to untracked files only (as git's do): a tracked
+    /// file a new rule matches is never missing while it is on disk, so
+    /// `reconcile` never opens it for delete; a changed one is modified.
+    #[test]
+    fn an_ignore_rule_never_makes_a_tracked_file_missing() {
+        let (_d, ws) = ws();
+        tracked(&ws, "textures/hero.bin", b"precious");
+        tracked(&ws, "build/out.o", b"v1");
+        tracked(&ws, "build/sub/deep.o", b"deep");
+        tracked(&ws, "readme.txt", b"x");
+        fs::write(ws.root().join(".scribeignore"), b"*.bin\nbuild/\n").unwrap();
+        fs::write(ws.root().join("build/out.o"), b"v2 offline").unwrap();
+        // Untracked files the rules match stay ignored.
+        fs::write(ws.root().join("textures/new.bin"), b"n").unwrap();
+        fs::write(ws.root().join("build/new.o"), b"n").unwrap();
+        fs::write(ws.root().join("build/sub/new.o"), b"n").unwrap();
+        let s = status(&ws).unwrap();
+        let paths: Vec<String> = s
+            .unopened
+            .iter()
+            .map(|c| match c {
+                LocalChange::New(f) => format!("new {}", f.path),
+                LocalChange::Modified { file, .. } => format!("modified {}", file.path),
+                LocalChange::Missing { path } => format!("missing {path}"),
+            })
+            .collect();
+        assert_eq!(paths, vec!["new .scribeignore", "modified build/out.o"]);
+        for prefixes in [
+            &["textures/hero.bin"][..],
+            &["textures"][..],
+            &["build"][..],
+            &["build/sub"][..],
+            &["build/sub/deep.o"][..],
+        ] {
+            let prefixes: Vec<String> = prefixes.iter().map(|p| p.to_string()).collect();
+            for (d, _) in [
+                detect_changes(&ws, &prefixes).unwrap(),
+                detect_changes_uncached(&ws, &prefixes).unwrap(),
+            ] {
+                assert!(
+                    d.changes
+                        .iter()
+                        .all(|c| !matches!(c, LocalChange::Missing { .. } | LocalChange::New(_))),
+                    "{prefixes:?}: {:?}",
+                    d.changes
+                );
+            }
+        }
+        let (plain, _) = detect_changes_uncached(&ws, &[]).unwrap();
+        let plain: Vec<&str> = plain.changes.iter().map(|c| c.path()).collect();
+        assert_eq!(plain, vec![".scribeignore", "build/out.o"]);
+        let r = reconcile(&ws, &[]).unwrap();
+        let actions: Vec<(&str, OpenedAction)> =
+            r.opened.iter().map(|(p, a)| (p.as_str(), *a)).collect();
+        assert_eq!(
+            actions,
+            vec![
+                (".scribeignore", OpenedAction::Add),
+                ("build/out.o", OpenedAction::Edit)
+            ]
+        );
+        // Deleted, a tracked ignored file is missing as any other.
+        fs::remove_file(ws.root().join("textures/hero.bin")).unwrap();
+        let s = status(&ws).unwrap();
+        let paths: Vec<&str> = s.unopened.iter().map(|c| c.path()).collect();
+        assert_eq!(paths, vec!["textures/hero.bin"]);
     }
 
     #[test]

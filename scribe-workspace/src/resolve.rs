@@ -10,8 +10,11 @@
 //!   their change.
 //! - `Theirs` displaces the working file into the recovery area (reason
 //!   `resolve`), writes theirs, and drops the opened record.
-//! - `Merged(file)` displaces the working file, copies `file` in its place
-//!   and then proceeds as `Ours`.
+//! - `Merged(file)` copies `file` aside first (a merged file that cannot
+//!   be read refuses with nothing touched), then displaces the working file,
+//!   puts the copy in its place and proceeds as `Ours`. When `file` is the
+//!   working file itself (merged in place) nothing is copied or displaced:
+//!   its bytes are the merge.
 //!
 //! Nothing is lost: every displaced working file keeps a recovery entry.
 
@@ -101,10 +104,22 @@ pub fn resolve(
         }
         Resolution::Ours | Resolution::Merged(_) => {
             if let Resolution::Merged(src) = how {
-                if present {
-                    recovery::displace(ws.root(), path, RecoveryReason::Resolve)?;
+                // The working file merged in place is its own result: its
+                // bytes are the merge and nothing is moved away. Any other
+                // merged file is copied in full before the working file is
+                // displaced, so a merged file that cannot be read refuses
+                // with the working file untouched.
+                if !(present && same_file(src, &full)) {
+                    let staged = stage_merged(ws, src)?;
+                    if present {
+                        if let Err(e) = recovery::displace(ws.root(), path, RecoveryReason::Resolve)
+                        {
+                            let _ = std::fs::remove_file(&staged);
+                            return Err(e);
+                        }
+                    }
+                    put_in_place(&staged, &full)?;
                 }
-                copy_in(src, &full)?;
             }
             let ours_present = std::fs::symlink_metadata(&full).is_ok();
             let action = match (row.target.is_some(), ours_present) {
@@ -220,13 +235,51 @@ fn place(
     std::fs::rename(&tmp, &full).map_err(WorkspaceError::io(&full))
 }
 
-fn copy_in(src: &Path, dest: &Path) -> Result<()> {
+/// Whether `src` (followed through links) is the very file at `working`
+/// (not followed): the working file given as its own merge result, by any
+/// name (a link to it, a hard link, a path through `..`).
+fn same_file(src: &Path, working: &Path) -> bool {
+    let (Ok(a), Ok(b)) = (std::fs::metadata(src), std::fs::symlink_metadata(working)) else {
+        return false;
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        a.dev() == b.dev() && a.ino() == b.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (a, b);
+        match (std::fs::canonicalize(src), std::fs::canonicalize(working)) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => false,
+        }
+    }
+}
+
+/// Copy the merged file `src` into the workspace's temporary area (same
+/// file system as the working copy) and return the copy. Nothing in the
+/// working copy is touched: a merged file that is missing, a directory or
+/// unreadable is refused here.
+fn stage_merged(ws: &Workspace, src: &Path) -> Result<PathBuf> {
+    let dir = ws.state_dir().join("tmp");
+    std::fs::create_dir_all(&dir).map_err(WorkspaceError::io(&dir))?;
+    let tmp = dir.join(format!(
+        "resolve-merged-{}.part",
+        scribe_format::OperationId::random().to_hex()
+    ));
+    if let Err(e) = std::fs::copy(src, &tmp) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(WorkspaceError::io(src)(e));
+    }
+    Ok(tmp)
+}
+
+fn put_in_place(staged: &Path, dest: &Path) -> Result<()> {
     if let Some(parent) = dest.parent() {
         std::fs::create_dir_all(parent).map_err(WorkspaceError::io(parent))?;
     }
-    let tmp = dest.with_extension("scribe-merge.part");
-    std::fs::copy(src, &tmp).map_err(WorkspaceError::io(src))?;
-    std::fs::rename(&tmp, dest).map_err(WorkspaceError::io(dest))
+    std::fs::rename(staged, dest).map_err(WorkspaceError::io(dest))
 }
 
 #[cfg(test)]
@@ -384,5 +437,38 @@ mod tests {
         resolve(&ws, "f", &Resolution::Merged(m), &mem).unwrap();
         assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"merged");
         assert_eq!(crate::recovery::list(dir.path()).unwrap().len(), 1);
+    }
+
+    /// The artist merged in place: the working file is its own merge
+    /// result. It stays where it is with its bytes; nothing is displaced.
+    #[test]
+    fn merged_with_the_working_file_itself_keeps_it_in_place() {
+        let (dir, ws, mem) = setup();
+        let f = dir.path().join("f");
+        std::fs::write(&f, b"merged by hand").unwrap();
+        assert_eq!(
+            resolve(&ws, "f", &Resolution::Merged(f.clone()), &mem).unwrap(),
+            Resolved::Opened(OpenedAction::Edit)
+        );
+        assert_eq!(std::fs::read(&f).unwrap(), b"merged by hand");
+        assert!(crate::recovery::list(dir.path()).unwrap().is_empty());
+        let r = ws.read().unwrap();
+        assert_eq!(r.opened("f").unwrap().unwrap().action, OpenedAction::Edit);
+        assert!(r.deferred_all().unwrap().is_empty());
+    }
+
+    /// A merged file that cannot be read is refused before the working
+    /// file is touched: it stays on disk, and the path stays deferred.
+    #[test]
+    fn an_unreadable_merged_file_leaves_the_working_file_in_place() {
+        let (dir, ws, mem) = setup();
+        let missing = dir.path().join("no-such-merge");
+        assert!(resolve(&ws, "f", &Resolution::Merged(missing), &mem).is_err());
+        let a_dir = dir.path().join("a-dir");
+        std::fs::create_dir(&a_dir).unwrap();
+        assert!(resolve(&ws, "f", &Resolution::Merged(a_dir), &mem).is_err());
+        assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"ours");
+        assert!(crate::recovery::list(dir.path()).unwrap().is_empty());
+        assert_eq!(ws.read().unwrap().deferred_all().unwrap().len(), 1);
     }
 }

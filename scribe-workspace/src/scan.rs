@@ -3,7 +3,11 @@
 //! [`scan`] visits every file under the workspace root on all cores and
 //! returns its canonical path and a fresh [`Fingerprint`] (one stat, no
 //! reads). Ignore rules come from versioned `.scribeignore` files (gitignore
-//! syntax, in any directory) and the local `.scribe/_state/ignore`. The
+//! syntax, in any directory) and the local `.scribe/_state/ignore`. As
+//! git's, they apply to untracked files only: a visitor that knows the
+//! tracked paths ([`Visit::tracked`], [`Visit::tracks_under`]) has every
+//! tracked file visited whatever the rules say (an ignored directory is
+//! still entered for the tracked files in it, and only for those). The
 //! workspace's own `.scribe/_state` and nested workspaces (any directory
 //! holding `.scribe/_state`) are never entered. Git's ignore files are not
 //! consulted: what Scribe versions is Scribe's decision.
@@ -80,9 +84,21 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Walk the working copy under `root`.
+/// Walk the working copy under `root`; every file the ignore rules match
+/// is left out.
 pub fn scan(root: &Path, options: &ScanOptions) -> Scan {
-    let (files, problems) = walk_with(root, options, &Collect);
+    scan_tracking(root, options, None)
+}
+
+/// [`scan`] with the ignore rules applied to untracked files only: the
+/// files named in `tracked` (canonical paths) are found even where a rule
+/// matches them or their directory.
+pub fn scan_tracking(
+    root: &Path,
+    options: &ScanOptions,
+    tracked: Option<&std::collections::BTreeSet<String>>,
+) -> Scan {
+    let (files, problems) = walk_with(root, options, &Collect { tracked });
     let mut out = Scan { files, problems };
     out.files.par_sort_unstable_by(|a, b| a.path.cmp(&b.path));
     out.files.dedup_by(|a, b| a.path == b.path);
@@ -112,14 +128,38 @@ pub(crate) trait Visit: Sync {
         executable: bool,
     );
     fn join(into: &mut Self::Acc, part: Self::Acc);
+    /// Whether the file `path` (last component `name`, in the directory
+    /// `dir` was made for) is tracked: ignore rules do not apply to it.
+    fn tracked(&self, _dir: &Self::Dir, _path: &str, _name: &str) -> bool {
+        false
+    }
+    /// Whether any tracked file lies under directory `rel`: an ignored
+    /// directory is still entered for them.
+    fn tracks_under(&self, _rel: &str) -> bool {
+        false
+    }
 }
 
-struct Collect;
+struct Collect<'a> {
+    tracked: Option<&'a std::collections::BTreeSet<String>>,
+}
 
-impl Visit for Collect {
+impl Visit for Collect<'_> {
     type Dir = ();
     type Acc = Vec<ScannedFile>;
     fn dir(&self, _rel: &str, _entries: usize) {}
+    fn tracked(&self, _dir: &(), path: &str, _name: &str) -> bool {
+        self.tracked.is_some_and(|t| t.contains(path))
+    }
+    fn tracks_under(&self, rel: &str) -> bool {
+        let Some(t) = self.tracked else {
+            return false;
+        };
+        let under = format!("{rel}/");
+        t.range(under.clone()..)
+            .next()
+            .is_some_and(|p| p.starts_with(&under))
+    }
     fn file(
         &self,
         _dir: &(),
@@ -291,7 +331,9 @@ impl<R: DirReader> Walk<'_, R> {
     /// path is `rel` ("" = root). Entries are stat'ed through the directory
     /// handle, not by full path; subdirectories are walked in parallel. A file's path is built in one buffer reused
     /// across the directory: nothing is allocated per accepted file unless
-    /// the visitor keeps it.
+    /// the visitor keeps it. `excluded`: the directory itself is ignored
+    /// (entered only for its tracked files), so every untracked entry is.
+    #[allow(clippy::too_many_arguments)]
     fn dir<V: Visit>(
         &self,
         visit: &V,
@@ -299,6 +341,7 @@ impl<R: DirReader> Walk<'_, R> {
         dir: &Path,
         rel: &str,
         stack: &Arc<Stack>,
+        excluded: bool,
         out: &mut Vec<Part<V::Acc>>,
     ) {
         let mut part = Part::<V::Acc>::default();
@@ -366,13 +409,21 @@ impl<R: DirReader> Walk<'_, R> {
             path.push_str(name);
             if kind == Kind::Dir {
                 let full = dir.join(os_name);
-                if full == self.state_dir || ignored(&stack, self.local.as_ref(), &full, true) {
+                if full == self.state_dir {
                     continue;
                 }
-                subdirs.push((full, path.clone()));
+                // An ignored directory is entered only for the tracked
+                // files under it.
+                let ignored_dir = excluded || ignored(&stack, self.local.as_ref(), &full, true);
+                if ignored_dir && !visit.tracks_under(&path) {
+                    continue;
+                }
+                subdirs.push((full, path.clone(), ignored_dir));
                 continue;
             }
-            let is_ignored = if !files_may_be_ignored {
+            let is_ignored = if excluded {
+                true
+            } else if !files_may_be_ignored {
                 false
             } else if stack.is_empty() {
                 // The local rules are rooted at the workspace root, so the
@@ -386,7 +437,8 @@ impl<R: DirReader> Walk<'_, R> {
             } else {
                 ignored(&stack, self.local.as_ref(), &dir.join(os_name), false)
             };
-            if is_ignored {
+            // Ignore rules apply to untracked files only.
+            if is_ignored && !visit.tracked(&ctx, &path, name) {
                 continue;
             }
             if kind == Kind::Symlink {
@@ -445,9 +497,9 @@ impl<R: DirReader> Walk<'_, R> {
         drop(handle);
         let below: Vec<Vec<Part<V::Acc>>> = subdirs
             .par_iter()
-            .map(|(full, path)| {
+            .map(|(full, path, ignored_dir)| {
                 let mut parts = Vec::new();
-                self.dir_at(visit, full, path, &stack, &mut parts);
+                self.dir_at(visit, full, path, &stack, *ignored_dir, &mut parts);
                 parts
             })
             .collect();
@@ -464,10 +516,11 @@ impl<R: DirReader> Walk<'_, R> {
         dir: &Path,
         rel: &str,
         stack: &Arc<Stack>,
+        excluded: bool,
         out: &mut Vec<Part<V::Acc>>,
     ) {
         match self.reader.open(dir) {
-            Ok(handle) => self.dir(visit, handle, dir, rel, stack, out),
+            Ok(handle) => self.dir(visit, handle, dir, rel, stack, excluded, out),
             Err(err) => out.push(Part {
                 acc: V::Acc::default(),
                 problems: vec![io_problem(rel, &err)],
@@ -477,24 +530,37 @@ impl<R: DirReader> Walk<'_, R> {
 
     /// The ignore stack in effect inside `rel` (from the root's
     /// `.scribeignore` down to `rel`'s parent), and whether `rel` itself or
-    /// one of its ancestors is excluded.
-    fn stack_for(&self, rel: &str) -> (Arc<Stack>, bool) {
+    /// one of its ancestors is excluded: never walked (the state directory,
+    /// a nested workspace) or ignored (walked for tracked files only).
+    fn stack_for(&self, rel: &str) -> (Arc<Stack>, Exclusion) {
         let mut stack = Arc::new(Stack::new());
         let mut dir = self.root.to_path_buf();
         let comps: Vec<&str> = rel.split('/').filter(|c| !c.is_empty()).collect();
+        let mut exclusion = Exclusion::None;
         for (i, c) in comps.iter().enumerate() {
             stack = push_ignore(&stack, &dir);
             dir.push(c);
             let is_dir = i + 1 < comps.len() || dir.is_dir();
-            if dir == self.state_dir
-                || (is_dir && dir.join(STATE_DIR).is_dir())
-                || ignored(&stack, self.local.as_ref(), &dir, is_dir)
-            {
-                return (stack, true);
+            if dir == self.state_dir || (is_dir && dir.join(STATE_DIR).is_dir()) {
+                return (stack, Exclusion::Never);
+            }
+            if exclusion == Exclusion::None && ignored(&stack, self.local.as_ref(), &dir, is_dir) {
+                exclusion = Exclusion::Ignored;
             }
         }
-        (stack, false)
+        (stack, exclusion)
     }
+}
+
+/// How a walked prefix is excluded ([`Walk::stack_for`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Exclusion {
+    None,
+    /// An ignore rule matches it or a directory above it: only tracked
+    /// files are visited.
+    Ignored,
+    /// The state directory or a nested workspace: never walked.
+    Never,
 }
 
 fn walk_here<V: Visit, R: DirReader>(
@@ -523,7 +589,7 @@ fn walk_here<V: Visit, R: DirReader>(
     };
     let part = if prefixes.is_empty() {
         let mut parts = Vec::new();
-        walk.dir_at(visit, root, "", &Arc::new(Stack::new()), &mut parts);
+        walk.dir_at(visit, root, "", &Arc::new(Stack::new()), false, &mut parts);
         concat::<V>(parts)
     } else {
         let parts: Vec<Part<V::Acc>> = prefixes
@@ -553,14 +619,25 @@ fn walk_here<V: Visit, R: DirReader>(
                 let Ok(meta) = std::fs::symlink_metadata(&full) else {
                     return Part::default();
                 };
-                let (stack, excluded) = walk.stack_for(prefix);
-                if excluded {
-                    return Part::default();
-                }
+                let (stack, exclusion) = walk.stack_for(prefix);
+                let ignored_prefix = match exclusion {
+                    Exclusion::Never => return Part::default(),
+                    Exclusion::Ignored => true,
+                    Exclusion::None => false,
+                };
                 if meta.is_dir() {
+                    if ignored_prefix && !visit.tracks_under(prefix) {
+                        return Part::default();
+                    }
                     let mut parts = Vec::new();
-                    walk.dir_at(visit, &full, prefix, &stack, &mut parts);
+                    walk.dir_at(visit, &full, prefix, &stack, ignored_prefix, &mut parts);
                     return concat::<V>(parts);
+                }
+                let (parent, name) = prefix.rsplit_once('/').unwrap_or(("", prefix));
+                let ctx = visit.dir(parent, 1);
+                // An ignored file is walked only when it is tracked.
+                if ignored_prefix && !visit.tracked(&ctx, prefix, name) {
+                    return Part::default();
                 }
                 let mut part = Part::<V::Acc>::default();
                 if meta.file_type().is_symlink() {
@@ -584,8 +661,6 @@ fn walk_here<V: Visit, R: DirReader>(
                         detail: e.to_string(),
                     });
                 } else {
-                    let (parent, name) = prefix.rsplit_once('/').unwrap_or(("", prefix));
-                    let ctx = visit.dir(parent, 1);
                     visit.file(
                         &ctx,
                         &mut part.acc,
@@ -743,7 +818,7 @@ mod tests {
 
     /// The walk of `root` through `reader`, collected and sorted like [`scan`].
     fn scan_with<R: DirReader>(root: &Path, options: &ScanOptions, reader: &R) -> Scan {
-        let (files, problems) = walk_with_reader(root, options, &Collect, reader);
+        let (files, problems) = walk_with_reader(root, options, &Collect { tracked: None }, reader);
         let mut out = Scan { files, problems };
         out.files.sort_by(|a, b| a.path.cmp(&b.path));
         out.files.dedup_by(|a, b| a.path == b.path);

@@ -113,7 +113,9 @@ pub enum Command {
     },
     /// Bring the working copy to CHANGE (default: the branch head)
     Sync {
-        /// The change to sync to
+        /// The change to sync to (default: the head). 0 is change 0, the
+        /// empty tree before any change: every tracked file is removed
+        /// (local work is kept and listed as needing resolve)
         change: Option<u64>,
     },
     /// Settle paths whose sync was deferred because of local work

@@ -174,8 +174,10 @@ fn full_plan(
         meta.view.clone()
     };
     let mut plan = std::collections::BTreeMap::new();
-    for root in roots {
-        for e in list_all(remote, meta.branch_id, target, &root)? {
+    // Change 0 is the empty tree: nothing to list (a listing at 0 would
+    // be read as the head).
+    for root in roots.iter().filter(|_| target != 0) {
+        for e in list_all(remote, meta.branch_id, target, root)? {
             let t = target_in(incarnation, &e);
             plan.insert(e.path.clone(), t);
         }
@@ -194,8 +196,9 @@ pub struct Synced {
     pub secs: f64,
 }
 
-/// Sync `o` to `change` (0 = head), resuming an unfinished journal first.
-pub fn run_sync(o: &Opened, remote: &ServerLink, change: u64) -> Result<Synced> {
+/// Sync `o` to `change` (`None` = the head; `Some(0)` = change 0, the empty
+/// tree before any change), resuming an unfinished journal first.
+pub fn run_sync(o: &Opened, remote: &ServerLink, change: Option<u64>) -> Result<Synced> {
     let t = std::time::Instant::now();
     if !o.ws.read()?.pending_all()?.is_empty() {
         return Err(Error::new(
@@ -228,7 +231,7 @@ pub fn run_sync(o: &Opened, remote: &ServerLink, change: u64) -> Result<Synced> 
                 let Ok(info) = repo_info(remote) else {
                     return Err(e);
                 };
-                let newer = if change == 0 { info.head } else { change };
+                let newer = change.unwrap_or(info.head);
                 if newer <= target || info.incarnation != meta.incarnation {
                     return Err(e);
                 }
@@ -244,7 +247,7 @@ pub fn run_sync(o: &Opened, remote: &ServerLink, change: u64) -> Result<Synced> 
     let meta = o.ws.meta()?;
     let info = repo_info(remote)?;
     if info.incarnation != meta.incarnation {
-        let target = if change == 0 { info.head } else { change };
+        let target = change.unwrap_or(info.head);
         remote.context().progress.note(Note::FullSync { target });
         let plan = full_plan(o, remote, info.incarnation, target)?;
         journal::begin(&o.ws, target, &plan)?;
@@ -255,9 +258,27 @@ pub fn run_sync(o: &Opened, remote: &ServerLink, change: u64) -> Result<Synced> 
         total.secs = t.elapsed().as_secs_f64();
         return Ok(total);
     }
+    if change == Some(0) {
+        // Change 0 is the empty tree: every tracked path is removed (local
+        // work is deferred by the journal as always). Nothing to ask the
+        // server: a delta or stat at 0 would be read as the head.
+        let plan: Vec<(String, Option<BaselineRecord>)> =
+            o.ws.read()?
+                .baselines()?
+                .into_iter()
+                .map(|(p, _)| (p, None))
+                .collect();
+        journal::begin(&o.ws, 0, &plan)?;
+        remote.context().failpoints.point("sync-after-plan");
+        let r = apply(o, remote)?;
+        merge(&mut total.report, r);
+        total.change = journal::finish(&o.ws)?;
+        total.secs = t.elapsed().as_secs_f64();
+        return Ok(total);
+    }
     let pin = journal::local_pin(&o.ws)?;
-    let ranges = journal::plan_ranges(meta.synced, pin, (change != 0).then_some(change));
-    let mut target = change;
+    let ranges = journal::plan_ranges(meta.synced, pin, change);
+    let mut target = change.unwrap_or(0);
     let mut plan: Vec<(String, Option<BaselineRecord>)> = Vec::new();
     let mut planned = std::collections::HashSet::new();
     if let Some((from, to)) = ranges.forward {
@@ -283,7 +304,7 @@ pub fn run_sync(o: &Opened, remote: &ServerLink, change: u64) -> Result<Synced> 
                 c.stat(m::Stat {
                     repo,
                     branch: meta.branch_id,
-                    change,
+                    change: change.unwrap_or(target),
                     path,
                 })
             })?;
@@ -336,10 +357,11 @@ pub(crate) fn apply(o: &Opened, remote: &ServerLink) -> Result<journal::SyncRepo
     Ok(r?)
 }
 
-/// Sync `o` to `change` (0 = the branch head), as `scribe sync` does:
+/// Sync `o` to `change` (`None` = the branch head; `Some(0)` = change 0,
+/// which removes every tracked file), as `scribe sync` does:
 /// refused while a move is interrupted; an interrupted view change is
 /// finished first; an unfinished sync is completed first.
-pub fn sync(o: &Opened, remote: &ServerLink, change: u64) -> Result<Synced> {
+pub fn sync(o: &Opened, remote: &ServerLink, change: Option<u64>) -> Result<Synced> {
     scribe_workspace::moves::refuse_if_interrupted(&o.ws)?;
     if let Some(bytes) = o.ws.read()?.meta_bytes("view-change")? {
         let vc = ViewChange::decode(&bytes)?;

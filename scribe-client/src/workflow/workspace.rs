@@ -226,7 +226,7 @@ pub fn create(ctx: &Context, a: CreateArgs) -> Result<Created> {
         root: dir.clone(),
     });
     let link = ServerLink::new(&o.ws, &o.meta.server, &o.meta.repository_name, ctx)?;
-    let synced = run_sync(&o, &link, 0)?;
+    let synced = run_sync(&o, &link, None)?;
     Ok(Created {
         root: dir,
         workspace: workspace_id,

@@ -139,7 +139,7 @@ fn refused_and_unharmed(env: &Env, outcome: &m::Outcome, code: ErrorCode, path: 
     workspace_holds(env, &format!("new{before}"), &[("honest.txt", b"fine")]);
     let opened = Opened::find(&old).unwrap();
     let link = opened.link(&Context::default()).unwrap();
-    let s = sync::sync(&opened, &link, 0).expect("an older workspace syncs past it");
+    let s = sync::sync(&opened, &link, None).expect("an older workspace syncs past it");
     assert_eq!(s.change, before + 1);
 }
 
@@ -441,7 +441,10 @@ fn a_sync_stuck_on_a_poisoned_change_moves_on_to_a_newer_change() {
     for _ in 0..2 {
         let o = Opened::find(&root).unwrap();
         let link = o.link(&ctx).unwrap();
-        assert!(sync::sync(&o, &link, 0).is_err(), "change 2 cannot apply");
+        assert!(
+            sync::sync(&o, &link, None).is_err(),
+            "change 2 cannot apply"
+        );
         assert_eq!(scribe_workspace::sync::in_progress(&o.ws).unwrap(), Some(2));
     }
     // Change 3 repairs a.txt; the stuck workspace gets there.
@@ -451,7 +454,7 @@ fn a_sync_stuck_on_a_poisoned_change_moves_on_to_a_newer_change() {
     });
     let o = Opened::find(&root).unwrap();
     let link = o.link(&ctx).unwrap();
-    let s = sync::sync(&o, &link, 0).expect("the stuck sync moves on");
+    let s = sync::sync(&o, &link, None).expect("the stuck sync moves on");
     assert_eq!(s.change, 3);
     assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"fixed");
     assert_eq!(std::fs::read(root.join("b.txt")).unwrap(), b"two, edited");
@@ -527,7 +530,7 @@ fn a_flipped_byte_in_a_pack_is_named_by_sync_and_healed_by_a_verified_upload() {
     let root = env.path("w");
     let o = Opened::find(&root).unwrap();
     let link = o.link(&ctx).unwrap();
-    let s = sync::sync(&o, &link, 0).expect("the healed chunk syncs");
+    let s = sync::sync(&o, &link, None).expect("the healed chunk syncs");
     assert_eq!(s.change, 1);
     assert_eq!(std::fs::read(root.join("art.bin")).unwrap(), body);
 }

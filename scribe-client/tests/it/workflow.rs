@@ -111,7 +111,7 @@ fn submit_and_sync_run_as_library_calls_and_report_progress() {
     // Nothing new: a sync is a no-op that says so.
     let ob = Opened::find(&b.root).unwrap();
     let link = ob.link(&ctx).unwrap();
-    let s = sync::sync(&ob, &link, 0).unwrap();
+    let s = sync::sync(&ob, &link, None).unwrap();
     assert_eq!(s.change, 1);
     assert!(s.report.written.is_empty() && s.report.removed.is_empty());
 }

@@ -11,7 +11,7 @@ use crate::ui::{size, Json};
 pub fn run(ctx: &Ctx, change: Option<u64>) -> CliResult {
     let o = ctx::open(ctx)?;
     let link = o.link(&ctx.lib)?;
-    let s = sync::sync(&o, &link, change.unwrap_or(0))?;
+    let s = sync::sync(&o, &link, change)?;
     print_synced(ctx, &s)?;
     // Last use for `workspace list` (best effort: a sync that worked is
     // not failed by it).

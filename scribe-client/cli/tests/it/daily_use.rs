@@ -800,6 +800,47 @@ fn syncing_back_keeps_only_content_that_exists_nowhere_else() {
     );
 }
 
+/// `scribe sync 0` goes to change 0, the empty tree before any change (it
+/// went to the head): every tracked file is removed, local work is kept
+/// and deferred as any sync defers it, untracked files stay, and a later
+/// `scribe sync` returns to the head.
+#[test]
+fn sync_to_change_0_empties_the_workspace_and_keeps_local_work() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "f.txt", b"v1");
+    write(&a, "sub/g.txt", b"g");
+    write(&a, "mine.txt", b"m1");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "one"]).ok();
+    let b = env.workspace("bob", &[]);
+    assert_eq!(read(&b, "f.txt"), b"v1");
+    write(&b, "mine.txt", b"local work");
+    write(&b, "untracked.txt", b"u");
+    let r = env.scribe(&b, &["sync", "0", "--json"]);
+    r.ok();
+    assert!(r.stdout.contains("\"change\":0"), "{}", r.stdout);
+    assert!(!b.join("f.txt").exists(), "{}", r.stdout);
+    assert!(!b.join("sub/g.txt").exists());
+    assert_eq!(read(&b, "mine.txt"), b"local work", "never overwritten");
+    assert_eq!(read(&b, "untracked.txt"), b"u");
+    let st = env.scribe(&b, &["status", "--json"]);
+    st.ok();
+    assert!(
+        st.stdout.contains("\"needs_resolve\":[\"mine.txt\"]"),
+        "{}",
+        st.stdout
+    );
+    let info = env.scribe(&b, &["info", "--json"]);
+    assert!(info.stdout.contains("\"synced\":0"), "{}", info.stdout);
+    // Back to the head.
+    env.scribe(&b, &["resolve", "mine.txt", "--theirs"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    assert_eq!(read(&b, "f.txt"), b"v1");
+    assert_eq!(read(&b, "sub/g.txt"), b"g");
+    assert_eq!(read(&b, "mine.txt"), b"m1");
+}
+
 /// #18 item 10: `sync` and `status` warn when a synced path differs only
 /// in case from a file opened for add here (submit would refuse it).
 #[test]
