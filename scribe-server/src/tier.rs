@@ -2556,7 +2556,8 @@ pub fn restore_from_tier(
         // The commits, change sets and manifests among them go back into
         // the local stores, where they always stay (obliterate, evict and
         // doctor read them there); chunks fault in when read.
-        let kept: std::sync::Mutex<Vec<([u8; 16], ObjectId, Vec<u8>)>> = Default::default();
+        type Kept = Vec<([u8; 16], ObjectId, Vec<u8>)>;
+        let kept: std::sync::Mutex<Kept> = Default::default();
         let damaged = tier
             .verify_contents_with(&|root, id, bytes| {
                 if id.kind != scribe_format::ObjectKind::Chunk {
@@ -2573,7 +2574,7 @@ pub fn restore_from_tier(
             ));
         }
         let mut kept = kept.into_inner().unwrap_or_else(|e| e.into_inner());
-        kept.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        kept.sort_by_key(|a| (a.0, a.1));
         for info in &repos {
             let objects = to.join("repos").join(info.id.to_hex()).join("objects");
             let store = crate::service::stores::open_or_create(&objects)

@@ -38,6 +38,10 @@ use super::provider::{Provider, ProviderError, Put};
 use super::state::{self, Lifecycle, ObjectRow, RevisionRow};
 use super::TierError;
 
+/// What [`Tier::verify_contents_with`] hands each verified object to:
+/// its root, its id and its bytes.
+pub type Verified<'a> = dyn Fn([u8; 16], ObjectId, &[u8]) + Sync + 'a;
+
 /// How blocks are cut and uploaded.
 #[derive(Clone, Debug)]
 pub struct TierOptions {
@@ -977,10 +981,7 @@ impl Tier {
     /// [`Tier::verify_contents`], handing each object whose bytes match its
     /// id to `verified` (root, id, bytes), from the reading threads.
     /// `restore --from-tier` keeps the non-chunk objects this way.
-    pub fn verify_contents_with(
-        &self,
-        verified: &(dyn Fn([u8; 16], ObjectId, &[u8]) + Sync),
-    ) -> Result<Vec<String>, TierError> {
+    pub fn verify_contents_with(&self, verified: &Verified<'_>) -> Result<Vec<String>, TierError> {
         let revisions = self.revisions()?;
         type Rows = Vec<(ObjectId, u64, u64)>;
         let mut blocks: BTreeMap<([u8; 16], [u8; 16], u64), Rows> = BTreeMap::new();
