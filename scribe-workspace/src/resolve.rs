@@ -43,6 +43,8 @@ pub enum Resolved {
     Opened(OpenedAction),
     /// The working copy now holds theirs (or nothing, if theirs removed it).
     TookTheirs,
+    /// Both sides removed the path: nothing remains to submit or recover.
+    BothRemoved,
 }
 
 /// Settle `path`. Refuses (`NoJournal`-like `Materialize` error) when the
@@ -133,7 +135,7 @@ pub fn resolve(
                     tx.remove_opened(path)?;
                     tx.remove_deferred(path)?;
                     tx.commit()?;
-                    return Ok(Resolved::TookTheirs);
+                    return Ok(Resolved::BothRemoved);
                 }
             };
             if ours_present {
@@ -356,6 +358,33 @@ mod tests {
             resolve(&ws, "f", &Resolution::Ours, &mem).is_err(),
             "nothing left to resolve"
         );
+    }
+
+    /// Both sides removed the path: `--ours` says so (not "took theirs",
+    /// with nothing in the recovery area) and leaves nothing to submit.
+    #[test]
+    fn ours_when_both_removed_it_is_both_removed() {
+        let (dir, ws, mem) = setup();
+        std::fs::remove_file(dir.path().join("f")).unwrap();
+        let tx = ws.write().unwrap();
+        tx.put_deferred(
+            "f",
+            &JournalEntry {
+                target: None,
+                done: false,
+                recovery: None,
+            },
+        )
+        .unwrap();
+        tx.commit().unwrap();
+        assert_eq!(
+            resolve(&ws, "f", &Resolution::Ours, &mem).unwrap(),
+            Resolved::BothRemoved
+        );
+        let r = ws.read().unwrap();
+        assert!(r.opened("f").unwrap().is_none());
+        assert!(r.baseline("f").unwrap().is_none());
+        assert!(crate::recovery::list(dir.path()).unwrap().is_empty());
     }
 
     /// Taking theirs must never lose ours: it goes to the recovery area.

@@ -186,6 +186,9 @@ pub fn resolve(
             Resolved::TookTheirs => ctx.out.line(format_args!(
                 "resolved {p}: took theirs (yours is in the recovery area)"
             ))?,
+            Resolved::BothRemoved => ctx.out.line(format_args!(
+                "resolved {p}: removed on both sides; nothing to submit"
+            ))?,
         }
     }
     Ok(())
