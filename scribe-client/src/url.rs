@@ -43,9 +43,29 @@ impl ServerUrl {
             .rsplit_once(':')
             .ok_or_else(|| bad("expected HOST:PORT"))?;
         let port: u16 = port.parse().map_err(|_| bad("the port is not a number"))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let ipv6 = "an IPv6 address is written in brackets: [ADDRESS]:PORT";
+        let host = match host.strip_prefix('[') {
+            Some(inner) => {
+                let inner = inner.strip_suffix(']').ok_or_else(|| bad(ipv6))?;
+                inner
+                    .parse::<std::net::Ipv6Addr>()
+                    .map_err(|_| bad("not an IPv6 address between [ and ]"))?;
+                inner
+            }
+            None if host.contains([':', '[', ']']) => return Err(bad(ipv6)),
+            None => host,
+        };
         if host.is_empty() {
             return Err(bad("no host"));
+        }
+        if !host.contains(':')
+            && !host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))
+        {
+            return Err(bad(
+                "the host is a name of letters, digits, '-', '.' and '_', or an IP address",
+            ));
         }
         Ok(ServerUrl::Tcp {
             host: host.to_string(),
@@ -103,6 +123,12 @@ mod tests {
             "scribe://host",
             "scribe://:1",
             "scribe://h:x",
+            "scribe://[::1",
+            "scribe://[::1:7070",
+            "scribe://::1:7070",
+            "scribe://[nope]:7070",
+            "scribe://ho st:7070",
+            "scribe://h/x:7070",
         ] {
             assert!(
                 matches!(ServerUrl::parse(bad), Err(ClientError::Url { .. })),
