@@ -198,11 +198,39 @@ impl ServerLink {
         if let Some(b) = self.prefetched(&id) {
             return Ok(b.to_vec());
         }
-        if self.cache.contains(&id)? {
-            return Ok(self.cache.get(&id)?);
+        if let Some(b) = self.cached(&id) {
+            return Ok(b);
         }
         let repo = self.repo.clone();
         self.with(|c| c.download(&repo, id))
+    }
+
+    /// Whether the workspace cache holds `id` (a cache it cannot read
+    /// holds nothing: the server answers instead).
+    fn in_cache(&self, id: &ObjectId) -> bool {
+        self.cache.contains(id).unwrap_or(false)
+    }
+
+    /// `id` from the workspace cache, verified as the store reads it; a
+    /// copy the cache cannot read or verify (a damaged pack, locator or
+    /// entry) is a miss, so the server, which holds every accepted object,
+    /// answers instead of the command failing on a disposable copy.
+    fn cached(&self, id: &ObjectId) -> Option<Vec<u8>> {
+        if !self.in_cache(id) {
+            return None;
+        }
+        match self.cache.get(id) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                self.ctx
+                    .progress
+                    .note(crate::progress::Note::CacheCopyUnreadable {
+                        id: *id,
+                        why: e.to_string(),
+                    });
+                None
+            }
+        }
     }
 
     fn prefetched(&self, id: &ObjectId) -> Option<Arc<Vec<u8>>> {
@@ -223,7 +251,7 @@ impl ServerLink {
         let mut want = Vec::new();
         for t in targets {
             let id = ObjectId::manifest(t.manifest);
-            if seen.insert(id) && !self.cache.contains(&id)? {
+            if seen.insert(id) && self.cached(&id).is_none() {
                 want.push(id);
             }
         }
@@ -242,12 +270,15 @@ impl ServerLink {
             let mid = ObjectId::manifest(t.manifest);
             let bytes = match got.iter().find(|(id, _)| *id == mid) {
                 Some((_, b)) => b.clone(),
-                None => self.cache.get(&mid)?,
+                None => match self.cached(&mid) {
+                    Some(b) => b,
+                    None => self.with(|c| c.download(&repo, mid))?,
+                },
             };
             let m = ManifestRef::decode(&bytes)?;
             for c in m.chunks() {
                 let oid = ObjectId::chunk(c.id);
-                if seen.insert(oid) && !self.cache.contains(&oid)? {
+                if seen.insert(oid) && !self.in_cache(&oid) {
                     chunks.push(oid);
                     budget = budget.saturating_sub(u64::from(c.length));
                 }
@@ -318,8 +349,7 @@ impl ServerLink {
             let oid = ObjectId::chunk(c.id);
             if let Some(data) = self.prefetched(&oid) {
                 w.write_all(&data)?;
-            } else if self.cache.contains(&oid)? {
-                let data = self.cache.get(&oid)?;
+            } else if let Some(data) = self.cached(&oid) {
                 w.write_all(&data)?;
             } else {
                 let repo = self.repo.clone();
@@ -403,8 +433,7 @@ impl ServerLink {
         };
         for c in m.chunks() {
             let oid = ObjectId::chunk(c.id);
-            if self.cache.contains(&oid)? {
-                let data = self.cache.get(&oid)?;
+            if let Some(data) = self.cached(&oid) {
                 w.write_all(&data)?;
             } else {
                 let repo = self.repo.clone();

@@ -41,6 +41,12 @@ pub enum Note {
         repository: String,
         root: std::path::PathBuf,
     },
+    /// The workspace cache's copy of `id` could not be read or verified
+    /// (`why`); the server answered instead.
+    CacheCopyUnreadable {
+        id: scribe_format::ObjectId,
+        why: String,
+    },
     /// A file about to be opened is locked by another workspace.
     LockedByOther {
         path: String,

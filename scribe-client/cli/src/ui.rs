@@ -139,6 +139,10 @@ impl Progress for TermProgress {
                 "warning: {path} is locked by {owner} (workspace {}); your submit of it will be refused until they unlock",
                 &workspace.to_hex()[..8]
             ),
+            Note::CacheCopyUnreadable { id, why } => format!(
+                "warning: the workspace cache's copy of {id} is unreadable ({why}); it was read \
+                 from the server (`scribe workspace prune-cache` drops such copies)"
+            ),
             other => format!("{other:?}"),
         };
         self.out.status(line);

@@ -120,3 +120,41 @@ fn a_submit_past_the_cache_bound_prunes_the_cache() {
     let r = env.scribe(&a, &["workspace", "prune-cache", "--json"]);
     assert_eq!(num(&r.stdout, "dropped"), 0, "{}", r.stdout);
 }
+
+/// The workspace cache is a disposable copy: a cached object it cannot
+/// read or verify is a miss, read from the server with a warning, and
+/// the sync completes (it failed on every run, after removing the file).
+#[test]
+fn a_damaged_cache_copy_is_read_from_the_server() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "a.txt", b"first");
+    env.scribe(&a, &["add", "a.txt"]).ok();
+    env.scribe(&a, &["submit", "-m", "one"]).ok();
+    env.scribe(&a, &["edit", "a.txt"]).ok();
+    write(&a, "a.txt", b"second, longer");
+    env.scribe(&a, &["submit", "-m", "two"]).ok();
+    // Every cached object's bytes damaged (the cache's packs hold the
+    // manifests the submits froze): flip the second half of each pack.
+    let packs = a.join(".scribe/_state/cache/packs");
+    let mut flipped = 0;
+    for p in std::fs::read_dir(&packs).unwrap() {
+        let p = p.unwrap().path();
+        let mut b = std::fs::read(&p).unwrap();
+        let half = b.len() / 2;
+        for x in &mut b[half..] {
+            *x ^= 0x5a;
+        }
+        std::fs::write(&p, b).unwrap();
+        flipped += 1;
+    }
+    assert!(flipped > 0, "no cache pack in {}", packs.display());
+    env.scribe(&a, &["sync", "1"]).ok();
+    assert_eq!(read(&a, "a.txt"), b"first");
+    let r = env.scribe(&a, &["sync"]);
+    r.ok();
+    assert_eq!(read(&a, "a.txt"), b"second, longer");
+    let r = env.scribe(&a, &["print", "a.txt"]);
+    r.ok();
+    assert_eq!(r.stdout.as_bytes(), b"second, longer");
+}
