@@ -184,7 +184,17 @@ pub fn create(ctx: &Context, a: CreateArgs) -> Result<Created> {
     )?;
     let workspace_id = WorkspaceId::random();
     let tags = identity_tags(&a.author, &a.host, &dir);
-    let info = {
+    // The directory first: a path that cannot be one (a file is there, no
+    // permission) is refused by name before the server registers anything.
+    let made_dir = !dir.exists();
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        Error::new(
+            ErrorCode::Io,
+            format!("cannot make the workspace directory {}", dir.display()),
+        )
+        .caused_by(e)
+    })?;
+    let info = (|| -> Result<_> {
         let mut client = connect(&url, false, ctx)?;
         let repos = client.repo_list()?;
         let repo = repos.iter().find(|r| r.name == a.repo).ok_or_else(|| {
@@ -201,9 +211,13 @@ pub fn create(ctx: &Context, a: CreateArgs) -> Result<Created> {
             label: a.label.clone().unwrap_or_default(),
             tags: tags.clone(),
         })?;
-        (repo.id, ws)
-    };
-    std::fs::create_dir_all(&dir)?;
+        Ok((repo.id, ws))
+    })()
+    .inspect_err(|_| {
+        if made_dir {
+            let _ = std::fs::remove_dir(&dir);
+        }
+    })?;
     let meta = WorkspaceMeta {
         workspace_id,
         repository_id: info.0,

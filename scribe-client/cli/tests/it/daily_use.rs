@@ -1084,3 +1084,32 @@ fn refused_paths_stay_refused_everywhere() {
         r.stderr
     );
 }
+
+/// `workspace create` over a path that cannot be a directory (a file is
+/// there) is refused by name before the server registers anything.
+#[test]
+fn workspace_create_over_a_file_names_it_and_registers_nothing() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    let before = env.scribe(&a, &["workspace", "list", "--json"]);
+    before.ok();
+    write(&env.path("."), "afile", b"not a directory");
+    let r = env.scribe(
+        env.dir(),
+        &[
+            "workspace",
+            "create",
+            "afile",
+            "--server",
+            &env.url,
+            "--repo",
+            super::support::REPO,
+        ],
+    );
+    assert_ne!(r.code, Some(0), "{r:?}");
+    assert!(r.stderr.contains("afile"), "{}", r.stderr);
+    assert_eq!(read(&env.path("."), "afile"), b"not a directory");
+    let after = env.scribe(&a, &["workspace", "list", "--json"]);
+    after.ok();
+    assert_eq!(before.stdout, after.stdout, "nothing was registered");
+}
