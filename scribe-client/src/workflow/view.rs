@@ -56,6 +56,14 @@ pub fn view_set(o: &Opened, remote: &ServerLink, prefixes: Vec<String>) -> Resul
 /// register the new view with the server and publish it locally.
 pub fn finish_view(o: &Opened, remote: &ServerLink, vc: ViewChange) -> Result<ViewChanged> {
     let meta = o.ws.meta()?;
+    // Paths already waiting for resolve before this view change (a sync's
+    // conflicts): a blocked view change leaves them as they were.
+    let waiting_before: std::collections::HashSet<String> =
+        o.ws.read()?
+            .deferred_all()?
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
     if journal::in_progress(&o.ws)?.is_none() {
         let baselines = o.ws.read()?.baselines()?;
         let mut plan: Vec<(String, Option<BaselineRecord>)> = Vec::new();
@@ -91,6 +99,20 @@ pub fn finish_view(o: &Opened, remote: &ServerLink, vc: ViewChange) -> Result<Vi
             .map(|(p, x)| format!("{p}: {}", x.describe()))
             .collect();
         journal::finish(&o.ws)?;
+        // The view did not change: the paths in the way are not conflicts
+        // with the server (a file leaving the view is not deleted by
+        // anyone), so they do not wait for resolve, where `--theirs` would
+        // have removed or replaced them for a view never taken. They stay
+        // as they are; the error names them.
+        {
+            let tx = o.ws.write()?;
+            for (p, _) in &r.deferred {
+                if !waiting_before.contains(p) {
+                    tx.remove_deferred(p)?;
+                }
+            }
+            tx.commit()?;
+        }
         return Err(Error::new(
             ErrorCode::ViewChangeBlocked,
             "local work stands in the way of the view change",

@@ -85,3 +85,33 @@ fn readonly_until_edit(t: Transport) {
     );
 }
 both!(readonly_until_edit);
+
+/// A view change refused for local work leaves that work as it is and
+/// nothing waiting for resolve: widening the view afterwards keeps the
+/// modified file (a stale "needs resolve" used to remove it on
+/// `resolve --theirs`, as if the server had deleted it).
+#[test]
+fn a_blocked_view_change_leaves_nothing_to_resolve() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "art/a.psd", b"art");
+    write(&a, "code/c.rs", b"code");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "all"]).ok();
+    let c = env.workspace("carol", &["--view", "art"]);
+    write(&c, "art/a.psd", b"local work");
+    let r = env.scribe(&c, &["view", "set", "code"]);
+    assert_ne!(r.code, Some(0), "{r:?}");
+    assert!(r.stderr.contains("art/a.psd"), "{}", r.stderr);
+    let s = env.scribe(&c, &["status"]);
+    s.ok();
+    assert!(!s.stdout.contains("resolve"), "{}", s.stdout);
+    assert_eq!(read(&c, "art/a.psd"), b"local work");
+    env.scribe(&c, &["view", "set"]).ok();
+    assert_eq!(read(&c, "art/a.psd"), b"local work");
+    assert_eq!(read(&c, "code/c.rs"), b"code");
+    let s = env.scribe(&c, &["status"]);
+    s.ok();
+    assert!(!s.stdout.contains("resolve"), "{}", s.stdout);
+    assert!(s.stdout.contains("art/a.psd"), "{}", s.stdout);
+}

@@ -22,7 +22,8 @@ pub(super) fn acquire(svc: &Service, r: m::LockAcquire) -> DispatchResult<m::Loc
     check_paths(&r.paths)?;
     // As for pins and submits: only a registered workspace holds locks
     // (a lock names its workspace to everyone who lists it).
-    if repo.workspace(r.workspace)?.is_none() {
+    // (A retired one is refused as retired by `lock`, with its way out.)
+    if repo.workspace(r.workspace)?.is_none() && !repo.is_retired(r.workspace)? {
         return Err(Failure::new(
             ErrorCode::WorkspaceUnregistered,
             format!(
