@@ -279,6 +279,17 @@ fn classify(op: &'static str, key: &str, e: object_store::Error) -> ProviderErro
     }
 }
 
+impl S3Provider {
+    /// One level of keys below `prefix` (object_store pages through it).
+    fn list(&self, prefix: &str) -> Result<object_store::ListResult, ProviderError> {
+        let path = self.path(prefix)?;
+        let store = self.store.clone();
+        self.run(async move { store.list_with_delimiter(Some(&path)).await })
+            .unwrap_or_else(|| Err(runtime_gone()))
+            .map_err(|e| classify("list", prefix, e))
+    }
+}
+
 impl Provider for S3Provider {
     fn put_if_absent(&self, key: &str, bytes: Bytes) -> Result<Put, ProviderError> {
         let path = self.path(key)?;
@@ -370,26 +381,18 @@ impl Provider for S3Provider {
     }
 
     fn list_dirs(&self, prefix: &str) -> Result<Vec<String>, ProviderError> {
-        let path = self.path(prefix)?;
-        let store = self.store.clone();
-        let r = self
-            .run(async move { store.list_with_delimiter(Some(&path)).await })
-            .unwrap_or_else(|| Err(runtime_gone()))
-            .map_err(|e| classify("list", prefix, e))?;
-        Ok(r.common_prefixes
+        Ok(self
+            .list(prefix)?
+            .common_prefixes
             .iter()
             .filter_map(|p| p.filename().map(str::to_string))
             .collect())
     }
 
     fn list_names(&self, prefix: &str) -> Result<Vec<String>, ProviderError> {
-        let path = self.path(prefix)?;
-        let store = self.store.clone();
-        let r = self
-            .run(async move { store.list_with_delimiter(Some(&path)).await })
-            .unwrap_or_else(|| Err(runtime_gone()))
-            .map_err(|e| classify("list", prefix, e))?;
-        Ok(r.objects
+        Ok(self
+            .list(prefix)?
+            .objects
             .iter()
             .filter_map(|o| o.location.filename().map(str::to_string))
             .collect())

@@ -271,42 +271,38 @@ pub fn run(ctx: &Ctx, dir: PathBuf) -> CliResult {
     std::fs::write(&ca, ca_text.trim_start())?;
     let run_dir = dir.join("run");
     std::fs::create_dir_all(&run_dir)?;
-    let (child, auth_addr) = t.start(
-        &t.auth_bin,
-        &[
+    let (auth_s, pepper_s, witness_s, auth_run) =
+        (s(&auth), s(&pepper), s(&witness), s(&run_dir.join("auth")));
+    let auth_serve = |listen: &str| -> Vec<String> {
+        [
             "serve",
             "--data",
-            &s(&auth),
+            &auth_s,
             "--pepper-file",
-            &s(&pepper),
+            &pepper_s,
             "--witness-file",
-            &s(&witness),
+            &witness_s,
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "--runtime-dir",
-            &s(&run_dir.join("auth")),
-        ],
-        &run_dir.join("auth"),
-        &[],
-    )?;
+            &auth_run,
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect()
+    };
+    let first: Vec<String> = auth_serve("127.0.0.1:0");
+    let first: Vec<&str> = first.iter().map(String::as_str).collect();
+    let (child, auth_addr) = t.start(&t.auth_bin, &first, &run_dir.join("auth"), &[])?;
     services.0.push(child);
     let auth_url = format!("sau2://{auth_addr}");
     // The team server knows the auth service by this address: a restart
     // listens on it again.
-    let auth_again = shell_words(&[
-        "scribe-auth",
-        "serve",
-        "--data",
-        &s(&auth),
-        "--pepper-file",
-        &s(&pepper),
-        "--witness-file",
-        &s(&witness),
-        "--listen",
-        &auth_addr.to_string(),
-        "--runtime-dir",
-        &s(&run_dir.join("auth")),
-    ]);
+    let again: Vec<String> = auth_serve(&auth_addr.to_string());
+    let again: Vec<&str> = std::iter::once("scribe-auth")
+        .chain(again.iter().map(String::as_str))
+        .collect();
+    let auth_again = shell_words(&again);
     ctx.out
         .line(format_args!("   scribe-auth serves {auth_url}"))?;
 
