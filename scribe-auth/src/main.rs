@@ -230,6 +230,10 @@ fn run(command: Command) -> Result<(), AuthError> {
             session_secs,
         } => {
             let d = AuthDir::open(&data, &pepper_file, &witness_file)?;
+            #[cfg(unix)]
+            if let Some(rt) = runtime_dir.clone() {
+                remove_runtime_files_on_signal(rt)?;
+            }
             scribe_auth::service::serve(
                 d,
                 scribe_auth::service::ServeOptions {
@@ -242,4 +246,34 @@ fn run(command: Command) -> Result<(), AuthError> {
             )
         }
     }
+}
+
+/// On SIGTERM or SIGINT, remove the runtime files `serve` wrote (`listen`,
+/// `scribe-auth.pid`: their presence says the service runs) and end the
+/// process, as `scribe-server` does. Every change the service acknowledged
+/// is committed already (each is its own durable transaction).
+#[cfg(unix)]
+fn remove_runtime_files_on_signal(rt: PathBuf) -> Result<(), AuthError> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).map_err(|source| AuthError::Io {
+            path: rt.clone(),
+            source,
+        })?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                for f in ["listen", "scribe-auth.pid"] {
+                    let _ = std::fs::remove_file(rt.join(f));
+                }
+                eprintln!("scribe-auth: signal {sig}, stopped");
+                std::process::exit(0);
+            }
+        })
+        .map_err(|source| AuthError::Io {
+            path: PathBuf::from("(signal thread)"),
+            source,
+        })?;
+    Ok(())
 }

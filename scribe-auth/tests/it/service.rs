@@ -307,3 +307,20 @@ fn logout_is_audited_without_the_password_and_advances_the_revision() {
         .unwrap();
     assert!(!cred.enabled);
 }
+
+/// SIGTERM removes the runtime files (their presence says the service
+/// runs) and ends the service with success.
+#[cfg(unix)]
+#[test]
+fn sigterm_removes_the_runtime_files() {
+    let mut s = serve();
+    let runtime = s.fx.path("run");
+    assert!(runtime.join("listen").exists() && runtime.join("scribe-auth.pid").exists());
+    // SAFETY: kill(2) with a pid we spawned and have not waited for.
+    let rc = unsafe { libc::kill(s.child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let status = s.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(!runtime.join("listen").exists());
+    assert!(!runtime.join("scribe-auth.pid").exists());
+}

@@ -137,20 +137,21 @@ pub fn team_with(users: &[(&str, Option<Role>)]) -> Team {
         let svc = Service::create(&data).unwrap();
         scribe_server::service::dispatch::repo_create(&svc, "demo").unwrap();
     }
-    let files = team::auth_init(&AuthInitOptions {
-        data: data.clone(),
-        auth: auth_url.clone(),
-        namespace: "studio".into(),
-        name: "depot".into(),
-        hosts: Vec::new(),
-        access_ca_pem: access_ca,
-        credential: (
-            report.admin_certificate_pem.clone(),
-            report.admin_private_key_pem.clone(),
-        ),
-    })
-    .unwrap();
-    let svc = Service::open(&data).unwrap();
+    let files = when_free(|| {
+        team::auth_init(&AuthInitOptions {
+            data: data.clone(),
+            auth: auth_url.clone(),
+            namespace: "studio".into(),
+            name: "depot".into(),
+            hosts: Vec::new(),
+            access_ca_pem: access_ca.clone(),
+            credential: (
+                report.admin_certificate_pem.clone(),
+                report.admin_private_key_pem.clone(),
+            ),
+        })
+    });
+    let svc = when_free(|| Service::open(&data));
     svc.set_authorizer(Arc::new(
         TeamAuthorizer::new(&data, &files, Duration::ZERO).unwrap(),
     ));
@@ -170,5 +171,28 @@ pub fn team_with(users: &[(&str, Option<Role>)]) -> Team {
         ca_file,
         url,
         server: Some(server),
+    }
+}
+
+/// `open()`'s value, asked again while the data root is in use. A data
+/// root's `LOCK` is an `flock`, held by its open file description: a
+/// child another test thread forks in the instant before this one drops
+/// its handle shares that description until the child's `exec` closes it
+/// (close-on-exec), so the next opening can find the lock held for those
+/// few milliseconds on a loaded machine. Any other error, or a lock held
+/// for 30 s, fails the test.
+fn when_free<T, E: std::fmt::Display>(open: impl Fn() -> Result<T, E>) -> T {
+    let start = Instant::now();
+    loop {
+        match open() {
+            Ok(v) => return v,
+            Err(e)
+                if e.to_string().contains("in use")
+                    && start.elapsed() < Duration::from_secs(30) =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("{e}"),
+        }
     }
 }
