@@ -519,7 +519,15 @@ impl Materializer for ServerLink {
     }
 
     fn prefetch(&self, targets: &[BaselineRecord]) -> Result<(), String> {
-        self.prefetch_batch(targets).map_err(|e| e.to_string())
+        // The batch is only a speed-up: an object it cannot fetch (damaged
+        // on the server, gone) is fetched again by the file that needs it,
+        // whose error then names that file, not the batch's first one.
+        if self.prefetch_batch(targets).is_err() {
+            if let Ok(mut held) = self.prefetched.lock() {
+                held.clear();
+            }
+        }
+        Ok(())
     }
 
     fn checkpoint(&self, name: &str) {

@@ -519,3 +519,47 @@ fn a_damaged_partial_download_is_fetched_again(t: Transport) {
     assert_eq!(std::fs::read_dir(&partial).unwrap().count(), 0);
 }
 both!(a_damaged_partial_download_is_fetched_again);
+
+/// A chunk damaged on the server is named with the file that holds it: the
+/// batch that prefetches small files' objects is only a speed-up, and a
+/// failure in it no longer fails the sync in the name of the batch's first
+/// file (it named `a.txt` for a chunk of `sub/small.txt`).
+#[test]
+fn a_damaged_chunk_is_named_with_the_file_that_holds_it() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "a.txt", b"the first file, intact");
+    let marker = b"qzjxkvwy damaged here qzjxkvwy";
+    write(&a, "sub/small.txt", marker);
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "two files"]).ok();
+    let mut flipped = false;
+    for repo in std::fs::read_dir(env.data().join("repos")).unwrap() {
+        let packs = repo.unwrap().path().join("objects/packs");
+        for p in std::fs::read_dir(&packs).into_iter().flatten() {
+            let p = p.unwrap().path();
+            let mut b = std::fs::read(&p).unwrap();
+            if let Some(at) = b.windows(marker.len()).position(|w| w == marker) {
+                b[at + 10] ^= 0x20;
+                std::fs::write(&p, b).unwrap();
+                flipped = true;
+            }
+        }
+    }
+    assert!(flipped, "the chunk's bytes are in a pack");
+    let r = env.scribe(
+        env.dir(),
+        &[
+            "workspace",
+            "create",
+            "bob",
+            "--server",
+            &env.url,
+            "--repo",
+            super::support::REPO,
+        ],
+    );
+    assert_ne!(r.code, Some(0), "{r:?}");
+    assert!(r.stderr.contains("sub/small.txt"), "{}", r.stderr);
+    assert!(!r.stderr.contains("could not write a.txt"), "{}", r.stderr);
+}
