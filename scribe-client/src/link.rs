@@ -505,7 +505,7 @@ impl Materializer for ServerLink {
     ) -> Result<(), String> {
         self.write_file(target, out, false)
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(|e| with_causes(&e))
     }
 
     fn resume_to(
@@ -515,7 +515,7 @@ impl Materializer for ServerLink {
         out: &mut std::fs::File,
     ) -> Result<u64, String> {
         self.write_file(target, out, true)
-            .map_err(|e| e.to_string())
+            .map_err(|e| with_causes(&e))
     }
 
     fn prefetch(&self, targets: &[BaselineRecord]) -> Result<(), String> {
@@ -539,4 +539,20 @@ impl Materializer for ServerLink {
         self.ctx.failpoints.nth("sync-after", n);
         self.ctx.failpoints.pause();
     }
+}
+
+/// `e` and every cause below it, one after another: a sync's "could not
+/// write PATH" then says why (a full disk's "No space left on device").
+fn with_causes(e: &Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let line = c.to_string();
+        if !text.ends_with(&line) {
+            text.push_str(": ");
+            text.push_str(&line);
+        }
+        cause = c.source();
+    }
+    text
 }

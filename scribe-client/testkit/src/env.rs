@@ -170,7 +170,9 @@ pub struct Volume {
 }
 
 impl Volume {
-    fn mount(path: &Path, bytes: u64) -> Volume {
+    /// A `bytes`-byte tmpfs at `path` (made if absent), unmounted when
+    /// dropped; panics naming why it cannot be mounted.
+    pub fn mount(path: &Path, bytes: u64) -> Volume {
         match Volume::try_mount(path, bytes) {
             Ok(v) => v,
             Err(why) => panic!(

@@ -118,3 +118,35 @@ fn a_full_server_volume_is_named_and_the_server_recovers_once_space_is_back() {
     list.ok();
     assert!(list.stdout.contains("second"), "{}", list.stdout);
 }
+
+/// The workspace's own volume fills up during a sync: the error names the
+/// file and says why (the disk is full), not only "could not write".
+#[test]
+fn a_full_workspace_volume_is_named_with_its_cause() {
+    if !scribe_testkit::env::Volume::available() {
+        eprintln!("SKIPPED: SCRIBE_TEST_NO_MOUNT is set, this machine cannot mount a volume");
+        return;
+    }
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    let big = noise(12 << 20, 7);
+    write(&a, "big.bin", &big);
+    env.scribe(&a, &["add", "big.bin"]).ok();
+    env.scribe(&a, &["submit", "-m", "big"]).ok();
+    let vol = scribe_testkit::env::Volume::mount(&env.path("small"), 8 << 20);
+    let r = env.scribe(
+        vol.path(),
+        &[
+            "workspace",
+            "create",
+            "w",
+            "--server",
+            &env.url,
+            "--repo",
+            REPO,
+        ],
+    );
+    assert_ne!(r.code, Some(0), "{r:?}");
+    assert!(r.stderr.contains("big.bin"), "{}", r.stderr);
+    assert!(r.stderr.contains("No space left"), "{}", r.stderr);
+}
