@@ -171,37 +171,24 @@ pub fn resolve(
 /// a tracked, opened or deferred one is local work of its own path and is
 /// refused, naming it, until that path is settled.
 fn clear_ancestors(ws: &Workspace, path: &str) -> Result<()> {
-    let mut ancestors = Vec::new();
-    let mut current = scribe_format::path::parent(path);
-    while let Some(dir) = current {
-        ancestors.push(dir);
-        current = scribe_format::path::parent(dir);
-    }
-    for dir in ancestors.into_iter().rev() {
-        let full = ws.root().join(dir);
-        match std::fs::symlink_metadata(&full) {
-            Ok(m) if m.is_dir() => continue,
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(WorkspaceError::io(&full)(e)),
-        }
-        let read = ws.read()?;
-        let tracked = read.baseline(dir)?.is_some()
-            || read.opened(dir)?.is_some()
-            || read.deferred_all()?.iter().any(|(p, _)| p == dir);
-        drop(read);
-        if tracked {
-            return Err(WorkspaceError::Materialize {
-                path: path.into(),
-                detail: format!(
-                    "the file {dir} stands where its directory goes; settle {dir} first \
-                     (resolve, revert or delete it)"
-                ),
-            });
-        }
-        recovery::displace(ws.root(), dir, RecoveryReason::Resolve)?;
+    let Some(dir) = crate::sync::file_in_the_way(ws.root(), path)? else {
         return Ok(());
+    };
+    let read = ws.read()?;
+    let tracked = read.baseline(dir)?.is_some()
+        || read.opened(dir)?.is_some()
+        || read.deferred_all()?.iter().any(|(p, _)| p == dir);
+    drop(read);
+    if tracked {
+        return Err(WorkspaceError::Materialize {
+            path: path.into(),
+            detail: format!(
+                "the file {dir} stands where its directory goes; settle {dir} first \
+                 (resolve, revert or delete it)"
+            ),
+        });
     }
+    recovery::displace(ws.root(), dir, RecoveryReason::Resolve)?;
     Ok(())
 }
 

@@ -597,14 +597,10 @@ fn remove_empty_tree(dir: &Path) -> Result<()> {
     std::fs::remove_dir(dir).map_err(WorkspaceError::io(dir))
 }
 
-/// After a batch's displacements, make room for a target at `path` or say
-/// why it must wait: an empty directory tree at the path itself (a
-/// directory turned into a file whose files this journal removed) is
-/// removed; a directory with anything else left in it is untracked work in
-/// the way, and a file left where a directory on the way goes (a file
-/// turned into a directory, the file modified, opened or untracked here) is
-/// [`DeferReason::FileInTheWay`]. Nothing is displaced or overwritten.
-fn clear_the_way(root: &Path, path: &str) -> Result<Option<DeferReason>> {
+/// The outermost ancestor directory of `path` that is a file (or anything
+/// else but a directory) on disk: what stands where a directory on the
+/// way to `path` goes. `None` when every existing ancestor is a directory.
+pub(crate) fn file_in_the_way<'p>(root: &Path, path: &'p str) -> Result<Option<&'p str>> {
     let mut ancestors = Vec::new();
     let mut current = scribe_format::path::parent(path);
     while let Some(dir) = current {
@@ -615,10 +611,24 @@ fn clear_the_way(root: &Path, path: &str) -> Result<Option<DeferReason>> {
         let full = root.join(dir);
         match std::fs::symlink_metadata(&full) {
             Ok(m) if m.is_dir() => {}
-            Ok(_) => return Ok(Some(DeferReason::FileInTheWay)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Ok(_) => return Ok(Some(dir)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(WorkspaceError::io(&full)(e)),
         }
+    }
+    Ok(None)
+}
+
+/// After a batch's displacements, make room for a target at `path` or say
+/// why it must wait: an empty directory tree at the path itself (a
+/// directory turned into a file whose files this journal removed) is
+/// removed; a directory with anything else left in it is untracked work in
+/// the way, and a file left where a directory on the way goes (a file
+/// turned into a directory, the file modified, opened or untracked here) is
+/// [`DeferReason::FileInTheWay`]. Nothing is displaced or overwritten.
+fn clear_the_way(root: &Path, path: &str) -> Result<Option<DeferReason>> {
+    if file_in_the_way(root, path)?.is_some() {
+        return Ok(Some(DeferReason::FileInTheWay));
     }
     let full = root.join(path);
     match std::fs::symlink_metadata(&full) {
