@@ -61,7 +61,7 @@ pub use objects::{
     CommitSink, DirObjects, MemoryObjects, ObjectHooks, ObjectPresence, Objects, StoreObjects,
 };
 pub use repo::Repository;
-pub use root::{DataRoot, RepositoryInfo};
+pub use root::{DataRoot, RepositoryInfo, SetAside};
 
 /// Feed `key` and `value` to every metadata row decoder; panics only if a
 /// decoder panics or a decoded row does not re-encode to its bytes. The

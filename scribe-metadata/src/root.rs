@@ -55,6 +55,38 @@ pub struct DataRoot {
     idle_since: Mutex<HashMap<RepositoryId, std::time::Instant>>,
     objects: Box<ObjectsFactory>,
     create_gate: Mutex<()>,
+    /// Repositories [`DataRoot::open_every_repository`] could not open:
+    /// refused by name until the data root is opened again, while the
+    /// others serve.
+    set_aside: Mutex<HashMap<RepositoryId, SetAside>>,
+}
+
+/// A repository that could not be opened with its data root
+/// ([`DataRoot::open_every_repository`]): the others serve, and every use
+/// of this one is refused with its cause.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetAside {
+    pub id: RepositoryId,
+    pub name: String,
+    /// The code of the error that stopped the opening.
+    pub code: ErrorCode,
+    /// That error's message.
+    pub cause: String,
+}
+
+impl SetAside {
+    /// The refusal every use of the repository gets.
+    pub fn refusal(&self) -> MetadataError {
+        MetadataError::refused(
+            self.code,
+            format!(
+                "repository {:?} is unavailable: it could not be opened when the server started \
+                 ({}); the other repositories serve. Its administrator stops the server and runs \
+                 `scribe-server doctor --repo {}`",
+                self.name, self.cause, self.name
+            ),
+        )
+    }
 }
 
 /// The `SCRIBE_FORMAT` values a data root must record for this build to
@@ -151,6 +183,7 @@ impl DataRoot {
             idle_since: Mutex::new(HashMap::new()),
             objects: Box::new(default_objects),
             create_gate: Mutex::new(()),
+            set_aside: Mutex::new(HashMap::new()),
         })
     }
 
@@ -200,6 +233,7 @@ impl DataRoot {
             idle_since: Mutex::new(HashMap::new()),
             objects: Box::new(default_objects),
             create_gate: Mutex::new(()),
+            set_aside: Mutex::new(HashMap::new()),
         };
         root.remove_creating_leftovers()?;
         Ok(root)
@@ -411,8 +445,61 @@ impl DataRoot {
         Ok(id)
     }
 
+    /// Open every ready repository now (open-time recovery of its store and
+    /// metadata runs before serving). One that cannot be opened is set
+    /// aside: it is returned here, and every later
+    /// [`open_repository`](Self::open_repository) of it is refused with
+    /// its cause ([`SetAside::refusal`]) while the others serve. When
+    /// none opens, the first failure is the error (a data root that can
+    /// serve nothing is not served).
+    pub fn open_every_repository(&self) -> Result<Vec<SetAside>> {
+        let repos = self.list_repositories()?;
+        let mut first = None;
+        let mut aside = Vec::new();
+        for info in &repos {
+            if let Err(e) = self.open_repository(info.id) {
+                aside.push(SetAside {
+                    id: info.id,
+                    name: info.name.clone(),
+                    code: e.code(),
+                    cause: e.to_string(),
+                });
+                first.get_or_insert(e);
+            }
+        }
+        if let Some(e) = first {
+            if aside.len() == repos.len() {
+                return Err(e);
+            }
+        }
+        let mut map = self
+            .set_aside
+            .lock()
+            .map_err(|_| MetadataError::Gate("poisoned".into()))?;
+        for a in &aside {
+            map.insert(a.id, a.clone());
+        }
+        Ok(aside)
+    }
+
+    /// The repositories set aside by [`open_every_repository`](Self::open_every_repository).
+    pub fn set_aside(&self) -> Vec<SetAside> {
+        let map = self.set_aside.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v: Vec<SetAside> = map.values().cloned().collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
     /// Open (or return the already open) repository `id`.
     pub fn open_repository(&self, id: RepositoryId) -> Result<Arc<Repository>> {
+        if let Some(a) = self
+            .set_aside
+            .lock()
+            .map_err(|_| MetadataError::Gate("poisoned".into()))?
+            .get(&id)
+        {
+            return Err(a.refusal());
+        }
         let mut open = self
             .open
             .lock()

@@ -120,12 +120,41 @@ pub(crate) fn open_without_stores(dir: &Path) -> Result<DataRoot, AdminError> {
     Ok(root)
 }
 
-/// Metadata doctor and object-store verification of each repository.
+/// The way on from a repository store whose pack is cut short.
+pub const DAMAGED_PACK_WAY_OUT: &str = "a repository's pack is damaged and its store cannot be \
+     opened: `scribe-server verify --data DIR` names what is damaged (it reads without opening), \
+     and `scribe-server rebuild-locator --data DIR --repo NAME` indexes what the packs still \
+     hold; then `scribe-server doctor` names what is lost";
+
+/// The way on from a repository that cannot be opened, told by its error's
+/// text (the store's error reaches the server as text through the
+/// repository's).
+pub fn open_way_out(error: &str) -> Option<&'static str> {
+    error
+        .contains("shorter than its committed length")
+        .then_some(DAMAGED_PACK_WAY_OUT)
+}
+
+/// Metadata doctor and object-store verification of each repository. A
+/// repository that cannot be opened is a problem, with the way on where
+/// one is known; the others are still checked.
 pub fn doctor(dir: &Path, repo: Option<&str>) -> Result<Report, AdminError> {
     let (root, reg) = open_with_stores(dir)?;
     let mut report = Report::default();
     for info in select(&root, repo)? {
-        let r = root.open_repository(info.id).map_err(meta_err(&info))?;
+        let r = match root.open_repository(info.id) {
+            Ok(r) => r,
+            Err(e) => {
+                let e = e.to_string();
+                let way = open_way_out(&e)
+                    .map(|w| format!(" ({w})"))
+                    .unwrap_or_default();
+                report
+                    .problems
+                    .push(format!("{}: cannot be opened: {e}{way}", info.name));
+                continue;
+            }
+        };
         let d = r.doctor().map_err(meta_err(&info))?;
         for p in &d.problems {
             report

@@ -589,19 +589,14 @@ fn hint(e: &anyhow::Error) -> Option<&'static str> {
             );
         }
         // The store's error reaches here as text through the repository's.
-        let damaged_pack = matches!(
+        if matches!(
             cause.downcast_ref::<scribe_objects::StoreError>(),
             Some(scribe_objects::StoreError::CorruptPack { .. })
-        ) || cause
-            .to_string()
-            .contains("shorter than its committed length");
-        if damaged_pack {
-            return Some(
-                "a repository's pack is damaged and its store cannot be opened: `scribe-server \
-                 verify --data DIR` names what is damaged (it reads without opening), and \
-                 `scribe-server rebuild-locator --data DIR --repo NAME` indexes what the packs \
-                 still hold; then `scribe-server doctor` names what is lost",
-            );
+        ) {
+            return Some(admin::DAMAGED_PACK_WAY_OUT);
+        }
+        if let Some(h) = admin::open_way_out(&cause.to_string()) {
+            return Some(h);
         }
     }
     None
@@ -1323,15 +1318,34 @@ fn serve(
         _ => None,
     };
     let scheme = if tls.is_some() { "scribes" } else { "scribe" };
-    let service = match Service::open(data) {
-        // A cache trim (--cache-bytes) killed during its store swap: finish
-        // the recorded swap, then open again.
-        Err(_) if tier.tier.is_some() && scribe_server::tier::finish_pending_trims(data) => {
-            Service::open(data)
-        }
-        other => other,
+    let mut service = Service::open(data);
+    // A cache trim (--cache-bytes) killed during its store swap stops its
+    // repository's opening: finish the recorded swap, then open again.
+    let stopped = match &service {
+        Err(_) => true,
+        Ok(s) => !s.root().set_aside().is_empty(),
+    };
+    if stopped && tier.tier.is_some() && scribe_server::tier::trims_pending(data) {
+        drop(service);
+        scribe_server::tier::finish_pending_trims(data);
+        service = Service::open(data);
     }
-    .with_context(|| format!("cannot serve data root {}", data.display()))?;
+    let service = service.with_context(|| format!("cannot serve data root {}", data.display()))?;
+    for a in service.root().set_aside() {
+        let way = match admin::open_way_out(&a.cause) {
+            Some(w) => format!("stop the server: {w}"),
+            None => format!(
+                "stop the server and run `scribe-server doctor --data {} --repo {}`",
+                data.display(),
+                a.name
+            ),
+        };
+        eprintln!(
+            "scribe-server: warning: repository {:?} is set aside (refused by name while the \
+             others serve): {}; {way}",
+            a.name, a.cause
+        );
+    }
     // metadata.redb's free pages after a streamed import go back once the
     // repository has been unused for a few seconds (docs/metadata.md).
     service.start_idle_compaction(

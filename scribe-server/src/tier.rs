@@ -1535,18 +1535,33 @@ impl Fallback for TierService {
 /// Returns whether one was found. Call it only where the data root cannot
 /// be served (its open refused the pending marker, after taking the lock).
 pub fn finish_pending_trims(data: &Path) -> bool {
-    let Ok(rd) = std::fs::read_dir(data.join("repos")) else {
-        return false;
-    };
     let mut found = false;
-    for e in rd.flatten() {
-        let name = e.file_name();
-        let Some(id) = name.to_str().and_then(|n| RepositoryId::from_hex(n).ok()) else {
-            continue;
-        };
-        found |= finish_pending_swap(&e.path().join("objects"), id);
+    for (objects, id) in repository_stores(data) {
+        found |= finish_pending_swap(&objects, id);
     }
     found
+}
+
+/// Whether a cache trim's store swap waits to be finished
+/// ([`finish_pending_trims`]); reads only.
+pub fn trims_pending(data: &Path) -> bool {
+    repository_stores(data)
+        .iter()
+        .any(|(objects, _)| objects.with_file_name("objects.compaction-ready").exists())
+}
+
+/// Each repository directory's object store under `data`.
+fn repository_stores(data: &Path) -> Vec<(PathBuf, RepositoryId)> {
+    let Ok(rd) = std::fs::read_dir(data.join("repos")) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let id = name.to_str().and_then(|n| RepositoryId::from_hex(n).ok())?;
+            Some((e.path().join("objects"), id))
+        })
+        .collect()
 }
 
 fn finish_pending_swap(objects: &Path, repo: RepositoryId) -> bool {

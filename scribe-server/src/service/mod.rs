@@ -280,10 +280,10 @@ impl Service {
         let stores = StoreRegistry::default();
         root.set_objects_factory(stores.factory());
         // Open every repository now: open-time recovery of its store and
-        // metadata (including queued pin cleanups) runs before serving.
-        for info in root.list_repositories()? {
-            root.open_repository(info.id)?;
-        }
+        // metadata (including queued pin cleanups) runs before serving. One
+        // that cannot be opened is set aside (`DataRoot::set_aside`) and
+        // refused by name; the others serve.
+        root.open_every_repository()?;
         Ok(stores)
     }
 

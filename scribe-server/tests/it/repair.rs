@@ -333,13 +333,23 @@ fn a_pack_cut_short_is_named_with_the_way_out() {
         .set_len(len - 1)
         .unwrap();
 
-    let out = run(&["doctor", "--data", d]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("shorter than its committed length"), "{err}");
+    // Its only repository cannot open: the data root is not served.
+    let e = Service::open(&data).err().expect("nothing to serve");
     assert!(
-        err.contains("Hint:") && err.contains("rebuild-locator"),
-        "{err}"
+        e.to_string().contains("shorter than its committed length"),
+        "{e}"
+    );
+    let out = run(&["doctor", "--data", d]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(&format!("problem: {REPO}: cannot be opened:")),
+        "{text}"
+    );
+    assert!(text.contains("shorter than its committed length"), "{text}");
+    assert!(
+        text.contains("rebuild-locator --data DIR --repo NAME"),
+        "{text}"
     );
 
     let out = run(&["verify", "--data", d]);
@@ -361,4 +371,74 @@ fn a_pack_cut_short_is_named_with_the_way_out() {
     let out = run(&["doctor", "--data", d]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("shorter than its committed length"), "{err}");
+}
+
+/// One repository whose database is damaged no longer stops the data
+/// root: it is set aside and refused by name while the others serve,
+/// `doctor` names it and still checks the others, and `repo create` works.
+#[test]
+fn a_damaged_repository_is_set_aside_while_the_others_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = new_root(dir.path());
+    let d = data.to_str().unwrap();
+    let other = {
+        let svc = Service::open(&data).unwrap();
+        scribe_server::service::dispatch::repo_create(&svc, "other")
+            .unwrap()
+            .id
+    };
+    std::fs::write(
+        data.join("repos")
+            .join(other.to_hex())
+            .join(scribe_metadata::repo::METADATA_FILE),
+        b"not a database at all",
+    )
+    .unwrap();
+
+    let svc = Service::open(&data).expect("the healthy repository serves");
+    let aside = svc.root().set_aside();
+    assert_eq!(
+        aside.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(),
+        ["other"]
+    );
+    let mut c = InProcessConnection::new(svc);
+    let ws = WorkspaceId([6; 16]);
+    c.register(ws);
+    let ch = change(&[("a.txt", Some(&b"served"[..]), 0)]);
+    assert_eq!(
+        accepted(&c.upload_and_submit(ws, OperationId::random(), &ch, "still serving")),
+        1
+    );
+    let reply = c.ask(Request::WorkspaceRegister(
+        scribe_testkit::change::register_req("other", ws),
+    ));
+    let Response::Error(e) = reply else {
+        panic!("the damaged repository answered {reply:?}");
+    };
+    assert!(
+        e.message.contains("\"other\" is unavailable") && e.message.contains("doctor --repo other"),
+        "{}",
+        e.message
+    );
+    assert!(
+        !e.message.contains(d),
+        "the data root is not shown: {}",
+        e.message
+    );
+    drop(c);
+
+    let out = run(&["doctor", "--data", d]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("problem: other: cannot be opened:"), "{text}");
+    assert!(
+        text.contains(&format!("{REPO}: 1 commits")),
+        "the healthy repository is still checked: {text}"
+    );
+    let out = run(&["repo", "create", "--data", d, "third"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
