@@ -5,6 +5,7 @@
 //! | module | feature | what it holds |
 //! |---|---|---|
 //! | [`data`] | (none) | deterministic incompressible bytes: [`noise`], [`fill`], [`XorShift64`] |
+//! | [`docs`] | (none) | the command lines a document shows: [`docs::command_lines`] |
 //! | [`files`] | (none) | files of a tree: [`files::write`], [`files::read`], [`files::copy_tree`] |
 //! | `change` | `service` | files and change sets built from bytes, with every object they need |
 //! | `env` | `service` | a data root with a repository served over any `Transport` |
@@ -22,6 +23,7 @@
 //! cross that boundary.
 
 pub mod data;
+pub mod docs;
 pub mod files;
 pub mod rgw;
 

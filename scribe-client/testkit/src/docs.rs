@@ -1,0 +1,74 @@
+//! The command lines a document shows, so a test can hand each to the
+//! program's own argument parser and the documentation stays true.
+
+/// Every command line of `program` in `doc`'s fenced code blocks, as
+/// arguments after the program's name: shell lines that run it
+/// (`sudo -u USER`, `NAME=value` assignments and a directory before its
+/// name are allowed; `\` continuations are
+/// joined; a `# comment`, a `> file` redirection and what follows are
+/// dropped) and systemd `ExecStart=` lines.
+pub fn command_lines(doc: &str, program: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut in_block = false;
+    let mut pending = String::new();
+    for line in doc.lines() {
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+            pending.clear();
+            continue;
+        }
+        if !in_block {
+            continue;
+        }
+        let line = line.strip_prefix("ExecStart=").unwrap_or(line);
+        pending.push_str(line.trim());
+        if let Some(cut) = pending.strip_suffix('\\') {
+            pending = format!("{} ", cut.trim_end());
+            continue;
+        }
+        let whole = std::mem::take(&mut pending);
+        let whole = whole.split(" #").next().unwrap_or_default();
+        let whole = whole.split(" > ").next().unwrap_or_default();
+        let mut words = whole.split_whitespace().peekable();
+        // `sudo -u USER` and `NAME=value` assignments may come first.
+        if words.peek() == Some(&"sudo") {
+            words.next();
+            if words.peek() == Some(&"-u") {
+                words.nth(1);
+            }
+        }
+        while words
+            .peek()
+            .is_some_and(|w| w.contains('=') && !w.starts_with('-'))
+        {
+            words.next();
+        }
+        if words.next().and_then(|w| w.rsplit('/').next()) == Some(program) {
+            out.push(words.map(str::to_string).collect());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::command_lines;
+
+    #[test]
+    fn finds_shell_and_unit_lines_and_nothing_outside_blocks() {
+        let doc =
+            "scribe-server serve --outside\n```sh\nsudo -u s scribe-server init --data /d  # why\n\
+                   scribe-server serve --data /d \\\n    --listen 0:1 > log\nscribe-serverx no\n\
+                   cargo install --path scribe-server\nX=1 scribe-server migrate\n```\n\
+                   ```ini\nExecStart=/usr/local/bin/scribe-server serve --data /e\n```\n";
+        assert_eq!(
+            command_lines(doc, "scribe-server"),
+            vec![
+                vec!["init", "--data", "/d"],
+                vec!["serve", "--data", "/d", "--listen", "0:1"],
+                vec!["migrate"],
+                vec!["serve", "--data", "/e"],
+            ]
+        );
+    }
+}
