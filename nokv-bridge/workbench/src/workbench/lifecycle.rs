@@ -391,6 +391,14 @@ impl<S: Store> Workbench<S> {
                 ))
             }
             "retired" => return Err(WbError::new("snapshot_retired", "the snapshot was retired")),
+            // Whether or not the reaper has run yet: an expired lease is
+            // over (docs/workbench.md), never brought back to life.
+            "expired" => {
+                return Err(WbError::new(
+                    "snapshot_expired",
+                    "the snapshot's lease ran out; take a new snapshot",
+                ))
+            }
             _ => {}
         }
         let ttl = c.ttl_days.unwrap_or(DEFAULT_TTL_DAYS);
@@ -404,13 +412,15 @@ impl<S: Store> Workbench<S> {
         }
         let mut rec = snap.rec.clone();
         rec.insert("expires_ms".into(), json!(new));
+        rec.insert("ttl_days".into(), json!(ttl));
         rec.insert(
             "renewals".into(),
             json!(snap.field("renewals").unwrap_or(0) + 1),
         );
         match self.rewrite_snapshot(&c.id, &snap, &rec, "workbench_snapshot_renew")? {
-            Ok(_) => {
+            Ok(version) => {
                 let mut v = Snap { rec, row: snap.row }.card(now);
+                v["record_generation"] = json!(version);
                 v["renewed"] = json!(true);
                 Ok(v)
             }
@@ -437,8 +447,9 @@ impl<S: Store> Workbench<S> {
         rec.insert("retired_ms".into(), json!(now));
         rec.insert("retire_reason".into(), json!(c.reason));
         match self.rewrite_snapshot(&c.id, &snap, &rec, "workbench_snapshot_retire")? {
-            Ok(_) => {
+            Ok(version) => {
                 let mut v = Snap { rec, row: snap.row }.card(now);
+                v["record_generation"] = json!(version);
                 v["retired"] = json!(true);
                 Ok(v)
             }

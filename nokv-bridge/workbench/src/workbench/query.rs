@@ -124,6 +124,29 @@ fn check_pred(p: &Predicate) -> Result<(), WbError> {
     if p.op == PredOp::In && !p.value.as_ref().is_some_and(Value::is_array) {
         return Err(WbError::invalid_input("operator in needs an array value"));
     }
+    // A value of another type than the field's compares with nothing: say
+    // so rather than answer an empty result that looks like "none match".
+    let values: Vec<&Value> = match &p.value {
+        Some(Value::Array(a)) if p.op == PredOp::In => a.iter().collect(),
+        Some(v) => vec![v],
+        None => Vec::new(),
+    };
+    for v in values {
+        let fits = match (ty, v) {
+            (_, Value::Null) => true,
+            ("string", Value::String(_)) => true,
+            ("integer", Value::Number(_)) => true,
+            ("boolean", Value::Bool(_)) => true,
+            _ => false,
+        };
+        if !fits {
+            return Err(WbError::invalid_input(format!(
+                "field {:?} holds {}s; the value {v} is not one",
+                p.field,
+                if ty == "integer" { "number" } else { ty }
+            )));
+        }
+    }
     Ok(())
 }
 

@@ -172,6 +172,14 @@ fn snapshot_lifecycle_with_an_injected_clock_and_frozen_reads() {
         (r["renewed"].clone(), r["expires_ms"].clone()),
         (json!(true), json!(15 * DAY))
     );
+    // The reply is the record as now stored: the lease just granted and
+    // the generation of the rewritten record.
+    assert_eq!(r["ttl_days"], 5);
+    let listed = ok(&mut wb, "workbench_snapshot_list", json!({"id": "w"}));
+    assert_eq!(
+        r["record_generation"],
+        listed["snapshots"][0]["record_generation"]
+    );
     // Retire: first success true, exact retry false; reads then refuse.
     let t = ok(
         &mut wb,
@@ -179,6 +187,11 @@ fn snapshot_lifecycle_with_an_injected_clock_and_frozen_reads() {
         json!({"id": "w", "snapshot_id": 0, "reason": "done"}),
     );
     assert_eq!(t["retired"], true);
+    let listed = ok(&mut wb, "workbench_snapshot_list", json!({"id": "w"}));
+    assert_eq!(
+        t["record_generation"],
+        listed["snapshots"][0]["record_generation"]
+    );
     let t = ok(
         &mut wb,
         "workbench_snapshot_retire",
@@ -222,6 +235,17 @@ fn snapshot_lifecycle_with_an_injected_clock_and_frozen_reads() {
         .map(|s| s["state"].as_str().unwrap())
         .collect();
     assert_eq!(states, ["retired", "expired"]);
+    // Expired is over even before the reaper runs: renew does not bring
+    // it back.
+    assert_eq!(
+        err(
+            &mut wb,
+            "workbench_snapshot_renew",
+            json!({"id": "w", "snapshot_id": 1, "ttl_days": 90})
+        )
+        .code,
+        "snapshot_expired"
+    );
     assert_eq!(wb.reap("w").unwrap(), vec![1]);
     assert_eq!(
         err(

@@ -151,6 +151,28 @@ fn search_aggregate_catalog_and_find() {
         json!({"predicates": [{"field": "size", "op": "prefix", "value": "1"}]}),
     );
     assert_eq!(e.code, "invalid_input");
+    // A value of another type than its field's is refused by name, not an
+    // empty answer that reads as "nothing matches".
+    for (field, op, value) in [
+        ("size", "eq", json!("1")),
+        ("path", "gt", json!(5)),
+        ("committed", "eq", json!("false")),
+        ("section", "in", json!(["logs", 3])),
+    ] {
+        let e = err(
+            &mut wb,
+            "workbench_search",
+            json!({"predicates": [{"field": field, "op": op, "value": value}]}),
+        );
+        assert_eq!(e.code, "invalid_input", "{field} {op} {value}");
+        assert!(e.message.contains(field), "{}", e.message);
+    }
+    let r = ok(
+        &mut wb,
+        "workbench_search",
+        json!({"predicates": [{"field": "committed", "op": "eq", "value": false}, {"field": "size", "op": "gt", "value": -1}]}),
+    );
+    assert!(r["total"].as_u64().unwrap() > 0, "{r}");
 
     let a = ok(
         &mut wb,
