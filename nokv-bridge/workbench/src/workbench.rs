@@ -913,7 +913,7 @@ impl<S: Store> Workbench<S> {
                 format!("{}/{name}", t.path.as_str())
             };
             items.push((
-                path::key([name]),
+                name.as_bytes().to_vec(),
                 json!({"name": name, "kind": "file", "section": section, "path": rel,
                 "size": r.body.size, "generation": r.generation}),
             ));
@@ -926,10 +926,13 @@ impl<S: Store> Workbench<S> {
                 format!("{}/{name}", t.path.as_str())
             };
             items.push((
-                path::prefix_key([name]),
+                format!("{name}/").into_bytes(),
                 json!({"name": name, "kind": "directory", "section": section, "path": rel}),
             ));
         }
+        // The store's paging order (the tree's: a directory sorts as its
+        // name followed by `/`), so a page of any size continues where the
+        // last one stopped (`a b`, `a.txt` come before the directory `a`).
         items.sort_by(|a, b| a.0.cmp(&b.0));
         let next = page.next.map(|token| {
             ListCursor {

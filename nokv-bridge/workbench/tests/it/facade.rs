@@ -229,6 +229,54 @@ fn stale_generation_is_a_retryable_conflict() {
     );
 }
 
+/// One order whatever the page size: names that sort before `/` after a
+/// shared prefix (`a b`, `a-b`, `a.txt` beside the directory `a`) come
+/// out of one page of 100 as out of pages of 1.
+#[test]
+fn list_order_does_not_depend_on_the_page_size() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    for path in ["a/inner", "a.txt", "a b", "A+", "a-b", "a0", "a/z/deep"] {
+        ok(
+            &mut wb,
+            "workbench_put_file",
+            json!({"id": "w", "section": "outputs", "path": path, "text": path}),
+        );
+    }
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let whole = names(&ok(
+        &mut wb,
+        "workbench_list",
+        json!({"id": "w", "section": "outputs", "limit": 100}),
+    ));
+    for limit in [1, 2, 3] {
+        let mut paged = Vec::new();
+        let mut cursor = serde_json::Value::Null;
+        loop {
+            let mut q = json!({"id": "w", "section": "outputs", "limit": limit});
+            if !cursor.is_null() {
+                q["cursor"] = cursor.clone();
+            }
+            let page = ok(&mut wb, "workbench_list", q);
+            paged.extend(names(&page));
+            cursor = page["next_cursor"].clone();
+            if cursor.is_null() {
+                break;
+            }
+        }
+        assert_eq!(paged, whole, "pages of {limit}");
+    }
+    assert_eq!(whole.len(), 6, "{whole:?}");
+}
+
 #[test]
 fn list_pages_in_key_order_and_live_cursors_fail_closed() {
     let env = Env::new(Transport::InProcess);
