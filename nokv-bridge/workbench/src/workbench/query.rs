@@ -132,13 +132,13 @@ fn check_pred(p: &Predicate) -> Result<(), WbError> {
         None => Vec::new(),
     };
     for v in values {
-        let fits = match (ty, v) {
-            (_, Value::Null) => true,
-            ("string", Value::String(_)) => true,
-            ("integer", Value::Number(_)) => true,
-            ("boolean", Value::Bool(_)) => true,
-            _ => false,
-        };
+        let fits = matches!(
+            (ty, v),
+            (_, Value::Null)
+                | ("string", Value::String(_))
+                | ("integer", Value::Number(_))
+                | ("boolean", Value::Bool(_))
+        );
         if !fits {
             return Err(WbError::invalid_input(format!(
                 "field {:?} holds {}s; the value {v} is not one",
