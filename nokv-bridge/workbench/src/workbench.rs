@@ -930,6 +930,19 @@ impl<S: Store> Workbench<S> {
                 json!({"name": name, "kind": "directory", "section": section, "path": rel}),
             ));
         }
+        // An empty first page below the section root: the path is a file or
+        // nothing, as `workbench_stat` would say, not an empty directory
+        // (a directory exists only while something lives under it).
+        if items.is_empty() && c.cursor.is_none() && !t.path.is_root() {
+            let what = match self.row_at(&t, at)? {
+                Some(_) => "is a file, not a directory (workbench_read reads it)",
+                None => "does not exist",
+            };
+            return Err(WbError::new(
+                "not_found",
+                format!("{section}/{} {what}", t.path.as_str()),
+            ));
+        }
         // The store's paging order (the tree's: a directory sorts as its
         // name followed by `/`), so a page of any size continues where the
         // last one stopped (`a b`, `a.txt` come before the directory `a`).

@@ -275,6 +275,21 @@ fn list_order_does_not_depend_on_the_page_size() {
         assert_eq!(paged, whole, "pages of {limit}");
     }
     assert_eq!(whole.len(), 6, "{whole:?}");
+    // A path that is nothing, or a file, is not an empty directory.
+    for path in ["nothing/here", "a.txt"] {
+        let e = err(
+            &mut wb,
+            "workbench_list",
+            json!({"id": "w", "section": "outputs", "path": path}),
+        );
+        assert_eq!(e.code, "not_found", "{path}: {}", e.message);
+    }
+    let empty = ok(
+        &mut wb,
+        "workbench_list",
+        json!({"id": "w", "section": "logs"}),
+    );
+    assert_eq!(empty["items"], json!([]));
 }
 
 #[test]
