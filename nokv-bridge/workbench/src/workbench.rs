@@ -795,8 +795,10 @@ impl<S: Store> Workbench<S> {
         }
         let (ct, _) = self.content_type(&row)?;
         let mut offset = c.offset.unwrap_or(0);
+        let format = c.format.unwrap_or(ReadFormat::Structured);
+        let scope = read_scope(&t.full, matches!(format, ReadFormat::Bytes));
         if let Some(cursor) = &c.cursor {
-            let (generation, off) = decode_read_cursor(cursor)?;
+            let (generation, off) = decode_read_cursor(cursor, &scope)?;
             if generation != row.generation {
                 return Err(WbError::new(
                     "cursor_stale",
@@ -807,7 +809,7 @@ impl<S: Store> Workbench<S> {
         }
         let mut v = base;
         v["content_type"] = json!(ct);
-        match c.format.unwrap_or(ReadFormat::Structured) {
+        match format {
             ReadFormat::Bytes => {
                 let limit = u64::from(c.limit.unwrap_or(64)) * 1024;
                 let data = self.store.read(&row.body, offset, limit)?;
@@ -816,7 +818,7 @@ impl<S: Store> Workbench<S> {
                 v["offset"] = json!(offset);
                 v["base64"] = json!(base64::engine::general_purpose::STANDARD.encode(&data));
                 v["next_cursor"] = if end < row.body.size {
-                    json!(read_cursor(row.generation, end))
+                    json!(read_cursor(row.generation, end, &scope))
                 } else {
                     Value::Null
                 };
@@ -850,7 +852,7 @@ impl<S: Store> Workbench<S> {
                 v["total_lines"] = json!(lines.len());
                 v["lines"] = json!(lines[from..to]);
                 v["next_cursor"] = if to < lines.len() {
-                    json!(read_cursor(row.generation, to as u64))
+                    json!(read_cursor(row.generation, to as u64, &scope))
                 } else {
                     Value::Null
                 };
@@ -980,20 +982,38 @@ fn body_of(text: Option<String>, b64: Option<String>) -> Result<Vec<u8>, WbError
     }
 }
 
-fn read_cursor(generation: u64, offset: u64) -> String {
-    format!("r1.{generation}.{offset}")
+/// What a read cursor continues: the file (its physical path) and the
+/// format (a byte offset and a line number are not interchangeable).
+fn read_scope(full: &str, bytes: bool) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(b"nokv read cursor\0");
+    h.update(full.as_bytes());
+    h.update(if bytes { b"\0bytes" } else { b"\0lines" });
+    hex::encode(&h.finalize().as_bytes()[..8])
 }
 
-fn decode_read_cursor(s: &str) -> Result<(u64, u64), WbError> {
+fn read_cursor(generation: u64, offset: u64, scope: &str) -> String {
+    format!("r2.{generation}.{offset}.{scope}")
+}
+
+/// The generation and offset of a cursor issued for `scope`.
+fn decode_read_cursor(s: &str, scope: &str) -> Result<(u64, u64), WbError> {
     let bad = || WbError::new("invalid_cursor", "not a read cursor of this bridge");
     let mut parts = s.split('.');
-    if parts.next() != Some("r1") {
+    if parts.next() != Some("r2") {
         return Err(bad());
     }
     let g = parts.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
     let o = parts.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
+    let sc = parts.next().ok_or_else(bad)?;
     if parts.next().is_some() {
         return Err(bad());
+    }
+    if sc != scope {
+        return Err(WbError::new(
+            "invalid_cursor",
+            "the cursor belongs to another read (another file, or the other format)",
+        ));
     }
     Ok((g, o))
 }

@@ -458,3 +458,53 @@ fn the_card_a_put_returns_is_the_card_stat_reads_back() {
         assert_eq!(put, stat);
     }
 }
+
+/// A read cursor continues only the read that issued it: the same file
+/// and format. Files published together share a generation, and a byte
+/// offset is not a line number, so neither may stand for the other.
+#[test]
+fn a_read_cursor_continues_only_its_own_file_and_format() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    let text: String = (0..40).map(|i| format!("line {i}\n")).collect();
+    for path in ["one.log", "two.log"] {
+        ok(
+            &mut wb,
+            "workbench_put_file",
+            json!({"id": "w", "section": "logs", "path": path, "text": text}),
+        );
+    }
+    let lines = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "logs", "path": "one.log", "limit": 10}),
+    );
+    let line_cursor = lines["next_cursor"].as_str().unwrap().to_string();
+    let next = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "logs", "path": "one.log", "limit": 10, "cursor": line_cursor}),
+    );
+    assert_eq!(next["lines"][0], "line 10");
+    let bytes = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "logs", "path": "one.log", "format": "bytes", "limit": 1}),
+    );
+    assert!(bytes["next_cursor"].is_null(), "a small file in one page");
+    // Another file, even of the same generation, refuses it.
+    let e = err(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "logs", "path": "two.log", "cursor": line_cursor}),
+    );
+    assert_eq!(e.code, "invalid_cursor", "{}", e.message);
+    // The other format refuses it.
+    let e = err(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "logs", "path": "one.log", "format": "bytes", "cursor": line_cursor}),
+    );
+    assert_eq!(e.code, "invalid_cursor", "{}", e.message);
+}
