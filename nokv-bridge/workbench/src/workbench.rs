@@ -836,22 +836,31 @@ impl<S: Store> Workbench<S> {
                         return Ok(v);
                     }
                 }
-                // Text lines [offset, offset + limit).
-                let data = self.store.read(&row.body, 0, row.body.size)?;
-                let text = String::from_utf8(data).map_err(|_| {
-                    WbError::invalid_input(
-                        "workbench_read: the file is not UTF-8 text; read it with format=bytes",
-                    )
-                })?;
+                // Text lines [offset, offset + limit), streamed: memory is
+                // bounded by the lines returned and one read step, not the
+                // file (a multi-GiB log reads a page of lines in MiBs).
                 let limit = c.limit.unwrap_or(300) as usize;
-                let lines: Vec<&str> = text.lines().collect();
-                let from = (offset as usize).min(lines.len());
-                let to = (from + limit).min(lines.len());
+                let mut lines = TextLines::new(offset as usize, limit);
+                let mut pos = 0u64;
+                while pos < row.body.size {
+                    let data = self.store.read(&row.body, pos, TEXT_READ_STEP)?;
+                    if data.is_empty() {
+                        return Err(WbError::new(
+                            "storage",
+                            "the store answered fewer bytes than the file's size",
+                        ));
+                    }
+                    pos += data.len() as u64;
+                    lines.feed(&data)?;
+                }
+                let (total, page) = lines.finish()?;
+                let from = (offset as usize).min(total);
+                let to = from + page.len();
                 v["format"] = json!("text");
                 v["offset"] = json!(from);
-                v["total_lines"] = json!(lines.len());
-                v["lines"] = json!(lines[from..to]);
-                v["next_cursor"] = if to < lines.len() {
+                v["total_lines"] = json!(total);
+                v["lines"] = json!(page);
+                v["next_cursor"] = if to < total {
                     json!(read_cursor(row.generation, to as u64, &scope))
                 } else {
                     Value::Null
@@ -982,6 +991,87 @@ fn body_of(text: Option<String>, b64: Option<String>) -> Result<Vec<u8>, WbError
     }
 }
 
+/// How much of a file a structured text read asks the store for at once.
+const TEXT_READ_STEP: u64 = 16 << 20;
+/// The longest line a structured text read holds (a longer one is read
+/// with `format=bytes`).
+const MAX_TEXT_LINE: usize = 8 << 20;
+
+/// The lines of a UTF-8 text fed in pieces, as `str::lines` splits them
+/// (`\n` or `\r\n`; a last line without an ending counts), keeping only
+/// those in `[from, from + limit)` and counting the rest.
+struct TextLines {
+    from: usize,
+    limit: usize,
+    seen: usize,
+    carry: Vec<u8>,
+    page: Vec<String>,
+}
+
+impl TextLines {
+    fn new(from: usize, limit: usize) -> TextLines {
+        TextLines {
+            from,
+            limit,
+            seen: 0,
+            carry: Vec::new(),
+            page: Vec::new(),
+        }
+    }
+
+    fn not_text() -> WbError {
+        WbError::invalid_input(
+            "workbench_read: the file is not UTF-8 text; read it with format=bytes",
+        )
+    }
+
+    fn line(&mut self, line: &[u8]) -> Result<(), WbError> {
+        let s = std::str::from_utf8(line).map_err(|_| Self::not_text())?;
+        if self.seen >= self.from && self.seen - self.from < self.limit {
+            self.page.push(s.to_string());
+        }
+        self.seen += 1;
+        Ok(())
+    }
+
+    fn ended(&mut self, piece: &[u8]) -> Result<(), WbError> {
+        let mut whole = std::mem::take(&mut self.carry);
+        whole.extend_from_slice(piece);
+        let line = whole.strip_suffix(b"\r").unwrap_or(&whole);
+        self.line(line)
+    }
+
+    fn feed(&mut self, data: &[u8]) -> Result<(), WbError> {
+        let mut start = 0;
+        for (i, _) in data.iter().enumerate().filter(|(_, b)| **b == b'\n') {
+            if self.carry.is_empty() {
+                let line = &data[start..i];
+                self.line(line.strip_suffix(b"\r").unwrap_or(line))?;
+            } else {
+                self.ended(&data[start..i])?;
+            }
+            start = i + 1;
+        }
+        self.carry.extend_from_slice(&data[start..]);
+        if self.carry.len() > MAX_TEXT_LINE {
+            return Err(WbError::invalid_input(format!(
+                "workbench_read: a line longer than {} MiB; read it with format=bytes",
+                MAX_TEXT_LINE >> 20
+            )));
+        }
+        Ok(())
+    }
+
+    /// The number of lines and the page.
+    fn finish(mut self) -> Result<(usize, Vec<String>), WbError> {
+        if !self.carry.is_empty() {
+            let last = std::mem::take(&mut self.carry);
+            self.line(&last)?;
+        }
+        Ok((self.seen, self.page))
+    }
+}
+
 /// What a read cursor continues: the file (its physical path) and the
 /// format (a byte offset and a line number are not interchangeable).
 fn read_scope(full: &str, bytes: bool) -> String {
@@ -1045,5 +1135,42 @@ impl ListCursor {
         let h = s.strip_prefix("l1.").ok_or_else(bad)?;
         let bytes = hex::decode(h).map_err(|_| bad())?;
         serde_json::from_slice(&bytes).map_err(|_| bad())
+    }
+}
+
+#[cfg(test)]
+mod text_lines_tests {
+    use super::TextLines;
+    use proptest::prelude::*;
+
+    fn pieces(data: &[u8], step: usize, from: usize, limit: usize) -> (usize, Vec<String>) {
+        let mut t = TextLines::new(from, limit);
+        for piece in data.chunks(step.max(1)) {
+            t.feed(piece).unwrap();
+        }
+        t.finish().unwrap()
+    }
+
+    proptest! {
+        /// Fed in pieces of any size, the page and the count are what
+        /// `str::lines` gives for the whole text.
+        #[test]
+        fn fed_in_pieces_it_splits_as_str_lines(
+            text in "[a\\r\\né ]{0,64}",
+            step in 1usize..9,
+            from in 0usize..12,
+            limit in 1usize..6,
+        ) {
+            let all: Vec<&str> = text.lines().collect();
+            let want: Vec<String> = all.iter().skip(from).take(limit).map(|s| s.to_string()).collect();
+            prop_assert_eq!(pieces(text.as_bytes(), step, from, limit), (all.len(), want));
+        }
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_refused_anywhere_in_the_file() {
+        let mut t = TextLines::new(0, 1);
+        t.feed(b"fine\nalso fine\n").unwrap();
+        t.feed(b"bad \xff here\n").unwrap_err();
     }
 }
