@@ -197,6 +197,21 @@ fn matches(row: &Map<String, Value>, p: &Predicate) -> bool {
     }
 }
 
+/// The text `workbench_find`'s `manifest_pattern` is matched in: the
+/// caller's manifest as canonical compact JSON (keys sorted, no spaces:
+/// the bytes `manifest_digest_uri` hashes), never the stored file's
+/// layout or the bridge's own fields around it (its schema name matched
+/// every committed workbench). A file that does not parse is matched as
+/// it is.
+fn manifest_text(stored: &[u8]) -> String {
+    match serde_json::from_slice::<Value>(stored) {
+        Ok(Value::Object(mut o)) if o.contains_key("manifest") => {
+            canonical_json(&o.remove("manifest").unwrap_or_default())
+        }
+        _ => String::from_utf8_lossy(stored).into_owned(),
+    }
+}
+
 /// `*` and `?` over a basename.
 pub fn glob_match(glob: &str, name: &str) -> bool {
     let g: Vec<char> = glob.chars().collect();
@@ -664,7 +679,7 @@ impl<S: Store> Workbench<S> {
             if let Some(pat) = &c.manifest_pattern {
                 if !manifest
                     .as_deref()
-                    .is_some_and(|m| String::from_utf8_lossy(m).contains(pat.as_str()))
+                    .is_some_and(|m| manifest_text(m).contains(pat.as_str()))
                 {
                     continue;
                 }

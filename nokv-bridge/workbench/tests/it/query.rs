@@ -221,6 +221,22 @@ fn search_aggregate_catalog_and_find() {
         json!({"manifest_pattern": "absent"}),
     );
     assert_eq!(f["total"], 0);
+    // The pattern is matched in the caller's manifest as canonical compact
+    // JSON, not in the stored file's layout or the bridge's own fields.
+    let f = ok(
+        &mut wb,
+        "workbench_find",
+        json!({"manifest_pattern": "\"model\":\"resnet\""}),
+    );
+    assert_eq!(f["total"], 1, "{f}");
+    for not_the_callers in ["nokv.workbench.run_manifest.v1", "\"model\": \"resnet\""] {
+        let f = ok(
+            &mut wb,
+            "workbench_find",
+            json!({"manifest_pattern": not_the_callers}),
+        );
+        assert_eq!(f["total"], 0, "{not_the_callers}: {f}");
+    }
 }
 
 #[test]
