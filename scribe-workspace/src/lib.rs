@@ -10,6 +10,7 @@
 pub mod baseline_index;
 pub mod detect;
 pub mod error;
+pub mod found_moves;
 pub mod guard;
 pub mod platform;
 pub mod records;

@@ -83,7 +83,7 @@ fn invalid(reason: &'static str) -> FormatError {
 }
 
 /// Substitute the root `src` of `path` with `dst`.
-fn substitute(path: &str, src: &str, dst: &str) -> String {
+pub(crate) fn substitute(path: &str, src: &str, dst: &str) -> String {
     if path == src {
         dst.to_string()
     } else {
@@ -92,7 +92,7 @@ fn substitute(path: &str, src: &str, dst: &str) -> String {
 }
 
 /// Whether two roots overlap (one is the other or inside it).
-fn overlaps(a: &str, b: &str) -> bool {
+pub(crate) fn overlaps(a: &str, b: &str) -> bool {
     is_under_prefix(a, b) || is_under_prefix(b, a)
 }
 
@@ -346,7 +346,7 @@ pub fn check_journal(records: &[(String, Vec<u8>)]) -> Result<Vec<MoveIntent>> {
     Ok(out)
 }
 
-fn load(read: &StateRead) -> Result<Vec<MoveIntent>> {
+pub(crate) fn load(read: &StateRead) -> Result<Vec<MoveIntent>> {
     check_journal(&read.workflows_with_prefix("move/")?)
 }
 
@@ -429,7 +429,7 @@ fn refuse(code: ErrorCode, path: &str, detail: impl Into<String>) -> WorkspaceEr
 
 /// Count entries under `root` on disk (not following links), stopping
 /// once `limit` is exceeded.
-fn count_entries(root: &Path, limit: usize) -> Result<usize> {
+pub(crate) fn count_entries(root: &Path, limit: usize) -> Result<usize> {
     let mut n = 0usize;
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -797,8 +797,24 @@ fn apply(ws: &Workspace, mut intent: MoveIntent, hooks: &dyn MoveHooks) -> Resul
     hooks.point("move-after-place");
     intent.staged = true;
     intent.complete = true;
-    let opened_ms = now_ms();
     let tx = ws.write()?;
+    open_moved(&tx, &intent, now_ms())?;
+    tx.commit()?;
+    prune_empty_parents(ws.root(), &src);
+    Ok(intent)
+}
+
+/// The opened-state half of completing `intent` (its record, marked
+/// complete by the caller, goes in the same transaction): each source
+/// opened for delete (or its prior add removed) and each destination
+/// opened for add with its move source. `open::reconcile` records the
+/// moves it finds through this too, so they are exactly what `scribe move`
+/// records.
+pub(crate) fn open_moved(
+    tx: &crate::state::StateWrite,
+    intent: &MoveIntent,
+    opened_ms: u64,
+) -> Result<()> {
     for f in &intent.files {
         if f.prior
             .as_ref()
@@ -831,10 +847,7 @@ fn apply(ws: &Workspace, mut intent: MoveIntent, hooks: &dyn MoveHooks) -> Resul
             },
         )?;
     }
-    tx.put_workflow(&intent.key(), &intent.encode())?;
-    tx.commit()?;
-    prune_empty_parents(ws.root(), &src);
-    Ok(intent)
+    tx.put_workflow(&intent.key(), &intent.encode())
 }
 
 /// Remove the directories above `rel` that the move (or a delete) left

@@ -38,6 +38,23 @@ pub struct OpenReport {
     /// versioned (#18 item 16): reported once each, not opened, and not a
     /// failure of what was opened.
     pub skipped: Vec<Refusal>,
+    /// Files `reconcile` found moved or renamed outside Scribe and opened
+    /// as moves (their halves are in `opened` too), by source.
+    pub moved: Vec<FoundMove>,
+    /// Missing files `reconcile` found a file of the same content for but
+    /// left a delete and an add, with the reason (ambiguous, or the move
+    /// could not be recorded).
+    pub unpaired: Vec<crate::found_moves::Unpaired>,
+}
+
+/// A file `reconcile` opened as moved ([`crate::found_moves`]): the source
+/// opened for delete, the destination for add with its move source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoundMove {
+    pub source: String,
+    pub destination: String,
+    /// The pending move it belongs to (`scribe move --abort ID`).
+    pub operation: scribe_format::OperationId,
 }
 
 impl OpenReport {
@@ -117,8 +134,9 @@ fn set_apart_unversionable(
     // A tracked file that is gone and not opened is what `reconcile` opens
     // for delete in the same run: not a live key (the rule is "tracked
     // paths not opened for delete"), so a case-only rename done outside
-    // scribe (`Art/Hero.PSD` -> `art/hero.psd`) is a delete and an add, not
-    // a delete whose replacement is refused.
+    // scribe (`Art/Hero.PSD` -> `art/hero.psd`) is a delete and an add
+    // (which `reconcile` pairs as a move, `crate::found_moves`), not a
+    // delete whose replacement is refused.
     for change in &detection.changes {
         if let LocalChange::Missing { path } = change {
             if !opened.contains(path.as_str()) {
@@ -921,6 +939,8 @@ pub fn detect_changes_uncached(
 
 /// `scribe reconcile`: open every detected local change (new files as
 /// adds, modified as edits, missing as deletes), flagged as offline intent.
+/// A missing file and a new file with exactly its content are opened as
+/// the move `scribe move` would have recorded ([`crate::found_moves`]).
 pub fn reconcile(ws: &Workspace, prefixes: &[String]) -> Result<OpenReport> {
     let (detection, problems) = detect_changes(ws, prefixes)?;
     let mut report = OpenReport::default();
@@ -953,10 +973,19 @@ pub fn reconcile(ws: &Workspace, prefixes: &[String]) -> Result<OpenReport> {
         .filter(|c| matches!(c, LocalChange::New(_)))
         .map(|c| scribe_format::path::collision_key(c.path()))
         .collect();
-    let tx = ws.write()?;
+    let already: HashSet<String> = ws
+        .read()?
+        .opened_all()?
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    // What each change opens as, in path order; the moves among the
+    // deletes and adds are found before anything is written.
+    let mut plan: Vec<(String, OpenedAction)> = Vec::new();
+    let mut new_files: Vec<crate::scan::ScannedFile> = Vec::new();
     for change in detection.changes {
         let path = change.path().to_string();
-        if tx.opened(&path)?.is_some() {
+        if already.contains(&path) {
             report.unchanged.push(path);
             continue;
         }
@@ -990,11 +1019,48 @@ pub fn reconcile(ws: &Workspace, prefixes: &[String]) -> Result<OpenReport> {
             }
         }
         let action = match change {
-            LocalChange::New(_) => OpenedAction::Add,
+            LocalChange::New(file) => {
+                new_files.push(file);
+                OpenedAction::Add
+            }
             LocalChange::Modified { .. } => OpenedAction::Edit,
             LocalChange::Missing { .. } => OpenedAction::Delete,
         };
-        tx.put_opened(&path, &opened_record(action, true))?;
+        plan.push((path, action));
+    }
+    // Files moved or renamed outside Scribe: only what is opened anyway
+    // (nothing refused, nothing already opened) pairs.
+    let gone: Vec<String> = plan
+        .iter()
+        .filter(|(_, a)| *a == OpenedAction::Delete)
+        .map(|(p, _)| p.clone())
+        .collect();
+    let new_refs: Vec<&crate::scan::ScannedFile> = new_files.iter().collect();
+    let found = crate::found_moves::find(ws, &gone, &new_refs)?;
+    let mut moved: HashSet<&str> = HashSet::new();
+    for intent in &found.intents {
+        for f in &intent.files {
+            moved.insert(&f.physical_source);
+            moved.insert(&f.destination);
+            report.moved.push(FoundMove {
+                source: f.physical_source.clone(),
+                destination: f.destination.clone(),
+                operation: intent.operation,
+            });
+        }
+    }
+    report.moved.sort_by(|a, b| a.source.cmp(&b.source));
+    report.unpaired = found.unpaired.clone();
+    let opened_ms = now_ms();
+    let tx = ws.write()?;
+    // The same records `scribe move` makes (`moves::open_moved`).
+    for intent in &found.intents {
+        crate::moves::open_moved(&tx, intent, opened_ms)?;
+    }
+    for (path, action) in plan {
+        if !moved.contains(path.as_str()) {
+            tx.put_opened(&path, &opened_record(action, true))?;
+        }
         report.opened.push((path, action));
     }
     tx.commit()?;
@@ -1150,7 +1216,8 @@ mod tests {
     /// A case-only rename done outside scribe (`Art/Hero.PSD` ->
     /// `art/hero.psd`): the tracked path is gone, so it is opened for
     /// delete and is not a live key; the new name is opened for add, not
-    /// refused as a collision (which left a lone delete for submit).
+    /// refused as a collision (which left a lone delete for submit). The
+    /// two halves are one move (`found_moves`, session 23).
     #[test]
     fn reconcile_opens_both_halves_of_a_case_only_rename() {
         let (_d, ws) = ws();
@@ -1178,6 +1245,7 @@ mod tests {
             ]
         );
         assert!(case_collisions(&ws.read().unwrap()).unwrap().is_empty());
+        assert_eq!(r.moved.len(), 2, "{r:?}");
     }
 
     /// A delete is opened only with a replacement: of two new names for

@@ -88,6 +88,14 @@ pub enum Command {
         resume: bool,
     },
     /// Open every local change made without add/edit/delete
+    ///
+    /// New files are opened for add, modified ones for edit, missing ones
+    /// for delete. A missing file and a new file with exactly its content
+    /// (moved or renamed outside Scribe, case-only renames included) are
+    /// opened as the move `scribe move` would have recorded, printed as
+    /// `move OLD -> NEW`: submit sends a move and the file's history
+    /// follows it. Pairing is only where unambiguous; a file moved and then
+    /// edited stays a delete and an add.
     Reconcile {
         /// Limit to these paths (default: the whole workspace)
         paths: Vec<String>,

@@ -12,7 +12,7 @@ use scribe_workspace::open::{workspace_path, OpenReport};
 use scribe_workspace::Workspace;
 
 use crate::error::{CliError, CliResult};
-use crate::ui::{Out, TermProgress};
+use crate::ui::{Json, Out, TermProgress};
 
 pub struct Ctx {
     pub out: Out,
@@ -108,10 +108,106 @@ pub fn author() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// Print what an open operation did; refusals become the error.
+/// What an open operation did, for `--json`: `opened` (path, action),
+/// `moved` (source, destination, move id: files `reconcile` found moved
+/// outside Scribe, whose halves are also in `opened`), `unpaired` (path,
+/// detail), `unchanged` and `skipped` (path, code, detail).
+fn report_json(r: &OpenReport) -> Json {
+    Json::obj(vec![
+        (
+            "opened",
+            Json::Arr(
+                r.opened
+                    .iter()
+                    .map(|(p, a)| {
+                        Json::obj(vec![
+                            ("path", Json::str(p)),
+                            ("action", Json::str(a.name())),
+                        ])
+                    })
+                    .collect(),
+            ),
+        ),
+        (
+            "moved",
+            Json::Arr(
+                r.moved
+                    .iter()
+                    .map(|m| {
+                        Json::obj(vec![
+                            ("source", Json::str(&m.source)),
+                            ("destination", Json::str(&m.destination)),
+                            ("id", Json::str(m.operation.to_hex())),
+                        ])
+                    })
+                    .collect(),
+            ),
+        ),
+        (
+            "unpaired",
+            Json::Arr(
+                r.unpaired
+                    .iter()
+                    .map(|u| {
+                        Json::obj(vec![
+                            ("path", Json::str(&u.path)),
+                            ("detail", Json::str(&u.detail)),
+                        ])
+                    })
+                    .collect(),
+            ),
+        ),
+        (
+            "unchanged",
+            Json::Arr(r.unchanged.iter().map(Json::str).collect()),
+        ),
+        (
+            "skipped",
+            Json::Arr(
+                r.skipped
+                    .iter()
+                    .map(|x| {
+                        Json::obj(vec![
+                            ("path", Json::str(&x.path)),
+                            ("code", Json::str(x.code.name())),
+                            ("detail", Json::str(&x.detail)),
+                        ])
+                    })
+                    .collect(),
+            ),
+        ),
+    ])
+}
+
+/// Print what an open operation did; refusals become the error. A file
+/// `reconcile` found moved is one `move    OLD -> NEW` line (its two
+/// halves are not listed apart); `--json` prints [`report_json`] (a
+/// failure is the error object alone).
 pub fn report(ctx: &Ctx, verb: &str, r: &OpenReport) -> CliResult {
-    for (p, a) in &r.opened {
-        ctx.out.line(format_args!("{:<7} {p}", a.name()))?;
+    let json = ctx.out.json && verb != "revert";
+    if json && r.refused.is_empty() {
+        ctx.out.json(&report_json(r))?;
+    }
+    let halves: std::collections::HashSet<&str> = r
+        .moved
+        .iter()
+        .flat_map(|m| [m.source.as_str(), m.destination.as_str()])
+        .collect();
+    if !json {
+        for (p, a) in &r.opened {
+            if !halves.contains(p.as_str()) {
+                ctx.out.line(format_args!("{:<7} {p}", a.name()))?;
+            }
+        }
+        for m in &r.moved {
+            ctx.out.line(format_args!(
+                "{:<7} {} -> {}",
+                "move", m.source, m.destination
+            ))?;
+        }
+    }
+    for u in &r.unpaired {
+        ctx.out.status(format!("{}: {}", u.path, u.detail));
     }
     if !r.unchanged.is_empty() {
         ctx.out.status(format!(
@@ -135,8 +231,17 @@ pub fn report(ctx: &Ctx, verb: &str, r: &OpenReport) -> CliResult {
                 r.skipped.len()
             )
         };
+        let moved = if r.moved.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", including {} moved file(s) (a delete and an add each; `scribe status` \
+                 lists the pending moves)",
+                r.moved.len()
+            )
+        };
         ctx.out.status(format!(
-            "{verb}: {} file(s) opened{skipped}",
+            "{verb}: {} file(s) opened{moved}{skipped}",
             r.opened.len()
         ));
     }

@@ -313,3 +313,59 @@ fn reverting_one_half_of_a_move_reverts_the_pair_or_says_why_not() {
     assert!(!a.join("new").exists() && !a.join("newer").exists());
     clean("chain");
 }
+
+/// Session 23: files renamed outside Scribe (a case-only rename, and a
+/// directory renamed as a file manager does it) reconciled to deletes and
+/// adds, cutting their history. `reconcile` now opens them as moves:
+/// submit sends the moves, `describe` and `history` show them, and
+/// another workspace's sync moves the files.
+#[test]
+fn files_renamed_outside_scribe_reconcile_to_moves_that_submit_and_sync() {
+    let env = Env::new(Transport::Tcp);
+    let a = setup(&env);
+    let b = env.workspace("bob", &[]);
+    std::fs::rename(a.join("keep.txt"), a.join("KEEP.txt")).unwrap();
+    let r = env.scribe(&a, &["reconcile", "--json"]);
+    r.ok();
+    assert!(
+        r.stdout
+            .contains("\"moved\":[{\"source\":\"keep.txt\",\"destination\":\"KEEP.txt\",\"id\":"),
+        "{}",
+        r.stdout
+    );
+    std::fs::rename(a.join("old"), a.join("new")).unwrap();
+    let r = env.scribe(&a, &["reconcile"]);
+    r.ok();
+    assert!(
+        r.stdout.contains("move    old/a.txt -> new/a.txt")
+            && r.stdout
+                .contains("move    old/deep/b.txt -> new/deep/b.txt"),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("delete"), "{}", r.stdout);
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(
+        st.stdout
+            .contains("\"source\":\"old\",\"destination\":\"new\",\"state\":\"pending\""),
+        "one move of the directory: {}",
+        st.stdout
+    );
+    env.scribe(&a, &["submit", "-m", "renamed by hand"]).ok();
+    let d = env.scribe(&a, &["describe", "2"]);
+    for moved in [
+        "(moved from keep.txt)",
+        "(moved from old/a.txt)",
+        "(moved from old/deep/b.txt)",
+    ] {
+        assert!(d.stdout.contains(moved), "{moved}: {}", d.stdout);
+    }
+    let h = env.scribe(&a, &["history", "new/deep/b.txt"]);
+    assert!(h.stdout.contains("as old/deep/b.txt"), "{}", h.stdout);
+    env.scribe(&b, &["sync"]).ok();
+    assert_eq!(read(&b, "KEEP.txt"), b"keep");
+    assert_eq!(read(&b, "new/a.txt"), b"alpha");
+    assert_eq!(read(&b, "new/deep/b.txt"), b"beta");
+    assert!(!b.join("keep.txt").exists());
+    assert!(!b.join("old").exists());
+}
