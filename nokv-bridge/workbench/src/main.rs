@@ -291,21 +291,22 @@ fn run(cli: Cli) -> ExitCode {
                 eprintln!("nokv mcp: --server and --repo are required");
                 return ExitCode::from(2);
             };
-            // A store that cannot be opened answers every call with the error.
-            let (wb, open_error) = match open_store(&server, &repo, &cli.agent_root) {
-                Ok(s) => (Some(Workbench::new(s, &cli.agent_root)), None),
-                Err(e) => (None, Some(e.to_string())),
-            };
+            // A store that cannot be opened answers each call with the
+            // error and is tried again at the next call.
+            let agent = cli.agent_root.clone();
+            let session = nokv_workbench::mcp::Session::opening(move || {
+                Ok(Workbench::new(open_store(&server, &repo, &agent)?, &agent))
+            });
             let stdout = std::io::stdout().lock();
             let served = if reap_every_secs == 0 {
-                nokv_workbench::mcp::serve(wb, open_error, std::io::stdin().lock(), stdout)
+                nokv_workbench::mcp::serve(session, std::io::stdin().lock(), stdout)
             } else {
                 let schedule = nokv_workbench::mcp::ReapSchedule {
                     every_ms: reap_every_secs.saturating_mul(1000),
                     tick: std::time::Duration::from_secs(1),
                 };
                 let stdin = std::io::BufReader::new(std::io::stdin());
-                nokv_workbench::mcp::serve_scheduled(wb, open_error, stdin, stdout, schedule)
+                nokv_workbench::mcp::serve_scheduled(session, stdin, stdout, schedule)
             };
             match served {
                 Ok(()) => ExitCode::SUCCESS,
