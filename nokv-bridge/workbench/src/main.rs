@@ -89,7 +89,8 @@ fn open(cli: &Cli) -> Result<Workbench<ScribeStore>, (WbError, u8)> {
 /// timeouts); a test build kills itself at `NOKV_TEST_CRASH_AT` (crash
 /// tests).
 fn open_store(server: &str, repo: &str, agent: &str) -> Result<ScribeStore, WbError> {
-    let opts = scribe_client::ClientOptions::from_env().map_err(WbError::invalid_input)?;
+    let opts =
+        scribe_client::ClientOptions::from_env().map_err(|e| WbError::new("not_configured", e))?;
     let failpoints = if Failpoints::ENABLED {
         Failpoints::new(std::env::var("NOKV_TEST_CRASH_AT").ok(), None)
     } else {

@@ -48,12 +48,44 @@ pub struct ScribeStore {
 }
 
 fn client_error(e: scribe_client::ClientError) -> WbError {
+    use scribe_client::ClientError as E;
     let code = e.code();
-    match code {
-        ErrorCode::Unreachable | ErrorCode::Busy | ErrorCode::ServerBusy => {
+    match (&e, code) {
+        // The server's certificate cannot be checked (no CA, the wrong
+        // one, an unreadable file): a setup failure, not a transient one.
+        (E::Tls(_), _) => WbError::new(
+            "not_configured",
+            format!(
+                "cannot trust the server: {e} (set SCRIBE_CA_FILE or sign in with `scribe login`)"
+            ),
+        ),
+        (E::Url { .. }, _) => WbError::new("not_configured", e.to_string()),
+        (E::Open(o), _) => open_error(o),
+        (_, ErrorCode::Unreachable | ErrorCode::Busy | ErrorCode::ServerBusy)
+        | (_, ErrorCode::TierUnavailable | ErrorCode::AuthUnavailable) => {
             WbError::new("unavailable", e.to_string())
         }
+        (_, ErrorCode::Forbidden) => WbError::new("forbidden", e.to_string()),
+        (_, ErrorCode::Unauthenticated) => WbError::new("unauthenticated", e.to_string()),
         _ => WbError::new("storage", format!("{} ({})", e, code.name())),
+    }
+}
+
+/// A data root (a path `--server`) that cannot be opened, without its
+/// files' paths.
+fn open_error(e: &scribe_server::OpenError) -> WbError {
+    match e {
+        scribe_server::OpenError::InUse { pid, .. } => WbError::new(
+            "unavailable",
+            match pid {
+                Some(p) => format!("the data root is in use by another process (PID {p})"),
+                None => "the data root is in use by another process".to_string(),
+            },
+        ),
+        other => WbError::new(
+            "storage",
+            format!("the data root cannot be opened ({})", other.code().name()),
+        ),
     }
 }
 
@@ -107,6 +139,16 @@ impl ScribeStore {
         agent: &str,
         opts: &ClientOptions,
     ) -> Result<ScribeStore, WbError> {
+        if let Ok(scribe_client::ServerUrl::Path(p)) = scribe_client::ServerUrl::parse(url) {
+            // Not a data root (absent, empty, something else): said so,
+            // rather than as a file missing inside it.
+            if !p.join("SCRIBE_FORMAT").is_file() {
+                return Err(WbError::new(
+                    "agent_root_not_found",
+                    "the --server path is not a Scribe data root",
+                ));
+            }
+        }
         let client = scribe_client::connect(url, opts).map_err(client_error)?;
         let mut store = ScribeStore::over(client, repo, agent)?;
         if matches!(
@@ -125,7 +167,12 @@ impl ScribeStore {
             .map_err(client_error)?
             .into_iter()
             .find(|r| r.name == repo)
-            .ok_or_else(|| WbError::new("storage", format!("no repository named {repo:?}")))?;
+            .ok_or_else(|| {
+                WbError::new(
+                    "agent_root_not_found",
+                    format!("the server has no repository named {repo:?}"),
+                )
+            })?;
         let mut h = blake3::Hasher::new_derive_key("nokv-workbench bridge workspace v1");
         h.update(&info.id.0);
         h.update(agent.as_bytes());
