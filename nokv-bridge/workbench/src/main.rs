@@ -29,8 +29,9 @@ struct Cli {
     /// The repository that is the agent root.
     #[arg(long, global = true)]
     repo: Option<String>,
-    /// The agent id (presentation paths /agents/{ROOT}/wb/...; the author of changes).
-    #[arg(long, global = true, default_value = "agent")]
+    /// The agent id (presentation paths /agents/{ROOT}/wb/...; the author of
+    /// changes): the rule of a workbench id (one path component).
+    #[arg(long, global = true, default_value = "agent", value_parser = agent_root)]
     agent_root: String,
     #[command(subcommand)]
     command: Command,
@@ -60,6 +61,16 @@ enum Command {
     Materialize { id: String, dir: PathBuf },
     /// Publish DIR/<section>/<path> into workbench ID in one change.
     Collect { dir: PathBuf, id: String },
+}
+
+/// `--agent-root`: one component of the presentation paths, so the rule of
+/// a workbench id (no empty name, `/`, `..` or control character).
+fn agent_root(s: &str) -> Result<String, String> {
+    nokv_workbench::path::check_id(s)
+        .map(|()| s.to_string())
+        .map_err(|_| {
+            "an agent root is an ASCII letter or digit, then letters, digits, `_` or `-`, at most 128 bytes".to_string()
+        })
 }
 
 fn emit(v: &serde_json::Value) {

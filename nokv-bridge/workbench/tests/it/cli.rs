@@ -281,3 +281,19 @@ fn a_missing_data_root_or_repository_is_agent_root_not_found() {
     let v = find_at(env.url(), "no-such-repo");
     assert_eq!(v["error"]["code"], "agent_root_not_found", "{v}");
 }
+
+#[test]
+fn an_agent_root_that_is_not_one_path_component_is_refused_by_name() {
+    let env = Env::new(Transport::Path);
+    for bad in ["", "../../etc", "a/b", "a\nb", "."] {
+        let out = Command::new(env!("CARGO_BIN_EXE_nokv"))
+            .args(["--server", env.url(), "--repo", REPO, "--agent-root", bad])
+            .args(["workbench", "workbench_find", "{}"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {stderr}");
+        assert!(stderr.contains("--agent-root"), "{bad:?}: {stderr}");
+        assert!(stderr.contains("an agent root is"), "{bad:?}: {stderr}");
+    }
+}
