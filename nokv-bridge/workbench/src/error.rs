@@ -66,6 +66,10 @@ pub const CODES: &[(&str, bool, ConflictClass)] = &[
     ("destination_exists", false, ConflictClass::Exists),
     ("not_implemented", false, ConflictClass::None),
     ("unavailable", true, ConflictClass::None),
+    ("unauthenticated", false, ConflictClass::None),
+    ("forbidden", false, ConflictClass::None),
+    ("not_configured", false, ConflictClass::None),
+    ("agent_root_not_found", false, ConflictClass::None),
     ("storage", false, ConflictClass::None),
 ];
 

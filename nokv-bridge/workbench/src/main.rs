@@ -29,8 +29,9 @@ struct Cli {
     /// The repository that is the agent root.
     #[arg(long, global = true)]
     repo: Option<String>,
-    /// The agent id (presentation paths /agents/{ROOT}/wb/...; the author of changes).
-    #[arg(long, global = true, default_value = "agent")]
+    /// The agent id (presentation paths /agents/{ROOT}/wb/...; the author of
+    /// changes): the rule of a workbench id (one path component).
+    #[arg(long, global = true, default_value = "agent", value_parser = agent_root)]
     agent_root: String,
     #[command(subcommand)]
     command: Command,
@@ -62,6 +63,16 @@ enum Command {
     Collect { dir: PathBuf, id: String },
 }
 
+/// `--agent-root`: one component of the presentation paths, so the rule of
+/// a workbench id (no empty name, `/`, `..` or control character).
+fn agent_root(s: &str) -> Result<String, String> {
+    nokv_workbench::path::check_id(s)
+        .map(|()| s.to_string())
+        .map_err(|_| {
+            "an agent root is an ASCII letter or digit, then letters, digits, `_` or `-`, at most 128 bytes".to_string()
+        })
+}
+
 fn emit(v: &serde_json::Value) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{v}");
@@ -89,7 +100,8 @@ fn open(cli: &Cli) -> Result<Workbench<ScribeStore>, (WbError, u8)> {
 /// timeouts); a test build kills itself at `NOKV_TEST_CRASH_AT` (crash
 /// tests).
 fn open_store(server: &str, repo: &str, agent: &str) -> Result<ScribeStore, WbError> {
-    let opts = scribe_client::ClientOptions::from_env().map_err(WbError::invalid_input)?;
+    let opts =
+        scribe_client::ClientOptions::from_env().map_err(|e| WbError::new("not_configured", e))?;
     let failpoints = if Failpoints::ENABLED {
         Failpoints::new(std::env::var("NOKV_TEST_CRASH_AT").ok(), None)
     } else {
@@ -291,21 +303,22 @@ fn run(cli: Cli) -> ExitCode {
                 eprintln!("nokv mcp: --server and --repo are required");
                 return ExitCode::from(2);
             };
-            // A store that cannot be opened answers every call with the error.
-            let (wb, open_error) = match open_store(&server, &repo, &cli.agent_root) {
-                Ok(s) => (Some(Workbench::new(s, &cli.agent_root)), None),
-                Err(e) => (None, Some(e.to_string())),
-            };
+            // A store that cannot be opened answers each call with the
+            // error and is tried again at the next call.
+            let agent = cli.agent_root.clone();
+            let session = nokv_workbench::mcp::Session::opening(move || {
+                Ok(Workbench::new(open_store(&server, &repo, &agent)?, &agent))
+            });
             let stdout = std::io::stdout().lock();
             let served = if reap_every_secs == 0 {
-                nokv_workbench::mcp::serve(wb, open_error, std::io::stdin().lock(), stdout)
+                nokv_workbench::mcp::serve(session, std::io::stdin().lock(), stdout)
             } else {
                 let schedule = nokv_workbench::mcp::ReapSchedule {
                     every_ms: reap_every_secs.saturating_mul(1000),
                     tick: std::time::Duration::from_secs(1),
                 };
                 let stdin = std::io::BufReader::new(std::io::stdin());
-                nokv_workbench::mcp::serve_scheduled(wb, open_error, stdin, stdout, schedule)
+                nokv_workbench::mcp::serve_scheduled(session, stdin, stdout, schedule)
             };
             match served {
                 Ok(()) => ExitCode::SUCCESS,

@@ -50,21 +50,138 @@ fn rpc_error(id: &Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
-/// Answer one message; `None` for a notification.
-pub fn handle<S: Store>(
-    wb: &mut Option<Workbench<S>>,
-    open_error: &Option<String>,
-    msg: &Value,
-) -> Option<Value> {
-    let id = msg.get("id").cloned();
-    let method = msg.get("method").and_then(Value::as_str);
-    // A response from the client, or a notification: no answer.
-    let (Some(id), Some(method)) = (id, method) else {
-        return None;
+/// JSON-RPC 2.0's error codes.
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const METHOD_NOT_FOUND: i64 = -32601;
+const INVALID_PARAMS: i64 = -32602;
+
+/// What a server session answers over: its Workbench, opened on demand.
+/// An agent root that cannot be opened (the server down, the data root
+/// held by another process) is tried again at the next tool call, so a
+/// long-lived session recovers once the cause goes away.
+pub struct Session<S: Store> {
+    wb: Option<Workbench<S>>,
+    open: Box<dyn FnMut() -> Result<Workbench<S>, crate::WbError>>,
+    /// `initialize` (or `notifications/initialized`) arrived: tool calls
+    /// are served.
+    initialized: bool,
+}
+
+impl<S: Store> Session<S> {
+    /// A session over `open`'s Workbench: opened now, and again at each
+    /// tool call while it fails (the call answers with the failure).
+    pub fn opening(
+        mut open: impl FnMut() -> Result<Workbench<S>, crate::WbError> + 'static,
+    ) -> Session<S> {
+        let wb = match open() {
+            Ok(wb) => Some(wb),
+            Err(e) => {
+                eprintln!(
+                    "nokv: the agent root cannot be opened yet (tried again at the next call): {e}"
+                );
+                None
+            }
+        };
+        Session {
+            wb,
+            open: Box::new(open),
+            initialized: false,
+        }
+    }
+
+    /// A session over an open Workbench.
+    pub fn over(wb: Workbench<S>) -> Session<S> {
+        Session {
+            wb: Some(wb),
+            open: Box::new(|| {
+                Err(crate::WbError::new(
+                    "unavailable",
+                    "the agent root is closed",
+                ))
+            }),
+            initialized: false,
+        }
+    }
+
+    /// The Workbench, opened first when it is not (once per call).
+    fn workbench(&mut self) -> Result<&mut Workbench<S>, crate::WbError> {
+        if self.wb.is_none() {
+            self.wb = Some((self.open)()?);
+        }
+        Ok(self.wb.as_mut().expect("opened just above"))
+    }
+}
+
+/// The id of a request when it is one JSON-RPC allows (a string or a
+/// number).
+fn valid_id(id: &Value) -> bool {
+    id.is_string() || id.is_number()
+}
+
+/// Answer one message; `None` for a notification or a response.
+pub fn handle<S: Store>(session: &mut Session<S>, msg: &Value) -> Option<Value> {
+    let Some(obj) = msg.as_object() else {
+        return Some(rpc_error(
+            &Value::Null,
+            INVALID_REQUEST,
+            "invalid request: a message must be a JSON object",
+        ));
     };
-    let params = msg.get("params").cloned().unwrap_or(json!({}));
+    let id = obj.get("id");
+    let method = obj.get("method");
+    if method.is_none() && (obj.contains_key("result") || obj.contains_key("error")) {
+        // A response from the client: nothing to answer.
+        return None;
+    }
+    // A notification (no id) is never answered, not even when malformed.
+    let id = match id {
+        None => {
+            if method.and_then(Value::as_str) == Some("notifications/initialized") {
+                session.initialized = true;
+            }
+            return None;
+        }
+        Some(id) if valid_id(id) => id.clone(),
+        Some(_) => {
+            return Some(rpc_error(
+                &Value::Null,
+                INVALID_REQUEST,
+                "invalid request: id must be a string or a number",
+            ))
+        }
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Some(rpc_error(
+            &id,
+            INVALID_REQUEST,
+            "invalid request: jsonrpc must be \"2.0\"",
+        ));
+    }
+    let Some(method) = method.and_then(Value::as_str) else {
+        return Some(rpc_error(
+            &id,
+            INVALID_REQUEST,
+            "invalid request: method must be a string",
+        ));
+    };
+    let params = match obj.get("params") {
+        None => json!({}),
+        Some(p @ Value::Object(_)) => p.clone(),
+        Some(_) => return Some(rpc_error(&id, INVALID_PARAMS, "params must be an object")),
+    };
+    let served = matches!(method, "initialize" | "ping" | "tools/list" | "tools/call");
+    if served && !session.initialized && !matches!(method, "initialize" | "ping") {
+        // The MCP lifecycle: nothing but ping before initialize.
+        return Some(rpc_error(
+            &id,
+            INVALID_REQUEST,
+            &format!("{method} before initialize: the session starts with initialize"),
+        ));
+    }
     Some(match method {
         "initialize" => {
+            session.initialized = true;
             let asked = params
                 .get("protocolVersion")
                 .and_then(Value::as_str)
@@ -93,18 +210,24 @@ pub fn handle<S: Store>(
         ),
         "tools/call" => {
             let Some(name) = params.get("name").and_then(Value::as_str) else {
-                return Some(rpc_error(&id, -32602, "tools/call needs params.name"));
+                return Some(rpc_error(
+                    &id,
+                    INVALID_PARAMS,
+                    "tools/call needs params.name",
+                ));
             };
             if !TOOLS.contains(&name) {
-                return Some(rpc_error(&id, -32602, &format!("unknown tool {name:?}")));
+                return Some(rpc_error(
+                    &id,
+                    INVALID_PARAMS,
+                    &format!("unknown tool {name:?}"),
+                ));
             }
             let args = params.get("arguments").cloned().unwrap_or(json!({}));
-            let outcome = match (wb.as_mut(), open_error) {
-                (Some(wb), _) => wb.call(name, &args).map_err(|e| e.to_json()),
-                (None, e) => {
-                    Err(crate::WbError::new("unavailable", e.clone().unwrap_or_default()).to_json())
-                }
-            };
+            let outcome = session
+                .workbench()
+                .and_then(|wb| wb.call(name, &args))
+                .map_err(|e| e.to_json());
             let (value, is_error) = match outcome {
                 Ok(v) => (v, false),
                 Err(e) => (e, true),
@@ -118,8 +241,54 @@ pub fn handle<S: Store>(
                 }),
             )
         }
-        other => rpc_error(&id, -32601, &format!("method not found: {other}")),
+        other => rpc_error(&id, METHOD_NOT_FOUND, &format!("method not found: {other}")),
     })
+}
+
+/// The top-level `"id"` member of a line that is not valid JSON (or not
+/// UTF-8), when it can be read: a string or a number right after the key.
+/// Members of nested objects are not looked at.
+fn readable_id(line: &str) -> Value {
+    let b = line.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    // Whether the next string at depth 1 is a key.
+    let mut key_next = false;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                if depth == 1 && key_next && &line[start..(i + 1).min(b.len())] == "\"id\"" {
+                    let rest = line[i + 1..].trim_start();
+                    if let Some(rest) = rest.strip_prefix(':') {
+                        let mut values = serde_json::Deserializer::from_str(rest.trim_start())
+                            .into_iter::<Value>();
+                        if let Some(Ok(v)) = values.next() {
+                            if valid_id(&v) {
+                                return v;
+                            }
+                        }
+                    }
+                    return Value::Null;
+                }
+                key_next = false;
+            }
+            b'{' => {
+                depth += 1;
+                key_next = depth == 1;
+            }
+            b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b',' => key_next = depth == 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    Value::Null
 }
 
 /// The reaper's schedule in a long-running server.
@@ -132,29 +301,54 @@ pub struct ReapSchedule {
     pub tick: Duration,
 }
 
-fn answer_line<S: Store>(
-    wb: &mut Option<Workbench<S>>,
-    open_error: &Option<String>,
-    line: &str,
-) -> Option<Value> {
-    if line.trim().is_empty() {
+/// The answer to one line: a message or a batch (an array of them).
+/// Bytes that are not UTF-8 or not JSON are a parse error (-32700), with
+/// the request's id when it can be read; the server keeps serving.
+fn answer_line<S: Store>(session: &mut Session<S>, line: &[u8]) -> Option<Value> {
+    let text = match std::str::from_utf8(line) {
+        Ok(t) => t,
+        Err(_) => {
+            let lossy = String::from_utf8_lossy(line);
+            return Some(rpc_error(
+                &readable_id(&lossy),
+                PARSE_ERROR,
+                "parse error: the line is not UTF-8",
+            ));
+        }
+    };
+    if text.trim().is_empty() {
         return None;
     }
-    match serde_json::from_str::<Value>(line) {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Array(batch)) if batch.is_empty() => Some(rpc_error(
+            &Value::Null,
+            INVALID_REQUEST,
+            "invalid request: an empty batch",
+        )),
         Ok(Value::Array(batch)) => {
-            let out: Vec<Value> = batch
-                .iter()
-                .filter_map(|m| handle(wb, open_error, m))
-                .collect();
+            let out: Vec<Value> = batch.iter().filter_map(|m| handle(session, m)).collect();
             (!out.is_empty()).then_some(Value::Array(out))
         }
-        Ok(msg) => handle(wb, open_error, &msg),
+        Ok(msg) => handle(session, &msg),
         Err(e) => Some(rpc_error(
-            &Value::Null,
-            -32700,
+            &readable_id(text),
+            PARSE_ERROR,
             &format!("parse error: {e}"),
         )),
     }
+}
+
+/// The lines of `input` as bytes (UTF-8 is checked per line, so one bad
+/// byte costs only its line).
+fn byte_lines(input: impl BufRead) -> impl Iterator<Item = std::io::Result<Vec<u8>>> {
+    input.split(b'\n').map(|l| {
+        l.map(|mut l| {
+            if l.last() == Some(&b'\r') {
+                l.pop();
+            }
+            l
+        })
+    })
 }
 
 /// Serve `input` until it ends, as [`serve`], and reap expired snapshots
@@ -162,15 +356,14 @@ fn answer_line<S: Store>(
 /// reader thread feeds the lines). A failed sweep is reported on stderr
 /// and tried again at the next due time.
 pub fn serve_scheduled<S: Store>(
-    mut wb: Option<Workbench<S>>,
-    open_error: Option<String>,
+    mut session: Session<S>,
     input: impl BufRead + Send + 'static,
     mut output: impl Write,
     schedule: ReapSchedule,
 ) -> std::io::Result<()> {
-    let (tx, rx) = mpsc::channel::<std::io::Result<String>>();
+    let (tx, rx) = mpsc::channel::<std::io::Result<Vec<u8>>>();
     std::thread::spawn(move || {
-        for line in input.lines() {
+        for line in byte_lines(input) {
             let end = line.is_err();
             if tx.send(line).is_err() || end {
                 break;
@@ -179,7 +372,7 @@ pub fn serve_scheduled<S: Store>(
     });
     let mut last: Option<u64> = None;
     loop {
-        if let Some(wb) = wb.as_mut() {
+        if let Some(wb) = session.wb.as_mut() {
             let now = wb.now();
             if last.is_none_or(|l| now.saturating_sub(l) >= schedule.every_ms) {
                 last = Some(now);
@@ -190,7 +383,7 @@ pub fn serve_scheduled<S: Store>(
         }
         match rx.recv_timeout(schedule.tick) {
             Ok(line) => {
-                if let Some(a) = answer_line(&mut wb, &open_error, &line?) {
+                if let Some(a) = answer_line(&mut session, &line?) {
                     writeln!(output, "{a}")?;
                     output.flush()?;
                 }
@@ -203,13 +396,12 @@ pub fn serve_scheduled<S: Store>(
 
 /// Serve `input` until it ends: one JSON-RPC message per line.
 pub fn serve<S: Store>(
-    mut wb: Option<Workbench<S>>,
-    open_error: Option<String>,
+    mut session: Session<S>,
     input: impl BufRead,
     mut output: impl Write,
 ) -> std::io::Result<()> {
-    for line in input.lines() {
-        if let Some(a) = answer_line(&mut wb, &open_error, &line?) {
+    for line in byte_lines(input) {
+        if let Some(a) = answer_line(&mut session, &line?) {
             writeln!(output, "{a}")?;
             output.flush()?;
         }

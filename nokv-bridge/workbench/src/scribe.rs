@@ -37,27 +37,95 @@ const GET_BYTES: u32 = 4 << 20;
 
 /// A Scribe repository as a Workbench agent root.
 pub struct ScribeStore {
-    client: Client,
+    conn: Redial,
     repo: String,
     branch: BranchId,
     workspace: WorkspaceId,
     author: String,
-    /// The server's URL and options when it is reached over the network
-    /// (a streaming upload opens a second connection as `scribe submit`
-    /// does); `None` for a data-root path or a client handed in.
-    network: Option<(String, ClientOptions)>,
     /// Test builds only: named points where the process kills itself
     /// (`nokv-after-stage`, `nokv-after-submit`; see the crash tests).
     failpoints: Failpoints,
 }
 
 fn client_error(e: scribe_client::ClientError) -> WbError {
+    use scribe_client::ClientError as E;
     let code = e.code();
-    match code {
-        ErrorCode::Unreachable | ErrorCode::Busy | ErrorCode::ServerBusy => {
+    match (&e, code) {
+        // The server's certificate cannot be checked (no CA, the wrong
+        // one, an unreadable file): a setup failure, not a transient one.
+        (E::Tls(_), _) => WbError::new(
+            "not_configured",
+            format!(
+                "cannot trust the server: {e} (set SCRIBE_CA_FILE or sign in with `scribe login`)"
+            ),
+        ),
+        (E::Url { .. }, _) => WbError::new("not_configured", e.to_string()),
+        (E::Open(o), _) => open_error(o),
+        (_, ErrorCode::Unreachable | ErrorCode::Busy | ErrorCode::ServerBusy)
+        | (_, ErrorCode::TierUnavailable | ErrorCode::AuthUnavailable) => {
             WbError::new("unavailable", e.to_string())
         }
+        (_, ErrorCode::Forbidden) => WbError::new("forbidden", e.to_string()),
+        (_, ErrorCode::Unauthenticated) => WbError::new("unauthenticated", e.to_string()),
         _ => WbError::new("storage", format!("{} ({})", e, code.name())),
+    }
+}
+
+/// A data root (a path `--server`) that cannot be opened, without its
+/// files' paths.
+fn open_error(e: &scribe_server::OpenError) -> WbError {
+    match e {
+        scribe_server::OpenError::InUse { pid, .. } => WbError::new(
+            "unavailable",
+            match pid {
+                Some(p) => format!("the data root is in use by another process (PID {p})"),
+                None => "the data root is in use by another process".to_string(),
+            },
+        ),
+        other => WbError::new(
+            "storage",
+            format!("the data root cannot be opened ({})", other.code().name()),
+        ),
+    }
+}
+
+/// The store's connection. One that failed in transport (the server went
+/// away, the stream was cut) is never used again: the next request
+/// connects again, once (over the network; a data-root path has no
+/// connection to lose). The failed request itself is not repeated here:
+/// its outcome is unknown, and only the facade knows whether it is safe
+/// to ask again (a retried publication is exact by its request identity).
+struct Redial {
+    client: Client,
+    /// The last request failed in transport.
+    broken: bool,
+    /// The server's URL and options when it is reached over the network
+    /// (a streaming upload opens a second connection as `scribe submit`
+    /// does); `None` for a data-root path or a client handed in.
+    network: Option<(String, ClientOptions)>,
+}
+
+impl Redial {
+    /// The client, connected again first when the last request broke the
+    /// connection.
+    fn client(&mut self) -> Result<&mut Client, WbError> {
+        if self.broken {
+            if let Some((url, opts)) = &self.network {
+                self.client = scribe_client::connect(url, opts).map_err(client_error)?;
+                self.broken = false;
+            }
+        }
+        Ok(&mut self.client)
+    }
+
+    /// `e` as the facade's error; a transport failure marks the
+    /// connection broken.
+    fn lost(&mut self, e: scribe_client::ClientError) -> WbError {
+        use scribe_client::ClientError as E;
+        if matches!(e, E::Io { .. } | E::Protocol(_) | E::Tls(_)) {
+            self.broken = true;
+        }
+        client_error(e)
     }
 }
 
@@ -71,13 +139,23 @@ impl ScribeStore {
         agent: &str,
         opts: &ClientOptions,
     ) -> Result<ScribeStore, WbError> {
+        if let Ok(scribe_client::ServerUrl::Path(p)) = scribe_client::ServerUrl::parse(url) {
+            // Not a data root (absent, empty, something else): said so,
+            // rather than as a file missing inside it.
+            if !p.join("SCRIBE_FORMAT").is_file() {
+                return Err(WbError::new(
+                    "agent_root_not_found",
+                    "the --server path is not a Scribe data root",
+                ));
+            }
+        }
         let client = scribe_client::connect(url, opts).map_err(client_error)?;
         let mut store = ScribeStore::over(client, repo, agent)?;
         if matches!(
             scribe_client::ServerUrl::parse(url),
             Ok(scribe_client::ServerUrl::Tcp { .. })
         ) {
-            store.network = Some((url.to_string(), opts.clone()));
+            store.conn.network = Some((url.to_string(), opts.clone()));
         }
         Ok(store)
     }
@@ -89,7 +167,12 @@ impl ScribeStore {
             .map_err(client_error)?
             .into_iter()
             .find(|r| r.name == repo)
-            .ok_or_else(|| WbError::new("storage", format!("no repository named {repo:?}")))?;
+            .ok_or_else(|| {
+                WbError::new(
+                    "agent_root_not_found",
+                    format!("the server has no repository named {repo:?}"),
+                )
+            })?;
         let mut h = blake3::Hasher::new_derive_key("nokv-workbench bridge workspace v1");
         h.update(&info.id.0);
         h.update(agent.as_bytes());
@@ -107,12 +190,15 @@ impl ScribeStore {
             })
             .map_err(client_error)?;
         Ok(ScribeStore {
-            client,
+            conn: Redial {
+                client,
+                broken: false,
+                network: None,
+            },
             repo: repo.into(),
             branch: info.main_branch,
             workspace,
             author: agent.into(),
-            network: None,
             failpoints: Failpoints::default(),
         })
     }
@@ -142,14 +228,15 @@ impl ScribeStore {
         while (out.len() as u64) < len {
             let want = (len - out.len() as u64).min(u64::from(GET_BYTES)) as u32;
             let d = self
-                .client
+                .conn
+                .client()?
                 .object_get(m::ObjectGet {
                     repo: self.repo.clone(),
                     id,
                     offset: offset + out.len() as u64,
                     max_len: want,
                 })
-                .map_err(client_error)?;
+                .map_err(|e| self.conn.lost(e))?;
             if d.data.0.is_empty() {
                 break;
             }
@@ -169,15 +256,17 @@ impl ScribeStore {
 }
 
 /// The publication that made `version` (one `Describe`).
-fn describe(client: &mut Client, repo: &str, version: u64) -> Result<VersionInfo, WbError> {
-    let d = client
-        .describe(m::Describe {
-            repo: repo.to_string(),
-            change: version,
-            after: String::new(),
-            limit: 1,
-        })
-        .map_err(client_error)?;
+fn describe(
+    client: &mut Client,
+    repo: &str,
+    version: u64,
+) -> Result<VersionInfo, scribe_client::ClientError> {
+    let d = client.describe(m::Describe {
+        repo: repo.to_string(),
+        change: version,
+        after: String::new(),
+        limit: 1,
+    })?;
     Ok(VersionInfo {
         version: d.commit.change,
         operation: d.commit.operation.0,
@@ -353,7 +442,7 @@ impl Store for ScribeStore {
             timestamp_ms: p.timestamp_ms,
         };
         let outcome = match carried {
-            Some(objects) => self.client.submit_inline(m::SubmitInline {
+            Some(objects) => self.conn.client()?.submit_inline(m::SubmitInline {
                 repo: submit.repo,
                 operation: submit.operation,
                 workspace: submit.workspace,
@@ -365,9 +454,9 @@ impl Store for ScribeStore {
                 timestamp_ms: submit.timestamp_ms,
                 objects,
             }),
-            None => self.client.submit(submit),
+            None => self.conn.client()?.submit(submit),
         }
-        .map_err(client_error)?;
+        .map_err(|e| self.conn.lost(e))?;
         crate::phase("publish: submit", &mut t);
         // Accepted (or refused) by the server, not yet answered.
         self.failpoints.pass("nokv-after-submit");
@@ -391,7 +480,9 @@ impl Store for ScribeStore {
     }
 
     fn version_info(&mut self, version: u64) -> Result<VersionInfo, WbError> {
-        describe(&mut self.client, &self.repo, version)
+        let repo = self.repo.clone();
+        let r = describe(self.conn.client()?, &repo, version);
+        r.map_err(|e| self.conn.lost(e))
     }
 
     /// Over the network, many versions are described on [`DESCRIBE_LANES`]
@@ -402,7 +493,7 @@ impl Store for ScribeStore {
         let extra: Vec<Client> = if versions.len() >= DESCRIBE_LANES_FROM {
             (1..DESCRIBE_LANES)
                 .filter_map(|_| {
-                    let (url, opts) = self.network.as_ref()?;
+                    let (url, opts) = self.conn.network.as_ref()?;
                     scribe_client::connect(url, opts).ok()
                 })
                 .collect()
@@ -412,9 +503,10 @@ impl Store for ScribeStore {
         let share = versions.len().div_ceil(extra.len() + 1).max(1);
         let mut parts = versions.chunks(share);
         let mine = parts.next().unwrap_or_default();
-        let repo = self.repo.as_str();
-        let client = &mut self.client;
-        std::thread::scope(|s| {
+        let repo = self.repo.clone();
+        let repo = repo.as_str();
+        let client = self.conn.client()?;
+        let (mine, others) = std::thread::scope(|s| {
             let others: Vec<_> = parts
                 .zip(extra)
                 .map(|(part, mut c)| {
@@ -422,18 +514,25 @@ impl Store for ScribeStore {
                         part.iter()
                             .map(|v| describe(&mut c, repo, *v))
                             .collect::<Result<Vec<_>, _>>()
+                            .map_err(client_error)
                     })
                 })
                 .collect();
-            let mut out = mine
+            let mine = mine
                 .iter()
                 .map(|v| describe(client, repo, *v))
-                .collect::<Result<Vec<_>, _>>()?;
-            for h in others {
-                out.extend(h.join().expect("describe lane")?);
-            }
-            Ok(out)
-        })
+                .collect::<Result<Vec<_>, _>>();
+            let others: Vec<_> = others
+                .into_iter()
+                .map(|h| h.join().expect("describe lane"))
+                .collect();
+            (mine, others)
+        });
+        let mut out = mine.map_err(|e| self.conn.lost(e))?;
+        for o in others {
+            out.extend(o?);
+        }
+        Ok(out)
     }
 
     fn changed_under(&mut self, dir: &str, from: u64, to: u64) -> Result<bool, WbError> {
@@ -441,7 +540,8 @@ impl Store for ScribeStore {
             return Ok(false);
         }
         let page = self
-            .client
+            .conn
+            .client()?
             .delta(m::Delta {
                 repo: self.repo.clone(),
                 branch: self.branch,
@@ -450,7 +550,7 @@ impl Store for ScribeStore {
                 after: format!("{dir}/"),
                 limit: 1,
             })
-            .map_err(client_error)?;
+            .map_err(|e| self.conn.lost(e))?;
         Ok(page
             .entries
             .first()
@@ -484,7 +584,7 @@ impl Store for ScribeStore {
         // (none when the server refuses another connection).
         let extra: Vec<Client> = (1..UPLOAD_LANES)
             .filter_map(|_| {
-                let (url, opts) = self.network.as_ref()?;
+                let (url, opts) = self.conn.network.as_ref()?;
                 let mut c = scribe_client::connect(url, opts).ok()?;
                 c.status().ok()?;
                 Some(c)
@@ -500,13 +600,16 @@ impl Store for ScribeStore {
         };
         let streamed = scribe_client::workflow::stream::chunk_and_upload(
             &manifests,
-            &mut self.client,
+            self.conn.client()?,
             extra,
             &target,
             files,
         )
         .map_err(|e| {
             let code = e.code();
+            if matches!(code, ErrorCode::Unreachable | ErrorCode::Malformed) {
+                self.conn.broken = true;
+            }
             match code {
                 ErrorCode::Unreachable | ErrorCode::Busy | ErrorCode::ServerBusy => {
                     WbError::new("unavailable", e.to_string())
@@ -647,9 +750,10 @@ impl ScribeStore {
         // Small: send only what the server lacks, in one `ObjectPutMany`
         // (one pin transaction, one durable publication).
         let missing = self
-            .client
+            .conn
+            .client()?
             .objects_missing(&self.repo, &ids)
-            .map_err(client_error)?;
+            .map_err(|e| self.conn.lost(e))?;
         crate::phase("stage: objects missing", &mut t);
         let mut sent = std::collections::HashSet::new();
         let batch: Vec<m::ObjectPiece> = objects
@@ -681,9 +785,10 @@ impl ScribeStore {
         } else {
             let ids: Vec<ObjectId> = objects.iter().map(|(id, _)| *id).collect();
             Some(
-                self.client
+                self.conn
+                    .client()?
                     .objects_missing(&self.repo, &ids)
-                    .map_err(client_error)?
+                    .map_err(|e| self.conn.lost(e))?
                     .into_iter()
                     .collect(),
             )
@@ -710,31 +815,33 @@ impl ScribeStore {
         objects: Vec<(ObjectId, std::borrow::Cow<[u8]>)>,
     ) -> Result<(), WbError> {
         let mut t = std::time::Instant::now();
-        let missing: std::collections::HashSet<ObjectId> =
-            match self
-                .client
-                .objects_pin_missing(&self.repo, self.workspace, operation, ids)
-            {
-                Ok(m) => m.into_iter().collect(),
-                // The operation has its outcome (a retry after a lost answer):
-                // nothing to upload, the submit replays it.
-                Err(e) if e.code() == ErrorCode::AlreadyExists => return Ok(()),
-                Err(e) => return Err(client_error(e)),
-            };
+        let missing: std::collections::HashSet<ObjectId> = match self
+            .conn
+            .client()?
+            .objects_pin_missing(&self.repo, self.workspace, operation, ids)
+        {
+            Ok(m) => m.into_iter().collect(),
+            // The operation has its outcome (a retry after a lost answer):
+            // nothing to upload, the submit replays it.
+            Err(e) if e.code() == ErrorCode::AlreadyExists => return Ok(()),
+            Err(e) => return Err(self.conn.lost(e)),
+        };
         crate::phase("stage: pin missing", &mut t);
         let mut sent = std::collections::HashSet::new();
         for (id, data) in objects {
             if !missing.contains(&id) || !sent.insert(id) {
                 continue;
             }
-            self.client
+            self.conn
+                .client()?
                 .put_object_staged(&self.repo, self.workspace, operation, id, &data)
-                .map_err(client_error)?;
+                .map_err(|e| self.conn.lost(e))?;
         }
         crate::phase("stage: staged puts", &mut t);
-        self.client
+        self.conn
+            .client()?
             .objects_publish(&self.repo)
-            .map_err(client_error)?;
+            .map_err(|e| self.conn.lost(e))?;
         crate::phase("stage: objects publish", &mut t);
         Ok(())
     }
@@ -748,7 +855,8 @@ impl ScribeStore {
         recursive: bool,
     ) -> Result<DirPage, WbError> {
         let page = self
-            .client
+            .conn
+            .client()?
             .list(m::List {
                 repo: self.repo.clone(),
                 branch: self.branch,
@@ -758,7 +866,7 @@ impl ScribeStore {
                 after: token.into(),
                 limit,
             })
-            .map_err(client_error)?;
+            .map_err(|e| self.conn.lost(e))?;
         Ok(DirPage {
             at: page.change,
             files: page
@@ -796,23 +904,25 @@ impl ScribeStore {
         if path.is_empty() {
             // The head: a stat of a path that cannot exist reports the version.
             return self
-                .client
+                .conn
+                .client()?
                 .stat(m::Stat {
                     repo: self.repo.clone(),
                     branch: self.branch,
                     change: at,
                     path: ".nokv/head".into(),
                 })
-                .map_err(client_error);
+                .map_err(|e| self.conn.lost(e));
         }
-        self.client
+        self.conn
+            .client()?
             .stat(m::Stat {
                 repo: self.repo.clone(),
                 branch: self.branch,
                 change: at,
                 path: path.into(),
             })
-            .map_err(client_error)
+            .map_err(|e| self.conn.lost(e))
     }
 
     fn put_many(
@@ -820,14 +930,15 @@ impl ScribeStore {
         operation: OperationId,
         objects: Vec<m::ObjectPiece>,
     ) -> Result<(), WbError> {
-        self.client
+        self.conn
+            .client()?
             .object_put_many(m::ObjectPutMany {
                 repo: self.repo.clone(),
                 operation,
                 workspace: self.workspace,
                 objects,
             })
-            .map_err(client_error)?;
+            .map_err(|e| self.conn.lost(e))?;
         Ok(())
     }
 }

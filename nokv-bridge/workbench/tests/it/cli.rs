@@ -253,3 +253,47 @@ fn base64_encode(b: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(b)
 }
+
+/// `nokv --server SERVER --repo REPO workbench workbench_find '{}'`.
+fn find_at(server: &str, repo: &str) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_nokv"))
+        .args(["--server", server, "--repo", repo])
+        .args(["workbench", "workbench_find", "{}"])
+        .env_remove("SCRIBE_CA_FILE")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_missing_data_root_or_repository_is_agent_root_not_found() {
+    let env = Env::new(Transport::Path);
+    let missing = env.path("nowhere");
+    let v = find_at(missing.to_str().unwrap(), REPO);
+    assert_eq!(v["error"]["code"], "agent_root_not_found", "{v}");
+    assert_eq!(v["error"]["retryable"], false, "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        !message.contains("nowhere") && !message.contains("LOCK"),
+        "{v}"
+    );
+    let v = find_at(env.url(), "no-such-repo");
+    assert_eq!(v["error"]["code"], "agent_root_not_found", "{v}");
+}
+
+#[test]
+fn an_agent_root_that_is_not_one_path_component_is_refused_by_name() {
+    let env = Env::new(Transport::Path);
+    for bad in ["", "../../etc", "a/b", "a\nb", "."] {
+        let out = Command::new(env!("CARGO_BIN_EXE_nokv"))
+            .args(["--server", env.url(), "--repo", REPO, "--agent-root", bad])
+            .args(["workbench", "workbench_find", "{}"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {stderr}");
+        assert!(stderr.contains("--agent-root"), "{bad:?}: {stderr}");
+        assert!(stderr.contains("an agent root is"), "{bad:?}: {stderr}");
+    }
+}

@@ -414,7 +414,7 @@ fn eventually(what: &str, mut f: impl FnMut() -> bool) {
 
 #[test]
 fn the_mcp_server_reaps_expired_snapshots_on_its_schedule_even_when_idle() {
-    use nokv_workbench::mcp::{serve_scheduled, ReapSchedule};
+    use nokv_workbench::mcp::{serve_scheduled, ReapSchedule, Session};
     let env = Env::new(Transport::InProcess);
     let clock = Arc::new(AtomicU64::new(10 * DAY));
     let mut setup = clocked(&env, clock.clone());
@@ -461,7 +461,7 @@ fn the_mcp_server_reaps_expired_snapshots_on_its_schedule_even_when_idle() {
                 every_ms: DAY,
                 tick: std::time::Duration::from_millis(5),
             };
-            serve_scheduled(Some(wb), None, input, out, schedule)
+            serve_scheduled(Session::over(wb), input, out, schedule)
         })
     };
     let head = |wb: &mut Workbench<ScribeStore>| {

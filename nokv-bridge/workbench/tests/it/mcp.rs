@@ -70,3 +70,105 @@ fn mcp_raw_lines_errors_and_notifications() {
     );
     assert_eq!(replies[4]["error"]["code"], -32602);
 }
+
+/// `nokv mcp` fed `input` (raw bytes) until it ends: its exit status and
+/// its answers.
+fn raw_session(env: &Env, input: &[u8]) -> (bool, Vec<Value>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nokv"))
+        .args([
+            "--server",
+            env.url(),
+            "--repo",
+            REPO,
+            "mcp",
+            "--reap-every-secs",
+            "0",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let replies = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (out.status.success(), replies)
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+
+#[test]
+fn mcp_answers_every_bad_line_by_json_rpc_and_keeps_serving() {
+    let env = Env::new(Transport::Path);
+    let mut input = format!("{INIT}\n").into_bytes();
+    input.extend_from_slice(b"\xff\xfe not utf8\n");
+    input.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\",\"x\":\"\xff\"}\n");
+    for l in [
+        r#"{"jsonrpc":"2.0","id":10,"method":"ping""#,
+        r#"{"jsonrpc":"2.0","method":"tools/call","params":{"arguments":{"id":"w"}},"id":11"#,
+        "5",
+        r#""x""#,
+        "[]",
+        r#"{"id":3,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":[1]}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":7}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/whatever","params":5}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+    ] {
+        input.extend_from_slice(format!("{l}\n").as_bytes());
+    }
+    let (ok, r) = raw_session(&env, &input);
+    assert!(ok);
+    let got: Vec<(Value, Value)> = r
+        .iter()
+        .map(|a| (a["id"].clone(), a["error"]["code"].clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (json!(0), Value::Null),
+            (Value::Null, json!(-32700)),
+            (json!(9), json!(-32700)),
+            (json!(10), json!(-32700)),
+            (json!(11), json!(-32700)),
+            (Value::Null, json!(-32600)),
+            (Value::Null, json!(-32600)),
+            (Value::Null, json!(-32600)),
+            (json!(3), json!(-32600)),
+            (Value::Null, json!(-32600)),
+            (json!(5), json!(-32602)),
+            (json!(6), json!(-32600)),
+            (json!(2), Value::Null),
+        ],
+        "{r:?}"
+    );
+    assert_eq!(r.last().unwrap()["result"], json!({}));
+}
+
+#[test]
+fn mcp_serves_nothing_but_ping_before_initialize() {
+    let env = Env::new(Transport::Path);
+    let call = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"workbench_find","arguments":{}}}"#;
+    let list = r#"{"jsonrpc":"2.0","id":8,"method":"tools/list"}"#;
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let input = format!("{call}\n{list}\n{ping}\n{INIT}\n{call}\n");
+    let (ok, r) = raw_session(&env, input.as_bytes());
+    assert!(ok);
+    assert_eq!(r.len(), 5, "{r:?}");
+    assert_eq!(
+        (&r[0]["id"], &r[0]["error"]["code"]),
+        (&json!(7), &json!(-32600))
+    );
+    assert_eq!(
+        (&r[1]["id"], &r[1]["error"]["code"]),
+        (&json!(8), &json!(-32600))
+    );
+    assert_eq!(r[2]["result"], json!({}));
+    assert_eq!(r[4]["result"]["isError"], false, "{r:?}");
+}

@@ -6,6 +6,7 @@ mod lifecycle;
 mod mcp;
 mod people;
 mod query;
+mod recovery;
 mod sandbox;
 mod support;
 mod team;

@@ -91,3 +91,44 @@ fn nokv_reaches_a_team_server_with_the_stored_login_and_its_grants() {
         "{v}"
     );
 }
+
+/// The error code, retryable flag and message of a failed `nokv` call.
+fn refusal(v: &Value) -> (&str, bool, &str) {
+    let e = &v["error"];
+    (
+        e["code"].as_str().unwrap_or_default(),
+        e["retryable"].as_bool().unwrap_or(true),
+        e["message"].as_str().unwrap_or_default(),
+    )
+}
+
+#[test]
+fn permission_and_setup_failures_have_their_own_codes() {
+    use scribe_auth::rows::Role;
+    let t = team_with(&[("alice", Some(Role::Writer)), ("bob", Some(Role::Reader))]);
+    let home = t.tmp.path();
+    let create = ["workbench", "workbench_create", r#"{"id":"w"}"#];
+    // No credential: unauthenticated.
+    let nobody = home.join("config-nobody");
+    let (code, v) = nokv(&t, &nobody, &[("SCRIBE_CA_FILE", &t.ca_file)], &create);
+    let (c, retry, message) = refusal(&v);
+    assert_eq!((code, c, retry), (1, "unauthenticated", false), "{v}");
+    assert!(message.contains("requires a credential"), "{v}");
+    // No CA to trust the server by: not_configured.
+    let (code, v) = nokv(&t, &nobody, &[], &create);
+    let (c, retry, _) = refusal(&v);
+    assert_eq!((code, c, retry), (1, "not_configured", false), "{v}");
+    // A reader's write: forbidden.
+    let bob = home.join("config-bob");
+    login(&t, "bob", &bob);
+    let (code, v) = nokv(
+        &t,
+        &bob,
+        &[],
+        &[&["--agent-root", "bob"][..], &create].concat(),
+    );
+    let (c, retry, message) = refusal(&v);
+    assert_eq!((code, c, retry), (1, "forbidden", false), "{v}");
+    assert!(message.contains("bob is reader"), "{v}");
+    assert!(!message.contains(&*home.to_string_lossy()), "{v}");
+}
