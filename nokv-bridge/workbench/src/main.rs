@@ -343,6 +343,9 @@ fn run(cli: Cli) -> ExitCode {
                     s
                 }
             };
+            if let Some(lit) = nokv_workbench::identity::lossy_number(&text) {
+                return fail(WbError::invalid_input(nokv_workbench::mcp::lossy_message(lit)));
+            }
             let input: serde_json::Value = match serde_json::from_str(&text) {
                 Ok(v) => v,
                 Err(e) => {

@@ -319,6 +319,13 @@ fn answer_line<S: Store>(session: &mut Session<S>, line: &[u8]) -> Option<Value>
     if text.trim().is_empty() {
         return None;
     }
+    if let Some(lit) = crate::identity::lossy_number(text) {
+        return Some(rpc_error(
+            &readable_id(text),
+            INVALID_PARAMS,
+            &lossy_message(lit),
+        ));
+    }
     match serde_json::from_str::<Value>(text) {
         Ok(Value::Array(batch)) if batch.is_empty() => Some(rpc_error(
             &Value::Null,
@@ -336,6 +343,17 @@ fn answer_line<S: Store>(session: &mut Session<S>, line: &[u8]) -> Option<Value>
             &format!("parse error: {e}"),
         )),
     }
+}
+
+/// The refusal of a number JSON parsing would not keep exactly.
+pub fn lossy_message(lit: &str) -> String {
+    let shown: String = lit.chars().take(40).collect();
+    format!(
+        "the number {shown}{} cannot be kept exactly (integers must fit in 64 bits, other \
+         numbers in a double's precision): the stored manifest and its digest would differ \
+         from what was sent; send it as a string",
+        if shown.len() < lit.len() { "…" } else { "" }
+    )
 }
 
 /// The lines of `input` as bytes (UTF-8 is checked per line, so one bad

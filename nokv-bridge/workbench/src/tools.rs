@@ -44,6 +44,15 @@ pub enum SnapRef {
     Name(String),
 }
 
+impl std::fmt::Display for SnapRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SnapRef::Id(n) => write!(f, "{n}"),
+            SnapRef::Name(s) => write!(f, "named {s:?}"),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PredOp {
@@ -394,14 +403,20 @@ fn strict<T: DeserializeOwned>(tool: &str, input: &Value) -> Result<T, WbError> 
             "{tool}: the input must be a JSON object"
         )));
     }
-    serde_json::from_value(input.clone())
-        .map_err(|e| WbError::invalid_input(format!("{tool}: {e}")))
+    serde_json::from_value(input.clone()).map_err(|e| {
+        // serde's words for the selector type are the bridge's internals.
+        let e = e.to_string().replace(
+            "data did not match any variant of untagged enum SnapRef",
+            "a snapshot is an id (an integer >= 0) or a name (a string)",
+        );
+        WbError::invalid_input(format!("{tool}: {e}"))
+    })
 }
 
 fn range(tool: &str, field: &str, v: Option<u64>, lo: u64, hi: u64) -> Result<(), WbError> {
     match v {
         Some(x) if x < lo || x > hi => Err(WbError::invalid_input(format!(
-            "{tool}: {field} is {x}, outside {lo}..={hi}"
+            "{tool}: {field} is {x}, outside {lo} to {hi}"
         ))),
         _ => Ok(()),
     }
@@ -415,9 +430,13 @@ fn len_range(
     hi: usize,
 ) -> Result<(), WbError> {
     match v {
-        Some(s) if s.chars().count() < lo || s.chars().count() > hi => Err(WbError::invalid_input(
-            format!("{tool}: {field} must be {lo}..={hi} characters"),
-        )),
+        Some(s) if s.chars().count() < lo || s.chars().count() > hi => {
+            Err(WbError::invalid_input(if hi == usize::MAX {
+                format!("{tool}: {field} must be at least {lo} characters")
+            } else {
+                format!("{tool}: {field} must be {lo} to {hi} characters")
+            }))
+        }
         _ => Ok(()),
     }
 }

@@ -229,7 +229,7 @@ impl<S: Store> Workbench<S> {
         found.ok_or_else(|| {
             WbError::new(
                 "snapshot_not_found",
-                format!("no snapshot {sel:?} of {id:?}"),
+                format!("no snapshot {sel} of {id:?}"),
             )
         })
     }

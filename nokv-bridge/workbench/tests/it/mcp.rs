@@ -118,6 +118,7 @@ fn mcp_answers_every_bad_line_by_json_rpc_and_keeps_serving() {
         r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
         r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":[1]}"#,
         r#"{"jsonrpc":"2.0","id":6,"method":7}"#,
+        r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"workbench_commit","arguments":{"id":"w","manifest":{"n":123456789012345678901234567890},"content_digest_uri":"sha256:00"}}}"#,
         r#"{"jsonrpc":"2.0","method":"notifications/whatever","params":5}"#,
         r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
     ] {
@@ -144,6 +145,7 @@ fn mcp_answers_every_bad_line_by_json_rpc_and_keeps_serving() {
             (Value::Null, json!(-32600)),
             (json!(5), json!(-32602)),
             (json!(6), json!(-32600)),
+            (json!(12), json!(-32602)),
             (json!(2), Value::Null),
         ],
         "{r:?}"

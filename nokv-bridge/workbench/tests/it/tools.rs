@@ -155,11 +155,23 @@ fn bounds_and_types_are_refused_by_name() {
             json!({"id": "w", "section": "input", "path": "a", "replace": null}),
         ),
         ("workbench_create", json!("w")),
+        (
+            "workbench_read",
+            json!({"id": "w", "section": "input", "path": "a", "at_snapshot": {"x": 1}}),
+        ),
     ];
     for (tool, input) in bad {
         let e = parse(tool, input).unwrap_err();
         assert_eq!(e.code, "invalid_input", "{tool} {input}");
         assert!(!e.retryable);
+        // Said in words: no Rust type names, no 2^64 - 1 as a bound.
+        for internal in ["SnapRef", "untagged", "18446744073709551615", "..="] {
+            assert!(
+                !e.message.contains(internal),
+                "{tool} {input}: {}",
+                e.message
+            );
+        }
     }
     // Nullable inputs accept null.
     parse(
