@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use nokv_workbench::path::Section;
 use nokv_workbench::scribe::ScribeStore;
-use nokv_workbench::workbench::sandbox::{LocalFile, LocalSource};
+use nokv_workbench::workbench::sandbox::{LocalFile, LocalSource, Materialized};
 use nokv_workbench::{tools, WbError, Workbench};
 use scribe_client::failpoints::Failpoints;
 
@@ -175,14 +175,41 @@ fn materialize(
         }
         Ok(n)
     })?;
+    let record = wb.materialized(id, &files)?;
     let meta = dir.join(".nokv");
     std::fs::create_dir_all(&meta).map_err(|e| io_error(&meta, e))?;
     let ct = meta.join("content-types.json");
     std::fs::write(&ct, serde_json::to_vec_pretty(&types).expect("json"))
         .map_err(|e| io_error(&ct, e))?;
+    write_record(dir, &record)?;
     Ok(
         serde_json::json!({"id": id, "files": files.len(), "bytes": bytes, "dir": dir.display().to_string()}),
     )
+}
+
+/// Where materialize records what it wrote (collect reads it, never
+/// collects it).
+const RECORD: &str = ".nokv/materialized.json";
+
+fn write_record(dir: &Path, record: &Materialized) -> Result<(), WbError> {
+    let p = dir.join(RECORD);
+    std::fs::write(&p, serde_json::to_vec_pretty(record).expect("json"))
+        .map_err(|e| io_error(&p, e))
+}
+
+/// The materialize record of `dir`, if it has one.
+fn read_record(dir: &Path) -> Result<Option<Materialized>, WbError> {
+    let p = dir.join(RECORD);
+    match std::fs::read(&p) {
+        Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
+            WbError::invalid_input(format!(
+                "{}: not a materialize record ({e}); remove it to collect without it",
+                p.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_error(&p, e)),
+    }
 }
 
 fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), WbError> {
@@ -243,7 +270,16 @@ fn collect(
         });
     }
     nokv_workbench::phase("collect: walk", &mut t);
-    wb.collect(id, files)
+    let mut record = read_record(dir)?;
+    let mut v = wb.collect_since(id, files, record.as_mut())?;
+    if let Some(r) = &record {
+        // Published already: a record left behind only costs a later
+        // collect a comparison with the live bodies (identical: unchanged).
+        if let Err(e) = write_record(dir, r) {
+            v["record_not_updated"] = serde_json::json!(e.to_string());
+        }
+    }
+    Ok(v)
 }
 
 fn main() -> ExitCode {

@@ -174,6 +174,109 @@ fn materialize_then_collect_round_trips_with_content_types_in_one_change() {
     assert_eq!((code, &v["error"]["code"]), (1, &json!("invalid_input")));
 }
 
+/// Agent A materializes; another writer then replaces two of its files.
+/// A's collect publishes only what changed in A's directory since
+/// materialize: the other writer's versions stay; a file A changed or
+/// removed whose live copy also moved is refused by name (nothing
+/// published); a removal whose live copy did not move is a deletion; the
+/// record follows each collect.
+#[test]
+fn collect_publishes_only_what_changed_since_materialize_and_refuses_conflicts() {
+    let env = Env::new(Transport::Path);
+    let call = |tool: &str, input: Value| -> (i32, Value) {
+        nokv(&env, &["workbench", tool, &input.to_string()], None)
+    };
+    let read = |name: &str| {
+        let (code, v) = call(
+            "workbench_read",
+            json!({"id": "lu", "section": "outputs", "path": name}),
+        );
+        if code == 0 {
+            v["lines"].clone()
+        } else {
+            v["error"]["code"].clone()
+        }
+    };
+    call("workbench_create", json!({"id": "lu"}));
+    for name in ["shared.txt", "mine.txt", "gone.txt", "theirs.txt"] {
+        let (code, v) = call(
+            "workbench_put_file",
+            json!({"id": "lu", "section": "outputs", "path": name, "text": format!("v1 {name}\n")}),
+        );
+        assert_eq!(code, 0, "{v}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let out = |name: &str| dir.path().join("outputs").join(name);
+    let (code, v) = nokv(&env, &["materialize", "lu", d], None);
+    assert_eq!(code, 0, "{v}");
+    for name in ["shared.txt", "theirs.txt"] {
+        let (code, v) = call(
+            "workbench_put_file",
+            json!({"id": "lu", "section": "outputs", "path": name, "text": "v2 by B\n", "replace": true}),
+        );
+        assert_eq!(code, 0, "{v}");
+    }
+    // A's program writes only new.txt.
+    std::fs::write(out("new.txt"), "new\n").unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "lu"], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        (
+            &v["created"],
+            &v["replaced"],
+            &v["deleted"],
+            &v["unchanged"]
+        ),
+        (&json!(1), &json!(0), &json!(0), &json!(4)),
+        "{v}"
+    );
+    assert_eq!(read("shared.txt"), json!(["v2 by B"]));
+    // Changed here and there (shared), removed here and changed there
+    // (theirs): refused by name; mine (changed here only) is not published.
+    std::fs::write(out("shared.txt"), "A's edit\n").unwrap();
+    std::fs::write(out("mine.txt"), "A's edit\n").unwrap();
+    std::fs::remove_file(out("theirs.txt")).unwrap();
+    std::fs::remove_file(out("gone.txt")).unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "lu"], None);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (1, &json!("collect_conflict")),
+        "{v}"
+    );
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("outputs/shared.txt") && msg.contains("outputs/theirs.txt"),
+        "{msg}"
+    );
+    assert!(
+        !msg.contains("mine.txt") && !msg.contains("gone.txt"),
+        "{msg}"
+    );
+    assert_eq!(read("mine.txt"), json!(["v1 mine.txt"]));
+    assert_eq!(read("gone.txt"), json!(["v1 gone.txt"]));
+    // With the two put back as materialized, the rest publishes: mine is
+    // replaced, gone is deleted, the other writer's versions stay.
+    std::fs::write(out("shared.txt"), "v1 shared.txt\n").unwrap();
+    std::fs::write(out("theirs.txt"), "v1 theirs.txt\n").unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "lu"], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        (&v["replaced"], &v["deleted"]),
+        (&json!(1), &json!(1)),
+        "{v}"
+    );
+    assert_eq!(read("mine.txt"), json!(["A's edit"]));
+    assert_eq!(read("gone.txt"), json!("not_found"));
+    assert_eq!(read("shared.txt"), json!(["v2 by B"]));
+    assert_eq!(read("theirs.txt"), json!(["v2 by B"]));
+    // The record follows the collect: A's next change of mine publishes.
+    std::fs::write(out("mine.txt"), "again\n").unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "lu"], None);
+    assert_eq!((code, &v["replaced"]), (0, &json!(1)), "{v}");
+    assert_eq!(read("mine.txt"), json!(["again"]));
+}
+
 /// The CLI against a `scribes://` server (the test CA trusted through
 /// `SCRIBE_CA_FILE`): tools, materialize and collect over TLS; without the
 /// CA the connection is refused with a JSON error before any tool runs.
