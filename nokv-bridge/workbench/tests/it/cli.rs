@@ -277,6 +277,81 @@ fn collect_publishes_only_what_changed_since_materialize_and_refuses_conflicts()
     assert_eq!(read("mine.txt"), json!(["again"]));
 }
 
+/// A program run in a materialized directory leaves a symbolic link (or a
+/// hard link) where a file was, or replaces a section directory by a
+/// link: the next materialize refuses the link by name and writes nothing
+/// outside the directory; a hard link is replaced, its target untouched.
+#[cfg(unix)]
+#[test]
+fn materialize_never_writes_through_a_link_left_in_the_directory() {
+    let env = Env::new(Transport::Path);
+    let call = |tool: &str, input: Value| {
+        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
+        assert_eq!(code, 0, "{v}");
+    };
+    call("workbench_create", json!({"id": "ln"}));
+    for (section, path) in [("outputs", "report.txt"), ("input", "data.txt")] {
+        call(
+            "workbench_put_file",
+            json!({"id": "ln", "section": section, "path": path, "text": "agent output\n"}),
+        );
+    }
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim.txt");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let (code, v) = nokv(&env, &["materialize", "ln", d], None);
+    assert_eq!(code, 0, "{v}");
+    let report = dir.path().join("outputs/report.txt");
+    std::fs::remove_file(&report).unwrap();
+    std::os::unix::fs::symlink(&victim, &report).unwrap();
+    let (code, v) = nokv(&env, &["materialize", "ln", d], None);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (1, &json!("invalid_input")),
+        "{v}"
+    );
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("outputs/report.txt") && msg.contains("symbolic link"),
+        "{msg}"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    // A section directory replaced by a link to a directory elsewhere.
+    std::fs::remove_file(&report).unwrap();
+    let outputs = dir.path().join("outputs");
+    std::fs::remove_dir(&outputs).unwrap();
+    std::os::unix::fs::symlink(outside.path(), &outputs).unwrap();
+    let (code, v) = nokv(&env, &["materialize", "ln", d], None);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (1, &json!("invalid_input")),
+        "{v}"
+    );
+    let mut there: Vec<_> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    there.sort();
+    assert_eq!(there, vec![std::ffi::OsString::from("victim.txt")]);
+    // A hard link is replaced by the file, its target left as it was.
+    std::fs::remove_file(&outputs).unwrap();
+    std::fs::create_dir(&outputs).unwrap();
+    std::fs::hard_link(&victim, &report).unwrap();
+    let (code, v) = nokv(&env, &["materialize", "ln", d], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), "agent output\n");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    // Nothing but the record files is left under .nokv.
+    let mut meta: Vec<_> = std::fs::read_dir(dir.path().join(".nokv"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    meta.sort();
+    assert_eq!(meta, ["content-types.json", "materialized.json"]);
+}
+
 /// The CLI against a `scribes://` server (the test CA trusted through
 /// `SCRIBE_CA_FILE`): tools, materialize and collect over TLS; without the
 /// CA the connection is refused with a JSON error before any tool runs.
