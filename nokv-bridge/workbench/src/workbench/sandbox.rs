@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::{check_content_type, content_type_of, message_content_type, Workbench, RESERVED};
+use super::{check_content_type, content_type_of, message_content_type, Workbench};
 use crate::error::WbError;
 use crate::identity::canonical_json;
 use crate::path::Section;
@@ -276,12 +276,17 @@ impl<S: Store> Workbench<S> {
         // Every target checked before anything is read.
         let mut targets = Vec::with_capacity(files.len());
         let mut keys = Vec::with_capacity(files.len());
+        let mut reserved = Vec::with_capacity(files.len());
         let mut seen = std::collections::HashSet::new();
         for f in &files {
             if let Some(ct) = &f.content_type {
                 check_content_type(ct)?;
             }
-            let t = self.target(id, f.section, &f.path, false, true)?;
+            // A reserved file (a run or restore manifest materialized
+            // here) is refused only when collect would publish it.
+            let is_reserved = super::is_reserved(f.section, &f.path);
+            let t = self.target(id, f.section, &f.path, false, !is_reserved)?;
+            reserved.push(is_reserved);
             if !seen.insert(t.full.clone()) {
                 return Err(WbError::invalid_input(format!(
                     "{} is collected twice",
@@ -307,7 +312,7 @@ impl<S: Store> Workbench<S> {
                 };
                 let (sec, path) = key.split_once('/').ok_or_else(bad)?;
                 let section = Section::from_name(sec).ok_or_else(bad)?;
-                if section == Section::Metadata && RESERVED.contains(&path) {
+                if super::is_reserved(section, path) {
                     continue;
                 }
                 let t = self.target(id, section, path, false, false)?;
@@ -326,7 +331,16 @@ impl<S: Store> Workbench<S> {
         let mut conflicts: Vec<String> = Vec::new();
         // Paths identical here and there: their record becomes the live row.
         let mut settled: Vec<(String, Option<MaterializedFile>)> = Vec::new();
-        for ((f, full), key) in files.into_iter().zip(targets).zip(keys) {
+        for (((f, full), key), is_reserved) in
+            files.into_iter().zip(targets).zip(keys).zip(reserved)
+        {
+            let refuse = |changed: bool| {
+                if is_reserved && changed {
+                    Err(super::reserved_error(&f.path))
+                } else {
+                    Ok(())
+                }
+            };
             let current = live.get(&full);
             let live_generation = current.map_or(0, |r| r.generation);
             let recorded = since.as_deref().map(|m| m.files.get(&key));
@@ -373,6 +387,7 @@ impl<S: Store> Workbench<S> {
                             continue;
                         }
                     }
+                    refuse(true)?;
                     if moved {
                         conflicts.push(key);
                     } else {
@@ -389,8 +404,10 @@ impl<S: Store> Workbench<S> {
                 unchanged += 1;
                 settled.push((key, current.map(row_record)));
             } else if moved {
+                refuse(true)?;
                 conflicts.push(key);
             } else {
+                refuse(true)?;
                 ready.push((pending, NewBody::Hashed { bytes, content }, content));
             }
         }

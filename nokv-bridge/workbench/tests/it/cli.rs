@@ -352,6 +352,60 @@ fn materialize_never_writes_through_a_link_left_in_the_directory() {
     assert_eq!(meta, ["content-types.json", "materialized.json"]);
 }
 
+/// Materialize then collect of a committed and of a restored workbench:
+/// the unchanged reserved files (run and restore manifests) are left
+/// alone; a changed one is refused by name.
+#[test]
+fn collect_leaves_unchanged_reserved_files_alone_and_refuses_changed_ones() {
+    let env = Env::new(Transport::Path);
+    let call = |tool: &str, input: Value| {
+        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
+        assert_eq!(code, 0, "{v}");
+    };
+    call("workbench_create", json!({"id": "rt"}));
+    call(
+        "workbench_put_file",
+        json!({"id": "rt", "section": "input", "path": "data.txt", "text": "v1\n"}),
+    );
+    call(
+        "workbench_commit",
+        json!({"id": "rt", "manifest": {"step": 1}, "content_digest_uri": format!("sha256:{}", "0".repeat(64))}),
+    );
+    call(
+        "workbench_restore",
+        json!({"id": "rt", "destination_id": "rt2"}),
+    );
+    for (id, reserved) in [
+        ("rt", "run_manifest.json"),
+        ("rt2", "restore_manifest.json"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let (code, v) = nokv(&env, &["materialize", id, d], None);
+        assert_eq!(code, 0, "{v}");
+        let manifest = dir.path().join("metadata").join(reserved);
+        assert!(manifest.is_file(), "{id}: {reserved} materialized");
+        std::fs::create_dir_all(dir.path().join("outputs")).unwrap();
+        std::fs::write(dir.path().join("outputs/result.txt"), "result\n").unwrap();
+        let (code, v) = nokv(&env, &["collect", d, id], None);
+        assert_eq!((code, &v["created"]), (0, &json!(1)), "{id}: {v}");
+        // Without the record too (a directory compared with the live rows).
+        std::fs::remove_file(dir.path().join(".nokv/materialized.json")).unwrap();
+        std::fs::write(dir.path().join("outputs/result.txt"), "result 2\n").unwrap();
+        let (code, v) = nokv(&env, &["collect", d, id], None);
+        assert_eq!((code, &v["replaced"]), (0, &json!(1)), "{id}: {v}");
+        std::fs::write(&manifest, "{}").unwrap();
+        let (code, v) = nokv(&env, &["collect", d, id], None);
+        assert_eq!(
+            (code, &v["error"]["code"]),
+            (1, &json!("reserved_path")),
+            "{id}: {v}"
+        );
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(&format!("metadata/{reserved}")), "{msg}");
+    }
+}
+
 /// The CLI against a `scribes://` server (the test CA trusted through
 /// `SCRIBE_CA_FILE`): tools, materialize and collect over TLS; without the
 /// CA the connection is refused with a JSON error before any tool runs.
