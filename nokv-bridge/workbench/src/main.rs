@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use nokv_workbench::path::Section;
 use nokv_workbench::scribe::ScribeStore;
-use nokv_workbench::workbench::sandbox::{LocalFile, LocalSource};
+use nokv_workbench::workbench::sandbox::{LocalFile, LocalSource, Materialized};
 use nokv_workbench::{tools, WbError, Workbench};
 use scribe_client::failpoints::Failpoints;
 
@@ -117,26 +117,93 @@ fn io_error(what: &Path, e: std::io::Error) -> WbError {
 /// Bytes read per request batch of a body (a window of its chunks).
 const READ_WINDOW: u64 = 16 << 20;
 
-/// Write `body` to `dest`, reading it through `read` window by window.
-fn write_file(
+/// `rel` (`/`-separated) under `dir`, its missing directories created.
+/// Refused by name when a component below `dir` is a symbolic link or
+/// not a directory, or the file itself is a link or not a regular file:
+/// materialize never writes through a link a program left in the
+/// directory, and [`write_new`] replaces the path (a hard link too), never
+/// what it points to. (`dir` itself is the caller's choice.)
+fn checked_dest(dir: &Path, rel: &str) -> Result<PathBuf, WbError> {
+    let parts: Vec<&str> = rel.split('/').collect();
+    let mut p = dir.to_path_buf();
+    for (i, c) in parts.iter().enumerate() {
+        p.push(c);
+        let last = i + 1 == parts.len();
+        let refuse = |what: &str| {
+            Err(WbError::invalid_input(format!(
+                "{}: {what}; materialize never writes through or over it (remove it and materialize again)",
+                p.display()
+            )))
+        };
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => return refuse("a symbolic link"),
+            Ok(m) if last && !m.is_file() => return refuse("not a regular file"),
+            Ok(m) if !last && !m.is_dir() => return refuse("not a directory"),
+            Ok(_) => {}
+            // `create_dir` never follows a link (one made since fails).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !last => {
+                std::fs::create_dir(&p).map_err(|e| io_error(&p, e))?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error(&p, e)),
+        }
+    }
+    Ok(p)
+}
+
+/// Write `dest` (a [`checked_dest`] under `dir`) as a new file: the bytes
+/// go to a fresh file under `DIR/.nokv/` (created exclusively, so never
+/// through a link; collect never reads there), renamed over `dest` when
+/// complete. Returns the bytes written.
+fn write_new(
+    dir: &Path,
     dest: &Path,
     size: u64,
     mut read: impl FnMut(u64) -> Result<Vec<u8>, WbError>,
 ) -> Result<u64, WbError> {
-    if let Some(parent) = dest.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
-    }
-    let mut out = std::fs::File::create(dest).map_err(|e| io_error(dest, e))?;
-    let mut offset = 0;
-    while offset < size {
-        let piece = read(offset)?;
-        if piece.is_empty() {
-            break;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let scratch = checked_dest(dir, ".nokv/partial")?;
+    let (tmp, mut out) = loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tmp = scratch.with_file_name(format!("partial-{}-{n}", std::process::id()));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(f) => break (tmp, f),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(io_error(&tmp, e)),
         }
-        out.write_all(&piece).map_err(|e| io_error(dest, e))?;
-        offset += piece.len() as u64;
+    };
+    let written = (|| {
+        let mut offset = 0;
+        while offset < size {
+            let piece = read(offset)?;
+            if piece.is_empty() {
+                break;
+            }
+            out.write_all(&piece).map_err(|e| io_error(dest, e))?;
+            offset += piece.len() as u64;
+        }
+        drop(out);
+        std::fs::rename(&tmp, dest).map_err(|e| io_error(dest, e))?;
+        Ok(offset)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
-    Ok(offset)
+    written
+}
+
+/// Write `bytes` to `DIR/rel` as [`write_new`] does.
+fn write_bytes(dir: &Path, rel: &str, bytes: &[u8]) -> Result<(), WbError> {
+    let dest = checked_dest(dir, rel)?;
+    write_new(dir, &dest, bytes.len() as u64, |o| {
+        Ok(bytes[o as usize..].to_vec())
+    })?;
+    Ok(())
 }
 
 /// Materialize workbench `id` into `dir`; with `extra` (a second
@@ -163,7 +230,14 @@ fn materialize(
     for f in &files {
         types.insert(format!("{}/{}", f.section, f.path), f.content_type.clone());
     }
-    let dest = |i: usize| dir.join(format!("{}/{}", files[i].section, files[i].path));
+    // Every destination checked (and its directories made) before any
+    // download.
+    std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+    let dests = files
+        .iter()
+        .map(|f| checked_dest(dir, &format!("{}/{}", f.section, f.path)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let dest = |i: usize| &dests[i];
     let [first, second] = lanes;
     let bytes = std::thread::scope(|s| -> Result<u64, WbError> {
         let other = extra.map(|mut store| {
@@ -172,7 +246,7 @@ fn materialize(
                 let mut n = 0;
                 for i in second {
                     let b = &files[i].body;
-                    n += write_file(&dest(i), b.size, |o| store.read(b, o, READ_WINDOW))?;
+                    n += write_new(dir, dest(i), b.size, |o| store.read(b, o, READ_WINDOW))?;
                 }
                 Ok(n)
             })
@@ -180,21 +254,50 @@ fn materialize(
         let mut n = 0;
         for i in first {
             let b = &files[i].body;
-            n += write_file(&dest(i), b.size, |o| wb.read_body(b, o, READ_WINDOW))?;
+            n += write_new(dir, dest(i), b.size, |o| wb.read_body(b, o, READ_WINDOW))?;
         }
         if let Some(h) = other {
             n += h.join().expect("download lane")?;
         }
         Ok(n)
     })?;
-    let meta = dir.join(".nokv");
-    std::fs::create_dir_all(&meta).map_err(|e| io_error(&meta, e))?;
-    let ct = meta.join("content-types.json");
-    std::fs::write(&ct, serde_json::to_vec_pretty(&types).expect("json"))
-        .map_err(|e| io_error(&ct, e))?;
+    let record = wb.materialized(id, &files)?;
+    write_bytes(
+        dir,
+        ".nokv/content-types.json",
+        &serde_json::to_vec_pretty(&types).expect("json"),
+    )?;
+    write_record(dir, &record)?;
     Ok(
         serde_json::json!({"id": id, "files": files.len(), "bytes": bytes, "dir": dir.display().to_string()}),
     )
+}
+
+/// Where materialize records what it wrote (collect reads it, never
+/// collects it).
+const RECORD: &str = ".nokv/materialized.json";
+
+fn write_record(dir: &Path, record: &Materialized) -> Result<(), WbError> {
+    write_bytes(
+        dir,
+        RECORD,
+        &serde_json::to_vec_pretty(record).expect("json"),
+    )
+}
+
+/// The materialize record of `dir`, if it has one.
+fn read_record(dir: &Path) -> Result<Option<Materialized>, WbError> {
+    let p = dir.join(RECORD);
+    match std::fs::read(&p) {
+        Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
+            WbError::invalid_input(format!(
+                "{}: not a materialize record ({e}); remove it to collect without it",
+                p.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_error(&p, e)),
+    }
 }
 
 fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), WbError> {
@@ -255,7 +358,16 @@ fn collect(
         });
     }
     nokv_workbench::phase("collect: walk", &mut t);
-    wb.collect(id, files)
+    let mut record = read_record(dir)?;
+    let mut v = wb.collect_since(id, files, record.as_mut())?;
+    if let Some(r) = &record {
+        // Published already: a record left behind only costs a later
+        // collect a comparison with the live bodies (identical: unchanged).
+        if let Err(e) = write_record(dir, r) {
+            v["record_not_updated"] = serde_json::json!(e.to_string());
+        }
+    }
+    Ok(v)
 }
 
 fn main() -> ExitCode {

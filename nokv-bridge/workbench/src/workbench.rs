@@ -19,6 +19,29 @@ pub const RECORD_DIR: &str = ".nokv/workbenches";
 /// Generic put/append/edit cannot write these (commit and restore own them).
 pub const RESERVED: [&str; 2] = ["run_manifest.json", "restore_manifest.json"];
 
+/// Whether `path` of `section` is a reserved file or a name Scribe would
+/// take for one (the same collision key: case and normalization folded),
+/// which would make every later commit or restore collide with it.
+pub fn is_reserved(section: Section, path: &str) -> bool {
+    use scribe_format::path::collision_key;
+    section == Section::Metadata
+        && RESERVED
+            .iter()
+            .any(|r| collision_key(r) == collision_key(path))
+}
+
+fn reserved_error(path: &str) -> WbError {
+    let what = if RESERVED.contains(&path) {
+        String::new()
+    } else {
+        " (Scribe takes it for a reserved name: case and normalization are folded)".to_string()
+    };
+    WbError::new(
+        "reserved_path",
+        format!("metadata/{path} is written only by commit or restore{what}"),
+    )
+}
+
 /// The bytes a structured read returns as parsed JSON at most.
 const STRUCTURED_JSON_MAX: u64 = 1 << 20;
 
@@ -349,14 +372,8 @@ impl<S: Store> Workbench<S> {
     ) -> Result<Target, WbError> {
         check_id(id)?;
         let path = ToolPath::parse(section, p, allow_empty)?;
-        if writing && section == Section::Metadata && RESERVED.contains(&path.as_str()) {
-            return Err(WbError::new(
-                "reserved_path",
-                format!(
-                    "metadata/{} is written only by commit or restore",
-                    path.as_str()
-                ),
-            ));
+        if writing && is_reserved(section, path.as_str()) {
+            return Err(reserved_error(path.as_str()));
         }
         let full = repo_path(id, section, &path);
         if let Err(e) = scribe_format::path::validate(&full) {

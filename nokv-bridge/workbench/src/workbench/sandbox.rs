@@ -2,7 +2,7 @@
 //! workbench's files (the binary writes them), `collect` publishes a
 //! local directory's files in one change.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
@@ -45,6 +45,48 @@ pub enum LocalSource {
     File { path: PathBuf, size: u64 },
 }
 
+/// What `nokv materialize` wrote into a directory
+/// (`DIR/.nokv/materialized.json`, which collect reads and never collects):
+/// the workbench, its incarnation and, per `section/path`, the generation
+/// and body written. Collect of a directory with this record publishes
+/// only what changed there since, and refuses a path that changed both
+/// there and in the workbench ([`Workbench::collect_since`]).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Materialized {
+    pub schema: String,
+    pub id: String,
+    pub incarnation: u64,
+    pub files: BTreeMap<String, MaterializedFile>,
+}
+
+/// One file as materialize wrote it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaterializedFile {
+    pub generation: u64,
+    pub size: u64,
+    /// Hex BLAKE3 of the body.
+    pub blake3: String,
+}
+
+/// The schema name of [`Materialized`].
+pub const MATERIALIZED_SCHEMA: &str = "nokv.workbench.materialized.v1";
+
+impl MaterializedFile {
+    fn of(generation: u64, content: &[u8; 32], size: u64) -> MaterializedFile {
+        MaterializedFile {
+            generation,
+            size,
+            blake3: hex::encode(content),
+        }
+    }
+
+    fn is(&self, content: &[u8; 32], size: u64) -> bool {
+        self.size == size && self.blake3 == hex::encode(content)
+    }
+}
+
 /// Files larger than this (one chunk of Scribe's profile 1) are streamed
 /// by collect; smaller ones are read into memory and uploaded together.
 pub const STREAM_ABOVE: u64 = 1 << 20;
@@ -79,6 +121,8 @@ fn hash_bytes(b: &[u8]) -> [u8; 32] {
 /// One file collect publishes.
 struct Pending {
     full: String,
+    /// `section/path` (the key of a [`Materialized`] record).
+    key: String,
     base: u64,
     content_type: Option<String>,
 }
@@ -178,15 +222,71 @@ impl<S: Store> Workbench<S> {
     }
 
     pub fn collect(&mut self, id: &str, files: Vec<LocalFile>) -> Result<Value, WbError> {
+        self.collect_since(id, files, None)
+    }
+
+    /// The record materialize leaves with `files` of workbench `id`.
+    pub fn materialized(&mut self, id: &str, files: &[FileEntry]) -> Result<Materialized, WbError> {
+        let incarnation = self.incarnation(id)?;
+        Ok(Materialized {
+            schema: MATERIALIZED_SCHEMA.into(),
+            id: id.into(),
+            incarnation,
+            files: files
+                .iter()
+                .map(|f| {
+                    (
+                        format!("{}/{}", f.section, f.path),
+                        MaterializedFile::of(f.generation, &f.body.content, f.body.size),
+                    )
+                })
+                .collect(),
+        })
+    }
+
+    /// As [`Workbench::collect`]; with `since` (what materialize wrote into
+    /// the directory) a path is published only when it changed here since,
+    /// on the generation materialize wrote (0: it wrote none):
+    /// - a file unchanged since materialize is left alone, even when the
+    ///   workbench's copy moved (another agent's newer version stays);
+    /// - a file changed here, or removed here (a deletion), whose live
+    ///   generation also moved is refused: `collect_conflict` naming every
+    ///   such path, nothing published;
+    /// - a removed file whose live generation did not move is deleted
+    ///   (reserved files are never deleted: commit and restore own them).
+    ///
+    /// On success `since` is brought up to date with what the workbench now
+    /// holds for the paths published or found identical.
+    pub fn collect_since(
+        &mut self,
+        id: &str,
+        files: Vec<LocalFile>,
+        mut since: Option<&mut Materialized>,
+    ) -> Result<Value, WbError> {
         let mut t = std::time::Instant::now();
+        let inc = self.incarnation(id)?;
+        if let Some(m) = since.as_deref() {
+            if m.schema != MATERIALIZED_SCHEMA || m.id != id || m.incarnation != inc {
+                return Err(WbError::invalid_input(format!(
+                    "the directory was materialized from workbench {:?} (incarnation {}), not {id:?} (incarnation {inc}); collect it into that workbench, or remove .nokv/materialized.json to collect without it",
+                    m.id, m.incarnation
+                )));
+            }
+        }
         // Every target checked before anything is read.
         let mut targets = Vec::with_capacity(files.len());
+        let mut keys = Vec::with_capacity(files.len());
+        let mut reserved = Vec::with_capacity(files.len());
         let mut seen = std::collections::HashSet::new();
         for f in &files {
             if let Some(ct) = &f.content_type {
                 check_content_type(ct)?;
             }
-            let t = self.target(id, f.section, &f.path, false, true)?;
+            // A reserved file (a run or restore manifest materialized
+            // here) is refused only when collect would publish it.
+            let is_reserved = super::is_reserved(f.section, &f.path);
+            let t = self.target(id, f.section, &f.path, false, !is_reserved)?;
+            reserved.push(is_reserved);
             if !seen.insert(t.full.clone()) {
                 return Err(WbError::invalid_input(format!(
                     "{} is collected twice",
@@ -194,66 +294,166 @@ impl<S: Store> Workbench<S> {
                 )));
             }
             targets.push(t.full);
+            keys.push(format!("{}/{}", f.section, f.path));
         }
-        let inc = self.incarnation(id)?;
-        let live = self.live_rows(id, &targets)?;
+        // Files materialized here and since removed (key, full path, the
+        // generation written).
+        let mut removed: Vec<(String, String, u64)> = Vec::new();
+        if let Some(m) = since.as_deref() {
+            let here: std::collections::HashSet<&str> = keys.iter().map(String::as_str).collect();
+            for (key, rec) in &m.files {
+                if here.contains(key.as_str()) {
+                    continue;
+                }
+                let bad = || {
+                    WbError::invalid_input(format!(
+                        "the materialize record names {key:?}, not a section/path"
+                    ))
+                };
+                let (sec, path) = key.split_once('/').ok_or_else(bad)?;
+                let section = Section::from_name(sec).ok_or_else(bad)?;
+                if super::is_reserved(section, path) {
+                    continue;
+                }
+                let t = self.target(id, section, path, false, false)?;
+                removed.push((key.clone(), t.full, rec.generation));
+            }
+        }
+        let mut all = targets.clone();
+        all.extend(removed.iter().map(|r| r.1.clone()));
+        let live = self.live_rows(id, &all)?;
         crate::phase("collect: list", &mut t);
         let (mut created, mut replaced, mut unchanged) = (0u64, 0u64, 0u64);
         // Bodies known now (in memory), and files to stream.
         let mut ready: Vec<(Pending, NewBody, [u8; 32])> = Vec::new();
         let mut streamed: Vec<(Pending, PathBuf, u64)> = Vec::new();
-        for (f, full) in files.into_iter().zip(targets) {
+        // Paths changed here and in the workbench since materialize.
+        let mut conflicts: Vec<String> = Vec::new();
+        // Paths identical here and there: their record becomes the live row.
+        let mut settled: Vec<(String, Option<MaterializedFile>)> = Vec::new();
+        for (((f, full), key), is_reserved) in
+            files.into_iter().zip(targets).zip(keys).zip(reserved)
+        {
+            let refuse = |changed: bool| {
+                if is_reserved && changed {
+                    Err(super::reserved_error(&f.path))
+                } else {
+                    Ok(())
+                }
+            };
             let current = live.get(&full);
-            let same = |content: &[u8; 32], size: u64| {
+            let live_generation = current.map_or(0, |r| r.generation);
+            let recorded = since.as_deref().map(|m| m.files.get(&key));
+            let (base, moved) = match recorded {
+                Some(r) => {
+                    let base = r.map_or(0, |r| r.generation);
+                    (base, live_generation != base)
+                }
+                None => (live_generation, false),
+            };
+            // Unchanged here since materialize, or identical to the live body.
+            let same_here = |content: &[u8; 32], size: u64| {
+                recorded.flatten().is_some_and(|r| r.is(content, size))
+            };
+            let same_live = |content: &[u8; 32], size: u64| {
                 current.is_some_and(|r| r.body.content == *content && r.body.size == size)
             };
             let pending = Pending {
-                base: current.map_or(0, |r| r.generation),
+                base,
                 full: full.clone(),
+                key: key.clone(),
                 content_type: f.content_type,
             };
-            match f.source {
-                LocalSource::Bytes(bytes) => {
-                    let content = hash_bytes(&bytes);
-                    if same(&content, bytes.len() as u64) {
-                        unchanged += 1;
-                        continue;
-                    }
-                    ready.push((pending, NewBody::Hashed { bytes, content }, content));
-                }
+            let known = match f.source {
+                LocalSource::Bytes(bytes) => (hash_bytes(&bytes), bytes),
                 LocalSource::File { path, size } if size <= STREAM_ABOVE => {
                     let bytes = std::fs::read(&path)
                         .map_err(|e| WbError::new("storage", format!("{}: {e}", path.display())))?;
-                    let content = hash_bytes(&bytes);
-                    if same(&content, bytes.len() as u64) {
-                        unchanged += 1;
-                        continue;
-                    }
-                    ready.push((pending, NewBody::Hashed { bytes, content }, content));
+                    (hash_bytes(&bytes), bytes)
                 }
                 LocalSource::File { path, size } => {
-                    // The same size as the live body: maybe identical.
-                    if current.is_some_and(|r| r.body.size == size) {
+                    // The size written or live: maybe identical.
+                    let maybe = recorded.flatten().is_some_and(|r| r.size == size)
+                        || current.is_some_and(|r| r.body.size == size);
+                    if maybe {
                         let (content, n) = hash_file(&path)?;
-                        if same(&content, n) {
+                        if same_here(&content, n) {
                             unchanged += 1;
                             continue;
                         }
+                        if same_live(&content, n) {
+                            unchanged += 1;
+                            settled.push((key, current.map(row_record)));
+                            continue;
+                        }
                     }
-                    streamed.push((pending, path, size));
+                    refuse(true)?;
+                    if moved {
+                        conflicts.push(key);
+                    } else {
+                        streamed.push((pending, path, size));
+                    }
+                    continue;
                 }
+            };
+            let (content, bytes) = known;
+            let size = bytes.len() as u64;
+            if same_here(&content, size) {
+                unchanged += 1;
+            } else if same_live(&content, size) {
+                unchanged += 1;
+                settled.push((key, current.map(row_record)));
+            } else if moved {
+                refuse(true)?;
+                conflicts.push(key);
+            } else {
+                refuse(true)?;
+                ready.push((pending, NewBody::Hashed { bytes, content }, content));
             }
         }
+        // Removed here: deleted there unless the workbench's copy moved.
+        let mut deletes: Vec<(String, String, u64)> = Vec::new();
+        for (key, full, generation) in removed {
+            match live.get(&full) {
+                None => settled.push((key, None)),
+                Some(r) if r.generation == generation => deletes.push((key, full, generation)),
+                Some(_) => conflicts.push(key),
+            }
+        }
+        if !conflicts.is_empty() {
+            conflicts.sort();
+            return Err(WbError::new(
+                "collect_conflict",
+                format!(
+                    "changed (or removed) here and changed in workbench {id:?} since it was materialized, nothing was published: {}; materialize into another directory, merge, and collect again",
+                    conflicts.join(", ")
+                ),
+            ));
+        }
         crate::phase("collect: hash+compare", &mut t);
-        if ready.is_empty() && streamed.is_empty() {
+        let settle = |since: Option<&mut Materialized>,
+                      settled: Vec<(String, Option<MaterializedFile>)>,
+                      published: Vec<(String, Option<MaterializedFile>)>| {
+            if let Some(m) = since {
+                for (key, rec) in settled.into_iter().chain(published) {
+                    match rec {
+                        Some(r) => m.files.insert(key, r),
+                        None => m.files.remove(&key),
+                    };
+                }
+            }
+        };
+        if ready.is_empty() && streamed.is_empty() && deletes.is_empty() {
+            settle(since.as_deref_mut(), settled, Vec::new());
             return Ok(
-                json!({"id": id, "change": null, "created": 0, "replaced": 0, "unchanged": unchanged}),
+                json!({"id": id, "change": null, "created": 0, "replaced": 0, "deleted": 0, "unchanged": unchanged}),
             );
         }
         // The operation is chosen before the streamed bodies are read (their
         // chunks are uploaded under it): from the request as known now
         // (paths, bases, the in-memory bodies' hashes, the streamed files'
-        // sizes) and a per-attempt nonce, like every publication's.
+        // sizes, the deletions) and a per-attempt nonce, like every
+        // publication's.
         let mut pre: Vec<Value> = ready
             .iter()
             .map(|(p, _, c)| json!([p.full, hex::encode(c), p.base]))
@@ -262,6 +462,11 @@ impl<S: Store> Workbench<S> {
                     .iter()
                     .map(|(p, _, size)| json!([p.full, size, p.base])),
             )
+            .chain(
+                deletes
+                    .iter()
+                    .map(|(_, full, base)| json!([full, null, base])),
+            )
             .collect();
         pre.sort_by_key(|v| v[0].as_str().unwrap_or_default().to_string());
         let pre_req: [u8; 32] =
@@ -269,6 +474,7 @@ impl<S: Store> Workbench<S> {
                 .as_bytes();
         let mut bases: Vec<u64> = ready.iter().map(|(p, _, _)| p.base).collect();
         bases.extend(streamed.iter().map(|(p, _, _)| p.base));
+        bases.extend(deletes.iter().map(|d| d.2));
         let operation = super::operation_id(&pre_req, &bases);
         let paths: Vec<PathBuf> = streamed.iter().map(|(_, p, _)| p.clone()).collect();
         let uploaded = self.store.upload_files(operation, &paths)?;
@@ -284,22 +490,24 @@ impl<S: Store> Workbench<S> {
                     ),
                 ));
             }
-            if live
+            if let Some(r) = live
                 .get(&p.full)
-                .is_some_and(|r| r.body.content == u.content && r.body.size == u.size)
+                .filter(|r| r.body.content == u.content && r.body.size == u.size)
             {
                 unchanged += 1;
+                settled.push((p.key, Some(row_record(r))));
                 continue;
             }
             ready.push((p, u.body, u.content));
         }
         // The request identity (in the change message): every published
-        // path with its content and base, in path order.
+        // path with its content (null: deleted) and base, in path order.
         ready.sort_by(|a, b| a.0.full.cmp(&b.0.full));
         let mut identity = Vec::new();
         let mut ct_lines = String::new();
         let mut edits = Vec::new();
-        let mut bases = Vec::new();
+        // What each published path's record becomes (its generation: the change).
+        let mut written: Vec<(String, Option<Written>)> = Vec::new();
         for (p, body, content) in ready {
             if p.base == 0 {
                 created += 1;
@@ -317,16 +525,24 @@ impl<S: Store> Workbench<S> {
                 ct_lines.push_str(&format!("nokv-path-content-type: {ct} {}\n", p.full));
             }
             identity.push(json!([p.full, hex::encode(content), p.base]));
-            bases.push(p.base);
+            written.push((p.key, Some((content, body_size(&body)))));
             edits.push(Edit::Put {
                 path: p.full,
                 base: p.base,
                 body,
             });
         }
+        let deleted = deletes.len() as u64;
+        for (key, full, base) in deletes {
+            identity.push(json!([full, null, base]));
+            written.push((key, None));
+            edits.push(Edit::Delete { path: full, base });
+        }
+        identity.sort_by_key(|v| v[0].as_str().unwrap_or_default().to_string());
         if edits.is_empty() {
+            settle(since.as_deref_mut(), settled, Vec::new());
             return Ok(
-                json!({"id": id, "change": null, "created": 0, "replaced": 0, "unchanged": unchanged}),
+                json!({"id": id, "change": null, "created": 0, "replaced": 0, "deleted": 0, "unchanged": unchanged}),
             );
         }
         let req: [u8; 32] =
@@ -335,31 +551,64 @@ impl<S: Store> Workbench<S> {
             "nokv collect {id}\nnokv-request: {}\n{ct_lines}",
             hex::encode(req)
         );
-        let first = match &edits[0] {
-            Edit::Put { path, .. } | Edit::Delete { path, .. } => path.clone(),
-        };
+        // A path the publication puts (to recognise an earlier attempt's change).
+        let first = edits.iter().find_map(|e| match e {
+            Edit::Put { path, .. } => Some(path.clone()),
+            Edit::Delete { .. } => None,
+        });
         let published = self.store.publish(Publish {
             operation,
             message,
             edits,
             timestamp_ms: (self.clock)(),
         })?;
-        let result = |change: u64, replay: bool| {
-            json!({"id": id, "change": change, "created": created, "replaced": replaced,
-                   "unchanged": unchanged, "idempotent_replay": replay})
-        };
-        match published {
-            Published::Accepted { version } => Ok(result(version, false)),
+        let change = match published {
+            Published::Accepted { version } => (version, false),
             Published::Refused(r @ (Refusal::Stale(_) | Refusal::Exists(_))) => {
                 // An earlier attempt of this same request (same bases,
                 // same bytes) may have won: its change is the result.
-                match self.store.stat(0, &first)? {
-                    Some(row) if self.published_by(&row, &req)? => Ok(result(row.generation, true)),
-                    _ => Err(super::refusal_error(r)),
+                let row = match &first {
+                    Some(first) => self.store.stat(0, first)?,
+                    None => None,
+                };
+                match row {
+                    Some(row) if self.published_by(&row, &req)? => (row.generation, true),
+                    _ => return Err(super::refusal_error(r)),
                 }
             }
-            Published::Refused(r) => Err(super::refusal_error(r)),
-        }
+            Published::Refused(r) => return Err(super::refusal_error(r)),
+        };
+        let (version, replay) = change;
+        let published: Vec<(String, Option<MaterializedFile>)> = written
+            .into_iter()
+            .map(|(key, w)| {
+                (
+                    key,
+                    w.map(|(c, size)| MaterializedFile::of(version, &c, size)),
+                )
+            })
+            .collect();
+        settle(since, settled, published);
+        Ok(
+            json!({"id": id, "change": version, "created": created, "replaced": replaced,
+                   "deleted": deleted, "unchanged": unchanged, "idempotent_replay": replay}),
+        )
+    }
+}
+
+/// A published body: its BLAKE3 and size.
+type Written = ([u8; 32], u64);
+
+/// The record of a live row.
+fn row_record(r: &Row) -> MaterializedFile {
+    MaterializedFile::of(r.generation, &r.body.content, r.body.size)
+}
+
+/// The size of a body to publish.
+fn body_size(b: &NewBody) -> u64 {
+    match b {
+        NewBody::Bytes(bytes) | NewBody::Hashed { bytes, .. } => bytes.len() as u64,
+        NewBody::Existing(body) | NewBody::Uploaded { body, .. } => body.size,
     }
 }
 

@@ -174,6 +174,238 @@ fn materialize_then_collect_round_trips_with_content_types_in_one_change() {
     assert_eq!((code, &v["error"]["code"]), (1, &json!("invalid_input")));
 }
 
+/// Agent A materializes; another writer then replaces two of its files.
+/// A's collect publishes only what changed in A's directory since
+/// materialize: the other writer's versions stay; a file A changed or
+/// removed whose live copy also moved is refused by name (nothing
+/// published); a removal whose live copy did not move is a deletion; the
+/// record follows each collect.
+#[test]
+fn collect_publishes_only_what_changed_since_materialize_and_refuses_conflicts() {
+    let env = Env::new(Transport::Path);
+    let call = |tool: &str, input: Value| -> (i32, Value) {
+        nokv(&env, &["workbench", tool, &input.to_string()], None)
+    };
+    let read = |name: &str| {
+        let (code, v) = call(
+            "workbench_read",
+            json!({"id": "lu", "section": "outputs", "path": name}),
+        );
+        if code == 0 {
+            v["lines"].clone()
+        } else {
+            v["error"]["code"].clone()
+        }
+    };
+    call("workbench_create", json!({"id": "lu"}));
+    for name in ["shared.txt", "mine.txt", "gone.txt", "theirs.txt"] {
+        let (code, v) = call(
+            "workbench_put_file",
+            json!({"id": "lu", "section": "outputs", "path": name, "text": format!("v1 {name}\n")}),
+        );
+        assert_eq!(code, 0, "{v}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let out = |name: &str| dir.path().join("outputs").join(name);
+    let (code, v) = nokv(&env, &["materialize", "lu", d], None);
+    assert_eq!(code, 0, "{v}");
+    for name in ["shared.txt", "theirs.txt"] {
+        let (code, v) = call(
+            "workbench_put_file",
+            json!({"id": "lu", "section": "outputs", "path": name, "text": "v2 by B\n", "replace": true}),
+        );
+        assert_eq!(code, 0, "{v}");
+    }
+    // A's program writes only new.txt.
+    std::fs::write(out("new.txt"), "new\n").unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "lu"], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        (
+            &v["created"],
+            &v["replaced"],
+            &v["deleted"],
+            &v["unchanged"]
+        ),
+        (&json!(1), &json!(0), &json!(0), &json!(4)),
+        "{v}"
+    );
+    assert_eq!(read("shared.txt"), json!(["v2 by B"]));
+    // Changed here and there (shared), removed here and changed there
+    // (theirs): refused by name; mine (changed here only) is not published.
+    std::fs::write(out("shared.txt"), "A's edit\n").unwrap();
+    std::fs::write(out("mine.txt"), "A's edit\n").unwrap();
+    std::fs::remove_file(out("theirs.txt")).unwrap();
+    std::fs::remove_file(out("gone.txt")).unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "lu"], None);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (1, &json!("collect_conflict")),
+        "{v}"
+    );
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("outputs/shared.txt") && msg.contains("outputs/theirs.txt"),
+        "{msg}"
+    );
+    assert!(
+        !msg.contains("mine.txt") && !msg.contains("gone.txt"),
+        "{msg}"
+    );
+    assert_eq!(read("mine.txt"), json!(["v1 mine.txt"]));
+    assert_eq!(read("gone.txt"), json!(["v1 gone.txt"]));
+    // With the two put back as materialized, the rest publishes: mine is
+    // replaced, gone is deleted, the other writer's versions stay.
+    std::fs::write(out("shared.txt"), "v1 shared.txt\n").unwrap();
+    std::fs::write(out("theirs.txt"), "v1 theirs.txt\n").unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "lu"], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        (&v["replaced"], &v["deleted"]),
+        (&json!(1), &json!(1)),
+        "{v}"
+    );
+    assert_eq!(read("mine.txt"), json!(["A's edit"]));
+    assert_eq!(read("gone.txt"), json!("not_found"));
+    assert_eq!(read("shared.txt"), json!(["v2 by B"]));
+    assert_eq!(read("theirs.txt"), json!(["v2 by B"]));
+    // The record follows the collect: A's next change of mine publishes.
+    std::fs::write(out("mine.txt"), "again\n").unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "lu"], None);
+    assert_eq!((code, &v["replaced"]), (0, &json!(1)), "{v}");
+    assert_eq!(read("mine.txt"), json!(["again"]));
+}
+
+/// A program run in a materialized directory leaves a symbolic link (or a
+/// hard link) where a file was, or replaces a section directory by a
+/// link: the next materialize refuses the link by name and writes nothing
+/// outside the directory; a hard link is replaced, its target untouched.
+#[cfg(unix)]
+#[test]
+fn materialize_never_writes_through_a_link_left_in_the_directory() {
+    let env = Env::new(Transport::Path);
+    let call = |tool: &str, input: Value| {
+        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
+        assert_eq!(code, 0, "{v}");
+    };
+    call("workbench_create", json!({"id": "ln"}));
+    for (section, path) in [("outputs", "report.txt"), ("input", "data.txt")] {
+        call(
+            "workbench_put_file",
+            json!({"id": "ln", "section": section, "path": path, "text": "agent output\n"}),
+        );
+    }
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim.txt");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let (code, v) = nokv(&env, &["materialize", "ln", d], None);
+    assert_eq!(code, 0, "{v}");
+    let report = dir.path().join("outputs/report.txt");
+    std::fs::remove_file(&report).unwrap();
+    std::os::unix::fs::symlink(&victim, &report).unwrap();
+    let (code, v) = nokv(&env, &["materialize", "ln", d], None);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (1, &json!("invalid_input")),
+        "{v}"
+    );
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("outputs/report.txt") && msg.contains("symbolic link"),
+        "{msg}"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    // A section directory replaced by a link to a directory elsewhere.
+    std::fs::remove_file(&report).unwrap();
+    let outputs = dir.path().join("outputs");
+    std::fs::remove_dir(&outputs).unwrap();
+    std::os::unix::fs::symlink(outside.path(), &outputs).unwrap();
+    let (code, v) = nokv(&env, &["materialize", "ln", d], None);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (1, &json!("invalid_input")),
+        "{v}"
+    );
+    let mut there: Vec<_> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    there.sort();
+    assert_eq!(there, vec![std::ffi::OsString::from("victim.txt")]);
+    // A hard link is replaced by the file, its target left as it was.
+    std::fs::remove_file(&outputs).unwrap();
+    std::fs::create_dir(&outputs).unwrap();
+    std::fs::hard_link(&victim, &report).unwrap();
+    let (code, v) = nokv(&env, &["materialize", "ln", d], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), "agent output\n");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    // Nothing but the record files is left under .nokv.
+    let mut meta: Vec<_> = std::fs::read_dir(dir.path().join(".nokv"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    meta.sort();
+    assert_eq!(meta, ["content-types.json", "materialized.json"]);
+}
+
+/// Materialize then collect of a committed and of a restored workbench:
+/// the unchanged reserved files (run and restore manifests) are left
+/// alone; a changed one is refused by name.
+#[test]
+fn collect_leaves_unchanged_reserved_files_alone_and_refuses_changed_ones() {
+    let env = Env::new(Transport::Path);
+    let call = |tool: &str, input: Value| {
+        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
+        assert_eq!(code, 0, "{v}");
+    };
+    call("workbench_create", json!({"id": "rt"}));
+    call(
+        "workbench_put_file",
+        json!({"id": "rt", "section": "input", "path": "data.txt", "text": "v1\n"}),
+    );
+    call(
+        "workbench_commit",
+        json!({"id": "rt", "manifest": {"step": 1}, "content_digest_uri": format!("sha256:{}", "0".repeat(64))}),
+    );
+    call(
+        "workbench_restore",
+        json!({"id": "rt", "destination_id": "rt2"}),
+    );
+    for (id, reserved) in [
+        ("rt", "run_manifest.json"),
+        ("rt2", "restore_manifest.json"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let (code, v) = nokv(&env, &["materialize", id, d], None);
+        assert_eq!(code, 0, "{v}");
+        let manifest = dir.path().join("metadata").join(reserved);
+        assert!(manifest.is_file(), "{id}: {reserved} materialized");
+        std::fs::create_dir_all(dir.path().join("outputs")).unwrap();
+        std::fs::write(dir.path().join("outputs/result.txt"), "result\n").unwrap();
+        let (code, v) = nokv(&env, &["collect", d, id], None);
+        assert_eq!((code, &v["created"]), (0, &json!(1)), "{id}: {v}");
+        // Without the record too (a directory compared with the live rows).
+        std::fs::remove_file(dir.path().join(".nokv/materialized.json")).unwrap();
+        std::fs::write(dir.path().join("outputs/result.txt"), "result 2\n").unwrap();
+        let (code, v) = nokv(&env, &["collect", d, id], None);
+        assert_eq!((code, &v["replaced"]), (0, &json!(1)), "{id}: {v}");
+        std::fs::write(&manifest, "{}").unwrap();
+        let (code, v) = nokv(&env, &["collect", d, id], None);
+        assert_eq!(
+            (code, &v["error"]["code"]),
+            (1, &json!("reserved_path")),
+            "{id}: {v}"
+        );
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(&format!("metadata/{reserved}")), "{msg}");
+    }
+}
+
 /// The CLI against a `scribes://` server (the test CA trusted through
 /// `SCRIBE_CA_FILE`): tools, materialize and collect over TLS; without the
 /// CA the connection is refused with a JSON error before any tool runs.

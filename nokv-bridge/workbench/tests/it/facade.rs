@@ -508,3 +508,37 @@ fn a_read_cursor_continues_only_its_own_file_and_format() {
     );
     assert_eq!(e.code, "invalid_cursor", "{}", e.message);
 }
+
+/// A case (or normalization) variant of a reserved name is the same path
+/// to Scribe: a generic write of it is refused as reserved, so commit and
+/// restore are never blocked by it.
+#[test]
+fn a_variant_of_a_reserved_name_is_refused_and_commit_still_works() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "rv"}));
+    for (tool, path) in [
+        ("workbench_put_file", "RUN_MANIFEST.json"),
+        ("workbench_append", "Restore_Manifest.json"),
+    ] {
+        let e = err(
+            &mut wb,
+            tool,
+            json!({"id": "rv", "section": "metadata", "path": path, "text": "{}"}),
+        );
+        assert_eq!(e.code, "reserved_path", "{tool} {path}: {e}");
+        assert!(e.message.contains(path), "{e}");
+    }
+    let zero = format!("sha256:{}", "0".repeat(64));
+    ok(
+        &mut wb,
+        "workbench_commit",
+        json!({"id": "rv", "manifest": {}, "content_digest_uri": zero}),
+    );
+    let r = ok(
+        &mut wb,
+        "workbench_restore",
+        json!({"id": "rv", "destination_id": "rv2"}),
+    );
+    assert_eq!(r["idempotent_replay"], false, "{r}");
+}
