@@ -414,6 +414,14 @@ impl<S: Store> Workbench<S> {
         Ok(message_request(&info.message) == Some(hex::encode(req).as_str()))
     }
 
+    /// The content type a new body of `row`'s path keeps when the call
+    /// names none: the one recorded for `row` where it differs from what
+    /// the extension gives (an edit or append never drops it).
+    fn kept_content_type(&mut self, row: &Row) -> Result<Option<String>, WbError> {
+        let (ct, _) = self.content_type(row)?;
+        Ok((ct != content_type_of(&row.path)).then_some(ct))
+    }
+
     fn content_type(&mut self, row: &Row) -> Result<(String, u64), WbError> {
         let info = self.store.version_info(row.generation)?;
         let ct = message_content_type(&info.message, &row.path)
@@ -646,6 +654,11 @@ impl<S: Store> Workbench<S> {
                 return Ok(result(row, true));
             }
         }
+        let ct = match (ct, &current) {
+            (Some(ct), _) => Some(ct),
+            (None, Some(row)) => self.kept_content_type(row)?,
+            (None, None) => None,
+        };
         let (base, body) = match &current {
             Some(row) => {
                 let mut old = self.store.read(&row.body, 0, row.body.size)?;
@@ -733,13 +746,14 @@ impl<S: Store> Workbench<S> {
             );
         }
         let replacements = if replace_all { matches } else { 1 };
+        let ct = self.kept_content_type(&row)?;
         let (generation, _) = self.publish_one(
             "workbench_edit",
             &t,
             &req,
             row.generation,
             new.into_bytes(),
-            None,
+            ct.as_deref(),
             Some(format!("nokv-replacements: {replacements}\n")),
         )?;
         let row = self

@@ -109,17 +109,30 @@ impl<S: Store> Workbench<S> {
         let mdu = manifest_digest_uri(&c.manifest);
         let identity = commit_identity(&c.id, &c.content_digest_uri, &mdu);
         let rec_path = format!("{}/{identity}", commits_dir(&c.id));
-        // Replay resolves before any live lookup: the stored result of
-        // this identity, whatever the head is now.
-        if let Some(rec) = self
-            .store
-            .stat(0, &rec_path)?
-            .filter(|r| r.generation >= inc)
-        {
-            return self.commit_result(&c.id, rec.generation, true);
-        }
         let rm = run_manifest_path(&c.id);
         let current = self.store.stat(0, &rm)?.filter(|r| r.generation >= inc);
+        let recorded = self
+            .store
+            .stat(0, &rec_path)?
+            .filter(|r| r.generation >= inc);
+        // An identity committed before is a replay (its stored result)
+        // while it is the live one, or when the call does not ask to
+        // replace: with replace=true over another identity it is
+        // published again (commit A, replace with B, replace with A
+        // makes A live).
+        if let Some(rec) = &recorded {
+            let live_identity = match &current {
+                Some(row) => self
+                    .read_json(row)?
+                    .get("commit_identity")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                None => None,
+            };
+            if live_identity.as_deref() == Some(identity.as_str()) || !c.replace.unwrap_or(false) {
+                return self.commit_result(&c.id, rec.generation, true);
+            }
+        }
         if current.is_some() && !c.replace.unwrap_or(false) {
             return Err(WbError::new(
                 "commit_conflict",
@@ -137,21 +150,22 @@ impl<S: Store> Workbench<S> {
             "committed_ms": (self.clock)(),
         });
         let req = request_identity(&self.store.root_name(), inc, "workbench_commit", input);
-        let edits = vec![
-            Edit::Put {
-                path: rm,
-                base,
-                body: NewBody::Bytes(serde_json::to_vec_pretty(&body).expect("json")),
-            },
-            Edit::Put {
+        let mut edits = vec![Edit::Put {
+            path: rm,
+            base,
+            body: NewBody::Bytes(serde_json::to_vec_pretty(&body).expect("json")),
+        }];
+        // The identity's record is written once, at its first commit.
+        if recorded.is_none() {
+            edits.push(Edit::Put {
                 path: rec_path.clone(),
                 base: 0,
                 body: NewBody::Bytes(
                     serde_json::to_vec(&json!({"commit_identity": identity, "workbench_id": c.id}))
                         .expect("json"),
                 ),
-            },
-        ];
+            });
+        }
         let message = format!(
             "nokv workbench_commit {}\nnokv-request: {}\nnokv-content-type: application/json\n",
             c.id,

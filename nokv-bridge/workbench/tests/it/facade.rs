@@ -542,3 +542,55 @@ fn a_variant_of_a_reserved_name_is_refused_and_commit_still_works() {
     );
     assert_eq!(r["idempotent_replay"], false, "{r}");
 }
+
+/// An edit or append that names no content type keeps the one the file
+/// was published with (it fell back to the extension's).
+#[test]
+fn edit_and_append_keep_the_recorded_content_type() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "outputs", "path": "notes.txt", "text": "draft", "content_type": "text/markdown"}),
+    );
+    ok(
+        &mut wb,
+        "workbench_edit",
+        json!({"id": "w", "section": "outputs", "path": "notes.txt", "old_string": "draft", "new_string": "final"}),
+    );
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "logs", "path": "rec.bin", "text": "{\"a\":1}", "content_type": "application/json"}),
+    );
+    ok(
+        &mut wb,
+        "workbench_append",
+        json!({"id": "w", "section": "logs", "path": "rec.bin", "text": " "}),
+    );
+    for (section, path, ct) in [
+        ("outputs", "notes.txt", "text/markdown"),
+        ("logs", "rec.bin", "application/json"),
+    ] {
+        let st = ok(
+            &mut wb,
+            "workbench_stat",
+            json!({"id": "w", "section": section, "path": path}),
+        );
+        assert_eq!(st["content_type"], ct, "{st}");
+    }
+    // A type the call names wins.
+    ok(
+        &mut wb,
+        "workbench_append",
+        json!({"id": "w", "section": "logs", "path": "rec.bin", "text": "\n", "content_type": "text/plain"}),
+    );
+    let st = ok(
+        &mut wb,
+        "workbench_stat",
+        json!({"id": "w", "section": "logs", "path": "rec.bin"}),
+    );
+    assert_eq!(st["content_type"], "text/plain");
+}

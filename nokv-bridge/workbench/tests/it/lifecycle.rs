@@ -58,7 +58,7 @@ fn commit_identity_exact_replay_and_conflicts() {
     let second = ok(&mut wb, "workbench_commit", replace);
     assert!(second["change"].as_u64() > first["change"].as_u64());
     // Retrying the older exact commit still returns its stored result.
-    let old = ok(&mut wb, "workbench_commit", commit);
+    let old = ok(&mut wb, "workbench_commit", commit.clone());
     assert_eq!(
         (old["idempotent_replay"].clone(), old["change"].clone()),
         (json!(true), first["change"].clone())
@@ -71,6 +71,22 @@ fn commit_identity_exact_replay_and_conflicts() {
     );
     assert_eq!(r["json"]["schema"], "nokv.workbench.run_manifest.v1");
     assert_eq!(r["json"]["manifest"], json!({"model": "m2"}));
+    // The older identity with replace=true is published again: it is live.
+    let mut back = commit;
+    back["replace"] = json!(true);
+    let third = ok(&mut wb, "workbench_commit", back.clone());
+    assert_eq!(third["idempotent_replay"], false, "{third}");
+    assert!(third["change"].as_u64() > second["change"].as_u64());
+    assert_eq!(third["commit_identity"], first["commit_identity"]);
+    let r = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "metadata", "path": "run_manifest.json"}),
+    );
+    assert_eq!(r["json"]["manifest"]["model"], "m1", "{r}");
+    // Now it is the live identity, so its exact retry replays.
+    let again = ok(&mut wb, "workbench_commit", back);
+    assert_eq!(again["idempotent_replay"], true, "{again}");
 }
 
 #[test]
