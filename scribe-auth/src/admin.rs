@@ -300,12 +300,20 @@ fn parse_bool_arg(what: &str, s: &str) -> Result<bool, Refusal> {
     match s {
         "true" => Ok(true),
         "false" => Ok(false),
-        _ => Err(usage(format!("{what} is true or false, not {s:?}"))),
+        _ => Err(usage(format!(
+            "{what} is true or false, not {}",
+            scribe_format::echo::echo(s)
+        ))),
     }
 }
 
 fn parse_ms(what: &str, s: &str) -> Result<u64, Refusal> {
-    parse_u64("expires ms", s).map_err(|_| usage(format!("{what}: not a decimal u64: {s:?}")))
+    parse_u64("expires ms", s).map_err(|_| {
+        usage(format!(
+            "{what}: not a decimal u64: {}",
+            scribe_format::echo::echo(s)
+        ))
+    })
 }
 
 fn credential_fields(id: Id, r: &CredentialRow) -> Vec<String> {
@@ -397,7 +405,10 @@ impl Service {
             "automation-create" => self.automation_create(c, req, body),
             "automation-derive" => self.automation_derive(c, req, body),
             "audit" => self.audit_list(c, req),
-            other => Err(refusal(ErrorCode::Usage, format!("unknown verb {other:?}"))),
+            other => Err(refusal(
+                ErrorCode::Usage,
+                format!("unknown verb {}", scribe_format::echo::echo(other)),
+            )),
         };
         r.unwrap_or_else(|e| e)
     }
@@ -510,7 +521,13 @@ impl Service {
             let kind = match kind.as_str() {
                 "person" => UserKind::Person,
                 "service" => UserKind::Service,
-                _ => return Err(usage(format!("KIND is person or service, not {kind:?}")).into()),
+                _ => {
+                    return Err(usage(format!(
+                        "KIND is person or service, not {}",
+                        scribe_format::echo::echo(&kind)
+                    ))
+                    .into())
+                }
             };
             if tx.contains(&Key::User(username.clone()))? {
                 return Err(Refusal::new(

@@ -37,7 +37,10 @@ pub fn check_name(what: &'static str, name: &str) -> Result<(), FormatError> {
     {
         return Err(FormatError::invalid(
             what,
-            format!("{name:?} contains '/', whitespace or a control character"),
+            format!(
+                "{} contains '/', whitespace or a control character",
+                scribe_format::echo::echo(name)
+            ),
         ));
     }
     Ok(())
@@ -214,7 +217,10 @@ pub fn check_trust_domain(s: &str) -> Result<(), FormatError> {
     {
         return Err(FormatError::invalid(
             "trust domain",
-            format!("{s:?} must be 1 to 253 bytes without '/', whitespace or control characters"),
+            format!(
+                "{} must be 1 to 253 bytes without '/', whitespace or control characters",
+                scribe_format::echo::echo(s)
+            ),
         ));
     }
     Ok(())
@@ -590,7 +596,7 @@ impl Role {
             "admin" => Ok(Role::Admin),
             _ => Err(FormatError::invalid(
                 "grants.role",
-                format!("unknown role {s:?}"),
+                format!("unknown role {}", scribe_format::echo::echo(s)),
             )),
         }
     }

@@ -100,7 +100,10 @@ fn check_host(h: &str) -> Result<(), Refusal> {
     } else {
         Err(Refusal::new(
             ErrorCode::Usage,
-            format!("{h:?} is not a host name or IP address"),
+            format!(
+                "{} is not a host name or IP address",
+                scribe_format::echo::echo(h)
+            ),
         ))
     }
 }
@@ -449,7 +452,10 @@ pub fn register(
         if tx.contains(&Key::Server(name.clone()))? {
             return Err(AdminError::Refused(Refusal::new(
                 ErrorCode::AlreadyExists,
-                format!("a server named {name:?} is registered already"),
+                format!(
+                    "a server named {} is registered already",
+                    scribe_format::echo::echo(name)
+                ),
             )));
         }
         let id = Id::random();

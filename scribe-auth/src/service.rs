@@ -237,7 +237,8 @@ impl Service {
             other => refusal(
                 ErrorCode::Usage,
                 format!(
-                    "unknown verb {other:?} (login, whoami, logout, server-register, resolve, revision, server-audit, or an administrative verb)"
+                    "unknown verb {} (login, whoami, logout, server-register, resolve, revision, server-audit, or an administrative verb)",
+                    scribe_format::echo::echo(other)
                 ),
             ),
         }

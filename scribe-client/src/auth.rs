@@ -116,7 +116,8 @@ impl AuthService {
             .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
         {
             return Err(AuthClientError::Invalid(format!(
-                "{url:?} is not an auth service address (sau2://HOST:PORT)"
+                "{} is not an auth service address (sau2://HOST:PORT)",
+                scribe_format::echo::echo(url)
             )));
         }
         Ok(AuthService {

@@ -133,11 +133,19 @@ pub enum ClientError {
         #[source]
         source: std::io::Error,
     },
+    /// Received bytes could not be written where they go on this machine
+    /// (a full disk): the connection is fine, the local file is not.
+    #[error("{context}: {source}")]
+    Local {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// The peer sent something this client cannot read.
     #[error("protocol error: {0}")]
     Protocol(String),
     /// The URL is not one this client understands.
-    #[error("invalid server URL {url:?}: {reason}")]
+    #[error("invalid server URL {}: {reason}", scribe_format::echo::echo(url))]
     Url { url: String, reason: String },
     #[error(transparent)]
     Tls(#[from] TlsError),
@@ -156,6 +164,7 @@ impl ClientError {
             ClientError::Server { code, .. } => *code,
             ClientError::Handshake { .. } => ErrorCode::UnsupportedVersion,
             ClientError::Io { .. } | ClientError::Tls(_) => ErrorCode::Unreachable,
+            ClientError::Local { .. } => ErrorCode::Io,
             ClientError::Protocol(_) => ErrorCode::Malformed,
             ClientError::Url { .. } => ErrorCode::Usage,
             ClientError::Open(e) => e.code(),
@@ -174,6 +183,12 @@ impl ClientError {
     pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ClientError {
         let context = context.into();
         move |source| ClientError::Io { context, source }
+    }
+
+    /// A failure to write received bytes on this machine.
+    pub(crate) fn local(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ClientError {
+        let context = context.into();
+        move |source| ClientError::Local { context, source }
     }
 }
 

@@ -3,11 +3,12 @@
 //!
 //! Codes come from the one registry (`scribe_format::ErrorCode`); their
 //! [`ErrorKind`] decides how a command ends. What to do next (hints) is
-//! the binary's business, keyed by code.
+//! the binary's business, chosen from what the error concerns
+//! ([`Concern`], set where the error is raised) or else from its code.
 
 use std::fmt;
 
-use scribe_format::{ErrorCode, ErrorKind, FormatError};
+use scribe_format::{Concern, ErrorCode, ErrorKind, FormatError};
 use scribe_workspace::WorkspaceError;
 
 use crate::client::ClientError;
@@ -20,6 +21,7 @@ pub struct Error {
     code: ErrorCode,
     message: String,
     paths: Vec<String>,
+    concern: Option<Concern>,
     source: Option<Cause>,
 }
 
@@ -33,8 +35,21 @@ impl Error {
             code,
             message: message.into(),
             paths: Vec::new(),
+            concern: None,
             source: None,
         }
+    }
+
+    /// The same error about `concern` (a missing change, a path this
+    /// workspace does not have, ...): the command line's hint follows it.
+    pub fn concerning(mut self, concern: Concern) -> Error {
+        self.concern = Some(concern);
+        self
+    }
+
+    /// What this error concerns, where the code that raised it knew.
+    pub fn concern(&self) -> Option<&Concern> {
+        self.concern.as_ref()
     }
 
     /// The same error naming `paths`.
@@ -86,6 +101,15 @@ impl From<ClientError> for Error {
             ClientError::Io { context, source } => {
                 Error::new(ErrorCode::Unreachable, context).caused_by(source)
             }
+            ClientError::Local { context, source } => {
+                let full = scribe_format::concern::is_disk_full(&source);
+                let e = Error::new(ErrorCode::Io, context).caused_by(source);
+                if full {
+                    e.concerning(Concern::DiskFull)
+                } else {
+                    e
+                }
+            }
             ClientError::Server {
                 code,
                 message,
@@ -114,18 +138,29 @@ impl From<WorkspaceError> for Error {
                 WorkspaceError::Corrupt { .. } | WorkspaceError::Descriptor { .. } => {
                     ErrorCode::Corrupt
                 }
-                WorkspaceError::Materialize { .. } => ErrorCode::Refused,
+                // The code of what failed: this machine's disk (`io`), the
+                // server's connection (`unreachable`), bytes that do not
+                // verify (`corrupt`), or a refusal.
+                WorkspaceError::Materialize { cause, .. } => cause.code,
                 WorkspaceError::StateDamaged { .. } => ErrorCode::WorkspaceStateDamaged,
                 WorkspaceError::Io { .. } => ErrorCode::Io,
                 _ => ErrorCode::Internal,
             };
-        match e {
+        let concern = e.concern();
+        // A full disk is this machine's I/O, whatever layer met it.
+        let code = if concern == Some(Concern::DiskFull) {
+            ErrorCode::Io
+        } else {
+            code
+        };
+        let err = match e {
             WorkspaceError::Io { path, source } => {
                 Error::new(code, format!("{}", path.display())).caused_by(source)
             }
             WorkspaceError::Database(d) => Error::new(code, "workspace database").caused_by(d),
             other => Error::new(code, other.to_string()),
-        }
+        };
+        Error { concern, ..err }
     }
 }
 
@@ -137,7 +172,12 @@ impl From<scribe_objects::StoreError> for Error {
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Error {
-        Error::new(ErrorCode::Io, e.to_string())
+        let err = Error::new(ErrorCode::Io, e.to_string());
+        if scribe_format::concern::is_disk_full(&e) {
+            err.concerning(Concern::DiskFull)
+        } else {
+            err
+        }
     }
 }
 

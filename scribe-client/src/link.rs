@@ -13,7 +13,7 @@ use scribe_format::{ErrorCode, FileContentId, ObjectId};
 use scribe_objects::ObjectStore;
 use scribe_server::Service;
 use scribe_workspace::records::BaselineRecord;
-use scribe_workspace::sync::Materializer;
+use scribe_workspace::sync::{Materializer, WriteError};
 use scribe_workspace::Workspace;
 
 use crate::client::{Client, ClientError};
@@ -33,7 +33,8 @@ pub fn connect(url: &str, create: bool, ctx: &Context) -> Result<Client> {
                 return Err(Error::new(
                     ErrorCode::NotFound,
                     format!("{} is not a Scribe data root", p.display()),
-                ));
+                )
+                .concerning(scribe_format::Concern::DataRoot));
             }
             let svc = Service::create(&p).map_err(ClientError::from)?;
             return Ok(Client::in_process(svc));
@@ -502,10 +503,10 @@ impl Materializer for ServerLink {
         _path: &str,
         target: &BaselineRecord,
         out: &mut std::fs::File,
-    ) -> Result<(), String> {
+    ) -> Result<(), WriteError> {
         self.write_file(target, out, false)
             .map(|_| ())
-            .map_err(|e| with_causes(&e))
+            .map_err(|e| write_error(&e))
     }
 
     fn resume_to(
@@ -513,12 +514,12 @@ impl Materializer for ServerLink {
         _path: &str,
         target: &BaselineRecord,
         out: &mut std::fs::File,
-    ) -> Result<u64, String> {
+    ) -> Result<u64, WriteError> {
         self.write_file(target, out, true)
-            .map_err(|e| with_causes(&e))
+            .map_err(|e| write_error(&e))
     }
 
-    fn prefetch(&self, targets: &[BaselineRecord]) -> Result<(), String> {
+    fn prefetch(&self, targets: &[BaselineRecord]) -> Result<(), WriteError> {
         // The batch is only a speed-up: an object it cannot fetch (damaged
         // on the server, gone) is fetched again by the file that needs it,
         // whose error then names that file, not the batch's first one.
@@ -538,6 +539,17 @@ impl Materializer for ServerLink {
         let n = self.placed.fetch_add(1, Ordering::SeqCst) + 1;
         self.ctx.failpoints.nth("sync-after", n);
         self.ctx.failpoints.pause();
+    }
+}
+
+/// `e` as a sync's write failure: its code (`io` for this machine's disk,
+/// `unreachable` for a lost server, ...), whether the disk is full, and
+/// its words with their causes.
+fn write_error(e: &Error) -> WriteError {
+    WriteError {
+        code: e.code(),
+        detail: with_causes(e),
+        disk_full: e.concern() == Some(&scribe_format::Concern::DiskFull),
     }
 }
 

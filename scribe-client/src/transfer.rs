@@ -57,7 +57,7 @@ impl Client {
             reader
                 .take(limit + 1)
                 .read_to_end(&mut data)
-                .map_err(ClientError::io(format!("reading object {id}")))?;
+                .map_err(ClientError::local(format!("reading object {id}")))?;
             if data.len() as u64 > limit {
                 return Err(ClientError::Server {
                     code: ErrorCode::LimitExceeded,
@@ -281,7 +281,7 @@ impl Client {
                     detail: e.to_string(),
                 })?;
             out.write_all(&piece.data.0)
-                .map_err(ClientError::io(format!("writing object {id}")))?;
+                .map_err(ClientError::local(format!("writing object {id}")))?;
             offset += piece.data.0.len() as u64;
             if offset >= t {
                 break;

@@ -37,6 +37,7 @@
 use std::collections::HashSet;
 
 use crate::bytes::{Put, Reader};
+use crate::echo::echo;
 use crate::error::FormatError;
 use crate::id::{ChangeSetId, FileContentId, ManifestId};
 use crate::limits::{MAX_CHANGE_SET_ENTRIES, MAX_FILE_SIZE, MAX_PATH_BYTES};
@@ -474,11 +475,12 @@ fn validate_entries(entries: &[EntryRef<'_>]) -> Result<(), FormatError> {
                 return Err(FormatError::invalid(
                     rule::ORDER,
                     if prev == entry.path {
-                        format!("entry {index}: duplicate path {:?}", entry.path)
+                        format!("entry {index}: duplicate path {}", echo(entry.path))
                     } else {
                         format!(
-                            "entry {index}: path {:?} does not sort after {prev:?}",
-                            entry.path
+                            "entry {index}: path {} does not sort after {}",
+                            echo(entry.path),
+                            echo(prev)
                         )
                     },
                 ));
@@ -500,8 +502,9 @@ fn check_moves(entries: &[EntryRef<'_>]) -> Result<(), FormatError> {
             return Err(FormatError::invalid(
                 rule::MOVE_PAIRED_DELETE,
                 format!(
-                    "entry {index} ({:?}) moves from {:?}, which has no entry in the change set",
-                    entry.path, source.path
+                    "entry {index} ({}) moves from {}, which has no entry in the change set",
+                    echo(entry.path),
+                    echo(source.path)
                 ),
             ));
         };
@@ -510,9 +513,9 @@ fn check_moves(entries: &[EntryRef<'_>]) -> Result<(), FormatError> {
             return Err(FormatError::invalid(
                 rule::MOVE_PAIRED_DELETE,
                 format!(
-                    "entry {index} ({:?}) moves from {:?}, whose entry is a {}, not a delete",
-                    entry.path,
-                    source.path,
+                    "entry {index} ({}) moves from {}, whose entry is a {}, not a delete",
+                    echo(entry.path),
+                    echo(source.path),
                     paired.action.name()
                 ),
             ));
@@ -521,8 +524,11 @@ fn check_moves(entries: &[EntryRef<'_>]) -> Result<(), FormatError> {
             return Err(FormatError::invalid(
                 rule::MOVE_SOURCE_CHANGE,
                 format!(
-                    "entry {index} ({:?}) moves from {:?} at change {}, but its delete expects base {}",
-                    entry.path, source.path, source.change, paired.expected_base
+                    "entry {index} ({}) moves from {} at change {}, but its delete expects base {}",
+                    echo(entry.path),
+                    echo(source.path),
+                    source.change,
+                    paired.expected_base
                 ),
             ));
         }
@@ -530,8 +536,9 @@ fn check_moves(entries: &[EntryRef<'_>]) -> Result<(), FormatError> {
             return Err(FormatError::invalid(
                 rule::MOVE_ONE_DESTINATION,
                 format!(
-                    "entry {index} ({:?}) moves from {:?}, which already feeds another destination",
-                    entry.path, source.path
+                    "entry {index} ({}) moves from {}, which already feeds another destination",
+                    echo(entry.path),
+                    echo(source.path)
                 ),
             ));
         }
@@ -574,7 +581,7 @@ fn read_entry<'a>(r: &mut Reader<'a>) -> Result<EntryRef<'a>, FormatError> {
 }
 
 fn check_entry(index: usize, entry: &EntryRef<'_>, scribe_key: &[u8]) -> Result<(), FormatError> {
-    let at = || format!("entry {index} ({:?})", entry.path);
+    let at = || format!("entry {index} ({})", echo(entry.path));
     path::validate(entry.path)
         .map_err(|e| FormatError::invalid(rule::PATH, format!("{}: not canonical: {e}", at())))?;
     let action = entry.action.name();
@@ -644,7 +651,11 @@ fn check_entry(index: usize, entry: &EntryRef<'_>, scribe_key: &[u8]) -> Result<
         path::validate(source.path).map_err(|e| {
             FormatError::invalid(
                 rule::MOVE_SOURCE_PATH,
-                format!("{}: move source {:?} not canonical: {e}", at(), source.path),
+                format!(
+                    "{}: move source {} not canonical: {e}",
+                    at(),
+                    echo(source.path)
+                ),
             )
         })?;
         if source.path == entry.path {

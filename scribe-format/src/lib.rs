@@ -31,7 +31,9 @@ pub mod bytes;
 pub mod changeset;
 pub mod checkpoint;
 pub mod commit;
+pub mod concern;
 pub mod descriptor;
+pub mod echo;
 pub mod envelope;
 pub mod error;
 pub mod id;
@@ -48,6 +50,7 @@ pub mod scmx;
 pub mod snapshot;
 pub mod wire;
 
+pub use concern::Concern;
 pub use error::{ErrorCode, ErrorKind, FormatError};
 pub use id::{
     BranchId, ChangeSetId, ChunkId, CommitId, FileContentId, ManifestId, ObjectId, ObjectKind,

@@ -20,6 +20,19 @@ pub const MAX_AUTHOR_BYTES: usize = 256;
 pub const MAX_MESSAGE_BYTES: usize = 65_536;
 /// Maximum repository name length in bytes.
 pub const MAX_REPOSITORY_NAME_BYTES: usize = 128;
+
+/// Whether `name` can name a repository: 1..=[`MAX_REPOSITORY_NAME_BYTES`]
+/// bytes, no `/`, `\` or control character, neither `.` nor `..`. The
+/// server refuses any other name; a client checks before asking.
+pub fn is_repository_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_REPOSITORY_NAME_BYTES
+        && !name
+            .chars()
+            .any(|c| c.is_control() || c == '/' || c == '\\')
+        && name != "."
+        && name != ".."
+}
 /// Maximum number of view prefixes of one workspace.
 pub const MAX_VIEW_PREFIXES: usize = 256;
 

@@ -32,6 +32,7 @@
 //! `auth-ownership-v1` to the data root's `required-features`) and the
 //! service's use of it are built on top (issue #15).
 
+use scribe_format::echo::echo;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -88,7 +89,7 @@ impl AuthState {
         {
             return Err(MetadataError::refused(
                 ErrorCode::Malformed,
-                format!("{namespace:?} is not an auth namespace"),
+                format!("{} is not an auth namespace", echo(namespace)),
             ));
         }
         let path = data_root.join(AUTH_STATE_FILE);
@@ -152,8 +153,10 @@ impl AuthState {
             return Err(MetadataError::refused(
                 ErrorCode::Forbidden,
                 format!(
-                    "{} belongs to auth namespace {stored:?}, not {namespace:?}",
-                    state.path.display()
+                    "{} belongs to auth namespace {}, not {}",
+                    state.path.display(),
+                    echo(stored),
+                    echo(namespace)
                 ),
             ));
         }

@@ -19,6 +19,7 @@
 //! directory, copied and verified), and an import whose doctor finds
 //! objects the metadata names missing is refused and publishes nothing.
 
+use scribe_format::echo::echo;
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 
@@ -136,7 +137,7 @@ pub fn export(
         let id = redb::ReadableTable::get(&names, name)?
             .map(|g| RepositoryId(g.value()))
             .ok_or_else(|| {
-                MetadataError::refused(ErrorCode::NotFound, format!("no repository {name:?}"))
+                MetadataError::refused(ErrorCode::NotFound, format!("no repository {}", echo(name)))
             })?;
         id
     };

@@ -8,6 +8,7 @@
 //! gate, so they never interleave with a preparation.
 
 use redb::{ReadableDatabase, ReadableTable};
+use scribe_format::echo::echo;
 use scribe_format::{path, BranchId, ErrorCode, WorkspaceId};
 
 use crate::accept::Tx;
@@ -49,7 +50,7 @@ impl Repository {
     ) -> Result<Vec<LockInfo>> {
         for p in paths {
             path::validate(p).map_err(|e| {
-                MetadataError::refused(ErrorCode::InvalidPath, format!("{p:?}: {e}"))
+                MetadataError::refused(ErrorCode::InvalidPath, format!("{}: {e}", echo(p)))
             })?;
         }
         if author.len() > scribe_format::limits::MAX_AUTHOR_BYTES {

@@ -8,6 +8,7 @@
 //! <data>/repos/<id hex>/        SCRIBE_FORMAT, metadata.redb, objects/
 //! ```
 
+use scribe_format::echo::echo;
 use std::collections::HashMap;
 use std::fs::File;
 
@@ -15,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use redb::{Database, ReadableDatabase, ReadableTable};
-use scribe_format::limits::MAX_REPOSITORY_NAME_BYTES;
 use scribe_format::{BranchId, ErrorCode, RepositoryId};
 
 use crate::archive::Archive;
@@ -440,7 +440,7 @@ impl DataRoot {
             .get(name)?
             .map(|g| RepositoryId(g.value()))
             .ok_or_else(|| {
-                MetadataError::refused(ErrorCode::NotFound, format!("no repository {name:?}"))
+                MetadataError::refused(ErrorCode::NotFound, format!("no repository {}", echo(name)))
             })?;
         Ok(id)
     }
@@ -650,19 +650,15 @@ impl DataRoot {
 }
 
 fn validate_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_REPOSITORY_NAME_BYTES
-        && !name
-            .chars()
-            .any(|c| c.is_control() || c == '/' || c == '\\')
-        && name != "."
-        && name != "..";
-    if ok {
+    if scribe_format::limits::is_repository_name(name) {
         Ok(())
     } else {
         Err(MetadataError::refused(
             ErrorCode::Malformed,
-            format!("repository name {name:?} must be 1..=128 bytes without `/`, `\\` or control characters"),
+            format!(
+                "repository name {} must be 1..=128 bytes without `/`, `\\` or control characters",
+                echo(name)
+            ),
         ))
     }
 }
@@ -698,7 +694,7 @@ fn add_to_catalog(
     if names.get(name)?.is_some() {
         return Err(MetadataError::refused(
             ErrorCode::AlreadyExists,
-            format!("repository {name:?} exists"),
+            format!("repository {} exists", echo(name)),
         ));
     }
     names.insert(name, id.0)?;

@@ -3,6 +3,7 @@
 //! outcomes).
 
 use redb::{ReadableDatabase, ReadableTable};
+use scribe_format::echo::echo;
 use scribe_format::{path, BranchId, ErrorCode, OperationId, WorkspaceId};
 
 use crate::clock::now_ms;
@@ -42,7 +43,7 @@ impl Repository {
         }
         for p in &r.view {
             path::validate(p).map_err(|e| {
-                MetadataError::refused(ErrorCode::InvalidPath, format!("view {p:?}: {e}"))
+                MetadataError::refused(ErrorCode::InvalidPath, format!("view {}: {e}", echo(p)))
             })?;
         }
         if r.label.len() > MAX_LABEL_BYTES

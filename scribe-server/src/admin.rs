@@ -26,7 +26,7 @@ use crate::service::{stores, OpenError, StoreRegistry};
 pub enum AdminError {
     #[error(transparent)]
     Open(#[from] OpenError),
-    #[error("no repository {0:?}")]
+    #[error("no repository {}", scribe_format::echo::echo(.0))]
     NoRepository(String),
     #[error("repository {repo}: {source}")]
     Metadata {
@@ -1170,9 +1170,11 @@ pub fn lock_release(
                 })
                 .collect();
             if held.is_empty() {
-                report
-                    .problems
-                    .push(format!("{}: {p:?} is not locked", info.name));
+                report.problems.push(format!(
+                    "{}: {} is not locked",
+                    info.name,
+                    scribe_format::echo::echo(p)
+                ));
                 continue;
             }
             for l in held {

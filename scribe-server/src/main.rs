@@ -666,7 +666,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 .with_context(|| format!("cannot open data root {}", data.data.display()))?;
             let info = scribe_server::service::dispatch::repo_create(&svc, &name)
                 .map_err(|f| anyhow!("{}: {}", f.code, f.message))
-                .with_context(|| format!("cannot create repository {name:?}"))?;
+                .with_context(|| {
+                    format!(
+                        "cannot create repository {}",
+                        scribe_format::echo::echo(&name)
+                    )
+                })?;
             println!("{}", info.id.to_hex());
             eprintln!("created repository {name}");
             Ok(ExitCode::SUCCESS)
@@ -1005,7 +1010,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let r = scribe_metadata::export::export(&data.data, &repo, &to, &|done, total| {
                 bar.update(done, total)
             })
-            .with_context(|| format!("cannot export {repo:?} to {}", to.display()))?;
+            .with_context(|| {
+                format!(
+                    "cannot export {} to {}",
+                    scribe_format::echo::echo(&repo),
+                    to.display()
+                )
+            })?;
             bar.finish();
             println!("{}", hex::encode(r.digest));
             eprintln!(

@@ -852,8 +852,9 @@ mod tests {
                     _p: &str,
                     _t: &BaselineRecord,
                     out: &mut std::fs::File,
-                ) -> std::result::Result<(), String> {
-                    std::io::Write::write_all(out, b"v1").map_err(|e| e.to_string())
+                ) -> std::result::Result<(), crate::sync::WriteError> {
+                    std::io::Write::write_all(out, b"v1")
+                        .map_err(|e| crate::sync::WriteError::io("writing", &e))
                 }
             }
             open::revert(&ws, &["f".into()], &V1).unwrap();

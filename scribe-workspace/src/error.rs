@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
-use scribe_format::{ErrorCode, FormatError};
+use scribe_format::{Concern, ErrorCode, FormatError};
+
+use crate::sync::WriteError;
 
 /// Why a workspace operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -39,15 +41,19 @@ pub enum WorkspaceError {
     NoJournal,
     #[error("the sync journal still has work for {path}")]
     JournalUnfinished { path: String },
-    #[error("could not write {path}: {detail}")]
-    Materialize { path: String, detail: String },
-    /// A workflow refused by workspace state, with its registered code
-    /// (what to do next is the command line's business).
+    /// The bytes of `path` could not be written; `cause` keeps the code of
+    /// what failed (this machine's disk, the server's connection, ...).
+    #[error("could not write {path}: {cause}")]
+    Materialize { path: String, cause: WriteError },
+    /// A workflow refused by workspace state, with its registered code and,
+    /// where known, what it concerns (what to do next is the command
+    /// line's business).
     #[error("{path}: {detail}")]
     Refused {
         code: ErrorCode,
         path: String,
         detail: String,
+        concern: Option<Concern>,
     },
     #[error("workspace database: {0}")]
     Database(#[from] redb::Error),
@@ -90,6 +96,46 @@ impl WorkspaceError {
             code,
             path: path.into(),
             detail: detail.into(),
+            concern: None,
+        }
+    }
+
+    /// [`WorkspaceError::refused`] about `concern`.
+    pub(crate) fn refused_about(
+        code: ErrorCode,
+        concern: Concern,
+        path: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> WorkspaceError {
+        WorkspaceError::Refused {
+            code,
+            path: path.into(),
+            detail: detail.into(),
+            concern: Some(concern),
+        }
+    }
+
+    /// `path` could not be written for a reason other than its bytes (a
+    /// file in the way, a name this system cannot hold): refused.
+    pub(crate) fn unwritable(path: impl Into<String>, detail: impl Into<String>) -> WorkspaceError {
+        WorkspaceError::Materialize {
+            path: path.into(),
+            cause: WriteError::new(ErrorCode::Refused, detail),
+        }
+    }
+
+    /// What this error concerns, where the code that raised it knows.
+    pub fn concern(&self) -> Option<Concern> {
+        match self {
+            WorkspaceError::Refused { concern, .. } => concern.clone(),
+            WorkspaceError::Materialize { cause, .. } if cause.disk_full => Some(Concern::DiskFull),
+            WorkspaceError::Io { source, .. } if scribe_format::concern::is_disk_full(source) => {
+                Some(Concern::DiskFull)
+            }
+            WorkspaceError::Database(d) if scribe_format::concern::caused_by_full_disk(d) => {
+                Some(Concern::DiskFull)
+            }
+            _ => None,
         }
     }
 

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 
 use scribe_format::bytes::{Put, Reader};
 use scribe_format::path::is_under_prefix;
-use scribe_format::{ErrorCode, FormatError, OperationId};
+use scribe_format::{Concern, ErrorCode, FormatError, OperationId};
 
 use crate::error::{Result, WorkspaceError};
 use crate::records::{OpenedAction, OpenedRecord};
@@ -415,8 +415,9 @@ pub fn select(ws: &Workspace, selector: Option<&str>) -> Result<MoveIntent> {
         }
     };
     found.ok_or_else(|| {
-        WorkspaceError::refused(
+        WorkspaceError::refused_about(
             ErrorCode::NotFound,
+            Concern::NoPendingMove,
             selector.unwrap_or("."),
             "no pending move there",
         )
@@ -549,8 +550,9 @@ pub fn plan(ws: &Workspace, src: &str, dst: &str) -> Result<MoveIntent> {
         }
     }
     if files.is_empty() {
-        return Err(refuse(
+        return Err(WorkspaceError::refused_about(
             ErrorCode::NotPresent,
+            Concern::NotInWorkspace,
             src,
             "nothing tracked or opened for add there",
         ));
@@ -570,7 +572,14 @@ pub fn plan(ws: &Workspace, src: &str, dst: &str) -> Result<MoveIntent> {
     let src_full = crate::guard::checked(ws.root(), src)?;
     crate::guard::checked(ws.root(), dst)?;
     match std::fs::symlink_metadata(&src_full) {
-        Err(_) => return Err(refuse(ErrorCode::NotFound, src, "not on disk")),
+        Err(_) => {
+            return Err(WorkspaceError::refused_about(
+                ErrorCode::NotFound,
+                Concern::MissingFromDisk,
+                src,
+                "not on disk",
+            ))
+        }
         Ok(meta)
             if crate::platform::is_link(&meta)
                 && files.iter().any(|f| f.physical_source != src) =>
@@ -583,8 +592,9 @@ pub fn plan(ws: &Workspace, src: &str, dst: &str) -> Result<MoveIntent> {
         .iter()
         .find(|f| !exists(&ws.root().join(&f.physical_source)))
     {
-        return Err(refuse(
+        return Err(WorkspaceError::refused_about(
             ErrorCode::NotFound,
+            Concern::MissingFromDisk,
             &f.physical_source,
             "a tracked file to move is missing from disk",
         ));
@@ -897,9 +907,10 @@ pub fn abort_with(
     let read = ws.read()?;
     let all = load(&read)?;
     let Some(intent) = all.iter().find(|i| i.operation == *operation).cloned() else {
-        return Err(refuse(
+        return Err(WorkspaceError::refused_about(
             ErrorCode::NotFound,
-            &operation.to_hex(),
+            Concern::NoPendingMove,
+            operation.to_hex(),
             "no pending move has this id",
         ));
     };

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
-use scribe_format::ErrorCode;
+use scribe_format::{Concern, ErrorCode};
 
 use crate::detect::{detect, detect_indexed, Detection, LocalChange};
 use crate::error::{Result, WorkspaceError};
@@ -24,6 +24,9 @@ pub struct Refusal {
     pub path: String,
     pub code: ErrorCode,
     pub detail: String,
+    /// What the refusal is about, where it is known (the command line
+    /// chooses its hint from it).
+    pub concern: Option<Concern>,
 }
 
 /// What an open operation did.
@@ -196,6 +199,15 @@ fn refuse(path: &str, code: ErrorCode, detail: impl Into<String>) -> Refusal {
         path: path.to_string(),
         code,
         detail: detail.into(),
+        concern: None,
+    }
+}
+
+/// [`refuse`] about `concern`.
+fn refuse_about(path: &str, code: ErrorCode, concern: Concern, detail: &str) -> Refusal {
+    Refusal {
+        concern: Some(concern),
+        ..refuse(path, code, detail)
     }
 }
 
@@ -411,7 +423,12 @@ fn tracked_under_any(ws: &Workspace, paths: &[String]) -> Result<(Vec<String>, V
         let before = out.len();
         out.extend(read.baseline_paths_under(arg)?);
         if out.len() == before {
-            refused.push(refuse(arg, ErrorCode::NotPresent, "not a tracked file"));
+            refused.push(refuse_about(
+                arg,
+                ErrorCode::NotPresent,
+                Concern::NotInWorkspace,
+                "not a tracked file",
+            ));
         }
     }
     out.sort();
@@ -499,9 +516,12 @@ pub fn revert(
                 .cloned(),
         );
         if targets.len() == before && paths.contains(arg) && !moved.named.iter().any(|a| a == arg) {
-            report
-                .refused
-                .push(refuse(arg, ErrorCode::NotPresent, "not opened"));
+            report.refused.push(refuse_about(
+                arg,
+                ErrorCode::NotPresent,
+                Concern::NotOpened,
+                "not opened",
+            ));
         }
     }
     // A file moved without an opened record of its own is back at its
@@ -564,9 +584,9 @@ pub fn revert(
                     .join(format!("revert-{}.part", base.content.to_hex()));
                 materializer
                     .materialize(&path, &base, &tmp)
-                    .map_err(|detail| WorkspaceError::Materialize {
+                    .map_err(|cause| WorkspaceError::Materialize {
                         path: path.clone(),
-                        detail,
+                        cause,
                     })?;
                 if let Some(parent) = full.parent() {
                     std::fs::create_dir_all(parent).map_err(WorkspaceError::io(parent))?;
@@ -679,11 +699,15 @@ fn revert_moves(
         } else {
             match crate::moves::abort(ws, &m.operation) {
                 Ok(_) => None,
-                Err(WorkspaceError::Refused { code, path, detail }) => Some(refuse(
-                    &path,
+                Err(WorkspaceError::Refused {
                     code,
-                    format!("{how} cannot be reverted: {detail}"),
-                )),
+                    path,
+                    detail,
+                    concern,
+                }) => Some(Refusal {
+                    concern,
+                    ..refuse(&path, code, format!("{how} cannot be reverted: {detail}"))
+                }),
                 Err(e) => return Err(e),
             }
         };
@@ -1082,9 +1106,14 @@ mod tests {
             _p: &str,
             t: &BaselineRecord,
             out: &mut std::fs::File,
-        ) -> std::result::Result<(), String> {
-            std::io::Write::write_all(out, self.0.get(&t.content).ok_or("unknown")?)
-                .map_err(|e| e.to_string())
+        ) -> std::result::Result<(), crate::sync::WriteError> {
+            std::io::Write::write_all(
+                out,
+                self.0.get(&t.content).ok_or_else(|| {
+                    crate::sync::WriteError::new(scribe_format::ErrorCode::NotFound, "unknown")
+                })?,
+            )
+            .map_err(|e| crate::sync::WriteError::io("writing", &e))
         }
     }
 

@@ -20,6 +20,8 @@
 
 use std::path::{Path, PathBuf};
 
+use scribe_format::{Concern, ErrorCode};
+
 use crate::error::{Result, WorkspaceError};
 use crate::records::fingerprint_of;
 use crate::records::{BaselineRecord, OpenedAction, OpenedRecord, RecoveryReason};
@@ -47,7 +49,7 @@ pub enum Resolved {
     BothRemoved,
 }
 
-/// Settle `path`. Refuses (`NoJournal`-like `Materialize` error) when the
+/// Settle `path`. Refuses (`not_present`, about nothing to resolve) when the
 /// path is not waiting for resolution.
 pub fn resolve(
     ws: &Workspace,
@@ -62,10 +64,12 @@ pub fn resolve(
         .find(|(p, _)| p == path)
         .map(|(_, e)| e);
     let Some(row) = deferred else {
-        return Err(WorkspaceError::Materialize {
-            path: path.into(),
-            detail: "nothing to resolve: the path is not waiting for resolution".into(),
-        });
+        return Err(WorkspaceError::refused_about(
+            ErrorCode::NotPresent,
+            Concern::NothingToResolve,
+            path,
+            "nothing to resolve: the path is not waiting for resolution",
+        ));
     };
     let opened = read.opened(path)?;
     drop(read);
@@ -180,13 +184,13 @@ fn clear_ancestors(ws: &Workspace, path: &str) -> Result<()> {
         || read.deferred_all()?.iter().any(|(p, _)| p == dir);
     drop(read);
     if tracked {
-        return Err(WorkspaceError::Materialize {
-            path: path.into(),
-            detail: format!(
+        return Err(WorkspaceError::unwritable(
+            path,
+            format!(
                 "the file {dir} stands where its directory goes; settle {dir} first \
                  (resolve, revert or delete it)"
             ),
-        });
+        ));
     }
     recovery::displace(ws.root(), dir, RecoveryReason::Resolve)?;
     Ok(())
@@ -201,10 +205,7 @@ fn place(
 ) -> Result<()> {
     let full = crate::guard::checked(ws.root(), path)?;
     if let Err(e) = crate::platform::check_materializable(path) {
-        return Err(WorkspaceError::Materialize {
-            path: path.into(),
-            detail: e.to_string(),
-        });
+        return Err(WorkspaceError::unwritable(path, e.to_string()));
     }
     let tmp = ws
         .state_dir()
@@ -212,9 +213,9 @@ fn place(
         .join(format!("resolve-{}.part", target.content.to_hex()));
     materializer
         .materialize(path, target, &tmp)
-        .map_err(|detail| WorkspaceError::Materialize {
+        .map_err(|cause| WorkspaceError::Materialize {
             path: path.into(),
-            detail,
+            cause,
         })?;
     crate::platform::set_file_mode(&tmp, target.mode == 1, readonly)
         .map_err(WorkspaceError::io(&tmp))?;
@@ -285,9 +286,14 @@ mod tests {
             _p: &str,
             t: &BaselineRecord,
             out: &mut std::fs::File,
-        ) -> std::result::Result<(), String> {
-            std::io::Write::write_all(out, self.0.get(&t.content).ok_or("unknown")?)
-                .map_err(|e| e.to_string())
+        ) -> std::result::Result<(), crate::sync::WriteError> {
+            std::io::Write::write_all(
+                out,
+                self.0.get(&t.content).ok_or_else(|| {
+                    crate::sync::WriteError::new(scribe_format::ErrorCode::NotFound, "unknown")
+                })?,
+            )
+            .map_err(|e| crate::sync::WriteError::io("writing", &e))
         }
     }
 

@@ -31,6 +31,8 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use crate::detect::hash_file;
+use scribe_format::ErrorCode;
+
 use crate::error::{Result, WorkspaceError};
 use crate::records::fingerprint_of;
 use crate::records::{BaselineRecord, JournalEntry, RecoveryReason};
@@ -46,6 +48,45 @@ fn batch_mode(step: &Step) -> bool {
 /// Rows handled per batch (bounds memory and the size of each transaction).
 pub const BATCH: usize = 256;
 
+/// Why the bytes of a target could not be written, with the registered
+/// code of what failed: `io` when this machine's file system refused (a
+/// full disk among them: `disk_full`), `unreachable` when the server's
+/// connection was lost, `corrupt` when fetched bytes do not verify. A
+/// sync's error keeps that code instead of a general refusal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteError {
+    pub code: ErrorCode,
+    pub detail: String,
+    /// The local file system is full (no space left, or a quota).
+    pub disk_full: bool,
+}
+
+impl WriteError {
+    /// A failure with `code` that is not a full disk.
+    pub fn new(code: ErrorCode, detail: impl Into<String>) -> WriteError {
+        WriteError {
+            code,
+            detail: detail.into(),
+            disk_full: false,
+        }
+    }
+
+    /// A local I/O failure: `what` was being done when `e` happened.
+    pub fn io(what: impl std::fmt::Display, e: &std::io::Error) -> WriteError {
+        WriteError {
+            code: ErrorCode::Io,
+            detail: format!("{what}: {e}"),
+            disk_full: scribe_format::concern::is_disk_full(e),
+        }
+    }
+}
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.detail)
+    }
+}
+
 /// Writes the bytes of a target state.
 pub trait Materializer: Sync {
     /// Write the complete content of `target` into `out`, a new empty
@@ -57,7 +98,7 @@ pub trait Materializer: Sync {
         path: &str,
         target: &BaselineRecord,
         out: &mut std::fs::File,
-    ) -> std::result::Result<(), String>;
+    ) -> std::result::Result<(), WriteError>;
 
     /// Complete `out`, which may already hold bytes of `target` written by
     /// an earlier run that was interrupted (#18 item 4): keep the part that
@@ -68,11 +109,13 @@ pub trait Materializer: Sync {
         path: &str,
         target: &BaselineRecord,
         out: &mut std::fs::File,
-    ) -> std::result::Result<u64, String> {
+    ) -> std::result::Result<u64, WriteError> {
         use std::io::Seek;
         out.set_len(0)
             .and_then(|()| out.seek(std::io::SeekFrom::Start(0)))
-            .map_err(|e| format!("emptying the partial download of {path}: {e}"))?;
+            .map_err(|e| {
+                WriteError::io(format_args!("emptying the partial download of {path}"), &e)
+            })?;
         self.write_to(path, target, out).map(|()| 0)
     }
 
@@ -83,18 +126,18 @@ pub trait Materializer: Sync {
         path: &str,
         target: &BaselineRecord,
         dest: &Path,
-    ) -> std::result::Result<(), String> {
-        let mut out =
-            std::fs::File::create(dest).map_err(|e| format!("creating {}: {e}", dest.display()))?;
+    ) -> std::result::Result<(), WriteError> {
+        let mut out = std::fs::File::create(dest)
+            .map_err(|e| WriteError::io(format_args!("creating {}", dest.display()), &e))?;
         self.write_to(path, target, &mut out)?;
         out.sync_all()
-            .map_err(|e| format!("flushing {}: {e}", dest.display()))
+            .map_err(|e| WriteError::io(format_args!("flushing {}", dest.display()), &e))
     }
 
     /// Called once per batch, before any of its files is written, with
     /// every target the batch writes: a materializer may fetch their bytes
     /// together (one round trip for many small files). Default: nothing.
-    fn prefetch(&self, _targets: &[BaselineRecord]) -> std::result::Result<(), String> {
+    fn prefetch(&self, _targets: &[BaselineRecord]) -> std::result::Result<(), WriteError> {
         Ok(())
     }
 
@@ -235,9 +278,11 @@ fn write_partial(
     target: &BaselineRecord,
     partial: &Path,
     readonly: bool,
-) -> std::result::Result<Written, String> {
+) -> std::result::Result<Written, WriteError> {
     let exec = target.mode == 1;
-    let io = |what: &str, e: std::io::Error| format!("{what} {}: {e}", partial.display());
+    let io = |what: &str, e: std::io::Error| {
+        WriteError::io(format_args!("{what} {}", partial.display()), &e)
+    };
     let mut file =
         crate::platform::open_partial_target(partial, exec).map_err(|e| io("opening", e))?;
     let resumed = materializer.resume_to(path, target, &mut file)?;
@@ -264,9 +309,11 @@ fn write_target(
     target: &BaselineRecord,
     tmp: &Path,
     readonly: bool,
-) -> std::result::Result<Written, String> {
+) -> std::result::Result<Written, WriteError> {
     let exec = target.mode == 1;
-    let io = |what: &str, e: std::io::Error| format!("{what} {}: {e}", tmp.display());
+    let io = |what: &str, e: std::io::Error| {
+        WriteError::io(format_args!("{what} {}", tmp.display()), &e)
+    };
     // A temporary of the same name is a leftover of this process (the
     // name holds the pid): an earlier failed batch. It is never placed.
     let created = match crate::platform::create_target_file(tmp, exec, readonly) {
@@ -756,14 +803,14 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
             .collect();
         if !writes.is_empty() {
             let targets: Vec<BaselineRecord> = writes.iter().map(|w| w.2).collect();
-            if let Err(detail) = materializer.prefetch(&targets) {
+            if let Err(cause) = materializer.prefetch(&targets) {
                 return Err(WorkspaceError::Materialize {
                     path: writes[0].1.to_string(),
-                    detail,
+                    cause,
                 });
             }
         }
-        let written: Vec<(usize, std::result::Result<Written, String>)> = writes
+        let written: Vec<(usize, std::result::Result<Written, WriteError>)> = writes
             .par_iter()
             .map(|&(i, path, target)| {
                 if target.size >= FLUSH_INLINE_BYTES {
@@ -788,12 +835,12 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
                 Ok(w) => {
                     ready.insert(i, w);
                 }
-                Err(detail) => {
-                    failed.get_or_insert((i, detail));
+                Err(cause) => {
+                    failed.get_or_insert((i, cause));
                 }
             }
         }
-        if let Some((i, detail)) = failed {
+        if let Some((i, cause)) = failed {
             // Every temporary of the batch goes, not only those written
             // before the one that failed; complete partial downloads stay
             // for the next run.
@@ -802,7 +849,7 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
             }
             return Err(WorkspaceError::Materialize {
                 path: batch[i].0.clone(),
-                detail,
+                cause,
             });
         }
         // Every small file's data (its mode came with its creation) reaches
@@ -1007,9 +1054,12 @@ mod tests {
             _path: &str,
             t: &BaselineRecord,
             out: &mut std::fs::File,
-        ) -> std::result::Result<(), String> {
-            let bytes = self.0.get(&t.content).ok_or("unknown content")?;
-            std::io::Write::write_all(out, bytes).map_err(|e| e.to_string())
+        ) -> std::result::Result<(), crate::sync::WriteError> {
+            let bytes = self.0.get(&t.content).ok_or_else(|| {
+                crate::sync::WriteError::new(scribe_format::ErrorCode::NotFound, "unknown content")
+            })?;
+            std::io::Write::write_all(out, bytes)
+                .map_err(|e| crate::sync::WriteError::io("writing", &e))
         }
     }
 
@@ -1066,7 +1116,7 @@ mod tests {
             path: &str,
             t: &BaselineRecord,
             out: &mut std::fs::File,
-        ) -> std::result::Result<(), String> {
+        ) -> std::result::Result<(), crate::sync::WriteError> {
             self.bytes.write_to(path, t, out)
         }
 
@@ -1075,23 +1125,31 @@ mod tests {
             _path: &str,
             t: &BaselineRecord,
             out: &mut std::fs::File,
-        ) -> std::result::Result<u64, String> {
+        ) -> std::result::Result<u64, crate::sync::WriteError> {
             use std::io::{Read, Seek, Write};
-            let bytes = self.bytes.0.get(&t.content).ok_or("unknown content")?;
+            let bytes = self.bytes.0.get(&t.content).ok_or_else(|| {
+                crate::sync::WriteError::new(scribe_format::ErrorCode::NotFound, "unknown content")
+            })?;
             let mut have = Vec::new();
-            out.read_to_end(&mut have).map_err(|e| e.to_string())?;
+            out.read_to_end(&mut have)
+                .map_err(|e| crate::sync::WriteError::io("writing", &e))?;
             self.found.lock().unwrap().push(have.len() as u64);
             let kept = have.iter().zip(bytes).take_while(|(a, b)| a == b).count();
-            out.set_len(kept as u64).map_err(|e| e.to_string())?;
+            out.set_len(kept as u64)
+                .map_err(|e| crate::sync::WriteError::io("writing", &e))?;
             out.seek(std::io::SeekFrom::Start(kept as u64))
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| crate::sync::WriteError::io("writing", &e))?;
             if self.cut.load(std::sync::atomic::Ordering::SeqCst) {
                 let half = bytes.len() / 2;
                 out.write_all(&bytes[kept.min(half)..half])
-                    .map_err(|e| e.to_string())?;
-                return Err("connection reset by peer".into());
+                    .map_err(|e| crate::sync::WriteError::io("writing", &e))?;
+                return Err(crate::sync::WriteError::new(
+                    scribe_format::ErrorCode::Unreachable,
+                    "connection reset by peer",
+                ));
             }
-            out.write_all(&bytes[kept..]).map_err(|e| e.to_string())?;
+            out.write_all(&bytes[kept..])
+                .map_err(|e| crate::sync::WriteError::io("writing", &e))?;
             Ok(kept as u64)
         }
     }

@@ -18,9 +18,12 @@ impl Materializer for Memory {
         _path: &str,
         t: &BaselineRecord,
         out: &mut std::fs::File,
-    ) -> std::result::Result<(), String> {
-        let bytes = self.0.get(&t.content).ok_or("unknown content")?;
-        std::io::Write::write_all(out, bytes).map_err(|e| e.to_string())
+    ) -> std::result::Result<(), crate::sync::WriteError> {
+        let bytes = self.0.get(&t.content).ok_or_else(|| {
+            crate::sync::WriteError::new(scribe_format::ErrorCode::NotFound, "unknown content")
+        })?;
+        std::io::Write::write_all(out, bytes)
+            .map_err(|e| crate::sync::WriteError::io("writing", &e))
     }
 }
 

@@ -262,13 +262,13 @@ pub fn report(ctx: &Ctx, verb: &str, r: &OpenReport) -> CliResult {
         paths.dedup();
         let mut err =
             CliError::new(first.code, format!("{} path(s) refused", r.refused.len())).paths(paths);
+        if let Some(c) = &first.concern {
+            return Err(err.concerning(c.clone()));
+        }
         match first.code {
             ErrorCode::NotFound => {
                 err =
                     err.hint("check the path, and `.scribeignore` / `.scribe/_state/ignore` rules")
-            }
-            ErrorCode::NotPresent => {
-                err = err.hint("the path is not tracked here; `scribe status` lists what is")
             }
             ErrorCode::PathCollision => {
                 err = err.hint("two paths may not differ only in case or normalization; rename one")

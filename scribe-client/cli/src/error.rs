@@ -10,9 +10,12 @@
 //!
 //! With `--json` the same error is one JSON object on stdout. The exit
 //! status comes from the code's kind: 2 for usage, 1 for everything else.
-//! Hints live here and only here, keyed by code.
+//! Hints live here: chosen from what the error concerns (a missing change,
+//! a missing repository, a path this workspace does not have: the
+//! [`Concern`] its raiser set), else from its code. A command that knows
+//! better sets its own.
 
-use scribe_format::{ErrorCode, ErrorKind};
+use scribe_format::{Concern, ErrorCode, ErrorKind};
 
 use crate::ui::Json;
 
@@ -23,6 +26,9 @@ pub struct CliError {
     pub paths: Vec<String>,
     pub causes: Vec<String>,
     pub hint: Option<String>,
+    /// What the error is about, where its raiser knew (boxed: an error
+    /// travels in every `Result` of the binary).
+    pub concern: Option<Box<Concern>>,
     /// stdout was closed by its reader: not a failure.
     pub closed_pipe: bool,
 }
@@ -37,8 +43,18 @@ impl CliError {
             paths: Vec::new(),
             causes: Vec::new(),
             hint: hint_for(code).map(str::to_string),
+            concern: None,
             closed_pipe: false,
         }
+    }
+
+    /// The same error about `concern`, with the hint that fits it.
+    pub fn concerning(mut self, concern: Concern) -> CliError {
+        if let Some(h) = hint_about(&concern) {
+            self.hint = Some(h);
+        }
+        self.concern = Some(Box::new(concern));
+        self
     }
 
     pub fn hint(mut self, hint: impl Into<String>) -> CliError {
@@ -113,6 +129,39 @@ impl CliError {
     }
 }
 
+/// What to do next after a failure about `concern` (before the code's
+/// general advice).
+pub fn hint_about(concern: &Concern) -> Option<String> {
+    Some(match concern {
+        Concern::Change { head: Some(0), .. } => {
+            "nothing is submitted yet: the first submit makes change 1".into()
+        }
+        Concern::Change {
+            head: Some(head), ..
+        } => format!("the head is change {head}; `scribe log` lists the changes"),
+        Concern::Change { head: None, .. } => "`scribe log` lists the changes".into(),
+        Concern::Repository => "`scribe repo list --server URL` lists the repositories; `scribe repo create NAME --server URL` makes one"
+            .into(),
+        Concern::DataRoot => "`scribe repo create NAME --server PATH` makes a data root there, with its first repository"
+            .into(),
+        Concern::Branch => "this server serves the main branch: leave out `--branch`".into(),
+        Concern::NotInWorkspace => "`scribe status` lists the files this workspace tracks and \
+                                    has opened; `scribe add` opens a new file"
+            .into(),
+        Concern::MissingFromDisk => "the file is not on disk: put it back, or open its deletion \
+                                     with `scribe delete` (`scribe status` lists what is missing)"
+            .into(),
+        Concern::NotOpened => "the path is not opened: `scribe status` lists what is".into(),
+        Concern::NothingToResolve => "`scribe status` lists the files needing resolve".into(),
+        Concern::NotLocked => "`scribe locks` lists the locks and who holds them".into(),
+        Concern::NoPendingMove => "`scribe status` lists the pending moves".into(),
+        Concern::DiskFull => {
+            "this machine's disk is full: free space on it, then run the command again".into()
+        }
+        _ => return None,
+    })
+}
+
 /// What to do next after a failure with `code`.
 pub fn hint_for(code: ErrorCode) -> Option<&'static str> {
     Some(match code {
@@ -128,7 +177,6 @@ pub fn hint_for(code: ErrorCode) -> Option<&'static str> {
         ErrorCode::EmptySubmission => {
             "open files with `scribe add`, `scribe edit` or `scribe delete` first"
         }
-        ErrorCode::NotFound => "check the name with `scribe repo list --server URL`",
         ErrorCode::AlreadyExists => "pick another name, or another directory",
         ErrorCode::Busy => "another scribe process is using it; wait for it to finish",
         ErrorCode::ServerBusy => "the server is at its limit for connections or upload memory right now; retry shortly (an interrupted submission continues where it stopped)",
@@ -189,7 +237,10 @@ impl From<scribe_client::Error> for CliError {
     fn from(e: scribe_client::Error) -> CliError {
         let mut err = CliError::new(e.code(), e.message()).paths(e.paths().to_vec());
         err.causes = causes(std::error::Error::source(&e));
-        err
+        match e.concern() {
+            Some(c) => err.concerning(c.clone()),
+            None => err,
+        }
     }
 }
 

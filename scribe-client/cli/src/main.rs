@@ -159,11 +159,17 @@ fn main() -> ExitCode {
     };
     let json = cli.global.json;
     let again = retry_hint(&cli.command);
+    let room = disk_full_hint(&cli.command);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(mut e) => {
             if e.code == ErrorCode::Unreachable {
                 e.hint = Some(again.to_string());
+            }
+            if e.concern.as_deref() == Some(&scribe_format::Concern::DiskFull) {
+                if let Some(h) = room {
+                    e.hint = Some(h.to_string());
+                }
             }
             if e.code == ErrorCode::WorkspaceRetired {
                 workspace::note_retired();
@@ -194,6 +200,24 @@ fn retry_hint(command: &Command) -> &'static str {
         }
         _ => "check that the server runs at that address; then run the command again",
     }
+}
+
+/// What to run once there is room again, after `command` filled this
+/// machine's disk, where it is more than running it again.
+fn disk_full_hint(command: &Command) -> Option<&'static str> {
+    Some(match command {
+        Command::Sync { .. } | Command::View(_) => {
+            "the workspace's disk is full: free space on it, then run `scribe sync` again: it \
+             continues where it stopped (files already placed, and the verified part of a large \
+             download, stay)"
+        }
+        Command::Workspace(WorkspaceCmd::Create { .. } | WorkspaceCmd::Recreate { .. }) => {
+            "the workspace's disk is full: free space on it, then run `scribe sync` inside the \
+             workspace: it continues where it stopped (if no workspace was made there yet, run \
+             this command again)"
+        }
+        _ => return None,
+    })
 }
 
 /// The whole command tree (for the reference, completions and man page).

@@ -70,14 +70,16 @@ pub fn revision(o: &Opened, link: &ServerLink, path: &str, rev: Rev) -> Result<R
         Rev::Change(change) => {
             let repo = link.repo().to_string();
             let branch = o.meta.branch_id;
+            // A change the branch does not have is said with its head.
             let reply = link.with(|c| {
-                c.stat(m::Stat {
+                Ok(c.stat(m::Stat {
                     repo: repo.clone(),
                     branch,
                     change,
                     path: path.to_string(),
                 })
-            })?;
+                .map_err(|e| super::history::explain_not_found(c, &repo, change, e)))
+            })??;
             let at = if change == 0 {
                 "the head".to_string()
             } else {
@@ -128,7 +130,8 @@ pub fn resolve_sides(o: &Opened, path: &str) -> Result<(Option<Revision>, Option
             ErrorCode::NotPresent,
             format!("{path:?} does not need resolving"),
         )
-        .with_paths(vec![path.to_string()]));
+        .with_paths(vec![path.to_string()])
+        .concerning(scribe_format::Concern::NothingToResolve));
     };
     let of = |b: &scribe_workspace::records::BaselineRecord| Revision {
         change: b.change,

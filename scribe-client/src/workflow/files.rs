@@ -189,7 +189,8 @@ pub fn resolve(
     if targets.is_empty() {
         return Err(
             Error::new(ErrorCode::NotPresent, "nothing there needs resolving")
-                .with_paths(paths.to_vec()),
+                .with_paths(paths.to_vec())
+                .concerning(scribe_format::Concern::NothingToResolve),
         );
     }
     let mut out = Vec::new();

@@ -1,8 +1,10 @@
 //! Reading the repository's past: log, a path's history, one change.
 
 use scribe_format::wire::message as m;
+use scribe_format::{Concern, ErrorCode};
 
-use crate::error::Result;
+use crate::client::{Client, ClientError};
+use crate::error::{Error, Result};
 use crate::link::connect;
 use crate::workflow::Opened;
 use crate::Context;
@@ -63,12 +65,14 @@ pub fn describe(
     let mut after = String::new();
     let mut entries = Vec::new();
     let commit = loop {
-        let page = c.describe(m::Describe {
-            repo: o.meta.repository_name.clone(),
-            change,
-            after: after.clone(),
-            limit: m::MAX_PAGE_ITEMS,
-        })?;
+        let page = c
+            .describe(m::Describe {
+                repo: o.meta.repository_name.clone(),
+                change,
+                after: after.clone(),
+                limit: m::MAX_PAGE_ITEMS,
+            })
+            .map_err(|e| explain_not_found(&mut c, &o.meta.repository_name, change, e))?;
         entries.extend(page.entries);
         match page.next {
             Some(n) => after = n,
@@ -153,4 +157,32 @@ pub fn history_following(ctx: &Context, o: &Opened, path: &str) -> Result<Vec<Hi
         }
     }
     Ok(out)
+}
+
+/// `not_found` for `change` of `repo`, naming the head when it is known:
+/// the command line points at `scribe log` ([`Concern::Change`]).
+pub fn missing_change(repo: &str, change: u64, head: Option<u64>) -> Error {
+    let message = match head {
+        Some(0) => format!("no change {change}: {repo} has no changes yet"),
+        Some(h) if change > h => format!("no change {change}: the head of {repo} is change {h}"),
+        _ => format!("no change {change} in {repo}"),
+    };
+    Error::new(ErrorCode::NotFound, message).concerning(Concern::Change { change, head })
+}
+
+/// A `not_found` answer to a request about `change` of `repo` says what is
+/// missing: one more question (the repository list, which carries the
+/// head) tells a change the branch does not have from a repository the
+/// server does not have. Any other failure is returned as it is.
+pub(crate) fn explain_not_found(c: &mut Client, repo: &str, change: u64, e: ClientError) -> Error {
+    if e.code() != ErrorCode::NotFound {
+        return e.into();
+    }
+    match c.repo_list() {
+        Ok(list) => match list.iter().find(|r| r.name == repo) {
+            Some(info) => missing_change(repo, change, Some(info.head)),
+            None => Error::from(e).concerning(Concern::Repository),
+        },
+        Err(_) => missing_change(repo, change, None),
+    }
 }

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::link::connect;
 use crate::workflow::Opened;
 use crate::Context;
-use scribe_format::ErrorCode;
+use scribe_format::{Concern, ErrorCode};
 
 /// Lock `paths` for `o` and remember their generations locally.
 pub fn lock(ctx: &Context, o: &Opened, paths: Vec<String>) -> Result<Vec<m::LockInfo>> {
@@ -27,6 +27,9 @@ pub fn lock(ctx: &Context, o: &Opened, paths: Vec<String>) -> Result<Vec<m::Lock
 }
 
 /// Release the locks `o` holds on `paths`; returns the released ones.
+/// Paths on which this workspace held no lock are listed in a `not_found`
+/// refusal ([`Concern::NotLocked`]) after the others were released:
+/// nothing is said to be unlocked that was not locked.
 pub fn unlock(ctx: &Context, o: &Opened, paths: Vec<String>) -> Result<Vec<m::LockInfo>> {
     let mut c = connect(&o.meta.server, false, ctx)?;
     let released = c.lock_release(m::LockRelease {
@@ -40,6 +43,30 @@ pub fn unlock(ctx: &Context, o: &Opened, paths: Vec<String>) -> Result<Vec<m::Lo
     }
     tx.commit()?;
     Ok(released)
+}
+
+/// The paths of `asked` that none of `released` is at or under (a folder
+/// releases the locks beneath it).
+pub fn not_released(asked: &[String], released: &[m::LockInfo]) -> Vec<String> {
+    asked
+        .iter()
+        .filter(|p| {
+            !released
+                .iter()
+                .any(|l| p.is_empty() || scribe_format::path::is_under_prefix(&l.path, p))
+        })
+        .cloned()
+        .collect()
+}
+
+/// `not_found` for `paths` that hold no lock to release.
+pub fn not_locked(paths: Vec<String>) -> Error {
+    Error::new(
+        ErrorCode::NotFound,
+        format!("{} path(s) hold no lock to release", paths.len()),
+    )
+    .with_paths(paths)
+    .concerning(Concern::NotLocked)
 }
 
 /// Every lock of `o`'s repository.
@@ -101,7 +128,7 @@ pub fn unlock_force(ctx: &Context, o: &Opened, paths: Vec<String>) -> Result<Vec
         }
     }
     if !none.is_empty() {
-        return Err(Error::new(ErrorCode::NotFound, "no lock on these paths").with_paths(none));
+        return Err(not_locked(none));
     }
     let mut by_ws: std::collections::BTreeMap<[u8; 16], Vec<String>> = Default::default();
     for l in &held {

@@ -2,13 +2,26 @@
 
 use scribe_format::wire::message as m;
 
-use crate::error::Result;
+use scribe_format::ErrorCode;
+
+use crate::error::{Error, Result};
 use crate::link::connect;
 use crate::Context;
 
 /// Create repository `name` on `server` (a path `server` gets a new data
 /// root if it holds none).
+/// A name no server would take is refused here, before anything is
+/// created (`usage`).
 pub fn create(ctx: &Context, server: &str, name: &str) -> Result<m::RepoInfo> {
+    if !scribe_format::limits::is_repository_name(name) {
+        return Err(Error::new(
+            ErrorCode::Usage,
+            format!(
+                "repository name {} must be 1..=128 bytes without `/`, `\\` or control characters",
+                scribe_format::echo::echo(name)
+            ),
+        ));
+    }
     Ok(connect(server, true, ctx)?.repo_create(name)?)
 }
 

@@ -245,7 +245,8 @@ pub fn submit(o: &Opened, remote: &ServerLink, a: SubmitArgs) -> Result<Submitte
             ErrorCode::NotFound,
             "opened files are missing from the working copy",
         )
-        .with_paths(missing));
+        .with_paths(missing)
+        .concerning(scribe_format::Concern::MissingFromDisk));
     }
     // The upload intent (reused when a stopped submit left one), recorded
     // before anything is pinned.

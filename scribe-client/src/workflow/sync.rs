@@ -3,7 +3,7 @@
 
 use scribe_format::wire::message as m;
 use scribe_format::BranchId;
-use scribe_format::ErrorCode;
+use scribe_format::{Concern, ErrorCode};
 use scribe_workspace::records::{BaselineRecord, Fingerprint, ViewChange};
 use scribe_workspace::sync as journal;
 
@@ -104,8 +104,9 @@ fn untrusted(remote: &ServerLink, reply: &str, path: &str, why: &str) -> Error {
     Error::new(
         ErrorCode::Malformed,
         format!(
-            "the server at {} answered {reply} with the path {path:?} ({why}); nothing was changed",
-            remote.url()
+            "the server at {} answered {reply} with the path {} ({why}); nothing was changed",
+            remote.url(),
+            scribe_format::echo::echo(path)
         ),
     )
     .with_paths(vec![path.to_string()])
@@ -152,8 +153,12 @@ pub fn repo_info(remote: &ServerLink) -> Result<m::RepoInfo> {
         .ok_or_else(|| {
             Error::new(
                 ErrorCode::NotFound,
-                format!("the server has no repository {:?}", remote.repo()),
+                format!(
+                    "the server has no repository {}",
+                    scribe_format::echo::echo(remote.repo())
+                ),
             )
+            .concerning(Concern::Repository)
         })
 }
 
@@ -246,6 +251,15 @@ pub fn run_sync(o: &Opened, remote: &ServerLink, change: Option<u64>) -> Result<
     }
     let meta = o.ws.meta()?;
     let info = repo_info(remote)?;
+    if let Some(c) = change.filter(|c| *c > info.head) {
+        // Refused before anything is planned: the server would refuse the
+        // delta, in words about a branch id; this names the head.
+        return Err(super::history::missing_change(
+            remote.repo(),
+            c,
+            Some(info.head),
+        ));
+    }
     if info.incarnation != meta.incarnation {
         let target = change.unwrap_or(info.head);
         remote.context().progress.note(Note::FullSync { target });

@@ -1,6 +1,8 @@
 //! Workspaces: create (register with the server, then sync the branch head
 //! into a new directory), list and retire.
 
+use scribe_format::echo::echo;
+use scribe_format::Concern;
 use std::path::{Path, PathBuf};
 
 use scribe_format::wire::message as m;
@@ -200,17 +202,30 @@ pub fn create(ctx: &Context, a: CreateArgs) -> Result<Created> {
         let repo = repos.iter().find(|r| r.name == a.repo).ok_or_else(|| {
             Error::new(
                 ErrorCode::NotFound,
-                format!("no repository named {:?}", a.repo),
+                format!("no repository named {}", echo(&a.repo)),
             )
+            .concerning(Concern::Repository)
         })?;
-        let ws = client.workspace_register(m::WorkspaceRegister {
-            repo: a.repo.clone(),
-            workspace: workspace_id,
-            branch: a.branch.clone().unwrap_or_default(),
-            view: view.clone(),
-            label: a.label.clone().unwrap_or_default(),
-            tags: tags.clone(),
-        })?;
+        let ws = client
+            .workspace_register(m::WorkspaceRegister {
+                repo: a.repo.clone(),
+                workspace: workspace_id,
+                branch: a.branch.clone().unwrap_or_default(),
+                view: view.clone(),
+                label: a.label.clone().unwrap_or_default(),
+                tags: tags.clone(),
+            })
+            .map_err(|e| {
+                // The repository was just listed: what is not found is
+                // the branch asked for.
+                let missing = e.code() == ErrorCode::NotFound;
+                let e = Error::from(e);
+                if missing {
+                    e.concerning(Concern::Branch)
+                } else {
+                    e
+                }
+            })?;
         Ok((repo.id, ws))
     })()
     .inspect_err(|_| {
@@ -362,17 +377,20 @@ pub fn set_server(ctx: &Context, o: &Opened, url: &str) -> Result<String> {
             Error::new(
                 ErrorCode::NotFound,
                 format!(
-                    "the server at {url} has no repository named {:?}",
-                    o.meta.repository_name
+                    "the server at {url} has no repository named {}",
+                    echo(&o.meta.repository_name)
                 ),
             )
+            .concerning(Concern::Repository)
         })?;
     if repo.id != o.meta.repository_id {
         return Err(Error::new(
             ErrorCode::Refused,
             format!(
-                "the repository {:?} at {url} is another repository (id {}, this workspace's is {})",
-                o.meta.repository_name, repo.id, o.meta.repository_id
+                "the repository {} at {url} is another repository (id {}, this workspace's is {})",
+                echo(&o.meta.repository_name),
+                repo.id,
+                o.meta.repository_id
             ),
         ));
     }

@@ -17,6 +17,7 @@
 //!   server asks for the revision (`revision`) at most once per
 //!   `recheck` interval before using a cached answer.
 
+use scribe_format::echo::echo;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -477,14 +478,14 @@ fn need(role: Option<Role>, want: Role, repo: Option<&str>, user: &str) -> Resul
     match role {
         Some(r) if r >= want => Ok(r),
         Some(r) => Err(Failure::forbidden(format!(
-            "{user} is {} of repository {:?}; this needs {}",
+            "{user} is {} of repository {}; this needs {}",
             r.as_str(),
-            repo.unwrap_or(""),
+            echo(repo.unwrap_or("")),
             want.as_str()
         ))),
         None => Err(Failure::forbidden(format!(
-            "{user} has no access to repository {:?}",
-            repo.unwrap_or("")
+            "{user} has no access to repository {}",
+            echo(repo.unwrap_or(""))
         ))),
     }
 }

@@ -62,6 +62,8 @@ pub fn print(ctx: &Ctx, arg: String) -> CliResult {
         let code = e.code();
         let err = CliError::from(e);
         match (code, rev) {
+            // A change the branch does not have: the hint of its concern.
+            _ if err.concern.is_some() => err,
             (ErrorCode::NotFound, Rev::Have) => err.hint(format!(
                 "`scribe print {p}@head` prints the server's newest revision; `scribe history {p}` lists them"
             )),
@@ -83,23 +85,30 @@ pub fn resolve_show(ctx: &Ctx, args: Vec<String>, theirs: bool) -> CliResult {
         ));
     };
     let link = o.link(&ctx.lib)?;
-    let (base, target) = content::resolve_sides(&o, path)
-        .map_err(|e| CliError::from(e).hint("`scribe status` lists the files needing resolve"))?;
+    let (base, target) = content::resolve_sides(&o, path)?;
     let (side, name) = if theirs {
         (target, "theirs")
     } else {
         (base, "base")
     };
     let Some(r) = side else {
-        return Err(CliError::new(
-            ErrorCode::NotFound,
-            if theirs {
-                format!("{path:?} is deleted on the server (theirs has no content)")
-            } else {
-                format!("{path:?} has no base here (it is new on both sides)")
-            },
-        )
-        .paths(vec![path.clone()]));
+        let (what, hint) = if theirs {
+            (
+                format!("{path:?} is deleted on the server (theirs has no content)"),
+                format!(
+                    "settle it with `scribe resolve {path} --theirs` (delete it) or `--ours` \
+                     (keep yours)"
+                ),
+            )
+        } else {
+            (
+                format!("{path:?} has no base here (it is new on both sides)"),
+                format!("`scribe resolve {path} --show theirs` prints the server's file"),
+            )
+        };
+        return Err(CliError::new(ErrorCode::NotFound, what)
+            .paths(vec![path.clone()])
+            .hint(hint));
     };
     ctx.out.status(format!(
         "{name} of {path}: change {}, {}",

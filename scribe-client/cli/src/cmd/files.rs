@@ -167,15 +167,7 @@ pub fn resolve(
     let o = ctx::open(ctx)?;
     let paths = ctx::paths(ctx, &o.ws, &args)?;
     let link = o.link(&ctx.lib)?;
-    let done = files::resolve(&o, &link, &paths, &how).map_err(|e| {
-        let none = e.code() == ErrorCode::NotPresent;
-        let err = CliError::from(e);
-        if none {
-            err.hint("`scribe status` lists files needing resolution")
-        } else {
-            err
-        }
-    })?;
+    let done = files::resolve(&o, &link, &paths, &how)?;
     for r in done {
         let p = &r.path;
         match r.outcome {

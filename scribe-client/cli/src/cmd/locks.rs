@@ -72,7 +72,7 @@ pub fn unlock(ctx: &Ctx, args: Vec<String>, force: bool) -> CliResult {
         }
         return Ok(());
     }
-    let released = locks::unlock(&ctx.lib, &o, paths).map_err(|e| {
+    let released = locks::unlock(&ctx.lib, &o, paths.clone()).map_err(|e| {
         let code = e.code();
         let err = CliError::from(e);
         if code == ErrorCode::LockedByOther {
@@ -84,8 +84,14 @@ pub fn unlock(ctx: &Ctx, args: Vec<String>, force: bool) -> CliResult {
             err
         }
     })?;
-    for l in released {
+    for l in &released {
         ctx.out.line(format_args!("unlocked {}", l.path))?;
+    }
+    // A path that held no lock of this workspace is said, not passed over
+    // as if it had been unlocked.
+    let none = locks::not_released(&paths, &released);
+    if !none.is_empty() {
+        return Err(locks::not_locked(none).into());
     }
     Ok(())
 }

@@ -1,10 +1,9 @@
 //! `scribe repo create|list`.
 
 use scribe_client::workflow::repo;
-use scribe_format::ErrorCode;
 
 use crate::ctx::Ctx;
-use crate::error::{CliError, CliResult};
+use crate::error::CliResult;
 use crate::ui::{utc, Json};
 
 pub fn create(ctx: &Ctx, name: &str, server: &str) -> CliResult {
@@ -18,15 +17,7 @@ pub fn create(ctx: &Ctx, name: &str, server: &str) -> CliResult {
 
 pub fn list(ctx: &Ctx, server: &str) -> CliResult {
     super::workspace::check_url(server)?;
-    let repos = repo::list(&ctx.lib, server).map_err(|e| {
-        let missing = e.code() == ErrorCode::NotFound;
-        let err = CliError::from(e);
-        if missing {
-            err.hint("create it with `scribe repo create NAME --server PATH`")
-        } else {
-            err
-        }
-    })?;
+    let repos = repo::list(&ctx.lib, server)?;
     if ctx.out.json {
         return ctx.out.json(&Json::Arr(
             repos

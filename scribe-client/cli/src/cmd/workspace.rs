@@ -23,8 +23,6 @@ pub fn create(ctx: &Ctx, mut a: CreateArgs) -> CliResult<Created> {
                 "run `scribe sync` inside it, or choose another directory (a retired \
                  workspace: `scribe workspace recreate` inside it makes a new one in place)",
             ),
-            ErrorCode::NotFound => err
-                .hint("`scribe repo list --server URL` lists them; `scribe repo create` makes one"),
             _ => err,
         }
     })?;
@@ -227,12 +225,14 @@ pub fn set_server(ctx: &Ctx, url: String) -> CliResult {
 /// without this it would be taken as a data-root path.
 pub fn check_url(url: &str) -> CliResult {
     if let Some(host_port) = bare_host_port(url) {
-        return Err(
-            CliError::new(ErrorCode::Usage, format!("{url:?} has no scheme")).hint(format!(
-                "a server on the network is scribe://{host_port} (TLS: scribes://{host_port}); a \
+        return Err(CliError::new(
+            ErrorCode::Usage,
+            format!("{} has no scheme", scribe_format::echo::echo(url)),
+        )
+        .hint(format!(
+            "a server on the network is scribe://{host_port} (TLS: scribes://{host_port}); a \
              data root in a directory of that name is ./{url}"
-            )),
-        );
+        )));
     }
     Ok(())
 }
@@ -251,7 +251,18 @@ fn bare_host_port(url: &str) -> Option<&str> {
 }
 
 pub fn recreate(ctx: &Ctx, branch: Option<String>) -> CliResult {
-    let o = ctx::open(ctx)?;
+    let o = ctx::open(ctx).map_err(|e| {
+        if e.code == ErrorCode::NotAWorkspace {
+            // Re-creating needs the retired workspace: creating a new one
+            // elsewhere is another command.
+            e.hint(
+                "run it in the retired workspace's directory (its root or below); a new \
+                 workspace elsewhere is `scribe workspace create DIR --server URL --repo NAME`",
+            )
+        } else {
+            e
+        }
+    })?;
     let r = workspace::recreate(&ctx.lib, o, branch)?;
     let text = ctx.with_out(Out {
         json: false,

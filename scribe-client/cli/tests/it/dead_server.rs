@@ -14,17 +14,58 @@ use std::time::{Duration, Instant};
 use super::support::*;
 
 /// A relay in front of `upstream` that passes bytes both ways until the
-/// clients have sent `hold_at` bytes in all, then stops relaying (holding
-/// every connection open and silent) until released. After release it
-/// relays again; a connection whose upstream is gone is closed.
+/// clients have sent `hold_at` bytes in all (with `down`: the server has
+/// sent them), then stops relaying (holding every connection open and
+/// silent) until released. After release it relays again; a connection
+/// whose upstream is gone is closed.
 struct Relay {
     url: String,
     held: Arc<AtomicBool>,
     release: Arc<AtomicBool>,
 }
 
+/// Copy `from` to `to`, counting into `sent`; once `sent` reaches
+/// `hold_at`, hold (set `held`) until `release`.
+fn relay_one_way(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    sent: &AtomicU64,
+    hold_at: u64,
+    held: &AtomicBool,
+    release: &AtomicBool,
+) {
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if sent.fetch_add(n as u64, Ordering::SeqCst) + n as u64 >= hold_at {
+            held.store(true, Ordering::SeqCst);
+            while !release.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = from.shutdown(std::net::Shutdown::Both);
+    let _ = to.shutdown(std::net::Shutdown::Both);
+}
+
 impl Relay {
+    /// Holds once the clients sent `hold_at` bytes (an upload).
     fn start(upstream: SocketAddr, hold_at: u64) -> Relay {
+        Relay::start_holding(upstream, hold_at, false)
+    }
+
+    /// Holds once the server sent `hold_at` bytes (a download).
+    fn start_down(upstream: SocketAddr, hold_at: u64) -> Relay {
+        Relay::start_holding(upstream, hold_at, true)
+    }
+
+    fn start_holding(upstream: SocketAddr, hold_at: u64, down: bool) -> Relay {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let sent = Arc::new(AtomicU64::new(0));
@@ -33,35 +74,25 @@ impl Relay {
         let (h, r) = (held.clone(), release.clone());
         std::thread::spawn(move || {
             for client in l.incoming() {
-                let Ok(mut client) = client else { return };
-                let Ok(mut server) = TcpStream::connect(upstream) else {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(upstream) else {
                     continue; // the server is gone: the client sees the close
                 };
                 let (sent, held, release) = (sent.clone(), h.clone(), r.clone());
-                let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                // The held direction counts; the other passes freely.
+                let (held_from, held_to, free_from, mut free_to) = if down {
+                    (s2, c2, client, server)
+                } else {
+                    (client, server, s2, c2)
+                };
                 std::thread::spawn(move || {
-                    let _ = std::io::copy(&mut s2, &mut c2);
-                    let _ = c2.shutdown(std::net::Shutdown::Both);
+                    let mut free_from = free_from;
+                    let _ = std::io::copy(&mut free_from, &mut free_to);
+                    let _ = free_to.shutdown(std::net::Shutdown::Both);
                 });
                 std::thread::spawn(move || {
-                    let mut buf = vec![0u8; 64 << 10];
-                    loop {
-                        let n = match client.read(&mut buf) {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => n,
-                        };
-                        if sent.fetch_add(n as u64, Ordering::SeqCst) + n as u64 >= hold_at {
-                            held.store(true, Ordering::SeqCst);
-                            while !release.load(Ordering::SeqCst) {
-                                std::thread::sleep(Duration::from_millis(10));
-                            }
-                        }
-                        if server.write_all(&buf[..n]).is_err() {
-                            break;
-                        }
-                    }
-                    let _ = client.shutdown(std::net::Shutdown::Both);
-                    let _ = server.shutdown(std::net::Shutdown::Both);
+                    relay_one_way(held_from, held_to, &sent, hold_at, &held, &release)
                 });
             }
         });
@@ -180,6 +211,65 @@ fn a_server_killed_mid_upload_ends_the_submit_with_the_url_and_the_next_step() {
     env.scribe(&ws, &["submit", "-m", "big assets"]).ok();
     let bob = env.workspace("bob", &[]);
     assert_eq!(read(&bob, "art/big2.bin"), noise(8 << 20, 42));
+}
+
+/// SIGKILL of the server process while a sync downloads from it (#23):
+/// the connection it dropped is `unreachable` (not a refusal of the
+/// file), with the hint to sync again, and that sync completes once the
+/// server is back.
+#[test]
+fn a_server_killed_mid_sync_is_unreachable_and_the_next_sync_completes() {
+    let mut env = Env::new(Transport::Process);
+    let relay = Relay::start_down(env.server_process().addr(), 6 << 20);
+    // Bob's workspace through the relay while the repository is empty
+    // (far below the hold point), then Alice submits 24 MiB directly.
+    let bob = env.path("bob");
+    env.scribe(
+        env.dir(),
+        &[
+            "workspace",
+            "create",
+            "bob",
+            "--server",
+            &relay.url,
+            "--repo",
+            REPO,
+        ],
+    )
+    .ok();
+    let alice = env.workspace("alice", &[]);
+    for i in 0..3u64 {
+        write(&alice, &format!("art/big{i}.bin"), &noise(8 << 20, 60 + i));
+    }
+    env.scribe(&alice, &["add", "."]).ok();
+    env.scribe(&alice, &["submit", "-m", "big assets"]).ok();
+
+    let child = env
+        .command(&bob, &["sync"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    relay.wait_held();
+    let status = env.server_process().kill();
+    assert!(!status.success());
+    relay.release();
+    let (code, err) = finish(child, Duration::from_secs(120));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("Error[unreachable]"),
+        "a dropped connection is unreachable, not refused: {err}"
+    );
+    assert!(err.contains("run `scribe sync` again"), "{err}");
+    env.restart_server_process();
+    env.scribe(&bob, &["sync"]).ok();
+    for i in 0..3u64 {
+        assert_eq!(
+            read(&bob, &format!("art/big{i}.bin")),
+            noise(8 << 20, 60 + i),
+            "art/big{i}.bin"
+        );
+    }
 }
 
 /// A server that stops answering mid-upload (the relay holds every byte):

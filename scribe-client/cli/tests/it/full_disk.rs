@@ -120,7 +120,10 @@ fn a_full_server_volume_is_named_and_the_server_recovers_once_space_is_back() {
 }
 
 /// The workspace's own volume fills up during a sync: the error names the
-/// file and says why (the disk is full), not only "could not write".
+/// file and says why (the disk is full), not only "could not write"; its
+/// code is this machine's I/O (`io`, not `refused`), the hint says the
+/// workspace's disk is full and what to run once there is room (#23), and
+/// running it then continues where the sync stopped.
 #[test]
 fn a_full_workspace_volume_is_named_with_its_cause() {
     if !scribe_testkit::env::Volume::available() {
@@ -133,7 +136,10 @@ fn a_full_workspace_volume_is_named_with_its_cause() {
     write(&a, "big.bin", &big);
     env.scribe(&a, &["add", "big.bin"]).ok();
     env.scribe(&a, &["submit", "-m", "big"]).ok();
-    let vol = scribe_testkit::env::Volume::mount(&env.path("small"), 8 << 20);
+    let vol = scribe_testkit::env::Volume::mount(&env.path("small"), 40 << 20);
+    // Room for the workspace's state, not for the file.
+    let filler = vol.path().join("filler");
+    fill(&filler, 8 << 20);
     let r = env.scribe(
         vol.path(),
         &[
@@ -146,7 +152,40 @@ fn a_full_workspace_volume_is_named_with_its_cause() {
             REPO,
         ],
     );
-    assert_ne!(r.code, Some(0), "{r:?}");
+    assert_eq!(r.code, Some(1), "{r:?}");
     assert!(r.stderr.contains("big.bin"), "{}", r.stderr);
     assert!(r.stderr.contains("No space left"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("Error[io]"),
+        "a full local disk is local I/O: {}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("the workspace's disk is full")
+            && r.stderr.contains("run `scribe sync` inside the workspace"),
+        "{}",
+        r.stderr
+    );
+    // `scribe sync` on the still full disk: the same code, its own hint.
+    let w = vol.path().join("w");
+    let r = env.scribe(&w, &["sync"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Error[io]"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("the workspace's disk is full")
+            && r.stderr
+                .contains("run `scribe sync` again: it continues where it stopped"),
+        "{}",
+        r.stderr
+    );
+    // Room again: the sync the hint names continues and completes.
+    std::fs::remove_file(&filler).unwrap();
+    let r = env.scribe(&w, &["sync"]);
+    r.ok();
+    assert!(
+        r.stderr.contains("resuming the interrupted sync"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(read(&w, "big.bin"), big);
 }

@@ -1,5 +1,6 @@
 //! LockAcquire, LockRelease, LockList.
 
+use scribe_format::echo::echo;
 use scribe_format::wire::message::{self as m, MAX_PAGE_ITEMS};
 use scribe_format::ErrorCode;
 use scribe_metadata::records::LockRecord;
@@ -27,8 +28,9 @@ pub(super) fn acquire(svc: &Service, r: m::LockAcquire) -> DispatchResult<m::Loc
         return Err(Failure::new(
             ErrorCode::WorkspaceUnregistered,
             format!(
-                "workspace {} is not registered in {:?}; register it before locking",
-                r.workspace, r.repo
+                "workspace {} is not registered in {}; register it before locking",
+                r.workspace,
+                echo(&r.repo)
             ),
         ));
     }

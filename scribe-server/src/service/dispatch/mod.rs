@@ -22,6 +22,7 @@ mod submit;
 mod tree;
 mod workspaces;
 
+use scribe_format::echo::echo;
 use std::sync::Arc;
 
 use scribe_format::snapshot::FileRecord;
@@ -147,7 +148,7 @@ fn open(svc: &Service, name: &str) -> DispatchResult<(Arc<Repository>, Arc<Objec
     let store = svc.stores().get(&repo.id()).ok_or_else(|| {
         Failure::new(
             ErrorCode::Internal,
-            format!("repository {name:?} has no open object store"),
+            format!("repository {} has no open object store", echo(name)),
         )
     })?;
     Ok((repo, store))

@@ -1,6 +1,7 @@
 //! Submit, SubmitInline, OperationOutcome.
 
 use scribe_format::changeset as cs;
+use scribe_format::echo::echo;
 use scribe_format::limits::MAX_MESSAGE_BYTES;
 use scribe_format::wire::message as m;
 use scribe_format::{ErrorCode, ObjectId, OperationId};
@@ -110,8 +111,9 @@ fn accept(
         return Err(Failure::new(
             ErrorCode::WorkspaceUnregistered,
             format!(
-                "workspace {} is not registered in {:?}; register it before submitting",
-                r.workspace, r.repo
+                "workspace {} is not registered in {}; register it before submitting",
+                r.workspace,
+                echo(&r.repo)
             ),
         ));
     }

@@ -1,5 +1,6 @@
 //! WorkspaceRegister, WorkspaceRetire, WorkspaceList.
 
+use scribe_format::echo::echo;
 use scribe_format::wire::message as m;
 use scribe_format::{ErrorCode, OperationId, WorkspaceId};
 use scribe_metadata::records::WorkspaceRecord;
@@ -46,7 +47,7 @@ pub(super) fn register(
         other => {
             return Err(Failure::new(
                 ErrorCode::NotFound,
-                format!("no branch {other:?} (only the main branch is served)"),
+                format!("no branch {} (only the main branch is served)", echo(other)),
             ))
         }
     };
