@@ -114,8 +114,11 @@ impl Materializer for NoBytes {
         p: &str,
         _t: &BaselineRecord,
         _out: &mut std::fs::File,
-    ) -> std::result::Result<(), String> {
-        Err(format!("{p}: no server in this test"))
+    ) -> std::result::Result<(), crate::sync::WriteError> {
+        Err(crate::sync::WriteError::new(
+            scribe_format::ErrorCode::Internal,
+            format!("{p}: no server in this test"),
+        ))
     }
 }
 

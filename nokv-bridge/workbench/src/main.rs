@@ -456,7 +456,9 @@ fn run(cli: Cli) -> ExitCode {
                 }
             };
             if let Some(lit) = nokv_workbench::identity::lossy_number(&text) {
-                return fail(WbError::invalid_input(nokv_workbench::mcp::lossy_message(lit)));
+                return fail(WbError::invalid_input(nokv_workbench::mcp::lossy_message(
+                    lit,
+                )));
             }
             let input: serde_json::Value = match serde_json::from_str(&text) {
                 Ok(v) => v,

@@ -241,10 +241,7 @@ impl<S: Store> Workbench<S> {
                 .find(|s| s.rec.get("name").and_then(Value::as_str) == Some(name)),
         };
         found.ok_or_else(|| {
-            WbError::new(
-                "snapshot_not_found",
-                format!("no snapshot {sel} of {id:?}"),
-            )
+            WbError::new("snapshot_not_found", format!("no snapshot {sel} of {id:?}"))
         })
     }
 
