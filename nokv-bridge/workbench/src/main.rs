@@ -107,8 +107,24 @@ fn open_store(server: &str, repo: &str, agent: &str) -> Result<ScribeStore, WbEr
     } else {
         Failpoints::default()
     };
-    Ok(ScribeStore::open(server, repo, agent, &opts)?.with_failpoints(failpoints))
+    // A data root on this machine serves one process at a time: a call
+    // that finds it held by another `nokv` (or `scribe`) waits for it a
+    // little, as two commands run one after the other by a script would.
+    let local = !server.contains("://") || server.starts_with("file://");
+    let deadline = std::time::Instant::now() + LOCAL_ROOT_WAIT;
+    loop {
+        match ScribeStore::open(server, repo, agent, &opts) {
+            Err(e) if local && e.code == "unavailable" && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            other => return Ok(other?.with_failpoints(failpoints)),
+        }
+    }
 }
+
+/// How long a command waits for a data root (a path `--server`) that
+/// another process holds.
+const LOCAL_ROOT_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 fn io_error(what: &Path, e: std::io::Error) -> WbError {
     WbError::new("storage", format!("{}: {e}", what.display()))

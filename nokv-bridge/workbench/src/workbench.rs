@@ -499,6 +499,19 @@ impl<S: Store> Workbench<S> {
 
     // ---- tools ----
 
+    /// An existing workbench whose id differs from `id` only in case or
+    /// normalization: the same path to Scribe's collision rules, so
+    /// creating `id` beside it cannot be represented.
+    fn case_twin(&mut self, id: &str) -> Result<Option<String>, WbError> {
+        let head = self.store.head()?;
+        let key = scribe_format::path::collision_key(id);
+        Ok(self
+            .workbenches(head)?
+            .into_iter()
+            .map(|(w, _)| w)
+            .find(|w| w != id && scribe_format::path::collision_key(w) == key))
+    }
+
     fn create(&mut self, input: &Value, id: &str) -> Result<Value, WbError> {
         check_id(id)?;
         let record = record_path(id);
@@ -506,6 +519,12 @@ impl<S: Store> Workbench<S> {
             return Ok(
                 json!({"id": id, "incarnation": r.generation, "created": false, "idempotent_replay": true}),
             );
+        }
+        if let Some(twin) = self.case_twin(id)? {
+            return Err(WbError::new(
+                "already_exists",
+                format!("workbench {twin:?} exists, and {id:?} differs from it only in case or normalization: the same name to Scribe"),
+            ));
         }
         // A fresh incarnation starts empty: rows a person left under the
         // directory would otherwise join it.
@@ -643,44 +662,68 @@ impl<S: Store> Workbench<S> {
             input,
         );
         let digest = hex::encode(Sha256::digest(&delta));
-        let current = self.live(&t)?;
         let result = |row: &Row, replay: bool| {
             json!({"id": t.id, "section": t.section, "path": t.path.as_str(), "size": row.body.size,
                    "generation": row.generation, "digest": format!("sha256:{digest}"),
                    "idempotent_replay": replay})
         };
-        if let Some(row) = &current {
-            if self.published_by(row, &req)? {
-                return Ok(result(row, true));
+        // The contract's "append after generation CAS (retry conflicts)":
+        // another writer's publication between the read and the publish
+        // is answered by reading again and appending to its result.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let current = self.live(&t)?;
+            if let Some(row) = &current {
+                if self.published_by(row, &req)? {
+                    return Ok(result(row, true));
+                }
             }
+            let ct = match (&ct, &current) {
+                (Some(ct), _) => Some(ct.clone()),
+                (None, Some(row)) => self.kept_content_type(row)?,
+                (None, None) => None,
+            };
+            let (base, body) = match &current {
+                Some(row) => {
+                    let mut old = self.store.read(&row.body, 0, row.body.size)?;
+                    old.extend_from_slice(&delta);
+                    (row.generation, old)
+                }
+                None => (0, delta.clone()),
+            };
+            let generation = match self.publish_one(
+                "workbench_append",
+                &t,
+                &req,
+                base,
+                body,
+                ct.as_deref(),
+                None,
+            ) {
+                Ok((generation, _)) => generation,
+                Err(e)
+                    if attempt < APPEND_ATTEMPTS
+                        && matches!(e.code, "generation_conflict" | "already_exists") =>
+                {
+                    // A short, jittered pause so two busy writers do not
+                    // keep colliding in step.
+                    let jitter = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.subsec_nanos() % 4_000_000);
+                    std::thread::sleep(std::time::Duration::from_nanos(
+                        u64::from(attempt.min(10)) * 1_000_000 + u64::from(jitter),
+                    ));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let row = self
+                .store
+                .stat(generation, &t.full)?
+                .ok_or_else(|| WbError::new("storage", "the published path is missing"))?;
+            return Ok(result(&row, false));
         }
-        let ct = match (ct, &current) {
-            (Some(ct), _) => Some(ct),
-            (None, Some(row)) => self.kept_content_type(row)?,
-            (None, None) => None,
-        };
-        let (base, body) = match &current {
-            Some(row) => {
-                let mut old = self.store.read(&row.body, 0, row.body.size)?;
-                old.extend_from_slice(&delta);
-                (row.generation, old)
-            }
-            None => (0, delta),
-        };
-        let (generation, _) = self.publish_one(
-            "workbench_append",
-            &t,
-            &req,
-            base,
-            body,
-            ct.as_deref(),
-            None,
-        )?;
-        let row = self
-            .store
-            .stat(generation, &t.full)?
-            .ok_or_else(|| WbError::new("storage", "the published path is missing"))?;
-        Ok(result(&row, false))
     }
 
     fn edit(&mut self, input: &Value, c: tools::Edit) -> Result<Value, WbError> {
@@ -1021,6 +1064,10 @@ fn body_of(text: Option<String>, b64: Option<String>) -> Result<Vec<u8>, WbError
         _ => Err(WbError::invalid_input("give exactly one of text or base64")),
     }
 }
+
+/// How often an append reads again and retries when another writer
+/// published the path between its read and its publish.
+const APPEND_ATTEMPTS: u32 = 64;
 
 /// How much of a file a structured text read asks the store for at once.
 const TEXT_READ_STEP: u64 = 16 << 20;

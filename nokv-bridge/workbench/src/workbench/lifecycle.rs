@@ -537,6 +537,16 @@ impl<S: Store> Workbench<S> {
         let inc = self.incarnation(&c.id)?;
         let req = request_identity(&self.store.root_name(), inc, "workbench_restore", input);
         let dest_record = record_path(&c.destination_id);
+        if let Some(twin) = self.case_twin(&c.destination_id)? {
+            return Err(WbError::new(
+                "destination_exists",
+                format!(
+                    "workbench {twin:?} exists, and {:?} differs from it only in case or \
+                     normalization: the same name to Scribe",
+                    c.destination_id
+                ),
+            ));
+        }
         if let Some(row) = self.store.stat(0, &dest_record)? {
             if let Some(v) = self.restored_by(&c.destination_id, &row, &req)? {
                 return Ok(v);

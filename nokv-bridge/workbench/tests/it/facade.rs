@@ -594,3 +594,78 @@ fn edit_and_append_keep_the_recorded_content_type() {
     );
     assert_eq!(st["content_type"], "text/plain");
 }
+
+/// Ids that differ only in case are one name to Scribe: creating or
+/// restoring into such a twin is refused by name, never answered with
+/// the bridge's internal paths.
+#[test]
+fn a_case_twin_of_a_workbench_is_refused_by_name() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "e1"}));
+    let e = err(&mut wb, "workbench_create", json!({"id": "E1"}));
+    assert_eq!(e.code, "already_exists", "{}", e.message);
+    assert!(
+        e.message.contains("\"e1\"") && !e.message.contains(".nokv"),
+        "{}",
+        e.message
+    );
+    let zero = format!("sha256:{}", "0".repeat(64));
+    ok(
+        &mut wb,
+        "workbench_commit",
+        json!({"id": "e1", "manifest": {}, "content_digest_uri": zero}),
+    );
+    ok(&mut wb, "workbench_create", json!({"id": "v1r"}));
+    let e = err(
+        &mut wb,
+        "workbench_restore",
+        json!({"id": "e1", "destination_id": "V1R"}),
+    );
+    assert_eq!(e.code, "destination_exists", "{}", e.message);
+    assert!(!e.message.contains(".nokv"), "{}", e.message);
+}
+
+/// Two agents appending to one log at once: each append that lost the
+/// generation race reads again and appends to the winner's result, so
+/// every line arrives and no call fails (the contract's "retry
+/// conflicts").
+#[test]
+fn concurrent_appends_retry_their_conflicts_and_lose_nothing() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    let env = &env;
+    std::thread::scope(|s| {
+        for who in ["a", "b"] {
+            s.spawn(move || {
+                let mut mine = workbench(env);
+                for i in 0..12 {
+                    ok(
+                        &mut mine,
+                        "workbench_append",
+                        json!({"id": "w", "section": "logs", "path": "run.log", "text": format!("{who}{i}\n")}),
+                    );
+                }
+            });
+        }
+    });
+    let r = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "logs", "path": "run.log"}),
+    );
+    let mut lines: Vec<String> = r["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap().to_string())
+        .collect();
+    lines.sort();
+    let mut want: Vec<String> = ["a", "b"]
+        .iter()
+        .flat_map(|w| (0..12).map(move |i| format!("{w}{i}")))
+        .collect();
+    want.sort();
+    assert_eq!(lines, want);
+}
