@@ -1580,19 +1580,9 @@ mod deploy_doc {
 
     #[test]
     fn every_documented_command_line_parses() {
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-        let mut seen = 0;
-        for doc in ["README.md", "docs/deploy.md"] {
-            let text = std::fs::read_to_string(format!("{root}/{doc}")).expect(doc);
-            for args in scribe_testkit::docs::command_lines(&text, "scribe-server") {
-                let line = args.join(" ");
-                let argv = std::iter::once("scribe-server".to_string()).chain(args);
-                if let Err(e) = super::Cli::try_parse_from(argv) {
-                    panic!("{doc}: `scribe-server {line}` does not parse:\n{e}");
-                }
-                seen += 1;
-            }
-        }
+        let seen = scribe_testkit::docs::parse_documented_commands("scribe-server", |argv| {
+            super::Cli::try_parse_from(argv).map(drop)
+        });
         assert!(seen >= 15, "only {seen} command lines found");
     }
 }

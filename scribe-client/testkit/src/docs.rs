@@ -50,6 +50,32 @@ pub fn command_lines(doc: &str, program: &str) -> Vec<Vec<String>> {
     out
 }
 
+/// The documents whose command lines the programs' tests parse.
+pub const COMMAND_DOCS: [&str; 2] = ["README.md", "docs/deploy.md"];
+
+/// Hand every `program` command line of [`COMMAND_DOCS`] (as the full
+/// argv, the program's name first) to `parse`; panics naming the document
+/// and the line a parse refuses. Returns how many lines were parsed.
+pub fn parse_documented_commands<E: std::fmt::Display>(
+    program: &str,
+    parse: impl Fn(Vec<String>) -> Result<(), E>,
+) -> usize {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let mut seen = 0;
+    for doc in COMMAND_DOCS {
+        let text = std::fs::read_to_string(format!("{root}/{doc}")).expect(doc);
+        for args in command_lines(&text, program) {
+            let line = args.join(" ");
+            let argv = std::iter::once(program.to_string()).chain(args).collect();
+            if let Err(e) = parse(argv) {
+                panic!("{doc}: `{program} {line}` does not parse:\n{e}");
+            }
+            seen += 1;
+        }
+    }
+    seen
+}
+
 #[cfg(test)]
 mod tests {
     use super::command_lines;
