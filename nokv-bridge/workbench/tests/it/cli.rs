@@ -529,3 +529,64 @@ fn an_agent_root_that_is_not_one_path_component_is_refused_by_name() {
         assert!(stderr.contains("an agent root is"), "{bad:?}: {stderr}");
     }
 }
+
+/// The materialize record is read back from a directory a program used:
+/// a damaged one, or one of another workbench, is refused by name and
+/// nothing is published.
+#[test]
+fn a_damaged_or_foreign_materialize_record_is_refused_and_publishes_nothing() {
+    let env = Env::new(Transport::Path);
+    for id in ["mine", "other"] {
+        let (code, v) = nokv(
+            &env,
+            &[
+                "workbench",
+                "workbench_create",
+                &format!(r#"{{"id":"{id}"}}"#),
+            ],
+            None,
+        );
+        assert_eq!(code, 0, "{v}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let (code, v) = nokv(&env, &["materialize", "mine", d], None);
+    assert_eq!(code, 0, "{v}");
+    std::fs::create_dir_all(dir.path().join("outputs")).unwrap();
+    std::fs::write(dir.path().join("outputs/new.txt"), "new\n").unwrap();
+    let record = dir.path().join(".nokv/materialized.json");
+    let good = std::fs::read(&record).unwrap();
+    for damaged in [&b"\xff{ not json"[..], br#"{"schema":"x"}"#] {
+        std::fs::write(&record, damaged).unwrap();
+        let (code, v) = nokv(&env, &["collect", d, "mine"], None);
+        assert_eq!(
+            (code, &v["error"]["code"]),
+            (1, &json!("invalid_input")),
+            "{v}"
+        );
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("materialize record"),
+            "{v}"
+        );
+    }
+    std::fs::write(&record, good).unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "other"], None);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (1, &json!("invalid_input")),
+        "{v}"
+    );
+    let (_, v) = nokv(
+        &env,
+        &[
+            "workbench",
+            "workbench_list",
+            r#"{"id":"other","section":"outputs"}"#,
+        ],
+        None,
+    );
+    assert_eq!(v["items"], json!([]), "nothing published: {v}");
+}
