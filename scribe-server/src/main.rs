@@ -1494,6 +1494,12 @@ fn restore_from_tier(
     let r = scribe_server::tier::restore_from_tier(p, data, shard)
         .map_err(|e| anyhow!("cannot restore {} from the tier {url}: {e}", data.display()))?;
     println!("{}", r.incarnation);
+    for s in &r.passed_over {
+        eprintln!(
+            "restore --from-tier: passed over journal shard {s:08x}: it shipped its descriptor \
+             but no catalog journal step (stopped before it shipped anything to rebuild)"
+        );
+    }
     for (name, head) in &r.repositories {
         eprintln!("restore --from-tier: {name}: changes 1..={head} rebuilt");
     }

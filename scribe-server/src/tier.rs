@@ -2319,6 +2319,17 @@ pub struct TierRestore {
     pub kept_objects: u64,
     /// What `tier verify` found right after (empty: clean).
     pub problems: Vec<String>,
+    /// Journal shards not considered when choosing the root: they shipped
+    /// a descriptor but no catalog journal step (killed at once).
+    pub passed_over: Vec<u32>,
+}
+
+fn hex_list(shards: &[u32]) -> String {
+    shards
+        .iter()
+        .map(|s| format!("{s:08x}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `scribe-server restore --from-tier`: rebuild a data root at `to`
@@ -2349,7 +2360,7 @@ pub fn restore_from_tier(
     to: &Path,
     journal_shard: Option<u32>,
 ) -> Result<TierRestore, String> {
-    use nokv_bridge::tier::{fetch_archive, fetch_root_file, journal_shards};
+    use nokv_bridge::tier::{archive_shipped, fetch_archive, fetch_root_file, journal_shards};
     if let Ok(mut it) = std::fs::read_dir(to) {
         if it.next().is_some() {
             return Err(format!("{} is not empty", to.display()));
@@ -2369,13 +2380,24 @@ pub fn restore_from_tier(
     // The other data roots that shipped to this bucket, when the root was
     // chosen among them (see the check after the metadata is rebuilt).
     let mut others: Vec<u32> = Vec::new();
+    // Shipped data roots without a catalog journal step (see below).
+    let mut passed_over: Vec<u32> = Vec::new();
     let shard = match journal_shard {
         Some(s) => s,
         None => {
             let mut found = Vec::new();
             for s in journal_shards(&*provider).map_err(te)? {
-                if let Some((_, d)) = descriptor_of(s)? {
+                let Some((_, d)) = descriptor_of(s)? else {
+                    continue;
+                };
+                // A root killed before its catalog's first journal step
+                // shipped (a drill stopped at once) holds nothing to
+                // rebuild: passed over, so it neither hides the root it
+                // was restored from nor stands beside it as a choice.
+                if archive_shipped(&*provider, s, "catalog").map_err(te)? {
                     found.push((s, d));
+                } else {
+                    passed_over.push(s);
                 }
             }
             let restored_from: std::collections::HashSet<[u8; 16]> = found
@@ -2394,20 +2416,25 @@ pub fn restore_from_tier(
                 .collect();
             match leaves.as_slice() {
                 [one] => *one,
-                [] => {
+                [] if passed_over.is_empty() => {
                     return Err(
                         "the bucket holds no shipped data root (nokv/recovery/*/SCRIBE_FORMAT)"
                             .into(),
                     )
                 }
+                [] => {
+                    return Err(format!(
+                        "the bucket holds no data root with a shipped catalog journal \
+                         (journal shards {} shipped their descriptors and stopped before \
+                         nokv/recovery/<shard>/catalog/head/0000000000000001)",
+                        hex_list(&passed_over)
+                    ))
+                }
                 many => {
                     return Err(format!(
                     "the bucket holds {} data roots (journal shards {}); choose one with --shard",
                     many.len(),
-                    many.iter()
-                        .map(|s| format!("{s:08x}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    hex_list(many)
                 ))
                 }
             }
@@ -2520,11 +2547,7 @@ pub fn restore_from_tier(
                          ({prefix}/): another data root went on after it was restored from \
                          (journal shards {}); choose one with --shard",
                         info.name,
-                        others
-                            .iter()
-                            .map(|s| format!("{s:08x}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        hex_list(&others)
                     ));
                 }
             }
@@ -2547,6 +2570,7 @@ pub fn restore_from_tier(
             block_shard,
             from_incarnation: hex::encode(fields.incarnation),
             incarnation,
+            passed_over,
             ..TierRestore::default()
         };
         for info in &repos {

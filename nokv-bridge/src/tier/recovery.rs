@@ -281,6 +281,18 @@ pub fn journal_shards(provider: &dyn Provider) -> Result<Vec<u32>, TierError> {
     Ok(out)
 }
 
+/// Whether archive `name` under `journal_shard` has shipped its first
+/// step (`…/{name}/head/0000000000000001`). A data root killed before
+/// its first step shipped holds nothing a restore could rebuild.
+pub fn archive_shipped(
+    provider: &dyn Provider,
+    journal_shard: u32,
+    name: &str,
+) -> Result<bool, TierError> {
+    let key = format!("nokv/recovery/{journal_shard:08x}/{name}/head/{:016x}", 1);
+    Ok(provider.head(&key)?.is_some())
+}
+
 /// Rebuild archive `name` shipped under `journal_shard` into the empty
 /// directory `to` ([`Tier::fetch_archive`]).
 pub fn fetch_archive(

@@ -1106,11 +1106,18 @@ fn a_restore_drill_beside_production_does_not_hide_productions_later_changes() {
         scribe_server::tier::shard_of(root.incarnation())
     };
     let s = serve(&drill, &b, &rgw().endpoint, &[]);
-    let key = format!("nokv/recovery/{drill_shard:08x}/SCRIBE_FORMAT");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !in_bucket(&b, &key) {
-        assert!(Instant::now() < deadline, "the drill never shipped {key}");
-        std::thread::sleep(Duration::from_millis(100));
+    // Its descriptor and its catalog's first journal step (a root that
+    // shipped only its descriptor is passed over: see the end).
+    let drill_catalog_step = format!("nokv/recovery/{drill_shard:08x}/catalog/head/{:016x}", 1);
+    for key in [
+        format!("nokv/recovery/{drill_shard:08x}/SCRIBE_FORMAT"),
+        drill_catalog_step.clone(),
+    ] {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !in_bucket(&b, &key) {
+            assert!(Instant::now() < deadline, "the drill never shipped {key}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
     kill(s);
     // Production goes on.
@@ -1138,6 +1145,30 @@ fn a_restore_drill_beside_production_does_not_hide_productions_later_changes() {
     let shard = format!("{production:08x}");
     let (ok, out) = restore_from_tier_with(&lost, &b, &["--shard", &shard]);
     assert!(ok, "{out}");
+    assert!(out.contains("changes 1..=4 rebuilt"), "{out}");
+    // A drill killed before its catalog's first journal step shipped
+    // holds nothing to rebuild: it is passed over, by name, and the root
+    // it was restored from is chosen.
+    {
+        use nokv_bridge::tier::{Deleted, Provider};
+        let p = provider(&b);
+        let steps = p
+            .list_names(&format!("nokv/recovery/{drill_shard:08x}/catalog/head"))
+            .unwrap();
+        assert!(!steps.is_empty());
+        for n in steps {
+            let key = format!("nokv/recovery/{drill_shard:08x}/catalog/head/{n}");
+            assert!(matches!(p.delete(&key), Deleted::Gone), "{key}");
+        }
+        assert!(!in_bucket(&b, &drill_catalog_step));
+    }
+    let again = dir.path().join("again");
+    let (ok, out) = restore_from_tier(&again, &b);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!("passed over journal shard {drill_shard:08x}")),
+        "{out}"
+    );
     assert!(out.contains("changes 1..=4 rebuilt"), "{out}");
 }
 
