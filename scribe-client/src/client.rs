@@ -14,7 +14,7 @@ use std::time::Duration;
 use scribe_format::wire::frame::REPLY_BIT;
 use scribe_format::wire::handshake::HandshakeStatus;
 use scribe_format::wire::message::{self as m, MAX_IDS_PER_REQUEST};
-use scribe_format::wire::{Connection, ConnectionKind, Request, Response, TransportError};
+use scribe_format::wire::{Connection, ConnectionKind, Request, Response, TransportError, Wire};
 use scribe_format::{ErrorCode, ObjectId, OperationId, WorkspaceId};
 use scribe_server::{InProcessConnection, OpenError, Service};
 
@@ -155,6 +155,27 @@ pub enum ClientError {
     /// Downloaded bytes do not match their identity.
     #[error("downloaded object {id} is corrupt: {detail}")]
     Corrupt { id: ObjectId, detail: String },
+    /// A request this client does not send: a field longer than the wire
+    /// carries (a `str16` name over 65,535 bytes, a text over 1 MiB).
+    /// Nothing was sent.
+    #[error("{request} was not sent: {}", unsendable(source))]
+    Unsendable {
+        request: &'static str,
+        #[source]
+        source: scribe_format::FormatError,
+    },
+}
+
+/// Why a request was not sent, in words.
+fn unsendable(e: &scribe_format::FormatError) -> String {
+    match e {
+        scribe_format::FormatError::LimitExceeded {
+            what,
+            limit,
+            actual,
+        } => format!("its field {what} is {actual} bytes, over the wire's limit of {limit}"),
+        other => other.to_string(),
+    }
 }
 
 impl ClientError {
@@ -169,6 +190,7 @@ impl ClientError {
             ClientError::Url { .. } => ErrorCode::Usage,
             ClientError::Open(e) => e.code(),
             ClientError::Corrupt { .. } => ErrorCode::Corrupt,
+            ClientError::Unsendable { source, .. } => source.code(),
         }
     }
 
@@ -245,6 +267,10 @@ impl Client {
     pub fn call(&mut self, request: Request) -> ClientResult<Response> {
         let opcode = request.opcode();
         let name = request.name();
+        request.check().map_err(|source| ClientError::Unsendable {
+            request: name,
+            source,
+        })?;
         let reply = self.conn.call(request)?;
         checked(reply, opcode, name)
     }
@@ -261,6 +287,10 @@ impl Client {
         } else {
             (scribe_format::wire::OP_OBJECT_PUT, "ObjectPut")
         };
+        put.check().map_err(|source| ClientError::Unsendable {
+            request: name,
+            source,
+        })?;
         let reply = self.conn.put_piece(put, staged, data)?;
         checked(reply, opcode, name)
     }

@@ -382,6 +382,15 @@ where
                 )
             }
         };
+        // A reply with a field longer than the wire carries is never cut
+        // short on the way: the client gets an error naming the field.
+        let reply = match reply.check() {
+            Ok(()) => reply,
+            Err(e) => Response::Error(ErrorReply::new(
+                ErrorCode::Internal,
+                format!("the reply cannot be sent: {e}"),
+            )),
+        };
         // Object bytes go out from the reply's own buffer, not copied
         // into a frame.
         let sent = match (&reply, outgoing) {

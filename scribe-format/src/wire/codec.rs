@@ -22,6 +22,46 @@ pub trait Wire: Sized {
     fn get(r: &mut Reader<'_>) -> Result<Self, FormatError>;
     /// The fewest bytes an encoded value takes (bounds `Vec` counts).
     const MIN_LEN: usize;
+    /// Whether the value fits its encoding: a string, text, byte field or
+    /// list longer than its length prefix (or the decoder's bound) allows
+    /// is refused here, by field, rather than cut short by `put` or
+    /// refused by the peer as malformed. Senders check before encoding
+    /// ([`crate::wire::Request::check`]).
+    fn check(&self) -> Result<(), FormatError> {
+        Ok(())
+    }
+}
+
+/// The generic names [`Wire::check`] gives a field; a struct replaces
+/// them by its own `Struct.field`.
+const GENERIC_FIELDS: [&str; 4] = ["str16", "str32", "bytes32", "list count"];
+
+/// `e` naming `field` when it names only a generic field.
+#[doc(hidden)]
+pub fn in_field(e: FormatError, field: &'static str) -> FormatError {
+    match e {
+        FormatError::LimitExceeded {
+            what,
+            limit,
+            actual,
+        } if GENERIC_FIELDS.contains(&what) => FormatError::LimitExceeded {
+            what: field,
+            limit,
+            actual,
+        },
+        other => other,
+    }
+}
+
+fn within(what: &'static str, len: usize, limit: usize) -> Result<(), FormatError> {
+    if len > limit {
+        return Err(FormatError::LimitExceeded {
+            what,
+            limit: limit as u64,
+            actual: len as u64,
+        });
+    }
+    Ok(())
 }
 
 impl Wire for u8 {
@@ -78,13 +118,17 @@ impl Wire for String {
     const MIN_LEN: usize = 2;
     fn put(&self, out: &mut Vec<u8>) {
         let bytes = self.as_bytes();
-        // Encoders of messages bound their strings; a longer one is cut at a
-        // character boundary rather than producing a malformed frame.
+        // Senders refuse a longer one by name (`check`); should one reach
+        // here anyway it is cut at a character boundary rather than
+        // producing a malformed frame.
         let mut end = bytes.len().min(usize::from(u16::MAX));
         while !self.is_char_boundary(end) {
             end -= 1;
         }
         out.put_bytes16(&bytes[..end]);
+    }
+    fn check(&self) -> Result<(), FormatError> {
+        within("str16", self.len(), usize::from(u16::MAX))
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, FormatError> {
         Ok(r.str16("str16", usize::from(u16::MAX))?.to_string())
@@ -99,6 +143,9 @@ impl Wire for Text {
     const MIN_LEN: usize = 4;
     fn put(&self, out: &mut Vec<u8>) {
         out.put_bytes32(self.0.as_bytes())
+    }
+    fn check(&self) -> Result<(), FormatError> {
+        within("str32", self.0.len(), MAX_TEXT_BYTES)
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, FormatError> {
         Ok(Text(r.str32("str32", MAX_TEXT_BYTES)?.to_string()))
@@ -120,6 +167,9 @@ impl Wire for Bytes {
     fn put(&self, out: &mut Vec<u8>) {
         out.put_bytes32(&self.0)
     }
+    fn check(&self) -> Result<(), FormatError> {
+        within("bytes32", self.0.len(), u32::MAX as usize)
+    }
     fn get(r: &mut Reader<'_>) -> Result<Self, FormatError> {
         let len = r.u32("bytes32")? as usize;
         Ok(Bytes(r.take(len, "bytes32")?.to_vec()))
@@ -133,6 +183,10 @@ impl<T: Wire> Wire for Vec<T> {
         for item in self {
             item.put(out);
         }
+    }
+    fn check(&self) -> Result<(), FormatError> {
+        within("list count", self.len(), u32::MAX as usize)?;
+        self.iter().try_for_each(Wire::check)
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, FormatError> {
         let count = r.u32("list count")? as usize;
@@ -157,6 +211,9 @@ impl<T: Wire> Wire for Option<T> {
                 v.put(out);
             }
         }
+    }
+    fn check(&self) -> Result<(), FormatError> {
+        self.as_ref().map_or(Ok(()), Wire::check)
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, FormatError> {
         if r.flag("option present")? {
@@ -229,6 +286,12 @@ macro_rules! wire_struct {
             #[allow(unused_variables)]
             fn get(r: &mut $crate::bytes::Reader<'_>) -> Result<Self, $crate::error::FormatError> {
                 Ok($name { $( $field: $crate::wire::codec::Wire::get(r)? ),* })
+            }
+            fn check(&self) -> Result<(), $crate::error::FormatError> {
+                $( $crate::wire::codec::Wire::check(&self.$field).map_err(|e| {
+                    $crate::wire::codec::in_field(e, concat!(stringify!($name), ".", stringify!($field)))
+                })?; )*
+                Ok(())
             }
         }
     };

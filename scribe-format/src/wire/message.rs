@@ -426,6 +426,12 @@ macro_rules! messages {
                 out
             }
 
+            /// Whether every field fits its encoding ([`Wire::check`]):
+            /// a sender refuses a request that does not, by field.
+            pub fn check(&self) -> Result<(), FormatError> {
+                match self { $( Request::$name(m) => m.check(), )* }
+            }
+
             pub fn decode(opcode: u16, payload: &[u8]) -> Result<Self, FormatError> {
                 let mut r = Reader::new(payload);
                 let req = match opcode {
@@ -456,6 +462,14 @@ macro_rules! messages {
                     Response::Error(e) => e.put(&mut out),
                 }
                 out
+            }
+
+            /// Whether every field fits its encoding ([`Wire::check`]).
+            pub fn check(&self) -> Result<(), FormatError> {
+                match self {
+                    $( Response::$reply(m) => m.check(), )*
+                    Response::Error(e) => e.check(),
+                }
             }
 
             pub fn decode(opcode: u16, payload: &[u8]) -> Result<Self, FormatError> {

@@ -404,6 +404,78 @@ fn every_message_round_trips_through_frames_with_and_without_lz4() {
     }
 }
 
+/// The field a refused check names, and the lengths it gives.
+fn refused(e: FormatError) -> (&'static str, u64, u64) {
+    match e {
+        FormatError::LimitExceeded {
+            what,
+            limit,
+            actual,
+        } => (what, limit, actual),
+        other => panic!("not a limit: {other}"),
+    }
+}
+
+#[test]
+fn a_field_longer_than_the_wire_carries_is_refused_by_name_not_cut() {
+    for req in every_request() {
+        req.check().unwrap();
+    }
+    for rep in every_response() {
+        rep.check().unwrap();
+    }
+    let register = |label: String, tags: Vec<String>| {
+        Request::WorkspaceRegister(WorkspaceRegister {
+            repo: "game".into(),
+            workspace: WorkspaceId([1; 16]),
+            branch: String::new(),
+            view: vec![],
+            label,
+            tags,
+        })
+    };
+    // The longest str16 goes out whole and comes back whole.
+    let longest = register("é".repeat(32_767) + "x", vec![]);
+    longest.check().unwrap();
+    let bytes = wire::request_frame(&longest, false);
+    let (op, payload) = wire::decode_frame(&bytes, false).unwrap();
+    assert_eq!(Request::decode(op, &payload).unwrap(), longest);
+    // One byte more is refused, naming the field, where `put` would cut.
+    let e = register("x".repeat(65_536), vec![]).check().unwrap_err();
+    assert_eq!(refused(e), ("WorkspaceRegister.label", 65_535, 65_536));
+    // In a list, the list's field.
+    let e = register(String::new(), vec!["t".into(), "y".repeat(70_000)])
+        .check()
+        .unwrap_err();
+    assert_eq!(refused(e), ("WorkspaceRegister.tags", 65_535, 70_000));
+    // A text over 1 MiB (the decoder's bound), by name.
+    let submit = Request::Submit(Submit {
+        repo: "game".into(),
+        operation: OperationId([3; 16]),
+        workspace: WorkspaceId([1; 16]),
+        branch: BranchId([0; 16]),
+        change_set: ChangeSetId([4; 32]),
+        author: "ada".into(),
+        message: Text("m".repeat((1 << 20) + 1)),
+        keep_locks: false,
+        timestamp_ms: 1,
+    });
+    assert_eq!(
+        refused(submit.check().unwrap_err()),
+        ("Submit.message", 1 << 20, (1 << 20) + 1)
+    );
+    // A reply the same: an error reply's paths.
+    let reply = Response::Error(ErrorReply {
+        code: 1,
+        message: "m".into(),
+        paths: vec!["p".repeat(65_536)],
+    });
+    assert_eq!(
+        refused(reply.check().unwrap_err()),
+        ("ErrorReply.paths", 65_535, 65_536)
+    );
+}
+
 #[test]
 fn replies_pair_with_their_requests() {
     for (req, rep) in every_request().iter().zip(every_response()) {

@@ -17,7 +17,7 @@ fn head(text: &str) -> String {
 }
 
 /// `text` quotes at most the first 64 characters of the huge name and
-/// says how long it is (over the wire a string is cut at 65,535 bytes).
+/// says how long it is.
 fn bounded(text: &str) {
     assert!(text.len() < 2048, "{} bytes: {}", text.len(), head(text));
     let shown = format!("\"{}\"… (", "x".repeat(64));
@@ -52,14 +52,38 @@ fn a_huge_repository_name_is_echoed_bounded() {
     );
     assert_eq!(r.code, Some(1), "{}", head(&r.stderr));
     bounded(&r.stderr);
-    // Sent over the wire: the server's refusal quotes it bounded.
+    // Longer than a wire string (65,535 bytes): not sent at all, the
+    // field named (it used to be cut to 65,535 bytes on the way).
+    let r = env.scribe(
+        env.dir(),
+        &["workspace", "list", "--server", &env.url, "--repo", &name],
+    );
+    assert_eq!(r.code, Some(1), "{}", head(&r.stderr));
+    assert!(r.stderr.len() < 2048, "{}", head(&r.stderr));
+    assert!(
+        r.stderr.contains("limit_exceeded")
+            && r.stderr.contains("WorkspaceList was not sent")
+            && r.stderr
+                .contains("WorkspaceListRequest.repo is 65536 bytes"),
+        "{}",
+        head(&r.stderr)
+    );
+    let mut c = scribe_client::connect(&env.url, &Default::default()).unwrap();
+    let e = c.repo_create(&name).unwrap_err();
+    assert!(
+        matches!(e, scribe_client::ClientError::Unsendable { .. }),
+        "{e}"
+    );
+    assert_eq!(e.code(), scribe_format::ErrorCode::LimitExceeded);
+    // As long as a wire string takes, sent: the server's refusal quotes
+    // it bounded.
+    let name = "x".repeat(65_535);
     let r = env.scribe(
         env.dir(),
         &["workspace", "list", "--server", &env.url, "--repo", &name],
     );
     assert_eq!(r.code, Some(1), "{}", head(&r.stderr));
     bounded(&r.stderr);
-    let mut c = scribe_client::connect(&env.url, &Default::default()).unwrap();
     let e = c.repo_create(&name).unwrap_err();
     assert_eq!(
         e.code(),
