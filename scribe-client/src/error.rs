@@ -114,7 +114,15 @@ impl From<ClientError> for Error {
                 code,
                 message,
                 paths,
-            } => Error::new(code, message).with_paths(paths),
+            } => {
+                let e = Error::new(code, message).with_paths(paths);
+                if code == ErrorCode::Malformed {
+                    // The server could not read what this client sent.
+                    e.concerning(Concern::RequestRefused)
+                } else {
+                    e
+                }
+            }
             ClientError::Tls(t) => {
                 Error::new(ErrorCode::Unreachable, "TLS is not configured").caused_by(t)
             }

@@ -35,6 +35,9 @@ pub enum Concern {
     NoPendingMove,
     /// The local file system (the workspace's disk) is full.
     DiskFull,
+    /// The server refused this client's request as malformed (not
+    /// something the server sent: that is a `malformed` without it).
+    RequestRefused,
 }
 
 /// Whether the local file system refused `e` because it is full (no space

@@ -158,6 +158,11 @@ pub fn hint_about(concern: &Concern) -> Option<String> {
         Concern::DiskFull => {
             "this machine's disk is full: free space on it, then run the command again".into()
         }
+        Concern::RequestRefused => "the server could not read what this client sent; nothing \
+                                    was changed. Use a scribe build that matches the server \
+                                    (`scribe --version` here; `scribe info` in a workspace shows \
+                                    the server's); if they match, report it"
+            .into(),
         _ => return None,
     })
 }
@@ -265,5 +270,33 @@ impl From<std::io::Error> for CliError {
 impl From<scribe_format::FormatError> for CliError {
     fn from(e: scribe_format::FormatError) -> CliError {
         scribe_client::Error::from(e).into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `malformed` from the server (it could not read this client's
+    /// request) and `malformed` found here (the server's reply refused)
+    /// point opposite ways.
+    #[test]
+    fn a_malformed_refusal_by_the_server_is_not_blamed_on_the_server() {
+        let refused: CliError = scribe_client::ClientError::Server {
+            code: ErrorCode::Malformed,
+            message: "request: cannot decode".into(),
+            paths: vec![],
+        }
+        .into();
+        let hint = refused.hint.unwrap();
+        assert!(
+            hint.contains("could not read what this client sent"),
+            "{hint}"
+        );
+        let found: CliError =
+            scribe_client::ClientError::Protocol("a reply that does not decode".into()).into();
+        assert_eq!(found.code, ErrorCode::Malformed);
+        let hint = found.hint.unwrap();
+        assert!(hint.contains("sent what this client refuses"), "{hint}");
     }
 }
