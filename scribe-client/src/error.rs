@@ -165,7 +165,11 @@ impl From<WorkspaceError> for Error {
             WorkspaceError::Io { path, source } => {
                 Error::new(code, format!("{}", path.display())).caused_by(source)
             }
-            WorkspaceError::Database(d) => Error::new(code, "workspace database").caused_by(d),
+            WorkspaceError::Database(d) => Error::new(
+                code,
+                "the workspace's state (.scribe/_state/state.redb) could not be read or written",
+            )
+            .caused_by(d),
             other => Error::new(code, other.to_string()),
         };
         Error { concern, ..err }

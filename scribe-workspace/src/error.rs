@@ -132,6 +132,12 @@ impl WorkspaceError {
             WorkspaceError::Io { source, .. } if scribe_format::concern::is_disk_full(source) => {
                 Some(Concern::DiskFull)
             }
+            // redb's own I/O variant does not give its cause as a source.
+            WorkspaceError::Database(redb::Error::Io(e))
+                if scribe_format::concern::is_disk_full(e) =>
+            {
+                Some(Concern::DiskFull)
+            }
             WorkspaceError::Database(d) if scribe_format::concern::caused_by_full_disk(d) => {
                 Some(Concern::DiskFull)
             }

@@ -189,3 +189,75 @@ fn a_full_workspace_volume_is_named_with_its_cause() {
     );
     assert_eq!(read(&w, "big.bin"), big);
 }
+
+/// The workspace's own state (`.scribe/_state/state.redb`) cannot grow
+/// on a full disk: `add`, `edit` and `submit` say so as this machine's
+/// I/O with the free-space hint, the state is not reported damaged, the
+/// opened work is kept, and once there is room the same commands work.
+#[test]
+fn a_full_disk_under_the_workspace_state_loses_nothing() {
+    if !scribe_testkit::env::Volume::available() {
+        eprintln!("SKIPPED: SCRIBE_TEST_NO_MOUNT is set, this machine cannot mount a volume");
+        return;
+    }
+    let env = Env::new(Transport::Tcp);
+    let vol = scribe_testkit::env::Volume::mount(&env.path("small"), 40 << 20);
+    let r = env.scribe(
+        vol.path(),
+        &[
+            "workspace",
+            "create",
+            "w",
+            "--server",
+            &env.url,
+            "--repo",
+            REPO,
+        ],
+    );
+    r.ok();
+    let w = vol.path().join("w");
+    // Work in progress: an opened edit and many new files.
+    write(&w, "kept.txt", b"first");
+    env.scribe(&w, &["add", "kept.txt"]).ok();
+    env.scribe(&w, &["submit", "-m", "first"]).ok();
+    env.scribe(&w, &["edit", "kept.txt"]).ok();
+    write(&w, "kept.txt", b"my unsubmitted edit");
+    let names: Vec<String> = (0..400)
+        .map(|i| format!("new/{i:04}-{}.txt", "n".repeat(150)))
+        .collect();
+    for n in &names {
+        write(&w, n, n.as_bytes());
+    }
+    let filler = vol.path().join("filler");
+    fill(&filler, 0);
+    for args in [vec!["add", "new"], vec!["submit", "-m", "second"]] {
+        let r = env.scribe(&w, &args);
+        assert_eq!(r.code, Some(1), "{r:?}");
+        assert!(r.stderr.contains("Error[io]"), "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("state.redb") && r.stderr.contains("No space left"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains("disk is full: free space on it"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(!r.stderr.contains("damaged"), "{args:?}: {}", r.stderr);
+    }
+    // The opened edit is untouched, and status still reads the state.
+    assert_eq!(read(&w, "kept.txt"), b"my unsubmitted edit");
+    let r = env.scribe(&w, &["status"]);
+    r.ok();
+    assert!(r.stdout.contains("edit    kept.txt"), "{}", r.stdout);
+    // Room again: the same commands go on, and everything lands.
+    std::fs::remove_file(&filler).unwrap();
+    env.scribe(&w, &["add", "new"]).ok();
+    env.scribe(&w, &["submit", "-m", "second"]).ok();
+    let b = env.workspace("bob", &[]);
+    assert_eq!(read(&b, "kept.txt"), b"my unsubmitted edit");
+    for n in &names {
+        assert_eq!(read(&b, n), n.as_bytes());
+    }
+}
