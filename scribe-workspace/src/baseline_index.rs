@@ -230,6 +230,7 @@ impl BaselineIndex {
                 mtime_s: le_u64(r, 16),
                 mtime_ns: le_u32(r, 24),
                 recorded_ms: le_u64(r, 28),
+                changed: None,
             })
     }
 
@@ -458,6 +459,7 @@ mod tests {
             mtime_s: n + 1,
             mtime_ns: 7,
             recorded_ms: n * 1000,
+            changed: None,
         }
     }
 
@@ -607,6 +609,11 @@ mod tests {
             fs::write(&full, bytes).unwrap();
             age(&full);
             let meta = fs::metadata(&full).unwrap();
+            if settled {
+                // Observed in a later millisecond than the ctime the
+                // writes left (`Fingerprint::proves_unchanged`).
+                std::thread::sleep(Duration::from_millis(2));
+            }
             let tx = ws.write().unwrap();
             tx.put_baseline(
                 path,
@@ -930,6 +937,9 @@ mod tests {
                     .unwrap();
                 f.set_modified(past).unwrap();
             }
+            // The walk's observation in a later millisecond than the
+            // ctime the touches left.
+            std::thread::sleep(Duration::from_millis(2));
             let s = open::status(&ws).unwrap();
             assert_eq!(s.hashed, 50);
             assert!(s.unopened.is_empty(), "{:?}", s.unopened);

@@ -482,6 +482,7 @@ impl<R: DirReader> Walk<'_, R> {
                         mtime_s: st.mtime_s,
                         mtime_ns: st.mtime_ns,
                         recorded_ms: self.recorded_ms,
+                        changed: st.changed,
                     },
                     st.executable,
                 ),

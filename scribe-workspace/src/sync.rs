@@ -524,6 +524,22 @@ enum Step {
 /// (#18 item 5).
 type Unmodified = Option<BaselineRecord>;
 
+/// The first Unix millisecond after the one this is called in: later than
+/// the ctime of every file renamed before the call (a file time is never
+/// ahead of the clock), as `Fingerprint::proves_unchanged` needs. `None`
+/// when the clock does not get there within 20 ms (it was set back).
+fn after_this_millisecond() -> Option<u64> {
+    let now = now_ms();
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_micros(200));
+        let t = now_ms();
+        if t > now {
+            return Some(t);
+        }
+    }
+    None
+}
+
 /// Whether the file at `full` is exactly `base` (by settled fingerprint or hash).
 fn matches_state(full: &Path, meta: &std::fs::Metadata, base: &BaselineRecord) -> Result<bool> {
     let exec = u8::from(crate::platform::is_executable(meta));
@@ -941,6 +957,7 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
         }
         drop(fs_handle);
         materializer.checkpoint("sync-batch-placed");
+        let placed_ms = after_this_millisecond();
         let tx = ws.write()?;
         for (i, step) in steps.iter().enumerate() {
             let (path, row) = &batch[i];
@@ -964,10 +981,19 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
                 Step::Write(target) => {
                     // The handle's own metadata, taken after the last write
                     // (a rename changes neither size nor mtime).
+                    let mut fingerprint = fingerprint_of(&ready[&i].meta, recorded_ms);
+                    // The rename moved the file's ctime past `recorded_ms`.
+                    // An observation settled then stays settled at any
+                    // later time (no later write can reproduce its mtime),
+                    // so it is recorded as of after the renames: the
+                    // ctime then proves the file unchanged too.
+                    if let Some(placed_ms) = placed_ms.filter(|_| fingerprint.is_settled()) {
+                        fingerprint.recorded_ms = placed_ms;
+                    }
                     tx.put_baseline(
                         path,
                         &BaselineRecord {
-                            fingerprint: fingerprint_of(&ready[&i].meta, recorded_ms),
+                            fingerprint,
                             ..*target
                         },
                     )?;

@@ -1,8 +1,8 @@
 //! The Linux directory reader of the walk: each directory is opened, listed
 //! with `getdents64` into one buffer per thread (names copied once into one
 //! vector per directory, nothing allocated per entry), and each file is
-//! `statx`'ed relative to its directory asking only for type, mode, size
-//! and mtime (ext4 fills less than for std's `STATX_BASIC_STATS |
+//! `statx`'ed relative to its directory asking only for type, mode, size,
+//! mtime and ctime (ext4 fills less than for std's `STATX_BASIC_STATS |
 //! STATX_BTIME`). Where `statx` is not available (old kernels, some
 //! sandboxes) `fstatat` answers the same fields.
 
@@ -45,7 +45,8 @@ static NO_STATX: AtomicBool = AtomicBool::new(false);
 const MASK: StatxFlags = StatxFlags::TYPE
     .union(StatxFlags::MODE)
     .union(StatxFlags::SIZE)
-    .union(StatxFlags::MTIME);
+    .union(StatxFlags::MTIME)
+    .union(StatxFlags::CTIME);
 
 fn kind_of_mode(mode: u32) -> Kind {
     match FileType::from_raw_mode(mode) {
@@ -73,12 +74,16 @@ pub(crate) fn stat_at(dir: &OwnedFd, name: &CStr) -> io::Result<(Kind, Stat)> {
             Ok(st) => {
                 let mode = u32::from(st.stx_mode);
                 let (mtime_s, mtime_ns) = time(st.stx_mtime.tv_sec, st.stx_mtime.tv_nsec);
+                let changed = (st.stx_mask & StatxFlags::CTIME.bits() != 0)
+                    .then(|| time(st.stx_ctime.tv_sec, st.stx_ctime.tv_nsec))
+                    .filter(|t| *t != (0, 0));
                 return Ok((
                     kind_of_mode(mode),
                     Stat {
                         size: st.stx_size,
                         mtime_s,
                         mtime_ns,
+                        changed,
                         executable: mode & 0o111 != 0,
                     },
                 ));
@@ -105,6 +110,12 @@ fn fstatat(dir: &OwnedFd, name: &CStr) -> io::Result<(Kind, Stat)> {
     );
     let (mtime_s, mtime_ns) = time(sec, nsec);
     #[allow(clippy::useless_conversion)]
+    let changed = Some(time(
+        i64::from(st.st_ctime),
+        u32::try_from(st.st_ctime_nsec).unwrap_or(u32::MAX),
+    ))
+    .filter(|t| *t != (0, 0));
+    #[allow(clippy::useless_conversion)]
     let size = u64::try_from(i64::from(st.st_size)).unwrap_or(0);
     Ok((
         kind_of_mode(mode),
@@ -112,6 +123,7 @@ fn fstatat(dir: &OwnedFd, name: &CStr) -> io::Result<(Kind, Stat)> {
             size,
             mtime_s,
             mtime_ns,
+            changed,
             executable: mode & 0o111 != 0,
         },
     ))

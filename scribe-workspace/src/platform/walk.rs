@@ -48,6 +48,8 @@ pub(crate) struct Stat {
     /// mtime before it, as [`crate::records::fingerprint_of`] records).
     pub mtime_s: u64,
     pub mtime_ns: u32,
+    /// The status-change time (ctime), where the reader has one.
+    pub changed: Option<(u64, u32)>,
     pub executable: bool,
 }
 
@@ -60,6 +62,7 @@ impl Stat {
             size: fp.size,
             mtime_s: fp.mtime_s,
             mtime_ns: fp.mtime_ns,
+            changed: fp.changed,
             executable: super::is_executable(meta),
         }
     }

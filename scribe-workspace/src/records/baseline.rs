@@ -90,6 +90,7 @@ mod tests {
                 mtime_s: 6,
                 mtime_ns: 7,
                 recorded_ms: 8,
+                changed: None,
             },
         }
     }

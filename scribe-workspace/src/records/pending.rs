@@ -206,6 +206,7 @@ mod tests {
                     mtime_s: 2,
                     mtime_ns: 3,
                     recorded_ms: 4,
+                    changed: None,
                 },
             )],
         }

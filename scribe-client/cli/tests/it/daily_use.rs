@@ -1113,3 +1113,56 @@ fn workspace_create_over_a_file_names_it_and_registers_nothing() {
     after.ok();
     assert_eq!(before.stdout, after.stdout, "nothing was registered");
 }
+
+/// A program that rewrites a file with as many bytes and puts its mtime
+/// back (`touch -r`, a tagger keeping the file time) leaves size and
+/// mtime as recorded: the specification's fingerprint alone trusts the
+/// file as unchanged. Its ctime moved, so the file is hashed: `status`
+/// shows it changed and a sync of a newer version does not destroy it.
+#[cfg(unix)]
+#[test]
+fn a_same_size_edit_with_its_mtime_put_back_is_found_and_kept() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "f.bin", &noise(4096, 1));
+    env.scribe(&a, &["add", "f.bin"]).ok();
+    env.scribe(&a, &["submit", "-m", "first"]).ok();
+    let b = env.workspace("bob", &[]);
+    let path = b.join("f.bin");
+    let before = std::fs::metadata(&path).unwrap().modified().unwrap();
+    // Right after the sync that placed it, a status trusts the recorded
+    // observation without reading the file (the placing rename's ctime
+    // is older than the observation as recorded).
+    let r = env.scribe(&b, &["status", "--json"]);
+    r.ok();
+    assert!(r.stdout.contains("\"hashed\":0"), "{}", r.stdout);
+    assert!(!r.stdout.contains("f.bin"), "{}", r.stdout);
+    // Bob's edit: the same size, the mtime put back.
+    let mine = noise(4096, 2);
+    std::fs::write(&path, &mine).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(before)
+        .unwrap();
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().modified().unwrap(),
+        before
+    );
+    let r = env.scribe(&b, &["status"]);
+    r.ok();
+    assert!(r.stdout.contains("f.bin"), "the edit is seen: {}", r.stdout);
+    // Alice submits a newer version; Bob syncs.
+    write(&a, "f.bin", &noise(4096, 3));
+    env.scribe(&a, &["edit", "f.bin"]).ok();
+    write(&a, "f.bin", &noise(4096, 3));
+    env.scribe(&a, &["submit", "-m", "second"]).ok();
+    let r = env.scribe(&b, &["sync"]);
+    let at_path = std::fs::read(&path).unwrap();
+    let listed = env.scribe(&b, &["recovery", "list"]);
+    assert!(
+        at_path == mine || listed.stdout.contains("f.bin"),
+        "bob's edit is neither at its path nor in the recovery area: sync {r:?}, recovery {listed:?}"
+    );
+}
