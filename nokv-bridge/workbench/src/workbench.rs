@@ -204,6 +204,15 @@ fn refusal_error(r: Refusal) -> WbError {
     }
 }
 
+/// What a writer learns from the message of the generation it observed.
+struct Observed {
+    /// This request published it (an exact retry: answer, publish nothing).
+    mine: bool,
+    /// The content type a new body keeps when the call names none.
+    kept: Option<String>,
+    message: String,
+}
+
 /// A resolved target path.
 struct Target {
     id: String,
@@ -414,12 +423,22 @@ impl<S: Store> Workbench<S> {
         Ok(message_request(&info.message) == Some(hex::encode(req).as_str()))
     }
 
-    /// The content type a new body of `row`'s path keeps when the call
-    /// names none: the one recorded for `row` where it differs from what
-    /// the extension gives (an edit or append never drops it).
-    fn kept_content_type(&mut self, row: &Row) -> Result<Option<String>, WbError> {
-        let (ct, _) = self.content_type(row)?;
-        Ok((ct != content_type_of(&row.path)).then_some(ct))
+    /// What the change that made `row`'s generation says, from one
+    /// message (one round trip): whether request `req` published it, and
+    /// the content type a new body of the path keeps when the call names
+    /// none (the one recorded for `row` where it differs from what the
+    /// extension gives: an edit or append never drops it).
+    fn observed(&mut self, row: &Row, req: &[u8; 32]) -> Result<Observed, WbError> {
+        let info = self.store.version_info(row.generation)?;
+        let mine = message_request(&info.message) == Some(hex::encode(req).as_str());
+        let kept = message_content_type(&info.message, &row.path)
+            .filter(|ct| *ct != content_type_of(&row.path))
+            .map(str::to_string);
+        Ok(Observed {
+            mine,
+            kept,
+            message: info.message,
+        })
     }
 
     fn content_type(&mut self, row: &Row) -> Result<(String, u64), WbError> {
@@ -674,16 +693,17 @@ impl<S: Store> Workbench<S> {
         loop {
             attempt += 1;
             let current = self.live(&t)?;
-            if let Some(row) = &current {
-                if self.published_by(row, &req)? {
-                    return Ok(result(row, true));
+            let kept = match &current {
+                Some(row) => {
+                    let seen = self.observed(row, &req)?;
+                    if seen.mine {
+                        return Ok(result(row, true));
+                    }
+                    seen.kept
                 }
-            }
-            let ct = match (&ct, &current) {
-                (Some(ct), _) => Some(ct.clone()),
-                (None, Some(row)) => self.kept_content_type(row)?,
-                (None, None) => None,
+                None => None,
             };
+            let ct = ct.clone().or(kept);
             let (base, body) = match &current {
                 Some(row) => {
                     let mut old = self.store.read(&row.body, 0, row.body.size)?;
@@ -745,10 +765,10 @@ impl<S: Store> Workbench<S> {
                 format!("{}/{} does not exist", c.section, c.path),
             )
         })?;
-        if self.published_by(&row, &req)? {
+        let seen = self.observed(&row, &req)?;
+        if seen.mine {
             // The count the publication recorded (the old body is gone).
-            let info = self.store.version_info(row.generation)?;
-            let replacements = info
+            let replacements = seen
                 .message
                 .lines()
                 .find_map(|l| l.strip_prefix("nokv-replacements: "))
@@ -789,14 +809,13 @@ impl<S: Store> Workbench<S> {
             );
         }
         let replacements = if replace_all { matches } else { 1 };
-        let ct = self.kept_content_type(&row)?;
         let (generation, _) = self.publish_one(
             "workbench_edit",
             &t,
             &req,
             row.generation,
             new.into_bytes(),
-            ct.as_deref(),
+            seen.kept.as_deref(),
             Some(format!("nokv-replacements: {replacements}\n")),
         )?;
         let row = self

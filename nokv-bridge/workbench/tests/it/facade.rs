@@ -669,3 +669,120 @@ fn concurrent_appends_retry_their_conflicts_and_lose_nothing() {
     want.sort();
     assert_eq!(lines, want);
 }
+
+/// Forwards everything and counts the change messages asked for (one
+/// `Describe` round trip each over the network).
+struct CountsDescribes(
+    nokv_workbench::scribe::ScribeStore,
+    std::rc::Rc<std::cell::Cell<usize>>,
+);
+
+impl nokv_workbench::store::Store for CountsDescribes {
+    fn root_name(&self) -> String {
+        self.0.root_name()
+    }
+    fn head(&mut self) -> Result<u64, nokv_workbench::WbError> {
+        self.0.head()
+    }
+    fn stat(
+        &mut self,
+        at: u64,
+        path: &str,
+    ) -> Result<Option<nokv_workbench::store::Row>, nokv_workbench::WbError> {
+        self.0.stat(at, path)
+    }
+    fn list_dir(
+        &mut self,
+        at: u64,
+        dir: &str,
+        token: &str,
+        limit: u32,
+    ) -> Result<nokv_workbench::store::DirPage, nokv_workbench::WbError> {
+        self.0.list_dir(at, dir, token, limit)
+    }
+    fn list_files(
+        &mut self,
+        at: u64,
+        dir: &str,
+        token: &str,
+        limit: u32,
+    ) -> Result<nokv_workbench::store::DirPage, nokv_workbench::WbError> {
+        self.0.list_files(at, dir, token, limit)
+    }
+    fn read(
+        &mut self,
+        body: &nokv_workbench::store::BodyRef,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, nokv_workbench::WbError> {
+        self.0.read(body, offset, len)
+    }
+    fn publish(
+        &mut self,
+        p: nokv_workbench::store::Publish,
+    ) -> Result<nokv_workbench::store::Published, nokv_workbench::WbError> {
+        self.0.publish(p)
+    }
+    fn version_info(
+        &mut self,
+        version: u64,
+    ) -> Result<nokv_workbench::store::VersionInfo, nokv_workbench::WbError> {
+        self.1.set(self.1.get() + 1);
+        self.0.version_info(version)
+    }
+    fn changed_under(
+        &mut self,
+        dir: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<bool, nokv_workbench::WbError> {
+        self.0.changed_under(dir, from, to)
+    }
+}
+
+/// An append or edit of an existing file asks for the message of the
+/// generation it observed once (whether its own request published it, and
+/// the content type the new body keeps), not once for each question; the
+/// kept type is still kept.
+#[test]
+fn append_and_edit_ask_for_the_observed_generations_message_once() {
+    let env = Env::new(Transport::InProcess);
+    let store = nokv_workbench::scribe::ScribeStore::over(
+        super::support::client(&env),
+        scribe_testkit::env::REPO,
+        "bot",
+    )
+    .unwrap();
+    let asked = std::rc::Rc::new(std::cell::Cell::new(0));
+    let mut wb = nokv_workbench::Workbench::new(CountsDescribes(store, asked.clone()), "bot");
+    let call = |wb: &mut nokv_workbench::Workbench<CountsDescribes>, tool: &str, v| {
+        wb.call(tool, &v).unwrap_or_else(|e| panic!("{tool}: {e}"))
+    };
+    call(&mut wb, "workbench_create", json!({"id": "w"}));
+    call(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "logs", "path": "run.out", "text": "a\n", "content_type": "text/x-run"}),
+    );
+    asked.set(0);
+    call(
+        &mut wb,
+        "workbench_append",
+        json!({"id": "w", "section": "logs", "path": "run.out", "text": "b\n"}),
+    );
+    assert_eq!(asked.get(), 1, "append");
+    asked.set(0);
+    call(
+        &mut wb,
+        "workbench_edit",
+        json!({"id": "w", "section": "logs", "path": "run.out", "old_string": "b", "new_string": "c"}),
+    );
+    assert_eq!(asked.get(), 1, "edit");
+    let r = call(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "logs", "path": "run.out"}),
+    );
+    assert_eq!(r["content_type"], "text/x-run");
+    assert_eq!(r["lines"], json!(["a", "c"]));
+}
