@@ -414,7 +414,11 @@ impl<R: BufRead> Iterator for BoundedLines<R> {
                 let end = buf.iter().position(|b| *b == b'\n');
                 let piece = &buf[..end.unwrap_or(buf.len())];
                 match &mut over {
-                    Some(n) => *n += piece.len() as u64,
+                    Some(n) => {
+                        *n += piece.len() as u64;
+                        let keep = TOO_LONG_HEAD.saturating_sub(line.len()).min(piece.len());
+                        line.extend_from_slice(&piece[..keep]);
+                    }
                     None if line.len() + piece.len() > self.max => {
                         let total = (line.len() + piece.len()) as u64;
                         let keep = TOO_LONG_HEAD.saturating_sub(line.len()).min(piece.len());
@@ -478,9 +482,10 @@ pub fn serve_scheduled<S: Store>(
     mut output: impl Write,
     schedule: ReapSchedule,
 ) -> std::io::Result<()> {
-    // A few lines read ahead at most: a client writing faster than the
-    // tools answer waits on the pipe, not on this process's memory.
-    let (tx, rx) = mpsc::sync_channel::<std::io::Result<Line>>(2);
+    // One line read ahead at most (a rendezvous: the reader hands its
+    // line over before reading the next): a client writing faster than
+    // the tools answer waits on the pipe, not on this process's memory.
+    let (tx, rx) = mpsc::sync_channel::<std::io::Result<Line>>(0);
     std::thread::spawn(move || {
         for line in bounded_lines(input) {
             let end = line.is_err();
