@@ -464,7 +464,7 @@ impl<S: Store> Workbench<S> {
         t: &Target,
         req: &[u8; 32],
         base: u64,
-        body: Vec<u8>,
+        body: NewBody,
         ct: Option<&str>,
         note: Option<String>,
     ) -> Result<(u64, Option<u64>), WbError> {
@@ -479,7 +479,7 @@ impl<S: Store> Workbench<S> {
             edits: vec![Edit::Put {
                 path: t.full.clone(),
                 base,
-                body: NewBody::Bytes(body),
+                body,
             }],
             timestamp_ms,
         };
@@ -642,7 +642,7 @@ impl<S: Store> Workbench<S> {
             &t,
             &req,
             base,
-            body,
+            NewBody::Bytes(body),
             ct.as_deref(),
             None,
         )?;
@@ -705,12 +705,10 @@ impl<S: Store> Workbench<S> {
             };
             let ct = ct.clone().or(kept);
             let (base, body) = match &current {
-                Some(row) => {
-                    let mut old = self.store.read(&row.body, 0, row.body.size)?;
-                    old.extend_from_slice(&delta);
-                    (row.generation, old)
-                }
-                None => (0, delta.clone()),
+                // The store reuses what it can of the old body (Scribe:
+                // every chunk but the last), holding a piece at a time.
+                Some(row) => (row.generation, self.store.appended(&row.body, &delta)?),
+                None => (0, NewBody::Bytes(delta.clone())),
             };
             let generation = match self.publish_one(
                 "workbench_append",
@@ -780,6 +778,16 @@ impl<S: Store> Workbench<S> {
             }
             return Ok(v);
         }
+        if row.body.size > EDIT_MAX_BYTES {
+            return Err(WbError::invalid_input(format!(
+                "workbench_edit: {}/{} is {} bytes, above the {} MiB an edit holds in memory \
+                 (it replaces in the whole text); rewrite it with put_file or collect",
+                c.section,
+                c.path,
+                row.body.size,
+                EDIT_MAX_BYTES >> 20
+            )));
+        }
         let bytes = self.store.read(&row.body, 0, row.body.size)?;
         let text = String::from_utf8(bytes)
             .map_err(|_| WbError::invalid_input("workbench_edit: the file is not UTF-8 text"))?;
@@ -814,7 +822,7 @@ impl<S: Store> Workbench<S> {
             &t,
             &req,
             row.generation,
-            new.into_bytes(),
+            NewBody::Bytes(new.into_bytes()),
             seen.kept.as_deref(),
             Some(format!("nokv-replacements: {replacements}\n")),
         )?;
@@ -1083,6 +1091,10 @@ fn body_of(text: Option<String>, b64: Option<String>) -> Result<Vec<u8>, WbError
         _ => Err(WbError::invalid_input("give exactly one of text or base64")),
     }
 }
+
+/// The largest file an edit reads (it needs the whole text for the
+/// replacement; old and new text are both held): a larger one is refused.
+pub const EDIT_MAX_BYTES: u64 = 64 << 20;
 
 /// How often an append reads again and retries when another writer
 /// published the path between its read and its publish.

@@ -786,3 +786,121 @@ fn append_and_edit_ask_for_the_observed_generations_message_once() {
     assert_eq!(r["content_type"], "text/x-run");
     assert_eq!(r["lines"], json!(["a", "c"]));
 }
+
+/// `n` bytes that chunk as real data does (content-defined cuts, not the
+/// 16 MiB maximum every run of one byte gets).
+fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    let mut out = Vec::with_capacity(n + 8);
+    while out.len() < n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(n);
+    out
+}
+
+/// Appending a line to a large file holds the chunk being hashed and the
+/// file's last chunks, not the file: a `nokv` process appending to 192 MiB
+/// peaks far below it. The body it publishes is the one a put of the
+/// whole bytes makes (the same manifest: the unchanged chunks reused, the
+/// whole-body BLAKE3 right), and reads back.
+#[test]
+fn appending_to_a_large_file_does_not_hold_it_and_publishes_the_same_body() {
+    let env = Env::new(Transport::Tcp);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    let old = noise(192 << 20, 7);
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "logs", "path": "big.log", "base64": b64(&old)}),
+    );
+    let delta = "one more line\n";
+    // The peak resident memory of the append, from python's getrusage of
+    // its child (this process's children would mix in other tests').
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import resource, subprocess, sys\n\
+             p = subprocess.run(sys.argv[1:])\n\
+             print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n\
+             sys.exit(p.returncode)",
+            env!("CARGO_BIN_EXE_nokv"),
+            "--server",
+            env.url(),
+            "--repo",
+            scribe_testkit::env::REPO,
+            "--agent-root",
+            "bot",
+            "workbench",
+            "workbench_append",
+            &json!({"id": "w", "section": "logs", "path": "big.log", "text": delta}).to_string(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(v["size"], (192u64 << 20) + delta.len() as u64, "{v}");
+    let peak_kib: u64 = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .expect("the peak on stderr");
+    assert!(peak_kib < 96 << 10, "append peaked at {peak_kib} KiB");
+    // The same body as a put of the whole bytes.
+    let mut whole = old.clone();
+    whole.extend_from_slice(delta.as_bytes());
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "logs", "path": "whole.log", "base64": b64(&whole)}),
+    );
+    use nokv_workbench::store::Store as _;
+    let appended = wb.store_mut().stat(0, "w/logs/big.log").unwrap().unwrap();
+    let put = wb.store_mut().stat(0, "w/logs/whole.log").unwrap().unwrap();
+    assert_eq!(appended.body, put.body);
+    let r = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "logs", "path": "big.log", "format": "bytes", "offset": (192u64 << 20) - 2, "limit": 1}),
+    );
+    let tail = base64::engine::general_purpose::STANDARD
+        .decode(r["base64"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(tail[..2], old[old.len() - 2..]);
+    assert_eq!(&tail[2..], delta.as_bytes());
+}
+
+/// An edit needs the whole text (string replacement), so a file above
+/// 64 MiB is refused by name, and nothing is published.
+#[test]
+fn an_edit_of_a_file_above_the_edit_bound_is_refused_by_name() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    let mut text = "a line of text\n".repeat(((64 << 20) / 15) + 2);
+    text.push_str("needle\n");
+    let put = ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "logs", "path": "big.log", "text": text}),
+    );
+    let e = err(
+        &mut wb,
+        "workbench_edit",
+        json!({"id": "w", "section": "logs", "path": "big.log", "old_string": "needle", "new_string": "pin"}),
+    );
+    assert_eq!(e.code, "invalid_input", "{e}");
+    assert!(e.message.contains("64 MiB"), "{e}");
+    let s = ok(
+        &mut wb,
+        "workbench_stat",
+        json!({"id": "w", "section": "logs", "path": "big.log"}),
+    );
+    assert_eq!(s["generation"], put["generation"]);
+}
