@@ -904,3 +904,66 @@ fn an_edit_of_a_file_above_the_edit_bound_is_refused_by_name() {
     );
     assert_eq!(s["generation"], put["generation"]);
 }
+
+/// An append that reuses a large body's chunks publishes the body a put
+/// of the whole bytes makes at the chunking's edges too: a body ending one
+/// or two bytes past a content-defined cut (a cut is decided from the two
+/// bytes after it, which the append may add), one ending exactly at a
+/// cut, an empty delta and a delta larger than the largest chunk.
+#[test]
+fn an_append_reusing_chunks_matches_a_whole_put_at_the_chunkings_edges() {
+    use nokv_workbench::store::Store as _;
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let data = noise(40 << 20, 11);
+    let cuts: Vec<usize> = scribe_objects::chunk_boundaries(&data)
+        .iter()
+        .scan(0, |end, n| {
+            *end += n;
+            Some(*end)
+        })
+        .collect();
+    // A cut past 8 MiB (appends below that re-read the body whole).
+    let cut = *cuts.iter().find(|c| **c > 9 << 20).unwrap();
+    let cases: [(&str, usize, Vec<u8>); 5] = [
+        ("one-byte-past-a-cut", cut + 1, b"tail\n".to_vec()),
+        ("two-bytes-past-a-cut", cut + 2, b"tail\n".to_vec()),
+        ("at-a-cut", cut, b"tail\n".to_vec()),
+        ("empty-delta", cut + 12345, Vec::new()),
+        ("large-delta", cut + 777, noise(20 << 20, 5)),
+    ];
+    for (name, len, delta) in cases {
+        let old = &data[..len];
+        ok(
+            &mut wb,
+            "workbench_put_file",
+            json!({"id": "w", "section": "outputs", "path": format!("{name}.bin"), "base64": b64(old)}),
+        );
+        let a = ok(
+            &mut wb,
+            "workbench_append",
+            json!({"id": "w", "section": "outputs", "path": format!("{name}.bin"), "base64": b64(&delta)}),
+        );
+        assert_eq!(a["size"], (len + delta.len()) as u64, "{name}");
+        let mut whole = old.to_vec();
+        whole.extend_from_slice(&delta);
+        ok(
+            &mut wb,
+            "workbench_put_file",
+            json!({"id": "w", "section": "outputs", "path": format!("{name}.whole"), "base64": b64(&whole)}),
+        );
+        let appended = wb
+            .store_mut()
+            .stat(0, &format!("w/outputs/{name}.bin"))
+            .unwrap()
+            .unwrap();
+        let put = wb
+            .store_mut()
+            .stat(0, &format!("w/outputs/{name}.whole"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(appended.body, put.body, "{name}");
+    }
+}
