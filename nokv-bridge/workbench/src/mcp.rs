@@ -356,17 +356,120 @@ pub fn lossy_message(lit: &str) -> String {
     )
 }
 
+/// The longest line (one JSON-RPC message or batch, without its newline)
+/// `nokv mcp` reads: 64 MiB, room for a put of about 48 MiB of base64
+/// content (64 MiB of text). A longer line is answered with -32600 naming
+/// the bound and discarded as it streams in (never held whole); larger
+/// files go through `nokv collect`.
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+
+/// How much of an over-long line is kept to read its id from.
+const TOO_LONG_HEAD: usize = 4 << 10;
+
+/// One line of the input.
+#[derive(Debug)]
+enum Line {
+    /// A line within the bound (without its `\n` or `\r\n`).
+    Whole(Vec<u8>),
+    /// A line over the bound: its first bytes and its length.
+    TooLong { head: Vec<u8>, len: u64 },
+}
+
 /// The lines of `input` as bytes (UTF-8 is checked per line, so one bad
-/// byte costs only its line).
-fn byte_lines(input: impl BufRead) -> impl Iterator<Item = std::io::Result<Vec<u8>>> {
-    input.split(b'\n').map(|l| {
-        l.map(|mut l| {
-            if l.last() == Some(&b'\r') {
-                l.pop();
+/// byte costs only its line), each held up to `max` bytes: the rest of a
+/// longer line is read and dropped, and the next line is served.
+struct BoundedLines<R> {
+    input: R,
+    max: usize,
+    done: bool,
+}
+
+impl<R: BufRead> Iterator for BoundedLines<R> {
+    type Item = std::io::Result<Line>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let mut line = Vec::new();
+        // The length so far of a line over the bound.
+        let mut over: Option<u64> = None;
+        loop {
+            let (used, ended) = {
+                let buf = match self.input.fill_buf() {
+                    Ok(b) => b,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        self.done = true;
+                        return Some(Err(e));
+                    }
+                };
+                if buf.is_empty() {
+                    self.done = true;
+                    if line.is_empty() && over.is_none() {
+                        return None;
+                    }
+                    break;
+                }
+                let end = buf.iter().position(|b| *b == b'\n');
+                let piece = &buf[..end.unwrap_or(buf.len())];
+                match &mut over {
+                    Some(n) => {
+                        *n += piece.len() as u64;
+                        let keep = TOO_LONG_HEAD.saturating_sub(line.len()).min(piece.len());
+                        line.extend_from_slice(&piece[..keep]);
+                    }
+                    None if line.len() + piece.len() > self.max => {
+                        let total = (line.len() + piece.len()) as u64;
+                        let keep = TOO_LONG_HEAD.saturating_sub(line.len()).min(piece.len());
+                        line.extend_from_slice(&piece[..keep]);
+                        line.truncate(TOO_LONG_HEAD);
+                        line.shrink_to_fit();
+                        over = Some(total);
+                    }
+                    None => line.extend_from_slice(piece),
+                }
+                (piece.len() + usize::from(end.is_some()), end.is_some())
+            };
+            self.input.consume(used);
+            if ended {
+                break;
             }
-            l
-        })
-    })
+        }
+        Some(Ok(match over {
+            Some(len) => Line::TooLong { head: line, len },
+            None => {
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+                Line::Whole(line)
+            }
+        }))
+    }
+}
+
+fn bounded_lines<R: BufRead>(input: R) -> BoundedLines<R> {
+    BoundedLines {
+        input,
+        max: MAX_LINE_BYTES,
+        done: false,
+    }
+}
+
+/// The answer to one line of the input.
+fn answer<S: Store>(session: &mut Session<S>, line: &Line) -> Option<Value> {
+    match line {
+        Line::Whole(l) => answer_line(session, l),
+        Line::TooLong { head, len } => Some(rpc_error(
+            &readable_id(&String::from_utf8_lossy(head)),
+            INVALID_REQUEST,
+            &format!(
+                "invalid request: the line is {len} bytes, above the {} MiB a message may \
+                 hold (MAX_LINE_BYTES); it was discarded. Send large files with nokv collect",
+                MAX_LINE_BYTES >> 20
+            ),
+        )),
+    }
 }
 
 /// Serve `input` until it ends, as [`serve`], and reap expired snapshots
@@ -379,9 +482,12 @@ pub fn serve_scheduled<S: Store>(
     mut output: impl Write,
     schedule: ReapSchedule,
 ) -> std::io::Result<()> {
-    let (tx, rx) = mpsc::channel::<std::io::Result<Vec<u8>>>();
+    // One line read ahead at most (a rendezvous: the reader hands its
+    // line over before reading the next): a client writing faster than
+    // the tools answer waits on the pipe, not on this process's memory.
+    let (tx, rx) = mpsc::sync_channel::<std::io::Result<Line>>(0);
     std::thread::spawn(move || {
-        for line in byte_lines(input) {
+        for line in bounded_lines(input) {
             let end = line.is_err();
             if tx.send(line).is_err() || end {
                 break;
@@ -401,7 +507,7 @@ pub fn serve_scheduled<S: Store>(
         }
         match rx.recv_timeout(schedule.tick) {
             Ok(line) => {
-                if let Some(a) = answer_line(&mut session, &line?) {
+                if let Some(a) = answer(&mut session, &line?) {
                     writeln!(output, "{a}")?;
                     output.flush()?;
                 }
@@ -418,11 +524,60 @@ pub fn serve<S: Store>(
     input: impl BufRead,
     mut output: impl Write,
 ) -> std::io::Result<()> {
-    for line in byte_lines(input) {
-        if let Some(a) = answer_line(&mut session, &line?) {
+    for line in bounded_lines(input) {
+        if let Some(a) = answer(&mut session, &line?) {
             writeln!(output, "{a}")?;
             output.flush()?;
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod bounded_lines_tests {
+    use super::{BoundedLines, Line};
+    use proptest::prelude::*;
+
+    fn lines(data: &[u8], max: usize, cap: usize) -> Vec<Line> {
+        let input = std::io::BufReader::with_capacity(cap, data);
+        BoundedLines {
+            input,
+            max,
+            done: false,
+        }
+        .map(Result::unwrap)
+        .collect()
+    }
+
+    proptest! {
+        /// Read through any buffer size, lines within the bound are what
+        /// splitting at `\n` gives (a trailing `\r` dropped); longer ones
+        /// are cut to their head with their exact length.
+        #[test]
+        fn lines_split_as_split_does_and_long_ones_are_cut(
+            text in "[ab\r\n]{0,80}",
+            max in 1usize..12,
+            cap in 1usize..9,
+        ) {
+            let got = lines(text.as_bytes(), max, cap);
+            let mut want: Vec<&[u8]> = text.as_bytes().split(|b| *b == b'\n').collect();
+            if want.last() == Some(&&b""[..]) {
+                want.pop();
+            }
+            prop_assert_eq!(got.len(), want.len());
+            for (g, w) in got.iter().zip(want) {
+                match g {
+                    Line::Whole(l) => {
+                        prop_assert!(w.len() <= max);
+                        prop_assert_eq!(l.as_slice(), w.strip_suffix(b"\r").unwrap_or(w));
+                    }
+                    Line::TooLong { head, len } => {
+                        prop_assert!(w.len() > max);
+                        prop_assert_eq!(*len, w.len() as u64);
+                        prop_assert_eq!(head.as_slice(), w);
+                    }
+                }
+            }
+        }
+    }
 }

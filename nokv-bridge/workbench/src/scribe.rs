@@ -23,6 +23,9 @@ use crate::store::{
 /// A small publication's objects are all carried in its `SubmitInline`,
 /// without asking the server which it lacks, up to this many bytes.
 const CARRY_ALL_BYTES: usize = 64 << 10;
+/// An append to a body up to this size reads it whole and chunks it
+/// again; a larger one reuses its chunks ([`Store::appended`]).
+const APPEND_REREAD_BYTES: u64 = 8 << 20;
 /// The most object bytes sent in one `ObjectPutMany` (below the 8 MiB frame).
 const PUT_MANY_BYTES: usize = 4 << 20;
 /// Upload connections of a streamed collect over the network (what
@@ -479,6 +482,86 @@ impl Store for ScribeStore {
         }))
     }
 
+    /// Above [`APPEND_REREAD_BYTES`]: the chunks of `base` before its last
+    /// one are kept (profile 1 decides a cut from the chunk and the two
+    /// bytes after it, which an append does not change; the one before a
+    /// last chunk of under two bytes is chunked again too), the rest and
+    /// `delta` are chunked again, and the whole-body BLAKE3 is computed
+    /// reading the chunks one at a time (each checked against its id, the
+    /// old body against its content id). So the manifest is the one a put
+    /// of the whole bytes makes, and memory holds a chunk and the tail,
+    /// not the file; the file is still read once, over the connection.
+    fn appended(&mut self, base: &BodyRef, delta: &[u8]) -> Result<NewBody, WbError> {
+        if base.size <= APPEND_REREAD_BYTES {
+            let mut bytes = self.read_range(base, 0, base.size)?;
+            bytes.extend_from_slice(delta);
+            return Ok(NewBody::Bytes(bytes));
+        }
+        let damaged = |what: String| WbError::new("storage", format!("append: {what}"));
+        let manifest = self.manifest(base)?;
+        if manifest.chunking_profile != scribe_format::manifest::PROFILE_FASTCDC_2020 {
+            return Err(damaged(format!(
+                "the body's chunking profile {} is not one this bridge chunks",
+                manifest.chunking_profile
+            )));
+        }
+        let n = manifest.chunks.len();
+        let mut keep = n.saturating_sub(1);
+        if keep > 0 && manifest.chunks[n - 1].length < 2 {
+            keep -= 1;
+        }
+        let mut hasher = blake3::Hasher::new();
+        let mut tail = Vec::new();
+        let mut size = 0u64;
+        for (i, c) in manifest.chunks.iter().enumerate() {
+            let bytes = self.get_object(ObjectId::chunk(c.id), 0, u64::from(c.length))?;
+            if bytes.len() != c.length as usize || hash(&bytes) != c.id.0 {
+                return Err(damaged(format!(
+                    "chunk {i} of the body does not match its id"
+                )));
+            }
+            hasher.update_rayon(&bytes);
+            size += bytes.len() as u64;
+            if i >= keep {
+                tail.extend_from_slice(&bytes);
+            }
+        }
+        if size != base.size || *hasher.finalize().as_bytes() != base.content {
+            return Err(damaged(
+                "the body read does not match its content id".into(),
+            ));
+        }
+        hasher.update(delta);
+        tail.extend_from_slice(delta);
+        let content = *hasher.finalize().as_bytes();
+        let mut refs = manifest.chunks[..keep].to_vec();
+        let mut pieces = Vec::new();
+        let mut pos = 0;
+        for len in scribe_objects::chunk_boundaries(&tail) {
+            let piece = tail[pos..pos + len].to_vec();
+            refs.push(ChunkRef {
+                id: ChunkId(hash(&piece)),
+                length: len as u32,
+            });
+            pieces.push(piece);
+            pos += len;
+        }
+        drop(tail);
+        let size = base.size + delta.len() as u64;
+        let extra = scribe_objects::encode_manifest(size, &FileContentId(content), &refs)
+            .map_err(|e| WbError::new("storage", format!("manifest: {e}")))?;
+        let mid = ManifestId::of_payload(&extra);
+        Ok(NewBody::Uploaded {
+            body: BodyRef {
+                handle: mid.0.to_vec(),
+                content,
+                size,
+            },
+            extra,
+            pieces,
+        })
+    }
+
     fn version_info(&mut self, version: u64) -> Result<VersionInfo, WbError> {
         let repo = self.repo.clone();
         let r = describe(self.conn.client()?, &repo, version);
@@ -635,6 +718,7 @@ impl Store for ScribeStore {
                             size: f.size,
                         },
                         extra: manifest,
+                        pieces: Vec::new(),
                     },
                 })
             })
@@ -695,9 +779,17 @@ impl ScribeStore {
                             objects.push((f.manifest.0, f.manifest.1.into()));
                             f.state
                         }
-                        NewBody::Uploaded { body, extra } => {
-                            // Its chunks are published; the manifest travels
-                            // with the change set.
+                        NewBody::Uploaded {
+                            body,
+                            extra,
+                            pieces,
+                        } => {
+                            // Its other chunks are stored; the new ones
+                            // and the manifest travel with the change set.
+                            for piece in pieces {
+                                let id = ObjectId::chunk(ChunkId(hash(piece)));
+                                objects.push((id, piece.as_slice().into()));
+                            }
                             let mid = manifest_id(body)?;
                             objects.push((ObjectId::manifest(mid), extra.as_slice().into()));
                             FileState {

@@ -48,12 +48,16 @@ pub enum NewBody {
         content: [u8; 32],
     },
     Existing(BodyRef),
-    /// A body [`Store::upload_files`] already uploaded for this
-    /// publication's operation; `extra` is the store's own description of
-    /// it still to send with the publication (Scribe: the manifest).
+    /// A body the store assembled itself: [`Store::upload_files`] (its
+    /// pieces already uploaded for this publication's operation) or
+    /// [`Store::appended`] (most pieces already stored). `extra` is the
+    /// store's own description of it still to send with the publication
+    /// (Scribe: the manifest); `pieces` are the new pieces it still has to
+    /// send (Scribe: chunks; none after `upload_files`).
     Uploaded {
         body: BodyRef,
         extra: Vec<u8>,
+        pieces: Vec<Vec<u8>>,
     },
 }
 
@@ -148,6 +152,14 @@ pub trait Store {
     ) -> Result<DirPage, WbError>;
     /// Bytes `[offset, offset + len)` of a body (fewer at its end).
     fn read(&mut self, body: &BodyRef, offset: u64, len: u64) -> Result<Vec<u8>, WbError>;
+    /// The body of `base` followed by `delta`, to publish. The default
+    /// reads `base` whole; a store that keeps bodies in pieces reuses the
+    /// unchanged ones and holds only a piece at a time.
+    fn appended(&mut self, base: &BodyRef, delta: &[u8]) -> Result<NewBody, WbError> {
+        let mut bytes = self.read(base, 0, base.size)?;
+        bytes.extend_from_slice(delta);
+        Ok(NewBody::Bytes(bytes))
+    }
     /// Publish atomically.
     fn publish(&mut self, p: Publish) -> Result<Published, WbError>;
     /// The publication that made `version`.

@@ -204,6 +204,15 @@ fn refusal_error(r: Refusal) -> WbError {
     }
 }
 
+/// What a writer learns from the message of the generation it observed.
+struct Observed {
+    /// This request published it (an exact retry: answer, publish nothing).
+    mine: bool,
+    /// The content type a new body keeps when the call names none.
+    kept: Option<String>,
+    message: String,
+}
+
 /// A resolved target path.
 struct Target {
     id: String,
@@ -414,12 +423,22 @@ impl<S: Store> Workbench<S> {
         Ok(message_request(&info.message) == Some(hex::encode(req).as_str()))
     }
 
-    /// The content type a new body of `row`'s path keeps when the call
-    /// names none: the one recorded for `row` where it differs from what
-    /// the extension gives (an edit or append never drops it).
-    fn kept_content_type(&mut self, row: &Row) -> Result<Option<String>, WbError> {
-        let (ct, _) = self.content_type(row)?;
-        Ok((ct != content_type_of(&row.path)).then_some(ct))
+    /// What the change that made `row`'s generation says, from one
+    /// message (one round trip): whether request `req` published it, and
+    /// the content type a new body of the path keeps when the call names
+    /// none (the one recorded for `row` where it differs from what the
+    /// extension gives: an edit or append never drops it).
+    fn observed(&mut self, row: &Row, req: &[u8; 32]) -> Result<Observed, WbError> {
+        let info = self.store.version_info(row.generation)?;
+        let mine = message_request(&info.message) == Some(hex::encode(req).as_str());
+        let kept = message_content_type(&info.message, &row.path)
+            .filter(|ct| *ct != content_type_of(&row.path))
+            .map(str::to_string);
+        Ok(Observed {
+            mine,
+            kept,
+            message: info.message,
+        })
     }
 
     fn content_type(&mut self, row: &Row) -> Result<(String, u64), WbError> {
@@ -445,7 +464,7 @@ impl<S: Store> Workbench<S> {
         t: &Target,
         req: &[u8; 32],
         base: u64,
-        body: Vec<u8>,
+        body: NewBody,
         ct: Option<&str>,
         note: Option<String>,
     ) -> Result<(u64, Option<u64>), WbError> {
@@ -460,7 +479,7 @@ impl<S: Store> Workbench<S> {
             edits: vec![Edit::Put {
                 path: t.full.clone(),
                 base,
-                body: NewBody::Bytes(body),
+                body,
             }],
             timestamp_ms,
         };
@@ -623,7 +642,7 @@ impl<S: Store> Workbench<S> {
             &t,
             &req,
             base,
-            body,
+            NewBody::Bytes(body),
             ct.as_deref(),
             None,
         )?;
@@ -674,23 +693,22 @@ impl<S: Store> Workbench<S> {
         loop {
             attempt += 1;
             let current = self.live(&t)?;
-            if let Some(row) = &current {
-                if self.published_by(row, &req)? {
-                    return Ok(result(row, true));
-                }
-            }
-            let ct = match (&ct, &current) {
-                (Some(ct), _) => Some(ct.clone()),
-                (None, Some(row)) => self.kept_content_type(row)?,
-                (None, None) => None,
-            };
-            let (base, body) = match &current {
+            let kept = match &current {
                 Some(row) => {
-                    let mut old = self.store.read(&row.body, 0, row.body.size)?;
-                    old.extend_from_slice(&delta);
-                    (row.generation, old)
+                    let seen = self.observed(row, &req)?;
+                    if seen.mine {
+                        return Ok(result(row, true));
+                    }
+                    seen.kept
                 }
-                None => (0, delta.clone()),
+                None => None,
+            };
+            let ct = ct.clone().or(kept);
+            let (base, body) = match &current {
+                // The store reuses what it can of the old body (Scribe:
+                // every chunk but the last), holding a piece at a time.
+                Some(row) => (row.generation, self.store.appended(&row.body, &delta)?),
+                None => (0, NewBody::Bytes(delta.clone())),
             };
             let generation = match self.publish_one(
                 "workbench_append",
@@ -745,10 +763,10 @@ impl<S: Store> Workbench<S> {
                 format!("{}/{} does not exist", c.section, c.path),
             )
         })?;
-        if self.published_by(&row, &req)? {
+        let seen = self.observed(&row, &req)?;
+        if seen.mine {
             // The count the publication recorded (the old body is gone).
-            let info = self.store.version_info(row.generation)?;
-            let replacements = info
+            let replacements = seen
                 .message
                 .lines()
                 .find_map(|l| l.strip_prefix("nokv-replacements: "))
@@ -759,6 +777,16 @@ impl<S: Store> Workbench<S> {
                 v["replacements"] = json!(n);
             }
             return Ok(v);
+        }
+        if row.body.size > EDIT_MAX_BYTES {
+            return Err(WbError::invalid_input(format!(
+                "workbench_edit: {}/{} is {} bytes, above the {} MiB an edit holds in memory \
+                 (it replaces in the whole text); rewrite it with put_file or collect",
+                c.section,
+                c.path,
+                row.body.size,
+                EDIT_MAX_BYTES >> 20
+            )));
         }
         let bytes = self.store.read(&row.body, 0, row.body.size)?;
         let text = String::from_utf8(bytes)
@@ -789,14 +817,13 @@ impl<S: Store> Workbench<S> {
             );
         }
         let replacements = if replace_all { matches } else { 1 };
-        let ct = self.kept_content_type(&row)?;
         let (generation, _) = self.publish_one(
             "workbench_edit",
             &t,
             &req,
             row.generation,
-            new.into_bytes(),
-            ct.as_deref(),
+            NewBody::Bytes(new.into_bytes()),
+            seen.kept.as_deref(),
             Some(format!("nokv-replacements: {replacements}\n")),
         )?;
         let row = self
@@ -1064,6 +1091,10 @@ fn body_of(text: Option<String>, b64: Option<String>) -> Result<Vec<u8>, WbError
         _ => Err(WbError::invalid_input("give exactly one of text or base64")),
     }
 }
+
+/// The largest file an edit reads (it needs the whole text for the
+/// replacement; old and new text are both held): a larger one is refused.
+pub const EDIT_MAX_BYTES: u64 = 64 << 20;
 
 /// How often an append reads again and retries when another writer
 /// published the path between its read and its publish.

@@ -16,6 +16,11 @@ use crate::tools::{self, Direction, MeasureOp, PredOp, Predicate};
 pub const MAX_SCAN_ROWS: usize = 100_000;
 /// The most bytes of one body grep reads.
 pub const MAX_GREP_BODY: u64 = 8 << 20;
+/// The run-manifest bytes one `workbench_find` page inlines at most
+/// (`include_manifest`): the page stops before the manifest that would
+/// pass it (`truncated: true`, its cursor continues there); a manifest
+/// larger than this alone is returned as `manifest_omitted` with its size.
+pub const FIND_MANIFEST_BYTES: u64 = 4 << 20;
 
 /// The field catalog: name, type, operators.
 pub const FIELDS: &[(&str, &str, &str)] = &[
@@ -660,6 +665,9 @@ impl<S: Store> Workbench<S> {
             Some(cur) => decode_cursor(cur, &digest)?,
             None => (self.store.head()?, 0),
         };
+        // The matching rows, without their manifests: a manifest is read
+        // to match the pattern and dropped, and read again only for the
+        // rows of the page (at most FIND_MANIFEST_BYTES of them).
         let mut rows = Vec::new();
         for (id, inc) in self.workbenches(at)? {
             let rm = self
@@ -670,39 +678,57 @@ impl<S: Store> Workbench<S> {
             if c.committed.is_some_and(|want| want != committed) {
                 continue;
             }
-            let manifest = match &rm {
-                Some(r) if c.manifest_pattern.is_some() || c.include_manifest == Some(true) => {
-                    Some(self.store.read(&r.body, 0, r.body.size)?)
-                }
-                _ => None,
-            };
             if let Some(pat) = &c.manifest_pattern {
-                if !manifest
-                    .as_deref()
-                    .is_some_and(|m| manifest_text(m).contains(pat.as_str()))
-                {
+                let matched = match &rm {
+                    Some(r) => {
+                        let m = self.store.read(&r.body, 0, r.body.size)?;
+                        manifest_text(&m).contains(pat.as_str())
+                    }
+                    None => false,
+                };
+                if !matched {
                     continue;
                 }
             }
-            let mut v = json!({"id": id, "incarnation": inc, "committed": committed,
-                               "commit_change": rm.as_ref().map(|r| r.generation)});
-            if c.include_manifest == Some(true) {
-                v["manifest"] = manifest
-                    .and_then(|m| serde_json::from_slice(&m).ok())
-                    .unwrap_or(Value::Null);
-            }
-            rows.push((path::key([id.as_str()]), v));
+            rows.push((path::key([id.as_str()]), id, inc, rm));
         }
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         let limit = c.limit.unwrap_or(100) as usize;
         let total = rows.len();
-        let page: Vec<Value> = rows
-            .into_iter()
-            .skip(offset)
-            .take(limit)
-            .map(|(_, v)| v)
-            .collect();
-        let next = (offset + limit < total).then(|| cursor(at, &digest, offset + limit));
-        Ok(json!({"read_version": at, "total": total, "workbenches": page, "next_cursor": next}))
+        let mut page = Vec::new();
+        let mut inlined = 0u64;
+        let mut truncated = false;
+        for (_, id, inc, rm) in rows.into_iter().skip(offset).take(limit) {
+            let mut v = json!({"id": id, "incarnation": inc, "committed": rm.is_some(),
+                               "commit_change": rm.as_ref().map(|r| r.generation)});
+            if c.include_manifest == Some(true) {
+                match &rm {
+                    Some(r) if r.body.size > FIND_MANIFEST_BYTES => {
+                        // Too large for any page: named, read it with
+                        // workbench_read (format bytes).
+                        v["manifest"] = Value::Null;
+                        v["manifest_omitted"] = json!(true);
+                        v["manifest_size"] = json!(r.body.size);
+                    }
+                    Some(r) => {
+                        if inlined + r.body.size > FIND_MANIFEST_BYTES {
+                            truncated = true;
+                            break;
+                        }
+                        inlined += r.body.size;
+                        let m = self.store.read(&r.body, 0, r.body.size)?;
+                        v["manifest"] = serde_json::from_slice(&m).unwrap_or(Value::Null);
+                    }
+                    None => v["manifest"] = Value::Null,
+                }
+            }
+            page.push(v);
+        }
+        let end = offset + page.len();
+        let next = (end < total).then(|| cursor(at, &digest, end));
+        Ok(
+            json!({"read_version": at, "total": total, "workbenches": page, "next_cursor": next,
+                  "truncated": truncated}),
+        )
     }
 }

@@ -669,3 +669,301 @@ fn concurrent_appends_retry_their_conflicts_and_lose_nothing() {
     want.sort();
     assert_eq!(lines, want);
 }
+
+/// Forwards everything and counts the change messages asked for (one
+/// `Describe` round trip each over the network).
+struct CountsDescribes(
+    nokv_workbench::scribe::ScribeStore,
+    std::rc::Rc<std::cell::Cell<usize>>,
+);
+
+impl nokv_workbench::store::Store for CountsDescribes {
+    fn root_name(&self) -> String {
+        self.0.root_name()
+    }
+    fn head(&mut self) -> Result<u64, nokv_workbench::WbError> {
+        self.0.head()
+    }
+    fn stat(
+        &mut self,
+        at: u64,
+        path: &str,
+    ) -> Result<Option<nokv_workbench::store::Row>, nokv_workbench::WbError> {
+        self.0.stat(at, path)
+    }
+    fn list_dir(
+        &mut self,
+        at: u64,
+        dir: &str,
+        token: &str,
+        limit: u32,
+    ) -> Result<nokv_workbench::store::DirPage, nokv_workbench::WbError> {
+        self.0.list_dir(at, dir, token, limit)
+    }
+    fn list_files(
+        &mut self,
+        at: u64,
+        dir: &str,
+        token: &str,
+        limit: u32,
+    ) -> Result<nokv_workbench::store::DirPage, nokv_workbench::WbError> {
+        self.0.list_files(at, dir, token, limit)
+    }
+    fn read(
+        &mut self,
+        body: &nokv_workbench::store::BodyRef,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, nokv_workbench::WbError> {
+        self.0.read(body, offset, len)
+    }
+    fn publish(
+        &mut self,
+        p: nokv_workbench::store::Publish,
+    ) -> Result<nokv_workbench::store::Published, nokv_workbench::WbError> {
+        self.0.publish(p)
+    }
+    fn version_info(
+        &mut self,
+        version: u64,
+    ) -> Result<nokv_workbench::store::VersionInfo, nokv_workbench::WbError> {
+        self.1.set(self.1.get() + 1);
+        self.0.version_info(version)
+    }
+    fn changed_under(
+        &mut self,
+        dir: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<bool, nokv_workbench::WbError> {
+        self.0.changed_under(dir, from, to)
+    }
+}
+
+/// An append or edit of an existing file asks for the message of the
+/// generation it observed once (whether its own request published it, and
+/// the content type the new body keeps), not once for each question; the
+/// kept type is still kept.
+#[test]
+fn append_and_edit_ask_for_the_observed_generations_message_once() {
+    let env = Env::new(Transport::InProcess);
+    let store = nokv_workbench::scribe::ScribeStore::over(
+        super::support::client(&env),
+        scribe_testkit::env::REPO,
+        "bot",
+    )
+    .unwrap();
+    let asked = std::rc::Rc::new(std::cell::Cell::new(0));
+    let mut wb = nokv_workbench::Workbench::new(CountsDescribes(store, asked.clone()), "bot");
+    let call = |wb: &mut nokv_workbench::Workbench<CountsDescribes>, tool: &str, v| {
+        wb.call(tool, &v).unwrap_or_else(|e| panic!("{tool}: {e}"))
+    };
+    call(&mut wb, "workbench_create", json!({"id": "w"}));
+    call(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "logs", "path": "run.out", "text": "a\n", "content_type": "text/x-run"}),
+    );
+    asked.set(0);
+    call(
+        &mut wb,
+        "workbench_append",
+        json!({"id": "w", "section": "logs", "path": "run.out", "text": "b\n"}),
+    );
+    assert_eq!(asked.get(), 1, "append");
+    asked.set(0);
+    call(
+        &mut wb,
+        "workbench_edit",
+        json!({"id": "w", "section": "logs", "path": "run.out", "old_string": "b", "new_string": "c"}),
+    );
+    assert_eq!(asked.get(), 1, "edit");
+    let r = call(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "logs", "path": "run.out"}),
+    );
+    assert_eq!(r["content_type"], "text/x-run");
+    assert_eq!(r["lines"], json!(["a", "c"]));
+}
+
+/// `n` bytes that chunk as real data does (content-defined cuts, not the
+/// 16 MiB maximum every run of one byte gets).
+fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    let mut out = Vec::with_capacity(n + 8);
+    while out.len() < n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(n);
+    out
+}
+
+/// Appending a line to a large file holds the chunk being hashed and the
+/// file's last chunks, not the file: a `nokv` process appending to 192 MiB
+/// peaks far below it. The body it publishes is the one a put of the
+/// whole bytes makes (the same manifest: the unchanged chunks reused, the
+/// whole-body BLAKE3 right), and reads back.
+#[test]
+fn appending_to_a_large_file_does_not_hold_it_and_publishes_the_same_body() {
+    let env = Env::new(Transport::Tcp);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    let old = noise(192 << 20, 7);
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "logs", "path": "big.log", "base64": b64(&old)}),
+    );
+    let delta = "one more line\n";
+    // The peak resident memory of the append, from python's getrusage of
+    // its child (this process's children would mix in other tests').
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import resource, subprocess, sys\n\
+             p = subprocess.run(sys.argv[1:])\n\
+             print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n\
+             sys.exit(p.returncode)",
+            env!("CARGO_BIN_EXE_nokv"),
+            "--server",
+            env.url(),
+            "--repo",
+            scribe_testkit::env::REPO,
+            "--agent-root",
+            "bot",
+            "workbench",
+            "workbench_append",
+            &json!({"id": "w", "section": "logs", "path": "big.log", "text": delta}).to_string(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(v["size"], (192u64 << 20) + delta.len() as u64, "{v}");
+    let peak_kib: u64 = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .expect("the peak on stderr");
+    assert!(peak_kib < 96 << 10, "append peaked at {peak_kib} KiB");
+    // The same body as a put of the whole bytes.
+    let mut whole = old.clone();
+    whole.extend_from_slice(delta.as_bytes());
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "logs", "path": "whole.log", "base64": b64(&whole)}),
+    );
+    use nokv_workbench::store::Store as _;
+    let appended = wb.store_mut().stat(0, "w/logs/big.log").unwrap().unwrap();
+    let put = wb.store_mut().stat(0, "w/logs/whole.log").unwrap().unwrap();
+    assert_eq!(appended.body, put.body);
+    let r = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "logs", "path": "big.log", "format": "bytes", "offset": (192u64 << 20) - 2, "limit": 1}),
+    );
+    let tail = base64::engine::general_purpose::STANDARD
+        .decode(r["base64"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(tail[..2], old[old.len() - 2..]);
+    assert_eq!(&tail[2..], delta.as_bytes());
+}
+
+/// An edit needs the whole text (string replacement), so a file above
+/// 64 MiB is refused by name, and nothing is published.
+#[test]
+fn an_edit_of_a_file_above_the_edit_bound_is_refused_by_name() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    let mut text = "a line of text\n".repeat(((64 << 20) / 15) + 2);
+    text.push_str("needle\n");
+    let put = ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "w", "section": "logs", "path": "big.log", "text": text}),
+    );
+    let e = err(
+        &mut wb,
+        "workbench_edit",
+        json!({"id": "w", "section": "logs", "path": "big.log", "old_string": "needle", "new_string": "pin"}),
+    );
+    assert_eq!(e.code, "invalid_input", "{e}");
+    assert!(e.message.contains("64 MiB"), "{e}");
+    let s = ok(
+        &mut wb,
+        "workbench_stat",
+        json!({"id": "w", "section": "logs", "path": "big.log"}),
+    );
+    assert_eq!(s["generation"], put["generation"]);
+}
+
+/// An append that reuses a large body's chunks publishes the body a put
+/// of the whole bytes makes at the chunking's edges too: a body ending one
+/// or two bytes past a content-defined cut (a cut is decided from the two
+/// bytes after it, which the append may add), one ending exactly at a
+/// cut, an empty delta and a delta larger than the largest chunk.
+#[test]
+fn an_append_reusing_chunks_matches_a_whole_put_at_the_chunkings_edges() {
+    use nokv_workbench::store::Store as _;
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let data = noise(40 << 20, 11);
+    let cuts: Vec<usize> = scribe_objects::chunk_boundaries(&data)
+        .iter()
+        .scan(0, |end, n| {
+            *end += n;
+            Some(*end)
+        })
+        .collect();
+    // A cut past 8 MiB (appends below that re-read the body whole).
+    let cut = *cuts.iter().find(|c| **c > 9 << 20).unwrap();
+    let cases: [(&str, usize, Vec<u8>); 5] = [
+        ("one-byte-past-a-cut", cut + 1, b"tail\n".to_vec()),
+        ("two-bytes-past-a-cut", cut + 2, b"tail\n".to_vec()),
+        ("at-a-cut", cut, b"tail\n".to_vec()),
+        ("empty-delta", cut + 12345, Vec::new()),
+        ("large-delta", cut + 777, noise(20 << 20, 5)),
+    ];
+    for (name, len, delta) in cases {
+        let old = &data[..len];
+        ok(
+            &mut wb,
+            "workbench_put_file",
+            json!({"id": "w", "section": "outputs", "path": format!("{name}.bin"), "base64": b64(old)}),
+        );
+        let a = ok(
+            &mut wb,
+            "workbench_append",
+            json!({"id": "w", "section": "outputs", "path": format!("{name}.bin"), "base64": b64(&delta)}),
+        );
+        assert_eq!(a["size"], (len + delta.len()) as u64, "{name}");
+        let mut whole = old.to_vec();
+        whole.extend_from_slice(&delta);
+        ok(
+            &mut wb,
+            "workbench_put_file",
+            json!({"id": "w", "section": "outputs", "path": format!("{name}.whole"), "base64": b64(&whole)}),
+        );
+        let appended = wb
+            .store_mut()
+            .stat(0, &format!("w/outputs/{name}.bin"))
+            .unwrap()
+            .unwrap();
+        let put = wb
+            .store_mut()
+            .stat(0, &format!("w/outputs/{name}.whole"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(appended.body, put.body, "{name}");
+    }
+}

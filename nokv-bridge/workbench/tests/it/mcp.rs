@@ -174,3 +174,68 @@ fn mcp_serves_nothing_but_ping_before_initialize() {
     assert_eq!(r[2]["result"], json!({}));
     assert_eq!(r[4]["result"]["isError"], false, "{r:?}");
 }
+
+/// The peak resident memory of a live process (`VmHWM`), in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status")
+}
+
+#[test]
+fn mcp_refuses_an_over_long_line_by_name_without_holding_it_and_keeps_serving() {
+    use std::io::BufRead;
+    let env = Env::new(Transport::Path);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nokv"))
+        .args([
+            "--server",
+            env.url(),
+            "--repo",
+            REPO,
+            "mcp",
+            "--reap-every-secs",
+            "0",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // A put whose line is four times the documented 64 MiB bound (a
+    // well-formed request: only its size is wrong), then a ping.
+    let writer = std::thread::spawn(move || {
+        writeln!(stdin, "{INIT}").unwrap();
+        let start = r#"{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"workbench_put_file","arguments":{"id":"w","section":"outputs","path":"big.txt","text":""#;
+        stdin.write_all(start.as_bytes()).unwrap();
+        let piece = vec![b'x'; 1 << 20];
+        for _ in 0..256 {
+            stdin.write_all(&piece).unwrap();
+        }
+        stdin.write_all(b"\"}}}\n").unwrap();
+        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":78,"method":"ping"}}"#).unwrap();
+        stdin
+    });
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut replies = Vec::new();
+    for _ in 0..3 {
+        let mut l = String::new();
+        out.read_line(&mut l).unwrap();
+        replies.push(serde_json::from_str::<Value>(&l).unwrap_or_else(|e| panic!("{e}: {l}")));
+    }
+    let stdin = writer.join().unwrap();
+    assert_eq!(replies[0]["id"], 0);
+    assert_eq!(replies[1]["id"], 77, "{:?}", replies[1]);
+    assert_eq!(replies[1]["error"]["code"], -32600, "{:?}", replies[1]);
+    let message = replies[1]["error"]["message"].as_str().unwrap();
+    assert!(message.contains("64 MiB"), "{message}");
+    assert_eq!(replies[2]["id"], 78);
+    assert_eq!(replies[2]["result"], json!({}));
+    // The 256 MiB line was never held: the peak stays near the bound.
+    let peak = peak_kib(child.id());
+    assert!(peak < 160 << 10, "peak resident {peak} KiB");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

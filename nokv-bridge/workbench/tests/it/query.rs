@@ -378,3 +378,72 @@ fn a_store_answering_fewer_change_messages_than_asked_is_refused_not_indexed() {
     );
     assert_eq!(e.code, "workbench_not_found");
 }
+
+/// A find that returns manifests is bounded by bytes, not only by rows:
+/// a page stops before the manifests it inlines pass 4 MiB (`truncated`,
+/// the cursor continues after the last row returned), and a manifest
+/// larger than that alone is named, not inlined. Every workbench is
+/// returned once, in order, across the pages.
+#[test]
+fn find_with_manifests_is_bounded_by_bytes_and_its_pages_lose_nothing() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    let digest = format!("sha256:{}", "e".repeat(64));
+    let mut ids = Vec::new();
+    for i in 0..7u64 {
+        let id = format!("w{i}");
+        ok(&mut wb, "workbench_create", json!({"id": id}));
+        // w3's manifest alone is larger than a page may inline.
+        let blob = "m".repeat(if i == 3 { 5 << 20 } else { 1 << 20 });
+        ok(
+            &mut wb,
+            "workbench_commit",
+            json!({"id": id, "manifest": {"i": i, "blob": blob}, "content_digest_uri": digest}),
+        );
+        ids.push(id);
+    }
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut truncated_pages = 0;
+    loop {
+        let mut q = json!({"include_manifest": true});
+        if let Some(c) = &cursor {
+            q["cursor"] = json!(c);
+        }
+        let f = ok(&mut wb, "workbench_find", q);
+        let bytes = f.to_string().len();
+        assert!(
+            bytes <= (4 << 20) + (64 << 10),
+            "a find page of {bytes} bytes"
+        );
+        assert_eq!(f["total"], 7);
+        for w in f["workbenches"].as_array().unwrap() {
+            let id = w["id"].as_str().unwrap().to_string();
+            if id == "w3" {
+                assert_eq!(w["manifest"], serde_json::Value::Null, "{id}");
+                assert_eq!(w["manifest_omitted"], true, "{id}");
+                assert!(w["manifest_size"].as_u64().unwrap() > 5 << 20);
+            } else {
+                assert_eq!(w["manifest"]["manifest"]["i"], json!(seen.len()), "{id}");
+                assert_eq!(
+                    w["manifest"]["manifest"]["blob"].as_str().unwrap().len(),
+                    1 << 20
+                );
+            }
+            seen.push(id);
+        }
+        if f["truncated"] == true {
+            truncated_pages += 1;
+        }
+        match f["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ids);
+    assert!(truncated_pages >= 1);
+    // Without manifests, one page holds them all.
+    let f = ok(&mut wb, "workbench_find", json!({}));
+    assert_eq!(f["workbenches"].as_array().unwrap().len(), 7);
+    assert_eq!(f["truncated"], false);
+}
