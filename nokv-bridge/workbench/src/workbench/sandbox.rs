@@ -73,8 +73,18 @@ pub struct MaterializedFile {
 /// The schema name of [`Materialized`].
 pub const MATERIALIZED_SCHEMA: &str = "nokv.workbench.materialized.v1";
 
+impl FileEntry {
+    /// The path relative to the workbench root (`section/path`): the key
+    /// of the materialize record and of `content-types.json`, and where
+    /// materialize writes it under its directory.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.section, self.path)
+    }
+}
+
 impl MaterializedFile {
-    fn of(generation: u64, content: &[u8; 32], size: u64) -> MaterializedFile {
+    /// The record of a body written at `generation`.
+    pub fn of(generation: u64, content: &[u8; 32], size: u64) -> MaterializedFile {
         MaterializedFile {
             generation,
             size,
@@ -82,7 +92,8 @@ impl MaterializedFile {
         }
     }
 
-    fn is(&self, content: &[u8; 32], size: u64) -> bool {
+    /// Whether the body written was `content` (BLAKE3) of `size` bytes.
+    pub fn is(&self, content: &[u8; 32], size: u64) -> bool {
         self.size == size && self.blake3 == hex::encode(content)
     }
 }
@@ -91,8 +102,9 @@ impl MaterializedFile {
 /// by collect; smaller ones are read into memory and uploaded together.
 pub const STREAM_ABOVE: u64 = 1 << 20;
 
-/// BLAKE3 of a local file, read in 4 MiB pieces (each hashed on every core).
-fn hash_file(path: &Path) -> Result<([u8; 32], u64), WbError> {
+/// BLAKE3 of a local file and its size, read in 4 MiB pieces (each
+/// hashed on every core).
+pub fn hash_file(path: &Path) -> Result<([u8; 32], u64), WbError> {
     use std::io::Read;
     let io = |e: std::io::Error| WbError::new("storage", format!("{}: {e}", path.display()));
     let mut f = std::fs::File::open(path).map_err(io)?;
@@ -236,7 +248,7 @@ impl<S: Store> Workbench<S> {
                 .iter()
                 .map(|f| {
                     (
-                        format!("{}/{}", f.section, f.path),
+                        f.key(),
                         MaterializedFile::of(f.generation, &f.body.content, f.body.size),
                     )
                 })
