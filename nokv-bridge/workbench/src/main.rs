@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use nokv_workbench::path::Section;
 use nokv_workbench::scribe::ScribeStore;
 use nokv_workbench::workbench::sandbox::{
-    hash_file, LocalFile, LocalSource, Materialized, MaterializedFile, MATERIALIZED_SCHEMA,
+    hash_file, split_section, LocalFile, LocalSource, Materialized, MaterializedFile,
+    MATERIALIZED_SCHEMA,
 };
 use nokv_workbench::{tools, WbError, Workbench};
 use scribe_client::failpoints::Failpoints;
@@ -591,19 +591,19 @@ fn collect(
     let mut t = std::time::Instant::now();
     let mut paths = Vec::new();
     walk(dir, dir, &mut paths)?;
-    let mut files = Vec::new();
+    let (mut files, mut outside) = (Vec::new(), Vec::new());
     for p in paths {
         let rel = p.strip_prefix(dir).expect("under dir");
         let rel = rel
             .to_str()
             .ok_or_else(|| WbError::invalid_input(format!("{}: not UTF-8", p.display())))?
             .replace(std::path::MAIN_SEPARATOR, "/");
-        let (sec, path) = rel.split_once('/').unwrap_or(("", &rel));
-        let section = Section::from_name(sec).ok_or_else(|| {
-            WbError::invalid_input(format!(
-                "{rel}: a collected file must be under one of the five section directories"
-            ))
-        })?;
+        let Some((section, path)) = split_section(&rel) else {
+            // Outside the five sections: a person's file materialize
+            // wrote, never published (collect_since checks it is as it was).
+            outside.push((rel, p));
+            continue;
+        };
         let size = std::fs::metadata(&p).map_err(|e| io_error(&p, e))?.len();
         files.push(LocalFile {
             section,
@@ -614,7 +614,7 @@ fn collect(
     }
     nokv_workbench::phase("collect: walk", &mut t);
     let mut record = read_record(dir)?;
-    let mut v = wb.collect_since(id, files, record.as_mut())?;
+    let mut v = wb.collect_since(id, files, outside, record.as_mut())?;
     if let Some(r) = &record {
         // Published already: a record left behind only costs a later
         // collect a comparison with the live bodies (identical: unchanged).

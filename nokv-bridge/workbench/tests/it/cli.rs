@@ -862,3 +862,141 @@ fn materialize_removes_files_the_workbench_deleted_and_keeps_changed_ones() {
         ["outputs/run/local.txt", "outputs/stay.txt"]
     );
 }
+
+/// A person submits files outside the five section directories of a
+/// workbench (`job/README.md`, `job/docs/notes.txt`): materialize writes
+/// them at their path under the directory, grep and search show that path
+/// (no section), and collect leaves them alone when unchanged and refuses
+/// a changed one by name; removing one locally deletes nothing. A
+/// person's file under `job/.nokv/` cannot be written there (materialize's
+/// own records): it is skipped and named.
+#[test]
+fn a_persons_files_outside_the_sections_are_materialized_grepped_and_never_collected() {
+    use scribe_format::{OperationId, WorkspaceId};
+    use scribe_testkit::change::{change, Requests};
+    let env = Env::new(Transport::Tcp);
+    let call = |tool: &str, input: Value| {
+        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
+        assert_eq!(code, 0, "{tool}: {v}");
+        v
+    };
+    call("workbench_create", json!({"id": "job"}));
+    call(
+        "workbench_put_file",
+        json!({"id": "job", "section": "outputs", "path": "r.txt", "text": "agent result\n"}),
+    );
+    let mut person = env.connect();
+    let ws = WorkspaceId::random();
+    person.register(ws);
+    let out = person.upload_and_submit(
+        ws,
+        OperationId::random(),
+        &change(&[
+            ("job/README.md", Some(b"hello from ada\n".as_slice()), 0),
+            ("job/docs/notes.txt", Some(b"notes by ada\n".as_slice()), 0),
+            ("job/.nokv/x", Some(b"odd\n".as_slice()), 0),
+        ]),
+        "a person's files",
+    );
+    assert_eq!(out.code, 0, "{}", out.detail);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let (code, v) = nokv(&env, &["materialize", "job", d], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        tree(dir.path()),
+        ["README.md", "docs/notes.txt", "outputs/r.txt"]
+    );
+    assert_eq!(
+        (&v["files"], &v["skipped"]),
+        (&json!(3), &json!([".nokv/x"])),
+        "{v}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("docs/notes.txt")).unwrap(),
+        "notes by ada\n"
+    );
+    assert!(!dir.path().join(".nokv/x").exists());
+    // grep and search name them by their path, without a section.
+    let v = call(
+        "workbench_grep",
+        json!({"id": "job", "pattern": "ada", "recursive": true}),
+    );
+    let mut found: Vec<(Value, Value)> = v["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["section"].clone(), m["path"].clone()))
+        .collect();
+    found.sort_by_key(|p| p.1.to_string());
+    assert_eq!(
+        found,
+        [
+            (Value::Null, json!("README.md")),
+            (Value::Null, json!("docs/notes.txt"))
+        ],
+        "{v}"
+    );
+    let v = call(
+        "workbench_search",
+        json!({"id": "job", "predicates": [{"field": "section", "op": "not_exists"}],
+               "fields": ["path", "name", "content_type"]}),
+    );
+    let paths: Vec<&Value> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["path"])
+        .collect();
+    assert_eq!(paths, [".nokv/x", "README.md", "docs/notes.txt"], "{v}");
+    // Collect leaves them alone while they are as materialize wrote them.
+    std::fs::write(dir.path().join("outputs/r.txt"), "agent result 2\n").unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "job"], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        (&v["replaced"], &v["unchanged"]),
+        (&json!(1), &json!(2)),
+        "{v}"
+    );
+    // A changed one is refused by name, nothing published.
+    std::fs::write(dir.path().join("docs/notes.txt"), "A's edit\n").unwrap();
+    std::fs::write(dir.path().join("outputs/r.txt"), "agent result 3\n").unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "job"], None);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (1, &json!("invalid_input")),
+        "{v}"
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("docs/notes.txt"),
+        "{v}"
+    );
+    let v = call(
+        "workbench_read",
+        json!({"id": "job", "section": "outputs", "path": "r.txt"}),
+    );
+    assert_eq!(v["lines"], json!(["agent result 2"]));
+    // Removed here: never deleted there.
+    std::fs::remove_file(dir.path().join("docs/notes.txt")).unwrap();
+    std::fs::remove_file(dir.path().join("README.md")).unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "job"], None);
+    assert_eq!(
+        (code, &v["replaced"], &v["deleted"]),
+        (0, &json!(1), &json!(0)),
+        "{v}"
+    );
+    let again = tempfile::tempdir().unwrap();
+    let (code, v) = nokv(
+        &env,
+        &["materialize", "job", again.path().to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        tree(again.path()),
+        ["README.md", "docs/notes.txt", "outputs/r.txt"]
+    );
+}
