@@ -312,7 +312,10 @@ fn materialize(
         .partition(|f| !under_local_records(&f.key()));
     let mut record = wb.materialized(id, &files)?;
     std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
-    let earlier = match read_record(dir) {
+    let earlier = match read_record(
+        dir,
+        "remove it, or pass --force to materialize over it as if it were not there",
+    ) {
         Ok(Some(r))
             if r.schema == MATERIALIZED_SCHEMA
                 && r.id == record.id
@@ -320,22 +323,18 @@ fn materialize(
         {
             Some(r)
         }
-        Ok(Some(_)) | Err(_) if force => None,
+        Ok(Some(_)) if force => None,
+        Err(e) if force && e.code == "invalid_input" => None,
         Ok(Some(r)) => {
             return Err(WbError::invalid_input(format!(
-                "{}: the directory holds workbench {:?} (incarnation {}), not {id:?} (incarnation {}); materialize into another directory, or pass --force to discard it",
+                "{}: the directory holds workbench {:?} (incarnation {}), not {id:?} (incarnation {}); materialize into another directory, or pass --force to replace the record (the files it names are then left as they are, as files materialize did not write)",
                 dir.join(RECORD).display(),
                 r.id,
                 r.incarnation,
                 record.incarnation
             )))
         }
-        Err(e) => {
-            return Err(WbError::new(
-                e.code,
-                format!("{}; or pass --force to materialize over it", e.message),
-            ))
-        }
+        Err(e) => return Err(e),
         Ok(None) => None,
     };
     let was = |key: &str| earlier.as_ref().and_then(|m| m.files.get(key));
@@ -540,13 +539,14 @@ fn write_record(dir: &Path, record: &Materialized) -> Result<(), WbError> {
     )
 }
 
-/// The materialize record of `dir`, if it has one.
-fn read_record(dir: &Path) -> Result<Option<Materialized>, WbError> {
+/// The materialize record of `dir`, if it has one; one that does not
+/// parse is refused, the message ending with `remedy`.
+fn read_record(dir: &Path, remedy: &str) -> Result<Option<Materialized>, WbError> {
     let p = dir.join(RECORD);
     match std::fs::read(&p) {
         Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
             WbError::invalid_input(format!(
-                "{}: not a materialize record ({e}); remove it to collect without it",
+                "{}: not a materialize record ({e}); {remedy}",
                 p.display()
             ))
         }),
@@ -613,7 +613,7 @@ fn collect(
         });
     }
     nokv_workbench::phase("collect: walk", &mut t);
-    let mut record = read_record(dir)?;
+    let mut record = read_record(dir, "remove it to collect without it")?;
     let mut v = wb.collect_since(id, files, outside, record.as_mut())?;
     if let Some(r) = &record {
         // Published already: a record left behind only costs a later

@@ -1000,3 +1000,69 @@ fn a_persons_files_outside_the_sections_are_materialized_grepped_and_never_colle
         ["README.md", "docs/notes.txt", "outputs/r.txt"]
     );
 }
+
+/// A directory holding another workbench's materialize record (or a
+/// damaged one) is not materialized over: refused by name, nothing
+/// written; `--force` replaces the record, and the files the old one named
+/// stay as files materialize did not write.
+#[test]
+fn materialize_over_another_workbenchs_directory_is_refused_unless_forced() {
+    let env = Env::new(Transport::Path);
+    let call = |tool: &str, input: Value| {
+        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
+        assert_eq!(code, 0, "{tool}: {v}");
+    };
+    for (id, name) in [("one", "a.txt"), ("two", "b.txt")] {
+        call("workbench_create", json!({"id": id}));
+        call(
+            "workbench_put_file",
+            json!({"id": id, "section": "outputs", "path": name, "text": format!("{id}\n")}),
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let record = dir.path().join(".nokv/materialized.json");
+    let (code, v) = nokv(&env, &["materialize", "one", d], None);
+    assert_eq!(code, 0, "{v}");
+    let one = std::fs::read(&record).unwrap();
+    let (code, v) = nokv(&env, &["materialize", "two", d], None);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (1, &json!("invalid_input")),
+        "{v}"
+    );
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("\"one\"") && msg.contains("--force"), "{msg}");
+    assert_eq!(tree(dir.path()), ["outputs/a.txt"]);
+    assert_eq!(std::fs::read(&record).unwrap(), one);
+    // A damaged record likewise.
+    std::fs::write(&record, b"\xff{ not json").unwrap();
+    let (code, v) = nokv(&env, &["materialize", "one", d], None);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (1, &json!("invalid_input")),
+        "{v}"
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a materialize record"),
+        "{v}"
+    );
+    std::fs::write(&record, &one).unwrap();
+    // --force: the record is two's; one's file is left as it is.
+    let (code, v) = nokv(&env, &["materialize", "--force", "two", d], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(tree(dir.path()), ["outputs/a.txt", "outputs/b.txt"]);
+    let r: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    assert_eq!(r["id"], "two", "{r}");
+    assert_eq!(
+        r["files"].as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["outputs/b.txt"]
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("outputs/a.txt")).unwrap(),
+        "one\n"
+    );
+}
