@@ -266,14 +266,43 @@ enum Found {
     Same,
 }
 
-/// Whether the regular file at `p` (of `size` bytes) holds `content`
-/// (BLAKE3) of `want` bytes: stat first, hash only when the sizes agree.
-fn holds(p: &Path, size: u64, content: &[u8; 32], want: u64) -> Result<bool, WbError> {
-    if size != want {
-        return Ok(false);
+/// A local file's BLAKE3, computed at most once, and only when asked
+/// (stat first: a size that agrees with nothing needs no hash).
+struct Local<'a> {
+    path: &'a Path,
+    size: u64,
+    hash: Option<[u8; 32]>,
+}
+
+impl Local<'_> {
+    /// Whether the file holds `content` (BLAKE3) of `want` bytes.
+    fn holds(&mut self, content: &[u8; 32], want: u64) -> Result<bool, WbError> {
+        if self.size != want {
+            return Ok(false);
+        }
+        let hash = match self.hash {
+            Some(h) => h,
+            None => {
+                let (h, n) = hash_file(self.path)?;
+                if n != self.size {
+                    // Changed while read: it matches nothing.
+                    return Ok(false);
+                }
+                *self.hash.insert(h)
+            }
+        };
+        Ok(hash == *content)
     }
-    let (c, n) = hash_file(p)?;
-    Ok(n == want && c == *content)
+
+    /// Whether the file is what materialize wrote there (`r`; a record
+    /// whose hash is not hex matches nothing).
+    fn holds_written(&mut self, r: &MaterializedFile) -> Result<bool, WbError> {
+        let mut content = [0u8; 32];
+        if hex::decode_to_slice(&r.blake3, &mut content).is_err() {
+            return Ok(false);
+        }
+        self.holds(&content, r.size)
+    }
 }
 
 /// Whether a workbench file's path falls under `DIR/.nokv/` (materialize's
@@ -365,10 +394,15 @@ fn materialize(
                 Found::Write
             }
             (Some(size), recorded) => {
-                if holds(&dest, size, &f.body.content, f.body.size)? {
+                let mut local = Local {
+                    path: &dest,
+                    size,
+                    hash: None,
+                };
+                if local.holds(&f.body.content, f.body.size)? {
                     Found::Same
                 } else if match recorded {
-                    Some(r) => holds_written(&dest, size, r)?,
+                    Some(r) => local.holds_written(r)?,
                     None => false,
                 } {
                     // Unchanged here since materialize: the new version.
@@ -405,7 +439,12 @@ fn materialize(
             match meta {
                 None => {}
                 Some(meta) if meta.is_file() => {
-                    if holds_written(&dest, meta.len(), r)? {
+                    let mut local = Local {
+                        path: &dest,
+                        size: meta.len(),
+                        hash: None,
+                    };
+                    if local.holds_written(r)? {
                         removals.push((key.clone(), dest));
                     } else if force {
                         discarded.push(key.clone());
@@ -515,16 +554,6 @@ fn materialize(
         "written": write.len(), "unchanged": unchanged, "bytes": bytes,
         "removed": removed, "kept": kept, "discarded": discarded, "skipped": skipped,
     }))
-}
-
-/// Whether the regular file at `p` (of `size` bytes) is what materialize
-/// wrote there (`r`; a record whose hash is not hex matches nothing).
-fn holds_written(p: &Path, size: u64, r: &MaterializedFile) -> Result<bool, WbError> {
-    let mut content = [0u8; 32];
-    if hex::decode_to_slice(&r.blake3, &mut content).is_err() {
-        return Ok(false);
-    }
-    holds(p, size, &content, r.size)
 }
 
 /// Where materialize records what it wrote (collect reads it, never
