@@ -203,6 +203,64 @@ fn checked_parent(
     Ok((p, None))
 }
 
+/// As [`checked_dest`] (nothing created), judging `DIR/rel` as it will be
+/// once the files `going` are removed (with the directories they leave
+/// empty): a component that is one of them, or a directory holding only
+/// them, counts as absent. Returns the path and the size of the regular
+/// file there (`None`: nothing there, or nothing once they are gone).
+fn checked_dest_after(
+    dir: &Path,
+    rel: &str,
+    going: &std::collections::HashSet<PathBuf>,
+) -> Result<(PathBuf, Option<u64>), WbError> {
+    if !going.is_empty() {
+        // (Every component above a file in `going` was checked when it was
+        // chosen. A directory above the file that goes away is made again.)
+        let parts: Vec<&str> = rel.split('/').collect();
+        let mut p = dir.to_path_buf();
+        for (i, c) in parts.iter().enumerate() {
+            p.push(c);
+            let last = i + 1 == parts.len();
+            if going.contains(&p) || (last && goes_away(&p, going)?) {
+                return Ok((dir.join(rel), None));
+            }
+        }
+    }
+    let dest = checked_dest(dir, rel, false)?;
+    match std::fs::symlink_metadata(&dest) {
+        Ok(m) => Ok((dest, Some(m.len()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((dest, None)),
+        Err(e) => Err(io_error(&dest, e)),
+    }
+}
+
+/// Whether `p` is a directory (not a link) that removing the files `going`
+/// empties and removes: it holds only such files and directories that go
+/// away likewise (an empty one stays, and so does its parent).
+fn goes_away(p: &Path, going: &std::collections::HashSet<PathBuf>) -> Result<bool, WbError> {
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io_error(p, e)),
+    }
+    let mut any = false;
+    for e in std::fs::read_dir(p).map_err(|e| io_error(p, e))? {
+        let e = e.map_err(|e| io_error(p, e))?.path();
+        let m = std::fs::symlink_metadata(&e).map_err(|err| io_error(&e, err))?;
+        let gone = if m.is_file() {
+            going.contains(&e)
+        } else {
+            m.is_dir() && goes_away(&e, going)?
+        };
+        if !gone {
+            return Ok(false);
+        }
+        any = true;
+    }
+    Ok(any)
+}
+
 /// Write `dest` (a [`checked_dest`] under `dir`) as a new file: the bytes
 /// go to a fresh file under `DIR/.nokv/` (created exclusively, so never
 /// through a link; collect never reads there), renamed over `dest` when
@@ -367,60 +425,7 @@ fn materialize(
         Ok(None) => None,
     };
     let was = |key: &str| earlier.as_ref().and_then(|m| m.files.get(key));
-    // Every destination judged before anything is written.
-    let mut found = Vec::with_capacity(files.len());
-    let mut conflicts: Vec<String> = Vec::new();
     let mut discarded: Vec<String> = Vec::new();
-    for f in &files {
-        let key = f.key();
-        let dest = checked_dest(dir, &key, false)?;
-        let recorded = was(&key);
-        let here = match std::fs::symlink_metadata(&dest) {
-            Ok(m) => Some(m.len()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(io_error(&dest, e)),
-        };
-        let verdict = match (here, recorded) {
-            // Absent and never written here: new.
-            (None, None) => Found::Write,
-            // Written here and since removed: a deletion collect has not
-            // published.
-            (None, Some(_)) => {
-                if force {
-                    discarded.push(key);
-                } else {
-                    conflicts.push(format!("{key} (removed here)"));
-                }
-                Found::Write
-            }
-            (Some(size), recorded) => {
-                let mut local = Local {
-                    path: &dest,
-                    size,
-                    hash: None,
-                };
-                if local.holds(&f.body.content, f.body.size)? {
-                    Found::Same
-                } else if match recorded {
-                    Some(r) => local.holds_written(r)?,
-                    None => false,
-                } {
-                    // Unchanged here since materialize: the new version.
-                    Found::Write
-                } else {
-                    if force {
-                        discarded.push(key);
-                    } else if recorded.is_some() {
-                        conflicts.push(format!("{key} (changed here)"));
-                    } else {
-                        conflicts.push(format!("{key} (here, not written by materialize)"));
-                    }
-                    Found::Write
-                }
-            }
-        };
-        found.push((dest, verdict));
-    }
     // Files written earlier that the workbench no longer has.
     let mut removals: Vec<(String, PathBuf)> = Vec::new();
     let mut kept: Vec<String> = Vec::new();
@@ -462,6 +467,58 @@ fn materialize(
             }
         }
     }
+    // What the removals take away: a workbench file may now be where one
+    // of them is (a file that became a directory, or the reverse).
+    let going: std::collections::HashSet<PathBuf> =
+        removals.iter().map(|(_, p)| p.clone()).collect();
+    // Every destination judged before anything is written.
+    let mut found = Vec::with_capacity(files.len());
+    let mut conflicts: Vec<String> = Vec::new();
+    for f in &files {
+        let key = f.key();
+        let (dest, here) = checked_dest_after(dir, &key, &going)?;
+        let recorded = was(&key);
+        let verdict = match (here, recorded) {
+            // Absent and never written here: new.
+            (None, None) => Found::Write,
+            // Written here and since removed: a deletion collect has not
+            // published.
+            (None, Some(_)) => {
+                if force {
+                    discarded.push(key);
+                } else {
+                    conflicts.push(format!("{key} (removed here)"));
+                }
+                Found::Write
+            }
+            (Some(size), recorded) => {
+                let mut local = Local {
+                    path: &dest,
+                    size,
+                    hash: None,
+                };
+                if local.holds(&f.body.content, f.body.size)? {
+                    Found::Same
+                } else if match recorded {
+                    Some(r) => local.holds_written(r)?,
+                    None => false,
+                } {
+                    // Unchanged here since materialize: the new version.
+                    Found::Write
+                } else {
+                    if force {
+                        discarded.push(key);
+                    } else if recorded.is_some() {
+                        conflicts.push(format!("{key} (changed here)"));
+                    } else {
+                        conflicts.push(format!("{key} (here, not written by materialize)"));
+                    }
+                    Found::Write
+                }
+            }
+        };
+        found.push((dest, verdict));
+    }
     if !conflicts.is_empty() {
         conflicts.sort();
         return Err(WbError::new(
@@ -494,6 +551,25 @@ fn materialize(
         lanes[l].push(i);
         load[l] += files[i].body.size;
     }
+    // Removals first: a file written next may take the place of one.
+    let mut removed = Vec::with_capacity(removals.len());
+    for (key, p) in removals {
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error(&p, e)),
+        }
+        // Directories left empty go too (never `dir` itself; a directory
+        // that still holds anything stays).
+        let mut parent = p.parent();
+        while let Some(d) = parent.filter(|d| *d != dir && d.starts_with(dir)) {
+            if std::fs::remove_dir(d).is_err() {
+                break;
+            }
+            parent = d.parent();
+        }
+        removed.push(key);
+    }
     // The directories, checked again as they are made.
     for &i in &write {
         checked_dest(dir, &files[i].key(), true)?;
@@ -522,24 +598,6 @@ fn materialize(
         }
         Ok(n)
     })?;
-    let mut removed = Vec::with_capacity(removals.len());
-    for (key, p) in removals {
-        match std::fs::remove_file(&p) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_error(&p, e)),
-        }
-        // Directories left empty go too (never `dir` itself; a directory
-        // that still holds anything stays).
-        let mut parent = p.parent();
-        while let Some(d) = parent.filter(|d| *d != dir && d.starts_with(dir)) {
-            if std::fs::remove_dir(d).is_err() {
-                break;
-            }
-            parent = d.parent();
-        }
-        removed.push(key);
-    }
     write_bytes(
         dir,
         ".nokv/content-types.json",

@@ -1066,3 +1066,58 @@ fn materialize_over_another_workbenchs_directory_is_refused_unless_forced() {
         "one\n"
     );
 }
+
+/// A file of the workbench that became a directory (and a directory that
+/// became a file): the unchanged old copies materialize wrote give way to
+/// the new layout instead of blocking it.
+#[test]
+fn materialize_follows_a_file_that_became_a_directory_and_back() {
+    let env = Env::new(Transport::Path);
+    let call = |tool: &str, input: Value| {
+        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
+        assert_eq!(code, 0, "{tool}: {v}");
+    };
+    call("workbench_create", json!({"id": "sw"}));
+    for path in ["model", "run/a.txt", "run/deep/b.txt"] {
+        call(
+            "workbench_put_file",
+            json!({"id": "sw", "section": "outputs", "path": path, "text": format!("v1 {path}\n")}),
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let (code, v) = nokv(&env, &["materialize", "sw", d], None);
+    assert_eq!(code, 0, "{v}");
+    // Another agent swaps them: outputs/model becomes a directory,
+    // outputs/run a file (a collect of the removals, then one of the new).
+    let other = tempfile::tempdir().unwrap();
+    let o = other.path().to_str().unwrap();
+    let (code, v) = nokv(&env, &["materialize", "sw", o], None);
+    assert_eq!(code, 0, "{v}");
+    let out = other.path().join("outputs");
+    std::fs::remove_file(out.join("model")).unwrap();
+    std::fs::remove_dir_all(out.join("run")).unwrap();
+    let (code, v) = nokv(&env, &["collect", o, "sw"], None);
+    assert_eq!((code, &v["deleted"]), (0, &json!(3)), "{v}");
+    std::fs::create_dir(out.join("model")).unwrap();
+    std::fs::write(out.join("model/w.bin"), "weights\n").unwrap();
+    std::fs::write(out.join("run"), "run as a file\n").unwrap();
+    let (code, v) = nokv(&env, &["collect", o, "sw"], None);
+    assert_eq!((code, &v["created"]), (0, &json!(2)), "{v}");
+    let (code, v) = nokv(&env, &["materialize", "sw", d], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(tree(dir.path()), ["outputs/model/w.bin", "outputs/run"]);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("outputs/run")).unwrap(),
+        "run as a file\n"
+    );
+    assert_eq!(
+        v["removed"],
+        json!([
+            "outputs/model",
+            "outputs/run/a.txt",
+            "outputs/run/deep/b.txt"
+        ]),
+        "{v}"
+    );
+}
