@@ -53,6 +53,7 @@ pub const CODES: &[(&str, bool, ConflictClass)] = &[
     ("already_exists", false, ConflictClass::Exists),
     ("generation_conflict", true, ConflictClass::Generation),
     ("collect_conflict", false, ConflictClass::Generation),
+    ("materialize_conflict", false, ConflictClass::Generation),
     ("locked", true, ConflictClass::Lock),
     ("edit_no_match", false, ConflictClass::None),
     ("edit_ambiguous", false, ConflictClass::None),

@@ -25,8 +25,16 @@ pub const FIND_MANIFEST_BYTES: u64 = 4 << 20;
 /// The field catalog: name, type, operators.
 pub const FIELDS: &[(&str, &str, &str)] = &[
     ("workbench_id", "string", "Identity of the workbench"),
-    ("section", "string", "One of the five sections"),
-    ("path", "string", "Path relative to the section"),
+    (
+        "section",
+        "string",
+        "One of the five sections (null for a file outside them)",
+    ),
+    (
+        "path",
+        "string",
+        "Path relative to the section (to the workbench root without one)",
+    ),
     ("name", "string", "Last component of the path"),
     ("size", "integer", "Body size in bytes"),
     (
@@ -355,14 +363,19 @@ impl<S: Store> Workbench<S> {
         let infos = self.generation_infos(raw.iter().map(|(_, _, r)| r.generation))?;
         let mut out = Vec::with_capacity(raw.len());
         for (wid, committed, row) in raw {
-            let rest = &row.path[wid.len() + 1..];
-            let (sec, rel) = rest.split_once('/').unwrap_or((rest, ""));
+            let rest = row.path.get(wid.len() + 1..).unwrap_or_default();
+            // A file outside the five sections (a person's submit): no
+            // section, its path relative to the workbench root.
+            let (sec, rel) = match crate::workbench::sandbox::split_section(rest) {
+                Some((s, rel)) => (json!(s), rel),
+                None => (Value::Null, rest),
+            };
             let (message, modified) = &infos[&row.generation];
             let modified = *modified;
             let ct = message_content_type(message, &row.path).map(str::to_string);
             let mut f = Map::new();
             f.insert("workbench_id".into(), json!(wid));
-            f.insert("section".into(), json!(sec));
+            f.insert("section".into(), sec);
             f.insert("path".into(), json!(rel));
             f.insert("name".into(), json!(rel.rsplit('/').next().unwrap_or(rel)));
             f.insert("size".into(), json!(row.body.size));

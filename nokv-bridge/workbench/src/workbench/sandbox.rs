@@ -16,8 +16,10 @@ use crate::store::{BodyRef, Edit, NewBody, Publish, Published, Refusal, Row, Sto
 /// One file of a workbench, for materialize.
 #[derive(Clone, Debug)]
 pub struct FileEntry {
-    pub section: Section,
-    /// Relative to the section.
+    /// The file's section; `None` for a file outside the five section
+    /// directories (a person's submit to `<id>/<path>`).
+    pub section: Option<Section>,
+    /// Relative to the section (to the workbench root without one).
     pub path: String,
     pub body: BodyRef,
     pub generation: u64,
@@ -73,8 +75,30 @@ pub struct MaterializedFile {
 /// The schema name of [`Materialized`].
 pub const MATERIALIZED_SCHEMA: &str = "nokv.workbench.materialized.v1";
 
+impl FileEntry {
+    /// The path relative to the workbench root (`section/path`, or the
+    /// path of a file outside the sections): the key of the materialize
+    /// record and of `content-types.json`, and where materialize writes it
+    /// under its directory.
+    pub fn key(&self) -> String {
+        match self.section {
+            Some(s) => format!("{s}/{}", self.path),
+            None => self.path.clone(),
+        }
+    }
+}
+
+/// A path relative to a workbench root split into its section and the
+/// rest; `None` when its first component is not one of the five sections
+/// (a file outside them, or a path directly under the root).
+pub fn split_section(rel: &str) -> Option<(Section, &str)> {
+    let (sec, rest) = rel.split_once('/')?;
+    Some((Section::from_name(sec)?, rest))
+}
+
 impl MaterializedFile {
-    fn of(generation: u64, content: &[u8; 32], size: u64) -> MaterializedFile {
+    /// The record of a body written at `generation`.
+    pub fn of(generation: u64, content: &[u8; 32], size: u64) -> MaterializedFile {
         MaterializedFile {
             generation,
             size,
@@ -82,7 +106,8 @@ impl MaterializedFile {
         }
     }
 
-    fn is(&self, content: &[u8; 32], size: u64) -> bool {
+    /// Whether the body written was `content` (BLAKE3) of `size` bytes.
+    pub fn is(&self, content: &[u8; 32], size: u64) -> bool {
         self.size == size && self.blake3 == hex::encode(content)
     }
 }
@@ -91,8 +116,9 @@ impl MaterializedFile {
 /// by collect; smaller ones are read into memory and uploaded together.
 pub const STREAM_ABOVE: u64 = 1 << 20;
 
-/// BLAKE3 of a local file, read in 4 MiB pieces (each hashed on every core).
-fn hash_file(path: &Path) -> Result<([u8; 32], u64), WbError> {
+/// BLAKE3 of a local file and its size, read in 4 MiB pieces (each
+/// hashed on every core).
+pub fn hash_file(path: &Path) -> Result<([u8; 32], u64), WbError> {
     use std::io::Read;
     let io = |e: std::io::Error| WbError::new("storage", format!("{}: {e}", path.display()));
     let mut f = std::fs::File::open(path).map_err(io)?;
@@ -128,23 +154,26 @@ struct Pending {
 }
 
 impl<S: Store> Workbench<S> {
-    /// Every live file of workbench `id` (the change messages of their
+    /// Every live file of workbench `id`: those of the five sections and
+    /// those a person submitted outside them (the change messages of their
     /// generations, for content types, asked for together).
     pub fn files(&mut self, id: &str) -> Result<Vec<FileEntry>, WbError> {
         let inc = self.incarnation(id)?;
-        let mut rows: Vec<(Section, String, Row)> = Vec::new();
+        let mut rows: Vec<(Option<Section>, String, Row)> = Vec::new();
         let mut token = String::new();
         loop {
             let page = self.store.list_files(0, id, &token, 1000)?;
             for row in page.files.into_iter().filter(|r| r.generation >= inc) {
-                let rest = &row.path[id.len() + 1..];
-                let Some((sec, rel)) = rest.split_once('/') else {
+                let Some(rest) = row.path.strip_prefix(id).and_then(|r| r.strip_prefix('/')) else {
                     continue;
                 };
-                let Some(section) = Section::from_name(sec) else {
-                    continue;
+                // A file outside the five sections (a person's submit) is
+                // one of the workbench's files too, at its path.
+                let (section, rel) = match split_section(rest) {
+                    Some((s, rel)) => (Some(s), rel.to_string()),
+                    None => (None, rest.to_string()),
                 };
-                rows.push((section, rel.to_string(), row));
+                rows.push((section, rel, row));
             }
             match page.next {
                 Some(t) => token = t,
@@ -222,7 +251,7 @@ impl<S: Store> Workbench<S> {
     }
 
     pub fn collect(&mut self, id: &str, files: Vec<LocalFile>) -> Result<Value, WbError> {
-        self.collect_since(id, files, None)
+        self.collect_since(id, files, Vec::new(), None)
     }
 
     /// The record materialize leaves with `files` of workbench `id`.
@@ -236,7 +265,7 @@ impl<S: Store> Workbench<S> {
                 .iter()
                 .map(|f| {
                     (
-                        format!("{}/{}", f.section, f.path),
+                        f.key(),
                         MaterializedFile::of(f.generation, &f.body.content, f.body.size),
                     )
                 })
@@ -257,10 +286,19 @@ impl<S: Store> Workbench<S> {
     ///
     /// On success `since` is brought up to date with what the workbench now
     /// holds for the paths published or found identical.
+    ///
+    /// `outside` are the local files outside the five section directories
+    /// (their path relative to the workbench root, and where they are):
+    /// collect never publishes one. Each must be unchanged since
+    /// materialize (a person's file materialize wrote) or identical to the
+    /// live file at that path; any other is refused by name
+    /// (`invalid_input`), nothing published. A person's file removed here
+    /// is never deleted there.
     pub fn collect_since(
         &mut self,
         id: &str,
         files: Vec<LocalFile>,
+        outside: Vec<(String, PathBuf)>,
         mut since: Option<&mut Materialized>,
     ) -> Result<Value, WbError> {
         let mut t = std::time::Instant::now();
@@ -310,8 +348,11 @@ impl<S: Store> Workbench<S> {
                         "the materialize record names {key:?}, not a section/path"
                     ))
                 };
-                let (sec, path) = key.split_once('/').ok_or_else(bad)?;
-                let section = Section::from_name(sec).ok_or_else(bad)?;
+                // A file outside the sections (a person's) is never deleted.
+                let Some((section, path)) = split_section(key) else {
+                    scribe_format::path::validate(key).map_err(|_| bad())?;
+                    continue;
+                };
                 if super::is_reserved(section, path) {
                     continue;
                 }
@@ -319,18 +360,69 @@ impl<S: Store> Workbench<S> {
                 removed.push((key.clone(), t.full, rec.generation));
             }
         }
+        // Files outside the sections: each must name a path a person's
+        // file can have (else it is refused at once, as a changed one).
+        let mut refused_outside: Vec<String> = Vec::new();
+        let mut outside_targets: Vec<(String, String, PathBuf)> = Vec::new();
+        for (rel, path) in outside {
+            let full = format!("{id}/{rel}");
+            if scribe_format::path::validate(&full).is_err() {
+                refused_outside.push(rel);
+            } else {
+                outside_targets.push((rel, full, path));
+            }
+        }
         let mut all = targets.clone();
         all.extend(removed.iter().map(|r| r.1.clone()));
+        all.extend(outside_targets.iter().map(|o| o.1.clone()));
         let live = self.live_rows(id, &all)?;
         crate::phase("collect: list", &mut t);
-        let (mut created, mut replaced, mut unchanged) = (0u64, 0u64, 0u64);
+        // Paths identical here and there: their record becomes the live row.
+        let mut settled: Vec<(String, Option<MaterializedFile>)> = Vec::new();
+        let mut unchanged = 0u64;
+        for (rel, full, path) in outside_targets {
+            let recorded = since.as_deref().and_then(|m| m.files.get(&rel));
+            let current = live.get(&full);
+            let size = std::fs::metadata(&path)
+                .map_err(|e| WbError::new("storage", format!("{}: {e}", path.display())))?
+                .len();
+            let same = if recorded.is_some_and(|r| r.size == size)
+                || current.is_some_and(|r| r.body.size == size)
+            {
+                let (content, n) = hash_file(&path)?;
+                if recorded.is_some_and(|r| r.is(&content, n)) {
+                    Some(None)
+                } else if current.is_some_and(|r| r.body.content == content && r.body.size == n) {
+                    Some(current.map(row_record))
+                } else {
+                    None
+                }
+            } else {
+                None
+            };
+            match same {
+                Some(settle) => {
+                    unchanged += 1;
+                    if let Some(r) = settle {
+                        settled.push((rel, Some(r)));
+                    }
+                }
+                None => refused_outside.push(rel),
+            }
+        }
+        if !refused_outside.is_empty() {
+            refused_outside.sort();
+            return Err(WbError::invalid_input(format!(
+                "outside the five section directories, and not as materialize wrote them nor as the workbench holds them: {}; collect publishes only input/, scripts/, outputs/, logs/ and metadata/ (a file outside them is a person's: restore it or remove it here), nothing was published",
+                refused_outside.join(", ")
+            )));
+        }
+        let (mut created, mut replaced) = (0u64, 0u64);
         // Bodies known now (in memory), and files to stream.
         let mut ready: Vec<(Pending, NewBody, [u8; 32])> = Vec::new();
         let mut streamed: Vec<(Pending, PathBuf, u64)> = Vec::new();
         // Paths changed here and in the workbench since materialize.
         let mut conflicts: Vec<String> = Vec::new();
-        // Paths identical here and there: their record becomes the live row.
-        let mut settled: Vec<(String, Option<MaterializedFile>)> = Vec::new();
         for (((f, full), key), is_reserved) in
             files.into_iter().zip(targets).zip(keys).zip(reserved)
         {

@@ -335,11 +335,19 @@ fn materialize_never_writes_through_a_link_left_in_the_directory() {
         .collect();
     there.sort();
     assert_eq!(there, vec![std::ffi::OsString::from("victim.txt")]);
-    // A hard link is replaced by the file, its target left as it was.
+    // A hard link (to other bytes: local work, refused without --force)
+    // is replaced by the file, its target left as it was.
     std::fs::remove_file(&outputs).unwrap();
     std::fs::create_dir(&outputs).unwrap();
     std::fs::hard_link(&victim, &report).unwrap();
     let (code, v) = nokv(&env, &["materialize", "ln", d], None);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (1, &json!("materialize_conflict")),
+        "{v}"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    let (code, v) = nokv(&env, &["materialize", "--force", "ln", d], None);
     assert_eq!(code, 0, "{v}");
     assert_eq!(std::fs::read_to_string(&report).unwrap(), "agent output\n");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
@@ -589,4 +597,527 @@ fn a_damaged_or_foreign_materialize_record_is_refused_and_publishes_nothing() {
         None,
     );
     assert_eq!(v["items"], json!([]), "nothing published: {v}");
+}
+
+/// The files of a directory below `root` (relative, `/`-separated, sorted),
+/// `.nokv/` left out.
+fn tree(root: &std::path::Path) -> Vec<String> {
+    fn walk(root: &std::path::Path, dir: &std::path::Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(root).unwrap().to_str().unwrap().to_string();
+            if rel == ".nokv" {
+                continue;
+            }
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                out.push(rel);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out.sort();
+    out
+}
+
+/// Materialize again over a directory an agent worked in: a file changed
+/// (or removed) there since the last materialize whose workbench version
+/// is not what is there is refused by name, and nothing at all is
+/// written; a file changed there to exactly the workbench's new version,
+/// or untouched there and moved in the workbench, is fine; a local new
+/// file is left alone; `--force` discards the local changes, naming them.
+/// A first materialize into a directory that already holds a different
+/// file at a destination refuses it the same way.
+#[test]
+fn materialize_refuses_to_overwrite_local_work_and_force_discards_it() {
+    let env = Env::new(Transport::Path);
+    let call = |tool: &str, input: Value| {
+        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
+        assert_eq!(code, 0, "{tool}: {v}");
+    };
+    let put = |section: &str, path: &str, text: &str, replace: bool| {
+        call(
+            "workbench_put_file",
+            json!({"id": "mw", "section": section, "path": path, "text": text, "replace": replace}),
+        )
+    };
+    call("workbench_create", json!({"id": "mw"}));
+    for name in ["a.txt", "b.txt", "c.txt"] {
+        put("outputs", name, &format!("v1 {name}\n"), false);
+    }
+    put("input", "d.txt", "v1 d.txt\n", false);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let file = |rel: &str| dir.path().join(rel);
+    let text = |rel: &str| std::fs::read_to_string(file(rel)).unwrap();
+    let (code, v) = nokv(&env, &["materialize", "mw", d], None);
+    assert_eq!((code, &v["files"]), (0, &json!(4)), "{v}");
+    let first = v;
+    // No conflict: b moved in the workbench only, c changed here to the
+    // workbench's new version, mine.txt is the agent's new file.
+    put("outputs", "b.txt", "v2 b.txt\n", true);
+    put("outputs", "c.txt", "v2 c.txt\n", true);
+    std::fs::write(file("outputs/c.txt"), "v2 c.txt\n").unwrap();
+    std::fs::write(file("outputs/mine.txt"), "mine\n").unwrap();
+    let (code, quiet) = nokv(&env, &["materialize", "mw", d], None);
+    assert_eq!(code, 0, "{quiet}");
+    assert_eq!(text("outputs/b.txt"), "v2 b.txt\n");
+    assert_eq!(text("outputs/c.txt"), "v2 c.txt\n");
+    assert_eq!(text("outputs/mine.txt"), "mine\n");
+    // The agent edits a (which also moves in the workbench) and removes d;
+    // a local new.txt meets another writer's new.txt; b moves again.
+    std::fs::write(file("outputs/a.txt"), "A's work\n").unwrap();
+    put("outputs", "a.txt", "v2 a.txt\n", true);
+    std::fs::remove_file(file("input/d.txt")).unwrap();
+    std::fs::write(file("outputs/new.txt"), "A's new\n").unwrap();
+    put("outputs", "new.txt", "B's new\n", false);
+    put("outputs", "b.txt", "v3 b.txt\n", true);
+    let record = std::fs::read(file(".nokv/materialized.json")).unwrap();
+    let before = tree(dir.path());
+    let (code, v) = nokv(&env, &["materialize", "mw", d], None);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (1, &json!("materialize_conflict")),
+        "{v}"
+    );
+    let msg = v["error"]["message"].as_str().unwrap();
+    for name in ["outputs/a.txt", "input/d.txt", "outputs/new.txt"] {
+        assert!(msg.contains(name), "{name}: {msg}");
+    }
+    for name in ["b.txt", "c.txt", "mine.txt"] {
+        assert!(!msg.contains(name), "{name}: {msg}");
+    }
+    // Nothing was written: not even b, which had no conflict.
+    assert_eq!(tree(dir.path()), before);
+    assert_eq!(text("outputs/a.txt"), "A's work\n");
+    assert_eq!(text("outputs/new.txt"), "A's new\n");
+    assert_eq!(text("outputs/b.txt"), "v2 b.txt\n");
+    assert_eq!(
+        std::fs::read(file(".nokv/materialized.json")).unwrap(),
+        record
+    );
+    // --force discards the local changes, naming each; the agent's own
+    // new file stays.
+    let (code, v) = nokv(&env, &["materialize", "--force", "mw", d], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        v["discarded"],
+        json!(["input/d.txt", "outputs/a.txt", "outputs/new.txt"]),
+        "{v}"
+    );
+    // What each materialize reported: all written, then only b.
+    assert_eq!(
+        (&first["written"], &first["unchanged"]),
+        (&json!(4), &json!(0)),
+        "{first}"
+    );
+    assert_eq!(
+        (
+            &quiet["files"],
+            &quiet["written"],
+            &quiet["unchanged"],
+            &quiet["discarded"]
+        ),
+        (&json!(4), &json!(1), &json!(3), &json!([])),
+        "{quiet}"
+    );
+    assert_eq!(text("outputs/a.txt"), "v2 a.txt\n");
+    assert_eq!(text("input/d.txt"), "v1 d.txt\n");
+    assert_eq!(text("outputs/new.txt"), "B's new\n");
+    assert_eq!(text("outputs/b.txt"), "v3 b.txt\n");
+    assert_eq!(text("outputs/mine.txt"), "mine\n");
+    // A first materialize into a directory holding other files: a
+    // different file at a destination is refused, an identical one is fine.
+    let fresh = tempfile::tempdir().unwrap();
+    let f = fresh.path().to_str().unwrap();
+    std::fs::create_dir_all(fresh.path().join("outputs")).unwrap();
+    std::fs::write(fresh.path().join("outputs/a.txt"), "someone's a\n").unwrap();
+    std::fs::write(fresh.path().join("outputs/b.txt"), "v3 b.txt\n").unwrap();
+    std::fs::write(fresh.path().join("outputs/other.txt"), "other\n").unwrap();
+    let (code, v) = nokv(&env, &["materialize", "mw", f], None);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (1, &json!("materialize_conflict")),
+        "{v}"
+    );
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("outputs/a.txt") && !msg.contains("b.txt"),
+        "{msg}"
+    );
+    assert_eq!(
+        tree(fresh.path()),
+        ["outputs/a.txt", "outputs/b.txt", "outputs/other.txt"]
+    );
+    assert!(!fresh.path().join(".nokv").exists());
+    std::fs::remove_file(fresh.path().join("outputs/a.txt")).unwrap();
+    let (code, v) = nokv(&env, &["materialize", "mw", f], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        (&v["written"], &v["unchanged"]),
+        (&json!(4), &json!(1)),
+        "{v}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fresh.path().join("outputs/other.txt")).unwrap(),
+        "other\n"
+    );
+}
+
+/// Files materialize wrote that the workbench has since deleted: removed
+/// from the directory (and the record) when unchanged there, with the
+/// directories they leave empty; kept and named when changed there (collect
+/// then names the conflict); `--force` removes them too.
+#[test]
+fn materialize_removes_files_the_workbench_deleted_and_keeps_changed_ones() {
+    let env = Env::new(Transport::Path);
+    let call = |tool: &str, input: Value| {
+        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
+        assert_eq!(code, 0, "{tool}: {v}");
+    };
+    call("workbench_create", json!({"id": "st"}));
+    for path in ["stay.txt", "run/old.txt", "run/edited.txt", "gone/x.txt"] {
+        call(
+            "workbench_put_file",
+            json!({"id": "st", "section": "outputs", "path": path, "text": format!("v1 {path}\n")}),
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let (code, v) = nokv(&env, &["materialize", "st", d], None);
+    assert_eq!(code, 0, "{v}");
+    // Another agent deletes three files (a collect of its removals).
+    let other = tempfile::tempdir().unwrap();
+    let o = other.path().to_str().unwrap();
+    let (code, v) = nokv(&env, &["materialize", "st", o], None);
+    assert_eq!(code, 0, "{v}");
+    for path in ["run/old.txt", "run/edited.txt", "gone/x.txt"] {
+        std::fs::remove_file(other.path().join("outputs").join(path)).unwrap();
+    }
+    let (code, v) = nokv(&env, &["collect", o, "st"], None);
+    assert_eq!((code, &v["deleted"]), (0, &json!(3)), "{v}");
+    // Here the agent edited one of them and added a file of its own.
+    let file = |rel: &str| dir.path().join(rel);
+    std::fs::write(file("outputs/run/edited.txt"), "A's work\n").unwrap();
+    std::fs::write(file("outputs/run/local.txt"), "A's new\n").unwrap();
+    let (code, v) = nokv(&env, &["materialize", "st", d], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        tree(dir.path()),
+        [
+            "outputs/run/edited.txt",
+            "outputs/run/local.txt",
+            "outputs/stay.txt"
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(file("outputs/run/edited.txt")).unwrap(),
+        "A's work\n"
+    );
+    assert!(!file("outputs/gone").exists());
+    assert_eq!(
+        (&v["files"], &v["removed"], &v["kept"]),
+        (
+            &json!(1),
+            &json!(["outputs/gone/x.txt", "outputs/run/old.txt"]),
+            &json!(["outputs/run/edited.txt"])
+        ),
+        "{v}"
+    );
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(file(".nokv/materialized.json")).unwrap()).unwrap();
+    let mut keys: Vec<&String> = record["files"].as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["outputs/run/edited.txt", "outputs/stay.txt"]);
+    // Changed here, deleted there: collect names it.
+    let (code, v) = nokv(&env, &["collect", d, "st"], None);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (1, &json!("collect_conflict")),
+        "{v}"
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("outputs/run/edited.txt"),
+        "{v}"
+    );
+    // --force discards it; the agent's own new file stays.
+    let (code, v) = nokv(&env, &["materialize", "--force", "st", d], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        (&v["removed"], &v["kept"], &v["discarded"]),
+        (
+            &json!(["outputs/run/edited.txt"]),
+            &json!([]),
+            &json!(["outputs/run/edited.txt"])
+        ),
+        "{v}"
+    );
+    assert_eq!(
+        tree(dir.path()),
+        ["outputs/run/local.txt", "outputs/stay.txt"]
+    );
+}
+
+/// A person submits files outside the five section directories of a
+/// workbench (`job/README.md`, `job/docs/notes.txt`): materialize writes
+/// them at their path under the directory, grep and search show that path
+/// (no section), and collect leaves them alone when unchanged and refuses
+/// a changed one by name; removing one locally deletes nothing. A
+/// person's file under `job/.nokv/` cannot be written there (materialize's
+/// own records): it is skipped and named.
+#[test]
+fn a_persons_files_outside_the_sections_are_materialized_grepped_and_never_collected() {
+    use scribe_format::{OperationId, WorkspaceId};
+    use scribe_testkit::change::{change, Requests};
+    let env = Env::new(Transport::Tcp);
+    let call = |tool: &str, input: Value| {
+        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
+        assert_eq!(code, 0, "{tool}: {v}");
+        v
+    };
+    call("workbench_create", json!({"id": "job"}));
+    call(
+        "workbench_put_file",
+        json!({"id": "job", "section": "outputs", "path": "r.txt", "text": "agent result\n"}),
+    );
+    let mut person = env.connect();
+    let ws = WorkspaceId::random();
+    person.register(ws);
+    let out = person.upload_and_submit(
+        ws,
+        OperationId::random(),
+        &change(&[
+            ("job/README.md", Some(b"hello from ada\n".as_slice()), 0),
+            ("job/docs/notes.txt", Some(b"notes by ada\n".as_slice()), 0),
+            ("job/.nokv/x", Some(b"odd\n".as_slice()), 0),
+        ]),
+        "a person's files",
+    );
+    assert_eq!(out.code, 0, "{}", out.detail);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let (code, v) = nokv(&env, &["materialize", "job", d], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        tree(dir.path()),
+        ["README.md", "docs/notes.txt", "outputs/r.txt"]
+    );
+    assert_eq!(
+        (&v["files"], &v["skipped"]),
+        (&json!(3), &json!([".nokv/x"])),
+        "{v}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("docs/notes.txt")).unwrap(),
+        "notes by ada\n"
+    );
+    assert!(!dir.path().join(".nokv/x").exists());
+    // grep and search name them by their path, without a section.
+    let v = call(
+        "workbench_grep",
+        json!({"id": "job", "pattern": "ada", "recursive": true}),
+    );
+    let mut found: Vec<(Value, Value)> = v["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["section"].clone(), m["path"].clone()))
+        .collect();
+    found.sort_by_key(|p| p.1.to_string());
+    assert_eq!(
+        found,
+        [
+            (Value::Null, json!("README.md")),
+            (Value::Null, json!("docs/notes.txt"))
+        ],
+        "{v}"
+    );
+    let v = call(
+        "workbench_search",
+        json!({"id": "job", "predicates": [{"field": "section", "op": "not_exists"}],
+               "fields": ["path", "name", "content_type"]}),
+    );
+    let paths: Vec<&Value> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["path"])
+        .collect();
+    assert_eq!(paths, [".nokv/x", "README.md", "docs/notes.txt"], "{v}");
+    // Collect leaves them alone while they are as materialize wrote them.
+    std::fs::write(dir.path().join("outputs/r.txt"), "agent result 2\n").unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "job"], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        (&v["replaced"], &v["unchanged"]),
+        (&json!(1), &json!(2)),
+        "{v}"
+    );
+    // A changed one is refused by name, nothing published.
+    std::fs::write(dir.path().join("docs/notes.txt"), "A's edit\n").unwrap();
+    std::fs::write(dir.path().join("outputs/r.txt"), "agent result 3\n").unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "job"], None);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (1, &json!("invalid_input")),
+        "{v}"
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("docs/notes.txt"),
+        "{v}"
+    );
+    let v = call(
+        "workbench_read",
+        json!({"id": "job", "section": "outputs", "path": "r.txt"}),
+    );
+    assert_eq!(v["lines"], json!(["agent result 2"]));
+    // Removed here: never deleted there.
+    std::fs::remove_file(dir.path().join("docs/notes.txt")).unwrap();
+    std::fs::remove_file(dir.path().join("README.md")).unwrap();
+    let (code, v) = nokv(&env, &["collect", d, "job"], None);
+    assert_eq!(
+        (code, &v["replaced"], &v["deleted"]),
+        (0, &json!(1), &json!(0)),
+        "{v}"
+    );
+    let again = tempfile::tempdir().unwrap();
+    let (code, v) = nokv(
+        &env,
+        &["materialize", "job", again.path().to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        tree(again.path()),
+        ["README.md", "docs/notes.txt", "outputs/r.txt"]
+    );
+}
+
+/// A directory holding another workbench's materialize record (or a
+/// damaged one) is not materialized over: refused by name, nothing
+/// written; `--force` replaces the record, and the files the old one named
+/// stay as files materialize did not write.
+#[test]
+fn materialize_over_another_workbenchs_directory_is_refused_unless_forced() {
+    let env = Env::new(Transport::Path);
+    let call = |tool: &str, input: Value| {
+        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
+        assert_eq!(code, 0, "{tool}: {v}");
+    };
+    for (id, name) in [("one", "a.txt"), ("two", "b.txt")] {
+        call("workbench_create", json!({"id": id}));
+        call(
+            "workbench_put_file",
+            json!({"id": id, "section": "outputs", "path": name, "text": format!("{id}\n")}),
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let record = dir.path().join(".nokv/materialized.json");
+    let (code, v) = nokv(&env, &["materialize", "one", d], None);
+    assert_eq!(code, 0, "{v}");
+    let one = std::fs::read(&record).unwrap();
+    let (code, v) = nokv(&env, &["materialize", "two", d], None);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (1, &json!("invalid_input")),
+        "{v}"
+    );
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("\"one\"") && msg.contains("--force"), "{msg}");
+    assert_eq!(tree(dir.path()), ["outputs/a.txt"]);
+    assert_eq!(std::fs::read(&record).unwrap(), one);
+    // A damaged record likewise.
+    std::fs::write(&record, b"\xff{ not json").unwrap();
+    let (code, v) = nokv(&env, &["materialize", "one", d], None);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (1, &json!("invalid_input")),
+        "{v}"
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a materialize record"),
+        "{v}"
+    );
+    std::fs::write(&record, &one).unwrap();
+    // --force: the record is two's; one's file is left as it is.
+    let (code, v) = nokv(&env, &["materialize", "--force", "two", d], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(tree(dir.path()), ["outputs/a.txt", "outputs/b.txt"]);
+    let r: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    assert_eq!(r["id"], "two", "{r}");
+    assert_eq!(
+        r["files"].as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["outputs/b.txt"]
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("outputs/a.txt")).unwrap(),
+        "one\n"
+    );
+}
+
+/// A file of the workbench that became a directory (and a directory that
+/// became a file): the unchanged old copies materialize wrote give way to
+/// the new layout instead of blocking it.
+#[test]
+fn materialize_follows_a_file_that_became_a_directory_and_back() {
+    let env = Env::new(Transport::Path);
+    let call = |tool: &str, input: Value| {
+        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
+        assert_eq!(code, 0, "{tool}: {v}");
+    };
+    call("workbench_create", json!({"id": "sw"}));
+    for path in ["model", "run/a.txt", "run/deep/b.txt"] {
+        call(
+            "workbench_put_file",
+            json!({"id": "sw", "section": "outputs", "path": path, "text": format!("v1 {path}\n")}),
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let (code, v) = nokv(&env, &["materialize", "sw", d], None);
+    assert_eq!(code, 0, "{v}");
+    // Another agent swaps them: outputs/model becomes a directory,
+    // outputs/run a file (a collect of the removals, then one of the new).
+    let other = tempfile::tempdir().unwrap();
+    let o = other.path().to_str().unwrap();
+    let (code, v) = nokv(&env, &["materialize", "sw", o], None);
+    assert_eq!(code, 0, "{v}");
+    let out = other.path().join("outputs");
+    std::fs::remove_file(out.join("model")).unwrap();
+    std::fs::remove_dir_all(out.join("run")).unwrap();
+    let (code, v) = nokv(&env, &["collect", o, "sw"], None);
+    assert_eq!((code, &v["deleted"]), (0, &json!(3)), "{v}");
+    std::fs::create_dir(out.join("model")).unwrap();
+    std::fs::write(out.join("model/w.bin"), "weights\n").unwrap();
+    std::fs::write(out.join("run"), "run as a file\n").unwrap();
+    let (code, v) = nokv(&env, &["collect", o, "sw"], None);
+    assert_eq!((code, &v["created"]), (0, &json!(2)), "{v}");
+    let (code, v) = nokv(&env, &["materialize", "sw", d], None);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(tree(dir.path()), ["outputs/model/w.bin", "outputs/run"]);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("outputs/run")).unwrap(),
+        "run as a file\n"
+    );
+    assert_eq!(
+        v["removed"],
+        json!([
+            "outputs/model",
+            "outputs/run/a.txt",
+            "outputs/run/deep/b.txt"
+        ]),
+        "{v}"
+    );
 }
