@@ -10,6 +10,13 @@ fn nokv(env: &Env, args: &[&str], stdin: Option<&str>) -> (i32, Value) {
     nokv_with(env, args, stdin, None)
 }
 
+/// `nokv workbench TOOL INPUT`, which must succeed: its result.
+fn ok_call(env: &Env, tool: &str, input: Value) -> Value {
+    let (code, v) = nokv(env, &["workbench", tool, &input.to_string()], None);
+    assert_eq!(code, 0, "{tool}: {v}");
+    v
+}
+
 /// As [`nokv`], trusting the CA `ca` (`SCRIBE_CA_FILE`) when given.
 fn nokv_with(
     env: &Env,
@@ -285,10 +292,7 @@ fn collect_publishes_only_what_changed_since_materialize_and_refuses_conflicts()
 #[test]
 fn materialize_never_writes_through_a_link_left_in_the_directory() {
     let env = Env::new(Transport::Path);
-    let call = |tool: &str, input: Value| {
-        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
-        assert_eq!(code, 0, "{v}");
-    };
+    let call = |tool: &str, input: Value| ok_call(&env, tool, input);
     call("workbench_create", json!({"id": "ln"}));
     for (section, path) in [("outputs", "report.txt"), ("input", "data.txt")] {
         call(
@@ -366,10 +370,7 @@ fn materialize_never_writes_through_a_link_left_in_the_directory() {
 #[test]
 fn collect_leaves_unchanged_reserved_files_alone_and_refuses_changed_ones() {
     let env = Env::new(Transport::Path);
-    let call = |tool: &str, input: Value| {
-        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
-        assert_eq!(code, 0, "{v}");
-    };
+    let call = |tool: &str, input: Value| ok_call(&env, tool, input);
     call("workbench_create", json!({"id": "rt"}));
     call(
         "workbench_put_file",
@@ -633,10 +634,7 @@ fn tree(root: &std::path::Path) -> Vec<String> {
 #[test]
 fn materialize_refuses_to_overwrite_local_work_and_force_discards_it() {
     let env = Env::new(Transport::Path);
-    let call = |tool: &str, input: Value| {
-        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
-        assert_eq!(code, 0, "{tool}: {v}");
-    };
+    let call = |tool: &str, input: Value| ok_call(&env, tool, input);
     let put = |section: &str, path: &str, text: &str, replace: bool| {
         call(
             "workbench_put_file",
@@ -773,10 +771,7 @@ fn materialize_refuses_to_overwrite_local_work_and_force_discards_it() {
 #[test]
 fn materialize_removes_files_the_workbench_deleted_and_keeps_changed_ones() {
     let env = Env::new(Transport::Path);
-    let call = |tool: &str, input: Value| {
-        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
-        assert_eq!(code, 0, "{tool}: {v}");
-    };
+    let call = |tool: &str, input: Value| ok_call(&env, tool, input);
     call("workbench_create", json!({"id": "st"}));
     for path in ["stay.txt", "run/old.txt", "run/edited.txt", "gone/x.txt"] {
         call(
@@ -875,11 +870,7 @@ fn a_persons_files_outside_the_sections_are_materialized_grepped_and_never_colle
     use scribe_format::{OperationId, WorkspaceId};
     use scribe_testkit::change::{change, Requests};
     let env = Env::new(Transport::Tcp);
-    let call = |tool: &str, input: Value| {
-        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
-        assert_eq!(code, 0, "{tool}: {v}");
-        v
-    };
+    let call = |tool: &str, input: Value| ok_call(&env, tool, input);
     call("workbench_create", json!({"id": "job"}));
     call(
         "workbench_put_file",
@@ -1008,10 +999,7 @@ fn a_persons_files_outside_the_sections_are_materialized_grepped_and_never_colle
 #[test]
 fn materialize_over_another_workbenchs_directory_is_refused_unless_forced() {
     let env = Env::new(Transport::Path);
-    let call = |tool: &str, input: Value| {
-        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
-        assert_eq!(code, 0, "{tool}: {v}");
-    };
+    let call = |tool: &str, input: Value| ok_call(&env, tool, input);
     for (id, name) in [("one", "a.txt"), ("two", "b.txt")] {
         call("workbench_create", json!({"id": id}));
         call(
@@ -1073,10 +1061,7 @@ fn materialize_over_another_workbenchs_directory_is_refused_unless_forced() {
 #[test]
 fn materialize_follows_a_file_that_became_a_directory_and_back() {
     let env = Env::new(Transport::Path);
-    let call = |tool: &str, input: Value| {
-        let (code, v) = nokv(&env, &["workbench", tool, &input.to_string()], None);
-        assert_eq!(code, 0, "{tool}: {v}");
-    };
+    let call = |tool: &str, input: Value| ok_call(&env, tool, input);
     call("workbench_create", json!({"id": "sw"}));
     for path in ["model", "run/a.txt", "run/deep/b.txt"] {
         call(
