@@ -524,18 +524,19 @@ enum Step {
 /// (#18 item 5).
 type Unmodified = Option<BaselineRecord>;
 
-/// The first Unix millisecond after the one this is called in: later than
-/// the ctime of every file renamed before the call (a file time is never
-/// ahead of the clock), as `Fingerprint::proves_unchanged` needs. `None`
-/// when the clock does not get there within 20 ms (it was set back).
-fn after_this_millisecond() -> Option<u64> {
-    let now = now_ms();
+/// The Unix millisecond now, once it is later than `ms` (waiting for the
+/// next one when it is not yet; usually the directory flushes since took
+/// longer): later than the ctime of every file renamed before `ms` was
+/// read (a file time is never ahead of the clock), as
+/// `Fingerprint::proves_unchanged` needs. `None` when the clock does not
+/// get there within 20 ms (it was set back).
+fn after(ms: u64) -> Option<u64> {
     for _ in 0..100 {
-        std::thread::sleep(std::time::Duration::from_micros(200));
         let t = now_ms();
-        if t > now {
+        if t > ms {
             return Some(t);
         }
+        std::thread::sleep(std::time::Duration::from_micros(200));
     }
     None
 }
@@ -946,6 +947,7 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
             report.bytes_written += target.size;
         }
         drop(before);
+        let renamed_ms = now_ms();
         let dirs: Vec<PathBuf> = dirs.into_iter().collect();
         if let Err((k, e)) = flush_group(policy, fs_handle.as_ref(), &dirs, |d| {
             crate::platform::flush_dir(d)
@@ -957,7 +959,7 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
         }
         drop(fs_handle);
         materializer.checkpoint("sync-batch-placed");
-        let placed_ms = after_this_millisecond();
+        let placed_ms = after(renamed_ms);
         let tx = ws.write()?;
         for (i, step) in steps.iter().enumerate() {
             let (path, row) = &batch[i];
