@@ -73,6 +73,29 @@ pub fn resolve(
     };
     let opened = read.opened(path)?;
     drop(read);
+    // The server changed a file this workspace has moved away (a pending
+    // move): theirs, or a merge, written at the source the move vacated
+    // would stand there beside the move's add, and neither the move's
+    // abort, nor revert, nor submit could settle it. The move is undone
+    // first (it puts our file back at its source, still to resolve).
+    let moved_away = match how {
+        Resolution::Ours => None,
+        _ => crate::moves::pending(ws)?
+            .into_iter()
+            .find(|m| m.files.iter().any(|f| f.physical_source == path)),
+    };
+    if let Some(m) = moved_away {
+        let op = m.operation.to_hex();
+        return Err(WorkspaceError::refused(
+            ErrorCode::MoveRefused,
+            path,
+            format!(
+                "the server changed it after the pending move {op} ({} -> {}) moved it away; \
+                 undo the move with `scribe move --abort {op}`, resolve {path}, then move it again",
+                m.source, m.destination
+            ),
+        ));
+    }
     // Every resolution reads, displaces or writes the working file: never
     // beneath a linked directory (the path stays deferred).
     let full = crate::guard::checked(ws.root(), path)?;
