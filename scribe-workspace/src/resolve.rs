@@ -43,8 +43,9 @@ pub enum Resolution {
 pub enum Resolved {
     /// Opened with this action over the new base.
     Opened(OpenedAction),
-    /// The working copy now holds theirs (or nothing, if theirs removed it).
-    TookTheirs,
+    /// The working copy now holds theirs (or nothing, if theirs removed it);
+    /// `kept_yours`: a working file was there and went to the recovery area.
+    TookTheirs { kept_yours: bool },
     /// Both sides removed the path: nothing remains to submit or recover.
     BothRemoved,
 }
@@ -103,9 +104,7 @@ pub fn resolve(
     let present = std::fs::symlink_metadata(&full).is_ok();
     match how {
         Resolution::Theirs => {
-            if row.target.is_some() {
-                clear_ancestors(ws, path)?;
-            }
+            let kept_in_the_way = row.target.is_some() && clear_ancestors(ws, path)?;
             if present {
                 recovery::displace(ws.root(), path, RecoveryReason::Resolve)?;
             }
@@ -129,7 +128,9 @@ pub fn resolve(
             tx.remove_opened(path)?;
             tx.remove_deferred(path)?;
             tx.commit()?;
-            Ok(Resolved::TookTheirs)
+            Ok(Resolved::TookTheirs {
+                kept_yours: present || kept_in_the_way,
+            })
         }
         Resolution::Ours | Resolution::Merged(_) => {
             if let Resolution::Merged(src) = how {
@@ -196,10 +197,11 @@ pub fn resolve(
 /// [`crate::sync::DeferReason::FileInTheWay`]). An untracked file there is
 /// displaced into the recovery area like any working file theirs replaces;
 /// a tracked, opened or deferred one is local work of its own path and is
-/// refused, naming it, until that path is settled.
-fn clear_ancestors(ws: &Workspace, path: &str) -> Result<()> {
+/// refused, naming it, until that path is settled. Returns whether a file
+/// was displaced.
+fn clear_ancestors(ws: &Workspace, path: &str) -> Result<bool> {
     let Some(dir) = crate::sync::file_in_the_way(ws.root(), path)? else {
-        return Ok(());
+        return Ok(false);
     };
     let read = ws.read()?;
     let tracked = read.baseline(dir)?.is_some()
@@ -216,7 +218,7 @@ fn clear_ancestors(ws: &Workspace, path: &str) -> Result<()> {
         ));
     }
     recovery::displace(ws.root(), dir, RecoveryReason::Resolve)?;
-    Ok(())
+    Ok(true)
 }
 
 fn place(
@@ -409,7 +411,7 @@ mod tests {
         let (dir, ws, mem) = setup();
         assert_eq!(
             resolve(&ws, "f", &Resolution::Theirs, &mem).unwrap(),
-            Resolved::TookTheirs
+            Resolved::TookTheirs { kept_yours: true }
         );
         assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"theirs");
         let kept = crate::recovery::list(dir.path()).unwrap();
@@ -445,7 +447,7 @@ mod tests {
         assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"ours");
         assert_eq!(
             resolve(&ws, "u/inner", &Resolution::Theirs, &mem).unwrap(),
-            Resolved::TookTheirs
+            Resolved::TookTheirs { kept_yours: true }
         );
         assert_eq!(
             std::fs::read(dir.path().join("u/inner")).unwrap(),
