@@ -92,7 +92,8 @@ pub fn resolve(
             path,
             format!(
                 "the server changed it after the pending move {op} ({} -> {}) moved it away; \
-                 undo the move with `scribe move --abort {op}`, resolve {path}, then move it again",
+                 `--ours` keeps the move over their change; to take theirs or a merge, undo the \
+                 move with `scribe move --abort {op}`, resolve {path}, then move it again",
                 m.source, m.destination
             ),
         ));
@@ -169,7 +170,42 @@ pub fn resolve(
             if ours_present {
                 crate::platform::make_writable(&full).map_err(WorkspaceError::io(&full))?;
             }
+            // A source this workspace moved away: the move's add names
+            // the revision it was moved from, and the delete is rebased
+            // onto theirs here, so the move is rebased with it.
+            let read = ws.read()?;
+            let old_change = read.baseline(path)?.map(|b| b.change);
+            let mut rebased_moves = Vec::new();
+            let mut rebased_adds = Vec::new();
+            if let (Some(t), Some(old), false) = (&row.target, old_change, ours_present) {
+                let new = t.change;
+                for mut m in crate::moves::pending(ws)? {
+                    let mut changed = false;
+                    for f in &mut m.files {
+                        if f.original_source == path && f.original_change == old {
+                            f.original_change = new;
+                            changed = true;
+                        }
+                    }
+                    if changed {
+                        rebased_moves.push(m);
+                    }
+                }
+                for (p, mut o) in read.opened_all()? {
+                    if o.moved_from.as_ref() == Some(&(path.to_string(), old)) {
+                        o.moved_from = Some((path.to_string(), new));
+                        rebased_adds.push((p, o));
+                    }
+                }
+            }
+            drop(read);
             let tx = ws.write()?;
+            for m in &rebased_moves {
+                tx.put_workflow(&m.key(), &m.encode())?;
+            }
+            for (p, o) in &rebased_adds {
+                tx.put_opened(p, o)?;
+            }
             match row.target {
                 // The base is theirs; the fingerprint is left unsettled
                 // so the next status hashes the working file.
