@@ -43,8 +43,9 @@ pub enum Resolution {
 pub enum Resolved {
     /// Opened with this action over the new base.
     Opened(OpenedAction),
-    /// The working copy now holds theirs (or nothing, if theirs removed it).
-    TookTheirs,
+    /// The working copy now holds theirs (or nothing, if theirs removed it);
+    /// `kept_yours`: a working file was there and went to the recovery area.
+    TookTheirs { kept_yours: bool },
     /// Both sides removed the path: nothing remains to submit or recover.
     BothRemoved,
 }
@@ -73,6 +74,30 @@ pub fn resolve(
     };
     let opened = read.opened(path)?;
     drop(read);
+    // The server changed a file this workspace has moved away (a pending
+    // move): theirs, or a merge, written at the source the move vacated
+    // would stand there beside the move's add, and neither the move's
+    // abort, nor revert, nor submit could settle it. The move is undone
+    // first (it puts our file back at its source, still to resolve).
+    let moved_away = match how {
+        Resolution::Ours => None,
+        _ => crate::moves::pending(ws)?
+            .into_iter()
+            .find(|m| m.files.iter().any(|f| f.physical_source == path)),
+    };
+    if let Some(m) = moved_away {
+        let op = m.operation.to_hex();
+        return Err(WorkspaceError::refused(
+            ErrorCode::MoveRefused,
+            path,
+            format!(
+                "the server changed it after the pending move {op} ({} -> {}) moved it away; \
+                 `--ours` keeps the move over their change; to take theirs or a merge, undo the \
+                 move with `scribe move --abort {op}`, resolve {path}, then move it again",
+                m.source, m.destination
+            ),
+        ));
+    }
     // Every resolution reads, displaces or writes the working file: never
     // beneath a linked directory (the path stays deferred).
     let full = crate::guard::checked(ws.root(), path)?;
@@ -80,9 +105,7 @@ pub fn resolve(
     let present = std::fs::symlink_metadata(&full).is_ok();
     match how {
         Resolution::Theirs => {
-            if row.target.is_some() {
-                clear_ancestors(ws, path)?;
-            }
+            let kept_in_the_way = row.target.is_some() && clear_ancestors(ws, path)?;
             if present {
                 recovery::displace(ws.root(), path, RecoveryReason::Resolve)?;
             }
@@ -106,7 +129,9 @@ pub fn resolve(
             tx.remove_opened(path)?;
             tx.remove_deferred(path)?;
             tx.commit()?;
-            Ok(Resolved::TookTheirs)
+            Ok(Resolved::TookTheirs {
+                kept_yours: present || kept_in_the_way,
+            })
         }
         Resolution::Ours | Resolution::Merged(_) => {
             if let Resolution::Merged(src) = how {
@@ -145,7 +170,42 @@ pub fn resolve(
             if ours_present {
                 crate::platform::make_writable(&full).map_err(WorkspaceError::io(&full))?;
             }
+            // A source this workspace moved away: the move's add names
+            // the revision it was moved from, and the delete is rebased
+            // onto theirs here, so the move is rebased with it.
+            let read = ws.read()?;
+            let old_change = read.baseline(path)?.map(|b| b.change);
+            let mut rebased_moves = Vec::new();
+            let mut rebased_adds = Vec::new();
+            if let (Some(t), Some(old), false) = (&row.target, old_change, ours_present) {
+                let new = t.change;
+                for mut m in crate::moves::pending(ws)? {
+                    let mut changed = false;
+                    for f in &mut m.files {
+                        if f.original_source == path && f.original_change == old {
+                            f.original_change = new;
+                            changed = true;
+                        }
+                    }
+                    if changed {
+                        rebased_moves.push(m);
+                    }
+                }
+                for (p, mut o) in read.opened_all()? {
+                    if o.moved_from.as_ref() == Some(&(path.to_string(), old)) {
+                        o.moved_from = Some((path.to_string(), new));
+                        rebased_adds.push((p, o));
+                    }
+                }
+            }
+            drop(read);
             let tx = ws.write()?;
+            for m in &rebased_moves {
+                tx.put_workflow(&m.key(), &m.encode())?;
+            }
+            for (p, o) in &rebased_adds {
+                tx.put_opened(p, o)?;
+            }
             match row.target {
                 // The base is theirs; the fingerprint is left unsettled
                 // so the next status hashes the working file.
@@ -173,10 +233,11 @@ pub fn resolve(
 /// [`crate::sync::DeferReason::FileInTheWay`]). An untracked file there is
 /// displaced into the recovery area like any working file theirs replaces;
 /// a tracked, opened or deferred one is local work of its own path and is
-/// refused, naming it, until that path is settled.
-fn clear_ancestors(ws: &Workspace, path: &str) -> Result<()> {
+/// refused, naming it, until that path is settled. Returns whether a file
+/// was displaced.
+fn clear_ancestors(ws: &Workspace, path: &str) -> Result<bool> {
     let Some(dir) = crate::sync::file_in_the_way(ws.root(), path)? else {
-        return Ok(());
+        return Ok(false);
     };
     let read = ws.read()?;
     let tracked = read.baseline(dir)?.is_some()
@@ -193,7 +254,7 @@ fn clear_ancestors(ws: &Workspace, path: &str) -> Result<()> {
         ));
     }
     recovery::displace(ws.root(), dir, RecoveryReason::Resolve)?;
-    Ok(())
+    Ok(true)
 }
 
 fn place(
@@ -386,7 +447,7 @@ mod tests {
         let (dir, ws, mem) = setup();
         assert_eq!(
             resolve(&ws, "f", &Resolution::Theirs, &mem).unwrap(),
-            Resolved::TookTheirs
+            Resolved::TookTheirs { kept_yours: true }
         );
         assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"theirs");
         let kept = crate::recovery::list(dir.path()).unwrap();
@@ -422,7 +483,7 @@ mod tests {
         assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"ours");
         assert_eq!(
             resolve(&ws, "u/inner", &Resolution::Theirs, &mem).unwrap(),
-            Resolved::TookTheirs
+            Resolved::TookTheirs { kept_yours: true }
         );
         assert_eq!(
             std::fs::read(dir.path().join("u/inner")).unwrap(),

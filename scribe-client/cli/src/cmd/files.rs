@@ -175,8 +175,11 @@ pub fn resolve(
                 "resolved {p}: kept yours, opened for {}",
                 a.name()
             ))?,
-            Resolved::TookTheirs => ctx.out.line(format_args!(
+            Resolved::TookTheirs { kept_yours: true } => ctx.out.line(format_args!(
                 "resolved {p}: took theirs (yours is in the recovery area)"
+            ))?,
+            Resolved::TookTheirs { kept_yours: false } => ctx.out.line(format_args!(
+                "resolved {p}: took theirs (there was no file of yours to keep)"
             ))?,
             Resolved::BothRemoved => ctx.out.line(format_args!(
                 "resolved {p}: removed on both sides; nothing to submit"

@@ -392,3 +392,44 @@ fn a_file_under_another_users_file_is_path_conflict_with_a_way_out() {
     let c = env.workspace("carol", &[]);
     assert_eq!(read(&c, "docs"), b"a file named docs");
 }
+
+/// Found by use (session 24): `resolve --theirs` of a file deleted here
+/// without `scribe delete` said "yours is in the recovery area" while
+/// nothing had been put there (there was nothing of yours to keep).
+#[test]
+fn theirs_over_a_file_removed_here_does_not_claim_a_recovery_copy() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    let b = env.workspace("bob", &[]);
+    write(&a, "art/hero.psd", b"v1");
+    env.scribe(&a, &["add", "art"]).ok();
+    env.scribe(&a, &["submit", "-m", "v1"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    std::fs::remove_file(b.join("art/hero.psd")).unwrap();
+    env.scribe(&a, &["edit", "art/hero.psd"]).ok();
+    write(&a, "art/hero.psd", b"v2");
+    env.scribe(&a, &["submit", "-m", "v2"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    let r = env.scribe(&b, &["resolve", "art/hero.psd", "--theirs"]);
+    r.ok();
+    assert_eq!(read(&b, "art/hero.psd"), b"v2");
+    let listed = env.scribe(&b, &["recovery", "list", "--json"]);
+    listed.ok();
+    assert_eq!(listed.stdout.trim(), "[]", "nothing of bob's was kept");
+    assert!(
+        !r.stdout.contains("recovery area"),
+        "no copy was made: {}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("took theirs"), "{}", r.stdout);
+
+    // With a file of yours there, the message still says where it went.
+    env.scribe(&a, &["edit", "art/hero.psd"]).ok();
+    write(&a, "art/hero.psd", b"v3");
+    env.scribe(&a, &["submit", "-m", "v3"]).ok();
+    write(&b, "art/hero.psd", b"bob's own");
+    env.scribe(&b, &["sync"]).ok();
+    let r = env.scribe(&b, &["resolve", "art/hero.psd", "--theirs"]);
+    r.ok();
+    assert!(r.stdout.contains("recovery area"), "{}", r.stdout);
+}

@@ -369,3 +369,84 @@ fn files_renamed_outside_scribe_reconcile_to_moves_that_submit_and_sync() {
     assert!(!b.join("keep.txt").exists());
     assert!(!b.join("old").exists());
 }
+
+/// Found by use (session 24): a file another user changed while it sat
+/// in a pending move of this workspace comes back from sync as needing
+/// resolve at its old path. `--theirs` and `--merged` there used to put
+/// a file back at the source the move vacated: neither `move --abort`
+/// nor `revert` nor submit worked again. They refuse by name with the
+/// way out (abort the move, resolve, move again), which works and
+/// submits.
+#[test]
+fn a_conflict_on_a_moved_files_source_is_settled_by_aborting_the_move_first() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    let b = env.workspace("bob", &[]);
+    write(&a, "art/hero.psd", b"v1");
+    env.scribe(&a, &["add", "art"]).ok();
+    env.scribe(&a, &["submit", "-m", "v1"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    env.scribe(&b, &["move", "art/hero.psd", "chars/hero.psd"])
+        .ok();
+    env.scribe(&a, &["edit", "art/hero.psd"]).ok();
+    write(&a, "art/hero.psd", b"v2 by alice");
+    env.scribe(&a, &["submit", "-m", "v2"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+
+    for how in [&["--theirs"][..], &["--merged", "chars/hero.psd"]] {
+        let mut args = vec!["resolve", "art/hero.psd"];
+        args.extend_from_slice(how);
+        let r = env.scribe(&b, &args);
+        assert_eq!(r.code, Some(1), "{how:?} must be refused: {r:?}");
+        assert!(r.stderr.contains("Error[move_refused]"), "{}", r.stderr);
+        assert!(
+            r.stderr.contains("scribe move --abort"),
+            "the way out: {}",
+            r.stderr
+        );
+    }
+    // Nothing was settled or moved: the move still aborts, then the
+    // path resolves and the move is made again and submitted.
+    assert!(!b.join("art/hero.psd").exists());
+    env.scribe(&b, &["move", "--abort", "chars/hero.psd"]).ok();
+    env.scribe(&b, &["resolve", "art/hero.psd", "--theirs"])
+        .ok();
+    assert_eq!(read(&b, "art/hero.psd"), b"v2 by alice");
+    env.scribe(&b, &["move", "art/hero.psd", "chars/hero.psd"])
+        .ok();
+    env.scribe(&b, &["submit", "-m", "move"]).ok();
+    env.scribe(&a, &["sync"]).ok();
+    assert_eq!(read(&a, "chars/hero.psd"), b"v2 by alice");
+    assert!(!a.join("art/hero.psd").exists());
+}
+
+/// Found by use (session 24): `resolve --ours` of a pending move's source
+/// the server changed rebased the delete but not the move, so every
+/// submit was refused as `malformed` ("moves from X at change 1, but its
+/// delete expects base 2", with a hint blaming the network). The move is
+/// rebased with it: the submit carries the move over their change.
+#[test]
+fn ours_on_a_moved_files_source_rebases_the_move_and_submits() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    let b = env.workspace("bob", &[]);
+    write(&a, "art/hero.psd", b"v1");
+    env.scribe(&a, &["add", "art"]).ok();
+    env.scribe(&a, &["submit", "-m", "v1"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    env.scribe(&b, &["move", "art/hero.psd", "chars/hero.psd"])
+        .ok();
+    env.scribe(&a, &["edit", "art/hero.psd"]).ok();
+    write(&a, "art/hero.psd", b"v2 by alice");
+    env.scribe(&a, &["submit", "-m", "v2"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    env.scribe(&b, &["resolve", "art/hero.psd", "--ours"]).ok();
+    let r = env.scribe(&b, &["submit", "-m", "move over v2"]);
+    r.ok();
+    env.scribe(&a, &["sync"]).ok();
+    assert_eq!(read(&a, "chars/hero.psd"), b"v1");
+    assert!(!a.join("art/hero.psd").exists());
+    let h = env.scribe(&a, &["history", "chars/hero.psd"]);
+    h.ok();
+    assert!(h.stdout.contains("as art/hero.psd"), "{}", h.stdout);
+}
