@@ -10,8 +10,22 @@ use crate::ui::{size, Json};
 pub fn run(ctx: &Ctx, message: Option<String>, keep_locks: bool, paths: Vec<String>) -> CliResult {
     let o = ctx::open(ctx)?;
     let link = o.link(&ctx.lib)?;
-    let pending = !o.ws.read()?.pending_all()?.is_empty();
+    let (pending, opened) = {
+        let read = o.ws.read()?;
+        (
+            !read.pending_all()?.is_empty(),
+            !read.opened_all()?.is_empty(),
+        )
+    };
     let message = message.unwrap_or_default();
+    if !pending && !opened {
+        // Nothing to submit says so, message or not (it used to ask for
+        // a message first, as if that were what was missing).
+        return Err(CliError::new(
+            ErrorCode::EmptySubmission,
+            "nothing is opened",
+        ));
+    }
     if !pending && message.trim().is_empty() {
         return Err(CliError::new(ErrorCode::Usage, "a submit needs a message")
             .hint("scribe submit -m \"what changed\""));

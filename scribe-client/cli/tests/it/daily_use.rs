@@ -286,6 +286,18 @@ fn empty_and_unknown_things_say_so() {
     let r = env.scribe(&a, &["log"]);
     r.ok();
     assert!(r.stdout.contains("No changes yet in demo"), "{}", r.stdout);
+    // Nothing opened: said so, with or without a message (not "a submit
+    // needs a message").
+    for args in [&["submit"][..], &["submit", "-m", "x"]] {
+        let r = env.scribe(&a, args);
+        assert_eq!(r.code, Some(1), "{r:?}");
+        assert!(
+            r.stderr
+                .contains("Error[empty_submission]: nothing is opened"),
+            "{}",
+            r.stderr
+        );
+    }
     assert_eq!(env.scribe(&a, &["log", "--json"]).stdout.trim(), "[]");
     write(&a, "a.txt", b"a");
     env.scribe(&a, &["add", "a.txt"]).ok();
