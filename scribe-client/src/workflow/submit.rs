@@ -152,10 +152,19 @@ pub fn submit(o: &Opened, remote: &ServerLink, a: SubmitArgs) -> Result<Submitte
     for (p, r) in &opened {
         if let Some((src, _)) = &r.moved_from {
             if !selected.contains(src.as_str()) {
-                return Err(Error::new(
-                    ErrorCode::Refused,
-                    format!("{p} was moved from {src}; submit both together"),
-                ));
+                let message = if read.opened(src)?.is_some() {
+                    format!("{p} was moved from {src}; submit both together")
+                } else {
+                    // The source's delete is gone (the server removed
+                    // the file too and `resolve --ours` settled it): the
+                    // move has nothing left to carry.
+                    format!(
+                        "{p} was moved from {src}, which is no longer opened for delete \
+                         (removed on the server too): `scribe move --abort {p}` puts the \
+                         file back at {src} as a new file, to add (or move) again"
+                    )
+                };
+                return Err(Error::new(ErrorCode::Refused, message));
             }
         }
     }

@@ -450,3 +450,44 @@ fn ours_on_a_moved_files_source_rebases_the_move_and_submits() {
     h.ok();
     assert!(h.stdout.contains("as art/hero.psd"), "{}", h.stdout);
 }
+
+/// The server deleted a file this workspace moved away; `resolve --ours`
+/// settles the source (removed on both sides), which leaves the move
+/// nothing to carry: the submit names the way out (`move --abort` of the
+/// destination), which puts the file back at its old path as a new file.
+#[test]
+fn a_move_whose_source_the_server_deleted_names_its_way_out() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    let b = env.workspace("bob", &[]);
+    write(&a, "z/y.psd", b"v1");
+    env.scribe(&a, &["add", "z"]).ok();
+    env.scribe(&a, &["submit", "-m", "v1"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    env.scribe(&b, &["move", "z/y.psd", "w/y.psd"]).ok();
+    env.scribe(&a, &["delete", "z/y.psd"]).ok();
+    env.scribe(&a, &["submit", "-m", "gone"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    env.scribe(&b, &["resolve", "z/y.psd", "--ours"]).ok();
+    let r = env.scribe(&b, &["submit", "-m", "the move"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("no longer opened for delete")
+            && r.stderr.contains("scribe move --abort w/y.psd"),
+        "{}",
+        r.stderr
+    );
+    env.scribe(&b, &["move", "--abort", "w/y.psd"]).ok();
+    // Back at its old path, a file the server no longer has: new.
+    assert_eq!(read(&b, "z/y.psd"), b"v1");
+    assert!(!b.join("w/y.psd").exists());
+    let r = env.scribe(&b, &["status"]);
+    r.ok();
+    assert!(r.stdout.contains("z/y.psd"), "{}", r.stdout);
+    std::fs::create_dir_all(b.join("w")).unwrap();
+    std::fs::rename(b.join("z/y.psd"), b.join("w/y.psd")).unwrap();
+    env.scribe(&b, &["add", "w/y.psd"]).ok();
+    env.scribe(&b, &["submit", "-m", "kept as new"]).ok();
+    env.scribe(&a, &["sync"]).ok();
+    assert_eq!(read(&a, "w/y.psd"), b"v1");
+}
