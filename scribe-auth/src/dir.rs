@@ -369,10 +369,25 @@ fn prepare_new_dir(dir: &Path) -> Result<DirLock, AuthError> {
     Ok(lock)
 }
 
+/// `auth.redb` holds the CA private keys: it is made readable by its
+/// owner only (0600, Unix), whatever the umask, so a backup directory made
+/// by `backup` (often under a shared `/backup`) does not hand them out.
 fn create_db(dir: &Path) -> Result<Database, AuthError> {
-    Database::builder()
-        .create(dir.join(DATABASE_FILE))
-        .map_err(AuthError::db)
+    let path = dir.join(DATABASE_FILE);
+    {
+        let mut open = std::fs::OpenOptions::new();
+        open.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+        open.open(&path).map_err(|e| AuthError::io(&path, e))?;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| AuthError::io(&path, e))?;
+    }
+    Database::builder().create(&path).map_err(AuthError::db)
 }
 
 /// An existing directory opened for an offline command: marker checked,

@@ -285,6 +285,27 @@ fn mkdir(p: &Path) -> Result<()> {
     std::fs::create_dir_all(p).map_err(|e| MetadataError::io(p, e))
 }
 
+/// The data root's `auth` directory (a team server's TLS key) in a backup
+/// or a restore: created, and made 0700 (Unix) as `auth-init` makes it.
+fn private_dir(p: &Path) -> Result<()> {
+    mkdir(p)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| MetadataError::io(p, e))?;
+    }
+    Ok(())
+}
+
+/// Give `dst` the permission bits of `src` (a private key stays 0600).
+fn keep_mode(src: &Path, dst: &Path) -> Result<()> {
+    let perms = std::fs::metadata(src)
+        .map_err(|e| MetadataError::io(src, e))?
+        .permissions();
+    std::fs::set_permissions(dst, perms).map_err(|e| MetadataError::io(dst, e))
+}
+
 /// Require `dir` absent or empty; create it.
 fn fresh_dir(dir: &Path) -> Result<()> {
     if let Ok(mut it) = std::fs::read_dir(dir) {
@@ -548,11 +569,18 @@ pub fn backup(
         }
     }
     // 4. The auth binding, when there is one.
+    // It holds the server's TLS private key: the copy is made as private as
+    // `auth-init` made the original (the directory 0700, each file with its
+    // own mode), never with the umask's 0755/0644.
     let mut auth_files = Vec::new();
     files_under(&data.join("auth"), &mut auth_files)?;
+    if !auth_files.is_empty() {
+        private_dir(&to.join("auth"))?;
+    }
     for f in auth_files {
         let target = to.join(f.strip_prefix(data).unwrap_or(&f));
         w.copy(&f, &target, None)?;
+        keep_mode(&f, &target)?;
     }
     // The storage ownership database, from its archive like the others
     // (never the file a server holds); a file without an archive (made
@@ -743,10 +771,18 @@ pub fn restore_backup_with_archive(
         let mut done = 0u64;
         for f in &manifest.files {
             let dst = staging.join(&f.path);
+            let auth = f.path.starts_with("auth/");
             if let Some(parent) = dst.parent() {
-                mkdir(parent)?;
+                if auth {
+                    private_dir(parent)?;
+                } else {
+                    mkdir(parent)?;
+                }
             }
             restore_file(&from.join(&f.path), &dst, f)?;
+            if auth {
+                keep_mode(&from.join(&f.path), &dst)?;
+            }
             done += f.size;
             progress(done, total);
             step("file");

@@ -502,3 +502,27 @@ fn replayed_operation_returns_the_recorded_outcome() {
     let Witness { revision: w, .. } = Witness::read(&fx.witness).unwrap().unwrap();
     assert_eq!(w, revision);
 }
+
+/// `auth.redb` holds the CA private keys (docs/auth.md): a backup made with
+/// a common umask (022) under a shared `/backup`, and the directory a
+/// restore makes, must not be readable by other users.
+#[cfg(unix)]
+#[test]
+fn backup_and_restore_write_the_database_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new();
+    let (dir, _report) = fx.init();
+    drop(dir);
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let bk = fx.path("backup");
+    dir::backup(&fx.data, &bk).unwrap();
+    assert_eq!(mode(&bk.join("auth.redb")), 0o600, "the backup's auth.redb");
+    let restored_dir = fx.path("restored");
+    drop(dir::restore(&restored_dir, &bk, &fx.pepper, &fx.witness).unwrap());
+    assert_eq!(
+        mode(&restored_dir.join("auth.redb")),
+        0o600,
+        "the restored auth.redb"
+    );
+    assert_eq!(mode(&fx.data.join("auth.redb")), 0o600, "init's auth.redb");
+}

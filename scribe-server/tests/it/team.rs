@@ -813,3 +813,54 @@ fn serving_an_auth_data_root_needs_its_auth_files_and_no_other_tls() {
         text(&out.stderr)
     );
 }
+
+/// The backup of a bound data root holds the server's TLS private key: it
+/// is copied, and restored, as private as `auth-init` made it (the `auth`
+/// directory 0700, `server.key` 0600), not with the umask's 0755/0644 under
+/// a shared `/backup` (docs/deploy.md "Backups"); the restored root serves.
+#[cfg(unix)]
+#[test]
+fn backup_and_restore_keep_the_server_key_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut team = Team::start();
+    let root = team.tmp.path().to_owned();
+    let d = team.data.to_str().unwrap().to_owned();
+    let full = root.join("backup-full");
+    let out = run(&["backup", "--data", &d, "--to", full.to_str().unwrap()]);
+    assert!(out.status.success(), "backup: {}", text(&out.stderr));
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(
+        mode(&full.join("auth")),
+        0o700,
+        "the backup's auth directory"
+    );
+    assert_eq!(
+        mode(&full.join("auth/server.key")),
+        0o600,
+        "the backup's server.key"
+    );
+    team.stop();
+    let drill = root.join("drill");
+    let out = run(&[
+        "restore",
+        "--data",
+        drill.to_str().unwrap(),
+        "--from",
+        full.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "restore: {}", text(&out.stderr));
+    assert_eq!(
+        mode(&drill.join("auth")),
+        0o700,
+        "the restored auth directory"
+    );
+    assert_eq!(
+        mode(&drill.join("auth/server.key")),
+        0o600,
+        "the restored server.key"
+    );
+    // The restored root serves, with its key.
+    team.data = drill;
+    team.serve();
+    drop(team.connect("alice"));
+}
