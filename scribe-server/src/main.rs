@@ -595,8 +595,23 @@ fn hint(e: &anyhow::Error) -> Option<&'static str> {
         ) {
             return Some(admin::DAMAGED_PACK_WAY_OUT);
         }
-        if let Some(h) = admin::open_way_out(&cause.to_string()) {
+        let text = cause.to_string();
+        if let Some(h) = admin::open_way_out(&text) {
             return Some(h);
+        }
+        // A directory holding no data root (a mistyped --data, or one
+        // never initialised): its descriptor or its lock file is missing.
+        if ["/SCRIBE_FORMAT: ", "/LOCK: "]
+            .iter()
+            .any(|f| text.contains(f))
+            && e.chain()
+                .filter_map(|c| c.downcast_ref::<std::io::Error>())
+                .any(|io| io.kind() == std::io::ErrorKind::NotFound)
+        {
+            return Some(
+                "there is no data root at --data: check the path, or make one with \
+                 `scribe-server init --data DIR`",
+            );
         }
     }
     None

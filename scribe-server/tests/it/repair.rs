@@ -28,6 +28,29 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// A `--data` that holds no data root (mistyped, never initialised) is
+/// named with the way on, by the commands an operator starts with.
+#[test]
+fn a_missing_data_root_points_at_init() {
+    let dir = tempfile::tempdir().unwrap();
+    let nope = dir.path().join("nope");
+    let nope = nope.to_str().unwrap();
+    for args in [
+        &["serve", "--data", nope, "--listen", "127.0.0.1:0"][..],
+        &["doctor", "--data", nope],
+    ] {
+        let o = run(args);
+        assert!(!o.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("Hint: there is no data root at --data")
+                && err.contains("scribe-server init --data DIR"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(!dir.path().join("nope").exists(), "nothing made");
+}
+
 /// Flip one byte in the middle of `needle` in the pack that holds it.
 fn flip_in_pack(data: &Path, needle: &[u8]) {
     for repo in std::fs::read_dir(data.join("repos")).unwrap() {
