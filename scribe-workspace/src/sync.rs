@@ -541,6 +541,22 @@ fn after(ms: u64) -> Option<u64> {
     None
 }
 
+/// The clock once it reaches `settle_at` (the time a batch's observation
+/// must not precede for its mtimes to be settled), waiting only when that
+/// is at most [`SETTLE_WAIT_MS`] away; otherwise now (a file system with
+/// coarse timestamps: those files are hashed by the next status rather
+/// than waited for).
+fn settled_after(settle_at: u64) -> u64 {
+    let now = now_ms();
+    if now >= settle_at || settle_at - now > SETTLE_WAIT_MS {
+        return now;
+    }
+    after(settle_at - 1).unwrap_or(now)
+}
+
+/// The longest [`settled_after`] waits for a batch's mtimes to settle.
+const SETTLE_WAIT_MS: u64 = 5;
+
 /// Whether the file at `full` is exactly `base` (by settled fingerprint or hash).
 fn matches_state(full: &Path, meta: &std::fs::Metadata, base: &BaselineRecord) -> Result<bool> {
     let exec = u8::from(crate::platform::is_executable(meta));
@@ -911,8 +927,19 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
         }
         materializer.checkpoint("sync-batch-flushed");
         // Phase 3: put files in place, flush the directories that changed,
-        // then record the batch in one transaction.
-        let recorded_ms = now_ms();
+        // then record the batch in one transaction. The observation is
+        // taken once every written file's mtime has settled (a file system
+        // with fine timestamps needs at most a millisecond): a file written
+        // in the same millisecond would otherwise be hashed by the next
+        // status, however long after.
+        let recorded_ms = settled_after(
+            ready
+                .values()
+                .map(|w| fingerprint_of(&w.meta, 0))
+                .map(|f| f.mtime_ms().saturating_add(f.required_separation_ms()))
+                .max()
+                .unwrap_or(0),
+        );
         let mut dirs: std::collections::BTreeSet<PathBuf> = std::collections::BTreeSet::new();
         let mut known_dirs: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
         let before = ws.read()?;
@@ -1280,7 +1307,7 @@ mod tests {
         ws: &Workspace,
         change: u64,
         plan: &[(String, Option<BaselineRecord>)],
-        mem: &Memory,
+        mem: &impl Materializer,
     ) -> SyncReport {
         begin(ws, change, plan).unwrap();
         let r = apply(ws, mem).unwrap();
@@ -1347,6 +1374,57 @@ mod tests {
         let kept = recovery::list(ws.root()).unwrap();
         assert_eq!(kept.len(), 0);
         assert!(ws.read().unwrap().journal_all().unwrap().is_empty());
+    }
+
+    /// Materializes like [`Memory`], then gives the file an mtime just
+    /// ahead of the clock: as if it were written, flushed and renamed
+    /// within the millisecond the batch is recorded in.
+    struct JustWritten(Memory);
+
+    impl Materializer for JustWritten {
+        fn write_to(
+            &self,
+            path: &str,
+            t: &BaselineRecord,
+            out: &mut std::fs::File,
+        ) -> std::result::Result<(), crate::sync::WriteError> {
+            self.0.write_to(path, t, out)?;
+            let soon = std::time::SystemTime::now() + std::time::Duration::from_millis(2);
+            out.set_modified(soon)
+                .map_err(|e| crate::sync::WriteError::io("setting mtime", &e))
+        }
+    }
+
+    /// Files placed by a sync are recorded settled, ctime included, even
+    /// when written, flushed and renamed within one millisecond: a status
+    /// right after the sync hashes none of them.
+    #[test]
+    fn placed_files_are_recorded_as_settled_observations() {
+        let (_d, ws) = ws();
+        let files: Vec<Vec<u8>> = (0..40).map(|i| format!("small {i}").into_bytes()).collect();
+        let mem = JustWritten(Memory(
+            files
+                .iter()
+                .map(|b| (FileContentId::of(b), b.clone()))
+                .collect(),
+        ));
+        let rows: Vec<(String, Option<BaselineRecord>)> = files
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (format!("s/{i}.txt"), Some(target(b, 1))))
+            .collect();
+        let r = sync(&ws, 1, &rows, &mem);
+        assert_eq!(r.written.len(), files.len());
+        let read = ws.read().unwrap();
+        for (path, _) in &rows {
+            let base = read.baseline(path).unwrap().unwrap();
+            let meta = std::fs::symlink_metadata(ws.root().join(path)).unwrap();
+            assert!(
+                base.fingerprint.proves_unchanged(&fingerprint_of(&meta, 0)),
+                "{path}: {:?}",
+                base.fingerprint
+            );
+        }
     }
 
     #[test]
