@@ -219,6 +219,13 @@ impl From<TransportError> for ClientError {
         match e {
             TransportError::Io { context, source } => ClientError::Io { context, source },
             TransportError::Protocol(p) => ClientError::Protocol(p),
+            // The failure that broke the connection was a transport one
+            // (reported where it happened); what is left is a connection
+            // that cannot carry anything: unreachable, not a refusal.
+            TransportError::Broken => ClientError::Io {
+                context: TransportError::Broken.to_string(),
+                source: std::io::ErrorKind::NotConnected.into(),
+            },
             other => ClientError::Protocol(other.to_string()),
         }
     }
@@ -261,6 +268,12 @@ impl Client {
     /// Whether LZ4 frames were granted (always false in-process).
     pub fn lz4(&self) -> bool {
         matches!(self.conn.kind(), ConnectionKind::Stream { lz4: true, .. })
+    }
+
+    /// Whether an exchange on this connection failed half way: nothing
+    /// more can be sent on it, so its owner connects again.
+    pub fn is_broken(&self) -> bool {
+        self.conn.broken()
     }
 
     /// Send one request and return its checked reply.
@@ -486,5 +499,21 @@ impl Client {
 
     pub fn lock_list(&mut self, r: m::LockList) -> ClientResult<m::LockListPage> {
         expect_reply!(self.call(Request::LockList(r))?, LockList)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What is left of a connection a transport failure broke is out of
+    /// reach (`unreachable`, sync or submit again), never a refusal by
+    /// the server (`malformed`).
+    #[test]
+    fn a_broken_connection_is_unreachable_not_a_refusal() {
+        let e = ClientError::from(TransportError::Broken);
+        assert_eq!(e.code(), ErrorCode::Unreachable, "{e}");
+        let e = ClientError::from(TransportError::Protocol("bad frame".into()));
+        assert_eq!(e.code(), ErrorCode::Malformed, "{e}");
     }
 }

@@ -117,7 +117,14 @@ impl ServerLink {
             *guard = Some(connect(&self.url, false, &self.ctx)?);
         }
         let c = guard.as_mut().expect("connected just above");
-        Ok(f(c)?)
+        let r = f(c);
+        // A connection an exchange broke is dropped: the next call
+        // connects again (an error a caller set aside, such as a failed
+        // prefetch, must not leave every later call "failed earlier").
+        if c.is_broken() {
+            *guard = None;
+        }
+        Ok(r?)
     }
 
     /// Run `f` on a connection no other thread is using: the main one if
@@ -131,7 +138,11 @@ impl ServerLink {
                 *guard = Some(connect(&self.url, false, &self.ctx)?);
             }
             let c = guard.as_mut().expect("connected just above");
-            return Ok(f(c)?);
+            let r = f(c);
+            if c.is_broken() {
+                *guard = None;
+            }
+            return Ok(r?);
         }
         let idle = self.spare.lock().ok().and_then(|mut v| v.pop());
         let client = match idle {

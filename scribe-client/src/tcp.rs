@@ -377,6 +377,10 @@ impl Connection for TcpConnection {
         self.send(&frame_head, data, name)
     }
 
+    fn broken(&self) -> bool {
+        self.broken
+    }
+
     fn kind(&self) -> ConnectionKind {
         ConnectionKind::Stream {
             tls: self.tls,

@@ -398,3 +398,103 @@ fn tampered_object_get_many_replies_are_refused() {
         }
     }
 }
+
+/// A proxy to `upstream` that passes everything through, except that it
+/// closes the first connection that sends a request `cut` picks, before
+/// answering it (plain TCP, no LZ4). Later connections pass untouched.
+fn cut_once_proxy(upstream: SocketAddr, cut: fn(&scribe_format::wire::Request) -> bool) -> String {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    std::thread::spawn(move || {
+        for client in l.incoming() {
+            let Ok(mut client) = client else { return };
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let mut server = TcpStream::connect(upstream).unwrap();
+                let mut hello = [0u8; HANDSHAKE_LEN];
+                if client.read_exact(&mut hello).is_err() {
+                    return;
+                }
+                server.write_all(&hello).unwrap();
+                let mut answer = [0u8; HANDSHAKE_LEN];
+                server.read_exact(&mut answer).unwrap();
+                client.write_all(&answer).unwrap();
+                while let Some(request) = frame(&mut client) {
+                    let picked =
+                        scribe_format::wire::decode_request(&request, false).is_ok_and(|r| cut(&r));
+                    if picked && !done.swap(true, Ordering::SeqCst) {
+                        let _ = client.shutdown(std::net::Shutdown::Both);
+                        return;
+                    }
+                    if server.write_all(&framed(&request)).is_err() {
+                        return;
+                    }
+                    let Some(reply) = frame(&mut server) else {
+                        return;
+                    };
+                    if client.write_all(&framed(&reply)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    format!("scribe://{addr}")
+}
+
+/// A connection cut while a sync prefetches (a speed-up whose failure the
+/// sync sets aside) is not reused: the files are fetched on a new
+/// connection and the workspace is complete. It used to fail every later
+/// request with "the connection failed earlier", reported as `malformed`
+/// (the server refused), where the server was only out of reach.
+#[test]
+fn a_connection_cut_during_a_prefetch_is_replaced_and_the_sync_completes() {
+    let env = Env::new(Transport::Tcp);
+    let ctx = Context::default();
+    let args = |name: &str, url: &str| CreateArgs {
+        dir: env.dir().join("ws").join(name),
+        server: url.to_string(),
+        repo: REPO.into(),
+        author: name.into(),
+        ..CreateArgs::default()
+    };
+    let a = workspace::create(&ctx, args("alice", env.url())).unwrap();
+    for i in 0..5 {
+        std::fs::write(a.root.join(format!("f{i}.txt")), format!("file {i}")).unwrap();
+    }
+    let o = Opened::find(&a.root).unwrap();
+    files::add(
+        &o,
+        &[
+            "f0.txt".into(),
+            "f1.txt".into(),
+            "f2.txt".into(),
+            "f3.txt".into(),
+            "f4.txt".into(),
+        ],
+    )
+    .unwrap();
+    let link = o.link(&ctx).unwrap();
+    submit::submit(
+        &o,
+        &link,
+        SubmitArgs {
+            message: "five".into(),
+            ..SubmitArgs::default()
+        },
+    )
+    .unwrap();
+    let url = cut_once_proxy(env.addr(), |r| {
+        matches!(r, scribe_format::wire::Request::ObjectGetMany(_))
+    });
+    let b = workspace::create(&ctx, args("bob", &url)).unwrap();
+    for i in 0..5 {
+        assert_eq!(
+            std::fs::read_to_string(b.root.join(format!("f{i}.txt"))).unwrap(),
+            format!("file {i}")
+        );
+    }
+}

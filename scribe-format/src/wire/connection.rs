@@ -63,6 +63,13 @@ pub trait Connection: Send {
 
     /// What kind of transport this is.
     fn kind(&self) -> ConnectionKind;
+
+    /// Whether an exchange failed half way, so that nothing more can be
+    /// sent on this connection (every call answers
+    /// [`TransportError::Broken`]): its owner connects again instead.
+    fn broken(&self) -> bool {
+        false
+    }
 }
 
 /// The `ObjectPut` (or `ObjectPutStaged`) request for one piece: `head`
