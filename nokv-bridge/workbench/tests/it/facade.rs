@@ -124,14 +124,23 @@ fn append_reports_the_delta_digest_and_edit_needs_one_match() {
         format!("sha256:{}", hex::encode(sha2::Sha256::digest(b"bb\n")))
     );
     assert!(a2["generation"].as_u64() > a1["generation"].as_u64());
-    // The exact retry of the last append does not append twice.
+    // The same append again, its answer delivered, is a deliberate
+    // repeat: it appends (a retry is told apart by the attempt left
+    // pending: crash.rs `an_append_whose_answer_was_lost_is_retried_once`).
     let again = ok(
         &mut wb,
         "workbench_append",
         json!({"id": "w", "section": "logs", "path": "run.log", "text": "bb\n"}),
     );
-    assert_eq!(again["idempotent_replay"], true);
-    assert_eq!(again["size"], 5);
+    assert_eq!(again["idempotent_replay"], false);
+    assert_eq!(again["size"], 8);
+    assert!(again["generation"].as_u64() > a2["generation"].as_u64());
+    let r = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "logs", "path": "run.log"}),
+    );
+    assert_eq!(r["lines"], json!(["a", "bb", "bb"]));
 
     ok(
         &mut wb,
