@@ -14,7 +14,8 @@
 //! caller: an answer returned is delivered). [`Pending::dir`] keeps them
 //! as files, so a process killed after its publication leaves its
 //! attempt behind for the next process: `<dir>/<hex R>.<nonce>`, each
-//! held under an exclusive `flock` while its process lives. An entry
+//! held under an exclusive `flock` while its process lives (locked before
+//! it is renamed to that name, so it is never seen unlocked). An entry
 //! that can be locked belongs to a process that is gone (a retry); one
 //! that cannot is a concurrent attempt of a live process (not a retry:
 //! two identical appends at once both land).
@@ -98,14 +99,19 @@ impl Pending {
                 getrandom::fill(&mut nonce).map_err(|e| {
                     WbError::new("storage", format!("no randomness for a journal entry: {e}"))
                 })?;
-                let own = dir.join(format!("{prefix}{}", hex::encode(nonce)));
+                // Locked under a name no attempt looks at, then renamed:
+                // an entry never appears unlocked while its process lives.
+                let nonce = hex::encode(nonce);
+                let staged = dir.join(format!(".new-{nonce}"));
+                let own = dir.join(format!("{prefix}{nonce}"));
                 let f = OpenOptions::new()
                     .read(true)
                     .write(true)
                     .create_new(true)
-                    .open(&own)
-                    .map_err(|e| journal_error(&own, &e))?;
-                f.lock().map_err(|e| journal_error(&own, &e))?;
+                    .open(&staged)
+                    .map_err(|e| journal_error(&staged, &e))?;
+                f.lock().map_err(|e| journal_error(&staged, &e))?;
+                std::fs::rename(&staged, &own).map_err(|e| journal_error(&own, &e))?;
                 files.push((own, f));
                 self.held.push(Held { req: *req, files });
                 Ok(retry)

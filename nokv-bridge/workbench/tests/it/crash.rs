@@ -272,6 +272,35 @@ fn an_append_whose_answer_was_lost_is_retried_once() {
     assert_eq!(r["lines"], json!(["step", "step", "step"]));
 }
 
+/// The journal of pending appends as files: an attempt held by a live
+/// facade is not a retry for another (two identical appends at once both
+/// land); once let go without delivery it is, and is taken over; a
+/// delivered one leaves nothing behind.
+#[test]
+fn pending_appends_as_files_tell_a_retry_from_a_concurrent_repeat() {
+    use nokv_workbench::journal::Pending;
+    let dir = tempfile::tempdir().unwrap();
+    let files = || std::fs::read_dir(dir.path()).unwrap().count();
+    let (r, other) = ([1u8; 32], [2u8; 32]);
+    let mut a = Pending::dir(dir.path());
+    let mut b = Pending::dir(dir.path());
+    assert!(!a.begin(&r).unwrap(), "nothing pending yet");
+    assert!(!b.begin(&r).unwrap(), "a's attempt is live: concurrent");
+    assert!(!b.begin(&other).unwrap(), "another request");
+    assert_eq!(files(), 3);
+    // a's call failed (outcome unknown): its attempt stays, unlocked.
+    a.abandon_since(0);
+    let mut c = Pending::dir(dir.path());
+    assert!(c.begin(&r).unwrap(), "a's abandoned attempt: a retry");
+    // c took a's entry over: delivering c removes both of c's files.
+    c.delivered();
+    assert_eq!(files(), 2);
+    b.delivered();
+    assert_eq!(files(), 0);
+    let mut d = Pending::dir(dir.path());
+    assert!(!d.begin(&r).unwrap(), "everything was delivered");
+}
+
 /// Run one tool through a `nokv` process; with `crash_at`, a build with
 /// failpoints SIGKILLs itself there. The exit status and stdout's JSON.
 fn nokv(env: &Env, crash_at: Option<&str>, tool: &str, input: &Value) -> (ExitStatus, Value) {
