@@ -5,10 +5,12 @@
 //! Both carry the same input, so the same request identity, and find the
 //! same thing in the store (the path's last publication made by that
 //! request). What differs is whether the caller got the earlier answer.
-//! So an append is recorded as pending before it publishes and forgotten
-//! once its answer was delivered (the CLI printed it, `nokv mcp` wrote its
-//! line); only an append that finds an earlier attempt still pending is a
-//! retry, answered with that attempt's publication when it landed.
+//! So each append attempt gets an id, which its change message carries
+//! (`nokv-attempt:`), and is recorded as pending before it publishes and
+//! forgotten once its answer was delivered (the CLI printed it, `nokv mcp`
+//! wrote its line); an append answers a publication as its own (a retry)
+//! only when that publication carries the id of an earlier attempt still
+//! pending.
 //!
 //! [`Pending::memory`] keeps the attempts of this process (a library
 //! caller: an answer returned is delivered). [`Pending::dir`] keeps them
@@ -20,7 +22,7 @@
 //! that cannot is a concurrent attempt of a live process (not a retry:
 //! two identical appends at once both land).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
@@ -30,12 +32,26 @@ use crate::error::WbError;
 /// of the same request it took over).
 struct Held {
     req: [u8; 32],
+    /// This attempt's id and those of the attempts it took over.
+    attempts: Vec<String>,
     files: Vec<(PathBuf, File)>,
 }
 
 enum Kind {
-    Memory(HashSet<[u8; 32]>),
+    /// Per request, the ids of its attempts not delivered.
+    Memory(HashMap<[u8; 32], Vec<String>>),
     Dir(PathBuf),
+}
+
+/// An append attempt just recorded.
+pub struct Attempt {
+    /// This attempt's id (16 random bytes, hex): its publication's change
+    /// message carries it (`nokv-attempt:`).
+    pub id: String,
+    /// The ids of earlier attempts of the same request whose answers were
+    /// never delivered: a publication carrying one of them is this
+    /// call's result (a retry); none at all means a deliberate repeat.
+    pub earlier: Vec<String>,
 }
 
 /// Pending appends (see the module docs).
@@ -48,7 +64,7 @@ impl Pending {
     /// Attempts kept in this process only.
     pub fn memory() -> Pending {
         Pending {
-            kind: Kind::Memory(HashSet::new()),
+            kind: Kind::Memory(HashMap::new()),
             held: Vec::new(),
         }
     }
@@ -61,29 +77,44 @@ impl Pending {
         }
     }
 
-    /// Record an attempt of request `req`; whether an earlier attempt of
-    /// it is pending (its answer never delivered): then this is a retry.
-    pub fn begin(&mut self, req: &[u8; 32]) -> Result<bool, WbError> {
+    /// Record an attempt of request `req`: its id, and the earlier
+    /// attempts of `req` still pending (their answers never delivered).
+    pub fn begin(&mut self, req: &[u8; 32]) -> Result<Attempt, WbError> {
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce).map_err(|e| {
+            WbError::new(
+                "storage",
+                format!("no randomness for an append attempt: {e}"),
+            )
+        })?;
+        let id = hex::encode(nonce);
         match &mut self.kind {
-            Kind::Memory(set) => {
-                let retry = !set.insert(*req);
+            Kind::Memory(map) => {
+                let ids = map.entry(*req).or_default();
+                let earlier = ids.clone();
+                ids.push(id.clone());
+                let mut attempts = earlier.clone();
+                attempts.push(id.clone());
                 self.held.push(Held {
                     req: *req,
+                    attempts,
                     files: Vec::new(),
                 });
-                Ok(retry)
+                Ok(Attempt { id, earlier })
             }
             Kind::Dir(dir) => {
                 let dir: &Path = dir;
                 std::fs::create_dir_all(dir).map_err(|e| journal_error(dir, &e))?;
                 let prefix = format!("{}.", hex::encode(req));
                 let mut files = Vec::new();
+                let mut earlier = Vec::new();
                 let entries = std::fs::read_dir(dir).map_err(|e| journal_error(dir, &e))?;
                 for entry in entries.flatten() {
                     let name = entry.file_name();
-                    if !name.to_string_lossy().starts_with(&prefix) {
+                    let Some(attempt) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
                         continue;
-                    }
+                    };
+                    let attempt = attempt.to_string();
                     let path = entry.path();
                     let Ok(f) = OpenOptions::new().read(true).write(true).open(&path) else {
                         continue;
@@ -92,18 +123,13 @@ impl Pending {
                     // to take). Lockable: its process is gone.
                     if f.try_lock().is_ok() {
                         files.push((path, f));
+                        earlier.push(attempt);
                     }
                 }
-                let retry = !files.is_empty();
-                let mut nonce = [0u8; 16];
-                getrandom::fill(&mut nonce).map_err(|e| {
-                    WbError::new("storage", format!("no randomness for a journal entry: {e}"))
-                })?;
                 // Locked under a name no attempt looks at, then renamed:
                 // an entry never appears unlocked while its process lives.
-                let nonce = hex::encode(nonce);
-                let staged = dir.join(format!(".new-{nonce}"));
-                let own = dir.join(format!("{prefix}{nonce}"));
+                let staged = dir.join(format!(".new-{id}"));
+                let own = dir.join(format!("{prefix}{id}"));
                 let f = OpenOptions::new()
                     .read(true)
                     .write(true)
@@ -113,8 +139,14 @@ impl Pending {
                 f.lock().map_err(|e| journal_error(&staged, &e))?;
                 std::fs::rename(&staged, &own).map_err(|e| journal_error(&own, &e))?;
                 files.push((own, f));
-                self.held.push(Held { req: *req, files });
-                Ok(retry)
+                let mut attempts = earlier.clone();
+                attempts.push(id.clone());
+                self.held.push(Held {
+                    req: *req,
+                    attempts,
+                    files,
+                });
+                Ok(Attempt { id, earlier })
             }
         }
     }
@@ -128,8 +160,13 @@ impl Pending {
     pub fn delivered(&mut self) {
         for h in self.held.drain(..) {
             match &mut self.kind {
-                Kind::Memory(set) => {
-                    set.remove(&h.req);
+                Kind::Memory(map) => {
+                    if let Some(ids) = map.get_mut(&h.req) {
+                        ids.retain(|a| !h.attempts.contains(a));
+                        if ids.is_empty() {
+                            map.remove(&h.req);
+                        }
+                    }
                 }
                 Kind::Dir(_) => {
                     for (path, f) in h.files {

@@ -130,6 +130,13 @@ fn message_request(message: &str) -> Option<&str> {
         .find_map(|l| l.strip_prefix("nokv-request: "))
 }
 
+/// The append attempt a change message names (`nokv-attempt: <hex>`).
+fn message_attempt(message: &str) -> Option<&str> {
+    message
+        .lines()
+        .find_map(|l| l.strip_prefix("nokv-attempt: "))
+}
+
 /// The content type a change message records for `path`: a
 /// `nokv-path-content-type: <type> <path>` line for it, else the change's
 /// `nokv-content-type: <type>` line.
@@ -504,6 +511,7 @@ impl<S: Store> Workbench<S> {
         body: NewBody,
         ct: Option<&str>,
         note: Option<String>,
+        adopt_winner: bool,
     ) -> Result<(u64, Option<u64>), WbError> {
         let timestamp_ms = (self.clock)();
         let mut message = Self::message(tool, &t.full, req, ct);
@@ -522,7 +530,7 @@ impl<S: Store> Workbench<S> {
         };
         match self.store.publish(p)? {
             Published::Accepted { version } => Ok((version, Some(timestamp_ms))),
-            Published::Refused(r @ (Refusal::Stale(_) | Refusal::Exists(_))) => {
+            Published::Refused(r @ (Refusal::Stale(_) | Refusal::Exists(_))) if adopt_winner => {
                 // An earlier attempt of this same request may have won.
                 match self.live(t)? {
                     Some(row) if self.published_by(&row, req)? => Ok((row.generation, None)),
@@ -682,6 +690,7 @@ impl<S: Store> Workbench<S> {
             NewBody::Bytes(body),
             ct.as_deref(),
             None,
+            true,
         )?;
         let mut card = match published_ms {
             // Everything the card says is known: no read back.
@@ -718,9 +727,9 @@ impl<S: Store> Workbench<S> {
             input,
         );
         // A repeat of an append whose answer was delivered is a new
-        // append; only one whose earlier attempt is still pending is a
-        // retry, answered by that attempt's publication when it landed.
-        let retry = self.pending.begin(&req)?;
+        // append; only a publication by an earlier attempt of this request
+        // whose answer was never delivered is this call's result (a retry).
+        let this = self.pending.begin(&req)?;
         let digest = hex::encode(Sha256::digest(&delta));
         let result = |row: &Row, replay: bool| {
             json!({"id": t.id, "section": t.section, "path": t.path.as_str(), "size": row.body.size,
@@ -737,7 +746,9 @@ impl<S: Store> Workbench<S> {
             let kept = match &current {
                 Some(row) => {
                     let seen = self.observed(row, &req)?;
-                    if seen.mine && retry {
+                    let earlier = message_attempt(&seen.message)
+                        .is_some_and(|a| this.earlier.iter().any(|e| e == a));
+                    if seen.mine && earlier {
                         return Ok(result(row, true));
                     }
                     seen.kept
@@ -758,7 +769,10 @@ impl<S: Store> Workbench<S> {
                 base,
                 body,
                 ct.as_deref(),
-                None,
+                Some(format!("nokv-attempt: {}\n", this.id)),
+                // A winner is this call's only when it carries an earlier
+                // attempt's id (checked by reading again, below).
+                false,
             ) {
                 Ok((generation, _)) => generation,
                 Err(e)
@@ -866,6 +880,7 @@ impl<S: Store> Workbench<S> {
             NewBody::Bytes(new.into_bytes()),
             seen.kept.as_deref(),
             Some(format!("nokv-replacements: {replacements}\n")),
+            true,
         )?;
         let row = self
             .store

@@ -270,6 +270,17 @@ fn an_append_whose_answer_was_lost_is_retried_once() {
         )
         .unwrap();
     assert_eq!(r["lines"], json!(["step", "step", "step"]));
+    // An identical append that fails before its submit (nothing landed),
+    // retried while an earlier, answered identical append is the path's
+    // last publication: the retry appends; it does not take that earlier
+    // publication for its own.
+    wb.store_mut().stop_after_staging = true;
+    let e = wb.call("workbench_append", &input).unwrap_err();
+    assert_eq!(e.code, "unavailable");
+    wb.store_mut().stop_after_staging = false;
+    let retry = wb.call("workbench_append", &input).unwrap();
+    assert_eq!(retry["idempotent_replay"], json!(false), "{retry}");
+    assert_eq!(retry["size"], 20);
 }
 
 /// The journal of pending appends as files: an attempt held by a live
@@ -284,21 +295,40 @@ fn pending_appends_as_files_tell_a_retry_from_a_concurrent_repeat() {
     let (r, other) = ([1u8; 32], [2u8; 32]);
     let mut a = Pending::dir(dir.path());
     let mut b = Pending::dir(dir.path());
-    assert!(!a.begin(&r).unwrap(), "nothing pending yet");
-    assert!(!b.begin(&r).unwrap(), "a's attempt is live: concurrent");
-    assert!(!b.begin(&other).unwrap(), "another request");
+    let first = a.begin(&r).unwrap();
+    assert!(first.earlier.is_empty(), "nothing pending yet");
+    let concurrent = b.begin(&r).unwrap();
+    assert!(concurrent.earlier.is_empty(), "a's attempt is live");
+    assert_ne!(concurrent.id, first.id);
+    assert!(
+        b.begin(&other).unwrap().earlier.is_empty(),
+        "another request"
+    );
     assert_eq!(files(), 3);
     // a's call failed (outcome unknown): its attempt stays, unlocked.
     a.abandon_since(0);
     let mut c = Pending::dir(dir.path());
-    assert!(c.begin(&r).unwrap(), "a's abandoned attempt: a retry");
+    let retry = c.begin(&r).unwrap();
+    assert_eq!(
+        retry.earlier,
+        vec![first.id.clone()],
+        "a's abandoned attempt"
+    );
     // c took a's entry over: delivering c removes both of c's files.
     c.delivered();
     assert_eq!(files(), 2);
     b.delivered();
     assert_eq!(files(), 0);
     let mut d = Pending::dir(dir.path());
-    assert!(!d.begin(&r).unwrap(), "everything was delivered");
+    assert!(d.begin(&r).unwrap().earlier.is_empty(), "all delivered");
+    // In memory: the same, within one facade.
+    let mut m = Pending::memory();
+    let one = m.begin(&r).unwrap();
+    m.abandon_since(0);
+    let two = m.begin(&r).unwrap();
+    assert_eq!(two.earlier, vec![one.id]);
+    m.delivered();
+    assert!(m.begin(&r).unwrap().earlier.is_empty());
 }
 
 /// Run one tool through a `nokv` process; with `crash_at`, a build with

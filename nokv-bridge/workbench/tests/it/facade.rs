@@ -635,6 +635,43 @@ fn a_case_twin_of_a_workbench_is_refused_by_name() {
     assert!(!e.message.contains(".nokv"), "{}", e.message);
 }
 
+/// Two writers appending the same line at the same time (the same
+/// request identity): each call appends, none takes the other's
+/// publication for its own.
+#[test]
+fn concurrent_identical_appends_all_land() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    let env = &env;
+    let replays = std::sync::atomic::AtomicU64::new(0);
+    let replays = &replays;
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(move || {
+                let mut mine = workbench(env);
+                for _ in 0..12 {
+                    let a = ok(
+                        &mut mine,
+                        "workbench_append",
+                        json!({"id": "w", "section": "logs", "path": "beat.log", "text": "beat\n"}),
+                    );
+                    if a["idempotent_replay"] == true {
+                        replays.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            });
+        }
+    });
+    let r = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "logs", "path": "beat.log"}),
+    );
+    assert_eq!(r["total_lines"], 24, "{r}");
+    assert_eq!(replays.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
 /// Two agents appending to one log at once: each append that lost the
 /// generation race reads again and appends to the winner's result, so
 /// every line arrives and no call fails (the contract's "retry
