@@ -886,6 +886,7 @@ fn appending_to_a_large_file_does_not_hold_it_and_publishes_the_same_body() {
             "workbench_append",
             &json!({"id": "w", "section": "logs", "path": "big.log", "text": delta}).to_string(),
         ])
+        .env("NOKV_STATE_DIR", env.path("nokv-state"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
