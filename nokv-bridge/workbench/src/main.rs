@@ -5,7 +5,7 @@
 //! the 18 tools' input schemas.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -87,6 +87,26 @@ fn agent_root(s: &str) -> Result<String, String> {
 fn emit(v: &serde_json::Value) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{v}");
+}
+
+/// `v` on stdout; whether it was written (the caller got the answer).
+fn emit_answer(v: &serde_json::Value) -> bool {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{v}").and_then(|()| out.flush()).is_ok()
+}
+
+/// The facade over `store`, keeping pending appends in the agent root's
+/// state directory (`nokv_workbench::journal::state_dir`; created, and
+/// its failure reported by name, at the first append), so a process
+/// killed before its answer was printed leaves its append to be found by
+/// the retry; in memory when no state directory can be named.
+fn facade(store: ScribeStore, server: &str, repo: &str, agent: &str) -> Workbench<ScribeStore> {
+    use nokv_workbench::journal::{state_dir, Pending};
+    let pending = match state_dir(server, repo, agent) {
+        Some(dir) => Pending::dir(&dir),
+        None => Pending::memory(),
+    };
+    Workbench::new(store, agent).with_pending(pending)
 }
 
 fn fail(e: WbError) -> ExitCode {
@@ -761,7 +781,12 @@ fn run(cli: Cli) -> ExitCode {
             // error and is tried again at the next call.
             let agent = cli.agent_root.clone();
             let session = nokv_workbench::mcp::Session::opening(move || {
-                Ok(Workbench::new(open_store(&server, &repo, &agent)?, &agent))
+                Ok(facade(
+                    open_store(&server, &repo, &agent)?,
+                    &server,
+                    &repo,
+                    &agent,
+                ))
             });
             let stdout = std::io::stdout().lock();
             let served = if reap_every_secs == 0 {
@@ -789,13 +814,15 @@ fn run(cli: Cli) -> ExitCode {
         Command::Workbench { tool, json } => {
             let text = match json {
                 Some(t) => t,
-                None => {
-                    let mut s = String::new();
-                    if let Err(e) = std::io::stdin().read_to_string(&mut s) {
-                        return fail(WbError::invalid_input(format!("stdin: {e}")));
-                    }
-                    s
-                }
+                // Bounded as a `nokv mcp` line: a longer input is refused
+                // after MAX_INPUT_BYTES + 1 bytes, never read whole.
+                None => match nokv_workbench::mcp::read_input(
+                    std::io::stdin().lock(),
+                    nokv_workbench::mcp::MAX_INPUT_BYTES,
+                ) {
+                    Ok(s) => s,
+                    Err(e) => return fail(e),
+                },
             };
             if let Some(lit) = nokv_workbench::identity::lossy_number(&text) {
                 return fail(WbError::invalid_input(nokv_workbench::mcp::lossy_message(
@@ -822,10 +849,14 @@ fn run(cli: Cli) -> ExitCode {
                 Ok(s) => s,
                 Err(e) => return fail(e),
             };
-            let mut wb = Workbench::new(store, &cli.agent_root);
+            let mut wb = facade(store, &server, &repo, &cli.agent_root);
             match wb.call(&tool, &input) {
                 Ok(v) => {
-                    emit(&v);
+                    // Delivered only once printed: a process killed before
+                    // leaves its append pending for the retry to find.
+                    if emit_answer(&v) {
+                        wb.delivered();
+                    }
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(e),

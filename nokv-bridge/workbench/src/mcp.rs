@@ -104,6 +104,14 @@ impl<S: Store> Session<S> {
         }
     }
 
+    /// The answers written so far reached the client (see
+    /// [`Workbench::delivered`]).
+    pub fn delivered(&mut self) {
+        if let Some(wb) = self.wb.as_mut() {
+            wb.delivered();
+        }
+    }
+
     /// The Workbench, opened first when it is not (once per call).
     fn workbench(&mut self) -> Result<&mut Workbench<S>, crate::WbError> {
         if self.wb.is_none() {
@@ -363,6 +371,38 @@ pub fn lossy_message(lit: &str) -> String {
 /// files go through `nokv collect`.
 pub const MAX_LINE_BYTES: usize = 64 << 20;
 
+/// The most JSON input `nokv workbench TOOL` reads from stdin: the same
+/// bound as a `nokv mcp` line ([`MAX_LINE_BYTES`]), so a call the CLI
+/// takes is one MCP would take too.
+pub const MAX_INPUT_BYTES: usize = MAX_LINE_BYTES;
+
+/// The input of `nokv workbench TOOL` read from `input`, at most `max`
+/// bytes: a longer input is refused (`invalid_input` naming the bound)
+/// after reading `max + 1` bytes, never held whole; input that is not
+/// UTF-8 is refused by name too.
+pub fn read_input<R: std::io::Read>(input: R, max: usize) -> Result<String, crate::WbError> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    input
+        .take(max as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| crate::WbError::invalid_input(format!("stdin: {e}")))?;
+    if buf.len() > max {
+        return Err(crate::WbError::invalid_input(format!(
+            "the input on stdin is more than {} bytes ({} MiB, MAX_INPUT_BYTES, as a nokv mcp \
+             line); nothing was run. Send large files with nokv collect",
+            max,
+            max >> 20
+        )));
+    }
+    String::from_utf8(buf).map_err(|e| {
+        crate::WbError::invalid_input(format!(
+            "the input on stdin is not UTF-8 (byte {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
 /// How much of an over-long line is kept to read its id from.
 const TOO_LONG_HEAD: usize = 4 << 10;
 
@@ -511,6 +551,7 @@ pub fn serve_scheduled<S: Store>(
                     writeln!(output, "{a}")?;
                     output.flush()?;
                 }
+                session.delivered();
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
@@ -529,6 +570,7 @@ pub fn serve<S: Store>(
             writeln!(output, "{a}")?;
             output.flush()?;
         }
+        session.delivered();
     }
     Ok(())
 }

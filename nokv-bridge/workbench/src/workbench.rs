@@ -53,6 +53,13 @@ pub struct Workbench<S: Store> {
     /// Incarnations seen (a record is never replaced or removed by the
     /// bridge, so a seen incarnation stays valid for this facade's life).
     incarnations: std::collections::HashMap<String, u64>,
+    /// Appends whose answers were not delivered yet (a repeat of one is a
+    /// retry; docs/workbench.md, "A repeated append").
+    pending: crate::journal::Pending,
+    /// An answer returned by [`Workbench::call`] counts as delivered (a
+    /// library caller); a surface that writes answers out sets this off
+    /// and calls [`Workbench::delivered`] after writing.
+    auto_deliver: bool,
 }
 
 fn now_nanos() -> u128 {
@@ -121,6 +128,13 @@ fn message_request(message: &str) -> Option<&str> {
     message
         .lines()
         .find_map(|l| l.strip_prefix("nokv-request: "))
+}
+
+/// The append attempt a change message names (`nokv-attempt: <hex>`).
+fn message_attempt(message: &str) -> Option<&str> {
+    message
+        .lines()
+        .find_map(|l| l.strip_prefix("nokv-attempt: "))
 }
 
 /// The content type a change message records for `path`: a
@@ -271,7 +285,24 @@ impl<S: Store> Workbench<S> {
             agent: agent.into(),
             clock: Box::new(now_ms),
             incarnations: std::collections::HashMap::new(),
+            pending: crate::journal::Pending::memory(),
+            auto_deliver: true,
         }
+    }
+
+    /// Keep pending appends in `pending` and count an answer delivered
+    /// only when [`Workbench::delivered`] says so (the `nokv` binary: after
+    /// printing it, or writing its MCP line).
+    pub fn with_pending(mut self, pending: crate::journal::Pending) -> Workbench<S> {
+        self.pending = pending;
+        self.auto_deliver = false;
+        self
+    }
+
+    /// The answers returned since the last call of this were delivered to
+    /// the caller: a repeat of one of those appends is a new append.
+    pub fn delivered(&mut self) {
+        self.pending.delivered();
     }
 
     /// Replace the clock (milliseconds since the epoch) for tests.
@@ -291,6 +322,19 @@ impl<S: Store> Workbench<S> {
 
     /// Run tool `tool` with `input`.
     pub fn call(&mut self, tool: &str, input: &Value) -> Result<Value, WbError> {
+        let mark = self.pending.mark();
+        let r = self.call_tool(tool, input);
+        match &r {
+            Ok(_) if self.auto_deliver => self.pending.delivered(),
+            Ok(_) => {}
+            // The outcome may be unknown (a lost connection after the
+            // submit): the attempt stays pending, so a repeat is a retry.
+            Err(_) => self.pending.abandon_since(mark),
+        }
+        r
+    }
+
+    fn call_tool(&mut self, tool: &str, input: &Value) -> Result<Value, WbError> {
         match tools::parse(tool, input)? {
             Call::Create(c) => self.create(input, &c.id),
             Call::PutFile(c) => {
@@ -467,6 +511,7 @@ impl<S: Store> Workbench<S> {
         body: NewBody,
         ct: Option<&str>,
         note: Option<String>,
+        adopt_winner: bool,
     ) -> Result<(u64, Option<u64>), WbError> {
         let timestamp_ms = (self.clock)();
         let mut message = Self::message(tool, &t.full, req, ct);
@@ -485,7 +530,7 @@ impl<S: Store> Workbench<S> {
         };
         match self.store.publish(p)? {
             Published::Accepted { version } => Ok((version, Some(timestamp_ms))),
-            Published::Refused(r @ (Refusal::Stale(_) | Refusal::Exists(_))) => {
+            Published::Refused(r @ (Refusal::Stale(_) | Refusal::Exists(_))) if adopt_winner => {
                 // An earlier attempt of this same request may have won.
                 match self.live(t)? {
                     Some(row) if self.published_by(&row, req)? => Ok((row.generation, None)),
@@ -645,6 +690,7 @@ impl<S: Store> Workbench<S> {
             NewBody::Bytes(body),
             ct.as_deref(),
             None,
+            true,
         )?;
         let mut card = match published_ms {
             // Everything the card says is known: no read back.
@@ -680,6 +726,10 @@ impl<S: Store> Workbench<S> {
             "workbench_append",
             input,
         );
+        // A repeat of an append whose answer was delivered is a new
+        // append; only a publication by an earlier attempt of this request
+        // whose answer was never delivered is this call's result (a retry).
+        let this = self.pending.begin(&req)?;
         let digest = hex::encode(Sha256::digest(&delta));
         let result = |row: &Row, replay: bool| {
             json!({"id": t.id, "section": t.section, "path": t.path.as_str(), "size": row.body.size,
@@ -696,7 +746,9 @@ impl<S: Store> Workbench<S> {
             let kept = match &current {
                 Some(row) => {
                     let seen = self.observed(row, &req)?;
-                    if seen.mine {
+                    let earlier = message_attempt(&seen.message)
+                        .is_some_and(|a| this.earlier.iter().any(|e| e == a));
+                    if seen.mine && earlier {
                         return Ok(result(row, true));
                     }
                     seen.kept
@@ -717,7 +769,10 @@ impl<S: Store> Workbench<S> {
                 base,
                 body,
                 ct.as_deref(),
-                None,
+                Some(format!("nokv-attempt: {}\n", this.id)),
+                // A winner is this call's only when it carries an earlier
+                // attempt's id (checked by reading again, below).
+                false,
             ) {
                 Ok((generation, _)) => generation,
                 Err(e)
@@ -825,6 +880,7 @@ impl<S: Store> Workbench<S> {
             NewBody::Bytes(new.into_bytes()),
             seen.kept.as_deref(),
             Some(format!("nokv-replacements: {replacements}\n")),
+            true,
         )?;
         let row = self
             .store
@@ -973,29 +1029,31 @@ impl<S: Store> Workbench<S> {
 
     fn list(&mut self, c: tools::List, snapshot_at: u64) -> Result<Value, WbError> {
         let incarnation = self.incarnation(&c.id)?;
-        let Some(section) = c.section else {
-            if c.path.as_deref().is_some_and(|p| !p.is_empty()) {
+        let (section, t) = match c.section {
+            Some(section) => {
+                let t =
+                    self.target(&c.id, section, c.path.as_deref().unwrap_or(""), true, false)?;
+                (Some(section), Some(t))
+            }
+            None if c.path.as_deref().is_some_and(|p| !p.is_empty()) => {
                 return Err(WbError::invalid_input(
                     "workbench_list: a path needs a section",
                 ));
             }
-            let items: Vec<Value> = Section::ALL
-                .iter()
-                .map(|s| json!({"name": s, "kind": "section", "section": s, "path": ""}))
-                .collect();
-            return Ok(json!({"id": c.id, "items": items, "next_cursor": null}));
+            None => (None, None),
         };
-        let t = self.target(&c.id, section, c.path.as_deref().unwrap_or(""), true, false)?;
+        // The directory listed: the workbench root is `<id>` itself.
+        let full = t.as_ref().map_or_else(|| c.id.clone(), |t| t.full.clone());
         let limit = c.limit.unwrap_or(100);
         let wb_dir = c.id.clone();
-        let (at, token) = match &c.cursor {
-            None if snapshot_at != 0 => (snapshot_at, String::new()),
-            None => (self.store.head()?, String::new()),
+        let (at, token, after) = match &c.cursor {
+            None if snapshot_at != 0 => (snapshot_at, String::new(), None),
+            None => (self.store.head()?, String::new(), None),
             Some(cur) => {
                 let k = ListCursor::decode(cur)?;
                 if k.id != c.id
                     || k.incarnation != incarnation
-                    || k.dir_key != hex::encode(path::prefix_key(t.full.split('/')))
+                    || k.dir_key != hex::encode(path::prefix_key(full.split('/')))
                     || k.snapshot != (snapshot_at != 0)
                     || (snapshot_at != 0 && k.at != snapshot_at)
                 {
@@ -1011,8 +1069,11 @@ impl<S: Store> Workbench<S> {
                         "the workbench changed since this cursor was issued; list again",
                     ));
                 }
-                (k.at, k.token)
+                (k.at, k.token, k.after)
             }
+        };
+        let (Some(section), Some(t)) = (section, t) else {
+            return self.list_root(&c, incarnation, at, token, after, snapshot_at != 0);
         };
         let page = self.store.list_dir(at, &t.full, &token, limit)?;
         let prefix_len = t.full.len() + 1;
@@ -1067,6 +1128,7 @@ impl<S: Store> Workbench<S> {
                 at: page.at,
                 snapshot: snapshot_at != 0,
                 token,
+                after: None,
             }
             .encode()
         });
@@ -1077,7 +1139,116 @@ impl<S: Store> Workbench<S> {
     }
 }
 
+impl<S: Store> Workbench<S> {
+    /// `workbench_list` at the workbench root: the five sections (virtual:
+    /// listed whether or not anything lives in them) and a person's files
+    /// and directories directly under `<id>/` outside them (`section:
+    /// null`, `path` relative to the workbench root), merged in the tree's
+    /// order (a directory or section as its name followed by `/`), paged
+    /// by `limit` like any other directory. The cursor keeps the store's
+    /// continuation of the page it stopped in and the last child returned
+    /// (`after`), so a page cut to make room for a section continues
+    /// exactly after its last child.
+    fn list_root(
+        &mut self,
+        c: &tools::List,
+        incarnation: u64,
+        at: u64,
+        mut token: String,
+        mut after: Option<String>,
+        snapshot: bool,
+    ) -> Result<Value, WbError> {
+        let limit = c.limit.unwrap_or(100) as usize;
+        let prefix_len = c.id.len() + 1;
+        let section_item =
+            |s: Section| json!({"name": s, "kind": "section", "section": s, "path": ""});
+        let mut out: Vec<(String, Value)> = Vec::new();
+        let mut read_at: u64;
+        let next = loop {
+            let page = self.store.list_dir(at, &c.id, &token, limit as u32)?;
+            read_at = page.at;
+            let mut keys: Vec<String> = Vec::new();
+            let mut items: Vec<(String, Value)> = Vec::new();
+            for r in &page.files {
+                let name = &r.path[prefix_len..];
+                keys.push(name.to_string());
+                if r.generation >= incarnation {
+                    items.push((
+                        name.to_string(),
+                        json!({"name": name, "kind": "file", "section": null, "path": name,
+                               "size": r.body.size, "generation": r.generation}),
+                    ));
+                }
+            }
+            for d in &page.dirs {
+                let name = &d[prefix_len..];
+                keys.push(format!("{name}/"));
+                items.push((
+                    format!("{name}/"),
+                    match Section::from_name(name) {
+                        Some(s) => section_item(s),
+                        None => {
+                            json!({"name": name, "kind": "directory", "section": null, "path": name})
+                        }
+                    },
+                ));
+            }
+            // The keys this store page covers: up to its last child, or
+            // all that remain when it is the last page.
+            let upper = match page.next {
+                Some(_) => keys.iter().max().cloned(),
+                None => None,
+            };
+            for s in Section::ALL {
+                let key = format!("{}/", s.name());
+                let in_range = after.as_ref().is_none_or(|a| key > *a)
+                    && upper.as_ref().is_none_or(|u| key <= *u);
+                if in_range && !items.iter().any(|i| i.0 == key) {
+                    items.push((key, section_item(s)));
+                }
+            }
+            items.retain(|i| after.as_ref().is_none_or(|a| i.0 > *a));
+            items.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            let room = limit - out.len();
+            let cut = items.len() > room;
+            out.extend(items.into_iter().take(room));
+            if out.len() == limit {
+                let last = out.last().map(|i| i.0.clone());
+                break if cut {
+                    Some((token, last))
+                } else {
+                    page.next.map(|t| (t, last))
+                };
+            }
+            match page.next {
+                Some(t) => {
+                    token = t;
+                    after = upper.max(after);
+                }
+                None => break None,
+            }
+        };
+        let next = next.map(|(token, after)| {
+            ListCursor {
+                id: c.id.clone(),
+                incarnation,
+                dir_key: hex::encode(path::prefix_key(c.id.split('/'))),
+                at: read_at,
+                snapshot,
+                token,
+                after,
+            }
+            .encode()
+        });
+        Ok(
+            json!({"id": c.id, "section": null, "path": "", "read_version": read_at,
+                  "items": out.into_iter().map(|(_, v)| v).collect::<Vec<_>>(), "next_cursor": next}),
+        )
+    }
+}
+
 mod lifecycle;
+pub use lifecycle::RUN_MANIFEST_MAX_BYTES;
 mod query;
 pub mod sandbox;
 
@@ -1229,6 +1400,10 @@ struct ListCursor {
     at: u64,
     snapshot: bool,
     token: String,
+    /// The workbench root only: the last child returned (a page may stop
+    /// inside the store's page to make room for the virtual sections).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    after: Option<String>,
 }
 
 impl ListCursor {

@@ -13,6 +13,16 @@ use crate::tools::{self, SnapRef};
 const DAY_MS: u64 = 24 * 60 * 60 * 1000;
 /// The default snapshot lease.
 pub const DEFAULT_TTL_DAYS: u32 = 7;
+/// The largest run manifest (`metadata/run_manifest.json` as stored: the
+/// caller's manifest inside the bridge's envelope) a commit writes, and
+/// the largest run manifest or bridge record (commit, snapshot, restore)
+/// the bridge reads: 16 MiB. A run's parameters, metrics and a listing of
+/// tens of thousands of outputs with their digests fit many times over; a
+/// larger listing belongs in an output file the manifest names by digest.
+/// A larger commit is refused (`invalid_input`, nothing published); a
+/// larger file found where the bridge reads one (a person's submit) is
+/// refused by name without being read (`storage`).
+pub const RUN_MANIFEST_MAX_BYTES: u64 = 16 << 20;
 
 fn run_manifest_path(id: &str) -> String {
     format!("{id}/metadata/run_manifest.json")
@@ -73,6 +83,18 @@ impl Snap {
 
 impl<S: Store> Workbench<S> {
     fn read_json(&mut self, row: &Row) -> Result<Map<String, Value>, WbError> {
+        if row.body.size > RUN_MANIFEST_MAX_BYTES {
+            return Err(WbError::new(
+                "storage",
+                format!(
+                    "{} is {} bytes, above the {} MiB a run manifest or a workbench record may \
+                     hold (RUN_MANIFEST_MAX_BYTES); it was not read",
+                    row.path,
+                    row.body.size,
+                    RUN_MANIFEST_MAX_BYTES >> 20
+                ),
+            ));
+        }
         let bytes = self.store.read(&row.body, 0, row.body.size)?;
         match serde_json::from_slice(&bytes) {
             Ok(Value::Object(m)) => Ok(m),
@@ -105,9 +127,31 @@ impl<S: Store> Workbench<S> {
     // ---- commit ----
 
     pub(super) fn commit(&mut self, input: &Value, c: tools::Commit) -> Result<Value, WbError> {
-        let inc = self.incarnation(&c.id)?;
         let mdu = manifest_digest_uri(&c.manifest);
         let identity = commit_identity(&c.id, &c.content_digest_uri, &mdu);
+        // The run manifest as it would be stored, bounded before anything
+        // is read or published (a commit over the bound can never have
+        // been made, so it cannot be a replay either).
+        let body = serde_json::to_vec_pretty(&json!({
+            "schema": "nokv.workbench.run_manifest.v1",
+            "workbench_id": c.id,
+            "commit_identity": identity,
+            "content_digest_uri": c.content_digest_uri,
+            "manifest_digest_uri": mdu,
+            "manifest": c.manifest,
+            "committed_ms": (self.clock)(),
+        }))
+        .expect("json");
+        if body.len() as u64 > RUN_MANIFEST_MAX_BYTES {
+            return Err(WbError::invalid_input(format!(
+                "the run manifest would be {} bytes stored, above the {} MiB a commit may write \
+                 (RUN_MANIFEST_MAX_BYTES); nothing was published. Put large listings in an output \
+                 file and name its digest in the manifest",
+                body.len(),
+                RUN_MANIFEST_MAX_BYTES >> 20
+            )));
+        }
+        let inc = self.incarnation(&c.id)?;
         let rec_path = format!("{}/{identity}", commits_dir(&c.id));
         let rm = run_manifest_path(&c.id);
         let current = self.store.stat(0, &rm)?.filter(|r| r.generation >= inc);
@@ -121,6 +165,9 @@ impl<S: Store> Workbench<S> {
         // published again (commit A, replace with B, replace with A
         // makes A live).
         if let Some(rec) = &recorded {
+            if !c.replace.unwrap_or(false) {
+                return self.commit_result(&c.id, rec.generation, true);
+            }
             let live_identity = match &current {
                 Some(row) => self
                     .read_json(row)?
@@ -129,7 +176,7 @@ impl<S: Store> Workbench<S> {
                     .map(str::to_string),
                 None => None,
             };
-            if live_identity.as_deref() == Some(identity.as_str()) || !c.replace.unwrap_or(false) {
+            if live_identity.as_deref() == Some(identity.as_str()) {
                 return self.commit_result(&c.id, rec.generation, true);
             }
         }
@@ -140,20 +187,11 @@ impl<S: Store> Workbench<S> {
             ));
         }
         let base = current.as_ref().map_or(0, |r| r.generation);
-        let body = json!({
-            "schema": "nokv.workbench.run_manifest.v1",
-            "workbench_id": c.id,
-            "commit_identity": identity,
-            "content_digest_uri": c.content_digest_uri,
-            "manifest_digest_uri": mdu,
-            "manifest": c.manifest,
-            "committed_ms": (self.clock)(),
-        });
         let req = request_identity(&self.store.root_name(), inc, "workbench_commit", input);
         let mut edits = vec![Edit::Put {
             path: rm,
             base,
-            body: NewBody::Bytes(serde_json::to_vec_pretty(&body).expect("json")),
+            body: NewBody::Bytes(body),
         }];
         // The identity's record is written once, at its first commit.
         if recorded.is_none() {

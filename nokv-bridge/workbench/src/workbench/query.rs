@@ -682,6 +682,9 @@ impl<S: Store> Workbench<S> {
         // to match the pattern and dropped, and read again only for the
         // rows of the page (at most FIND_MANIFEST_BYTES of them).
         let mut rows = Vec::new();
+        // Run manifests above RUN_MANIFEST_MAX_BYTES (only a person's
+        // submit writes one) are not read to match the pattern: named here.
+        let mut unsearched = Vec::new();
         for (id, inc) in self.workbenches(at)? {
             let rm = self
                 .store
@@ -693,6 +696,10 @@ impl<S: Store> Workbench<S> {
             }
             if let Some(pat) = &c.manifest_pattern {
                 let matched = match &rm {
+                    Some(r) if r.body.size > super::lifecycle::RUN_MANIFEST_MAX_BYTES => {
+                        unsearched.push(json!({"id": id, "manifest_size": r.body.size}));
+                        false
+                    }
                     Some(r) => {
                         let m = self.store.read(&r.body, 0, r.body.size)?;
                         manifest_text(&m).contains(pat.as_str())
@@ -741,7 +748,7 @@ impl<S: Store> Workbench<S> {
         let next = (end < total).then(|| cursor(at, &digest, end));
         Ok(
             json!({"read_version": at, "total": total, "workbenches": page, "next_cursor": next,
-                  "truncated": truncated}),
+                  "truncated": truncated, "unsearched": unsearched}),
         )
     }
 }

@@ -27,6 +27,7 @@ fn nokv_with(
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_nokv"));
     cmd.args(["--server", env.url(), "--repo", REPO]).args(args);
     cmd.env_remove("SCRIBE_CA_FILE");
+    cmd.env("NOKV_STATE_DIR", env.path("nokv-state"));
     if let Some(ca) = ca {
         cmd.env("SCRIBE_CA_FILE", ca);
     }
@@ -1105,4 +1106,74 @@ fn materialize_follows_a_file_that_became_a_directory_and_back() {
         ]),
         "{v}"
     );
+}
+
+#[test]
+fn cli_input_on_stdin_is_bounded_as_an_mcp_line() {
+    use nokv_workbench::mcp::{read_input, MAX_INPUT_BYTES};
+    // The reader: exactly the bound is read; one byte more is refused by
+    // name; bytes that are not UTF-8 are refused by name.
+    assert_eq!(read_input(&b"0123456789"[..], 10).unwrap(), "0123456789");
+    let e = read_input(&b"0123456789x"[..], 10).unwrap_err();
+    assert_eq!(e.code, "invalid_input");
+    assert!(e.message.contains("MAX_INPUT_BYTES"), "{}", e.message);
+    let e = read_input(&b"{\"a\":\"\xff\"}"[..], 10).unwrap_err();
+    assert!(e.message.contains("not UTF-8"), "{}", e.message);
+    assert_eq!(MAX_INPUT_BYTES, nokv_workbench::mcp::MAX_LINE_BYTES);
+
+    // The binary: a put whose input is four times the bound is refused
+    // after reading little more than the bound (the writer is cut off),
+    // and nothing is published.
+    let env = Env::new(Transport::Path);
+    ok_call(&env, "workbench_create", json!({"id": "big"}));
+    let head = ok_call(&env, "workbench_stat", json!({"id": "big"}));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nokv"))
+        .args(["--server", env.url(), "--repo", REPO])
+        .args(["workbench", "workbench_put_file"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let mut written = 0u64;
+        let start = br#"{"id":"big","section":"outputs","path":"big.txt","text":""#;
+        if stdin.write_all(start).is_err() {
+            return written;
+        }
+        written += start.len() as u64;
+        let piece = vec![b'x'; 1 << 20];
+        for _ in 0..256 {
+            if stdin.write_all(&piece).is_err() {
+                return written;
+            }
+            written += piece.len() as u64;
+        }
+        let _ = stdin.write_all(b"\"}");
+        written
+    });
+    let out = child.wait_with_output().unwrap();
+    let written = writer.join().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{v}");
+    assert_eq!(v["error"]["code"], "invalid_input", "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("64 MiB"), "{message}");
+    assert!(
+        written < 128 << 20,
+        "nokv read {written} bytes of a refused input"
+    );
+    let (code, v) = nokv(
+        &env,
+        &[
+            "workbench",
+            "workbench_stat",
+            r#"{"id":"big","section":"outputs","path":"big.txt"}"#,
+        ],
+        None,
+    );
+    assert_eq!((code, &v["error"]["code"]), (1, &json!("not_found")), "{v}");
+    let after = ok_call(&env, "workbench_stat", json!({"id": "big"}));
+    assert_eq!(head, after);
 }

@@ -25,6 +25,8 @@ use super::support::{client, err, ok, workbench};
 struct Hooked {
     store: ScribeStore,
     stop_after_staging: bool,
+    /// The next publication lands, and its answer is lost.
+    lose_answer: bool,
     original: Option<(Workbench<ScribeStore>, Value)>,
     dest: &'static str,
     landed: Option<Value>,
@@ -35,6 +37,7 @@ impl Hooked {
         Hooked {
             store: ScribeStore::over(client(env), REPO, "bot").unwrap(),
             stop_after_staging: false,
+            lose_answer: false,
             original: None,
             dest: "",
             landed: None,
@@ -79,6 +82,10 @@ impl Store for Hooked {
         self.store.read(body, offset, len)
     }
     fn publish(&mut self, p: Publish) -> Result<Published, WbError> {
+        if std::mem::take(&mut self.lose_answer) {
+            self.store.publish(p)?;
+            return Err(WbError::new("unavailable", "the answer was lost"));
+        }
         if !self.stop_after_staging {
             return self.store.publish(p);
         }
@@ -232,6 +239,98 @@ fn a_restore_killed_at_any_point_is_all_or_nothing_and_the_retry_converges() {
     );
 }
 
+/// An append whose publication landed but whose answer was lost (the
+/// call failed `unavailable`) is retried by the same request: the retry
+/// answers that publication (`idempotent_replay`) and appends nothing;
+/// once that answer is delivered, the same append again is a new one.
+#[test]
+fn an_append_whose_answer_was_lost_is_retried_once() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = Workbench::new(Hooked::over(&env), "bot");
+    wb.call("workbench_create", &json!({"id": "w"})).unwrap();
+    let input = json!({"id": "w", "section": "logs", "path": "run.log", "text": "step\n"});
+    let first = wb.call("workbench_append", &input).unwrap();
+    let before = wb.store_mut().head().unwrap();
+    wb.store_mut().lose_answer = true;
+    let e = wb.call("workbench_append", &input).unwrap_err();
+    assert_eq!(e.code, "unavailable");
+    assert_eq!(wb.store_mut().head().unwrap(), before + 1, "it landed");
+    let retry = wb.call("workbench_append", &input).unwrap();
+    assert_eq!(retry["idempotent_replay"], json!(true), "{retry}");
+    assert_eq!(retry["size"], 10);
+    assert_eq!(wb.store_mut().head().unwrap(), before + 1);
+    let repeat = wb.call("workbench_append", &input).unwrap();
+    assert_eq!(repeat["idempotent_replay"], json!(false), "{repeat}");
+    assert_eq!(repeat["size"], 15);
+    assert_eq!(first["size"], 5);
+    let r = wb
+        .call(
+            "workbench_read",
+            &json!({"id": "w", "section": "logs", "path": "run.log"}),
+        )
+        .unwrap();
+    assert_eq!(r["lines"], json!(["step", "step", "step"]));
+    // An identical append that fails before its submit (nothing landed),
+    // retried while an earlier, answered identical append is the path's
+    // last publication: the retry appends; it does not take that earlier
+    // publication for its own.
+    wb.store_mut().stop_after_staging = true;
+    let e = wb.call("workbench_append", &input).unwrap_err();
+    assert_eq!(e.code, "unavailable");
+    wb.store_mut().stop_after_staging = false;
+    let retry = wb.call("workbench_append", &input).unwrap();
+    assert_eq!(retry["idempotent_replay"], json!(false), "{retry}");
+    assert_eq!(retry["size"], 20);
+}
+
+/// The journal of pending appends as files: an attempt held by a live
+/// facade is not a retry for another (two identical appends at once both
+/// land); once let go without delivery it is, and is taken over; a
+/// delivered one leaves nothing behind.
+#[test]
+fn pending_appends_as_files_tell_a_retry_from_a_concurrent_repeat() {
+    use nokv_workbench::journal::Pending;
+    let dir = tempfile::tempdir().unwrap();
+    let files = || std::fs::read_dir(dir.path()).unwrap().count();
+    let (r, other) = ([1u8; 32], [2u8; 32]);
+    let mut a = Pending::dir(dir.path());
+    let mut b = Pending::dir(dir.path());
+    let first = a.begin(&r).unwrap();
+    assert!(first.earlier.is_empty(), "nothing pending yet");
+    let concurrent = b.begin(&r).unwrap();
+    assert!(concurrent.earlier.is_empty(), "a's attempt is live");
+    assert_ne!(concurrent.id, first.id);
+    assert!(
+        b.begin(&other).unwrap().earlier.is_empty(),
+        "another request"
+    );
+    assert_eq!(files(), 3);
+    // a's call failed (outcome unknown): its attempt stays, unlocked.
+    a.abandon_since(0);
+    let mut c = Pending::dir(dir.path());
+    let retry = c.begin(&r).unwrap();
+    assert_eq!(
+        retry.earlier,
+        vec![first.id.clone()],
+        "a's abandoned attempt"
+    );
+    // c took a's entry over: delivering c removes both of c's files.
+    c.delivered();
+    assert_eq!(files(), 2);
+    b.delivered();
+    assert_eq!(files(), 0);
+    let mut d = Pending::dir(dir.path());
+    assert!(d.begin(&r).unwrap().earlier.is_empty(), "all delivered");
+    // In memory: the same, within one facade.
+    let mut m = Pending::memory();
+    let one = m.begin(&r).unwrap();
+    m.abandon_since(0);
+    let two = m.begin(&r).unwrap();
+    assert_eq!(two.earlier, vec![one.id]);
+    m.delivered();
+    assert!(m.begin(&r).unwrap().earlier.is_empty());
+}
+
 /// Run one tool through a `nokv` process; with `crash_at`, a build with
 /// failpoints SIGKILLs itself there. The exit status and stdout's JSON.
 fn nokv(env: &Env, crash_at: Option<&str>, tool: &str, input: &Value) -> (ExitStatus, Value) {
@@ -239,6 +338,7 @@ fn nokv(env: &Env, crash_at: Option<&str>, tool: &str, input: &Value) -> (ExitSt
     cmd.args(["--server", env.url(), "--repo", REPO, "--agent-root", "bot"])
         .args(["workbench", tool, &input.to_string()])
         .env_remove("NOKV_TEST_CRASH_AT")
+        .env("NOKV_STATE_DIR", env.path("nokv-state"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if let Some(at) = crash_at {
@@ -265,8 +365,9 @@ fn outcome(mut v: Value) -> Value {
 /// published) or after the server accepted and before the answer
 /// (`nokv-after-submit`: published once, unanswered): the retry of the
 /// same request publishes at most the one missing change and answers the
-/// result a further retry replays; the offline doctor finds the data root
-/// clean.
+/// result a further retry replays (an append, whose answer was then
+/// delivered, appends again when repeated); the offline doctor finds the
+/// data root clean.
 #[test]
 fn mutating_tools_killed_before_and_after_their_submit_retry_to_one_publication() {
     // (The test build has failpoints: this crate's dev-dependency on
@@ -330,6 +431,19 @@ fn mutating_tools_killed_before_and_after_their_submit_retry_to_one_publication(
                 json!(published == 1),
                 "{tool} at {at}: {first}"
             );
+            if tool == "workbench_append" {
+                // Its answer was delivered: the same append again, by
+                // another client or process, is a new append, not a retry
+                // (docs/workbench.md, "A repeated append").
+                let again = ok(&mut wb, tool, input.clone());
+                assert_eq!(again["idempotent_replay"], json!(false), "{again}");
+                assert_eq!(head(&mut wb), before + 2, "{tool} at {at}");
+                let (status, third) = nokv(&env, None, tool, &input);
+                assert!(status.success(), "{third}");
+                assert_eq!(third["idempotent_replay"], json!(false), "{third}");
+                assert_eq!(head(&mut wb), before + 3, "{tool} at {at}");
+                continue;
+            }
             // A further retry (in-process, another client) replays it.
             let again = ok(&mut wb, tool, input.clone());
             assert_eq!(again["idempotent_replay"], json!(true), "{tool}: {again}");
@@ -347,7 +461,11 @@ fn mutating_tools_killed_before_and_after_their_submit_retry_to_one_publication(
         };
         assert_eq!(read(&mut wb, "new.txt"), json!(["fresh"]));
         assert_eq!(read(&mut wb, "r.txt"), json!(["new"]));
-        assert_eq!(read(&mut wb, "log.txt"), json!(["one", "two"]));
+        // The killed append once, then two deliberate repeats.
+        assert_eq!(
+            read(&mut wb, "log.txt"),
+            json!(["one", "two", "two", "two"])
+        );
         assert_eq!(read(&mut wb, "e.txt"), json!(["a bar b"]));
         let snaps = ok(&mut wb, "workbench_snapshot_list", json!({"id": id}));
         assert_eq!(snaps["snapshots"].as_array().unwrap().len(), 1);

@@ -124,14 +124,23 @@ fn append_reports_the_delta_digest_and_edit_needs_one_match() {
         format!("sha256:{}", hex::encode(sha2::Sha256::digest(b"bb\n")))
     );
     assert!(a2["generation"].as_u64() > a1["generation"].as_u64());
-    // The exact retry of the last append does not append twice.
+    // The same append again, its answer delivered, is a deliberate
+    // repeat: it appends (a retry is told apart by the attempt left
+    // pending: crash.rs `an_append_whose_answer_was_lost_is_retried_once`).
     let again = ok(
         &mut wb,
         "workbench_append",
         json!({"id": "w", "section": "logs", "path": "run.log", "text": "bb\n"}),
     );
-    assert_eq!(again["idempotent_replay"], true);
-    assert_eq!(again["size"], 5);
+    assert_eq!(again["idempotent_replay"], false);
+    assert_eq!(again["size"], 8);
+    assert!(again["generation"].as_u64() > a2["generation"].as_u64());
+    let r = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "logs", "path": "run.log"}),
+    );
+    assert_eq!(r["lines"], json!(["a", "bb", "bb"]));
 
     ok(
         &mut wb,
@@ -626,6 +635,43 @@ fn a_case_twin_of_a_workbench_is_refused_by_name() {
     assert!(!e.message.contains(".nokv"), "{}", e.message);
 }
 
+/// Two writers appending the same line at the same time (the same
+/// request identity): each call appends, none takes the other's
+/// publication for its own.
+#[test]
+fn concurrent_identical_appends_all_land() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    let env = &env;
+    let replays = std::sync::atomic::AtomicU64::new(0);
+    let replays = &replays;
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(move || {
+                let mut mine = workbench(env);
+                for _ in 0..12 {
+                    let a = ok(
+                        &mut mine,
+                        "workbench_append",
+                        json!({"id": "w", "section": "logs", "path": "beat.log", "text": "beat\n"}),
+                    );
+                    if a["idempotent_replay"] == true {
+                        replays.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            });
+        }
+    });
+    let r = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "logs", "path": "beat.log"}),
+    );
+    assert_eq!(r["total_lines"], 24, "{r}");
+    assert_eq!(replays.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
 /// Two agents appending to one log at once: each append that lost the
 /// generation race reads again and appends to the winner's result, so
 /// every line arrives and no call fails (the contract's "retry
@@ -840,6 +886,7 @@ fn appending_to_a_large_file_does_not_hold_it_and_publishes_the_same_body() {
             "workbench_append",
             &json!({"id": "w", "section": "logs", "path": "big.log", "text": delta}).to_string(),
         ])
+        .env("NOKV_STATE_DIR", env.path("nokv-state"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

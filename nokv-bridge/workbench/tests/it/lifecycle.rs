@@ -812,3 +812,117 @@ fn restore_at_a_snapshot_and_the_remaining_error_paths() {
         "snapshot_not_found"
     );
 }
+
+#[test]
+fn a_run_manifest_is_bounded_on_write_and_on_read() {
+    use nokv_workbench::store::{Edit, NewBody, Publish, Published};
+    use nokv_workbench::workbench::RUN_MANIFEST_MAX_BYTES;
+    assert_eq!(RUN_MANIFEST_MAX_BYTES, 16 << 20);
+    let env = Env::new(Transport::Tcp);
+    let mut wb = super::support::workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "big"}));
+    let head = wb.store_mut().head().unwrap();
+    // On write: a manifest over the bound is refused by name, nothing
+    // published; one whose canonical JSON is under the bound but whose
+    // stored (indented) form is over it too.
+    let blob = "m".repeat((16 << 20) + 1);
+    let e = err(
+        &mut wb,
+        "workbench_commit",
+        json!({"id": "big", "manifest": {"blob": blob}, "content_digest_uri": digest('a')}),
+    );
+    assert_eq!(e.code, "invalid_input");
+    assert!(
+        e.message.contains("RUN_MANIFEST_MAX_BYTES"),
+        "{}",
+        e.message
+    );
+    let zeros = vec![0u8; 2 << 20];
+    let e = err(
+        &mut wb,
+        "workbench_commit",
+        json!({"id": "big", "manifest": {"zeros": zeros}, "content_digest_uri": digest('a')}),
+    );
+    assert_eq!(e.code, "invalid_input", "{e}");
+    assert_eq!(wb.store_mut().head().unwrap(), head);
+    let f = ok(&mut wb, "workbench_find", json!({"committed": true}));
+    assert_eq!(f["total"], 0, "{f}");
+    // Just under the bound commits.
+    let blob = "m".repeat((16 << 20) - 4096);
+    ok(
+        &mut wb,
+        "workbench_commit",
+        json!({"id": "big", "manifest": {"blob": blob}, "content_digest_uri": digest('a')}),
+    );
+
+    // On read: a person's oversized run manifest (which no commit writes)
+    // is refused by name without being read, and find names it instead
+    // of reading it to match a pattern.
+    ok(&mut wb, "workbench_create", json!({"id": "p"}));
+    ok(&mut wb, "workbench_create", json!({"id": "q"}));
+    let first = ok(
+        &mut wb,
+        "workbench_commit",
+        json!({"id": "p", "manifest": {"model": "resnet"}, "content_digest_uri": digest('b')}),
+    );
+    ok(
+        &mut wb,
+        "workbench_commit",
+        json!({"id": "q", "manifest": {"model": "resnet"}, "content_digest_uri": digest('c')}),
+    );
+    let huge = format!(
+        r#"{{"manifest": {{"model": "resnet", "pad": "{}"}}}}"#,
+        "p".repeat(17 << 20)
+    );
+    // (Through the store, as a person's submit would: the bridge's own
+    // tools refuse to write a run manifest.)
+    let landed = wb
+        .store_mut()
+        .publish(Publish {
+            operation: [7; 16],
+            message: "a person's oversized run manifest\n".into(),
+            edits: vec![Edit::Put {
+                path: "p/metadata/run_manifest.json".into(),
+                base: first["generation"].as_u64().unwrap(),
+                body: NewBody::Bytes(huge.into_bytes()),
+            }],
+            timestamp_ms: 1,
+        })
+        .unwrap();
+    assert!(matches!(landed, Published::Accepted { .. }), "{landed:?}");
+    let f = ok(
+        &mut wb,
+        "workbench_find",
+        json!({"manifest_pattern": "resnet"}),
+    );
+    let found: Vec<_> = f["workbenches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["id"].clone())
+        .collect();
+    assert_eq!(found, vec![json!("q")], "{f}");
+    assert_eq!(f["unsearched"][0]["id"], "p", "{f}");
+    assert!(f["unsearched"][0]["manifest_size"].as_u64().unwrap() > 17 << 20);
+    // An exact retry of p's commit still replays its stored result (the
+    // record's change); asking to replace it has to read the live file.
+    let again = ok(
+        &mut wb,
+        "workbench_commit",
+        json!({"id": "p", "manifest": {"model": "resnet"}, "content_digest_uri": digest('b')}),
+    );
+    assert_eq!(again["idempotent_replay"], true);
+    assert_eq!(again["change"], first["change"]);
+    let e = err(
+        &mut wb,
+        "workbench_commit",
+        json!({"id": "p", "manifest": {"model": "resnet"}, "content_digest_uri": digest('b'),
+               "replace": true}),
+    );
+    assert_eq!(e.code, "storage");
+    assert!(
+        e.message.contains("RUN_MANIFEST_MAX_BYTES"),
+        "{}",
+        e.message
+    );
+}

@@ -13,6 +13,7 @@ fn mcp_session_with_the_python_client_library() {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/mcp_client.py");
     let out = Command::new("python3")
         .args([script, env!("CARGO_BIN_EXE_nokv"), env.url(), REPO])
+        .arg(env.path("nokv-state"))
         .output()
         .expect("python3 runs (the mcp package is installed by .ci/run)");
     assert!(
@@ -27,8 +28,30 @@ fn mcp_session_with_the_python_client_library() {
     assert_eq!(v["create"]["created"], true);
     assert_eq!(v["put_error"], false);
     assert_eq!(v["read"]["lines"], json!(["from mcp"]));
+    // Two identical appends, each answered, append twice.
+    assert_eq!(v["appends"][0]["idempotent_replay"], false, "{v}");
+    assert_eq!(v["appends"][1]["idempotent_replay"], false, "{v}");
+    assert_eq!(v["appends"][1]["size"], 10, "{v}");
+    assert_eq!(v["log"], json!(["step", "step"]));
+    // Nothing is left pending once the answers were written.
+    let pending: Vec<_> = walk(&env.path("nokv-state"));
+    assert!(pending.is_empty(), "{pending:?}");
     assert_eq!(v["escape"]["isError"], true);
     assert_eq!(v["escape"]["error"]["error"]["code"], "invalid_path");
+}
+
+/// Every file below `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }
 
 #[test]

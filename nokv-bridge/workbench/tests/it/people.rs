@@ -142,3 +142,135 @@ fn a_write_refused_by_a_lock_succeeds_when_retried_after_the_lock_is_released() 
         true
     );
 }
+
+/// Every item of a root listing, paged by `limit`.
+fn list_root_paged(
+    wb: &mut nokv_workbench::Workbench<nokv_workbench::scribe::ScribeStore>,
+    extra: serde_json::Value,
+    limit: u64,
+) -> Vec<serde_json::Value> {
+    let mut items = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..64 {
+        let mut q = json!({"id": "job", "limit": limit});
+        for (k, v) in extra.as_object().unwrap() {
+            q[k] = v.clone();
+        }
+        if let Some(c) = &cursor {
+            q["cursor"] = json!(c);
+        }
+        let page = ok(wb, "workbench_list", q);
+        let got = page["items"].as_array().unwrap();
+        assert!(got.len() as u64 <= limit, "{page}");
+        items.extend(got.iter().cloned());
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => return items,
+        }
+    }
+    panic!("the root listing did not end");
+}
+
+#[test]
+fn the_workbench_root_lists_the_sections_and_a_persons_entries_outside_them() {
+    let env = Env::new(Transport::Tcp);
+    let mut wb = workbench(&env);
+    ok(&mut wb, "workbench_create", json!({"id": "job"}));
+    ok(
+        &mut wb,
+        "workbench_put_file",
+        json!({"id": "job", "section": "outputs", "path": "r.txt", "text": "agent"}),
+    );
+    let mut person = env.connect();
+    let ws = WorkspaceId::random();
+    person.register(ws);
+    let out = person.upload_and_submit(
+        ws,
+        OperationId::random(),
+        &change(&[
+            ("job/README.md", Some(b"read me".as_slice()), 0),
+            ("job/docs/notes.txt", Some(b"notes".as_slice()), 0),
+            ("job/notes/a.txt", Some(b"a".as_slice()), 0),
+            ("job/zz.txt", Some(b"zz".as_slice()), 0),
+        ]),
+        "a person's files outside the sections",
+    );
+    assert_eq!(out.code, 0, "{}", out.detail);
+    let names = |items: &[serde_json::Value]| -> Vec<String> {
+        items
+            .iter()
+            .map(|i| format!("{} {} {}", i["kind"], i["name"], i["section"]))
+            .collect()
+    };
+    let want = vec![
+        r#""file" "README.md" null"#,
+        r#""directory" "docs" null"#,
+        r#""section" "input" "input""#,
+        r#""section" "logs" "logs""#,
+        r#""section" "metadata" "metadata""#,
+        r#""directory" "notes" null"#,
+        r#""section" "outputs" "outputs""#,
+        r#""section" "scripts" "scripts""#,
+        r#""file" "zz.txt" null"#,
+    ];
+    // The same items in the same order whatever the page size.
+    for limit in 1..=10 {
+        let items = list_root_paged(&mut wb, json!({}), limit);
+        assert_eq!(names(&items), want, "limit {limit}");
+    }
+    let whole = ok(&mut wb, "workbench_list", json!({"id": "job"}));
+    let readme = &whole["items"][0];
+    assert_eq!(readme["path"], "README.md");
+    assert_eq!(readme["size"], 7);
+    assert_eq!(readme["generation"], out.change);
+    // What the root lists, stat and grep agree on.
+    let g = ok(
+        &mut wb,
+        "workbench_grep",
+        json!({"id": "job", "pattern": "read me", "recursive": true}),
+    );
+    assert_eq!(g["matches"][0]["path"], "README.md", "{g}");
+    assert_eq!(g["matches"][0]["section"], serde_json::Value::Null);
+    // At a snapshot the root is frozen: a later file is not listed there.
+    ok(
+        &mut wb,
+        "workbench_commit",
+        json!({"id": "job", "manifest": {}, "content_digest_uri": format!("sha256:{}", "a".repeat(64))}),
+    );
+    ok(
+        &mut wb,
+        "workbench_snapshot",
+        json!({"id": "job", "name": "s"}),
+    );
+    let base = 0;
+    let later = person.upload_and_submit(
+        ws,
+        OperationId::random(),
+        &change(&[("job/later.txt", Some(b"later".as_slice()), base)]),
+        "later",
+    );
+    assert_eq!(later.code, 0, "{}", later.detail);
+    for limit in [1, 3, 100] {
+        let frozen = list_root_paged(&mut wb, json!({"at_snapshot": "s"}), limit);
+        assert_eq!(names(&frozen), want, "limit {limit}");
+    }
+    let live = names(&list_root_paged(&mut wb, json!({}), 100));
+    assert!(
+        live.contains(&r#""file" "later.txt" null"#.to_string()),
+        "{live:?}"
+    );
+    // A live root cursor fails closed once the workbench moved.
+    let first = ok(&mut wb, "workbench_list", json!({"id": "job", "limit": 2}));
+    person.upload_and_submit(
+        ws,
+        OperationId::random(),
+        &change(&[("job/more.txt", Some(b"more".as_slice()), 0)]),
+        "more",
+    );
+    let e = err(
+        &mut wb,
+        "workbench_list",
+        json!({"id": "job", "limit": 2, "cursor": first["next_cursor"]}),
+    );
+    assert_eq!(e.code, "cursor_stale");
+}
