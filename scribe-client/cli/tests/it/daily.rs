@@ -433,3 +433,47 @@ fn theirs_over_a_file_removed_here_does_not_claim_a_recovery_copy() {
     r.ok();
     assert!(r.stdout.contains("recovery area"), "{}", r.stdout);
 }
+
+/// Found by use (session 25): after this workspace's own submit (its
+/// watermark stays where it synced), files opened since were deferred as
+/// "opened locally; resolve to combine" by a sync over someone else's
+/// unrelated change: the plan names every path changed since the
+/// watermark, this workspace's own submitted ones too, though their
+/// baselines already are those revisions. Nothing to combine: they stay
+/// opened, nothing needs resolve, and they submit.
+#[test]
+fn files_opened_after_your_own_submit_are_not_deferred_by_an_unrelated_change() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "a.txt", b"alpha");
+    write(&a, "d.txt", b"to delete");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "base"]).ok();
+    let b = env.workspace("bob", &[]);
+    env.scribe(&a, &["edit", "a.txt"]).ok();
+    write(&a, "a.txt", b"alpha, edited");
+    env.scribe(&a, &["delete", "d.txt"]).ok();
+    write(&b, "unrelated.txt", b"bob's");
+    env.scribe(&b, &["add", "unrelated.txt"]).ok();
+    env.scribe(&b, &["submit", "-m", "unrelated"]).ok();
+    let s = env.scribe(&a, &["sync"]);
+    s.ok();
+    assert!(!s.stdout.contains("resolve"), "{}", s.stdout);
+    assert!(s.stderr.contains("0 need resolve"), "{}", s.stderr);
+    assert_eq!(read(&a, "unrelated.txt"), b"bob's");
+    assert_eq!(read(&a, "a.txt"), b"alpha, edited");
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(st.stdout.contains("\"needs_resolve\":[]"), "{}", st.stdout);
+    assert!(
+        st.stdout.contains("\"path\":\"a.txt\",\"action\":\"edit\"")
+            && st
+                .stdout
+                .contains("\"path\":\"d.txt\",\"action\":\"delete\""),
+        "{}",
+        st.stdout
+    );
+    env.scribe(&a, &["submit", "-m", "edit and delete"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    assert_eq!(read(&b, "a.txt"), b"alpha, edited");
+    assert!(!b.join("d.txt").exists());
+}
