@@ -491,3 +491,96 @@ fn a_move_whose_source_the_server_deleted_names_its_way_out() {
     env.scribe(&a, &["sync"]).ok();
     assert_eq!(read(&a, "w/y.psd"), b"v1");
 }
+
+/// Found by use (session 25): artist A moved a directory (pending), B
+/// added a file under the old directory and submitted, A synced. `move
+/// --abort` was refused ("something new stands at the vacated source")
+/// with no way out but deleting B's file by hand. The abort now puts A's
+/// files back beside B's; only a real collision (a name equal up to case,
+/// or a file where a directory goes back) is refused, naming the path and
+/// the way out, with nothing changed. Neither side's bytes are lost.
+#[test]
+fn aborting_a_directory_move_puts_files_back_beside_a_synced_newcomer() {
+    let env = Env::new(Transport::Tcp);
+    let a = setup(&env);
+    let b = env.workspace("bob", &[]);
+    env.scribe(&a, &["move", "old", "new"]).ok();
+    write(&a, "new/deep/b.txt", b"beta, edited after the move");
+    write(&b, "old/newcomer.txt", b"bob's new file");
+    env.scribe(&b, &["add", "old/newcomer.txt"]).ok();
+    env.scribe(&b, &["submit", "-m", "newcomer"]).ok();
+    let s = env.scribe(&a, &["sync"]);
+    s.ok();
+    assert_eq!(read(&a, "old/newcomer.txt"), b"bob's new file");
+    assert!(
+        s.stderr.contains("old/newcomer.txt") && s.stderr.contains("move --abort new"),
+        "sync says what arrived in the vacated directory and what to do: {}",
+        s.stderr
+    );
+    env.scribe(&a, &["move", "--abort", "new"]).ok();
+    assert_eq!(read(&a, "old/a.txt"), b"alpha");
+    assert_eq!(read(&a, "old/deep/b.txt"), b"beta, edited after the move");
+    assert_eq!(read(&a, "old/newcomer.txt"), b"bob's new file");
+    assert!(!a.join("new").exists());
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(st.stdout.contains("\"moves\":[]"), "{}", st.stdout);
+    assert!(
+        st.stdout.contains(
+            "\"opened\":[],\"unopened\":[{\"path\":\"old/deep/b.txt\",\"kind\":\"modified\"}]"
+        ),
+        "{}",
+        st.stdout
+    );
+}
+
+/// The collision half: a file A added under the destination after the
+/// move (it goes back with the abort) and B's new file under the old
+/// directory differ only in case. Abort refuses by name with the way out
+/// and changes nothing; that way out (submitting the move) keeps both
+/// files and says where B's stays.
+#[test]
+fn aborting_a_directory_move_onto_a_colliding_newcomer_names_it() {
+    let env = Env::new(Transport::Tcp);
+    let a = setup(&env);
+    let b = env.workspace("bob", &[]);
+    env.scribe(&a, &["move", "old", "new"]).ok();
+    write(&a, "new/c.txt", b"alice's, added after the move");
+    env.scribe(&a, &["add", "new/c.txt"]).ok();
+    write(&b, "old/C.txt", b"bob's, differs in case");
+    env.scribe(&b, &["add", "old/C.txt"]).ok();
+    env.scribe(&b, &["submit", "-m", "case"]).ok();
+    env.scribe(&a, &["sync"]).ok();
+    let r = env.scribe(&a, &["move", "--abort", "new"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Error[move_refused]"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("old/c.txt") && r.stderr.contains("old/C.txt"),
+        "names both paths: {}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("submit the move instead"),
+        "the way out: {}",
+        r.stderr
+    );
+    // Nothing changed.
+    assert_eq!(read(&a, "new/a.txt"), b"alpha");
+    assert_eq!(read(&a, "new/c.txt"), b"alice's, added after the move");
+    assert_eq!(read(&a, "old/C.txt"), b"bob's, differs in case");
+    assert!(!a.join("old/a.txt").exists());
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(st.stdout.contains("\"state\":\"pending\""), "{}", st.stdout);
+    // The way out: submitting the move says B's file stays.
+    let r = env.scribe(&a, &["submit", "-m", "the move"]);
+    r.ok();
+    assert!(
+        r.stderr.contains("old/C.txt") && r.stderr.contains("stay there"),
+        "submit says the newcomer stays where it is: {}",
+        r.stderr
+    );
+    env.scribe(&b, &["sync"]).ok();
+    assert_eq!(read(&b, "new/a.txt"), b"alpha");
+    assert_eq!(read(&b, "new/c.txt"), b"alice's, added after the move");
+    assert_eq!(read(&b, "old/C.txt"), b"bob's, differs in case");
+    assert!(!b.join("old/a.txt").exists());
+}
