@@ -675,9 +675,33 @@ fn settle(o: &Opened, op: &OperationId, p: &PendingSubmit, outcome: m::Outcome) 
         return Err(Error::new(code, outcome.detail));
     }
     abandon(&o.ws, op)?;
+    // A lock this workspace took and someone broke: said by name (the
+    // refusal alone reads as if it had never been taken).
+    let broken: Vec<&str> = if matches!(code, ErrorCode::LockedByOther | ErrorCode::LockRequired) {
+        p.locks
+            .iter()
+            .filter(|l| outcome.paths.contains(&l.path))
+            .map(|l| l.path.as_str())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let why = if broken.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; your lock on {} was broken by another workspace (`scribe unlock --force`){}",
+            broken.join(", "),
+            if code == ErrorCode::LockedByOther {
+                ", which holds it now"
+            } else {
+                ": `scribe lock PATH` takes it again"
+            }
+        )
+    };
     Err(Error::new(
         code,
-        format!("the server refused the submission: {}", outcome.detail),
+        format!("the server refused the submission: {}{why}", outcome.detail),
     )
     .with_paths(outcome.paths))
 }
