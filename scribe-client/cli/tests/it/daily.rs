@@ -399,12 +399,7 @@ fn a_file_under_another_users_file_is_path_conflict_with_a_way_out() {
 #[test]
 fn theirs_over_a_file_removed_here_does_not_claim_a_recovery_copy() {
     let env = Env::new(Transport::Tcp);
-    let a = env.workspace("alice", &[]);
-    let b = env.workspace("bob", &[]);
-    write(&a, "art/hero.psd", b"v1");
-    env.scribe(&a, &["add", "art"]).ok();
-    env.scribe(&a, &["submit", "-m", "v1"]).ok();
-    env.scribe(&b, &["sync"]).ok();
+    let (a, b) = env.two_sharing("art/hero.psd");
     std::fs::remove_file(b.join("art/hero.psd")).unwrap();
     env.scribe(&a, &["edit", "art/hero.psd"]).ok();
     write(&a, "art/hero.psd", b"v2");

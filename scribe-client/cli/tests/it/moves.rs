@@ -2,7 +2,7 @@
 //! abort keeping edits made after the move, chains, exit codes, and a
 //! kill -9 at each durable step followed by a rerun or an abort.
 
-use super::support::{read, write, Env, Transport};
+use super::support::{read, write, Env, Theirs, Transport};
 
 fn setup(env: &Env) -> std::path::PathBuf {
     let a = env.workspace("alice", &[]);
@@ -380,18 +380,11 @@ fn files_renamed_outside_scribe_reconcile_to_moves_that_submit_and_sync() {
 #[test]
 fn a_conflict_on_a_moved_files_source_is_settled_by_aborting_the_move_first() {
     let env = Env::new(Transport::Tcp);
-    let a = env.workspace("alice", &[]);
-    let b = env.workspace("bob", &[]);
-    write(&a, "art/hero.psd", b"v1");
-    env.scribe(&a, &["add", "art"]).ok();
-    env.scribe(&a, &["submit", "-m", "v1"]).ok();
-    env.scribe(&b, &["sync"]).ok();
-    env.scribe(&b, &["move", "art/hero.psd", "chars/hero.psd"])
-        .ok();
-    env.scribe(&a, &["edit", "art/hero.psd"]).ok();
-    write(&a, "art/hero.psd", b"v2 by alice");
-    env.scribe(&a, &["submit", "-m", "v2"]).ok();
-    env.scribe(&b, &["sync"]).ok();
+    let (a, b) = env.theirs_while_moved(
+        "art/hero.psd",
+        "chars/hero.psd",
+        Theirs::Edit(b"v2 by alice"),
+    );
 
     for how in [&["--theirs"][..], &["--merged", "chars/hero.psd"]] {
         let mut args = vec!["resolve", "art/hero.psd"];
@@ -428,18 +421,11 @@ fn a_conflict_on_a_moved_files_source_is_settled_by_aborting_the_move_first() {
 #[test]
 fn ours_on_a_moved_files_source_rebases_the_move_and_submits() {
     let env = Env::new(Transport::Tcp);
-    let a = env.workspace("alice", &[]);
-    let b = env.workspace("bob", &[]);
-    write(&a, "art/hero.psd", b"v1");
-    env.scribe(&a, &["add", "art"]).ok();
-    env.scribe(&a, &["submit", "-m", "v1"]).ok();
-    env.scribe(&b, &["sync"]).ok();
-    env.scribe(&b, &["move", "art/hero.psd", "chars/hero.psd"])
-        .ok();
-    env.scribe(&a, &["edit", "art/hero.psd"]).ok();
-    write(&a, "art/hero.psd", b"v2 by alice");
-    env.scribe(&a, &["submit", "-m", "v2"]).ok();
-    env.scribe(&b, &["sync"]).ok();
+    let (a, b) = env.theirs_while_moved(
+        "art/hero.psd",
+        "chars/hero.psd",
+        Theirs::Edit(b"v2 by alice"),
+    );
     env.scribe(&b, &["resolve", "art/hero.psd", "--ours"]).ok();
     let r = env.scribe(&b, &["submit", "-m", "move over v2"]);
     r.ok();
@@ -458,16 +444,7 @@ fn ours_on_a_moved_files_source_rebases_the_move_and_submits() {
 #[test]
 fn a_move_whose_source_the_server_deleted_names_its_way_out() {
     let env = Env::new(Transport::Tcp);
-    let a = env.workspace("alice", &[]);
-    let b = env.workspace("bob", &[]);
-    write(&a, "z/y.psd", b"v1");
-    env.scribe(&a, &["add", "z"]).ok();
-    env.scribe(&a, &["submit", "-m", "v1"]).ok();
-    env.scribe(&b, &["sync"]).ok();
-    env.scribe(&b, &["move", "z/y.psd", "w/y.psd"]).ok();
-    env.scribe(&a, &["delete", "z/y.psd"]).ok();
-    env.scribe(&a, &["submit", "-m", "gone"]).ok();
-    env.scribe(&b, &["sync"]).ok();
+    let (a, b) = env.theirs_while_moved("z/y.psd", "w/y.psd", Theirs::Delete);
     env.scribe(&b, &["resolve", "z/y.psd", "--ours"]).ok();
     let r = env.scribe(&b, &["submit", "-m", "the move"]);
     assert_eq!(r.code, Some(1), "{r:?}");
