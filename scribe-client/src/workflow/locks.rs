@@ -265,3 +265,51 @@ pub fn broken(o: &Opened, all: &[m::LockInfo]) -> Result<Vec<BrokenLock>> {
     let recorded = o.ws.read()?.local_locks()?;
     Ok(broken_among(&recorded, all, o.meta.workspace_id, None).0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scribe_format::{BranchId, WorkspaceId};
+
+    fn lock(path: &str, generation: u64, ws: u8, author: &str) -> m::LockInfo {
+        m::LockInfo {
+            path: path.into(),
+            generation,
+            workspace: WorkspaceId([ws; 16]),
+            branch: BranchId([0; 16]),
+            author: author.into(),
+            acquired_ms: 1,
+        }
+    }
+
+    /// Held (same workspace and generation), released, taken by another
+    /// workspace, taken again under another generation; and a recorded
+    /// path after the end of a partial page is counted, not called broken.
+    #[test]
+    fn recorded_locks_are_held_broken_or_unchecked() {
+        let me = WorkspaceId([1; 16]);
+        let recorded: Vec<(String, u64)> = [("a", 5), ("b", 6), ("c", 7), ("d", 8), ("z", 9)]
+            .iter()
+            .map(|(p, g)| (p.to_string(), *g))
+            .collect();
+        let listed = vec![
+            lock("a", 5, 1, "me"),
+            lock("c", 10, 2, "bob"),
+            lock("d", 11, 1, "me"),
+            lock("e", 12, 2, "bob"),
+        ];
+        let (broken, unchecked) = broken_among(&recorded, &listed, me, Some("e"));
+        let got: Vec<(&str, Option<&str>)> = broken
+            .iter()
+            .map(|b| (b.path.as_str(), b.held_by.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![("b", None), ("c", Some("bob")), ("d", Some("me"))]
+        );
+        assert_eq!(unchecked, 1, "z lies beyond the page");
+        let (broken, unchecked) = broken_among(&recorded, &listed, me, None);
+        assert_eq!(broken.len(), 4, "a complete listing decides z too");
+        assert_eq!(unchecked, 0);
+    }
+}
