@@ -1142,7 +1142,8 @@ fn check_names(read: &StateRead, intent: &MoveIntent) -> Result<()> {
             format!(
                 "cannot go back: {theirs}, which a sync brought after the move, {how}; submit \
                  the move instead ({theirs} stays where it is and your files go to {}), or take \
-                 {theirs} out of the way and run `scribe move --abort {}` again",
+                 {theirs} out of the way (`scribe delete {theirs}` keeps a copy in the recovery \
+                 area and the server keeps its history) and run `scribe move --abort {}` again",
                 intent.destination, intent.destination
             ),
         )

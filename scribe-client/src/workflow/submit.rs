@@ -157,10 +157,16 @@ pub fn submit(o: &Opened, remote: &ServerLink, a: SubmitArgs) -> Result<Submitte
                 } else {
                     // The source's delete is gone (the server removed
                     // the file too and `resolve --ours` settled it): the
-                    // move has nothing left to carry.
+                    // move has nothing left to carry. The abort is named
+                    // by the move's destination (a directory's, for a
+                    // file moved with its directory).
+                    let dst = scribe_workspace::moves::pending(&o.ws)?
+                        .into_iter()
+                        .find(|i| i.files.iter().any(|f| f.destination == *p))
+                        .map_or_else(|| p.clone(), |i| i.destination);
                     format!(
                         "{p} was moved from {src}, which is no longer opened for delete \
-                         (removed on the server too): `scribe move --abort {p}` puts the \
+                         (removed on the server too): `scribe move --abort {dst}` puts the \
                          file back at {src} as a new file, to add (or move) again"
                     )
                 };

@@ -561,3 +561,68 @@ fn aborting_a_directory_move_onto_a_colliding_newcomer_names_it() {
     assert_eq!(read(&b, "old/C.txt"), b"bob's, differs in case");
     assert!(!b.join("old/a.txt").exists());
 }
+
+/// Found by use (session 25): the same with a directory move. The submit
+/// refusal named the moved file (`scribe move --abort w/y.psd`), which is
+/// no pending move's destination ("no pending move there"); it names the
+/// move's destination, and that works.
+#[test]
+fn a_directory_move_whose_file_the_server_deleted_names_the_moves_way_out() {
+    let env = Env::new(Transport::Tcp);
+    let (a, b) = env.two_sharing("z/y.psd");
+    write(&a, "z/x.psd", b"x");
+    env.scribe(&a, &["add", "z/x.psd"]).ok();
+    env.scribe(&a, &["submit", "-m", "x"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    env.scribe(&b, &["move", "z", "w"]).ok();
+    env.scribe(&a, &["delete", "z/y.psd"]).ok();
+    env.scribe(&a, &["submit", "-m", "gone"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    env.scribe(&b, &["resolve", "z/y.psd", "--ours"]).ok();
+    let r = env.scribe(&b, &["submit", "-m", "the move"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("no longer opened for delete")
+            && r.stderr.contains("`scribe move --abort w`"),
+        "{}",
+        r.stderr
+    );
+    env.scribe(&b, &["move", "--abort", "w"]).ok();
+    assert_eq!(read(&b, "z/y.psd"), b"v1");
+    assert_eq!(read(&b, "z/x.psd"), b"x");
+    assert!(!b.join("w").exists());
+}
+
+/// The brief's case-only variant (session 25): B renames one of the files
+/// A's pending directory move carries, changing only its case, and
+/// submits. A's abort would put the file back beside B's renamed one:
+/// refused by name, with the way out it names (`scribe delete` of B's
+/// file, which keeps a copy in the recovery area) working. Nothing of
+/// either side is lost.
+#[test]
+fn a_case_only_rename_by_another_of_a_moved_file_has_a_way_out() {
+    let env = Env::new(Transport::Tcp);
+    let a = setup(&env);
+    let b = env.workspace("bob", &[]);
+    env.scribe(&a, &["move", "old", "new"]).ok();
+    env.scribe(&b, &["move", "old/a.txt", "old/A.txt"]).ok();
+    env.scribe(&b, &["submit", "-m", "case"]).ok();
+    env.scribe(&a, &["sync"]).ok();
+    assert_eq!(read(&a, "old/A.txt"), b"alpha");
+    let r = env.scribe(&a, &["move", "--abort", "new"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("old/a.txt: cannot go back: old/A.txt")
+            && r.stderr.contains("`scribe delete old/A.txt`"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(read(&a, "new/a.txt"), b"alpha");
+    env.scribe(&a, &["delete", "old/A.txt"]).ok();
+    env.scribe(&a, &["move", "--abort", "new"]).ok();
+    assert_eq!(read(&a, "old/a.txt"), b"alpha");
+    assert_eq!(read(&a, "old/deep/b.txt"), b"beta");
+    assert!(!a.join("new").exists());
+    let rec = env.scribe(&a, &["recovery", "list", "--json"]);
+    assert!(rec.stdout.contains("old/A.txt"), "{}", rec.stdout);
+}
