@@ -39,7 +39,7 @@ fn warn_newcomers(ctx: &Ctx, ws: &scribe_workspace::Workspace, s: &Synced) -> Cl
         ctx.out.status(format!(
             "Note: {} file(s) arrived under {}, which your pending move {} -> {} vacated: {}{}. \
              Submitting the move leaves them there; `scribe move --abort {}` puts your files \
-             back beside them",
+             back beside them (refusing, by name, where a name collides)",
             arrived.len(),
             i.source,
             i.source,
