@@ -31,7 +31,7 @@ use scribe_format::path::is_under_prefix;
 use scribe_format::{Concern, ErrorCode, FormatError, OperationId};
 
 use crate::error::{Result, WorkspaceError};
-use crate::records::{OpenedAction, OpenedRecord};
+use crate::records::{BaselineRecord, OpenedAction, OpenedRecord};
 use crate::scan::now_ms;
 use crate::state::{sync_dir, StateRead, Workspace};
 
@@ -946,11 +946,13 @@ pub fn abort_with(
         ));
     }
     if !intent.aborting && intent.complete && exists(&ws.root().join(&intent.source)) {
-        return Err(refuse(
-            ErrorCode::MoveRefused,
-            &intent.source,
-            "something new stands at the vacated source",
-        ));
+        // Something new stands at the vacated source (a sync wrote other
+        // people's files there): the files go back beside it, one entry at
+        // a time, unless a name collides. Checked before anything changes.
+        check_names(&read, &intent)?;
+        let src_full = crate::guard::checked(ws.root(), &intent.source)?;
+        let dst_full = crate::guard::checked(ws.root(), &intent.destination)?;
+        merge_back(&intent, &dst_full, &src_full, "", false)?;
     }
     if !intent.aborting {
         // Tracked content that arrived under the destination after the
@@ -983,7 +985,23 @@ fn finish_abort(
     hooks: &dyn MoveHooks,
 ) -> Result<MoveIntent> {
     let (src, dst) = (intent.source.clone(), intent.destination.clone());
-    carry(ws, &mut intent, &dst, &src, hooks, "move-abort-after-stage")?;
+    let src_full = crate::guard::checked(ws.root(), &src)?;
+    let dst_full = crate::guard::checked(ws.root(), &dst)?;
+    let stage = staging(ws, &intent.operation);
+    let from = if exists(&stage) { &stage } else { &dst_full };
+    if intent.complete
+        && exists(&src_full)
+        && exists(from)
+        && !(exists(&stage) && exists(&dst_full))
+    {
+        // Back beside what arrived at the source after the move (see
+        // `abort_with`); a rerun goes on with whatever is still to go.
+        merge_back(&intent, from, &src_full, "", true)?;
+        sync_dir(&ws.state_dir().join("staging"))?;
+        hooks.point("move-abort-after-stage");
+    } else {
+        carry(ws, &mut intent, &dst, &src, hooks, "move-abort-after-stage")?;
+    }
     let tx = ws.write()?;
     if intent.complete {
         let ours: HashSet<&str> = intent
@@ -1014,6 +1032,211 @@ fn finish_abort(
     tx.commit()?;
     prune_empty_parents(ws.root(), &dst);
     Ok(intent)
+}
+
+/// Tracked paths under the vacated source of `intent` that it does not
+/// carry: files a sync brought there after the move (other people's adds),
+/// less those opened for delete. A submit of the move leaves them where
+/// they are; an abort puts the moved files back beside them.
+fn standing(
+    baselines: &[(String, BaselineRecord)],
+    opened: &HashMap<String, OpenedRecord>,
+    intent: &MoveIntent,
+) -> Vec<String> {
+    let carried: HashSet<&str> = intent
+        .files
+        .iter()
+        .map(|f| f.physical_source.as_str())
+        .collect();
+    let mut out: Vec<String> = baselines
+        .iter()
+        .map(|(p, _)| p)
+        .filter(|p| {
+            is_under_prefix(p, &intent.source)
+                && !carried.contains(p.as_str())
+                && opened.get(*p).map(|r| r.action) != Some(OpenedAction::Delete)
+        })
+        .cloned()
+        .collect();
+    out.extend(
+        opened
+            .iter()
+            .filter(|(p, r)| {
+                r.action == OpenedAction::Add
+                    && is_under_prefix(p, &intent.source)
+                    && !carried.contains(p.as_str())
+            })
+            .map(|(p, _)| p.clone()),
+    );
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// For each pending move, the tracked files that arrived under its vacated
+/// source after it was made (see [`standing`]); moves without any are left
+/// out. `sync` and `submit` name them.
+pub fn newcomers(ws: &Workspace) -> Result<Vec<(MoveIntent, Vec<String>)>> {
+    let read = ws.read()?;
+    let moves = load(&read)?;
+    if moves.is_empty() {
+        return Ok(Vec::new());
+    }
+    let baselines = read.baselines()?;
+    let opened: HashMap<String, OpenedRecord> = read.opened_all()?.into_iter().collect();
+    let mut out = Vec::new();
+    for i in moves {
+        let found = standing(&baselines, &opened, &i);
+        if !found.is_empty() {
+            out.push((i, found));
+        }
+    }
+    Ok(out)
+}
+
+/// The proper ancestors of `path` (`a/b/c`: `a`, `a/b`).
+fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('/').map(move |(i, _)| &path[..i])
+}
+
+/// Refuse an abort whose files would go back onto tracked paths that
+/// arrived at the source after the move: a name equal up to case or
+/// normalization, or a file where one of them needs a directory (or the
+/// other way round).
+fn check_names(read: &StateRead, intent: &MoveIntent) -> Result<()> {
+    use scribe_format::path::collision_key;
+    let opened_all = read.opened_all()?;
+    let opened: HashMap<String, OpenedRecord> = opened_all.iter().cloned().collect();
+    let standing = standing(&read.baselines()?, &opened, intent);
+    if standing.is_empty() {
+        return Ok(());
+    }
+    let ours: HashSet<&str> = intent
+        .files
+        .iter()
+        .map(|f| f.destination.as_str())
+        .collect();
+    let mut back: Vec<String> = intent
+        .files
+        .iter()
+        .map(|f| f.physical_source.clone())
+        .collect();
+    back.extend(
+        opened_all
+            .into_iter()
+            .filter(|(p, _)| is_under_prefix(p, &intent.destination) && !ours.contains(p.as_str()))
+            .map(|(p, _)| substitute(&p, &intent.destination, &intent.source)),
+    );
+    let keys: HashMap<Vec<u8>, &str> = standing
+        .iter()
+        .map(|p| (collision_key(p), p.as_str()))
+        .collect();
+    let back_keys: HashMap<Vec<u8>, &str> = back
+        .iter()
+        .map(|p| (collision_key(p), p.as_str()))
+        .collect();
+    let refusal = |ours: &str, theirs: &str, how: &str| {
+        refuse(
+            ErrorCode::MoveRefused,
+            ours,
+            format!(
+                "cannot go back: {theirs}, which a sync brought after the move, {how}; submit \
+                 the move instead ({theirs} stays where it is and your files go to {}), or take \
+                 {theirs} out of the way (`scribe delete {theirs}` keeps a copy in the recovery \
+                 area and the server keeps its history) and run `scribe move --abort {}` again",
+                intent.destination, intent.destination
+            ),
+        )
+    };
+    for p in &back {
+        if let Some(s) = keys.get(&collision_key(p)) {
+            let how = if s == p {
+                "stands at this path"
+            } else {
+                "differs from it only in case or normalization"
+            };
+            return Err(refusal(p, s, how));
+        }
+        if let Some(s) = ancestors(p).find_map(|a| keys.get(&collision_key(a))) {
+            return Err(refusal(p, s, "is a file where this needs a directory"));
+        }
+    }
+    for s in &standing {
+        if let Some(p) = ancestors(s).find_map(|a| back_keys.get(&collision_key(a))) {
+            return Err(refusal(p, s, "lies under this path, which is a file"));
+        }
+    }
+    Ok(())
+}
+
+/// Put everything under `from` back under `to` (which exists) one entry at
+/// a time: an entry with nothing in its place is renamed (never replacing
+/// anything), a directory standing on both sides is entered, anything else
+/// refuses the abort naming the path. With `apply` unset nothing changes
+/// (the check before an abort). Directories emptied on the way, and
+/// `from` itself, are removed.
+fn merge_back(intent: &MoveIntent, from: &Path, to: &Path, rel: &str, apply: bool) -> Result<()> {
+    let meta_from = std::fs::symlink_metadata(from).map_err(WorkspaceError::io(from))?;
+    let meta_to = match std::fs::symlink_metadata(to) {
+        Err(_) => {
+            if apply {
+                rename_exclusive(from, to)?;
+                if let Some(p) = to.parent() {
+                    sync_dir(p)?;
+                }
+                if let Some(p) = from.parent() {
+                    sync_dir(p)?;
+                }
+            }
+            return Ok(());
+        }
+        Ok(m) => m,
+    };
+    let join = |base: &str| {
+        if rel.is_empty() {
+            base.to_string()
+        } else {
+            format!("{base}/{rel}")
+        }
+    };
+    let both_dirs = meta_from.is_dir()
+        && meta_to.is_dir()
+        && !crate::platform::is_link(&meta_from)
+        && !crate::platform::is_link(&meta_to);
+    if !both_dirs {
+        let (src, dst) = (join(&intent.source), join(&intent.destination));
+        return Err(refuse(
+            ErrorCode::MoveRefused,
+            &src,
+            format!(
+                "something that arrived after the move stands where the abort would put {dst} \
+                 back: move it out of the way and run `scribe move --abort {}` again, or submit \
+                 the move instead",
+                intent.destination
+            ),
+        ));
+    }
+    let mut names: Vec<std::ffi::OsString> = Vec::new();
+    for e in std::fs::read_dir(from).map_err(WorkspaceError::io(from))? {
+        names.push(e.map_err(WorkspaceError::io(from))?.file_name());
+    }
+    names.sort();
+    for name in names {
+        let shown = name.to_string_lossy();
+        let sub = if rel.is_empty() {
+            shown.into_owned()
+        } else {
+            format!("{rel}/{shown}")
+        };
+        merge_back(intent, &from.join(&name), &to.join(&name), &sub, apply)?;
+    }
+    if apply {
+        std::fs::remove_dir(from).map_err(WorkspaceError::io(from))?;
+        if let Some(p) = from.parent() {
+            sync_dir(p)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -621,7 +621,8 @@ fn adding_a_directory_skips_new_files_under_a_vacated_source() {
         Some(OpenedAction::Add)
     );
     drop(o);
-    // abort needs the vacated source clear; afterwards the path is free
+    // with the vacated source cleared the abort renames the directory back
+    // whole; afterwards the path is free
     std::fs::remove_file(ws.root().join("a/new")).unwrap();
     std::fs::remove_dir(ws.root().join("a")).unwrap();
     let m = pending(&ws).unwrap().pop().unwrap();
@@ -630,4 +631,60 @@ fn adding_a_directory_skips_new_files_under_a_vacated_source() {
     let r = crate::open::add(&ws, &[String::new()]).unwrap();
     assert!(r.refused.is_empty(), "nothing reserved after the abort");
     assert!(ws.read().unwrap().opened("a/new").unwrap().is_some());
+}
+
+/// Session 25: what a sync brought to a vacated source stays; the abort
+/// puts the moved files back beside it one entry at a time, refuses a
+/// collision (on disk or by name) with nothing changed, and an abort
+/// killed part way through is finished by `resume` from wherever each
+/// file is.
+#[test]
+fn abort_merges_back_beside_newcomers_and_resumes_part_way() {
+    let (_d, ws) = ws();
+    track(&ws, &[("a/x", b"x"), ("a/deep/y", b"y")], 2);
+    let before = opened(&ws);
+    let m = move_path(&ws, "a", "b").unwrap();
+    std::fs::write(ws.root().join("b/deep/y"), b"y edited").unwrap();
+    // A sync brings another user's a/deep/n and a/N.
+    track(&ws, &[("a/deep/n", b"theirs"), ("a/X", b"case")], 3);
+    // By name: a/X differs only in case from a/x going back.
+    let e = abort(&ws, &m.operation).unwrap_err();
+    assert!(e.to_string().contains("a/X"), "{e}");
+    assert_eq!(code(e), "move_refused");
+    // On disk: something untracked where b/deep/y goes back.
+    {
+        let tx = ws.write().unwrap();
+        tx.remove_baseline("a/X").unwrap();
+        tx.commit().unwrap();
+    }
+    std::fs::remove_file(ws.root().join("a/X")).unwrap();
+    std::fs::write(ws.root().join("a/deep/y"), b"stray").unwrap();
+    let e = abort(&ws, &m.operation).unwrap_err();
+    assert!(e.to_string().starts_with("a/deep/y: "), "{e}");
+    assert_eq!(code(e), "move_refused");
+    assert_eq!(
+        std::fs::read(ws.root().join("b/deep/y")).unwrap(),
+        b"y edited"
+    );
+    assert_eq!(pending(&ws).unwrap()[0].state_name(), "pending");
+    std::fs::remove_file(ws.root().join("a/deep/y")).unwrap();
+    // Killed part way: the intent is aborting and b/x already went back.
+    let mut i = pending(&ws).unwrap().remove(0);
+    i.aborting = true;
+    record(&ws, &i).unwrap();
+    std::fs::rename(ws.root().join("b/x"), ws.root().join("a/x")).unwrap();
+    let done = resume(&ws).unwrap().unwrap();
+    assert!(done.aborting);
+    assert_eq!(std::fs::read(ws.root().join("a/x")).unwrap(), b"x");
+    assert_eq!(
+        std::fs::read(ws.root().join("a/deep/y")).unwrap(),
+        b"y edited"
+    );
+    assert_eq!(
+        std::fs::read(ws.root().join("a/deep/n")).unwrap(),
+        b"theirs"
+    );
+    assert!(!ws.root().join("b").exists());
+    assert_eq!(opened(&ws), before);
+    assert!(pending(&ws).unwrap().is_empty());
 }

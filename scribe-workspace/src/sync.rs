@@ -516,6 +516,9 @@ enum Step {
     /// Remove the file (already displaced) and the baseline.
     Remove,
     Defer(DeferReason),
+    /// An opened path whose baseline already is the target revision:
+    /// nothing to write, record or resolve.
+    AlreadyThere,
 }
 
 /// The baseline a file that a step replaces or removes matched, when it is
@@ -574,6 +577,17 @@ fn matches_state(full: &Path, meta: &std::fs::Metadata, base: &BaselineRecord) -
     Ok(content == base.content)
 }
 
+/// Whether baseline `b` already is the revision `t` (same incarnation,
+/// change, manifest, content and mode).
+fn same_revision(b: &BaselineRecord, t: &BaselineRecord) -> bool {
+    b.incarnation == t.incarnation
+        && b.change == t.change
+        && b.manifest == t.manifest
+        && b.content == t.content
+        && b.size == t.size
+        && b.mode == t.mode
+}
+
 fn classify(
     ws: &Workspace,
     links: &mut crate::guard::LinkCheck<'_>,
@@ -603,10 +617,19 @@ fn classify_step(
         return Ok(Step::Defer(DeferReason::Unrepresentable));
     }
     let read = ws.read()?;
+    let baseline = read.baseline(path)?;
     if read.opened(path)?.is_some() {
+        // The plan names every path changed since the watermark, this
+        // workspace's own submitted ones too (the watermark stays where it
+        // synced): a baseline that already is the target revision leaves
+        // nothing to combine, and the opened work stays as it is.
+        if let (Some(b), Some(t)) = (&baseline, &row.target) {
+            if same_revision(b, t) {
+                return Ok(Step::AlreadyThere);
+            }
+        }
         return Ok(Step::Defer(DeferReason::Opened));
     }
-    let baseline = read.baseline(path)?;
     drop(read);
     let full = ws.root().join(path);
     let meta = match std::fs::symlink_metadata(&full) {
@@ -1000,6 +1023,7 @@ pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncRepo
                     tx.put_deferred(path, row)?;
                     report.deferred.push((path.clone(), *reason));
                 }
+                Step::AlreadyThere => {}
                 Step::Record(None) | Step::Remove => {
                     tx.remove_baseline(path)?;
                     if matches!(step, Step::Remove) {

@@ -154,3 +154,162 @@ pub fn unlock_force(ctx: &Context, o: &Opened, paths: Vec<String>) -> Result<Vec
     tx.commit()?;
     Ok(released)
 }
+
+/// A lock this workspace took (recorded in its `local_locks`) that the
+/// server no longer holds for it: someone broke it (`scribe unlock
+/// --force`, `scribe-server lock release`), and perhaps took it since.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokenLock {
+    pub path: String,
+    /// The generation this workspace recorded when it took the lock.
+    pub generation: u64,
+    /// Who holds the path's lock now (author), if anyone.
+    pub held_by: Option<String>,
+}
+
+/// What the server says of the locks this workspace recorded.
+#[derive(Debug)]
+pub enum HeldLocks {
+    /// This workspace records no lock: the server was not asked.
+    NoneRecorded,
+    /// Asked in one request: these are broken; `unchecked` recorded
+    /// locks lay beyond that request's page and were not checked.
+    Checked {
+        broken: Vec<BrokenLock>,
+        unchecked: usize,
+    },
+    /// The server could not be asked (offline, signed out, ...): the
+    /// lock state is unknown. `recorded` locks were not checked.
+    Unknown { recorded: usize, why: Error },
+}
+
+/// The recorded locks of `o` that `listed` (the server's locks at and
+/// after the start of the listing, up to `through` inclusive, or all of
+/// them with `None`) shows broken: absent, held by another workspace, or
+/// held under another generation. Recorded paths after `through` are
+/// returned apart, unchecked.
+pub fn broken_among(
+    recorded: &[(String, u64)],
+    listed: &[m::LockInfo],
+    me: scribe_format::WorkspaceId,
+    through: Option<&str>,
+) -> (Vec<BrokenLock>, usize) {
+    let by_path: std::collections::HashMap<&str, &m::LockInfo> =
+        listed.iter().map(|l| (l.path.as_str(), l)).collect();
+    let mut broken = Vec::new();
+    let mut unchecked = 0;
+    for (path, generation) in recorded {
+        match by_path.get(path.as_str()) {
+            Some(l) if l.workspace == me && l.generation == *generation => {}
+            Some(l) => broken.push(BrokenLock {
+                path: path.clone(),
+                generation: *generation,
+                held_by: Some(l.author.clone()),
+            }),
+            None if through.is_some_and(|t| path.as_str() > t) => unchecked += 1,
+            None => broken.push(BrokenLock {
+                path: path.clone(),
+                generation: *generation,
+                held_by: None,
+            }),
+        }
+    }
+    (broken, unchecked)
+}
+
+/// Check the locks `o` recorded against the server in at most one request
+/// (none when it records no lock): one page of the locks under the
+/// recorded paths' common prefix. Never fails for the server's sake: a
+/// server that cannot be asked gives [`HeldLocks::Unknown`].
+pub fn check_held(ctx: &Context, o: &Opened) -> Result<HeldLocks> {
+    let recorded = o.ws.read()?.local_locks()?;
+    if recorded.is_empty() {
+        return Ok(HeldLocks::NoneRecorded);
+    }
+    let mut prefix: &str = &recorded[0].0;
+    for (p, _) in &recorded[1..] {
+        let common = prefix
+            .char_indices()
+            .zip(p.chars())
+            .find(|((_, a), b)| a != b)
+            .map_or(prefix.len().min(p.len()), |((i, _), _)| i);
+        prefix = &prefix[..common];
+    }
+    let asked = connect(&o.meta.server, false, ctx).and_then(|mut c| {
+        Ok(c.lock_list(m::LockList {
+            repo: o.meta.repository_name.clone(),
+            prefix: prefix.to_string(),
+            after: String::new(),
+            limit: m::MAX_PAGE_ITEMS,
+        })?)
+    });
+    let page = match asked {
+        Ok(page) => page,
+        Err(why) => {
+            return Ok(HeldLocks::Unknown {
+                recorded: recorded.len(),
+                why,
+            })
+        }
+    };
+    let through = page
+        .next
+        .as_ref()
+        .map(|_| page.locks.last().map_or("", |l| l.path.as_str()));
+    let (broken, unchecked) = broken_among(&recorded, &page.locks, o.meta.workspace_id, through);
+    Ok(HeldLocks::Checked { broken, unchecked })
+}
+
+/// The recorded locks of `o` that the complete listing `all` shows broken.
+pub fn broken(o: &Opened, all: &[m::LockInfo]) -> Result<Vec<BrokenLock>> {
+    let recorded = o.ws.read()?.local_locks()?;
+    Ok(broken_among(&recorded, all, o.meta.workspace_id, None).0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scribe_format::{BranchId, WorkspaceId};
+
+    fn lock(path: &str, generation: u64, ws: u8, author: &str) -> m::LockInfo {
+        m::LockInfo {
+            path: path.into(),
+            generation,
+            workspace: WorkspaceId([ws; 16]),
+            branch: BranchId([0; 16]),
+            author: author.into(),
+            acquired_ms: 1,
+        }
+    }
+
+    /// Held (same workspace and generation), released, taken by another
+    /// workspace, taken again under another generation; and a recorded
+    /// path after the end of a partial page is counted, not called broken.
+    #[test]
+    fn recorded_locks_are_held_broken_or_unchecked() {
+        let me = WorkspaceId([1; 16]);
+        let recorded: Vec<(String, u64)> = [("a", 5), ("b", 6), ("c", 7), ("d", 8), ("z", 9)]
+            .iter()
+            .map(|(p, g)| (p.to_string(), *g))
+            .collect();
+        let listed = vec![
+            lock("a", 5, 1, "me"),
+            lock("c", 10, 2, "bob"),
+            lock("d", 11, 1, "me"),
+            lock("e", 12, 2, "bob"),
+        ];
+        let (broken, unchecked) = broken_among(&recorded, &listed, me, Some("e"));
+        let got: Vec<(&str, Option<&str>)> = broken
+            .iter()
+            .map(|b| (b.path.as_str(), b.held_by.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![("b", None), ("c", Some("bob")), ("d", Some("me"))]
+        );
+        assert_eq!(unchecked, 1, "z lies beyond the page");
+        let (broken, unchecked) = broken_among(&recorded, &listed, me, None);
+        assert_eq!(broken.len(), 4, "a complete listing decides z too");
+        assert_eq!(unchecked, 0);
+    }
+}

@@ -157,10 +157,16 @@ pub fn submit(o: &Opened, remote: &ServerLink, a: SubmitArgs) -> Result<Submitte
                 } else {
                     // The source's delete is gone (the server removed
                     // the file too and `resolve --ours` settled it): the
-                    // move has nothing left to carry.
+                    // move has nothing left to carry. The abort is named
+                    // by the move's destination (a directory's, for a
+                    // file moved with its directory).
+                    let dst = scribe_workspace::moves::pending(&o.ws)?
+                        .into_iter()
+                        .find(|i| i.files.iter().any(|f| f.destination == *p))
+                        .map_or_else(|| p.clone(), |i| i.destination);
                     format!(
                         "{p} was moved from {src}, which is no longer opened for delete \
-                         (removed on the server too): `scribe move --abort {p}` puts the \
+                         (removed on the server too): `scribe move --abort {dst}` puts the \
                          file back at {src} as a new file, to add (or move) again"
                     )
                 };
@@ -675,9 +681,33 @@ fn settle(o: &Opened, op: &OperationId, p: &PendingSubmit, outcome: m::Outcome) 
         return Err(Error::new(code, outcome.detail));
     }
     abandon(&o.ws, op)?;
+    // A lock this workspace took and someone broke: said by name (the
+    // refusal alone reads as if it had never been taken).
+    let broken: Vec<&str> = if matches!(code, ErrorCode::LockedByOther | ErrorCode::LockRequired) {
+        p.locks
+            .iter()
+            .filter(|l| outcome.paths.contains(&l.path))
+            .map(|l| l.path.as_str())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let why = if broken.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; your lock on {} was broken by another workspace (`scribe unlock --force`){}",
+            broken.join(", "),
+            if code == ErrorCode::LockedByOther {
+                ", which holds it now"
+            } else {
+                ": `scribe lock PATH` takes it again"
+            }
+        )
+    };
     Err(Error::new(
         code,
-        format!("the server refused the submission: {}", outcome.detail),
+        format!("the server refused the submission: {}{why}", outcome.detail),
     )
     .with_paths(outcome.paths))
 }

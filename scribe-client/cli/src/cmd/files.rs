@@ -2,6 +2,7 @@
 //! and `status`. The workflows are `scribe_client::workflow::files`.
 
 use scribe_client::workflow::files::{self, Moved};
+use scribe_client::workflow::locks::{self, HeldLocks};
 use scribe_client::workflow::Opened;
 use scribe_format::ErrorCode;
 use scribe_workspace::detect::LocalChange;
@@ -194,6 +195,9 @@ pub fn status(ctx: &Ctx) -> CliResult {
     // fingerprints): a clean status neither writes nor flushes state.redb.
     let o = Opened::find_for_reading(&ctx.cwd)?;
     let report = files::status(&o)?;
+    // Locks this workspace took that someone broke (at most one request,
+    // none when it holds no lock; never failing status offline).
+    let held = scribe_client::workflow::locks::check_held(&ctx.lib, &o)?;
     let s = &report.files;
     let kind = |c: &LocalChange| match c {
         LocalChange::New(_) => "new",
@@ -221,6 +225,8 @@ pub fn status(ctx: &Ctx) -> CliResult {
             ("sync_unfinished", journal.map_or(Json::Null, Json::Num)),
             ("submit_pending", Json::Num(pending as u64)),
             ("moves", Json::Arr(moves.iter().map(move_json).collect())),
+            ("broken_locks", broken_locks_json(&held)),
+            ("locks_unchecked", Json::Num(locks_unchecked(&held) as u64)),
             (
                 "opened",
                 Json::Arr(
@@ -347,6 +353,7 @@ pub fn status(ctx: &Ctx) -> CliResult {
             ))?;
         }
     }
+    print_held_locks(ctx, &held, &s.opened)?;
     if !s.opened.is_empty() {
         ctx.out.line(format_args!("Opened:"))?;
         for (p, r) in &s.opened {
@@ -399,6 +406,86 @@ pub fn status(ctx: &Ctx) -> CliResult {
     if s.opened.is_empty() && s.unopened.is_empty() && s.needs_resolve.is_empty() {
         ctx.out
             .line(format_args!("Nothing opened, no local changes"))?;
+    }
+    Ok(())
+}
+
+/// `status --json`'s `broken_locks`: null when the server could not be
+/// asked.
+fn broken_locks_json(held: &HeldLocks) -> Json {
+    match held {
+        HeldLocks::NoneRecorded => Json::Arr(Vec::new()),
+        HeldLocks::Checked { broken, .. } => Json::Arr(
+            broken
+                .iter()
+                .map(|b| {
+                    Json::obj(vec![
+                        ("path", Json::str(&b.path)),
+                        ("held_by", b.held_by.as_ref().map_or(Json::Null, Json::str)),
+                    ])
+                })
+                .collect(),
+        ),
+        HeldLocks::Unknown { .. } => Json::Null,
+    }
+}
+
+/// Recorded locks `status` could not check.
+fn locks_unchecked(held: &HeldLocks) -> usize {
+    match held {
+        HeldLocks::Checked { unchecked, .. } => *unchecked,
+        HeldLocks::Unknown { recorded, .. } => *recorded,
+        _ => 0,
+    }
+}
+
+/// The text of a broken lock's present state.
+pub fn broken_now(b: &locks::BrokenLock) -> String {
+    match &b.held_by {
+        Some(who) => format!("now locked by {who}"),
+        None => "released, now unlocked".to_string(),
+    }
+}
+
+fn print_held_locks(
+    ctx: &Ctx,
+    held: &HeldLocks,
+    opened: &[(String, scribe_workspace::records::OpenedRecord)],
+) -> CliResult {
+    match held {
+        HeldLocks::Checked { broken, unchecked } => {
+            if !broken.is_empty() {
+                ctx.out.line(format_args!(
+                    "Your locks broken by another workspace (`scribe lock PATH` takes a released \
+                     one again; `scribe unlock PATH` forgets it):"
+                ))?;
+                for b in broken {
+                    let what = opened
+                        .iter()
+                        .find(|(p, _)| *p == b.path)
+                        .map(|(_, r)| format!(", opened for {}", r.action.name()))
+                        .unwrap_or_default();
+                    ctx.out
+                        .line(format_args!("  {}  ({}{what})", b.path, broken_now(b)))?;
+                }
+            }
+            if *unchecked > 0 {
+                ctx.out.line(format_args!(
+                    "{unchecked} of your locks were not checked (`scribe locks` checks them all)"
+                ))?;
+            }
+        }
+        HeldLocks::Unknown { recorded, why } => {
+            let state = if why.code() == ErrorCode::Unreachable {
+                "offline".to_string()
+            } else {
+                why.code().name().to_string()
+            };
+            ctx.out.line(format_args!(
+                "Lock state unknown ({state}): {recorded} lock(s) taken here were not checked"
+            ))?;
+        }
+        _ => {}
     }
     Ok(())
 }

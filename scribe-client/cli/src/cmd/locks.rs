@@ -99,6 +99,25 @@ pub fn unlock(ctx: &Ctx, args: Vec<String>, force: bool) -> CliResult {
 pub fn locks(ctx: &Ctx) -> CliResult {
     let o = ctx::open_for_reading(ctx)?;
     let all = locks::list(&ctx.lib, &o)?;
+    // Locks taken here that someone broke: the listing no longer shows
+    // them as this workspace's (stderr with --json, whose array stays the
+    // server's locks).
+    let broken = locks::broken(&o, &all)?;
+    for b in &broken {
+        let line = format!(
+            "Your lock on {} was broken by another workspace ({}): `scribe lock {}` takes it \
+             again once it is released; `scribe unlock {}` then forgets it",
+            b.path,
+            super::files::broken_now(b),
+            b.path,
+            b.path
+        );
+        if ctx.out.json {
+            ctx.out.status(line);
+        } else {
+            ctx.out.line(line)?;
+        }
+    }
     if ctx.out.json {
         return ctx.out.json(&Json::Arr(
             all.iter()
@@ -115,7 +134,7 @@ pub fn locks(ctx: &Ctx) -> CliResult {
                 .collect(),
         ));
     }
-    if all.is_empty() {
+    if all.is_empty() && broken.is_empty() {
         ctx.out.line("No locks")?;
     }
     for l in &all {

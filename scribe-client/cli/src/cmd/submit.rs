@@ -31,6 +31,9 @@ pub fn run(ctx: &Ctx, message: Option<String>, keep_locks: bool, paths: Vec<Stri
             .hint("scribe submit -m \"what changed\""));
     }
     let paths = ctx::paths(ctx, &o.ws, &paths)?;
+    // Files others added under a directory this submit moves away stay
+    // where they are: said once the moves are submitted.
+    let newcomers = scribe_workspace::moves::newcomers(&o.ws)?;
     let s = submit::submit(
         &o,
         &link,
@@ -41,6 +44,22 @@ pub fn run(ctx: &Ctx, message: Option<String>, keep_locks: bool, paths: Vec<Stri
         },
     )?;
     print(ctx, &s)?;
+    let still: Vec<_> = scribe_workspace::moves::pending(&o.ws)?
+        .into_iter()
+        .map(|i| i.operation)
+        .collect();
+    for (i, found) in newcomers {
+        if !still.contains(&i.operation) {
+            ctx.out.status(format!(
+                "Note: {} file(s) added under {} by others after you moved it stay there \
+                 (the move carried only your files): {}{}",
+                found.len(),
+                i.source,
+                found.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+                if found.len() > 5 { ", ..." } else { "" }
+            ));
+        }
+    }
     // The cache is bounded: past its bound, what the server now holds is
     // dropped (never failing the submit that already succeeded).
     drop(link);

@@ -13,11 +13,47 @@ pub fn run(ctx: &Ctx, change: Option<u64>) -> CliResult {
     let link = o.link(&ctx.lib)?;
     let s = sync::sync(&o, &link, change)?;
     print_synced(ctx, &s)?;
+    warn_newcomers(ctx, &o.ws, &s)?;
     // Last use for `workspace list` (best effort: a sync that worked is
     // not failed by it).
     let _ = scribe_client::workflow::workspace::record_use(&o, &link);
     let found = scribe_workspace::open::case_collisions(&o.ws.read()?)?;
     super::files::warn_case_collisions(ctx, &found);
+    Ok(())
+}
+
+/// Say which files this sync wrote under a directory a pending move
+/// vacated, and what submitting or aborting the move does with them.
+fn warn_newcomers(ctx: &Ctx, ws: &scribe_workspace::Workspace, s: &Synced) -> CliResult {
+    let added: std::collections::HashSet<&str> =
+        s.report.added.iter().map(|p| p.as_str()).collect();
+    for (i, found) in scribe_workspace::moves::newcomers(ws)? {
+        let arrived: Vec<&str> = found
+            .iter()
+            .map(|p| p.as_str())
+            .filter(|p| added.contains(p))
+            .collect();
+        if arrived.is_empty() {
+            continue;
+        }
+        ctx.out.status(format!(
+            "Note: {} file(s) arrived under {}, which your pending move {} -> {} vacated: {}{}. \
+             Submitting the move leaves them there; `scribe move --abort {}` puts your files \
+             back beside them (refusing, by name, where a name collides)",
+            arrived.len(),
+            i.source,
+            i.source,
+            i.destination,
+            arrived
+                .iter()
+                .take(5)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", "),
+            if arrived.len() > 5 { ", ..." } else { "" },
+            i.destination
+        ));
+    }
     Ok(())
 }
 

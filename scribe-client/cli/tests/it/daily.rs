@@ -399,12 +399,7 @@ fn a_file_under_another_users_file_is_path_conflict_with_a_way_out() {
 #[test]
 fn theirs_over_a_file_removed_here_does_not_claim_a_recovery_copy() {
     let env = Env::new(Transport::Tcp);
-    let a = env.workspace("alice", &[]);
-    let b = env.workspace("bob", &[]);
-    write(&a, "art/hero.psd", b"v1");
-    env.scribe(&a, &["add", "art"]).ok();
-    env.scribe(&a, &["submit", "-m", "v1"]).ok();
-    env.scribe(&b, &["sync"]).ok();
+    let (a, b) = env.two_sharing("art/hero.psd");
     std::fs::remove_file(b.join("art/hero.psd")).unwrap();
     env.scribe(&a, &["edit", "art/hero.psd"]).ok();
     write(&a, "art/hero.psd", b"v2");
@@ -432,4 +427,141 @@ fn theirs_over_a_file_removed_here_does_not_claim_a_recovery_copy() {
     let r = env.scribe(&b, &["resolve", "art/hero.psd", "--theirs"]);
     r.ok();
     assert!(r.stdout.contains("recovery area"), "{}", r.stdout);
+}
+
+/// Found by use (session 25): a lock broken by another workspace
+/// (`scribe unlock --force`) was invisible to its holder in `status` and
+/// `locks` until a submit failed, whose refusal read as if the lock had
+/// never been taken. `status` (one request, only when this workspace took
+/// locks) and `locks` name it, the submit refusal says so, and offline
+/// `status` says the lock state is unknown instead of failing.
+#[test]
+fn a_lock_broken_by_another_workspace_is_shown_to_its_holder() {
+    let mut env = Env::new(Transport::Process);
+    let a = env.workspace("alice", &[]);
+    write(&a, "hero.psd", b"v1");
+    write(&a, "other.psd", b"o1");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "v1"]).ok();
+    let b = env.workspace("bob", &[]);
+    env.scribe(&a, &["lock", "hero.psd", "other.psd"]).ok();
+    env.scribe(&a, &["edit", "hero.psd"]).ok();
+    write(&a, "hero.psd", b"alice's v2");
+    let st = env.scribe(&a, &["status"]);
+    assert!(!st.stdout.contains("broken"), "{}", st.stdout);
+    env.scribe(&b, &["unlock", "--force", "hero.psd"]).ok();
+
+    let st = env.scribe(&a, &["status"]);
+    st.ok();
+    assert!(
+        st.stdout.contains("Your locks broken by another workspace")
+            && st
+                .stdout
+                .contains("hero.psd  (released, now unlocked, opened for edit)"),
+        "{}",
+        st.stdout
+    );
+    assert!(!st.stdout.contains("other.psd  ("), "{}", st.stdout);
+    let l = env.scribe(&a, &["locks"]);
+    assert!(
+        l.stdout.contains("Your lock on hero.psd was broken"),
+        "{}",
+        l.stdout
+    );
+    env.scribe(&b, &["lock", "hero.psd"]).ok();
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(
+        st.stdout
+            .contains("\"broken_locks\":[{\"path\":\"hero.psd\",\"held_by\":\"bob\"}]"),
+        "{}",
+        st.stdout
+    );
+    let r = env.scribe(&a, &["submit", "-m", "v2"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Error[locked_by_other]"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("your lock on hero.psd was broken"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(read(&a, "hero.psd"), b"alice's v2");
+    // Once Bob releases it, `unlock` forgets the broken lock.
+    env.scribe(&b, &["unlock", "hero.psd"]).ok();
+    let r = env.scribe(&a, &["unlock", "hero.psd"]);
+    assert!(r.stderr.contains("Error[not_found]"), "{r:?}");
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(
+        st.stdout
+            .contains("\"broken_locks\":[],\"locks_unchecked\":0"),
+        "{}",
+        st.stdout
+    );
+
+    // Offline: status works and says the lock state is unknown.
+    env.server_process().kill();
+    let st = env.scribe(&a, &["status"]);
+    st.ok();
+    assert!(
+        st.stdout
+            .contains("Lock state unknown (offline): 1 lock(s) taken here were not checked"),
+        "{}",
+        st.stdout
+    );
+    assert!(st.stdout.contains("hero.psd"), "{}", st.stdout);
+    let st = env.scribe(&a, &["status", "--json"]);
+    st.ok();
+    assert!(
+        st.stdout
+            .contains("\"broken_locks\":null,\"locks_unchecked\":1"),
+        "{}",
+        st.stdout
+    );
+    // A workspace that took no lock asks nothing: no lock line offline.
+    let st = env.scribe(&b, &["status"]);
+    st.ok();
+    assert!(!st.stdout.contains("Lock state"), "{}", st.stdout);
+}
+
+/// Found by use (session 25): after this workspace's own submit (its
+/// watermark stays where it synced), files opened since were deferred as
+/// "opened locally; resolve to combine" by a sync over someone else's
+/// unrelated change: the plan names every path changed since the
+/// watermark, this workspace's own submitted ones too, though their
+/// baselines already are those revisions. Nothing to combine: they stay
+/// opened, nothing needs resolve, and they submit.
+#[test]
+fn files_opened_after_your_own_submit_are_not_deferred_by_an_unrelated_change() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "a.txt", b"alpha");
+    write(&a, "d.txt", b"to delete");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "base"]).ok();
+    let b = env.workspace("bob", &[]);
+    env.scribe(&a, &["edit", "a.txt"]).ok();
+    write(&a, "a.txt", b"alpha, edited");
+    env.scribe(&a, &["delete", "d.txt"]).ok();
+    write(&b, "unrelated.txt", b"bob's");
+    env.scribe(&b, &["add", "unrelated.txt"]).ok();
+    env.scribe(&b, &["submit", "-m", "unrelated"]).ok();
+    let s = env.scribe(&a, &["sync"]);
+    s.ok();
+    assert!(!s.stdout.contains("resolve"), "{}", s.stdout);
+    assert!(s.stderr.contains("0 need resolve"), "{}", s.stderr);
+    assert_eq!(read(&a, "unrelated.txt"), b"bob's");
+    assert_eq!(read(&a, "a.txt"), b"alpha, edited");
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(st.stdout.contains("\"needs_resolve\":[]"), "{}", st.stdout);
+    assert!(
+        st.stdout.contains("\"path\":\"a.txt\",\"action\":\"edit\"")
+            && st
+                .stdout
+                .contains("\"path\":\"d.txt\",\"action\":\"delete\""),
+        "{}",
+        st.stdout
+    );
+    env.scribe(&a, &["submit", "-m", "edit and delete"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    assert_eq!(read(&b, "a.txt"), b"alpha, edited");
+    assert!(!b.join("d.txt").exists());
 }

@@ -2,7 +2,7 @@
 //! abort keeping edits made after the move, chains, exit codes, and a
 //! kill -9 at each durable step followed by a rerun or an abort.
 
-use super::support::{read, write, Env, Transport};
+use super::support::{read, write, Env, Theirs, Transport};
 
 fn setup(env: &Env) -> std::path::PathBuf {
     let a = env.workspace("alice", &[]);
@@ -380,18 +380,11 @@ fn files_renamed_outside_scribe_reconcile_to_moves_that_submit_and_sync() {
 #[test]
 fn a_conflict_on_a_moved_files_source_is_settled_by_aborting_the_move_first() {
     let env = Env::new(Transport::Tcp);
-    let a = env.workspace("alice", &[]);
-    let b = env.workspace("bob", &[]);
-    write(&a, "art/hero.psd", b"v1");
-    env.scribe(&a, &["add", "art"]).ok();
-    env.scribe(&a, &["submit", "-m", "v1"]).ok();
-    env.scribe(&b, &["sync"]).ok();
-    env.scribe(&b, &["move", "art/hero.psd", "chars/hero.psd"])
-        .ok();
-    env.scribe(&a, &["edit", "art/hero.psd"]).ok();
-    write(&a, "art/hero.psd", b"v2 by alice");
-    env.scribe(&a, &["submit", "-m", "v2"]).ok();
-    env.scribe(&b, &["sync"]).ok();
+    let (a, b) = env.theirs_while_moved(
+        "art/hero.psd",
+        "chars/hero.psd",
+        Theirs::Edit(b"v2 by alice"),
+    );
 
     for how in [&["--theirs"][..], &["--merged", "chars/hero.psd"]] {
         let mut args = vec!["resolve", "art/hero.psd"];
@@ -428,18 +421,11 @@ fn a_conflict_on_a_moved_files_source_is_settled_by_aborting_the_move_first() {
 #[test]
 fn ours_on_a_moved_files_source_rebases_the_move_and_submits() {
     let env = Env::new(Transport::Tcp);
-    let a = env.workspace("alice", &[]);
-    let b = env.workspace("bob", &[]);
-    write(&a, "art/hero.psd", b"v1");
-    env.scribe(&a, &["add", "art"]).ok();
-    env.scribe(&a, &["submit", "-m", "v1"]).ok();
-    env.scribe(&b, &["sync"]).ok();
-    env.scribe(&b, &["move", "art/hero.psd", "chars/hero.psd"])
-        .ok();
-    env.scribe(&a, &["edit", "art/hero.psd"]).ok();
-    write(&a, "art/hero.psd", b"v2 by alice");
-    env.scribe(&a, &["submit", "-m", "v2"]).ok();
-    env.scribe(&b, &["sync"]).ok();
+    let (a, b) = env.theirs_while_moved(
+        "art/hero.psd",
+        "chars/hero.psd",
+        Theirs::Edit(b"v2 by alice"),
+    );
     env.scribe(&b, &["resolve", "art/hero.psd", "--ours"]).ok();
     let r = env.scribe(&b, &["submit", "-m", "move over v2"]);
     r.ok();
@@ -458,16 +444,7 @@ fn ours_on_a_moved_files_source_rebases_the_move_and_submits() {
 #[test]
 fn a_move_whose_source_the_server_deleted_names_its_way_out() {
     let env = Env::new(Transport::Tcp);
-    let a = env.workspace("alice", &[]);
-    let b = env.workspace("bob", &[]);
-    write(&a, "z/y.psd", b"v1");
-    env.scribe(&a, &["add", "z"]).ok();
-    env.scribe(&a, &["submit", "-m", "v1"]).ok();
-    env.scribe(&b, &["sync"]).ok();
-    env.scribe(&b, &["move", "z/y.psd", "w/y.psd"]).ok();
-    env.scribe(&a, &["delete", "z/y.psd"]).ok();
-    env.scribe(&a, &["submit", "-m", "gone"]).ok();
-    env.scribe(&b, &["sync"]).ok();
+    let (a, b) = env.theirs_while_moved("z/y.psd", "w/y.psd", Theirs::Delete);
     env.scribe(&b, &["resolve", "z/y.psd", "--ours"]).ok();
     let r = env.scribe(&b, &["submit", "-m", "the move"]);
     assert_eq!(r.code, Some(1), "{r:?}");
@@ -490,4 +467,162 @@ fn a_move_whose_source_the_server_deleted_names_its_way_out() {
     env.scribe(&b, &["submit", "-m", "kept as new"]).ok();
     env.scribe(&a, &["sync"]).ok();
     assert_eq!(read(&a, "w/y.psd"), b"v1");
+}
+
+/// Found by use (session 25): artist A moved a directory (pending), B
+/// added a file under the old directory and submitted, A synced. `move
+/// --abort` was refused ("something new stands at the vacated source")
+/// with no way out but deleting B's file by hand. The abort now puts A's
+/// files back beside B's; only a real collision (a name equal up to case,
+/// or a file where a directory goes back) is refused, naming the path and
+/// the way out, with nothing changed. Neither side's bytes are lost.
+#[test]
+fn aborting_a_directory_move_puts_files_back_beside_a_synced_newcomer() {
+    let env = Env::new(Transport::Tcp);
+    let a = setup(&env);
+    let b = env.workspace("bob", &[]);
+    env.scribe(&a, &["move", "old", "new"]).ok();
+    write(&a, "new/deep/b.txt", b"beta, edited after the move");
+    write(&b, "old/newcomer.txt", b"bob's new file");
+    env.scribe(&b, &["add", "old/newcomer.txt"]).ok();
+    env.scribe(&b, &["submit", "-m", "newcomer"]).ok();
+    let s = env.scribe(&a, &["sync"]);
+    s.ok();
+    assert_eq!(read(&a, "old/newcomer.txt"), b"bob's new file");
+    assert!(
+        s.stderr.contains("old/newcomer.txt") && s.stderr.contains("move --abort new"),
+        "sync says what arrived in the vacated directory and what to do: {}",
+        s.stderr
+    );
+    env.scribe(&a, &["move", "--abort", "new"]).ok();
+    assert_eq!(read(&a, "old/a.txt"), b"alpha");
+    assert_eq!(read(&a, "old/deep/b.txt"), b"beta, edited after the move");
+    assert_eq!(read(&a, "old/newcomer.txt"), b"bob's new file");
+    assert!(!a.join("new").exists());
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(st.stdout.contains("\"moves\":[]"), "{}", st.stdout);
+    assert!(
+        st.stdout.contains(
+            "\"opened\":[],\"unopened\":[{\"path\":\"old/deep/b.txt\",\"kind\":\"modified\"}]"
+        ),
+        "{}",
+        st.stdout
+    );
+}
+
+/// The collision half: a file A added under the destination after the
+/// move (it goes back with the abort) and B's new file under the old
+/// directory differ only in case. Abort refuses by name with the way out
+/// and changes nothing; that way out (submitting the move) keeps both
+/// files and says where B's stays.
+#[test]
+fn aborting_a_directory_move_onto_a_colliding_newcomer_names_it() {
+    let env = Env::new(Transport::Tcp);
+    let a = setup(&env);
+    let b = env.workspace("bob", &[]);
+    env.scribe(&a, &["move", "old", "new"]).ok();
+    write(&a, "new/c.txt", b"alice's, added after the move");
+    env.scribe(&a, &["add", "new/c.txt"]).ok();
+    write(&b, "old/C.txt", b"bob's, differs in case");
+    env.scribe(&b, &["add", "old/C.txt"]).ok();
+    env.scribe(&b, &["submit", "-m", "case"]).ok();
+    env.scribe(&a, &["sync"]).ok();
+    let r = env.scribe(&a, &["move", "--abort", "new"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("Error[move_refused]"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("old/c.txt") && r.stderr.contains("old/C.txt"),
+        "names both paths: {}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("submit the move instead"),
+        "the way out: {}",
+        r.stderr
+    );
+    // Nothing changed.
+    assert_eq!(read(&a, "new/a.txt"), b"alpha");
+    assert_eq!(read(&a, "new/c.txt"), b"alice's, added after the move");
+    assert_eq!(read(&a, "old/C.txt"), b"bob's, differs in case");
+    assert!(!a.join("old/a.txt").exists());
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(st.stdout.contains("\"state\":\"pending\""), "{}", st.stdout);
+    // The way out: submitting the move says B's file stays.
+    let r = env.scribe(&a, &["submit", "-m", "the move"]);
+    r.ok();
+    assert!(
+        r.stderr.contains("old/C.txt") && r.stderr.contains("stay there"),
+        "submit says the newcomer stays where it is: {}",
+        r.stderr
+    );
+    env.scribe(&b, &["sync"]).ok();
+    assert_eq!(read(&b, "new/a.txt"), b"alpha");
+    assert_eq!(read(&b, "new/c.txt"), b"alice's, added after the move");
+    assert_eq!(read(&b, "old/C.txt"), b"bob's, differs in case");
+    assert!(!b.join("old/a.txt").exists());
+}
+
+/// Found by use (session 25): the same with a directory move. The submit
+/// refusal named the moved file (`scribe move --abort w/y.psd`), which is
+/// no pending move's destination ("no pending move there"); it names the
+/// move's destination, and that works.
+#[test]
+fn a_directory_move_whose_file_the_server_deleted_names_the_moves_way_out() {
+    let env = Env::new(Transport::Tcp);
+    let (a, b) = env.two_sharing("z/y.psd");
+    write(&a, "z/x.psd", b"x");
+    env.scribe(&a, &["add", "z/x.psd"]).ok();
+    env.scribe(&a, &["submit", "-m", "x"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    env.scribe(&b, &["move", "z", "w"]).ok();
+    env.scribe(&a, &["delete", "z/y.psd"]).ok();
+    env.scribe(&a, &["submit", "-m", "gone"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    env.scribe(&b, &["resolve", "z/y.psd", "--ours"]).ok();
+    let r = env.scribe(&b, &["submit", "-m", "the move"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("no longer opened for delete")
+            && r.stderr.contains("`scribe move --abort w`"),
+        "{}",
+        r.stderr
+    );
+    env.scribe(&b, &["move", "--abort", "w"]).ok();
+    assert_eq!(read(&b, "z/y.psd"), b"v1");
+    assert_eq!(read(&b, "z/x.psd"), b"x");
+    assert!(!b.join("w").exists());
+}
+
+/// The brief's case-only variant (session 25): B renames one of the files
+/// A's pending directory move carries, changing only its case, and
+/// submits. A's abort would put the file back beside B's renamed one:
+/// refused by name, with the way out it names (`scribe delete` of B's
+/// file, which keeps a copy in the recovery area) working. Nothing of
+/// either side is lost.
+#[test]
+fn a_case_only_rename_by_another_of_a_moved_file_has_a_way_out() {
+    let env = Env::new(Transport::Tcp);
+    let a = setup(&env);
+    let b = env.workspace("bob", &[]);
+    env.scribe(&a, &["move", "old", "new"]).ok();
+    env.scribe(&b, &["move", "old/a.txt", "old/A.txt"]).ok();
+    env.scribe(&b, &["submit", "-m", "case"]).ok();
+    env.scribe(&a, &["sync"]).ok();
+    assert_eq!(read(&a, "old/A.txt"), b"alpha");
+    let r = env.scribe(&a, &["move", "--abort", "new"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("old/a.txt: cannot go back: old/A.txt")
+            && r.stderr.contains("`scribe delete old/A.txt`"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(read(&a, "new/a.txt"), b"alpha");
+    env.scribe(&a, &["delete", "old/A.txt"]).ok();
+    env.scribe(&a, &["move", "--abort", "new"]).ok();
+    assert_eq!(read(&a, "old/a.txt"), b"alpha");
+    assert_eq!(read(&a, "old/deep/b.txt"), b"beta");
+    assert!(!a.join("new").exists());
+    let rec = env.scribe(&a, &["recovery", "list", "--json"]);
+    assert!(rec.stdout.contains("old/A.txt"), "{}", rec.stdout);
 }

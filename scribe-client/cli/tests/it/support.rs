@@ -236,3 +236,55 @@ macro_rules! both {
     };
 }
 pub(crate) use both;
+
+/// What Alice does on the server to the file Bob moved away, in
+/// [`Env::theirs_while_moved`].
+pub enum Theirs<'a> {
+    /// She edits it to these bytes and submits.
+    Edit(&'a [u8]),
+    /// She deletes it and submits.
+    Delete,
+}
+
+impl Env {
+    /// Workspaces `alice` and `bob` sharing `path`: Alice adds it (bytes
+    /// `v1`) and submits change 1; Bob syncs it. Returns (alice, bob).
+    pub fn two_sharing(&self, path: &str) -> (PathBuf, PathBuf) {
+        let a = self.workspace("alice", &[]);
+        let b = self.workspace("bob", &[]);
+        write(&a, path, b"v1");
+        self.scribe(&a, &["add", path]).ok();
+        self.scribe(&a, &["submit", "-m", "v1"]).ok();
+        self.scribe(&b, &["sync"]).ok();
+        assert_eq!(read(&b, path), b"v1");
+        (a, b)
+    }
+
+    /// [`Env::two_sharing`] `path`, then Bob moves it to `to` (pending,
+    /// not submitted), Alice changes it on the server (`theirs`) and Bob
+    /// syncs: his move's source now needs resolve. Returns (alice, bob).
+    pub fn theirs_while_moved(&self, path: &str, to: &str, theirs: Theirs) -> (PathBuf, PathBuf) {
+        let (a, b) = self.two_sharing(path);
+        self.scribe(&b, &["move", path, to]).ok();
+        match theirs {
+            Theirs::Edit(bytes) => {
+                self.scribe(&a, &["edit", path]).ok();
+                write(&a, path, bytes);
+                self.scribe(&a, &["submit", "-m", "theirs"]).ok();
+            }
+            Theirs::Delete => {
+                self.scribe(&a, &["delete", path]).ok();
+                self.scribe(&a, &["submit", "-m", "gone"]).ok();
+            }
+        }
+        self.scribe(&b, &["sync"]).ok();
+        let st = self.scribe(&b, &["status", "--json"]);
+        assert!(
+            st.stdout
+                .contains(&format!("\"needs_resolve\":[\"{path}\"]")),
+            "{}",
+            st.stdout
+        );
+        (a, b)
+    }
+}
