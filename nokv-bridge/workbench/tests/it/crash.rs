@@ -462,7 +462,7 @@ fn outcome(mut v: Value) -> Value {
 /// (`nokv-after-submit`: published once, unanswered): the retry of the
 /// same request publishes at most the one missing change and answers the
 /// result a further retry replays (an append or edit, whose answer was then
-/// delivered, appends again when repeated); the offline doctor finds the
+/// delivered, applies again when repeated); the offline doctor finds the
 /// data root clean.
 #[test]
 fn mutating_tools_killed_before_and_after_their_submit_retry_to_one_publication() {
