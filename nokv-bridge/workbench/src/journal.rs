@@ -1,14 +1,15 @@
-//! Appends whose answers were not delivered: what tells a retry of an
-//! append from a deliberate repeat of it (docs/workbench.md, "A repeated
-//! append").
+//! Appends and edits whose answers were not delivered: what tells a
+//! retry of one from a deliberate repeat of it (docs/workbench.md, "A
+//! repeated append or edit").
 //!
 //! Both carry the same input, so the same request identity, and find the
 //! same thing in the store (the path's last publication made by that
 //! request). What differs is whether the caller got the earlier answer.
-//! So each append attempt gets an id, which its change message carries
+//! (An edit likewise: `x` -> `xx` with `replace_all` still matches after
+//! it.) So each append or edit attempt gets an id, which its change message carries
 //! (`nokv-attempt:`), and is recorded as pending before it publishes and
 //! forgotten once its answer was delivered (the CLI printed it, `nokv mcp`
-//! wrote its line); an append answers a publication as its own (a retry)
+//! wrote its line); an append or edit answers a publication as its own (a retry)
 //! only when that publication carries the id of an earlier attempt still
 //! pending.
 //!
@@ -43,7 +44,7 @@ enum Kind {
     Dir(PathBuf),
 }
 
-/// An append attempt just recorded.
+/// An append or edit attempt just recorded.
 pub struct Attempt {
     /// This attempt's id (16 random bytes, hex): its publication's change
     /// message carries it (`nokv-attempt:`).
@@ -54,7 +55,28 @@ pub struct Attempt {
     pub earlier: Vec<String>,
 }
 
-/// Pending appends (see the module docs).
+impl Attempt {
+    /// The line this attempt's change message carries.
+    pub fn note(&self) -> String {
+        format!("nokv-attempt: {}\n", self.id)
+    }
+
+    /// Whether the change whose message is `message` was published by an
+    /// earlier attempt of this call still pending: this call's result (a
+    /// retry). The caller checks that the change carries the request.
+    pub fn retries(&self, message: &str) -> bool {
+        message_attempt(message).is_some_and(|a| self.earlier.iter().any(|e| e == a))
+    }
+}
+
+/// The attempt a change message names (`nokv-attempt: <hex>`).
+pub fn message_attempt(message: &str) -> Option<&str> {
+    message
+        .lines()
+        .find_map(|l| l.strip_prefix("nokv-attempt: "))
+}
+
+/// Pending appends and edits (see the module docs).
 pub struct Pending {
     kind: Kind,
     held: Vec<Held>,
@@ -84,7 +106,7 @@ impl Pending {
         getrandom::fill(&mut nonce).map_err(|e| {
             WbError::new(
                 "storage",
-                format!("no randomness for an append attempt: {e}"),
+                format!("no randomness for an append or edit attempt: {e}"),
             )
         })?;
         let id = hex::encode(nonce);
@@ -193,14 +215,14 @@ fn journal_error(path: &Path, e: &std::io::Error) -> WbError {
     WbError::new(
         "not_configured",
         format!(
-            "the journal of pending appends at {} cannot be used ({e}); set NOKV_STATE_DIR to a \
+            "the journal of pending appends and edits at {} cannot be used ({e}); set NOKV_STATE_DIR to a \
              writable directory",
             path.display()
         ),
     )
 }
 
-/// The directory of pending appends of the agent root `agent` of
+/// The directory of pending appends and edits of the agent root `agent` of
 /// repository `repo` on `server`: `$NOKV_STATE_DIR`, else
 /// `$XDG_STATE_HOME/nokv`, else `$HOME/.local/state/nokv`, then
 /// `pending/<32 hex digits of BLAKE3(server, repo, agent)>`. `None` when no

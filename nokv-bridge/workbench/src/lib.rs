@@ -9,7 +9,7 @@
 //! | [`tools`] | the 18 tool names, strict input types and JSON input schemas |
 //! | [`identity`] | canonical JSON, manifest digest, commit identity, request identity |
 //! | [`error`] | typed errors: code, retryable, conflict class |
-//! | [`journal`] | appends whose answers were not delivered (a repeat of one is a retry) |
+//! | [`journal`] | appends and edits whose answers were not delivered (a repeat of one is a retry) |
 //! | [`store`] | the storage trait |
 //! | [`scribe`] | the storage trait over `scribe-client` |
 //! | [`workbench`] | the facade: tool calls become reads and atomic publications |

@@ -95,11 +95,12 @@ fn emit_answer(v: &serde_json::Value) -> bool {
     writeln!(out, "{v}").and_then(|()| out.flush()).is_ok()
 }
 
-/// The facade over `store`, keeping pending appends in the agent root's
-/// state directory (`nokv_workbench::journal::state_dir`; created, and
-/// its failure reported by name, at the first append), so a process
-/// killed before its answer was printed leaves its append to be found by
-/// the retry; in memory when no state directory can be named.
+/// The facade over `store`, keeping pending appends and edits in the
+/// agent root's state directory (`nokv_workbench::journal::state_dir`;
+/// created, and its failure reported by name, at the first append or
+/// edit), so a process killed before its answer was printed leaves its
+/// attempt to be found by the retry; in memory when no state directory
+/// can be named.
 fn facade(store: ScribeStore, server: &str, repo: &str, agent: &str) -> Workbench<ScribeStore> {
     use nokv_workbench::journal::{state_dir, Pending};
     let pending = match state_dir(server, repo, agent) {
@@ -853,7 +854,7 @@ fn run(cli: Cli) -> ExitCode {
             match wb.call(&tool, &input) {
                 Ok(v) => {
                     // Delivered only once printed: a process killed before
-                    // leaves its append pending for the retry to find.
+                    // leaves its append or edit pending for the retry.
                     if emit_answer(&v) {
                         wb.delivered();
                     }

@@ -53,8 +53,8 @@ pub struct Workbench<S: Store> {
     /// Incarnations seen (a record is never replaced or removed by the
     /// bridge, so a seen incarnation stays valid for this facade's life).
     incarnations: std::collections::HashMap<String, u64>,
-    /// Appends whose answers were not delivered yet (a repeat of one is a
-    /// retry; docs/workbench.md, "A repeated append").
+    /// Appends and edits whose answers were not delivered yet (a repeat
+    /// of one is a retry; docs/workbench.md, "A repeated append or edit").
     pending: crate::journal::Pending,
     /// An answer returned by [`Workbench::call`] counts as delivered (a
     /// library caller); a surface that writes answers out sets this off
@@ -128,13 +128,6 @@ fn message_request(message: &str) -> Option<&str> {
     message
         .lines()
         .find_map(|l| l.strip_prefix("nokv-request: "))
-}
-
-/// The append attempt a change message names (`nokv-attempt: <hex>`).
-fn message_attempt(message: &str) -> Option<&str> {
-    message
-        .lines()
-        .find_map(|l| l.strip_prefix("nokv-attempt: "))
 }
 
 /// The content type a change message records for `path`: a
@@ -218,6 +211,18 @@ fn refusal_error(r: Refusal) -> WbError {
     }
 }
 
+/// Which winner of a refused publication (a moved generation, an existing
+/// path) is this call's result.
+enum Adopt<'a> {
+    /// None: the caller reads again (append).
+    Never,
+    /// One carrying the request (put: a repeat writes the same bytes).
+    Request,
+    /// One carrying the request and an earlier attempt of this call still
+    /// pending (edit: a deliberate repeat is a new edit).
+    Retry(&'a crate::journal::Attempt),
+}
+
 /// What a writer learns from the message of the generation it observed.
 struct Observed {
     /// This request published it (an exact retry: answer, publish nothing).
@@ -290,7 +295,7 @@ impl<S: Store> Workbench<S> {
         }
     }
 
-    /// Keep pending appends in `pending` and count an answer delivered
+    /// Keep pending appends and edits in `pending` and count an answer delivered
     /// only when [`Workbench::delivered`] says so (the `nokv` binary: after
     /// printing it, or writing its MCP line).
     pub fn with_pending(mut self, pending: crate::journal::Pending) -> Workbench<S> {
@@ -300,7 +305,7 @@ impl<S: Store> Workbench<S> {
     }
 
     /// The answers returned since the last call of this were delivered to
-    /// the caller: a repeat of one of those appends is a new append.
+    /// the caller: a repeat of one of those appends or edits is a new one.
     pub fn delivered(&mut self) {
         self.pending.delivered();
     }
@@ -511,7 +516,7 @@ impl<S: Store> Workbench<S> {
         body: NewBody,
         ct: Option<&str>,
         note: Option<String>,
-        adopt_winner: bool,
+        adopt: Adopt<'_>,
     ) -> Result<(u64, Option<u64>), WbError> {
         let timestamp_ms = (self.clock)();
         let mut message = Self::message(tool, &t.full, req, ct);
@@ -530,11 +535,23 @@ impl<S: Store> Workbench<S> {
         };
         match self.store.publish(p)? {
             Published::Accepted { version } => Ok((version, Some(timestamp_ms))),
-            Published::Refused(r @ (Refusal::Stale(_) | Refusal::Exists(_))) if adopt_winner => {
+            Published::Refused(r @ (Refusal::Stale(_) | Refusal::Exists(_)))
+                if !matches!(adopt, Adopt::Never) =>
+            {
                 // An earlier attempt of this same request may have won.
-                match self.live(t)? {
-                    Some(row) if self.published_by(&row, req)? => Ok((row.generation, None)),
-                    _ => Err(refusal_error(r)),
+                let Some(row) = self.live(t)? else {
+                    return Err(refusal_error(r));
+                };
+                let seen = self.observed(&row, req)?;
+                let ours = seen.mine
+                    && match adopt {
+                        Adopt::Retry(attempt) => attempt.retries(&seen.message),
+                        _ => true,
+                    };
+                if ours {
+                    Ok((row.generation, None))
+                } else {
+                    Err(refusal_error(r))
                 }
             }
             Published::Refused(r) => Err(refusal_error(r)),
@@ -690,7 +707,7 @@ impl<S: Store> Workbench<S> {
             NewBody::Bytes(body),
             ct.as_deref(),
             None,
-            true,
+            Adopt::Request,
         )?;
         let mut card = match published_ms {
             // Everything the card says is known: no read back.
@@ -746,9 +763,7 @@ impl<S: Store> Workbench<S> {
             let kept = match &current {
                 Some(row) => {
                     let seen = self.observed(row, &req)?;
-                    let earlier = message_attempt(&seen.message)
-                        .is_some_and(|a| this.earlier.iter().any(|e| e == a));
-                    if seen.mine && earlier {
+                    if seen.mine && this.retries(&seen.message) {
                         return Ok(result(row, true));
                     }
                     seen.kept
@@ -769,10 +784,10 @@ impl<S: Store> Workbench<S> {
                 base,
                 body,
                 ct.as_deref(),
-                Some(format!("nokv-attempt: {}\n", this.id)),
+                Some(this.note()),
                 // A winner is this call's only when it carries an earlier
                 // attempt's id (checked by reading again, below).
-                false,
+                Adopt::Never,
             ) {
                 Ok((generation, _)) => generation,
                 Err(e)
@@ -812,6 +827,12 @@ impl<S: Store> Workbench<S> {
             "workbench_edit",
             input,
         );
+        // As for append (docs/workbench.md, "A repeated append or edit"):
+        // a repeat of an edit whose answer was delivered is a new edit
+        // (`x` -> `xx` with replace_all still matches); only a publication
+        // by an earlier attempt of this request whose answer was never
+        // delivered is this call's result (a retry).
+        let this = self.pending.begin(&req)?;
         let row = self.live(&t)?.ok_or_else(|| {
             WbError::new(
                 "not_found",
@@ -819,7 +840,7 @@ impl<S: Store> Workbench<S> {
             )
         })?;
         let seen = self.observed(&row, &req)?;
-        if seen.mine {
+        if seen.mine && this.retries(&seen.message) {
             // The count the publication recorded (the old body is gone).
             let replacements = seen
                 .message
@@ -879,8 +900,11 @@ impl<S: Store> Workbench<S> {
             row.generation,
             NewBody::Bytes(new.into_bytes()),
             seen.kept.as_deref(),
-            Some(format!("nokv-replacements: {replacements}\n")),
-            true,
+            Some(format!(
+                "nokv-replacements: {replacements}\n{}",
+                this.note()
+            )),
+            Adopt::Retry(&this),
         )?;
         let row = self
             .store

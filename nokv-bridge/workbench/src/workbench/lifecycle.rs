@@ -322,7 +322,9 @@ impl<S: Store> Workbench<S> {
         // with other snapshots taken since) returns that snapshot while the
         // workbench is unchanged since it; once the workbench moved, the
         // same request takes a new snapshot (a nightly job's identical
-        // calls each freeze what is new).
+        // calls each freeze what is new), and so does a repeat once that
+        // snapshot is no longer alive (retired, expired, reaped): the
+        // caller asks for a snapshot it can read at.
         let hex_req = hex::encode(req);
         if let Some(prev) = snaps
             .iter()
@@ -334,7 +336,7 @@ impl<S: Store> Workbench<S> {
                 .get("read_version")
                 .and_then(Value::as_u64)
                 .unwrap_or(0);
-            if !self.store.changed_under(&c.id, at, read_version)? {
+            if prev.state(now) == "alive" && !self.store.changed_under(&c.id, at, read_version)? {
                 let mut v = prev.card(now);
                 v["idempotent_replay"] = json!(true);
                 return Ok(v);

@@ -28,6 +28,9 @@ struct Hooked {
     /// The next publication lands, and its answer is lost.
     lose_answer: bool,
     original: Option<(Workbench<ScribeStore>, Value)>,
+    /// Runs once, at the next publication, before it is forwarded (an
+    /// identical call by another writer winning the race).
+    concurrent: Option<(Workbench<ScribeStore>, &'static str, Value)>,
     dest: &'static str,
     landed: Option<Value>,
 }
@@ -39,6 +42,7 @@ impl Hooked {
             stop_after_staging: false,
             lose_answer: false,
             original: None,
+            concurrent: None,
             dest: "",
             landed: None,
         }
@@ -82,6 +86,9 @@ impl Store for Hooked {
         self.store.read(body, offset, len)
     }
     fn publish(&mut self, p: Publish) -> Result<Published, WbError> {
+        if let Some((mut wb, tool, input)) = self.concurrent.take() {
+            self.landed = Some(wb.call(tool, &input)?);
+        }
         if std::mem::take(&mut self.lose_answer) {
             self.store.publish(p)?;
             return Err(WbError::new("unavailable", "the answer was lost"));
@@ -283,6 +290,95 @@ fn an_append_whose_answer_was_lost_is_retried_once() {
     assert_eq!(retry["size"], 20);
 }
 
+/// An edit whose publication landed but whose answer was lost is
+/// retried by the same request: the retry answers that publication and
+/// edits nothing more, although its old_string still matches; once that
+/// answer is delivered, the same edit again is a new edit. A retry of an
+/// edit that failed before its submit edits once, although an answered
+/// identical edit is the path's current generation.
+#[test]
+fn an_edit_whose_answer_was_lost_is_retried_once() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = Workbench::new(Hooked::over(&env), "bot");
+    wb.call("workbench_create", &json!({"id": "w"})).unwrap();
+    wb.call(
+        "workbench_put_file",
+        &json!({"id": "w", "section": "outputs", "path": "e.txt", "text": "x-x"}),
+    )
+    .unwrap();
+    let input = json!({"id": "w", "section": "outputs", "path": "e.txt",
+                       "old_string": "x", "new_string": "xx", "replace_all": true});
+    let text = |wb: &mut Workbench<Hooked>| {
+        wb.call(
+            "workbench_read",
+            &json!({"id": "w", "section": "outputs", "path": "e.txt"}),
+        )
+        .unwrap()["lines"][0]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let before = wb.store_mut().head().unwrap();
+    wb.store_mut().lose_answer = true;
+    let e = wb.call("workbench_edit", &input).unwrap_err();
+    assert_eq!(e.code, "unavailable");
+    assert_eq!(wb.store_mut().head().unwrap(), before + 1, "it landed");
+    let retry = wb.call("workbench_edit", &input).unwrap();
+    assert_eq!(retry["idempotent_replay"], json!(true), "{retry}");
+    assert_eq!(retry["replacements"], 2, "{retry}");
+    assert_eq!(wb.store_mut().head().unwrap(), before + 1);
+    assert_eq!(text(&mut wb), "xx-xx");
+    let repeat = wb.call("workbench_edit", &input).unwrap();
+    assert_eq!(repeat["idempotent_replay"], json!(false), "{repeat}");
+    assert_eq!(wb.store_mut().head().unwrap(), before + 2);
+    assert_eq!(text(&mut wb), "xxxx-xxxx");
+    // Failed before its submit (nothing landed), retried while the
+    // answered repeat above is current: the retry edits, once.
+    wb.store_mut().stop_after_staging = true;
+    let e = wb.call("workbench_edit", &input).unwrap_err();
+    assert_eq!(e.code, "unavailable");
+    wb.store_mut().stop_after_staging = false;
+    let retry = wb.call("workbench_edit", &input).unwrap();
+    assert_eq!(retry["idempotent_replay"], json!(false), "{retry}");
+    assert_eq!(wb.store_mut().head().unwrap(), before + 3);
+    assert_eq!(text(&mut wb), "xxxxxxxx-xxxxxxxx");
+}
+
+/// Two identical edits at once by two writers: the one that loses the
+/// generation race does not take the winner's publication for its own
+/// (it carries the same request, not an earlier attempt of this call);
+/// it answers the conflict, and its retry edits the winner's result.
+#[test]
+fn concurrent_identical_edits_both_apply() {
+    let env = Env::new(Transport::InProcess);
+    let mut wb = Workbench::new(Hooked::over(&env), "bot");
+    wb.call("workbench_create", &json!({"id": "w"})).unwrap();
+    wb.call(
+        "workbench_put_file",
+        &json!({"id": "w", "section": "outputs", "path": "e.txt", "text": "x-x"}),
+    )
+    .unwrap();
+    let input = json!({"id": "w", "section": "outputs", "path": "e.txt",
+                       "old_string": "x", "new_string": "xx", "replace_all": true});
+    wb.store_mut().concurrent = Some((workbench(&env), "workbench_edit", input.clone()));
+    let before = wb.store_mut().head().unwrap();
+    let e = wb.call("workbench_edit", &input).unwrap_err();
+    assert_eq!(e.code, "generation_conflict", "{e:?}");
+    let other = wb.store_mut().landed.take().unwrap();
+    assert_eq!(other["idempotent_replay"], json!(false), "{other}");
+    assert_eq!(wb.store_mut().head().unwrap(), before + 1);
+    let retry = wb.call("workbench_edit", &input).unwrap();
+    assert_eq!(retry["idempotent_replay"], json!(false), "{retry}");
+    assert_eq!(wb.store_mut().head().unwrap(), before + 2);
+    let r = wb
+        .call(
+            "workbench_read",
+            &json!({"id": "w", "section": "outputs", "path": "e.txt"}),
+        )
+        .unwrap();
+    assert_eq!(r["lines"], json!(["xxxx-xxxx"]));
+}
+
 /// The journal of pending appends as files: an attempt held by a live
 /// facade is not a retry for another (two identical appends at once both
 /// land); once let go without delivery it is, and is taken over; a
@@ -365,8 +461,8 @@ fn outcome(mut v: Value) -> Value {
 /// published) or after the server accepted and before the answer
 /// (`nokv-after-submit`: published once, unanswered): the retry of the
 /// same request publishes at most the one missing change and answers the
-/// result a further retry replays (an append, whose answer was then
-/// delivered, appends again when repeated); the offline doctor finds the
+/// result a further retry replays (an append or edit, whose answer was then
+/// delivered, applies again when repeated); the offline doctor finds the
 /// data root clean.
 #[test]
 fn mutating_tools_killed_before_and_after_their_submit_retry_to_one_publication() {
@@ -400,7 +496,7 @@ fn mutating_tools_killed_before_and_after_their_submit_retry_to_one_publication(
             ),
             (
                 "workbench_edit",
-                json!({"id": id, "section": "outputs", "path": "e.txt", "old_string": "foo", "new_string": "bar"}),
+                json!({"id": id, "section": "outputs", "path": "e.txt", "old_string": "o", "new_string": "oo", "replace_all": true}),
             ),
             (
                 "workbench_commit",
@@ -431,10 +527,10 @@ fn mutating_tools_killed_before_and_after_their_submit_retry_to_one_publication(
                 json!(published == 1),
                 "{tool} at {at}: {first}"
             );
-            if tool == "workbench_append" {
-                // Its answer was delivered: the same append again, by
-                // another client or process, is a new append, not a retry
-                // (docs/workbench.md, "A repeated append").
+            if tool == "workbench_append" || tool == "workbench_edit" {
+                // Its answer was delivered: the same append or edit again,
+                // by another client or process, is a new one, not a retry
+                // (docs/workbench.md, "A repeated append or edit").
                 let again = ok(&mut wb, tool, input.clone());
                 assert_eq!(again["idempotent_replay"], json!(false), "{again}");
                 assert_eq!(head(&mut wb), before + 2, "{tool} at {at}");
@@ -466,7 +562,12 @@ fn mutating_tools_killed_before_and_after_their_submit_retry_to_one_publication(
             read(&mut wb, "log.txt"),
             json!(["one", "two", "two", "two"])
         );
-        assert_eq!(read(&mut wb, "e.txt"), json!(["a bar b"]));
+        // The killed edit once (`foo` -> `foooo`), then two deliberate
+        // repeats, each doubling the o's again.
+        assert_eq!(
+            read(&mut wb, "e.txt"),
+            json!([format!("a f{} b", "o".repeat(16))])
+        );
         let snaps = ok(&mut wb, "workbench_snapshot_list", json!({"id": id}));
         assert_eq!(snaps["snapshots"].as_array().unwrap().len(), 1);
     }

@@ -191,6 +191,36 @@ fn append_reports_the_delta_digest_and_edit_needs_one_match() {
     );
     assert_eq!(nm["not_modified"], true);
     assert!(nm.get("lines").is_none());
+    // The same edit again, its answer delivered, is a deliberate repeat:
+    // it edits again while old_string still matches (`x` -> `xx`
+    // everywhere doubles them again), and fails with the contract's
+    // no-match error once it does not; it is never answered as a replay
+    // (a retry is told apart by the attempt left pending: crash.rs
+    // `an_edit_whose_answer_was_lost_is_retried_once`).
+    let double = json!({"id": "w", "section": "scripts", "path": "s.py", "old_string": "x", "new_string": "xx", "replace_all": true});
+    let d1 = ok(&mut wb, "workbench_edit", double.clone());
+    assert_eq!(d1["idempotent_replay"], false, "{d1}");
+    let d2 = ok(&mut wb, "workbench_edit", double.clone());
+    assert_eq!(d2["idempotent_replay"], false, "{d2}");
+    assert_eq!(d2["replacements"], 4, "{d2}");
+    assert!(d2["generation"].as_u64() > d1["generation"].as_u64());
+    let r = ok(
+        &mut wb,
+        "workbench_read",
+        json!({"id": "w", "section": "scripts", "path": "s.py"}),
+    );
+    assert_eq!(r["lines"], json!(["xxxx = 3", "xxxx = 3", "y = 2"]));
+    let once = json!({"id": "w", "section": "scripts", "path": "s.py", "old_string": "y = 2", "new_string": "y = 4"});
+    let o1 = ok(&mut wb, "workbench_edit", once.clone());
+    assert_eq!(o1["changed"], true);
+    let e = err(&mut wb, "workbench_edit", once);
+    assert_eq!(e.code, "edit_no_match", "{e:?}");
+    let after = ok(
+        &mut wb,
+        "workbench_stat",
+        json!({"id": "w", "section": "scripts", "path": "s.py"}),
+    );
+    assert_eq!(after["generation"], o1["generation"], "nothing published");
 }
 
 #[test]

@@ -926,3 +926,41 @@ fn a_run_manifest_is_bounded_on_write_and_on_read() {
         e.message
     );
 }
+
+/// The same snapshot call again while the workbench is unchanged replays
+/// the earlier snapshot only while that one is alive: once it was retired
+/// or expired, a repeat is a deliberate request for a usable snapshot and
+/// takes a new one (answering the retired one as a replay gave the caller
+/// a snapshot it cannot read at).
+#[test]
+fn a_repeated_snapshot_replays_only_an_alive_one() {
+    let env = Env::new(Transport::InProcess);
+    let clock = Arc::new(AtomicU64::new(10 * DAY));
+    let mut wb = clocked(&env, clock.clone());
+    ok(&mut wb, "workbench_create", json!({"id": "w"}));
+    ok(
+        &mut wb,
+        "workbench_commit",
+        json!({"id": "w", "manifest": {}, "content_digest_uri": digest('c')}),
+    );
+    let input = json!({"id": "w", "name": "nightly", "ttl_days": 1});
+    let s0 = ok(&mut wb, "workbench_snapshot", input.clone());
+    let again = ok(&mut wb, "workbench_snapshot", input.clone());
+    assert_eq!(again["idempotent_replay"], true, "{again}");
+    assert_eq!(again["snapshot_id"], s0["snapshot_id"]);
+    ok(
+        &mut wb,
+        "workbench_snapshot_retire",
+        json!({"id": "w", "snapshot_id": s0["snapshot_id"]}),
+    );
+    let s1 = ok(&mut wb, "workbench_snapshot", input.clone());
+    assert_eq!(s1["idempotent_replay"], false, "{s1}");
+    assert_eq!(s1["state"], "alive", "{s1}");
+    assert_ne!(s1["snapshot_id"], s0["snapshot_id"]);
+    // Expired (not yet reaped): the same.
+    clock.fetch_add(2 * DAY, Ordering::SeqCst);
+    let s2 = ok(&mut wb, "workbench_snapshot", input.clone());
+    assert_eq!(s2["idempotent_replay"], false, "{s2}");
+    assert_eq!(s2["state"], "alive", "{s2}");
+    assert_ne!(s2["snapshot_id"], s1["snapshot_id"]);
+}
