@@ -1344,6 +1344,23 @@ fn serve(
         _ => None,
     };
     let scheme = if tls.is_some() { "scribes" } else { "scribe" };
+    // Runtime files a killed server left: gone now if its process is, so
+    // nothing reads a dead address while this one opens; a running pid is
+    // left until the data root's LOCK is ours (it may be the server that
+    // holds it, which Service::open then names).
+    let mut found = runtime_dir.and_then(scribe_server::runtime::leftover);
+    if let (Some(dir), Some(l)) = (runtime_dir, &found) {
+        if !l.alive {
+            scribe_server::runtime::clear(dir)
+                .with_context(|| format!("cannot clear runtime directory {}", dir.display()))?;
+            eprintln!(
+                "scribe-server: removed stale runtime files in {} ({l}): the server that wrote \
+                 them did not stop cleanly",
+                dir.display()
+            );
+            found = None;
+        }
+    }
     let mut service = Service::open(data);
     // A cache trim (--cache-bytes) killed during its store swap stops its
     // repository's opening: finish the recorded swap, then open again.
@@ -1431,15 +1448,29 @@ fn serve(
         .block_on(Listener::bind(listen, service.clone(), options))
         .with_context(|| format!("cannot listen on {listen}"))?;
     let addr = listener.local_addr().context("no local address")?;
+    if let (Some(dir), Some(l)) = (runtime_dir, &found) {
+        // The data root is ours: that process does not serve it.
+        eprintln!(
+            "scribe-server: replacing runtime files in {} ({l}): that process does not serve \
+             this data root",
+            dir.display()
+        );
+        scribe_server::runtime::clear(dir)
+            .with_context(|| format!("cannot clear runtime directory {}", dir.display()))?;
+    }
     if let Some(dir) = runtime_dir {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create runtime directory {}", dir.display()))?;
         write_runtime(
             dir,
-            "scribe-server.pid",
+            scribe_server::runtime::PID_FILE,
             &format!("{}\n", std::process::id()),
         )?;
-        write_runtime(dir, "listen", &format!("{addr}\n"))?;
+        write_runtime(
+            dir,
+            scribe_server::runtime::LISTEN_FILE,
+            &format!("{addr}\n"),
+        )?;
     }
     eprintln!(
         "scribe-server: serving {} on {scheme}://{addr} (pid {})",
@@ -1459,8 +1490,7 @@ fn serve(
     // Every connection has finished: release the data root, then the files.
     drop(service);
     if let Some(dir) = runtime_dir {
-        let _ = std::fs::remove_file(dir.join("listen"));
-        let _ = std::fs::remove_file(dir.join("scribe-server.pid"));
+        let _ = scribe_server::runtime::clear(dir);
     }
     result?;
     eprintln!("scribe-server: stopped");
