@@ -316,7 +316,33 @@ fn parse_ms(what: &str, s: &str) -> Result<u64, Refusal> {
     })
 }
 
-fn credential_fields(id: Id, r: &CredentialRow) -> Vec<String> {
+/// The standing of credential `r` if it were presented now, decided as
+/// `Service::caller` decides: `revoked` (disabled: logged out or
+/// revoked), `expired`, `user-disabled` (its user is disabled or gone),
+/// else `enabled`.
+fn credential_state(
+    v: &impl View,
+    r: &CredentialRow,
+    now_ms: u64,
+) -> Result<&'static str, AuthError> {
+    if !r.enabled {
+        return Ok("revoked");
+    }
+    if r.expires_ms != NEVER_EXPIRES && r.expires_ms <= now_ms {
+        return Ok("expired");
+    }
+    if r.kind != CredentialKind::Server {
+        let user = v.row::<UserRow>(&Key::User(r.subject.clone()))?;
+        if !user.is_some_and(|u| u.enabled) {
+            return Ok("user-disabled");
+        }
+    }
+    Ok("enabled")
+}
+
+/// A `credential-list` row: the ten stored fields, then the state
+/// ([`credential_state`]).
+fn credential_fields(id: Id, r: &CredentialRow, state: &str) -> Vec<String> {
     vec![
         id.hex(),
         r.kind.as_str().to_owned(),
@@ -328,6 +354,7 @@ fn credential_fields(id: Id, r: &CredentialRow) -> Vec<String> {
         r.parent.map(|p| p.hex()).unwrap_or_default(),
         r.generation.map(|g| g.to_string()).unwrap_or_default(),
         r.key_id.hex(),
+        state.to_owned(),
     ]
 }
 
@@ -972,8 +999,9 @@ impl Service {
 
     /// `credential-list [USERNAME]` → rows `[credential id, kind, subject,
     /// expires ms, enabled, label, created ms, parent, generation, key
-    /// id]`. Without a name: the caller's own (an automation credential sees
-    /// itself and its descendants).
+    /// id, state]` (state: [`credential_state`]). Without a name: the
+    /// caller's own (an automation credential sees itself and its
+    /// descendants).
     fn credential_list(&self, c: &Caller, req: &Sau2Request) -> Result<Sau2Result, Sau2Result> {
         let target = match req.arguments.as_slice() {
             [] => None,
@@ -1016,9 +1044,11 @@ impl Service {
                 ids
             };
             let mut rows = Vec::new();
+            let now = crate::now_ms();
             for id in ids {
                 if let Some(r) = dir.get::<CredentialRow>(&Key::Credential(id))? {
-                    rows.push(credential_fields(id, &r));
+                    let state = credential_state(dir, &r, now)?;
+                    rows.push(credential_fields(id, &r, state));
                 }
             }
             Ok(rows)

@@ -783,3 +783,65 @@ fn sigkill_of_the_served_process_during_administration_loses_nothing_acknowledge
     let dir = s.fx.open().unwrap();
     dir.verify().unwrap();
 }
+
+/// `credential-list` says how each credential stands if presented now, as
+/// the service decides it: a disabled user's sessions are
+/// `user-disabled` (its stored flag still true: enabling the user brings
+/// them back), a revoked one `revoked`, an expired one `expired`.
+#[test]
+fn credential_list_shows_a_disabled_users_sessions_as_refused() {
+    let expired = Id::random();
+    let s = Served::with(|dir| {
+        let (_key, key_id) = scribe_auth::ca::generate_key().unwrap();
+        let row = CredentialRow {
+            kind: CredentialKind::Automation,
+            subject: "ann".into(),
+            expires_ms: scribe_auth::now_ms() - 60_000,
+            enabled: true,
+            label: "lapsed".into(),
+            key_id,
+            created_ms: 500,
+            parent: None,
+            generation: Some(1),
+        };
+        dir.transact(|tx| tx.insert_credential(expired, &row, "PEM"))
+            .unwrap()
+            .unwrap();
+    });
+    let first = s.login("ann", ANN_PASSWORD);
+    let second = s.login("ann", ANN_PASSWORD);
+    let first_id = s.service.whoami(&first).unwrap().credential_id;
+    let second_id = s.service.whoami(&second).unwrap().credential_id;
+    s.admin("credential-revoke", &[&second_id]);
+    let state = |rows: &[Vec<String>], id: &str| -> (String, String) {
+        let r = rows.iter().find(|r| r[0] == id).unwrap();
+        assert_eq!(r.len(), 11, "{r:?}");
+        (r[4].clone(), r[10].clone())
+    };
+    let listed = s.admin("credential-list", &["ann"]);
+    assert_eq!(state(&listed, &first_id), ("true".into(), "enabled".into()));
+    assert_eq!(
+        state(&listed, &second_id),
+        ("false".into(), "revoked".into())
+    );
+    assert_eq!(
+        state(&listed, &expired.hex()),
+        ("true".into(), "expired".into())
+    );
+    s.admin("user-disable", &["ann"]);
+    assert_eq!(code(s.service.whoami(&first)), ErrorCode::Unauthenticated);
+    let listed = s.admin("credential-list", &["ann"]);
+    assert_eq!(
+        state(&listed, &first_id),
+        ("true".into(), "user-disabled".into()),
+        "refused while its user is disabled"
+    );
+    assert_eq!(
+        state(&listed, &second_id),
+        ("false".into(), "revoked".into())
+    );
+    s.admin("user-enable", &["ann"]);
+    assert_eq!(s.service.whoami(&first).unwrap().username, "ann");
+    let listed = s.admin("credential-list", &["ann"]);
+    assert_eq!(state(&listed, &first_id), ("true".into(), "enabled".into()));
+}
