@@ -70,6 +70,8 @@ pub const ADMIN_VERBS: &[&str] = &[
     "namespace-list",
     "visibility-set",
     "visibility-get",
+    "repository-rename",
+    "repository-forget",
     "credential-list",
     "credential-revoke",
     "automation-create",
@@ -153,6 +155,38 @@ pub(crate) fn require_global(c: &Caller, verb: &str) -> Result<(), Refusal> {
             "{verb} is for administrators; {} is not one",
             c.user.name
         )))
+    }
+}
+
+/// A repository's rows on this service: its grants (by user id) and its
+/// visibility.
+type RepositoryRows = (Vec<(Id, GrantRow)>, Option<VisibilityRow>);
+
+/// The grants and the visibility of `namespace/repository`.
+fn repository_rows(
+    v: &impl View,
+    namespace: &str,
+    repository: &str,
+) -> Result<RepositoryRows, AuthError> {
+    let mut grants = Vec::new();
+    for (key, bytes) in v.prefix(&format!("grants/{namespace}/{repository}/"))? {
+        if let Ok(Key::Grant { user, .. }) = Key::parse(&key) {
+            let row = GrantRow::decode(&bytes).map_err(|e| AuthError::corrupt(&key, e))?;
+            grants.push((user, row));
+        }
+    }
+    let visibility = v.row::<VisibilityRow>(&Key::Visibility {
+        namespace: namespace.to_owned(),
+        repository: repository.to_owned(),
+    })?;
+    Ok((grants, visibility))
+}
+
+fn bool_word(b: bool) -> &'static str {
+    if b {
+        "true"
+    } else {
+        "false"
     }
 }
 
@@ -316,7 +350,33 @@ fn parse_ms(what: &str, s: &str) -> Result<u64, Refusal> {
     })
 }
 
-fn credential_fields(id: Id, r: &CredentialRow) -> Vec<String> {
+/// The standing of credential `r` if it were presented now, decided as
+/// `Service::caller` decides: `revoked` (disabled: logged out or
+/// revoked), `expired`, `user-disabled` (its user is disabled or gone),
+/// else `enabled`.
+fn credential_state(
+    v: &impl View,
+    r: &CredentialRow,
+    now_ms: u64,
+) -> Result<&'static str, AuthError> {
+    if !r.enabled {
+        return Ok("revoked");
+    }
+    if r.expires_ms != NEVER_EXPIRES && r.expires_ms <= now_ms {
+        return Ok("expired");
+    }
+    if r.kind != CredentialKind::Server {
+        let user = v.row::<UserRow>(&Key::User(r.subject.clone()))?;
+        if !user.is_some_and(|u| u.enabled) {
+            return Ok("user-disabled");
+        }
+    }
+    Ok("enabled")
+}
+
+/// A `credential-list` row: the ten stored fields, then the state
+/// ([`credential_state`]).
+fn credential_fields(id: Id, r: &CredentialRow, state: &str) -> Vec<String> {
     vec![
         id.hex(),
         r.kind.as_str().to_owned(),
@@ -328,6 +388,7 @@ fn credential_fields(id: Id, r: &CredentialRow) -> Vec<String> {
         r.parent.map(|p| p.hex()).unwrap_or_default(),
         r.generation.map(|g| g.to_string()).unwrap_or_default(),
         r.key_id.hex(),
+        state.to_owned(),
     ]
 }
 
@@ -400,6 +461,8 @@ impl Service {
             "namespace-list" => self.namespace_list(c, req),
             "visibility-set" => self.visibility_set(c, req, body),
             "visibility-get" => self.visibility_get(c, req),
+            "repository-rename" => self.repository_rename(c, req, body),
+            "repository-forget" => self.repository_forget(c, req, body),
             "credential-list" => self.credential_list(c, req),
             "credential-revoke" => self.credential_revoke(c, req, body),
             "automation-create" => self.automation_create(c, req, body),
@@ -968,12 +1031,132 @@ impl Service {
         })
     }
 
+    // ---- repositories (`scribe-server repo rename` / `repo delete`) ----
+
+    /// `repository-rename NAMESPACE OLD NEW` → `[[namespace, old, new,
+    /// grants moved, visibility moved (true or false)]]`: every
+    /// `grants/NAMESPACE/OLD/USER` row becomes `grants/NAMESPACE/NEW/USER`
+    /// and `visibility/NAMESPACE/OLD` becomes `visibility/NAMESPACE/NEW`
+    /// (values unchanged), in one transaction. A global administrator or a
+    /// namespace admin. Refused with `already_exists` when both names hold
+    /// rows (NEW's would be merged into another repository's); nothing
+    /// under OLD moves nothing, so a rename interrupted after this step
+    /// runs again.
+    fn repository_rename(
+        &self,
+        c: &Caller,
+        req: &Sau2Request,
+        body: &[u8],
+    ) -> Result<Sau2Result, Sau2Result> {
+        let [namespace, old, new] = arity::<3>(req, "NAMESPACE OLD NEW")?;
+        let args = words(&[&namespace, &old, &new]);
+        self.change(c, req, body, &args, |tx| {
+            check("namespace", &namespace)?;
+            check("repository", &old)?;
+            check("repository", &new)?;
+            require_repo_admin(tx, c, &namespace, None, "repository-rename")?;
+            if old == new {
+                return Err(usage("OLD and NEW are the same name").into());
+            }
+            let (old_grants, old_visibility) = repository_rows(tx, &namespace, &old)?;
+            let (new_grants, new_visibility) = repository_rows(tx, &namespace, &new)?;
+            let old_any = !old_grants.is_empty() || old_visibility.is_some();
+            let new_any = !new_grants.is_empty() || new_visibility.is_some();
+            if old_any && new_any {
+                return Err(Refusal::new(
+                    ErrorCode::AlreadyExists,
+                    format!(
+                        "{namespace}/{new} holds grants or a visibility already (left by an \
+                         earlier repository of that name?); revoke them first"
+                    ),
+                )
+                .into());
+            }
+            for (user, row) in &old_grants {
+                tx.put(
+                    &Key::Grant {
+                        namespace: namespace.clone(),
+                        repository: new.clone(),
+                        user: *user,
+                    },
+                    row,
+                )?;
+                tx.delete(&Key::Grant {
+                    namespace: namespace.clone(),
+                    repository: old.clone(),
+                    user: *user,
+                })?;
+            }
+            if let Some(row) = &old_visibility {
+                tx.put(
+                    &Key::Visibility {
+                        namespace: namespace.clone(),
+                        repository: new.clone(),
+                    },
+                    row,
+                )?;
+                tx.delete(&Key::Visibility {
+                    namespace: namespace.clone(),
+                    repository: old.clone(),
+                })?;
+            }
+            Ok(vec![vec![
+                namespace.clone(),
+                old.clone(),
+                new.clone(),
+                old_grants.len().to_string(),
+                bool_word(old_visibility.is_some()).to_owned(),
+            ]])
+        })
+    }
+
+    /// `repository-forget NAMESPACE REPOSITORY` → `[[namespace, repository,
+    /// grants removed, visibility removed (true or false)]]`: removes every
+    /// grant and the visibility of a deleted repository, so that a later
+    /// repository given its name starts with none. A global administrator
+    /// or a namespace admin; a name without rows removes nothing.
+    fn repository_forget(
+        &self,
+        c: &Caller,
+        req: &Sau2Request,
+        body: &[u8],
+    ) -> Result<Sau2Result, Sau2Result> {
+        let [namespace, repository] = arity::<2>(req, "NAMESPACE REPOSITORY")?;
+        let args = words(&[&namespace, &repository]);
+        self.change(c, req, body, &args, |tx| {
+            check("namespace", &namespace)?;
+            check("repository", &repository)?;
+            require_repo_admin(tx, c, &namespace, None, "repository-forget")?;
+            let (grants, visibility) = repository_rows(tx, &namespace, &repository)?;
+            for (user, _) in &grants {
+                tx.delete(&Key::Grant {
+                    namespace: namespace.clone(),
+                    repository: repository.clone(),
+                    user: *user,
+                })?;
+            }
+            if visibility.is_some() {
+                tx.delete(&Key::Visibility {
+                    namespace: namespace.clone(),
+                    repository: repository.clone(),
+                })?;
+            }
+            Ok(vec![vec![
+                namespace.clone(),
+                repository.clone(),
+                grants.len().to_string(),
+                bool_word(visibility.is_some()).to_owned(),
+            ]])
+        })
+    }
+
     // ---- credentials ----
 
     /// `credential-list [USERNAME]` → rows `[credential id, kind, subject,
     /// expires ms, enabled, label, created ms, parent, generation, key
-    /// id]`. Without a name: the caller's own (an automation credential sees
-    /// itself and its descendants).
+    /// id, state]` (state: [`credential_state`]). Without a name: the
+    /// caller's own (an automation credential sees itself and its
+    /// descendants).
     fn credential_list(&self, c: &Caller, req: &Sau2Request) -> Result<Sau2Result, Sau2Result> {
         let target = match req.arguments.as_slice() {
             [] => None,
@@ -1016,9 +1199,11 @@ impl Service {
                 ids
             };
             let mut rows = Vec::new();
+            let now = crate::now_ms();
             for id in ids {
                 if let Some(r) = dir.get::<CredentialRow>(&Key::Credential(id))? {
-                    rows.push(credential_fields(id, &r));
+                    let state = credential_state(dir, &r, now)?;
+                    rows.push(credential_fields(id, &r, state));
                 }
             }
             Ok(rows)

@@ -58,6 +58,15 @@ pub enum AuthError {
     /// The pepper file is unusable (size).
     #[error("the pepper {} is invalid: {reason}", path.display())]
     PepperInvalid { path: PathBuf, reason: String },
+    /// The pepper file can be read (or written) by users other than its
+    /// owner and group (Unix): a secret every local account could copy.
+    #[error(
+        "the pepper {} is readable by other users (mode {mode:04o}): run `chmod 600 {}` \
+         (640 for a group the service runs in), then start again",
+        path.display(),
+        path.display()
+    )]
+    PepperExposed { path: PathBuf, mode: u32 },
     /// A password that the policy refuses.
     #[error("invalid password: {0}")]
     InvalidPassword(String),
@@ -125,6 +134,7 @@ impl AuthError {
             AuthError::PepperInvalid { .. } | AuthError::WitnessMalformed { .. } => {
                 ErrorCode::Malformed
             }
+            AuthError::PepperExposed { .. } => ErrorCode::Refused,
             AuthError::InvalidPassword(_) | AuthError::Invalid { .. } => ErrorCode::Usage,
             AuthError::Corrupt { .. } | AuthError::MissingRow { .. } => ErrorCode::Corrupt,
             AuthError::Database(_) | AuthError::Certificate(_) | AuthError::Hashing(_) => {

@@ -150,10 +150,34 @@ impl Drop for Pepper {
     }
 }
 
+/// Refuse a secret file other users may read or write (mode `o+r` or
+/// `o+w`); owner and group permissions are the operator's choice.
+#[cfg(unix)]
+pub fn check_private(path: &Path, meta: &std::fs::Metadata) -> Result<(), AuthError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o006 != 0 {
+        return Err(AuthError::PepperExposed {
+            path: path.to_owned(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
 impl Pepper {
     /// Read an existing pepper file.
+    /// On Unix a file other users may read or write is refused
+    /// ([`AuthError::PepperExposed`]; its group may read it).
     pub fn read(path: &Path) -> Result<Pepper, AuthError> {
-        let bytes = std::fs::read(path).map_err(|e| AuthError::io(path, e))?;
+        let mut f = std::fs::File::open(path).map_err(|e| AuthError::io(path, e))?;
+        #[cfg(unix)]
+        {
+            let meta = f.metadata().map_err(|e| AuthError::io(path, e))?;
+            check_private(path, &meta)?;
+        }
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| AuthError::io(path, e))?;
         if bytes.len() < MIN_PEPPER_BYTES || bytes.len() > MAX_PEPPER_BYTES {
             return Err(AuthError::PepperInvalid {
                 path: path.to_owned(),

@@ -8,8 +8,9 @@ use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use scribe_format::echo::echo;
 use scribe_format::manifest::ManifestRef;
-use scribe_format::{ErrorCode, FileContentId, ObjectId};
+use scribe_format::{Concern, ErrorCode, FileContentId, ObjectId, RepositoryId};
 use scribe_objects::ObjectStore;
 use scribe_server::Service;
 use scribe_workspace::records::BaselineRecord;
@@ -47,6 +48,9 @@ pub fn connect(url: &str, create: bool, ctx: &Context) -> Result<Client> {
 pub struct ServerLink {
     url: String,
     repo: String,
+    /// The workspace's repository id: a `not_found` is checked against it
+    /// (a repository renamed on the server, [`ServerLink::explain`]).
+    repository_id: Option<RepositoryId>,
     ctx: Context,
     client: Mutex<Option<Client>>,
     cache: ObjectStore,
@@ -77,6 +81,7 @@ impl ServerLink {
         Ok(ServerLink {
             url: url.to_string(),
             repo: repo.to_string(),
+            repository_id: None,
             ctx: ctx.clone(),
             client: Mutex::new(None),
             cache: ws.cache()?,
@@ -88,9 +93,53 @@ impl ServerLink {
         })
     }
 
+    /// The same link, knowing the workspace's repository id.
+    pub fn with_repository_id(mut self, id: RepositoryId) -> ServerLink {
+        self.repository_id = Some(id);
+        self
+    }
+
     /// The repository's name on the server.
     pub fn repo(&self) -> &str {
         &self.repo
+    }
+
+    /// The error for a repository this link names that the server lacks:
+    /// when the server holds the workspace's repository (same id) under
+    /// another name, a `not_found` that says so and names the command that
+    /// follows the rename ([`Concern::RepositoryRenamed`]); else `None`.
+    pub fn renamed(&self, c: &mut Client) -> Option<Error> {
+        let id = self.repository_id?;
+        let list = c.repo_list().ok()?;
+        if list.iter().any(|r| r.name == self.repo) {
+            return None;
+        }
+        let now = list.iter().find(|r| r.id == id)?;
+        Some(
+            Error::new(
+                ErrorCode::NotFound,
+                format!(
+                    "the server has no repository {}: this workspace's repository (id {id}) is \
+                     named {} there now",
+                    echo(&self.repo),
+                    echo(&now.name)
+                ),
+            )
+            .concerning(Concern::RepositoryRenamed {
+                name: now.name.clone(),
+                url: self.url.clone(),
+            }),
+        )
+    }
+
+    /// `e`, or the rename it comes from ([`ServerLink::renamed`]).
+    fn explain(&self, c: &mut Client, e: ClientError) -> Error {
+        if e.code() == ErrorCode::NotFound {
+            if let Some(renamed) = self.renamed(c) {
+                return renamed;
+            }
+        }
+        e.into()
     }
 
     /// The server URL.
@@ -117,14 +166,14 @@ impl ServerLink {
             *guard = Some(connect(&self.url, false, &self.ctx)?);
         }
         let c = guard.as_mut().expect("connected just above");
-        let r = f(c);
+        let r = f(c).map_err(|e| self.explain(c, e));
         // A connection an exchange broke is dropped: the next call
         // connects again (an error a caller set aside, such as a failed
         // prefetch, must not leave every later call "failed earlier").
         if c.is_broken() {
             *guard = None;
         }
-        Ok(r?)
+        r
     }
 
     /// Run `f` on a connection no other thread is using: the main one if
@@ -138,11 +187,11 @@ impl ServerLink {
                 *guard = Some(connect(&self.url, false, &self.ctx)?);
             }
             let c = guard.as_mut().expect("connected just above");
-            let r = f(c);
+            let r = f(c).map_err(|e| self.explain(c, e));
             if c.is_broken() {
                 *guard = None;
             }
-            return Ok(r?);
+            return r;
         }
         let idle = self.spare.lock().ok().and_then(|mut v| v.pop());
         let client = match idle {
@@ -176,7 +225,7 @@ impl ServerLink {
             }
             Err(e) => {
                 self.extra.fetch_sub(1, Ordering::SeqCst);
-                Err(e.into())
+                Err(self.explain(&mut c, e))
             }
         }
     }

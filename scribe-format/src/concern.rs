@@ -17,6 +17,10 @@ pub enum Concern {
     Change { change: u64, head: Option<u64> },
     /// A repository the server does not have.
     Repository,
+    /// A workspace's repository the server holds under another name now
+    /// (`scribe-server repo rename`): `name` is the new one, `url` the
+    /// workspace's server.
+    RepositoryRenamed { name: String, url: String },
     /// A directory named as an embedded server that holds no data root.
     DataRoot,
     /// A branch the repository does not have (or does not serve).

@@ -28,6 +28,10 @@ use crate::repo::Repository;
 use crate::tables::{CATALOG_META, CATALOG_REPOS, CATALOG_REPO_NAMES, CATALOG_SCHEMA};
 use scribe_format::descriptor::{Descriptor, Kind};
 
+/// Where [`DataRoot::delete_repository`] moves a deleted repository's
+/// directory: `<data>/deleted/<id hex>-<unix ms>/`.
+pub const DELETED_DIR: &str = "deleted";
+
 /// Builds the object hooks of an opened repository from its `objects/` directory.
 pub type ObjectsFactory = dyn Fn(&Path, RepositoryId) -> Result<Objects> + Send + Sync;
 
@@ -640,6 +644,150 @@ impl DataRoot {
     fn catalog_write(&self) -> Result<crate::journal::WriteTx> {
         let (db, archive) = self.catalog_parts()?;
         crate::journal::begin_archived(&db, &archive)
+    }
+
+    /// Rename the repository `old` to `new` (offline administration:
+    /// nothing may hold the repository open). One catalog transaction
+    /// rewrites its `repos` row (same id, state, creation time and main
+    /// branch; only the name) and moves its `repo_names` row; then the
+    /// repository's descriptor records the new name. The catalog is
+    /// authoritative: a crash between the two leaves a descriptor with the
+    /// old name, which nothing checks and the next rename rewrites.
+    /// Refuses an invalid `new` (`malformed`), a `new` another repository
+    /// holds (`already_exists`) and an unknown `old` (`not_found`).
+    pub fn rename_repository(&self, old: &str, new: &str) -> Result<RepositoryId> {
+        validate_name(new)?;
+        let _gate = self
+            .create_gate
+            .lock()
+            .map_err(|_| MetadataError::Gate("poisoned".into()))?;
+        let id = self.repository_id(old)?;
+        if old == new {
+            return Err(MetadataError::refused(
+                ErrorCode::Usage,
+                format!("repository {} is named so already", echo(new)),
+            ));
+        }
+        self.forget_one(id)?;
+        {
+            let tx = self.catalog_write()?;
+            {
+                let mut names = tx.open_table(CATALOG_REPO_NAMES)?;
+                if names.get(new)?.is_some() {
+                    return Err(MetadataError::refused(
+                        ErrorCode::AlreadyExists,
+                        format!("repository {} exists", echo(new)),
+                    ));
+                }
+                let mut repos = tx.open_table(CATALOG_REPOS)?;
+                let rec = {
+                    let row = repos.get(id.0)?.ok_or_else(|| {
+                        MetadataError::corrupt(format!(
+                            "repo_names names {} as {id}, which has no repos row",
+                            echo(old)
+                        ))
+                    })?;
+                    CatalogRecord::decode(row.value())?
+                };
+                if rec.state != RepoState::Ready {
+                    return Err(MetadataError::refused(
+                        ErrorCode::NotFound,
+                        format!("repository {} is being created", echo(old)),
+                    ));
+                }
+                let renamed = CatalogRecord {
+                    name: new.to_owned(),
+                    ..rec
+                };
+                repos.insert(id.0, renamed.encode().as_slice())?;
+                names.remove(old)?;
+                names.insert(new, id.0)?;
+            }
+            tx.commit()?;
+        }
+        let dir = self.repo_dir(&id);
+        let mut d = database_descriptor::read(&dir)?;
+        d.set("name", new)
+            .map_err(|e| MetadataError::corrupt(format!("{}: {e}", dir.display())))?;
+        database_descriptor::write(&d, &dir)?;
+        Ok(id)
+    }
+
+    /// Delete the repository `name` from the catalog, keeping its data:
+    /// `repos/<id>/` is moved (one rename, same file system) to
+    /// `<data>/deleted/<id hex>-<unix ms>/`, flushed, and only then are its
+    /// `repos` and `repo_names` rows removed in one transaction. A crash
+    /// between the two leaves a catalog row whose directory is gone (the
+    /// repository is set aside when served); running the deletion again
+    /// finds the moved directory and removes the rows. Returns the id and
+    /// where the data went (`None` when an earlier run had moved it).
+    pub fn delete_repository(&self, name: &str) -> Result<(RepositoryId, Option<PathBuf>)> {
+        let _gate = self
+            .create_gate
+            .lock()
+            .map_err(|_| MetadataError::Gate("poisoned".into()))?;
+        let id = self.repository_id(name)?;
+        self.forget_one(id)?;
+        let dir = self.repo_dir(&id);
+        let deleted = self.dir.join(DELETED_DIR);
+        let moved = if dir.exists() {
+            std::fs::create_dir_all(&deleted).map_err(|e| MetadataError::io(&deleted, e))?;
+            let to = deleted.join(format!("{}-{}", id.to_hex(), now_ms()));
+            std::fs::rename(&dir, &to).map_err(|e| MetadataError::io(&dir, e))?;
+            sync_dir(&deleted)?;
+            sync_dir(&self.dir.join("repos"))?;
+            sync_dir(&self.dir)?;
+            Some(to)
+        } else {
+            let earlier = std::fs::read_dir(&deleted)
+                .ok()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.ok())
+                .any(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(&format!("{}-", id.to_hex()))
+                });
+            if !earlier {
+                return Err(MetadataError::corrupt(format!(
+                    "{} is missing and {} holds no earlier copy of repository {}",
+                    dir.display(),
+                    deleted.display(),
+                    echo(name)
+                )));
+            }
+            None
+        };
+        let tx = self.catalog_write()?;
+        {
+            tx.open_table(CATALOG_REPOS)?.remove(id.0)?;
+            tx.open_table(CATALOG_REPO_NAMES)?.remove(name)?;
+        }
+        tx.commit()?;
+        Ok((id, moved))
+    }
+
+    /// Close this root's handle of repository `id`, refusing when another
+    /// holder keeps it open (a rename or deletion needs it to itself).
+    fn forget_one(&self, id: RepositoryId) -> Result<()> {
+        let mut open = self
+            .open
+            .lock()
+            .map_err(|_| MetadataError::Gate("poisoned".into()))?;
+        if let Some(r) = open.remove(&id) {
+            if Arc::strong_count(&r) > 1 {
+                open.insert(id, r);
+                return Err(MetadataError::refused(
+                    ErrorCode::Busy,
+                    format!("repository {id} is in use"),
+                ));
+            }
+        }
+        if let Ok(mut aside) = self.set_aside.lock() {
+            aside.remove(&id);
+        }
+        Ok(())
     }
 
     /// Open the repository named `name`.

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use scribe_format::descriptor::{Descriptor, Kind};
-use scribe_format::{ObjectId, ObjectKind, RepositoryId};
+use scribe_format::{ErrorCode, ObjectId, ObjectKind, RepositoryId};
 use scribe_metadata::database_descriptor;
 use scribe_metadata::pins::PinOwnerState;
 use scribe_metadata::{DataRoot, MemoryObjects, MetadataError, Objects, RepositoryInfo};
@@ -47,6 +47,9 @@ pub enum AdminError {
     /// cannot be used.
     #[error("the data root's auth binding: {0}")]
     Team(String),
+    /// A request refused as asked (a name taken, a confirmation missing).
+    #[error("error[{code}]: {message}")]
+    Refused { code: ErrorCode, message: String },
 }
 
 /// What a command found, per repository.

@@ -12,12 +12,16 @@
 //! | [`team`] | a data root bound to scribe-auth: `auth-init`, the team TLS configuration, [`team::TeamAuthorizer`] |
 //! | [`tls`] | rustls configuration from PEM files |
 //! | [`admin`] | offline administration: doctor, verify, rebuild-locator, compaction, recovery, pins |
+//! | [`runtime`] | `serve --runtime-dir`: the pid and `listen` files, and those a killed server left |
+//! | [`repos`] | offline `repo rename` and `repo delete`, with the auth service's grants and visibility |
 //!
 //! `docs/server.md` describes the behaviour and its decisions.
 
 pub mod admin;
 pub mod in_process;
 pub mod listener;
+pub mod repos;
+pub mod runtime;
 pub mod service;
 pub mod team;
 #[cfg(feature = "tier")]

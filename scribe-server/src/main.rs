@@ -572,6 +572,48 @@ enum RepoCommand {
         /// The repository name
         name: String,
     },
+    /// Rename a repository (offline)
+    ///
+    /// The id, history, object store and workspace registrations stay; the
+    /// catalog and the repository's descriptor take the new name. On a data
+    /// root bound to an auth service its grants and visibility move to the
+    /// new name first (an administrator's credential is needed). Workspaces
+    /// follow with `scribe workspace set-server URL`.
+    Rename {
+        #[command(flatten)]
+        data: DataArg,
+        /// The repository's current name
+        old: String,
+        /// Its new name
+        new: String,
+        /// With auth: the administrator's credential file (default:
+        /// $SCRIBE_CREDENTIAL, else the stored login's credential.pem)
+        #[arg(long, value_name = "FILE")]
+        credential: Option<PathBuf>,
+    },
+    /// Delete a repository (offline), keeping its data aside
+    ///
+    /// Without --yes, only says what would happen. With --yes and --confirm
+    /// (the name or id typed again): its grants and visibility go from the
+    /// auth service (when bound), its directory moves to
+    /// <data>/deleted/<id>-<unix ms>/ (remove it yourself when sure), and
+    /// its catalog entry goes. Refused on a data root with S3 tier state.
+    Delete {
+        #[command(flatten)]
+        data: DataArg,
+        /// The repository name
+        name: String,
+        /// Delete (without it, only say what would happen)
+        #[arg(long)]
+        yes: bool,
+        /// The repository's name or id, typed again
+        #[arg(long, value_name = "NAME_OR_ID")]
+        confirm: Option<String>,
+        /// With auth: the administrator's credential file (default:
+        /// $SCRIBE_CREDENTIAL, else the stored login's credential.pem)
+        #[arg(long, value_name = "FILE")]
+        credential: Option<PathBuf>,
+    },
 }
 
 fn hint(e: &anyhow::Error) -> Option<&'static str> {
@@ -690,6 +732,51 @@ fn run(cli: Cli) -> Result<ExitCode> {
             println!("{}", info.id.to_hex());
             eprintln!("created repository {name}");
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Repo {
+            command:
+                RepoCommand::Rename {
+                    data,
+                    old,
+                    new,
+                    credential,
+                },
+        } => {
+            let admin = admin_credential_if_bound(&data.data, credential)?;
+            let (id, report) =
+                scribe_server::repos::rename(&data.data, &old, &new, admin.as_ref())?;
+            println!("{}", id.to_hex());
+            Ok(print_report("repo rename", &report))
+        }
+        Command::Repo {
+            command:
+                RepoCommand::Delete {
+                    data,
+                    name,
+                    yes,
+                    confirm,
+                    credential,
+                },
+        } => {
+            let admin = if yes {
+                admin_credential_if_bound(&data.data, credential)?
+            } else {
+                None
+            };
+            let d = scribe_server::repos::delete(
+                &data.data,
+                &name,
+                &scribe_server::repos::DeleteOptions { yes, confirm },
+                admin.as_ref(),
+            )?;
+            Ok(print_report(
+                if d.deleted {
+                    "repo delete"
+                } else {
+                    "repo delete (nothing deleted)"
+                },
+                &d.report,
+            ))
         }
         Command::Serve {
             data,
@@ -1177,6 +1264,45 @@ fn login_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config").join("scribe"))
 }
 
+/// An administrator's credential (certificate, key PEM) for `what`: the
+/// file given, else $SCRIBE_CREDENTIAL, else the stored login's.
+fn admin_credential(credential: Option<PathBuf>, what: &str) -> Result<(String, String)> {
+    let credential = credential
+        .or_else(|| std::env::var_os("SCRIBE_CREDENTIAL").map(PathBuf::from))
+        .or_else(|| login_dir().map(|d| d.join("credential.pem")))
+        .ok_or_else(|| anyhow!("give --credential (no stored login found)"))?;
+    let text = std::fs::read_to_string(&credential)
+        .with_context(|| format!("cannot read {}", credential.display()))
+        .with_context(|| {
+            format!(
+                "{what} needs an administrator's credential: sign in with `scribe login --admin` \
+                 (or set SCRIBE_CREDENTIAL)"
+            )
+        })?;
+    let at = text
+        .find("-----BEGIN PRIVATE KEY-----")
+        .ok_or_else(|| anyhow!("{} holds no private key", credential.display()))?;
+    let (cert, key) = text.split_at(at);
+    Ok((cert.to_owned(), key.to_owned()))
+}
+
+/// The administrator's credential when the data root at `data` is bound
+/// to an auth service (`repo rename` / `repo delete` change its grants);
+/// `None` otherwise.
+fn admin_credential_if_bound(
+    data: &Path,
+    credential: Option<PathBuf>,
+) -> Result<Option<(String, String)>> {
+    let bound = scribe_server::team::requires_auth(data).unwrap_or(false);
+    if !bound {
+        return Ok(None);
+    }
+    Ok(Some(admin_credential(
+        credential,
+        "changing a repository's name",
+    )?))
+}
+
 fn auth_init(
     data: PathBuf,
     auth: Option<String>,
@@ -1201,17 +1327,7 @@ fn auth_init(
                 .to_owned()
         }
     };
-    let credential = credential
-        .or_else(|| std::env::var_os("SCRIBE_CREDENTIAL").map(PathBuf::from))
-        .or_else(|| stored("credential.pem"))
-        .ok_or_else(|| anyhow!("give --credential (no stored login found)"))?;
-    let text = read(&credential).context(
-        "auth-init needs an administrator's credential: sign in with `scribe login --admin` (or set SCRIBE_CREDENTIAL)",
-    )?;
-    let at = text
-        .find("-----BEGIN PRIVATE KEY-----")
-        .ok_or_else(|| anyhow!("{} holds no private key", credential.display()))?;
-    let (cert, key) = text.split_at(at);
+    let (cert, key) = admin_credential(credential, "auth-init")?;
     let ca = auth_ca
         .or_else(|| stored("auth-ca.pem"))
         .ok_or_else(|| anyhow!("give --auth-ca (no stored login found)"))?;
@@ -1223,7 +1339,7 @@ fn auth_init(
         name,
         hosts,
         access_ca_pem,
-        credential: (cert.to_owned(), key.to_owned()),
+        credential: (cert, key),
     })
     .map_err(|e| {
         let code = e.code();
@@ -1344,6 +1460,23 @@ fn serve(
         _ => None,
     };
     let scheme = if tls.is_some() { "scribes" } else { "scribe" };
+    // Runtime files a killed server left: gone now if its process is, so
+    // nothing reads a dead address while this one opens; a running pid is
+    // left until the data root's LOCK is ours (it may be the server that
+    // holds it, which Service::open then names).
+    let mut found = runtime_dir.and_then(scribe_server::runtime::leftover);
+    if let (Some(dir), Some(l)) = (runtime_dir, &found) {
+        if !l.alive {
+            scribe_server::runtime::clear(dir)
+                .with_context(|| format!("cannot clear runtime directory {}", dir.display()))?;
+            eprintln!(
+                "scribe-server: removed stale runtime files in {} ({l}): the server that wrote \
+                 them did not stop cleanly",
+                dir.display()
+            );
+            found = None;
+        }
+    }
     let mut service = Service::open(data);
     // A cache trim (--cache-bytes) killed during its store swap stops its
     // repository's opening: finish the recorded swap, then open again.
@@ -1431,15 +1564,29 @@ fn serve(
         .block_on(Listener::bind(listen, service.clone(), options))
         .with_context(|| format!("cannot listen on {listen}"))?;
     let addr = listener.local_addr().context("no local address")?;
+    if let (Some(dir), Some(l)) = (runtime_dir, &found) {
+        // The data root is ours: that process does not serve it.
+        eprintln!(
+            "scribe-server: replacing runtime files in {} ({l}): that process does not serve \
+             this data root",
+            dir.display()
+        );
+        scribe_server::runtime::clear(dir)
+            .with_context(|| format!("cannot clear runtime directory {}", dir.display()))?;
+    }
     if let Some(dir) = runtime_dir {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create runtime directory {}", dir.display()))?;
         write_runtime(
             dir,
-            "scribe-server.pid",
+            scribe_server::runtime::PID_FILE,
             &format!("{}\n", std::process::id()),
         )?;
-        write_runtime(dir, "listen", &format!("{addr}\n"))?;
+        write_runtime(
+            dir,
+            scribe_server::runtime::LISTEN_FILE,
+            &format!("{addr}\n"),
+        )?;
     }
     eprintln!(
         "scribe-server: serving {} on {scheme}://{addr} (pid {})",
@@ -1459,8 +1606,7 @@ fn serve(
     // Every connection has finished: release the data root, then the files.
     drop(service);
     if let Some(dir) = runtime_dir {
-        let _ = std::fs::remove_file(dir.join("listen"));
-        let _ = std::fs::remove_file(dir.join("scribe-server.pid"));
+        let _ = scribe_server::runtime::clear(dir);
     }
     result?;
     eprintln!("scribe-server: stopped");

@@ -783,3 +783,151 @@ fn sigkill_of_the_served_process_during_administration_loses_nothing_acknowledge
     let dir = s.fx.open().unwrap();
     dir.verify().unwrap();
 }
+
+/// `repository-rename` moves a repository's grants and visibility to its
+/// new name in one change; `repository-forget` removes them, so a later
+/// repository of that name starts with none. Namespace admins only.
+#[test]
+fn a_repository_rename_moves_its_grants_and_visibility_and_forget_removes_them() {
+    let s = Served::new();
+    s.admin(
+        "user-add",
+        &["carl", "a long enough password", "false", "person"],
+    );
+    s.admin("grant-set", &["art", "game", "ann", "admin"]);
+    s.admin("grant-set", &["art", "game", "carl", "writer"]);
+    s.admin("visibility-set", &["art", "game", "public"]);
+    s.admin("grant-set", &["art", "other", "carl", "reader"]);
+    // A repository admin administers the repository, not its name.
+    let ann = s.login("ann", ANN_PASSWORD);
+    assert_eq!(
+        code(
+            s.service
+                .admin(&ann, "repository-rename", &["art", "game", "game2"])
+        ),
+        ErrorCode::Forbidden
+    );
+    // A target holding rows already is refused, and nothing moves.
+    assert_eq!(
+        code(
+            s.service
+                .admin(&s.admin, "repository-rename", &["art", "game", "other"])
+        ),
+        ErrorCode::AlreadyExists
+    );
+    assert_eq!(
+        s.admin("repository-rename", &["art", "game", "game2"]),
+        [["art", "game", "game2", "2", "true"]]
+    );
+    let grants = s.admin("grant-list", &["art"]);
+    let on = |repo: &str| {
+        let mut v: Vec<(String, String)> = grants
+            .iter()
+            .filter(|r| r[1] == repo)
+            .map(|r| (r[2].clone(), r[4].clone()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(on("game"), []);
+    assert_eq!(
+        on("game2"),
+        [
+            ("ann".to_owned(), "admin".to_owned()),
+            ("carl".to_owned(), "writer".to_owned())
+        ]
+    );
+    assert_eq!(on("other"), [("carl".to_owned(), "reader".to_owned())]);
+    assert_eq!(
+        s.admin("visibility-get", &["art", "game2"]),
+        [["public", "1"]]
+    );
+    assert_eq!(
+        s.admin("visibility-get", &["art", "game"]),
+        [["private", "0"]]
+    );
+    // Again (an interrupted rename run again): nothing left to move.
+    assert_eq!(
+        s.admin("repository-rename", &["art", "game", "game2"]),
+        [["art", "game", "game2", "0", "false"]]
+    );
+    assert_eq!(
+        s.admin("repository-forget", &["art", "game2"]),
+        [["art", "game2", "2", "true"]]
+    );
+    assert!(s
+        .admin("grant-list", &["art"])
+        .iter()
+        .all(|r| r[1] != "game2"));
+    assert_eq!(
+        s.admin("visibility-get", &["art", "game2"]),
+        [["private", "0"]]
+    );
+    assert_eq!(
+        s.admin("audit", &["command=repository-rename"]).len(),
+        4,
+        "two refused and two applied renames are audited"
+    );
+}
+
+/// `credential-list` says how each credential stands if presented now, as
+/// the service decides it: a disabled user's sessions are
+/// `user-disabled` (its stored flag still true: enabling the user brings
+/// them back), a revoked one `revoked`, an expired one `expired`.
+#[test]
+fn credential_list_shows_a_disabled_users_sessions_as_refused() {
+    let expired = Id::random();
+    let s = Served::with(|dir| {
+        let (_key, key_id) = scribe_auth::ca::generate_key().unwrap();
+        let row = CredentialRow {
+            kind: CredentialKind::Automation,
+            subject: "ann".into(),
+            expires_ms: scribe_auth::now_ms() - 60_000,
+            enabled: true,
+            label: "lapsed".into(),
+            key_id,
+            created_ms: 500,
+            parent: None,
+            generation: Some(1),
+        };
+        dir.transact(|tx| tx.insert_credential(expired, &row, "PEM"))
+            .unwrap()
+            .unwrap();
+    });
+    let first = s.login("ann", ANN_PASSWORD);
+    let second = s.login("ann", ANN_PASSWORD);
+    let first_id = s.service.whoami(&first).unwrap().credential_id;
+    let second_id = s.service.whoami(&second).unwrap().credential_id;
+    s.admin("credential-revoke", &[&second_id]);
+    let state = |rows: &[Vec<String>], id: &str| -> (String, String) {
+        let r = rows.iter().find(|r| r[0] == id).unwrap();
+        assert_eq!(r.len(), 11, "{r:?}");
+        (r[4].clone(), r[10].clone())
+    };
+    let listed = s.admin("credential-list", &["ann"]);
+    assert_eq!(state(&listed, &first_id), ("true".into(), "enabled".into()));
+    assert_eq!(
+        state(&listed, &second_id),
+        ("false".into(), "revoked".into())
+    );
+    assert_eq!(
+        state(&listed, &expired.hex()),
+        ("true".into(), "expired".into())
+    );
+    s.admin("user-disable", &["ann"]);
+    assert_eq!(code(s.service.whoami(&first)), ErrorCode::Unauthenticated);
+    let listed = s.admin("credential-list", &["ann"]);
+    assert_eq!(
+        state(&listed, &first_id),
+        ("true".into(), "user-disabled".into()),
+        "refused while its user is disabled"
+    );
+    assert_eq!(
+        state(&listed, &second_id),
+        ("false".into(), "revoked".into())
+    );
+    s.admin("user-enable", &["ann"]);
+    assert_eq!(s.service.whoami(&first).unwrap().username, "ann");
+    let listed = s.admin("credential-list", &["ann"]);
+    assert_eq!(state(&listed, &first_id), ("true".into(), "enabled".into()));
+}

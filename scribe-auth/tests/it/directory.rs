@@ -180,16 +180,83 @@ fn a_second_opener_is_refused_while_the_lock_is_held() {
     fx.open().unwrap();
 }
 
+/// `bytes` into `path`, readable by its owner only (as `init` writes a
+/// pepper).
+fn write_private(path: &std::path::Path, bytes: &[u8]) {
+    std::fs::write(path, bytes).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+}
+
+/// A pepper other users may read or write is refused by name, with the
+/// chmod that fixes it; its owner's group may read it.
+#[cfg(unix)]
+#[test]
+fn a_pepper_other_users_can_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new();
+    drop(fx.init());
+    let mode =
+        |m: u32| std::fs::set_permissions(&fx.pepper, std::fs::Permissions::from_mode(m)).unwrap();
+    assert_eq!(
+        std::fs::metadata(&fx.pepper).unwrap().permissions().mode() & 0o777,
+        0o600,
+        "init writes it private"
+    );
+    for m in [0o644, 0o604, 0o602, 0o666] {
+        mode(m);
+        let r = fx.open();
+        match &r {
+            Err(e @ AuthError::PepperExposed { mode, .. }) => {
+                assert_eq!(*mode, m);
+                assert_eq!(e.code(), scribe_format::ErrorCode::Refused);
+                let text = e.to_string();
+                assert!(
+                    text.contains("readable by other users")
+                        && text.contains(&format!("chmod 600 {}", fx.pepper.display())),
+                    "{text}"
+                );
+            }
+            other => panic!("{m:o}: {other:?}"),
+        }
+    }
+    // What the operator sees: `serve` stops at once, saying so.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_scribe-auth"))
+        .arg("serve")
+        .arg("--data")
+        .arg(&fx.data)
+        .arg("--pepper-file")
+        .arg(&fx.pepper)
+        .arg("--witness-file")
+        .arg(&fx.witness)
+        .args(["--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("readable by other users (mode 0666)") && err.contains("chmod 600"),
+        "{err}"
+    );
+    for m in [0o640, 0o600, 0o400] {
+        mode(m);
+        drop(fx.open().unwrap_or_else(|e| panic!("{m:o}: {e}")));
+    }
+}
+
 #[test]
 fn wrong_pepper_is_refused() {
     let fx = Fixture::new();
     drop(fx.init());
     let other = fx.path("other-pepper");
-    std::fs::write(&other, [9u8; 32]).unwrap();
+    write_private(&other, &[9u8; 32]);
     let r = scribe_auth::AuthDir::open(&fx.data, &other, &fx.witness);
     assert!(matches!(r, Err(AuthError::PepperMismatch { .. })), "{r:?}");
     // A pepper too short is named as such.
-    std::fs::write(&other, [9u8; 8]).unwrap();
+    write_private(&other, &[9u8; 8]);
     let r = scribe_auth::AuthDir::open(&fx.data, &other, &fx.witness);
     assert!(matches!(r, Err(AuthError::PepperInvalid { .. })), "{r:?}");
     fx.open().unwrap();
@@ -307,7 +374,7 @@ fn backup_and_restore_give_a_new_incarnation() {
     scribe_auth::AuthDir::open(&restored_dir, &fx.pepper, &fx.witness).unwrap();
     // Restore with another pepper is refused before anything is written.
     let other = fx.path("other-pepper");
-    std::fs::write(&other, [1u8; 40]).unwrap();
+    write_private(&other, &[1u8; 40]);
     let r = dir::restore(&fx.path("r2"), &bk, &other, &fx.path("w2"));
     assert!(matches!(r, Err(AuthError::PepperMismatch { .. })), "{r:?}");
     assert!(!fx.path("w2").exists());

@@ -330,10 +330,13 @@ pub enum WorkspaceCmd {
         /// The workspace id (32 hex digits; default: this one)
         workspace: Option<String>,
     },
-    /// Point this workspace at the server's new address (host or port moved)
+    /// Point this workspace at the server's new address (host or port moved),
+    /// or follow its repository's rename
     ///
-    /// The server at URL must hold the same repository (same id) and this
-    /// workspace's registration; only the stored URL changes.
+    /// The server at URL must hold the same repository (same id, whatever
+    /// its name now) and this workspace's registration; the stored URL and
+    /// repository name change (after `scribe-server repo rename`, give the
+    /// same URL).
     SetServer {
         /// scribe://HOST:PORT, scribes://HOST:PORT, or a data root path
         url: String,

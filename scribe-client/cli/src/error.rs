@@ -142,6 +142,11 @@ pub fn hint_about(concern: &Concern) -> Option<String> {
         Concern::Change { head: None, .. } => "`scribe log` lists the changes".into(),
         Concern::Repository => "`scribe repo list --server URL` lists the repositories; `scribe repo create NAME --server URL` makes one"
             .into(),
+        Concern::RepositoryRenamed { url, .. } => format!(
+            "run `scribe workspace set-server {url}` once in this workspace: it follows the \
+             rename (same repository: its history, your opened files and this workspace's \
+             registration stay)"
+        ),
         Concern::DataRoot => "`scribe repo create NAME --server PATH` makes a data root there, with its first repository"
             .into(),
         Concern::Branch => "this server serves the main branch: leave out `--branch`".into(),

@@ -158,9 +158,13 @@ fn main() -> ExitCode {
         }
     };
     let json = cli.global.json;
+    let out = ui::Out {
+        quiet: cli.global.quiet,
+        json,
+    };
     let again = retry_hint(&cli.command);
     let room = disk_full_hint(&cli.command);
-    match run(cli) {
+    match run(cli).map_err(|e| explain_rename(e, out)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(mut e) => {
             if e.code == ErrorCode::Unreachable {
@@ -177,6 +181,32 @@ fn main() -> ExitCode {
             e.print(json);
             ExitCode::from(e.exit_status())
         }
+    }
+}
+
+/// A `not_found` met in a workspace whose repository the server holds
+/// under another name now (`scribe-server repo rename`): that error,
+/// naming the new name and `scribe workspace set-server` (one more
+/// question to the server, asked only on this error path). Any other
+/// error is returned as it is.
+fn explain_rename(e: CliError, out: ui::Out) -> CliError {
+    if e.code != ErrorCode::NotFound
+        || matches!(
+            e.concern.as_deref(),
+            Some(scribe_format::Concern::RepositoryRenamed { .. })
+        )
+    {
+        return e;
+    }
+    let Ok(c) = ctx::Ctx::from_env(out) else {
+        return e;
+    };
+    let Ok(o) = ctx::open_for_reading(&c) else {
+        return e;
+    };
+    match scribe_client::workflow::workspace::renamed(&c.lib, &o) {
+        Some(renamed) => renamed.into(),
+        None => e,
     }
 }
 

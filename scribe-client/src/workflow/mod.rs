@@ -53,6 +53,9 @@ impl Opened {
 
     /// The link to this workspace's server.
     pub fn link(&self, ctx: &Context) -> Result<ServerLink> {
-        ServerLink::new(&self.ws, &self.meta.server, &self.meta.repository_name, ctx)
+        Ok(
+            ServerLink::new(&self.ws, &self.meta.server, &self.meta.repository_name, ctx)?
+                .with_repository_id(self.meta.repository_id),
+        )
     }
 }

@@ -147,6 +147,11 @@ pub fn list_all(
 /// The repository as the server describes it now (incarnation, head).
 pub fn repo_info(remote: &ServerLink) -> Result<m::RepoInfo> {
     let repos = remote.with(|c| c.repo_list())?;
+    if !repos.iter().any(|r| r.name == remote.repo()) {
+        if let Some(e) = remote.with(|c| Ok(remote.renamed(c)))? {
+            return Err(e);
+        }
+    }
     repos
         .into_iter()
         .find(|r| r.name == remote.repo())

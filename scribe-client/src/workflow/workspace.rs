@@ -364,38 +364,47 @@ pub fn refuse_if_retired(o: &Opened) -> Result<()> {
 }
 
 /// Point `o` at the server now at `url` (#18 item 2): a server that moved
-/// to another host or port. The server at `url` must hold the same
-/// repository (same id) and know this workspace; nothing else changes.
-pub fn set_server(ctx: &Context, o: &Opened, url: &str) -> Result<String> {
+/// to another host or port, or a repository its operator renamed
+/// (`scribe-server repo rename`). The server at `url` must hold the same
+/// repository (same id, found by id whatever its name) and know this
+/// workspace; the URL and the repository's name are what change.
+/// Returns the URL and the repository's name as stored now.
+pub fn set_server(ctx: &Context, o: &Opened, url: &str) -> Result<(String, String)> {
     let url = ServerUrl::absolute(url)?;
     let mut client = connect(&url, false, ctx)?;
     let repos = client.repo_list()?;
-    let repo = repos
-        .iter()
-        .find(|r| r.name == o.meta.repository_name)
-        .ok_or_else(|| {
-            Error::new(
-                ErrorCode::NotFound,
-                format!(
-                    "the server at {url} has no repository named {}",
-                    echo(&o.meta.repository_name)
-                ),
-            )
-            .concerning(Concern::Repository)
-        })?;
-    if repo.id != o.meta.repository_id {
-        return Err(Error::new(
-            ErrorCode::Refused,
-            format!(
-                "the repository {} at {url} is another repository (id {}, this workspace's is {})",
-                echo(&o.meta.repository_name),
-                repo.id,
-                o.meta.repository_id
-            ),
-        ));
-    }
+    let repo = match repos.iter().find(|r| r.id == o.meta.repository_id) {
+        Some(r) => r,
+        None => {
+            return Err(
+                match repos.iter().find(|r| r.name == o.meta.repository_name) {
+                    Some(other) => Error::new(
+                        ErrorCode::Refused,
+                        format!(
+                            "the repository {} at {url} is another repository (id {}, this \
+                         workspace's is {})",
+                            echo(&o.meta.repository_name),
+                            other.id,
+                            o.meta.repository_id
+                        ),
+                    ),
+                    None => Error::new(
+                        ErrorCode::NotFound,
+                        format!(
+                            "the server at {url} has no repository named {} nor any with this \
+                         workspace's repository id {}",
+                            echo(&o.meta.repository_name),
+                            o.meta.repository_id
+                        ),
+                    )
+                    .concerning(Concern::Repository),
+                },
+            );
+        }
+    };
+    let name = repo.name.clone();
     let known = client
-        .workspace_list(&o.meta.repository_name)?
+        .workspace_list(&name)?
         .iter()
         .any(|w| w.workspace == o.meta.workspace_id);
     if !known {
@@ -409,10 +418,20 @@ pub fn set_server(ctx: &Context, o: &Opened, url: &str) -> Result<String> {
     }
     let mut meta = o.meta.clone();
     meta.server = url.clone();
+    meta.repository_name = name.clone();
     let tx = o.ws.write()?;
     tx.set_meta(&meta)?;
     tx.commit()?;
-    Ok(url)
+    Ok((url, name))
+}
+
+/// When the server holds `o`'s repository (same id) under another name
+/// than the workspace records: the `not_found` that says so and names
+/// the command that follows the rename ([`ServerLink::renamed`]). `None`
+/// when it does not, or the server cannot be asked.
+pub fn renamed(ctx: &Context, o: &Opened) -> Option<Error> {
+    let link = o.link(ctx).ok()?;
+    link.with(|c| Ok(link.renamed(c))).ok().flatten()
 }
 
 /// What `scribe info` shows: the local binding, and what the server says

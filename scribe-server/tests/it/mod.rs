@@ -7,6 +7,7 @@ mod process;
 mod put_many;
 mod recovery;
 mod repair;
+mod repos;
 mod team;
 mod tier;
 mod tls;

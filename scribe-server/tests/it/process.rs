@@ -588,3 +588,151 @@ fn serve_compacts_an_idle_repository_after_a_streamed_import() {
     sigterm(&s.child);
     assert!(s.child.wait().unwrap().success());
 }
+
+/// Spawn `serve` on `data` with runtime directory `runtime`, its stderr
+/// into `log`; wait until `runtime`'s pid file names it and `listen` is
+/// written.
+fn serve_logged(data: &Path, runtime: &Path, log: &Path) -> Served {
+    let mut child = bin()
+        .args([
+            "serve",
+            "--data",
+            data.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--runtime-dir")
+        .arg(runtime)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .expect("spawn serve");
+    loop {
+        let ours = std::fs::read_to_string(runtime.join("scribe-server.pid"))
+            .is_ok_and(|p| p.trim() == child.id().to_string());
+        if ours {
+            if let Ok(s) = std::fs::read_to_string(runtime.join("listen")) {
+                if s.ends_with('\n') {
+                    return Served {
+                        child,
+                        runtime: runtime.to_owned(),
+                        addr: s.trim().to_string(),
+                    };
+                }
+            }
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "serve exited early with {status}: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// After SIGKILL the runtime files stay; they are not trusted
+/// (`runtime::live_listen`), and the next start says what it found,
+/// removes them before opening the data root and writes its own. A pid
+/// file naming a running process that does not serve the data root (a
+/// pid reused after a reboot) is replaced once the data root is ours.
+#[test]
+fn a_start_after_sigkill_replaces_the_stale_runtime_files_and_says_so() {
+    use scribe_server::runtime::{leftover, live_listen, Leftover};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    assert!(run(&["init", "--data", d]).status.success());
+    let run_dir = dir.path().join("run");
+    let mut s = serve(&data, &run_dir);
+    let (old_pid, old_addr) = (s.child.id(), s.addr.clone());
+    assert_eq!(live_listen(&run_dir).as_deref(), Some(old_addr.as_str()));
+    signal(&s.child, libc::SIGKILL);
+    s.child.wait().unwrap();
+    assert_eq!(
+        leftover(&run_dir),
+        Some(Leftover {
+            pid: Some(old_pid),
+            listen: Some(old_addr.clone()),
+            alive: false
+        })
+    );
+    assert_eq!(live_listen(&run_dir), None, "a dead server's address");
+
+    let log = dir.path().join("serve.log");
+    let mut s = serve_logged(&data, &run_dir, &log);
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        said.contains(&format!(
+            "removed stale runtime files in {} (pid {old_pid} (gone), listen {old_addr})",
+            run_dir.display()
+        )),
+        "{said}"
+    );
+    assert_eq!(live_listen(&run_dir).as_deref(), Some(s.addr.as_str()));
+    signal(&s.child, libc::SIGKILL);
+    s.child.wait().unwrap();
+
+    // A running pid (this test process) that serves nothing.
+    std::fs::write(
+        run_dir.join("scribe-server.pid"),
+        format!("{}\n", std::process::id()),
+    )
+    .unwrap();
+    std::fs::write(run_dir.join("listen"), "127.0.0.1:1\n").unwrap();
+    assert!(leftover(&run_dir).unwrap().alive);
+    let log = dir.path().join("serve2.log");
+    let mut s = serve_logged(&data, &run_dir, &log);
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        said.contains(&format!(
+            "replacing runtime files in {} (pid {} (running), listen 127.0.0.1:1)",
+            run_dir.display(),
+            std::process::id()
+        )),
+        "{said}"
+    );
+    sigterm(&s.child);
+    assert!(s.child.wait().unwrap().success());
+    assert_eq!(leftover(&run_dir), None, "a clean stop removes both");
+}
+
+/// A second server started on a served data root with the same runtime
+/// directory is refused and leaves the first one's files alone.
+#[test]
+fn a_refused_second_start_keeps_the_running_servers_runtime_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    assert!(run(&["init", "--data", d]).status.success());
+    let run_dir = dir.path().join("run");
+    let s = serve(&data, &run_dir);
+    let out = bin()
+        .args([
+            "serve",
+            "--data",
+            d,
+            "--listen",
+            "127.0.0.1:0",
+            "--runtime-dir",
+        ])
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("in use by PID"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        scribe_server::runtime::live_listen(&run_dir).as_deref(),
+        Some(s.addr.as_str())
+    );
+    assert_eq!(
+        std::fs::read_to_string(run_dir.join("scribe-server.pid"))
+            .unwrap()
+            .trim(),
+        s.child.id().to_string()
+    );
+}

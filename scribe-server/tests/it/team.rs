@@ -864,3 +864,83 @@ fn backup_and_restore_keep_the_server_key_private() {
     team.serve();
     drop(team.connect("alice"));
 }
+
+/// `repo rename` on a team server moves the repository's grants (keyed by
+/// name on the auth service) with it, through the administrator's stored
+/// login; `repo delete` removes them, so a new repository given the name
+/// starts with none.
+#[test]
+fn a_renamed_repository_keeps_its_grants_and_a_deleted_one_leaves_none_behind() {
+    let mut team = Team::start();
+    let d = team.data.to_str().unwrap().to_owned();
+    let login = team.tmp.path().join("login");
+    let nobody = team.tmp.path().join("no-login");
+    std::fs::create_dir_all(&nobody).unwrap();
+    let admin_run = |config: &Path, args: &[&str]| {
+        bin()
+            .args(args)
+            .env("SCRIBE_CONFIG_DIR", config)
+            .env_remove("SCRIBE_CREDENTIAL")
+            .output()
+            .unwrap()
+    };
+    let wa = WorkspaceId([1; 16]);
+    ok(team.connect("alice").ask(register(REPO, wa)));
+    team.stop();
+    // Without an administrator's credential: refused, naming it; nothing
+    // changes on either side.
+    let out = admin_run(&nobody, &["repo", "rename", "--data", &d, REPO, "renamed"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("administrator's credential"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = admin_run(&login, &["repo", "rename", "--data", &d, REPO, "renamed"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("4 grant(s)"),
+        "alice, bob, carol and erin: {}",
+        text(&out.stdout)
+    );
+    team.serve();
+    let mut alice = team.connect("alice");
+    let names: Vec<String> = alice.repo_list().into_iter().map(|r| r.name).collect();
+    assert_eq!(names, ["renamed"]);
+    match ok(alice.ask(list_workspaces("renamed"))) {
+        Response::WorkspaceList(l) => assert!(l.workspaces.iter().any(|w| w.workspace == wa)),
+        other => panic!("{other:?}"),
+    }
+    assert!(code_of(&alice.ask(list_workspaces(REPO))).is_some());
+    assert!(team.connect("dave").repo_list().is_empty());
+    drop(alice);
+    team.stop();
+    let out = admin_run(
+        &login,
+        &[
+            "repo",
+            "delete",
+            "--data",
+            &d,
+            "renamed",
+            "--yes",
+            "--confirm",
+            "renamed",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("4 grant(s)"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = run(&["repo", "create", "--data", &d, "renamed"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    team.serve();
+    let mut alice = team.connect("alice");
+    assert!(
+        alice.repo_list().is_empty(),
+        "the new repository of that name is not hers"
+    );
+    refused(alice.ask(list_workspaces("renamed")), ErrorCode::Forbidden);
+}

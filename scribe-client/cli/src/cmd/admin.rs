@@ -460,6 +460,21 @@ fn visibility(ctx: &Ctx, s: &Session, cmd: AdminVisibilityCmd) -> CliResult {
     )
 }
 
+/// How a `credential-list` row stands, as the auth service refuses or
+/// accepts it now (its eleventh field; from its stored `enabled` flag
+/// when an older service sent ten).
+fn credential_state_text(r: &[String]) -> &'static str {
+    match r.get(10).map(String::as_str) {
+        Some("enabled") => "enabled",
+        Some("revoked") => "revoked",
+        Some("expired") => "expired",
+        Some("user-disabled") => "disabled (user disabled)",
+        Some(_) => "unknown state",
+        None if r[4] == "true" => "enabled",
+        None => "revoked",
+    }
+}
+
 fn credential(ctx: &Ctx, s: &Session, cmd: AdminCredentialCmd) -> CliResult {
     match cmd {
         AdminCredentialCmd::List { user } => {
@@ -480,16 +495,19 @@ fn credential(ctx: &Ctx, s: &Session, cmd: AdminCredentialCmd) -> CliResult {
                         "parent",
                         "generation",
                         "key_id",
+                        "state",
                     ],
                 );
             }
-            for r in rows.iter().filter(|r| r.len() == 10) {
+            // Ten fields from an auth service before the state was added;
+            // further fields are a newer one's.
+            for r in rows.iter().filter(|r| r.len() >= 10) {
                 let expires = match r[3].parse::<u64>() {
                     Ok(u64::MAX) => "never".to_owned(),
                     Ok(ms) => utc(ms),
                     Err(_) => r[3].clone(),
                 };
-                let state = if r[4] == "true" { "enabled" } else { "revoked" };
+                let state = credential_state_text(r);
                 let parent = if r[7].is_empty() {
                     String::new()
                 } else {

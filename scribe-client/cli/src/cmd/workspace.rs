@@ -215,9 +215,17 @@ pub fn set_server(ctx: &Ctx, url: String) -> CliResult {
     check_url(&url)?;
     let o = ctx::open(ctx)?;
     let old = o.meta.server.clone();
-    let new = workspace::set_server(&ctx.lib, &o, &url)?;
+    let old_name = o.meta.repository_name.clone();
+    let (new, name) = workspace::set_server(&ctx.lib, &o, &url)?;
     ctx.out
         .status(format!("server of this workspace: {old} -> {new}"));
+    if name != old_name {
+        ctx.out.status(format!(
+            "repository of this workspace: {} -> {} (renamed on the server; same repository)",
+            scribe_format::echo::echo(&old_name),
+            scribe_format::echo::echo(&name)
+        ));
+    }
     Ok(())
 }
 

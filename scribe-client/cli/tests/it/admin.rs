@@ -236,3 +236,52 @@ fn administration_from_the_command_line() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("Error[forbidden]"), "{err}");
 }
+
+/// A disabled user's sessions are refused by the auth service, and
+/// `admin credential list --user` says so (text and JSON) instead of
+/// showing them enabled; enabling the user brings them back.
+#[test]
+fn credential_list_shows_a_disabled_users_sessions_as_disabled() {
+    let a = auth();
+    let admin = a.tmp.path().join("admin-config");
+    let bob = a.tmp.path().join("bob-config");
+    login(&a, &admin, "admin", PASSWORD, true);
+    let (code, out, err) = scribe(&admin, None, &["admin", "user", "add", "bob"], "");
+    assert_eq!(code, Some(0), "{err}");
+    let password = out
+        .lines()
+        .find_map(|l| l.split_once("password (shown once").map(|(_, r)| r))
+        .and_then(|r| r.rsplit_once(": "))
+        .map(|(_, pw)| pw.trim().to_owned())
+        .unwrap();
+    login(&a, &bob, "bob", &password, false);
+    let list = |json: bool| {
+        let mut args = vec!["admin", "credential", "list", "--user", "bob"];
+        if json {
+            args.push("--json");
+        }
+        let (code, out, err) = scribe(&admin, None, &args, "");
+        assert_eq!(code, Some(0), "{err}");
+        out
+    };
+    let out = list(false);
+    assert!(out.contains("  session  bob  enabled  "), "{out}");
+    let (code, _, err) = scribe(&admin, None, &["admin", "user", "disable", "bob"], "");
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = scribe(&bob, None, &["whoami"], "");
+    assert_eq!(code, Some(1), "refused: {err}");
+    let out = list(false);
+    assert!(
+        out.contains("  session  bob  disabled (user disabled)  "),
+        "{out}"
+    );
+    assert!(!out.contains("  enabled  "), "{out}");
+    let out = list(true);
+    assert!(
+        out.contains("\"enabled\":\"true\"") && out.contains("\"state\":\"user-disabled\""),
+        "{out}"
+    );
+    let (code, _, err) = scribe(&admin, None, &["admin", "user", "enable", "bob"], "");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(list(false).contains("  session  bob  enabled  "));
+}

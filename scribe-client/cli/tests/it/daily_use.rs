@@ -130,6 +130,62 @@ fn info_shows_where_you_are_and_set_server_follows_a_moved_server() {
     assert!(r.stdout.contains(&new_url), "unchanged: {}", r.stdout);
 }
 
+/// A repository its operator renamed (`scribe-server repo rename`, server
+/// stopped): the workspace's next command names the new name and the one
+/// command that follows it; after `workspace set-server` it works on, with
+/// its opened files.
+#[test]
+fn a_workspace_follows_its_repository_renamed_on_the_server() {
+    let mut env = Env::new(Transport::Process);
+    let a = env.workspace("alice", &[]);
+    write(&a, "a.txt", b"a");
+    env.scribe(&a, &["add", "a.txt"]).ok();
+    env.scribe(&a, &["submit", "-m", "one"]).ok();
+    write(&a, "b.txt", b"b");
+    env.scribe(&a, &["add", "b.txt"]).ok();
+    env.server_process().kill();
+    let (_, report) = scribe_server::repos::rename(&env.data(), "demo", "demo-2026", None).unwrap();
+    assert!(!report.notes.is_empty());
+    env.restart_server_process();
+    for args in [&["sync"][..], &["log"]] {
+        let r = env.scribe(&a, args);
+        assert_eq!(r.code, Some(1), "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains("is named \"demo-2026\" there now")
+                || r.stderr.contains("is named demo-2026 there now"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains(&format!(
+                "Hint: run `scribe workspace set-server {}`",
+                env.url
+            )),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+    let r = env.scribe(&a, &["workspace", "set-server", &env.url.clone()]);
+    r.ok();
+    assert!(
+        r.stderr
+            .contains("repository of this workspace: \"demo\" -> \"demo-2026\""),
+        "{}",
+        r.stderr
+    );
+    env.scribe(&a, &["sync"]).ok();
+    env.scribe(&a, &["submit", "-m", "two"]).ok();
+    let r = env.scribe(&a, &["info", "--json"]);
+    assert!(r.stdout.contains("demo-2026"), "{}", r.stdout);
+    let r = env.scribe(&a, &["log"]);
+    r.ok();
+    assert!(
+        r.stdout.contains("one") && r.stdout.contains("two"),
+        "{}",
+        r.stdout
+    );
+}
+
 /// #18 item 3: a retired workspace refuses `edit` and `add`, its hints
 /// lead out, and `workspace recreate` makes a new workspace in place
 /// keeping local edits, opened files and the recovery area.

@@ -1,0 +1,350 @@
+//! `scribe-server repo rename` and `repo delete` (the real binary on real
+//! data roots): what moves, what stays, what is refused and what is kept.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use scribe_format::wire::message as m;
+use scribe_format::wire::{Connection, Request, Response};
+use scribe_format::{OperationId, WorkspaceId};
+use scribe_server::{InProcessConnection, Service};
+use scribe_testkit::change::{accepted, change, Requests};
+use scribe_testkit::REPO;
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_scribe-server"))
+        .args(args)
+        .env_remove("SCRIBE_CREDENTIAL")
+        .output()
+        .expect("run scribe-server")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A data root with [`REPO`] holding one change made through a
+/// registered workspace; the repository's id.
+fn root_with_history(data: &Path) -> (scribe_format::RepositoryId, WorkspaceId, u64) {
+    let svc = Service::create(data).unwrap();
+    let info = scribe_server::service::dispatch::repo_create(&svc, REPO).unwrap();
+    let mut c = InProcessConnection::new(svc);
+    let ws = WorkspaceId([7; 16]);
+    c.register(ws);
+    let n = accepted(&c.upload_and_submit(
+        ws,
+        OperationId([1; 16]),
+        &change(&[("art/a.txt", Some(b"a".as_slice()), 0)]),
+        "first",
+    ));
+    (info.id, ws, n)
+}
+
+fn workspaces(c: &mut InProcessConnection, repo: &str) -> Response {
+    c.call(Request::WorkspaceList(m::WorkspaceListRequest {
+        repo: repo.into(),
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_renamed_repository_keeps_its_id_history_and_workspaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let (id, ws, head) = root_with_history(&data);
+    // Refusals change nothing: an unknown repository, a taken name, a
+    // malformed name.
+    let out = run(&["repo", "create", "--data", d, "taken"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for (args, says) in [
+        (["nope", "x"], "no repository"),
+        ([REPO, "taken"], "exists"),
+        ([REPO, "a/b"], "must be 1..=128 bytes"),
+    ] {
+        let out = run(&["repo", "rename", "--data", d, args[0], args[1]]);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            text(&out.stderr).contains(says),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    let out = run(&["repo", "rename", "--data", d, REPO, "game-2026"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).lines().next(), Some(id.to_hex().as_str()));
+    assert!(
+        text(&out.stdout).contains("scribe workspace set-server"),
+        "{}",
+        text(&out.stdout)
+    );
+    // The descriptor names it as the catalog does.
+    let desc = std::fs::read_to_string(data.join("repos").join(id.to_hex()).join("SCRIBE_FORMAT"))
+        .unwrap();
+    assert!(
+        desc.contains("name = game-2026\n") || desc.contains("name=game-2026\n"),
+        "{desc}"
+    );
+    let out = run(&["doctor", "--data", d]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+
+    let mut c = InProcessConnection::new(Service::open(&data).unwrap());
+    let list = c.repo_list();
+    let renamed = list.iter().find(|r| r.id == id).unwrap();
+    assert_eq!(renamed.name, "game-2026");
+    assert_eq!(renamed.head, head);
+    assert!(list.iter().all(|r| r.name != REPO));
+    match workspaces(&mut c, "game-2026") {
+        Response::WorkspaceList(l) => {
+            assert!(l.workspaces.iter().any(|w| w.workspace == ws), "{l:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+    match workspaces(&mut c, REPO) {
+        Response::Error(e) => assert!(e.message.contains("no repository"), "{e:?}"),
+        other => panic!("{other:?}"),
+    }
+    // The old name is free for a new repository (another id, no history).
+    drop(c);
+    let out = run(&["repo", "create", "--data", d, REPO]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_ne!(text(&out.stdout).trim(), id.to_hex());
+}
+
+#[test]
+fn a_deleted_repository_needs_confirmation_and_its_data_is_moved_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let (id, _ws, _head) = root_with_history(&data);
+    let repo_dir = data.join("repos").join(id.to_hex());
+    // Without --yes: says what would happen, changes nothing.
+    let out = run(&["repo", "delete", "--data", d, REPO]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("nothing deleted") && said.contains(&id.to_hex()),
+        "{said}"
+    );
+    // --yes without --confirm, and with a wrong one: refused.
+    for extra in [&["--yes"][..], &["--yes", "--confirm", "other"]] {
+        let mut args = vec!["repo", "delete", "--data", d, REPO];
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}");
+        assert!(
+            text(&out.stderr).contains("nothing deleted"),
+            "{extra:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    assert!(repo_dir.join("metadata.redb").is_file());
+    let out = run(&[
+        "repo",
+        "delete",
+        "--data",
+        d,
+        REPO,
+        "--yes",
+        "--confirm",
+        &id.to_hex(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!repo_dir.exists());
+    let kept: Vec<_> = std::fs::read_dir(data.join("deleted"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(kept.len(), 1);
+    let name = kept[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with(&format!("{}-", id.to_hex())), "{name}");
+    assert!(kept[0].join("metadata.redb").is_file() && kept[0].join("objects").is_dir());
+    assert!(
+        text(&out.stdout).contains(&kept[0].display().to_string()),
+        "says where: {}",
+        text(&out.stdout)
+    );
+    let out = run(&["doctor", "--data", d]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let mut c = InProcessConnection::new(Service::open(&data).unwrap());
+    assert!(c.repo_list().is_empty());
+    drop(c);
+    // The name is free again: a new repository, empty.
+    let out = run(&["repo", "create", "--data", d, REPO]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut c = InProcessConnection::new(Service::open(&data).unwrap());
+    let list = c.repo_list();
+    assert_eq!(list.len(), 1);
+    assert_ne!(list[0].id, id);
+    assert_eq!(list[0].head, 0);
+}
+
+/// A deletion interrupted after its directory moved (the catalog still
+/// names the repository) finishes when run again.
+#[test]
+fn an_interrupted_deletion_finishes_when_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let (id, _ws, _head) = root_with_history(&data);
+    std::fs::create_dir_all(data.join("deleted")).unwrap();
+    std::fs::rename(
+        data.join("repos").join(id.to_hex()),
+        data.join("deleted").join(format!("{}-1", id.to_hex())),
+    )
+    .unwrap();
+    let out = run(&[
+        "repo",
+        "delete",
+        "--data",
+        d,
+        REPO,
+        "--yes",
+        "--confirm",
+        REPO,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("earlier run"),
+        "{}",
+        text(&out.stdout)
+    );
+    let mut c = InProcessConnection::new(Service::open(&data).unwrap());
+    assert!(c.repo_list().is_empty());
+    assert!(data
+        .join("deleted")
+        .join(format!("{}-1", id.to_hex()))
+        .join("metadata.redb")
+        .is_file());
+}
+
+/// A repository whose directory is missing with no copy aside is not
+/// deleted (the catalog row is the only trace of where its data went).
+#[test]
+fn a_deletion_without_the_repository_directory_or_a_copy_aside_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let (id, _ws, _head) = root_with_history(&data);
+    std::fs::rename(
+        data.join("repos").join(id.to_hex()),
+        dir.path().join("elsewhere"),
+    )
+    .unwrap();
+    let out = run(&[
+        "repo",
+        "delete",
+        "--data",
+        d,
+        REPO,
+        "--yes",
+        "--confirm",
+        REPO,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("holds no earlier copy"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// The S3 tier keeps objects of every repository in the bucket; deleting
+/// one would leave them for nothing to collect, so it is refused.
+#[test]
+fn a_deletion_on_a_data_root_with_tier_state_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let (id, _ws, _head) = root_with_history(&data);
+    std::fs::create_dir_all(data.join("tier")).unwrap();
+    std::fs::write(data.join("tier").join("tier.redb"), b"").unwrap();
+    let out = run(&[
+        "repo",
+        "delete",
+        "--data",
+        d,
+        REPO,
+        "--yes",
+        "--confirm",
+        REPO,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("S3 tier state"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(data
+        .join("repos")
+        .join(id.to_hex())
+        .join("metadata.redb")
+        .is_file());
+}
+
+/// While the data root is served, both refuse as every offline command
+/// does (its LOCK), naming the process and the way on.
+#[test]
+fn rename_and_delete_refuse_while_the_data_root_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let (id, _ws, _head) = root_with_history(&data);
+    let runtime = dir.path().join("run");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_scribe-server"))
+        .args([
+            "serve",
+            "--data",
+            d,
+            "--listen",
+            "127.0.0.1:0",
+            "--runtime-dir",
+        ])
+        .arg(&runtime)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    while !std::fs::read_to_string(runtime.join("listen")).is_ok_and(|s| s.ends_with('\n')) {
+        assert!(child.try_wait().unwrap().is_none(), "serve exited");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for args in [
+        vec!["repo", "rename", "--data", d, REPO, "other"],
+        vec![
+            "repo",
+            "delete",
+            "--data",
+            d,
+            REPO,
+            "--yes",
+            "--confirm",
+            REPO,
+        ],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("in use by PID") && err.contains("Hint: stop the server"),
+            "{err}"
+        );
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(data
+        .join("repos")
+        .join(id.to_hex())
+        .join("metadata.redb")
+        .is_file());
+}
