@@ -63,7 +63,10 @@ fn crash_child() {
             }
             batch.commit().expect("commit");
         }
-        writeln!(ack, "{b}").expect("ack");
+        // One write of the whole line: `writeln!` on a file writes the
+        // number and the newline separately, and a kill between them let
+        // the next child's number run on into it (a "batch 473475").
+        ack.write_all(format!("{b}\n").as_bytes()).expect("ack");
     }
 }
 
@@ -165,11 +168,14 @@ fn sigkill_during_batched_publication_loses_nothing_acknowledged() {
         let status = child.wait().unwrap();
         assert!(!status.success(), "the child exited by itself: {status}");
 
-        let acked: Vec<u64> = std::fs::read_to_string(&ack)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.parse().ok())
-            .collect();
+        // Whole lines only (each is one write, so a line is there whole
+        // or not at all; an unterminated one would be a harness fault).
+        let text = std::fs::read_to_string(&ack).unwrap_or_default();
+        assert!(
+            text.is_empty() || text.ends_with('\n'),
+            "torn ack line: {text:?}"
+        );
+        let acked: Vec<u64> = text.lines().map(|l| l.parse().unwrap()).collect();
         // Read-only verification first: it must change nothing and report
         // exactly what open-time recovery then repairs.
         let sizes = pack_sizes(&dir);
