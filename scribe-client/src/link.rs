@@ -162,16 +162,25 @@ impl ServerLink {
             .client
             .lock()
             .map_err(|_| Error::new(ErrorCode::Internal, "client lock poisoned"))?;
-        if guard.is_none() {
-            *guard = Some(connect(&self.url, false, &self.ctx)?);
+        self.on_main(&mut guard, f)
+    }
+
+    /// Run `f` on the main connection held by `slot`, connecting first
+    /// when there is none. A connection an exchange broke is dropped: the
+    /// next call connects again (an error a caller set aside, such as a
+    /// failed prefetch, must not leave every later call "failed earlier").
+    fn on_main<T>(
+        &self,
+        slot: &mut Option<Client>,
+        f: impl FnOnce(&mut Client) -> Result<T, ClientError>,
+    ) -> Result<T> {
+        if slot.is_none() {
+            *slot = Some(connect(&self.url, false, &self.ctx)?);
         }
-        let c = guard.as_mut().expect("connected just above");
+        let c = slot.as_mut().expect("connected just above");
         let r = f(c).map_err(|e| self.explain(c, e));
-        // A connection an exchange broke is dropped: the next call
-        // connects again (an error a caller set aside, such as a failed
-        // prefetch, must not leave every later call "failed earlier").
         if c.is_broken() {
-            *guard = None;
+            *slot = None;
         }
         r
     }
@@ -183,15 +192,7 @@ impl ServerLink {
     /// the main one.
     pub fn with_free<T>(&self, f: impl FnOnce(&mut Client) -> Result<T, ClientError>) -> Result<T> {
         if let Ok(mut guard) = self.client.try_lock() {
-            if guard.is_none() {
-                *guard = Some(connect(&self.url, false, &self.ctx)?);
-            }
-            let c = guard.as_mut().expect("connected just above");
-            let r = f(c).map_err(|e| self.explain(c, e));
-            if c.is_broken() {
-                *guard = None;
-            }
-            return r;
+            return self.on_main(&mut guard, f);
         }
         let idle = self.spare.lock().ok().and_then(|mut v| v.pop());
         let client = match idle {
