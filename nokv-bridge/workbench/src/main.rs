@@ -214,7 +214,23 @@ fn checked_parent(
             // `create_dir` never follows a link (one made since fails).
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !last => {
                 if create {
-                    std::fs::create_dir(&p).map_err(|e| io_error(&p, e))?
+                    match std::fs::create_dir(&p) {
+                        Ok(()) => {}
+                        // Made meanwhile (materialize's two download lanes
+                        // both make `.nokv/` for their scratch files): judged
+                        // again, as if it had been there.
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                            match std::fs::symlink_metadata(&p) {
+                                Ok(m) if m.file_type().is_symlink() => {
+                                    return refuse("a symbolic link")
+                                }
+                                Ok(m) if !m.is_dir() => return refuse("not a directory"),
+                                Ok(_) => {}
+                                Err(e) => return Err(io_error(&p, e)),
+                            }
+                        }
+                        Err(e) => return Err(io_error(&p, e)),
+                    }
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((p, None)),
@@ -862,6 +878,46 @@ fn run(cli: Cli) -> ExitCode {
                 }
                 Err(e) => fail(e),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Materialize's download lanes make the same directories at once
+    /// (`.nokv/` for their scratch files): each finds it made, none fails
+    /// (one lane's "File exists" failed a whole materialize under load).
+    #[test]
+    fn directories_made_by_racing_writers_are_judged_not_refused() {
+        for _ in 0..200 {
+            let dir = tempfile::tempdir().unwrap();
+            let go = std::sync::Barrier::new(4);
+            std::thread::scope(|s| {
+                let handles: Vec<_> = (0..4)
+                    .map(|_| {
+                        s.spawn(|| {
+                            go.wait();
+                            checked_dest(dir.path(), ".nokv/partial", true)
+                        })
+                    })
+                    .collect();
+                for h in handles {
+                    let p = h.join().unwrap().unwrap();
+                    assert_eq!(p, dir.path().join(".nokv/partial"));
+                }
+            });
+            assert!(dir.path().join(".nokv").is_dir());
+        }
+        // A link made there instead is still refused.
+        #[cfg(unix)]
+        {
+            let dir = tempfile::tempdir().unwrap();
+            let elsewhere = tempfile::tempdir().unwrap();
+            std::os::unix::fs::symlink(elsewhere.path(), dir.path().join(".nokv")).unwrap();
+            let e = checked_dest(dir.path(), ".nokv/partial", true).unwrap_err();
+            assert!(e.to_string().contains("symbolic link"), "{e}");
         }
     }
 }
