@@ -1712,7 +1712,11 @@ fn an_idle_read_cache_gives_back_what_it_read_ahead_beyond_its_near_room() {
                 "SCRIBE_TIER_READ_CACHE_FAR_BYTES",
                 &(64u64 << 20).to_string(),
             ),
-            ("SCRIBE_TIER_READ_CACHE_IDLE_MS", "4000"),
+            // Long enough for a status pass to show the far room: the
+            // status is written after the pass settled the cache, and a
+            // pass on a loaded machine (publishing, shipping journals)
+            // takes seconds.
+            ("SCRIBE_TIER_READ_CACHE_IDLE_MS", "10000"),
         ],
     );
     // One read; reads then pause, and read-ahead fetches every other
