@@ -2514,7 +2514,21 @@ pub fn restore_from_tier(
                 &info.id.to_hex(),
                 &dir.join(scribe_metadata::repo::METADATA_FILE),
                 true,
-            )?;
+            )
+            .map_err(|e| {
+                if others.is_empty() {
+                    return e;
+                }
+                // Chosen as the newest restore, but it cannot be rebuilt
+                // (a drill stopped before its repositories shipped): the
+                // root it was restored from may well be whole.
+                format!(
+                    "{e}: journal shard {shard:08x} was chosen as the newest restore \
+                     but cannot be rebuilt; the bucket also holds journal shards {}: \
+                     choose one with --shard",
+                    hex_list(&others)
+                )
+            })?;
             crate::service::stores::open_or_create(&dir.join("objects"))
                 .map_err(|e| format!("{}: {e}", dir.join("objects").display()))?;
         }

@@ -1085,7 +1085,7 @@ fn a_restore_drill_beside_production_does_not_hide_productions_later_changes() {
     let dir = tempfile::tempdir().unwrap();
     let data = init(dir.path());
     let b = bucket();
-    durable_history(&data, &b);
+    let (ws, _, _) = durable_history(&data, &b);
     let production = {
         let root = scribe_metadata::DataRoot::open(&data).unwrap();
         scribe_server::tier::shard_of(root.incarnation())
@@ -1119,6 +1119,21 @@ fn a_restore_drill_beside_production_does_not_hide_productions_later_changes() {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+    // And its repository's first journal step (shipped after the
+    // catalog's: a drill killed in between is whole enough to be chosen
+    // but cannot be rebuilt; see below).
+    let drill_repo_steps = format!(
+        "nokv/recovery/{drill_shard:08x}/{}/head",
+        ws.repository.to_hex()
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while drill_steps(&b, &drill_repo_steps).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the drill never shipped {drill_repo_steps}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     kill(s);
     // Production goes on.
     let s = serve(&data, &b, &rgw().endpoint, &["--ack", "durable"]);
@@ -1146,6 +1161,24 @@ fn a_restore_drill_beside_production_does_not_hide_productions_later_changes() {
     let (ok, out) = restore_from_tier_with(&lost, &b, &["--shard", &shard]);
     assert!(ok, "{out}");
     assert!(out.contains("changes 1..=4 rebuilt"), "{out}");
+    // A drill killed after its catalog shipped but before its repository
+    // did is chosen and cannot be rebuilt: the refusal names the other
+    // shards and `--shard`, not only the missing journal.
+    let drill_repo_step_keys = drill_steps(&b, &drill_repo_steps);
+    {
+        use nokv_bridge::tier::{Deleted, Provider};
+        let p = provider(&b);
+        for key in &drill_repo_step_keys {
+            assert!(matches!(p.delete(key), Deleted::Gone), "{key}");
+        }
+    }
+    let torn = dir.path().join("torn");
+    let (ok, out) = restore_from_tier(&torn, &b);
+    assert!(!ok, "{out}");
+    assert!(out.contains("no shipped journal step"), "{out}");
+    assert!(out.contains("choose one with --shard"), "{out}");
+    assert!(out.contains(&format!("{production:08x}")), "{out}");
+    assert!(!torn.exists(), "a refused restore leaves nothing");
     // A drill killed before its catalog's first journal step shipped
     // holds nothing to rebuild: it is passed over, by name, and the root
     // it was restored from is chosen.
@@ -1170,6 +1203,17 @@ fn a_restore_drill_beside_production_does_not_hide_productions_later_changes() {
         "{out}"
     );
     assert!(out.contains("changes 1..=4 rebuilt"), "{out}");
+}
+
+/// The keys of the journal steps under `prefix` (`.../head`).
+fn drill_steps(b: &Bucket, prefix: &str) -> Vec<String> {
+    use nokv_bridge::tier::Provider;
+    provider(b)
+        .list_names(prefix)
+        .unwrap()
+        .into_iter()
+        .map(|n| format!("{prefix}/{n}"))
+        .collect()
 }
 
 /// Replace `key` in the bucket by `bytes` (test only: the tier never
