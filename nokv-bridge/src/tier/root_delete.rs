@@ -290,9 +290,7 @@ impl Tier {
                 .collect();
             for (id, epoch) in zero {
                 if candidates.get(id.as_slice()).map_err(self.st())?.is_none() {
-                    candidates
-                        .insert(id.as_slice(), epoch)
-                        .map_err(self.st())?;
+                    candidates.insert(id.as_slice(), epoch).map_err(self.st())?;
                 }
             }
         }

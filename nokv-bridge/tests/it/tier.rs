@@ -914,9 +914,9 @@ fn a_root_deleted_whole_leaves_no_block_index_or_journal_and_another_root_keeps_
     let (m1, m2, m3) = (f.add(100, 501), f.add(100, 502), f.add(100, 503));
     let (a, s, c) = (f.add(300_000, 504), f.add(20_000, 505), f.add(30_000, 506));
     let x = f.add(40_000, 507); // staged by an operation never submitted
-    // ROOT: change 1 (a, s), change 2 (s again, c: a dependency on 1's
-    // content revision), file revision c.bin@2 given up (a release
-    // record); a staging entry; a shipped descriptor.
+                                // ROOT: change 1 (a, s), change 2 (s again, c: a dependency on 1's
+                                // content revision), file revision c.bin@2 given up (a release
+                                // record); a staging entry; a shipped descriptor.
     f.publish_files(1, &[m1], &[("a.bin", &[a, s])]);
     f.publish_files(2, &[m2], &[("s.bin", &[s]), ("c.bin", &[c])]);
     f.tier
@@ -945,7 +945,11 @@ fn a_root_deleted_whole_leaves_no_block_index_or_journal_and_another_root_keeps_
         hex::encode(ROOT)
     );
     assert!(!keys_below(&f, &artifacts).is_empty());
-    assert_eq!(keys_below(&f, &index).len(), 3, "two index records, one release record");
+    assert_eq!(
+        keys_below(&f, &index).len(),
+        3,
+        "two index records, one release record"
+    );
     assert_eq!(keys_below(&f, &journal).len(), 1);
 
     // The first run meets only uncertain deletes: unfinished, named.
@@ -970,7 +974,11 @@ fn a_root_deleted_whole_leaves_no_block_index_or_journal_and_another_root_keeps_
     *f.provider.ambiguous.lock().unwrap() = 0;
     let d = f.tier.finish_root_deletion(&ROOT).unwrap();
     assert!(d.unfinished.is_empty(), "{d:?}");
-    assert_eq!(keys_below(&f, &artifacts), Vec::<String>::new(), "no block left");
+    assert_eq!(
+        keys_below(&f, &artifacts),
+        Vec::<String>::new(),
+        "no block left"
+    );
     assert_eq!(
         keys_below(&f, &index),
         vec![nokv_bridge::tier::deletion_key(shard, &ROOT)]
