@@ -27,7 +27,7 @@
 //! 3. the root's staging entries (early uploads of operations never
 //!    published) are given up (`Deleting` with their reserved blocks);
 //! 4. the references go (above), and every `Available` revision of the
-//!    root left at a zero count without a candidate gets one;
+//!    root left at a zero count gets a candidate at its current epoch;
 //! 5. collection until a pass claims and deletes nothing; a revision of
 //!    the root still `Deleting` (quarantined) stops here: the next run
 //!    retries it;
@@ -139,17 +139,17 @@ impl Tier {
         let t = tx.open_table(state::PENDING).map_err(self.st())?;
         let mut start = root.to_vec();
         start.extend_from_slice(&0u64.to_be_bytes());
-        for row in t.range(start.as_slice()..).map_err(self.st())? {
-            let (k, _) = row.map_err(self.st())?;
-            let k = k.value();
-            if k.len() < 24 || k[..16] != root[..] {
-                break;
-            }
-            return Ok(Some(u64::from_be_bytes(
-                k[16..24].try_into().expect("8 bytes"),
-            )));
+        let Some(row) = t.range(start.as_slice()..).map_err(self.st())?.next() else {
+            return Ok(None);
+        };
+        let (k, _) = row.map_err(self.st())?;
+        let k = k.value();
+        if k.len() < 24 || k[..16] != root[..] {
+            return Ok(None);
         }
-        Ok(None)
+        Ok(Some(u64::from_be_bytes(
+            k[16..24].try_into().expect("8 bytes: checked above"),
+        )))
     }
 
     /// Steps 2-7 (module docs). `root` must have been marked
@@ -254,7 +254,7 @@ impl Tier {
     /// Drop every reference held by a referrer of `root` (its changes'
     /// commit references, `0 ‖ root ‖ change`, and its file revisions',
     /// `2 ‖ root ‖ …`), and give every `Available` revision of `root` at a
-    /// zero count a candidate at its epoch; one transaction.
+    /// zero count a candidate at its current epoch; one transaction.
     fn release_root(&self, root: &[u8; 16]) -> Result<u64, TierError> {
         let mut tx = self.db.begin_write().map_err(self.st())?;
         tx.set_durability(Durability::Immediate)
@@ -288,10 +288,9 @@ impl Tier {
                         .then_some((id, r.epoch))
                 })
                 .collect();
+            // At its current epoch (an older candidate would be stale).
             for (id, epoch) in zero {
-                if candidates.get(id.as_slice()).map_err(self.st())?.is_none() {
-                    candidates.insert(id.as_slice(), epoch).map_err(self.st())?;
-                }
+                candidates.insert(id.as_slice(), epoch).map_err(self.st())?;
             }
         }
         tx.commit().map_err(self.st())?;
