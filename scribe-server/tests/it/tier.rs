@@ -2525,7 +2525,9 @@ fn a_repository_deleted_on_a_tiered_root_gives_its_history_in_the_bucket_up() {
 /// then again while its collection waits for a block delete: each run
 /// after finishes what is left (found by name, then by id, though the
 /// catalog no longer names it); `tier verify` names the unfinished
-/// deletion until then and is clean after.
+/// deletion until then and is clean after. A restore taken mid-deletion
+/// leaves the repository out; a new repository given the name is not
+/// deleted in its place.
 #[test]
 fn repo_delete_killed_after_the_local_move_and_mid_collection_is_finished_by_running_it_again() {
     let dir = tempfile::tempdir().unwrap();
@@ -2602,6 +2604,30 @@ fn repo_delete_killed_after_the_local_move_and_mid_collection_is_finished_by_run
     let (ok, out) = tier_verify(&data, &b);
     assert!(!ok, "{out}");
 
+    // A restore from the bucket as the deletion left it (the deletion
+    // record written, blocks and records half gone) leaves the
+    // repository out: never brought back half-way.
+    let drill = dir.path().join("drill");
+    let (ok, out) = restore_from_tier(&drill, &b);
+    assert!(ok && out.contains("doomed: deleted"), "{out}");
+    assert!(!out.contains("doomed: changes"), "{out}");
+
+    // A new repository takes the name: deleting it by that name is
+    // refused while the old one's deletion is unfinished, naming the id.
+    create_repo(&data, DOOMED);
+    let out = delete(&ep, DOOMED, None).wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("has not finished") && said.contains(&doomed.to_hex()),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_dir(data.join("repos")).unwrap().count(),
+        2,
+        "nothing moved"
+    );
+
     // 3. Run again, by id: finished.
     let id = doomed.to_hex();
     let out = delete(&ep, &id, None).wait_with_output().unwrap();
@@ -2615,9 +2641,16 @@ fn repo_delete_killed_after_the_local_move_and_mid_collection_is_finished_by_run
     drop(t);
     let (ok, out) = tier_verify(&data, &b);
     assert!(ok, "{out}");
-    // Nothing left to finish: the name is unknown now.
+    // The new repository of that name is deleted by name now, then the
+    // name is unknown.
+    let out = delete(&ep, DOOMED, None).wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert_eq!(std::fs::read_dir(data.join("repos")).unwrap().count(), 1);
     let out = delete(&ep, DOOMED, None).wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1));
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
 }
 
 /// A repository deleted while its outbox is not empty: the publication
