@@ -457,9 +457,28 @@ mod tiered {
         name: &str,
         report: &mut Report,
     ) -> Result<(), AdminError> {
-        let d = t
-            .finish_root_deletion(&id.0)
-            .map_err(|e| tier_admin_err(data, e))?;
+        // The repository is gone here: an error now must say so and how
+        // to finish, not only what failed.
+        let d = t.finish_root_deletion(&id.0).map_err(|e| {
+            let code = match &e {
+                nokv_bridge::tier::TierError::Provider(p) if p.is_retryable() => {
+                    ErrorCode::TierUnavailable
+                }
+                _ => ErrorCode::Refused,
+            };
+            refused(
+                code,
+                format!(
+                    "repository {} (id {id}) is deleted here, but its history in the bucket is \
+                     not given up yet: {}; nothing is lost: run `scribe-server repo delete \
+                     --data {} {id} --yes --confirm {id} --tier ...` again once the bucket \
+                     answers to finish it",
+                    echo(name),
+                    tier_admin_err(data, e),
+                    data.display()
+                ),
+            )
+        })?;
         report.notes.push(format!(
             "tier: {} reference(s) released, {} early upload(s) given up; gc: {} revision(s) \
              claimed, {} deleted ({} block(s)); {} index and journal object(s) deleted",

@@ -2747,3 +2747,51 @@ fn a_repository_deleted_with_uploads_pending_leaves_no_block_of_them() {
     let (ok, out) = tier_verify(&data, &b);
     assert!(ok, "{out}");
 }
+
+/// The bucket unreachable once the repository has moved aside: the
+/// command fails saying the repository is deleted here, that its history
+/// in the bucket is not given up yet, and how to finish; run again with
+/// the bucket back, it finishes.
+#[test]
+fn a_deletion_whose_bucket_fails_after_the_move_says_so_and_finishes_when_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let ep = rgw().endpoint.clone();
+    let (_keep, doomed, _a) = two_repositories(&data, &b);
+    let p = prefixes(&data, &b, doomed);
+    // Nothing listens there.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let (ok, out) = tier_cmd(
+        &data,
+        &b,
+        &dead,
+        &["repo", "delete", DOOMED, "--yes", "--confirm", DOOMED],
+    );
+    assert!(!ok, "{out}");
+    assert!(!data.join("repos").join(doomed.to_hex()).exists());
+    assert!(
+        out.contains("deleted here")
+            && out.contains("not given up yet")
+            && out.contains(&format!(
+                "{} --yes --confirm {}",
+                doomed.to_hex(),
+                doomed.to_hex()
+            )),
+        "{out}"
+    );
+    assert!(!keys_below(&b, &p.artifacts).is_empty());
+    let (ok, out) = tier_cmd(
+        &data,
+        &b,
+        &ep,
+        &["repo", "delete", DOOMED, "--yes", "--confirm", DOOMED],
+    );
+    assert!(ok, "{out}");
+    assert_gone_from_the_bucket(&b, &p);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
