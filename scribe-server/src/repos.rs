@@ -428,10 +428,17 @@ mod tiered {
         let through = t
             .uploaded_through(&id.0)
             .map_err(|e| tier_admin_err(data, e))?;
-        let head = root
-            .open_repository(id)
-            .and_then(|r| r.head())
-            .map_err(meta(name))?;
+        // A run killed between the directory's move and the catalog's
+        // transaction left the catalog naming a repository whose
+        // directory is aside: no head to compare with (and nothing can
+        // have been published since).
+        let head = if data.join("repos").join(id.to_hex()).is_dir() {
+            root.open_repository(id)
+                .and_then(|r| r.head())
+                .map_err(meta(name))?
+        } else {
+            through
+        };
         Ok(format!(
             "tier: its {} revision(s) ({} byte(s)) in the bucket would be collected, its index \
              records and recovery journal deleted, a deletion record left for `restore \

@@ -2795,3 +2795,38 @@ fn a_deletion_whose_bucket_fails_after_the_move_says_so_and_finishes_when_run_ag
     let (ok, out) = tier_verify(&data, &b);
     assert!(ok, "{out}");
 }
+
+/// Killed between the directory's move and the catalog's transaction
+/// (`DataRoot::delete_repository`; simulated by moving the directory
+/// aside as that step does): the catalog still names the repository but
+/// its directory is gone. Run again, the deletion finishes, the bucket's
+/// part included.
+#[test]
+fn a_tiered_deletion_killed_between_the_move_and_the_catalog_finishes_when_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let ep = rgw().endpoint.clone();
+    let (_keep, doomed, _a) = two_repositories(&data, &b);
+    let p = prefixes(&data, &b, doomed);
+    record(&data, &b)
+        .mark_root_deleted(&doomed.0, DOOMED)
+        .unwrap();
+    std::fs::create_dir_all(data.join("deleted")).unwrap();
+    std::fs::rename(
+        data.join("repos").join(doomed.to_hex()),
+        data.join("deleted").join(format!("{}-1", doomed.to_hex())),
+    )
+    .unwrap();
+    let (ok, out) = tier_cmd(
+        &data,
+        &b,
+        &ep,
+        &["repo", "delete", DOOMED, "--yes", "--confirm", DOOMED],
+    );
+    assert!(ok, "{out}");
+    assert!(out.contains("moved by an earlier run"), "{out}");
+    assert_gone_from_the_bucket(&b, &p);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
