@@ -440,7 +440,8 @@ mod tiered {
             through
         };
         Ok(format!(
-            "tier: its {} revision(s) ({} byte(s)) in the bucket would be collected, its index \
+            "tier: its {} revision(s) ({} byte(s)) in the bucket would be collected (chunks \
+             the local store gave back to the bucket are destroyed with them), its index \
              records and recovery journal deleted, a deletion record left for `restore \
              --from-tier`{}",
             revs.len(),
