@@ -597,12 +597,17 @@ enum RepoCommand {
     /// (the name or id typed again): its grants and visibility go from the
     /// auth service (when bound), its directory moves to
     /// <data>/deleted/<id>-<unix ms>/ (remove it yourself when sure), and
-    /// its catalog entry goes. Refused on a data root with S3 tier state.
+    /// its catalog entry goes. On a data root with S3 tier state, name the
+    /// bucket (--tier, as `serve` does): the repository's history there
+    /// goes too (its revisions collected, its index records and journal
+    /// deleted). Run again, it finishes a deletion that was interrupted.
     Delete {
         #[command(flatten)]
         data: DataArg,
-        /// The repository name
+        /// The repository name (or, to finish an interrupted deletion, its id)
         name: String,
+        #[command(flatten)]
+        tier: TierArgs,
         /// Delete (without it, only say what would happen)
         #[arg(long)]
         yes: bool,
@@ -753,6 +758,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 RepoCommand::Delete {
                     data,
                     name,
+                    tier,
                     yes,
                     confirm,
                     credential,
@@ -763,11 +769,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 None
             };
+            let provider = match tier.tier {
+                Some(_) => Some(provider(&tier)?),
+                None => None,
+            };
             let d = scribe_server::repos::delete(
                 &data.data,
                 &name,
                 &scribe_server::repos::DeleteOptions { yes, confirm },
                 admin.as_ref(),
+                provider,
+                &pause_at,
             )?;
             Ok(print_report(
                 if d.deleted {
@@ -1194,9 +1206,10 @@ impl Bar {
 }
 
 /// Fault-injection tests (real processes): with
-/// `SCRIBE_SERVER_PAUSE_AT=STEP[:N]`, backup, restore and import stop at
-/// the Nth time (default 1) they reach STEP (`file`, `metadata`,
-/// `manifest`, `rows`, `verified`, `reincarnated`), say so on stderr and
+/// `SCRIBE_SERVER_PAUSE_AT=STEP[:N]`, backup, restore, import and `repo
+/// delete` stop at the Nth time (default 1) they reach STEP (`file`,
+/// `metadata`, `manifest`, `rows`, `verified`, `reincarnated`,
+/// `repo-delete-moved`), say so on stderr and
 /// wait to be killed. Unset, this does nothing.
 fn pause_at(step: &str) {
     static SEEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -1660,6 +1673,9 @@ fn restore_from_tier(
             "restore --from-tier: passed over journal shard {s:08x}: it shipped its descriptor \
              but no catalog journal step (stopped before it shipped anything to rebuild)"
         );
+    }
+    for (name, key) in &r.deleted {
+        eprintln!("restore --from-tier: {name}: deleted ({key}): not restored");
     }
     for (name, head) in &r.repositories {
         eprintln!("restore --from-tier: {name}: changes 1..={head} rebuilt");

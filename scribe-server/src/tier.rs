@@ -499,6 +499,15 @@ impl TierService {
         if let Err(e) = tier.mark_staged_abandoned(0) {
             eprintln!("scribe-server: tier: giving up the last run's early uploads: {e}");
         }
+        // A `repo delete` stopped before it finished in the bucket.
+        for (root, name) in tier.roots_being_deleted().unwrap_or_default() {
+            let id = hex::encode(root);
+            eprintln!(
+                "scribe-server: tier: the deletion of repository {name} (id {id}) has not \
+                 finished in the bucket; stop the server and run `scribe-server repo delete \
+                 --data DIR {id} --yes --confirm {id} --tier ...` to finish it"
+            );
+        }
         let status_path = dir(service.root().dir()).join("status");
         let read_cache_bytes = env_or(
             "SCRIBE_TIER_READ_CACHE_BYTES",
@@ -1859,7 +1868,50 @@ fn given_up_chunks(
     Ok(out)
 }
 
-fn tier_admin_err(data: &Path, e: TierError) -> crate::admin::AdminError {
+/// Finish the publication of `repo` that has started and not finished
+/// (a `tier_pending` row: its blocks may be in the bucket under a
+/// revision the record does not hold yet), so that deleting the
+/// repository collects them (`repo delete`; nokv-bridge
+/// `root_delete.rs`). Returns the change published, if any. Changes
+/// above it were never uploaded: they are dropped with the repository.
+pub(crate) fn finish_started_publication(
+    data: &Path,
+    tier: &Tier,
+    root: &scribe_metadata::DataRoot,
+    repo: RepositoryId,
+    name: &str,
+) -> Result<Option<u64>, crate::admin::AdminError> {
+    use crate::admin::AdminError;
+    let Some(change) = tier
+        .publication_started(&repo.0)
+        .map_err(|e| tier_admin_err(data, e))?
+    else {
+        return Ok(None);
+    };
+    let r = root
+        .open_repository(repo)
+        .map_err(|source| AdminError::Metadata {
+            repo: name.to_string(),
+            source,
+        })?;
+    let store = crate::service::stores::open_or_create(&r.dir().join("objects")).map_err(|e| {
+        AdminError::Store {
+            repo: name.to_string(),
+            source: Box::new(e),
+        }
+    })?;
+    let (commit, files) =
+        change_objects(&r, &store, change).map_err(|reason| AdminError::Descriptor {
+            path: r.dir().join("objects"),
+            reason,
+        })?;
+    let read = |oid: &ObjectId| store.get(oid).map_err(|e| e.to_string());
+    tier.publish_commit(&repo.0, change, &commit, &files, &read)
+        .map_err(|e| tier_admin_err(data, e))?;
+    Ok(Some(change))
+}
+
+pub(crate) fn tier_admin_err(data: &Path, e: TierError) -> crate::admin::AdminError {
     crate::admin::AdminError::Descriptor {
         path: dir(data).join("tier.redb"),
         reason: e.to_string(),
@@ -2322,6 +2374,9 @@ pub struct TierRestore {
     /// Journal shards not considered when choosing the root: they shipped
     /// a descriptor but no catalog journal step (killed at once).
     pub passed_over: Vec<u32>,
+    /// Repositories the shipped catalog names that were deleted (`repo
+    /// delete`): name and the key of their deletion record. Not restored.
+    pub deleted: Vec<(String, String)>,
 }
 
 fn hex_list(shards: &[u32]) -> String {
@@ -2360,7 +2415,9 @@ pub fn restore_from_tier(
     to: &Path,
     journal_shard: Option<u32>,
 ) -> Result<TierRestore, String> {
-    use nokv_bridge::tier::{archive_shipped, fetch_archive, fetch_root_file, journal_shards};
+    use nokv_bridge::tier::{
+        archive_shipped, deletion_key, fetch_archive, fetch_root_file, journal_shards,
+    };
     if let Ok(mut it) = std::fs::read_dir(to) {
         if it.next().is_some() {
             return Err(format!("{} is not empty", to.display()));
@@ -2494,12 +2551,39 @@ pub fn restore_from_tier(
             &stage.join(scribe_metadata::auth_state::AUTH_STATE_FILE),
             false,
         )?;
-        let repos = {
+        let mut repos = {
             let root = scribe_metadata::DataRoot::open(&stage)
                 .map_err(|e| format!("the rebuilt catalog: {e}"))?;
             root.list_repositories()
                 .map_err(|e| format!("the rebuilt catalog: {e}"))?
         };
+        // A repository deleted on the tiered root (`repo delete`) left its
+        // deletion record in the bucket before anything of it was
+        // deleted: it stays deleted here, whatever the shipped catalog
+        // says (the catalog's journal may have shipped before the
+        // deletion), and its journal and index records are not read.
+        let mut deleted_repos = Vec::new();
+        for info in &repos {
+            if nokv_bridge::tier::root_deleted_in_bucket(&*provider, block_shard, &info.id.0)
+                .map_err(te)?
+            {
+                deleted_repos.push(info.clone());
+            }
+        }
+        if !deleted_repos.is_empty() {
+            let root = scribe_metadata::DataRoot::open(&stage)
+                .map_err(|e| format!("the rebuilt catalog: {e}"))?;
+            for info in &deleted_repos {
+                let dir = stage.join("repos").join(info.id.to_hex());
+                std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+                root.delete_repository(&info.name)
+                    .map_err(|e| format!("the rebuilt catalog: {}: {e}", info.name))?;
+            }
+            drop(root);
+            let aside = stage.join(scribe_metadata::root::DELETED_DIR);
+            std::fs::remove_dir_all(&aside).map_err(|e| io(&aside, e))?;
+            repos.retain(|i| !deleted_repos.iter().any(|d| d.id == i.id));
+        }
         for info in &repos {
             let dir = stage.join("repos").join(info.id.to_hex());
             std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
@@ -2585,6 +2669,10 @@ pub fn restore_from_tier(
             from_incarnation: hex::encode(fields.incarnation),
             incarnation,
             passed_over,
+            deleted: deleted_repos
+                .iter()
+                .map(|i| (i.name.clone(), deletion_key(block_shard, &i.id.0)))
+                .collect(),
             ..TierRestore::default()
         };
         for info in &repos {

@@ -188,7 +188,7 @@ impl Tier {
         Ok(out)
     }
 
-    fn drop_ref(
+    pub(crate) fn drop_ref(
         &self,
         refs: &mut redb::Table<&[u8], ()>,
         revisions: &mut redb::Table<&[u8], &[u8]>,

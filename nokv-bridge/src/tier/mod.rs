@@ -11,6 +11,7 @@
 //! | `recovery` | shipping a metadata recovery archive to the bucket and fetching it back |
 //! | `stage` | uploading an operation's chunks before it is submitted; publication adopts them |
 //! | `gc` | releasing references, claiming zero-count revisions, deleting their blocks |
+//! | `root_delete` | giving a whole root up (a repository deleted): its references, revisions, index records and journal |
 
 mod gc;
 mod index;
@@ -18,6 +19,7 @@ mod key;
 mod pool;
 mod provider;
 mod recovery;
+mod root_delete;
 mod s3;
 mod stage;
 mod state;
@@ -30,6 +32,7 @@ pub use gc::Collected;
 pub use key::{BlockKey, ROOT as KEY_ROOT};
 pub use provider::{Deleted, Head, Provider, ProviderError, Put};
 pub use recovery::{archive_shipped, fetch_archive, fetch_root_file, journal_shards, Shipped};
+pub use root_delete::{deletion_key, root_deleted_in_bucket, RootDeletion};
 pub use s3::{S3Config, S3Provider};
 pub use stage::Prestaged;
 pub use state::{Lifecycle, ObjectRow, RevisionRow};

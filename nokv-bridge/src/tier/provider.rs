@@ -132,4 +132,18 @@ pub trait Provider: Send + Sync {
             detail: "this store cannot list".into(),
         })
     }
+
+    /// Every key below `prefix` (keys `prefix/...`, at any depth), as
+    /// the tier names them (without the deployment prefix). Used only to
+    /// find the index records and recovery journals of a root given up
+    /// whole (`Tier::finish_root_deletion`), whose keys the record does
+    /// not list; never reachability truth (blocks go through the GC).
+    /// Stores that cannot list refuse.
+    fn list_keys(&self, prefix: &str) -> Result<Vec<String>, ProviderError> {
+        Err(ProviderError::Refused {
+            op: "list",
+            key: prefix.to_string(),
+            detail: "this store cannot list".into(),
+        })
+    }
 }

@@ -397,4 +397,29 @@ impl Provider for S3Provider {
             .filter_map(|o| o.location.filename().map(str::to_string))
             .collect())
     }
+
+    fn list_keys(&self, prefix: &str) -> Result<Vec<String>, ProviderError> {
+        use futures_util::TryStreamExt;
+        let path = self.path(prefix)?;
+        let store = self.store.clone();
+        let found = self
+            .run(async move {
+                store
+                    .list(Some(&path))
+                    .map_ok(|m| m.location.to_string())
+                    .try_collect::<Vec<String>>()
+                    .await
+            })
+            .unwrap_or_else(|| Err(runtime_gone()))
+            .map_err(|e| classify("list", prefix, e))?;
+        let strip = if self.prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", self.prefix)
+        };
+        Ok(found
+            .into_iter()
+            .filter_map(|k| k.strip_prefix(&strip).map(str::to_string))
+            .collect())
+    }
 }

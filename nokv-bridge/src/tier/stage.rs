@@ -464,7 +464,7 @@ impl Tier {
     }
 
     #[allow(clippy::type_complexity)]
-    fn mark_abandoned_where(
+    pub(crate) fn mark_abandoned_where(
         &self,
         pick: impl Fn(&([u8; 16], [u8; 16], [u8; 16], u64, u64)) -> bool,
     ) -> Result<u64, TierError> {

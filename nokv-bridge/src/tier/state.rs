@@ -17,6 +17,7 @@
 //! | `tier_purged` | root `[16]` ‖ change `u64 BE` ‖ path hash `[16]` | UTF-8 path: a file revision whose content was given up (`obliterate`) |
 //! | `tier_recovery` | archive name (UTF-8) | `u64 LE` last shipped step ‖ `u64 LE` segment ‖ `u64 LE` offset it covered (`recovery.rs`) |
 //! | `tier_quarantine` | revision `[16]` | UTF-8: why deleting its blocks was not certain; retried by the next collection |
+//! | `tier_deleting_roots` | root `[16]` | UTF-8 repository name: a root whose deletion started and has not finished (`root_delete.rs`) |
 //!
 //! Every write is one Immediate transaction.
 

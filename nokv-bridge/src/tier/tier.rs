@@ -1142,6 +1142,18 @@ impl Tier {
             let e = extent.entry((root, r.revision, r.block)).or_default();
             *e = (*e).max(r.offset + r.len);
         }
+        drop(objects);
+        drop(refs);
+        drop(tx);
+        for (root, name) in self.roots_being_deleted()? {
+            problems.push(format!(
+                "repository {name} (root {}) is being deleted and its deletion has not \
+                 finished: run `scribe-server repo delete {} --yes --confirm {}` again",
+                hex::encode(root),
+                hex::encode(root),
+                hex::encode(root)
+            ));
+        }
         for ((root, rev, block), need) in extent {
             let key = BlockKey::new(self.shard, root, rev, block).to_key();
             match self.provider.head(&key) {

@@ -46,6 +46,9 @@ impl Provider for Recording {
         *self.heads.lock().unwrap() += 1;
         self.inner.head(key)
     }
+    fn list_keys(&self, prefix: &str) -> Result<Vec<String>, ProviderError> {
+        self.inner.list_keys(prefix)
+    }
     fn delete(&self, key: &str) -> Deleted {
         let mut n = self.ambiguous.lock().unwrap();
         if *n > 0 {
@@ -888,4 +891,123 @@ fn a_root_file_changed_after_it_shipped_ships_again_under_a_new_key() {
     // The versions before are kept, never overwritten.
     let prefix = format!("nokv/recovery/{shard:08x}/r/SCRIBE_FORMAT");
     assert_eq!(f.provider.get(&prefix).unwrap().as_ref(), b"one");
+}
+
+/// Every key the bucket holds below `prefix` (the tier's own names).
+fn keys_below(f: &Fixture, prefix: &str) -> Vec<String> {
+    let mut k = f.provider.list_keys(prefix).unwrap();
+    k.sort();
+    k
+}
+
+/// A repository deleted on a tiered data root gives its whole history up
+/// through the GC (references, counts, candidates, claims), its index
+/// and release records and recovery journal go, a deletion record stays
+/// for restores; another root holding the same content keeps its blocks
+/// (manifest rows are per root: nothing crosses roots). An uncertain
+/// delete leaves the deletion unfinished and named by `verify`; the next
+/// run finishes it.
+#[test]
+fn a_root_deleted_whole_leaves_no_block_index_or_journal_and_another_root_keeps_its_copy() {
+    const OTHER: [u8; 16] = [0x77; 16];
+    let mut f = fixture(small());
+    let (m1, m2, m3) = (f.add(100, 501), f.add(100, 502), f.add(100, 503));
+    let (a, s, c) = (f.add(300_000, 504), f.add(20_000, 505), f.add(30_000, 506));
+    let x = f.add(40_000, 507); // staged by an operation never submitted
+                                // ROOT: change 1 (a, s), change 2 (s again, c: a dependency on 1's
+                                // content revision), file revision c.bin@2 given up (a release
+                                // record); a staging entry; a shipped descriptor.
+    f.publish_files(1, &[m1], &[("a.bin", &[a, s])]);
+    f.publish_files(2, &[m2], &[("s.bin", &[s]), ("c.bin", &[c])]);
+    f.tier
+        .release_files(&ROOT, &[(2, "c.bin".to_string())])
+        .unwrap();
+    let local = f.local.clone();
+    let read = |id: &ObjectId| Ok::<_, String>(local[id].clone());
+    f.tier.prestage(&ROOT, &[9; 16], &[x], &read).unwrap();
+    f.tier
+        .ship_root_file_version(&format!("{}/SCRIBE_FORMAT", hex::encode(ROOT)), b"desc")
+        .unwrap();
+    // OTHER: the same content, its own copy.
+    let files = vec![FileVersion {
+        path: "a.bin".into(),
+        chunks: vec![a, s],
+    }];
+    f.tier
+        .publish_commit(&OTHER, 1, &[m3], &files, &read)
+        .unwrap();
+    let shard = f.tier.shard();
+    let artifacts = format!("nokv/artifacts/{shard:08x}/{}", hex::encode(ROOT));
+    let index = format!("nokv/index/{shard:08x}/{}", hex::encode(ROOT));
+    let journal = format!(
+        "nokv/recovery/{:08x}/{}",
+        f.tier.journal_shard(),
+        hex::encode(ROOT)
+    );
+    assert!(!keys_below(&f, &artifacts).is_empty());
+    assert_eq!(
+        keys_below(&f, &index).len(),
+        3,
+        "two index records, one release record"
+    );
+    assert_eq!(keys_below(&f, &journal).len(), 1);
+
+    // The first run meets only uncertain deletes: unfinished, named.
+    *f.provider.ambiguous.lock().unwrap() = 1000;
+    f.tier.mark_root_deleted(&ROOT, "game").unwrap();
+    let d = f.tier.finish_root_deletion(&ROOT).unwrap();
+    assert!(!d.unfinished.is_empty(), "{d:?}");
+    assert!(
+        nokv_bridge::tier::root_deleted_in_bucket(&*f.provider, shard, &ROOT).unwrap(),
+        "the deletion record goes first"
+    );
+    let problems = f.tier.verify().unwrap();
+    assert!(
+        problems.iter().any(|p| p.contains("repository game")),
+        "{problems:?}"
+    );
+    assert!(
+        !keys_below(&f, &artifacts).is_empty() && keys_below(&f, &index).len() == 4,
+        "nothing deleted for certain: the blocks and records stay"
+    );
+    // The next run finishes it.
+    *f.provider.ambiguous.lock().unwrap() = 0;
+    let d = f.tier.finish_root_deletion(&ROOT).unwrap();
+    assert!(d.unfinished.is_empty(), "{d:?}");
+    assert_eq!(
+        keys_below(&f, &artifacts),
+        Vec::<String>::new(),
+        "no block left"
+    );
+    assert_eq!(
+        keys_below(&f, &index),
+        vec![nokv_bridge::tier::deletion_key(shard, &ROOT)]
+    );
+    assert_eq!(keys_below(&f, &journal), Vec::<String>::new());
+    let revs = f.tier.revisions().unwrap();
+    assert!(revs
+        .values()
+        .filter(|r| r.root == ROOT)
+        .all(|r| r.state == Lifecycle::Deleted));
+    assert_eq!(
+        revs.values().filter(|r| r.root == ROOT).count(),
+        5,
+        "two commit revisions, two content revisions, the staged one"
+    );
+    assert!(f.tier.staging().unwrap().is_empty());
+    assert_eq!(f.tier.uploaded_through(&ROOT).unwrap(), 0);
+    assert!(f.tier.purged(&ROOT).unwrap().is_empty());
+    assert!(f.tier.roots_being_deleted().unwrap().is_empty());
+    for id in [a, s, m1, c] {
+        assert_eq!(f.tier.read_object(&ROOT, &id).unwrap(), None);
+    }
+    // The other root's copy stays.
+    for id in [a, s, m3] {
+        assert_eq!(
+            f.tier.read_object(&OTHER, &id).unwrap().unwrap(),
+            f.local[&id]
+        );
+    }
+    assert!(!nokv_bridge::tier::root_deleted_in_bucket(&*f.provider, shard, &OTHER).unwrap());
+    assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
 }

@@ -259,10 +259,11 @@ fn a_deletion_without_the_repository_directory_or_a_copy_aside_is_refused() {
     );
 }
 
-/// The S3 tier keeps objects of every repository in the bucket; deleting
-/// one would leave them for nothing to collect, so it is refused.
+/// The S3 tier keeps the history of every repository in the bucket, and
+/// a deletion gives it up there too (tests in `tier.rs`); without the
+/// bucket named (`--tier`) it is refused, saying so, and nothing moves.
 #[test]
-fn a_deletion_on_a_data_root_with_tier_state_is_refused() {
+fn a_deletion_on_a_data_root_with_tier_state_needs_the_bucket_named() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let d = data.to_str().unwrap();
@@ -281,7 +282,7 @@ fn a_deletion_on_a_data_root_with_tier_state_is_refused() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains("S3 tier state"),
+        text(&out.stderr).contains("S3 tier state") && text(&out.stderr).contains("--tier s3://"),
         "{}",
         text(&out.stderr)
     );

@@ -2341,3 +2341,540 @@ fn manifests_asked_for_bring_their_chunks_before_they_are_read() {
     let (ok, out) = tier_verify(&data, &b);
     assert!(ok, "{out}");
 }
+
+/// The repository `repo delete` gives up in the tests below: created
+/// beside [`REPO`], which keeps the same content.
+const DOOMED: &str = "doomed";
+
+fn create_repo(data: &Path, name: &str) {
+    assert!(bin()
+        .args(["repo", "create", "--data", data.to_str().unwrap(), name])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success());
+}
+
+/// Submit `files` as a new change of `repo` from workspace `ws`.
+fn submit_in(
+    c: &mut impl Requests,
+    repo: &str,
+    ws: WorkspaceId,
+    n: u8,
+    files: &[(&str, &[u8])],
+) -> m::Outcome {
+    let entries: Vec<(&str, Option<&[u8]>, u64)> =
+        files.iter().map(|(p, b)| (*p, Some(*b), 0)).collect();
+    let ch = change(&entries);
+    let op = OperationId([n; 16]);
+    let mut put = put_many_req(ws, op, &ch.objects);
+    put.repo = repo.into();
+    match c.ask(Request::ObjectPutMany(put)) {
+        Response::ObjectPutMany(_) => {}
+        other => panic!("{other:?}"),
+    }
+    let mut s = submit_req(ws, op, ch.id, "m");
+    s.repo = repo.into();
+    match c.ask(Request::Submit(s)) {
+        Response::Submitted(o) => o,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn register_in(c: &mut impl Requests, repo: &str, ws: WorkspaceId) {
+    match c.ask(Request::WorkspaceRegister(
+        scribe_testkit::change::register_req(repo, ws),
+    )) {
+        Response::WorkspaceRegistered(_) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+fn id_of(c: &mut impl Requests, name: &str) -> RepositoryId {
+    c.repo_list()
+        .into_iter()
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("no repository {name}"))
+        .id
+}
+
+/// Every key the bucket holds below `prefix` (a listing: what is there,
+/// not what is reachable).
+fn keys_below(b: &Bucket, prefix: &str) -> Vec<String> {
+    use nokv_bridge::tier::Provider;
+    let mut k = provider(b).list_keys(prefix).unwrap();
+    k.sort();
+    k
+}
+
+/// Where a repository's things are in the bucket: its blocks, its index
+/// and release records, its recovery journal.
+struct Prefixes {
+    artifacts: String,
+    index: String,
+    journal: String,
+    deletion: String,
+}
+
+fn prefixes(data: &Path, b: &Bucket, repo: RepositoryId) -> Prefixes {
+    let t = record(data, b);
+    Prefixes {
+        artifacts: format!("nokv/artifacts/{:08x}/{}", t.shard(), repo.to_hex()),
+        index: format!("nokv/index/{:08x}/{}", t.shard(), repo.to_hex()),
+        journal: format!("nokv/recovery/{:08x}/{}", t.journal_shard(), repo.to_hex()),
+        deletion: nokv_bridge::tier::deletion_key(t.shard(), &repo.0),
+    }
+}
+
+/// Nothing of the deleted repository is left in the bucket but its
+/// deletion record.
+fn assert_gone_from_the_bucket(b: &Bucket, p: &Prefixes) {
+    assert_eq!(
+        keys_below(b, &p.artifacts),
+        Vec::<String>::new(),
+        "no block left"
+    );
+    assert_eq!(keys_below(b, &p.index), vec![p.deletion.clone()]);
+    assert_eq!(
+        keys_below(b, &p.journal),
+        Vec::<String>::new(),
+        "no journal left"
+    );
+}
+
+/// [`REPO`] with a.bin and b.txt, [`DOOMED`] with the same a.bin (its own
+/// copy in the bucket) and two more changes; all under `durable`, the
+/// server stopped afterwards. Returns (REPO's id, DOOMED's id, a.bin).
+fn two_repositories(data: &Path, b: &Bucket) -> (RepositoryId, RepositoryId, Vec<u8>) {
+    create_repo(data, DOOMED);
+    let s = serve(data, b, &rgw().endpoint, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let (keep, doomed) = (id_of(&mut c, REPO), id_of(&mut c, DOOMED));
+    c.register(WorkspaceId([9; 16]));
+    let ws = WorkspaceId([8; 16]);
+    register_in(&mut c, DOOMED, ws);
+    let a = big(31, 3 << 20);
+    accepted(&submit(&mut c, 1, &[("a.bin", &a), ("b.txt", b"bee")]));
+    accepted(&submit_in(
+        &mut c,
+        DOOMED,
+        ws,
+        1,
+        &[("a.bin", &a), ("d.txt", b"dee")],
+    ));
+    accepted(&submit_in(
+        &mut c,
+        DOOMED,
+        ws,
+        2,
+        &[("e.bin", &big(33, 3 << 20))],
+    ));
+    accepted(&submit_in(&mut c, DOOMED, ws, 3, &[("f.txt", b"eff")]));
+    drop(c);
+    kill(s);
+    (keep, doomed, a)
+}
+
+/// Every object of `content` reads back from [`REPO`]'s revisions in the
+/// bucket.
+fn assert_in_the_bucket(data: &Path, b: &Bucket, repo: RepositoryId, content: &[u8]) {
+    let t = record(data, b);
+    for (id, bytes) in &scribe_testkit::change::file(content).objects {
+        assert_eq!(
+            t.read_object(&repo.0, id).unwrap().as_ref(),
+            Some(bytes),
+            "{id}"
+        );
+    }
+}
+
+/// Deleting a repository of a tiered data root (the tier's part used to
+/// be refused) gives its whole history up through the GC: no block, index
+/// record or journal of it is left in the bucket, only its deletion
+/// record; the other repository holding the same content keeps its own
+/// copy; `tier verify` is clean; and a restore from the bucket, whose
+/// shipped catalog still names the repository, leaves it deleted.
+#[test]
+fn a_repository_deleted_on_a_tiered_root_gives_its_history_in_the_bucket_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let ep = rgw().endpoint.clone();
+    let (keep, doomed, a) = two_repositories(&data, &b);
+    let p = prefixes(&data, &b, doomed);
+    assert!(!keys_below(&b, &p.artifacts).is_empty());
+    assert_eq!(keys_below(&b, &p.index).len(), 3, "three index records");
+    assert!(!keys_below(&b, &p.journal).is_empty());
+
+    // Without the bucket named: refused, nothing changes.
+    let out = bin()
+        .args(["repo", "delete", "--data", data.to_str().unwrap(), DOOMED])
+        .args(["--yes", "--confirm", DOOMED])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("--tier s3://BUCKET"), "{said}");
+    assert!(data.join("repos").join(doomed.to_hex()).is_dir());
+    // A preview says what the bucket's part would be, and changes nothing.
+    let (ok, out) = tier_cmd(&data, &b, &ep, &["repo", "delete", DOOMED]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("6 revision(s)") && out.contains("would be collected"),
+        "{out}"
+    );
+    assert_eq!(keys_below(&b, &p.index).len(), 3);
+
+    let (ok, out) = tier_cmd(
+        &data,
+        &b,
+        &ep,
+        &["repo", "delete", DOOMED, "--yes", "--confirm", DOOMED],
+    );
+    assert!(ok, "{out}");
+    assert!(out.contains("deleted repository \"doomed\""), "{out}");
+    assert!(!data.join("repos").join(doomed.to_hex()).exists());
+    assert_eq!(std::fs::read_dir(data.join("deleted")).unwrap().count(), 1);
+    assert_gone_from_the_bucket(&b, &p);
+    let t = record(&data, &b);
+    assert!(t
+        .revisions()
+        .unwrap()
+        .values()
+        .filter(|r| r.root == doomed.0)
+        .all(|r| r.state == nokv_bridge::tier::Lifecycle::Deleted));
+    assert_every_revision_in_the_bucket_is_available(&t, &b, &keep.0);
+    drop(t);
+    assert_in_the_bucket(&data, &b, keep, &a);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+
+    // The disk is lost before the server ever served again: the catalog
+    // journal in the bucket still names the repository. The restore
+    // leaves it deleted and rebuilds the other.
+    std::fs::remove_dir_all(&data).unwrap();
+    let (ok, out) = restore_from_tier(&data, &b);
+    assert!(ok, "{out}");
+    assert!(out.contains("doomed: deleted"), "{out}");
+    let s = serve(&data, &b, &ep, &[]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let names: Vec<String> = c.repo_list().into_iter().map(|r| r.name).collect();
+    assert_eq!(names, vec![REPO.to_string()]);
+    for (id, bytes) in &scribe_testkit::change::file(&a).objects {
+        assert_eq!(&c.object(REPO, *id), bytes, "{id}");
+    }
+    drop(c);
+    kill(s);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
+/// `repo delete` SIGKILLed between the local move and the bucket's part,
+/// then again while its collection waits for a block delete: each run
+/// after finishes what is left (found by name, then by id, though the
+/// catalog no longer names it); `tier verify` names the unfinished
+/// deletion until then and is clean after. A restore taken mid-deletion
+/// leaves the repository out; a new repository given the name is not
+/// deleted in its place.
+#[test]
+fn repo_delete_killed_after_the_local_move_and_mid_collection_is_finished_by_running_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let ep = rgw().endpoint.clone();
+    let (keep, doomed, a) = two_repositories(&data, &b);
+    let p = prefixes(&data, &b, doomed);
+    let r = rgw();
+    let delete = |endpoint: &str, name: &str, pause: Option<&str>| {
+        let mut cmd = bin();
+        cmd.args(["repo", "delete", "--data", data.to_str().unwrap(), name])
+            .args(["--yes", "--confirm", name])
+            .args(["--tier", &b.url, "--tier-endpoint", endpoint])
+            .env("AWS_ACCESS_KEY_ID", &r.access_key)
+            .env("AWS_SECRET_ACCESS_KEY", &r.secret_key)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(step) = pause {
+            cmd.env("SCRIBE_SERVER_PAUSE_AT", step);
+        }
+        cmd.spawn().unwrap()
+    };
+
+    // 1. Killed right after the local move.
+    let mut child = delete(&ep, DOOMED, Some("repo-delete-moved"));
+    {
+        use std::io::BufRead;
+        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut said = String::new();
+        for line in stderr.lines() {
+            let line = line.unwrap();
+            said.push_str(&line);
+            if line.contains("paused at repo-delete-moved") {
+                break;
+            }
+        }
+        assert!(said.contains("paused at repo-delete-moved"), "{said}");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!data.join("repos").join(doomed.to_hex()).exists());
+    assert!(
+        !keys_below(&b, &p.artifacts).is_empty(),
+        "the bucket's part has not begun"
+    );
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(!ok && out.contains("repository doomed"), "{out}");
+
+    // 2. Killed while the collection waits for its first block delete
+    // (the deletion record and the claims are done).
+    let proxy = proxy::Proxy::start(&ep);
+    proxy.plan(&[proxy::Fault::SilentAtDelete; 64]);
+    let mut child = delete(&proxy.endpoint, DOOMED, None);
+    while proxy.faulted.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("repo delete exited with {st} before deleting anything");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    {
+        let t = record(&data, &b);
+        let deleting = t
+            .revisions()
+            .unwrap()
+            .values()
+            .filter(|r| r.root == doomed.0 && r.state == nokv_bridge::tier::Lifecycle::Deleting)
+            .count();
+        assert!(deleting > 0, "killed mid-collection");
+    }
+    assert!(in_bucket(&b, &p.deletion));
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(!ok, "{out}");
+
+    // A restore from the bucket as the deletion left it (the deletion
+    // record written, blocks and records half gone) leaves the
+    // repository out: never brought back half-way.
+    let drill = dir.path().join("drill");
+    let (ok, out) = restore_from_tier(&drill, &b);
+    assert!(ok && out.contains("doomed: deleted"), "{out}");
+    assert!(!out.contains("doomed: changes"), "{out}");
+
+    // A new repository takes the name: deleting it by that name is
+    // refused while the old one's deletion is unfinished, naming the id.
+    create_repo(&data, DOOMED);
+    let out = delete(&ep, DOOMED, None).wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("has not finished") && said.contains(&doomed.to_hex()),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_dir(data.join("repos")).unwrap().count(),
+        2,
+        "nothing moved"
+    );
+
+    // 3. Run again, by id: finished.
+    let id = doomed.to_hex();
+    let out = delete(&ep, &id, None).wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert_gone_from_the_bucket(&b, &p);
+    assert_in_the_bucket(&data, &b, keep, &a);
+    let t = record(&data, &b);
+    assert!(t.roots_being_deleted().unwrap().is_empty());
+    assert_every_revision_in_the_bucket_is_available(&t, &b, &keep.0);
+    drop(t);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+    // The new repository of that name is deleted by name now, then the
+    // name is unknown.
+    let out = delete(&ep, DOOMED, None).wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert_eq!(std::fs::read_dir(data.join("repos")).unwrap().count(), 1);
+    let out = delete(&ep, DOOMED, None).wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
+/// A repository deleted while its outbox is not empty: the publication
+/// that had started (blocks in the bucket, its index record held by the
+/// proxy when the server was killed) is finished and collected with the
+/// rest, the early upload of a change never published is given up, the
+/// changes never uploaded are dropped; no block of it is left.
+#[test]
+fn a_repository_deleted_with_uploads_pending_leaves_no_block_of_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let ep = rgw().endpoint.clone();
+    create_repo(&data, DOOMED);
+    let shard = {
+        let root = scribe_metadata::DataRoot::open(&data).unwrap();
+        scribe_server::tier::shard_of(root.incarnation())
+    };
+    let proxy = proxy::Proxy::start(&ep);
+    proxy.plan(&[proxy::Fault::SilentAt("/nokv/index/"); 64]);
+    let s = serve(&data, &b, &proxy.endpoint, &["--ack", "local"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let doomed = id_of(&mut c, DOOMED);
+    let ws = WorkspaceId([8; 16]);
+    register_in(&mut c, DOOMED, ws);
+    accepted(&submit_in(
+        &mut c,
+        DOOMED,
+        ws,
+        1,
+        &[("a.bin", &noise(71, 1 << 20))],
+    ));
+    // Liveness only: change 1's index record PUT arrives and is held.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while proxy.faulted.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "no index record held");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Change 2's objects: staged early (before its submit: an early
+    // upload of an operation whose outcome is recorded stages nothing).
+    let b2 = noise(72, 1 << 20);
+    let ch = change(&[("b.bin", Some(&b2[..]), 0)]);
+    let mut put = put_many_req(ws, OperationId([2; 16]), &ch.objects);
+    put.repo = DOOMED.into();
+    match c.ask(Request::ObjectPutMany(put)) {
+        Response::ObjectPutMany(_) => {}
+        other => panic!("{other:?}"),
+    }
+    // Liveness only: change 2's chunk reaches the bucket early (a third
+    // revision directory: change 1's content and commit revisions, and
+    // change 2's staged one).
+    let artifacts = {
+        use nokv_bridge::tier::Provider;
+        let p = provider(&b);
+        let prefix = format!("nokv/artifacts/{shard:08x}/{}", doomed.to_hex());
+        while p.list_dirs(&prefix).unwrap().len() < 3 {
+            assert!(Instant::now() < deadline, "change 2 never staged");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        prefix
+    };
+    let mut sub = submit_req(ws, OperationId([2; 16]), ch.id, "m");
+    sub.repo = DOOMED.into();
+    match c.ask(Request::Submit(sub)) {
+        Response::Submitted(o) => assert_eq!(accepted(&o), 2),
+        other => panic!("{other:?}"),
+    }
+    drop(c);
+    kill(s);
+    {
+        let t = record(&data, &b);
+        assert_eq!(t.uploaded_through(&doomed.0).unwrap(), 0);
+        assert_eq!(t.publication_started(&doomed.0).unwrap(), Some(1));
+        assert_eq!(t.staging().unwrap().len(), 1, "change 2's early upload");
+    }
+    let p = prefixes(&data, &b, doomed);
+    assert_eq!(p.artifacts, artifacts);
+    let (ok, out) = tier_cmd(
+        &data,
+        &b,
+        &ep,
+        &["repo", "delete", DOOMED, "--yes", "--confirm", DOOMED],
+    );
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("finished the started publication of change 1"),
+        "{out}"
+    );
+    assert_gone_from_the_bucket(&b, &p);
+    let t = record(&data, &b);
+    assert!(t.staging().unwrap().is_empty());
+    assert_eq!(t.publication_started(&doomed.0).unwrap(), None);
+    drop(t);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
+/// The bucket unreachable once the repository has moved aside: the
+/// command fails saying the repository is deleted here, that its history
+/// in the bucket is not given up yet, and how to finish; run again with
+/// the bucket back, it finishes.
+#[test]
+fn a_deletion_whose_bucket_fails_after_the_move_says_so_and_finishes_when_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let ep = rgw().endpoint.clone();
+    let (_keep, doomed, _a) = two_repositories(&data, &b);
+    let p = prefixes(&data, &b, doomed);
+    // Nothing listens there.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let (ok, out) = tier_cmd(
+        &data,
+        &b,
+        &dead,
+        &["repo", "delete", DOOMED, "--yes", "--confirm", DOOMED],
+    );
+    assert!(!ok, "{out}");
+    assert!(!data.join("repos").join(doomed.to_hex()).exists());
+    assert!(
+        out.contains("deleted here")
+            && out.contains("not given up yet")
+            && out.contains(&format!(
+                "{} --yes --confirm {}",
+                doomed.to_hex(),
+                doomed.to_hex()
+            )),
+        "{out}"
+    );
+    assert!(!keys_below(&b, &p.artifacts).is_empty());
+    let (ok, out) = tier_cmd(
+        &data,
+        &b,
+        &ep,
+        &["repo", "delete", DOOMED, "--yes", "--confirm", DOOMED],
+    );
+    assert!(ok, "{out}");
+    assert_gone_from_the_bucket(&b, &p);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
+
+/// Killed between the directory's move and the catalog's transaction
+/// (`DataRoot::delete_repository`; simulated by moving the directory
+/// aside as that step does): the catalog still names the repository but
+/// its directory is gone. Run again, the deletion finishes, the bucket's
+/// part included.
+#[test]
+fn a_tiered_deletion_killed_between_the_move_and_the_catalog_finishes_when_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let ep = rgw().endpoint.clone();
+    let (_keep, doomed, _a) = two_repositories(&data, &b);
+    let p = prefixes(&data, &b, doomed);
+    record(&data, &b)
+        .mark_root_deleted(&doomed.0, DOOMED)
+        .unwrap();
+    std::fs::create_dir_all(data.join("deleted")).unwrap();
+    std::fs::rename(
+        data.join("repos").join(doomed.to_hex()),
+        data.join("deleted").join(format!("{}-1", doomed.to_hex())),
+    )
+    .unwrap();
+    let (ok, out) = tier_cmd(
+        &data,
+        &b,
+        &ep,
+        &["repo", "delete", DOOMED, "--yes", "--confirm", DOOMED],
+    );
+    assert!(ok, "{out}");
+    assert!(out.contains("moved by an earlier run"), "{out}");
+    assert_gone_from_the_bucket(&b, &p);
+    let (ok, out) = tier_verify(&data, &b);
+    assert!(ok, "{out}");
+}
