@@ -1409,11 +1409,8 @@ fn parse_connections(text: &str) -> Result<usize, String> {
 
 /// Write `contents` to `dir/name` atomically.
 fn write_runtime(dir: &Path, name: &str, contents: &str) -> Result<()> {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, contents).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, dir.join(name))
-        .with_context(|| format!("cannot write {}", dir.join(name).display()))?;
-    Ok(())
+    scribe_format::runtime::write(dir, name, contents)
+        .with_context(|| format!("cannot write {}", dir.join(name).display()))
 }
 
 fn serve(
@@ -1466,7 +1463,7 @@ fn serve(
     // holds it, which Service::open then names).
     let mut found = runtime_dir.and_then(scribe_server::runtime::leftover);
     if let (Some(dir), Some(l)) = (runtime_dir, &found) {
-        if !l.alive {
+        if !l.alive() {
             scribe_server::runtime::clear(dir)
                 .with_context(|| format!("cannot clear runtime directory {}", dir.display()))?;
             eprintln!(
