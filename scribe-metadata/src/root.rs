@@ -63,6 +63,9 @@ pub struct DataRoot {
     /// refused by name until the data root is opened again, while the
     /// others serve.
     set_aside: Mutex<HashMap<RepositoryId, SetAside>>,
+    /// What [`DataRoot::open`] put right (a repository descriptor naming
+    /// it by a name the catalog no longer holds), one line each.
+    healed: Vec<String>,
 }
 
 /// A repository that could not be opened with its data root
@@ -188,6 +191,7 @@ impl DataRoot {
             objects: Box::new(default_objects),
             create_gate: Mutex::new(()),
             set_aside: Mutex::new(HashMap::new()),
+            healed: Vec::new(),
         })
     }
 
@@ -225,7 +229,7 @@ impl DataRoot {
             tx.open_table(CATALOG_REPOS)?;
             tx.open_table(CATALOG_REPO_NAMES)?;
         }
-        let root = DataRoot {
+        let mut root = DataRoot {
             dir,
             _lock: lock,
             catalog: Mutex::new(Some((
@@ -238,9 +242,63 @@ impl DataRoot {
             objects: Box::new(default_objects),
             create_gate: Mutex::new(()),
             set_aside: Mutex::new(HashMap::new()),
+            healed: Vec::new(),
         };
         root.remove_creating_leftovers()?;
+        root.healed = root.heal_renamed_descriptors()?;
         Ok(root)
+    }
+
+    /// What opening this data root put right, one line each (empty
+    /// nearly always): shown by `serve` and the `repo` commands.
+    pub fn healed(&self) -> &[String] {
+        &self.healed
+    }
+
+    /// A rename ([`DataRoot::rename_repository`]) commits the catalog,
+    /// then rewrites the repository's `SCRIBE_FORMAT`; a crash between the
+    /// two leaves the old name there. The catalog is the truth: each ready
+    /// repository whose descriptor names it otherwise is rewritten here
+    /// (the rename finished), and the line saying so returned. A
+    /// descriptor that cannot be read is left to the repository's own
+    /// opening, which names it.
+    fn heal_renamed_descriptors(&self) -> Result<Vec<String>> {
+        let mut ready = Vec::new();
+        {
+            let tx = self.catalog()?.begin_read()?;
+            let repos = tx.open_table(CATALOG_REPOS)?;
+            for row in repos.range::<[u8; 16]>(..)? {
+                let (k, v) = row?;
+                let rec = CatalogRecord::decode(v.value())?;
+                if rec.state == RepoState::Ready {
+                    ready.push((RepositoryId(k.value()), rec.name));
+                }
+            }
+        }
+        let mut healed = Vec::new();
+        for (id, name) in ready {
+            let dir = self.repo_dir(&id);
+            let Ok(mut d) = database_descriptor::read(&dir) else {
+                continue;
+            };
+            let Some(said) = d.get("name").map(str::to_owned) else {
+                continue;
+            };
+            if said == name {
+                continue;
+            }
+            d.set("name", &name)
+                .map_err(|e| MetadataError::corrupt(format!("{}: {e}", dir.display())))?;
+            database_descriptor::write(&d, &dir)?;
+            healed.push(format!(
+                "repository {} (id {id}): its {} still named it {} (a rename stopped before \
+                 rewriting it); rewritten to the catalog's name",
+                echo(&name),
+                dir.join(database_descriptor::FILE).display(),
+                echo(&said)
+            ));
+        }
+        Ok(healed)
     }
 
     /// Replace how opened repositories reach their object store (the server

@@ -699,7 +699,25 @@ fn print_report(what: &str, r: &Report) -> ExitCode {
     }
 }
 
+/// Before a `repo` command: open the data root once so that what its
+/// opening puts right (a descriptor an interrupted rename left with the
+/// old name) is said even when the command is then refused. A data root
+/// that does not open is left to the command, which names why.
+fn say_healed(data: &Path) {
+    if let Ok(root) = scribe_metadata::DataRoot::open(data) {
+        for h in root.healed() {
+            eprintln!("scribe-server: {h}");
+        }
+    }
+}
+
 fn run(cli: Cli) -> Result<ExitCode> {
+    if let Command::Repo { command } = &cli.command {
+        let (RepoCommand::Create { data, .. }
+        | RepoCommand::Rename { data, .. }
+        | RepoCommand::Delete { data, .. }) = command;
+        say_healed(&data.data);
+    }
     match cli.command {
         Command::Init(d) => {
             Service::create(&d.data)
@@ -1487,6 +1505,9 @@ fn serve(
         service = Service::open(data);
     }
     let service = service.with_context(|| format!("cannot serve data root {}", data.display()))?;
+    for h in service.root().healed() {
+        eprintln!("scribe-server: {h}");
+    }
     for a in service.root().set_aside() {
         let way = match admin::open_way_out(&a.cause) {
             Some(w) => format!("stop the server: {w}"),

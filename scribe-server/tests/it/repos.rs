@@ -348,3 +348,85 @@ fn rename_and_delete_refuse_while_the_data_root_is_served() {
         .join("metadata.redb")
         .is_file());
 }
+
+/// Put the name `name` back into repository `id`'s `SCRIBE_FORMAT`: what
+/// a rename killed between its catalog transaction and its descriptor
+/// rewrite leaves.
+fn write_old_descriptor_name(data: &Path, id: scribe_format::RepositoryId, name: &str) {
+    use scribe_metadata::database_descriptor as dd;
+    let dir = data.join("repos").join(id.to_hex());
+    let mut d = dd::read(&dir).unwrap();
+    d.set("name", name).unwrap();
+    dd::write(&d, &dir).unwrap();
+}
+
+fn descriptor_name(data: &Path, id: scribe_format::RepositoryId) -> String {
+    let dir = data.join("repos").join(id.to_hex());
+    let d = scribe_metadata::database_descriptor::read(&dir).unwrap();
+    d.get("name").unwrap().to_owned()
+}
+
+/// A rename stopped after its catalog transaction leaves the old name in
+/// the repository's descriptor: the next `repo` command (even one then
+/// refused) and the next `serve` rewrite it to the catalog's name and say
+/// so. It stayed until the next rename.
+#[test]
+fn a_rename_stopped_before_its_descriptor_rewrite_is_finished_at_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let (id, _ws, _head) = root_with_history(&data);
+    let out = run(&["repo", "rename", "--data", d, REPO, "game-2026"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(descriptor_name(&data, id), "game-2026");
+
+    // The next repo command, here one that is refused.
+    write_old_descriptor_name(&data, id, REPO);
+    let out = run(&["repo", "rename", "--data", d, "nope", "x"]);
+    assert_eq!(out.status.code(), Some(1));
+    let said = text(&out.stderr);
+    assert!(
+        said.contains(&format!("repository \"game-2026\" (id {id}): its ")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("still named it \"{REPO}\" (a rename stopped")),
+        "{said}"
+    );
+    assert_eq!(descriptor_name(&data, id), "game-2026");
+    // Once right, nothing more is said.
+    let out = run(&["repo", "create", "--data", d, "other"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("still named"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // The next serve.
+    write_old_descriptor_name(&data, id, REPO);
+    let log = dir.path().join("serve.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_scribe-server"))
+        .args(["serve", "--data", d, "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let said = loop {
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        if said.contains("serving") {
+            break said;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "serve stopped: {said}");
+        assert!(start.elapsed().as_secs() < 60, "{said}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        said.contains(&format!("still named it \"{REPO}\"")),
+        "{said}"
+    );
+    assert_eq!(descriptor_name(&data, id), "game-2026");
+}
