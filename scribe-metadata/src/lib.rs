@@ -38,6 +38,7 @@ pub mod doctor;
 pub mod error;
 pub mod export;
 pub mod footprint;
+pub mod former_names;
 pub mod journal;
 pub mod locks;
 mod manifest_check;

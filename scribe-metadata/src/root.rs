@@ -355,11 +355,23 @@ impl DataRoot {
 
     /// Create a repository named `name` with its main branch.
     pub fn create_repository(&self, name: &str) -> Result<RepositoryId> {
+        self.create_repository_with(name, false)
+    }
+
+    /// [`create_repository`](Self::create_repository), refusing a name
+    /// another repository had before a rename ([`crate::former_names`])
+    /// unless `reuse_name` (which gives the name back once the repository
+    /// is made).
+    pub fn create_repository_with(&self, name: &str, reuse_name: bool) -> Result<RepositoryId> {
         validate_name(name)?;
         let _gate = self
             .create_gate
             .lock()
             .map_err(|_| MetadataError::Gate("poisoned".into()))?;
+        let former = self.former_holders(name, None)?;
+        if !former.is_empty() && !reuse_name {
+            return Err(self.former_name_refusal(name, &former, "repo create"));
+        }
         let id = RepositoryId::random();
         let main = BranchId::random();
         let created_ms = now_ms();
@@ -390,7 +402,87 @@ impl DataRoot {
                 .insert(id.0, ready.encode().as_slice())?;
         }
         tx.commit()?;
+        if !former.is_empty() {
+            self.forget_former_name(name)?;
+        }
         Ok(id)
+    }
+
+    /// The repositories other than `except` that had `name` before a
+    /// rename.
+    fn former_holders(
+        &self,
+        name: &str,
+        except: Option<RepositoryId>,
+    ) -> Result<Vec<crate::former_names::FormerName>> {
+        Ok(crate::former_names::read(&self.dir)?
+            .into_iter()
+            .filter(|f| f.name == name && Some(f.id) != except)
+            .collect())
+    }
+
+    /// Refuse `name` when a repository other than `except` had it before a
+    /// rename (the refusal [`rename_repository`](Self::rename_repository)
+    /// and [`create_repository`](Self::create_repository) give), for a
+    /// caller that must know before it changes anything elsewhere.
+    pub fn check_name_reusable(
+        &self,
+        name: &str,
+        except: Option<RepositoryId>,
+        what: &str,
+    ) -> Result<()> {
+        let former = self.former_holders(name, except)?;
+        if former.is_empty() {
+            Ok(())
+        } else {
+            Err(self.former_name_refusal(name, &former, what))
+        }
+    }
+
+    /// Give `name` back: forget every record of it.
+    fn forget_former_name(&self, name: &str) -> Result<()> {
+        let mut all = crate::former_names::read(&self.dir)?;
+        all.retain(|f| f.name != name);
+        crate::former_names::write(&self.dir, &all)
+    }
+
+    /// The refusal of `name` for `what`: which repository had it, what it
+    /// is called now, and the way out.
+    fn former_name_refusal(
+        &self,
+        name: &str,
+        former: &[crate::former_names::FormerName],
+        what: &str,
+    ) -> MetadataError {
+        let f = &former[former.len() - 1];
+        let now = self
+            .catalog()
+            .and_then(|c| {
+                let tx = c.begin_read()?;
+                let repos = tx.open_table(CATALOG_REPOS)?;
+                let row = repos.get(f.id.0)?;
+                Ok(match row {
+                    Some(r) => Some(CatalogRecord::decode(r.value())?.name),
+                    None => None,
+                })
+            })
+            .ok()
+            .flatten();
+        let now = match now {
+            Some(n) => format!("now named {}", echo(&n)),
+            None => "since deleted".to_owned(),
+        };
+        MetadataError::refused(
+            ErrorCode::AlreadyExists,
+            format!(
+                "repository name {} was repository {}'s until a rename ({now}): workspaces made \
+                 before it still ask for it by that name and would reach the new repository; \
+                 once they have run `scribe workspace set-server URL`, give the name back with \
+                 `scribe-server {what} --reuse-name` (offline)",
+                echo(name),
+                f.id
+            ),
+        )
     }
 
     /// Publish a repository built outside the serving path (`import`):
@@ -710,10 +802,18 @@ impl DataRoot {
     /// branch; only the name) and moves its `repo_names` row; then the
     /// repository's descriptor records the new name. The catalog is
     /// authoritative: a crash between the two leaves a descriptor with the
-    /// old name, which nothing checks and the next rename rewrites.
-    /// Refuses an invalid `new` (`malformed`), a `new` another repository
-    /// holds (`already_exists`) and an unknown `old` (`not_found`).
-    pub fn rename_repository(&self, old: &str, new: &str) -> Result<RepositoryId> {
+    /// old name, which the next opening rewrites ([`DataRoot::healed`]).
+    /// `old` is recorded in [`crate::former_names`] first. Refuses an
+    /// invalid `new` (`malformed`), a `new` another repository holds or
+    /// had before a rename (`already_exists`; the latter allowed with
+    /// `reuse_name`, which gives it back) and an unknown `old`
+    /// (`not_found`).
+    pub fn rename_repository(
+        &self,
+        old: &str,
+        new: &str,
+        reuse_name: bool,
+    ) -> Result<RepositoryId> {
         validate_name(new)?;
         let _gate = self
             .create_gate
@@ -726,7 +826,22 @@ impl DataRoot {
                 format!("repository {} is named so already", echo(new)),
             ));
         }
+        let former = self.former_holders(new, Some(id))?;
+        if !former.is_empty() && !reuse_name {
+            return Err(self.former_name_refusal(new, &former, "repo rename"));
+        }
         self.forget_one(id)?;
+        // The old name is remembered first: a crash before the catalog
+        // transaction leaves a record of the repository's own current
+        // name, which guards nothing and refuses nothing it may do.
+        let mut names = crate::former_names::read(&self.dir)?;
+        names.retain(|f| f.name != new && !(f.id == id && f.name == old));
+        names.push(crate::former_names::FormerName {
+            id,
+            renamed_ms: now_ms(),
+            name: old.to_owned(),
+        });
+        crate::former_names::write(&self.dir, &names)?;
         {
             let tx = self.catalog_write()?;
             {

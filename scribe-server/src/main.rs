@@ -571,6 +571,11 @@ enum RepoCommand {
         data: DataArg,
         /// The repository name
         name: String,
+        /// Give a new repository a name another one had before a rename
+        /// (refused without it: that one's old workspaces may still ask
+        /// for it by that name)
+        #[arg(long)]
+        reuse_name: bool,
     },
     /// Rename a repository (offline)
     ///
@@ -586,6 +591,10 @@ enum RepoCommand {
         old: String,
         /// Its new name
         new: String,
+        /// Take a name another repository had before a rename (refused
+        /// without it: that one's old workspaces may still ask for it)
+        #[arg(long)]
+        reuse_name: bool,
         /// With auth: the administrator's credential file (default:
         /// $SCRIBE_CREDENTIAL, else the stored login's credential.pem)
         #[arg(long, value_name = "FILE")]
@@ -735,11 +744,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             auth_ca,
         } => auth_init(data.data, auth, namespace, name, hosts, credential, auth_ca),
         Command::Repo {
-            command: RepoCommand::Create { data, name },
+            command:
+                RepoCommand::Create {
+                    data,
+                    name,
+                    reuse_name,
+                },
         } => {
             let svc = Service::open(&data.data)
                 .with_context(|| format!("cannot open data root {}", data.data.display()))?;
-            let info = scribe_server::service::dispatch::repo_create(&svc, &name)
+            let info = scribe_server::service::dispatch::repo_create_with(&svc, &name, reuse_name)
                 .map_err(|f| anyhow!("{}: {}", f.code, f.message))
                 .with_context(|| {
                     format!(
@@ -757,12 +771,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     data,
                     old,
                     new,
+                    reuse_name,
                     credential,
                 },
         } => {
             let admin = admin_credential_if_bound(&data.data, credential)?;
             let (id, report) =
-                scribe_server::repos::rename(&data.data, &old, &new, admin.as_ref())?;
+                scribe_server::repos::rename(&data.data, &old, &new, reuse_name, admin.as_ref())?;
             println!("{}", id.to_hex());
             Ok(print_report("repo rename", &report))
         }

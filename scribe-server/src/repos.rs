@@ -102,6 +102,7 @@ pub fn rename(
     data: &Path,
     old: &str,
     new: &str,
+    reuse_name: bool,
     admin: Option<&AdminCredential>,
 ) -> Result<(RepositoryId, Report), AdminError> {
     let root = open_without_stores(data)?;
@@ -120,6 +121,12 @@ pub fn rename(
             ErrorCode::AlreadyExists,
             format!("repository {} exists", echo(new)),
         ));
+    }
+    // A name another repository had: refused before the auth service is
+    // asked (the catalog's own check below would come after it).
+    if !reuse_name {
+        root.check_name_reusable(new, Some(id), "repo rename")
+            .map_err(meta(new))?;
     }
     let mut report = Report::default();
     if let Some((client, namespace)) = auth_client(data, admin, "a rename")? {
@@ -140,7 +147,8 @@ pub fn rename(
             echo(new)
         ));
     }
-    root.rename_repository(old, new).map_err(meta(old))?;
+    root.rename_repository(old, new, reuse_name)
+        .map_err(meta(old))?;
     report.notes.push(format!(
         "renamed repository {} to {} (id {id}); a workspace of it follows with `scribe workspace \
          set-server URL` (its server's URL, as `scribe info` shows it)",

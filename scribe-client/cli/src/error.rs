@@ -147,6 +147,12 @@ pub fn hint_about(concern: &Concern) -> Option<String> {
              rename (same repository: its history, your opened files and this workspace's \
              registration stay)"
         ),
+        Concern::RepositoryReplaced => "nothing was asked of that other repository and this \
+                                        workspace's files are as they were: `scribe info` shows \
+                                        this workspace's server and repository id; ask the \
+                                        server's operator where that repository went (a \
+                                        deleted one is under the data root's deleted/)"
+            .into(),
         Concern::DataRoot => "`scribe repo create NAME --server PATH` makes a data root there, with its first repository"
             .into(),
         Concern::Branch => "this server serves the main branch: leave out `--branch`".into(),

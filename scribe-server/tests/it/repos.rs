@@ -109,9 +109,10 @@ fn a_renamed_repository_keeps_its_id_history_and_workspaces() {
         Response::Error(e) => assert!(e.message.contains("no repository"), "{e:?}"),
         other => panic!("{other:?}"),
     }
-    // The old name is free for a new repository (another id, no history).
+    // The old name is given to a new repository (another id, no history)
+    // only on purpose (`a_renamed_repositorys_old_name_is_not_reused_...`).
     drop(c);
-    let out = run(&["repo", "create", "--data", d, REPO]);
+    let out = run(&["repo", "create", "--data", d, REPO, "--reuse-name"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_ne!(text(&out.stdout).trim(), id.to_hex());
 }
@@ -429,4 +430,55 @@ fn a_rename_stopped_before_its_descriptor_rewrite_is_finished_at_the_next_open()
         "{said}"
     );
     assert_eq!(descriptor_name(&data, id), "game-2026");
+}
+
+/// A renamed repository's old name is remembered (`<data>/former-names`):
+/// `repo create OLD` and `repo rename X OLD` (and a client's create over
+/// the wire) are refused by name, naming the repository that had it and
+/// `--reuse-name`; the repository itself may take its old name back; with
+/// `--reuse-name` the name is given back. Any create used to take it.
+#[test]
+fn a_renamed_repositorys_old_name_is_not_reused_without_reuse_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let (id, _ws, _head) = root_with_history(&data);
+    let out = run(&["repo", "rename", "--data", d, REPO, "game-2026"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(run(&["repo", "create", "--data", d, "other"])
+        .status
+        .success());
+    let says = format!(
+        "repository name \"{REPO}\" was repository {id}'s until a rename (now named \"game-2026\")"
+    );
+    for args in [
+        vec!["repo", "create", "--data", d, REPO],
+        vec!["repo", "rename", "--data", d, "other", REPO],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let said = text(&out.stderr);
+        assert!(said.contains(&says), "{args:?}: {said}");
+        assert!(said.contains("--reuse-name"), "{args:?}: {said}");
+    }
+    {
+        let svc = Service::open(&data).unwrap();
+        let e = scribe_server::service::dispatch::repo_create(&svc, REPO).unwrap_err();
+        assert_eq!(e.code, scribe_format::ErrorCode::AlreadyExists);
+        assert!(e.message.contains(&says), "{}", e.message);
+    }
+    // The repository takes its own old name back, and gives it up again.
+    let out = run(&["repo", "rename", "--data", d, "game-2026", REPO]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(&["repo", "rename", "--data", d, REPO, "game-2026"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!run(&["repo", "create", "--data", d, REPO]).status.success());
+    // Given back on purpose.
+    let out = run(&["repo", "create", "--data", d, REPO, "--reuse-name"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut c = InProcessConnection::new(Service::open(&data).unwrap());
+    let list = c.repo_list();
+    let new = list.iter().find(|r| r.name == REPO).unwrap();
+    assert_ne!(new.id, id);
+    assert_eq!(list.iter().find(|r| r.name == "game-2026").unwrap().id, id);
 }
