@@ -51,6 +51,7 @@ pub mod reclaim;
 pub mod records;
 pub mod repo;
 pub mod restore;
+pub mod retired;
 pub mod root;
 pub mod stream;
 pub mod tables;

@@ -66,6 +66,9 @@ pub struct DataRoot {
     /// What [`DataRoot::open`] put right (a repository descriptor naming
     /// it by a name the catalog no longer holds), one line each.
     healed: Vec<String>,
+    /// The retired repositories ([`crate::retired`]), read at opening:
+    /// retiring takes the data root offline, so this never goes stale.
+    retired: HashMap<RepositoryId, crate::retired::Retired>,
 }
 
 /// A repository that could not be opened with its data root
@@ -192,6 +195,7 @@ impl DataRoot {
             create_gate: Mutex::new(()),
             set_aside: Mutex::new(HashMap::new()),
             healed: Vec::new(),
+            retired: HashMap::new(),
         })
     }
 
@@ -243,10 +247,53 @@ impl DataRoot {
             create_gate: Mutex::new(()),
             set_aside: Mutex::new(HashMap::new()),
             healed: Vec::new(),
+            retired: HashMap::new(),
         };
         root.remove_creating_leftovers()?;
         root.healed = root.heal_renamed_descriptors()?;
+        root.retired = crate::retired::read(&root.dir)?
+            .into_iter()
+            .map(|r| (r.id, r))
+            .collect();
         Ok(root)
+    }
+
+    /// Whether repository `id` is retired (read-only), and whom to ask.
+    pub fn retired(&self, id: RepositoryId) -> Option<&crate::retired::Retired> {
+        self.retired.get(&id)
+    }
+
+    /// Retire repository `name` (kept, read-only), recording whom to ask;
+    /// or, with `retire` false, bring it back. Returns its id and whether
+    /// anything changed.
+    pub fn set_retired(
+        &self,
+        name: &str,
+        retire: bool,
+        contact: &str,
+    ) -> Result<(RepositoryId, bool)> {
+        let id = self.repository_id(name)?;
+        if !crate::retired::valid_contact(contact) {
+            return Err(MetadataError::refused(
+                ErrorCode::Malformed,
+                format!(
+                    "--contact must be one line of at most {} bytes without control characters",
+                    crate::retired::MAX_CONTACT_BYTES
+                ),
+            ));
+        }
+        let mut all = crate::retired::read(&self.dir)?;
+        let was = all.iter().any(|r| r.id == id);
+        all.retain(|r| r.id != id);
+        if retire {
+            all.push(crate::retired::Retired {
+                id,
+                retired_ms: now_ms(),
+                contact: contact.to_owned(),
+            });
+        }
+        crate::retired::write(&self.dir, &all)?;
+        Ok((id, was != retire || retire))
     }
 
     /// What opening this data root put right, one line each (empty

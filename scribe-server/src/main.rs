@@ -600,6 +600,27 @@ enum RepoCommand {
         #[arg(long, value_name = "FILE")]
         credential: Option<PathBuf>,
     },
+    /// Retire a repository (offline): keep it, read-only
+    ///
+    /// Syncs, reads and history keep working; submits, locks and every
+    /// other write are refused with repository_retired, naming --contact
+    /// (whom to ask). `repo unretire` brings it back.
+    Retire {
+        #[command(flatten)]
+        data: DataArg,
+        /// The repository name
+        name: String,
+        /// Whom users should ask to write to it again (one line)
+        #[arg(long, default_value = "")]
+        contact: String,
+    },
+    /// Make a retired repository writable again (offline)
+    Unretire {
+        #[command(flatten)]
+        data: DataArg,
+        /// The repository name
+        name: String,
+    },
     /// Delete a repository (offline), keeping its data aside
     ///
     /// Without --yes, only says what would happen. With --yes and --confirm
@@ -724,6 +745,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
     if let Command::Repo { command } = &cli.command {
         let (RepoCommand::Create { data, .. }
         | RepoCommand::Rename { data, .. }
+        | RepoCommand::Retire { data, .. }
+        | RepoCommand::Unretire { data, .. }
         | RepoCommand::Delete { data, .. }) = command;
         say_healed(&data.data);
     }
@@ -780,6 +803,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 scribe_server::repos::rename(&data.data, &old, &new, reuse_name, admin.as_ref())?;
             println!("{}", id.to_hex());
             Ok(print_report("repo rename", &report))
+        }
+        Command::Repo {
+            command:
+                RepoCommand::Retire {
+                    data,
+                    name,
+                    contact,
+                },
+        } => {
+            let report = scribe_server::repos::set_retired(&data.data, &name, true, &contact)?;
+            Ok(print_report("repo retire", &report))
+        }
+        Command::Repo {
+            command: RepoCommand::Unretire { data, name },
+        } => {
+            let report = scribe_server::repos::set_retired(&data.data, &name, false, "")?;
+            Ok(print_report("repo unretire", &report))
         }
         Command::Repo {
             command:

@@ -297,3 +297,37 @@ fn dir_bytes(dir: &Path) -> u64 {
     }
     total
 }
+
+/// Retire repository `name` (kept, read-only: every write is refused with
+/// `repository_retired`, naming `contact`), or with `retire` false bring
+/// it back. Offline, as rename: the serving process reads retirements when
+/// it opens the data root.
+pub fn set_retired(
+    data: &Path,
+    name: &str,
+    retire: bool,
+    contact: &str,
+) -> Result<Report, AdminError> {
+    let root = open_without_stores(data)?;
+    let (id, changed) = root
+        .set_retired(name, retire, contact)
+        .map_err(meta(name))?;
+    let mut report = Report::default();
+    report.notes.push(match (retire, changed) {
+        (true, _) => format!(
+            "retired repository {} (id {id}): kept read-only; writes are refused naming {}",
+            echo(name),
+            if contact.is_empty() {
+                "the server's operator".to_owned()
+            } else {
+                echo(contact).to_string()
+            }
+        ),
+        (false, true) => format!("repository {} (id {id}) is writable again", echo(name)),
+        (false, false) => format!(
+            "repository {} (id {id}) was not retired; nothing changed",
+            echo(name)
+        ),
+    });
+    Ok(report)
+}

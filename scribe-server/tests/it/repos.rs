@@ -482,3 +482,101 @@ fn a_renamed_repositorys_old_name_is_not_reused_without_reuse_name() {
     assert_ne!(new.id, id);
     assert_eq!(list.iter().find(|r| r.name == "game-2026").unwrap().id, id);
 }
+
+/// `repo retire` and `repo unretire` (offline) by the real binary: an
+/// unknown repository and a whom-to-ask with control characters are
+/// refused; the state is kept by id in `<data>/retired-repositories`
+/// (a rename keeps it), and a damaged file stops the opening by name
+/// rather than letting writes in.
+#[test]
+fn retire_and_unretire_keep_the_state_by_id_and_refuse_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let (id, ws, _head) = root_with_history(&data);
+    let out = run(&["repo", "retire", "--data", d, "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no repository"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&[
+        "repo",
+        "retire",
+        "--data",
+        d,
+        REPO,
+        "--contact",
+        "a\u{1b}[2Jb",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("--contact must be one line"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&[
+        "repo",
+        "retire",
+        "--data",
+        d,
+        REPO,
+        "--contact",
+        "ops@studio",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("retired repository"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = run(&["repo", "rename", "--data", d, REPO, "archive-2025"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Served in-process: a write is refused, a read answers.
+    {
+        let mut c = InProcessConnection::new(Service::open(&data).unwrap());
+        let branch = c.repo_list()[0].main_branch;
+        match c
+            .call(Request::LockAcquire(m::LockAcquire {
+                repo: "archive-2025".into(),
+                workspace: ws,
+                branch,
+                author: "ann".into(),
+                paths: vec!["art/a.txt".into()],
+            }))
+            .unwrap()
+        {
+            Response::Error(e) => {
+                assert_eq!(e.code, scribe_format::ErrorCode::RepositoryRetired.number());
+                assert!(e.message.contains("ask ops@studio"), "{}", e.message);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            workspaces(&mut c, "archive-2025"),
+            Response::WorkspaceList(_)
+        ));
+    }
+    let out = run(&["repo", "unretire", "--data", d, "archive-2025"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("writable again"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(!data.join("retired-repositories").exists());
+    // A damaged file is named, never read as "nothing retired".
+    std::fs::write(
+        data.join("retired-repositories"),
+        format!("scribe-retired-repositories 1\n{} soon\n", id.to_hex()),
+    )
+    .unwrap();
+    let out = run(&["repo", "create", "--data", d, "x"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("retired-repositories line 2: not a time"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -276,6 +276,62 @@ fn a_workspace_is_not_bound_to_a_new_repository_given_its_old_name() {
     );
 }
 
+/// A retired repository (`scribe-server repo retire`, server stopped) is
+/// kept read-only: a real client's sync, log and print work; lock and
+/// submit are refused with `repository_retired` naming whom to ask, and
+/// the opened work stays; after `repo unretire` the same submit lands.
+#[test]
+fn a_retired_repository_serves_reads_and_refuses_writes_naming_whom_to_ask() {
+    let mut env = Env::new(Transport::Process);
+    let a = env.workspace("alice", &[]);
+    write(&a, "a.txt", b"a");
+    env.scribe(&a, &["add", "a.txt"]).ok();
+    env.scribe(&a, &["submit", "-m", "one"]).ok();
+    let b = env.workspace("bob", &[]);
+    write(&a, "b.txt", b"b");
+    env.scribe(&a, &["add", "b.txt"]).ok();
+    env.server_process().kill();
+    let report =
+        scribe_server::repos::set_retired(&env.data(), "demo", true, "Dana (pipeline team)")
+            .unwrap();
+    assert!(report.notes[0].contains("retired repository"), "{report:?}");
+    env.restart_server_process();
+    // Reads.
+    env.scribe(&b, &["sync"]).ok();
+    assert_eq!(std::fs::read(b.join("a.txt")).unwrap(), b"a");
+    let r = env.scribe(&a, &["log"]);
+    r.ok();
+    assert!(r.stdout.contains("one"), "{}", r.stdout);
+    env.scribe(&a, &["print", "a.txt"]).ok();
+    // Writes.
+    for args in [&["lock", "a.txt"][..], &["submit", "-m", "two"]] {
+        let r = env.scribe(&a, args);
+        assert_eq!(r.code, Some(1), "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains("Error[repository_retired]")
+                && r.stderr.contains("is retired (kept read-only)")
+                && r.stderr.contains("ask Dana (pipeline team)"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains("Hint: this repository is kept read-only"),
+            "{}",
+            r.stderr
+        );
+    }
+    let r = env.scribe(&a, &["status"]);
+    assert!(r.stdout.contains("b.txt"), "still opened: {}", r.stdout);
+    assert_eq!(std::fs::read(a.join("b.txt")).unwrap(), b"b");
+    // Back.
+    env.server_process().kill();
+    scribe_server::repos::set_retired(&env.data(), "demo", false, "").unwrap();
+    env.restart_server_process();
+    env.scribe(&a, &["submit", "-m", "two"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    assert_eq!(std::fs::read(b.join("b.txt")).unwrap(), b"b");
+}
+
 /// #18 item 3: a retired workspace refuses `edit` and `add`, its hints
 /// lead out, and `workspace recreate` makes a new workspace in place
 /// keeping local edits, opened files and the recovery area.
