@@ -258,6 +258,11 @@ impl DataRoot {
         Ok(root)
     }
 
+    /// Whether any repository is retired (nothing to look up otherwise).
+    pub fn has_retired(&self) -> bool {
+        !self.retired.is_empty()
+    }
+
     /// Whether repository `id` is retired (read-only), and whom to ask.
     pub fn retired(&self, id: RepositoryId) -> Option<&crate::retired::Retired> {
         self.retired.get(&id)
