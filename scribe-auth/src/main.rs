@@ -8,7 +8,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use scribe_auth::rows::CaFamily;
 use scribe_auth::{dir, AuthDir, AuthError, InitOptions, Password};
-use scribe_format::ErrorKind;
+use scribe_format::{runtime, ErrorKind};
+
+/// The program name its pid file (`scribe-auth.pid`) is named after.
+const PROGRAM: &str = "scribe-auth";
 
 /// scribe-auth: users, passwords, credentials and grants for Scribe servers.
 #[derive(Parser)]
@@ -229,7 +232,26 @@ fn run(command: Command) -> Result<(), AuthError> {
             max_connections,
             session_secs,
         } => {
+            // Runtime files a killed service left: gone now if its process
+            // is, so nothing reads a dead address while this one opens; a
+            // running pid's are left until the directory's LOCK is ours (it
+            // may be the service that holds it, which the open then names).
+            let found = match runtime_dir.as_deref() {
+                Some(rt) => clear_stale_runtime(rt)?,
+                None => None,
+            };
             let d = AuthDir::open(&data, &pepper_file, &witness_file)?;
+            if let (Some(rt), Some(l)) = (runtime_dir.as_deref(), found) {
+                eprintln!(
+                    "scribe-auth: replacing runtime files in {} ({l}): that process does not \
+                     serve this auth directory",
+                    rt.display()
+                );
+                runtime::clear(rt, PROGRAM).map_err(|source| AuthError::Io {
+                    path: rt.to_owned(),
+                    source,
+                })?;
+            }
             #[cfg(unix)]
             if let Some(rt) = runtime_dir.clone() {
                 remove_runtime_files_on_signal(rt)?;
@@ -248,6 +270,28 @@ fn run(command: Command) -> Result<(), AuthError> {
     }
 }
 
+/// Remove the runtime files in `rt` a process that no longer runs left
+/// (dead, a reused pid, a garbage pid file), saying so; return what a
+/// running one left, to be replaced once the directory is ours.
+fn clear_stale_runtime(rt: &Path) -> Result<Option<runtime::Leftover>, AuthError> {
+    let Some(l) = runtime::leftover(rt, PROGRAM) else {
+        return Ok(None);
+    };
+    if l.alive() {
+        return Ok(Some(l));
+    }
+    runtime::clear(rt, PROGRAM).map_err(|source| AuthError::Io {
+        path: rt.to_owned(),
+        source,
+    })?;
+    eprintln!(
+        "scribe-auth: removed stale runtime files in {} ({l}): the service that wrote them \
+         did not stop cleanly",
+        rt.display()
+    );
+    Ok(None)
+}
+
 /// On SIGTERM or SIGINT, remove the runtime files `serve` wrote (`listen`,
 /// `scribe-auth.pid`: their presence says the service runs) and end the
 /// process, as `scribe-server` does. Every change the service acknowledged
@@ -264,9 +308,7 @@ fn remove_runtime_files_on_signal(rt: PathBuf) -> Result<(), AuthError> {
         .name("signals".into())
         .spawn(move || {
             if let Some(sig) = signals.forever().next() {
-                for f in ["listen", "scribe-auth.pid"] {
-                    let _ = std::fs::remove_file(rt.join(f));
-                }
+                let _ = runtime::clear(&rt, PROGRAM);
                 eprintln!("scribe-auth: signal {sig}, stopped");
                 std::process::exit(0);
             }

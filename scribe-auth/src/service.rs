@@ -635,9 +635,7 @@ fn tls_config(dir: &AuthDir, hosts: &[String]) -> Result<Arc<rustls::ServerConfi
 }
 
 fn write_runtime(dir: &std::path::Path, name: &str, contents: &str) -> Result<(), AuthError> {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, contents).map_err(|e| AuthError::io(&tmp, e))?;
-    std::fs::rename(&tmp, dir.join(name)).map_err(|e| AuthError::io(dir.join(name), e))
+    scribe_format::runtime::write(dir, name, contents).map_err(|e| AuthError::io(dir.join(name), e))
 }
 
 /// `scribe-auth serve`: listen, write `listen` and `scribe-auth.pid` to the
@@ -672,8 +670,16 @@ pub fn serve(dir: AuthDir, opts: ServeOptions) -> Result<(), AuthError> {
     crate::admin::start_sweeper(&service);
     if let Some(rt) = &opts.runtime_dir {
         std::fs::create_dir_all(rt).map_err(|e| AuthError::io(rt, e))?;
-        write_runtime(rt, "scribe-auth.pid", &format!("{}\n", std::process::id()))?;
-        write_runtime(rt, "listen", &format!("{addr}\n"))?;
+        write_runtime(
+            rt,
+            &scribe_format::runtime::pid_file("scribe-auth"),
+            &format!("{}\n", std::process::id()),
+        )?;
+        write_runtime(
+            rt,
+            scribe_format::runtime::LISTEN_FILE,
+            &format!("{addr}\n"),
+        )?;
     }
     let live = Arc::new(AtomicUsize::new(0));
     for stream in listener.incoming() {

@@ -44,6 +44,53 @@ pub fn connect(url: &str, create: bool, ctx: &Context) -> Result<Client> {
     Ok(crate::client::connect(url, &ctx.options)?)
 }
 
+/// Refuse when the server's repository named `name` is another
+/// repository than a workspace's, `id` (the name was given to a new
+/// repository after a rename or a deletion), before anything is read from
+/// or sent to it: a workspace asks by name, and would otherwise sync
+/// another history or submit into it. When the server holds `id` under
+/// another name, the error names it and `scribe workspace set-server`
+/// ([`Concern::RepositoryRenamed`]). A server that cannot list its
+/// repositories, or has none of that name, is left to the request that
+/// follows (a `not_found` is explained by [`ServerLink::renamed`]).
+pub fn check_repository(c: &mut Client, name: &str, id: RepositoryId, url: &str) -> Result<()> {
+    let Ok(list) = c.repo_list() else {
+        return Ok(());
+    };
+    let Some(there) = list.iter().find(|r| r.name == name) else {
+        return Ok(());
+    };
+    if there.id == id {
+        return Ok(());
+    }
+    Err(match list.iter().find(|r| r.id == id) {
+        Some(now) => Error::new(
+            ErrorCode::NotFound,
+            format!(
+                "the server's repository {} is another repository now (id {}): this workspace's \
+                 repository (id {id}) is named {} there; nothing was asked of the other one",
+                echo(name),
+                there.id,
+                echo(&now.name)
+            ),
+        )
+        .concerning(Concern::RepositoryRenamed {
+            name: now.name.clone(),
+            url: url.to_owned(),
+        }),
+        None => Error::new(
+            ErrorCode::NotFound,
+            format!(
+                "the server's repository {} is another repository (id {}) than this workspace's \
+                 (id {id}), which the server holds under no name",
+                echo(name),
+                there.id
+            ),
+        )
+        .concerning(Concern::RepositoryReplaced),
+    })
+}
+
 /// The server end of a workspace, connected on first use.
 pub struct ServerLink {
     url: String,
@@ -53,6 +100,9 @@ pub struct ServerLink {
     repository_id: Option<RepositoryId>,
     ctx: Context,
     client: Mutex<Option<Client>>,
+    /// Whether the server's repository of this name was found to be the
+    /// workspace's (same id) on this link ([`ServerLink::check_identity`]).
+    identity_checked: std::sync::atomic::AtomicBool,
     cache: ObjectStore,
     placed: AtomicUsize,
     /// Objects fetched together for the current sync batch.
@@ -84,6 +134,7 @@ impl ServerLink {
             repository_id: None,
             ctx: ctx.clone(),
             client: Mutex::new(None),
+            identity_checked: std::sync::atomic::AtomicBool::new(false),
             cache: ws.cache()?,
             placed: AtomicUsize::new(0),
             prefetched: Mutex::new(HashMap::new()),
@@ -132,6 +183,21 @@ impl ServerLink {
         )
     }
 
+    /// Before the first request of a workspace's link: refuse when the
+    /// server's repository of the workspace's name is another repository
+    /// ([`check_repository`]). Asked once per link.
+    fn check_identity(&self, c: &mut Client) -> Result<()> {
+        let Some(id) = self.repository_id else {
+            return Ok(());
+        };
+        if self.identity_checked.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        check_repository(c, &self.repo, id, &self.url)?;
+        self.identity_checked.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
     /// `e`, or the rename it comes from ([`ServerLink::renamed`]).
     fn explain(&self, c: &mut Client, e: ClientError) -> Error {
         if e.code() == ErrorCode::NotFound {
@@ -175,7 +241,9 @@ impl ServerLink {
         f: impl FnOnce(&mut Client) -> Result<T, ClientError>,
     ) -> Result<T> {
         if slot.is_none() {
-            *slot = Some(connect(&self.url, false, &self.ctx)?);
+            let mut c = connect(&self.url, false, &self.ctx)?;
+            self.check_identity(&mut c)?;
+            *slot = Some(c);
         }
         let c = slot.as_mut().expect("connected just above");
         let r = f(c).map_err(|e| self.explain(c, e));

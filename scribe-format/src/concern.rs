@@ -21,6 +21,10 @@ pub enum Concern {
     /// (`scribe-server repo rename`): `name` is the new one, `url` the
     /// workspace's server.
     RepositoryRenamed { name: String, url: String },
+    /// The server's repository of the workspace's name is another
+    /// repository (another id) and the server holds the workspace's own
+    /// under no name: deleted, or the workspace belongs to another server.
+    RepositoryReplaced,
     /// A directory named as an embedded server that holds no data root.
     DataRoot,
     /// A branch the repository does not have (or does not serve).

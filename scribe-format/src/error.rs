@@ -90,6 +90,9 @@ error_codes! {
     InvalidManifest = 214, "invalid_manifest";
     /// A file path would sit under a live file, or over live files.
     PathConflict = 215, "path_conflict";
+    /// The repository is retired: kept, read-only (reads, syncs and
+    /// history work; every write is refused). The message says whom to ask.
+    RepositoryRetired = 216, "repository_retired";
     /// The principal may not do this.
     Forbidden = 300, "forbidden";
     /// The auth service could not be consulted or answered from the past.

@@ -25,6 +25,10 @@
 //! | [`sau2`] | section 7.3 rows of `auth.redb` and the auth protocol's results |
 //! | [`limits`] | section 11 |
 //! | [`error`] | the one registry of error codes |
+//!
+//! Two modules are files rather than bytes, shared by both services so
+//! neither copies them: [`lock`] (section 7's `LOCK`) and [`runtime`] (a
+//! service's `--runtime-dir`: pid file and `listen`, outside the spec).
 
 pub mod block;
 pub mod bytes;
@@ -45,6 +49,7 @@ pub mod path;
 pub mod portable;
 pub mod recovery;
 pub mod recovery_base;
+pub mod runtime;
 pub mod sau2;
 pub mod scmx;
 pub mod snapshot;

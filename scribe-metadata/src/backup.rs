@@ -568,6 +568,15 @@ pub fn backup(
             w.copy(&file, &target, Some(len))?;
         }
     }
+    // The server's own notes on its repositories (outside the specified
+    // catalog): the names renamed repositories had, and the retired ones.
+    // Changed only offline, so never mid-write while a server runs.
+    for f in [crate::former_names::FILE, crate::retired::FILE] {
+        let p = data.join(f);
+        if p.is_file() {
+            w.copy(&p, &to.join(f), None)?;
+        }
+    }
     // 4. The auth binding, when there is one.
     // It holds the server's TLS private key: the copy is made as private as
     // `auth-init` made the original (the directory 0700, each file with its

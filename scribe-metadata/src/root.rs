@@ -63,6 +63,12 @@ pub struct DataRoot {
     /// refused by name until the data root is opened again, while the
     /// others serve.
     set_aside: Mutex<HashMap<RepositoryId, SetAside>>,
+    /// What [`DataRoot::open`] put right (a repository descriptor naming
+    /// it by a name the catalog no longer holds), one line each.
+    healed: Vec<String>,
+    /// The retired repositories ([`crate::retired`]), read at opening:
+    /// retiring takes the data root offline, so this never goes stale.
+    retired: HashMap<RepositoryId, crate::retired::Retired>,
 }
 
 /// A repository that could not be opened with its data root
@@ -188,6 +194,8 @@ impl DataRoot {
             objects: Box::new(default_objects),
             create_gate: Mutex::new(()),
             set_aside: Mutex::new(HashMap::new()),
+            healed: Vec::new(),
+            retired: HashMap::new(),
         })
     }
 
@@ -225,7 +233,7 @@ impl DataRoot {
             tx.open_table(CATALOG_REPOS)?;
             tx.open_table(CATALOG_REPO_NAMES)?;
         }
-        let root = DataRoot {
+        let mut root = DataRoot {
             dir,
             _lock: lock,
             catalog: Mutex::new(Some((
@@ -238,9 +246,111 @@ impl DataRoot {
             objects: Box::new(default_objects),
             create_gate: Mutex::new(()),
             set_aside: Mutex::new(HashMap::new()),
+            healed: Vec::new(),
+            retired: HashMap::new(),
         };
         root.remove_creating_leftovers()?;
+        root.healed = root.heal_renamed_descriptors()?;
+        root.retired = crate::retired::read(&root.dir)?
+            .into_iter()
+            .map(|r| (r.id, r))
+            .collect();
         Ok(root)
+    }
+
+    /// Whether any repository is retired (nothing to look up otherwise).
+    pub fn has_retired(&self) -> bool {
+        !self.retired.is_empty()
+    }
+
+    /// Whether repository `id` is retired (read-only), and whom to ask.
+    pub fn retired(&self, id: RepositoryId) -> Option<&crate::retired::Retired> {
+        self.retired.get(&id)
+    }
+
+    /// Retire repository `name` (kept, read-only), recording whom to ask;
+    /// or, with `retire` false, bring it back. Returns its id and whether
+    /// anything changed.
+    pub fn set_retired(
+        &self,
+        name: &str,
+        retire: bool,
+        contact: &str,
+    ) -> Result<(RepositoryId, bool)> {
+        let id = self.repository_id(name)?;
+        if !crate::retired::valid_contact(contact) {
+            return Err(MetadataError::refused(
+                ErrorCode::Malformed,
+                format!(
+                    "--contact must be one line of at most {} bytes without control characters",
+                    crate::retired::MAX_CONTACT_BYTES
+                ),
+            ));
+        }
+        let mut all = crate::retired::read(&self.dir)?;
+        let was = all.iter().any(|r| r.id == id);
+        all.retain(|r| r.id != id);
+        if retire {
+            all.push(crate::retired::Retired {
+                id,
+                retired_ms: now_ms(),
+                contact: contact.to_owned(),
+            });
+        }
+        crate::retired::write(&self.dir, &all)?;
+        Ok((id, was != retire || retire))
+    }
+
+    /// What opening this data root put right, one line each (empty
+    /// nearly always): shown by `serve` and the `repo` commands.
+    pub fn healed(&self) -> &[String] {
+        &self.healed
+    }
+
+    /// A rename ([`DataRoot::rename_repository`]) commits the catalog,
+    /// then rewrites the repository's `SCRIBE_FORMAT`; a crash between the
+    /// two leaves the old name there. The catalog is the truth: each ready
+    /// repository whose descriptor names it otherwise is rewritten here
+    /// (the rename finished), and the line saying so returned. A
+    /// descriptor that cannot be read is left to the repository's own
+    /// opening, which names it.
+    fn heal_renamed_descriptors(&self) -> Result<Vec<String>> {
+        let mut ready = Vec::new();
+        {
+            let tx = self.catalog()?.begin_read()?;
+            let repos = tx.open_table(CATALOG_REPOS)?;
+            for row in repos.range::<[u8; 16]>(..)? {
+                let (k, v) = row?;
+                let rec = CatalogRecord::decode(v.value())?;
+                if rec.state == RepoState::Ready {
+                    ready.push((RepositoryId(k.value()), rec.name));
+                }
+            }
+        }
+        let mut healed = Vec::new();
+        for (id, name) in ready {
+            let dir = self.repo_dir(&id);
+            let Ok(mut d) = database_descriptor::read(&dir) else {
+                continue;
+            };
+            let Some(said) = d.get("name").map(str::to_owned) else {
+                continue;
+            };
+            if said == name {
+                continue;
+            }
+            d.set("name", &name)
+                .map_err(|e| MetadataError::corrupt(format!("{}: {e}", dir.display())))?;
+            database_descriptor::write(&d, &dir)?;
+            healed.push(format!(
+                "repository {} (id {id}): its {} still named it {} (a rename stopped before \
+                 rewriting it); rewritten to the catalog's name",
+                echo(&name),
+                dir.join(database_descriptor::FILE).display(),
+                echo(&said)
+            ));
+        }
+        Ok(healed)
     }
 
     /// Replace how opened repositories reach their object store (the server
@@ -297,11 +407,23 @@ impl DataRoot {
 
     /// Create a repository named `name` with its main branch.
     pub fn create_repository(&self, name: &str) -> Result<RepositoryId> {
+        self.create_repository_with(name, false)
+    }
+
+    /// [`create_repository`](Self::create_repository), refusing a name
+    /// another repository had before a rename ([`crate::former_names`])
+    /// unless `reuse_name` (which gives the name back once the repository
+    /// is made).
+    pub fn create_repository_with(&self, name: &str, reuse_name: bool) -> Result<RepositoryId> {
         validate_name(name)?;
         let _gate = self
             .create_gate
             .lock()
             .map_err(|_| MetadataError::Gate("poisoned".into()))?;
+        let former = self.former_holders(name, None)?;
+        if !former.is_empty() && !reuse_name {
+            return Err(self.former_name_refusal(name, &former, "repo create"));
+        }
         let id = RepositoryId::random();
         let main = BranchId::random();
         let created_ms = now_ms();
@@ -332,7 +454,87 @@ impl DataRoot {
                 .insert(id.0, ready.encode().as_slice())?;
         }
         tx.commit()?;
+        if !former.is_empty() {
+            self.forget_former_name(name)?;
+        }
         Ok(id)
+    }
+
+    /// The repositories other than `except` that had `name` before a
+    /// rename.
+    fn former_holders(
+        &self,
+        name: &str,
+        except: Option<RepositoryId>,
+    ) -> Result<Vec<crate::former_names::FormerName>> {
+        Ok(crate::former_names::read(&self.dir)?
+            .into_iter()
+            .filter(|f| f.name == name && Some(f.id) != except)
+            .collect())
+    }
+
+    /// Refuse `name` when a repository other than `except` had it before a
+    /// rename (the refusal [`rename_repository`](Self::rename_repository)
+    /// and [`create_repository`](Self::create_repository) give), for a
+    /// caller that must know before it changes anything elsewhere.
+    pub fn check_name_reusable(
+        &self,
+        name: &str,
+        except: Option<RepositoryId>,
+        what: &str,
+    ) -> Result<()> {
+        let former = self.former_holders(name, except)?;
+        if former.is_empty() {
+            Ok(())
+        } else {
+            Err(self.former_name_refusal(name, &former, what))
+        }
+    }
+
+    /// Give `name` back: forget every record of it.
+    fn forget_former_name(&self, name: &str) -> Result<()> {
+        let mut all = crate::former_names::read(&self.dir)?;
+        all.retain(|f| f.name != name);
+        crate::former_names::write(&self.dir, &all)
+    }
+
+    /// The refusal of `name` for `what`: which repository had it, what it
+    /// is called now, and the way out.
+    fn former_name_refusal(
+        &self,
+        name: &str,
+        former: &[crate::former_names::FormerName],
+        what: &str,
+    ) -> MetadataError {
+        let f = &former[former.len() - 1];
+        let now = self
+            .catalog()
+            .and_then(|c| {
+                let tx = c.begin_read()?;
+                let repos = tx.open_table(CATALOG_REPOS)?;
+                let row = repos.get(f.id.0)?;
+                Ok(match row {
+                    Some(r) => Some(CatalogRecord::decode(r.value())?.name),
+                    None => None,
+                })
+            })
+            .ok()
+            .flatten();
+        let now = match now {
+            Some(n) => format!("now named {}", echo(&n)),
+            None => "since deleted".to_owned(),
+        };
+        MetadataError::refused(
+            ErrorCode::AlreadyExists,
+            format!(
+                "repository name {} was repository {}'s until a rename ({now}): workspaces made \
+                 before it still ask for it by that name and would reach the new repository; \
+                 once they have run `scribe workspace set-server URL`, give the name back with \
+                 `scribe-server {what} --reuse-name` (offline)",
+                echo(name),
+                f.id
+            ),
+        )
     }
 
     /// Publish a repository built outside the serving path (`import`):
@@ -652,10 +854,18 @@ impl DataRoot {
     /// branch; only the name) and moves its `repo_names` row; then the
     /// repository's descriptor records the new name. The catalog is
     /// authoritative: a crash between the two leaves a descriptor with the
-    /// old name, which nothing checks and the next rename rewrites.
-    /// Refuses an invalid `new` (`malformed`), a `new` another repository
-    /// holds (`already_exists`) and an unknown `old` (`not_found`).
-    pub fn rename_repository(&self, old: &str, new: &str) -> Result<RepositoryId> {
+    /// old name, which the next opening rewrites ([`DataRoot::healed`]).
+    /// `old` is recorded in [`crate::former_names`] first. Refuses an
+    /// invalid `new` (`malformed`), a `new` another repository holds or
+    /// had before a rename (`already_exists`; the latter allowed with
+    /// `reuse_name`, which gives it back) and an unknown `old`
+    /// (`not_found`).
+    pub fn rename_repository(
+        &self,
+        old: &str,
+        new: &str,
+        reuse_name: bool,
+    ) -> Result<RepositoryId> {
         validate_name(new)?;
         let _gate = self
             .create_gate
@@ -668,7 +878,22 @@ impl DataRoot {
                 format!("repository {} is named so already", echo(new)),
             ));
         }
+        let former = self.former_holders(new, Some(id))?;
+        if !former.is_empty() && !reuse_name {
+            return Err(self.former_name_refusal(new, &former, "repo rename"));
+        }
         self.forget_one(id)?;
+        // The old name is remembered first: a crash before the catalog
+        // transaction leaves a record of the repository's own current
+        // name, which guards nothing and refuses nothing it may do.
+        let mut names = crate::former_names::read(&self.dir)?;
+        names.retain(|f| f.name != new && !(f.id == id && f.name == old));
+        names.push(crate::former_names::FormerName {
+            id,
+            renamed_ms: now_ms(),
+            name: old.to_owned(),
+        });
+        crate::former_names::write(&self.dir, &names)?;
         {
             let tx = self.catalog_write()?;
             {

@@ -571,6 +571,11 @@ enum RepoCommand {
         data: DataArg,
         /// The repository name
         name: String,
+        /// Give a new repository a name another one had before a rename
+        /// (refused without it: that one's old workspaces may still ask
+        /// for it by that name)
+        #[arg(long)]
+        reuse_name: bool,
     },
     /// Rename a repository (offline)
     ///
@@ -586,10 +591,35 @@ enum RepoCommand {
         old: String,
         /// Its new name
         new: String,
+        /// Take a name another repository had before a rename (refused
+        /// without it: that one's old workspaces may still ask for it)
+        #[arg(long)]
+        reuse_name: bool,
         /// With auth: the administrator's credential file (default:
         /// $SCRIBE_CREDENTIAL, else the stored login's credential.pem)
         #[arg(long, value_name = "FILE")]
         credential: Option<PathBuf>,
+    },
+    /// Retire a repository (offline): keep it, read-only
+    ///
+    /// Syncs, reads and history keep working; submits, locks and every
+    /// other write are refused with repository_retired, naming --contact
+    /// (whom to ask). `repo unretire` brings it back.
+    Retire {
+        #[command(flatten)]
+        data: DataArg,
+        /// The repository name
+        name: String,
+        /// Whom users should ask to write to it again (one line)
+        #[arg(long, default_value = "")]
+        contact: String,
+    },
+    /// Make a retired repository writable again (offline)
+    Unretire {
+        #[command(flatten)]
+        data: DataArg,
+        /// The repository name
+        name: String,
     },
     /// Delete a repository (offline), keeping its data aside
     ///
@@ -704,7 +734,27 @@ fn print_report(what: &str, r: &Report) -> ExitCode {
     }
 }
 
+/// Before a `repo` command: open the data root once so that what its
+/// opening puts right (a descriptor an interrupted rename left with the
+/// old name) is said even when the command is then refused. A data root
+/// that does not open is left to the command, which names why.
+fn say_healed(data: &Path) {
+    if let Ok(root) = scribe_metadata::DataRoot::open(data) {
+        for h in root.healed() {
+            eprintln!("scribe-server: {h}");
+        }
+    }
+}
+
 fn run(cli: Cli) -> Result<ExitCode> {
+    if let Command::Repo { command } = &cli.command {
+        let (RepoCommand::Create { data, .. }
+        | RepoCommand::Rename { data, .. }
+        | RepoCommand::Retire { data, .. }
+        | RepoCommand::Unretire { data, .. }
+        | RepoCommand::Delete { data, .. }) = command;
+        say_healed(&data.data);
+    }
     match cli.command {
         Command::Init(d) => {
             Service::create(&d.data)
@@ -722,11 +772,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             auth_ca,
         } => auth_init(data.data, auth, namespace, name, hosts, credential, auth_ca),
         Command::Repo {
-            command: RepoCommand::Create { data, name },
+            command:
+                RepoCommand::Create {
+                    data,
+                    name,
+                    reuse_name,
+                },
         } => {
             let svc = Service::open(&data.data)
                 .with_context(|| format!("cannot open data root {}", data.data.display()))?;
-            let info = scribe_server::service::dispatch::repo_create(&svc, &name)
+            let info = scribe_server::service::dispatch::repo_create_with(&svc, &name, reuse_name)
                 .map_err(|f| anyhow!("{}: {}", f.code, f.message))
                 .with_context(|| {
                     format!(
@@ -744,14 +799,32 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     data,
                     old,
                     new,
+                    reuse_name,
                     credential,
                 },
         } => {
             let admin = admin_credential_if_bound(&data.data, credential)?;
             let (id, report) =
-                scribe_server::repos::rename(&data.data, &old, &new, admin.as_ref())?;
+                scribe_server::repos::rename(&data.data, &old, &new, reuse_name, admin.as_ref())?;
             println!("{}", id.to_hex());
             Ok(print_report("repo rename", &report))
+        }
+        Command::Repo {
+            command:
+                RepoCommand::Retire {
+                    data,
+                    name,
+                    contact,
+                },
+        } => {
+            let report = scribe_server::repos::set_retired(&data.data, &name, true, &contact)?;
+            Ok(print_report("repo retire", &report))
+        }
+        Command::Repo {
+            command: RepoCommand::Unretire { data, name },
+        } => {
+            let report = scribe_server::repos::set_retired(&data.data, &name, false, "")?;
+            Ok(print_report("repo unretire", &report))
         }
         Command::Repo {
             command:
@@ -1422,11 +1495,8 @@ fn parse_connections(text: &str) -> Result<usize, String> {
 
 /// Write `contents` to `dir/name` atomically.
 fn write_runtime(dir: &Path, name: &str, contents: &str) -> Result<()> {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, contents).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, dir.join(name))
-        .with_context(|| format!("cannot write {}", dir.join(name).display()))?;
-    Ok(())
+    scribe_format::runtime::write(dir, name, contents)
+        .with_context(|| format!("cannot write {}", dir.join(name).display()))
 }
 
 fn serve(
@@ -1479,7 +1549,7 @@ fn serve(
     // holds it, which Service::open then names).
     let mut found = runtime_dir.and_then(scribe_server::runtime::leftover);
     if let (Some(dir), Some(l)) = (runtime_dir, &found) {
-        if !l.alive {
+        if !l.alive() {
             scribe_server::runtime::clear(dir)
                 .with_context(|| format!("cannot clear runtime directory {}", dir.display()))?;
             eprintln!(
@@ -1503,6 +1573,9 @@ fn serve(
         service = Service::open(data);
     }
     let service = service.with_context(|| format!("cannot serve data root {}", data.display()))?;
+    for h in service.root().healed() {
+        eprintln!("scribe-server: {h}");
+    }
     for a in service.root().set_aside() {
         let way = match admin::open_way_out(&a.cause) {
             Some(w) => format!("stop the server: {w}"),

@@ -111,6 +111,7 @@ pub fn rename(
     data: &Path,
     old: &str,
     new: &str,
+    reuse_name: bool,
     admin: Option<&AdminCredential>,
 ) -> Result<(RepositoryId, Report), AdminError> {
     let root = open_without_stores(data)?;
@@ -129,6 +130,12 @@ pub fn rename(
             ErrorCode::AlreadyExists,
             format!("repository {} exists", echo(new)),
         ));
+    }
+    // A name another repository had: refused before the auth service is
+    // asked (the catalog's own check below would come after it).
+    if !reuse_name {
+        root.check_name_reusable(new, Some(id), "repo rename")
+            .map_err(meta(new))?;
     }
     let mut report = Report::default();
     if let Some((client, namespace)) = auth_client(data, admin, "a rename")? {
@@ -149,7 +156,8 @@ pub fn rename(
             echo(new)
         ));
     }
-    root.rename_repository(old, new).map_err(meta(old))?;
+    root.rename_repository(old, new, reuse_name)
+        .map_err(meta(old))?;
     report.notes.push(format!(
         "renamed repository {} to {} (id {id}); a workspace of it follows with `scribe workspace \
          set-server URL` (its server's URL, as `scribe info` shows it)",
@@ -648,4 +656,38 @@ fn dir_bytes(dir: &Path) -> u64 {
         }
     }
     total
+}
+
+/// Retire repository `name` (kept, read-only: every write is refused with
+/// `repository_retired`, naming `contact`), or with `retire` false bring
+/// it back. Offline, as rename: the serving process reads retirements when
+/// it opens the data root.
+pub fn set_retired(
+    data: &Path,
+    name: &str,
+    retire: bool,
+    contact: &str,
+) -> Result<Report, AdminError> {
+    let root = open_without_stores(data)?;
+    let (id, changed) = root
+        .set_retired(name, retire, contact)
+        .map_err(meta(name))?;
+    let mut report = Report::default();
+    report.notes.push(match (retire, changed) {
+        (true, _) => format!(
+            "retired repository {} (id {id}): kept read-only; writes are refused naming {}",
+            echo(name),
+            if contact.is_empty() {
+                "the server's operator".to_owned()
+            } else {
+                echo(contact).to_string()
+            }
+        ),
+        (false, true) => format!("repository {} (id {id}) is writable again", echo(name)),
+        (false, false) => format!(
+            "repository {} (id {id}) was not retired; nothing changed",
+            echo(name)
+        ),
+    });
+    Ok(report)
 }

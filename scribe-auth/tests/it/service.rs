@@ -324,3 +324,116 @@ fn sigterm_removes_the_runtime_files() {
     assert!(!runtime.join("listen").exists());
     assert!(!runtime.join("scribe-auth.pid").exists());
 }
+
+/// `scribe-auth serve` on `s`'s directory with runtime directory `run`,
+/// listening on `listen`, its stderr kept.
+#[cfg(unix)]
+fn serve_again(s: &Served, listen: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_scribe-auth"))
+        .arg("serve")
+        .arg("--data")
+        .arg(&s.fx.data)
+        .arg("--pepper-file")
+        .arg(&s.fx.pepper)
+        .arg("--witness-file")
+        .arg(&s.fx.witness)
+        .args(["--listen", listen, "--runtime-dir"])
+        .arg(s.fx.path("run"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// After SIGKILL the runtime files stay; the next `serve` removes them
+/// before it opens anything (a start that then fails, here on a taken
+/// address, leaves no dead address behind) and says what it found: a dead
+/// pid, a pid file holding no pid, a pid reused by another program. A
+/// running `scribe-auth` that holds the directory keeps its files when a
+/// second start is refused. It used to overwrite them only once listening.
+#[cfg(unix)]
+#[test]
+fn a_start_after_sigkill_removes_the_stale_runtime_files_and_says_so() {
+    use scribe_format::runtime::{leftover, live_listen, Holder};
+    let mut s = serve();
+    let run = s.fx.path("run");
+    let old_pid = s.child.id();
+    let old_addr = std::fs::read_to_string(run.join("listen")).unwrap();
+    let old_addr = old_addr.trim();
+    assert_eq!(live_listen(&run, "scribe-auth").as_deref(), Some(old_addr));
+    s.child.kill().unwrap(); // SIGKILL
+    s.child.wait().unwrap();
+    assert_eq!(
+        leftover(&run, "scribe-auth").unwrap().holder,
+        Holder::Gone(old_pid)
+    );
+    assert_eq!(
+        live_listen(&run, "scribe-auth"),
+        None,
+        "a dead service's address"
+    );
+
+    // A start that fails after opening (its address is taken) removed them.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let out = serve_again(&s, &taken.local_addr().unwrap().to_string())
+        .wait_with_output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!(
+            "removed stale runtime files in {} (pid {old_pid} (gone), listen {old_addr})",
+            run.display()
+        )),
+        "{said}"
+    );
+    assert_eq!(leftover(&run, "scribe-auth"), None, "{said}");
+
+    // Garbage in the pid file, and a pid that another program runs as.
+    for (pid_text, named) in [
+        (
+            "not a pid\n".to_owned(),
+            "pid file holds no pid: \"not a pid\"".to_owned(),
+        ),
+        (String::new(), "pid file holds no pid: \"\"".to_owned()),
+        (
+            "99999999999999\n".to_owned(),
+            "pid file holds no pid: \"99999999999999\"".to_owned(),
+        ),
+        (
+            format!("{}\n", std::process::id()),
+            format!("pid {} (running as ", std::process::id()),
+        ),
+    ] {
+        std::fs::write(run.join("scribe-auth.pid"), &pid_text).unwrap();
+        std::fs::write(run.join("listen"), "127.0.0.1:1\n").unwrap();
+        assert_eq!(live_listen(&run, "scribe-auth"), None, "{pid_text:?}");
+        let out = serve_again(&s, &taken.local_addr().unwrap().to_string())
+            .wait_with_output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("removed stale runtime files"), "{said}");
+        assert!(said.contains(&named), "{named}: {said}");
+        assert_eq!(leftover(&run, "scribe-auth"), None, "{said}");
+    }
+
+    // A running scribe-auth: a second start is refused and keeps its files.
+    let mut first = serve_again(&s, "127.0.0.1:0");
+    let addr = wait_for(&run.join("listen"));
+    assert_eq!(
+        live_listen(&run, "scribe-auth").as_deref(),
+        Some(addr.as_str())
+    );
+    let out = serve_again(&s, "127.0.0.1:0").wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        live_listen(&run, "scribe-auth").as_deref(),
+        Some(addr.as_str())
+    );
+    assert_eq!(
+        leftover(&run, "scribe-auth").unwrap().holder,
+        Holder::Running(first.id())
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+}

@@ -147,6 +147,12 @@ pub fn hint_about(concern: &Concern) -> Option<String> {
              rename (same repository: its history, your opened files and this workspace's \
              registration stay)"
         ),
+        Concern::RepositoryReplaced => "nothing was asked of that other repository and this \
+                                        workspace's files are as they were: `scribe info` shows \
+                                        this workspace's server and repository id; ask the \
+                                        server's operator where that repository went (a \
+                                        deleted one is under the data root's deleted/)"
+            .into(),
         Concern::DataRoot => "`scribe repo create NAME --server PATH` makes a data root there, with its first repository"
             .into(),
         Concern::Branch => "this server serves the main branch: leave out `--branch`".into(),
@@ -193,6 +199,10 @@ pub fn hint_for(code: ErrorCode) -> Option<&'static str> {
         ErrorCode::WorkspaceUnregistered => "the server holds no registration for this workspace (was it restored from an older copy?); create a new workspace with `scribe workspace create`",
         ErrorCode::InvalidPath => "`scribe debug path PATH` explains which rule a path breaks",
         ErrorCode::NotInView => "`scribe view show` lists this workspace's view; `scribe view set PREFIX...` widens it",
+        ErrorCode::RepositoryRetired => "this repository is kept read-only: `scribe sync`, \
+                                          `log` and `print` still work and your opened files \
+                                          stay as they are here; ask whom the message names to \
+                                          make it writable again",
         ErrorCode::WorkspaceRetired => "this workspace was retired: `scribe workspace recreate` in its directory makes a new one in place, keeping your local edits and the recovery area",
         ErrorCode::NotAWorkspace => "run this inside a workspace, or create one with `scribe workspace create DIR --server URL --repo NAME`",
         ErrorCode::Unreachable => "is the server running and reachable at the workspace's URL?",

@@ -8,7 +8,7 @@ use scribe_workspace::open::{self, OpenReport};
 use scribe_workspace::resolve::{resolve as resolve_path, Resolution, Resolved};
 
 use crate::error::{Error, Result};
-use crate::link::{connect, ServerLink};
+use crate::link::ServerLink;
 use crate::progress::Note;
 use crate::workflow::Opened;
 use crate::Context;
@@ -55,7 +55,7 @@ fn warn_locked(ctx: &Context, o: &Opened, paths: &[&str]) {
     if paths.is_empty() || paths.len() > 1000 {
         return;
     }
-    let Ok(mut client) = connect(&o.meta.server, false, ctx) else {
+    let Ok(mut client) = o.connect(ctx) else {
         return;
     };
     let Ok(page) = client.lock_list(m::LockList {

@@ -5,13 +5,12 @@ use scribe_format::{Concern, ErrorCode};
 
 use crate::client::{Client, ClientError};
 use crate::error::{Error, Result};
-use crate::link::connect;
 use crate::workflow::Opened;
 use crate::Context;
 
 /// The newest `n` changes of `o`'s branch, newest first.
 pub fn log(ctx: &Context, o: &Opened, n: u32) -> Result<Vec<m::CommitSummary>> {
-    let mut c = connect(&o.meta.server, false, ctx)?;
+    let mut c = o.connect(ctx)?;
     let mut out = Vec::new();
     let mut before = 0;
     while out.len() < n as usize {
@@ -34,7 +33,7 @@ pub fn log(ctx: &Context, o: &Opened, n: u32) -> Result<Vec<m::CommitSummary>> {
 
 /// Every change of `path` on `o`'s branch, newest first.
 pub fn history(ctx: &Context, o: &Opened, path: &str) -> Result<Vec<m::HistoryEntry>> {
-    let mut c = connect(&o.meta.server, false, ctx)?;
+    let mut c = o.connect(ctx)?;
     let mut all = Vec::new();
     let mut before = 0;
     loop {
@@ -61,7 +60,7 @@ pub fn describe(
     o: &Opened,
     change: u64,
 ) -> Result<(m::CommitSummary, Vec<m::DescribedEntry>)> {
-    let mut c = connect(&o.meta.server, false, ctx)?;
+    let mut c = o.connect(ctx)?;
     let mut after = String::new();
     let mut entries = Vec::new();
     let commit = loop {
@@ -97,7 +96,7 @@ pub struct HistoryItem {
 /// change it was moved from), each with its change's author, time and
 /// message (one `Describe` per change, at most one entry read).
 pub fn history_following(ctx: &Context, o: &Opened, path: &str) -> Result<Vec<HistoryItem>> {
-    let mut c = connect(&o.meta.server, false, ctx)?;
+    let mut c = o.connect(ctx)?;
     let mut out = Vec::new();
     let mut commits: std::collections::HashMap<u64, m::CommitSummary> = Default::default();
     let mut current = path.to_string();

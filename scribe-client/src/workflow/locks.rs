@@ -3,14 +3,13 @@
 use scribe_format::wire::message as m;
 
 use crate::error::{Error, Result};
-use crate::link::connect;
 use crate::workflow::Opened;
 use crate::Context;
 use scribe_format::{Concern, ErrorCode};
 
 /// Lock `paths` for `o` and remember their generations locally.
 pub fn lock(ctx: &Context, o: &Opened, paths: Vec<String>) -> Result<Vec<m::LockInfo>> {
-    let mut c = connect(&o.meta.server, false, ctx)?;
+    let mut c = o.connect(ctx)?;
     let locks = c.lock_acquire(m::LockAcquire {
         repo: o.meta.repository_name.clone(),
         workspace: o.meta.workspace_id,
@@ -31,7 +30,7 @@ pub fn lock(ctx: &Context, o: &Opened, paths: Vec<String>) -> Result<Vec<m::Lock
 /// refusal ([`Concern::NotLocked`]) after the others were released:
 /// nothing is said to be unlocked that was not locked.
 pub fn unlock(ctx: &Context, o: &Opened, paths: Vec<String>) -> Result<Vec<m::LockInfo>> {
-    let mut c = connect(&o.meta.server, false, ctx)?;
+    let mut c = o.connect(ctx)?;
     let released = c.lock_release(m::LockRelease {
         repo: o.meta.repository_name.clone(),
         workspace: o.meta.workspace_id,
@@ -71,7 +70,7 @@ pub fn not_locked(paths: Vec<String>) -> Error {
 
 /// Every lock of `o`'s repository.
 pub fn list(ctx: &Context, o: &Opened) -> Result<Vec<m::LockInfo>> {
-    let mut c = connect(&o.meta.server, false, ctx)?;
+    let mut c = o.connect(ctx)?;
     let mut all = Vec::new();
     let mut after = String::new();
     loop {
@@ -97,7 +96,7 @@ pub fn list(ctx: &Context, o: &Opened) -> Result<Vec<m::LockInfo>> {
 /// the auth service's audit trail; an open server (no auth) allows anyone.
 /// Returns the released locks; a path without a lock is `not_found`.
 pub fn unlock_force(ctx: &Context, o: &Opened, paths: Vec<String>) -> Result<Vec<m::LockInfo>> {
-    let mut c = connect(&o.meta.server, false, ctx)?;
+    let mut c = o.connect(ctx)?;
     let mut held: Vec<m::LockInfo> = Vec::new();
     let mut none = Vec::new();
     for p in &paths {
@@ -235,7 +234,7 @@ pub fn check_held(ctx: &Context, o: &Opened) -> Result<HeldLocks> {
             .map_or(prefix.len().min(p.len()), |((i, _), _)| i);
         prefix = &prefix[..common];
     }
-    let asked = connect(&o.meta.server, false, ctx).and_then(|mut c| {
+    let asked = o.connect(ctx).and_then(|mut c| {
         Ok(c.lock_list(m::LockList {
             repo: o.meta.repository_name.clone(),
             prefix: prefix.to_string(),

@@ -51,6 +51,20 @@ impl Opened {
         Ok(Opened { ws, meta })
     }
 
+    /// A connection to this workspace's server, refused when the server's
+    /// repository of this workspace's name is another repository (another
+    /// id: [`crate::link::check_repository`]).
+    pub fn connect(&self, ctx: &Context) -> Result<crate::client::Client> {
+        let mut c = crate::link::connect(&self.meta.server, false, ctx)?;
+        crate::link::check_repository(
+            &mut c,
+            &self.meta.repository_name,
+            self.meta.repository_id,
+            &self.meta.server,
+        )?;
+        Ok(c)
+    }
+
     /// The link to this workspace's server.
     pub fn link(&self, ctx: &Context) -> Result<ServerLink> {
         Ok(

@@ -313,7 +313,7 @@ pub fn retire(ctx: &Context, o: &Opened, id: Option<WorkspaceId>) -> Result<Work
             "this workspace has opened files; retiring it would strand them",
         ));
     }
-    let mut client = connect(&o.meta.server, false, ctx)?;
+    let mut client = o.connect(ctx)?;
     client.workspace_retire(&o.meta.repository_name, id)?;
     if id == o.meta.workspace_id {
         mark_retired(o)?;
@@ -461,7 +461,7 @@ pub struct ServerSide {
 /// Everything `scribe info` prints (the server part is best effort).
 pub fn about(ctx: &Context, o: &Opened) -> Result<About> {
     let server = (|| -> Result<ServerSide> {
-        let mut c = connect(&o.meta.server, false, ctx)?;
+        let mut c = o.connect(ctx)?;
         let version = c.status()?.server_version;
         let list = c.workspace_list(&o.meta.repository_name)?;
         let me = list.iter().find(|w| w.workspace == o.meta.workspace_id);
@@ -513,7 +513,7 @@ pub struct Recreated {
 /// Refused while the server still holds the workspace's registration.
 pub fn recreate(ctx: &Context, o: Opened, branch: Option<String>) -> Result<Recreated> {
     let active = {
-        let mut c = connect(&o.meta.server, false, ctx)?;
+        let mut c = o.connect(ctx)?;
         c.workspace_list(&o.meta.repository_name)?
             .iter()
             .any(|w| w.workspace == o.meta.workspace_id)
@@ -652,7 +652,7 @@ pub fn cache_bound() -> u64 {
 /// objects it lacks, at most [`m::MAX_IDS_PER_REQUEST`] at a time; nothing
 /// is dropped when the server cannot be asked.
 pub fn prune_cache(ctx: &Context, o: &Opened) -> Result<scribe_workspace::state::CachePruned> {
-    let mut client = connect(&o.meta.server, false, ctx)?;
+    let mut client = o.connect(ctx)?;
     let repo = o.meta.repository_name.clone();
     let mut failure = None;
     let pruned = o.ws.prune_cache(|ids| {

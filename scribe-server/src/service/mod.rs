@@ -344,6 +344,9 @@ impl Service {
         if let Err(refusal) = allowed {
             return Response::Error(refusal.into_reply());
         }
+        if let Err(refusal) = self.refuse_retired(&request) {
+            return Response::Error(refusal.into_reply());
+        }
         match dispatch::dispatch(self, session, request) {
             Ok(mut r) => {
                 authorizer.filter_response(session.principal(), &mut r);
@@ -351,6 +354,50 @@ impl Service {
             }
             Err(e) => Response::Error(self.answer_failure(e).into_reply()),
         }
+    }
+
+    /// Refuse a write to a retired repository (`scribe-server repo
+    /// retire`): anything that may change it durably (objects, pins,
+    /// submits, locks) is `repository_retired`, naming whom to ask; reads,
+    /// syncs, history and workspace registration (so that a new workspace
+    /// can read it) go on.
+    fn refuse_retired(&self, request: &Request) -> Result<(), Failure> {
+        if !self.root().has_retired() {
+            return Ok(());
+        }
+        let action = auth::Action::of(request);
+        if !action.mutates
+            || matches!(
+                action.family,
+                auth::ActionFamily::Workspace | auth::ActionFamily::RepositoryAdmin
+            )
+        {
+            return Ok(());
+        }
+        let Some(name) = action.repository else {
+            return Ok(());
+        };
+        let Ok(id) = self.root().repository_id(name) else {
+            return Ok(());
+        };
+        let Some(r) = self.root().retired(id) else {
+            return Ok(());
+        };
+        let ask = if r.contact.is_empty() {
+            "the server's operator".to_owned()
+        } else {
+            r.contact.clone()
+        };
+        Err(Failure::new(
+            ErrorCode::RepositoryRetired,
+            format!(
+                "repository {} is retired (kept read-only): {} is refused; syncs, reads and \
+                 history still work. To write to it again, ask {ask} (`scribe-server repo \
+                 unretire`)",
+                scribe_format::echo::echo(name),
+                action.request
+            ),
+        ))
     }
 
     /// The reply to a failure: a storage fault is logged in full, makes

@@ -462,3 +462,52 @@ fn restore_places_fresh_archives_beside_the_databases_or_in_archive_dir() {
         vol1_head
     );
 }
+
+/// A backup keeps what the server notes outside the catalog: a
+/// repository's retirement (a restore that forgot it would let writes into
+/// an archived project) and a renamed repository's old name. Both were
+/// left behind.
+#[test]
+fn a_backup_keeps_retirements_and_former_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    ok(&run(&["init", "--data", s(&data)]));
+    ok(&run(&["repo", "create", "--data", s(&data), REPO]));
+    ok(&run(&[
+        "repo",
+        "rename",
+        "--data",
+        s(&data),
+        REPO,
+        "archive",
+    ]));
+    ok(&run(&[
+        "repo",
+        "retire",
+        "--data",
+        s(&data),
+        "archive",
+        "--contact",
+        "ops",
+    ]));
+    let backup = dir.path().join("backup");
+    ok(&run(&["backup", "--data", s(&data), "--to", s(&backup)]));
+    let restored = dir.path().join("restored");
+    ok(&run(&[
+        "restore",
+        "--data",
+        s(&restored),
+        "--from",
+        s(&backup),
+    ]));
+    let out = run(&["repo", "create", "--data", s(&restored), REPO]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("until a rename"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let root = scribe_metadata::DataRoot::open(&restored).unwrap();
+    let id = root.repository_id("archive").unwrap();
+    assert_eq!(root.retired(id).map(|r| r.contact.as_str()), Some("ops"));
+}

@@ -638,7 +638,7 @@ fn serve_logged(data: &Path, runtime: &Path, log: &Path) -> Served {
 /// pid reused after a reboot) is replaced once the data root is ours.
 #[test]
 fn a_start_after_sigkill_replaces_the_stale_runtime_files_and_says_so() {
-    use scribe_server::runtime::{leftover, live_listen, Leftover};
+    use scribe_server::runtime::{leftover, live_listen, Holder};
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let d = data.to_str().unwrap();
@@ -649,13 +649,10 @@ fn a_start_after_sigkill_replaces_the_stale_runtime_files_and_says_so() {
     assert_eq!(live_listen(&run_dir).as_deref(), Some(old_addr.as_str()));
     signal(&s.child, libc::SIGKILL);
     s.child.wait().unwrap();
+    let l = leftover(&run_dir).unwrap();
     assert_eq!(
-        leftover(&run_dir),
-        Some(Leftover {
-            pid: Some(old_pid),
-            listen: Some(old_addr.clone()),
-            alive: false
-        })
+        (l.holder, l.listen),
+        (Holder::Gone(old_pid), Some(old_addr.clone()))
     );
     assert_eq!(live_listen(&run_dir), None, "a dead server's address");
 
@@ -673,22 +670,52 @@ fn a_start_after_sigkill_replaces_the_stale_runtime_files_and_says_so() {
     signal(&s.child, libc::SIGKILL);
     s.child.wait().unwrap();
 
-    // A running pid (this test process) that serves nothing.
+    // A running pid of another program (this test process: a pid reused
+    // after a reboot) is not trusted and its files go before the opening.
     std::fs::write(
         run_dir.join("scribe-server.pid"),
         format!("{}\n", std::process::id()),
     )
     .unwrap();
     std::fs::write(run_dir.join("listen"), "127.0.0.1:1\n").unwrap();
-    assert!(leftover(&run_dir).unwrap().alive);
+    assert!(!leftover(&run_dir).unwrap().alive());
+    assert_eq!(live_listen(&run_dir), None, "a reused pid");
     let log = dir.path().join("serve2.log");
+    let mut s = serve_logged(&data, &run_dir, &log);
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        said.contains(&format!(
+            "removed stale runtime files in {} (pid {} (running as ",
+            run_dir.display(),
+            std::process::id()
+        )) && said.contains("not scribe-server: a reused pid), listen 127.0.0.1:1)"),
+        "{said}"
+    );
+    sigterm(&s.child);
+    assert!(s.child.wait().unwrap().success());
+
+    // A running scribe-server that serves another data root: its files
+    // are replaced once this data root's LOCK is held.
+    let other = dir.path().join("other");
+    assert!(run(&["init", "--data", other.to_str().unwrap()])
+        .status
+        .success());
+    let o = serve(&other, &dir.path().join("other-run"));
+    std::fs::write(
+        run_dir.join("scribe-server.pid"),
+        format!("{}\n", o.child.id()),
+    )
+    .unwrap();
+    std::fs::write(run_dir.join("listen"), "127.0.0.1:1\n").unwrap();
+    assert!(leftover(&run_dir).unwrap().alive());
+    let log = dir.path().join("serve3.log");
     let mut s = serve_logged(&data, &run_dir, &log);
     let said = std::fs::read_to_string(&log).unwrap();
     assert!(
         said.contains(&format!(
             "replacing runtime files in {} (pid {} (running), listen 127.0.0.1:1)",
             run_dir.display(),
-            std::process::id()
+            o.child.id()
         )),
         "{said}"
     );

@@ -109,9 +109,10 @@ fn a_renamed_repository_keeps_its_id_history_and_workspaces() {
         Response::Error(e) => assert!(e.message.contains("no repository"), "{e:?}"),
         other => panic!("{other:?}"),
     }
-    // The old name is free for a new repository (another id, no history).
+    // The old name is given to a new repository (another id, no history)
+    // only on purpose (`a_renamed_repositorys_old_name_is_not_reused_...`).
     drop(c);
-    let out = run(&["repo", "create", "--data", d, REPO]);
+    let out = run(&["repo", "create", "--data", d, REPO, "--reuse-name"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_ne!(text(&out.stdout).trim(), id.to_hex());
 }
@@ -348,4 +349,235 @@ fn rename_and_delete_refuse_while_the_data_root_is_served() {
         .join(id.to_hex())
         .join("metadata.redb")
         .is_file());
+}
+
+/// Put the name `name` back into repository `id`'s `SCRIBE_FORMAT`: what
+/// a rename killed between its catalog transaction and its descriptor
+/// rewrite leaves.
+fn write_old_descriptor_name(data: &Path, id: scribe_format::RepositoryId, name: &str) {
+    use scribe_metadata::database_descriptor as dd;
+    let dir = data.join("repos").join(id.to_hex());
+    let mut d = dd::read(&dir).unwrap();
+    d.set("name", name).unwrap();
+    dd::write(&d, &dir).unwrap();
+}
+
+fn descriptor_name(data: &Path, id: scribe_format::RepositoryId) -> String {
+    let dir = data.join("repos").join(id.to_hex());
+    let d = scribe_metadata::database_descriptor::read(&dir).unwrap();
+    d.get("name").unwrap().to_owned()
+}
+
+/// A rename stopped after its catalog transaction leaves the old name in
+/// the repository's descriptor: the next `repo` command (even one then
+/// refused) and the next `serve` rewrite it to the catalog's name and say
+/// so. It stayed until the next rename.
+#[test]
+fn a_rename_stopped_before_its_descriptor_rewrite_is_finished_at_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let (id, _ws, _head) = root_with_history(&data);
+    let out = run(&["repo", "rename", "--data", d, REPO, "game-2026"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(descriptor_name(&data, id), "game-2026");
+
+    // The next repo command, here one that is refused.
+    write_old_descriptor_name(&data, id, REPO);
+    let out = run(&["repo", "rename", "--data", d, "nope", "x"]);
+    assert_eq!(out.status.code(), Some(1));
+    let said = text(&out.stderr);
+    assert!(
+        said.contains(&format!("repository \"game-2026\" (id {id}): its ")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("still named it \"{REPO}\" (a rename stopped")),
+        "{said}"
+    );
+    assert_eq!(descriptor_name(&data, id), "game-2026");
+    // Once right, nothing more is said.
+    let out = run(&["repo", "create", "--data", d, "other"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("still named"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // The next serve.
+    write_old_descriptor_name(&data, id, REPO);
+    let log = dir.path().join("serve.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_scribe-server"))
+        .args(["serve", "--data", d, "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let said = loop {
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        if said.contains("serving") {
+            break said;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "serve stopped: {said}");
+        assert!(start.elapsed().as_secs() < 60, "{said}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        said.contains(&format!("still named it \"{REPO}\"")),
+        "{said}"
+    );
+    assert_eq!(descriptor_name(&data, id), "game-2026");
+}
+
+/// A renamed repository's old name is remembered (`<data>/former-names`):
+/// `repo create OLD` and `repo rename X OLD` (and a client's create over
+/// the wire) are refused by name, naming the repository that had it and
+/// `--reuse-name`; the repository itself may take its old name back; with
+/// `--reuse-name` the name is given back. Any create used to take it.
+#[test]
+fn a_renamed_repositorys_old_name_is_not_reused_without_reuse_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let (id, _ws, _head) = root_with_history(&data);
+    let out = run(&["repo", "rename", "--data", d, REPO, "game-2026"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(run(&["repo", "create", "--data", d, "other"])
+        .status
+        .success());
+    let says = format!(
+        "repository name \"{REPO}\" was repository {id}'s until a rename (now named \"game-2026\")"
+    );
+    for args in [
+        vec!["repo", "create", "--data", d, REPO],
+        vec!["repo", "rename", "--data", d, "other", REPO],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let said = text(&out.stderr);
+        assert!(said.contains(&says), "{args:?}: {said}");
+        assert!(said.contains("--reuse-name"), "{args:?}: {said}");
+    }
+    {
+        let svc = Service::open(&data).unwrap();
+        let e = scribe_server::service::dispatch::repo_create(&svc, REPO).unwrap_err();
+        assert_eq!(e.code, scribe_format::ErrorCode::AlreadyExists);
+        assert!(e.message.contains(&says), "{}", e.message);
+    }
+    // The repository takes its own old name back, and gives it up again.
+    let out = run(&["repo", "rename", "--data", d, "game-2026", REPO]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(&["repo", "rename", "--data", d, REPO, "game-2026"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!run(&["repo", "create", "--data", d, REPO]).status.success());
+    // Given back on purpose.
+    let out = run(&["repo", "create", "--data", d, REPO, "--reuse-name"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut c = InProcessConnection::new(Service::open(&data).unwrap());
+    let list = c.repo_list();
+    let new = list.iter().find(|r| r.name == REPO).unwrap();
+    assert_ne!(new.id, id);
+    assert_eq!(list.iter().find(|r| r.name == "game-2026").unwrap().id, id);
+}
+
+/// `repo retire` and `repo unretire` (offline) by the real binary: an
+/// unknown repository and a whom-to-ask with control characters are
+/// refused; the state is kept by id in `<data>/retired-repositories`
+/// (a rename keeps it), and a damaged file stops the opening by name
+/// rather than letting writes in.
+#[test]
+fn retire_and_unretire_keep_the_state_by_id_and_refuse_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let (id, ws, _head) = root_with_history(&data);
+    let out = run(&["repo", "retire", "--data", d, "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no repository"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&[
+        "repo",
+        "retire",
+        "--data",
+        d,
+        REPO,
+        "--contact",
+        "a\u{1b}[2Jb",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("--contact must be one line"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&[
+        "repo",
+        "retire",
+        "--data",
+        d,
+        REPO,
+        "--contact",
+        "ops@studio",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("retired repository"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = run(&["repo", "rename", "--data", d, REPO, "archive-2025"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Served in-process: a write is refused, a read answers.
+    {
+        let mut c = InProcessConnection::new(Service::open(&data).unwrap());
+        let branch = c.repo_list()[0].main_branch;
+        match c
+            .call(Request::LockAcquire(m::LockAcquire {
+                repo: "archive-2025".into(),
+                workspace: ws,
+                branch,
+                author: "ann".into(),
+                paths: vec!["art/a.txt".into()],
+            }))
+            .unwrap()
+        {
+            Response::Error(e) => {
+                assert_eq!(e.code, scribe_format::ErrorCode::RepositoryRetired.number());
+                assert!(e.message.contains("ask ops@studio"), "{}", e.message);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            workspaces(&mut c, "archive-2025"),
+            Response::WorkspaceList(_)
+        ));
+    }
+    let out = run(&["repo", "unretire", "--data", d, "archive-2025"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("writable again"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(!data.join("retired-repositories").exists());
+    // A damaged file is named, never read as "nothing retired".
+    std::fs::write(
+        data.join("retired-repositories"),
+        format!("scribe-retired-repositories 1\n{} soon\n", id.to_hex()),
+    )
+    .unwrap();
+    let out = run(&["repo", "create", "--data", d, "x"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("retired-repositories line 2: not a time"),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -462,16 +462,27 @@ fn visibility(ctx: &Ctx, s: &Session, cmd: AdminVisibilityCmd) -> CliResult {
 
 /// How a `credential-list` row stands, as the auth service refuses or
 /// accepts it now (its eleventh field; from its stored `enabled` flag
-/// when an older service sent ten).
-fn credential_state_text(r: &[String]) -> &'static str {
+/// when an older service sent ten). A state this build does not know (a
+/// newer service's, or a hostile reply) is shown as such, escaped and cut
+/// to 64 characters, never as `enabled`.
+fn credential_state_text(r: &[String]) -> std::borrow::Cow<'static, str> {
+    use std::borrow::Cow;
     match r.get(10).map(String::as_str) {
-        Some("enabled") => "enabled",
-        Some("revoked") => "revoked",
-        Some("expired") => "expired",
-        Some("user-disabled") => "disabled (user disabled)",
-        Some(_) => "unknown state",
-        None if r[4] == "true" => "enabled",
-        None => "revoked",
+        Some("enabled") => Cow::Borrowed("enabled"),
+        Some("revoked") => Cow::Borrowed("revoked"),
+        Some("expired") => Cow::Borrowed("expired"),
+        Some("user-disabled") => Cow::Borrowed("disabled (user disabled)"),
+        Some(other) => {
+            let cut: String = other.chars().take(64).collect();
+            let more = if cut.len() < other.len() { "..." } else { "" };
+            Cow::Owned(format!(
+                "unknown state \"{}{more}\" (not known to this scribe: treat it as not usable; \
+                 a newer scribe may know it)",
+                printable(&cut)
+            ))
+        }
+        None if r.get(4).is_some_and(|e| e == "true") => Cow::Borrowed("enabled"),
+        None => Cow::Borrowed("revoked"),
     }
 }
 
@@ -609,4 +620,54 @@ fn automation(ctx: &Ctx, s: &Session, cmd: AdminAutomationCmd) -> CliResult {
     ctx.out
         .status(format!("use it with SCRIBE_CREDENTIAL={}", out.display()));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::credential_state_text;
+
+    fn row(state: Option<&str>, enabled: &str) -> Vec<String> {
+        let mut r: Vec<String> = ["c", "session", "u", "0", enabled, "", "0", "", "1", "k"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        r.extend(state.map(str::to_owned));
+        r
+    }
+
+    /// A credential `state` this build does not know (a newer auth
+    /// service's, or a hostile reply) is named with its value, escaped and
+    /// bounded, and never read as enabled, whatever the stored flag says.
+    /// It printed a bare "unknown state".
+    #[test]
+    fn an_unknown_credential_state_is_named_not_trusted() {
+        assert_eq!(
+            credential_state_text(&row(Some("enabled"), "true")),
+            "enabled"
+        );
+        assert_eq!(
+            credential_state_text(&row(Some("user-disabled"), "true")),
+            "disabled (user disabled)"
+        );
+        for (state, shown) in [
+            ("suspended", "\"suspended\""),
+            ("Enabled", "\"Enabled\""),
+            ("", "\"\""),
+            ("enabled\u{1b}[2J", "\"enabled\\u{1b}[2J\""),
+            ("\u{202e}delbane", "\"\\u{202e}delbane\""),
+        ] {
+            let t = credential_state_text(&row(Some(state), "true"));
+            assert!(
+                t.starts_with(&format!("unknown state {shown} (")),
+                "{state:?}: {t}"
+            );
+            assert!(t.contains("not usable"), "{t}");
+        }
+        let huge = "x".repeat(1 << 20);
+        let t = credential_state_text(&row(Some(&huge), "true"));
+        assert!(t.len() < 200 && t.contains("...\""), "{}", t.len());
+        // An older service's ten fields: its stored flag.
+        assert_eq!(credential_state_text(&row(None, "true")), "enabled");
+        assert_eq!(credential_state_text(&row(None, "false")), "revoked");
+    }
 }

@@ -152,40 +152,56 @@ impl Team<'_> {
         runtime: &Path,
         env: &[(&str, PathBuf)],
     ) -> CliResult<(Child, String)> {
-        let log = std::fs::File::create(runtime.with_extension("log"))?;
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
-        for (k, v) in env {
-            cmd.env(k, v);
+        start_service(program, args, runtime, env)
+    }
+}
+
+/// Start a long-running program (`scribe-auth`, `scribe-server`) with
+/// `--runtime-dir runtime` among its `args`, and wait until it listens:
+/// until the runtime directory's pid file names the child started here
+/// and its `listen` is whole. A `listen` an earlier, killed service left
+/// there is not taken for this one's.
+fn start_service(
+    program: &Path,
+    args: &[&str],
+    runtime: &Path,
+    env: &[(&str, PathBuf)],
+) -> CliResult<(Child, String)> {
+    let log = std::fs::File::create(runtime.with_extension("log"))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let name = program
+        .file_stem()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut child = cmd.spawn()?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(addr) = scribe_format::runtime::listen_of(runtime, &name, child.id()) {
+            return Ok((child, addr));
         }
-        let mut child = cmd.spawn()?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(s) = std::fs::read_to_string(runtime.join("listen")) {
-                if s.ends_with('\n') {
-                    return Ok((child, s.trim().to_string()));
-                }
-            }
-            if let Some(st) = child.try_wait()? {
-                let log =
-                    std::fs::read_to_string(runtime.with_extension("log")).unwrap_or_default();
-                return Err(failed(
-                    "a service stopped before listening",
-                    format!("{st}: {log}"),
-                ));
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                return Err(failed(
-                    "a service did not listen within 30 s",
-                    program.display(),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if let Some(st) = child.try_wait()? {
+            let log = std::fs::read_to_string(runtime.with_extension("log")).unwrap_or_default();
+            return Err(failed(
+                "a service stopped before listening",
+                format!("{st}: {log}"),
+            ));
         }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(failed(
+                "a service did not listen within 30 s",
+                program.display(),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -520,4 +536,38 @@ pub fn run(ctx: &Ctx, dir: PathBuf) -> CliResult {
         shell_words(&[&s(&t.config("alice"))]),
     ))?;
     Ok(())
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    /// A `listen` and pid file a killed service left in the runtime
+    /// directory are not taken for the new service's: the demo waits until
+    /// the pid file names the child it started (it returned the dead
+    /// address at once).
+    #[test]
+    fn a_stale_listen_file_is_not_taken_for_the_started_services() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = tmp.path().join("run");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(run.join("listen"), "127.0.0.1:1\n").unwrap();
+        std::fs::write(run.join("scribe-server.pid"), "2147483000\n").unwrap();
+        // A stand-in named like the service: after a while it writes its
+        // pid, then its address, as serve does.
+        let program = tmp.path().join("scribe-server");
+        std::fs::write(
+            &program,
+            "#!/bin/sh\nsleep 0.3\necho $$ > \"$1/scribe-server.pid\"\n\
+             echo 127.0.0.1:4242 > \"$1/listen\"\nexec sleep 30\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let (mut child, addr) =
+            start_service(&program, &[run.to_str().unwrap()], &run, &[]).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(addr, "127.0.0.1:4242");
+    }
 }

@@ -144,7 +144,8 @@ fn a_workspace_follows_its_repository_renamed_on_the_server() {
     write(&a, "b.txt", b"b");
     env.scribe(&a, &["add", "b.txt"]).ok();
     env.server_process().kill();
-    let (_, report) = scribe_server::repos::rename(&env.data(), "demo", "demo-2026", None).unwrap();
+    let (_, report) =
+        scribe_server::repos::rename(&env.data(), "demo", "demo-2026", false, None).unwrap();
     assert!(!report.notes.is_empty());
     env.restart_server_process();
     for args in [&["sync"][..], &["log"]] {
@@ -184,6 +185,151 @@ fn a_workspace_follows_its_repository_renamed_on_the_server() {
         "{}",
         r.stdout
     );
+}
+
+/// A renamed repository's old name given to a new repository: the server
+/// refuses it unless `--reuse-name`, and then a workspace made before the
+/// rename is told that the name is another repository's now (by the ids)
+/// before anything is read from or sent to it, with the command that
+/// follows its own; nothing of its work is touched. Its requests by name
+/// went to the new repository (a sync there would have applied another
+/// history).
+#[test]
+fn a_workspace_is_not_bound_to_a_new_repository_given_its_old_name() {
+    let mut env = Env::new(Transport::Process);
+    let a = env.workspace("alice", &[]);
+    write(&a, "a.txt", b"a");
+    env.scribe(&a, &["add", "a.txt"]).ok();
+    env.scribe(&a, &["submit", "-m", "one"]).ok();
+    write(&a, "b.txt", b"b");
+    env.scribe(&a, &["add", "b.txt"]).ok();
+    env.server_process().kill();
+    scribe_server::repos::rename(&env.data(), "demo", "demo-2026", false, None).unwrap();
+    {
+        let svc = scribe_server::Service::open(env.data()).unwrap();
+        let e = scribe_server::service::dispatch::repo_create(&svc, "demo").unwrap_err();
+        assert_eq!(
+            e.code,
+            scribe_format::ErrorCode::AlreadyExists,
+            "{}",
+            e.message
+        );
+        assert!(
+            e.message.contains("was repository") && e.message.contains("--reuse-name"),
+            "{}",
+            e.message
+        );
+        scribe_server::service::dispatch::repo_create_with(&svc, "demo", true).unwrap();
+    }
+    env.restart_server_process();
+    for args in [
+        &["sync"][..],
+        &["log"],
+        &["lock", "a.txt"],
+        &["submit", "-m", "x"],
+    ] {
+        let r = env.scribe(&a, args);
+        assert_eq!(r.code, Some(1), "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains("is another repository now")
+                && r.stderr.contains("is named \"demo-2026\" there"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains(&format!(
+                "Hint: run `scribe workspace set-server {}`",
+                env.url
+            )),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+    assert_eq!(std::fs::read(a.join("a.txt")).unwrap(), b"a");
+    assert_eq!(std::fs::read(a.join("b.txt")).unwrap(), b"b");
+    let r = env.scribe(&a, &["workspace", "set-server", &env.url.clone()]);
+    r.ok();
+    env.scribe(&a, &["sync"]).ok();
+    env.scribe(&a, &["submit", "-m", "two"]).ok();
+    let r = env.scribe(&a, &["log"]);
+    assert!(
+        r.stdout.contains("one") && r.stdout.contains("two"),
+        "{}",
+        r.stdout
+    );
+    // The new repository of that name was never reached.
+    let r = env.scribe(
+        &a,
+        &["repo", "list", "--server", &env.url.clone(), "--json"],
+    );
+    r.ok();
+    assert!(
+        r.stdout.contains("\"name\":\"demo\",")
+            && r.stdout
+                .split("\"name\":\"demo\",")
+                .nth(1)
+                .is_some_and(|rest| {
+                    rest.split('}').next().unwrap_or("").contains("\"head\":0")
+                }),
+        "{}",
+        r.stdout
+    );
+}
+
+/// A retired repository (`scribe-server repo retire`, server stopped) is
+/// kept read-only: a real client's sync, log and print work; lock and
+/// submit are refused with `repository_retired` naming whom to ask, and
+/// the opened work stays; after `repo unretire` the same submit lands.
+#[test]
+fn a_retired_repository_serves_reads_and_refuses_writes_naming_whom_to_ask() {
+    let mut env = Env::new(Transport::Process);
+    let a = env.workspace("alice", &[]);
+    write(&a, "a.txt", b"a");
+    env.scribe(&a, &["add", "a.txt"]).ok();
+    env.scribe(&a, &["submit", "-m", "one"]).ok();
+    let b = env.workspace("bob", &[]);
+    write(&a, "b.txt", b"b");
+    env.scribe(&a, &["add", "b.txt"]).ok();
+    env.server_process().kill();
+    let report =
+        scribe_server::repos::set_retired(&env.data(), "demo", true, "Dana (pipeline team)")
+            .unwrap();
+    assert!(report.notes[0].contains("retired repository"), "{report:?}");
+    env.restart_server_process();
+    // Reads.
+    env.scribe(&b, &["sync"]).ok();
+    assert_eq!(std::fs::read(b.join("a.txt")).unwrap(), b"a");
+    let r = env.scribe(&a, &["log"]);
+    r.ok();
+    assert!(r.stdout.contains("one"), "{}", r.stdout);
+    env.scribe(&a, &["print", "a.txt"]).ok();
+    // Writes.
+    for args in [&["lock", "a.txt"][..], &["submit", "-m", "two"]] {
+        let r = env.scribe(&a, args);
+        assert_eq!(r.code, Some(1), "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains("Error[repository_retired]")
+                && r.stderr.contains("is retired (kept read-only)")
+                && r.stderr.contains("ask Dana (pipeline team)"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains("Hint: this repository is kept read-only"),
+            "{}",
+            r.stderr
+        );
+    }
+    let r = env.scribe(&a, &["status"]);
+    assert!(r.stdout.contains("b.txt"), "still opened: {}", r.stdout);
+    assert_eq!(std::fs::read(a.join("b.txt")).unwrap(), b"b");
+    // Back.
+    env.server_process().kill();
+    scribe_server::repos::set_retired(&env.data(), "demo", false, "").unwrap();
+    env.restart_server_process();
+    env.scribe(&a, &["submit", "-m", "two"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    assert_eq!(std::fs::read(b.join("b.txt")).unwrap(), b"b");
 }
 
 /// #18 item 3: a retired workspace refuses `edit` and `add`, its hints

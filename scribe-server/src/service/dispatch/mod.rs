@@ -34,7 +34,7 @@ use scribe_objects::ObjectStore;
 
 use super::{Failure, PrincipalKind, Service, Session};
 
-pub use repos::repo_create;
+pub use repos::{repo_create, repo_create_with};
 pub use submit::recorded_outcome;
 
 /// The result of serving one request (or a step of it): a refusal or

@@ -37,7 +37,17 @@ fn repo_info(svc: &Service, id: RepositoryId) -> DispatchResult<m::RepoInfo> {
 /// [`dispatch`](super::dispatch) (after [`Service::handle`] authorized the
 /// request) and local administration (`scribe-server repo create`).
 pub fn repo_create(svc: &Service, name: &str) -> DispatchResult<m::RepoInfo> {
-    let id = svc.root().create_repository(name)?;
+    repo_create_with(svc, name, false)
+}
+
+/// [`repo_create`], giving back a name another repository had before a
+/// rename when `reuse_name` (`scribe-server repo create --reuse-name`).
+pub fn repo_create_with(
+    svc: &Service,
+    name: &str,
+    reuse_name: bool,
+) -> DispatchResult<m::RepoInfo> {
+    let id = svc.root().create_repository_with(name, reuse_name)?;
     // Opening creates the object store (see `stores`).
     svc.root().open_repository(id)?;
     repo_info(svc, id)
