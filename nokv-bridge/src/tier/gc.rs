@@ -15,7 +15,9 @@
 //!   collection tries again (deletes are idempotent). When every block is
 //!   gone, one transaction marks it `Deleted`, removes its manifest rows
 //!   and releases the dependency references it held (which may make its
-//!   owners candidates in turn). Object listing is never consulted.
+//!   owners candidates in turn); up to [`FINISH_BATCH`] revisions share
+//!   that transaction and its one scan of the manifest rows and the
+//!   references. Object listing is never consulted.
 
 use redb::{Durability, ReadableDatabase, ReadableTable};
 
@@ -25,6 +27,9 @@ use super::provider::Deleted;
 use super::state::{self, Lifecycle, ObjectRow, RevisionRow};
 use super::tier::Tier;
 use super::TierError;
+
+/// Most revisions finished (`Deleting` -> `Deleted`) in one transaction.
+const FINISH_BATCH: usize = 256;
 
 /// What [`Tier::collect`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -272,25 +277,32 @@ impl Tier {
             .into_iter()
             .filter(|(_, r)| r.state == Lifecycle::Deleting)
             .collect();
-        for (rev, row) in deleting {
-            let mut uncertain = None;
-            for b in 0..row.blocks {
-                let key = BlockKey::new(self.shard, row.root, rev, b).to_key();
-                match self.provider.delete(&key) {
-                    Deleted::Gone => out.blocks_deleted += 1,
-                    Deleted::Ambiguous(e) => {
-                        uncertain = Some(format!("{key}: {e}"));
-                        break;
+        // Finished in batches: each finish scans the manifest rows and the
+        // references once for the whole batch (one scan per revision made
+        // giving up a long history quadratic).
+        for batch in deleting.chunks(FINISH_BATCH) {
+            let mut gone = Vec::with_capacity(batch.len());
+            for (rev, row) in batch {
+                let mut uncertain = None;
+                for b in 0..row.blocks {
+                    let key = BlockKey::new(self.shard, row.root, *rev, b).to_key();
+                    match self.provider.delete(&key) {
+                        Deleted::Gone => out.blocks_deleted += 1,
+                        Deleted::Ambiguous(e) => {
+                            uncertain = Some(format!("{key}: {e}"));
+                            break;
+                        }
                     }
                 }
+                if let Some(why) = uncertain {
+                    self.quarantine(rev, &why)?;
+                    out.quarantined.push(hex::encode(rev));
+                    continue;
+                }
+                gone.push(*rev);
             }
-            if let Some(why) = uncertain {
-                self.quarantine(&rev, &why)?;
-                out.quarantined.push(hex::encode(rev));
-                continue;
-            }
-            self.finish_deleted(&rev)?;
-            out.deleted += 1;
+            self.finish_deleted(&gone)?;
+            out.deleted += gone.len() as u64;
         }
         Ok(out)
     }
@@ -309,7 +321,11 @@ impl Tier {
 
     /// `Deleting` -> `Deleted`: manifest rows go, held dependencies are
     /// released, the quarantine row (if any) is cleared.
-    fn finish_deleted(&self, rev: &[u8; 16]) -> Result<(), TierError> {
+    fn finish_deleted(&self, revs: &[[u8; 16]]) -> Result<(), TierError> {
+        if revs.is_empty() {
+            return Ok(());
+        }
+        let set: std::collections::HashSet<[u8; 16]> = revs.iter().copied().collect();
         let mut tx = self.db.begin_write().map_err(self.st())?;
         tx.set_durability(Durability::Immediate)
             .map_err(self.st())?;
@@ -319,38 +335,46 @@ impl Tier {
             let mut refs = tx.open_table(state::REFS).map_err(self.st())?;
             let mut candidates = tx.open_table(state::CANDIDATES).map_err(self.st())?;
             let mut quarantine = tx.open_table(state::QUARANTINE).map_err(self.st())?;
-            let mut row = revisions
-                .get(rev.as_slice())
-                .map_err(self.st())?
-                .and_then(|v| RevisionRow::decode(v.value()))
-                .ok_or_else(|| TierError::corrupt(&self.path, "revision row"))?;
-            row.state = Lifecycle::Deleted;
-            row.epoch += 1;
-            revisions
-                .insert(rev.as_slice(), row.encode().as_slice())
-                .map_err(self.st())?;
+            for rev in revs {
+                let mut row = revisions
+                    .get(rev.as_slice())
+                    .map_err(self.st())?
+                    .and_then(|v| RevisionRow::decode(v.value()))
+                    .ok_or_else(|| TierError::corrupt(&self.path, "revision row"))?;
+                row.state = Lifecycle::Deleted;
+                row.epoch += 1;
+                revisions
+                    .insert(rev.as_slice(), row.encode().as_slice())
+                    .map_err(self.st())?;
+                quarantine.remove(rev.as_slice()).map_err(self.st())?;
+            }
             let owned: Vec<Vec<u8>> = objects
                 .iter()
                 .map_err(self.st())?
                 .filter_map(|r| r.ok())
-                .filter(|(_, v)| ObjectRow::decode(v.value()).is_some_and(|o| o.revision == *rev))
+                .filter(|(_, v)| {
+                    ObjectRow::decode(v.value()).is_some_and(|o| set.contains(&o.revision))
+                })
                 .map(|(k, _)| k.value().to_vec())
                 .collect();
             for k in owned {
                 objects.remove(k.as_slice()).map_err(self.st())?;
             }
-            // Dependency references this revision held: owner ‖ 1 ‖ rev.
+            // Dependency references these revisions held: owner ‖ 1 ‖ rev.
             let held: Vec<Vec<u8>> = refs
                 .iter()
                 .map_err(self.st())?
                 .filter_map(|r| r.ok().map(|(k, _)| k.value().to_vec()))
-                .filter(|k| k.len() == 33 && k[16] == 1 && k[17..] == rev[..])
+                .filter(|k| {
+                    k.len() == 33
+                        && k[16] == 1
+                        && <[u8; 16]>::try_from(&k[17..]).is_ok_and(|h| set.contains(&h))
+                })
                 .collect();
             for k in held {
                 let owner: [u8; 16] = k[..16].try_into().expect("16 bytes");
                 self.drop_ref(&mut refs, &mut revisions, &mut candidates, &owner, &k)?;
             }
-            quarantine.remove(rev.as_slice()).map_err(self.st())?;
         }
         tx.commit().map_err(self.st())?;
         Ok(())
