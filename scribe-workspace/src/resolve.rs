@@ -48,6 +48,12 @@ pub enum Resolved {
     TookTheirs { kept_yours: bool },
     /// Both sides removed the path: nothing remains to submit or recover.
     BothRemoved,
+    /// The server removed (or renamed) a file this workspace moved away in
+    /// a pending move: the move keeps it, as a new file at each of these
+    /// destinations (opened for add with no move source, since the server
+    /// has no source left to move). The move still lists it, so an abort
+    /// brings it back.
+    MovedAsNew { destinations: Vec<String> },
 }
 
 /// Settle `path`. Refuses (`not_present`, about nothing to resolve) when the
@@ -158,6 +164,9 @@ pub fn resolve(
                 (false, true) => OpenedAction::Add,
                 (true, false) => OpenedAction::Delete,
                 (false, false) => {
+                    if let Some(kept) = keep_moved_as_new(ws, path)? {
+                        return Ok(kept);
+                    }
                     // Both sides removed it: nothing remains to submit.
                     let tx = ws.write()?;
                     tx.remove_baseline(path)?;
@@ -226,6 +235,52 @@ pub fn resolve(
             Ok(Resolved::Opened(action))
         }
     }
+}
+
+/// `--ours` on the source of a pending move that the server removed (a
+/// delete, or a rename such as a case-only one, which the workspace sees as
+/// a removal here and an add elsewhere). Our side did not remove the file,
+/// it moved it: the move keeps it, as a new file at its destination, since
+/// the server has no source left to carry the move from. The source's
+/// baseline, its delete and its deferred row go; each opened add moved
+/// from it drops its move source. The move record is left as it is, so an
+/// abort still brings the file back (`moves::abort`). `None` when no
+/// pending move carries `path` (both sides removed it).
+fn keep_moved_as_new(ws: &Workspace, path: &str) -> Result<Option<Resolved>> {
+    let carried = crate::moves::pending(ws)?.into_iter().any(|m| {
+        m.files.iter().any(|f| {
+            f.physical_source == path
+                && f.prior
+                    .as_ref()
+                    .is_none_or(|p| p.action != OpenedAction::Add)
+        })
+    });
+    if !carried {
+        return Ok(None);
+    }
+    let read = ws.read()?;
+    let mut destinations = Vec::new();
+    let mut adds = Vec::new();
+    for (p, mut o) in read.opened_all()? {
+        if o.moved_from.as_ref().is_some_and(|(s, _)| s == path) {
+            o.moved_from = None;
+            destinations.push(p.clone());
+            adds.push((p, o));
+        }
+    }
+    drop(read);
+    if adds.is_empty() {
+        return Ok(None);
+    }
+    let tx = ws.write()?;
+    for (p, o) in &adds {
+        tx.put_opened(p, o)?;
+    }
+    tx.remove_baseline(path)?;
+    tx.remove_opened(path)?;
+    tx.remove_deferred(path)?;
+    tx.commit()?;
+    Ok(Some(Resolved::MovedAsNew { destinations }))
 }
 
 /// Make room for theirs beneath a file standing where a directory on the

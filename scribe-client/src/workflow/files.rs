@@ -111,8 +111,10 @@ impl MoveHooks for Points<'_> {
 pub enum Moved {
     /// The move was made (or an interrupted one finished).
     Moved(MoveIntent),
-    /// The move was undone.
-    Aborted(MoveIntent),
+    /// The move was undone; the destinations of files that stayed where
+    /// they are, untracked (their source is gone from the server and what
+    /// stands there now, also named, collides with them: `moves::abort_stays`).
+    Aborted(MoveIntent, Vec<(String, String)>),
     /// `--resume` found nothing interrupted.
     NothingInterrupted,
 }
@@ -141,17 +143,21 @@ pub fn move_path(ctx: &Context, o: &Opened, src: &str, dst: &str) -> Result<Move
 /// operation id; none: the interrupted one, else the newest).
 pub fn move_abort(ctx: &Context, o: &Opened, selector: Option<&str>) -> Result<Moved> {
     let intent = moves::select(&o.ws, selector)?;
-    Ok(Moved::Aborted(moves::abort_with(
-        &o.ws,
-        &intent.operation,
-        &Points(ctx),
-    )?))
+    let stays = moves::abort_stays(&o.ws, &intent)?;
+    Ok(Moved::Aborted(
+        moves::abort_with(&o.ws, &intent.operation, &Points(ctx))?,
+        stays,
+    ))
 }
 
 /// Finish an interrupted move (or its abort).
 pub fn move_resume(ctx: &Context, o: &Opened) -> Result<Moved> {
+    let stays = match moves::interrupted(&o.ws)? {
+        Some(i) if i.aborting => moves::abort_stays(&o.ws, &i)?,
+        _ => Vec::new(),
+    };
     Ok(match moves::resume_with(&o.ws, &Points(ctx))? {
-        Some(i) if i.aborting => Moved::Aborted(i),
+        Some(i) if i.aborting => Moved::Aborted(i, stays),
         Some(i) => Moved::Moved(i),
         None => Moved::NothingInterrupted,
     })

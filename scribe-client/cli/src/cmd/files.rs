@@ -64,7 +64,22 @@ pub fn revert(ctx: &Ctx, args: Vec<String>) -> CliResult {
 fn print_moved(ctx: &Ctx, m: Moved) -> CliResult {
     match m {
         Moved::Moved(i) => print_move(ctx, "moved", &i),
-        Moved::Aborted(i) => print_move(ctx, "aborted", &i),
+        Moved::Aborted(i, stays) => {
+            print_move(ctx, "aborted", &i)?;
+            for (d, theirs) in stays {
+                let Some(f) = i.files.iter().find(|f| f.destination == d) else {
+                    continue;
+                };
+                ctx.out.status(format!(
+                    "Note: {d} stays where it is, untracked, with its bytes: the server no \
+                     longer has {src}, and {theirs}, which a sync brought, would collide with \
+                     it there. Keep it with `scribe add {d}` (or compare it with {theirs}), or \
+                     remove it",
+                    src = f.physical_source
+                ));
+            }
+            Ok(())
+        }
         Moved::NothingInterrupted => {
             ctx.out.status("no move is interrupted");
             Ok(())
@@ -184,6 +199,11 @@ pub fn resolve(
             ))?,
             Resolved::BothRemoved => ctx.out.line(format_args!(
                 "resolved {p}: removed on both sides; nothing to submit"
+            ))?,
+            Resolved::MovedAsNew { destinations } => ctx.out.line(format_args!(
+                "resolved {p}: the server no longer has it; your move keeps it as a new file \
+                 at {} (`scribe move --abort` brings it back instead)",
+                destinations.join(", ")
             ))?,
         }
     }
