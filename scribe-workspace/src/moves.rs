@@ -952,7 +952,7 @@ pub fn abort_with(
         let stays = relative(&intent, &check_names(&read, &intent)?);
         let src_full = crate::guard::checked(ws.root(), &intent.source)?;
         let dst_full = crate::guard::checked(ws.root(), &intent.destination)?;
-        merge_back(&intent, &dst_full, &src_full, "", &stays, false)?;
+        merge_back(&intent, &dst_full, &src_full, "", &stays, None)?;
     }
     if !intent.aborting {
         // Tracked content that arrived under the destination after the
@@ -1009,7 +1009,7 @@ fn finish_abort(
         } else {
             relative(&intent, &stays)
         };
-        merge_back(&intent, from, &src_full, "", &stays, true)?;
+        merge_back(&intent, from, &src_full, "", &stays, Some(hooks))?;
         sync_dir(&ws.state_dir().join("staging"))?;
         hooks.point("move-abort-after-stage");
     } else {
@@ -1275,7 +1275,7 @@ pub fn abort_stays(ws: &Workspace, intent: &MoveIntent) -> Result<Vec<(String, S
 /// a time: an entry with nothing in its place is renamed (never replacing
 /// anything), a directory standing on both sides is entered, anything else
 /// refuses the abort naming the path. With `apply` unset nothing changes
-/// (the check before an abort). Directories emptied on the way, and
+/// (the check before an abort); set, it is told each entry put back. Directories emptied on the way, and
 /// `from` itself, are removed.
 fn merge_back(
     intent: &MoveIntent,
@@ -1283,7 +1283,7 @@ fn merge_back(
     to: &Path,
     rel: &str,
     stays: &HashSet<String>,
-    apply: bool,
+    apply: Option<&dyn MoveHooks>,
 ) -> Result<()> {
     if stays.contains(rel) {
         return Ok(());
@@ -1291,7 +1291,7 @@ fn merge_back(
     let meta_from = std::fs::symlink_metadata(from).map_err(WorkspaceError::io(from))?;
     let meta_to = match std::fs::symlink_metadata(to) {
         Err(_) => {
-            if apply {
+            if let Some(hooks) = apply {
                 rename_exclusive(from, to)?;
                 if let Some(p) = to.parent() {
                     sync_dir(p)?;
@@ -1299,6 +1299,9 @@ fn merge_back(
                 if let Some(p) = from.parent() {
                     sync_dir(p)?;
                 }
+                // Counted: the crash tests stop the abort after the N-th
+                // entry went back (`move-abort-merge-entry-N`).
+                hooks.point("move-abort-merge-entry");
             }
             return Ok(());
         }
@@ -1352,7 +1355,7 @@ fn merge_back(
     let keeps_some = stays
         .iter()
         .any(|s| rel.is_empty() || s.starts_with(&format!("{rel}/")));
-    if apply && !keeps_some {
+    if apply.is_some() && !keeps_some {
         std::fs::remove_dir(from).map_err(WorkspaceError::io(from))?;
         if let Some(p) = from.parent() {
             sync_dir(p)?;

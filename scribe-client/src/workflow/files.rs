@@ -101,8 +101,10 @@ pub fn revert(o: &Opened, link: &ServerLink, paths: &[String]) -> Result<OpenRep
 struct Points<'a>(&'a Context);
 
 impl MoveHooks for Points<'_> {
+    /// Counted: `NAME` fires on the first pass, `NAME-N` on the N-th (a
+    /// point passed once per entry, as an abort's merge-back does).
     fn point(&self, name: &str) {
-        self.0.failpoints.point(name);
+        self.0.failpoints.pass(name);
     }
 }
 

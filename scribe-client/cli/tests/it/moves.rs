@@ -502,6 +502,72 @@ fn aborting_a_directory_move_puts_files_back_beside_a_synced_newcomer() {
     );
 }
 
+/// Session 25 tested an abort's merge-back (files going back beside a
+/// synced newcomer, one entry at a time) interrupted only by moving one
+/// entry back by hand. A real kill: `scribe move --abort` SIGKILLed after
+/// the first and after the second entry went back
+/// (`move-abort-merge-entry-N`), then finished by `move --resume` or by
+/// `move --abort` again. Everything comes back with its edits, the
+/// newcomer stays, the opened add made after the move travels back, and
+/// nothing is left under the destination or in the staging area.
+#[test]
+fn an_abort_killed_between_merged_back_entries_finishes_and_loses_nothing() {
+    for (n, finish) in [(1, "--resume"), (2, "--abort")] {
+        let env = Env::new(Transport::Path);
+        let a = setup(&env);
+        let b = env.workspace("bob", &[]);
+        env.scribe(&a, &["move", "old", "new"]).ok();
+        write(&a, "new/a.txt", b"alpha, edited after the move");
+        write(&a, "new/c.txt", b"added after the move");
+        env.scribe(&a, &["add", "new/c.txt"]).ok();
+        write(&b, "old/newcomer.txt", b"bob's");
+        env.scribe(&b, &["add", "old/newcomer.txt"]).ok();
+        env.scribe(&b, &["submit", "-m", "newcomer"]).ok();
+        env.scribe(&a, &["sync"]).ok();
+        let point = format!("move-abort-merge-entry-{n}");
+        let r = env.crash(&a, &point, &["move", "--abort", "new"]);
+        assert!(r.killed, "{point}: {r:?}");
+        // Killed part way: some entries back, the rest still under new.
+        let back = ["old/a.txt", "old/c.txt", "old/deep"]
+            .iter()
+            .filter(|p| a.join(p).exists())
+            .count();
+        assert_eq!(back, n, "{point}");
+        let st = env.scribe(&a, &["status", "--json"]);
+        assert!(
+            st.stdout.contains("\"state\":\"aborting\""),
+            "{point}: {}",
+            st.stdout
+        );
+        env.scribe(&a, &["move", finish]).ok();
+        assert_eq!(read(&a, "old/a.txt"), b"alpha, edited after the move");
+        assert_eq!(read(&a, "old/deep/b.txt"), b"beta");
+        assert_eq!(read(&a, "old/c.txt"), b"added after the move");
+        assert_eq!(read(&a, "old/newcomer.txt"), b"bob's");
+        assert!(!a.join("new").exists(), "{point}");
+        assert_eq!(
+            std::fs::read_dir(a.join(".scribe/_state/staging"))
+                .unwrap()
+                .count(),
+            0,
+            "{point}"
+        );
+        let st = env.scribe(&a, &["status", "--json"]);
+        assert!(
+            st.stdout.contains("\"moves\":[]")
+                && st.stdout.contains(
+                    "\"opened\":[{\"path\":\"old/c.txt\",\"action\":\"add\",\"needs_reconcile\":false,\"moved_from\":null}]"
+                ),
+            "{point}: {}",
+            st.stdout
+        );
+        // And it submits: the added file, from its old place.
+        env.scribe(&a, &["submit", "-m", "c"]).ok();
+        env.scribe(&b, &["sync"]).ok();
+        assert_eq!(read(&b, "old/c.txt"), b"added after the move");
+    }
+}
+
 /// The collision half: a file A added under the destination after the
 /// move (it goes back with the abort) and B's new file under the old
 /// directory differ only in case. Abort refuses by name with the way out
