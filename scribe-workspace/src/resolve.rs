@@ -54,6 +54,95 @@ pub enum Resolved {
     /// has no source left to move). The move still lists it, so an abort
     /// brings it back.
     MovedAsNew { destinations: Vec<String> },
+    /// The server moved the file (this workspace had it opened or
+    /// changed): the working file followed the move to `to`, opened for
+    /// edit over the server's revision there (see [`follow_move`]).
+    FollowedMove { to: String, change: u64 },
+}
+
+/// Whether `--ours` on `path` could follow a move on the server: the
+/// server removed it (the deferred row has no target), this workspace
+/// still has a working file there and a baseline of it, and no pending
+/// move carries it. The base change, so the caller can look for the move
+/// in the server's history after it.
+pub fn may_follow_move(ws: &Workspace, path: &str) -> Result<Option<u64>> {
+    let read = ws.read()?;
+    let row = read.deferred_all()?.into_iter().find(|(p, _)| p == path);
+    let Some((_, row)) = row else {
+        return Ok(None);
+    };
+    let Some(base) = read.baseline(path)? else {
+        return Ok(None);
+    };
+    if row.target.is_some() {
+        return Ok(None);
+    }
+    drop(read);
+    let full = crate::guard::checked(ws.root(), path)?;
+    if !std::fs::symlink_metadata(&full).is_ok_and(|m| m.is_file()) {
+        return Ok(None);
+    }
+    let moved_away = crate::moves::pending(ws)?
+        .iter()
+        .any(|m| m.files.iter().any(|f| f.physical_source == path));
+    Ok((!moved_away).then_some(base.change))
+}
+
+/// `--ours` on `path`, which the server moved to `to` in `change` (a sync
+/// wrote `to` and deferred `path`, where this workspace had local work):
+/// the working file follows the move, replacing the server's copy at `to`
+/// (which must be exactly its baseline: tracked, unopened, not deferred,
+/// its bytes the baseline's, so nothing but server bytes is replaced), and
+/// `to` is opened for edit over the server's revision; `path` is settled
+/// (its baseline, opened record and deferred row go). `None`, with
+/// nothing changed, when `to` is not such a file here (the caller settles
+/// `path` as before: kept where it is).
+pub fn follow_move(ws: &Workspace, path: &str, to: &str, change: u64) -> Result<Option<Resolved>> {
+    if may_follow_move(ws, path)?.is_none() || to == path {
+        return Ok(None);
+    }
+    let read = ws.read()?;
+    let Some(theirs) = read.baseline(to)? else {
+        return Ok(None);
+    };
+    if read.opened(to)?.is_some() || read.deferred_all()?.iter().any(|(p, _)| p == to) {
+        return Ok(None);
+    }
+    let opened = read.opened(path)?;
+    drop(read);
+    let from = crate::guard::checked(ws.root(), path)?;
+    let dest = crate::guard::checked(ws.root(), to)?;
+    match crate::detect::hash_file(&dest) {
+        Ok((content, size)) if content == theirs.content && size == theirs.size => {}
+        _ => return Ok(None),
+    }
+    crate::platform::make_writable(&from).map_err(WorkspaceError::io(&from))?;
+    // The server's copy at `to` is exactly its baseline (checked just
+    // above): the server holds it, so it is replaced, as sync replaces an
+    // unmodified file, without a recovery copy.
+    std::fs::rename(&from, &dest).map_err(WorkspaceError::io(&dest))?;
+    if let Some(parent) = dest.parent() {
+        crate::state::sync_dir(parent)?;
+    }
+    let tx = ws.write()?;
+    tx.remove_baseline(path)?;
+    tx.remove_opened(path)?;
+    tx.remove_deferred(path)?;
+    tx.put_opened(
+        to,
+        &OpenedRecord {
+            action: OpenedAction::Edit,
+            opened_ms: opened.as_ref().map_or_else(now_ms, |o| o.opened_ms),
+            needs_reconcile: true,
+            moved_from: None,
+        },
+    )?;
+    tx.commit()?;
+    crate::moves::prune_empty_parents(ws.root(), path);
+    Ok(Some(Resolved::FollowedMove {
+        to: to.to_string(),
+        change,
+    }))
 }
 
 /// Settle `path`. Refuses (`not_present`, about nothing to resolve) when the

@@ -203,10 +203,49 @@ pub fn resolve(
     }
     let mut out = Vec::new();
     for p in targets {
+        if *how == Resolution::Ours {
+            if let Some(followed) = follow_their_move(o, link, &p)? {
+                out.push(ResolvedPath {
+                    path: p,
+                    outcome: followed,
+                });
+                continue;
+            }
+        }
         let outcome = resolve_path(&o.ws, &p, how, link)?;
         out.push(ResolvedPath { path: p, outcome });
     }
     Ok(out)
+}
+
+/// `--ours` on a path the server removed while this workspace had work
+/// there: when the server *moved* it (its newest change after the base is
+/// a delete whose change moves the file elsewhere), the work follows the
+/// move (`resolve::follow_move`); otherwise `None` and the path is settled
+/// as before. Two requests, only for such paths.
+fn follow_their_move(o: &Opened, link: &ServerLink, path: &str) -> Result<Option<Resolved>> {
+    let Some(base) = scribe_workspace::resolve::may_follow_move(&o.ws, path)? else {
+        return Ok(None);
+    };
+    let ctx = link.context();
+    let newest = super::history::history(ctx, o, path)?.into_iter().next();
+    let Some(gone) = newest.filter(|e| e.action == 3 && e.change > base) else {
+        return Ok(None);
+    };
+    let (_, entries) = super::history::describe(ctx, o, gone.change)?;
+    let to = entries
+        .into_iter()
+        .find(|e| e.moved_from.as_ref().is_some_and(|m| m.path == path))
+        .map(|e| e.path);
+    match to {
+        Some(to) => Ok(scribe_workspace::resolve::follow_move(
+            &o.ws,
+            path,
+            &to,
+            gone.change,
+        )?),
+        None => Ok(None),
+    }
 }
 
 /// Everything `scribe status` shows.

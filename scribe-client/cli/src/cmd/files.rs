@@ -200,6 +200,10 @@ pub fn resolve(
             Resolved::BothRemoved => ctx.out.line(format_args!(
                 "resolved {p}: removed on both sides; nothing to submit"
             ))?,
+            Resolved::FollowedMove { to, change } => ctx.out.line(format_args!(
+                "resolved {p}: moved to {to} in change {change}; your file follows it there, \
+                 opened for edit"
+            ))?,
             Resolved::MovedAsNew { destinations } => ctx.out.line(format_args!(
                 "resolved {p}: the server no longer has it; your move keeps it as a new file \
                  at {} (`scribe move --abort` brings it back instead)",

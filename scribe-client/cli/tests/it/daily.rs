@@ -593,6 +593,55 @@ fn unlock_of_a_broken_lock_another_workspace_holds_forgets_it() {
     assert!(r.stderr.contains("Error[locked_by_other]"), "{r:?}");
 }
 
+/// Found by use (session 26): Bob edits a file Alice then moves (her
+/// directory move submitted first). Bob's sync defers the old path, and
+/// `resolve --ours` kept his edit *at the old path* as a new file: his
+/// submit brought the file back where nobody looks, beside the moved one,
+/// which never got his edit. `--ours` now follows the server's move: his
+/// bytes go to the file's new path, opened for edit over her revision,
+/// and the old path is gone; the submit lands his edit on the moved file.
+#[test]
+fn ours_on_a_file_another_moved_carries_the_edit_to_where_it_went() {
+    let env = Env::new(Transport::Tcp);
+    let (a, b) = env.two_sharing("env/tree.fbx");
+    env.scribe(&b, &["edit", "env/tree.fbx"]).ok();
+    write(&b, "env/tree.fbx", b"bob's edit");
+    env.scribe(&a, &["move", "env", "world"]).ok();
+    env.scribe(&a, &["submit", "-m", "env is world now"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    assert_eq!(read(&b, "world/tree.fbx"), b"v1");
+    let r = env.scribe(&b, &["resolve", "env/tree.fbx", "--ours"]);
+    r.ok();
+    assert!(
+        r.stdout.contains(
+            "resolved env/tree.fbx: moved to world/tree.fbx in change 2; your file follows it there, opened for edit"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(!b.join("env").exists());
+    assert_eq!(read(&b, "world/tree.fbx"), b"bob's edit");
+    let st = env.scribe(&b, &["status", "--json"]);
+    assert!(
+        st.stdout.contains(
+            "\"opened\":[{\"path\":\"world/tree.fbx\",\"action\":\"edit\",\"needs_reconcile\":true,\"moved_from\":null}]"
+        ),
+        "{}",
+        st.stdout
+    );
+    env.scribe(&b, &["submit", "-m", "bob's edit, where it lives now"])
+        .ok();
+    env.scribe(&a, &["sync"]).ok();
+    assert_eq!(read(&a, "world/tree.fbx"), b"bob's edit");
+    assert!(!a.join("env").exists());
+    let h = env.scribe(&a, &["history", "world/tree.fbx"]);
+    assert!(
+        h.stdout.contains("bob's edit, where it lives now") && h.stdout.contains("as env/tree.fbx"),
+        "{}",
+        h.stdout
+    );
+}
+
 /// Found by use (session 25): after this workspace's own submit (its
 /// watermark stays where it synced), files opened since were deferred as
 /// "opened locally; resolve to combine" by a sync over someone else's
