@@ -115,3 +115,48 @@ fn a_blocked_view_change_leaves_nothing_to_resolve() {
     assert!(!s.stdout.contains("resolve"), "{}", s.stdout);
     assert!(s.stdout.contains("art/a.psd"), "{}", s.stdout);
 }
+
+/// Found by use (session 26): narrowing the view while a file leaving it
+/// was opened for edit removed every other file leaving the view, then
+/// refused (`view_change_blocked`) with the view unchanged: the workspace
+/// held neither the old view (those files gone, `status` silent about
+/// them) nor the new one, every `sync` retried the blocked change, and
+/// the refusal said "opened locally; resolve to combine" with nothing to
+/// resolve. An opened or unresolved file leaving the view now refuses
+/// before anything changes, naming it, and the workspace keeps its view
+/// and files.
+#[test]
+fn a_view_change_blocked_by_an_opened_file_changes_nothing() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "art/chars/hero.psd", b"hero");
+    write(&a, "art/world/tree.fbx", b"tree");
+    write(&a, "game.cfg", b"cfg");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "all"]).ok();
+    let b = env.workspace("bob", &[]);
+    env.scribe(&b, &["edit", "game.cfg"]).ok();
+    write(&b, "game.cfg", b"bob's cfg");
+    let r = env.scribe(&b, &["view", "set", "art/chars"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("Error[view_change_blocked]")
+            && r.stderr.contains("nothing was changed")
+            && r.stderr.contains("game.cfg: opened for edit")
+            && !r.stderr.contains("resolve"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(read(&b, "art/world/tree.fbx"), b"tree");
+    assert_eq!(read(&b, "game.cfg"), b"bob's cfg");
+    let v = env.scribe(&b, &["view", "show", "--json"]);
+    assert_eq!(v.stdout.trim(), "[]");
+    let s = env.scribe(&b, &["sync"]);
+    s.ok();
+    assert!(!s.stderr.contains("view change"), "{}", s.stderr);
+    // Keeping the opened file in the view, the change goes through.
+    env.scribe(&b, &["view", "set", "art/chars", "game.cfg"])
+        .ok();
+    assert!(!b.join("art/world").exists());
+    assert_eq!(read(&b, "game.cfg"), b"bob's cfg");
+}
