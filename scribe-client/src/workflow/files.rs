@@ -79,10 +79,15 @@ fn warn_locked(ctx: &Context, o: &Opened, paths: &[&str]) {
 }
 
 /// Open tracked files for delete (the file moves to the recovery area).
-pub fn delete(o: &Opened, paths: &[String]) -> Result<OpenReport> {
+/// Files another workspace has locked are reported as
+/// [`Note::LockedByOther`], as for [`edit`].
+pub fn delete(ctx: &Context, o: &Opened, paths: &[String]) -> Result<OpenReport> {
     moves::refuse_if_interrupted(&o.ws)?;
     super::workspace::refuse_if_retired(o)?;
-    Ok(open::delete(&o.ws, paths)?)
+    let r = open::delete(&o.ws, paths)?;
+    let opened: Vec<&str> = r.opened.iter().map(|(p, _)| p.as_str()).collect();
+    warn_locked(ctx, o, &opened);
+    Ok(r)
 }
 
 /// Open every local change made without add/edit/delete under `paths`.
@@ -133,12 +138,16 @@ pub fn move_path(ctx: &Context, o: &Opened, src: &str, dst: &str) -> Result<Move
             });
         }
     }
-    Ok(Moved::Moved(moves::move_path_with(
-        &o.ws,
-        src,
-        dst,
-        &Points(ctx),
-    )?))
+    let intent = moves::move_path_with(&o.ws, src, dst, &Points(ctx))?;
+    // The move's delete of a file another workspace locked refuses its
+    // submit: said now, as `edit` says it.
+    let sources: Vec<&str> = intent
+        .files
+        .iter()
+        .map(|f| f.physical_source.as_str())
+        .collect();
+    warn_locked(ctx, o, &sources);
+    Ok(Moved::Moved(intent))
 }
 
 /// Undo the pending move named by `selector` (a destination or an

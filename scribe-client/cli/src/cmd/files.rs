@@ -31,7 +31,7 @@ pub fn edit(ctx: &Ctx, args: Vec<String>) -> CliResult {
 pub fn delete(ctx: &Ctx, args: Vec<String>) -> CliResult {
     let o = ctx::open(ctx)?;
     let paths = ctx::paths(ctx, &o.ws, &args)?;
-    let r = files::delete(&o, &paths)?;
+    let r = files::delete(&ctx.lib, &o, &paths)?;
     report(ctx, "delete", &r)
 }
 

@@ -642,6 +642,48 @@ fn ours_on_a_file_another_moved_carries_the_edit_to_where_it_went() {
     );
 }
 
+/// Found by use (session 26): `scribe edit` of a file another workspace
+/// has locked warns that the submit will be refused, but `delete` and
+/// `move` of it (a directory move included) said nothing, and the artist
+/// learned it only when the submit of the whole move was refused. They
+/// warn the same way, naming the file and its holder; their work is
+/// opened as usual.
+#[test]
+fn deleting_or_moving_a_file_another_locked_warns() {
+    let env = Env::new(Transport::Tcp);
+    let (a, b) = env.two_sharing("world/tree.fbx");
+    write(&a, "world/rock.txt", b"rock");
+    write(&a, "other.txt", b"other");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "more"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    env.scribe(&a, &["lock", "world/tree.fbx", "other.txt"])
+        .ok();
+    let r = env.scribe(&b, &["move", "world", "level1"]);
+    r.ok();
+    assert!(
+        r.stderr
+            .contains("warning: world/tree.fbx is locked by alice")
+            && !r.stderr.contains("rock.txt is locked"),
+        "{}",
+        r.stderr
+    );
+    let r = env.scribe(&b, &["delete", "other.txt"]);
+    r.ok();
+    assert!(
+        r.stderr.contains("warning: other.txt is locked by alice"),
+        "{}",
+        r.stderr
+    );
+    let st = env.scribe(&b, &["status", "--json"]);
+    assert!(
+        st.stdout
+            .contains("\"path\":\"other.txt\",\"action\":\"delete\""),
+        "{}",
+        st.stdout
+    );
+}
+
 /// Found by use (session 25): after this workspace's own submit (its
 /// watermark stays where it synced), files opened since were deferred as
 /// "opened locally; resolve to combine" by a sync over someone else's
