@@ -224,6 +224,11 @@ pub fn resolve(
             tx.remove_opened(path)?;
             tx.remove_deferred(path)?;
             tx.commit()?;
+            if !full.exists() {
+                // Theirs removed it: the directories it leaves empty go,
+                // as a sync's removal prunes them.
+                crate::moves::prune_empty_parents(ws.root(), path);
+            }
             Ok(Resolved::TookTheirs {
                 kept_yours: present || kept_in_the_way,
             })

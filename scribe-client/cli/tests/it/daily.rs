@@ -684,6 +684,30 @@ fn deleting_or_moving_a_file_another_locked_warns() {
     );
 }
 
+/// Found by use (session 26): `resolve --theirs` of a file the server
+/// removed (another artist deleted or moved its directory) left its
+/// emptied directory behind, which no command lists (a sync removing the
+/// same file prunes it). It is removed like a sync's.
+#[test]
+fn theirs_over_a_removed_file_leaves_no_empty_directory() {
+    let env = Env::new(Transport::Tcp);
+    let (a, b) = env.two_sharing("env/deep/tree.fbx");
+    env.scribe(&b, &["edit", "env/deep/tree.fbx"]).ok();
+    write(&b, "env/deep/tree.fbx", b"bob's edit");
+    env.scribe(&a, &["delete", "env/deep/tree.fbx"]).ok();
+    env.scribe(&a, &["submit", "-m", "gone"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    let r = env.scribe(&b, &["resolve", "env/deep/tree.fbx", "--theirs"]);
+    r.ok();
+    assert!(r.stdout.contains("recovery area"), "{}", r.stdout);
+    assert!(
+        !b.join("env").exists(),
+        "the emptied directories are removed"
+    );
+    let rec = env.scribe(&b, &["recovery", "list", "--json"]);
+    assert!(rec.stdout.contains("env/deep/tree.fbx"), "{}", rec.stdout);
+}
+
 /// Found by use (session 25): after this workspace's own submit (its
 /// watermark stays where it synced), files opened since were deferred as
 /// "opened locally; resolve to combine" by a sync over someone else's
