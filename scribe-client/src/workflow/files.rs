@@ -266,6 +266,19 @@ pub struct StatusReport {
     /// Submissions waiting to be completed.
     pub submit_pending: usize,
     pub moves: Vec<MoveIntent>,
+    /// The prefixes of a view change under way (`scribe view set` that
+    /// local work blocked; the next `sync` retries it), if any.
+    pub view_change: Option<Vec<String>>,
+}
+
+/// The prefixes of the view change under way in `o`, if any.
+pub fn view_change(o: &Opened) -> Result<Option<Vec<String>>> {
+    match o.ws.read()?.meta_bytes("view-change")? {
+        Some(bytes) => Ok(Some(
+            scribe_workspace::records::ViewChange::decode(&bytes)?.prefixes,
+        )),
+        None => Ok(None),
+    }
 }
 
 /// The status of `o` (read-only unless fingerprints settle).
@@ -275,5 +288,6 @@ pub fn status(o: &Opened) -> Result<StatusReport> {
         sync_unfinished: scribe_workspace::sync::in_progress(&o.ws)?,
         submit_pending: o.ws.read()?.pending_all()?.len(),
         moves: moves::pending(&o.ws)?,
+        view_change: view_change(o)?,
     })
 }

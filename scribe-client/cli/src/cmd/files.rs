@@ -319,6 +319,13 @@ pub fn status(ctx: &Ctx) -> CliResult {
                         .collect(),
                 ),
             ),
+            (
+                "view_change",
+                report
+                    .view_change
+                    .as_ref()
+                    .map_or(Json::Null, |v| Json::Arr(v.iter().map(Json::str).collect())),
+            ),
         ]));
     }
     warn_case_collisions(ctx, &s.case_collisions);
@@ -336,6 +343,14 @@ pub fn status(ctx: &Ctx) -> CliResult {
     if let Some(t) = journal {
         ctx.out.line(format_args!(
             "A sync to change {t} is unfinished: run `scribe sync`"
+        ))?;
+    }
+    if let Some(v) = &report.view_change {
+        ctx.out.line(format_args!(
+            "A view change to {} is unfinished (local work blocked it; files leaving the view \
+             may already be gone): `scribe sync` finishes it once that work is submitted or \
+             reverted; `scribe view set PREFIX...` replaces it",
+            view_name(v)
         ))?;
     }
     if pending > 0 {
@@ -464,6 +479,15 @@ fn locks_unchecked(held: &HeldLocks) -> usize {
 }
 
 /// The text of a broken lock's present state.
+/// A view's prefixes as one line ("the whole repository" for none).
+pub fn view_name(v: &[String]) -> String {
+    if v.is_empty() {
+        "the whole repository".to_string()
+    } else {
+        v.join(", ")
+    }
+}
+
 pub fn broken_now(b: &locks::BrokenLock) -> String {
     match &b.held_by {
         Some(who) => format!("now locked by {who}"),

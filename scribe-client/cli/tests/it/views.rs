@@ -106,6 +106,26 @@ fn a_blocked_view_change_leaves_nothing_to_resolve() {
     let s = env.scribe(&c, &["status"]);
     s.ok();
     assert!(!s.stdout.contains("resolve"), "{}", s.stdout);
+    // Session 26: the blocked change is under way (files leaving the view
+    // may be gone already, and each sync retries it); `status` and `view
+    // show` say so (they showed the old view and nothing else).
+    assert!(
+        s.stdout
+            .contains("A view change to code is unfinished (local work blocked it;"),
+        "{}",
+        s.stdout
+    );
+    let st = env.scribe(&c, &["status", "--json"]);
+    assert!(
+        st.stdout.contains("\"view_change\":[\"code\"]"),
+        "{}",
+        st.stdout
+    );
+    let v = env.scribe(&c, &["view", "show"]);
+    assert!(
+        v.stdout.contains("art") && v.stderr.contains("unfinished change to: code"),
+        "{v:?}"
+    );
     assert_eq!(read(&c, "art/a.psd"), b"local work");
     env.scribe(&c, &["view", "set"]).ok();
     assert_eq!(read(&c, "art/a.psd"), b"local work");
@@ -113,6 +133,7 @@ fn a_blocked_view_change_leaves_nothing_to_resolve() {
     let s = env.scribe(&c, &["status"]);
     s.ok();
     assert!(!s.stdout.contains("resolve"), "{}", s.stdout);
+    assert!(!s.stdout.contains("view change"), "{}", s.stdout);
     assert!(s.stdout.contains("art/a.psd"), "{}", s.stdout);
 }
 
