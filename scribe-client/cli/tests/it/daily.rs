@@ -708,6 +708,37 @@ fn theirs_over_a_removed_file_leaves_no_empty_directory() {
     assert!(rec.stdout.contains("env/deep/tree.fbx"), "{}", rec.stdout);
 }
 
+/// Found by use (session 26): a submit of a file another workspace has
+/// locked froze and uploaded every opened file (a whole PSD, say) before
+/// the server refused it at acceptance. The submit asks the server for
+/// the locks on what it submits first and refuses before uploading
+/// anything, naming each file and its holder; the work stays opened, and
+/// once the lock is released the same submit goes through.
+#[test]
+fn a_submit_of_a_file_another_locked_is_refused_before_uploading() {
+    let env = Env::new(Transport::Tcp);
+    let (a, b) = env.two_sharing("hero.psd");
+    env.scribe(&a, &["lock", "hero.psd"]).ok();
+    env.scribe(&b, &["edit", "hero.psd"]).ok();
+    let v2 = noise(3 << 20, 7);
+    write(&b, "hero.psd", &v2);
+    let r = env.scribe(&b, &["submit", "-m", "bob's v2"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("Error[locked_by_other]")
+            && r.stderr.contains("nothing was uploaded")
+            && r.stderr.contains("hero.psd (locked by alice")
+            && !r.stderr.contains("froze"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(read(&b, "hero.psd"), v2);
+    env.scribe(&a, &["unlock", "hero.psd"]).ok();
+    env.scribe(&b, &["submit", "-m", "bob's v2"]).ok();
+    env.scribe(&a, &["sync"]).ok();
+    assert_eq!(read(&a, "hero.psd"), v2);
+}
+
 /// Found by use (session 25): after this workspace's own submit (its
 /// watermark stays where it synced), files opened since were deferred as
 /// "opened locally; resolve to combine" by a sync over someone else's
