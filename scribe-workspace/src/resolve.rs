@@ -43,6 +43,13 @@ pub enum Resolution {
 pub enum Resolved {
     /// Opened with this action over the new base.
     Opened(OpenedAction),
+    /// `--merged`: the merged file is the working file now, opened with
+    /// this action over the new base; `kept_yours`: the working file it
+    /// replaced went to the recovery area (false when merged in place).
+    Merged {
+        action: OpenedAction,
+        kept_yours: bool,
+    },
     /// The working copy now holds theirs (or nothing, if theirs removed it);
     /// `kept_yours`: a working file was there and went to the recovery area.
     TookTheirs { kept_yours: bool },
@@ -234,6 +241,7 @@ pub fn resolve(
             })
         }
         Resolution::Ours | Resolution::Merged(_) => {
+            let mut displaced = false;
             if let Resolution::Merged(src) = how {
                 // The working file merged in place is its own result: its
                 // bytes are the merge and nothing is moved away. Any other
@@ -248,6 +256,7 @@ pub fn resolve(
                             let _ = std::fs::remove_file(&staged);
                             return Err(e);
                         }
+                        displaced = true;
                     }
                     put_in_place(&staged, &full)?;
                 }
@@ -326,7 +335,13 @@ pub fn resolve(
             )?;
             tx.remove_deferred(path)?;
             tx.commit()?;
-            Ok(Resolved::Opened(action))
+            Ok(match how {
+                Resolution::Merged(_) => Resolved::Merged {
+                    action,
+                    kept_yours: displaced,
+                },
+                _ => Resolved::Opened(action),
+            })
         }
     }
 }
@@ -680,7 +695,10 @@ mod tests {
         std::fs::write(&f, b"merged by hand").unwrap();
         assert_eq!(
             resolve(&ws, "f", &Resolution::Merged(f.clone()), &mem).unwrap(),
-            Resolved::Opened(OpenedAction::Edit)
+            Resolved::Merged {
+                action: OpenedAction::Edit,
+                kept_yours: false
+            }
         );
         assert_eq!(std::fs::read(&f).unwrap(), b"merged by hand");
         assert!(crate::recovery::list(dir.path()).unwrap().is_empty());

@@ -200,6 +200,15 @@ pub fn resolve(
             Resolved::BothRemoved => ctx.out.line(format_args!(
                 "resolved {p}: removed on both sides; nothing to submit"
             ))?,
+            Resolved::Merged { action, kept_yours } => ctx.out.line(format_args!(
+                "resolved {p}: took your merged file ({}), opened for {}",
+                if kept_yours {
+                    "yours went to the recovery area"
+                } else {
+                    "merged in place"
+                },
+                action.name()
+            ))?,
             Resolved::FollowedMove { to, change } => ctx.out.line(format_args!(
                 "resolved {p}: moved to {to} in change {change}; your file follows it there, \
                  opened for edit"

@@ -683,8 +683,17 @@ fn resolve_shows_base_and_theirs_for_a_merge() {
         st.stdout
     );
     write(&a, "../merged.txt", b"alice\nbase\nbob\n");
-    env.scribe(&a, &["resolve", "notes.txt", "--merged", "../merged.txt"])
-        .ok();
+    // Found by use (session 26): `--merged` said "kept yours", though the
+    // merge replaced yours (kept in the recovery area).
+    let r = env.scribe(&a, &["resolve", "notes.txt", "--merged", "../merged.txt"]);
+    r.ok();
+    assert!(
+        r.stdout.contains(
+            "resolved notes.txt: took your merged file (yours went to the recovery area), opened for edit"
+        ) && !r.stdout.contains("kept yours"),
+        "{}",
+        r.stdout
+    );
     env.scribe(&a, &["submit", "-m", "merged"]).ok();
     env.scribe(&b, &["sync"]).ok();
     assert_eq!(read(&b, "notes.txt"), b"alice\nbase\nbob\n");
