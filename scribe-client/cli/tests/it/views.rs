@@ -181,3 +181,61 @@ fn a_view_change_blocked_by_an_opened_file_changes_nothing() {
     assert!(!b.join("art/world").exists());
     assert_eq!(read(&b, "game.cfg"), b"bob's cfg");
 }
+
+/// Found by use (session 26): the recovery area could be listed and
+/// pruned, but getting a file back meant finding it by its entry name
+/// under `.scribe/_state/recovery/` by hand. `scribe recovery restore
+/// NAME [--to PATH]` copies it back (to its old path by default), never
+/// replacing anything (`already_exists`, pointing at `--to`), and keeps
+/// the entry.
+#[test]
+fn recovery_restore_copies_an_entry_back_without_replacing_anything() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "art/hero.psd", b"v1");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "v1"]).ok();
+    env.scribe(&a, &["edit", "art/hero.psd"]).ok();
+    write(&a, "art/hero.psd", b"my lost edit");
+    env.scribe(&a, &["revert", "art/hero.psd"]).ok();
+    assert_eq!(read(&a, "art/hero.psd"), b"v1");
+    let list = env.scribe(&a, &["recovery", "list", "--json"]);
+    let name = list
+        .stdout
+        .split("\"name\":\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("an entry")
+        .to_string();
+    let r = env.scribe(&a, &["recovery", "restore", &name]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("Error[already_exists]")
+            && r.stderr.contains("art/hero.psd")
+            && r.stderr.contains("--to"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(read(&a, "art/hero.psd"), b"v1");
+    let r = env.scribe(
+        &a,
+        &["recovery", "restore", &name, "--to", "art/hero-mine.psd"],
+    );
+    r.ok();
+    assert!(
+        r.stdout
+            .contains(&format!("restored {name} to art/hero-mine.psd")),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(read(&a, "art/hero-mine.psd"), b"my lost edit");
+    let list = env.scribe(&a, &["recovery", "list", "--json"]);
+    assert!(
+        list.stdout.contains(&name),
+        "the entry is kept: {}",
+        list.stdout
+    );
+    let r = env.scribe(&a, &["recovery", "restore", "no-such-entry"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("recovery list"), "{}", r.stderr);
+}
