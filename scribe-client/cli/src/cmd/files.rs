@@ -192,7 +192,8 @@ pub fn resolve(
                 a.name()
             ))?,
             Resolved::TookTheirs { kept_yours: true } => ctx.out.line(format_args!(
-                "resolved {p}: took theirs (yours is in the recovery area)"
+                "resolved {p}: took theirs (yours is in the recovery area: `scribe recovery \
+                 list`, `scribe recovery restore NAME --to PATH`)"
             ))?,
             Resolved::TookTheirs { kept_yours: false } => ctx.out.line(format_args!(
                 "resolved {p}: took theirs (there was no file of yours to keep)"

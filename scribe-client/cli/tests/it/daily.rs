@@ -699,7 +699,12 @@ fn theirs_over_a_removed_file_leaves_no_empty_directory() {
     env.scribe(&b, &["sync"]).ok();
     let r = env.scribe(&b, &["resolve", "env/deep/tree.fbx", "--theirs"]);
     r.ok();
-    assert!(r.stdout.contains("recovery area"), "{}", r.stdout);
+    // And it names the way back to the kept file.
+    assert!(
+        r.stdout.contains("yours is in the recovery area: `scribe recovery list`, `scribe recovery restore NAME --to PATH`"),
+        "{}",
+        r.stdout
+    );
     assert!(
         !b.join("env").exists(),
         "the emptied directories are removed"
