@@ -949,10 +949,10 @@ pub fn abort_with(
         // Something new stands at the vacated source (a sync wrote other
         // people's files there): the files go back beside it, one entry at
         // a time, unless a name collides. Checked before anything changes.
-        check_names(&read, &intent)?;
+        let stays = relative(&intent, &check_names(&read, &intent)?);
         let src_full = crate::guard::checked(ws.root(), &intent.source)?;
         let dst_full = crate::guard::checked(ws.root(), &intent.destination)?;
-        merge_back(&intent, &dst_full, &src_full, "", false)?;
+        merge_back(&intent, &dst_full, &src_full, "", &stays, None)?;
     }
     if !intent.aborting {
         // Tracked content that arrived under the destination after the
@@ -989,6 +989,12 @@ fn finish_abort(
     let dst_full = crate::guard::checked(ws.root(), &dst)?;
     let stage = staging(ws, &intent.operation);
     let from = if exists(&stage) { &stage } else { &dst_full };
+    let (orphans, stays) = if intent.complete {
+        let read = ws.read()?;
+        (orphans(&read, &intent)?, check_names(&read, &intent)?)
+    } else {
+        (HashSet::new(), HashMap::new())
+    };
     if intent.complete
         && exists(&src_full)
         && exists(from)
@@ -996,7 +1002,14 @@ fn finish_abort(
     {
         // Back beside what arrived at the source after the move (see
         // `abort_with`); a rerun goes on with whatever is still to go.
-        merge_back(&intent, from, &src_full, "", true)?;
+        // Files that stay (see `check_names`) are left at the
+        // destination, never in the staging area.
+        let stays = if exists(&stage) {
+            HashSet::new()
+        } else {
+            relative(&intent, &stays)
+        };
+        merge_back(&intent, from, &src_full, "", &stays, Some(hooks))?;
         sync_dir(&ws.state_dir().join("staging"))?;
         hooks.point("move-abort-after-stage");
     } else {
@@ -1022,9 +1035,13 @@ fn finish_abort(
         }
         for f in &intent.files {
             tx.remove_opened(&f.destination)?;
+            // A file whose source the server no longer has comes back
+            // (or stays) new: no prior record describes it any more.
             match &f.prior {
-                Some(rec) => tx.put_opened(&f.physical_source, rec)?,
-                None => tx.remove_opened(&f.physical_source)?,
+                Some(rec) if !orphans.contains(&f.physical_source) => {
+                    tx.put_opened(&f.physical_source, rec)?
+                }
+                _ => tx.remove_opened(&f.physical_source)?,
             }
         }
     }
@@ -1103,14 +1120,17 @@ fn ancestors(path: &str) -> impl Iterator<Item = &str> {
 /// arrived at the source after the move: a name equal up to case or
 /// normalization, or a file where one of them needs a directory (or the
 /// other way round).
-fn check_names(read: &StateRead, intent: &MoveIntent) -> Result<()> {
+fn check_names(read: &StateRead, intent: &MoveIntent) -> Result<HashMap<String, String>> {
     use scribe_format::path::collision_key;
     let opened_all = read.opened_all()?;
     let opened: HashMap<String, OpenedRecord> = opened_all.iter().cloned().collect();
     let standing = standing(&read.baselines()?, &opened, intent);
+    let mut stays = HashMap::new();
     if standing.is_empty() {
-        return Ok(());
+        return Ok(stays);
     }
+    let orphans = orphans(read, intent)?;
+    let deferred: HashSet<String> = read.deferred_all()?.into_iter().map(|(p, _)| p).collect();
     let ours: HashSet<&str> = intent
         .files
         .iter()
@@ -1136,6 +1156,22 @@ fn check_names(read: &StateRead, intent: &MoveIntent) -> Result<()> {
         .map(|p| (collision_key(p), p.as_str()))
         .collect();
     let refusal = |ours: &str, theirs: &str, how: &str| {
+        if deferred.contains(ours) {
+            // The moved file's source needs resolve (the server changed
+            // or removed it: a rename, a case-only one included, reads
+            // as a removal here): `--ours` settles it first.
+            return refuse(
+                ErrorCode::MoveRefused,
+                ours,
+                format!(
+                    "cannot go back: {theirs}, which a sync brought after the move, {how}, and \
+                     {ours} needs resolve: `scribe resolve {ours} --ours` keeps your move of it \
+                     (as a new file at its destination if the server no longer has {ours}); \
+                     then submit the move, or run `scribe move --abort {}` again",
+                    intent.destination
+                ),
+            );
+        }
         refuse(
             ErrorCode::MoveRefused,
             ours,
@@ -1148,6 +1184,18 @@ fn check_names(read: &StateRead, intent: &MoveIntent) -> Result<()> {
             ),
         )
     };
+    // A moved file whose source the server no longer has (see
+    // `orphans`) and that cannot go back beside what stands there now
+    // stays at its destination, untracked: the server's file (often the
+    // same one renamed, by case only, say) and ours both live.
+    let mut collided = |p: &str, s: &str, how: &str| {
+        if orphans.contains(p) {
+            stays.insert(p.to_string(), s.to_string());
+            Ok(())
+        } else {
+            Err(refusal(p, s, how))
+        }
+    };
     for p in &back {
         if let Some(s) = keys.get(&collision_key(p)) {
             let how = if s == p {
@@ -1155,31 +1203,95 @@ fn check_names(read: &StateRead, intent: &MoveIntent) -> Result<()> {
             } else {
                 "differs from it only in case or normalization"
             };
-            return Err(refusal(p, s, how));
-        }
-        if let Some(s) = ancestors(p).find_map(|a| keys.get(&collision_key(a))) {
-            return Err(refusal(p, s, "is a file where this needs a directory"));
+            collided(p, s, how)?;
+        } else if let Some(s) = ancestors(p).find_map(|a| keys.get(&collision_key(a))) {
+            collided(p, s, "is a file where this needs a directory")?;
         }
     }
     for s in &standing {
         if let Some(p) = ancestors(s).find_map(|a| back_keys.get(&collision_key(a))) {
-            return Err(refusal(p, s, "lies under this path, which is a file"));
+            collided(p, s, "lies under this path, which is a file")?;
         }
     }
-    Ok(())
+    Ok(stays)
+}
+
+/// The files of `intent` whose source the server no longer has: tracked
+/// when moved (no prior add), the source's baseline now gone and nothing
+/// deferred there (`resolve --ours` settled the server's removal, or
+/// rename, of the source). Their physical sources.
+fn orphans(read: &StateRead, intent: &MoveIntent) -> Result<HashSet<String>> {
+    let deferred: HashSet<String> = read.deferred_all()?.into_iter().map(|(p, _)| p).collect();
+    let mut out = HashSet::new();
+    for f in &intent.files {
+        let tracked = f
+            .prior
+            .as_ref()
+            .is_none_or(|p| p.action != OpenedAction::Add);
+        if tracked
+            && !deferred.contains(&f.physical_source)
+            && read.baseline(&f.physical_source)?.is_none()
+        {
+            out.insert(f.physical_source.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Physical sources of `intent` as paths relative to its roots.
+fn relative(intent: &MoveIntent, sources: &HashMap<String, String>) -> HashSet<String> {
+    sources
+        .keys()
+        .map(|p| p[intent.source.len()..].trim_start_matches('/').to_string())
+        .collect()
+}
+
+/// The destinations of `intent`'s files that an abort now would leave
+/// where they are (untracked), each with the path that stands in its way:
+/// their source is gone from the server and what stands there now
+/// collides with them (see `check_names`).
+pub fn abort_stays(ws: &Workspace, intent: &MoveIntent) -> Result<Vec<(String, String)>> {
+    if !intent.complete {
+        return Ok(Vec::new());
+    }
+    let stays = match check_names(&ws.read()?, intent) {
+        Ok(s) => s,
+        Err(_) => return Ok(Vec::new()),
+    };
+    let mut out: Vec<(String, String)> = intent
+        .files
+        .iter()
+        .filter_map(|f| {
+            stays
+                .get(&f.physical_source)
+                .map(|s| (f.destination.clone(), s.clone()))
+        })
+        .collect();
+    out.sort();
+    Ok(out)
 }
 
 /// Put everything under `from` back under `to` (which exists) one entry at
 /// a time: an entry with nothing in its place is renamed (never replacing
 /// anything), a directory standing on both sides is entered, anything else
 /// refuses the abort naming the path. With `apply` unset nothing changes
-/// (the check before an abort). Directories emptied on the way, and
+/// (the check before an abort); set, it is told each entry put back. Directories emptied on the way, and
 /// `from` itself, are removed.
-fn merge_back(intent: &MoveIntent, from: &Path, to: &Path, rel: &str, apply: bool) -> Result<()> {
+fn merge_back(
+    intent: &MoveIntent,
+    from: &Path,
+    to: &Path,
+    rel: &str,
+    stays: &HashSet<String>,
+    apply: Option<&dyn MoveHooks>,
+) -> Result<()> {
+    if stays.contains(rel) {
+        return Ok(());
+    }
     let meta_from = std::fs::symlink_metadata(from).map_err(WorkspaceError::io(from))?;
     let meta_to = match std::fs::symlink_metadata(to) {
         Err(_) => {
-            if apply {
+            if let Some(hooks) = apply {
                 rename_exclusive(from, to)?;
                 if let Some(p) = to.parent() {
                     sync_dir(p)?;
@@ -1187,6 +1299,9 @@ fn merge_back(intent: &MoveIntent, from: &Path, to: &Path, rel: &str, apply: boo
                 if let Some(p) = from.parent() {
                     sync_dir(p)?;
                 }
+                // Counted: the crash tests stop the abort after the N-th
+                // entry went back (`move-abort-merge-entry-N`).
+                hooks.point("move-abort-merge-entry");
             }
             return Ok(());
         }
@@ -1228,9 +1343,19 @@ fn merge_back(intent: &MoveIntent, from: &Path, to: &Path, rel: &str, apply: boo
         } else {
             format!("{rel}/{shown}")
         };
-        merge_back(intent, &from.join(&name), &to.join(&name), &sub, apply)?;
+        merge_back(
+            intent,
+            &from.join(&name),
+            &to.join(&name),
+            &sub,
+            stays,
+            apply,
+        )?;
     }
-    if apply {
+    let keeps_some = stays
+        .iter()
+        .any(|s| rel.is_empty() || s.starts_with(&format!("{rel}/")));
+    if apply.is_some() && !keeps_some {
         std::fs::remove_dir(from).map_err(WorkspaceError::io(from))?;
         if let Some(p) = from.parent() {
             sync_dir(p)?;

@@ -171,6 +171,64 @@ pub fn list(root: &Path) -> Result<Vec<RecoveryEntry>> {
 
 /// Remove displaced entries retained before `cutoff_ms`; malformed entries
 /// and archives are kept. Returns the removed entries.
+/// Copy the displaced contents of entry `name` to the workspace path
+/// `to` (its old path when `None`), never replacing anything: anything
+/// already there, tracked or not, refuses with `already_exists`. The entry
+/// stays (prune decides when it goes). Returns the path written.
+pub fn restore(root: &Path, name: &str, to: Option<&str>) -> Result<String> {
+    let found = list(root)?.into_iter().find_map(|e| match e {
+        RecoveryEntry::Displaced {
+            name: n,
+            index,
+            present: true,
+            ..
+        } if n == name => Some(index),
+        _ => None,
+    });
+    let Some(index) = found else {
+        return Err(WorkspaceError::refused(
+            scribe_format::ErrorCode::NotFound,
+            name,
+            "no displaced contents have this name: `scribe recovery list` names them",
+        ));
+    };
+    let dest = to.unwrap_or(&index.path).to_string();
+    // Never written beneath a linked directory (`crate::guard`).
+    let full = crate::guard::checked(root, &dest)?;
+    let taken = || {
+        WorkspaceError::refused(
+            scribe_format::ErrorCode::AlreadyExists,
+            &dest,
+            format!(
+                "something is already there, and nothing was replaced: restore it elsewhere \
+                 with `scribe recovery restore {name} --to PATH`"
+            ),
+        )
+    };
+    if std::fs::symlink_metadata(&full).is_ok() {
+        return Err(taken());
+    }
+    let tmp_dir = root.join(crate::state::STATE_DIR).join("tmp");
+    std::fs::create_dir_all(&tmp_dir).map_err(WorkspaceError::io(&tmp_dir))?;
+    let tmp = tmp_dir.join(format!("restore-{name}.part"));
+    let from = recovery_dir(root).join(index.entry_name());
+    if let Err(e) = std::fs::copy(&from, &tmp) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(WorkspaceError::io(&from)(e));
+    }
+    if let Some(parent) = full.parent() {
+        std::fs::create_dir_all(parent).map_err(WorkspaceError::io(parent))?;
+    }
+    // Checked again just before the rename (the workspace LOCK keeps
+    // other scribe processes out; see `moves` on exclusive renames).
+    if std::fs::symlink_metadata(&full).is_ok() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(taken());
+    }
+    std::fs::rename(&tmp, &full).map_err(WorkspaceError::io(&full))?;
+    Ok(dest)
+}
+
 pub fn prune(root: &Path, cutoff_ms: u64) -> Result<Vec<RecoveryEntry>> {
     let dir = recovery_dir(root);
     let mut removed = Vec::new();

@@ -43,11 +43,113 @@ pub enum Resolution {
 pub enum Resolved {
     /// Opened with this action over the new base.
     Opened(OpenedAction),
+    /// `--merged`: the merged file is the working file now, opened with
+    /// this action over the new base; `kept_yours`: the working file it
+    /// replaced went to the recovery area (false when merged in place).
+    Merged {
+        action: OpenedAction,
+        kept_yours: bool,
+    },
     /// The working copy now holds theirs (or nothing, if theirs removed it);
     /// `kept_yours`: a working file was there and went to the recovery area.
     TookTheirs { kept_yours: bool },
     /// Both sides removed the path: nothing remains to submit or recover.
     BothRemoved,
+    /// The server removed (or renamed) a file this workspace moved away in
+    /// a pending move: the move keeps it, as a new file at each of these
+    /// destinations (opened for add with no move source, since the server
+    /// has no source left to move). The move still lists it, so an abort
+    /// brings it back.
+    MovedAsNew { destinations: Vec<String> },
+    /// The server moved the file (this workspace had it opened or
+    /// changed): the working file followed the move to `to`, opened for
+    /// edit over the server's revision there (see [`follow_move`]).
+    FollowedMove { to: String, change: u64 },
+}
+
+/// Whether `--ours` on `path` could follow a move on the server: the
+/// server removed it (the deferred row has no target), this workspace
+/// still has a working file there and a baseline of it, and no pending
+/// move carries it. The base change, so the caller can look for the move
+/// in the server's history after it.
+pub fn may_follow_move(ws: &Workspace, path: &str) -> Result<Option<u64>> {
+    let read = ws.read()?;
+    let row = read.deferred_all()?.into_iter().find(|(p, _)| p == path);
+    let Some((_, row)) = row else {
+        return Ok(None);
+    };
+    let Some(base) = read.baseline(path)? else {
+        return Ok(None);
+    };
+    if row.target.is_some() {
+        return Ok(None);
+    }
+    drop(read);
+    let full = crate::guard::checked(ws.root(), path)?;
+    if !std::fs::symlink_metadata(&full).is_ok_and(|m| m.is_file()) {
+        return Ok(None);
+    }
+    let moved_away = crate::moves::pending(ws)?
+        .iter()
+        .any(|m| m.files.iter().any(|f| f.physical_source == path));
+    Ok((!moved_away).then_some(base.change))
+}
+
+/// `--ours` on `path`, which the server moved to `to` in `change` (a sync
+/// wrote `to` and deferred `path`, where this workspace had local work):
+/// the working file follows the move, replacing the server's copy at `to`
+/// (which must be exactly its baseline: tracked, unopened, not deferred,
+/// its bytes the baseline's, so nothing but server bytes is replaced), and
+/// `to` is opened for edit over the server's revision; `path` is settled
+/// (its baseline, opened record and deferred row go). `None`, with
+/// nothing changed, when `to` is not such a file here (the caller settles
+/// `path` as before: kept where it is).
+pub fn follow_move(ws: &Workspace, path: &str, to: &str, change: u64) -> Result<Option<Resolved>> {
+    if may_follow_move(ws, path)?.is_none() || to == path {
+        return Ok(None);
+    }
+    let read = ws.read()?;
+    let Some(theirs) = read.baseline(to)? else {
+        return Ok(None);
+    };
+    if read.opened(to)?.is_some() || read.deferred_all()?.iter().any(|(p, _)| p == to) {
+        return Ok(None);
+    }
+    let opened = read.opened(path)?;
+    drop(read);
+    let from = crate::guard::checked(ws.root(), path)?;
+    let dest = crate::guard::checked(ws.root(), to)?;
+    match crate::detect::hash_file(&dest) {
+        Ok((content, size)) if content == theirs.content && size == theirs.size => {}
+        _ => return Ok(None),
+    }
+    crate::platform::make_writable(&from).map_err(WorkspaceError::io(&from))?;
+    // The server's copy at `to` is exactly its baseline (checked just
+    // above): the server holds it, so it is replaced, as sync replaces an
+    // unmodified file, without a recovery copy.
+    std::fs::rename(&from, &dest).map_err(WorkspaceError::io(&dest))?;
+    if let Some(parent) = dest.parent() {
+        crate::state::sync_dir(parent)?;
+    }
+    let tx = ws.write()?;
+    tx.remove_baseline(path)?;
+    tx.remove_opened(path)?;
+    tx.remove_deferred(path)?;
+    tx.put_opened(
+        to,
+        &OpenedRecord {
+            action: OpenedAction::Edit,
+            opened_ms: opened.as_ref().map_or_else(now_ms, |o| o.opened_ms),
+            needs_reconcile: true,
+            moved_from: None,
+        },
+    )?;
+    tx.commit()?;
+    crate::moves::prune_empty_parents(ws.root(), path);
+    Ok(Some(Resolved::FollowedMove {
+        to: to.to_string(),
+        change,
+    }))
 }
 
 /// Settle `path`. Refuses (`not_present`, about nothing to resolve) when the
@@ -129,11 +231,17 @@ pub fn resolve(
             tx.remove_opened(path)?;
             tx.remove_deferred(path)?;
             tx.commit()?;
+            if !full.exists() {
+                // Theirs removed it: the directories it leaves empty go,
+                // as a sync's removal prunes them.
+                crate::moves::prune_empty_parents(ws.root(), path);
+            }
             Ok(Resolved::TookTheirs {
                 kept_yours: present || kept_in_the_way,
             })
         }
         Resolution::Ours | Resolution::Merged(_) => {
+            let mut displaced = false;
             if let Resolution::Merged(src) = how {
                 // The working file merged in place is its own result: its
                 // bytes are the merge and nothing is moved away. Any other
@@ -148,6 +256,7 @@ pub fn resolve(
                             let _ = std::fs::remove_file(&staged);
                             return Err(e);
                         }
+                        displaced = true;
                     }
                     put_in_place(&staged, &full)?;
                 }
@@ -158,6 +267,9 @@ pub fn resolve(
                 (false, true) => OpenedAction::Add,
                 (true, false) => OpenedAction::Delete,
                 (false, false) => {
+                    if let Some(kept) = keep_moved_as_new(ws, path)? {
+                        return Ok(kept);
+                    }
                     // Both sides removed it: nothing remains to submit.
                     let tx = ws.write()?;
                     tx.remove_baseline(path)?;
@@ -223,9 +335,61 @@ pub fn resolve(
             )?;
             tx.remove_deferred(path)?;
             tx.commit()?;
-            Ok(Resolved::Opened(action))
+            Ok(match how {
+                Resolution::Merged(_) => Resolved::Merged {
+                    action,
+                    kept_yours: displaced,
+                },
+                _ => Resolved::Opened(action),
+            })
         }
     }
+}
+
+/// `--ours` on the source of a pending move that the server removed (a
+/// delete, or a rename such as a case-only one, which the workspace sees as
+/// a removal here and an add elsewhere). Our side did not remove the file,
+/// it moved it: the move keeps it, as a new file at its destination, since
+/// the server has no source left to carry the move from. The source's
+/// baseline, its delete and its deferred row go; each opened add moved
+/// from it drops its move source. The move record is left as it is, so an
+/// abort still brings the file back (`moves::abort`). `None` when no
+/// pending move carries `path` (both sides removed it).
+fn keep_moved_as_new(ws: &Workspace, path: &str) -> Result<Option<Resolved>> {
+    let carried = crate::moves::pending(ws)?.into_iter().any(|m| {
+        m.files.iter().any(|f| {
+            f.physical_source == path
+                && f.prior
+                    .as_ref()
+                    .is_none_or(|p| p.action != OpenedAction::Add)
+        })
+    });
+    if !carried {
+        return Ok(None);
+    }
+    let read = ws.read()?;
+    let mut destinations = Vec::new();
+    let mut adds = Vec::new();
+    for (p, mut o) in read.opened_all()? {
+        if o.moved_from.as_ref().is_some_and(|(s, _)| s == path) {
+            o.moved_from = None;
+            destinations.push(p.clone());
+            adds.push((p, o));
+        }
+    }
+    drop(read);
+    if adds.is_empty() {
+        return Ok(None);
+    }
+    let tx = ws.write()?;
+    for (p, o) in &adds {
+        tx.put_opened(p, o)?;
+    }
+    tx.remove_baseline(path)?;
+    tx.remove_opened(path)?;
+    tx.remove_deferred(path)?;
+    tx.commit()?;
+    Ok(Some(Resolved::MovedAsNew { destinations }))
 }
 
 /// Make room for theirs beneath a file standing where a directory on the
@@ -531,7 +695,10 @@ mod tests {
         std::fs::write(&f, b"merged by hand").unwrap();
         assert_eq!(
             resolve(&ws, "f", &Resolution::Merged(f.clone()), &mem).unwrap(),
-            Resolved::Opened(OpenedAction::Edit)
+            Resolved::Merged {
+                action: OpenedAction::Edit,
+                kept_yours: false
+            }
         );
         assert_eq!(std::fs::read(&f).unwrap(), b"merged by hand");
         assert!(crate::recovery::list(dir.path()).unwrap().is_empty());

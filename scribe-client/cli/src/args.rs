@@ -392,6 +392,19 @@ pub enum RecoveryCmd {
         #[arg(long, value_name = "DAYS", default_value_t = 14)]
         older_than: u64,
     },
+    /// Copy displaced contents back into the workspace, replacing nothing
+    ///
+    /// NAME is an entry of `scribe recovery list`. The copy goes to the
+    /// path the contents were displaced from, or to `--to PATH`; anything
+    /// already there refuses (`already_exists`). The entry is kept. The
+    /// restored file is not opened: `scribe status` shows it.
+    Restore {
+        /// The entry, as `scribe recovery list` names it
+        name: String,
+        /// Where to put the copy (default: its old path)
+        #[arg(long, value_name = "PATH")]
+        to: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -220,7 +220,7 @@ pub fn hint_for(code: ErrorCode) -> Option<&'static str> {
         ErrorCode::SubmitWithdrawn => "your files are untouched and still opened: run `scribe submit` again to submit their current contents (the withdrawn record is kept in the recovery area)",
         ErrorCode::SubmitRetired => "your opened files are untouched: run `scribe sync`, settle what it lists with `scribe resolve`, then submit again",
         ErrorCode::ViewChangeBlocked => {
-            "submit or revert those paths, then run `scribe sync` to finish the view change"
+            "submit or revert those paths, or keep them in the view (`scribe view set PREFIX... PATH`), then run `scribe view set` again (a view change already under way is also finished by `scribe sync`)"
         }
         ErrorCode::MoveUnfinished => {
             "run `scribe move --resume` to finish it or `scribe move --abort` to undo it"

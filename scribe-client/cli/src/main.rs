@@ -129,6 +129,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Recovery(r) => match r {
             RecoveryCmd::List => recovery::list(c),
             RecoveryCmd::Prune { older_than } => recovery::prune(c, older_than),
+            RecoveryCmd::Restore { name, to } => recovery::restore(c, name, to),
         },
         Command::View(v) => match v {
             ViewCmd::Set { prefixes } => sync::view_set(c, prefixes),

@@ -79,10 +79,15 @@ fn warn_locked(ctx: &Context, o: &Opened, paths: &[&str]) {
 }
 
 /// Open tracked files for delete (the file moves to the recovery area).
-pub fn delete(o: &Opened, paths: &[String]) -> Result<OpenReport> {
+/// Files another workspace has locked are reported as
+/// [`Note::LockedByOther`], as for [`edit`].
+pub fn delete(ctx: &Context, o: &Opened, paths: &[String]) -> Result<OpenReport> {
     moves::refuse_if_interrupted(&o.ws)?;
     super::workspace::refuse_if_retired(o)?;
-    Ok(open::delete(&o.ws, paths)?)
+    let r = open::delete(&o.ws, paths)?;
+    let opened: Vec<&str> = r.opened.iter().map(|(p, _)| p.as_str()).collect();
+    warn_locked(ctx, o, &opened);
+    Ok(r)
 }
 
 /// Open every local change made without add/edit/delete under `paths`.
@@ -101,8 +106,10 @@ pub fn revert(o: &Opened, link: &ServerLink, paths: &[String]) -> Result<OpenRep
 struct Points<'a>(&'a Context);
 
 impl MoveHooks for Points<'_> {
+    /// Counted: `NAME` fires on the first pass, `NAME-N` on the N-th (a
+    /// point passed once per entry, as an abort's merge-back does).
     fn point(&self, name: &str) {
-        self.0.failpoints.point(name);
+        self.0.failpoints.pass(name);
     }
 }
 
@@ -111,8 +118,10 @@ impl MoveHooks for Points<'_> {
 pub enum Moved {
     /// The move was made (or an interrupted one finished).
     Moved(MoveIntent),
-    /// The move was undone.
-    Aborted(MoveIntent),
+    /// The move was undone; the destinations of files that stayed where
+    /// they are, untracked (their source is gone from the server and what
+    /// stands there now, also named, collides with them: `moves::abort_stays`).
+    Aborted(MoveIntent, Vec<(String, String)>),
     /// `--resume` found nothing interrupted.
     NothingInterrupted,
 }
@@ -129,29 +138,37 @@ pub fn move_path(ctx: &Context, o: &Opened, src: &str, dst: &str) -> Result<Move
             });
         }
     }
-    Ok(Moved::Moved(moves::move_path_with(
-        &o.ws,
-        src,
-        dst,
-        &Points(ctx),
-    )?))
+    let intent = moves::move_path_with(&o.ws, src, dst, &Points(ctx))?;
+    // The move's delete of a file another workspace locked refuses its
+    // submit: said now, as `edit` says it.
+    let sources: Vec<&str> = intent
+        .files
+        .iter()
+        .map(|f| f.physical_source.as_str())
+        .collect();
+    warn_locked(ctx, o, &sources);
+    Ok(Moved::Moved(intent))
 }
 
 /// Undo the pending move named by `selector` (a destination or an
 /// operation id; none: the interrupted one, else the newest).
 pub fn move_abort(ctx: &Context, o: &Opened, selector: Option<&str>) -> Result<Moved> {
     let intent = moves::select(&o.ws, selector)?;
-    Ok(Moved::Aborted(moves::abort_with(
-        &o.ws,
-        &intent.operation,
-        &Points(ctx),
-    )?))
+    let stays = moves::abort_stays(&o.ws, &intent)?;
+    Ok(Moved::Aborted(
+        moves::abort_with(&o.ws, &intent.operation, &Points(ctx))?,
+        stays,
+    ))
 }
 
 /// Finish an interrupted move (or its abort).
 pub fn move_resume(ctx: &Context, o: &Opened) -> Result<Moved> {
+    let stays = match moves::interrupted(&o.ws)? {
+        Some(i) if i.aborting => moves::abort_stays(&o.ws, &i)?,
+        _ => Vec::new(),
+    };
     Ok(match moves::resume_with(&o.ws, &Points(ctx))? {
-        Some(i) if i.aborting => Moved::Aborted(i),
+        Some(i) if i.aborting => Moved::Aborted(i, stays),
         Some(i) => Moved::Moved(i),
         None => Moved::NothingInterrupted,
     })
@@ -195,10 +212,49 @@ pub fn resolve(
     }
     let mut out = Vec::new();
     for p in targets {
+        if *how == Resolution::Ours {
+            if let Some(followed) = follow_their_move(o, link, &p)? {
+                out.push(ResolvedPath {
+                    path: p,
+                    outcome: followed,
+                });
+                continue;
+            }
+        }
         let outcome = resolve_path(&o.ws, &p, how, link)?;
         out.push(ResolvedPath { path: p, outcome });
     }
     Ok(out)
+}
+
+/// `--ours` on a path the server removed while this workspace had work
+/// there: when the server *moved* it (its newest change after the base is
+/// a delete whose change moves the file elsewhere), the work follows the
+/// move (`resolve::follow_move`); otherwise `None` and the path is settled
+/// as before. Two requests, only for such paths.
+fn follow_their_move(o: &Opened, link: &ServerLink, path: &str) -> Result<Option<Resolved>> {
+    let Some(base) = scribe_workspace::resolve::may_follow_move(&o.ws, path)? else {
+        return Ok(None);
+    };
+    let ctx = link.context();
+    let newest = super::history::history(ctx, o, path)?.into_iter().next();
+    let Some(gone) = newest.filter(|e| e.action == 3 && e.change > base) else {
+        return Ok(None);
+    };
+    let (_, entries) = super::history::describe(ctx, o, gone.change)?;
+    let to = entries
+        .into_iter()
+        .find(|e| e.moved_from.as_ref().is_some_and(|m| m.path == path))
+        .map(|e| e.path);
+    match to {
+        Some(to) => Ok(scribe_workspace::resolve::follow_move(
+            &o.ws,
+            path,
+            &to,
+            gone.change,
+        )?),
+        None => Ok(None),
+    }
 }
 
 /// Everything `scribe status` shows.
@@ -210,6 +266,19 @@ pub struct StatusReport {
     /// Submissions waiting to be completed.
     pub submit_pending: usize,
     pub moves: Vec<MoveIntent>,
+    /// The prefixes of a view change under way (`scribe view set` that
+    /// local work blocked; the next `sync` retries it), if any.
+    pub view_change: Option<Vec<String>>,
+}
+
+/// The prefixes of the view change under way in `o`, if any.
+pub fn view_change(o: &Opened) -> Result<Option<Vec<String>>> {
+    match o.ws.read()?.meta_bytes("view-change")? {
+        Some(bytes) => Ok(Some(
+            scribe_workspace::records::ViewChange::decode(&bytes)?.prefixes,
+        )),
+        None => Ok(None),
+    }
 }
 
 /// The status of `o` (read-only unless fingerprints settle).
@@ -219,5 +288,6 @@ pub fn status(o: &Opened) -> Result<StatusReport> {
         sync_unfinished: scribe_workspace::sync::in_progress(&o.ws)?,
         submit_pending: o.ws.read()?.pending_all()?.len(),
         moves: moves::pending(&o.ws)?,
+        view_change: view_change(o)?,
     })
 }

@@ -25,23 +25,75 @@ pub fn lock(ctx: &Context, o: &Opened, paths: Vec<String>) -> Result<Vec<m::Lock
     Ok(locks)
 }
 
-/// Release the locks `o` holds on `paths`; returns the released ones.
-/// Paths on which this workspace held no lock are listed in a `not_found`
-/// refusal ([`Concern::NotLocked`]) after the others were released:
-/// nothing is said to be unlocked that was not locked.
-pub fn unlock(ctx: &Context, o: &Opened, paths: Vec<String>) -> Result<Vec<m::LockInfo>> {
+/// What `unlock` did.
+#[derive(Debug, Default)]
+pub struct Unlocked {
+    /// Locks of this workspace the server released.
+    pub released: Vec<m::LockInfo>,
+    /// Locks this workspace took that another broke (released, or held by
+    /// another workspace now): only this workspace's record of them was
+    /// forgotten; the server's lock, if any, was not touched.
+    pub forgotten: Vec<BrokenLock>,
+}
+
+/// Release the locks `o` holds on `paths`. A path whose lock this
+/// workspace took but another broke (and perhaps holds now) is not sent
+/// to the server: its local record is forgotten (the holder acknowledges
+/// the break), and another workspace's lock is never released. Paths on
+/// which this workspace held no lock are listed in a `not_found` refusal
+/// ([`Concern::NotLocked`]) after the others were released: nothing is
+/// said to be unlocked that was not locked.
+pub fn unlock(ctx: &Context, o: &Opened, paths: Vec<String>) -> Result<Unlocked> {
     let mut c = o.connect(ctx)?;
-    let released = c.lock_release(m::LockRelease {
-        repo: o.meta.repository_name.clone(),
-        workspace: o.meta.workspace_id,
-        paths: paths.clone(),
-    })?;
+    let recorded: Vec<(String, u64)> =
+        o.ws.read()?
+            .local_locks()?
+            .into_iter()
+            .filter(|(p, _)| paths.contains(p))
+            .collect();
+    let mut listed = Vec::new();
+    for (p, _) in &recorded {
+        let page = c.lock_list(m::LockList {
+            repo: o.meta.repository_name.clone(),
+            prefix: p.clone(),
+            after: String::new(),
+            limit: 1,
+        })?;
+        listed.extend(page.locks.into_iter().filter(|l| l.path == *p));
+    }
+    let me = o.meta.workspace_id;
+    let forgotten: Vec<BrokenLock> = broken_among(&recorded, &listed, me, None)
+        .0
+        .into_iter()
+        .filter(|b| {
+            // Taken again by this very workspace (another generation):
+            // its own lock, released below.
+            !listed.iter().any(|l| l.path == b.path && l.workspace == me)
+        })
+        .collect();
+    let send: Vec<String> = paths
+        .iter()
+        .filter(|p| !forgotten.iter().any(|b| b.path == **p))
+        .cloned()
+        .collect();
+    let released = if send.is_empty() {
+        Vec::new()
+    } else {
+        c.lock_release(m::LockRelease {
+            repo: o.meta.repository_name.clone(),
+            workspace: o.meta.workspace_id,
+            paths: send,
+        })?
+    };
     let tx = o.ws.write()?;
     for p in &paths {
         tx.remove_local_lock(p)?;
     }
     tx.commit()?;
-    Ok(released)
+    Ok(Unlocked {
+        released,
+        forgotten,
+    })
 }
 
 /// The paths of `asked` that none of `released` is at or under (a folder

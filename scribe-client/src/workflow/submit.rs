@@ -219,6 +219,7 @@ pub fn submit(o: &Opened, remote: &ServerLink, a: SubmitArgs) -> Result<Submitte
     }
     let local_locks: HashMap<String, u64> = read.local_locks()?.into_iter().collect();
     drop(read);
+    refuse_locked_by_others(o, remote, &opened, &local_locks)?;
     // Freeze the bytes.
     let mut to_import = Vec::new();
     let mut missing = Vec::new();
@@ -710,6 +711,76 @@ fn settle(o: &Opened, op: &OperationId, p: &PendingSubmit, outcome: m::Outcome) 
         format!("the server refused the submission: {}{why}", outcome.detail),
     )
     .with_paths(outcome.paths))
+}
+
+/// Refuse, before anything is frozen or uploaded, a submission of files
+/// another workspace holds locks on: the server would refuse it at
+/// acceptance, after every opened file (a whole PSD, say) was uploaded.
+/// One page of the locks under the opened paths' common prefix; the
+/// server's check at acceptance stays the authority (a lock beyond that
+/// page, or taken meanwhile, is refused there as before).
+fn refuse_locked_by_others(
+    o: &Opened,
+    remote: &ServerLink,
+    opened: &[(String, scribe_workspace::records::OpenedRecord)],
+    local_locks: &HashMap<String, u64>,
+) -> Result<()> {
+    let Some((first, _)) = opened.first() else {
+        return Ok(());
+    };
+    let mut prefix: &str = first;
+    for (p, _) in &opened[1..] {
+        let common = prefix
+            .char_indices()
+            .zip(p.chars())
+            .find(|((_, a), b)| a != b)
+            .map_or(prefix.len().min(p.len()), |((i, _), _)| i);
+        prefix = &prefix[..common];
+    }
+    let repo = o.meta.repository_name.clone();
+    let page = remote.with(|c| {
+        c.lock_list(m::LockList {
+            repo,
+            prefix: prefix.to_string(),
+            after: String::new(),
+            limit: m::MAX_PAGE_ITEMS,
+        })
+    })?;
+    let wanted: HashSet<&str> = opened.iter().map(|(p, _)| p.as_str()).collect();
+    let held: Vec<String> = page
+        .locks
+        .iter()
+        .filter(|l| wanted.contains(l.path.as_str()) && l.workspace != o.meta.workspace_id)
+        .map(|l| {
+            let broken = if local_locks.contains_key(&l.path) {
+                format!(
+                    "; your lock on {} was broken by another workspace (`scribe unlock \
+                     --force`), which holds it now",
+                    l.path
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "{} (locked by {}, workspace {}{broken})",
+                l.path,
+                l.author,
+                &l.workspace.to_hex()[..8]
+            )
+        })
+        .collect();
+    if held.is_empty() {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorCode::LockedByOther,
+        format!(
+            "{} file(s) are locked by another workspace; nothing was uploaded, and your files \
+             stay opened",
+            held.len()
+        ),
+    )
+    .with_paths(held))
 }
 
 #[cfg(test)]

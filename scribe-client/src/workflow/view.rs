@@ -38,6 +38,38 @@ pub fn view_set(o: &Opened, remote: &ServerLink, prefixes: Vec<String>) -> Resul
             "a sync is unfinished",
         ));
     }
+    // Local work the change would have to remove (opened files, or files
+    // waiting for resolve, leaving the view) refuses it before anything is
+    // written: `apply` would first remove every other file leaving the
+    // view and then stop, with the old view still in effect.
+    let blocked = {
+        let read = o.ws.read()?;
+        let opened: std::collections::HashMap<String, _> = read.opened_all()?.into_iter().collect();
+        let deferred: std::collections::HashSet<String> =
+            read.deferred_all()?.into_iter().map(|(p, _)| p).collect();
+        let mut out = Vec::new();
+        for (p, _) in read.baselines()? {
+            if in_view(&view, &p) {
+                continue;
+            }
+            if let Some(r) = opened.get(&p) {
+                out.push(format!("{p}: opened for {}", r.action.name()));
+            } else if deferred.contains(&p) {
+                out.push(format!("{p}: waiting for `scribe resolve`"));
+            }
+        }
+        out
+    };
+    if !blocked.is_empty() {
+        return Err(Error::new(
+            ErrorCode::ViewChangeBlocked,
+            format!(
+                "{} file(s) leaving the view hold local work; nothing was changed",
+                blocked.len()
+            ),
+        )
+        .with_paths(blocked));
+    }
     let vc = ViewChange {
         target_change: o.meta.synced,
         incarnation: o.meta.incarnation,

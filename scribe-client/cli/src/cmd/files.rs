@@ -31,7 +31,7 @@ pub fn edit(ctx: &Ctx, args: Vec<String>) -> CliResult {
 pub fn delete(ctx: &Ctx, args: Vec<String>) -> CliResult {
     let o = ctx::open(ctx)?;
     let paths = ctx::paths(ctx, &o.ws, &args)?;
-    let r = files::delete(&o, &paths)?;
+    let r = files::delete(&ctx.lib, &o, &paths)?;
     report(ctx, "delete", &r)
 }
 
@@ -64,7 +64,22 @@ pub fn revert(ctx: &Ctx, args: Vec<String>) -> CliResult {
 fn print_moved(ctx: &Ctx, m: Moved) -> CliResult {
     match m {
         Moved::Moved(i) => print_move(ctx, "moved", &i),
-        Moved::Aborted(i) => print_move(ctx, "aborted", &i),
+        Moved::Aborted(i, stays) => {
+            print_move(ctx, "aborted", &i)?;
+            for (d, theirs) in stays {
+                let Some(f) = i.files.iter().find(|f| f.destination == d) else {
+                    continue;
+                };
+                ctx.out.status(format!(
+                    "Note: {d} stays where it is, untracked, with its bytes: the server no \
+                     longer has {src}, and {theirs}, which a sync brought, would collide with \
+                     it there. Keep it with `scribe add {d}` (or compare it with {theirs}), or \
+                     remove it",
+                    src = f.physical_source
+                ));
+            }
+            Ok(())
+        }
         Moved::NothingInterrupted => {
             ctx.out.status("no move is interrupted");
             Ok(())
@@ -177,13 +192,32 @@ pub fn resolve(
                 a.name()
             ))?,
             Resolved::TookTheirs { kept_yours: true } => ctx.out.line(format_args!(
-                "resolved {p}: took theirs (yours is in the recovery area)"
+                "resolved {p}: took theirs (yours is in the recovery area: `scribe recovery \
+                 list`, `scribe recovery restore NAME --to PATH`)"
             ))?,
             Resolved::TookTheirs { kept_yours: false } => ctx.out.line(format_args!(
                 "resolved {p}: took theirs (there was no file of yours to keep)"
             ))?,
             Resolved::BothRemoved => ctx.out.line(format_args!(
                 "resolved {p}: removed on both sides; nothing to submit"
+            ))?,
+            Resolved::Merged { action, kept_yours } => ctx.out.line(format_args!(
+                "resolved {p}: took your merged file ({}), opened for {}",
+                if kept_yours {
+                    "yours went to the recovery area"
+                } else {
+                    "merged in place"
+                },
+                action.name()
+            ))?,
+            Resolved::FollowedMove { to, change } => ctx.out.line(format_args!(
+                "resolved {p}: moved to {to} in change {change}; your file follows it there, \
+                 opened for edit"
+            ))?,
+            Resolved::MovedAsNew { destinations } => ctx.out.line(format_args!(
+                "resolved {p}: the server no longer has it; your move keeps it as a new file \
+                 at {} (`scribe move --abort` brings it back instead)",
+                destinations.join(", ")
             ))?,
         }
     }
@@ -295,6 +329,13 @@ pub fn status(ctx: &Ctx) -> CliResult {
                         .collect(),
                 ),
             ),
+            (
+                "view_change",
+                report
+                    .view_change
+                    .as_ref()
+                    .map_or(Json::Null, |v| Json::Arr(v.iter().map(Json::str).collect())),
+            ),
         ]));
     }
     warn_case_collisions(ctx, &s.case_collisions);
@@ -312,6 +353,14 @@ pub fn status(ctx: &Ctx) -> CliResult {
     if let Some(t) = journal {
         ctx.out.line(format_args!(
             "A sync to change {t} is unfinished: run `scribe sync`"
+        ))?;
+    }
+    if let Some(v) = &report.view_change {
+        ctx.out.line(format_args!(
+            "A view change to {} is unfinished (local work blocked it; files leaving the view \
+             may already be gone): `scribe sync` finishes it once that work is submitted or \
+             reverted; `scribe view set PREFIX...` replaces it",
+            view_name(v)
         ))?;
     }
     if pending > 0 {
@@ -440,6 +489,15 @@ fn locks_unchecked(held: &HeldLocks) -> usize {
 }
 
 /// The text of a broken lock's present state.
+/// A view's prefixes as one line ("the whole repository" for none).
+pub fn view_name(v: &[String]) -> String {
+    if v.is_empty() {
+        "the whole repository".to_string()
+    } else {
+        v.join(", ")
+    }
+}
+
 pub fn broken_now(b: &locks::BrokenLock) -> String {
     match &b.held_by {
         Some(who) => format!("now locked by {who}"),

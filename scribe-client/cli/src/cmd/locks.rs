@@ -84,12 +84,24 @@ pub fn unlock(ctx: &Ctx, args: Vec<String>, force: bool) -> CliResult {
             err
         }
     })?;
-    for l in &released {
+    for l in &released.released {
         ctx.out.line(format_args!("unlocked {}", l.path))?;
+    }
+    for b in &released.forgotten {
+        let how = match &b.held_by {
+            Some(_) => "; that lock was not touched",
+            None => "",
+        };
+        ctx.out.line(format_args!(
+            "forgot your broken lock on {} ({}{how})",
+            b.path,
+            super::files::broken_now(b)
+        ))?;
     }
     // A path that held no lock of this workspace is said, not passed over
     // as if it had been unlocked.
-    let none = locks::not_released(&paths, &released);
+    let mut none = locks::not_released(&paths, &released.released);
+    none.retain(|p| !released.forgotten.iter().any(|b| b.path == *p));
     if !none.is_empty() {
         return Err(locks::not_locked(none).into());
     }
@@ -100,39 +112,49 @@ pub fn locks(ctx: &Ctx) -> CliResult {
     let o = ctx::open_for_reading(ctx)?;
     let all = locks::list(&ctx.lib, &o)?;
     // Locks taken here that someone broke: the listing no longer shows
-    // them as this workspace's (stderr with --json, whose array stays the
-    // server's locks).
+    // them as this workspace's. With --json they are entries of their own
+    // (`state: "broken"`, after the server's locks, which are `"held"`),
+    // so a script reading the array sees them without parsing stderr.
     let broken = locks::broken(&o, &all)?;
+    if ctx.out.json {
+        let held = all.iter().map(|l| {
+            Json::obj(vec![
+                ("path", Json::str(&l.path)),
+                ("owner", Json::str(&l.author)),
+                ("workspace", Json::str(l.workspace.to_hex())),
+                ("mine", Json::Bool(l.workspace == o.meta.workspace_id)),
+                ("acquired_ms", Json::Num(l.acquired_ms)),
+                ("generation", Json::Num(l.generation)),
+                ("state", Json::str("held")),
+                ("held_by", Json::Null),
+            ])
+        });
+        let lost = broken.iter().map(|b| {
+            Json::obj(vec![
+                ("path", Json::str(&b.path)),
+                ("owner", Json::str(&o.meta.author)),
+                ("workspace", Json::str(o.meta.workspace_id.to_hex())),
+                ("mine", Json::Bool(false)),
+                ("acquired_ms", Json::Null),
+                ("generation", Json::Num(b.generation)),
+                ("state", Json::str("broken")),
+                (
+                    "held_by",
+                    b.held_by.as_deref().map_or(Json::Null, Json::str),
+                ),
+            ])
+        });
+        return ctx.out.json(&Json::Arr(held.chain(lost).collect()));
+    }
     for b in &broken {
-        let line = format!(
+        ctx.out.line(format!(
             "Your lock on {} was broken by another workspace ({}): `scribe lock {}` takes it \
-             again once it is released; `scribe unlock {}` then forgets it",
+             again once it is released; `scribe unlock {}` forgets it",
             b.path,
             super::files::broken_now(b),
             b.path,
             b.path
-        );
-        if ctx.out.json {
-            ctx.out.status(line);
-        } else {
-            ctx.out.line(line)?;
-        }
-    }
-    if ctx.out.json {
-        return ctx.out.json(&Json::Arr(
-            all.iter()
-                .map(|l| {
-                    Json::obj(vec![
-                        ("path", Json::str(&l.path)),
-                        ("owner", Json::str(&l.author)),
-                        ("workspace", Json::str(l.workspace.to_hex())),
-                        ("mine", Json::Bool(l.workspace == o.meta.workspace_id)),
-                        ("acquired_ms", Json::Num(l.acquired_ms)),
-                        ("generation", Json::Num(l.generation)),
-                    ])
-                })
-                .collect(),
-        ));
+        ))?;
     }
     if all.is_empty() && broken.is_empty() {
         ctx.out.line("No locks")?;

@@ -1,4 +1,4 @@
-//! `scribe recovery list|prune`: the displaced-contents area.
+//! `scribe recovery list|prune|restore`: the displaced-contents area.
 
 use scribe_workspace::recovery::{self, RecoveryEntry};
 
@@ -90,6 +90,21 @@ pub fn prune(ctx: &Ctx, older_than_days: u64) -> CliResult {
         } else {
             "entries"
         }
+    ));
+    Ok(())
+}
+
+/// `scribe recovery restore NAME [--to PATH]`.
+pub fn restore(ctx: &Ctx, name: String, to: Option<String>) -> CliResult {
+    let o = ctx::open(ctx)?;
+    let to = match to {
+        Some(t) => Some(ctx::paths(ctx, &o.ws, std::slice::from_ref(&t))?.remove(0)),
+        None => None,
+    };
+    let dest = recovery::restore(o.ws.root(), &name, to.as_deref())?;
+    ctx.out.line(format_args!("restored {name} to {dest}"))?;
+    ctx.out.status(format!(
+        "{dest} is not opened: `scribe status` shows it; the entry stays in the recovery area"
     ));
     Ok(())
 }

@@ -21,10 +21,29 @@ pub fn run(ctx: &Ctx, message: Option<String>, keep_locks: bool, paths: Vec<Stri
     if !pending && !opened {
         // Nothing to submit says so, message or not (it used to ask for
         // a message first, as if that were what was missing).
-        return Err(CliError::new(
-            ErrorCode::EmptySubmission,
-            "nothing is opened",
-        ));
+        let err = CliError::new(ErrorCode::EmptySubmission, "nothing is opened");
+        // Files changed without `add`/`edit`/`delete` (saved over, exported
+        // new) are what the artist meant to submit: the hint names them and
+        // the command that opens them. A status walk, on this path only.
+        let changed: Vec<String> = scribe_workspace::open::status(&o.ws)
+            .map(|s| s.unopened.iter().map(|c| c.path().to_string()).collect())
+            .unwrap_or_default();
+        if changed.is_empty() {
+            return Err(err);
+        }
+        let shown: Vec<&str> = changed.iter().take(3).map(String::as_str).collect();
+        return Err(err.hint(format!(
+            "{} file(s) changed here but not opened ({}{}): `scribe reconcile` opens them \
+             (`scribe status` lists them), or open some with `scribe add`, `scribe edit` or \
+             `scribe delete`",
+            changed.len(),
+            shown.join(", "),
+            if changed.len() > shown.len() {
+                ", ..."
+            } else {
+                ""
+            }
+        )));
     }
     if !pending && message.trim().is_empty() {
         return Err(CliError::new(ErrorCode::Usage, "a submit needs a message")

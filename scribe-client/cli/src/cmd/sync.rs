@@ -159,6 +159,12 @@ pub fn view_show(ctx: &Ctx) -> CliResult {
     for p in &o.meta.view {
         ctx.out.line(p)?;
     }
+    if let Some(v) = scribe_client::workflow::files::view_change(&o)? {
+        ctx.out.status(format!(
+            "(an unfinished change to: {}; `scribe status` says more)",
+            super::files::view_name(&v)
+        ));
+    }
     Ok(())
 }
 

@@ -501,6 +501,21 @@ fn empty_and_unknown_things_say_so() {
         );
     }
     assert_eq!(env.scribe(&a, &["log", "--json"]).stdout.trim(), "[]");
+    // Found by use (session 26): files changed without `add`/`edit` (an
+    // artist saving over a synced file, a new export) met only "open
+    // files with add, edit or delete first"; the hint now counts them and
+    // names `scribe reconcile`, which opens them all.
+    write(&a, "new.png", b"an export");
+    let r = env.scribe(&a, &["submit", "-m", "x"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains(
+            "Hint: 1 file(s) changed here but not opened (new.png): `scribe reconcile` opens them"
+        ),
+        "{}",
+        r.stderr
+    );
+    std::fs::remove_file(a.join("new.png")).unwrap();
     write(&a, "a.txt", b"a");
     env.scribe(&a, &["add", "a.txt"]).ok();
     env.scribe(&a, &["submit", "-m", "one"]).ok();
@@ -814,8 +829,17 @@ fn resolve_shows_base_and_theirs_for_a_merge() {
         st.stdout
     );
     write(&a, "../merged.txt", b"alice\nbase\nbob\n");
-    env.scribe(&a, &["resolve", "notes.txt", "--merged", "../merged.txt"])
-        .ok();
+    // Found by use (session 26): `--merged` said "kept yours", though the
+    // merge replaced yours (kept in the recovery area).
+    let r = env.scribe(&a, &["resolve", "notes.txt", "--merged", "../merged.txt"]);
+    r.ok();
+    assert!(
+        r.stdout.contains(
+            "resolved notes.txt: took your merged file (yours went to the recovery area), opened for edit"
+        ) && !r.stdout.contains("kept yours"),
+        "{}",
+        r.stdout
+    );
     env.scribe(&a, &["submit", "-m", "merged"]).ok();
     env.scribe(&b, &["sync"]).ok();
     assert_eq!(read(&b, "notes.txt"), b"alice\nbase\nbob\n");

@@ -28,6 +28,7 @@ const COMMANDS: &[&[&str]] = &[
     &["describe"],
     &["recovery", "list"],
     &["recovery", "prune"],
+    &["recovery", "restore"],
     &["view", "set"],
     &["view", "show"],
     &["debug", "path"],

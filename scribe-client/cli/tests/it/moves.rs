@@ -438,35 +438,27 @@ fn ours_on_a_moved_files_source_rebases_the_move_and_submits() {
 }
 
 /// The server deleted a file this workspace moved away; `resolve --ours`
-/// settles the source (removed on both sides), which leaves the move
-/// nothing to carry: the submit names the way out (`move --abort` of the
-/// destination), which puts the file back at its old path as a new file.
+/// said "removed on both sides; nothing to submit", which left the move
+/// nothing to carry and the submit refused (session 25 named the abort
+/// as the way out). Session 26: `--ours` keeps the move, the file as a
+/// new file at its destination (the server has no source to move it
+/// from), and the submit carries it.
 #[test]
-fn a_move_whose_source_the_server_deleted_names_its_way_out() {
+fn a_move_whose_source_the_server_deleted_is_kept_as_a_new_file_by_ours() {
     let env = Env::new(Transport::Tcp);
     let (a, b) = env.theirs_while_moved("z/y.psd", "w/y.psd", Theirs::Delete);
-    env.scribe(&b, &["resolve", "z/y.psd", "--ours"]).ok();
-    let r = env.scribe(&b, &["submit", "-m", "the move"]);
-    assert_eq!(r.code, Some(1), "{r:?}");
-    assert!(
-        r.stderr.contains("no longer opened for delete")
-            && r.stderr.contains("scribe move --abort w/y.psd"),
-        "{}",
-        r.stderr
-    );
-    env.scribe(&b, &["move", "--abort", "w/y.psd"]).ok();
-    // Back at its old path, a file the server no longer has: new.
-    assert_eq!(read(&b, "z/y.psd"), b"v1");
-    assert!(!b.join("w/y.psd").exists());
-    let r = env.scribe(&b, &["status"]);
+    let r = env.scribe(&b, &["resolve", "z/y.psd", "--ours"]);
     r.ok();
-    assert!(r.stdout.contains("z/y.psd"), "{}", r.stdout);
-    std::fs::create_dir_all(b.join("w")).unwrap();
-    std::fs::rename(b.join("z/y.psd"), b.join("w/y.psd")).unwrap();
-    env.scribe(&b, &["add", "w/y.psd"]).ok();
-    env.scribe(&b, &["submit", "-m", "kept as new"]).ok();
+    assert!(
+        r.stdout
+            .contains("your move keeps it as a new file at w/y.psd"),
+        "{}",
+        r.stdout
+    );
+    env.scribe(&b, &["submit", "-m", "the move"]).ok();
     env.scribe(&a, &["sync"]).ok();
     assert_eq!(read(&a, "w/y.psd"), b"v1");
+    assert!(!a.join("z/y.psd").exists());
 }
 
 /// Found by use (session 25): artist A moved a directory (pending), B
@@ -508,6 +500,72 @@ fn aborting_a_directory_move_puts_files_back_beside_a_synced_newcomer() {
         "{}",
         st.stdout
     );
+}
+
+/// Session 25 tested an abort's merge-back (files going back beside a
+/// synced newcomer, one entry at a time) interrupted only by moving one
+/// entry back by hand. A real kill: `scribe move --abort` SIGKILLed after
+/// the first and after the second entry went back
+/// (`move-abort-merge-entry-N`), then finished by `move --resume` or by
+/// `move --abort` again. Everything comes back with its edits, the
+/// newcomer stays, the opened add made after the move travels back, and
+/// nothing is left under the destination or in the staging area.
+#[test]
+fn an_abort_killed_between_merged_back_entries_finishes_and_loses_nothing() {
+    for (n, finish) in [(1, "--resume"), (2, "--abort")] {
+        let env = Env::new(Transport::Path);
+        let a = setup(&env);
+        let b = env.workspace("bob", &[]);
+        env.scribe(&a, &["move", "old", "new"]).ok();
+        write(&a, "new/a.txt", b"alpha, edited after the move");
+        write(&a, "new/c.txt", b"added after the move");
+        env.scribe(&a, &["add", "new/c.txt"]).ok();
+        write(&b, "old/newcomer.txt", b"bob's");
+        env.scribe(&b, &["add", "old/newcomer.txt"]).ok();
+        env.scribe(&b, &["submit", "-m", "newcomer"]).ok();
+        env.scribe(&a, &["sync"]).ok();
+        let point = format!("move-abort-merge-entry-{n}");
+        let r = env.crash(&a, &point, &["move", "--abort", "new"]);
+        assert!(r.killed, "{point}: {r:?}");
+        // Killed part way: some entries back, the rest still under new.
+        let back = ["old/a.txt", "old/c.txt", "old/deep"]
+            .iter()
+            .filter(|p| a.join(p).exists())
+            .count();
+        assert_eq!(back, n, "{point}");
+        let st = env.scribe(&a, &["status", "--json"]);
+        assert!(
+            st.stdout.contains("\"state\":\"aborting\""),
+            "{point}: {}",
+            st.stdout
+        );
+        env.scribe(&a, &["move", finish]).ok();
+        assert_eq!(read(&a, "old/a.txt"), b"alpha, edited after the move");
+        assert_eq!(read(&a, "old/deep/b.txt"), b"beta");
+        assert_eq!(read(&a, "old/c.txt"), b"added after the move");
+        assert_eq!(read(&a, "old/newcomer.txt"), b"bob's");
+        assert!(!a.join("new").exists(), "{point}");
+        assert_eq!(
+            std::fs::read_dir(a.join(".scribe/_state/staging"))
+                .unwrap()
+                .count(),
+            0,
+            "{point}"
+        );
+        let st = env.scribe(&a, &["status", "--json"]);
+        assert!(
+            st.stdout.contains("\"moves\":[]")
+                && st.stdout.contains(
+                    "\"opened\":[{\"path\":\"old/c.txt\",\"action\":\"add\",\"needs_reconcile\":false,\"moved_from\":null}]"
+                ),
+            "{point}: {}",
+            st.stdout
+        );
+        // And it submits: the added file, from its old place.
+        env.scribe(&a, &["submit", "-m", "c"]).ok();
+        env.scribe(&b, &["sync"]).ok();
+        assert_eq!(read(&b, "old/c.txt"), b"added after the move");
+    }
 }
 
 /// The collision half: a file A added under the destination after the
@@ -562,45 +620,53 @@ fn aborting_a_directory_move_onto_a_colliding_newcomer_names_it() {
     assert!(!b.join("old/a.txt").exists());
 }
 
-/// Found by use (session 25): the same with a directory move. The submit
-/// refusal named the moved file (`scribe move --abort w/y.psd`), which is
-/// no pending move's destination ("no pending move there"); it names the
-/// move's destination, and that works.
+/// Found by use (session 25): the same with a directory move, aborted
+/// after `resolve --ours`: the file whose source the server deleted comes
+/// back at its old path as a new file (nothing stands there), beside the
+/// move's other file.
 #[test]
-fn a_directory_move_whose_file_the_server_deleted_names_the_moves_way_out() {
+fn a_directory_move_whose_file_the_server_deleted_can_still_be_aborted() {
     let env = Env::new(Transport::Tcp);
     let (a, b) = env.two_sharing("z/y.psd");
     write(&a, "z/x.psd", b"x");
     env.scribe(&a, &["add", "z/x.psd"]).ok();
     env.scribe(&a, &["submit", "-m", "x"]).ok();
     env.scribe(&b, &["sync"]).ok();
+    env.scribe(&b, &["edit", "z/y.psd"]).ok();
     env.scribe(&b, &["move", "z", "w"]).ok();
     env.scribe(&a, &["delete", "z/y.psd"]).ok();
     env.scribe(&a, &["submit", "-m", "gone"]).ok();
     env.scribe(&b, &["sync"]).ok();
-    env.scribe(&b, &["resolve", "z/y.psd", "--ours"]).ok();
-    let r = env.scribe(&b, &["submit", "-m", "the move"]);
-    assert_eq!(r.code, Some(1), "{r:?}");
-    assert!(
-        r.stderr.contains("no longer opened for delete")
-            && r.stderr.contains("`scribe move --abort w`"),
-        "{}",
-        r.stderr
-    );
+    let r = env.scribe(&b, &["resolve", "z/y.psd", "--ours"]);
+    r.ok();
+    assert!(r.stdout.contains("new file at w/y.psd"), "{}", r.stdout);
     env.scribe(&b, &["move", "--abort", "w"]).ok();
     assert_eq!(read(&b, "z/y.psd"), b"v1");
     assert_eq!(read(&b, "z/x.psd"), b"x");
     assert!(!b.join("w").exists());
+    // Back new (its edit record, of a file the server no longer has, is
+    // not given back), the other file as it was.
+    let st = env.scribe(&b, &["status", "--json"]);
+    assert!(
+        st.stdout.contains("\"opened\":[]")
+            && st
+                .stdout
+                .contains("{\"path\":\"z/y.psd\",\"kind\":\"new\"}"),
+        "{}",
+        st.stdout
+    );
 }
 
-/// The brief's case-only variant (session 25): B renames one of the files
-/// A's pending directory move carries, changing only its case, and
-/// submits. A's abort would put the file back beside B's renamed one:
-/// refused by name, with the way out it names (`scribe delete` of B's
-/// file, which keeps a copy in the recovery area) working. Nothing of
-/// either side is lost.
+/// B renames one of the files A's pending directory move carries,
+/// changing only its case, and submits; A syncs (the moved file's source
+/// needs resolve). Session 25 left one way out: `scribe delete` of B's
+/// file (`resolve --ours` said "removed on both sides", the submit was
+/// refused for a move with nothing to carry, and the abort collided).
+/// Session 26: an abort before resolving names `resolve --ours`, which
+/// keeps A's move of the file as a new file at its destination; the
+/// submit then carries it, leaving B's renamed file where it is.
 #[test]
-fn a_case_only_rename_by_another_of_a_moved_file_has_a_way_out() {
+fn a_case_only_rename_by_another_of_a_moved_file_resolves_ours_and_submits() {
     let env = Env::new(Transport::Tcp);
     let a = setup(&env);
     let b = env.workspace("bob", &[]);
@@ -613,16 +679,81 @@ fn a_case_only_rename_by_another_of_a_moved_file_has_a_way_out() {
     assert_eq!(r.code, Some(1), "{r:?}");
     assert!(
         r.stderr.contains("old/a.txt: cannot go back: old/A.txt")
-            && r.stderr.contains("`scribe delete old/A.txt`"),
+            && r.stderr.contains("`scribe resolve old/a.txt --ours`"),
+        "the way out names resolve: {}",
+        r.stderr
+    );
+    let r = env.scribe(&a, &["resolve", "old/a.txt", "--ours"]);
+    r.ok();
+    assert!(
+        r.stdout
+            .contains("resolved old/a.txt: the server no longer has it; your move keeps it as a new file at new/a.txt"),
+        "{}",
+        r.stdout
+    );
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(
+        st.stdout
+            .contains("{\"path\":\"new/a.txt\",\"action\":\"add\",\"needs_reconcile\":true,\"moved_from\":null}"),
+        "a new file, no longer moved from the gone source: {}",
+        st.stdout
+    );
+    let r = env.scribe(&a, &["submit", "-m", "the move"]);
+    r.ok();
+    assert!(
+        r.stderr.contains("old/A.txt") && r.stderr.contains("stay there"),
         "{}",
         r.stderr
     );
-    assert_eq!(read(&a, "new/a.txt"), b"alpha");
-    env.scribe(&a, &["delete", "old/A.txt"]).ok();
-    env.scribe(&a, &["move", "--abort", "new"]).ok();
-    assert_eq!(read(&a, "old/a.txt"), b"alpha");
+    env.scribe(&b, &["sync"]).ok();
+    assert_eq!(read(&b, "new/a.txt"), b"alpha");
+    assert_eq!(read(&b, "new/deep/b.txt"), b"beta");
+    assert_eq!(read(&b, "old/A.txt"), b"alpha");
+    assert!(!b.join("old/deep").exists());
+    let h = env.scribe(&b, &["history", "new/deep/b.txt"]);
+    assert!(h.stdout.contains("as old/deep/b.txt"), "{}", h.stdout);
+}
+
+/// The same, aborted after `resolve --ours`: A's files go back beside
+/// B's renamed one, and A's own copy of the renamed file (edited after the
+/// move), which cannot go back beside B's without a case collision, stays
+/// at its destination, untracked and named, with its bytes. Nobody's file
+/// is deleted; session 25's only way out was `scribe delete` of B's.
+#[test]
+fn a_case_only_rename_by_another_of_a_moved_file_resolves_ours_and_aborts() {
+    let env = Env::new(Transport::Tcp);
+    let a = setup(&env);
+    let b = env.workspace("bob", &[]);
+    env.scribe(&a, &["move", "old", "new"]).ok();
+    write(&a, "new/a.txt", b"alpha, edited after the move");
+    env.scribe(&b, &["move", "old/a.txt", "old/A.txt"]).ok();
+    env.scribe(&b, &["submit", "-m", "case"]).ok();
+    env.scribe(&a, &["sync"]).ok();
+    env.scribe(&a, &["resolve", "old/a.txt", "--ours"]).ok();
+    let r = env.scribe(&a, &["move", "--abort", "new"]);
+    r.ok();
+    assert!(
+        r.stderr.contains("new/a.txt stays where it is") && r.stderr.contains("old/A.txt"),
+        "names the file that stayed and why: {}",
+        r.stderr
+    );
+    assert_eq!(read(&a, "old/A.txt"), b"alpha");
     assert_eq!(read(&a, "old/deep/b.txt"), b"beta");
-    assert!(!a.join("new").exists());
+    assert_eq!(read(&a, "new/a.txt"), b"alpha, edited after the move");
+    assert!(!a.join("old/a.txt").exists());
+    assert!(!a.join("new/deep").exists());
+    let st = env.scribe(&a, &["status", "--json"]);
+    assert!(st.stdout.contains("\"moves\":[]"), "{}", st.stdout);
+    assert!(st.stdout.contains("\"opened\":[]"), "{}", st.stdout);
+    assert!(
+        st.stdout
+            .contains("{\"path\":\"new/a.txt\",\"kind\":\"new\"}"),
+        "{}",
+        st.stdout
+    );
     let rec = env.scribe(&a, &["recovery", "list", "--json"]);
-    assert!(rec.stdout.contains("old/A.txt"), "{}", rec.stdout);
+    assert!(!rec.stdout.contains("old/A.txt"), "{}", rec.stdout);
+    // Nothing to submit but what A chooses; B's file is untouched.
+    env.scribe(&b, &["sync"]).ok();
+    assert_eq!(read(&b, "old/A.txt"), b"alpha");
 }

@@ -106,6 +106,26 @@ fn a_blocked_view_change_leaves_nothing_to_resolve() {
     let s = env.scribe(&c, &["status"]);
     s.ok();
     assert!(!s.stdout.contains("resolve"), "{}", s.stdout);
+    // Session 26: the blocked change is under way (files leaving the view
+    // may be gone already, and each sync retries it); `status` and `view
+    // show` say so (they showed the old view and nothing else).
+    assert!(
+        s.stdout
+            .contains("A view change to code is unfinished (local work blocked it;"),
+        "{}",
+        s.stdout
+    );
+    let st = env.scribe(&c, &["status", "--json"]);
+    assert!(
+        st.stdout.contains("\"view_change\":[\"code\"]"),
+        "{}",
+        st.stdout
+    );
+    let v = env.scribe(&c, &["view", "show"]);
+    assert!(
+        v.stdout.contains("art") && v.stderr.contains("unfinished change to: code"),
+        "{v:?}"
+    );
     assert_eq!(read(&c, "art/a.psd"), b"local work");
     env.scribe(&c, &["view", "set"]).ok();
     assert_eq!(read(&c, "art/a.psd"), b"local work");
@@ -113,5 +133,109 @@ fn a_blocked_view_change_leaves_nothing_to_resolve() {
     let s = env.scribe(&c, &["status"]);
     s.ok();
     assert!(!s.stdout.contains("resolve"), "{}", s.stdout);
+    assert!(!s.stdout.contains("view change"), "{}", s.stdout);
     assert!(s.stdout.contains("art/a.psd"), "{}", s.stdout);
+}
+
+/// Found by use (session 26): narrowing the view while a file leaving it
+/// was opened for edit removed every other file leaving the view, then
+/// refused (`view_change_blocked`) with the view unchanged: the workspace
+/// held neither the old view (those files gone, `status` silent about
+/// them) nor the new one, every `sync` retried the blocked change, and
+/// the refusal said "opened locally; resolve to combine" with nothing to
+/// resolve. An opened or unresolved file leaving the view now refuses
+/// before anything changes, naming it, and the workspace keeps its view
+/// and files.
+#[test]
+fn a_view_change_blocked_by_an_opened_file_changes_nothing() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "art/chars/hero.psd", b"hero");
+    write(&a, "art/world/tree.fbx", b"tree");
+    write(&a, "game.cfg", b"cfg");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "all"]).ok();
+    let b = env.workspace("bob", &[]);
+    env.scribe(&b, &["edit", "game.cfg"]).ok();
+    write(&b, "game.cfg", b"bob's cfg");
+    let r = env.scribe(&b, &["view", "set", "art/chars"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("Error[view_change_blocked]")
+            && r.stderr.contains("nothing was changed")
+            && r.stderr.contains("game.cfg: opened for edit")
+            && !r.stderr.contains("resolve"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(read(&b, "art/world/tree.fbx"), b"tree");
+    assert_eq!(read(&b, "game.cfg"), b"bob's cfg");
+    let v = env.scribe(&b, &["view", "show", "--json"]);
+    assert_eq!(v.stdout.trim(), "[]");
+    let s = env.scribe(&b, &["sync"]);
+    s.ok();
+    assert!(!s.stderr.contains("view change"), "{}", s.stderr);
+    // Keeping the opened file in the view, the change goes through.
+    env.scribe(&b, &["view", "set", "art/chars", "game.cfg"])
+        .ok();
+    assert!(!b.join("art/world").exists());
+    assert_eq!(read(&b, "game.cfg"), b"bob's cfg");
+}
+
+/// Found by use (session 26): the recovery area could be listed and
+/// pruned, but getting a file back meant finding it by its entry name
+/// under `.scribe/_state/recovery/` by hand. `scribe recovery restore
+/// NAME [--to PATH]` copies it back (to its old path by default), never
+/// replacing anything (`already_exists`, pointing at `--to`), and keeps
+/// the entry.
+#[test]
+fn recovery_restore_copies_an_entry_back_without_replacing_anything() {
+    let env = Env::new(Transport::Tcp);
+    let a = env.workspace("alice", &[]);
+    write(&a, "art/hero.psd", b"v1");
+    env.scribe(&a, &["add", "."]).ok();
+    env.scribe(&a, &["submit", "-m", "v1"]).ok();
+    env.scribe(&a, &["edit", "art/hero.psd"]).ok();
+    write(&a, "art/hero.psd", b"my lost edit");
+    env.scribe(&a, &["revert", "art/hero.psd"]).ok();
+    assert_eq!(read(&a, "art/hero.psd"), b"v1");
+    let list = env.scribe(&a, &["recovery", "list", "--json"]);
+    let name = list
+        .stdout
+        .split("\"name\":\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("an entry")
+        .to_string();
+    let r = env.scribe(&a, &["recovery", "restore", &name]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("Error[already_exists]")
+            && r.stderr.contains("art/hero.psd")
+            && r.stderr.contains("--to"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(read(&a, "art/hero.psd"), b"v1");
+    let r = env.scribe(
+        &a,
+        &["recovery", "restore", &name, "--to", "art/hero-mine.psd"],
+    );
+    r.ok();
+    assert!(
+        r.stdout
+            .contains(&format!("restored {name} to art/hero-mine.psd")),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(read(&a, "art/hero-mine.psd"), b"my lost edit");
+    let list = env.scribe(&a, &["recovery", "list", "--json"]);
+    assert!(
+        list.stdout.contains(&name),
+        "the entry is kept: {}",
+        list.stdout
+    );
+    let r = env.scribe(&a, &["recovery", "restore", "no-such-entry"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("recovery list"), "{}", r.stderr);
 }
