@@ -36,17 +36,25 @@ impl Drop for Served {
     }
 }
 
-fn wait_for(path: &PathBuf) -> String {
+/// The first line of `path` once the service `child` wrote it; a child
+/// that exits first, or takes over 60 s, fails the test with its stderr
+/// (`stderr`), so a start that fails says why.
+fn wait_for(path: &PathBuf, child: &mut Child, stderr: &PathBuf) -> String {
     let start = Instant::now();
+    let told = || std::fs::read_to_string(stderr).unwrap_or_default();
     loop {
         if let Ok(text) = std::fs::read_to_string(path) {
             if text.ends_with('\n') {
                 return text.trim().to_owned();
             }
         }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the service exited ({status}) before listening: {}", told());
+        }
         assert!(
             start.elapsed() < Duration::from_secs(60),
-            "the service did not start"
+            "the service did not start in 60 s: {}",
+            told()
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -103,7 +111,8 @@ impl Served {
 
     fn start(&mut self) {
         let _ = std::fs::remove_file(self.runtime.join("listen"));
-        let child = Command::new(env!("CARGO_BIN_EXE_scribe-auth"))
+        let stderr = self.fx.path("serve.stderr");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_scribe-auth"))
             .arg("serve")
             .arg("--data")
             .arg(&self.fx.data)
@@ -114,11 +123,11 @@ impl Served {
             .args(["--listen", "127.0.0.1:0", "--runtime-dir"])
             .arg(&self.runtime)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
             .unwrap();
+        let listen = wait_for(&self.runtime.join("listen"), &mut child, &stderr);
         self.child = Some(child);
-        let listen = wait_for(&self.runtime.join("listen"));
         self.service = AuthService::new(
             &format!("sau2://localhost:{}", listen.rsplit_once(':').unwrap().1),
             self.service.ca_pem.clone(),
