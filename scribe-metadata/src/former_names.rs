@@ -17,7 +17,6 @@
 //! characters). A file that does not read so is refused by name, with the
 //! line, never guessed at.
 
-use std::io::Write;
 use std::path::Path;
 
 use scribe_format::RepositoryId;
@@ -117,11 +116,5 @@ pub fn write(data: &Path, names: &[FormerName]) -> Result<()> {
     for f in names {
         text.push_str(&format!("{} {} {}\n", f.id.to_hex(), f.renamed_ms, f.name));
     }
-    let tmp = data.join(format!("{FILE}.tmp"));
-    let mut f = std::fs::File::create(&tmp).map_err(|e| MetadataError::io(&tmp, e))?;
-    f.write_all(text.as_bytes())
-        .and_then(|_| f.sync_all())
-        .map_err(|e| MetadataError::io(&tmp, e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| MetadataError::io(&path, e))?;
-    sync_dir(data)
+    crate::backup::write_atomically(&path, text.as_bytes())
 }

@@ -18,7 +18,7 @@
 //! its line: a retirement is never silently dropped (that would let
 //! writes in).
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 
 use scribe_format::RepositoryId;
@@ -130,11 +130,5 @@ pub fn write(data: &Path, all: &[Retired]) -> Result<()> {
             r.contact
         ));
     }
-    let tmp = data.join(format!("{FILE}.tmp"));
-    let mut f = std::fs::File::create(&tmp).map_err(|e| MetadataError::io(&tmp, e))?;
-    f.write_all(text.as_bytes())
-        .and_then(|_| f.sync_all())
-        .map_err(|e| MetadataError::io(&tmp, e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| MetadataError::io(&path, e))?;
-    sync_dir(data)
+    crate::backup::write_atomically(&path, text.as_bytes())
 }
