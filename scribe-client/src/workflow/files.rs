@@ -231,11 +231,22 @@ pub fn resolve(
 /// there: when the server *moved* it (its newest change after the base is
 /// a delete whose change moves the file elsewhere), the work follows the
 /// move (`resolve::follow_move`); otherwise `None` and the path is settled
-/// as before. Two requests, only for such paths.
+/// as before. The sync that deferred the path recorded how the server
+/// removed it (`scribe_workspace::their_moves`): with that record nothing
+/// is asked (offline too); without one (a sync by an older client, or
+/// whose search was cut short), two requests, only for such paths.
 fn follow_their_move(o: &Opened, link: &ServerLink, path: &str) -> Result<Option<Resolved>> {
     let Some(base) = scribe_workspace::resolve::may_follow_move(&o.ws, path)? else {
         return Ok(None);
     };
+    if let Some(how) = scribe_workspace::their_moves::recorded(&o.ws, path)? {
+        return match how.moved_to {
+            Some(to) => Ok(scribe_workspace::resolve::follow_move(
+                &o.ws, path, &to, how.change,
+            )?),
+            None => Ok(None),
+        };
+    }
     let ctx = link.context();
     let newest = super::history::history(ctx, o, path)?.into_iter().next();
     let Some(gone) = newest.filter(|e| e.action == 3 && e.change > base) else {
