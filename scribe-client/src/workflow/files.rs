@@ -1,7 +1,6 @@
 //! Opening files (add, edit, delete, reconcile, revert), moves, resolve,
 //! and the status of a workspace. Paths are canonical workspace paths.
 
-use scribe_format::wire::message as m;
 use scribe_format::ErrorCode;
 use scribe_workspace::moves::{self, MoveHooks, MoveIntent};
 use scribe_workspace::open::{self, OpenReport};
@@ -52,23 +51,17 @@ pub fn edit(ctx: &Context, o: &Opened, paths: &[String]) -> Result<OpenReport> {
 }
 
 fn warn_locked(ctx: &Context, o: &Opened, paths: &[&str]) {
-    if paths.is_empty() || paths.len() > 1000 {
+    if paths.is_empty() {
         return;
     }
     let Ok(mut client) = o.connect(ctx) else {
         return;
     };
-    let Ok(page) = client.lock_list(m::LockList {
-        repo: o.meta.repository_name.clone(),
-        prefix: String::new(),
-        after: String::new(),
-        limit: m::MAX_PAGE_ITEMS,
-    }) else {
+    let Ok(locks) = super::locks::locks_on(&mut client, &o.meta.repository_name, paths) else {
         return;
     };
-    let set: std::collections::HashSet<&str> = paths.iter().copied().collect();
-    for l in page.locks {
-        if set.contains(l.path.as_str()) && l.workspace != o.meta.workspace_id {
+    for l in locks {
+        if l.workspace != o.meta.workspace_id {
             ctx.progress.note(Note::LockedByOther {
                 path: l.path,
                 owner: l.author,

@@ -2,6 +2,7 @@
 
 use scribe_format::wire::message as m;
 
+use crate::client::{Client, ClientError};
 use crate::error::{Error, Result};
 use crate::workflow::Opened;
 use crate::Context;
@@ -141,6 +142,82 @@ pub fn list(ctx: &Context, o: &Opened) -> Result<Vec<m::LockInfo>> {
     Ok(all)
 }
 
+/// At most this many paths are looked up one request each by
+/// [`locks_on`]; more are found in a listing of their common prefix.
+const EXACT_LOOKUPS: usize = 16;
+
+/// The longest common (character) prefix of `paths`: the `LockList`
+/// prefix that lists every lock on them (the server matches a prefix of
+/// the path string).
+pub(crate) fn common_prefix<'a>(paths: impl IntoIterator<Item = &'a str>) -> &'a str {
+    let mut it = paths.into_iter();
+    let Some(mut prefix) = it.next() else {
+        return "";
+    };
+    for p in it {
+        let common = prefix
+            .char_indices()
+            .zip(p.chars())
+            .find(|((_, a), b)| a != b)
+            .map_or(prefix.len().min(p.len()), |((i, _), _)| i);
+        prefix = &prefix[..common];
+    }
+    prefix
+}
+
+/// The server's locks on exactly `paths`, whoever holds them: each of up
+/// to [`EXACT_LOOKUPS`] paths by its own listing (prefix = the path; the
+/// path itself sorts first), more by every page of the listing under
+/// their common prefix. Every lock on them is seen, however many locks
+/// the repository holds (a single page missed the ones beyond it).
+pub(crate) fn locks_on(
+    c: &mut Client,
+    repo: &str,
+    paths: &[&str],
+) -> std::result::Result<Vec<m::LockInfo>, ClientError> {
+    let wanted: std::collections::HashSet<&str> = paths.iter().copied().collect();
+    let mut out = Vec::new();
+    if wanted.len() <= EXACT_LOOKUPS {
+        for p in &wanted {
+            let page = c.lock_list(m::LockList {
+                repo: repo.to_string(),
+                prefix: p.to_string(),
+                after: String::new(),
+                limit: 1,
+            })?;
+            out.extend(page.locks.into_iter().filter(|l| l.path == *p));
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        return Ok(out);
+    }
+    let prefix = common_prefix(wanted.iter().copied());
+    let mut after = String::new();
+    loop {
+        let page = c.lock_list(m::LockList {
+            repo: repo.to_string(),
+            prefix: prefix.to_string(),
+            after: after.clone(),
+            limit: m::MAX_PAGE_ITEMS,
+        })?;
+        out.extend(
+            page.locks
+                .into_iter()
+                .filter(|l| wanted.contains(l.path.as_str())),
+        );
+        match page.next {
+            // A cursor that does not move on would loop for ever.
+            Some(n) if n > after => after = n,
+            Some(_) => {
+                return Err(ClientError::Protocol(
+                    "the server's lock listing did not move past its cursor".into(),
+                ))
+            }
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
 /// Break the locks on `paths` (files, or every lock under a folder)
 /// whoever holds them (#18 item 1): one `LockRelease` per holding
 /// workspace, in that workspace's name. A team server allows it to a
@@ -277,15 +354,7 @@ pub fn check_held(ctx: &Context, o: &Opened) -> Result<HeldLocks> {
     if recorded.is_empty() {
         return Ok(HeldLocks::NoneRecorded);
     }
-    let mut prefix: &str = &recorded[0].0;
-    for (p, _) in &recorded[1..] {
-        let common = prefix
-            .char_indices()
-            .zip(p.chars())
-            .find(|((_, a), b)| a != b)
-            .map_or(prefix.len().min(p.len()), |((i, _), _)| i);
-        prefix = &prefix[..common];
-    }
+    let prefix = common_prefix(recorded.iter().map(|(p, _)| p.as_str()));
     let asked = o.connect(ctx).and_then(|mut c| {
         Ok(c.lock_list(m::LockList {
             repo: o.meta.repository_name.clone(),

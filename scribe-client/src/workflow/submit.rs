@@ -716,41 +716,25 @@ fn settle(o: &Opened, op: &OperationId, p: &PendingSubmit, outcome: m::Outcome) 
 /// Refuse, before anything is frozen or uploaded, a submission of files
 /// another workspace holds locks on: the server would refuse it at
 /// acceptance, after every opened file (a whole PSD, say) was uploaded.
-/// One page of the locks under the opened paths' common prefix; the
-/// server's check at acceptance stays the authority (a lock beyond that
-/// page, or taken meanwhile, is refused there as before).
+/// Every lock on the opened paths is read (`locks::locks_on`: each path,
+/// or every page under their common prefix); the server's check at
+/// acceptance stays the authority (a lock taken meanwhile is refused
+/// there as before).
 fn refuse_locked_by_others(
     o: &Opened,
     remote: &ServerLink,
     opened: &[(String, scribe_workspace::records::OpenedRecord)],
     local_locks: &HashMap<String, u64>,
 ) -> Result<()> {
-    let Some((first, _)) = opened.first() else {
+    if opened.is_empty() {
         return Ok(());
-    };
-    let mut prefix: &str = first;
-    for (p, _) in &opened[1..] {
-        let common = prefix
-            .char_indices()
-            .zip(p.chars())
-            .find(|((_, a), b)| a != b)
-            .map_or(prefix.len().min(p.len()), |((i, _), _)| i);
-        prefix = &prefix[..common];
     }
+    let paths: Vec<&str> = opened.iter().map(|(p, _)| p.as_str()).collect();
     let repo = o.meta.repository_name.clone();
-    let page = remote.with(|c| {
-        c.lock_list(m::LockList {
-            repo,
-            prefix: prefix.to_string(),
-            after: String::new(),
-            limit: m::MAX_PAGE_ITEMS,
-        })
-    })?;
-    let wanted: HashSet<&str> = opened.iter().map(|(p, _)| p.as_str()).collect();
-    let held: Vec<String> = page
-        .locks
+    let locks = remote.with(|c| super::locks::locks_on(c, &repo, &paths))?;
+    let held: Vec<String> = locks
         .iter()
-        .filter(|l| wanted.contains(l.path.as_str()) && l.workspace != o.meta.workspace_id)
+        .filter(|l| l.workspace != o.meta.workspace_id)
         .map(|l| {
             let broken = if local_locks.contains_key(&l.path) {
                 format!(

@@ -882,6 +882,56 @@ fn a_submit_of_a_file_another_locked_is_refused_before_uploading() {
     assert_eq!(read(&a, "hero.psd"), v2);
 }
 
+/// Session 26 left it open: the early lock checks of `edit` (and
+/// `delete`/`move`, the same check) and of `submit` read one page of the
+/// server's locks (4,096), so a lock beyond it went unseen: no warning,
+/// and a submit that uploaded everything before the server refused it.
+/// With more locks than a page holds, ahead of Bob's file in path order,
+/// `edit` warns and `submit` refuses before uploading, naming the file.
+#[test]
+fn lock_checks_see_locks_beyond_the_first_page() {
+    let env = Env::new(Transport::Tcp);
+    let (a, b) = env.two_sharing("z/hero.psd");
+    let page = 4096;
+    let many: Vec<String> = (0..page + 4).map(|i| format!("a/{i:05}.txt")).collect();
+    for p in &many {
+        write(&a, p, b"x");
+    }
+    env.scribe(&a, &["add", "a"]).ok();
+    for half in many.chunks(many.len() / 2 + 1) {
+        let mut args = vec!["lock"];
+        args.extend(half.iter().map(|p| p.as_str()));
+        env.scribe(&a, &args).ok();
+    }
+    env.scribe(&a, &["lock", "z/hero.psd"]).ok();
+    let l = env.scribe(&b, &["locks", "--json"]);
+    assert_eq!(l.stdout.matches("\"state\":\"held\"").count(), page + 5);
+
+    let r = env.scribe(&b, &["edit", "z/hero.psd"]);
+    r.ok();
+    assert!(
+        r.stderr.contains("warning: z/hero.psd is locked by alice"),
+        "{}",
+        r.stderr
+    );
+    write(&b, "z/hero.psd", b"bob's v2");
+    // More opened files than are looked up one by one: the listing under
+    // their common prefix (here the whole repository) is read to its end.
+    for i in 0..20 {
+        write(&b, &format!("m/{i:02}.txt"), b"m");
+    }
+    env.scribe(&b, &["add", "m"]).ok();
+    let r = env.scribe(&b, &["submit", "-m", "bob's v2"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("Error[locked_by_other]")
+            && r.stderr.contains("nothing was uploaded")
+            && r.stderr.contains("z/hero.psd (locked by alice"),
+        "{}",
+        r.stderr
+    );
+}
+
 /// Found by use (session 25): after this workspace's own submit (its
 /// watermark stays where it synced), files opened since were deferred as
 /// "opened locally; resolve to combine" by a sync over someone else's
