@@ -757,3 +757,44 @@ fn a_case_only_rename_by_another_of_a_moved_file_resolves_ours_and_aborts() {
     env.scribe(&b, &["sync"]).ok();
     assert_eq!(read(&b, "old/A.txt"), b"alpha");
 }
+
+/// Session 26 left it open: a chained move (z -> w, then w -> v, both
+/// pending) whose original source the server then removed. `resolve
+/// --ours` keeps the move as a new file at the chain's end (as for a
+/// single move); aborting the chain's end then brought the file back to
+/// w opened as an add *moved from z*, which nobody has any more: the
+/// submit refused it, and the only way out was aborting back to the old
+/// source. The abort now leaves it at w as a new file, as the resolve
+/// left the chain's end, and the submit adds it there.
+#[test]
+fn a_chained_move_whose_source_the_server_deleted_keeps_the_move_when_its_end_is_aborted() {
+    let env = Env::new(Transport::Tcp);
+    let (a, b) = env.two_sharing("z/y.psd");
+    env.scribe(&b, &["move", "z/y.psd", "w/y.psd"]).ok();
+    env.scribe(&b, &["move", "w/y.psd", "v/y.psd"]).ok();
+    env.scribe(&a, &["delete", "z/y.psd"]).ok();
+    env.scribe(&a, &["submit", "-m", "gone"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    let r = env.scribe(&b, &["resolve", "z/y.psd", "--ours"]);
+    r.ok();
+    assert!(
+        r.stdout
+            .contains("your move keeps it as a new file at v/y.psd"),
+        "{r:?}"
+    );
+    env.scribe(&b, &["move", "--abort", "v/y.psd"]).ok();
+    let st = env.scribe(&b, &["status", "--json"]);
+    assert!(
+        st.stdout.contains(
+            "\"opened\":[{\"path\":\"w/y.psd\",\"action\":\"add\",\"needs_reconcile\":true,\
+             \"moved_from\":null}]"
+        ),
+        "{}",
+        st.stdout
+    );
+    let r = env.scribe(&b, &["submit", "-m", "the first move only"]);
+    r.ok();
+    env.scribe(&a, &["sync"]).ok();
+    assert_eq!(read(&a, "w/y.psd"), b"v1");
+    assert!(!a.join("z").exists() && !a.join("v").exists());
+}
