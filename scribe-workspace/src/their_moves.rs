@@ -72,7 +72,10 @@ impl TheirRemoval {
         }
         let change = r.u64("their-move change")?;
         let moved_to = if r.flag("their-move moved")? {
-            let to = r.str16("their-move destination", scribe_format::limits::MAX_PATH_BYTES)?;
+            let to = r.str16(
+                "their-move destination",
+                scribe_format::limits::MAX_PATH_BYTES,
+            )?;
             scribe_format::path::validate_file_path(to).map_err(|e| FormatError::Invalid {
                 what: "their-move destination",
                 reason: e.to_string(),
@@ -122,9 +125,7 @@ pub fn recorded(ws: &Workspace, path: &str) -> Result<Option<TheirRemoval>> {
         .deferred_all()?
         .into_iter()
         .any(|(p, e)| p == path && e.target.is_none());
-    let older = read
-        .baseline(path)?
-        .is_some_and(|b| b.change < how.change);
+    let older = read.baseline(path)?.is_some_and(|b| b.change < how.change);
     Ok((removal && older).then_some(how))
 }
 

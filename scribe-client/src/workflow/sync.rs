@@ -265,7 +265,11 @@ fn their_moves(
     tm::record(&o.ws, &rows)?;
     let mut out = Vec::new();
     let still_deferred: std::collections::HashSet<String> =
-        o.ws.read()?.deferred_all()?.into_iter().map(|(p, _)| p).collect();
+        o.ws.read()?
+            .deferred_all()?
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
     for (path, how) in rows {
         let Some(to) = how.moved_to else { continue };
         let read = o.ws.read()?;

@@ -107,8 +107,7 @@ fn plan_view(
             plan.push((p.clone(), None));
         }
     }
-    let have: std::collections::HashSet<&str> =
-        baselines.iter().map(|(p, _)| p.as_str()).collect();
+    let have: std::collections::HashSet<&str> = baselines.iter().map(|(p, _)| p.as_str()).collect();
     let roots: Vec<String> = if vc.prefixes.is_empty() {
         vec![String::new()]
     } else {

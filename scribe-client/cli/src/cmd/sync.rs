@@ -58,11 +58,8 @@ fn warn_newcomers(ctx: &Ctx, ws: &scribe_workspace::Workspace, s: &Synced) -> Cl
 }
 
 pub fn print_synced(ctx: &Ctx, s: &Synced) -> CliResult {
-    let moved: std::collections::HashMap<&str, &sync::TheirMove> = s
-        .their_moves
-        .iter()
-        .map(|m| (m.path.as_str(), m))
-        .collect();
+    let moved: std::collections::HashMap<&str, &sync::TheirMove> =
+        s.their_moves.iter().map(|m| (m.path.as_str(), m)).collect();
     if ctx.out.json {
         return ctx.out.json(&Json::obj(vec![
             ("change", Json::Num(s.change)),

@@ -689,7 +689,9 @@ fn sync_says_where_the_server_moved_a_file_whose_work_it_left_behind() {
     );
     // Removed, not moved: no word of a move.
     assert!(
-        r.stdout.contains("resolve env/bush.txt  (modified locally without edit; reconcile or resolve)\n"),
+        r.stdout.contains(
+            "resolve env/bush.txt  (modified locally without edit; reconcile or resolve)\n"
+        ),
         "{}",
         r.stdout
     );
@@ -713,7 +715,8 @@ fn sync_says_where_the_server_moved_a_file_whose_work_it_left_behind() {
     let r = env.scribe(&b, &["resolve", "env/rock.txt", "--ours"]);
     r.ok();
     assert!(
-        r.stdout.contains("resolved env/rock.txt: moved to props/rock.txt in change 4"),
+        r.stdout
+            .contains("resolved env/rock.txt: moved to props/rock.txt in change 4"),
         "{}",
         r.stdout
     );
@@ -760,14 +763,19 @@ fn resolve_ours_after_a_sync_needs_no_server() {
     let r = env.scribe(&b, &["resolve", "env/bush.txt", "--ours"]);
     r.ok();
     assert!(
-        r.stdout.contains("resolved env/bush.txt: kept yours, opened for add"),
+        r.stdout
+            .contains("resolved env/bush.txt: kept yours, opened for add"),
         "{r:?}"
     );
     let st = env.scribe(&b, &["status", "--json"]);
     assert!(
         st.stdout.contains("\"needs_resolve\":[]")
-            && st.stdout.contains("\"path\":\"world/tree.fbx\",\"action\":\"edit\"")
-            && st.stdout.contains("\"path\":\"env/bush.txt\",\"action\":\"add\""),
+            && st
+                .stdout
+                .contains("\"path\":\"world/tree.fbx\",\"action\":\"edit\"")
+            && st
+                .stdout
+                .contains("\"path\":\"env/bush.txt\",\"action\":\"add\""),
         "{}",
         st.stdout
     );

@@ -157,8 +157,7 @@ fn a_view_change_blocked_by_a_changed_unopened_file_changes_nothing() {
     assert_eq!(read(&b, "game.cfg"), b"bob's cfg, no edit");
     let st = env.scribe(&b, &["status", "--json"]);
     assert!(
-        st.stdout.contains("\"view_change\":null")
-            && st.stdout.contains("\"needs_resolve\":[]"),
+        st.stdout.contains("\"view_change\":null") && st.stdout.contains("\"needs_resolve\":[]"),
         "{}",
         st.stdout
     );
@@ -172,7 +171,8 @@ fn a_view_change_blocked_by_a_changed_unopened_file_changes_nothing() {
     let r = env.scribe(&c, &["view", "set"]);
     assert_eq!(r.code, Some(1), "{r:?}");
     assert!(
-        r.stderr.contains("game.cfg: an untracked local file is in the way"),
+        r.stderr
+            .contains("game.cfg: an untracked local file is in the way"),
         "{}",
         r.stderr
     );
