@@ -126,7 +126,10 @@ pub fn move_path(ctx: &Context, o: &Opened, src: &str, dst: &str) -> Result<Move
         if !i.aborting && i.source == src && i.destination == dst {
             ctx.progress.note(Note::ResumingMove);
             return Ok(match moves::resume_with(&o.ws, &Points(ctx))? {
-                Some(i) => Moved::Moved(i),
+                Some(i) => {
+                    super::locks::follow_move(ctx, o, &i)?;
+                    Moved::Moved(i)
+                }
                 None => Moved::NothingInterrupted,
             });
         }
@@ -140,6 +143,7 @@ pub fn move_path(ctx: &Context, o: &Opened, src: &str, dst: &str) -> Result<Move
         .map(|f| f.physical_source.as_str())
         .collect();
     warn_locked(ctx, o, &sources);
+    super::locks::follow_move(ctx, o, &intent)?;
     Ok(Moved::Moved(intent))
 }
 
@@ -148,10 +152,9 @@ pub fn move_path(ctx: &Context, o: &Opened, src: &str, dst: &str) -> Result<Move
 pub fn move_abort(ctx: &Context, o: &Opened, selector: Option<&str>) -> Result<Moved> {
     let intent = moves::select(&o.ws, selector)?;
     let stays = moves::abort_stays(&o.ws, &intent)?;
-    Ok(Moved::Aborted(
-        moves::abort_with(&o.ws, &intent.operation, &Points(ctx))?,
-        stays,
-    ))
+    let aborted = moves::abort_with(&o.ws, &intent.operation, &Points(ctx))?;
+    super::locks::follow_abort(ctx, o, &aborted)?;
+    Ok(Moved::Aborted(aborted, stays))
 }
 
 /// Finish an interrupted move (or its abort).
@@ -161,8 +164,14 @@ pub fn move_resume(ctx: &Context, o: &Opened) -> Result<Moved> {
         _ => Vec::new(),
     };
     Ok(match moves::resume_with(&o.ws, &Points(ctx))? {
-        Some(i) if i.aborting => Moved::Aborted(i, stays),
-        Some(i) => Moved::Moved(i),
+        Some(i) if i.aborting => {
+            super::locks::follow_abort(ctx, o, &i)?;
+            Moved::Aborted(i, stays)
+        }
+        Some(i) => {
+            super::locks::follow_move(ctx, o, &i)?;
+            Moved::Moved(i)
+        }
         None => Moved::NothingInterrupted,
     })
 }

@@ -62,7 +62,7 @@ pub fn submit(o: &Opened, remote: &ServerLink, a: SubmitArgs) -> Result<Submitte
             // absent one retires the candidate instead of replaying it.
             let repo = o.meta.repository_name.clone();
             if let Some(outcome) = remote.with(|c| c.operation_outcome(&repo, op))? {
-                let change = settle(o, &op, &pending, outcome)?;
+                let change = settle(o, remote, &op, &pending, outcome)?;
                 return Ok(Submitted {
                     change,
                     files: ChangeSet::decode(&pending.change_set)?.entries.len(),
@@ -650,7 +650,7 @@ fn send(o: &Opened, remote: &ServerLink, op: &OperationId, p: &PendingSubmit) ->
         outcome = remote.with(|c| c.submit(req.clone()))?;
     }
     remote.context().failpoints.point("submit-after-reply");
-    settle(o, op, p, outcome)
+    settle(o, remote, op, p, outcome)
 }
 
 /// The repository's current incarnation on the server.
@@ -660,7 +660,13 @@ pub fn server_incarnation(remote: &ServerLink) -> Result<[u8; 16]> {
 
 /// Settle a recorded outcome locally: accepted → finalize; refused →
 /// forget the candidate; not final → keep it for a retry.
-fn settle(o: &Opened, op: &OperationId, p: &PendingSubmit, outcome: m::Outcome) -> Result<u64> {
+fn settle(
+    o: &Opened,
+    remote: &ServerLink,
+    op: &OperationId,
+    p: &PendingSubmit,
+    outcome: m::Outcome,
+) -> Result<u64> {
     if outcome.code == 0 {
         let f = finalize(&o.ws, op, p, outcome.change)?;
         if o.meta.readonly {
@@ -673,6 +679,16 @@ fn settle(o: &Opened, op: &OperationId, p: &PendingSubmit, outcome: m::Outcome) 
                     .unwrap_or(false);
                 let _ = scribe_workspace::platform::set_file_mode(&full, exec, true);
             }
+        }
+        if p.keep_locks && !p.locks.is_empty() {
+            // The kept locks of moved files stay at their destinations.
+            let locked: Vec<String> = p.locks.iter().map(|l| l.path.clone()).collect();
+            super::locks::release_moved_sources(
+                o,
+                remote,
+                &ChangeSet::decode(&p.change_set)?,
+                &locked,
+            )?;
         }
         return Ok(outcome.change);
     }

@@ -798,3 +798,70 @@ fn a_chained_move_whose_source_the_server_deleted_keeps_the_move_when_its_end_is
     assert_eq!(read(&a, "w/y.psd"), b"v1");
     assert!(!a.join("z").exists() && !a.join("v").exists());
 }
+
+/// Session 26 left it open: a lock did not follow a moved file (a lock on
+/// X, a move X -> Y, a submit: the lock stayed on X, where nothing is,
+/// with `--keep-locks`, and Y was never locked). As Perforce locks both
+/// halves of a moved file: while the move is pending the destination is
+/// locked too; an abort gives the destination's lock back; the middle of
+/// a chain gives its lock to the chain's end; a submit releases both, or
+/// with `--keep-locks` keeps the lock where the file is now, only.
+#[test]
+fn a_lock_follows_its_moved_file() {
+    let env = Env::new(Transport::Tcp);
+    let (a, b) = env.two_sharing("hero.psd");
+    let holders = |who: &std::path::Path| {
+        let l = env.scribe(who, &["locks", "--json"]);
+        l.ok();
+        let mut held: Vec<String> = l
+            .stdout
+            .split("{\"path\":\"")
+            .skip(1)
+            .filter_map(|s| s.split('"').next())
+            .map(str::to_string)
+            .collect();
+        held.sort();
+        held
+    };
+    env.scribe(&a, &["lock", "hero.psd"]).ok();
+    let r = env.scribe(&a, &["move", "hero.psd", "art/hero.psd"]);
+    r.ok();
+    assert!(
+        r.stderr
+            .contains("locked art/hero.psd: your lock on hero.psd follows the move"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(holders(&b), ["art/hero.psd", "hero.psd"]);
+    env.scribe(&a, &["move", "--abort", "art/hero.psd"]).ok();
+    assert_eq!(holders(&b), ["hero.psd"]);
+
+    env.scribe(&a, &["move", "hero.psd", "art/hero.psd"]).ok();
+    env.scribe(&a, &["move", "art/hero.psd", "art/chars/hero.psd"])
+        .ok();
+    assert_eq!(holders(&b), ["art/chars/hero.psd", "hero.psd"]);
+    env.scribe(&a, &["submit", "--keep-locks", "-m", "hero moves"])
+        .ok();
+    assert_eq!(holders(&b), ["art/chars/hero.psd"]);
+    let st = env.scribe(&a, &["status"]);
+    assert!(!st.stdout.contains("broken"), "{}", st.stdout);
+    env.scribe(&b, &["sync"]).ok();
+    let r = env.scribe(&b, &["edit", "art/chars/hero.psd"]);
+    r.ok();
+    assert!(
+        r.stderr
+            .contains("warning: art/chars/hero.psd is locked by alice"),
+        "{}",
+        r.stderr
+    );
+    env.scribe(&b, &["revert", "art/chars/hero.psd"]).ok();
+
+    // Without --keep-locks the submit releases both halves.
+    env.scribe(&a, &["move", "art/chars/hero.psd", "hero.psd"])
+        .ok();
+    assert_eq!(holders(&b), ["art/chars/hero.psd", "hero.psd"]);
+    env.scribe(&a, &["submit", "-m", "hero back"]).ok();
+    assert!(holders(&b).is_empty());
+    let l = env.scribe(&a, &["locks", "--json"]);
+    assert_eq!(l.stdout.trim(), "[]");
+}
