@@ -53,6 +53,20 @@ pub enum Note {
         owner: String,
         workspace: scribe_format::WorkspaceId,
     },
+    /// This workspace's locks followed its moved files: each (source,
+    /// destination) pair is locked at the destination too.
+    LocksMoved { pairs: Vec<(String, String)> },
+    /// This workspace's locks could not follow a move: each (locked
+    /// source, destination left unlocked), and why (offline, or another
+    /// workspace holds a destination's lock).
+    LocksNotMoved {
+        pairs: Vec<(String, String)>,
+        why: String,
+    },
+    /// Locks of this workspace on paths a move left (an aborted move's
+    /// destinations, a submitted move's sources) could not be released
+    /// (`why`): `scribe unlock` releases them.
+    LocksLeftBehind { paths: Vec<String>, why: String },
 }
 
 /// A measured piece of work.

@@ -25,3 +25,4 @@ pub mod recovery;
 pub mod resolve;
 pub mod submit;
 pub mod sync;
+pub mod their_moves;

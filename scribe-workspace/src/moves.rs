@@ -1033,13 +1033,28 @@ fn finish_abort(
             tx.remove_opened(&p)?;
             tx.put_opened(&substitute(&p, &dst, &src), &r)?;
         }
+        let deferred: HashSet<String> = tx.deferred_all()?.into_iter().map(|(p, _)| p).collect();
         for f in &intent.files {
             tx.remove_opened(&f.destination)?;
             // A file whose source the server no longer has comes back
             // (or stays) new: no prior record describes it any more.
             match &f.prior {
                 Some(rec) if !orphans.contains(&f.physical_source) => {
-                    tx.put_opened(&f.physical_source, rec)?
+                    let mut rec = rec.clone();
+                    // The end of a chain of moves going back to its middle
+                    // (a -> b -> c, c aborted): an add moved from an
+                    // original source the server no longer has (`resolve
+                    // --ours` settled its removal: no baseline, nothing
+                    // deferred there) comes back as a new file, as that
+                    // resolve left the chain's end; its move source would
+                    // make the submit refuse it, leaving only an abort to
+                    // the old source.
+                    if let Some((src, _)) = &rec.moved_from {
+                        if !deferred.contains(src) && tx.baseline(src)?.is_none() {
+                            rec.moved_from = None;
+                        }
+                    }
+                    tx.put_opened(&f.physical_source, &rec)?
                 }
                 _ => tx.remove_opened(&f.physical_source)?,
             }

@@ -1280,16 +1280,25 @@ impl StateWrite {
         })
     }
 
+    /// A deferred row with a target drops the path's record of how the
+    /// server removed it (`crate::their_moves`): it no longer describes it.
     pub fn put_deferred(&self, path: &str, e: &JournalEntry) -> Result<()> {
         self.guarded(|| {
             self.table(DEFERRED)?.insert(path, e.encode().as_slice())?;
+            if e.target.is_some() {
+                self.table(META)?
+                    .remove(crate::their_moves::key(path).as_str())?;
+            }
             Ok(())
         })
     }
 
+    /// The path's record of how the server removed it goes with the row.
     pub fn remove_deferred(&self, path: &str) -> Result<()> {
         self.guarded(|| {
             self.table(DEFERRED)?.remove(path)?;
+            self.table(META)?
+                .remove(crate::their_moves::key(path).as_str())?;
             Ok(())
         })
     }

@@ -766,6 +766,82 @@ fn prune_parents(root: &Path, path: &str) {
     }
 }
 
+/// What [`apply`] of `plan` would defer, found without changing anything
+/// (each path classified as `apply` classifies it, and a target's way
+/// checked as [`clear_the_way`] would find it once the plan's removals
+/// are done): a caller that must not change anything when something
+/// would be deferred (a view change) asks first. Files changed between
+/// this and `apply` are still deferred there.
+pub fn would_defer(
+    ws: &Workspace,
+    plan: &[(String, Option<BaselineRecord>)],
+) -> Result<Vec<(String, DeferReason)>> {
+    let incarnation = ws.meta()?.incarnation;
+    let mut links = crate::guard::LinkCheck::new(ws.root());
+    let mut out = Vec::new();
+    let mut removed = std::collections::HashSet::new();
+    let mut writes = Vec::new();
+    for (path, target) in plan {
+        let row = JournalEntry {
+            target: *target,
+            done: false,
+            recovery: None,
+        };
+        match classify(ws, &mut links, path, &row, &incarnation)?.0 {
+            Step::Defer(reason) => out.push((path.clone(), reason)),
+            Step::Remove => {
+                removed.insert(path.as_str());
+            }
+            Step::Write(_) => writes.push(path.as_str()),
+            Step::AlreadyThere | Step::Record(_) => {}
+        }
+    }
+    for path in writes {
+        if let Some(dir) = file_in_the_way(ws.root(), path)? {
+            if !removed.contains(dir) {
+                out.push((path.to_string(), DeferReason::FileInTheWay));
+            }
+            continue;
+        }
+        let full = ws.root().join(path);
+        if std::fs::symlink_metadata(&full).is_ok_and(|m| m.is_dir())
+            && !only_removed_files(&full, path, &removed)?
+        {
+            out.push((path.to_string(), DeferReason::Untracked));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// Whether every file in the tree at `dir` (workspace path `at`) is one
+/// of `removed` (directories aside).
+fn only_removed_files(
+    dir: &Path,
+    at: &str,
+    removed: &std::collections::HashSet<&str>,
+) -> Result<bool> {
+    for entry in std::fs::read_dir(dir).map_err(WorkspaceError::io(dir))? {
+        let entry = entry.map_err(WorkspaceError::io(dir))?;
+        let kind = entry
+            .file_type()
+            .map_err(WorkspaceError::io(entry.path()))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            return Ok(false);
+        };
+        let child = format!("{at}/{name}");
+        let ok = if kind.is_dir() {
+            only_removed_files(&entry.path(), &child, removed)?
+        } else {
+            removed.contains(child.as_str())
+        };
+        if !ok {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Apply every undone journal row.
 pub fn apply(ws: &Workspace, materializer: &dyn Materializer) -> Result<SyncReport> {
     let meta = ws.meta()?;

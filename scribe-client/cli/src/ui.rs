@@ -143,6 +143,31 @@ impl Progress for TermProgress {
                 "warning: the workspace cache's copy of {id} is unreadable ({why}); it was read \
                  from the server (`scribe workspace prune-cache` drops such copies)"
             ),
+            Note::LocksMoved { pairs } => pairs
+                .iter()
+                .map(|(from, to)| {
+                    format!(
+                        "locked {to}: your lock on {from} follows the move (both stay locked \
+                         until the move is submitted or aborted)"
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            Note::LocksNotMoved { pairs, why } => pairs
+                .iter()
+                .map(|(from, to)| {
+                    format!(
+                        "warning: your lock on {from} did not follow the move to {to} ({why}); \
+                         `scribe lock {to}` takes it"
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            Note::LocksLeftBehind { paths, why } => format!(
+                "warning: your lock(s) on {} (where the move left nothing) could not be \
+                 released ({why}); `scribe unlock` them",
+                paths.join(", ")
+            ),
             other => format!("{other:?}"),
         };
         self.out.status(line);

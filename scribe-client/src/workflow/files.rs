@@ -1,7 +1,6 @@
 //! Opening files (add, edit, delete, reconcile, revert), moves, resolve,
 //! and the status of a workspace. Paths are canonical workspace paths.
 
-use scribe_format::wire::message as m;
 use scribe_format::ErrorCode;
 use scribe_workspace::moves::{self, MoveHooks, MoveIntent};
 use scribe_workspace::open::{self, OpenReport};
@@ -52,23 +51,17 @@ pub fn edit(ctx: &Context, o: &Opened, paths: &[String]) -> Result<OpenReport> {
 }
 
 fn warn_locked(ctx: &Context, o: &Opened, paths: &[&str]) {
-    if paths.is_empty() || paths.len() > 1000 {
+    if paths.is_empty() {
         return;
     }
     let Ok(mut client) = o.connect(ctx) else {
         return;
     };
-    let Ok(page) = client.lock_list(m::LockList {
-        repo: o.meta.repository_name.clone(),
-        prefix: String::new(),
-        after: String::new(),
-        limit: m::MAX_PAGE_ITEMS,
-    }) else {
+    let Ok(locks) = super::locks::locks_on(&mut client, &o.meta.repository_name, paths) else {
         return;
     };
-    let set: std::collections::HashSet<&str> = paths.iter().copied().collect();
-    for l in page.locks {
-        if set.contains(l.path.as_str()) && l.workspace != o.meta.workspace_id {
+    for l in locks {
+        if l.workspace != o.meta.workspace_id {
             ctx.progress.note(Note::LockedByOther {
                 path: l.path,
                 owner: l.author,
@@ -133,7 +126,10 @@ pub fn move_path(ctx: &Context, o: &Opened, src: &str, dst: &str) -> Result<Move
         if !i.aborting && i.source == src && i.destination == dst {
             ctx.progress.note(Note::ResumingMove);
             return Ok(match moves::resume_with(&o.ws, &Points(ctx))? {
-                Some(i) => Moved::Moved(i),
+                Some(i) => {
+                    super::locks::follow_move(ctx, o, &i)?;
+                    Moved::Moved(i)
+                }
                 None => Moved::NothingInterrupted,
             });
         }
@@ -147,6 +143,7 @@ pub fn move_path(ctx: &Context, o: &Opened, src: &str, dst: &str) -> Result<Move
         .map(|f| f.physical_source.as_str())
         .collect();
     warn_locked(ctx, o, &sources);
+    super::locks::follow_move(ctx, o, &intent)?;
     Ok(Moved::Moved(intent))
 }
 
@@ -155,10 +152,9 @@ pub fn move_path(ctx: &Context, o: &Opened, src: &str, dst: &str) -> Result<Move
 pub fn move_abort(ctx: &Context, o: &Opened, selector: Option<&str>) -> Result<Moved> {
     let intent = moves::select(&o.ws, selector)?;
     let stays = moves::abort_stays(&o.ws, &intent)?;
-    Ok(Moved::Aborted(
-        moves::abort_with(&o.ws, &intent.operation, &Points(ctx))?,
-        stays,
-    ))
+    let aborted = moves::abort_with(&o.ws, &intent.operation, &Points(ctx))?;
+    super::locks::follow_abort(ctx, o, &aborted)?;
+    Ok(Moved::Aborted(aborted, stays))
 }
 
 /// Finish an interrupted move (or its abort).
@@ -168,8 +164,14 @@ pub fn move_resume(ctx: &Context, o: &Opened) -> Result<Moved> {
         _ => Vec::new(),
     };
     Ok(match moves::resume_with(&o.ws, &Points(ctx))? {
-        Some(i) if i.aborting => Moved::Aborted(i, stays),
-        Some(i) => Moved::Moved(i),
+        Some(i) if i.aborting => {
+            super::locks::follow_abort(ctx, o, &i)?;
+            Moved::Aborted(i, stays)
+        }
+        Some(i) => {
+            super::locks::follow_move(ctx, o, &i)?;
+            Moved::Moved(i)
+        }
         None => Moved::NothingInterrupted,
     })
 }
@@ -231,11 +233,22 @@ pub fn resolve(
 /// there: when the server *moved* it (its newest change after the base is
 /// a delete whose change moves the file elsewhere), the work follows the
 /// move (`resolve::follow_move`); otherwise `None` and the path is settled
-/// as before. Two requests, only for such paths.
+/// as before. The sync that deferred the path recorded how the server
+/// removed it (`scribe_workspace::their_moves`): with that record nothing
+/// is asked (offline too); without one (a sync by an older client, or
+/// whose search was cut short), two requests, only for such paths.
 fn follow_their_move(o: &Opened, link: &ServerLink, path: &str) -> Result<Option<Resolved>> {
     let Some(base) = scribe_workspace::resolve::may_follow_move(&o.ws, path)? else {
         return Ok(None);
     };
+    if let Some(how) = scribe_workspace::their_moves::recorded(&o.ws, path)? {
+        return match how.moved_to {
+            Some(to) => Ok(scribe_workspace::resolve::follow_move(
+                &o.ws, path, &to, how.change,
+            )?),
+            None => Ok(None),
+        };
+    }
     let ctx = link.context();
     let newest = super::history::history(ctx, o, path)?.into_iter().next();
     let Some(gone) = newest.filter(|e| e.action == 3 && e.change > base) else {

@@ -2,10 +2,13 @@
 
 use scribe_format::wire::message as m;
 
+use crate::client::{Client, ClientError};
 use crate::error::{Error, Result};
+use crate::progress::Note;
 use crate::workflow::Opened;
 use crate::Context;
 use scribe_format::{Concern, ErrorCode};
+use scribe_workspace::moves::MoveIntent;
 
 /// Lock `paths` for `o` and remember their generations locally.
 pub fn lock(ctx: &Context, o: &Opened, paths: Vec<String>) -> Result<Vec<m::LockInfo>> {
@@ -141,6 +144,82 @@ pub fn list(ctx: &Context, o: &Opened) -> Result<Vec<m::LockInfo>> {
     Ok(all)
 }
 
+/// At most this many paths are looked up one request each by
+/// [`locks_on`]; more are found in a listing of their common prefix.
+const EXACT_LOOKUPS: usize = 16;
+
+/// The longest common (character) prefix of `paths`: the `LockList`
+/// prefix that lists every lock on them (the server matches a prefix of
+/// the path string).
+pub(crate) fn common_prefix<'a>(paths: impl IntoIterator<Item = &'a str>) -> &'a str {
+    let mut it = paths.into_iter();
+    let Some(mut prefix) = it.next() else {
+        return "";
+    };
+    for p in it {
+        let common = prefix
+            .char_indices()
+            .zip(p.chars())
+            .find(|((_, a), b)| a != b)
+            .map_or(prefix.len().min(p.len()), |((i, _), _)| i);
+        prefix = &prefix[..common];
+    }
+    prefix
+}
+
+/// The server's locks on exactly `paths`, whoever holds them: each of up
+/// to [`EXACT_LOOKUPS`] paths by its own listing (prefix = the path; the
+/// path itself sorts first), more by every page of the listing under
+/// their common prefix. Every lock on them is seen, however many locks
+/// the repository holds (a single page missed the ones beyond it).
+pub(crate) fn locks_on(
+    c: &mut Client,
+    repo: &str,
+    paths: &[&str],
+) -> std::result::Result<Vec<m::LockInfo>, ClientError> {
+    let wanted: std::collections::HashSet<&str> = paths.iter().copied().collect();
+    let mut out = Vec::new();
+    if wanted.len() <= EXACT_LOOKUPS {
+        for p in &wanted {
+            let page = c.lock_list(m::LockList {
+                repo: repo.to_string(),
+                prefix: p.to_string(),
+                after: String::new(),
+                limit: 1,
+            })?;
+            out.extend(page.locks.into_iter().filter(|l| l.path == *p));
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        return Ok(out);
+    }
+    let prefix = common_prefix(wanted.iter().copied());
+    let mut after = String::new();
+    loop {
+        let page = c.lock_list(m::LockList {
+            repo: repo.to_string(),
+            prefix: prefix.to_string(),
+            after: after.clone(),
+            limit: m::MAX_PAGE_ITEMS,
+        })?;
+        out.extend(
+            page.locks
+                .into_iter()
+                .filter(|l| wanted.contains(l.path.as_str())),
+        );
+        match page.next {
+            // A cursor that does not move on would loop for ever.
+            Some(n) if n > after => after = n,
+            Some(_) => {
+                return Err(ClientError::Protocol(
+                    "the server's lock listing did not move past its cursor".into(),
+                ))
+            }
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
 /// Break the locks on `paths` (files, or every lock under a folder)
 /// whoever holds them (#18 item 1): one `LockRelease` per holding
 /// workspace, in that workspace's name. A team server allows it to a
@@ -204,6 +283,208 @@ pub fn unlock_force(ctx: &Context, o: &Opened, paths: Vec<String>) -> Result<Vec
     }
     tx.commit()?;
     Ok(released)
+}
+
+/// Locks follow a move (as Perforce locks both halves of a moved file):
+/// each file of `intent` whose source this workspace holds a lock on gets
+/// its destination locked for this workspace too. A tracked source keeps
+/// its lock until the submit (its delete is part of the change, and the
+/// submit releases both, or with `--keep-locks` keeps the destination's:
+/// [`release_moved_sources`]); a source that is no file on the server (a
+/// new file, or the middle of a chain of moves) gives its lock up.
+/// Best effort after the move, which stands whatever the server says:
+/// [`Note::LocksMoved`] or [`Note::LocksNotMoved`] (offline, or another
+/// workspace holds a destination's lock).
+pub fn follow_move(ctx: &Context, o: &Opened, intent: &MoveIntent) -> Result<()> {
+    let read = o.ws.read()?;
+    let recorded: std::collections::HashMap<String, u64> =
+        read.local_locks()?.into_iter().collect();
+    let mut pairs = Vec::new();
+    let mut give_up = Vec::new();
+    for f in &intent.files {
+        if recorded.contains_key(&f.physical_source) {
+            pairs.push((f.physical_source.clone(), f.destination.clone()));
+            if read.baseline(&f.physical_source)?.is_none() {
+                give_up.push(f.physical_source.clone());
+            }
+        }
+    }
+    drop(read);
+    if pairs.is_empty() {
+        return Ok(());
+    }
+    let destinations: Vec<String> = pairs.iter().map(|(_, d)| d.clone()).collect();
+    // A source gives its lock up only once every destination is locked.
+    let (taken, failed) = take_then_release(ctx, o, &destinations, &give_up);
+    let released = if failed.is_none() { &give_up[..] } else { &[] };
+    record(o, &taken, released)?;
+    match failed {
+        None => ctx.progress.note(Note::LocksMoved { pairs }),
+        Some(why) => {
+            let taken: std::collections::HashSet<&str> =
+                taken.iter().map(|l| l.path.as_str()).collect();
+            ctx.progress.note(Note::LocksNotMoved {
+                pairs: pairs
+                    .into_iter()
+                    .filter(|(_, d)| !taken.contains(d.as_str()))
+                    .collect(),
+                why,
+            })
+        }
+    }
+    Ok(())
+}
+
+/// After `intent` was aborted: the locks its destinations took from their
+/// sources ([`follow_move`]) go back. A destination now holding nothing
+/// tracked or opened gives its lock up; a source that gave its lock up (a
+/// new file, opened for add again) takes it back first. Best effort, as
+/// [`follow_move`].
+pub fn follow_abort(ctx: &Context, o: &Opened, intent: &MoveIntent) -> Result<()> {
+    let read = o.ws.read()?;
+    let recorded: std::collections::HashMap<String, u64> =
+        read.local_locks()?.into_iter().collect();
+    let mut release = Vec::new();
+    let mut retake = Vec::new();
+    for f in &intent.files {
+        if !recorded.contains_key(&f.destination)
+            || read.baseline(&f.destination)?.is_some()
+            || read.opened(&f.destination)?.is_some()
+        {
+            continue;
+        }
+        release.push(f.destination.clone());
+        if !recorded.contains_key(&f.physical_source) && read.opened(&f.physical_source)?.is_some()
+        {
+            retake.push(f.physical_source.clone());
+        }
+    }
+    drop(read);
+    if release.is_empty() {
+        return Ok(());
+    }
+    let (taken, failed) = take_then_release(ctx, o, &retake, &release);
+    let released = if failed.is_none() { &release[..] } else { &[] };
+    record(o, &taken, released)?;
+    if let Some(why) = failed {
+        ctx.progress.note(Note::LocksLeftBehind {
+            paths: release,
+            why,
+        });
+    }
+    Ok(())
+}
+
+/// Lock `take` for `o`, then, once all of them are held, release
+/// `release`, a page at a time. What was taken, and why it stopped (any
+/// failure, offline included), if it did: nothing is released then.
+fn take_then_release(
+    ctx: &Context,
+    o: &Opened,
+    take: &[String],
+    release: &[String],
+) -> (Vec<m::LockInfo>, Option<String>) {
+    let mut taken = Vec::new();
+    let mut c = match o.connect(ctx) {
+        Ok(c) => c,
+        Err(e) => return (taken, Some(e.to_string())),
+    };
+    for chunk in take.chunks(m::MAX_PAGE_ITEMS as usize) {
+        match c.lock_acquire(m::LockAcquire {
+            repo: o.meta.repository_name.clone(),
+            workspace: o.meta.workspace_id,
+            branch: o.meta.branch_id,
+            author: o.meta.author.clone(),
+            paths: chunk.to_vec(),
+        }) {
+            Ok(got) => taken.extend(got),
+            Err(e) => return (taken, Some(e.to_string())),
+        }
+    }
+    for chunk in release.chunks(m::MAX_PAGE_ITEMS as usize) {
+        if let Err(e) = c.lock_release(m::LockRelease {
+            repo: o.meta.repository_name.clone(),
+            workspace: o.meta.workspace_id,
+            paths: chunk.to_vec(),
+        }) {
+            return (taken, Some(e.to_string()));
+        }
+    }
+    (taken, None)
+}
+
+/// Record `taken` and forget `released` in this workspace's `local_locks`.
+fn record(o: &Opened, taken: &[m::LockInfo], released: &[String]) -> Result<()> {
+    if taken.is_empty() && released.is_empty() {
+        return Ok(());
+    }
+    let tx = o.ws.write()?;
+    for l in taken {
+        tx.put_local_lock(&l.path, l.generation)?;
+    }
+    for p in released {
+        tx.remove_local_lock(p)?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// A submit accepted with `--keep-locks` keeps every lock of its files,
+/// the sources of its moves too, whose files are gone: their locks are
+/// released (the lock stays with the file, at its destination). Best
+/// effort: the change is accepted; a lock that could not be released is
+/// named ([`Note::LocksLeftBehind`]) and `scribe unlock` releases it.
+pub(crate) fn release_moved_sources(
+    o: &Opened,
+    remote: &crate::link::ServerLink,
+    set: &scribe_format::changeset::ChangeSet,
+    locked: &[String],
+) -> Result<()> {
+    let locked: std::collections::HashSet<&str> = locked.iter().map(String::as_str).collect();
+    let deleted: std::collections::HashSet<&str> = set
+        .entries
+        .iter()
+        .filter(|e| e.action == scribe_format::changeset::Action::Delete)
+        .map(|e| e.path.as_str())
+        .collect();
+    let mut paths: Vec<String> = set
+        .entries
+        .iter()
+        .filter_map(|e| e.moved_from.as_ref().map(|m| m.path.as_str()))
+        .filter(|src| locked.contains(src) && deleted.contains(src))
+        .map(str::to_string)
+        .collect();
+    paths.sort();
+    paths.dedup();
+    if paths.is_empty() {
+        return Ok(());
+    }
+    let repo = o.meta.repository_name.clone();
+    let ws = o.meta.workspace_id;
+    let released = remote.with(|c| {
+        for chunk in paths.chunks(m::MAX_PAGE_ITEMS as usize) {
+            c.lock_release(m::LockRelease {
+                repo: repo.clone(),
+                workspace: ws,
+                paths: chunk.to_vec(),
+            })?;
+        }
+        Ok(())
+    });
+    match released {
+        Ok(()) => {
+            let tx = o.ws.write()?;
+            for p in &paths {
+                tx.remove_local_lock(p)?;
+            }
+            tx.commit()?;
+        }
+        Err(why) => remote.context().progress.note(Note::LocksLeftBehind {
+            paths,
+            why: why.to_string(),
+        }),
+    }
+    Ok(())
 }
 
 /// A lock this workspace took (recorded in its `local_locks`) that the
@@ -277,15 +558,7 @@ pub fn check_held(ctx: &Context, o: &Opened) -> Result<HeldLocks> {
     if recorded.is_empty() {
         return Ok(HeldLocks::NoneRecorded);
     }
-    let mut prefix: &str = &recorded[0].0;
-    for (p, _) in &recorded[1..] {
-        let common = prefix
-            .char_indices()
-            .zip(p.chars())
-            .find(|((_, a), b)| a != b)
-            .map_or(prefix.len().min(p.len()), |((i, _), _)| i);
-        prefix = &prefix[..common];
-    }
+    let prefix = common_prefix(recorded.iter().map(|(p, _)| p.as_str()));
     let asked = o.connect(ctx).and_then(|mut c| {
         Ok(c.lock_list(m::LockList {
             repo: o.meta.repository_name.clone(),

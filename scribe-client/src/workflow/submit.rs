@@ -62,7 +62,7 @@ pub fn submit(o: &Opened, remote: &ServerLink, a: SubmitArgs) -> Result<Submitte
             // absent one retires the candidate instead of replaying it.
             let repo = o.meta.repository_name.clone();
             if let Some(outcome) = remote.with(|c| c.operation_outcome(&repo, op))? {
-                let change = settle(o, &op, &pending, outcome)?;
+                let change = settle(o, remote, &op, &pending, outcome)?;
                 return Ok(Submitted {
                     change,
                     files: ChangeSet::decode(&pending.change_set)?.entries.len(),
@@ -650,7 +650,7 @@ fn send(o: &Opened, remote: &ServerLink, op: &OperationId, p: &PendingSubmit) ->
         outcome = remote.with(|c| c.submit(req.clone()))?;
     }
     remote.context().failpoints.point("submit-after-reply");
-    settle(o, op, p, outcome)
+    settle(o, remote, op, p, outcome)
 }
 
 /// The repository's current incarnation on the server.
@@ -660,7 +660,13 @@ pub fn server_incarnation(remote: &ServerLink) -> Result<[u8; 16]> {
 
 /// Settle a recorded outcome locally: accepted → finalize; refused →
 /// forget the candidate; not final → keep it for a retry.
-fn settle(o: &Opened, op: &OperationId, p: &PendingSubmit, outcome: m::Outcome) -> Result<u64> {
+fn settle(
+    o: &Opened,
+    remote: &ServerLink,
+    op: &OperationId,
+    p: &PendingSubmit,
+    outcome: m::Outcome,
+) -> Result<u64> {
     if outcome.code == 0 {
         let f = finalize(&o.ws, op, p, outcome.change)?;
         if o.meta.readonly {
@@ -673,6 +679,16 @@ fn settle(o: &Opened, op: &OperationId, p: &PendingSubmit, outcome: m::Outcome) 
                     .unwrap_or(false);
                 let _ = scribe_workspace::platform::set_file_mode(&full, exec, true);
             }
+        }
+        if p.keep_locks && !p.locks.is_empty() {
+            // The kept locks of moved files stay at their destinations.
+            let locked: Vec<String> = p.locks.iter().map(|l| l.path.clone()).collect();
+            super::locks::release_moved_sources(
+                o,
+                remote,
+                &ChangeSet::decode(&p.change_set)?,
+                &locked,
+            )?;
         }
         return Ok(outcome.change);
     }
@@ -716,41 +732,25 @@ fn settle(o: &Opened, op: &OperationId, p: &PendingSubmit, outcome: m::Outcome) 
 /// Refuse, before anything is frozen or uploaded, a submission of files
 /// another workspace holds locks on: the server would refuse it at
 /// acceptance, after every opened file (a whole PSD, say) was uploaded.
-/// One page of the locks under the opened paths' common prefix; the
-/// server's check at acceptance stays the authority (a lock beyond that
-/// page, or taken meanwhile, is refused there as before).
+/// Every lock on the opened paths is read (`locks::locks_on`: each path,
+/// or every page under their common prefix); the server's check at
+/// acceptance stays the authority (a lock taken meanwhile is refused
+/// there as before).
 fn refuse_locked_by_others(
     o: &Opened,
     remote: &ServerLink,
     opened: &[(String, scribe_workspace::records::OpenedRecord)],
     local_locks: &HashMap<String, u64>,
 ) -> Result<()> {
-    let Some((first, _)) = opened.first() else {
+    if opened.is_empty() {
         return Ok(());
-    };
-    let mut prefix: &str = first;
-    for (p, _) in &opened[1..] {
-        let common = prefix
-            .char_indices()
-            .zip(p.chars())
-            .find(|((_, a), b)| a != b)
-            .map_or(prefix.len().min(p.len()), |((i, _), _)| i);
-        prefix = &prefix[..common];
     }
+    let paths: Vec<&str> = opened.iter().map(|(p, _)| p.as_str()).collect();
     let repo = o.meta.repository_name.clone();
-    let page = remote.with(|c| {
-        c.lock_list(m::LockList {
-            repo,
-            prefix: prefix.to_string(),
-            after: String::new(),
-            limit: m::MAX_PAGE_ITEMS,
-        })
-    })?;
-    let wanted: HashSet<&str> = opened.iter().map(|(p, _)| p.as_str()).collect();
-    let held: Vec<String> = page
-        .locks
+    let locks = remote.with(|c| super::locks::locks_on(c, &repo, &paths))?;
+    let held: Vec<String> = locks
         .iter()
-        .filter(|l| wanted.contains(l.path.as_str()) && l.workspace != o.meta.workspace_id)
+        .filter(|l| l.workspace != o.meta.workspace_id)
         .map(|l| {
             let broken = if local_locks.contains_key(&l.path) {
                 format!(

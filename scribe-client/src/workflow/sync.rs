@@ -204,6 +204,130 @@ pub struct Synced {
     pub change: u64,
     pub report: journal::SyncReport,
     pub secs: f64,
+    /// Deferred paths the server *moved* (their removing change moved
+    /// the file elsewhere), in path order: where local work stays behind.
+    pub their_moves: Vec<TheirMove>,
+}
+
+/// A path this sync deferred (local work there) that the server moved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TheirMove {
+    pub path: String,
+    pub to: String,
+    /// The change that moved it.
+    pub change: u64,
+    /// `resolve --ours` carries the local work to `to` (it is a tracked,
+    /// unmodified file here, and no pending move of this workspace
+    /// carries `path`); otherwise it keeps the work at `path` (or, for a
+    /// pending move's source, as a new file at its destination).
+    pub followable: bool,
+}
+
+/// At most this many `Describe` pages are read per removing change to
+/// find where it moved deferred paths (4,096 entries a page): a larger
+/// change is not searched, and `resolve --ours` asks the server itself.
+const MOVE_SEARCH_PAGES: usize = 64;
+
+/// How the server removed each deferred path of `deferred` whose removal
+/// this sync planned (`tombstones`: path -> removing change): moved
+/// (where to) or removed, recorded for `resolve --ours`
+/// (`scribe_workspace::their_moves`) and returned for the moves. Best
+/// effort: the sync is complete; a failed `Describe` leaves those paths
+/// unrecorded (`resolve --ours` asks the server itself).
+fn their_moves(
+    o: &Opened,
+    remote: &ServerLink,
+    deferred: &[(String, journal::DeferReason)],
+    tombstones: &std::collections::HashMap<String, u64>,
+) -> Result<Vec<TheirMove>> {
+    use scribe_workspace::their_moves::{self as tm, TheirRemoval};
+    let mut by_change: std::collections::BTreeMap<u64, Vec<&str>> = Default::default();
+    for (p, _) in deferred {
+        if let Some(c) = tombstones.get(p) {
+            by_change.entry(*c).or_default().push(p);
+        }
+    }
+    let mut rows = Vec::new();
+    for (change, paths) in by_change {
+        let Some(found) = moved_in(remote, change, &paths) else {
+            continue;
+        };
+        for p in paths {
+            rows.push((
+                p.to_string(),
+                TheirRemoval {
+                    change,
+                    moved_to: found.get(p).cloned(),
+                },
+            ));
+        }
+    }
+    tm::record(&o.ws, &rows)?;
+    let mut out = Vec::new();
+    let still_deferred: std::collections::HashSet<String> =
+        o.ws.read()?
+            .deferred_all()?
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+    for (path, how) in rows {
+        let Some(to) = how.moved_to else { continue };
+        let read = o.ws.read()?;
+        let theirs_here = read.baseline(&to)?.is_some()
+            && read.opened(&to)?.is_none()
+            && !still_deferred.contains(&to);
+        drop(read);
+        let followable =
+            theirs_here && scribe_workspace::resolve::may_follow_move(&o.ws, &path)?.is_some();
+        out.push(TheirMove {
+            path,
+            to,
+            change: how.change,
+            followable,
+        });
+    }
+    Ok(out)
+}
+
+/// Where `change` moved each of `paths` (absent: removed, not moved);
+/// `None` when the change could not be read whole (an error, or more than
+/// [`MOVE_SEARCH_PAGES`] pages).
+fn moved_in(
+    remote: &ServerLink,
+    change: u64,
+    paths: &[&str],
+) -> Option<std::collections::HashMap<String, String>> {
+    let wanted: std::collections::HashSet<&str> = paths.iter().copied().collect();
+    let mut found = std::collections::HashMap::new();
+    let mut after = String::new();
+    for _ in 0..MOVE_SEARCH_PAGES {
+        let repo = remote.repo().to_string();
+        let page = remote
+            .with(|c| {
+                c.describe(m::Describe {
+                    repo,
+                    change,
+                    after: after.clone(),
+                    limit: m::MAX_PAGE_ITEMS,
+                })
+            })
+            .ok()?;
+        for e in page.entries {
+            let Some(from) = e.moved_from.as_ref() else {
+                continue;
+            };
+            if wanted.contains(from.path.as_str())
+                && scribe_format::path::validate_file_path(&e.path).is_ok()
+            {
+                found.insert(from.path.clone(), e.path);
+            }
+        }
+        match page.next {
+            Some(n) => after = n,
+            None => return Some(found),
+        }
+    }
+    None
 }
 
 /// Sync `o` to `change` (`None` = the head; `Some(0)` = change 0, the empty
@@ -220,6 +344,7 @@ pub fn run_sync(o: &Opened, remote: &ServerLink, change: Option<u64>) -> Result<
         change: o.meta.synced,
         report: journal::SyncReport::default(),
         secs: 0.0,
+        their_moves: Vec::new(),
     };
     if let Some(target) = journal::in_progress(&o.ws)? {
         remote
@@ -300,12 +425,18 @@ pub fn run_sync(o: &Opened, remote: &ServerLink, change: Option<u64>) -> Result<
     let mut target = change.unwrap_or(0);
     let mut plan: Vec<(String, Option<BaselineRecord>)> = Vec::new();
     let mut planned = std::collections::HashSet::new();
+    // Removals this sync plans, with their removing change (a deferred
+    // one may be a move: [`their_moves`]).
+    let mut tombstones = std::collections::HashMap::new();
     if let Some((from, to)) = ranges.forward {
         let (resolved, entries) = delta_all(remote, meta.branch_id, from, to)?;
         target = resolved;
         for e in entries.iter().filter(|e| in_view(&meta.view, &e.path)) {
             if planned.insert(e.path.clone()) {
                 plan.push((e.path.clone(), target_of(o, e)));
+                if e.state.is_none() {
+                    tombstones.insert(e.path.clone(), e.change);
+                }
             }
         }
     }
@@ -346,6 +477,7 @@ pub fn run_sync(o: &Opened, remote: &ServerLink, change: Option<u64>) -> Result<
     let r = apply(o, remote)?;
     merge(&mut total.report, r);
     total.change = journal::finish(&o.ws)?;
+    total.their_moves = their_moves(o, remote, &total.report.deferred, &tombstones)?;
     total.secs = t.elapsed().as_secs_f64();
     Ok(total)
 }

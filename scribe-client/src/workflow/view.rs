@@ -76,12 +76,71 @@ pub fn view_set(o: &Opened, remote: &ServerLink, prefixes: Vec<String>) -> Resul
         profile: String::new(),
         prefixes: view,
     };
+    // Everything is checked before anything is recorded or changed: a
+    // change that local work would block (a changed, unopened file
+    // leaving the view, an untracked file where one enters) is refused
+    // with the workspace as it was, not half applied.
+    let plan = plan_view(o, remote, &vc)?;
     {
         let tx = o.ws.write()?;
         tx.put_meta_bytes("view-change", &vc.encode())?;
         tx.commit()?;
     }
+    journal::begin(&o.ws, vc.target_change, &plan)?;
     finish_view(o, remote, vc)
+}
+
+/// The journal plan of the view change `vc`: every tracked file outside
+/// the new view leaves, every file of the new view not held here enters.
+/// Refused ([`ErrorCode::ViewChangeBlocked`], naming each path and why)
+/// when applying it would defer anything (`journal::would_defer`).
+fn plan_view(
+    o: &Opened,
+    remote: &ServerLink,
+    vc: &ViewChange,
+) -> Result<Vec<(String, Option<BaselineRecord>)>> {
+    let meta = o.ws.meta()?;
+    let baselines = o.ws.read()?.baselines()?;
+    let mut plan: Vec<(String, Option<BaselineRecord>)> = Vec::new();
+    for (p, _) in &baselines {
+        if !in_view(&vc.prefixes, p) {
+            plan.push((p.clone(), None));
+        }
+    }
+    let have: std::collections::HashSet<&str> = baselines.iter().map(|(p, _)| p.as_str()).collect();
+    let roots: Vec<String> = if vc.prefixes.is_empty() {
+        vec![String::new()]
+    } else {
+        vc.prefixes.clone()
+    };
+    for root in roots {
+        for e in list_all(remote, meta.branch_id, vc.target_change, &root)? {
+            if !have.contains(e.path.as_str()) {
+                let t = target_of(o, &e);
+                plan.push((e.path.clone(), t));
+            }
+        }
+    }
+    plan.sort_by(|a, b| a.0.cmp(&b.0));
+    plan.dedup_by(|a, b| a.0 == b.0);
+    let blocked = journal::would_defer(&o.ws, &plan)?;
+    if !blocked.is_empty() {
+        return Err(Error::new(
+            ErrorCode::ViewChangeBlocked,
+            format!(
+                "{} file(s) hold local work the view change would have to touch; nothing was \
+                 changed",
+                blocked.len()
+            ),
+        )
+        .with_paths(
+            blocked
+                .iter()
+                .map(|(p, why)| format!("{p}: {}", why.describe()))
+                .collect(),
+        ));
+    }
+    Ok(plan)
 }
 
 /// Apply the view change `vc` (planned now unless its journal exists),
@@ -97,30 +156,9 @@ pub fn finish_view(o: &Opened, remote: &ServerLink, vc: ViewChange) -> Result<Vi
             .map(|(p, _)| p)
             .collect();
     if journal::in_progress(&o.ws)?.is_none() {
-        let baselines = o.ws.read()?.baselines()?;
-        let mut plan: Vec<(String, Option<BaselineRecord>)> = Vec::new();
-        for (p, _) in &baselines {
-            if !in_view(&vc.prefixes, p) {
-                plan.push((p.clone(), None));
-            }
-        }
-        let have: std::collections::HashSet<&str> =
-            baselines.iter().map(|(p, _)| p.as_str()).collect();
-        let roots: Vec<String> = if vc.prefixes.is_empty() {
-            vec![String::new()]
-        } else {
-            vc.prefixes.clone()
-        };
-        for root in roots {
-            for e in list_all(remote, meta.branch_id, vc.target_change, &root)? {
-                if !have.contains(e.path.as_str()) {
-                    let t = target_of(o, &e);
-                    plan.push((e.path.clone(), t));
-                }
-            }
-        }
-        plan.sort_by(|a, b| a.0.cmp(&b.0));
-        plan.dedup_by(|a, b| a.0 == b.0);
+        // An interrupted view change (stopped before its journal): checked
+        // and planned afresh, changing nothing when it is blocked.
+        let plan = plan_view(o, remote, &vc)?;
         journal::begin(&o.ws, vc.target_change, &plan)?;
     }
     let r = apply(o, remote)?;

@@ -58,6 +58,8 @@ fn warn_newcomers(ctx: &Ctx, ws: &scribe_workspace::Workspace, s: &Synced) -> Cl
 }
 
 pub fn print_synced(ctx: &Ctx, s: &Synced) -> CliResult {
+    let moved: std::collections::HashMap<&str, &sync::TheirMove> =
+        s.their_moves.iter().map(|m| (m.path.as_str(), m)).collect();
     if ctx.out.json {
         return ctx.out.json(&Json::obj(vec![
             ("change", Json::Num(s.change)),
@@ -83,6 +85,16 @@ pub fn print_synced(ctx: &Ctx, s: &Synced) -> CliResult {
                             Json::obj(vec![
                                 ("path", Json::str(p)),
                                 ("reason", Json::str(r.describe())),
+                                (
+                                    "moved_to",
+                                    moved.get(p.as_str()).map_or(Json::Null, |m| {
+                                        Json::obj(vec![
+                                            ("path", Json::str(&m.to)),
+                                            ("change", Json::Num(m.change)),
+                                            ("ours_follows", Json::Bool(m.followable)),
+                                        ])
+                                    }),
+                                ),
                             ])
                         })
                         .collect(),
@@ -106,11 +118,43 @@ pub fn print_synced(ctx: &Ctx, s: &Synced) -> CliResult {
         ctx.out.line(format_args!("removed {p}"))?;
     }
     for (p, r) in &s.report.deferred {
-        ctx.out
-            .line(format_args!("resolve {p}  ({})", r.describe()))?;
+        match moved.get(p.as_str()) {
+            Some(m) => ctx.out.line(format_args!(
+                "resolve {p}  ({}; the server moved it to {} in change {})",
+                r.describe(),
+                m.to,
+                m.change
+            ))?,
+            None => ctx
+                .out
+                .line(format_args!("resolve {p}  ({})", r.describe()))?,
+        }
     }
     print_summary(ctx, s);
+    for m in &s.their_moves {
+        warn_their_move(ctx, m);
+    }
     Ok(())
+}
+
+/// Say that the server moved a file whose local work this sync left at
+/// its old path, and how to settle it.
+fn warn_their_move(ctx: &Ctx, m: &sync::TheirMove) {
+    let (p, to) = (&m.path, &m.to);
+    let ours = if m.followable {
+        format!("`scribe resolve --ours {p}` carries your work to {to} (opened for edit there)")
+    } else {
+        format!(
+            "{to} is not a file you can take it to here (outside your view, changed, or your \
+             own pending move carries {p}): `scribe resolve --ours {p}` keeps your work \
+             without following the move"
+        )
+    };
+    ctx.out.status(format!(
+        "Note: the server moved {p} -> {to} (change {}); your work stays at {p}. {ours}; \
+         `scribe resolve --theirs {p}` takes their move and keeps yours in the recovery area",
+        m.change
+    ));
 }
 
 /// The status lines after a sync.

@@ -642,6 +642,152 @@ fn ours_on_a_file_another_moved_carries_the_edit_to_where_it_went() {
     );
 }
 
+/// Found by use (session 26, fixed in 27): a sync that left an artist's
+/// work at a path the server had *moved* said only "resolve PATH (opened
+/// locally ...)", as for any removal; only `resolve --ours` found the
+/// move. The sync now says where the file went (old -> new, the change)
+/// and what `--ours` and `--theirs` do, in its lines, a note and `--json`
+/// (`moved_to`); a plain removal says nothing of a move.
+#[test]
+fn sync_says_where_the_server_moved_a_file_whose_work_it_left_behind() {
+    let env = Env::new(Transport::Tcp);
+    let (a, b) = env.two_sharing("env/tree.fbx");
+    write(&a, "env/rock.txt", b"rock");
+    write(&a, "env/bush.txt", b"bush");
+    env.scribe(&a, &["add", "env"]).ok();
+    env.scribe(&a, &["submit", "-m", "more"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    env.scribe(&b, &["edit", "env/tree.fbx"]).ok();
+    write(&b, "env/tree.fbx", b"bob's edit");
+    // Changed without `edit`: deferred all the same.
+    write(&b, "env/rock.txt", b"bob's rock");
+    write(&b, "env/bush.txt", b"bob's bush");
+
+    env.scribe(&a, &["move", "env/tree.fbx", "world/tree.fbx"])
+        .ok();
+    env.scribe(&a, &["delete", "env/bush.txt"]).ok();
+    env.scribe(&a, &["submit", "-m", "tree to world"]).ok();
+    let r = env.scribe(&b, &["sync"]);
+    r.ok();
+    assert!(
+        r.stdout.contains(
+            "resolve env/tree.fbx  (opened locally; resolve to combine; the server moved it to \
+             world/tree.fbx in change 3)"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr.contains(
+            "Note: the server moved env/tree.fbx -> world/tree.fbx (change 3); your work stays \
+             at env/tree.fbx. `scribe resolve --ours env/tree.fbx` carries your work to \
+             world/tree.fbx (opened for edit there); `scribe resolve --theirs env/tree.fbx` \
+             takes their move"
+        ),
+        "{}",
+        r.stderr
+    );
+    // Removed, not moved: no word of a move.
+    assert!(
+        r.stdout.contains(
+            "resolve env/bush.txt  (modified locally without edit; reconcile or resolve)\n"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stderr.contains("moved env/bush.txt"), "{}", r.stderr);
+
+    env.scribe(&a, &["move", "env/rock.txt", "props/rock.txt"])
+        .ok();
+    env.scribe(&a, &["submit", "-m", "rock to props"]).ok();
+    let r = env.scribe(&b, &["sync", "--json"]);
+    r.ok();
+    assert!(
+        r.stdout.contains(
+            "\"needs_resolve\":[{\"path\":\"env/rock.txt\",\"reason\":\"modified locally without \
+             edit; reconcile or resolve\",\"moved_to\":{\"path\":\"props/rock.txt\",\"change\":4,\
+             \"ours_follows\":true}}]"
+        ),
+        "{}",
+        r.stdout
+    );
+    // What the sync said is what `--ours` does.
+    let r = env.scribe(&b, &["resolve", "env/rock.txt", "--ours"]);
+    r.ok();
+    assert!(
+        r.stdout
+            .contains("resolved env/rock.txt: moved to props/rock.txt in change 4"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(read(&b, "props/rock.txt"), b"bob's rock");
+}
+
+/// Session 26 left it open: `resolve --ours` on a path the server removed
+/// asked the server (its history, then the removing change) whether the
+/// removal was a move, so it failed offline. The sync that deferred the
+/// path records how the server removed it (`meta["their-move:PATH"]`, the
+/// change the sync applied, which never changes), and `--ours` follows a
+/// recorded move, or keeps the work as a new file after a recorded plain
+/// removal, with the server stopped.
+#[test]
+fn resolve_ours_after_a_sync_needs_no_server() {
+    let mut env = Env::new(Transport::Process);
+    let (a, b) = env.two_sharing("env/tree.fbx");
+    write(&a, "env/bush.txt", b"bush");
+    env.scribe(&a, &["add", "env/bush.txt"]).ok();
+    env.scribe(&a, &["submit", "-m", "bush"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    env.scribe(&b, &["edit", "env/tree.fbx", "env/bush.txt"])
+        .ok();
+    write(&b, "env/tree.fbx", b"bob's edit");
+    write(&b, "env/bush.txt", b"bob's bush");
+    env.scribe(&a, &["move", "env/tree.fbx", "world/tree.fbx"])
+        .ok();
+    env.scribe(&a, &["delete", "env/bush.txt"]).ok();
+    env.scribe(&a, &["submit", "-m", "tree to world, no bush"])
+        .ok();
+    env.scribe(&b, &["sync"]).ok();
+
+    env.server_process().kill();
+    let r = env.scribe(&b, &["resolve", "env/tree.fbx", "--ours"]);
+    r.ok();
+    assert!(
+        r.stdout.contains(
+            "resolved env/tree.fbx: moved to world/tree.fbx in change 3; your file follows it \
+             there, opened for edit"
+        ),
+        "{r:?}"
+    );
+    assert_eq!(read(&b, "world/tree.fbx"), b"bob's edit");
+    let r = env.scribe(&b, &["resolve", "env/bush.txt", "--ours"]);
+    r.ok();
+    assert!(
+        r.stdout
+            .contains("resolved env/bush.txt: kept yours, opened for add"),
+        "{r:?}"
+    );
+    let st = env.scribe(&b, &["status", "--json"]);
+    assert!(
+        st.stdout.contains("\"needs_resolve\":[]")
+            && st
+                .stdout
+                .contains("\"path\":\"world/tree.fbx\",\"action\":\"edit\"")
+            && st
+                .stdout
+                .contains("\"path\":\"env/bush.txt\",\"action\":\"add\""),
+        "{}",
+        st.stdout
+    );
+
+    // Back online, the submit lands both where they live now.
+    env.restart_server_process();
+    env.scribe(&b, &["submit", "-m", "bob's work"]).ok();
+    env.scribe(&a, &["sync"]).ok();
+    assert_eq!(read(&a, "world/tree.fbx"), b"bob's edit");
+    assert_eq!(read(&a, "env/bush.txt"), b"bob's bush");
+}
+
 /// Found by use (session 26): `scribe edit` of a file another workspace
 /// has locked warns that the submit will be refused, but `delete` and
 /// `move` of it (a directory move included) said nothing, and the artist
@@ -742,6 +888,56 @@ fn a_submit_of_a_file_another_locked_is_refused_before_uploading() {
     env.scribe(&b, &["submit", "-m", "bob's v2"]).ok();
     env.scribe(&a, &["sync"]).ok();
     assert_eq!(read(&a, "hero.psd"), v2);
+}
+
+/// Session 26 left it open: the early lock checks of `edit` (and
+/// `delete`/`move`, the same check) and of `submit` read one page of the
+/// server's locks (4,096), so a lock beyond it went unseen: no warning,
+/// and a submit that uploaded everything before the server refused it.
+/// With more locks than a page holds, ahead of Bob's file in path order,
+/// `edit` warns and `submit` refuses before uploading, naming the file.
+#[test]
+fn lock_checks_see_locks_beyond_the_first_page() {
+    let env = Env::new(Transport::Tcp);
+    let (a, b) = env.two_sharing("z/hero.psd");
+    let page = 4096;
+    let many: Vec<String> = (0..page + 4).map(|i| format!("a/{i:05}.txt")).collect();
+    for p in &many {
+        write(&a, p, b"x");
+    }
+    env.scribe(&a, &["add", "a"]).ok();
+    for half in many.chunks(many.len() / 2 + 1) {
+        let mut args = vec!["lock"];
+        args.extend(half.iter().map(|p| p.as_str()));
+        env.scribe(&a, &args).ok();
+    }
+    env.scribe(&a, &["lock", "z/hero.psd"]).ok();
+    let l = env.scribe(&b, &["locks", "--json"]);
+    assert_eq!(l.stdout.matches("\"state\":\"held\"").count(), page + 5);
+
+    let r = env.scribe(&b, &["edit", "z/hero.psd"]);
+    r.ok();
+    assert!(
+        r.stderr.contains("warning: z/hero.psd is locked by alice"),
+        "{}",
+        r.stderr
+    );
+    write(&b, "z/hero.psd", b"bob's v2");
+    // More opened files than are looked up one by one: the listing under
+    // their common prefix (here the whole repository) is read to its end.
+    for i in 0..20 {
+        write(&b, &format!("m/{i:02}.txt"), b"m");
+    }
+    env.scribe(&b, &["add", "m"]).ok();
+    let r = env.scribe(&b, &["submit", "-m", "bob's v2"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("Error[locked_by_other]")
+            && r.stderr.contains("nothing was uploaded")
+            && r.stderr.contains("z/hero.psd (locked by alice"),
+        "{}",
+        r.stderr
+    );
 }
 
 /// Found by use (session 25): after this workspace's own submit (its

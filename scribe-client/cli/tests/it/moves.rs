@@ -757,3 +757,111 @@ fn a_case_only_rename_by_another_of_a_moved_file_resolves_ours_and_aborts() {
     env.scribe(&b, &["sync"]).ok();
     assert_eq!(read(&b, "old/A.txt"), b"alpha");
 }
+
+/// Session 26 left it open: a chained move (z -> w, then w -> v, both
+/// pending) whose original source the server then removed. `resolve
+/// --ours` keeps the move as a new file at the chain's end (as for a
+/// single move); aborting the chain's end then brought the file back to
+/// w opened as an add *moved from z*, which nobody has any more: the
+/// submit refused it, and the only way out was aborting back to the old
+/// source. The abort now leaves it at w as a new file, as the resolve
+/// left the chain's end, and the submit adds it there.
+#[test]
+fn a_chained_move_whose_source_the_server_deleted_keeps_the_move_when_its_end_is_aborted() {
+    let env = Env::new(Transport::Tcp);
+    let (a, b) = env.two_sharing("z/y.psd");
+    env.scribe(&b, &["move", "z/y.psd", "w/y.psd"]).ok();
+    env.scribe(&b, &["move", "w/y.psd", "v/y.psd"]).ok();
+    env.scribe(&a, &["delete", "z/y.psd"]).ok();
+    env.scribe(&a, &["submit", "-m", "gone"]).ok();
+    env.scribe(&b, &["sync"]).ok();
+    let r = env.scribe(&b, &["resolve", "z/y.psd", "--ours"]);
+    r.ok();
+    assert!(
+        r.stdout
+            .contains("your move keeps it as a new file at v/y.psd"),
+        "{r:?}"
+    );
+    env.scribe(&b, &["move", "--abort", "v/y.psd"]).ok();
+    let st = env.scribe(&b, &["status", "--json"]);
+    assert!(
+        st.stdout.contains(
+            "\"opened\":[{\"path\":\"w/y.psd\",\"action\":\"add\",\"needs_reconcile\":true,\
+             \"moved_from\":null}]"
+        ),
+        "{}",
+        st.stdout
+    );
+    let r = env.scribe(&b, &["submit", "-m", "the first move only"]);
+    r.ok();
+    env.scribe(&a, &["sync"]).ok();
+    assert_eq!(read(&a, "w/y.psd"), b"v1");
+    assert!(!a.join("z").exists() && !a.join("v").exists());
+}
+
+/// Session 26 left it open: a lock did not follow a moved file (a lock on
+/// X, a move X -> Y, a submit: the lock stayed on X, where nothing is,
+/// with `--keep-locks`, and Y was never locked). As Perforce locks both
+/// halves of a moved file: while the move is pending the destination is
+/// locked too; an abort gives the destination's lock back; the middle of
+/// a chain gives its lock to the chain's end; a submit releases both, or
+/// with `--keep-locks` keeps the lock where the file is now, only.
+#[test]
+fn a_lock_follows_its_moved_file() {
+    let env = Env::new(Transport::Tcp);
+    let (a, b) = env.two_sharing("hero.psd");
+    let holders = |who: &std::path::Path| {
+        let l = env.scribe(who, &["locks", "--json"]);
+        l.ok();
+        let mut held: Vec<String> = l
+            .stdout
+            .split("{\"path\":\"")
+            .skip(1)
+            .filter_map(|s| s.split('"').next())
+            .map(str::to_string)
+            .collect();
+        held.sort();
+        held
+    };
+    env.scribe(&a, &["lock", "hero.psd"]).ok();
+    let r = env.scribe(&a, &["move", "hero.psd", "art/hero.psd"]);
+    r.ok();
+    assert!(
+        r.stderr
+            .contains("locked art/hero.psd: your lock on hero.psd follows the move"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(holders(&b), ["art/hero.psd", "hero.psd"]);
+    env.scribe(&a, &["move", "--abort", "art/hero.psd"]).ok();
+    assert_eq!(holders(&b), ["hero.psd"]);
+
+    env.scribe(&a, &["move", "hero.psd", "art/hero.psd"]).ok();
+    env.scribe(&a, &["move", "art/hero.psd", "art/chars/hero.psd"])
+        .ok();
+    assert_eq!(holders(&b), ["art/chars/hero.psd", "hero.psd"]);
+    env.scribe(&a, &["submit", "--keep-locks", "-m", "hero moves"])
+        .ok();
+    assert_eq!(holders(&b), ["art/chars/hero.psd"]);
+    let st = env.scribe(&a, &["status"]);
+    assert!(!st.stdout.contains("broken"), "{}", st.stdout);
+    env.scribe(&b, &["sync"]).ok();
+    let r = env.scribe(&b, &["edit", "art/chars/hero.psd"]);
+    r.ok();
+    assert!(
+        r.stderr
+            .contains("warning: art/chars/hero.psd is locked by alice"),
+        "{}",
+        r.stderr
+    );
+    env.scribe(&b, &["revert", "art/chars/hero.psd"]).ok();
+
+    // Without --keep-locks the submit releases both halves.
+    env.scribe(&a, &["move", "art/chars/hero.psd", "hero.psd"])
+        .ok();
+    assert_eq!(holders(&b), ["art/chars/hero.psd", "hero.psd"]);
+    env.scribe(&a, &["submit", "-m", "hero back"]).ok();
+    assert!(holders(&b).is_empty());
+    let l = env.scribe(&a, &["locks", "--json"]);
+    assert_eq!(l.stdout.trim(), "[]");
+}
