@@ -138,26 +138,21 @@ impl Tier {
                 k
             })
             .collect();
-        let mut tx = self.db.begin_write().map_err(self.st())?;
-        tx.set_durability(Durability::Immediate)
-            .map_err(self.st())?;
-        let n;
-        {
-            let mut refs = tx.open_table(state::REFS).map_err(self.st())?;
-            let mut revisions = tx.open_table(state::REVISIONS).map_err(self.st())?;
-            let mut candidates = tx.open_table(state::CANDIDATES).map_err(self.st())?;
-            let mut purged = tx.open_table(state::PURGED).map_err(self.st())?;
-            n = self.drop_refs_where(&mut refs, &mut revisions, &mut candidates, |k| {
+        let n = self.release_where(
+            |k| {
                 (k.len() == 17 + 40
                     && k[16] == 2
                     && (wanted.contains_key(&k[17..]) || whole.contains(&k[17..41])))
                     || (k.len() == 17 + 24 && k[16] == 0 && whole.contains(&k[17..]))
-            })?;
-            for (k, path) in &wanted {
-                purged.insert(k.as_slice(), *path).map_err(self.st())?;
-            }
-        }
-        tx.commit().map_err(self.st())?;
+            },
+            |tx, _, _| {
+                let mut purged = tx.open_table(state::PURGED).map_err(self.st())?;
+                for (k, path) in &wanted {
+                    purged.insert(k.as_slice(), *path).map_err(self.st())?;
+                }
+                Ok(())
+            },
+        )?;
         Ok(n)
     }
 
@@ -181,6 +176,35 @@ impl Tier {
             }
         }
         Ok(out)
+    }
+
+    /// One Immediate transaction dropping every reference `referrer`
+    /// accepts ([`Tier::drop_refs_where`]), with `also` writing what else
+    /// the release records in it (given the transaction and the revision
+    /// and candidate tables). Returns how many references were dropped.
+    /// What `release_files` and a root's deletion go through.
+    pub(crate) fn release_where(
+        &self,
+        referrer: impl Fn(&[u8]) -> bool,
+        also: impl FnOnce(
+            &redb::WriteTransaction,
+            &mut redb::Table<&[u8], &[u8]>,
+            &mut redb::Table<&[u8], u64>,
+        ) -> Result<(), TierError>,
+    ) -> Result<u64, TierError> {
+        let mut tx = self.db.begin_write().map_err(self.st())?;
+        tx.set_durability(Durability::Immediate)
+            .map_err(self.st())?;
+        let n = {
+            let mut refs = tx.open_table(state::REFS).map_err(self.st())?;
+            let mut revisions = tx.open_table(state::REVISIONS).map_err(self.st())?;
+            let mut candidates = tx.open_table(state::CANDIDATES).map_err(self.st())?;
+            let n = self.drop_refs_where(&mut refs, &mut revisions, &mut candidates, referrer)?;
+            also(&tx, &mut revisions, &mut candidates)?;
+            n
+        };
+        tx.commit().map_err(self.st())?;
+        Ok(n)
     }
 
     /// Drop every reference whose key (`owner ‖ kind ‖ referrer`)

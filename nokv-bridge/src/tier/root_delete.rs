@@ -276,35 +276,27 @@ impl Tier {
     /// `2 ‖ root ‖ …`), and give every `Available` revision of `root` at a
     /// zero count a candidate at its current epoch; one transaction.
     fn release_root(&self, root: &[u8; 16]) -> Result<u64, TierError> {
-        let mut tx = self.db.begin_write().map_err(self.st())?;
-        tx.set_durability(Durability::Immediate)
-            .map_err(self.st())?;
-        let n;
-        {
-            let mut refs = tx.open_table(state::REFS).map_err(self.st())?;
-            let mut revisions = tx.open_table(state::REVISIONS).map_err(self.st())?;
-            let mut candidates = tx.open_table(state::CANDIDATES).map_err(self.st())?;
-            n = self.drop_refs_where(&mut refs, &mut revisions, &mut candidates, |k| {
-                k.len() >= 17 + 16 && (k[16] == 0 || k[16] == 2) && k[17..33] == root[..]
-            })?;
-            let zero: Vec<([u8; 16], u64)> = revisions
-                .iter()
-                .map_err(self.st())?
-                .filter_map(|r| r.ok())
-                .filter_map(|(k, v)| {
-                    let id = <[u8; 16]>::try_from(k.value()).ok()?;
-                    let r = RevisionRow::decode(v.value())?;
-                    (r.root == *root && r.state == Lifecycle::Available && r.strong == 0)
-                        .then_some((id, r.epoch))
-                })
-                .collect();
-            // At its current epoch (an older candidate would be stale).
-            for (id, epoch) in zero {
-                candidates.insert(id.as_slice(), epoch).map_err(self.st())?;
-            }
-        }
-        tx.commit().map_err(self.st())?;
-        Ok(n)
+        self.release_where(
+            |k| k.len() >= 17 + 16 && (k[16] == 0 || k[16] == 2) && k[17..33] == root[..],
+            |_, revisions, candidates| {
+                let zero: Vec<([u8; 16], u64)> = revisions
+                    .iter()
+                    .map_err(self.st())?
+                    .filter_map(|r| r.ok())
+                    .filter_map(|(k, v)| {
+                        let id = <[u8; 16]>::try_from(k.value()).ok()?;
+                        let r = RevisionRow::decode(v.value())?;
+                        (r.root == *root && r.state == Lifecycle::Available && r.strong == 0)
+                            .then_some((id, r.epoch))
+                    })
+                    .collect();
+                // At its current epoch (an older candidate would be stale).
+                for (id, epoch) in zero {
+                    candidates.insert(id.as_slice(), epoch).map_err(self.st())?;
+                }
+                Ok(())
+            },
+        )
     }
 
     /// Step 7: the root's cursor, purged rows, recovery cursor and
