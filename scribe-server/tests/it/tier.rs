@@ -3071,6 +3071,42 @@ fn a_backup_of_an_evicted_tiered_store_fetches_its_chunks_from_the_bucket() {
         }
     }
     assert!(backed_up.contains("fetched from it"), "{backed_up}");
+
+    // `export` is metadata only: an import taking its objects from the
+    // evicted store is refused (its doctor names what is missing) and
+    // publishes nothing; from the backup's copy of the store it is whole.
+    let scmx = dir.path().join("game.scmx");
+    let (ok, out) = offline(&data, &["export", REPO, "--to", scmx.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    let other = dir.path().join("other");
+    assert!(bin()
+        .args(["init", "--data", other.to_str().unwrap()])
+        .status()
+        .unwrap()
+        .success());
+    let id = only_repo(&data).to_hex();
+    let evicted = data.join("repos").join(&id).join("objects");
+    let (ok, out) = offline(
+        &other,
+        &[
+            "import",
+            scmx.to_str().unwrap(),
+            "--objects",
+            evicted.to_str().unwrap(),
+        ],
+    );
+    assert!(!ok && out.contains("missing"), "{out}");
+    let copied = backup.join("repos").join(&id).join("objects");
+    let (ok, out) = offline(
+        &other,
+        &[
+            "import",
+            scmx.to_str().unwrap(),
+            "--objects",
+            copied.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{out}");
 }
 
 /// A repository of a data root restored from the bucket shipped its
