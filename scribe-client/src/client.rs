@@ -315,7 +315,7 @@ fn checked(reply: Response, opcode: u16, name: &str) -> ClientResult<Response> {
     match reply {
         Response::Error(e) => Err(ClientError::Server {
             code: e.error_code(),
-            message: e.message,
+            message: e.shown_message(),
             paths: e.paths,
         }),
         other if other.opcode() == opcode | REPLY_BIT => Ok(other),

@@ -272,7 +272,7 @@ impl TcpConnection {
             Ok(who) => Ok(who),
             Err(e) => Err(ClientError::Server {
                 code: e.error_code(),
-                message: e.message,
+                message: e.shown_message(),
                 paths: e.paths,
             }),
         }

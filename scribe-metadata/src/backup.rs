@@ -326,6 +326,8 @@ pub struct BackupReport {
     pub bytes: u64,
     /// The data root was served (its `LOCK` held by another process).
     pub online: bool,
+    /// Objects the fill wrote into the copied stores ([`backup_filled`]).
+    pub filled: u64,
 }
 
 struct Writer<'a> {
@@ -490,6 +492,14 @@ fn copy_live_redb(src: &Path, dst: &Path) -> Result<()> {
     )))
 }
 
+/// Objects a backup writes into its copy of a repository's store that the
+/// data root's own store does not hold (a tiered root's chunks given back
+/// to the bucket): called with the repository's id, its store in the data
+/// root and the backup's copy, once the copy is made; returns how many
+/// objects it wrote there. The copy's files are then listed and hashed
+/// again for the manifest.
+pub type FillFn<'a> = &'a dyn Fn(RepositoryId, &Path, &Path) -> Result<u64>;
+
 /// Back up the data root `data` into `to` (absent or empty), served or
 /// not. See the module documentation.
 pub fn backup(
@@ -497,6 +507,17 @@ pub fn backup(
     to: &Path,
     progress: ProgressFn<'_>,
     step: StepHook<'_>,
+) -> Result<BackupReport> {
+    backup_filled(data, to, progress, step, None)
+}
+
+/// [`backup`], with `fill` completing each repository's copied store.
+pub fn backup_filled(
+    data: &Path,
+    to: &Path,
+    progress: ProgressFn<'_>,
+    step: StepHook<'_>,
+    fill: Option<FillFn<'_>>,
 ) -> Result<BackupReport> {
     // Offline: hold the LOCK so nothing starts meanwhile. Served: the
     // server holds it; everything below reads only what it publishes.
@@ -558,14 +579,27 @@ pub fn backup(
             head,
             commit,
         });
-        stores.push((src.join("objects"), dst.join("objects")));
+        stores.push((*id, src.join("objects"), dst.join("objects")));
     }
     (step)("metadata");
     // 3. Objects: every file the metadata can name was published before it.
-    for (src, dst) in &stores {
+    let mut filled = 0;
+    for (id, src, dst) in &stores {
         for (file, len) in object_files(src)? {
             let target = dst.join(file.strip_prefix(src).unwrap_or(&file));
             w.copy(&file, &target, Some(len))?;
+        }
+        let Some(fill) = fill else { continue };
+        let n = fill(*id, src, dst)?;
+        if n > 0 {
+            // The copy changed (new packs or loose objects, the open pack
+            // grown): its files are listed and hashed as they are now.
+            let prefix = format!("{}/", rel(to, dst));
+            w.files.retain(|f| !f.path.starts_with(&prefix));
+            for (file, _) in object_files(dst)? {
+                w.produced(&file)?;
+            }
+            filled += n;
         }
     }
     // The server's own notes on its repositories (outside the specified
@@ -636,6 +670,7 @@ pub fn backup(
         manifest,
         bytes: w.bytes,
         online,
+        filled,
     })
 }
 

@@ -15,7 +15,8 @@
 //!
 //! A name is the rest of its line (repository names hold no control
 //! characters). A file that does not read so is refused by name, with the
-//! line, never guessed at.
+//! line, never guessed at. A tiered server ships these bytes ([`encode`])
+//! to its bucket and `restore --from-tier` reads them back ([`decode`]).
 
 use std::path::Path;
 
@@ -46,30 +47,35 @@ pub struct FormerName {
 /// absent).
 pub fn read(data: &Path) -> Result<Vec<FormerName>> {
     let path = data.join(FILE);
-    let text = match std::fs::File::open(&path) {
+    let bytes = match std::fs::File::open(&path) {
         Ok(f) => {
             use std::io::Read;
             let mut bytes = Vec::new();
             f.take(MAX_BYTES + 1)
                 .read_to_end(&mut bytes)
                 .map_err(|e| MetadataError::io(&path, e))?;
-            if bytes.len() as u64 > MAX_BYTES {
-                return Err(MetadataError::corrupt(format!(
-                    "{} is over {MAX_BYTES} bytes: not one scribe-server wrote",
-                    path.display()
-                )));
-            }
-            String::from_utf8(bytes)
-                .map_err(|_| MetadataError::corrupt(format!("{} is not UTF-8", path.display())))?
+            bytes
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(MetadataError::io(&path, e)),
     };
+    decode(&bytes, &path.display().to_string())
+}
+
+/// The former names `bytes` (the file's bytes, from wherever: the data
+/// root or a copy in the bucket) hold; `what` names them in a refusal.
+pub fn decode(bytes: &[u8], what: &str) -> Result<Vec<FormerName>> {
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(MetadataError::corrupt(format!(
+            "{what} is over {MAX_BYTES} bytes: not one scribe-server wrote"
+        )));
+    }
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| MetadataError::corrupt(format!("{what} is not UTF-8")))?;
     let bad = |n: usize, why: &str| {
         MetadataError::corrupt(format!(
-            "{} line {n}: {why} (expected `{HEADER}`, then `<id hex> <unix ms> <name>` lines; \
-             fix or remove the line: it only guards old names against reuse)",
-            path.display()
+            "{what} line {n}: {why} (expected `{HEADER}`, then `<id hex> <unix ms> <name>` lines; \
+             fix or remove the line: it only guards old names against reuse)"
         ))
     };
     let mut lines = text.lines();
@@ -102,6 +108,16 @@ pub fn read(data: &Path) -> Result<Vec<FormerName>> {
     Ok(out)
 }
 
+/// The file's bytes for `names` (the header alone for none: what an
+/// absent file means).
+pub fn encode(names: &[FormerName]) -> Vec<u8> {
+    let mut text = format!("{HEADER}\n");
+    for f in names {
+        text.push_str(&format!("{} {} {}\n", f.id.to_hex(), f.renamed_ms, f.name));
+    }
+    text.into_bytes()
+}
+
 /// Replace the file with `names` (removing it when there are none).
 pub fn write(data: &Path, names: &[FormerName]) -> Result<()> {
     let path = data.join(FILE);
@@ -112,9 +128,5 @@ pub fn write(data: &Path, names: &[FormerName]) -> Result<()> {
             Err(e) => Err(MetadataError::io(&path, e)),
         };
     }
-    let mut text = format!("{HEADER}\n");
-    for f in names {
-        text.push_str(&format!("{} {} {}\n", f.id.to_hex(), f.renamed_ms, f.name));
-    }
-    crate::backup::write_atomically(&path, text.as_bytes())
+    crate::backup::write_atomically(&path, &encode(names))
 }

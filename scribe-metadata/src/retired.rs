@@ -16,7 +16,10 @@
 //!
 //! A file that does not read so stops the data root's opening, named with
 //! its line: a retirement is never silently dropped (that would let
-//! writes in).
+//! writes in). A tiered server ships these bytes ([`encode`]) to its
+//! bucket and `restore --from-tier` reads them back ([`decode`]); a
+//! repository deleted takes its line with it
+//! (`DataRoot::delete_repository`).
 
 use std::io::Read;
 use std::path::Path;
@@ -63,11 +66,16 @@ pub fn read(data: &Path) -> Result<Vec<Retired>> {
     f.take(MAX_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| MetadataError::io(&path, e))?;
+    decode(&bytes, &path.display().to_string())
+}
+
+/// The retirements `bytes` (the file's bytes, from wherever: the data
+/// root or a copy in the bucket) hold; `what` names them in a refusal.
+pub fn decode(bytes: &[u8], what: &str) -> Result<Vec<Retired>> {
     let bad = |n: usize, why: &str| {
         MetadataError::corrupt(format!(
-            "{} line {n}: {why} (expected `{HEADER}`, then `<id hex> <unix ms> <whom to ask>` \
-             lines; fix the line, or `scribe-server repo unretire` once it reads)",
-            path.display()
+            "{what} line {n}: {why} (expected `{HEADER}`, then `<id hex> <unix ms> <whom to ask>` \
+             lines; fix the line, or `scribe-server repo unretire` once it reads)"
         ))
     };
     if bytes.len() as u64 > MAX_BYTES {
@@ -76,7 +84,7 @@ pub fn read(data: &Path) -> Result<Vec<Retired>> {
             "the file is too large to be one scribe-server wrote",
         ));
     }
-    let text = String::from_utf8(bytes).map_err(|_| bad(1, "not UTF-8"))?;
+    let text = std::str::from_utf8(bytes).map_err(|_| bad(1, "not UTF-8"))?;
     let mut lines = text.lines();
     if lines.next() != Some(HEADER) {
         return Err(bad(1, "not a retired-repositories file of this version"));
@@ -111,6 +119,21 @@ pub fn read(data: &Path) -> Result<Vec<Retired>> {
     Ok(out)
 }
 
+/// The file's bytes for `all` (the header alone for none: what an absent
+/// file means).
+pub fn encode(all: &[Retired]) -> Vec<u8> {
+    let mut text = format!("{HEADER}\n");
+    for r in all {
+        text.push_str(&format!(
+            "{} {} {}\n",
+            r.id.to_hex(),
+            r.retired_ms,
+            r.contact
+        ));
+    }
+    text.into_bytes()
+}
+
 /// Replace the file with `all` (removing it when there are none).
 pub fn write(data: &Path, all: &[Retired]) -> Result<()> {
     let path = data.join(FILE);
@@ -121,14 +144,5 @@ pub fn write(data: &Path, all: &[Retired]) -> Result<()> {
             Err(e) => Err(MetadataError::io(&path, e)),
         };
     }
-    let mut text = format!("{HEADER}\n");
-    for r in all {
-        text.push_str(&format!(
-            "{} {} {}\n",
-            r.id.to_hex(),
-            r.retired_ms,
-            r.contact
-        ));
-    }
-    crate::backup::write_atomically(&path, text.as_bytes())
+    crate::backup::write_atomically(&path, &encode(all))
 }

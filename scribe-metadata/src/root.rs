@@ -944,8 +944,12 @@ impl DataRoot {
     /// `repos` and `repo_names` rows removed in one transaction. A crash
     /// between the two leaves a catalog row whose directory is gone (the
     /// repository is set aside when served); running the deletion again
-    /// finds the moved directory and removes the rows. Returns the id and
-    /// where the data went (`None` when an earlier run had moved it).
+    /// finds the moved directory and removes the rows. Its retirement
+    /// ([`crate::retired`]), if any, goes between the move and the rows;
+    /// the names it had before renames stay in [`crate::former_names`]
+    /// (workspaces made before a rename may still ask for them). Returns
+    /// the id and where the data went (`None` when an earlier run had
+    /// moved it).
     pub fn delete_repository(&self, name: &str) -> Result<(RepositoryId, Option<PathBuf>)> {
         let _gate = self
             .create_gate
@@ -984,6 +988,17 @@ impl DataRoot {
             }
             None
         };
+        // A retirement is the repository's state and goes with it (ids
+        // are never reused, so a row left behind would name nothing a
+        // server holds, and a restore from the bucket would carry it on).
+        // Before the catalog's transaction: killed between the two, the
+        // directory has moved already (nothing can write to it), and the
+        // run again finishes the deletion.
+        let mut retired = crate::retired::read(&self.dir)?;
+        if retired.iter().any(|r| r.id == id) {
+            retired.retain(|r| r.id != id);
+            crate::retired::write(&self.dir, &retired)?;
+        }
         let tx = self.catalog_write()?;
         {
             tx.open_table(CATALOG_REPOS)?.remove(id.0)?;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use scribe_server::admin::{self, Report};
 use scribe_server::{ListenOptions, Listener, OpenError, Service, Timeouts};
@@ -254,12 +254,19 @@ enum Command {
     /// process is not disturbed), copies every object file with its
     /// digest verified, and writes BACKUP_MANIFEST last: a directory
     /// without it is an interrupted backup, and restore refuses it.
+    ///
+    /// A data root with S3 tier state is backed up with the server
+    /// stopped and the bucket named (--tier): chunks its local stores gave
+    /// back to the bucket are fetched, checked against their ids, and
+    /// written into the backup.
     Backup {
         #[command(flatten)]
         data: DataArg,
         /// The backup directory (absent or empty)
         #[arg(long, value_name = "DIR")]
         to: PathBuf,
+        #[command(flatten)]
+        tier: TierArgs,
     },
     /// Write an online checkpoint of every metadata archive into DIR
     ///
@@ -1120,13 +1127,48 @@ fn run(cli: Cli) -> Result<ExitCode> {
             "recover --from-archive",
             &admin::recover_from_archive(&data.data, repo.as_deref())?,
         )),
-        Command::Backup { data, to } => {
+        Command::Backup { data, to, tier } => {
+            // A tiered data root's stores are a cache: what they gave back
+            // to the bucket is only there, and the tier record that finds
+            // it is the server's.
+            let record = if scribe_server::tier::dir(&data.data)
+                .join("tier.redb")
+                .exists()
+            {
+                if tier.tier.is_none() {
+                    bail!(
+                        "{} has S3 tier state: its local object stores are a cache, and chunks \
+                         they gave back to the bucket (`tier evict`, --cache-bytes) are only \
+                         there; a backup fetches them back: stop the server and name the \
+                         bucket as `serve` does (--tier s3://BUCKET[/PREFIX] --tier-endpoint \
+                         URL); nothing written",
+                        data.data.display()
+                    );
+                }
+                let incarnation = Service::open(&data.data)
+                    .with_context(|| {
+                        format!(
+                            "a backup of a data root with S3 tier state runs with the server \
+                             stopped (the tier record is the server's): cannot open {}",
+                            data.data.display()
+                        )
+                    })?
+                    .root()
+                    .incarnation()
+                    .to_string();
+                Some(open_tier(&data.data, &incarnation, &tier)?)
+            } else {
+                None
+            };
+            let fill = record.as_ref().map(scribe_server::tier::backup_fill);
             let bar = progress_bar("backup");
-            let report = scribe_metadata::backup::backup(
+            let report = scribe_metadata::backup::backup_filled(
                 &data.data,
                 &to,
                 &|done, total| bar.update(done, total),
                 &pause_at,
+                fill.as_ref()
+                    .map(|f| f as scribe_metadata::backup::FillFn<'_>),
             )
             .with_context(|| {
                 format!(
@@ -1138,6 +1180,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             bar.finish();
             for r in &report.manifest.repositories {
                 println!("{} {} head={}", r.id.to_hex(), r.name, r.head);
+            }
+            if report.filled > 0 {
+                eprintln!(
+                    "backup: {} chunk(s) the local stores had given back to the bucket fetched \
+                     from it (each checked against its id) into the backup",
+                    report.filled
+                );
             }
             eprintln!(
                 "backed up {} ({}) into {}: {} file(s), {} byte(s), {} repositor(ies)",
@@ -1752,6 +1801,15 @@ fn restore_from_tier(
     }
     for (name, head) in &r.repositories {
         eprintln!("restore --from-tier: {name}: changes 1..={head} rebuilt");
+    }
+    for name in &r.retired {
+        eprintln!("restore --from-tier: {name}: retired (read-only, as it was)");
+    }
+    if r.former_names > 0 {
+        eprintln!(
+            "restore --from-tier: {} former name(s) of renamed repositories kept from reuse",
+            r.former_names
+        );
     }
     eprintln!(
         "restore --from-tier: {} commits, change sets and manifests put back into the local stores \

@@ -475,7 +475,22 @@ mod tiered {
     ) -> Result<(), AdminError> {
         // The repository is gone here: an error now must say so and how
         // to finish, not only what failed.
-        let d = t.finish_root_deletion(&id.0).map_err(|e| {
+        // Its journals shipped before a restore are under the shards of
+        // the roots this one was restored from.
+        let earlier = crate::tier::restored_from_shards(data, t.provider()).map_err(|e| {
+            refused(
+                ErrorCode::TierUnavailable,
+                format!(
+                    "repository {} (id {id}) is deleted here, but its history in the bucket is \
+                     not given up yet: the roots this one was restored from: {e}; run \
+                     `scribe-server repo delete --data {} {id} --yes --confirm {id} --tier ...` \
+                     again to finish it",
+                    echo(name),
+                    data.display()
+                ),
+            )
+        })?;
+        let d = t.finish_root_deletion(&id.0, &earlier).map_err(|e| {
             let code = match &e {
                 nokv_bridge::tier::TierError::Provider(p) if p.is_retryable() => {
                     ErrorCode::TierUnavailable

@@ -1631,6 +1631,32 @@ impl TierService {
                 }
             }
         }
+        // The data root's notes outside the catalog's bytes, which no
+        // journal frames (the names renamed repositories had, the retired
+        // ones), go before the catalog's journal step that may hold the
+        // rename they belong to: a restore never rebuilds a catalog newer
+        // than them. A bucket failure holds the journals back to the next
+        // pass (so `durable` waits for the notes too); a local file that
+        // does not read is logged and the bucket keeps its last version.
+        for (name, bytes) in root_notes(root.dir()) {
+            let bytes = match bytes {
+                Ok(b) => b,
+                Err(e) => {
+                    eprintln!(
+                        "scribe-server: tier: {name} is not shipped: {e} (the bucket keeps the \
+                         version it has)"
+                    );
+                    continue;
+                }
+            };
+            if let Err(e) = self.ship_bytes_if_changed(name, &bytes, true) {
+                eprintln!(
+                    "scribe-server: tier: shipping the data root's {name}: {e} (the journals \
+                     wait for it)"
+                );
+                return;
+            }
+        }
         for (name, db) in archives(root) {
             // A repository's descriptor goes before its first journal step.
             let desc = db.with_file_name(DESCRIPTOR);
@@ -1662,12 +1688,25 @@ impl TierService {
     /// shipped last (by this process) are the same.
     fn ship_if_changed(&self, name: &str, path: &Path) -> Result<(), String> {
         let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        self.ship_bytes_if_changed(name, &bytes, false)
+    }
+
+    /// Ship `bytes` as the data root file `name` (`sealed`: with
+    /// `Tier::ship_sealed_root_file`) unless they are what this process
+    /// shipped last under that name.
+    fn ship_bytes_if_changed(&self, name: &str, bytes: &[u8], sealed: bool) -> Result<(), String> {
         let mut shipped = self.descriptors.lock().unwrap_or_else(|e| e.into_inner());
-        if shipped.get(name) == Some(&bytes) {
+        if shipped.get(name).map(Vec::as_slice) == Some(bytes) {
             return Ok(());
         }
-        ship_logged(&self.tier, name, &bytes)?;
-        shipped.insert(name.to_string(), bytes);
+        if sealed {
+            self.tier
+                .ship_sealed_root_file(name, bytes)
+                .map_err(|e| e.to_string())?;
+        } else {
+            ship_logged(&self.tier, name, bytes)?;
+        }
+        shipped.insert(name.to_string(), bytes.to_vec());
         Ok(())
     }
 
@@ -1909,6 +1948,77 @@ pub(crate) fn finish_started_publication(
     tier.publish_commit(&repo.0, change, &commit, &files, &read)
         .map_err(|e| tier_admin_err(data, e))?;
     Ok(Some(change))
+}
+
+/// `scribe-server backup` of a data root with tier state (offline, the
+/// bucket named): the chunks the bucket holds that a repository's local
+/// store gave back (`tier evict`, `--cache-bytes`) are read back through
+/// the tier's read path (each checked against its id) and written into
+/// the backup's copy of the store, so the backup holds every object its
+/// metadata names without the bucket. The fill of
+/// `scribe_metadata::backup::backup_filled`.
+pub fn backup_fill(
+    tier: &Tier,
+) -> impl Fn(RepositoryId, &Path, &Path) -> Result<u64, scribe_metadata::MetadataError> + '_ {
+    use scribe_metadata::MetadataError;
+    move |repo, src, dst| {
+        let objects = |e: &dyn std::fmt::Display| MetadataError::Objects(e.to_string());
+        let missing = {
+            let local = crate::service::stores::open_or_create(src)
+                .map_err(|e| objects(&format!("{}: {e}", src.display())))?;
+            let held = tier.objects_of(&repo.0).map_err(|e| objects(&e))?;
+            local
+                .missing(&held)
+                .map_err(|e| objects(&format!("{}: {e}", src.display())))?
+        };
+        if missing.is_empty() {
+            return Ok(0);
+        }
+        // The copy has no locator (an index restore rebuilds) and none of
+        // the store's empty directories (only files are copied): made here
+        // to write through; the locator and staging go again after.
+        for d in ["packs", "loose"] {
+            std::fs::create_dir_all(dst.join(d))
+                .map_err(|e| objects(&format!("{}: {e}", dst.join(d).display())))?;
+        }
+        scribe_objects::rebuild_locator(dst)
+            .map_err(|e| objects(&format!("{}: {e}", dst.display())))?;
+        let store = scribe_objects::ObjectStore::open(dst)
+            .map_err(|e| objects(&format!("{}: {e}", dst.display())))?;
+        let batch = store.batch();
+        for id in &missing {
+            let bytes = tier
+                .read_object(&repo.0, id)
+                .map_err(|e| objects(&format!("repository {repo}: {id} from the bucket: {e}")))?
+                .ok_or_else(|| {
+                    objects(&format!(
+                        "repository {repo}: {id} is neither in the local store nor in the bucket"
+                    ))
+                })?;
+            batch
+                .put_with_id(*id, &bytes)
+                .map_err(|e| objects(&format!("{}: {id}: {e}", dst.display())))?;
+        }
+        batch
+            .commit()
+            .map_err(|e| objects(&format!("{}: {e}", dst.display())))?;
+        drop(store);
+        // The object store's locator and its staging directory (its layout).
+        for name in ["locator.redb", "staging"] {
+            let p = dst.join(name);
+            let r = if p.is_dir() {
+                std::fs::remove_dir_all(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
+            match r {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(objects(&format!("{}: {e}", p.display()))),
+            }
+        }
+        Ok(missing.len() as u64)
+    }
 }
 
 pub(crate) fn tier_admin_err(data: &Path, e: TierError) -> crate::admin::AdminError {
@@ -2333,6 +2443,64 @@ fn archives(root: &scribe_metadata::DataRoot) -> Vec<(String, PathBuf)> {
     out
 }
 
+/// The journal shards of the data roots the root at `data` was restored
+/// from, nearest first: its descriptor's `restored-from-incarnation`, then
+/// what each of those roots' descriptors shipped to the bucket names,
+/// until one was not restored (or shipped no descriptor). A repository
+/// that lived before a restore shipped journals under each of them too;
+/// `repo delete --tier` gives those up with the rest.
+pub(crate) fn restored_from_shards(
+    data: &Path,
+    provider: &dyn Provider,
+) -> Result<Vec<u32>, String> {
+    let from = |bytes: &[u8], what: &str| -> Result<Option<[u8; 16]>, String> {
+        scribe_format::descriptor::Descriptor::parse(bytes)
+            .and_then(|d| d.data_root())
+            .map(|d| d.restored.map(|r| r.from_incarnation))
+            .map_err(|e| format!("{what}: {e}"))
+    };
+    let path = data.join(DESCRIPTOR);
+    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut next = from(&bytes, &path.display().to_string())?;
+    let mut out = Vec::new();
+    while let Some(incarnation) = next {
+        let shard = shard_of(&hex::encode(incarnation));
+        if out.contains(&shard) {
+            break;
+        }
+        out.push(shard);
+        next = match nokv_bridge::tier::fetch_root_file(provider, shard, DESCRIPTOR)
+            .map_err(|e| e.to_string())?
+        {
+            Some(b) => from(&b, &format!("nokv/recovery/{shard:08x}/{DESCRIPTOR}"))?,
+            None => None,
+        };
+    }
+    Ok(out)
+}
+
+/// The data root's notes outside the catalog that a restore from the
+/// bucket needs (`former-names`, `retired-repositories`), each as the
+/// bytes of its file (the header alone when the file is absent: nothing
+/// recorded), or why the file does not read.
+fn root_notes(dir: &Path) -> [(&'static str, Result<Vec<u8>, String>); 2] {
+    use scribe_metadata::{former_names, retired};
+    [
+        (
+            former_names::FILE,
+            former_names::read(dir)
+                .map(|n| former_names::encode(&n))
+                .map_err(|e| e.to_string()),
+        ),
+        (
+            retired::FILE,
+            retired::read(dir)
+                .map(|r| retired::encode(&r))
+                .map_err(|e| e.to_string()),
+        ),
+    ]
+}
+
 /// Ship a data root file; one the bucket holds in another version is
 /// logged and left (the first version stays).
 fn ship_logged(tier: &Tier, name: &str, bytes: &[u8]) -> Result<(), String> {
@@ -2377,6 +2545,11 @@ pub struct TierRestore {
     /// Repositories the shipped catalog names that were deleted (`repo
     /// delete`): name and the key of their deletion record. Not restored.
     pub deleted: Vec<(String, String)>,
+    /// Former names of renamed repositories brought back
+    /// (`former-names`).
+    pub former_names: u64,
+    /// Repositories restored retired (`retired-repositories`), by name.
+    pub retired: Vec<String>,
 }
 
 fn hex_list(shards: &[u32]) -> String {
@@ -2416,7 +2589,8 @@ pub fn restore_from_tier(
     journal_shard: Option<u32>,
 ) -> Result<TierRestore, String> {
     use nokv_bridge::tier::{
-        archive_shipped, deletion_key, fetch_archive, fetch_root_file, journal_shards,
+        archive_shipped, deletion_key, fetch_archive, fetch_root_file, fetch_sealed_root_file,
+        journal_shards,
     };
     if let Ok(mut it) = std::fs::read_dir(to) {
         if it.next().is_some() {
@@ -2584,6 +2758,36 @@ pub fn restore_from_tier(
             std::fs::remove_dir_all(&aside).map_err(|e| io(&aside, e))?;
             repos.retain(|i| !deleted_repos.iter().any(|d| d.id == i.id));
         }
+        // The data root's notes outside the catalog (shipped sealed by
+        // every pass before the catalog's journal): each checked, its seal
+        // then its lines as the file is read; a retirement is kept only
+        // for a repository restored (a deleted one's goes with it).
+        let (former, retired) = {
+            use scribe_metadata::{former_names, retired};
+            let key = |n: &str| format!("nokv/recovery/{shard:08x}/{n}");
+            let mut former = 0;
+            if let Some(b) =
+                fetch_sealed_root_file(&*provider, shard, former_names::FILE).map_err(te)?
+            {
+                let names = former_names::decode(&b, &key(former_names::FILE))
+                    .map_err(|e| e.to_string())?;
+                former_names::write(&stage, &names).map_err(|e| e.to_string())?;
+                former = names.len() as u64;
+            }
+            let mut kept = Vec::new();
+            if let Some(b) = fetch_sealed_root_file(&*provider, shard, retired::FILE).map_err(te)? {
+                let mut all =
+                    retired::decode(&b, &key(retired::FILE)).map_err(|e| e.to_string())?;
+                all.retain(|r| repos.iter().any(|i| i.id == r.id));
+                retired::write(&stage, &all).map_err(|e| e.to_string())?;
+                kept = all
+                    .iter()
+                    .filter_map(|r| repos.iter().find(|i| i.id == r.id))
+                    .map(|i| i.name.clone())
+                    .collect();
+            }
+            (former, kept)
+        };
         for info in &repos {
             let dir = stage.join("repos").join(info.id.to_hex());
             std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
@@ -2669,6 +2873,8 @@ pub fn restore_from_tier(
             from_incarnation: hex::encode(fields.incarnation),
             incarnation,
             passed_over,
+            former_names: former,
+            retired,
             deleted: deleted_repos
                 .iter()
                 .map(|i| (i.name.clone(), deletion_key(block_shard, &i.id.0)))

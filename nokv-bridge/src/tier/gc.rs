@@ -138,36 +138,21 @@ impl Tier {
                 k
             })
             .collect();
-        let mut tx = self.db.begin_write().map_err(self.st())?;
-        tx.set_durability(Durability::Immediate)
-            .map_err(self.st())?;
-        let mut n = 0;
-        {
-            let mut refs = tx.open_table(state::REFS).map_err(self.st())?;
-            let mut revisions = tx.open_table(state::REVISIONS).map_err(self.st())?;
-            let mut candidates = tx.open_table(state::CANDIDATES).map_err(self.st())?;
-            let mut purged = tx.open_table(state::PURGED).map_err(self.st())?;
-            let keys: Vec<Vec<u8>> = refs
-                .iter()
-                .map_err(self.st())?
-                .filter_map(|r| r.ok().map(|(k, _)| k.value().to_vec()))
-                .filter(|k| {
-                    (k.len() == 17 + 40
-                        && k[16] == 2
-                        && (wanted.contains_key(&k[17..]) || whole.contains(&k[17..41])))
-                        || (k.len() == 17 + 24 && k[16] == 0 && whole.contains(&k[17..]))
-                })
-                .collect();
-            for k in keys {
-                let owner: [u8; 16] = k[..16].try_into().expect("16 bytes");
-                self.drop_ref(&mut refs, &mut revisions, &mut candidates, &owner, &k)?;
-                n += 1;
-            }
-            for (k, path) in &wanted {
-                purged.insert(k.as_slice(), *path).map_err(self.st())?;
-            }
-        }
-        tx.commit().map_err(self.st())?;
+        let n = self.release_where(
+            |k| {
+                (k.len() == 17 + 40
+                    && k[16] == 2
+                    && (wanted.contains_key(&k[17..]) || whole.contains(&k[17..41])))
+                    || (k.len() == 17 + 24 && k[16] == 0 && whole.contains(&k[17..]))
+            },
+            |tx, _, _| {
+                let mut purged = tx.open_table(state::PURGED).map_err(self.st())?;
+                for (k, path) in &wanted {
+                    purged.insert(k.as_slice(), *path).map_err(self.st())?;
+                }
+                Ok(())
+            },
+        )?;
         Ok(n)
     }
 
@@ -191,6 +176,61 @@ impl Tier {
             }
         }
         Ok(out)
+    }
+
+    /// One Immediate transaction dropping every reference `referrer`
+    /// accepts ([`Tier::drop_refs_where`]), with `also` writing what else
+    /// the release records in it (given the transaction and the revision
+    /// and candidate tables). Returns how many references were dropped.
+    /// What `release_files` and a root's deletion go through.
+    pub(crate) fn release_where(
+        &self,
+        referrer: impl Fn(&[u8]) -> bool,
+        also: impl FnOnce(
+            &redb::WriteTransaction,
+            &mut redb::Table<&[u8], &[u8]>,
+            &mut redb::Table<&[u8], u64>,
+        ) -> Result<(), TierError>,
+    ) -> Result<u64, TierError> {
+        let mut tx = self.db.begin_write().map_err(self.st())?;
+        tx.set_durability(Durability::Immediate)
+            .map_err(self.st())?;
+        let n = {
+            let mut refs = tx.open_table(state::REFS).map_err(self.st())?;
+            let mut revisions = tx.open_table(state::REVISIONS).map_err(self.st())?;
+            let mut candidates = tx.open_table(state::CANDIDATES).map_err(self.st())?;
+            let n = self.drop_refs_where(&mut refs, &mut revisions, &mut candidates, referrer)?;
+            also(&tx, &mut revisions, &mut candidates)?;
+            n
+        };
+        tx.commit().map_err(self.st())?;
+        Ok(n)
+    }
+
+    /// Drop every reference whose key (`owner ‖ kind ‖ referrer`)
+    /// `referrer` accepts, each as [`Tier::drop_ref`] does (row, count
+    /// and epoch; a candidate at zero), in the caller's transaction, with
+    /// one scan of `tier_refs`. Returns how many were dropped. What every
+    /// release goes through: file revisions and changes given up, the
+    /// dependencies of a revision deleted, a whole root deleted.
+    pub(crate) fn drop_refs_where(
+        &self,
+        refs: &mut redb::Table<&[u8], ()>,
+        revisions: &mut redb::Table<&[u8], &[u8]>,
+        candidates: &mut redb::Table<&[u8], u64>,
+        referrer: impl Fn(&[u8]) -> bool,
+    ) -> Result<u64, TierError> {
+        let keys: Vec<Vec<u8>> = refs
+            .iter()
+            .map_err(self.st())?
+            .filter_map(|r| r.ok().map(|(k, _)| k.value().to_vec()))
+            .filter(|k| k.len() > 17 && referrer(k))
+            .collect();
+        for k in &keys {
+            let owner: [u8; 16] = k[..16].try_into().expect("16 bytes: longer than 17");
+            self.drop_ref(refs, revisions, candidates, &owner, k)?;
+        }
+        Ok(keys.len() as u64)
     }
 
     pub(crate) fn drop_ref(
@@ -361,20 +401,11 @@ impl Tier {
                 objects.remove(k.as_slice()).map_err(self.st())?;
             }
             // Dependency references these revisions held: owner ‖ 1 ‖ rev.
-            let held: Vec<Vec<u8>> = refs
-                .iter()
-                .map_err(self.st())?
-                .filter_map(|r| r.ok().map(|(k, _)| k.value().to_vec()))
-                .filter(|k| {
-                    k.len() == 33
-                        && k[16] == 1
-                        && <[u8; 16]>::try_from(&k[17..]).is_ok_and(|h| set.contains(&h))
-                })
-                .collect();
-            for k in held {
-                let owner: [u8; 16] = k[..16].try_into().expect("16 bytes");
-                self.drop_ref(&mut refs, &mut revisions, &mut candidates, &owner, &k)?;
-            }
+            self.drop_refs_where(&mut refs, &mut revisions, &mut candidates, |k| {
+                k.len() == 33
+                    && k[16] == 1
+                    && <[u8; 16]>::try_from(&k[17..]).is_ok_and(|h| set.contains(&h))
+            })?;
         }
         tx.commit().map_err(self.st())?;
         Ok(())

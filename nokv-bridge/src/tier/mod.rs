@@ -31,7 +31,10 @@ use std::path::Path;
 pub use gc::Collected;
 pub use key::{BlockKey, ROOT as KEY_ROOT};
 pub use provider::{Deleted, Head, Provider, ProviderError, Put};
-pub use recovery::{archive_shipped, fetch_archive, fetch_root_file, journal_shards, Shipped};
+pub use recovery::{
+    archive_shipped, fetch_archive, fetch_root_file, fetch_sealed_root_file, journal_shards,
+    Shipped,
+};
 pub use root_delete::{deletion_key, root_deleted_in_bucket, RootDeletion};
 pub use s3::{S3Config, S3Provider};
 pub use stage::Prestaged;

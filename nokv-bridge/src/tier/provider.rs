@@ -13,6 +13,8 @@
 //!   store cannot say what happened the outcome is [`Deleted::Ambiguous`],
 //!   which the caller quarantines and reconciles later (seed 003,
 //!   "References And Deletion"), never treats as done.
+//!   [`Provider::delete_many`] is the same for many keys in few requests,
+//!   one outcome per key.
 //!
 //! The trait is synchronous: the storage server's request handlers are
 //! blocking threads. [`super::S3Provider`] drives object_store on a runtime
@@ -108,6 +110,17 @@ pub trait Provider: Send + Sync {
 
     /// Remove `key`; idempotent, with an explicit ambiguous outcome.
     fn delete(&self, key: &str) -> Deleted;
+
+    /// Remove every key of `keys` in as few requests as the store allows
+    /// (S3: `DeleteObjects`, up to 1,000 keys a request): one outcome per
+    /// key, in `keys`' order, each meaning what [`Provider::delete`]'s
+    /// does. A key the store did not confirm (a request that failed or
+    /// whose answer was lost, an error for that key) is
+    /// [`Deleted::Ambiguous`], never [`Deleted::Gone`]. The default
+    /// deletes one key at a time.
+    fn delete_many(&self, keys: &[String]) -> Vec<Deleted> {
+        keys.iter().map(|k| self.delete(k)).collect()
+    }
 
     /// The names of the "directories" directly below `prefix` (keys
     /// `prefix/NAME/...`). Used only to find which data roots shipped

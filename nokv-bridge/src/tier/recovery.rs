@@ -357,3 +357,59 @@ pub fn fetch_archive(
         Ok(last)
     }
 }
+
+/// The digest sealing a copy of data root file `name` holding `bytes`
+/// ([`Tier::ship_sealed_root_file`]): BLAKE3 over the name and the bytes,
+/// so a damaged copy, or one put under another file's name, is refused.
+fn root_file_seal(name: &str, bytes: &[u8]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(b"scribe data root file\n");
+    h.update(name.as_bytes());
+    h.update(b"\n");
+    h.update(bytes);
+    *h.finalize().as_bytes()
+}
+
+impl Tier {
+    /// Ship data root file `name` as [`Tier::ship_root_file_version`]
+    /// does (immutable versions, the newest one the file), each version
+    /// sealed: the bytes, then 32 bytes of BLAKE3 over the name and the
+    /// bytes, which [`fetch_sealed_root_file`] checks. For the data root's
+    /// own notes that no journal frames (`former-names`,
+    /// `retired-repositories`).
+    pub fn ship_sealed_root_file(&self, name: &str, bytes: &[u8]) -> Result<u64, TierError> {
+        let mut body = bytes.to_vec();
+        body.extend_from_slice(&root_file_seal(name, bytes));
+        self.ship_root_file_version(name, &body)
+    }
+}
+
+/// The newest version of sealed data root file `name` shipped under
+/// `journal_shard` ([`Tier::ship_sealed_root_file`]), its seal checked:
+/// `None` when it was never shipped; a version whose seal does not match
+/// is [`TierError::Damaged`] with its key.
+pub fn fetch_sealed_root_file(
+    provider: &dyn Provider,
+    journal_shard: u32,
+    name: &str,
+) -> Result<Option<Vec<u8>>, TierError> {
+    let Some(body) = fetch_root_file(provider, journal_shard, name)? else {
+        return Ok(None);
+    };
+    let key = format!("nokv/recovery/{journal_shard:08x}/{name}");
+    let damaged = |detail: &str| TierError::Damaged {
+        key: format!("{key} (newest version)"),
+        offset: 0,
+        detail: detail.to_string(),
+    };
+    let Some(at) = body.len().checked_sub(32) else {
+        return Err(damaged("shorter than its seal"));
+    };
+    let (bytes, seal) = body.split_at(at);
+    if root_file_seal(name, bytes) != seal {
+        return Err(damaged(
+            "its seal (BLAKE3 of the name and the bytes) does not match: damaged or not this file",
+        ));
+    }
+    Ok(Some(bytes.to_vec()))
+}

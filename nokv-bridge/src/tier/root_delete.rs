@@ -34,8 +34,11 @@
 //! 6. the root's index and release records (every key below
 //!    `nokv/index/{shard}/{root}/` but the deletion record) and its
 //!    recovery journal and descriptor (below
-//!    `nokv/recovery/{journal shard}/{root}/`), found by listing (their
-//!    keys are in no record) and deleted; an uncertain delete stops here;
+//!    `nokv/recovery/{journal shard}/{root}/`, for this data root's
+//!    journal shard and those of the data roots it was restored from,
+//!    which the caller names), found by listing (their keys are in no
+//!    record) and deleted in batches ([`Provider::delete_many`]); an
+//!    uncertain delete stops here;
 //! 7. one transaction removes the root's cursor, purged rows, recovery
 //!    cursor and its `tier_deleting_roots` row.
 //!
@@ -154,9 +157,15 @@ impl Tier {
 
     /// Steps 2-7 (module docs). `root` must have been marked
     /// ([`Tier::mark_root_deleted`]) and have no started publication.
-    /// When `unfinished` is not empty, the root stays marked and a later
-    /// call goes on.
-    pub fn finish_root_deletion(&self, root: &[u8; 16]) -> Result<RootDeletion, TierError> {
+    /// `earlier_journal_shards`: the journal shards of the data roots this
+    /// one was restored from (the root's journals shipped there before
+    /// the restores go too). When `unfinished` is not empty, the root
+    /// stays marked and a later call goes on.
+    pub fn finish_root_deletion(
+        &self,
+        root: &[u8; 16],
+        earlier_journal_shards: &[u32],
+    ) -> Result<RootDeletion, TierError> {
         let rh = hex::encode(root);
         if !self.roots_being_deleted()?.iter().any(|(r, _)| r == root) {
             return Err(TierError::state(
@@ -224,17 +233,28 @@ impl Tier {
         if !out.unfinished.is_empty() {
             return Ok(out);
         }
-        // 6. The root's index records and recovery journal.
+        // 6. The root's index records and recovery journals (its own
+        // shard's and those of the roots this one was restored from), in
+        // batched deletes.
         let tombstone = deletion_key(self.shard, root);
         let mut keys = self
             .provider
             .list_keys(&format!("nokv/index/{:08x}/{rh}", self.shard))?;
-        keys.extend(
-            self.provider
-                .list_keys(&format!("nokv/recovery/{:08x}/{rh}", self.journal_shard))?,
-        );
-        for key in keys.iter().filter(|k| **k != tombstone) {
-            match self.provider.delete(key) {
+        keys.retain(|k| *k != tombstone);
+        let mut shards = vec![self.journal_shard];
+        for s in earlier_journal_shards {
+            if !shards.contains(s) {
+                shards.push(*s);
+            }
+        }
+        for s in shards {
+            keys.extend(
+                self.provider
+                    .list_keys(&format!("nokv/recovery/{s:08x}/{rh}"))?,
+            );
+        }
+        for (key, d) in keys.iter().zip(self.provider.delete_many(&keys)) {
+            match d {
                 Deleted::Gone => out.metadata_deleted += 1,
                 Deleted::Ambiguous(e) => out.unfinished.push(format!("{key}: {e}")),
             }
@@ -256,45 +276,27 @@ impl Tier {
     /// `2 ‖ root ‖ …`), and give every `Available` revision of `root` at a
     /// zero count a candidate at its current epoch; one transaction.
     fn release_root(&self, root: &[u8; 16]) -> Result<u64, TierError> {
-        let mut tx = self.db.begin_write().map_err(self.st())?;
-        tx.set_durability(Durability::Immediate)
-            .map_err(self.st())?;
-        let mut n = 0;
-        {
-            let mut refs = tx.open_table(state::REFS).map_err(self.st())?;
-            let mut revisions = tx.open_table(state::REVISIONS).map_err(self.st())?;
-            let mut candidates = tx.open_table(state::CANDIDATES).map_err(self.st())?;
-            let keys: Vec<Vec<u8>> = refs
-                .iter()
-                .map_err(self.st())?
-                .filter_map(|r| r.ok().map(|(k, _)| k.value().to_vec()))
-                .filter(|k| {
-                    k.len() >= 17 + 16 && (k[16] == 0 || k[16] == 2) && k[17..33] == root[..]
-                })
-                .collect();
-            for k in keys {
-                let owner: [u8; 16] = k[..16].try_into().expect("16 bytes");
-                self.drop_ref(&mut refs, &mut revisions, &mut candidates, &owner, &k)?;
-                n += 1;
-            }
-            let zero: Vec<([u8; 16], u64)> = revisions
-                .iter()
-                .map_err(self.st())?
-                .filter_map(|r| r.ok())
-                .filter_map(|(k, v)| {
-                    let id = <[u8; 16]>::try_from(k.value()).ok()?;
-                    let r = RevisionRow::decode(v.value())?;
-                    (r.root == *root && r.state == Lifecycle::Available && r.strong == 0)
-                        .then_some((id, r.epoch))
-                })
-                .collect();
-            // At its current epoch (an older candidate would be stale).
-            for (id, epoch) in zero {
-                candidates.insert(id.as_slice(), epoch).map_err(self.st())?;
-            }
-        }
-        tx.commit().map_err(self.st())?;
-        Ok(n)
+        self.release_where(
+            |k| k.len() >= 17 + 16 && (k[16] == 0 || k[16] == 2) && k[17..33] == root[..],
+            |_, revisions, candidates| {
+                let zero: Vec<([u8; 16], u64)> = revisions
+                    .iter()
+                    .map_err(self.st())?
+                    .filter_map(|r| r.ok())
+                    .filter_map(|(k, v)| {
+                        let id = <[u8; 16]>::try_from(k.value()).ok()?;
+                        let r = RevisionRow::decode(v.value())?;
+                        (r.root == *root && r.state == Lifecycle::Available && r.strong == 0)
+                            .then_some((id, r.epoch))
+                    })
+                    .collect();
+                // At its current epoch (an older candidate would be stale).
+                for (id, epoch) in zero {
+                    candidates.insert(id.as_slice(), epoch).map_err(self.st())?;
+                }
+                Ok(())
+            },
+        )
     }
 
     /// Step 7: the root's cursor, purged rows, recovery cursor and

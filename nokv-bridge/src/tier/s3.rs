@@ -96,6 +96,9 @@ pub struct S3Provider {
 /// at a time.
 const BODY_POOL_BYTES: usize = 256 << 20;
 
+/// Most keys one `DeleteObjects` request names (S3's limit).
+const DELETE_BATCH: usize = 1000;
+
 impl S3Provider {
     pub fn new(cfg: &S3Config) -> Result<S3Provider, ProviderError> {
         let refused = |detail: String| ProviderError::Refused {
@@ -378,6 +381,80 @@ impl Provider for S3Provider {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Deleted::Gone,
             Err(e) => Deleted::Ambiguous(classify("delete", key, e)),
         }
+    }
+
+    /// `DeleteObjects` requests of up to 1,000 keys (object_store's
+    /// `delete_stream`, one batch at a time so each outcome is known to
+    /// be its key's): a key is `Gone` only when the store's answer
+    /// confirms it; a batch whose request failed leaves every key of it
+    /// that was not confirmed `Ambiguous`.
+    fn delete_many(&self, keys: &[String]) -> Vec<Deleted> {
+        let mut out: Vec<Option<Deleted>> = (0..keys.len()).map(|_| None).collect();
+        for (b, batch) in keys.chunks(DELETE_BATCH).enumerate() {
+            let base = b * DELETE_BATCH;
+            let mut asked = Vec::with_capacity(batch.len());
+            for (i, key) in batch.iter().enumerate() {
+                match self.path(key) {
+                    Ok(p) => asked.push((base + i, p)),
+                    Err(e) => out[base + i] = Some(Deleted::Ambiguous(e)),
+                }
+            }
+            let store = self.store.clone();
+            let paths: Vec<Path> = asked.iter().map(|(_, p)| p.clone()).collect();
+            let answers = self
+                .run(async move {
+                    let s = futures_util::stream::iter(paths.into_iter().map(Ok)).boxed();
+                    store.delete_stream(s).collect::<Vec<_>>().await
+                })
+                .unwrap_or_else(|| vec![Err(runtime_gone())]);
+            if answers.len() == asked.len() {
+                // One answer per key, in order (object_store keeps it).
+                for ((i, _), a) in asked.iter().zip(answers) {
+                    out[*i] = Some(match a {
+                        Ok(_) | Err(object_store::Error::NotFound { .. }) => Deleted::Gone,
+                        Err(e) => Deleted::Ambiguous(classify("delete", &keys[*i], e)),
+                    });
+                }
+                continue;
+            }
+            // The request failed as a whole: only what an answer names
+            // as deleted is gone.
+            let confirmed: std::collections::HashSet<Path> = answers
+                .iter()
+                .filter_map(|a| a.as_ref().ok().cloned())
+                .collect();
+            let why = answers
+                .into_iter()
+                .find_map(Result::err)
+                .map(|e| (transient(&e), e.to_string()))
+                .unwrap_or((
+                    true,
+                    "the store's answer named fewer keys than asked".into(),
+                ));
+            for (i, p) in &asked {
+                out[*i] = Some(if confirmed.contains(p) {
+                    Deleted::Gone
+                } else {
+                    let (key, detail) = (keys[*i].clone(), why.1.clone());
+                    Deleted::Ambiguous(if why.0 {
+                        ProviderError::Unavailable {
+                            op: "delete",
+                            key,
+                            detail,
+                        }
+                    } else {
+                        ProviderError::Refused {
+                            op: "delete",
+                            key,
+                            detail,
+                        }
+                    })
+                });
+            }
+        }
+        out.into_iter()
+            .map(|d| d.expect("every key has an outcome: set above"))
+            .collect()
     }
 
     fn list_dirs(&self, prefix: &str) -> Result<Vec<String>, ProviderError> {

@@ -166,6 +166,11 @@ impl Tier {
         self.journal_shard
     }
 
+    /// The bucket this record's blocks and journals are in.
+    pub fn provider(&self) -> &dyn Provider {
+        &*self.provider
+    }
+
     /// Create a new record at `path` (which must not exist) for a data
     /// root restored from the bucket: blocks keep the keys of `shard`,
     /// journals ship under `journal_shard`. Fill it with
@@ -414,6 +419,43 @@ impl Tier {
         let order = self.revision_order(root, &loc.key.revision)?;
         let at = order.partition_point(|(b, o, _)| (*b, *o) <= (loc.key.index, loc.offset));
         Ok(order[at..].iter().take(n).map(|(_, _, id)| *id).collect())
+    }
+
+    /// Every object of `root` the bucket holds in an `Available` revision,
+    /// in id order (what `scribe-server backup` fetches back when the
+    /// local store gave it up: `tier evict`, `--cache-bytes`).
+    pub fn objects_of(&self, root: &[u8; 16]) -> Result<Vec<ObjectId>, TierError> {
+        let tx = self.db.begin_read().map_err(self.st())?;
+        let objects = tx.open_table(state::OBJECTS).map_err(self.st())?;
+        let revisions = tx.open_table(state::REVISIONS).map_err(self.st())?;
+        let mut available = std::collections::HashMap::new();
+        let mut out = Vec::new();
+        for row in objects.range(root.as_slice()..).map_err(self.st())? {
+            let (k, v) = row.map_err(self.st())?;
+            let k = k.value();
+            if k.len() < 16 || k[..16] != root[..] {
+                break;
+            }
+            let bad = || TierError::corrupt(&self.path, "a tier_objects row does not decode");
+            let id = ObjectId::from_bytes(&k[16..]).map_err(|_| bad())?;
+            let rev = ObjectRow::decode(v.value()).ok_or_else(bad)?.revision;
+            let ok = match available.get(&rev) {
+                Some(ok) => *ok,
+                None => {
+                    let ok = revisions
+                        .get(rev.as_slice())
+                        .map_err(self.st())?
+                        .and_then(|r| RevisionRow::decode(r.value()))
+                        .is_some_and(|r| r.state == Lifecycle::Available);
+                    available.insert(rev, ok);
+                    ok
+                }
+            };
+            if ok {
+                out.push(id);
+            }
+        }
+        Ok(out)
     }
 
     /// Whether the bucket holds `id` of `root` in an `Available` revision

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use nokv_bridge::tier::{BlockKey, Deleted, Provider, ProviderError, Put, S3Provider};
+use nokv_bridge::tier::{BlockKey, Deleted, Provider, ProviderError, Put, S3Config, S3Provider};
 
 use super::proxy::{Fault, Proxy};
 use super::rgw::{config, config_via};
@@ -174,4 +174,44 @@ fn resets_and_503s_mid_upload_are_retried_to_one_stored_block() {
     // Read through the real server: exactly the bytes, once.
     let direct = S3Provider::new(&super::rgw::config_like(&cfg)).unwrap();
     assert_eq!(direct.get(&k).unwrap(), body);
+}
+
+/// `delete_many` deletes many keys in one `DeleteObjects` request, absent
+/// keys included, each `Gone`; a request the store never answers leaves
+/// every key `Ambiguous` and in place (never `Gone`), and the same call
+/// again finishes.
+#[test]
+fn delete_many_is_one_request_and_an_unanswered_one_leaves_every_key_ambiguous() {
+    let cfg = config();
+    let direct = S3Provider::new(&cfg).unwrap();
+    let keys: Vec<String> = (100..140).map(key).collect();
+    for (i, k) in keys.iter().enumerate().skip(2) {
+        direct.put_if_absent(k, data(50, i as u8)).unwrap();
+    }
+    let proxy = Proxy::start(&super::rgw::rgw().endpoint);
+    let held = S3Provider::new(&S3Config {
+        endpoint: Some(proxy.endpoint.clone()),
+        timeout: Duration::from_secs(2),
+        retries: 0,
+        ..cfg
+    })
+    .unwrap();
+    // The first delete request is held unanswered: with the keys sent one
+    // request each, the others would be deleted on new connections.
+    proxy.plan(&[Fault::SilentAtDelete]);
+    let r = held.delete_many(&keys);
+    assert_eq!(r.len(), keys.len());
+    assert!(
+        r.iter().all(|d| matches!(d, Deleted::Ambiguous(_))),
+        "{r:?}"
+    );
+    assert_eq!(proxy.faulted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    for k in &keys[2..] {
+        assert!(direct.head(k).unwrap().is_some(), "{k} went");
+    }
+    let r = held.delete_many(&keys);
+    assert!(r.iter().all(|d| matches!(d, Deleted::Gone)), "{r:?}");
+    for k in &keys {
+        assert!(direct.head(k).unwrap().is_none(), "{k} is left");
+    }
 }

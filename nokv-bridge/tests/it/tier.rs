@@ -20,6 +20,8 @@ struct Recording {
     puts: Mutex<Vec<String>>,
     heads: Mutex<u64>,
     ambiguous: Mutex<u32>,
+    /// The length of each `delete_many` sent to the store as one batch.
+    batches: Mutex<Vec<usize>>,
 }
 
 fn recording(ambiguous: u32) -> Arc<Recording> {
@@ -28,6 +30,7 @@ fn recording(ambiguous: u32) -> Arc<Recording> {
         puts: Mutex::default(),
         heads: Mutex::default(),
         ambiguous: Mutex::new(ambiguous),
+        batches: Mutex::default(),
     })
 }
 
@@ -60,6 +63,13 @@ impl Provider for Recording {
             });
         }
         self.inner.delete(key)
+    }
+    fn delete_many(&self, keys: &[String]) -> Vec<Deleted> {
+        if *self.ambiguous.lock().unwrap() > 0 {
+            return keys.iter().map(|k| self.delete(k)).collect();
+        }
+        self.batches.lock().unwrap().push(keys.len());
+        self.inner.delete_many(keys)
     }
 }
 
@@ -955,7 +965,7 @@ fn a_root_deleted_whole_leaves_no_block_index_or_journal_and_another_root_keeps_
     // The first run meets only uncertain deletes: unfinished, named.
     *f.provider.ambiguous.lock().unwrap() = 1000;
     f.tier.mark_root_deleted(&ROOT, "game").unwrap();
-    let d = f.tier.finish_root_deletion(&ROOT).unwrap();
+    let d = f.tier.finish_root_deletion(&ROOT, &[]).unwrap();
     assert!(!d.unfinished.is_empty(), "{d:?}");
     assert!(
         nokv_bridge::tier::root_deleted_in_bucket(&*f.provider, shard, &ROOT).unwrap(),
@@ -972,7 +982,7 @@ fn a_root_deleted_whole_leaves_no_block_index_or_journal_and_another_root_keeps_
     );
     // The next run finishes it.
     *f.provider.ambiguous.lock().unwrap() = 0;
-    let d = f.tier.finish_root_deletion(&ROOT).unwrap();
+    let d = f.tier.finish_root_deletion(&ROOT, &[]).unwrap();
     assert!(d.unfinished.is_empty(), "{d:?}");
     assert_eq!(
         keys_below(&f, &artifacts),
@@ -1010,4 +1020,132 @@ fn a_root_deleted_whole_leaves_no_block_index_or_journal_and_another_root_keeps_
     }
     assert!(!nokv_bridge::tier::root_deleted_in_bucket(&*f.provider, shard, &OTHER).unwrap());
     assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
+}
+
+/// A root restored from other data roots shipped journals under their
+/// journal shards before the restore: its deletion gives those up too
+/// (they were left behind), not a sibling restore's or another root's,
+/// and deletes the root's metadata objects in one batched request (they
+/// went one request each).
+#[test]
+fn a_root_deleted_whole_gives_up_its_journals_under_the_shards_it_was_restored_from_in_one_batch() {
+    const OTHER: [u8; 16] = [0x77; 16];
+    let mut f = fixture(small());
+    let (m1, a) = (f.add(100, 601), f.add(30_000, 602));
+    f.publish_files(1, &[m1], &[("a.bin", &[a])]);
+    let rh = hex::encode(ROOT);
+    let (earlier, oldest, sibling) = (0x0a0a_0a0a_u32, 0x0b0b_0b0b_u32, 0x0c0c_0c0c_u32);
+    // Journal objects shipped by the roots this one was restored from,
+    // by a sibling restore (not an ancestor), and another root's.
+    let put = |k: String| {
+        f.provider
+            .put_if_absent(&k, bytes::Bytes::from_static(b"journal"))
+            .unwrap();
+        k
+    };
+    let mut doomed = Vec::new();
+    for s in [earlier, oldest] {
+        doomed.push(put(format!("nokv/recovery/{s:08x}/{rh}/SCRIBE_FORMAT")));
+        doomed.push(put(format!(
+            "nokv/recovery/{s:08x}/{rh}/{:020}/{:016x}-{:016x}",
+            1, 0, 7
+        )));
+        doomed.push(put(format!("nokv/recovery/{s:08x}/{rh}/head/{:016x}", 1)));
+    }
+    let kept = [
+        put(format!("nokv/recovery/{sibling:08x}/{rh}/head/{:016x}", 1)),
+        put(format!(
+            "nokv/recovery/{earlier:08x}/{}/head/{:016x}",
+            hex::encode(OTHER),
+            1
+        )),
+    ];
+    let own = put(format!(
+        "nokv/recovery/{:08x}/{rh}/head/{:016x}",
+        f.tier.journal_shard(),
+        1
+    ));
+
+    f.tier.mark_root_deleted(&ROOT, "game").unwrap();
+    let d = f
+        .tier
+        .finish_root_deletion(&ROOT, &[earlier, oldest])
+        .unwrap();
+    assert!(d.unfinished.is_empty(), "{d:?}");
+    for k in doomed.iter().chain([&own]) {
+        assert!(f.provider.head(k).unwrap().is_none(), "{k} is left");
+    }
+    for k in &kept {
+        assert!(f.provider.head(k).unwrap().is_some(), "{k} was deleted");
+    }
+    // Its index record and the seven journal objects, in one request.
+    assert_eq!(d.metadata_deleted, 8, "{d:?}");
+    assert_eq!(*f.provider.batches.lock().unwrap(), vec![8]);
+    assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
+}
+
+/// A data root's notes (`former-names`, `retired-repositories`) ship as
+/// sealed versions: the newest comes back as its bytes; the same bytes
+/// again write nothing; a version whose bytes do not match its seal, or
+/// that is another file's, is refused by key, never returned.
+#[test]
+fn a_sealed_root_file_comes_back_as_shipped_and_a_damaged_version_is_refused() {
+    use nokv_bridge::tier::fetch_sealed_root_file;
+    let f = fixture(small());
+    let shard = f.tier.journal_shard();
+    assert_eq!(
+        fetch_sealed_root_file(&*f.provider, shard, "former-names").unwrap(),
+        None
+    );
+    let first = b"scribe-former-names 1\n".to_vec();
+    let second = b"scribe-former-names 1\n00 1 old\n".to_vec();
+    assert_eq!(
+        f.tier
+            .ship_sealed_root_file("former-names", &first)
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        f.tier
+            .ship_sealed_root_file("former-names", &second)
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        f.tier
+            .ship_sealed_root_file("former-names", &second)
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        fetch_sealed_root_file(&*f.provider, shard, "former-names").unwrap(),
+        Some(second.clone())
+    );
+    // Another file's sealed bytes under this name: refused.
+    f.tier
+        .ship_sealed_root_file("retired-repositories", &second)
+        .unwrap();
+    let key = |name: &str, v: u64| format!("nokv/recovery/{shard:08x}/{name}.v/{v:016x}");
+    let foreign = f
+        .provider
+        .get(&format!("nokv/recovery/{shard:08x}/retired-repositories"))
+        .unwrap();
+    f.provider
+        .put_if_absent(&key("former-names", 2), foreign)
+        .unwrap();
+    match fetch_sealed_root_file(&*f.provider, shard, "former-names") {
+        Err(TierError::Damaged { key, .. }) => assert!(key.contains("former-names"), "{key}"),
+        other => panic!("another file's version was not refused: {other:?}"),
+    }
+    // A version with one byte changed: refused.
+    let mut bad = second.clone();
+    bad[0] ^= 1;
+    bad.extend_from_slice(&[0; 32]);
+    f.provider
+        .put_if_absent(&key("former-names", 3), bytes::Bytes::from(bad))
+        .unwrap();
+    assert!(matches!(
+        fetch_sealed_root_file(&*f.provider, shard, "former-names"),
+        Err(TierError::Damaged { .. })
+    ));
 }

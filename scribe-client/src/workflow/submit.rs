@@ -695,7 +695,10 @@ fn settle(
     let code = ErrorCode::from_number(outcome.code).unwrap_or(ErrorCode::Internal);
     if code == ErrorCode::MissingObjects || code == ErrorCode::Internal || code == ErrorCode::Busy {
         // Not final: keep the candidate for a retry with the same id.
-        return Err(Error::new(code, outcome.detail));
+        return Err(Error::new(
+            code,
+            scribe_format::wire::message::shown_message(outcome.code, &outcome.detail),
+        ));
     }
     abandon(&o.ws, op)?;
     // A lock this workspace took and someone broke: said by name (the

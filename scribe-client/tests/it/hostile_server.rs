@@ -498,3 +498,72 @@ fn a_connection_cut_during_a_prefetch_is_replaced_and_the_sync_completes() {
         );
     }
 }
+
+/// The first 2xx number the registry does not hold: what
+/// `repository_retired` (216) was to every build before it.
+fn unknown_refusal_code() -> u16 {
+    (200..300)
+        .find(|n| ErrorCode::from_number(*n).is_none())
+        .expect("a free 2xx number")
+}
+
+fn renumber_retired(r: &mut Response) {
+    if let Response::Error(e) = r {
+        if e.code == ErrorCode::RepositoryRetired.number() {
+            e.code = unknown_refusal_code();
+        }
+    }
+}
+
+/// What a client older than an error code sees of it: the real server
+/// refuses a submit to a retired repository with `repository_retired`
+/// (216); a proxy renumbers the refusal to a code this build does not
+/// know, as 216 is to builds before it. The error names the number, says
+/// this scribe does not know it, and keeps the server's message (whom to
+/// ask); it read as this build's `internal` with only the message.
+#[test]
+fn an_error_code_this_build_does_not_know_is_named_with_the_servers_message() {
+    let mut env = Env::new(Transport::Process);
+    env.process().kill();
+    scribe_metadata::DataRoot::open(env.data())
+        .unwrap()
+        .set_retired(REPO, true, "ops@studio")
+        .unwrap();
+    env.restart_process();
+    let url = proxy(env.addr(), renumber_retired);
+    let ctx = Context::default();
+    let a = workspace::create(
+        &ctx,
+        CreateArgs {
+            dir: env.dir().join("ws").join("ann"),
+            server: url,
+            repo: REPO.into(),
+            author: "ann".into(),
+            ..CreateArgs::default()
+        },
+    )
+    .expect("a retired repository still takes a workspace");
+    std::fs::write(a.root.join("a.txt"), b"mine").unwrap();
+    let o = Opened::find(&a.root).unwrap();
+    files::add(&o, &["a.txt".into()]).unwrap();
+    let link = o.link(&ctx).unwrap();
+    let e = submit::submit(
+        &o,
+        &link,
+        SubmitArgs {
+            message: "one".into(),
+            ..SubmitArgs::default()
+        },
+    )
+    .unwrap_err();
+    let said = e.message().to_string();
+    assert!(
+        said.contains(&format!("error code {}", unknown_refusal_code()))
+            && said.contains("does not know"),
+        "the unknown code is not named: {e}"
+    );
+    assert!(
+        said.contains("retired") && said.contains("ops@studio"),
+        "the server's message is lost: {e}"
+    );
+}

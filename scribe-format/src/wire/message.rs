@@ -396,6 +396,26 @@ impl ErrorReply {
     pub fn error_code(&self) -> ErrorCode {
         ErrorCode::from_number(self.code).unwrap_or(ErrorCode::Internal)
     }
+
+    /// The message to show people: the server's own; for a code this
+    /// build does not know (a newer server's, as `repository_retired` 216
+    /// was to builds before it), preceded by its number and that it is
+    /// unknown here, so it never reads as this build's `internal` alone.
+    pub fn shown_message(&self) -> String {
+        shown_message(self.code, &self.message)
+    }
+}
+
+/// The message of a server's error `code` to show people
+/// ([`ErrorReply::shown_message`]; also a submission outcome's).
+pub fn shown_message(code: u16, message: &str) -> String {
+    if ErrorCode::from_number(code).is_some() {
+        return message.to_owned();
+    }
+    format!(
+        "the server answered error code {code}, which this scribe does not know (a newer \
+         server's code: update scribe to see its name and what to do): {message}"
+    )
 }
 
 macro_rules! messages {

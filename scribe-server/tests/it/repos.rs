@@ -581,3 +581,38 @@ fn retire_and_unretire_keep_the_state_by_id_and_refuse_bad_input() {
         text(&out.stderr)
     );
 }
+
+/// A retirement is the repository's state: `repo delete` takes it away
+/// with the repository (it lingered in `<data>/retired-repositories`,
+/// naming an id no catalog row holds, and went on into backups and the
+/// bucket); another repository's retirement stays.
+#[test]
+fn a_deleted_repository_takes_its_retirement_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let (id, _ws, _head) = root_with_history(&data);
+    let out = run(&["repo", "create", "--data", d, "kept"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for name in [REPO, "kept"] {
+        let out = run(&["repo", "retire", "--data", d, name, "--contact", "ops"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let out = run(&[
+        "repo",
+        "delete",
+        "--data",
+        d,
+        REPO,
+        "--yes",
+        "--confirm",
+        REPO,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let retired = std::fs::read_to_string(data.join("retired-repositories")).unwrap();
+    assert!(
+        !retired.contains(&id.to_hex()),
+        "the deleted repository's retirement lingers: {retired}"
+    );
+    assert_eq!(retired.lines().count(), 2, "the other one stays: {retired}");
+}

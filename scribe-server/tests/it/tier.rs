@@ -20,6 +20,18 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_scribe-server"))
 }
 
+/// Whether a command succeeded, and what it printed (stdout, then stderr).
+fn said(out: &std::process::Output) -> (bool, String) {
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
 struct Bucket {
     url: String,
     prefix: String,
@@ -182,14 +194,7 @@ fn tier_verify(data: &Path, b: &Bucket) -> (bool, String) {
         .env("AWS_SECRET_ACCESS_KEY", &r.secret_key)
         .output()
         .unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    said(&out)
 }
 
 #[test]
@@ -458,14 +463,7 @@ fn tier_cmd(data: &Path, b: &Bucket, endpoint: &str, args: &[&str]) -> (bool, St
         .env("AWS_SECRET_ACCESS_KEY", &r.secret_key)
         .output()
         .unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    said(&out)
 }
 
 fn chunks_of(content: &[u8]) -> Vec<ObjectId> {
@@ -957,14 +955,7 @@ fn restore_from_tier_with(data: &Path, b: &Bucket, extra: &[&str]) -> (bool, Str
         .env("AWS_SECRET_ACCESS_KEY", &r.secret_key)
         .output()
         .unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    said(&out)
 }
 
 /// Three changes acknowledged under `durable`, the server SIGKILLed right
@@ -2878,4 +2869,286 @@ fn a_tiered_deletion_killed_between_the_move_and_the_catalog_finishes_when_run_a
     assert_gone_from_the_bucket(&b, &p);
     let (ok, out) = tier_verify(&data, &b);
     assert!(ok, "{out}");
+}
+
+/// `scribe-server` offline (rename, retire, delete), without a bucket
+/// named: success and the output.
+fn offline(data: &Path, args: &[&str]) -> (bool, String) {
+    let out = bin()
+        .args(args)
+        .args(["--data", data.to_str().unwrap()])
+        .output()
+        .unwrap();
+    said(&out)
+}
+
+/// A lock request on `repo`: the error code it is refused with, and the
+/// message (or `None` when granted).
+fn lock_refusal(
+    c: &mut impl Requests,
+    repo: &str,
+    ws: WorkspaceId,
+    path: &str,
+) -> Option<(u16, String)> {
+    let branch = c
+        .repo_list()
+        .into_iter()
+        .find(|r| r.name == repo)
+        .unwrap()
+        .main_branch;
+    match c.ask(Request::LockAcquire(m::LockAcquire {
+        repo: repo.into(),
+        workspace: ws,
+        branch,
+        author: "ann".into(),
+        paths: vec![path.into()],
+    })) {
+        Response::Error(e) => Some((e.code, e.message)),
+        _ => None,
+    }
+}
+
+/// The data root's notes outside the catalog (`former-names`,
+/// `retired-repositories`) come back from the bucket: a rename's old name
+/// and a retirement made offline on a tiered root are shipped (sealed) by
+/// the next `serve --tier` before the catalog's journal, and a root
+/// restored from the bucket alone honours them: the old name is not given
+/// to a new repository, the retired repository's workspace reads and is
+/// refused a write with `repository_retired` naming whom to ask. A
+/// repository retired and then deleted takes its retirement with it,
+/// locally and in the restore. (`restore --from-tier` started without
+/// both files: the old name was free and the retired repository
+/// writable.)
+#[test]
+fn restore_from_tier_brings_back_former_names_and_retirements() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let ep = rgw().endpoint.clone();
+    create_repo(&data, "old-name");
+    create_repo(&data, DOOMED);
+    let s = serve(&data, &b, &ep, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let ws = WorkspaceId([9; 16]);
+    c.register(ws);
+    accepted(&submit(&mut c, 1, &[("a.txt", b"ay")]));
+    let doomed = id_of(&mut c, DOOMED);
+    drop(c);
+    kill(s);
+
+    // Offline: a rename, two retirements, the deletion of one retired.
+    let (ok, out) = offline(&data, &["repo", "rename", "old-name", "new-name"]);
+    assert!(ok, "{out}");
+    let (ok, out) = offline(&data, &["repo", "retire", REPO, "--contact", "ops@studio"]);
+    assert!(ok, "{out}");
+    let (ok, out) = offline(&data, &["repo", "retire", DOOMED]);
+    assert!(ok, "{out}");
+    let (ok, out) = tier_cmd(
+        &data,
+        &b,
+        &ep,
+        &["repo", "delete", DOOMED, "--yes", "--confirm", DOOMED],
+    );
+    assert!(ok, "{out}");
+    let retired_here = std::fs::read_to_string(data.join("retired-repositories")).unwrap();
+
+    // Served again: a durable submit to the renamed repository waits for
+    // the catalog's journal step holding the rename, which the notes
+    // precede.
+    let s = serve(&data, &b, &ep, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let ws2 = WorkspaceId([8; 16]);
+    register_in(&mut c, "new-name", ws2);
+    accepted(&submit_in(&mut c, "new-name", ws2, 1, &[("n.txt", b"en")]));
+    drop(c);
+    kill(s);
+
+    // The disk is lost.
+    std::fs::remove_dir_all(&data).unwrap();
+    let (ok, out) = restore_from_tier(&data, &b);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!("{REPO}: retired")) && out.contains("1 former name(s)"),
+        "{out}"
+    );
+    let retired = std::fs::read_to_string(data.join("retired-repositories")).unwrap();
+    assert!(!retired.contains(&doomed.to_hex()), "{retired}");
+
+    // The old name is still kept from reuse.
+    let (ok, out) = offline(&data, &["repo", "create", "old-name"]);
+    assert!(!ok, "the old name was given to a new repository: {out}");
+    assert!(out.contains("--reuse-name"), "{out}");
+    // The retired repository reads and refuses writes, naming whom to ask;
+    // the renamed one takes them.
+    let s = serve(&data, &b, &ep, &[]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    let info = c.register(ws);
+    let (code, message) =
+        lock_refusal(&mut c, REPO, ws, "a.txt").expect("a lock on a retired repository");
+    assert_eq!(code, ErrorCode::RepositoryRetired.number(), "{message}");
+    assert!(message.contains("ops@studio"), "{message}");
+    assert_eq!(log(&mut c, info.branch).len(), 1);
+    register_in(&mut c, "new-name", ws2);
+    assert_eq!(lock_refusal(&mut c, "new-name", ws2, "n.txt"), None);
+    drop(c);
+    kill(s);
+    assert!(
+        !retired_here.contains(&doomed.to_hex()),
+        "a deleted repository's retirement goes with it: {retired_here}"
+    );
+}
+
+/// `scribe-server backup` of a tiered data root whose local store gave
+/// its chunks back to the bucket (`tier evict`) fetches them back through
+/// the tier's read path (each checked against its id) into the backup: a
+/// data root restored from that backup, served without any bucket, reads
+/// every object back. (The backup copied the store's files alone and
+/// succeeded without the chunks: the restored root could not read them.)
+/// Without the bucket named, or with the server running, the backup of a
+/// tiered root is refused by name and writes nothing.
+#[test]
+fn a_backup_of_an_evicted_tiered_store_fetches_its_chunks_from_the_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let ep = rgw().endpoint.clone();
+    let s = serve(&data, &b, &ep, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    c.register(WorkspaceId([9; 16]));
+    let a = big(41, 3 << 20);
+    accepted(&submit(&mut c, 1, &[("a.bin", &a), ("b.txt", b"bee")]));
+    drop(c);
+    kill(s);
+    let f = scribe_testkit::change::file(&a);
+    let (ok, out) = tier_cmd(&data, &b, &ep, &["tier", "evict"]);
+    assert!(ok, "{out}");
+    assert!(
+        f.objects
+            .iter()
+            .filter(|(id, _)| id.kind == scribe_format::ObjectKind::Chunk)
+            .all(|(id, _)| !held_locally(&data, id)),
+        "the chunks left the local store: {out}"
+    );
+
+    // Refused without the bucket named: nothing written.
+    let refused = dir.path().join("refused");
+    let (ok, out) = offline(&data, &["backup", "--to", refused.to_str().unwrap()]);
+    assert!(
+        !ok && out.contains("S3 tier state") && out.contains("--tier"),
+        "{out}"
+    );
+    assert!(!refused.join("BACKUP_MANIFEST").exists());
+    // Refused while served (the tier record is the server's).
+    let s = serve(&data, &b, &ep, &[]);
+    let (ok, out) = tier_cmd(
+        &data,
+        &b,
+        &ep,
+        &["backup", "--to", refused.to_str().unwrap()],
+    );
+    assert!(!ok && out.contains("server stopped"), "{out}");
+    kill(s);
+    assert!(!refused.join("BACKUP_MANIFEST").exists());
+
+    let backup = dir.path().join("backup");
+    let (ok, out) = tier_cmd(
+        &data,
+        &b,
+        &ep,
+        &["backup", "--to", backup.to_str().unwrap()],
+    );
+    assert!(ok, "{out}");
+    let backed_up = out;
+    let restored = dir.path().join("restored");
+    let (ok, out) = offline(&restored, &["restore", "--from", backup.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    // Served in-process, without the tier: every object from the backup.
+    let mut c =
+        scribe_server::InProcessConnection::new(scribe_server::Service::open(&restored).unwrap());
+    for content in [&a[..], b"bee"] {
+        for (id, bytes) in &scribe_testkit::change::file(content).objects {
+            assert_eq!(&c.object(REPO, *id), bytes, "{id} from the backup");
+        }
+    }
+    assert!(backed_up.contains("fetched from it"), "{backed_up}");
+
+    // `export` is metadata only: an import taking its objects from the
+    // evicted store is refused (its doctor names what is missing) and
+    // publishes nothing; from the backup's copy of the store it is whole.
+    let scmx = dir.path().join("game.scmx");
+    let (ok, out) = offline(&data, &["export", REPO, "--to", scmx.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    let other = dir.path().join("other");
+    assert!(bin()
+        .args(["init", "--data", other.to_str().unwrap()])
+        .status()
+        .unwrap()
+        .success());
+    let id = only_repo(&data).to_hex();
+    let evicted = data.join("repos").join(&id).join("objects");
+    let (ok, out) = offline(
+        &other,
+        &[
+            "import",
+            scmx.to_str().unwrap(),
+            "--objects",
+            evicted.to_str().unwrap(),
+        ],
+    );
+    assert!(!ok && out.contains("missing"), "{out}");
+    let copied = backup.join("repos").join(&id).join("objects");
+    let (ok, out) = offline(
+        &other,
+        &[
+            "import",
+            scmx.to_str().unwrap(),
+            "--objects",
+            copied.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{out}");
+}
+
+/// A repository of a data root restored from the bucket shipped its
+/// journal under the original root's journal shard too; `repo delete` on
+/// the restored root gives that one up with its own (it was left behind,
+/// named only by listing).
+#[test]
+fn a_repository_deleted_after_a_restore_leaves_no_journal_under_the_shard_it_was_restored_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init(dir.path());
+    let b = bucket();
+    let ep = rgw().endpoint.clone();
+    let (ws, _, _) = durable_history(&data, &b);
+    let repo = ws.repository;
+    let before = record(&data, &b).journal_shard();
+    let old = format!("nokv/recovery/{before:08x}/{}", repo.to_hex());
+    assert!(!keys_below(&b, &old).is_empty());
+    std::fs::remove_dir_all(&data).unwrap();
+    let (ok, out) = restore_from_tier(&data, &b);
+    assert!(ok, "{out}");
+    // The restored root ships its own journal, under its own shard.
+    let s = serve(&data, &b, &ep, &["--ack", "durable"]);
+    let mut c = wire::tcp(s.addr.parse().unwrap());
+    c.register(WorkspaceId([9; 16]));
+    accepted(&submit(&mut c, 4, &[("e.txt", b"after the restore")]));
+    drop(c);
+    kill(s);
+    let p = prefixes(&data, &b, repo);
+    assert_ne!(p.journal, old);
+    assert!(!keys_below(&b, &p.journal).is_empty());
+
+    let (ok, out) = tier_cmd(
+        &data,
+        &b,
+        &ep,
+        &["repo", "delete", REPO, "--yes", "--confirm", REPO],
+    );
+    assert!(ok, "{out}");
+    assert_gone_from_the_bucket(&b, &p);
+    assert_eq!(
+        keys_below(&b, &old),
+        Vec::<String>::new(),
+        "the journal shipped before the restore is left"
+    );
 }
