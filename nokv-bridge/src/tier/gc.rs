@@ -320,17 +320,39 @@ impl Tier {
         // Finished in batches: each finish scans the manifest rows and the
         // references once for the whole batch (one scan per revision made
         // giving up a long history quadratic).
+        // The blocks of a whole batch go in as few delete requests as the
+        // store allows (`Provider::delete_many`); a revision any of whose
+        // deletes is ambiguous is quarantined (its other blocks may be
+        // gone already: deletes are idempotent, the next collection
+        // finishes it).
         for batch in deleting.chunks(FINISH_BATCH) {
             let mut gone = Vec::with_capacity(batch.len());
+            let keys: Vec<String> = batch
+                .iter()
+                .flat_map(|(rev, row)| {
+                    (0..row.blocks)
+                        .map(move |b| BlockKey::new(self.shard, row.root, *rev, b).to_key())
+                })
+                .collect();
+            let mut outcomes = self.provider.delete_many(&keys).into_iter();
+            let mut keys = keys.iter();
             for (rev, row) in batch {
                 let mut uncertain = None;
-                for b in 0..row.blocks {
-                    let key = BlockKey::new(self.shard, row.root, *rev, b).to_key();
-                    match self.provider.delete(&key) {
-                        Deleted::Gone => out.blocks_deleted += 1,
-                        Deleted::Ambiguous(e) => {
-                            uncertain = Some(format!("{key}: {e}"));
-                            break;
+                for _ in 0..row.blocks {
+                    let (Some(key), outcome) = (keys.next(), outcomes.next()) else {
+                        break;
+                    };
+                    match outcome {
+                        Some(Deleted::Gone) => out.blocks_deleted += 1,
+                        Some(Deleted::Ambiguous(e)) => {
+                            uncertain.get_or_insert_with(|| format!("{key}: {e}"));
+                        }
+                        // A provider that answered fewer outcomes than keys
+                        // confirmed nothing for the rest.
+                        None => {
+                            uncertain.get_or_insert_with(|| {
+                                format!("{key}: the store gave no outcome for this delete")
+                            });
                         }
                     }
                 }

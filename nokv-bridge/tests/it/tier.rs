@@ -1078,9 +1078,10 @@ fn a_root_deleted_whole_gives_up_its_journals_under_the_shards_it_was_restored_f
     for k in &kept {
         assert!(f.provider.head(k).unwrap().is_some(), "{k} was deleted");
     }
-    // Its index record and the seven journal objects, in one request.
+    // Its blocks in one request (the collection), then its index record
+    // and the seven journal objects in one more.
     assert_eq!(d.metadata_deleted, 8, "{d:?}");
-    assert_eq!(*f.provider.batches.lock().unwrap(), vec![8]);
+    assert_eq!(*f.provider.batches.lock().unwrap(), vec![2, 8]);
     assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
 }
 
@@ -1148,4 +1149,39 @@ fn a_sealed_root_file_comes_back_as_shipped_and_a_damaged_version_is_refused() {
         fetch_sealed_root_file(&*f.provider, shard, "former-names"),
         Err(TierError::Damaged { .. })
     ));
+}
+
+#[test]
+fn a_collection_deletes_the_blocks_of_its_revisions_in_batched_requests() {
+    let mut f = fixture(small());
+    // Three changes of three blocks each (two objects too big to share a
+    // block, one small).
+    let mut revs = Vec::new();
+    for change in 1..=3u32 {
+        let ids = [
+            f.add(300_000, 40 + change * 3),
+            f.add(300_000, 41 + change * 3),
+            f.add(10_000, 42 + change * 3),
+        ];
+        let p = f.publish(u64::from(change), &ids).unwrap();
+        assert_eq!(p.blocks, 3, "{p:?}");
+        revs.push(p.revision.unwrap());
+    }
+    for change in 1..=3 {
+        f.tier.release_change(&ROOT, change).unwrap();
+    }
+    let g = f.tier.collect().unwrap();
+    assert_eq!((g.deleted, g.blocks_deleted), (3, 9), "{g:?}");
+    assert!(g.quarantined.is_empty(), "{g:?}");
+    // One batch for all nine blocks, not a request per block.
+    assert_eq!(*f.provider.batches.lock().unwrap(), vec![9]);
+    let rows = f.tier.revisions().unwrap();
+    for rev in &revs {
+        assert_eq!(rows[rev].state, Lifecycle::Deleted);
+        for b in 0..3 {
+            let key = BlockKey::new(0x0102_0304, ROOT, *rev, b).to_key();
+            assert!(f.provider.inner.head(&key).unwrap().is_none(), "{key}");
+        }
+    }
+    assert_eq!(f.tier.verify().unwrap(), Vec::<String>::new());
 }
