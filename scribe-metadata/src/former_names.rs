@@ -22,8 +22,8 @@ use std::path::Path;
 
 use scribe_format::RepositoryId;
 
-use crate::database_descriptor::sync_dir;
 use crate::error::{MetadataError, Result};
+use crate::id_lines;
 
 /// The file's name in the data root.
 pub const FILE: &str = "former-names";
@@ -46,20 +46,10 @@ pub struct FormerName {
 /// The former names recorded in data root `data` (none when the file is
 /// absent).
 pub fn read(data: &Path) -> Result<Vec<FormerName>> {
-    let path = data.join(FILE);
-    let bytes = match std::fs::File::open(&path) {
-        Ok(f) => {
-            use std::io::Read;
-            let mut bytes = Vec::new();
-            f.take(MAX_BYTES + 1)
-                .read_to_end(&mut bytes)
-                .map_err(|e| MetadataError::io(&path, e))?;
-            bytes
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(MetadataError::io(&path, e)),
-    };
-    decode(&bytes, &path.display().to_string())
+    match id_lines::read(data, FILE, MAX_BYTES)? {
+        Some(bytes) => decode(&bytes, &data.join(FILE).display().to_string()),
+        None => Ok(Vec::new()),
+    }
 }
 
 /// The former names `bytes` (the file's bytes, from wherever: the data
@@ -78,30 +68,22 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<Vec<FormerName>> {
              fix or remove the line: it only guards old names against reuse)"
         ))
     };
-    let mut lines = text.lines();
-    if lines.next() != Some(HEADER) {
-        return Err(bad(1, "not a former-names file of this version"));
-    }
-    let mut out = Vec::new();
-    for (i, line) in lines.enumerate() {
-        let n = i + 2;
-        if line.is_empty() {
-            continue;
-        }
-        let mut parts = line.splitn(3, ' ');
-        let (Some(id), Some(ms), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
-            return Err(bad(n, "fewer than three fields"));
-        };
-        let id = RepositoryId::from_hex(id).map_err(|_| bad(n, "not a repository id"))?;
-        let renamed_ms = ms
-            .parse::<u64>()
-            .map_err(|_| bad(n, "not a time in unix ms"))?;
+    let lines = id_lines::parse(
+        text,
+        HEADER,
+        "not a former-names file of this version",
+        true,
+        &bad,
+    )?;
+    let mut out = Vec::with_capacity(lines.len());
+    for l in lines {
+        let name = l.rest.unwrap_or_default();
         if !scribe_format::limits::is_repository_name(name) {
-            return Err(bad(n, "not a repository name"));
+            return Err(bad(l.n, "not a repository name"));
         }
         out.push(FormerName {
-            id,
-            renamed_ms,
+            id: l.id,
+            renamed_ms: l.ms,
             name: name.to_owned(),
         });
     }
@@ -111,22 +93,17 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<Vec<FormerName>> {
 /// The file's bytes for `names` (the header alone for none: what an
 /// absent file means).
 pub fn encode(names: &[FormerName]) -> Vec<u8> {
-    let mut text = format!("{HEADER}\n");
-    for f in names {
-        text.push_str(&format!("{} {} {}\n", f.id.to_hex(), f.renamed_ms, f.name));
-    }
-    text.into_bytes()
+    id_lines::encode(
+        HEADER,
+        names.iter().map(|f| (f.id, f.renamed_ms, f.name.as_str())),
+    )
 }
 
 /// Replace the file with `names` (removing it when there are none).
 pub fn write(data: &Path, names: &[FormerName]) -> Result<()> {
-    let path = data.join(FILE);
-    if names.is_empty() {
-        return match std::fs::remove_file(&path) {
-            Ok(()) => sync_dir(data),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(MetadataError::io(&path, e)),
-        };
-    }
-    crate::backup::write_atomically(&path, &encode(names))
+    id_lines::write(
+        data,
+        FILE,
+        (!names.is_empty()).then(|| encode(names)).as_deref(),
+    )
 }

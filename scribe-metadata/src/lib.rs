@@ -39,6 +39,7 @@ pub mod error;
 pub mod export;
 pub mod footprint;
 pub mod former_names;
+mod id_lines;
 pub mod journal;
 pub mod locks;
 mod manifest_check;

@@ -21,13 +21,12 @@
 //! repository deleted takes its line with it
 //! (`DataRoot::delete_repository`).
 
-use std::io::Read;
 use std::path::Path;
 
 use scribe_format::RepositoryId;
 
-use crate::database_descriptor::sync_dir;
 use crate::error::{MetadataError, Result};
+use crate::id_lines;
 
 /// The file's name in the data root.
 pub const FILE: &str = "retired-repositories";
@@ -56,17 +55,10 @@ pub fn valid_contact(contact: &str) -> bool {
 
 /// The retirements recorded in `data` (none when the file is absent).
 pub fn read(data: &Path) -> Result<Vec<Retired>> {
-    let path = data.join(FILE);
-    let f = match std::fs::File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(MetadataError::io(&path, e)),
-    };
-    let mut bytes = Vec::new();
-    f.take(MAX_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| MetadataError::io(&path, e))?;
-    decode(&bytes, &path.display().to_string())
+    match id_lines::read(data, FILE, MAX_BYTES)? {
+        Some(bytes) => decode(&bytes, &data.join(FILE).display().to_string()),
+        None => Ok(Vec::new()),
+    }
 }
 
 /// The retirements `bytes` (the file's bytes, from wherever: the data
@@ -85,34 +77,25 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<Vec<Retired>> {
         ));
     }
     let text = std::str::from_utf8(bytes).map_err(|_| bad(1, "not UTF-8"))?;
-    let mut lines = text.lines();
-    if lines.next() != Some(HEADER) {
-        return Err(bad(1, "not a retired-repositories file of this version"));
-    }
-    let mut out = Vec::new();
-    for (i, line) in lines.enumerate() {
-        let n = i + 2;
-        if line.is_empty() {
-            continue;
-        }
-        let mut parts = line.splitn(3, ' ');
-        let (Some(id), Some(ms)) = (parts.next(), parts.next()) else {
-            return Err(bad(n, "fewer than two fields"));
-        };
-        let contact = parts.next().unwrap_or("");
-        let id = RepositoryId::from_hex(id).map_err(|_| bad(n, "not a repository id"))?;
-        let retired_ms = ms
-            .parse::<u64>()
-            .map_err(|_| bad(n, "not a time in unix ms"))?;
+    let lines = id_lines::parse(
+        text,
+        HEADER,
+        "not a retired-repositories file of this version",
+        false,
+        &bad,
+    )?;
+    let mut out = Vec::with_capacity(lines.len());
+    for l in lines {
+        let contact = l.rest.unwrap_or("");
         if !valid_contact(contact) {
             return Err(bad(
-                n,
+                l.n,
                 "whom to ask is too long or holds control characters",
             ));
         }
         out.push(Retired {
-            id,
-            retired_ms,
+            id: l.id,
+            retired_ms: l.ms,
             contact: contact.to_owned(),
         });
     }
@@ -122,27 +105,17 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<Vec<Retired>> {
 /// The file's bytes for `all` (the header alone for none: what an absent
 /// file means).
 pub fn encode(all: &[Retired]) -> Vec<u8> {
-    let mut text = format!("{HEADER}\n");
-    for r in all {
-        text.push_str(&format!(
-            "{} {} {}\n",
-            r.id.to_hex(),
-            r.retired_ms,
-            r.contact
-        ));
-    }
-    text.into_bytes()
+    id_lines::encode(
+        HEADER,
+        all.iter().map(|r| (r.id, r.retired_ms, r.contact.as_str())),
+    )
 }
 
 /// Replace the file with `all` (removing it when there are none).
 pub fn write(data: &Path, all: &[Retired]) -> Result<()> {
-    let path = data.join(FILE);
-    if all.is_empty() {
-        return match std::fs::remove_file(&path) {
-            Ok(()) => sync_dir(data),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(MetadataError::io(&path, e)),
-        };
-    }
-    crate::backup::write_atomically(&path, &encode(all))
+    id_lines::write(
+        data,
+        FILE,
+        (!all.is_empty()).then(|| encode(all)).as_deref(),
+    )
 }
