@@ -100,3 +100,93 @@ pub(crate) fn write(data: &Path, file: &str, bytes: Option<&[u8]>) -> Result<()>
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::former_names::{self, FormerName};
+    use crate::retired::{self, Retired};
+    use scribe_format::RepositoryId;
+
+    fn refusal<T: std::fmt::Debug>(r: crate::error::Result<T>) -> String {
+        r.expect_err("refused").to_string()
+    }
+
+    #[test]
+    fn both_files_round_trip_and_refuse_each_bad_line_by_number() {
+        let id = RepositoryId([7; 16]);
+        let names = vec![FormerName {
+            id,
+            renamed_ms: 5,
+            name: "old-game".into(),
+        }];
+        let bytes = former_names::encode(&names);
+        assert_eq!(former_names::decode(&bytes, "f").unwrap(), names);
+        let all = vec![Retired {
+            id,
+            retired_ms: 9,
+            contact: String::new(),
+        }];
+        assert_eq!(retired::decode(&retired::encode(&all), "r").unwrap(), all);
+        let hex = id.to_hex();
+        for (text, said) in [
+            (
+                "scribe-former-names 2\n".to_string(),
+                "f line 1: not a former-names file",
+            ),
+            (
+                format!("scribe-former-names 1\n{hex} 5\n"),
+                "f line 2: fewer than three fields",
+            ),
+            (
+                "scribe-former-names 1\n\nzz 5 a\n".to_string(),
+                "f line 3: not a repository id",
+            ),
+            (
+                format!("scribe-former-names 1\n{hex} x a\n"),
+                "f line 2: not a time",
+            ),
+            (
+                format!("scribe-former-names 1\n{hex} 5 \n"),
+                "f line 2: not a repository name",
+            ),
+        ] {
+            let got = refusal(former_names::decode(text.as_bytes(), "f"));
+            assert!(got.contains(said), "{text:?}: {got}");
+        }
+        for (text, said) in [
+            (
+                format!("scribe-retired-repositories 1\n{hex}\n"),
+                "r line 2: fewer than two fields",
+            ),
+            (
+                format!("scribe-retired-repositories 1\n{hex} 1 a\u{7}\n"),
+                "r line 2: whom to ask",
+            ),
+        ] {
+            let got = refusal(retired::decode(text.as_bytes(), "r"));
+            assert!(got.contains(said), "{text:?}: {got}");
+        }
+        assert!(refusal(former_names::decode(&[0xff], "f")).contains("f is not UTF-8"));
+        assert!(
+            refusal(retired::decode(b"scribe-retired-repositories 1\n\xff", "r"))
+                .contains("r line 1: not UTF-8")
+        );
+    }
+
+    #[test]
+    fn a_file_without_lines_is_removed_and_reads_as_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = RepositoryId([3; 16]);
+        let all = vec![Retired {
+            id,
+            retired_ms: 1,
+            contact: "ops".into(),
+        }];
+        retired::write(dir.path(), &all).unwrap();
+        assert_eq!(retired::read(dir.path()).unwrap(), all);
+        retired::write(dir.path(), &[]).unwrap();
+        assert!(!dir.path().join(retired::FILE).exists());
+        assert!(retired::read(dir.path()).unwrap().is_empty());
+        assert!(former_names::read(dir.path()).unwrap().is_empty());
+    }
+}
