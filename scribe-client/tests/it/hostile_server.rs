@@ -567,3 +567,55 @@ fn an_error_code_this_build_does_not_know_is_named_with_the_servers_message() {
         "the server's message is lost: {e}"
     );
 }
+
+/// Every lock page answers "more after ''": a cursor that does not move.
+fn stuck_lock_cursor(r: &mut Response) {
+    if let Response::LockList(p) = r {
+        p.next = Some(String::new());
+    }
+}
+
+/// A server whose lock listing never moves past its cursor cannot keep a
+/// submit's lock check (every page under the opened paths' common prefix,
+/// for more than 16 paths) asking for ever: the submit stops with a
+/// protocol error naming the cursor, before anything is uploaded.
+#[test]
+fn a_lock_listing_whose_cursor_does_not_move_stops_the_submit() {
+    let env = Env::new(Transport::Tcp);
+    let ctx = Context::default();
+    let a = workspace::create(
+        &ctx,
+        CreateArgs {
+            dir: env.dir().join("ws").join("ann"),
+            server: proxy(env.addr(), stuck_lock_cursor),
+            repo: REPO.into(),
+            author: "ann".into(),
+            ..CreateArgs::default()
+        },
+    )
+    .unwrap();
+    let names: Vec<String> = (0..20).map(|i| format!("f{i:02}.txt")).collect();
+    for n in &names {
+        std::fs::write(a.root.join(n), n.as_bytes()).unwrap();
+    }
+    let o = Opened::find(&a.root).unwrap();
+    files::add(&o, &names).unwrap();
+    let link = o.link(&ctx).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = submit::submit(
+            &o,
+            &link,
+            SubmitArgs {
+                message: "twenty".into(),
+                ..SubmitArgs::default()
+            },
+        );
+        let _ = tx.send(r.map(|_| ()).map_err(|e| e.to_string()));
+    });
+    let r = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the submit kept asking for lock pages");
+    let e = r.expect_err("a stuck lock listing is refused");
+    assert!(e.contains("did not move past its cursor"), "{e}");
+}
