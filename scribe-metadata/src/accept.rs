@@ -1174,7 +1174,7 @@ impl Repository {
                 (*m, cl.as_slice(), depth)
             })
             .collect();
-        let faults = check_many(&objects, &items)?;
+        let faults = check_many(&objects, &items, Some(&self.verified))?;
         let mut missing = Vec::new();
         for ((_, cl), fault) in claims.iter().zip(faults) {
             match fault {

@@ -33,6 +33,7 @@ pub mod checkpoint;
 pub mod clock;
 pub mod combine;
 pub mod consolidate;
+mod content_tree;
 pub mod database_descriptor;
 pub mod doctor;
 pub mod error;

@@ -107,6 +107,9 @@ pub struct Repository {
     pub(crate) pin_writes: crate::combine::Combiner,
     /// Concurrent lock acquisitions and releases share transactions.
     pub(crate) lock_writes: crate::combine::Combiner,
+    /// Manifests verified at acceptance, for the check of their next
+    /// versions (`manifest_check::Verified`).
+    pub(crate) verified: crate::manifest_check::Verified,
 }
 
 /// The `SCRIBE_FORMAT` values a repository must record for this build to
@@ -281,6 +284,7 @@ impl Repository {
             turn: Mutex::new(()),
             objects,
             stage_hook: Mutex::new(None),
+            verified: Default::default(),
             skip_fsync: std::sync::atomic::AtomicBool::new(false),
             pin_counts: Mutex::default(),
             pin_writes: crate::combine::Combiner::new(crate::combine::Guard::GateAndPinCounts),
