@@ -80,7 +80,7 @@ pub(crate) fn check(
 /// depth; the faults in input order. Everything but reading the chunks of
 /// a file that is more than one small chunk runs on every core (a
 /// one-chunk file is most of a source tree); those reads, which hold up
-/// to a window of chunks each, go one manifest at a time.
+/// to a window of chunks each, go [`CONCURRENT_FILES`] manifests at a time.
 pub(crate) fn check_many(
     objects: &dyn ObjectHooks,
     items: &[(ManifestId, &[Claim<'_>], Depth)],
@@ -96,17 +96,51 @@ pub(crate) fn check_many(
     } else {
         items.iter().map(first_of).collect()
     };
-    let mut out = Vec::with_capacity(items.len());
-    for ((id, _, depth), step) in items.iter().zip(first) {
-        out.push(match step? {
-            Step::Done(f) => f,
+    // The files whose chunks are read go [`CONCURRENT_FILES`] at a time:
+    // one file's windows leave cores idle between their phases (read, cut,
+    // hash), which another file's fill.
+    let mut out: Vec<Option<Option<Fault>>> = Vec::with_capacity(items.len());
+    let mut reads: Vec<(usize, Vec<u8>)> = Vec::new();
+    for (i, step) in first.into_iter().enumerate() {
+        match step? {
+            Step::Done(f) => out.push(Some(f)),
             Step::Chunks(bytes) => {
-                read_chunks(objects, id, &bytes, *depth == Depth::Audit, verified)?
+                out.push(None);
+                reads.push((i, bytes));
             }
-        });
+        }
     }
-    Ok(out)
+    for group in reads.chunks(CONCURRENT_FILES) {
+        let judged: Vec<Result<Option<Fault>>> = if group.len() > 1 {
+            group
+                .par_iter()
+                .map(|(i, bytes)| {
+                    let (id, _, depth) = &items[*i];
+                    read_chunks(objects, id, bytes, *depth == Depth::Audit, verified)
+                })
+                .collect()
+        } else {
+            group
+                .iter()
+                .map(|(i, bytes)| {
+                    let (id, _, depth) = &items[*i];
+                    read_chunks(objects, id, bytes, *depth == Depth::Audit, verified)
+                })
+                .collect()
+        };
+        for ((i, _), j) in group.iter().zip(judged) {
+            out[*i] = Some(j?);
+        }
+    }
+    // Every manifest has its verdict; a missing one refuses, never passes.
+    out.into_iter()
+        .map(|v| v.ok_or_else(|| crate::MetadataError::Gate("a manifest was not judged".into())))
+        .collect()
 }
+
+/// Files whose chunks [`check_many`] reads at once (each holds a window of
+/// chunks in memory).
+const CONCURRENT_FILES: usize = 2;
 
 /// Fewest manifests [`check_many`] hands to the rayon pool.
 const POOL_MIN_MANIFESTS: usize = 16;
@@ -562,8 +596,9 @@ struct VerifiedInner {
     cost: usize,
 }
 
-/// Most memory [`Verified`] holds (about 300,000 chunks' worth).
-const VERIFIED_BYTES: usize = 32 << 20;
+/// Most memory [`Verified`] holds per repository: about 87,000 chunks,
+/// some 350 GB of recently verified content at the average chunk size.
+const VERIFIED_BYTES: usize = 8 << 20;
 
 impl Verified {
     /// The most recently verified manifest sharing a chunk with `chunks`
@@ -946,6 +981,36 @@ mod tests {
             matches!(accept(&o, mb, &b, Some(&v)), Some(Fault::Invalid(_))),
             "a damaged chunk the edit touched was not noticed"
         );
+    }
+
+    /// Files checked together (two at a time) keep their verdicts in
+    /// order: a liar between two honest files is the one refused.
+    #[test]
+    fn files_checked_together_keep_their_verdicts() {
+        let o = Counting::default();
+        let files: Vec<Vec<u8>> = (0..5).map(|i| random(6 * MIB + i * 4096, 10 + i as u8)).collect();
+        let mut ids: Vec<ManifestId> = files.iter().map(|f| upload(&o, f)).collect();
+        let cuts = scribe_objects::chunk_boundaries(&files[2]);
+        ids[2] = upload_as(&o, &files[2], &cuts, FileContentId::of(&files[0]));
+        let claims: Vec<[Claim<'_>; 1]> = files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                [Claim {
+                    path: "f",
+                    content: FileContentId::of(if i == 2 { &files[0] } else { f }),
+                    size: f.len() as u64,
+                }]
+            })
+            .collect();
+        let items: Vec<(ManifestId, &[Claim<'_>], Depth)> = ids
+            .iter()
+            .zip(&claims)
+            .map(|(m, c)| (*m, &c[..], Depth::Accept))
+            .collect();
+        let v = check_many(&o, &items, Some(&Verified::default())).unwrap();
+        let refused: Vec<bool> = v.iter().map(|f| f.is_some()).collect();
+        assert_eq!(refused, [false, false, true, false, false]);
     }
 
     /// `doctor`'s audit reads and verifies every chunk, cache or not.
