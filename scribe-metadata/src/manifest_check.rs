@@ -296,11 +296,11 @@ fn read_chunks(
             data.push(d);
         }
         // The held chunk of the previous window, against this window's first.
-        if let Some((i, prev)) = held.take() {
+        if let Some((i, mut prev)) = held.take() {
             let Some(next) = data[0].as_deref() else {
                 return Ok(Some(cut_fault(id, i)));
             };
-            if !scribe_objects::is_profile_cut(&prev, next) {
+            if !scribe_objects::is_profile_cut_in(&mut prev, next) {
                 return Ok(Some(cut_fault(id, i)));
             }
         }
@@ -310,22 +310,38 @@ fn read_chunks(
         } else {
             data.len() - 1
         };
-        let bad = (0..judged).into_par_iter().find_first(|&i| {
-            if !plan.cut[base_index + i] {
-                return false;
-            }
-            // The plan reads every chunk it cuts and the one after it; a
-            // chunk missing here refuses rather than passes.
-            let Some(d) = data[i].as_deref() else {
-                return true;
-            };
-            let next: &[u8] = match data.get(i + 1) {
-                Some(Some(n)) => n,
-                Some(None) => return true,
-                None => &[],
-            };
-            !scribe_objects::is_profile_cut(d, next)
-        });
+        // The first two bytes of each chunk, for the cut of the one before.
+        let heads: Vec<Option<([u8; 2], usize)>> = data
+            .iter()
+            .map(|d| {
+                d.as_deref().map(|d| {
+                    let k = d.len().min(2);
+                    let mut h = [0u8; 2];
+                    h[..k].copy_from_slice(&d[..k]);
+                    (h, k)
+                })
+            })
+            .collect();
+        let bad = data[..judged]
+            .par_iter_mut()
+            .enumerate()
+            .map(|(i, d)| {
+                if !plan.cut[base_index + i] {
+                    return false;
+                }
+                // The plan reads every chunk it cuts and the one after it;
+                // a chunk missing here refuses rather than passes.
+                let Some(d) = d.as_mut() else {
+                    return true;
+                };
+                let next: &[u8] = match heads.get(i + 1) {
+                    Some(Some((h, k))) => &h[..*k],
+                    Some(None) => return true,
+                    None => &[],
+                };
+                !scribe_objects::is_profile_cut_in(d, next)
+            })
+            .position_first(|bad| bad);
         if let Some(i) = bad {
             return Ok(Some(cut_fault(id, base_index + i)));
         }
@@ -988,7 +1004,9 @@ mod tests {
     #[test]
     fn files_checked_together_keep_their_verdicts() {
         let o = Counting::default();
-        let files: Vec<Vec<u8>> = (0..5).map(|i| random(6 * MIB + i * 4096, 10 + i as u8)).collect();
+        let files: Vec<Vec<u8>> = (0..5)
+            .map(|i| random(6 * MIB + i * 4096, 10 + i as u8))
+            .collect();
         let mut ids: Vec<ManifestId> = files.iter().map(|f| upload(&o, f)).collect();
         let cuts = scribe_objects::chunk_boundaries(&files[2]);
         ids[2] = upload_as(&o, &files[2], &cuts, FileContentId::of(&files[0]));

@@ -120,6 +120,23 @@ pub fn is_profile_cut(chunk: &[u8], next: &[u8]) -> bool {
     Cutter::new().cut(&window[..end]) == chunk.len()
 }
 
+/// [`is_profile_cut`] on a chunk the caller owns, without copying it: the
+/// (at most two) bytes of `next` are appended for the search and taken
+/// off again, so a chunk read with spare capacity costs no copy and no
+/// fresh memory (the deep manifest check judges every new chunk).
+pub fn is_profile_cut_in(chunk: &mut Vec<u8>, next: &[u8]) -> bool {
+    let n = chunk.len();
+    if n == 0 || n > MAX {
+        return false;
+    }
+    let take = next.len().min(2);
+    chunk.extend_from_slice(&next[..take]);
+    let end = chunk.len().min(MAX);
+    let cut = Cutter::new().cut(&chunk[..end]) == n;
+    chunk.truncate(n);
+    cut
+}
+
 /// Read windows recycled across the files of one import. Without it each
 /// file's chunker allocates its own windows and the allocator returns them
 /// to the system between files, so every byte imported also cost a page
@@ -915,12 +932,20 @@ mod tests {
                     is_profile_cut(&data[pos..end], &data[end..]),
                     "cut at {end}"
                 );
+                assert!(is_profile_cut_in(
+                    &mut data[pos..end].to_vec(),
+                    &data[end..]
+                ));
                 for shifted in [end - 1, end + 1] {
                     if shifted > pos && shifted < data.len() && shifted != end {
                         assert!(
                             !is_profile_cut(&data[pos..shifted], &data[shifted..]),
                             "shifted cut at {shifted} passes"
                         );
+                        assert!(!is_profile_cut_in(
+                            &mut data[pos..shifted].to_vec(),
+                            &data[shifted..]
+                        ));
                     }
                 }
                 pos = end;
@@ -928,6 +953,13 @@ mod tests {
         }
         let small = noise(1000, 3);
         assert!(is_profile_cut(&small, &[]));
+        // The in-place form agrees and gives the chunk back unchanged.
+        let mut owned = small[..400].to_vec();
+        assert!(!is_profile_cut_in(&mut owned, &small[400..]));
+        assert_eq!(owned, small[..400]);
+        let mut owned = small.clone();
+        assert!(is_profile_cut_in(&mut owned, &[]));
+        assert_eq!(owned, small);
         assert!(!is_profile_cut(&small[..400], &small[400..]));
         assert!(!is_profile_cut(&[], &[]));
     }
