@@ -110,23 +110,15 @@ pub(crate) fn check_many(
             }
         }
     }
+    let judge = |(i, bytes): &(usize, Vec<u8>)| {
+        let (id, _, depth) = &items[*i];
+        read_chunks(objects, id, bytes, *depth == Depth::Audit, verified)
+    };
     for group in reads.chunks(CONCURRENT_FILES) {
         let judged: Vec<Result<Option<Fault>>> = if group.len() > 1 {
-            group
-                .par_iter()
-                .map(|(i, bytes)| {
-                    let (id, _, depth) = &items[*i];
-                    read_chunks(objects, id, bytes, *depth == Depth::Audit, verified)
-                })
-                .collect()
+            group.par_iter().map(judge).collect()
         } else {
-            group
-                .iter()
-                .map(|(i, bytes)| {
-                    let (id, _, depth) = &items[*i];
-                    read_chunks(objects, id, bytes, *depth == Depth::Audit, verified)
-                })
-                .collect()
+            group.iter().map(judge).collect()
         };
         for ((i, _), j) in group.iter().zip(judged) {
             out[*i] = Some(j?);
