@@ -144,6 +144,21 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Any length above one leaf, any leaf size, any bytes.
+        #[test]
+        fn leaves_give_the_ordinary_hash_for_any_length(
+            shift in 10u32..14,
+            extra in 1usize..40_000,
+            seed in proptest::prelude::any::<u8>(),
+        ) {
+            let leaf = 1u64 << shift;
+            let data = bytes(leaf as usize + extra, seed);
+            proptest::prop_assert_eq!(by_leaves(&data, leaf), Some(blake3::hash(&data)));
+        }
+    }
+
     #[test]
     fn counts_and_sizes_that_do_not_fit_are_refused() {
         let cv = [0u8; 32];
