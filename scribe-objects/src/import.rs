@@ -109,15 +109,9 @@ pub fn chunk_boundaries(data: &[u8]) -> Vec<usize> {
 /// would: a chunk whose search stops earlier, later, or never is refused.
 /// Acceptance checks every chunk of a new manifest with it (issue #14).
 pub fn is_profile_cut(chunk: &[u8], next: &[u8]) -> bool {
-    if chunk.is_empty() || chunk.len() > MAX {
-        return false;
-    }
-    let take = next.len().min(2);
-    let mut window = Vec::with_capacity(chunk.len() + take);
+    let mut window = Vec::with_capacity(chunk.len() + 2);
     window.extend_from_slice(chunk);
-    window.extend_from_slice(&next[..take]);
-    let end = window.len().min(MAX);
-    Cutter::new().cut(&window[..end]) == chunk.len()
+    is_profile_cut_in(&mut window, next)
 }
 
 /// [`is_profile_cut`] on a chunk the caller owns, without copying it: the
