@@ -1132,6 +1132,15 @@ impl Repository {
         Ok(None)
     }
 
+    /// Check manifest `id` ahead of the submission that will name it (a
+    /// large file's manifest, sent as soon as its chunks were): see
+    /// [`crate::manifest_check::precheck`]. A manifest that passes is not
+    /// read again when a submission names it; one that does not is judged
+    /// (and its fault named) by that acceptance.
+    pub fn precheck_manifest(&self, id: &ManifestId) -> Result<crate::Precheck> {
+        crate::manifest_check::precheck(&*self.objects, id, &self.verified)
+    }
+
     /// Every manifest the submission names, against section 4.1 and the
     /// entries naming it; manifests not yet witnessed in
     /// `accepted_manifests` also have their chunks read (presence, lengths,

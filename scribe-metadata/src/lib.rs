@@ -61,6 +61,7 @@ pub mod tree;
 pub mod workspaces;
 
 pub use error::{MetadataError, Result};
+pub use manifest_check::Precheck;
 pub use objects::{
     CommitSink, DirObjects, MemoryObjects, ObjectHooks, ObjectPresence, Objects, StoreObjects,
 };

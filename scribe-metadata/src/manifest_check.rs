@@ -99,35 +99,115 @@ pub(crate) fn check_many(
     // The files whose chunks are read go [`CONCURRENT_FILES`] at a time:
     // one file's windows leave cores idle between their phases (read, cut,
     // hash), which another file's fill.
+    //
+    // A manifest checked ahead of this submission ([`precheck`], while the
+    // upload went on) is not read again: the first step just checked the
+    // manifest itself, its claims and its chunks' presence. Each manifest
+    // read here is marked running (a precheck that comes meanwhile leaves
+    // it, a concurrent acceptance waits for it); one whose precheck (or
+    // another acceptance's read) is running is judged after this call's own
+    // reads, once that one ended: no read waits while holding a mark.
     let mut out: Vec<Option<Option<Fault>>> = Vec::with_capacity(items.len());
-    let mut reads: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut reads: Vec<(usize, Vec<u8>, Option<Running<'_>>)> = Vec::new();
+    let mut later: Vec<(usize, Vec<u8>)> = Vec::new();
     for (i, step) in first.into_iter().enumerate() {
-        match step? {
-            Step::Done(f) => out.push(Some(f)),
-            Step::Chunks(bytes) => {
+        let (id, _, depth) = &items[i];
+        match (step?, verified.filter(|_| *depth == Depth::Accept)) {
+            (Step::Done(f), _) => out.push(Some(f)),
+            (Step::Chunks(bytes), None) => {
                 out.push(None);
-                reads.push((i, bytes));
+                reads.push((i, bytes, None));
+            }
+            (Step::Chunks(_), Some(v)) if v.holds(id) => out.push(Some(None)),
+            (Step::Chunks(bytes), Some(v)) => {
+                out.push(None);
+                match v.begin(*id) {
+                    Some(running) => reads.push((i, bytes, Some(running))),
+                    None => later.push((i, bytes)),
+                }
             }
         }
     }
-    let judge = |(i, bytes): &(usize, Vec<u8>)| {
+    let judge = |(i, bytes, _): &(usize, Vec<u8>, Option<Running<'_>>)| {
         let (id, _, depth) = &items[*i];
         read_chunks(objects, id, bytes, *depth == Depth::Audit, verified)
     };
-    for group in reads.chunks(CONCURRENT_FILES) {
+    let mut reads = reads.into_iter().peekable();
+    while reads.peek().is_some() {
+        let group: Vec<_> = reads.by_ref().take(CONCURRENT_FILES).collect();
         let judged: Vec<Result<Option<Fault>>> = if group.len() > 1 {
             group.par_iter().map(judge).collect()
         } else {
             group.iter().map(judge).collect()
         };
-        for ((i, _), j) in group.iter().zip(judged) {
+        for ((i, _, _), j) in group.iter().zip(judged) {
             out[*i] = Some(j?);
         }
+    }
+    for (i, bytes) in later {
+        let (id, _, _) = &items[i];
+        out[i] = Some(match verified {
+            Some(v) if v.settled(id) => None,
+            _ => read_chunks(objects, id, &bytes, false, verified)?,
+        });
     }
     // Every manifest has its verdict; a missing one refuses, never passes.
     out.into_iter()
         .map(|v| v.ok_or_else(|| crate::MetadataError::Gate("a manifest was not judged".into())))
         .collect()
+}
+
+/// What [`precheck`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precheck {
+    /// Verified from the stored bytes (or already known so): the
+    /// acceptance naming it reads none of its chunks again.
+    Verified,
+    /// Not all of it is stored yet (its chunks may still be on their way);
+    /// worth trying again later.
+    Incomplete,
+    /// Nothing for a precheck to save: a file of one small chunk (its
+    /// acceptance reads nothing), or a store that holds no bytes.
+    Skipped,
+    /// It would be refused; the acceptance naming it says why.
+    Refused,
+}
+
+/// The deep check of manifest `id` ahead of the submission that will name
+/// it (issue #19): a client sends each large file's manifest as soon as
+/// the file's chunks are sent, and the server checks it while the rest of
+/// the upload goes on. Everything [`Depth::Accept`] checks that does not
+/// depend on the entries (there are none yet): the manifest's bytes, its
+/// chunks' presence, lengths and cut points, and the content id. A pass is
+/// remembered in `verified` (only ever from a check of the stored bytes),
+/// so [`check_many`] at acceptance skips reading the chunks; the claims
+/// are still checked there. An acceptance that comes while the precheck
+/// runs waits for it rather than reading the same file twice.
+pub(crate) fn precheck(
+    objects: &dyn ObjectHooks,
+    id: &ManifestId,
+    verified: &Verified,
+) -> Result<Precheck> {
+    if !objects.checks_manifests() {
+        return Ok(Precheck::Skipped);
+    }
+    if verified.holds(id) {
+        return Ok(Precheck::Verified);
+    }
+    let Some(_running) = verified.begin(*id) else {
+        // Another precheck of it is running: that one settles it.
+        return Ok(Precheck::Skipped);
+    };
+    Ok(match first_step(objects, id, &[], Depth::Accept)? {
+        Step::Done(None) => Precheck::Skipped,
+        Step::Done(Some(Fault::Missing(_))) => Precheck::Incomplete,
+        Step::Done(Some(Fault::Invalid(_))) => Precheck::Refused,
+        Step::Chunks(bytes) => match read_chunks(objects, id, &bytes, false, Some(verified))? {
+            None => Precheck::Verified,
+            Some(Fault::Missing(_)) => Precheck::Incomplete,
+            Some(Fault::Invalid(_)) => Precheck::Refused,
+        },
+    })
 }
 
 /// Files whose chunks [`check_many`] reads at once (each holds a window of
@@ -590,6 +670,29 @@ impl Tree {
 #[derive(Default)]
 pub(crate) struct Verified {
     inner: std::sync::Mutex<VerifiedInner>,
+    /// Manifests a [`precheck`] is reading now.
+    running: std::sync::Mutex<std::collections::HashSet<ManifestId>>,
+    /// Signalled when a precheck ends.
+    ended: std::sync::Condvar,
+}
+
+/// A running precheck of one manifest; ends when dropped.
+pub(crate) struct Running<'a> {
+    verified: &'a Verified,
+    id: ManifestId,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        let mut r = self
+            .verified
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        r.remove(&self.id);
+        drop(r);
+        self.verified.ended.notify_all();
+    }
 }
 
 #[derive(Default)]
@@ -605,6 +708,35 @@ struct VerifiedInner {
 const VERIFIED_BYTES: usize = 8 << 20;
 
 impl Verified {
+    /// Whether manifest `id` was verified (and is still remembered).
+    pub(crate) fn holds(&self, id: &ManifestId) -> bool {
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.trees.contains_key(id)
+    }
+
+    /// [`Verified::holds`], after waiting for a precheck of `id` that is
+    /// running now, if any.
+    fn settled(&self, id: &ManifestId) -> bool {
+        let mut r = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        while r.contains(id) {
+            r = self.ended.wait(r).unwrap_or_else(|p| p.into_inner());
+        }
+        drop(r);
+        self.holds(id)
+    }
+
+    /// Mark a precheck of `id` as running; `None` when one already is.
+    fn begin(&self, id: ManifestId) -> Option<Running<'_>> {
+        let mut r = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        // Not `then_some`: a `Running` made for nothing would end (drop)
+        // the precheck that is running.
+        if r.insert(id) {
+            Some(Running { verified: self, id })
+        } else {
+            None
+        }
+    }
+
     /// The most recently verified manifest sharing a chunk with `chunks`
     /// (the first chunk that any shares).
     fn base_for(&self, chunks: &[ChunkId]) -> Option<std::sync::Arc<Tree>> {
@@ -921,6 +1053,103 @@ mod tests {
         let fresh = Verified::default();
         assert!(accept(&o, md, &d, Some(&fresh)).is_none());
         assert_eq!(o.take_read(), d.len() as u64);
+    }
+
+    /// A manifest checked ahead of its submission (issue #19) is not read
+    /// again at acceptance, which still holds the entries to it; a
+    /// precheck that found it wrong or incomplete leaves the acceptance to
+    /// read it all.
+    #[test]
+    fn a_prechecked_manifest_is_not_read_again_at_acceptance() {
+        let o = Counting::default();
+        let v = Verified::default();
+        let a = random(24 * MIB, 11);
+        let ma = upload(&o, &a);
+        assert_eq!(precheck(&o, &ma, &v).unwrap(), Precheck::Verified);
+        assert_eq!(o.take_read(), a.len() as u64, "the precheck reads the file");
+        assert!(accept(&o, ma, &a, Some(&v)).is_none());
+        assert_eq!(o.take_read(), 0, "the acceptance reads none of it again");
+        // Its entries are still checked against it.
+        let claims = [Claim {
+            path: "big.bin",
+            content: FileContentId::of(&a),
+            size: a.len() as u64 - 1,
+        }];
+        let f = check_many(&o, &[(ma, &claims[..], Depth::Accept)], Some(&v)).unwrap();
+        assert!(matches!(&f[0], Some(Fault::Invalid(_))), "{f:?}");
+        // An audit reads everything whatever was prechecked.
+        let f = check_many(&o, &[(ma, &claims[..1], Depth::Audit)], Some(&v)).unwrap();
+        assert!(matches!(&f[0], Some(Fault::Invalid(_))));
+        o.take_read();
+
+        // A lie: refused by the precheck, then by the acceptance, which
+        // reads it (nothing was remembered).
+        let b = random(24 * MIB, 12);
+        let cuts = scribe_objects::chunk_boundaries(&b);
+        let liar = upload_as(&o, &b, &cuts, FileContentId::of(&a));
+        assert_eq!(precheck(&o, &liar, &v).unwrap(), Precheck::Refused);
+        o.take_read();
+        let claims = [Claim {
+            path: "big.bin",
+            content: FileContentId::of(&a),
+            size: b.len() as u64,
+        }];
+        let f = check_many(&o, &[(liar, &claims[..], Depth::Accept)], Some(&v)).unwrap();
+        assert!(matches!(&f[0], Some(Fault::Invalid(_))), "{f:?}");
+        assert!(o.take_read() > 0, "the acceptance read the lie itself");
+
+        // A chunk not stored yet: incomplete, then checked in full once
+        // it is.
+        let c = random(24 * MIB, 13);
+        let mc = upload(&o, &c);
+        let cuts = scribe_objects::chunk_boundaries(&c);
+        let last = ObjectId::chunk(ChunkId::of(&c[c.len() - cuts[cuts.len() - 1]..]));
+        let held = o.map.lock().unwrap().remove(&last).unwrap();
+        assert_eq!(precheck(&o, &mc, &v).unwrap(), Precheck::Incomplete);
+        o.put(last, held);
+        o.take_read();
+        assert!(accept(&o, mc, &c, Some(&v)).is_none());
+        assert_eq!(
+            o.take_read(),
+            c.len() as u64,
+            "an incomplete precheck saves nothing"
+        );
+        // A small file's manifest needs no precheck.
+        let d = random(1000, 14);
+        let md = upload(&o, &d);
+        assert_eq!(precheck(&o, &md, &v).unwrap(), Precheck::Skipped);
+    }
+
+    /// An acceptance that comes while a precheck of the same manifest is
+    /// running waits for it and then reads nothing.
+    #[test]
+    fn an_acceptance_waits_for_a_running_precheck() {
+        let o = Counting::default();
+        let v = Verified::default();
+        let a = random(24 * MIB, 15);
+        let ma = upload(&o, &a);
+        let running = v.begin(ma).expect("not running yet");
+        assert!(
+            v.begin(ma).is_none(),
+            "one precheck of a manifest at a time"
+        );
+        std::thread::scope(|s| {
+            let acceptance = s.spawn(|| accept(&o, ma, &a, Some(&v)));
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            assert!(!acceptance.is_finished(), "the acceptance waits");
+            // The precheck's work, as `precheck` does it once it runs.
+            let Step::Chunks(bytes) = first_step(&o, &ma, &[], Depth::Accept).unwrap() else {
+                panic!("a large file has chunks to read");
+            };
+            assert!(read_chunks(&o, &ma, &bytes, false, Some(&v))
+                .unwrap()
+                .is_none());
+            let read = o.take_read();
+            drop(running);
+            assert!(acceptance.join().unwrap().is_none());
+            assert_eq!(read, a.len() as u64);
+            assert_eq!(o.take_read(), 0, "the acceptance read nothing");
+        });
     }
 
     /// Lies in a version after a verified one are refused although most of

@@ -217,6 +217,21 @@ impl ChunkBytes {
         ChunkBytes(slice)
     }
 
+    /// Bytes that are not a chunk of a read window (a manifest a sink
+    /// queues with the chunks).
+    pub fn from_vec(buf: Vec<u8>) -> Self {
+        let len = buf.len();
+        ChunkBytes(ChunkSlice {
+            window: Arc::new(Window {
+                buf,
+                pool: None,
+                used: len,
+            }),
+            start: 0,
+            len,
+        })
+    }
+
     fn copy_of(data: &[u8]) -> Self {
         ChunkBytes(ChunkSlice {
             window: Arc::new(Window {
@@ -246,6 +261,15 @@ pub trait ChunkSink: Sync {
     /// order; every chunk of every file is passed, repeats included. An
     /// error stops the import, which returns it.
     fn chunk(&self, id: ChunkId, bytes: ChunkBytes) -> Result<()>;
+
+    /// The manifest of a file larger than the profile minimum, once every
+    /// chunk of the file was passed to [`ChunkSink::chunk`] (a server may
+    /// check it while later files stream: issue #19). The file is also in
+    /// the import's result. Default: nothing.
+    fn manifest(&self, id: ManifestId, payload: Vec<u8>) -> Result<()> {
+        let _ = (id, payload);
+        Ok(())
+    }
 }
 
 /// Where an import's chunks go: the batch's store, or a sink.
@@ -609,13 +633,26 @@ fn import_stream(
         .into_iter()
         .map(|(_, id, length, _)| ChunkRef { id, length })
         .collect();
-    put_manifest(
+    let file = put_manifest(
         batch,
         size,
         FileContentId(*file_hash.as_bytes()),
         chunks,
         new_bytes,
-    )
+    )?;
+    if let Some(sink) = sink {
+        if size > MIN as u64 {
+            let payload =
+                manifest_bytes::encode(size, &file.content_id, &file.chunks).map_err(|e| {
+                    StoreError::InvalidInput {
+                        id: ObjectId::manifest(file.manifest_id),
+                        reason: e.to_string(),
+                    }
+                })?;
+            sink.manifest(file.manifest_id, payload)?;
+        }
+    }
+    Ok(file)
 }
 
 impl ObjectStore {

@@ -38,7 +38,9 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use scribe_format::wire::message::{self as m, MAX_OBJECT_DATA_PER_FRAME};
-use scribe_format::{ChunkId, ErrorCode, ObjectId, OperationId, WorkspaceId};
+use scribe_format::{
+    ChunkId, ErrorCode, ManifestId, ObjectId, ObjectKind, OperationId, WorkspaceId,
+};
 use scribe_objects::{ChunkBytes, ChunkSink, ImportedFile, ObjectStore, StoreError};
 
 use crate::client::{Client, ClientError};
@@ -89,7 +91,7 @@ struct Queue {
 
 #[derive(Default)]
 struct QueueState {
-    items: VecDeque<(ChunkId, ChunkBytes)>,
+    items: VecDeque<(ObjectId, ChunkBytes)>,
     bytes: usize,
     closed: bool,
 }
@@ -116,7 +118,7 @@ impl Queue {
     }
 
     /// Add a chunk, waiting while the queue is full; `false` once closed.
-    fn push(&self, id: ChunkId, bytes: ChunkBytes) -> bool {
+    fn push(&self, id: ObjectId, bytes: ChunkBytes) -> bool {
         let mut st = self.lock();
         while !st.closed
             && !st.items.is_empty()
@@ -135,7 +137,7 @@ impl Queue {
 
     /// The next chunk, waiting until `deadline` (`None`: for as long as
     /// the queue is open).
-    fn pop(&self, deadline: Option<Instant>) -> Result<(ChunkId, ChunkBytes), Empty> {
+    fn pop(&self, deadline: Option<Instant>) -> Result<(ObjectId, ChunkBytes), Empty> {
         let mut st = self.lock();
         loop {
             if let Some(item) = st.items.pop_front() {
@@ -188,8 +190,8 @@ struct QueueSink<'a> {
     failed: &'a AtomicBool,
 }
 
-impl ChunkSink for QueueSink<'_> {
-    fn chunk(&self, id: ChunkId, bytes: ChunkBytes) -> scribe_objects::Result<()> {
+impl QueueSink<'_> {
+    fn push(&self, id: ObjectId, bytes: ChunkBytes) -> scribe_objects::Result<()> {
         if self.failed.load(Ordering::SeqCst) {
             return Err(StoreError::SinkStopped {
                 reason: "the upload failed".into(),
@@ -202,6 +204,21 @@ impl ChunkSink for QueueSink<'_> {
                 reason: "the upload stopped".into(),
             })
         }
+    }
+}
+
+impl ChunkSink for QueueSink<'_> {
+    fn chunk(&self, id: ChunkId, bytes: ChunkBytes) -> scribe_objects::Result<()> {
+        self.push(ObjectId::chunk(id), bytes)
+    }
+
+    /// A large file's manifest follows its chunks to the server, which
+    /// checks it while the later files stream (issue #19), so the submit
+    /// at the end does not wait for the whole upload to be read back.
+    /// Sent under the same pins as the chunks; the submission's own
+    /// upload of its manifests then finds it stored.
+    fn manifest(&self, id: ManifestId, payload: Vec<u8>) -> scribe_objects::Result<()> {
+        self.push(ObjectId::manifest(id), ChunkBytes::from_vec(payload))
     }
 }
 
@@ -227,7 +244,7 @@ struct Shared<'a> {
     queue: Queue,
     /// Serializes group taking: one uploader fills its group at a time.
     taking: Mutex<()>,
-    seen: Mutex<HashSet<ChunkId>>,
+    seen: Mutex<HashSet<ObjectId>>,
     groups: AtomicUsize,
     failed: &'a AtomicBool,
     repo: String,
@@ -387,7 +404,7 @@ fn stream_lanes(
 /// Take the next group from the queue: `None` when it is closed and empty.
 /// A group ends at [`GROUP_CHUNKS`], at [`GROUP_BYTES`], or when no chunk
 /// arrived for [`GROUP_WAIT`].
-fn next_group(sh: &Shared<'_>) -> Option<Vec<(ChunkId, ChunkBytes)>> {
+fn next_group(sh: &Shared<'_>) -> Option<Vec<(ObjectId, ChunkBytes)>> {
     let _turn = sh.taking.lock().unwrap_or_else(|p| p.into_inner());
     let first = sh.queue.pop(None).ok()?;
     let mut group_bytes = first.1.len();
@@ -431,7 +448,7 @@ fn upload_queue(lane: &mut Lane<'_>, sh: &Shared<'_>) -> Result<(usize, u64)> {
         if group.is_empty() {
             continue;
         }
-        let ids: Vec<ObjectId> = group.iter().map(|(id, _)| ObjectId::chunk(*id)).collect();
+        let ids: Vec<ObjectId> = group.iter().map(|(id, _)| *id).collect();
         let missing: HashSet<ObjectId> = lane
             .with(|c| c.objects_pin_missing(repo, workspace, op, &ids))?
             .into_iter()
@@ -441,8 +458,10 @@ fn upload_queue(lane: &mut Lane<'_>, sh: &Shared<'_>) -> Result<(usize, u64)> {
         // staged pieces, published in the server's batches.
         let mut many: Vec<m::ObjectPiece> = Vec::new();
         let mut many_bytes = 0usize;
-        for (id, data) in &group {
-            let oid = ObjectId::chunk(*id);
+        for (oid, data) in &group {
+            let oid = *oid;
+            // A manifest is sent like a small chunk but is no file's bytes.
+            let chunk = oid.kind == ObjectKind::Chunk;
             if missing.contains(&oid) {
                 if data.len() > crate::transfer::SMALL_OBJECT_BYTES {
                     lane.with(|c| c.put_object_staged(repo, workspace, op, oid, data))?;
@@ -460,10 +479,14 @@ fn upload_queue(lane: &mut Lane<'_>, sh: &Shared<'_>) -> Result<(usize, u64)> {
                         data: scribe_format::wire::Bytes(data.to_vec()),
                     });
                 }
-                objects += 1;
-                bytes += data.len() as u64;
+                if chunk {
+                    objects += 1;
+                    bytes += data.len() as u64;
+                }
             }
-            sh.ctx.progress.advance(Task::Stream, data.len() as u64);
+            if chunk {
+                sh.ctx.progress.advance(Task::Stream, data.len() as u64);
+            }
         }
         put_many(lane, sh, &mut many)?;
         let n = sh.groups.fetch_add(1, Ordering::SeqCst) + 1;
@@ -481,7 +504,11 @@ fn put_many(lane: &mut Lane<'_>, sh: &Shared<'_>, objects: &mut Vec<m::ObjectPie
         return Ok(());
     }
     let objects = std::mem::take(objects);
-    let sent: u64 = objects.iter().map(|o| o.data.0.len() as u64).sum();
+    let sent: u64 = objects
+        .iter()
+        .filter(|o| o.id.kind == ObjectKind::Chunk)
+        .map(|o| o.data.0.len() as u64)
+        .sum();
     lane.with(|c| {
         c.object_put_many(m::ObjectPutMany {
             repo: sh.repo.clone(),

@@ -5,7 +5,7 @@
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use scribe_format::wire::message as m;
 use scribe_format::wire::{decode_response, request_frame, Bytes, Hello, Request, Response};
@@ -16,9 +16,6 @@ use scribe_testkit::wire::{self, closed, Wire};
 use super::support::*;
 
 const WS: WorkspaceId = WorkspaceId([0x77; 16]);
-
-/// Generous bound for "eventually": far above the configured timeouts.
-const EVENTUALLY: Duration = Duration::from_secs(60);
 
 fn error_code(r: &Response) -> ErrorCode {
     match r {
@@ -49,21 +46,6 @@ fn declare(total_len: u64, seed: u8, data: Vec<u8>) -> Request {
         offset: 0,
         data: Bytes(data),
     })
-}
-
-/// Retry `f` until it returns `Some`, failing after [`EVENTUALLY`].
-fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + EVENTUALLY;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: not within {EVENTUALLY:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]

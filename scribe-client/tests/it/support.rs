@@ -1,6 +1,8 @@
 //! The testkit's environment with a client library `Client` on each
 //! transport, and the requests the tests repeat, made through the client.
 
+use std::time::{Duration, Instant};
+
 use scribe_client::{Client, ClientOptions};
 use scribe_format::wire::message as m;
 use scribe_format::{OperationId, WorkspaceId};
@@ -55,4 +57,22 @@ pub fn upload_and_submit(
     .expect("upload");
     c.submit(submit_req(ws, op, ch.id, message))
         .expect("submit")
+}
+
+/// Generous bound for "eventually": far above the configured timeouts.
+pub const EVENTUALLY: Duration = Duration::from_secs(60);
+
+/// Retry `f` until it returns `Some`, failing after [`EVENTUALLY`].
+pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + EVENTUALLY;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {EVENTUALLY:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -286,11 +286,23 @@ fn a_large_file_cut_where_the_profile_does_not_cut_is_invalid_manifest() {
     refused_and_unharmed(&env, &o, ErrorCode::InvalidManifest, Some("big.bin"));
     assert!(o.detail.contains("profile 1 cuts"), "{o:?}");
 
+    // The lie was offered to the precheck (a manifest of more than 1 MiB,
+    // issue #19) and never passed it.
+    assert_eq!(env.service().precheck_counts().0, 0);
+
     // The honest manifest of the same bytes is accepted.
+    let (state, objects) = honest(&body);
+    let o = send(&mut *c, ws, Lie::file("big.bin", state, objects));
+    assert_eq!(o.code, 0, "{o:?}");
+    workspace_holds(&env, "honest-big", &[("big.bin", &body)]);
+}
+
+/// `body` cut by profile 1: its state and objects, chunks first.
+fn honest(body: &[u8]) -> (FileState, Vec<(ObjectId, Vec<u8>)>) {
     let mut refs = Vec::new();
     let mut objects = Vec::new();
     let mut pos = 0;
-    for n in cuts {
+    for n in scribe_objects::chunk_boundaries(body) {
         let piece = &body[pos..pos + n];
         refs.push(ChunkRef {
             id: ChunkId::of(piece),
@@ -299,12 +311,103 @@ fn a_large_file_cut_where_the_profile_does_not_cut_is_invalid_manifest() {
         objects.push((ObjectId::chunk(ChunkId::of(piece)), piece.to_vec()));
         pos += n;
     }
+    let content = FileContentId::of(body);
     let manifest = scribe_objects::encode_manifest(body.len() as u64, &content, &refs).unwrap();
     let state = Lie::state(&manifest, content, body.len() as u64);
     objects.push((ObjectId::manifest(state.manifest), manifest));
-    let o = send(&mut *c, ws, Lie::file("big.bin", state, objects));
+    (state, objects)
+}
+
+/// A large file's manifest stored before its chunks (as a streaming
+/// client's may be, its chunks still in another connection's stage) is
+/// checked by the server once they are (issue #19's precheck, retried),
+/// and the submission naming it is accepted; a lie stored the same way
+/// never passes and is refused by the acceptance.
+#[test]
+fn a_manifest_stored_before_its_chunks_is_prechecked_once_they_are() {
+    let (env, mut c, ws) = setup();
+    let body = noise(9 << 20, 21);
+    let (state, mut objects) = honest(&body);
+    assert!(
+        objects.len() >= 3,
+        "9 MiB of noise makes chunks and a manifest"
+    );
+    let manifest = objects.pop().unwrap();
+    let op = OperationId::random();
+    let put = |c: &mut dyn Connection, o: &[(ObjectId, Vec<u8>)]| match c
+        .ask(Request::ObjectPutMany(put_many_req(ws, op, o)))
+    {
+        Response::ObjectPutMany(_) => {}
+        other => panic!("upload refused: {other:?}"),
+    };
+    put(&mut *c, std::slice::from_ref(&manifest));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(
+        env.service().precheck_counts().0,
+        0,
+        "not verified without its chunks"
+    );
+    // The chunks (up to 16 MiB each) through the client library.
+    let upload = |op: OperationId, o: &[(ObjectId, Vec<u8>)]| {
+        env.client()
+            .upload_missing(REPO, ws, op, o.iter().map(|(id, b)| (*id, b.as_slice())))
+            .expect("upload")
+    };
+    upload(op, &objects);
+    eventually("the manifest prechecked once its chunks are stored", || {
+        (env.service().precheck_counts().0 == 1).then_some(())
+    });
+    let payload = ChangeSet::new(vec![Entry::add("big.bin", state)])
+        .encode()
+        .unwrap();
+    let id = ChangeSetId::of_payload(&payload);
+    put(&mut *c, &[(ObjectId::change_set(id), payload)]);
+    let o = match c.ask(Request::Submit(submit_req(ws, op, id, "big"))) {
+        Response::Submitted(o) => o,
+        other => panic!("expected an outcome, got {other:?}"),
+    };
     assert_eq!(o.code, 0, "{o:?}");
-    workspace_holds(&env, "honest-big", &[("big.bin", &body)]);
+    workspace_holds(&env, "prechecked", &[("big.bin", &body)]);
+
+    // A lie about the next version (its content id is the first
+    // version's) stored the same way: prechecked, never verified, refused.
+    let mut next = body.clone();
+    next[3 << 20..(3 << 20) + 4096].copy_from_slice(&noise(4096, 22));
+    let (mut state, mut objects) = honest(&next);
+    objects.pop();
+    let refs: Vec<(ChunkId, u32)> = {
+        let mut pos = 0;
+        scribe_objects::chunk_boundaries(&next)
+            .into_iter()
+            .map(|n| {
+                pos += n;
+                (ChunkId::of(&next[pos - n..pos]), n as u32)
+            })
+            .collect()
+    };
+    let lie = raw_manifest(1, next.len() as u64, &FileContentId::of(&body), &refs);
+    state.manifest = ManifestId::of_payload(&lie);
+    state.content = FileContentId::of(&body);
+    objects.push((ObjectId::manifest(state.manifest), lie));
+    let before = env.service().precheck_counts();
+    upload(OperationId::random(), &objects);
+    eventually("the lie prechecked", || {
+        (env.service().precheck_counts().1 > before.1).then_some(())
+    });
+    assert_eq!(
+        env.service().precheck_counts().0,
+        before.0,
+        "never verified"
+    );
+    let o = send(
+        &mut *c,
+        ws,
+        Lie {
+            objects: vec![],
+            entries: vec![Entry::edit("big.bin", 2, state)],
+        },
+    );
+    refused_and_unharmed(&env, &o, ErrorCode::InvalidManifest, Some("big.bin"));
 }
 
 // ---- item 5: no file under a file.

@@ -23,6 +23,7 @@ pub mod dispatch;
 pub mod faults;
 pub mod group;
 pub mod pins;
+pub mod precheck;
 pub mod session;
 pub mod stores;
 pub mod upload;
@@ -100,6 +101,9 @@ pub trait AcceptedHook: Send + Sync {
 /// Holding a `Service` holds the data root's `LOCK`; dropping the last
 /// `Arc<Service>` releases it.
 pub struct Service {
+    /// First, so it is dropped first: its thread lets go of the
+    /// repositories before the data root closes.
+    prechecks: precheck::Prechecker,
     root: DataRoot,
     stores: StoreRegistry,
     started: Instant,
@@ -146,6 +150,7 @@ impl Service {
         hidden.sort_by_key(|h| std::cmp::Reverse(h.len()));
         hidden.dedup();
         Service {
+            prechecks: precheck::Prechecker::default(),
             hidden,
             root,
             stores,
@@ -195,6 +200,26 @@ impl Service {
     }
 
     /// Tell the accepted hook of objects stored for an operation.
+    /// The manifests checked while uploads go on ([`precheck`]).
+    pub(crate) fn prechecks(&self) -> &precheck::Prechecker {
+        &self.prechecks
+    }
+
+    /// How many prechecks ran: (verified, any other outcome). For tests
+    /// and diagnostics.
+    pub fn precheck_counts(&self) -> (u64, u64) {
+        self.prechecks.counts()
+    }
+
+    /// The hook [`Service::stored`] tells, for a thread that outlives the
+    /// request (a background publication).
+    pub(crate) fn stored_hook(&self) -> Option<Arc<dyn AcceptedHook>> {
+        self.accepted_hook
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     pub(crate) fn stored(
         &self,
         repo: RepositoryId,

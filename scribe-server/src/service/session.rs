@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use scribe_format::{ObjectId, OperationId, RepositoryId, WorkspaceId};
 
 use super::auth::Principal;
-use super::upload::{Download, Partial, StagedObject};
+use super::upload::{Download, Partial, Publishing, StagedObject};
 
 /// One connection's state, handed to [`Service::handle`](super::Service::handle)
 /// with each of its requests.
@@ -19,6 +19,8 @@ pub struct Session {
     pub(crate) staged_bytes: u64,
     /// When the oldest object of the stage was staged (`None`: empty).
     pub(crate) staged_since: Option<std::time::Instant>,
+    /// The previous full stage, being published in the background.
+    pub(crate) publishing: Option<Publishing>,
     /// Pins this connection made with `ObjectsPinMissing` (so a staged put
     /// of a pinned id does not pin again); bounded, cleared when full.
     pub(crate) pinned: HashSet<(WorkspaceId, OperationId, ObjectId)>,
@@ -56,6 +58,7 @@ impl Session {
             staged: Vec::new(),
             staged_bytes: 0,
             staged_since: None,
+            publishing: None,
             pinned: HashSet::new(),
             zero_copy: false,
             outgoing: None,
@@ -77,16 +80,48 @@ impl Session {
                 .as_ref()
                 .map_or(0, |d| d.reader.buffered_bytes())
             + self.staged_bytes as usize
+            + self.publishing.as_ref().map_or(0, |p| p.bytes as usize)
     }
 
     /// Whether this connection holds upload memory: an unfinished object
     /// or staged objects not yet published.
     pub fn holds_upload(&self) -> bool {
-        self.upload.is_some() || !self.staged.is_empty()
+        self.upload.is_some() || !self.staged.is_empty() || self.publishing.is_some()
     }
 
-    /// Whether `id` is staged by this connection for `repo`.
+    /// Whether `id` is staged by this connection for `repo` (or in its
+    /// stage being published).
     pub(crate) fn has_staged(&self, repo: RepositoryId, id: &ObjectId) -> bool {
         self.staged.iter().any(|o| o.repo == repo && o.id == *id)
+            || self
+                .publishing
+                .as_ref()
+                .is_some_and(|p| p.ids.contains(&(repo, *id)))
+    }
+
+    /// Wait for the stage being published in the background, if any; its
+    /// failure is this call's.
+    pub(crate) fn finish_publishing(&mut self) -> Result<(), super::Failure> {
+        let Some(p) = self.publishing.take() else {
+            return Ok(());
+        };
+        match p.handle.join() {
+            Ok(r) => r.map(drop),
+            Err(_) => Err(super::Failure::new(
+                scribe_format::ErrorCode::Internal,
+                "publishing the staged objects failed: a panic",
+            )),
+        }
+    }
+}
+
+impl Drop for Session {
+    /// A connection that ends with a stage being published waits for it:
+    /// its objects' stores are let go (a repository closed or a service
+    /// dropped after its connections finds them unheld), and nothing
+    /// writes after the connection is gone. Its outcome is nobody's to
+    /// report (the objects were never acknowledged as published).
+    fn drop(&mut self) {
+        let _ = self.finish_publishing();
     }
 }

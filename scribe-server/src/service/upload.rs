@@ -17,6 +17,11 @@
 //! the connection's next publication: `ObjectsPublish`, a full stage, or
 //! any request other than a staged put or `ObjectsPinMissing`. One
 //! publication is one durable batch (one locator commit for the lot).
+//! A full stage is published in the background ([`Publishing`]) while the
+//! connection goes on receiving: at most one such publication per
+//! connection, finished (and its failure reported) before the next one,
+//! by `ObjectsPublish` and any other request, and when the connection
+//! ends. So nothing is acknowledged as published before it is durable.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -189,6 +194,18 @@ pub const STAGE_PUBLISH_OBJECTS: usize = 64;
 pub const STAGE_PUBLISH_AGE: std::time::Duration = std::time::Duration::from_secs(1);
 /// Most (intent, object) pins a connection remembers having made.
 pub(crate) const MAX_REMEMBERED_PINS: usize = 1 << 20;
+
+/// A full stage being published on its own thread (issue #19: a staged
+/// put that filled the stage used to write and flush 64 MiB before its
+/// reply, so each upload lane stood still about a third of a large
+/// upload). Its objects count as staged (`Session::has_staged`) and its
+/// bytes stay charged to the upload budget until it is finished.
+pub(crate) struct Publishing {
+    pub handle: std::thread::JoinHandle<Result<u32, super::Failure>>,
+    /// The objects it publishes, per repository.
+    pub ids: std::collections::HashSet<(RepositoryId, ObjectId)>,
+    pub bytes: u64,
+}
 
 /// A verified object waiting for its connection's next publication.
 pub(crate) struct StagedObject {

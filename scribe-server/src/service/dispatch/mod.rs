@@ -45,7 +45,7 @@ pub type DispatchResult<T> = Result<T, Failure>;
 pub fn dispatch(svc: &Service, session: &mut Session, req: Request) -> DispatchResult<Response> {
     // Anything but staging publishes what this connection staged first, so
     // every later request of the connection sees its objects.
-    if !session.staged.is_empty()
+    if (!session.staged.is_empty() || session.publishing.is_some())
         && !matches!(
             req,
             Request::ObjectPutStaged(_)

@@ -12,8 +12,9 @@ use scribe_format::{ErrorCode, ObjectId, RepositoryId};
 
 use super::super::pins;
 use super::super::upload::{
-    max_object_bytes, Download, DownloadReader, Held, Partial, Reservation, StagedObject,
-    MAX_REMEMBERED_PINS, STAGE_PUBLISH_AGE, STAGE_PUBLISH_BYTES, STAGE_PUBLISH_OBJECTS,
+    max_object_bytes, Download, DownloadReader, Held, Partial, Publishing, Reservation,
+    StagedObject, MAX_REMEMBERED_PINS, STAGE_PUBLISH_AGE, STAGE_PUBLISH_BYTES,
+    STAGE_PUBLISH_OBJECTS,
 };
 use super::{malformed, open, DispatchResult, Failure, Service, Session};
 
@@ -115,14 +116,54 @@ fn o_repo(group: &[&StagedObject]) -> RepositoryId {
     group[0].repo
 }
 
-/// Publish this connection's staged objects: per repository one batch,
+/// Publish this connection's staged objects (after the stage being
+/// published in the background, if any): per repository one batch,
 /// written in parallel, one durable locator commit. Returns how many were
 /// staged. On failure the stage is dropped (the objects are simply not
 /// stored; the client's next `ObjectsMissing` names them again).
 pub(super) fn publish_staged(svc: &Service, session: &mut Session) -> DispatchResult<u32> {
-    let staged = std::mem::take(&mut session.staged);
+    let earlier = session.finish_publishing();
+    let staged = take_stage(session);
+    earlier?;
+    publish_objects(svc.stored_hook().as_deref(), staged)
+}
+
+/// Hand this connection's full stage to a thread that publishes it while
+/// the connection goes on receiving (after the previous one is finished:
+/// its failure is this call's). Its objects count as staged until the
+/// next request that is not a staged put or `ObjectsPinMissing` finishes it.
+fn start_publishing(svc: &Service, session: &mut Session) -> DispatchResult<()> {
+    let earlier = session.finish_publishing();
+    let staged = take_stage(session);
+    earlier?;
+    let ids = staged.iter().map(|o| (o.repo, o.id)).collect();
+    let bytes = staged.iter().map(|o| o.data.len() as u64).sum();
+    let hook = svc.stored_hook();
+    let handle = std::thread::Builder::new()
+        .name("scribe-publish".into())
+        .spawn(move || publish_objects(hook.as_deref(), staged))
+        .map_err(|e| {
+            Failure::new(
+                ErrorCode::ServerBusy,
+                format!("cannot start publishing the staged objects now ({e}); retry shortly"),
+            )
+        })?;
+    session.publishing = Some(Publishing { handle, ids, bytes });
+    Ok(())
+}
+
+fn take_stage(session: &mut Session) -> Vec<StagedObject> {
     session.staged_bytes = 0;
     session.staged_since = None;
+    std::mem::take(&mut session.staged)
+}
+
+/// Publish `staged`: per repository one batch, one durable locator commit;
+/// `hook` is told what each operation now has stored.
+fn publish_objects(
+    hook: Option<&dyn crate::service::AcceptedHook>,
+    staged: Vec<StagedObject>,
+) -> DispatchResult<u32> {
     let count = staged.len() as u32;
     let mut groups: Vec<(RepositoryId, Vec<&StagedObject>)> = Vec::new();
     for o in &staged {
@@ -138,6 +179,7 @@ pub(super) fn publish_staged(svc: &Service, session: &mut Session) -> DispatchRe
             group.iter().map(|o| (o.id, o.data.as_slice())).collect();
         batch.put_all_healing(&objects)?;
         batch.commit()?;
+        let Some(hook) = hook else { continue };
         // Per operation, what is now stored (the tier uploads it early).
         let mut ops: Vec<(scribe_format::OperationId, Vec<ObjectId>, u64)> = Vec::new();
         for o in &group {
@@ -151,7 +193,7 @@ pub(super) fn publish_staged(svc: &Service, session: &mut Session) -> DispatchRe
             }
         }
         for (op, ids, bytes) in ops {
-            svc.stored(o_repo(&group), op, store, &ids, bytes);
+            hook.stored(o_repo(&group), op, store, &ids, bytes);
         }
     }
     Ok(count)
@@ -335,13 +377,14 @@ pub(super) fn put(
             || session.staged.len() >= STAGE_PUBLISH_OBJECTS
             || since.elapsed() >= STAGE_PUBLISH_AGE
         {
-            publish_staged(svc, session)?;
+            start_publishing(svc, session)?;
         }
     } else {
         let batch = store.batch();
         batch.put_healing(p.id, &p.data)?;
         batch.commit()?;
         svc.stored(p.repo, p.operation, &store, &[p.id], p.data.len() as u64);
+        svc.prechecks().offer(&repo, [(&p.id, p.data.as_slice())]);
     }
     Ok(m::ObjectPutReply {
         received,
@@ -415,6 +458,10 @@ pub(super) fn put_many(
     batch.put_all_healing(&pieces)?;
     batch.commit()?;
     svc.stored(repo.id(), r.operation, &store, &ids, total);
+    // A large file's manifest, sent right after its chunks: checked while
+    // the rest of the upload goes on.
+    svc.prechecks()
+        .offer(&repo, pieces.iter().map(|(id, data)| (id, *data)));
     Ok(m::ObjectPutManyReply {
         stored: r.objects.len() as u32,
     })
