@@ -347,6 +347,15 @@ fn a_manifest_stored_before_its_chunks_is_prechecked_once_they_are() {
         0,
         "not verified without its chunks"
     );
+    // Waiting for its chunks, it does not hold the repository open: a
+    // rename (which needs the repository to itself) goes through, and the
+    // waiting precheck is dropped with the closed handle (the acceptance
+    // would check it in full). Stored again, it is offered again.
+    let root = env.service().root();
+    root.rename_repository(REPO, "renamed", false)
+        .expect("a waiting precheck does not hold the repository");
+    root.rename_repository("renamed", REPO, true).unwrap();
+    put(&mut *c, std::slice::from_ref(&manifest));
     // The chunks (up to 16 MiB each) through the client library.
     let upload = |op: OperationId, o: &[(ObjectId, Vec<u8>)]| {
         env.client()

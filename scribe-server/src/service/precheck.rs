@@ -18,10 +18,10 @@
 //! files larger than the profile minimum (a smaller file's acceptance
 //! reads nothing). A manifest whose chunks are not all stored yet (still
 //! in another connection's stage) is tried again every [`RETRY`] for up
-//! to [`GIVE_UP`].
+//! to [`GIVE_UP`]; a waiting manifest does not hold its repository open.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -60,7 +60,10 @@ struct State {
 }
 
 struct Item {
-    repo: Arc<Repository>,
+    /// Not held while it waits: a repository being renamed, deleted or
+    /// compacted when idle must not find it in use because a manifest of
+    /// an abandoned upload waits for chunks that never come.
+    repo: Weak<Repository>,
     id: ManifestId,
     since: Instant,
     next: Instant,
@@ -97,7 +100,7 @@ impl Prechecker {
                 break;
             }
             st.ready.push_back(Item {
-                repo: repo.clone(),
+                repo: Arc::downgrade(repo),
                 id,
                 since: now,
                 next: now,
@@ -190,12 +193,18 @@ impl Shared {
                 continue;
             };
             drop(st);
+            let Some(repo) = item.repo.upgrade() else {
+                // The repository was closed meanwhile: nothing to check.
+                st = self.lock();
+                continue;
+            };
             // A failure to read is the acceptance's to report.
-            let check = || item.repo.precheck_manifest(&item.id).ok();
+            let check = || repo.precheck_manifest(&item.id).ok();
             let outcome = match &pool {
                 Some(pool) => pool.install(check),
                 None => check(),
             };
+            drop(repo);
             st = self.lock();
             if outcome == Some(Precheck::Verified) {
                 st.done.0 += 1;
