@@ -164,6 +164,42 @@ fn a_failed_background_publication_is_reported_by_the_next_request() {
     assert_eq!(other.download(REPO, ids[7]).unwrap(), objects[7]);
 }
 
+/// A connection whose full stage was published in the background holds
+/// no upload memory once that publication ended: it is under the ordinary
+/// idle timeout, not the much shorter one of a connection in the middle
+/// of an upload, and its next request gets the publication's outcome.
+#[test]
+fn a_finished_background_publication_is_not_an_idle_upload() {
+    let opts = scribe_server::ListenOptions {
+        timeouts: scribe_server::Timeouts {
+            upload_idle: std::time::Duration::from_millis(300),
+            ..scribe_server::Timeouts::default()
+        },
+        ..scribe_server::ListenOptions::default()
+    };
+    let env = Env::builder(Transport::Tcp).listen(opts).start();
+    let mut c = env.client();
+    register(&mut c, WS);
+    let objects: Vec<Vec<u8>> = (0..STAGE_PUBLISH_OBJECTS)
+        .map(|i| noise(100, 300 + i as u64))
+        .collect();
+    let ids: Vec<ObjectId> = objects.iter().map(|o| chunk(o)).collect();
+    c.objects_pin_missing(REPO, WS, OP, &ids).unwrap();
+    for (id, o) in ids.iter().zip(&objects) {
+        c.put_object_staged(REPO, WS, OP, *id, o).unwrap();
+    }
+    let mut other = env.client();
+    eventually("the full stage published", || {
+        other
+            .objects_missing(REPO, &ids)
+            .unwrap()
+            .is_empty()
+            .then_some(())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(900));
+    assert_eq!(c.objects_publish(REPO).unwrap(), 0, "still connected");
+}
+
 /// Fill the volume holding `filler` until a write fails.
 fn fill(filler: &std::path::Path) {
     use std::io::Write;

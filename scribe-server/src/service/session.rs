@@ -80,13 +80,23 @@ impl Session {
                 .as_ref()
                 .map_or(0, |d| d.reader.buffered_bytes())
             + self.staged_bytes as usize
-            + self.publishing.as_ref().map_or(0, |p| p.bytes as usize)
+            + self.publishing.as_ref().map_or(0, |p| {
+                if p.handle.is_finished() {
+                    0
+                } else {
+                    p.bytes as usize
+                }
+            })
     }
 
-    /// Whether this connection holds upload memory: an unfinished object
-    /// or staged objects not yet published.
+    /// Whether this connection holds upload memory that only its client
+    /// can release: an unfinished object or staged objects not yet
+    /// published. A stage being published in the background is not such
+    /// memory (its publication ends, and frees it, by itself): the
+    /// connection is then under the ordinary idle timeout, as it was when
+    /// that publication ran before the put's reply.
     pub fn holds_upload(&self) -> bool {
-        self.upload.is_some() || !self.staged.is_empty() || self.publishing.is_some()
+        self.upload.is_some() || !self.staged.is_empty()
     }
 
     /// Whether `id` is staged by this connection for `repo` (or in its
