@@ -444,6 +444,28 @@ fn tree_bytes(p: &Path) -> (u64, usize) {
     sum
 }
 
+/// A run's folder, removed when dropped (also while a panic unwinds)
+/// unless kept.
+struct RemoveOnDrop {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "compare: removing {} after the failure (--keep keeps it)",
+                self.path.display()
+            );
+        }
+        rm(&self.path);
+    }
+}
+
 fn rm(p: &Path) {
     if p.exists() {
         // Git makes its object files read-only; removal still works on Unix.
@@ -2726,6 +2748,12 @@ pub fn run(args: Args, given: Vec<String>) {
     std::fs::create_dir_all(&o.dir).expect("--dir");
     let root = o.dir.join(format!("run-{}", std::process::id()));
     rm(&root);
+    // Removed however the run ends (a panic in a peer's command left 25 GB
+    // of work trees behind and filled the disk), unless --keep.
+    let _cleanup = RemoveOnDrop {
+        path: root.clone(),
+        keep: o.keep,
+    };
     let mut notes = vec![format!("load {}", loadavg())];
     let rudolfs_bin = install_peers(&o, &o.dir.join("tools"), &mut notes);
     let (built_scribe, built_server) = build_binaries(&o);
@@ -2994,6 +3022,31 @@ mod tests {
             dir.join("2026-12-03-w2-3.md")
         );
         std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn a_run_folder_is_removed_when_the_run_fails_unless_kept() {
+        let base = std::env::temp_dir().join(format!("cmp-guard-{}", std::process::id()));
+        let (gone, kept) = (base.join("gone"), base.join("kept"));
+        for d in [&gone, &kept] {
+            std::fs::create_dir_all(d.join("work")).expect("mkdir");
+            std::fs::write(d.join("work/f"), b"x").expect("write");
+        }
+        let failed = std::panic::catch_unwind(|| {
+            let _g = RemoveOnDrop {
+                path: gone.clone(),
+                keep: false,
+            };
+            let _k = RemoveOnDrop {
+                path: kept.clone(),
+                keep: true,
+            };
+            panic!("a peer's command failed");
+        });
+        assert!(failed.is_err());
+        assert!(!gone.exists(), "removed while the panic unwound");
+        assert!(kept.join("work/f").exists(), "--keep keeps it");
+        std::fs::remove_dir_all(&base).expect("cleanup");
     }
 
     #[test]
