@@ -91,14 +91,8 @@ fn a_full_stage_publishes_itself() {
     both(|env| {
         let mut c = env.client();
         register(&mut c, WS);
-        let objects: Vec<Vec<u8>> = (0..=STAGE_PUBLISH_OBJECTS)
-            .map(|i| noise(100, i as u64))
-            .collect();
-        let ids: Vec<ObjectId> = objects.iter().map(|o| chunk(o)).collect();
-        c.objects_pin_missing(REPO, WS, OP, &ids).unwrap();
-        for (id, o) in ids.iter().zip(&objects) {
-            c.put_object_staged(REPO, WS, OP, *id, o).unwrap();
-        }
+        let objects = noises(STAGE_PUBLISH_OBJECTS + 1, 100, 0);
+        let ids = stage_all(&mut c, &objects);
         // The first STAGE_PUBLISH_OBJECTS are published by the put that
         // filled the stage, in the background (no further request of this
         // connection needed); the last one waits.
@@ -127,9 +121,7 @@ fn a_failed_background_publication_is_reported_by_the_next_request() {
     let env = Env::builder(Transport::Tcp).volume(24 << 20).start();
     let mut c = env.client();
     register(&mut c, WS);
-    let objects: Vec<Vec<u8>> = (0..STAGE_PUBLISH_OBJECTS)
-        .map(|i| noise(64 << 10, 100 + i as u64))
-        .collect();
+    let objects = noises(STAGE_PUBLISH_OBJECTS, 64 << 10, 100);
     let ids: Vec<ObjectId> = objects.iter().map(|o| chunk(o)).collect();
     c.objects_pin_missing(REPO, WS, OP, &ids).unwrap();
     let filler = env.volume().unwrap().path().join("filler");
@@ -180,14 +172,8 @@ fn a_finished_background_publication_is_not_an_idle_upload() {
     let env = Env::builder(Transport::Tcp).listen(opts).start();
     let mut c = env.client();
     register(&mut c, WS);
-    let objects: Vec<Vec<u8>> = (0..STAGE_PUBLISH_OBJECTS)
-        .map(|i| noise(100, 300 + i as u64))
-        .collect();
-    let ids: Vec<ObjectId> = objects.iter().map(|o| chunk(o)).collect();
-    c.objects_pin_missing(REPO, WS, OP, &ids).unwrap();
-    for (id, o) in ids.iter().zip(&objects) {
-        c.put_object_staged(REPO, WS, OP, *id, o).unwrap();
-    }
+    let objects = noises(STAGE_PUBLISH_OBJECTS, 100, 300);
+    let ids = stage_all(&mut c, &objects);
     let mut other = env.client();
     eventually("the full stage published", || {
         other
@@ -198,6 +184,21 @@ fn a_finished_background_publication_is_not_an_idle_upload() {
     });
     std::thread::sleep(std::time::Duration::from_millis(900));
     assert_eq!(c.objects_publish(REPO).unwrap(), 0, "still connected");
+}
+
+/// `n` objects of `len` bytes of noise, seeds from `seed`.
+fn noises(n: usize, len: usize, seed: u64) -> Vec<Vec<u8>> {
+    (0..n).map(|i| noise(len, seed + i as u64)).collect()
+}
+
+/// Pin `objects` for `OP` and stage each with its own put; their ids.
+fn stage_all(c: &mut scribe_client::Client, objects: &[Vec<u8>]) -> Vec<ObjectId> {
+    let ids: Vec<ObjectId> = objects.iter().map(|o| chunk(o)).collect();
+    c.objects_pin_missing(REPO, WS, OP, &ids).unwrap();
+    for (id, o) in ids.iter().zip(objects) {
+        c.put_object_staged(REPO, WS, OP, *id, o).unwrap();
+    }
+    ids
 }
 
 /// Fill the volume holding `filler` until a write fails.

@@ -155,10 +155,10 @@ impl Shared {
 
     fn run(&self) {
         // The check's parallel steps run in a pool of this one thread: on
-        // the shared pool, each window of a file woke every worker, whose
-        // spinning between windows took the cores the upload (and the
-        // client beside it) needed (measured: more server and client CPU
-        // with the precheck than without, on two cores).
+        // the shared pool the precheck was slower than none or level in
+        // six measured pairs (each window of a file wakes every worker,
+        // which then spins on the cores the upload needs), in its own
+        // pool faster in every pair (docs/performance.md).
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(1)
             .thread_name(|_| "scribe-precheck".into())
