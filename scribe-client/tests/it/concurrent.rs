@@ -214,6 +214,17 @@ fn many_clients_submit_and_lock_concurrently() {
     )
     .unwrap();
     assert!(report.len() >= 32 * 3);
+    // The finished intents' pins are cleaned up after the answers (the
+    // service's cleanup thread), none left behind and no run failed.
+    assert_eq!(env.service().settle_pin_cleanup(), 0);
+    let held = env
+        .service()
+        .root()
+        .open_repository_by_name(REPO)
+        .unwrap()
+        .pin_summary()
+        .unwrap();
+    assert!(held.is_empty(), "{held:?}");
     let doctor = env
         .service()
         .root()

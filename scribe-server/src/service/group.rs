@@ -8,11 +8,13 @@
 //! `Repository::submit_prepared` (one Immediate transaction for up to 32
 //! buffered members; large ones are streamed individually), hands the lead
 //! over once the transaction is committed (the next group commits while
-//! this one's pin cleanup and archive flush run), cleans up the finished
-//! intents' pins, publishes the archive, then posts each outcome under its
-//! ticket and wakes the others. Every member keeps its
+//! this one's archive flush runs), publishes the archive, hands the
+//! finished intents' pin cleanup to the service's cleanup thread
+//! (`cleanup.rs`), then posts each outcome under its ticket and wakes the
+//! others. Every member keeps its
 //! own change number, envelope and recorded outcome. A lone submission is
-//! accepted at once, exactly as `Repository::submit` would.
+//! accepted at once, as `Repository::submit` would (which cleans up its
+//! pins before it returns).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
@@ -21,6 +23,7 @@ use scribe_format::{ErrorCode, RepositoryId};
 use scribe_metadata::accept::{Outcome, Prepared, Submission};
 use scribe_metadata::Repository;
 
+use super::cleanup::Cleaner;
 use super::Failure;
 
 /// Most submissions handed to one `submit_group` call (as many as one
@@ -57,7 +60,12 @@ impl Groups {
     /// `s` is prepared (`Repository::prepare`) by this thread before it
     /// queues, so concurrent submissions check in parallel and a lead only
     /// accepts.
-    pub fn submit(&self, repo: &Repository, s: Submission) -> Result<Outcome, Failure> {
+    pub fn submit(
+        &self,
+        repo: &Arc<Repository>,
+        cleaner: &Cleaner,
+        s: Submission,
+    ) -> Result<Outcome, Failure> {
         let prepared = repo.prepare(&s)?;
         let s = (s, prepared);
         let queue = {
@@ -96,9 +104,9 @@ impl Groups {
                     batch.into_iter().unzip();
                 let mut handed = false;
 
-                // The group's pin cleanup and archive publication run after
-                // the lead is handed over (the next group commits
-                // meanwhile) and before any outcome is posted.
+                // The group's archive publication runs after the lead is
+                // handed over (the next group commits meanwhile) and before
+                // any outcome is posted.
                 let outcome =
                     scribe_metadata::journal::coalesce_publication(repo.archive(), || {
                         // A panic must not leave the queue without a leader.
@@ -116,9 +124,11 @@ impl Groups {
                         }
                         queue.wake.notify_all();
                         let outcomes = r?;
-                        repo.cleanup_finished_pins()?;
                         Ok(outcomes)
                     });
+                // The finished intents' pins are cleaned up after the
+                // answers (`cleanup.rs`), not in every member's wait.
+                cleaner.offer(repo);
                 st = queue.state.lock().map_err(|_| poisoned())?;
                 match outcome {
                     Ok(outcomes) if outcomes.len() == tickets.len() => {

@@ -19,6 +19,7 @@
 //! | [`upload`] | per-connection state of object uploads and downloads |
 
 pub mod auth;
+pub mod cleanup;
 pub mod dispatch;
 pub mod faults;
 pub mod group;
@@ -104,6 +105,8 @@ pub struct Service {
     /// First, so it is dropped first: its thread lets go of the
     /// repositories before the data root closes.
     prechecks: precheck::Prechecker,
+    /// Likewise first: the pin cleanup thread.
+    cleaner: cleanup::Cleaner,
     root: DataRoot,
     stores: StoreRegistry,
     started: Instant,
@@ -151,6 +154,7 @@ impl Service {
         hidden.dedup();
         Service {
             prechecks: precheck::Prechecker::default(),
+            cleaner: cleanup::Cleaner::default(),
             hidden,
             root,
             stores,
@@ -201,6 +205,17 @@ impl Service {
 
     /// Tell the accepted hook of objects stored for an operation.
     /// The manifests checked while uploads go on ([`precheck`]).
+    pub fn cleaner(&self) -> &cleanup::Cleaner {
+        &self.cleaner
+    }
+
+    /// Wait until the pin cleanup queued after acknowledged submissions has
+    /// run; returns how many cleanup runs failed so far. For tests and
+    /// benchmarks that count pins right after a submission.
+    pub fn settle_pin_cleanup(&self) -> u64 {
+        self.cleaner.settle()
+    }
+
     pub(crate) fn prechecks(&self) -> &precheck::Prechecker {
         &self.prechecks
     }

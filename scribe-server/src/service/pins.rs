@@ -8,9 +8,11 @@
 //! another workspace's intent, of intents with a recorded outcome, and
 //! beyond the service's bound on pins per workspace; it queues cleanup in the
 //! outcome's transaction, deletes pins in batches of 512 and resumes
-//! cleanup at open.
+//! cleanup at open. The service runs that cleanup after answering
+//! (`cleanup.rs`); a pin refused at the bound cleans up first and is tried
+//! once more.
 
-use scribe_format::{ObjectId, OperationId, WorkspaceId};
+use scribe_format::{ErrorCode, ObjectId, OperationId, WorkspaceId};
 use scribe_metadata::{MetadataError, Repository};
 
 use super::Failure;
@@ -24,7 +26,16 @@ pub fn pin(
     ids: &[ObjectId],
     max_pins: u64,
 ) -> Result<(), Failure> {
-    repo.pin_uploads_limited(workspace, intent, ids, max_pins)?;
+    match repo.pin_uploads_limited(workspace, intent, ids, max_pins) {
+        // Finished intents' pins are cleaned up after their answer
+        // (`cleanup.rs`): at the bound, clean up now and count again, so
+        // an upload right after a submission finds the room it freed.
+        Err(e) if e.code() == ErrorCode::LimitExceeded => {
+            repo.cleanup_finished_pins()?;
+            repo.pin_uploads_limited(workspace, intent, ids, max_pins)?;
+        }
+        r => r?,
+    }
     Ok(())
 }
 

@@ -156,7 +156,7 @@ fn accept(
         inline,
     };
     let outcome = if svc.group_acceptance() {
-        svc.groups().submit(&repo, submission)?
+        svc.groups().submit(&repo, svc.cleaner(), submission)?
     } else {
         repo.submit(submission)?
     };

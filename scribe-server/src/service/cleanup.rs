@@ -1,0 +1,157 @@
+//! Upload pins cleaned up after the acknowledgement (issue #19).
+//!
+//! An acceptance group's outcomes deactivate their intents' pins in the
+//! acceptance transaction (the `upload-finished` marker); deleting the pin
+//! rows is bounded cleanup the specification runs after the outcome and
+//! resumes at startup ("Atomic publication and upload lifecycle profile
+//! 1"). It used to run in the group's lead before any member was answered:
+//! a metadata commit and an archive flush of its own in every submitter's
+//! wait (3.8 ms of a 14 ms lead under the 32-client load). The lead now
+//! hands the repository to this service's one cleanup thread and answers;
+//! the thread runs [`Repository::cleanup_finished_pins`], whose final
+//! batches go through the pin combiner and so usually share a concurrent
+//! upload's pin transaction. A pin refused for the per-workspace bound
+//! cleans up synchronously and is tried again (`pins::pin`), so the
+//! deferral never refuses an upload the immediate cleanup would have let
+//! through.
+//!
+//! The thread holds no repository while it waits (a rename, deletion or
+//! idle compaction is never refused "in use" for it); a repository closed
+//! before its turn is cleaned up when it is next opened.
+
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use scribe_metadata::Repository;
+
+/// How long a cleanup waits for an upload's pin transaction to share
+/// before it commits alone (only an idle server waits the whole time).
+pub const PATIENCE: Duration = Duration::from_millis(100);
+
+/// The service's cleanup thread and the repositories waiting for it.
+#[derive(Default)]
+pub struct Cleaner {
+    shared: Arc<Shared>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    /// Each repository at most once: one run cleans every finished intent.
+    ready: Vec<Weak<Repository>>,
+    /// A run in progress (tests wait for it to end).
+    running: bool,
+    closed: bool,
+    /// Runs that failed (reported on stderr; the next run, or the next
+    /// opening, tries again).
+    failed: u64,
+}
+
+impl Cleaner {
+    /// Clean up `repo`'s finished intents soon.
+    pub fn offer(&self, repo: &Arc<Repository>) {
+        let weak = Arc::downgrade(repo);
+        {
+            let mut st = self.shared.lock();
+            if st.closed {
+                return;
+            }
+            if !st.ready.iter().any(|w| w.ptr_eq(&weak)) {
+                st.ready.push(weak);
+            }
+        }
+        self.shared.wake.notify_all();
+        self.start();
+    }
+
+    /// Block until nothing is queued or running (tests), and return how
+    /// many runs failed so far.
+    pub fn settle(&self) -> u64 {
+        let mut st = self.shared.lock();
+        while !st.closed && (st.running || !st.ready.is_empty()) {
+            st = self.shared.wake.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        st.failed
+    }
+
+    fn start(&self) {
+        let mut w = self.worker.lock().unwrap_or_else(|p| p.into_inner());
+        if w.is_some() {
+            return;
+        }
+        let shared = self.shared.clone();
+        match std::thread::Builder::new()
+            .name("scribe-pin-cleanup".into())
+            .spawn(move || shared.run())
+        {
+            Ok(h) => *w = Some(h),
+            // Without the thread the pins stay until the next opening, or
+            // until a pin at the bound cleans up itself.
+            Err(e) => eprintln!("scribe-server: pin cleanup thread not started: {e}"),
+        }
+    }
+}
+
+impl Drop for Cleaner {
+    /// The thread ends after the run in progress.
+    fn drop(&mut self) {
+        {
+            let mut st = self.shared.lock();
+            st.closed = true;
+            st.ready.clear();
+        }
+        self.shared.wake.notify_all();
+        let w = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(w) = w {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn run(&self) {
+        let mut st = self.lock();
+        loop {
+            if st.closed {
+                return;
+            }
+            let Some(weak) = st.ready.pop() else {
+                st = self.wake.wait(st).unwrap_or_else(|p| p.into_inner());
+                continue;
+            };
+            st.running = true;
+            drop(st);
+            let failed = match weak.upgrade() {
+                Some(repo) => match repo.cleanup_finished_pins_patiently(PATIENCE) {
+                    Ok(()) => false,
+                    Err(e) => {
+                        eprintln!(
+                            "scribe-server: cleaning up the upload pins of repository {}: {e}",
+                            repo.id()
+                        );
+                        true
+                    }
+                },
+                // Closed meanwhile: its next opening cleans up.
+                None => false,
+            };
+            st = self.lock();
+            st.running = false;
+            if failed {
+                st.failed += 1;
+            }
+            self.wake.notify_all();
+        }
+    }
+}
