@@ -279,3 +279,63 @@ fn payload_len_reads_the_header_and_refuses_a_damaged_one() {
         assert_eq!(store.payload_len(&noisy).unwrap(), 1000);
     }
 }
+
+/// `get_unverified` (acceptance's deep manifest check) returns the same
+/// payload as `get` for packed objects stored raw (read straight past both
+/// headers), compressed and loose; a damaged entry header, envelope header
+/// or envelope kind is refused naming the object; a damaged payload byte of
+/// a raw object is returned as read (the caller hashes it), while `get`
+/// refuses it.
+#[test]
+fn get_unverified_reads_past_checked_headers() {
+    for compression in [Compression::None, Compression::Lz4] {
+        let (t, store) = TestStore::new(StoreOptions {
+            compression,
+            ..small_packs()
+        });
+        let batch = store.batch();
+        let raw = batch.put(ObjectKind::Chunk, &noise(3000, 3)).unwrap();
+        let runs = batch.put(ObjectKind::Chunk, &vec![9u8; 4000]).unwrap();
+        let other = batch.put(ObjectKind::Chunk, &noise(700, 4)).unwrap();
+        batch.commit().unwrap();
+        let loose = store.put(ObjectKind::Manifest, &noise(9000, 5)).unwrap();
+        for id in [raw, runs, other, loose] {
+            let got = store.get_unverified(&id).unwrap();
+            assert_eq!(got, store.get(&id).unwrap(), "{id}");
+        }
+        // Room for the cut test's two bytes without a new allocation.
+        assert!(store.get_unverified(&raw).unwrap().capacity() >= 3002);
+        let packed = |id: &ObjectId| match store.locate(id).unwrap() {
+            Some(Location::Packed {
+                offset, entry_len, ..
+            }) => (offset, entry_len),
+            other => panic!("{other:?}"),
+        };
+        let (raw_at, raw_len) = packed(&raw);
+        let (other_at, _) = packed(&other);
+        let (runs_at, _) = packed(&runs);
+        drop(store);
+        let pack = pack_file(&t.dir, 1);
+        // A payload byte of the raw object, the entry key of another, the
+        // envelope magic of the third (entry header: magic 4, key 33, u64).
+        flip(&pack, raw_at + raw_len - 10);
+        flip(&pack, other_at + 4 + 5);
+        flip(&pack, runs_at + 4 + 33 + 8);
+        let store = ObjectStore::open(&t.dir).unwrap();
+        let read = store.get_unverified(&raw).unwrap();
+        assert_eq!(read.len(), 3000);
+        assert_ne!(read, noise(3000, 3));
+        assert!(matches!(
+            store.get(&raw),
+            Err(StoreError::CorruptObject { id, .. }) if id == raw
+        ));
+        for id in [other, runs] {
+            let err = store.get_unverified(&id).unwrap_err();
+            assert!(
+                matches!(&err, StoreError::CorruptObject { id: named, .. } if *named == id),
+                "{err}"
+            );
+        }
+        assert_eq!(store.get_unverified(&loose).unwrap(), noise(9000, 5));
+    }
+}
