@@ -20,7 +20,7 @@
 //! not archived.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -80,6 +80,8 @@ pub(crate) struct Combiner {
     /// Mutations run and transactions committed (observability).
     members: AtomicU64,
     transactions: AtomicU64,
+    /// Patience is over for every patient member (shutdown).
+    hurried: AtomicBool,
 }
 
 /// What a repository's write combining did since it was opened (see
@@ -116,7 +118,18 @@ impl Combiner {
             wake: Condvar::new(),
             members: AtomicU64::new(0),
             transactions: AtomicU64::new(0),
+            hurried: AtomicBool::new(false),
         }
+    }
+
+    /// End the patience of every patient member, now and from now on: each
+    /// leads (or joins a group) at once. For a shutdown that must not wait
+    /// out a cleanup's patience.
+    pub(crate) fn hurry(&self) {
+        self.hurried.store(true, Ordering::SeqCst);
+        // Taken so a member between its check and its wait sees the flag.
+        let _st = self.state.lock();
+        self.wake.notify_all();
     }
 
     pub(crate) fn stats(&self) -> Combined {
@@ -198,7 +211,8 @@ impl Combiner {
             }
             // Nothing queued: this member's group is being published by
             // its leader; wait for the result.
-            let patient = lead_after.filter(|t| Instant::now() < *t);
+            let patient =
+                lead_after.filter(|t| Instant::now() < *t && !self.hurried.load(Ordering::SeqCst));
             if let Some(until) = patient {
                 // Someone else's leader may take it meanwhile.
                 let wait = until.saturating_duration_since(Instant::now());
@@ -488,5 +502,30 @@ mod tests {
         assert!(started.elapsed() >= patience);
         assert_eq!(c.stats().transactions - before.transactions, 1);
         assert_eq!(meta(&repo, "test-combine:7"), Some(vec![7]));
+    }
+
+    #[test]
+    fn hurrying_ends_a_patient_wait() {
+        let (_d, _root, repo) = repo();
+        let c = &repo.pin_writes;
+        let before = c.stats();
+        let started = std::time::Instant::now();
+        std::thread::scope(|s| {
+            let patient =
+                s.spawn(|| c.run_patiently(&repo, std::time::Duration::from_secs(60), put(3)));
+            while c.state.lock().unwrap().pending.is_empty() {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            c.hurry();
+            patient.join().unwrap().unwrap();
+        });
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        assert_eq!(c.stats().transactions - before.transactions, 1);
+        assert_eq!(meta(&repo, "test-combine:3"), Some(vec![3]));
+        // And from now on: a later patient member does not wait either.
+        let later = std::time::Instant::now();
+        c.run_patiently(&repo, std::time::Duration::from_secs(60), put(4))
+            .unwrap();
+        assert!(later.elapsed() < std::time::Duration::from_secs(30));
     }
 }

@@ -357,6 +357,13 @@ impl Repository {
         self.cleanup_finished(Some(patience))
     }
 
+    /// End the patience of a [`Repository::cleanup_finished_pins_patiently`]
+    /// in progress, and of every later one (a server shutting down: the
+    /// cleanup commits at once instead of waiting for uploads).
+    pub fn hurry_pin_cleanup(&self) {
+        self.pin_writes.hurry();
+    }
+
     fn cleanup_finished(&self, patience: Option<std::time::Duration>) -> Result<()> {
         let finished: Vec<(OperationId, WorkspaceId)> = {
             let tx = self.db.begin_read()?;

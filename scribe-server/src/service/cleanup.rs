@@ -17,7 +17,10 @@
 //!
 //! The thread holds no repository while it waits (a rename, deletion or
 //! idle compaction is never refused "in use" for it); a repository closed
-//! before its turn is cleaned up when it is next opened.
+//! before its turn is cleaned up when it is next opened. When the service
+//! is dropped the queued cleanups run at once, without patience (a run
+//! waiting for an upload is hurried), so an embedded client's exit neither
+//! waits out the patience nor leaves its last submission's pins behind.
 
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
@@ -46,8 +49,10 @@ struct Shared {
 struct State {
     /// Each repository at most once: one run cleans every finished intent.
     ready: Vec<Weak<Repository>>,
-    /// A run in progress (tests wait for it to end).
+    /// A run in progress (tests wait for it to end), and its repository
+    /// (a shutdown ends its patience).
     running: bool,
+    current: Option<Weak<Repository>>,
     closed: bool,
     /// Runs that failed (reported on stderr; the next run, or the next
     /// opening, tries again).
@@ -74,8 +79,13 @@ impl Cleaner {
     /// Block until nothing is queued or running (tests), and return how
     /// many runs failed so far.
     pub fn settle(&self) -> u64 {
+        let started = self
+            .worker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some();
         let mut st = self.shared.lock();
-        while !st.closed && (st.running || !st.ready.is_empty()) {
+        while started && (st.running || !st.ready.is_empty()) {
             st = self.shared.wake.wait(st).unwrap_or_else(|p| p.into_inner());
         }
         st.failed
@@ -100,12 +110,17 @@ impl Cleaner {
 }
 
 impl Drop for Cleaner {
-    /// The thread ends after the run in progress.
+    /// The cleanups still queued run at once, without patience (an embedded
+    /// client's last submission leaves no pins behind), then the thread
+    /// ends: a run waiting for an upload to share is hurried.
     fn drop(&mut self) {
-        {
+        let current = {
             let mut st = self.shared.lock();
             st.closed = true;
-            st.ready.clear();
+            st.current.clone()
+        };
+        if let Some(repo) = current.and_then(|w| w.upgrade()) {
+            repo.hurry_pin_cleanup();
         }
         self.shared.wake.notify_all();
         let w = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -123,31 +138,42 @@ impl Shared {
     fn run(&self) {
         let mut st = self.lock();
         loop {
-            if st.closed {
-                return;
-            }
             let Some(weak) = st.ready.pop() else {
+                if st.closed {
+                    return;
+                }
                 st = self.wake.wait(st).unwrap_or_else(|p| p.into_inner());
                 continue;
             };
+            // Read with `current` set, under the lock `Drop` sets `closed`
+            // under: either this run sees the shutdown, or the shutdown
+            // sees this run.
+            let closing = st.closed;
             st.running = true;
+            st.current = Some(weak.clone());
             drop(st);
             let failed = match weak.upgrade() {
-                Some(repo) => match repo.cleanup_finished_pins_patiently(PATIENCE) {
-                    Ok(()) => false,
-                    Err(e) => {
-                        eprintln!(
-                            "scribe-server: cleaning up the upload pins of repository {}: {e}",
-                            repo.id()
-                        );
-                        true
+                Some(repo) => {
+                    if closing {
+                        repo.hurry_pin_cleanup();
                     }
-                },
+                    match repo.cleanup_finished_pins_patiently(PATIENCE) {
+                        Ok(()) => false,
+                        Err(e) => {
+                            eprintln!(
+                                "scribe-server: cleaning up the upload pins of repository {}: {e}",
+                                repo.id()
+                            );
+                            true
+                        }
+                    }
+                }
                 // Closed meanwhile: its next opening cleans up.
                 None => false,
             };
             st = self.lock();
             st.running = false;
+            st.current = None;
             if failed {
                 st.failed += 1;
             }
