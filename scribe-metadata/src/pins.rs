@@ -425,11 +425,12 @@ impl Repository {
 
     /// One cleanup transaction that is the final one of every intent in
     /// `intents` (together at most PIN_BATCH pins): their pins, owners and
-    /// cleanup markers. It goes through the pin combiner (`combine.rs`):
-    /// when uploads are pinning it shares their transaction and archive
-    /// publication instead of adding a commit of its own (issue #19: under
-    /// the 32-client load a separate cleanup commit per acceptance group
-    /// was a fifth of the metadata writer's transactions).
+    /// cleanup markers. With `patience` (nobody waits for it) it goes
+    /// through the pin combiner (`combine.rs`): when uploads are pinning it
+    /// shares their transaction and archive publication instead of adding
+    /// a commit of its own (issue #19: under the 32-client load a separate
+    /// cleanup commit per acceptance group was a fifth of the metadata
+    /// writer's transactions).
     fn cleanup_final_batches(
         &self,
         intents: Vec<(OperationId, WorkspaceId, Vec<Vec<u8>>)>,
@@ -455,7 +456,19 @@ impl Repository {
         };
         match patience {
             Some(p) => self.pin_writes.run_patiently(self, p, job),
-            None => self.pin_writes.run(self, job),
+            // A caller that waits for it: its own transaction, whose archive
+            // publication an enclosing `coalesce_publication` shares with
+            // the acceptance before it (the combiner publishes for its
+            // members itself).
+            None => {
+                let mut counts = self
+                    .pin_counts
+                    .lock()
+                    .map_err(|_| MetadataError::Gate("pin counts poisoned".into()))?;
+                let wtx = self.write()?;
+                job(&mut counts, &wtx)?;
+                wtx.commit()
+            }
         }
     }
 

@@ -154,6 +154,9 @@ fn shutdown_lets_an_acceptance_in_progress_finish() {
 #[test]
 fn many_clients_submit_and_lock_concurrently() {
     let env = Env::new(Transport::Tcp);
+    // Every group's pin cleanup follows its answers (the cleanup thread),
+    // even a lone submission's: none may be left behind below.
+    env.service().cleaner().set_always(true);
     let url = env.url().to_string();
     let results = Arc::new(Mutex::new(Vec::new()));
     let threads: Vec<_> = (0..8u8)

@@ -37,6 +37,8 @@ pub const PATIENCE: Duration = Duration::from_millis(100);
 pub struct Cleaner {
     shared: Arc<Shared>,
     worker: Mutex<Option<JoinHandle<()>>>,
+    /// Defer even a lone submission's cleanup (tests of the deferral).
+    always: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -60,6 +62,17 @@ struct State {
 }
 
 impl Cleaner {
+    /// Defer every grouped acceptance's cleanup to this thread, a lone
+    /// submission's too (tests of what the deferral must keep true).
+    pub fn set_always(&self, on: bool) {
+        self.always.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether a lone submission's cleanup is deferred as well.
+    pub fn always(&self) -> bool {
+        self.always.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Clean up `repo`'s finished intents soon.
     pub fn offer(&self, repo: &Arc<Repository>) {
         let weak = Arc::downgrade(repo);

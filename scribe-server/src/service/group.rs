@@ -10,8 +10,9 @@
 //! over once the transaction is committed (the next group commits while
 //! this one's archive flush runs), publishes the archive, hands the
 //! finished intents' pin cleanup to the service's cleanup thread
-//! (`cleanup.rs`), then posts each outcome under its ticket and wakes the
-//! others. Every member keeps its
+//! (`cleanup.rs`; a lone submission with nobody queued behind it cleans up
+//! itself, before the shared publication, as `Repository::submit` does),
+//! then posts each outcome under its ticket and wakes the others. Every member keeps its
 //! own change number, envelope and recorded outcome. A lone submission is
 //! accepted at once, as `Repository::submit` would (which cleans up its
 //! pins before it returns).
@@ -99,6 +100,12 @@ impl Groups {
                     }
                 }
                 st.pending = rest;
+                // A lone submission on an idle queue cleans up its pins
+                // before it is answered, sharing the acceptance's archive
+                // publication (an embedded client's submit pays one
+                // publication, not two). Under load the cleanup follows
+                // the answers (`cleanup.rs`).
+                let cleanup_now = batch.len() == 1 && st.pending.is_empty() && !cleaner.always();
                 drop(st);
                 let (tickets, subs): (Vec<u64>, Vec<(Submission, Prepared)>) =
                     batch.into_iter().unzip();
@@ -124,11 +131,16 @@ impl Groups {
                         }
                         queue.wake.notify_all();
                         let outcomes = r?;
+                        if cleanup_now {
+                            repo.cleanup_finished_pins()?;
+                        }
                         Ok(outcomes)
                     });
-                // The finished intents' pins are cleaned up after the
-                // answers (`cleanup.rs`), not in every member's wait.
-                cleaner.offer(repo);
+                if !cleanup_now {
+                    // The finished intents' pins are cleaned up after the
+                    // answers (`cleanup.rs`), not in every member's wait.
+                    cleaner.offer(repo);
+                }
                 st = queue.state.lock().map_err(|_| poisoned())?;
                 match outcome {
                     Ok(outcomes) if outcomes.len() == tickets.len() => {
