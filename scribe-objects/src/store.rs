@@ -968,8 +968,8 @@ impl ObjectStore {
     /// same checks as [`ObjectStore::read_envelope_at`] and
     /// `envelope::decode` make), then the payload at its offset. Reading
     /// the whole entry and shifting the headers off cost two copies of
-    /// every byte the deep manifest check reads (issue #19: 5 % of the
-    /// server's CPU in a 2 GiB upload). The buffer has room for two more
+    /// every byte the deep manifest check reads (issue #19: 8 % of the
+    /// check's samples in a 2 GiB upload). The buffer has room for two more
     /// bytes, which the check's cut test appends. `None`: not packed or
     /// not codec identity, or a header the general path must judge (it
     /// names the fault).

@@ -219,7 +219,7 @@ fn many_clients_submit_and_lock_concurrently() {
     assert!(report.len() >= 32 * 3);
     // The finished intents' pins are cleaned up after the answers (the
     // service's cleanup thread), none left behind and no run failed.
-    assert_eq!(env.service().settle_pin_cleanup(), 0);
+    assert_eq!(env.service().cleaner().settle(), 0);
     let held = env
         .service()
         .root()

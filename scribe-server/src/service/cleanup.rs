@@ -8,9 +8,9 @@
 //! a metadata commit and an archive flush of its own in every submitter's
 //! wait (3.8 ms of a 14 ms lead under the 32-client load). The lead now
 //! hands the repository to this service's one cleanup thread and answers;
-//! the thread runs [`Repository::cleanup_finished_pins`], whose final
-//! batches go through the pin combiner and so usually share a concurrent
-//! upload's pin transaction. A pin refused for the per-workspace bound
+//! the thread runs [`Repository::cleanup_finished_pins_patiently`], whose
+//! final batches go through the pin combiner and so usually share a
+//! concurrent upload's pin transaction. A pin refused for the per-workspace bound
 //! cleans up synchronously and is tried again (`pins::pin`), so the
 //! deferral never refuses an upload the immediate cleanup would have let
 //! through.
@@ -51,9 +51,8 @@ struct Shared {
 struct State {
     /// Each repository at most once: one run cleans every finished intent.
     ready: Vec<Weak<Repository>>,
-    /// A run in progress (tests wait for it to end), and its repository
-    /// (a shutdown ends its patience).
-    running: bool,
+    /// The repository of the run in progress (tests wait for the run to
+    /// end; a shutdown ends its patience).
     current: Option<Weak<Repository>>,
     closed: bool,
     /// Runs that failed (reported on stderr; the next run, or the next
@@ -98,7 +97,7 @@ impl Cleaner {
             .unwrap_or_else(|p| p.into_inner())
             .is_some();
         let mut st = self.shared.lock();
-        while started && (st.running || !st.ready.is_empty()) {
+        while started && (st.current.is_some() || !st.ready.is_empty()) {
             st = self.shared.wake.wait(st).unwrap_or_else(|p| p.into_inner());
         }
         st.failed
@@ -162,7 +161,6 @@ impl Shared {
             // under: either this run sees the shutdown, or the shutdown
             // sees this run.
             let closing = st.closed;
-            st.running = true;
             st.current = Some(weak.clone());
             drop(st);
             let failed = match weak.upgrade() {
@@ -185,7 +183,6 @@ impl Shared {
                 None => false,
             };
             st = self.lock();
-            st.running = false;
             st.current = None;
             if failed {
                 st.failed += 1;

@@ -10,12 +10,11 @@
 //! over once the transaction is committed (the next group commits while
 //! this one's archive flush runs), publishes the archive, hands the
 //! finished intents' pin cleanup to the service's cleanup thread
-//! (`cleanup.rs`; a lone submission with nobody queued behind it cleans up
-//! itself, before the shared publication, as `Repository::submit` does),
-//! then posts each outcome under its ticket and wakes the others. Every member keeps its
-//! own change number, envelope and recorded outcome. A lone submission is
-//! accepted at once, as `Repository::submit` would (which cleans up its
-//! pins before it returns).
+//! (`cleanup.rs`), then posts each outcome under its ticket and wakes the
+//! others. Every member keeps its own change number, envelope and recorded
+//! outcome. A lone submission with nobody queued behind it is accepted at
+//! once, exactly as `Repository::submit` would: it cleans up its own pins
+//! before the publication it shares with the acceptance.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};

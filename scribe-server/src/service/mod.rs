@@ -203,19 +203,12 @@ impl Service {
         }
     }
 
-    /// Tell the accepted hook of objects stored for an operation.
-    /// The manifests checked while uploads go on ([`precheck`]).
+    /// The pin cleanup that follows grouped acceptances ([`cleanup`]).
     pub fn cleaner(&self) -> &cleanup::Cleaner {
         &self.cleaner
     }
 
-    /// Wait until the pin cleanup queued after acknowledged submissions has
-    /// run; returns how many cleanup runs failed so far. For tests and
-    /// benchmarks that count pins right after a submission.
-    pub fn settle_pin_cleanup(&self) -> u64 {
-        self.cleaner.settle()
-    }
-
+    /// The manifests checked while uploads go on ([`precheck`]).
     pub(crate) fn prechecks(&self) -> &precheck::Prechecker {
         &self.prechecks
     }
