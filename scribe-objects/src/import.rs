@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Arc, Mutex};
 
-use fastcdc::v2020::{cut_gear, get_gear_with_seed, select_masks, Normalization};
 use rayon::prelude::*;
 use scribe_format::limits::{CHUNK_AVG_BYTES, CHUNK_MAX_BYTES, CHUNK_MIN_BYTES, MAX_FILE_SIZE};
 use scribe_format::manifest::{ChunkRef, Manifest, PROFILE_FASTCDC_2020};
@@ -24,6 +23,7 @@ use scribe_format::{ChunkId, FileContentId, ManifestId, ObjectId, ObjectKind};
 
 use crate::batch::{Batch, PutOutcome};
 use crate::error::{io_err, Result, StoreError};
+use crate::gear::Gear;
 use crate::layout::sync_dir;
 use crate::locator::content_row;
 use crate::manifest_bytes;
@@ -48,41 +48,17 @@ pub struct ImportedFile {
 }
 
 /// FastCDC-2020 cut-point search with profile 1 parameters.
-struct Cutter {
-    mask_s: u64,
-    mask_l: u64,
-    gear: std::borrow::Cow<'static, [u64]>,
-    gear_ls: std::borrow::Cow<'static, [u64]>,
-}
+struct Cutter(Gear);
 
 impl Cutter {
     fn new() -> Self {
-        let (mask_s, mask_l) = select_masks(AVG, Normalization::Level1);
-        let (gear, gear_ls) = get_gear_with_seed(0);
-        Cutter {
-            mask_s,
-            mask_l,
-            gear,
-            gear_ls,
-        }
+        Cutter(Gear::new(MIN, AVG, MAX))
     }
 
     /// Length of the next chunk at the start of `data`. `data` holds at
     /// least `MAX` bytes unless it is the end of the stream.
     fn cut(&self, data: &[u8]) -> usize {
-        let (_, n) = cut_gear(
-            data,
-            MIN,
-            AVG,
-            MAX,
-            self.mask_s,
-            self.mask_l,
-            self.mask_s << 1,
-            self.mask_l << 1,
-            &self.gear,
-            &self.gear_ls,
-        );
-        n
+        self.0.cut(data)
     }
 }
 
@@ -918,6 +894,7 @@ impl ObjectStore {
 mod tests {
     use super::*;
 
+    use fastcdc::v2020::Normalization;
     use scribe_testkit::noise;
 
     #[test]

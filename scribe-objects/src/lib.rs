@@ -42,6 +42,7 @@ mod batch;
 mod compact;
 mod content_index;
 mod error;
+mod gear;
 mod import;
 mod layout;
 mod locator;
