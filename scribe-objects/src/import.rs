@@ -252,7 +252,8 @@ pub trait ChunkSink: Sync {
 type Dest<'a> = Option<&'a dyn ChunkSink>;
 
 /// Window size: two maximum chunks, so a window yields at least one
-/// maximum chunk's worth of cuts before the remainder moves.
+/// maximum chunk's worth of cuts before the remainder (usually less than
+/// an average chunk) moves.
 const WINDOW: usize = 2 * MAX;
 
 /// Reads a stream and yields profile-1 chunks as ranges of shared read
@@ -321,7 +322,19 @@ impl<R: Read> StreamChunker<R> {
     }
 
     fn next_chunk(&mut self) -> Result<Option<ChunkSlice>> {
-        if self.filled - self.start < MAX && !self.eof {
+        let avail = self.filled - self.start;
+        if avail < MAX && !self.eof {
+            // A cut found among the bytes at hand is the one the whole
+            // stream gives: the search decides each candidate from the
+            // bytes up to it, and below the average it tests them with the
+            // same strict mask however many bytes follow. Only without one
+            // (or with at most the minimum at hand) must the remainder move
+            // to a new window; cutting here first moves far fewer bytes
+            // (the copy was 2 % of a 2 GiB import's client CPU).
+            let n = self.cutter.cut(&self.window.buf[self.start..self.filled]);
+            if n < avail {
+                return self.take(n);
+            }
             self.refill()?;
         }
         let avail = self.filled - self.start;
@@ -330,6 +343,11 @@ impl<R: Read> StreamChunker<R> {
         }
         let window = &self.window.buf[self.start..self.start + avail.min(MAX)];
         let n = self.cutter.cut(window);
+        self.take(n)
+    }
+
+    /// The next `n` bytes of the window as a chunk.
+    fn take(&mut self, n: usize) -> Result<Option<ChunkSlice>> {
         let chunk = ChunkSlice {
             window: self.window.clone(),
             start: self.start,
@@ -920,6 +938,44 @@ mod tests {
         }
         assert_eq!(streamed, theirs);
         assert!(theirs.len() > 3);
+    }
+
+    /// The streaming chunker cuts where the crate does across its windows
+    /// when chunks are long (zeroes: maximum chunks, no candidate among
+    /// the bytes left in a window) and short, mixed: the cuts it takes
+    /// from a window's remainder before reading on must be the same.
+    #[test]
+    fn streamed_cuts_match_across_windows_with_long_and_short_chunks() {
+        let mut data = Vec::new();
+        for (i, (mib, zero)) in [(20, false), (21, true), (13, false), (7, true), (45, false)]
+            .into_iter()
+            .enumerate()
+        {
+            if zero {
+                data.resize(data.len() + (mib << 20) + i, 0);
+            } else {
+                data.extend(noise((mib << 20) + i, 40 + i as u64));
+            }
+        }
+        let theirs: Vec<usize> = fastcdc::v2020::StreamCDC::with_level_and_seed(
+            &data[..],
+            MIN,
+            AVG,
+            MAX,
+            Normalization::Level1,
+            0,
+        )
+        .map(|c| c.map(|c| c.length))
+        .collect::<std::result::Result<_, _>>()
+        .unwrap();
+        let mut ch = StreamChunker::new(&data[..], PathBuf::from("x"), Arc::default());
+        let mut streamed = Vec::new();
+        while let Some(c) = ch.next_chunk().unwrap() {
+            streamed.push(c.len());
+        }
+        assert_eq!(streamed, theirs);
+        assert!(theirs.contains(&MAX), "{theirs:?}");
+        assert!(theirs.iter().filter(|&&n| n > 2 * AVG).count() >= 3);
     }
 
     /// Every cut the chunker makes passes `is_profile_cut`; any other
