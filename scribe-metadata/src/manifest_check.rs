@@ -368,11 +368,11 @@ fn read_chunks(
             data.push(d);
         }
         // The held chunk of the previous window, against this window's first.
-        if let Some((i, mut prev)) = held.take() {
+        if let Some((i, prev)) = held.take() {
             let Some(next) = data[0].as_deref() else {
                 return Ok(Some(cut_fault(id, i)));
             };
-            if !scribe_objects::is_profile_cut_in(&mut prev, next) {
+            if !scribe_objects::is_profile_cut(&prev, next) {
                 return Ok(Some(cut_fault(id, i)));
             }
         }
@@ -411,7 +411,7 @@ fn read_chunks(
                     Some(None) => return true,
                     None => &[],
                 };
-                !scribe_objects::is_profile_cut_in(d, next)
+                !scribe_objects::is_profile_cut(d, next)
             })
             .position_first(|bad| bad);
         if let Some(i) = bad {

@@ -83,28 +83,11 @@ pub fn chunk_boundaries(data: &[u8]) -> Vec<usize> {
 /// in pairs and decides a cut at length `n` from the byte at `n`, so the
 /// chunk plus two following bytes decide it exactly as the whole stream
 /// would: a chunk whose search stops earlier, later, or never is refused.
-/// Acceptance checks every chunk of a new manifest with it (issue #14).
+/// Acceptance checks every chunk of a new manifest with it (issue #14). The
+/// chunk and `next` are judged where they lie (no copy of the chunk).
 pub fn is_profile_cut(chunk: &[u8], next: &[u8]) -> bool {
-    let mut window = Vec::with_capacity(chunk.len() + 2);
-    window.extend_from_slice(chunk);
-    is_profile_cut_in(&mut window, next)
-}
-
-/// [`is_profile_cut`] on a chunk the caller owns, without copying it: the
-/// (at most two) bytes of `next` are appended for the search and taken
-/// off again, so a chunk read with spare capacity costs no copy and no
-/// fresh memory (the deep manifest check judges every new chunk).
-pub fn is_profile_cut_in(chunk: &mut Vec<u8>, next: &[u8]) -> bool {
     let n = chunk.len();
-    if n == 0 || n > MAX {
-        return false;
-    }
-    let take = next.len().min(2);
-    chunk.extend_from_slice(&next[..take]);
-    let end = chunk.len().min(MAX);
-    let cut = Cutter::new().cut(&chunk[..end]) == n;
-    chunk.truncate(n);
-    cut
+    n != 0 && n <= MAX && Cutter::new().0.cuts_exactly(chunk, next)
 }
 
 /// Read windows recycled across the files of one import. Without it each
@@ -996,20 +979,12 @@ mod tests {
                     is_profile_cut(&data[pos..end], &data[end..]),
                     "cut at {end}"
                 );
-                assert!(is_profile_cut_in(
-                    &mut data[pos..end].to_vec(),
-                    &data[end..]
-                ));
                 for shifted in [end - 1, end + 1] {
                     if shifted > pos && shifted < data.len() && shifted != end {
                         assert!(
                             !is_profile_cut(&data[pos..shifted], &data[shifted..]),
                             "shifted cut at {shifted} passes"
                         );
-                        assert!(!is_profile_cut_in(
-                            &mut data[pos..shifted].to_vec(),
-                            &data[shifted..]
-                        ));
                     }
                 }
                 pos = end;
@@ -1017,13 +992,6 @@ mod tests {
         }
         let small = noise(1000, 3);
         assert!(is_profile_cut(&small, &[]));
-        // The in-place form agrees and gives the chunk back unchanged.
-        let mut owned = small[..400].to_vec();
-        assert!(!is_profile_cut_in(&mut owned, &small[400..]));
-        assert_eq!(owned, small[..400]);
-        let mut owned = small.clone();
-        assert!(is_profile_cut_in(&mut owned, &[]));
-        assert_eq!(owned, small);
         assert!(!is_profile_cut(&small[..400], &small[400..]));
         assert!(!is_profile_cut(&[], &[]));
     }

@@ -60,9 +60,7 @@ pub use compact::{
     compact, CompactContext, CompactFailpoint, CompactOptions, CompactReport, LINK_CACHE_LIMIT,
 };
 pub use error::{Result, StoreError};
-pub use import::{
-    chunk_boundaries, is_profile_cut, is_profile_cut_in, ChunkBytes, ChunkSink, ImportedFile,
-};
+pub use import::{chunk_boundaries, is_profile_cut, ChunkBytes, ChunkSink, ImportedFile};
 pub use locator::Location;
 pub use reader::ObjectReader;
 pub use rebuild::{rebuild_locator, RebuildReport};

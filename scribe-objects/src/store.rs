@@ -969,8 +969,7 @@ impl ObjectStore {
     /// `envelope::decode` make), then the payload at its offset. Reading
     /// the whole entry and shifting the headers off cost two copies of
     /// every byte the deep manifest check reads (issue #19: 8 % of the
-    /// check's samples in a 2 GiB upload). The buffer has room for two more
-    /// bytes, which the check's cut test appends. `None`: not packed or
+    /// check's samples in a 2 GiB upload). `None`: not packed or
     /// not codec identity, or a header the general path must judge (it
     /// names the fault).
     fn read_packed_identity(&self, id: &ObjectId, loc: &Location) -> Result<Option<Vec<u8>>> {
@@ -1007,8 +1006,7 @@ impl ObjectStore {
         }
         let n = usize::try_from(header.stored_len)
             .map_err(|_| self.corrupt(id, loc, "payload length does not fit in memory"))?;
-        let mut buf = vec![0u8; n + 2];
-        buf.truncate(n);
+        let mut buf = vec![0u8; n];
         crate::platform::read_exact_at(&file, &mut buf, offset + HEADS as u64)
             .map_err(|e| self.corrupt(id, loc, format!("cannot read pack entry: {e}")))?;
         Ok(Some(buf))
