@@ -77,17 +77,31 @@ impl BlockHeader {
 /// only when it is strictly smaller.
 pub fn encode_block(original: &[u8], out: &mut Vec<u8>) {
     debug_assert!(!original.is_empty());
-    let compressed = lz4_flex::block::compress(original);
-    if compressed.len() < original.len() {
-        out.put_u8(BLOCK_LZ4);
-        out.put_u32(original.len() as u32);
-        out.put_u32(compressed.len() as u32);
-        out.put_bytes(&compressed);
-    } else {
-        out.put_u8(BLOCK_RAW);
-        out.put_u32(original.len() as u32);
-        out.put_u32(original.len() as u32);
-        out.put_bytes(original);
+    // Compressed straight into `out` after room for the header, which is
+    // written once the stored length is known (no second copy of the
+    // compressed bytes).
+    let start = out.len();
+    let body = start + BLOCK_HEADER_LEN;
+    out.resize(
+        body + lz4_flex::block::get_maximum_output_size(original.len()),
+        0,
+    );
+    match lz4_flex::block::compress_into(original, &mut out[body..]) {
+        Ok(n) if n < original.len() => {
+            out.truncate(body + n);
+            let mut header = Vec::with_capacity(BLOCK_HEADER_LEN);
+            header.put_u8(BLOCK_LZ4);
+            header.put_u32(original.len() as u32);
+            header.put_u32(n as u32);
+            out[start..body].copy_from_slice(&header);
+        }
+        _ => {
+            out.truncate(start);
+            out.put_u8(BLOCK_RAW);
+            out.put_u32(original.len() as u32);
+            out.put_u32(original.len() as u32);
+            out.put_bytes(original);
+        }
     }
 }
 

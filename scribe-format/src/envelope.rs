@@ -153,37 +153,54 @@ impl EnvelopeHeader {
 /// blocks of 262,144 bytes), or `None` when it would not be smaller than the
 /// payload itself.
 pub fn encode_codec1(payload: &[u8]) -> Option<Vec<u8>> {
-    if payload.is_empty() {
-        return None;
-    }
     let mut body = Vec::with_capacity(payload.len() / 2 + 64);
-    body.put_u64(payload.len() as u64);
-    for chunk in payload.chunks(MAX_BLOCK_BYTES as usize) {
-        block::encode_block(chunk, &mut body);
-        if body.len() >= payload.len() {
-            return None; // cannot end up smaller any more
-        }
-    }
-    Some(body)
+    encode_codec1_into(payload, &mut body).then_some(body)
 }
 
-/// Encode an object payload into an envelope under `compression`.
-pub fn encode(kind: ObjectKind, payload: &[u8], compression: Compression) -> Vec<u8> {
-    let (codec, stored) = match compression {
-        Compression::Lz4 => match encode_codec1(payload) {
-            Some(body) => (CODEC_LZ4_BLOCKS, Cow::Owned(body)),
-            None => (CODEC_IDENTITY, Cow::Borrowed(payload)),
-        },
-        Compression::None => (CODEC_IDENTITY, Cow::Borrowed(payload)),
-    };
-    let mut out = Vec::with_capacity(HEADER_LEN + stored.len());
-    EnvelopeHeader {
-        kind,
-        codec,
-        stored_len: stored.len() as u64,
+/// Append the codec-1 representation of `payload` to `out`; `false` (and
+/// `out` as it was) when it would not be smaller than the payload.
+fn encode_codec1_into(payload: &[u8], out: &mut Vec<u8>) -> bool {
+    if payload.is_empty() {
+        return false;
     }
-    .write(&mut out);
-    out.extend_from_slice(&stored);
+    let start = out.len();
+    out.put_u64(payload.len() as u64);
+    for chunk in payload.chunks(MAX_BLOCK_BYTES as usize) {
+        block::encode_block(chunk, out);
+        if out.len() - start >= payload.len() {
+            out.truncate(start);
+            return false; // cannot end up smaller any more
+        }
+    }
+    true
+}
+
+/// Encode an object payload into an envelope under `compression`. The
+/// blocks are compressed straight into the envelope behind room for its
+/// header (no copy of the stored bytes).
+pub fn encode(kind: ObjectKind, payload: &[u8], compression: Compression) -> Vec<u8> {
+    let header = |codec: u8, stored_len: usize| {
+        let mut h = Vec::with_capacity(HEADER_LEN);
+        EnvelopeHeader {
+            kind,
+            codec,
+            stored_len: stored_len as u64,
+        }
+        .write(&mut h);
+        h
+    };
+    if compression == Compression::Lz4 {
+        let mut out = Vec::with_capacity(HEADER_LEN + payload.len() / 2 + 64);
+        out.resize(HEADER_LEN, 0);
+        if encode_codec1_into(payload, &mut out) {
+            let h = header(CODEC_LZ4_BLOCKS, out.len() - HEADER_LEN);
+            out[..HEADER_LEN].copy_from_slice(&h);
+            return out;
+        }
+    }
+    let mut out = header(CODEC_IDENTITY, payload.len());
+    out.reserve_exact(payload.len());
+    out.extend_from_slice(payload);
     out
 }
 
@@ -418,6 +435,69 @@ mod tests {
 
         let empty = encode(ObjectKind::Chunk, b"", Compression::Lz4);
         assert_eq!(empty[8], CODEC_IDENTITY);
+    }
+
+    /// The envelope is byte for byte the format's definition, built here
+    /// from the LZ4 library block by block (section 3): blocks of 262,144
+    /// bytes, each LZ4 when strictly smaller, else raw; identity when the
+    /// blocks would not be smaller than the payload.
+    #[test]
+    fn lz4_envelopes_are_the_specified_bytes() {
+        let reference = |kind: ObjectKind, payload: &[u8]| {
+            let mut body = Vec::new();
+            body.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+            for b in payload.chunks(MAX_BLOCK_BYTES as usize) {
+                let c = lz4_flex::block::compress(b);
+                let (codec, stored) = if c.len() < b.len() {
+                    (1u8, &c[..])
+                } else {
+                    (0u8, b)
+                };
+                body.push(codec);
+                body.extend_from_slice(&(b.len() as u32).to_le_bytes());
+                body.extend_from_slice(&(stored.len() as u32).to_le_bytes());
+                body.extend_from_slice(stored);
+            }
+            let (codec, stored) = if !payload.is_empty() && body.len() < payload.len() {
+                (CODEC_LZ4_BLOCKS, &body[..])
+            } else {
+                (CODEC_IDENTITY, payload)
+            };
+            let mut out = Vec::new();
+            EnvelopeHeader {
+                kind,
+                codec,
+                stored_len: stored.len() as u64,
+            }
+            .write(&mut out);
+            out.extend_from_slice(stored);
+            out
+        };
+        let noise = |n, seed| scribe_testkit::noise(n, seed);
+        let mut mixed = vec![7u8; 300_000];
+        mixed.extend(noise(262_144, 1));
+        mixed.extend(b"text ".repeat(40_000));
+        mixed.extend(noise(1000, 2));
+        let mut mostly_noise = noise(700_000, 3);
+        mostly_noise.extend(vec![0u8; 100]);
+        for payload in [
+            mixed,
+            mostly_noise,
+            vec![1u8; 262_144],
+            vec![2u8; 262_145],
+            noise(10, 4),
+            b"a".to_vec(),
+            Vec::new(),
+        ] {
+            for kind in [ObjectKind::Chunk, ObjectKind::Manifest] {
+                assert_eq!(
+                    encode(kind, &payload, Compression::Lz4),
+                    reference(kind, &payload),
+                    "{} bytes",
+                    payload.len()
+                );
+            }
+        }
     }
 
     #[test]
