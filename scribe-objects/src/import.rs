@@ -898,12 +898,10 @@ mod tests {
     use fastcdc::v2020::Normalization;
     use scribe_testkit::noise;
 
-    #[test]
-    fn cuts_match_fastcdc_stream() {
-        let data = noise(40 * 1024 * 1024 + 17, 7);
-        let ours = chunk_boundaries(&data);
-        let theirs: Vec<usize> = fastcdc::v2020::StreamCDC::with_level_and_seed(
-            &data[..],
+    /// Chunk lengths by fastcdc's own streaming chunker (profile 1).
+    fn crate_cuts(data: &[u8]) -> Vec<usize> {
+        fastcdc::v2020::StreamCDC::with_level_and_seed(
+            data,
             MIN,
             AVG,
             MAX,
@@ -912,13 +910,26 @@ mod tests {
         )
         .map(|c| c.map(|c| c.length))
         .collect::<std::result::Result<_, _>>()
-        .unwrap();
-        assert_eq!(ours, theirs);
-        let mut ch = StreamChunker::new(&data[..], PathBuf::from("x"), Arc::default());
-        let mut streamed = Vec::new();
+        .unwrap()
+    }
+
+    /// Chunk lengths by [`StreamChunker`] (read windows, remainders).
+    fn streamed_cuts(data: &[u8]) -> Vec<usize> {
+        let mut ch = StreamChunker::new(data, PathBuf::from("x"), Arc::default());
+        let mut out = Vec::new();
         while let Some(c) = ch.next_chunk().unwrap() {
-            streamed.push(c.len());
+            out.push(c.len());
         }
+        out
+    }
+
+    #[test]
+    fn cuts_match_fastcdc_stream() {
+        let data = noise(40 * 1024 * 1024 + 17, 7);
+        let ours = chunk_boundaries(&data);
+        let theirs = crate_cuts(&data);
+        assert_eq!(ours, theirs);
+        let streamed = streamed_cuts(&data);
         assert_eq!(streamed, theirs);
         assert!(theirs.len() > 3);
     }
@@ -940,22 +951,8 @@ mod tests {
                 data.extend(noise((mib << 20) + i, 40 + i as u64));
             }
         }
-        let theirs: Vec<usize> = fastcdc::v2020::StreamCDC::with_level_and_seed(
-            &data[..],
-            MIN,
-            AVG,
-            MAX,
-            Normalization::Level1,
-            0,
-        )
-        .map(|c| c.map(|c| c.length))
-        .collect::<std::result::Result<_, _>>()
-        .unwrap();
-        let mut ch = StreamChunker::new(&data[..], PathBuf::from("x"), Arc::default());
-        let mut streamed = Vec::new();
-        while let Some(c) = ch.next_chunk().unwrap() {
-            streamed.push(c.len());
-        }
+        let theirs = crate_cuts(&data);
+        let streamed = streamed_cuts(&data);
         assert_eq!(streamed, theirs);
         assert!(theirs.contains(&MAX), "{theirs:?}");
         assert!(theirs.iter().filter(|&&n| n > 2 * AVG).count() >= 3);
