@@ -9,7 +9,7 @@
 //! the 64-bit word), so a stretch of the stream can be searched from a
 //! warm-up of the 64 bytes before it, independently of what came earlier.
 //! [`Gear::cut`] searches [`LANES`] consecutive blocks at once, one hash
-//! per block, which keeps the core's pipelines full (3.7 GB/s measured on
+//! per block, which keeps the core's pipelines full (3.7-4.0 GB/s measured on
 //! the same core), and when any block finds a candidate it searches that
 //! round again byte by byte, so the first cut is the one returned. The
 //! result is the crate's, bit for bit (`tests` check it against
