@@ -89,20 +89,24 @@ pub fn encode_block(original: &[u8], out: &mut Vec<u8>) {
     match lz4_flex::block::compress_into(original, &mut out[body..]) {
         Ok(n) if n < original.len() => {
             out.truncate(body + n);
-            let mut header = Vec::with_capacity(BLOCK_HEADER_LEN);
-            header.put_u8(BLOCK_LZ4);
-            header.put_u32(original.len() as u32);
-            header.put_u32(n as u32);
-            out[start..body].copy_from_slice(&header);
+            out[start..body].copy_from_slice(&header_bytes(BLOCK_LZ4, original.len(), n));
         }
         _ => {
             out.truncate(start);
-            out.put_u8(BLOCK_RAW);
-            out.put_u32(original.len() as u32);
-            out.put_u32(original.len() as u32);
+            out.put_bytes(&header_bytes(BLOCK_RAW, original.len(), original.len()));
             out.put_bytes(original);
         }
     }
+}
+
+/// A block header's bytes (lengths of at most `u32::MAX`, as checked by
+/// the callers' block size).
+fn header_bytes(codec: u8, original: usize, stored: usize) -> [u8; BLOCK_HEADER_LEN] {
+    let mut h = [0u8; BLOCK_HEADER_LEN];
+    h[0] = codec;
+    h[1..5].copy_from_slice(&(original as u32).to_le_bytes());
+    h[5..9].copy_from_slice(&(stored as u32).to_le_bytes());
+    h
 }
 
 /// Decode one block's stored bytes into `out`, which must be exactly the

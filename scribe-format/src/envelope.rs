@@ -179,27 +179,26 @@ fn encode_codec1_into(payload: &[u8], out: &mut Vec<u8>) -> bool {
 /// blocks are compressed straight into the envelope behind room for its
 /// header (no copy of the stored bytes).
 pub fn encode(kind: ObjectKind, payload: &[u8], compression: Compression) -> Vec<u8> {
-    let header = |codec: u8, stored_len: usize| {
-        let mut h = Vec::with_capacity(HEADER_LEN);
+    let header = |codec: u8, stored_len: usize, out: &mut Vec<u8>| {
         EnvelopeHeader {
             kind,
             codec,
             stored_len: stored_len as u64,
         }
-        .write(&mut h);
-        h
+        .write(out)
     };
     if compression == Compression::Lz4 {
         let mut out = Vec::with_capacity(HEADER_LEN + payload.len() / 2 + 64);
         out.resize(HEADER_LEN, 0);
         if encode_codec1_into(payload, &mut out) {
-            let h = header(CODEC_LZ4_BLOCKS, out.len() - HEADER_LEN);
+            let mut h = Vec::with_capacity(HEADER_LEN);
+            header(CODEC_LZ4_BLOCKS, out.len() - HEADER_LEN, &mut h);
             out[..HEADER_LEN].copy_from_slice(&h);
             return out;
         }
     }
-    let mut out = header(CODEC_IDENTITY, payload.len());
-    out.reserve_exact(payload.len());
+    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
+    header(CODEC_IDENTITY, payload.len(), &mut out);
     out.extend_from_slice(payload);
     out
 }

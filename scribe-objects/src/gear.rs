@@ -64,18 +64,10 @@ impl Gear {
     /// the last complete pair; with no candidate the chunk is everything
     /// up to `max`.
     pub(crate) fn cut(&self, data: &[u8]) -> usize {
-        let mut remaining = data.len();
-        if remaining <= self.min {
-            return remaining;
+        if data.len() <= self.min {
+            return data.len();
         }
-        let mut center = self.avg;
-        if remaining > self.max {
-            remaining = self.max;
-        } else if remaining < center {
-            center = remaining;
-        }
-        let strict_end = center / 2 * 2;
-        let relaxed_end = remaining / 2 * 2;
+        let (remaining, strict_end, relaxed_end) = self.ranges(data.len());
         self.first(data, self.min, strict_end, self.mask_s)
             .or_else(|| self.first(data, strict_end, relaxed_end, self.mask_l))
             .unwrap_or(remaining)
@@ -95,14 +87,7 @@ impl Gear {
             // The search returns everything it was given.
             return len == n;
         }
-        let remaining = len.min(self.max);
-        let center = if remaining < self.avg {
-            remaining
-        } else {
-            self.avg
-        };
-        let strict_end = center / 2 * 2;
-        let relaxed_end = remaining / 2 * 2;
+        let (remaining, strict_end, relaxed_end) = self.ranges(len);
         let before = |from: usize, to: usize, mask: u64| {
             let to = to.min(n);
             from < to && self.first(chunk, from, to, mask).is_some()
@@ -121,6 +106,16 @@ impl Gear {
             return h & mask == 0;
         }
         remaining == n
+    }
+
+    /// For a search over `len` (more than `min`) bytes: where it stops
+    /// without a candidate (at most `max`), the end of the strict mask's
+    /// positions (the even centre: the average, or less with fewer bytes)
+    /// and the end of the relaxed mask's (the last complete pair).
+    fn ranges(&self, len: usize) -> (usize, usize, usize) {
+        let remaining = len.min(self.max);
+        let center = remaining.min(self.avg);
+        (remaining, center / 2 * 2, remaining / 2 * 2)
     }
 
     /// The hash just before `at`: zero at `min` (where the search starts),

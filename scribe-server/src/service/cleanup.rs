@@ -10,10 +10,10 @@
 //! hands the repository to this service's one cleanup thread and answers;
 //! the thread runs [`Repository::cleanup_finished_pins_patiently`], whose
 //! final batches go through the pin combiner and so usually share a
-//! concurrent upload's pin transaction. A pin refused for the per-workspace bound
-//! cleans up synchronously and is tried again (`pins::pin`), so the
-//! deferral never refuses an upload the immediate cleanup would have let
-//! through.
+//! concurrent upload's pin transaction. A pin refused for the
+//! per-workspace bound cleans up synchronously and is tried again
+//! (`pins::pin`), so the deferral never refuses an upload the immediate
+//! cleanup would have let through.
 //!
 //! The thread holds no repository while it waits (a rename, deletion or
 //! idle compaction is never refused "in use" for it); a repository closed
