@@ -37,7 +37,7 @@ use crate::records::{
 };
 use crate::repo::Repository;
 use crate::tables::{self, meta, stage_tag};
-use crate::tree::{lookup, Builder, Overlay, TablePages, BATCH};
+use crate::tree::{lookup, Builder, Overlay, PageIds, TablePages, BATCH};
 use scribe_format::changeset::{Action, ChangeSet, Entry};
 use scribe_format::commit::{CommitEnvelopeV5, CommitPayload, Origin};
 use scribe_format::operation::operation_fingerprint;
@@ -678,6 +678,7 @@ pub(crate) fn produce<K: Sink>(
     change: u64,
     base_root: RootRow,
     next_page: u64,
+    ids: PageIds,
     sink: &mut K,
     flush_pages_above: usize,
 ) -> Result<(RootRow, u64)> {
@@ -755,7 +756,7 @@ pub(crate) fn produce<K: Sink>(
         counted.iter().map(|e| (e.path.as_bytes().to_vec(), *e)),
         change,
         &mut overlay,
-        &mut next_id,
+        (&mut next_id, ids),
         sink,
         flush_pages_above,
     )?;
@@ -779,7 +780,7 @@ pub(crate) fn produce<K: Sink>(
         deduped.into_iter().map(|(k, i)| (k, counted[i])),
         change,
         &mut overlay,
-        &mut next_id,
+        (&mut next_id, ids),
         sink,
         flush_pages_above,
     )?;
@@ -802,7 +803,7 @@ fn apply_in_batches<'e, K: Sink>(
     items: impl Iterator<Item = (Vec<u8>, &'e Entry)>,
     change: u64,
     overlay: &mut Overlay,
-    next_id: &mut u64,
+    (next_id, ids): (&mut u64, PageIds),
     sink: &mut K,
     flush_pages_above: usize,
 ) -> Result<Link> {
@@ -821,6 +822,7 @@ fn apply_in_batches<'e, K: Sink>(
             )
         }));
         let mut b = Builder::new(*next_id, overlay);
+        b.ids = ids;
         let mut src = SinkPages { sink };
         root = b.apply(&mut src, root, &edits)?;
         *next_id = b.next_id;
@@ -1480,7 +1482,15 @@ impl Repository {
         let next_page = tx.nodes.last()?.map(|(k, _)| k.value()).unwrap_or(0);
         let (root, _) = {
             let mut sink = TxSink { tx };
-            produce(s, change, base_root, next_page, &mut sink, usize::MAX)?
+            produce(
+                s,
+                change,
+                base_root,
+                next_page,
+                PageIds::Dense,
+                &mut sink,
+                usize::MAX,
+            )?
         };
         let (bytes, commit_id) = envelope(self, s, change, branch_head, parent_commit, &root)?;
         write_ledger(

@@ -38,7 +38,7 @@ use crate::records::{
 };
 use crate::repo::{branch_head, read_repo_meta, root_at, Repository, StageHook};
 use crate::tables::{self, meta, stage_tag};
-use crate::tree::{verify_page, Overlay};
+use crate::tree::{verify_page, Overlay, PageIds};
 use scribe_format::snapshot::{Link, Node, RootRow};
 
 /// Most data rows per staging transaction.
@@ -396,8 +396,16 @@ impl Repository {
                 read: None,
                 tx: Some(tx),
             };
-            let produced = produce(s, change, base_root, next_page, &mut sink, STAGE_ROWS)
-                .and_then(|r| sink.flush().map(|_| r));
+            let produced = produce(
+                s,
+                change,
+                base_root,
+                next_page,
+                PageIds::Spread,
+                &mut sink,
+                STAGE_ROWS,
+            )
+            .and_then(|r| sink.flush().map(|_| r));
             // Close the channel, then surface the writer's own error first.
             sink.tx = None;
             drop(sink);

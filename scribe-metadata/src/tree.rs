@@ -118,9 +118,53 @@ struct Frame {
     replaces: Option<u64>,
 }
 
+/// How a [`Builder`] numbers the pages it creates. Either way every id is
+/// above the one before, so a child's id is below its parent's (seed 004,
+/// "Repository schema 3"); page ids are local and allocation order enters
+/// no identity.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PageIds {
+    /// One after another.
+    #[default]
+    Dense,
+    /// For the streamed preparation, whose undo inventory keys a page by
+    /// its id's *little-endian* bytes (`u8 6 ‖ u64 LE`): consecutive ids
+    /// differ in their first byte, so the few hundred pages of one staging
+    /// transaction landed on up to 256 separate leaves of `submit_stage`,
+    /// each copied and written by that commit. Spread ids keep the low
+    /// byte fixed for runs of 256 pages and count in the bytes above it
+    /// (`id >> 8` steps by one; a run ends where it reaches a multiple of
+    /// 256, and the next run takes the next low byte), so a run's keys
+    /// are consecutive in the inventory and ascending in `snapshot_nodes`
+    /// alike. Each page uses 256 id values of the u64 space.
+    Spread,
+}
+
+impl PageIds {
+    /// The id allocated after `last`.
+    pub fn after(self, last: u64) -> Result<u64> {
+        let next = match self {
+            PageIds::Dense => last.checked_add(1),
+            PageIds::Spread => {
+                let q = (last >> 8) + 1;
+                let low = if q.is_multiple_of(256) {
+                    (last + 1) & 0xff
+                } else {
+                    last & 0xff
+                };
+                q.checked_mul(256).map(|v| v | low)
+            }
+        };
+        next.ok_or_else(|| MetadataError::Gate(format!("no page id after {last}")))
+    }
+}
+
 /// Applies sorted edit batches, allocating page ids upward from `next_id`.
 pub struct Builder<'o> {
+    /// The last id allocated (or the largest existing one).
     pub next_id: u64,
+    /// How the next ids are chosen.
+    pub ids: PageIds,
     pub overlay: &'o mut Overlay,
     /// Pages read from the source (statistics).
     pub reads: u64,
@@ -132,6 +176,7 @@ impl<'o> Builder<'o> {
     pub fn new(next_id: u64, overlay: &'o mut Overlay) -> Self {
         Builder {
             next_id,
+            ids: PageIds::Dense,
             overlay,
             reads: 0,
             writes: 0,
@@ -196,7 +241,7 @@ impl<'o> Builder<'o> {
                 self.overlay.pages.remove(&old);
             }
         }
-        self.next_id += 1;
+        self.next_id = self.ids.after(self.next_id)?;
         let id = self.next_id;
         let node = Node {
             prefix,
@@ -645,6 +690,39 @@ mod tests {
     use super::*;
     use scribe_format::snapshot::FileRecord;
     use scribe_format::{FileContentId, ManifestId};
+
+    /// Spread ids: always ascending; runs of 256 share the low byte and are
+    /// ascending by their little-endian bytes too (the undo inventory's
+    /// order); the next run takes the next low byte.
+    #[test]
+    fn spread_page_ids_ascend_in_both_byte_orders_within_a_run() {
+        assert_eq!(PageIds::Dense.after(41).unwrap(), 42);
+        for start in [0u64, 1, 255, 256, 12_345, 65_535 * 256 + 7, 1 << 40] {
+            let mut ids = vec![start];
+            for _ in 0..3_000 {
+                ids.push(PageIds::Spread.after(*ids.last().unwrap()).unwrap());
+            }
+            assert!(ids.windows(2).all(|w| w[0] < w[1]), "from {start}");
+            let allocated = &ids[1..];
+            let runs: Vec<&[u64]> = allocated.chunk_by(|a, b| a & 0xff == b & 0xff).collect();
+            assert!(runs.len() >= 11, "from {start}: {} runs", runs.len());
+            for (i, run) in runs.iter().enumerate() {
+                assert!(
+                    run.windows(2)
+                        .all(|w| w[0].to_le_bytes() < w[1].to_le_bytes()),
+                    "from {start}: run {i} not ascending little-endian"
+                );
+                if i > 0 && i + 1 < runs.len() {
+                    assert_eq!(run.len(), 256, "from {start}: run {i}");
+                }
+                if i > 0 {
+                    assert_eq!(run[0] & 0xff, (runs[i - 1][0] + 1) & 0xff);
+                }
+            }
+        }
+        assert!(PageIds::Dense.after(u64::MAX).is_err());
+        assert!(PageIds::Spread.after(u64::MAX - 3).is_err());
+    }
 
     struct NoPages;
     impl PageSource for NoPages {

@@ -339,3 +339,66 @@ fn an_archive_head_of_another_database_prunes_nothing_and_is_refused() {
         "outbox rows were pruned under a foreign HEAD"
     );
 }
+
+/// A streamed preparation numbers its pages so that each staging
+/// transaction's undo rows for them (`u8 6 ‖ page id LE`) lie in a few
+/// stretches of `submit_stage`, not one per low byte: with ids one after
+/// another a transaction of a few hundred pages touched up to 256 separate
+/// leaves of the inventory (docs/metadata.md, "Streamed preparation").
+#[test]
+fn a_staging_transactions_page_undo_rows_lie_in_few_stretches_of_the_inventory() {
+    use redb::{ReadableDatabase, ReadableTable};
+    use std::sync::{Arc, Mutex};
+    let env = env();
+    let seen: Arc<Mutex<(Vec<Vec<u8>>, Vec<usize>)>> = Arc::default();
+    {
+        let seen = seen.clone();
+        let repo = Arc::downgrade(&env.repo);
+        env.repo.set_stage_hook(Some(Box::new(move |_| {
+            let Some(repo) = repo.upgrade() else { return };
+            let tx = repo.database().begin_read().unwrap();
+            let stage = tx
+                .open_table(scribe_metadata::tables::SUBMIT_STAGE)
+                .unwrap();
+            let pages: Vec<Vec<u8>> = stage
+                .range::<&[u8]>([6u8].as_slice()..[7u8].as_slice())
+                .unwrap()
+                .map(|r| r.unwrap().0.value().to_vec())
+                .collect();
+            let mut seen = seen.lock().unwrap();
+            let before: std::collections::HashSet<&Vec<u8>> = seen.0.iter().collect();
+            // Stretches of keys new in this transaction, in key order.
+            let mut stretches = 0;
+            let mut in_new = false;
+            for k in &pages {
+                let new = !before.contains(k);
+                if new && !in_new {
+                    stretches += 1;
+                }
+                in_new = new;
+            }
+            drop(before);
+            if pages.len() > seen.0.len() {
+                seen.1.push(stretches);
+            }
+            seen.0 = pages;
+        })));
+    }
+    import(&env);
+    env.repo.set_stage_hook(None);
+    let seen = seen.lock().unwrap();
+    let (pages, stretches) = (&seen.0, &seen.1);
+    assert!(
+        pages.len() as u64 >= FILES && stretches.len() >= 4,
+        "{} page undo rows in {} transactions: too few to judge",
+        pages.len(),
+        stretches.len()
+    );
+    let worst = stretches.iter().max().copied().unwrap_or(0);
+    assert!(
+        worst <= 4,
+        "a staging transaction's page undo rows lay in {worst} stretches \
+         of the inventory (per transaction: {stretches:?})"
+    );
+    assert_doctor_clean(&env.repo);
+}
