@@ -171,6 +171,15 @@ pub struct Prepared {
     manifests_deferred: bool,
 }
 
+impl Prepared {
+    /// Whether acceptance takes the streamed preparation (and so will
+    /// finish many upload pins: its caller should clean them up after the
+    /// answer, `Repository::cleanup_finished_pins`).
+    pub fn streams(&self, s: &Submission) -> bool {
+        self.replay.is_none() && self.pre.is_none() && estimated_rows(s) > BUFFERED_ROW_LIMIT
+    }
+}
+
 /// A refusal decided by validation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Reject {
@@ -1231,7 +1240,9 @@ impl Repository {
         let pre = self.precheck(&s, !deferred)?;
         if pre.is_none() && estimated_rows(&s) > BUFFERED_ROW_LIMIT {
             self.publish_inline(&s)?;
-            return self.submit_streamed(s, fingerprint, deferred);
+            let outcome = self.submit_streamed(s, fingerprint, deferred)?;
+            self.cleanup_finished_pins()?;
+            return Ok(outcome);
         }
         // Published after the turn and gate are released (the next group
         // need not wait for this one's archive flush), before returning.

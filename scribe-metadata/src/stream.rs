@@ -275,11 +275,10 @@ impl Repository {
                 if let Some(o) = self.replay(&s.operation, &fingerprint)? {
                     return Ok(o);
                 }
+                // The finished intent's pins (about one per uploaded
+                // object) are the caller's to clean up, after the answer.
                 match self.stream_once(s, fingerprint, &mut verdict)? {
-                    Some(o) => {
-                        self.cleanup_finished_pins()?;
-                        return Ok(o);
-                    }
+                    Some(o) => return Ok(o),
                     None => self.recover_submissions_locked()?,
                 }
             }

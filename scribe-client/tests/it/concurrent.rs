@@ -271,3 +271,24 @@ fn a_retry_racing_its_original_gets_the_same_outcome() {
     assert_eq!(c.repo_list().unwrap()[0].head, n);
     assert_eq!(n, 1);
 }
+
+/// A streamed submission is answered before its pins (one per uploaded
+/// object) are deleted: the service's cleanup thread deletes them after
+/// the answer, and none is left behind.
+#[test]
+fn a_streamed_submissions_pins_are_cleaned_up_after_its_answer() {
+    let env = Env::new(Transport::Tcp);
+    let mut c = env.client();
+    let ws = WorkspaceId([1; 16]);
+    register(&mut c, ws);
+    let big = large_change("big");
+    let op = OperationId([2; 16]);
+    let o = upload_and_submit(&mut c, ws, op, &big, "big");
+    accepted(&o);
+    assert_eq!(env.service().cleaner().settle(), 0, "no cleanup run failed");
+    let repo = env.service().root().open_repository_by_name(REPO).unwrap();
+    let held = repo.pin_summary().unwrap();
+    assert!(held.is_empty(), "{held:?}");
+    let doctor = repo.doctor().unwrap();
+    assert!(doctor.is_clean(), "{:?}", doctor.problems);
+}

@@ -402,3 +402,62 @@ fn a_staging_transactions_page_undo_rows_lie_in_few_stretches_of_the_inventory()
     );
     assert_doctor_clean(&env.repo);
 }
+
+/// A streamed acceptance leaves its finished intent's pins (about one per
+/// uploaded object) to its caller, to clean up after the answer: the
+/// server's group path hands them to its cleanup thread. `submit` itself
+/// still cleans up before it returns.
+#[test]
+fn a_streamed_acceptance_leaves_its_pins_to_the_caller_and_submit_cleans_them() {
+    use scribe_format::ObjectId;
+    let env = env();
+    env.repo
+        .register_workspace(&scribe_metadata::workspaces::Registration {
+            workspace: env.ws,
+            owner: None,
+            branch: env.main,
+            view: Vec::new(),
+            label: "desk".into(),
+            tags: Vec::new(),
+        })
+        .unwrap();
+    let pinned = |s: &scribe_metadata::accept::Submission| {
+        let ids: Vec<ObjectId> = s
+            .change_set
+            .entries
+            .iter()
+            .filter_map(|e| e.state.as_ref())
+            .map(|st| ObjectId::manifest(st.manifest))
+            .collect();
+        env.repo
+            .pin_uploads(s.workspace, s.operation, &ids)
+            .unwrap();
+        ids.len() as u64
+    };
+    let entries = |from: u64| -> Vec<Entry> {
+        let mut v: Vec<Entry> = (from..from + 200)
+            .map(|i| add(&env, &path_of(i), 40 + i))
+            .collect();
+        v.sort_by(|a, b| a.path.cmp(&b.path));
+        v
+    };
+    // Through prepare + submit_prepared (the server's group path).
+    let s = submission(&env, entries(0));
+    let n = pinned(&s);
+    let p = env.repo.prepare(&s).unwrap();
+    assert!(p.streams(&s), "200 files take the streamed preparation");
+    let o = env.repo.submit_prepared(&[(s.clone(), p)]).unwrap();
+    accepted(&o[0]);
+    let left = env.repo.pin_summary().unwrap();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].pins, n);
+    assert_eq!(left[0].intents, vec![(s.operation, n, true)], "finished");
+    env.repo.cleanup_finished_pins().unwrap();
+    assert!(env.repo.pin_summary().unwrap().is_empty());
+    // Through submit: nothing left when it returns.
+    let s = submission(&env, entries(200));
+    pinned(&s);
+    accepted(&env.repo.submit(s).unwrap());
+    assert!(env.repo.pin_summary().unwrap().is_empty());
+    assert_doctor_clean(&env.repo);
+}
