@@ -98,13 +98,14 @@ pub fn finalize(
         change,
         ..Default::default()
     };
-    let tx = ws.write()?;
+    let mut put = Vec::new();
+    let mut removed = Vec::new();
     for e in &set.entries {
         match (e.action, e.state) {
             (Action::Add | Action::Edit, Some(s)) => {
-                tx.put_baseline(
-                    &e.path,
-                    &BaselineRecord {
+                put.push((
+                    e.path.as_str(),
+                    BaselineRecord {
                         incarnation: pending.incarnation,
                         manifest: s.manifest,
                         content: s.content,
@@ -113,20 +114,19 @@ pub fn finalize(
                         change,
                         fingerprint: fps.get(e.path.as_str()).copied().unwrap_or_default(),
                     },
-                )?;
+                ));
                 out.updated.push(e.path.clone());
             }
             (Action::Delete, _) => {
-                tx.remove_baseline(&e.path)?;
+                removed.push(e.path.as_str());
                 out.removed.push(e.path.clone());
             }
             _ => {}
         }
-        tx.remove_opened(&e.path)?;
-        if !pending.keep_locks {
-            tx.remove_local_lock(&e.path)?;
-        }
     }
+    let touched: Vec<&str> = set.entries.iter().map(|e| e.path.as_str()).collect();
+    let tx = ws.write()?;
+    tx.settle_submitted(&put, &removed, &touched, !pending.keep_locks)?;
     for k in &moves {
         tx.remove_workflow(k)?;
     }
