@@ -347,10 +347,13 @@ fn an_archive_head_of_another_database_prunes_nothing_and_is_refused() {
 /// leaves of the inventory (docs/metadata.md, "Streamed preparation").
 #[test]
 fn a_staging_transactions_page_undo_rows_lie_in_few_stretches_of_the_inventory() {
-    use redb::{ReadableDatabase, ReadableTable};
+    use redb::ReadableDatabase;
     use std::sync::{Arc, Mutex};
+    /// The inventory's page undo keys after the last transaction, and the
+    /// stretches each transaction's new keys formed.
+    type Seen = (Vec<Vec<u8>>, Vec<usize>);
     let env = env();
-    let seen: Arc<Mutex<(Vec<Vec<u8>>, Vec<usize>)>> = Arc::default();
+    let seen: Arc<Mutex<Seen>> = Arc::default();
     {
         let seen = seen.clone();
         let repo = Arc::downgrade(&env.repo);
