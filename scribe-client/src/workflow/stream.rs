@@ -71,10 +71,16 @@ const LANE_BYTES: u64 = 8 << 20;
 /// What the streaming freeze did.
 pub struct Streamed {
     pub files: Vec<ImportedFile>,
-    /// Chunks sent (the server lacked them).
+    /// Objects sent (chunks and manifests the server lacked).
     pub objects: usize,
-    /// Chunk bytes sent.
+    /// Their bytes.
     pub bytes: u64,
+    /// Every object pinned under the upload intent by this stream, each
+    /// stored on the server once it returned (sent and published, or
+    /// already there): every chunk of `files` and the manifests of the
+    /// large ones. The submission's own upload need not pin or check them
+    /// again.
+    pub pinned: HashSet<ObjectId>,
 }
 
 /// The chunks between the import's workers and the uploaders, bounded by
@@ -216,7 +222,7 @@ impl ChunkSink for QueueSink<'_> {
     /// checks it while the later files stream (issue #19), so the submit
     /// at the end does not wait for the whole upload to be read back.
     /// Sent under the same pins as the chunks; the submission's own
-    /// upload of its manifests then finds it stored.
+    /// upload skips what the stream pinned ([`Streamed::pinned`]).
     fn manifest(&self, id: ManifestId, payload: Vec<u8>) -> scribe_objects::Result<()> {
         self.push(ObjectId::manifest(id), ChunkBytes::from_vec(payload))
     }
@@ -393,10 +399,17 @@ fn stream_lanes(
         if let Some(e) = first_err {
             return Err(e);
         }
+        let pinned = std::mem::take(
+            &mut *shared
+                .seen
+                .lock()
+                .map_err(|_| Error::new(ErrorCode::Internal, "upload set lock poisoned"))?,
+        );
         Ok(Streamed {
             files: imported?,
             objects,
             bytes,
+            pinned,
         })
     })
 }
@@ -479,10 +492,8 @@ fn upload_queue(lane: &mut Lane<'_>, sh: &Shared<'_>) -> Result<(usize, u64)> {
                         data: scribe_format::wire::Bytes(data.to_vec()),
                     });
                 }
-                if chunk {
-                    objects += 1;
-                    bytes += data.len() as u64;
-                }
+                objects += 1;
+                bytes += data.len() as u64;
             }
             if chunk {
                 sh.ctx.progress.advance(Task::Stream, data.len() as u64);

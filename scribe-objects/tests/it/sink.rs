@@ -4,23 +4,37 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use scribe_format::{ChunkId, ObjectId};
+use scribe_format::{ChunkId, ManifestId, ObjectId};
 use scribe_objects::{ChunkBytes, ChunkSink, StoreError, StoreOptions};
 
 use super::support::{noise, TestStore};
 
 const MIB: usize = 1024 * 1024;
 
-/// Collects every chunk it is given (and how often).
+/// Collects every chunk it is given (and how often), and the order in
+/// which chunks and manifests arrived.
 #[derive(Default)]
 struct Collect {
     got: Mutex<HashMap<ChunkId, (Vec<u8>, usize)>>,
+    order: Mutex<Vec<(ObjectId, Vec<u8>)>>,
 }
 
 impl ChunkSink for Collect {
     fn chunk(&self, id: ChunkId, bytes: ChunkBytes) -> scribe_objects::Result<()> {
         let mut got = self.got.lock().unwrap();
         got.entry(id).or_insert_with(|| (bytes.to_vec(), 0)).1 += 1;
+        self.order
+            .lock()
+            .unwrap()
+            .push((ObjectId::chunk(id), Vec::new()));
+        Ok(())
+    }
+
+    fn manifest(&self, id: ManifestId, payload: Vec<u8>) -> scribe_objects::Result<()> {
+        self.order
+            .lock()
+            .unwrap()
+            .push((ObjectId::manifest(id), payload));
         Ok(())
     }
 }
@@ -57,6 +71,29 @@ fn same_manifests_as_import_chunks_to_the_sink_not_the_store() {
     );
     assert_eq!(got[0].chunks, want[0].chunks);
     assert!(got[0].chunks.len() >= 3, "{} chunks", got[0].chunks.len());
+    // A large file's manifest, its own bytes, after every chunk of its
+    // file; no small file's (those are sent after the stream).
+    let order = sink.order.into_inner().unwrap();
+    for f in got.iter().filter(|f| f.size > MIB as u64) {
+        let at = order
+            .iter()
+            .position(|(id, _)| *id == ObjectId::manifest(f.manifest_id))
+            .unwrap_or_else(|| panic!("no manifest passed for a {}-byte file", f.size));
+        assert_eq!(ManifestId::of_payload(&order[at].1), f.manifest_id);
+        for c in &f.chunks {
+            assert!(
+                order[..at]
+                    .iter()
+                    .any(|(id, _)| *id == ObjectId::chunk(c.id)),
+                "a manifest passed before its chunk"
+            );
+        }
+    }
+    let manifests = order
+        .iter()
+        .filter(|(id, _)| id.kind == scribe_format::ObjectKind::Manifest)
+        .count();
+    assert_eq!(manifests, 1, "the large file's manifest alone");
     let seen = sink.got.into_inner().unwrap();
     // Every chunk of every file, with its own bytes; nothing else.
     let mut expected = 0;
