@@ -288,8 +288,9 @@ fn a_large_add_streams_without_a_cache_copy(t: Transport) {
 }
 both!(a_large_add_streams_without_a_cache_copy);
 
-/// 1,500 small files (one chunk each) are streamed to the server many to a
-/// request, never copied into the cache. A kill after the second group
+/// 4,300 small files (one chunk each; the stream's groups hold up to 2,048)
+/// are streamed to the server many to a request, never copied into the
+/// cache. A kill after the second group
 /// leaves nothing recorded; what the server stored before the kill stays
 /// (the rerun sends less than everything), the rerun submits exactly one
 /// change, and the submitted bytes are what another workspace syncs and
@@ -299,7 +300,7 @@ fn small_files_stream_and_resume_after_a_kill_inside_the_send(t: Transport) {
     let env = Env::new(t);
     let a = env.workspace("alice", &[]);
     let cache = a.join(".scribe/_state/cache");
-    let set: Vec<(String, Vec<u8>)> = (0..1500)
+    let set: Vec<(String, Vec<u8>)> = (0..4300)
         .map(|i| {
             (
                 format!("src/m{}/f{i}.rs", i % 11),
