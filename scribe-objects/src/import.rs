@@ -465,7 +465,7 @@ fn import_small(batch: &Batch<'_>, data: &[u8], sink: Dest<'_>) -> Result<Import
     debug_assert!(data.len() <= MIN);
     let content_id = FileContentId::of(data);
     if data.is_empty() {
-        return put_manifest(batch, 0, content_id, Vec::new(), 0, sink);
+        return put_manifest(batch, 0, content_id, Vec::new(), 0, None);
     }
     // One chunk: ChunkId and FileContentId are blake3 of the same bytes.
     let chunk = ChunkId(content_id.0);
@@ -475,7 +475,7 @@ fn import_small(batch: &Batch<'_>, data: &[u8], sink: Dest<'_>) -> Result<Import
     }];
     if let Some(sink) = sink {
         sink.chunk(chunk, ChunkBytes::copy_of(data))?;
-        return put_manifest(batch, data.len() as u64, content_id, chunks, 0, Some(sink));
+        return put_manifest(batch, data.len() as u64, content_id, chunks, 0, None);
     }
     // A stored manifest was published with its chunks: nothing to write.
     if let Some(done) = already_imported(batch, data.len() as u64, content_id, &chunks)? {
