@@ -38,6 +38,15 @@ fn describe(tables: &[TableSize]) -> String {
         .join("\n")
 }
 
+/// Bytes of the pages redb has allocated (the rest of the file is free).
+fn allocated_bytes(db: &redb::Database) -> u64 {
+    let w = db.begin_write().unwrap();
+    let s = w.stats().unwrap();
+    let used = s.allocated_pages() * s.page_size() as u64;
+    w.abort().unwrap();
+    used
+}
+
 fn file_len(dir: &std::path::Path) -> u64 {
     std::fs::metadata(dir.join("metadata.redb")).unwrap().len()
 }
@@ -251,6 +260,7 @@ fn an_idle_repository_is_compacted_while_the_root_stays_open() {
     import(&env);
     let repo_dir = env.repo.dir().to_owned();
     let before = file_len(&repo_dir);
+    let used = allocated_bytes(env.repo.database());
     let rows = journal::dump_rows(env.repo.database()).unwrap();
     assert!(env.repo.compaction_wanted());
     let Env {
@@ -279,10 +289,15 @@ fn an_idle_repository_is_compacted_while_the_root_stays_open() {
         root.compact_idle_repositories(Duration::ZERO).unwrap(),
         vec![id]
     );
+    // The file is given back down to about the pages in use (redb keeps
+    // its region headers and a little allocator slack): how much that is
+    // depends on how the import's batches fell, so the bound is the used
+    // pages, not a fixed fraction of the file.
     let after = file_len(&repo_dir);
+    eprintln!("metadata.redb {before} -> {after} bytes, {used} in use before");
     assert!(
-        after < before / 2,
-        "metadata.redb {before} -> {after} bytes"
+        used < before * 3 / 4 && after <= used + used / 8,
+        "metadata.redb {before} -> {after} bytes, {used} in use before"
     );
     let repo = root.open_repository(id).unwrap();
     assert!(!repo.compaction_wanted());
