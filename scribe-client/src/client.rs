@@ -434,8 +434,19 @@ impl Client {
         Ok(expect_reply!(self.call(req)?, ObjectsPublished)?.published)
     }
 
+    /// Small whole objects in one request; over a plain stream their data
+    /// are written from their own buffers ([`Connection::put_many`]).
     pub fn object_put_many(&mut self, r: m::ObjectPutMany) -> ClientResult<m::ObjectPutManyReply> {
-        expect_reply!(self.call(Request::ObjectPutMany(r))?, ObjectPutMany)
+        const NAME: &str = "ObjectPutMany";
+        r.check().map_err(|source| ClientError::Unsendable {
+            request: NAME,
+            source,
+        })?;
+        let reply = self.conn.put_many(r)?;
+        expect_reply!(
+            checked(reply, scribe_format::wire::OP_OBJECT_PUT_MANY, NAME)?,
+            ObjectPutMany
+        )
     }
 
     pub fn object_get(&mut self, r: m::ObjectGet) -> ClientResult<m::ObjectData> {

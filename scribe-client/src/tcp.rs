@@ -6,7 +6,7 @@
 //! a 4 MiB piece is never copied into or out of a frame on a connection
 //! without LZ4 frames.
 
-use std::io::{Read, Write};
+use std::io::{IoSlice, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 
 use scribe_format::wire::frame::check_frame_len;
@@ -16,8 +16,9 @@ use scribe_format::wire::handshake::{
 use scribe_format::wire::message as m;
 use scribe_format::wire::{
     connection::put_request, decode_response, object_data_head, object_put_frame_head,
-    read_object_get_many, request_frame, Answer, Bytes, Connection, ConnectionKind, Hello, Request,
-    Response, StreamedReplyError, TransportError, OBJECT_DATA_HEAD_LEN,
+    object_put_many_frame, read_object_get_many, request_frame, Answer, Bytes, Connection,
+    ConnectionKind, Hello, Request, Response, StreamedReplyError, TransportError,
+    OBJECT_DATA_HEAD_LEN,
 };
 
 use crate::client::{ClientError, ClientOptions};
@@ -287,21 +288,29 @@ impl TcpConnection {
     /// reply. A failure marks the connection broken: the exchange may be
     /// half done, so nothing more is sent on it.
     fn send(&mut self, head: &[u8], tail: &[u8], name: &str) -> Result<Response, TransportError> {
+        self.send_parts(&mut [IoSlice::new(head), IoSlice::new(tail)], name)
+    }
+
+    /// Write a frame given as `parts` (in order) and read its reply.
+    fn send_parts(
+        &mut self,
+        parts: &mut [IoSlice<'_>],
+        name: &str,
+    ) -> Result<Response, TransportError> {
         if self.broken {
             return Err(TransportError::Broken);
         }
-        let r = self.exchange_parts(head, tail, name);
+        let r = self.exchange_parts(parts, name);
         self.broken = r.is_err();
         r
     }
 
     fn exchange_parts(
         &mut self,
-        head: &[u8],
-        tail: &[u8],
+        parts: &mut [IoSlice<'_>],
         name: &str,
     ) -> Result<Response, TransportError> {
-        write_both(&mut *self.stream, head, tail)
+        write_parts(&mut *self.stream, parts)
             .and_then(|_| self.stream.flush())
             .map_err(failed(&self.url, &format!("sending {name}"), self.timeout))?;
         let (url, timeout) = (self.url.clone(), self.timeout);
@@ -377,6 +386,17 @@ impl Connection for TcpConnection {
         self.send(&frame_head, data, name)
     }
 
+    fn put_many(&mut self, put: m::ObjectPutMany) -> Result<Response, TransportError> {
+        // The objects' data go out from their own buffers: no copy into
+        // a payload and then into a frame.
+        if !self.lz4 {
+            if let Some(frame) = object_put_many_frame(&put) {
+                return self.send_parts(&mut frame.parts(), "ObjectPutMany");
+            }
+        }
+        self.call(Request::ObjectPutMany(put))
+    }
+
     fn broken(&self) -> bool {
         self.broken
     }
@@ -389,11 +409,10 @@ impl Connection for TcpConnection {
     }
 }
 
-/// Write `head` then `tail` with as few system calls as the stream takes.
-fn write_both(w: &mut dyn Write, head: &[u8], tail: &[u8]) -> std::io::Result<()> {
-    use std::io::{ErrorKind, IoSlice};
-    let mut bufs = [IoSlice::new(head), IoSlice::new(tail)];
-    let mut bufs = &mut bufs[..];
+/// Write `parts` in order with as few system calls as the stream takes.
+fn write_parts(w: &mut dyn Write, parts: &mut [IoSlice<'_>]) -> std::io::Result<()> {
+    use std::io::ErrorKind;
+    let mut bufs = parts;
     // Drop leading empty parts: a write of nothing but empty slices
     // returns 0, which would read as WriteZero.
     IoSlice::advance_slices(&mut bufs, 0);

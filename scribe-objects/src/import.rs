@@ -181,6 +181,20 @@ impl ChunkBytes {
         })
     }
 
+    /// The chunk's bytes as a vector of their own: moved out, not copied,
+    /// when nothing else holds a buffer that is exactly this chunk (a small
+    /// file read whole, a manifest); copied otherwise.
+    pub fn into_vec(self) -> Vec<u8> {
+        let ChunkSlice { window, start, len } = self.0;
+        match Arc::try_unwrap(window) {
+            Ok(mut w) if w.pool.is_none() && start == 0 && len == w.buf.len() => {
+                std::mem::take(&mut w.buf)
+            }
+            Ok(w) => w.buf[start..start + len].to_vec(),
+            Err(w) => w.buf[start..start + len].to_vec(),
+        }
+    }
+
     fn copy_of(data: &[u8]) -> Self {
         ChunkBytes(ChunkSlice {
             window: Arc::new(Window {
@@ -461,9 +475,13 @@ fn already_imported(
 }
 
 /// Import bytes that are already in memory and at most one chunk long.
-fn import_small(batch: &Batch<'_>, data: &[u8], sink: Dest<'_>) -> Result<ImportedFile> {
+fn import_small(
+    batch: &Batch<'_>,
+    data: std::borrow::Cow<'_, [u8]>,
+    sink: Dest<'_>,
+) -> Result<ImportedFile> {
     debug_assert!(data.len() <= MIN);
-    let content_id = FileContentId::of(data);
+    let content_id = FileContentId::of(&data);
     if data.is_empty() {
         return put_manifest(batch, 0, content_id, Vec::new(), 0, None);
     }
@@ -474,15 +492,20 @@ fn import_small(batch: &Batch<'_>, data: &[u8], sink: Dest<'_>) -> Result<Import
         length: data.len() as u32,
     }];
     if let Some(sink) = sink {
-        sink.chunk(chunk, ChunkBytes::copy_of(data))?;
-        return put_manifest(batch, data.len() as u64, content_id, chunks, 0, None);
+        let len = data.len() as u64;
+        // A file read whole hands its buffer over; a window's chunk is
+        // copied out (see `ChunkBytes::for_sink`).
+        sink.chunk(chunk, ChunkBytes::from_vec(data.into_owned()))?;
+        return put_manifest(batch, len, content_id, chunks, 0, None);
     }
     // A stored manifest was published with its chunks: nothing to write.
     if let Some(done) = already_imported(batch, data.len() as u64, content_id, &chunks)? {
         return Ok(done);
     }
     let mut new_bytes = 0;
-    if let PutOutcome::Written { envelope_len } = batch.put_with_id(ObjectId::chunk(chunk), data)? {
+    if let PutOutcome::Written { envelope_len } =
+        batch.put_with_id(ObjectId::chunk(chunk), &data)?
+    {
         new_bytes = envelope_len;
     }
     put_manifest(
@@ -505,13 +528,13 @@ fn import_stream(
 ) -> Result<ImportedFile> {
     let mut chunker = StreamChunker::new(reader, path.to_path_buf(), pool.clone());
     let first = match chunker.next_chunk()? {
-        None => return import_small(batch, &[], sink),
+        None => return import_small(batch, std::borrow::Cow::Borrowed(&[]), sink),
         Some(c) => c,
     };
     if chunker.finished() {
         // A single chunk (every file of at most 1 MiB, and some larger).
         if first.len() <= MIN {
-            return import_small(batch, &first, sink);
+            return import_small(batch, std::borrow::Cow::Borrowed(&first), sink);
         }
     }
     let workers = worker_count();
@@ -668,7 +691,7 @@ impl ObjectStore {
             let mut data = Vec::with_capacity(len as usize);
             f.read_to_end(&mut data).map_err(io_err(path))?;
             if data.len() <= MIN {
-                return import_small(batch, &data, sink);
+                return import_small(batch, std::borrow::Cow::Owned(data), sink);
             }
             return import_stream(batch, std::io::Cursor::new(data), path, sink, pool);
         }
@@ -905,6 +928,38 @@ mod tests {
         .map(|c| c.map(|c| c.length))
         .collect::<std::result::Result<_, _>>()
         .unwrap()
+    }
+
+    /// A buffer handed over whole leaves `into_vec` without a copy; a chunk
+    /// of a shared window, or of a buffer someone else still holds, is
+    /// copied out with exactly its bytes.
+    #[test]
+    fn into_vec_moves_a_whole_unshared_buffer_and_copies_anything_else() {
+        let whole: Vec<u8> = (0..5_000u32).map(|i| (i * 7) as u8).collect();
+        let at = whole.as_ptr();
+        let moved = ChunkBytes::from_vec(whole.clone()).into_vec();
+        assert_eq!(moved, whole);
+        let moved = ChunkBytes::from_vec(whole).into_vec();
+        assert_eq!(moved.as_ptr(), at, "a whole unshared buffer is moved");
+        // Shared: the other holder keeps its bytes, this one gets a copy.
+        let shared = ChunkBytes::from_vec(moved.clone());
+        let other = ChunkBytes(shared.0.clone());
+        let copy = shared.into_vec();
+        assert_eq!(copy, moved);
+        assert_ne!(copy.as_ptr(), other.0.window.buf.as_ptr());
+        assert_eq!(&*other.0, &moved[..]);
+        // A range of a pooled window: its own bytes, the window recycled.
+        let pool: Arc<WindowPool> = Arc::default();
+        let mut w = pool.take();
+        w.buf[10..20].copy_from_slice(&moved[..10]);
+        w.used = 20;
+        let slice = ChunkSlice {
+            window: Arc::new(w),
+            start: 10,
+            len: 10,
+        };
+        assert_eq!(ChunkBytes(slice).into_vec(), &moved[..10]);
+        assert_eq!(pool.free.lock().unwrap().len(), 1, "the window went back");
     }
 
     /// Chunk lengths by [`StreamChunker`] (read windows, remainders).

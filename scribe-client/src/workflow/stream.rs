@@ -475,32 +475,34 @@ fn upload_queue(lane: &mut Lane<'_>, sh: &Shared<'_>) -> Result<(usize, u64)> {
         // staged pieces, published in the server's batches.
         let mut many: Vec<m::ObjectPiece> = Vec::new();
         let mut many_bytes = 0usize;
-        for (oid, data) in &group {
-            let oid = *oid;
+        for (oid, data) in group {
             // A manifest is sent like a small chunk but is no file's bytes.
             let chunk = oid.kind == ObjectKind::Chunk;
+            let len = data.len();
             if missing.contains(&oid) {
-                if data.len() > crate::transfer::SMALL_OBJECT_BYTES {
-                    lane.with(|c| c.put_object_staged(repo, workspace, op, oid, data))?;
-                    sh.ctx.progress.advance(Task::Sent, data.len() as u64);
+                if len > crate::transfer::SMALL_OBJECT_BYTES {
+                    lane.with(|c| c.put_object_staged(repo, workspace, op, oid, &data))?;
+                    sh.ctx.progress.advance(Task::Sent, len as u64);
                 } else {
-                    if many_bytes + data.len() > MAX_OBJECT_DATA_PER_FRAME as usize
+                    if many_bytes + len > MAX_OBJECT_DATA_PER_FRAME as usize
                         || many.len() >= crate::transfer::MAX_GROUP_OBJECTS
                     {
                         put_many(lane, sh, &mut many)?;
                         many_bytes = 0;
                     }
-                    many_bytes += data.len();
+                    many_bytes += len;
+                    // A small file's buffer moves into the request: its
+                    // bytes are not copied on their way to the socket.
                     many.push(m::ObjectPiece {
                         id: oid,
-                        data: scribe_format::wire::Bytes(data.to_vec()),
+                        data: scribe_format::wire::Bytes(data.into_vec()),
                     });
                 }
                 objects += 1;
-                bytes += data.len() as u64;
+                bytes += len as u64;
             }
             if chunk {
-                sh.ctx.progress.advance(Task::Stream, data.len() as u64);
+                sh.ctx.progress.advance(Task::Stream, len as u64);
             }
         }
         put_many(lane, sh, &mut many)?;

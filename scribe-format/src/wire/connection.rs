@@ -13,7 +13,7 @@
 //! both, neither crate has to import the other's upper layer.
 
 use super::codec::Bytes;
-use super::message::{ObjectPut, Request, Response};
+use super::message::{ObjectPut, ObjectPutMany, Request, Response};
 
 /// How a [`Connection`] reaches its service.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +59,13 @@ pub trait Connection: Send {
         data: &[u8],
     ) -> Result<Response, TransportError> {
         self.call(put_request(head, staged, data))
+    }
+
+    /// Send the small objects of `put` in one `ObjectPutMany`. The
+    /// default makes it a request; a stream transport writes the objects'
+    /// data from where it lies ([`super::object_put_many_frame`]).
+    fn put_many(&mut self, put: ObjectPutMany) -> Result<Response, TransportError> {
+        self.call(Request::ObjectPutMany(put))
     }
 
     /// What kind of transport this is.
