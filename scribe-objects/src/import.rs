@@ -261,9 +261,25 @@ struct StreamChunker<R> {
     cutter: Gear,
     total: u64,
     pool: Arc<WindowPool>,
+    /// The stream's expected length when it fits half a window: the first
+    /// window is then a buffer of just that size (and one byte to see the
+    /// end), not a pooled one.
+    expected: Option<usize>,
 }
 
 impl<R: Read> StreamChunker<R> {
+    /// A chunker for a stream expected to be `len` bytes long (a file's
+    /// length when it was opened). Below half a window its first window is
+    /// its own buffer of that size: its chunks share it with nothing else,
+    /// so a sink takes them without a copy ([`ChunkBytes::for_sink`]) and
+    /// no pooled 32 MiB window is held. A stream that turns out longer
+    /// goes on in pooled windows (the cuts are the same).
+    fn with_expected_len(reader: R, path: PathBuf, pool: Arc<WindowPool>, len: u64) -> Self {
+        let mut ch = Self::new(reader, path, pool);
+        ch.expected = usize::try_from(len).ok().filter(|&n| n < WINDOW / 2);
+        ch
+    }
+
     fn new(reader: R, path: PathBuf, pool: Arc<WindowPool>) -> Self {
         StreamChunker {
             reader,
@@ -279,12 +295,20 @@ impl<R: Read> StreamChunker<R> {
             cutter: profile_one(),
             total: 0,
             pool,
+            expected: None,
         }
     }
 
     /// Move the remainder into a fresh window and fill it.
     fn refill(&mut self) -> Result<()> {
-        let mut next = self.pool.take();
+        let mut next = match self.expected.take() {
+            Some(n) if self.filled == 0 => Window {
+                buf: vec![0u8; n + 1],
+                pool: None,
+                used: 0,
+            },
+            _ => self.pool.take(),
+        };
         let rem = self.filled - self.start;
         {
             let buf = &mut next.buf;
@@ -312,8 +336,11 @@ impl<R: Read> StreamChunker<R> {
     }
 
     fn next_chunk(&mut self) -> Result<Option<ChunkSlice>> {
-        let avail = self.filled - self.start;
-        if avail < MAX && !self.eof {
+        // A window is refilled until it holds a maximum chunk or the end
+        // (once for a pooled window; a first window sized to the expected
+        // length may need another when the stream is longer).
+        while self.filled - self.start < MAX && !self.eof {
+            let avail = self.filled - self.start;
             // A cut found among the bytes at hand is the one the whole
             // stream gives: the search decides each candidate from the
             // bytes up to it, and below the average it tests them with the
@@ -525,8 +552,14 @@ fn import_stream(
     path: &Path,
     sink: Dest<'_>,
     pool: &Arc<WindowPool>,
+    expected_len: Option<u64>,
 ) -> Result<ImportedFile> {
-    let mut chunker = StreamChunker::new(reader, path.to_path_buf(), pool.clone());
+    let mut chunker = match expected_len {
+        Some(len) => {
+            StreamChunker::with_expected_len(reader, path.to_path_buf(), pool.clone(), len)
+        }
+        None => StreamChunker::new(reader, path.to_path_buf(), pool.clone()),
+    };
     let first = match chunker.next_chunk()? {
         None => return import_small(batch, std::borrow::Cow::Borrowed(&[]), sink),
         Some(c) => c,
@@ -658,7 +691,7 @@ impl ObjectStore {
         reader: impl Read,
         name: &Path,
     ) -> Result<ImportedFile> {
-        import_stream(batch, reader, name, None, &Arc::default())
+        import_stream(batch, reader, name, None, &Arc::default(), None)
     }
 
     /// Import one file: read once, chunk, store chunks and manifest in one
@@ -693,7 +726,7 @@ impl ObjectStore {
             if data.len() <= MIN {
                 return import_small(batch, std::borrow::Cow::Owned(data), sink);
             }
-            return import_stream(batch, std::io::Cursor::new(data), path, sink, pool);
+            return import_stream(batch, std::io::Cursor::new(data), path, sink, pool, None);
         }
         // Content index: only when some indexed content has this size is
         // the whole file hashed first (all cores) in search of a hit.
@@ -707,7 +740,7 @@ impl ObjectStore {
         }
         // The pipeline hashes the bytes it chunks: a file changed since the
         // hash above still gets a manifest consistent with its chunks.
-        import_stream(batch, f, path, sink, pool)
+        import_stream(batch, f, path, sink, pool, Some(len))
     }
 
     /// A verified content index hit: the recorded manifest is present and
@@ -1047,6 +1080,54 @@ mod tests {
         assert_eq!(chunk_boundaries(&noise(MIN, 3)), vec![MIN]);
         assert_eq!(chunk_boundaries(&[]), Vec::<usize>::new());
         assert_eq!(chunk_boundaries(&[1]), vec![1]);
+    }
+
+    /// A stream expected to fit half a window is read into a buffer of its
+    /// own size: its chunks share that buffer (a sink takes them without a
+    /// copy), no pooled window is taken, and the cuts are the crate's,
+    /// whether the stream is as long as expected, shorter, or longer.
+    #[test]
+    fn an_expected_length_sizes_the_first_window_and_keeps_the_cuts() {
+        let pool: Arc<WindowPool> = Arc::default();
+        let data = noise(9 << 20, 3);
+        let mut ch = StreamChunker::with_expected_len(
+            &data[..],
+            PathBuf::from("e"),
+            pool.clone(),
+            data.len() as u64,
+        );
+        let mut queued = Vec::new();
+        while let Some(c) = ch.next_chunk().unwrap() {
+            queued.push(ChunkBytes::for_sink(c));
+        }
+        drop(ch);
+        assert!(queued.len() > 1);
+        let first = &queued[0].0.window;
+        assert!(first.pool.is_none());
+        assert_eq!(first.buf.len(), data.len() + 1);
+        for c in &queued {
+            assert!(Arc::ptr_eq(&c.0.window, first), "a chunk was copied out");
+        }
+        assert_eq!(pool.free.lock().unwrap().len(), 0, "no pooled window taken");
+        let joined: Vec<u8> = queued.iter().flat_map(|c| c.iter().copied()).collect();
+        assert_eq!(joined, data);
+        let cuts = crate_cuts(&data);
+        assert_eq!(queued.iter().map(|c| c.len()).collect::<Vec<_>>(), cuts);
+        // Expected longer or shorter than it turns out: the same cuts.
+        for (len, expected) in [(9 << 20, 12 << 20), (40 << 20, 2 << 20), (40 << 20, 0)] {
+            let data = noise(len, 4);
+            let mut ch = StreamChunker::with_expected_len(
+                &data[..],
+                PathBuf::from("e"),
+                pool.clone(),
+                expected,
+            );
+            let mut got = Vec::new();
+            while let Some(c) = ch.next_chunk().unwrap() {
+                got.push(c.len());
+            }
+            assert_eq!(got, crate_cuts(&data), "{len} bytes, {expected} expected");
+        }
     }
 
     /// A chunk handed to a sink from a window the stream filled less than
