@@ -27,6 +27,35 @@ use crate::tls::TlsError;
 trait Stream: Read + Write + Send {}
 impl<T: Read + Write + Send> Stream for T {}
 
+/// A client TLS stream whose vectored writes reach rustls whole: its
+/// `StreamOwned` writes only the first part of each vectored write, so a
+/// frame written in parts (an object piece's head and data, the thousands
+/// of parts of an `ObjectPutMany`) became a TLS record per part. Through
+/// `rustls::Stream` the parts are one plaintext payload, cut into records
+/// as rustls's buffer takes them. The bytes sent are the same.
+struct TlsStream(rustls::StreamOwned<rustls::ClientConnection, TcpStream>);
+
+impl Read for TlsStream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl Write for TlsStream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
+        let s = &mut self.0;
+        rustls::Stream::new(&mut s.conn, &mut s.sock).write_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 /// A connection over TCP or TLS.
 pub struct TcpConnection {
     stream: Box<dyn Stream>,
@@ -179,7 +208,7 @@ impl TcpConnection {
                 }
             })?;
             let conn = rustls::ClientConnection::new(cfg, name).map_err(TlsError::from)?;
-            Box::new(rustls::StreamOwned::new(conn, sock))
+            Box::new(TlsStream(rustls::StreamOwned::new(conn, sock)))
         } else {
             Box::new(sock)
         };
