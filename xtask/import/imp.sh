@@ -1,14 +1,17 @@
 #!/bin/bash
 # imp.sh TREE BINDIR LABEL PORT : fresh server + workspace, copy TREE in, sync, time add + submit.
 # SCRATCH (default /tmp/scribe-import) holds the runs; QUIET may name a wrapper run around each timed command.
+# TLS_CERT and TLS_KEY (the server's PEM files) run it over TLS (scribes://); SCRIBE_CA_FILE names the CA the client trusts.
 set -e
 T=$1; B=$2; L=$3; PORT=${4:-47123}
 W=${SCRATCH:-/tmp/scribe-import}/run-$L; rm -rf $W; mkdir -p $W
 $B/scribe-server init --data $W/d >/dev/null; $B/scribe-server repo create --data $W/d r >/dev/null 2>&1 || $B/scribe-server repo create r --data $W/d >/dev/null
-$B/scribe-server serve --data $W/d --listen 127.0.0.1:$PORT --runtime-dir $W/r > $W/server.log 2>&1 &
+TLS=(); SCHEME=scribe
+if [ -n "${TLS_CERT:-}" ]; then TLS=(--tls-cert "$TLS_CERT" --tls-key "$TLS_KEY"); SCHEME=scribes; fi
+$B/scribe-server serve --data $W/d --listen 127.0.0.1:$PORT "${TLS[@]}" --runtime-dir $W/r > $W/server.log 2>&1 &
 SP=$!
 trap "kill $SP 2>/dev/null; wait $SP 2>/dev/null" EXIT
-for i in $(seq 50); do $B/scribe workspace create $W/ws --server scribe://127.0.0.1:$PORT --repo r >/dev/null 2>&1 && break; sleep 0.2; done
+for i in $(seq 50); do $B/scribe workspace create $W/ws --server $SCHEME://127.0.0.1:$PORT --repo r >/dev/null 2>&1 && break; sleep 0.2; done
 [ -d $W/ws/.scribe ] || { echo "workspace create failed"; cat $W/server.log; exit 1; }
 cp -a $T/. $W/ws/
 sync
