@@ -16,9 +16,9 @@ use scribe_format::wire::handshake::{
 use scribe_format::wire::message as m;
 use scribe_format::wire::{
     connection::put_request, decode_response, object_data_head, object_put_frame_head,
-    object_put_many_frame, read_object_get_many, request_frame, Answer, Bytes, Connection,
-    ConnectionKind, Hello, Request, Response, StreamedReplyError, TransportError,
-    OBJECT_DATA_HEAD_LEN,
+    object_put_many_frame_parts, read_object_get_many, request_frame, Answer, Bytes, Connection,
+    ConnectionKind, FramePart, Hello, Request, Response, StreamedReplyError, TransportError,
+    MAX_FRAME_BYTES, OBJECT_DATA_HEAD_LEN,
 };
 
 use crate::client::{ClientError, ClientOptions};
@@ -418,12 +418,20 @@ impl Connection for TcpConnection {
     fn put_many(&mut self, put: m::ObjectPutMany) -> Result<Response, TransportError> {
         // The objects' data go out from their own buffers: no copy into
         // a payload and then into a frame.
-        if !self.lz4 {
-            if let Some(frame) = object_put_many_frame(&put) {
-                return self.send_parts(&mut frame.parts(), "ObjectPutMany");
-            }
+        let data: usize = put.objects.iter().map(|o| o.data.0.len()).sum();
+        if self.lz4 || data > MAX_FRAME_BYTES as usize {
+            return self.call(Request::ObjectPutMany(put));
         }
-        self.call(Request::ObjectPutMany(put))
+        // Only empty data is "inlined": every object's bytes are its own part.
+        let parts = object_put_many_frame_parts(&put, 1);
+        let mut slices: Vec<IoSlice<'_>> = parts
+            .iter()
+            .map(|p| match p {
+                FramePart::Head(h) => IoSlice::new(h),
+                FramePart::Data(n) => IoSlice::new(&put.objects[*n].data.0),
+            })
+            .collect();
+        self.send_parts(&mut slices, "ObjectPutMany")
     }
 
     fn broken(&self) -> bool {

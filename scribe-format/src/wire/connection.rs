@@ -63,7 +63,7 @@ pub trait Connection: Send {
 
     /// Send the small objects of `put` in one `ObjectPutMany`. The
     /// default makes it a request; a stream transport writes the objects'
-    /// data from where it lies ([`super::object_put_many_frame`]).
+    /// data from where it lies ([`super::object_put_many_frame_parts`]).
     fn put_many(&mut self, put: ObjectPutMany) -> Result<Response, TransportError> {
         self.call(Request::ObjectPutMany(put))
     }

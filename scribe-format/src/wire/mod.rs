@@ -65,88 +65,32 @@ pub fn object_put_frame_head(put: &message::ObjectPut, staged: bool, data_len: u
     out
 }
 
-/// An uncompressed `ObjectPutMany` frame whose objects' data stay where
-/// they are: [`PutManyFrame::parts`] interleaves the heads built here with
-/// each object's data, and those parts written in order are byte for byte
+/// The frame of an uncompressed `ObjectPutMany` request as parts to write
+/// one after the other, like [`object_get_many_frame_parts`] (`Data(n)` is
+/// `put.objects[n]`'s data, written from its own buffer): byte for byte
 /// `request_frame(&Request::ObjectPutMany(put.clone()), false)`. Lets a
 /// sender write thousands of small files without copying their bytes into
-/// a payload and again into a frame. Only for connections without LZ4
-/// frames.
-pub struct PutManyFrame<'a> {
-    /// The frame's head and the request's fields up to the first object,
-    /// then each object's head (its id and data length).
-    heads: Vec<u8>,
-    /// Where each of those heads ends in `heads`.
-    ends: Vec<usize>,
-    data: Vec<&'a [u8]>,
-}
-
-/// The parts of `put`'s frame (see [`PutManyFrame`]); `None` when the
-/// frame would be longer than a length word can say (no receiver takes
-/// such a frame: [`MAX_FRAME_BYTES`] is far below it).
-pub fn object_put_many_frame(put: &message::ObjectPutMany) -> Option<PutManyFrame<'_>> {
+/// a payload and again into a frame. The caller keeps the request within
+/// [`MAX_FRAME_BYTES`]. Only for connections without LZ4 frames.
+pub fn object_put_many_frame_parts(
+    put: &message::ObjectPutMany,
+    inline_below: usize,
+) -> Vec<FramePart> {
     let empty = message::ObjectPutMany {
         repo: put.repo.clone(),
         operation: put.operation,
         workspace: put.workspace,
         objects: Vec::new(),
     };
-    let request = Request::ObjectPutMany(empty);
-    let mut payload = request.encode_payload();
-    // The empty list is its u32 count, last.
-    let n = payload.len();
-    payload[n - 4..].copy_from_slice(&u32::try_from(put.objects.len()).ok()?.to_le_bytes());
-    let mut pieces = Vec::with_capacity(put.objects.len() * 40);
-    let mut piece_ends = Vec::with_capacity(put.objects.len());
-    let mut data_len = 0usize;
-    for o in &put.objects {
-        message::ObjectPiece {
-            id: o.id,
-            data: Bytes(Vec::new()),
-        }
-        .put(&mut pieces);
-        // The empty data is its u32 length, last.
-        let m = pieces.len();
-        pieces[m - 4..].copy_from_slice(&u32::try_from(o.data.0.len()).ok()?.to_le_bytes());
-        piece_ends.push(m);
-        data_len = data_len.checked_add(o.data.0.len())?;
-    }
-    let body = frame::FRAME_HEADER_LEN
-        .checked_add(n)?
-        .checked_add(pieces.len())?
-        .checked_add(data_len)?;
-    let mut heads = Vec::with_capacity(4 + frame::FRAME_HEADER_LEN + n + pieces.len());
-    heads.extend_from_slice(&u32::try_from(body).ok()?.to_le_bytes());
-    heads.extend_from_slice(&request.opcode().to_le_bytes());
-    heads.push(0);
-    heads.extend_from_slice(&payload);
-    let first = heads.len();
-    heads.extend_from_slice(&pieces);
-    let mut ends = Vec::with_capacity(piece_ends.len() + 1);
-    ends.push(first);
-    ends.extend(piece_ends.into_iter().map(|e| first + e));
-    Some(PutManyFrame {
-        heads,
-        ends,
-        data: put.objects.iter().map(|o| o.data.0.as_slice()).collect(),
-    })
-}
-
-impl PutManyFrame<'_> {
-    /// The frame's parts in order: heads and data, none of them empty.
-    pub fn parts(&self) -> Vec<std::io::IoSlice<'_>> {
-        let mut out = Vec::with_capacity(2 * self.data.len() + 1);
-        out.push(std::io::IoSlice::new(&self.heads[..self.ends[0]]));
-        let mut start = self.ends[0];
-        for (end, data) in self.ends[1..].iter().zip(&self.data) {
-            out.push(std::io::IoSlice::new(&self.heads[start..*end]));
-            start = *end;
-            if !data.is_empty() {
-                out.push(std::io::IoSlice::new(data));
-            }
-        }
-        out
-    }
+    let fields = Request::ObjectPutMany(empty).encode_payload();
+    // The empty list is its u32 count, last: the pieces follow the rest.
+    let fields = &fields[..fields.len() - 4];
+    let pieces: Vec<(ObjectId, &[u8])> = put
+        .objects
+        .iter()
+        .map(|o| (o.id, o.data.0.as_slice()))
+        .collect();
+    pieces_frame_parts(OP_OBJECT_PUT_MANY, fields, &pieces, inline_below)
 }
 
 /// Opcode of `ObjectPut`.
@@ -273,17 +217,30 @@ pub fn object_get_many_frame_parts(
     pieces: &[(ObjectId, &[u8])],
     inline_below: usize,
 ) -> Vec<FramePart> {
+    pieces_frame_parts(OP_OBJECT_GET_MANY, &[], pieces, inline_below)
+}
+
+/// A frame of `opcode` whose payload is `fields` then a list of pieces
+/// (id, data), as parts (see [`object_get_many_frame_parts`]).
+fn pieces_frame_parts(
+    opcode: u16,
+    fields: &[u8],
+    pieces: &[(ObjectId, &[u8])],
+    inline_below: usize,
+) -> Vec<FramePart> {
     let body_len = frame::FRAME_HEADER_LEN
+        + fields.len()
         + 4
         + pieces
             .iter()
             .map(|(_, d)| ObjectId::LEN + 4 + d.len())
             .sum::<usize>();
     let mut parts = Vec::new();
-    let mut head = Vec::with_capacity(64);
+    let mut head = Vec::with_capacity(64 + fields.len());
     head.extend_from_slice(&(body_len as u32).to_le_bytes());
-    head.extend_from_slice(&OP_OBJECT_GET_MANY.to_le_bytes());
+    head.extend_from_slice(&opcode.to_le_bytes());
     head.push(0);
+    head.extend_from_slice(fields);
     head.extend_from_slice(&(pieces.len() as u32).to_le_bytes());
     for (n, (id, data)) in pieces.iter().enumerate() {
         head.extend_from_slice(&id.to_bytes());
