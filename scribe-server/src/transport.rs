@@ -28,7 +28,8 @@ use scribe_format::wire::handshake::{
 };
 use scribe_format::wire::{
     decode_request, object_data_frame_head, object_get_many_frame_parts, object_put_head,
-    response_frame, Answer, ErrorReply, FramePart, Hello, Response, MAX_FRAME_BYTES,
+    object_put_many_view, response_frame, Answer, ErrorReply, FramePart, Hello, ObjectPutManyView,
+    Request, Response, MAX_FRAME_BYTES,
 };
 use scribe_format::ErrorCode;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -322,13 +323,18 @@ where
             Ok::<_, std::io::Error>(None)
         })
         .await;
+        // A frame of small objects is served where it lies: each object's
+        // data a range of `body`, not a copy in a fresh allocation.
         let decoded = match read {
-            Ok(Ok(Some(request))) => Ok(request),
-            Ok(Ok(None)) => decode_request(&body[..len], lz4),
+            Ok(Ok(Some(request))) => Ok(Incoming::Request(request)),
+            Ok(Ok(None)) => match object_put_many_view(&body[..len]) {
+                Some(view) => view.map(Incoming::PutMany),
+                None => decode_request(&body[..len], lz4).map(Incoming::Request),
+            },
             Ok(Err(e)) => return Ended::Io(format!("frame of {len} bytes cut short: {e}")),
             Err(_) => return Ended::Io("frame body timed out".into()),
         };
-        let request = match decoded {
+        let incoming = match decoded {
             Ok(r) => r,
             Err(e) => {
                 return refuse(
@@ -341,9 +347,6 @@ where
                 .await
             }
         };
-        if body.capacity() > REUSED_FRAME_BUFFER {
-            body = Vec::new();
-        }
         let svc = service.clone();
         let mut s = session
             .take()
@@ -354,7 +357,10 @@ where
         // blocking thread and back on the way of every reply.
         let joined = tokio::task::block_in_place(move || {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let reply = svc.handle(&mut s, request);
+                let reply = match incoming {
+                    Incoming::Request(request) => svc.handle(&mut s, request),
+                    Incoming::PutMany(view) => svc.handle_put_many(&mut s, view),
+                };
                 let outgoing = s.outgoing.take();
                 let pieces = std::mem::take(&mut s.outgoing_pieces);
                 (s, reply, outgoing, pieces)
@@ -382,6 +388,9 @@ where
                 )
             }
         };
+        if body.capacity() > REUSED_FRAME_BUFFER {
+            body = Vec::new();
+        }
         // A reply with a field longer than the wire carries is never cut
         // short on the way: the client gets an error naming the field.
         let reply = match reply.check() {
@@ -415,6 +424,13 @@ where
             return e;
         }
     }
+}
+
+/// A request as read from its frame.
+enum Incoming<'a> {
+    Request(Request),
+    /// An uncompressed `ObjectPutMany`, its objects' data in the frame.
+    PutMany(ObjectPutManyView<'a>),
 }
 
 /// The principal of a connection, from the authorizer on a blocking thread

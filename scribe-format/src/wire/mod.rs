@@ -171,6 +171,83 @@ impl ObjectPutHead {
     }
 }
 
+/// An uncompressed `ObjectPutMany` request decoded in place
+/// ([`object_put_many_view`]): `put` holds every field but the objects
+/// (its `objects` is empty), and each piece's data is a range of the frame
+/// body it was decoded from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectPutManyView<'a> {
+    pub put: message::ObjectPutMany,
+    pub pieces: Vec<(ObjectId, &'a [u8])>,
+}
+
+impl ObjectPutManyView<'_> {
+    /// The request itself, every object's data copied: what
+    /// [`decode_request`] gives for the same body.
+    pub fn to_request(&self) -> Request {
+        Request::ObjectPutMany(message::ObjectPutMany {
+            objects: self
+                .pieces
+                .iter()
+                .map(|(id, data)| message::ObjectPiece {
+                    id: *id,
+                    data: Bytes(data.to_vec()),
+                })
+                .collect(),
+            ..self.put.clone()
+        })
+    }
+}
+
+/// Decode an `ObjectPutMany` request from `body`, a frame body (after the
+/// length word), without copying any object's data out of it: a receiver
+/// that reads frames into one reused buffer then stores thousands of small
+/// files without a copy and a fresh allocation each. `None` for any other
+/// request or a compressed frame (decode those with [`decode_request`]).
+/// Otherwise exactly what `decode_request(body, _)` gives: the same
+/// request ([`ObjectPutManyView::to_request`]), or the same refusal.
+pub fn object_put_many_view(body: &[u8]) -> Option<Result<ObjectPutManyView<'_>, FormatError>> {
+    use crate::bytes::Reader;
+    if body.len() < frame::FRAME_HEADER_LEN
+        || u16::from_le_bytes([body[0], body[1]]) != OP_OBJECT_PUT_MANY
+        || body[2] != 0
+    {
+        return None;
+    }
+    Some((|| {
+        let mut r = Reader::new(&body[frame::FRAME_HEADER_LEN..]);
+        let repo = String::get(&mut r)?;
+        let operation = Wire::get(&mut r)?;
+        let workspace = Wire::get(&mut r)?;
+        // As `Vec<ObjectPiece>::get`: the count bounded by the bytes left.
+        let count = r.u32("list count")? as usize;
+        let least = count.saturating_mul(<message::ObjectPiece as Wire>::MIN_LEN.max(1));
+        if least > r.remaining() {
+            return Err(FormatError::Truncated {
+                what: "list",
+                needed: least as u64,
+                available: r.remaining() as u64,
+            });
+        }
+        let mut pieces = Vec::with_capacity(count);
+        for _ in 0..count {
+            let id = ObjectId::get(&mut r)?;
+            let len = r.u32("bytes32")? as usize;
+            pieces.push((id, r.take(len, "bytes32")?));
+        }
+        r.finish("request")?;
+        Ok(ObjectPutManyView {
+            put: message::ObjectPutMany {
+                repo,
+                operation,
+                workspace,
+                objects: Vec::new(),
+            },
+            pieces,
+        })
+    })())
+}
+
 /// Opcode of the `ObjectData` reply (to `ObjectGet`).
 const OP_OBJECT_DATA: u16 = 0x0032 | frame::REPLY_BIT;
 

@@ -1229,3 +1229,111 @@ fn object_put_many_parts_are_the_request_frame() {
         assert_eq!(sent, with_data, "group {g}: data copied");
     }
 }
+
+/// An `ObjectPutMany` decoded in place is the decoded request, its
+/// objects' data ranges of the frame body (nothing copied); other
+/// requests and compressed frames are left to `decode_request`.
+#[test]
+fn object_put_many_view_is_the_decoded_request_without_copies() {
+    let piece = |i: usize, len: usize| ObjectPiece {
+        id: if i % 3 == 2 {
+            ObjectId::manifest(ManifestId([i as u8; 32]))
+        } else {
+            ObjectId::chunk(ChunkId([i as u8; 32]))
+        },
+        data: Bytes((0..len).map(|k| (k * 7 + i) as u8).collect()),
+    };
+    let groups: Vec<Vec<ObjectPiece>> = vec![
+        Vec::new(),
+        vec![piece(0, 0)],
+        (0..300).map(|i| piece(i, (i * 37) % 5_000)).collect(),
+        (0..4).map(|i| piece(i, [0, 70_000, 0, 1][i])).collect(),
+    ];
+    for (g, objects) in groups.into_iter().enumerate() {
+        let n = objects.len();
+        let request = Request::ObjectPutMany(ObjectPutMany {
+            repo: ["r", &"é".repeat(200)][g % 2].into(),
+            operation: OperationId([4; 16]),
+            workspace: WorkspaceId([5; 16]),
+            objects,
+        });
+        let frame = wire::request_frame(&request, false);
+        let body = &frame[4..];
+        let view = wire::object_put_many_view(body)
+            .expect("taken")
+            .expect("decoded");
+        assert!(view.put.objects.is_empty());
+        assert_eq!(view.pieces.len(), n);
+        assert_eq!(view.to_request(), request, "group {g}");
+        assert_eq!(wire::decode_request(body, false), Ok(view.to_request()));
+        let span = body.as_ptr_range();
+        for (id, data) in &view.pieces {
+            let at = data.as_ptr_range();
+            assert!(
+                span.start <= at.start && at.end <= span.end,
+                "group {g}: {id}'s data is not in the frame body"
+            );
+        }
+    }
+    // Not taken: another request, a compressed frame, a body shorter than
+    // the frame header.
+    let other = wire::request_frame(&every_request()[0], false);
+    assert_eq!(wire::object_put_many_view(&other[4..]), None);
+    let big = Request::ObjectPutMany(ObjectPutMany {
+        repo: "r".into(),
+        operation: OperationId([4; 16]),
+        workspace: WorkspaceId([5; 16]),
+        objects: vec![piece(1, 64 << 10)],
+    });
+    let compressed = wire::request_frame(&big, true);
+    assert_eq!(
+        compressed[6],
+        frame::FLAG_COMPRESSED,
+        "the sample compresses"
+    );
+    assert_eq!(wire::object_put_many_view(&compressed[4..]), None);
+    assert_eq!(wire::object_put_many_view(&[0x33]), None);
+}
+
+proptest! {
+    /// Whatever the bytes, the in-place decode of an `ObjectPutMany` agrees
+    /// with decoding the whole body: the same request or the same refusal.
+    #[test]
+    fn object_put_many_view_agrees_with_decode(
+        tail in proptest::collection::vec(any::<u8>(), 0..200),
+        seeded in any::<bool>(),
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
+        cut in any::<u8>(),
+    ) {
+        let mut body = vec![0x33, 0x00, 0];
+        if seeded {
+            let put = ObjectPutMany {
+                repo: "assets".into(),
+                operation: OperationId([1; 16]),
+                workspace: WorkspaceId([2; 16]),
+                objects: vec![
+                    ObjectPiece { id: ObjectId::chunk(ChunkId([3; 32])), data: Bytes(tail.clone()) },
+                    ObjectPiece { id: ObjectId::manifest(ManifestId([4; 32])), data: Bytes(vec![7; 9]) },
+                ],
+            };
+            body = wire::request_frame(&Request::ObjectPutMany(put), false)[4..].to_vec();
+            for (at, x) in &flips {
+                let n = body.len();
+                let at = 3 + at % (n - 3);
+                body[at] ^= x;
+            }
+            if cut % 4 == 0 {
+                let keep = 3 + cut as usize % (body.len() - 3);
+                body.truncate(keep);
+            }
+        } else {
+            body.extend_from_slice(&tail);
+        }
+        let whole = wire::decode_request(&body, false);
+        match wire::object_put_many_view(&body) {
+            Some(Ok(v)) => prop_assert_eq!(Ok(v.to_request()), whole),
+            Some(Err(e)) => prop_assert_eq!(Err(e), whole),
+            None => prop_assert!(false, "an ObjectPutMany body was not taken"),
+        }
+    }
+}

@@ -372,6 +372,32 @@ impl Service {
     /// error reply and nothing of the request runs. Failures become an
     /// error reply; nothing here panics on input.
     pub fn handle(&self, session: &mut Session, request: Request) -> Response {
+        self.handle_with(session, request, None)
+    }
+
+    /// Answer an `ObjectPutMany` decoded in place from a frame
+    /// (`scribe_format::wire::object_put_many_view`): authorized and served
+    /// exactly as [`Service::handle`] serves the decoded request, its
+    /// objects' data read where the frame holds them.
+    pub fn handle_put_many(
+        &self,
+        session: &mut Session,
+        view: scribe_format::wire::ObjectPutManyView<'_>,
+    ) -> Response {
+        debug_assert!(view.put.objects.is_empty());
+        self.handle_with(
+            session,
+            Request::ObjectPutMany(view.put),
+            Some(&view.pieces),
+        )
+    }
+
+    fn handle_with(
+        &self,
+        session: &mut Session,
+        request: Request,
+        pieces: Option<&[(scribe_format::ObjectId, &[u8])]>,
+    ) -> Response {
         let authorizer = self.authorizer();
         let allowed = authorizer.authorize_request(self, session.principal(), &request);
         if let Err(refusal) = allowed {
@@ -380,7 +406,7 @@ impl Service {
         if let Err(refusal) = self.refuse_retired(&request) {
             return Response::Error(refusal.into_reply());
         }
-        match dispatch::dispatch(self, session, request) {
+        match dispatch::dispatch_with(self, session, request, pieces) {
             Ok(mut r) => {
                 authorizer.filter_response(session.principal(), &mut r);
                 r

@@ -85,3 +85,94 @@ fn put_many_pins_what_the_connection_did_not_and_refuses_a_lying_piece() {
         assert!(!store.contains(id).unwrap(), "{id} stored");
     }
 }
+
+/// Over a real TCP connection an `ObjectPutMany` is served where its frame
+/// lies (each object a range of the connection's frame buffer, which the
+/// next frame overwrites): every object stored as sent, a lying piece
+/// refuses its frame and leaves nothing, and a frame with a byte after its
+/// last object is refused as malformed, by name, with nothing stored.
+#[test]
+fn put_many_over_tcp_is_served_from_its_frame_and_refuses_what_decoding_refuses() {
+    use scribe_testkit::wire::{self, read_frame_body};
+    use scribe_testkit::{Env, Transport};
+    use std::io::Write;
+    let env = Env::new(Transport::Tcp);
+    let repo = env.service().root().open_repository_by_name(REPO).unwrap();
+    let store = env.service().stores().get(&repo.id()).unwrap();
+    let ws = WorkspaceId::random();
+    let mut w = wire::tcp(env.addr());
+    match w.call(Request::WorkspaceRegister(
+        scribe_testkit::change::register_req(REPO, ws),
+    )) {
+        Response::WorkspaceRegistered(_) => {}
+        other => panic!("{other:?}"),
+    }
+    // Three frames one after the other on one connection, each a few
+    // hundred objects of different sizes (the later frames reuse the
+    // buffer the earlier ones were served from).
+    let frames: Vec<Vec<(ObjectId, Vec<u8>)>> = (0..3u32)
+        .map(|f| {
+            (0..300u32)
+                .map(|i| {
+                    chunk(&vec![
+                        (f * 7 + i) as u8;
+                        ((i * 97 + f * 13) % 9_000) as usize
+                    ])
+                })
+                .collect()
+        })
+        .collect();
+    for (f, objects) in frames.iter().enumerate() {
+        let op = OperationId::random();
+        match w.call(Request::ObjectPutMany(put_many_req(ws, op, objects))) {
+            Response::ObjectPutMany(r) => assert_eq!(r.stored as usize, objects.len(), "frame {f}"),
+            other => panic!("frame {f}: {other:?}"),
+        }
+        let distinct: std::collections::BTreeSet<_> = objects.iter().map(|(id, _)| *id).collect();
+        assert_eq!(pins::count(&repo, ws, op).unwrap(), distinct.len());
+    }
+    for (id, body) in frames.iter().flatten() {
+        assert_eq!(&store.get(id).unwrap(), body, "{id}");
+    }
+
+    // A lying piece anywhere in the frame: refused, nothing pinned or stored.
+    let op = OperationId::random();
+    let mut lying: Vec<_> = (0..50u32)
+        .map(|i| chunk(format!("lying frame {i}").as_bytes()))
+        .collect();
+    lying[31].1 = b"other bytes".to_vec();
+    match w.call(Request::ObjectPutMany(put_many_req(ws, op, &lying))) {
+        Response::Error(e) => assert_eq!(e.code, ErrorCode::Corrupt.number(), "{e:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(pins::count(&repo, ws, op).unwrap(), 0);
+    for (id, _) in &lying {
+        assert!(!store.contains(id).unwrap(), "{id} stored");
+    }
+
+    // One byte after the last object: malformed, named, nothing stored.
+    let op = OperationId::random();
+    let fresh: Vec<_> = (0..20u32)
+        .map(|i| chunk(format!("never stored {i}").as_bytes()))
+        .collect();
+    let mut frame = scribe_format::wire::request_frame(
+        &Request::ObjectPutMany(put_many_req(ws, op, &fresh)),
+        false,
+    );
+    frame.push(0);
+    let len = u32::from_le_bytes(frame[..4].try_into().unwrap()) + 1;
+    frame[..4].copy_from_slice(&len.to_le_bytes());
+    w.stream.write_all(&frame).unwrap();
+    let body = read_frame_body(&mut w.stream);
+    match scribe_format::wire::decode_response(&body, false).unwrap() {
+        Response::Error(e) => {
+            assert_eq!(e.code, ErrorCode::Malformed.number(), "{e:?}");
+            assert!(e.message.contains("trailing"), "{e:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(pins::count(&repo, ws, op).unwrap(), 0);
+    for (id, _) in &fresh {
+        assert!(!store.contains(id).unwrap(), "{id} stored");
+    }
+}

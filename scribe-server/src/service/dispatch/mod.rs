@@ -28,7 +28,7 @@ use std::sync::Arc;
 use scribe_format::snapshot::FileRecord;
 use scribe_format::wire::message::MAX_PAGE_ITEMS;
 use scribe_format::wire::{Request, Response};
-use scribe_format::{BranchId, ErrorCode};
+use scribe_format::{BranchId, ErrorCode, ObjectId};
 use scribe_metadata::Repository;
 use scribe_objects::ObjectStore;
 
@@ -43,6 +43,18 @@ pub type DispatchResult<T> = Result<T, Failure>;
 
 /// Answer one authorized request.
 pub fn dispatch(svc: &Service, session: &mut Session, req: Request) -> DispatchResult<Response> {
+    dispatch_with(svc, session, req, None)
+}
+
+/// Answer one authorized request; for an `ObjectPutMany` decoded in place
+/// (`scribe_format::wire::object_put_many_view`), `pieces` are its objects
+/// (the request's own list is then empty).
+pub fn dispatch_with(
+    svc: &Service,
+    session: &mut Session,
+    req: Request,
+    pieces: Option<&[(ObjectId, &[u8])]>,
+) -> DispatchResult<Response> {
     // Anything but staging publishes what this connection staged first, so
     // every later request of the connection sees its objects.
     if (!session.staged.is_empty() || session.publishing.is_some())
@@ -85,7 +97,21 @@ pub fn dispatch(svc: &Service, session: &mut Session, req: Request) -> DispatchR
         Request::ObjectsPublish(r) => {
             Response::ObjectsPublished(objects::publish(svc, session, &r.repo)?)
         }
-        Request::ObjectPutMany(r) => Response::ObjectPutMany(objects::put_many(svc, session, r)?),
+        Request::ObjectPutMany(r) => {
+            let owned: Vec<(ObjectId, &[u8])>;
+            let pieces = match pieces {
+                Some(p) => p,
+                None => {
+                    owned = r
+                        .objects
+                        .iter()
+                        .map(|o| (o.id, o.data.0.as_slice()))
+                        .collect();
+                    &owned
+                }
+            };
+            Response::ObjectPutMany(objects::put_many(svc, session, &r, pieces)?)
+        }
         Request::ObjectGet(r) => Response::ObjectData(objects::get(svc, session, r)?),
         Request::ObjectGetMany(r) => Response::ObjectGetMany(objects::get_many(svc, session, r)?),
         Request::Submit(mut r) => {

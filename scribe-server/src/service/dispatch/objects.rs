@@ -394,31 +394,29 @@ pub(super) fn put(
 
 /// Many whole small objects: every id pinned in one transaction before any
 /// byte is accepted, every identity verified, one durable publication.
+/// `pieces` are the request's objects (its own list may be empty: decoded
+/// in place, they are ranges of the frame).
 pub(super) fn put_many(
     svc: &Service,
     session: &Session,
-    r: m::ObjectPutMany,
+    r: &m::ObjectPutMany,
+    pieces: &[(ObjectId, &[u8])],
 ) -> DispatchResult<m::ObjectPutManyReply> {
     use rayon::prelude::*;
     let (repo, store) = open(svc, &r.repo)?;
-    let total: u64 = r.objects.iter().map(|o| o.data.0.len() as u64).sum();
+    let total: u64 = pieces.iter().map(|(_, d)| d.len() as u64).sum();
     if total > u64::from(MAX_OBJECT_DATA_PER_FRAME) {
         return Err(Failure::new(
             ErrorCode::LimitExceeded,
             format!("{total} bytes of objects exceed {MAX_OBJECT_DATA_PER_FRAME} in one request"),
         ));
     }
-    let pieces: Vec<(ObjectId, &[u8])> = r
-        .objects
-        .iter()
-        .map(|o| (o.id, o.data.0.as_slice()))
-        .collect();
     // Every piece hashed (and below compressed) on all cores when the frame
     // is worth the pool (a frame of small files holds hundreds); a small
     // submission's few pieces on this thread.
     let identity =
         |(id, data): &(ObjectId, &[u8])| scribe_format::id::object_identity(id.kind, data);
-    let computed = if scribe_objects::worth_a_pool(&pieces) {
+    let computed = if scribe_objects::worth_a_pool(pieces) {
         pieces
             .par_iter()
             .map(identity)
@@ -428,15 +426,15 @@ pub(super) fn put_many(
     };
     let wrong = computed
         .into_iter()
-        .zip(&r.objects)
-        .find(|(computed, piece)| *computed != piece.id);
-    if let Some((computed, piece)) = wrong {
+        .zip(pieces)
+        .find(|(computed, (id, _))| computed != id);
+    if let Some((computed, (id, _))) = wrong {
         return Err(Failure::new(
             ErrorCode::Corrupt,
-            format!("uploaded bytes hash to {computed}, not {}", piece.id),
+            format!("uploaded bytes hash to {computed}, not {id}"),
         ));
     }
-    let ids: Vec<ObjectId> = r.objects.iter().map(|o| o.id).collect();
+    let ids: Vec<ObjectId> = pieces.iter().map(|(id, _)| *id).collect();
     // Pinned before any byte is stored, unless this connection's
     // `ObjectsPinMissing` pinned them for this intent already (a durable
     // transaction each time otherwise, per frame of a small-file import).
@@ -455,7 +453,7 @@ pub(super) fn put_many(
         )?;
     }
     let batch = store.batch();
-    batch.put_all_healing(&pieces)?;
+    batch.put_all_healing(pieces)?;
     batch.commit()?;
     svc.stored(repo.id(), r.operation, &store, &ids, total);
     // A large file's manifest, sent right after its chunks: checked while
@@ -463,7 +461,7 @@ pub(super) fn put_many(
     svc.prechecks()
         .offer(&repo, pieces.iter().map(|(id, data)| (id, *data)));
     Ok(m::ObjectPutManyReply {
-        stored: r.objects.len() as u32,
+        stored: pieces.len() as u32,
     })
 }
 
