@@ -257,3 +257,75 @@ fn a_submit_of_edits_reads_only_the_baselines_it_submits() {
         assert!(e.to_string().contains("zz.txt"), "{e}");
     }
 }
+
+/// Over TCP a freeze's small-file manifests go after the stream from
+/// memory, without a pin request of their own, on two connections when
+/// they fill several `ObjectPutMany` groups (4,096 each): an import of
+/// 9,000 small files counts each manifest once in the upload (and the
+/// change set), and a fresh workspace of the result holds every file.
+#[test]
+fn an_import_of_many_small_files_over_tcp_sends_each_manifest_once() {
+    use scribe_testkit::{Env, Transport, REPO};
+    let env = Env::new(Transport::Tcp);
+    let tmp = tempfile::tempdir().unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let ctx = Context {
+        progress: recorder.clone(),
+        ..Context::default()
+    };
+    let create = |dir: &str| {
+        workspace::create(
+            &ctx,
+            CreateArgs {
+                dir: tmp.path().join(dir),
+                server: env.url().to_string(),
+                repo: REPO.into(),
+                author: "alice".into(),
+                ..CreateArgs::default()
+            },
+        )
+        .unwrap()
+    };
+    let a = create("alice");
+    let files: Vec<(String, Vec<u8>)> = (0..9_000)
+        .map(|i| {
+            (
+                format!("d{:02}/f{i:05}.txt", i % 37),
+                format!("small file {i}\n").repeat(1 + i % 5).into_bytes(),
+            )
+        })
+        .collect();
+    for (path, body) in &files {
+        let p = a.root.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+    let o = Opened::find(&a.root).unwrap();
+    files::add(&o, &[String::new()]).unwrap();
+    let link = o.link(&ctx).unwrap();
+    recorder.0.lock().unwrap().clear();
+    let done = submit::submit(
+        &o,
+        &link,
+        SubmitArgs {
+            message: "import".into(),
+            ..SubmitArgs::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(done.files, files.len());
+    let count = |prefix: &str| -> u64 {
+        events(&recorder, prefix)
+            .iter()
+            .map(|e| e.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    // Every manifest and the change set, each once.
+    assert_eq!(count("start Upload "), files.len() as u64 + 1);
+    assert_eq!(count("advance Upload "), files.len() as u64 + 1);
+
+    let b = create("bob");
+    for (path, body) in &files {
+        assert_eq!(&std::fs::read(b.root.join(path)).unwrap(), body, "{path}");
+    }
+}
