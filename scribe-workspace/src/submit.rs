@@ -9,7 +9,7 @@
 //! pending candidate (replayed with the same id) or the finished state.
 
 use scribe_format::bytes::Reader;
-use scribe_format::changeset::{Action, ChangeSet};
+use scribe_format::changeset::{Action, ChangeSetRef};
 use scribe_format::ErrorCode;
 use scribe_format::{BranchId, OperationId};
 
@@ -78,11 +78,13 @@ pub fn finalize(
     pending: &PendingSubmit,
     change: u64,
 ) -> Result<Finalized> {
-    let set = ChangeSet::decode(&pending.change_set).map_err(|source| WorkspaceError::Corrupt {
-        table: "pending",
-        key: op.to_hex(),
-        source,
-    })?;
+    // Borrowed: the paths are read, not kept (but for the report).
+    let set =
+        ChangeSetRef::decode(&pending.change_set).map_err(|source| WorkspaceError::Corrupt {
+            table: "pending",
+            key: op.to_hex(),
+            source,
+        })?;
     let fps: std::collections::HashMap<&str, Fingerprint> = pending
         .fingerprints
         .iter()
@@ -100,11 +102,11 @@ pub fn finalize(
     };
     let mut put = Vec::new();
     let mut removed = Vec::new();
-    for e in &set.entries {
+    for e in set.entries() {
         match (e.action, e.state) {
             (Action::Add | Action::Edit, Some(s)) => {
                 put.push((
-                    e.path.as_str(),
+                    e.path,
                     BaselineRecord {
                         incarnation: pending.incarnation,
                         manifest: s.manifest,
@@ -112,19 +114,19 @@ pub fn finalize(
                         size: s.size,
                         mode: s.mode.byte(),
                         change,
-                        fingerprint: fps.get(e.path.as_str()).copied().unwrap_or_default(),
+                        fingerprint: fps.get(e.path).copied().unwrap_or_default(),
                     },
                 ));
-                out.updated.push(e.path.clone());
+                out.updated.push(e.path.to_string());
             }
             (Action::Delete, _) => {
-                removed.push(e.path.as_str());
-                out.removed.push(e.path.clone());
+                removed.push(e.path);
+                out.removed.push(e.path.to_string());
             }
             _ => {}
         }
     }
-    let touched: Vec<&str> = set.entries.iter().map(|e| e.path.as_str()).collect();
+    let touched: Vec<&str> = set.entries().iter().map(|e| e.path).collect();
     let tx = ws.write()?;
     tx.settle_submitted(&put, &removed, &touched, !pending.keep_locks)?;
     for k in &moves {
@@ -267,7 +269,7 @@ pub fn abandon(ws: &Workspace, op: &OperationId) -> Result<()> {
 mod tests {
     use super::*;
     use crate::records::{OpenedAction, OpenedRecord};
-    use scribe_format::changeset::{Entry, FileState, Mode};
+    use scribe_format::changeset::{ChangeSet, Entry, FileState, Mode};
     use scribe_format::{FileContentId, ManifestId};
 
     fn state(b: &[u8]) -> FileState {
