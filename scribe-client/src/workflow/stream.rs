@@ -342,6 +342,24 @@ fn stream_lanes(
     op: &OperationId,
     paths: &[PathBuf],
 ) -> Result<Streamed> {
+    // The chunkers get a pool of their own. They block on the upload
+    // queue when it is full; on the process's shared pool, which an
+    // in-process server (a path URL: the embedded default) also needs to
+    // store each group (`ObjectPutMany`'s hashing, a staged batch's
+    // publication), every worker waited for the queue to drain and the
+    // uploader for a worker: every embedded import of the 12,980-file
+    // registry tree hung (issue 19, found 2026-12-07). A pool of the
+    // shared pool's size: over TCP the freeze runs as before.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(rayon::current_num_threads())
+        .thread_name(|i| format!("scribe-freeze-{i}"))
+        .build()
+        .map_err(|e| {
+            Error::new(
+                ErrorCode::Internal,
+                format!("cannot start the freeze's threads: {e}"),
+            )
+        })?;
     let failed = AtomicBool::new(false);
     let shared = Shared {
         queue: Queue::new(),
@@ -376,7 +394,7 @@ fn stream_lanes(
             queue: &shared.queue,
             failed: &failed,
         };
-        let imported = store.chunk_files_into(paths, &sink);
+        let imported = pool.install(|| store.chunk_files_into(paths, &sink));
         // The uploaders finish what the queue holds.
         shared.queue.close();
         let mut objects = 0;

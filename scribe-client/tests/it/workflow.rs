@@ -330,3 +330,84 @@ fn an_import_of_many_small_files_over_tcp_sends_each_manifest_once() {
         assert_eq!(&std::fs::read(b.root.join(path)).unwrap(), body, "{path}");
     }
 }
+
+/// An import whose freeze outruns an in-process server (a path URL, the
+/// embedded default) finishes. The chunkers block on the upload queue
+/// when it is full; on the process's shared rayon pool, which the
+/// in-process server's storing of each group also needs, every worker
+/// waited for the queue and the uploader for a worker: every embedded
+/// import of the 12,980-file registry tree hung (found 2026-12-07). Here
+/// 512 files of 256 KiB (each one small object, 128 MiB: twice the
+/// queue's bytes) hung in three runs of three before the chunkers got a
+/// pool of their own; the import must finish within a minute and a fresh
+/// workspace hold every file.
+#[test]
+fn an_embedded_import_that_outruns_the_server_finishes() {
+    use scribe_testkit::{Env, Transport, REPO};
+    let env = Env::new(Transport::Path);
+    let tmp = tempfile::tempdir().unwrap();
+    let ctx = Context::default();
+    let create = |dir: &str| {
+        workspace::create(
+            &ctx,
+            CreateArgs {
+                dir: tmp.path().join(dir),
+                server: env.url().to_string(),
+                repo: REPO.into(),
+                author: "alice".into(),
+                ..CreateArgs::default()
+            },
+        )
+        .unwrap()
+    };
+    let a = create("alice");
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let files: Vec<(String, Vec<u8>)> = (0..512)
+        .map(|i| {
+            let body = (0..256 << 10)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            (format!("d{:02}/f{i:03}.bin", i % 7), body)
+        })
+        .collect();
+    for (path, body) in &files {
+        let p = a.root.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+    let o = Opened::find(&a.root).unwrap();
+    files::add(&o, &[String::new()]).unwrap();
+    drop(o);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let root = a.root.clone();
+    std::thread::spawn(move || {
+        let ctx = Context::default();
+        let r = {
+            let o = Opened::find(&root).unwrap();
+            let link = o.link(&ctx).unwrap();
+            submit::submit(
+                &o,
+                &link,
+                SubmitArgs {
+                    message: "import".into(),
+                    ..SubmitArgs::default()
+                },
+            )
+            .map(|d| d.files)
+        };
+        let _ = tx.send(r);
+    });
+    let done = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the embedded import of 512 files did not finish within 60 s (deadlocked)");
+    assert_eq!(done.unwrap(), files.len());
+    let b = create("bob");
+    for (path, body) in &files {
+        assert_eq!(&std::fs::read(b.root.join(path)).unwrap(), body, "{path}");
+    }
+}
