@@ -479,3 +479,81 @@ fn a_streamed_acceptance_leaves_its_pins_to_the_caller_and_submit_cleans_them() 
     assert!(env.repo.pin_summary().unwrap().is_empty());
     assert_doctor_clean(&env.repo);
 }
+
+/// An intent with many pins (an import leaves about one per uploaded
+/// object) is cleaned in transactions of at most 512 pins whose archive
+/// publication is shared: the archive's HEAD moves once for all of them,
+/// not once per transaction (issue 19: 201 transactions after a 52,073-file
+/// import, each flushing the archive's segment and HEAD besides its own
+/// commit), and it covers every one of them when the cleanup returns.
+#[test]
+fn a_large_intents_pin_cleanup_publishes_the_archive_once() {
+    use redb::ReadableDatabase;
+    use scribe_format::{ObjectId, ObjectKind};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    const POSITION: redb::TableDefinition<u8, u64> =
+        redb::TableDefinition::new("scribe_recovery_position");
+    let env = env();
+    env.repo
+        .register_workspace(&scribe_metadata::workspaces::Registration {
+            workspace: env.ws,
+            owner: None,
+            branch: env.main,
+            view: Vec::new(),
+            label: "desk".into(),
+            tags: Vec::new(),
+        })
+        .unwrap();
+    let s = submission(&env, vec![add(&env, "art/hero.psd", 7)]);
+    // Pins may name objects the store does not hold (seed 004): five full
+    // cleanup transactions and a last one of 17.
+    let ids: Vec<ObjectId> = (0..5 * 512 + 17u32)
+        .map(|i| {
+            let mut d = [0u8; 32];
+            d[..4].copy_from_slice(&i.to_le_bytes());
+            ObjectId::new(ObjectKind::Chunk, d)
+        })
+        .collect();
+    for part in ids.chunks(1000) {
+        env.repo
+            .pin_uploads(s.workspace, s.operation, part)
+            .unwrap();
+    }
+    let p = env.repo.prepare(&s).unwrap();
+    accepted(&env.repo.submit_prepared(&[(s.clone(), p)]).unwrap()[0]);
+    assert_eq!(env.repo.pin_summary().unwrap()[0].pins, ids.len() as u64);
+    let heads = Arc::new(AtomicU64::new(0));
+    {
+        let heads = heads.clone();
+        env.repo.archive().set_hook(Some(Box::new(move |step| {
+            if step == "head" {
+                heads.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(())
+        })));
+    }
+    env.repo.cleanup_finished_pins().unwrap();
+    env.repo.archive().set_hook(None);
+    assert!(env.repo.pin_summary().unwrap().is_empty());
+    let heads = heads.load(Ordering::SeqCst);
+    assert!(
+        (1..=2).contains(&heads),
+        "{heads} archive HEAD publications for six cleanup transactions"
+    );
+    let end = {
+        let r = env.repo.database().begin_read().unwrap();
+        r.open_table(POSITION)
+            .unwrap()
+            .get(0)
+            .unwrap()
+            .unwrap()
+            .value()
+    };
+    let head = archive::read_head(&env.repo.dir().join("metadata.recovery")).unwrap();
+    assert_eq!(
+        head.end, end,
+        "the archive covers every cleanup transaction"
+    );
+    assert_doctor_clean(&env.repo);
+}
