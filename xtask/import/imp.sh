@@ -1,6 +1,7 @@
 #!/bin/bash
 # imp.sh TREE BINDIR LABEL PORT : fresh server + workspace, copy TREE in, sync, time add + submit.
 # SCRATCH (default /tmp/scribe-import) holds the runs; QUIET may name a wrapper run around each timed command.
+# It also prints the CPU time each side spent in add + submit (the server's utime + stime from /proc, Linux; the client's from bash's `times`).
 # TLS_CERT and TLS_KEY (the server's PEM files) run it over TLS (scribes://); SCRIBE_CA_FILE names the CA the client trusts.
 set -e
 T=$1; B=$2; L=$3; PORT=${4:-47123}
@@ -16,15 +17,19 @@ for i in $(seq 50); do $B/scribe workspace create $W/ws --server $SCHEME://127.0
 cp -a $T/. $W/ws/
 sync
 cd $W/ws
-s=$(date +%s.%N)
+cpu() { awk '{print $14+$15}' /proc/$SP/stat 2>/dev/null || echo 0; }
+# `times` in this shell (not a subshell): the children's CPU so far.
+kids() { tail -1 $W/times | awk '{n=0; for(i=1;i<=2;i++){split($i,t,"m"); sub("s","",t[2]); n+=t[1]*60+t[2]} print n}'; }
+times > $W/times; c0=$(cpu); k0=$(kids); s=$(date +%s.%N)
 ${QUIET:-} $B/scribe add . > $W/add.out
 a=$(date +%s.%N)
 ${QUIET:-} $B/scribe submit -m import > $W/submit.out
-e=$(date +%s.%N)
+e=$(date +%s.%N); times > $W/times; c1=$(cpu); k1=$(kids); tk=$(getconf CLK_TCK)
 n=$(find $T -type f | wc -l)
 python3 - <<PY
 s,a,e,n=$s,$a,$e,$n
 print(f"$L add {a-s:.2f}s submit {e-a:.2f}s total {e-s:.2f}s files/s {n/(e-s):.0f}")
+print(f"$L cpu: server {($c1-$c0)/$tk:.2f}s client {$k1-$k0:.2f}s")
 PY
 tail -2 $W/submit.out
 du -sh $W/d $W/ws/.scribe/_state/cache | tr '\n' ' '; echo
