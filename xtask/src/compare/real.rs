@@ -169,6 +169,38 @@ impl Bench {
     }
 
     /// Workload REG or TC (module docs).
+    /// `add .` + `submit` of the snapshot into a fresh data root opened by
+    /// the client itself (a path URL), timed like the TCP import.
+    fn embedded_import(&mut self, snap: &Path, name: &str, nbytes: u64) -> Sample {
+        let data = self.work.join(format!("embedded-{name}"));
+        let ws = self.work.join(format!("embedded-{name}-ws"));
+        rm(&data);
+        rm(&ws);
+        let d = data.display().to_string();
+        self.run(&self.root, &self.server_bin, &["init", "--data", &d], &[]);
+        self.run(
+            &self.root,
+            &self.server_bin,
+            &["repo", "create", name, "--data", &d],
+            &[],
+        );
+        let w = ws.display().to_string();
+        self.scribe(
+            &self.root,
+            &["workspace", "create", &w, "--server", &d, "--repo", name],
+        );
+        copy_tree(self, snap, &ws);
+        platform::sync_all();
+        self.warm_memory(2 * nbytes);
+        let s = self.measure(Tool::Scribe, |steps| {
+            steps.push(self.scribe(&ws, &["add", "."]));
+            steps.push(self.scribe(&ws, &["submit", "-m", "import"]));
+        });
+        rm(&ws);
+        rm(&data);
+        s
+    }
+
     pub(super) fn real_tree(&mut self, key: &str, label: &str, src: Option<PathBuf>) {
         let Some(src) = src.or_else(|| default_source(key)) else {
             self.notes.push(format!(
@@ -346,6 +378,16 @@ impl Bench {
                     }
                 });
                 rows.entry(("fresh workspace", t)).or_default().push(s);
+                if t == Tool::Scribe {
+                    // The same import embedded: a path URL, the server in
+                    // the client's process (the quickstart's default). Only
+                    // TCP was measured until an embedded import of the
+                    // registry tree was found hanging (issue 19, 2026-12-07).
+                    let s = self.embedded_import(&snap, &name, nbytes);
+                    rows.entry(("import, embedded (path URL)", t))
+                        .or_default()
+                        .push(s);
+                }
                 fresh_counts
                     .entry(t)
                     .or_default()
@@ -364,6 +406,7 @@ impl Bench {
             "status, 10 files edited",
             "submit of the 10 edits",
             "fresh workspace",
+            "import, embedded (path URL)",
         ];
         for what in order {
             for &t in &tools {
@@ -376,6 +419,13 @@ impl Bench {
                             &d,
                             t,
                             "add -A + commit; the push to the server is the next row",
+                        );
+                    }
+                    if what == "import, embedded (path URL)" {
+                        self.note_row(
+                            &d,
+                            t,
+                            "add . + submit into a data root of its own, `--server PATH`",
                         );
                     }
                     if what == "import" && t == Tool::Scribe {
