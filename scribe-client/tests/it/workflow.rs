@@ -258,6 +258,38 @@ fn a_submit_of_edits_reads_only_the_baselines_it_submits() {
     }
 }
 
+/// Write `files` into the workspace at `root` and open them all for add.
+fn write_and_add(root: &std::path::Path, files: &[(String, Vec<u8>)]) -> Opened {
+    for (path, body) in files {
+        let p = root.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+    let o = Opened::find(root).unwrap();
+    files::add(&o, &[String::new()]).unwrap();
+    o
+}
+
+/// A workspace `dir` under `tmp` of `env`'s repository, authored by alice.
+fn create_in(
+    ctx: &Context,
+    env: &scribe_testkit::Env,
+    tmp: &std::path::Path,
+    dir: &str,
+) -> scribe_client::workflow::workspace::Created {
+    workspace::create(
+        ctx,
+        CreateArgs {
+            dir: tmp.join(dir),
+            server: env.url().to_string(),
+            repo: scribe_testkit::REPO.into(),
+            author: "alice".into(),
+            ..CreateArgs::default()
+        },
+    )
+    .unwrap()
+}
+
 /// Over TCP an import whose small-file manifests fill several
 /// `ObjectPutMany` groups (4,096 each; sent from memory on two connections
 /// since issue 19) delivers each once: 9,000 small files count each
@@ -266,7 +298,7 @@ fn a_submit_of_edits_reads_only_the_baselines_it_submits() {
 /// connection carried what: the path before the change passes it too.)
 #[test]
 fn an_import_of_many_small_files_over_tcp_sends_each_manifest_once() {
-    use scribe_testkit::{Env, Transport, REPO};
+    use scribe_testkit::{Env, Transport};
     let env = Env::new(Transport::Tcp);
     let tmp = tempfile::tempdir().unwrap();
     let recorder = Arc::new(Recorder::default());
@@ -274,19 +306,7 @@ fn an_import_of_many_small_files_over_tcp_sends_each_manifest_once() {
         progress: recorder.clone(),
         ..Context::default()
     };
-    let create = |dir: &str| {
-        workspace::create(
-            &ctx,
-            CreateArgs {
-                dir: tmp.path().join(dir),
-                server: env.url().to_string(),
-                repo: REPO.into(),
-                author: "alice".into(),
-                ..CreateArgs::default()
-            },
-        )
-        .unwrap()
-    };
+    let create = |dir: &str| create_in(&ctx, &env, tmp.path(), dir);
     let a = create("alice");
     let files: Vec<(String, Vec<u8>)> = (0..9_000)
         .map(|i| {
@@ -296,13 +316,7 @@ fn an_import_of_many_small_files_over_tcp_sends_each_manifest_once() {
             )
         })
         .collect();
-    for (path, body) in &files {
-        let p = a.root.join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, body).unwrap();
-    }
-    let o = Opened::find(&a.root).unwrap();
-    files::add(&o, &[String::new()]).unwrap();
+    let o = write_and_add(&a.root, &files);
     let link = o.link(&ctx).unwrap();
     recorder.0.lock().unwrap().clear();
     let done = submit::submit(
@@ -343,23 +357,11 @@ fn an_import_of_many_small_files_over_tcp_sends_each_manifest_once() {
 /// workspace hold every file.
 #[test]
 fn an_embedded_import_that_outruns_the_server_finishes() {
-    use scribe_testkit::{Env, Transport, REPO};
+    use scribe_testkit::{Env, Transport};
     let env = Env::new(Transport::Path);
     let tmp = tempfile::tempdir().unwrap();
     let ctx = Context::default();
-    let create = |dir: &str| {
-        workspace::create(
-            &ctx,
-            CreateArgs {
-                dir: tmp.path().join(dir),
-                server: env.url().to_string(),
-                repo: REPO.into(),
-                author: "alice".into(),
-                ..CreateArgs::default()
-            },
-        )
-        .unwrap()
-    };
+    let create = |dir: &str| create_in(&ctx, &env, tmp.path(), dir);
     let a = create("alice");
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     let files: Vec<(String, Vec<u8>)> = (0..512)
@@ -375,13 +377,7 @@ fn an_embedded_import_that_outruns_the_server_finishes() {
             (format!("d{:02}/f{i:03}.bin", i % 7), body)
         })
         .collect();
-    for (path, body) in &files {
-        let p = a.root.join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, body).unwrap();
-    }
-    let o = Opened::find(&a.root).unwrap();
-    files::add(&o, &[String::new()]).unwrap();
+    let o = write_and_add(&a.root, &files);
     drop(o);
     let (tx, rx) = std::sync::mpsc::channel();
     let root = a.root.clone();

@@ -25,6 +25,20 @@ fn import(env: &Env) {
     commit(env, entries);
 }
 
+/// Register the environment's workspace (pins need a registered owner).
+fn register_desk(env: &Env) {
+    env.repo
+        .register_workspace(&scribe_metadata::workspaces::Registration {
+            workspace: env.ws,
+            owner: None,
+            branch: env.main,
+            view: Vec::new(),
+            label: "desk".into(),
+            tags: Vec::new(),
+        })
+        .unwrap();
+}
+
 fn sum(tables: &[TableSize]) -> u64 {
     tables.iter().map(TableSize::total).sum()
 }
@@ -429,16 +443,7 @@ fn a_staging_transactions_page_undo_rows_lie_in_few_stretches_of_the_inventory()
 fn a_streamed_acceptance_leaves_its_pins_to_the_caller_and_submit_cleans_them() {
     use scribe_format::ObjectId;
     let env = env();
-    env.repo
-        .register_workspace(&scribe_metadata::workspaces::Registration {
-            workspace: env.ws,
-            owner: None,
-            branch: env.main,
-            view: Vec::new(),
-            label: "desk".into(),
-            tags: Vec::new(),
-        })
-        .unwrap();
+    register_desk(&env);
     let pinned = |s: &scribe_metadata::accept::Submission| {
         let ids: Vec<ObjectId> = s
             .change_set
@@ -495,16 +500,7 @@ fn a_large_intents_pin_cleanup_publishes_the_archive_once() {
     const POSITION: redb::TableDefinition<u8, u64> =
         redb::TableDefinition::new("scribe_recovery_position");
     let env = env();
-    env.repo
-        .register_workspace(&scribe_metadata::workspaces::Registration {
-            workspace: env.ws,
-            owner: None,
-            branch: env.main,
-            view: Vec::new(),
-            label: "desk".into(),
-            tags: Vec::new(),
-        })
-        .unwrap();
+    register_desk(&env);
     let s = submission(&env, vec![add(&env, "art/hero.psd", 7)]);
     // Pins may name objects the store does not hold (seed 004): five full
     // cleanup transactions and a last one of 17.
