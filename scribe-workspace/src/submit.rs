@@ -14,8 +14,10 @@ use scribe_format::ErrorCode;
 use scribe_format::{BranchId, OperationId};
 
 use crate::error::{Result, WorkspaceError};
-use crate::records::{BaselineRecord, Fingerprint, PendingSubmit};
-use crate::state::Workspace;
+use std::collections::HashMap;
+
+use crate::records::{BaselineRecord, Fingerprint, OpenedRecord, PendingSubmit};
+use crate::state::{StateRead, Workspace};
 
 /// `meta["last-submit"]`: `incarnation[16] ‖ branch-id[16] ‖ change u64`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -240,20 +242,36 @@ pub fn archive_pending(ws: &Workspace, op: &OperationId) -> Result<std::path::Pa
     Ok(path)
 }
 
-/// Opened paths whose baseline is of another incarnation than
-/// `incarnation` (created before a restore): submit refuses them until
-/// resolution or revert replaces the baseline.
-pub fn stale_bases(ws: &Workspace, incarnation: [u8; 16]) -> Result<Vec<String>> {
-    let read = ws.read()?;
-    let mut out = Vec::new();
-    for (p, _) in read.opened_all()? {
-        if let Some(b) = read.baseline(&p)? {
+/// Every opened path with its baseline row, read once: what a submit
+/// checks for stale bases and then submits from.
+pub struct OpenedBases {
+    pub opened: Vec<(String, OpenedRecord)>,
+    /// The baseline row of each opened path that has one.
+    pub baselines: HashMap<String, BaselineRecord>,
+    /// Opened paths whose baseline is of another incarnation than the
+    /// current one (created before a restore): submit refuses them until
+    /// resolution or revert replaces the baseline.
+    pub stale: Vec<String>,
+}
+
+/// [`OpenedBases`] of `read` against the server's `incarnation`.
+pub fn opened_with_bases(read: &StateRead, incarnation: [u8; 16]) -> Result<OpenedBases> {
+    let opened = read.opened_all()?;
+    let mut baselines = HashMap::new();
+    let mut stale = Vec::new();
+    for (p, _) in &opened {
+        if let Some(b) = read.baseline(p)? {
             if b.incarnation != incarnation {
-                out.push(p);
+                stale.push(p.clone());
             }
+            baselines.insert(p.clone(), b);
         }
     }
-    Ok(out)
+    Ok(OpenedBases {
+        opened,
+        baselines,
+        stale,
+    })
 }
 
 /// Forget a candidate the server refused (its outcome is recorded there);
@@ -399,8 +417,9 @@ mod tests {
         assert_eq!(ws.read().unwrap().pending_all().unwrap().len(), 1);
         assert_eq!(std::fs::read(&path).unwrap(), b"something else");
         // stale bases: the baseline's incarnation against the current one
-        assert!(stale_bases(&ws, [4; 16]).unwrap().is_empty());
-        assert_eq!(stale_bases(&ws, [8; 16]).unwrap(), vec!["a.bin"]);
+        let stale = |inc| opened_with_bases(&ws.read().unwrap(), inc).unwrap().stale;
+        assert!(stale([4; 16]).is_empty());
+        assert_eq!(stale([8; 16]), vec!["a.bin"]);
     }
 
     #[test]

@@ -20,7 +20,10 @@ use scribe_format::{ChunkId, ErrorCode, ManifestId, ObjectId, OperationId};
 use scribe_workspace::records::fingerprint_of;
 use scribe_workspace::records::{OpenedAction, PendingLock, PendingSubmit};
 use scribe_workspace::scan::now_ms;
-use scribe_workspace::submit::{abandon, archive_pending, begin_intent, finalize, leftover_intent};
+use scribe_workspace::submit::{
+    abandon, archive_pending, begin_intent, finalize, leftover_intent, opened_with_bases,
+    OpenedBases,
+};
 
 use crate::error::{Error, Result};
 use crate::link::ServerLink;
@@ -121,19 +124,12 @@ pub fn submit(o: &Opened, remote: &ServerLink, a: SubmitArgs) -> Result<Submitte
         ));
     }
     // Every opened path and its baseline row, read once: the stale-base
-    // check covers all of them, the submission the selected ones (both
-    // were read twice before).
-    let all_opened = read.opened_all()?;
-    let mut baselines: HashMap<String, scribe_workspace::records::BaselineRecord> = HashMap::new();
-    let mut stale = Vec::new();
-    for (p, _) in &all_opened {
-        if let Some(b) = read.baseline(p)? {
-            if b.incarnation != o.meta.incarnation {
-                stale.push(p.clone());
-            }
-            baselines.insert(p.clone(), b);
-        }
-    }
+    // check covers all of them, the submission the selected ones.
+    let OpenedBases {
+        opened: all_opened,
+        baselines,
+        stale,
+    } = opened_with_bases(&read, o.meta.incarnation)?;
     if !stale.is_empty() {
         return Err(Error::new(
             ErrorCode::StaleBase,
