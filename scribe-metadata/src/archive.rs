@@ -14,6 +14,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use redb::{Database, ReadableDatabase};
@@ -183,6 +184,15 @@ pub struct Archive {
     pub(crate) db: Arc<Database>,
     pub(crate) state: Mutex<State>,
     hook: Mutex<Option<Box<ArchiveHook>>>,
+    /// The last outbox sequence known to be on disk: the end of the last
+    /// flushed (`Durability::Immediate`) journaled commit. A streamed
+    /// preparation commits most of its staging transactions without a
+    /// flush (docs/metadata.md, "Staging flushes"); their records are never
+    /// archived before a later flushed commit covers them, so `HEAD` never
+    /// names a record a power loss could take back.
+    durable: AtomicU64,
+    /// Flushed journaled commits (and forced flushes) since opening.
+    flushes: AtomicU64,
 }
 
 impl Archive {
@@ -211,6 +221,8 @@ impl Archive {
             db,
             state: Mutex::new(State { head, fence: None }),
             hook: Mutex::new(None),
+            durable: AtomicU64::new(profile.end),
+            flushes: AtomicU64::new(0),
         })
     }
 
@@ -256,11 +268,14 @@ impl Archive {
                 profile.floor
             )));
         }
+        // What an opened file holds is what survived: its end is durable.
         let a = Archive {
             dir,
             db,
             state: Mutex::new(State { head, fence: None }),
             hook: Mutex::new(None),
+            durable: AtomicU64::new(profile.end),
+            flushes: AtomicU64::new(0),
         };
         a.publish()?;
         Ok(a)
@@ -286,6 +301,44 @@ impl Archive {
         }
     }
 
+    /// The last outbox sequence known to be flushed to disk.
+    pub fn durable_end(&self) -> u64 {
+        self.durable.load(Ordering::Acquire)
+    }
+
+    /// Flushed journaled commits of this database since it was opened
+    /// (tests and diagnostics: how many flushes a bulk operation cost).
+    pub fn flushes(&self) -> u64 {
+        self.flushes.load(Ordering::Relaxed)
+    }
+
+    /// A flushed commit ending at `end` made every earlier commit durable.
+    pub(crate) fn note_durable(&self, end: u64) {
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+        self.durable.fetch_max(end, Ordering::AcqRel);
+    }
+
+    /// Make the outbox durable through `end` (or through its current end,
+    /// whichever is lower) when unflushed commits lie below it: one empty
+    /// flushed transaction, whose flush carries every earlier commit. The
+    /// caller holds no write transaction of this database and not the
+    /// archive's state (a writer takes that lock inside its transaction).
+    pub(crate) fn ensure_durable(&self, end: u64) -> Result<()> {
+        if self.durable_end() >= end {
+            return Ok(());
+        }
+        let current = {
+            let tx = self.db.begin_read()?;
+            journal::check_profile(&tx, &self.dir)?.end
+        };
+        if self.durable_end() >= end.min(current) {
+            return Ok(());
+        }
+        let flushed = journal::flush(&self.db)?;
+        self.note_durable(flushed);
+        Ok(())
+    }
+
     /// Refuse when an earlier archive failure fenced writes.
     pub fn check_writable(&self) -> Result<()> {
         let s = self
@@ -304,6 +357,13 @@ impl Archive {
         self.publish_through(u64::MAX)
     }
 
+    /// Publish what flushed commits hold beyond `HEAD`, never forcing a
+    /// flush (a streamed preparation's publisher, beside its staging
+    /// writer's unflushed transactions).
+    pub fn publish_flushed(&self) -> Result<()> {
+        self.publish_locked_unless(|_| false)
+    }
+
     /// Return once `HEAD` covers sequence `end` (a commit's last record):
     /// at once when a publication that ran while this caller waited for
     /// the state lock already carried it; otherwise publish every committed
@@ -311,6 +371,13 @@ impl Archive {
     /// one frame. No writer waits for a frame of records committed after
     /// its own. Any failure fences writes.
     pub fn publish_through(&self, end: u64) -> Result<()> {
+        self.ensure_durable(end)?;
+        self.publish_locked_unless(|head| head.end >= end)
+    }
+
+    /// Under the state lock: refuse when fenced, return when `covered`,
+    /// else publish (a failure fences writes).
+    fn publish_locked_unless(&self, covered: impl Fn(&ArchiveHead) -> bool) -> Result<()> {
         let mut s = self
             .state
             .lock()
@@ -318,7 +385,7 @@ impl Archive {
         if let Some(why) = &s.fence {
             return Err(fenced(format!("writes are fenced until restart: {why}")));
         }
-        if s.head.end >= end {
+        if covered(&s.head) {
             return Ok(());
         }
         match self.publish_locked(&mut s) {
@@ -333,11 +400,14 @@ impl Archive {
         }
     }
 
+    /// Publish every committed record beyond `HEAD` up to the durable end
+    /// (records of unflushed commits wait for [`Archive::ensure_durable`]).
     pub(crate) fn publish_locked(&self, s: &mut State) -> Result<()> {
         let tx = self.db.begin_read()?;
-        let profile = journal::check_profile(&tx, &self.dir)?;
+        let mut profile = journal::check_profile(&tx, &self.dir)?;
+        profile.end = profile.end.min(self.durable_end());
         let head = s.head;
-        if profile.end == head.end {
+        if profile.end <= head.end {
             return Ok(());
         }
         self.step("committed")

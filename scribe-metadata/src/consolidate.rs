@@ -56,6 +56,7 @@ pub struct Consolidated {
 /// the data root's exclusive lock). Drains the outbox first, so the base
 /// holds every committed transaction.
 pub fn consolidate(a: &Archive) -> Result<Consolidated> {
+    a.ensure_durable(u64::MAX)?;
     let mut s = a
         .state
         .lock()

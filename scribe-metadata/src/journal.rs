@@ -170,6 +170,8 @@ pub struct WriteTx {
     inner: WriteTransaction,
     log: RefCell<Log>,
     archive: Option<std::sync::Arc<crate::archive::Archive>>,
+    /// Committed with a flush (`Durability::Immediate`, the default).
+    flushed: bool,
 }
 
 /// Begin a journaled write transaction with `Durability::Immediate` on a
@@ -181,7 +183,24 @@ pub fn begin(db: &Database) -> Result<WriteTx> {
         inner,
         log: RefCell::new(Log::default()),
         archive: None,
+        flushed: true,
     })
+}
+
+/// Commit an empty flushed transaction of `db` and return the outbox end
+/// it made durable: redb's flush carries every earlier commit, including
+/// those made with `Durability::None` (a streamed preparation's staging
+/// transactions between two flushed ones).
+pub(crate) fn flush(db: &Database) -> Result<u64> {
+    let mut tx = db.begin_write()?;
+    tx.set_durability(Durability::Immediate)?;
+    let end = tx
+        .open_table(POSITION)?
+        .get(POS_END)?
+        .map(|g| g.value())
+        .ok_or_else(|| MetadataError::corrupt("recovery end is missing"))?;
+    tx.commit()?;
+    Ok(end)
 }
 
 /// Begin a journaled write transaction whose commit also publishes to
@@ -250,9 +269,12 @@ fn prune_archived_at_least(tx: &WriteTransaction, archived: u64, least: u64) -> 
 }
 
 impl WriteTx {
-    /// Change the durability (benchmarks only use `None`).
+    /// Change the durability: `None` for benchmarks and a streamed
+    /// preparation's staging transactions between two flushed ones, whose
+    /// records the archive publishes only once a flushed commit covers them.
     pub fn set_durability(&mut self, d: Durability) -> Result<()> {
         self.inner.set_durability(d)?;
+        self.flushed = matches!(d, Durability::Immediate);
         Ok(())
     }
 
@@ -399,7 +421,11 @@ impl WriteTx {
         }
         let recorded = self.log.borrow().count > 0;
         let end = self.log.borrow().next.unwrap_or(1) - 1;
+        let (archive, flushed) = (self.archive.clone(), self.flushed);
         self.inner.commit()?;
+        if let (true, true, Some(a)) = (recorded, flushed, &archive) {
+            a.note_durable(end);
+        }
         Ok(recorded.then_some(end))
     }
 

@@ -500,7 +500,15 @@ impl Repository {
             // A bounded read of at most PIN_BATCH + 1 keys outside the write.
             let batch = self.pin_keys_bounded(ws, op)?;
             let last = batch.len() <= PIN_BATCH;
-            let wtx = self.write()?;
+            let mut wtx = self.write()?;
+            if !last {
+                // Only the last transaction (which also removes the
+                // cleanup queue's marker) is flushed, carrying the others;
+                // a crash that takes some back leaves the marker, and
+                // startup resumes the cleanup (docs/metadata.md, "Staging
+                // flushes").
+                wtx.set_durability(redb::Durability::None)?;
+            }
             {
                 let mut pins = wtx.open_table(tables::UPLOAD_PINS)?;
                 for k in batch.iter().take(PIN_BATCH) {

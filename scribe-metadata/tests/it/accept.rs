@@ -462,3 +462,68 @@ fn a_streamed_submission_with_an_invalid_manifest_is_refused_after_its_staging()
     assert_eq!(commit(&e, vec![add(&e, "after.txt", 7)]), 1);
     assert_doctor_clean(&e.repo);
 }
+
+/// A streamed preparation flushes one staging transaction in sixteen; the
+/// flush carries the unflushed ones before it (docs/metadata.md, "Staging
+/// flushes"). The archive never names a record a power loss could take
+/// back: after every staging transaction `HEAD` is at most the durable
+/// end, which equals the outbox's end exactly after each sixteenth one and
+/// lies below it after the others. Once accepted, all three are equal.
+#[test]
+fn a_streamed_preparation_flushes_one_staging_transaction_in_sixteen() {
+    use std::sync::{Arc, Mutex};
+    let e = env();
+    // (staging transaction, archive HEAD, durable end, outbox end)
+    let seen = Arc::new(Mutex::new(Vec::<(u64, u64, u64, u64)>::new()));
+    {
+        let seen = seen.clone();
+        let repo = e.repo.clone();
+        e.repo.set_stage_hook(Some(Box::new(move |n| {
+            let end = {
+                let tx = redb::ReadableDatabase::begin_read(repo.database()).unwrap();
+                scribe_metadata::journal::check_profile(&tx, std::path::Path::new("m"))
+                    .unwrap()
+                    .end
+            };
+            let a = repo.archive();
+            seen.lock()
+                .unwrap()
+                .push((n, a.head().end, a.durable_end(), end));
+        })));
+    }
+    let mut entries: Vec<Entry> = (0..1_600)
+        .map(|i| add(&e, &format!("bulk/d{:02}/f{i:05}.txt", i % 23), 10 + i))
+        .collect();
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let flushes = e.repo.archive().flushes();
+    let o = e.repo.submit(submission(&e, entries)).unwrap();
+    assert_eq!(accepted(&o), 1, "{o:?}");
+    let flushes = e.repo.archive().flushes() - flushes;
+    e.repo.set_stage_hook(None);
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.len() > 16, "only {} staging transactions", seen.len());
+    // The reservation, one staging transaction in sixteen, the flush before
+    // the gate, the acceptance and the inventory's discard.
+    assert!(
+        flushes <= seen.len() as u64 / 16 + 4,
+        "{flushes} flushed commits for {} staging transactions",
+        seen.len()
+    );
+    for &(n, head, durable, end) in &seen {
+        assert!(head <= durable, "transaction {n}: HEAD {head} beyond the durable end {durable}");
+        if n % 16 == 0 {
+            assert_eq!(durable, end, "transaction {n} was not flushed");
+        } else {
+            assert!(durable < end, "transaction {n} was flushed ({durable} = {end})");
+        }
+    }
+    let a = e.repo.archive();
+    let end = {
+        let tx = redb::ReadableDatabase::begin_read(e.repo.database()).unwrap();
+        scribe_metadata::journal::check_profile(&tx, std::path::Path::new("m"))
+            .unwrap()
+            .end
+    };
+    assert_eq!((a.head().end, a.durable_end()), (end, end));
+    assert_doctor_clean(&e.repo);
+}

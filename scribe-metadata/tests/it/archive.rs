@@ -542,3 +542,44 @@ fn a_deleted_catalog_is_rebuilt_from_its_archive() {
     let err = scribe_metadata::root::recover_catalog(&data).unwrap_err();
     assert_eq!(err.code(), ErrorCode::AlreadyExists);
 }
+
+/// Records of an unflushed commit (`Durability::None`, as a streamed
+/// preparation's staging transactions between two flushed ones) are not
+/// archived until a flush covers them: publishing what is flushed leaves
+/// `HEAD` at the durable end, and `publish` first commits an empty flushed
+/// transaction, then archives them. A flushed commit after an unflushed one
+/// makes both durable (redb's flush carries every earlier commit).
+#[test]
+fn records_of_an_unflushed_commit_are_archived_only_once_flushed() {
+    const ROWS: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("test_rows");
+    let e = env();
+    let a = e.repo.archive();
+    let before = db_end(&e.repo);
+    assert_eq!((a.head().end, a.durable_end()), (before, before));
+
+    let unflushed = |key: &str| {
+        let mut tx = journal::begin(e.repo.database()).unwrap();
+        tx.set_durability(redb::Durability::None).unwrap();
+        tx.open_table(ROWS)
+            .unwrap()
+            .insert(key, b"v".as_slice())
+            .unwrap();
+        tx.commit().unwrap();
+    };
+    unflushed("a");
+    let end = db_end(&e.repo);
+    assert!(end > before);
+    assert_eq!(a.durable_end(), before, "an unflushed commit counted as durable");
+    a.publish_flushed().unwrap();
+    assert_eq!(a.head().end, before, "an unflushed record was archived");
+    a.publish().unwrap();
+    assert_eq!((a.head().end, a.durable_end()), (end, end));
+    assert_eq!(archive::read_head(&archive_dir(&e.repo)).unwrap().end, end);
+
+    // An ordinary (flushed, archived) write after an unflushed one.
+    unflushed("b");
+    commit(&e, vec![add(&e, "after.txt", 3)]);
+    let end = db_end(&e.repo);
+    assert_eq!((a.head().end, a.durable_end()), (end, end));
+    assert_doctor_clean(&e.repo);
+}

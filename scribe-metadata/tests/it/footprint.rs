@@ -529,9 +529,21 @@ fn a_large_intents_pin_cleanup_publishes_the_archive_once() {
             Ok(())
         })));
     }
+    let flushes = env.repo.archive().flushes();
     env.repo.cleanup_finished_pins().unwrap();
     env.repo.archive().set_hook(None);
     assert!(env.repo.pin_summary().unwrap().is_empty());
+    // Only the last of the six transactions is flushed (docs/metadata.md,
+    // "Staging flushes"); it carries the five before it.
+    assert_eq!(
+        env.repo.archive().flushes() - flushes,
+        1,
+        "flushed commits of the cleanup"
+    );
+    assert_eq!(
+        env.repo.archive().durable_end(),
+        env.repo.archive().head().end
+    );
     let heads = heads.load(Ordering::SeqCst);
     assert!(
         (1..=2).contains(&heads),
