@@ -510,11 +510,17 @@ fn a_streamed_preparation_flushes_one_staging_transaction_in_sixteen() {
         seen.len()
     );
     for &(n, head, durable, end) in &seen {
-        assert!(head <= durable, "transaction {n}: HEAD {head} beyond the durable end {durable}");
+        assert!(
+            head <= durable,
+            "transaction {n}: HEAD {head} beyond the durable end {durable}"
+        );
         if n % 16 == 0 {
             assert_eq!(durable, end, "transaction {n} was not flushed");
         } else {
-            assert!(durable < end, "transaction {n} was flushed ({durable} = {end})");
+            assert!(
+                durable < end,
+                "transaction {n} was flushed ({durable} = {end})"
+            );
         }
     }
     let a = e.repo.archive();

@@ -569,7 +569,11 @@ fn records_of_an_unflushed_commit_are_archived_only_once_flushed() {
     unflushed("a");
     let end = db_end(&e.repo);
     assert!(end > before);
-    assert_eq!(a.durable_end(), before, "an unflushed commit counted as durable");
+    assert_eq!(
+        a.durable_end(),
+        before,
+        "an unflushed commit counted as durable"
+    );
     a.publish_flushed().unwrap();
     assert_eq!(a.head().end, before, "an unflushed record was archived");
     a.publish().unwrap();
