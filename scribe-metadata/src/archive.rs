@@ -14,7 +14,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use redb::{Database, ReadableDatabase};
@@ -193,6 +193,14 @@ pub struct Archive {
     durable: AtomicU64,
     /// Flushed journaled commits (and forced flushes) since opening.
     flushes: AtomicU64,
+    /// `HEAD.end` and whether writes are fenced, readable without the
+    /// state lock, which a publication holds across its segment and `HEAD`
+    /// flushes: a writer beginning its transaction (`journal::begin_archived`)
+    /// reads them instead of waiting for a publication (issue 19: the
+    /// staging writer of an import waited 12 ms of every 50 for the
+    /// publisher beside it).
+    published: AtomicU64,
+    fenced: AtomicBool,
 }
 
 impl Archive {
@@ -223,6 +231,8 @@ impl Archive {
             hook: Mutex::new(None),
             durable: AtomicU64::new(profile.end),
             flushes: AtomicU64::new(0),
+            published: AtomicU64::new(head.end),
+            fenced: AtomicBool::new(false),
         })
     }
 
@@ -276,6 +286,8 @@ impl Archive {
             hook: Mutex::new(None),
             durable: AtomicU64::new(profile.end),
             flushes: AtomicU64::new(0),
+            published: AtomicU64::new(head.end),
+            fenced: AtomicBool::new(false),
         };
         a.publish()?;
         Ok(a)
@@ -339,8 +351,18 @@ impl Archive {
         Ok(())
     }
 
-    /// Refuse when an earlier archive failure fenced writes.
+    /// `HEAD.end`, read without waiting for a publication in progress (it
+    /// may be a publication behind).
+    pub fn published_end(&self) -> u64 {
+        self.published.load(Ordering::Acquire)
+    }
+
+    /// Refuse when an earlier archive failure fenced writes (without the
+    /// state lock unless fenced).
     pub fn check_writable(&self) -> Result<()> {
+        if !self.fenced.load(Ordering::Acquire) {
+            return Ok(());
+        }
         let s = self
             .state
             .lock()
@@ -393,6 +415,7 @@ impl Archive {
             Err(e) => {
                 let why = format!("{}: {e}", self.dir.display());
                 s.fence = Some(why.clone());
+                self.fenced.store(true, Ordering::Release);
                 Err(fenced(format!(
                     "the recovery archive could not be written ({why}); writes are fenced until restart"
                 )))
@@ -497,6 +520,7 @@ impl Archive {
         };
         write_head(&self.dir, &next).map_err(|e| MetadataError::io(self.dir.join(HEAD_FILE), e))?;
         s.head = next;
+        self.published.store(next.end, Ordering::Release);
         self.step("head")
             .map_err(|e| MetadataError::io(self.dir.join(HEAD_FILE), e))?;
         Ok(())

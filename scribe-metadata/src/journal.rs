@@ -211,7 +211,8 @@ pub fn begin_archived(
 ) -> Result<WriteTx> {
     archive.check_writable()?;
     let mut tx = begin(db)?;
-    prune_archived(&tx.inner, archive.head().end)?;
+    // Not `head()`: that waits for a publication in progress.
+    prune_archived(&tx.inner, archive.published_end())?;
     tx.archive = Some(archive.clone());
     Ok(tx)
 }

@@ -587,3 +587,61 @@ fn records_of_an_unflushed_commit_are_archived_only_once_flushed() {
     assert_eq!((a.head().end, a.durable_end()), (end, end));
     assert_doctor_clean(&e.repo);
 }
+
+/// A write begins and commits while a publication holds the archive's
+/// state (its segment and `HEAD` flushes): only its own publication waits
+/// for that one. Before, `begin_archived` read the fence and `HEAD`
+/// under the state lock, so a streamed import's staging writer waited for
+/// the publisher beside it (issue 19).
+#[test]
+fn a_write_commits_while_a_publication_is_in_progress() {
+    use std::sync::mpsc;
+    let e = env();
+    // Records beyond HEAD for the publication to carry.
+    {
+        let tx = journal::begin(e.repo.database()).unwrap();
+        tx.open_table(redb::TableDefinition::<&str, &[u8]>::new("test_rows"))
+            .unwrap()
+            .insert("k", b"v".as_slice())
+            .unwrap();
+        tx.commit().unwrap();
+    }
+    let (parked_tx, parked) = mpsc::channel::<()>();
+    let (release_tx, release) = mpsc::channel::<()>();
+    let release = std::sync::Mutex::new(release);
+    let parked_tx = std::sync::Mutex::new(parked_tx);
+    let once = std::sync::atomic::AtomicBool::new(false);
+    e.repo.archive().set_hook(Some(Box::new(move |step| {
+        // The first publication parks; the write's own passes.
+        if step == "committed" && !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let _ = parked_tx.lock().unwrap().send(());
+            let _ = release
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(30));
+        }
+        Ok(())
+    })));
+    std::thread::scope(|scope| {
+        let publication = scope.spawn(|| e.repo.archive().publish());
+        parked
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the publication never reached its hook");
+        let before = db_end(&e.repo);
+        let write = scope.spawn(|| commit(&e, vec![add(&e, "during.txt", 5)]));
+        let start = Instant::now();
+        while db_end(&e.repo) == before {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the write did not commit while the publication held the archive"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        release_tx.send(()).unwrap();
+        publication.join().unwrap().unwrap();
+        assert_eq!(write.join().unwrap(), 1);
+    });
+    e.repo.archive().set_hook(None);
+    assert_eq!(e.repo.archive().head().end, db_end(&e.repo));
+    assert_doctor_clean(&e.repo);
+}
