@@ -34,7 +34,8 @@ pub const HEAD_FILE: &str = "HEAD";
 pub const MAX_LOCATION: usize = 32_768;
 
 /// Fault injection for tests: called with the step just completed
-/// (`"committed"` once the metadata transaction committed and before any
+/// (`"flush"` before an empty flushed transaction makes unflushed records
+/// durable, `"committed"` once the metadata transaction committed and before any
 /// archive write, `"frame"` after the frame flush, `"head"` after the HEAD
 /// rename);
 /// returning an error fails the publication there.
@@ -346,9 +347,32 @@ impl Archive {
         if self.durable_end() >= end.min(current) {
             return Ok(());
         }
-        let flushed = journal::flush(&self.db)?;
-        self.note_durable(flushed);
-        Ok(())
+        // Records that cannot be made durable cannot be archived: fence
+        // writes as a failed publication does.
+        let flushed = self
+            .step("flush")
+            .map_err(|e| MetadataError::io(&self.dir, e))
+            .and_then(|()| journal::flush(&self.db));
+        match flushed {
+            Ok(end) => {
+                self.note_durable(end);
+                Ok(())
+            }
+            Err(e) => Err(self.fence(e)),
+        }
+    }
+
+    /// Fence writes after `e` (a failed flush or publication) and return
+    /// the refusal to give the caller.
+    fn fence(&self, e: MetadataError) -> MetadataError {
+        let why = format!("{}: {e}", self.dir.display());
+        if let Ok(mut s) = self.state.lock() {
+            s.fence.get_or_insert_with(|| why.clone());
+        }
+        self.fenced.store(true, Ordering::Release);
+        fenced(format!(
+            "the recovery archive could not be written ({why}); writes are fenced until restart"
+        ))
     }
 
     /// `HEAD.end`, read without waiting for a publication in progress (it
@@ -413,12 +437,8 @@ impl Archive {
         match self.publish_locked(&mut s) {
             Ok(()) => Ok(()),
             Err(e) => {
-                let why = format!("{}: {e}", self.dir.display());
-                s.fence = Some(why.clone());
-                self.fenced.store(true, Ordering::Release);
-                Err(fenced(format!(
-                    "the recovery archive could not be written ({why}); writes are fenced until restart"
-                )))
+                drop(s);
+                Err(self.fence(e))
             }
         }
     }

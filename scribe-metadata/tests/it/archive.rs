@@ -645,3 +645,49 @@ fn a_write_commits_while_a_publication_is_in_progress() {
     assert_eq!(e.repo.archive().head().end, db_end(&e.repo));
     assert_doctor_clean(&e.repo);
 }
+
+/// Unflushed records that cannot be made durable cannot be archived: the
+/// flush's failure fences writes like a failed publication (reads keep
+/// working), and a restart archives what the database holds.
+#[test]
+fn a_failed_flush_before_a_publication_fences_writes() {
+    let e = env();
+    {
+        let mut tx = journal::begin(e.repo.database()).unwrap();
+        tx.set_durability(redb::Durability::None).unwrap();
+        tx.open_table(redb::TableDefinition::<&str, &[u8]>::new("test_rows"))
+            .unwrap()
+            .insert("k", b"v".as_slice())
+            .unwrap();
+        tx.commit().unwrap();
+    }
+    let head = e.repo.archive().head();
+    e.repo.archive().set_hook(Some(Box::new(|at| match at {
+        "flush" => Err(std::io::Error::other("the disk is full")),
+        _ => Ok(()),
+    })));
+    let err = e.repo.archive().publish().unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ArchiveUnavailable, "{err}");
+    assert_eq!(e.repo.archive().head(), head, "published without a flush");
+    e.repo.archive().set_hook(None);
+    // Fenced until restart: a write is refused, a read is not.
+    let refused = e
+        .repo
+        .submit(submission(&e, vec![add(&e, "refused.txt", 4)]))
+        .unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::ArchiveUnavailable, "{refused}");
+    assert_eq!(e.repo.head().unwrap(), 0);
+    let Env {
+        root,
+        repo,
+        dir: tmp,
+        ..
+    } = e;
+    drop(repo);
+    drop(root);
+    let root = reopen(&tmp.path().join("data"));
+    let id = root.list_repositories().unwrap()[0].id;
+    let repo = root.open_repository(id).unwrap();
+    assert_eq!(repo.archive().head().end, db_end(&repo));
+    assert_doctor_clean(&repo);
+}
