@@ -225,16 +225,22 @@ impl Archive {
         if let Some(parent) = dir.parent() {
             sync_dir(parent)?;
         }
-        Ok(Archive {
+        Ok(Archive::at(dir, db, head, profile.end))
+    }
+
+    /// An archive published up to `head` of a database whose file ends at
+    /// `end` (what an opened file holds survived: durable).
+    fn at(dir: PathBuf, db: Arc<Database>, head: ArchiveHead, end: u64) -> Archive {
+        Archive {
             dir,
             db,
             state: Mutex::new(State { head, fence: None }),
             hook: Mutex::new(None),
-            durable: AtomicU64::new(profile.end),
+            durable: AtomicU64::new(end),
             flushes: AtomicU64::new(0),
             published: AtomicU64::new(head.end),
             fenced: AtomicBool::new(false),
-        })
+        }
     }
 
     /// Open the existing archive of `db_path` (never initialising one),
@@ -279,17 +285,7 @@ impl Archive {
                 profile.floor
             )));
         }
-        // What an opened file holds is what survived: its end is durable.
-        let a = Archive {
-            dir,
-            db,
-            state: Mutex::new(State { head, fence: None }),
-            hook: Mutex::new(None),
-            durable: AtomicU64::new(profile.end),
-            flushes: AtomicU64::new(0),
-            published: AtomicU64::new(head.end),
-            fenced: AtomicBool::new(false),
-        };
+        let a = Archive::at(dir, db, head, profile.end);
         a.publish()?;
         Ok(a)
     }

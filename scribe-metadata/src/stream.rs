@@ -133,9 +133,10 @@ fn stage_writer(
     publish: &SyncSender<()>,
 ) -> Result<()> {
     for batch in rx {
-        let next = committed.load(Ordering::Acquire) + 1;
-        commit_stage(repo, batch, next.is_multiple_of(PUBLISH_EVERY))?;
-        let n = committed.fetch_add(1, Ordering::AcqRel) + 1;
+        // This thread alone counts the commits.
+        let n = committed.load(Ordering::Acquire) + 1;
+        commit_stage(repo, batch, n.is_multiple_of(PUBLISH_EVERY))?;
+        committed.store(n, Ordering::Release);
         if n.is_multiple_of(PUBLISH_EVERY) {
             // Full: a publication is pending and will carry this batch.
             let _ = publish.try_send(());

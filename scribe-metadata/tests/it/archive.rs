@@ -377,18 +377,8 @@ fn an_unpublished_tail_is_cut_off_when_its_segment_is_left_behind() {
     bytes.extend_from_slice(&frame);
     std::fs::write(&seg1, &bytes).unwrap();
     let tail = bytes.len() as u64;
-    let Env {
-        root,
-        repo,
-        dir: tmp,
-        ..
-    } = e;
-    drop(repo);
-    drop(root);
     // Restart: startup drains the outbox into segment 2.
-    let root = reopen(&tmp.path().join("data"));
-    let id = root.list_repositories().unwrap()[0].id;
-    let repo = root.open_repository(id).unwrap();
+    let (_tmp, _root, repo) = restart(e);
     let now = archive::read_head(&dir).unwrap();
     assert_eq!(now.segment, 2);
     assert!(tail > head.offset, "the failed publication left a tail");
@@ -543,6 +533,18 @@ fn a_deleted_catalog_is_rebuilt_from_its_archive() {
     assert_eq!(err.code(), ErrorCode::AlreadyExists);
 }
 
+/// Commit one journaled row with `durability`, outside the archive (its
+/// records wait beyond `HEAD` for the next publication).
+fn test_row(repo: &Repository, key: &str, durability: redb::Durability) {
+    let mut tx = journal::begin(repo.database()).unwrap();
+    tx.set_durability(durability).unwrap();
+    tx.open_table(redb::TableDefinition::<&str, &[u8]>::new("test_rows"))
+        .unwrap()
+        .insert(key, b"v".as_slice())
+        .unwrap();
+    tx.commit().unwrap();
+}
+
 /// Records of an unflushed commit (`Durability::None`, as a streamed
 /// preparation's staging transactions between two flushed ones) are not
 /// archived until a flush covers them: publishing what is flushed leaves
@@ -551,21 +553,12 @@ fn a_deleted_catalog_is_rebuilt_from_its_archive() {
 /// makes both durable (redb's flush carries every earlier commit).
 #[test]
 fn records_of_an_unflushed_commit_are_archived_only_once_flushed() {
-    const ROWS: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("test_rows");
     let e = env();
     let a = e.repo.archive();
     let before = db_end(&e.repo);
     assert_eq!((a.head().end, a.durable_end()), (before, before));
 
-    let unflushed = |key: &str| {
-        let mut tx = journal::begin(e.repo.database()).unwrap();
-        tx.set_durability(redb::Durability::None).unwrap();
-        tx.open_table(ROWS)
-            .unwrap()
-            .insert(key, b"v".as_slice())
-            .unwrap();
-        tx.commit().unwrap();
-    };
+    let unflushed = |key: &str| test_row(&e.repo, key, redb::Durability::None);
     unflushed("a");
     let end = db_end(&e.repo);
     assert!(end > before);
@@ -598,14 +591,7 @@ fn a_write_commits_while_a_publication_is_in_progress() {
     use std::sync::mpsc;
     let e = env();
     // Records beyond HEAD for the publication to carry.
-    {
-        let tx = journal::begin(e.repo.database()).unwrap();
-        tx.open_table(redb::TableDefinition::<&str, &[u8]>::new("test_rows"))
-            .unwrap()
-            .insert("k", b"v".as_slice())
-            .unwrap();
-        tx.commit().unwrap();
-    }
+    test_row(&e.repo, "k", redb::Durability::Immediate);
     let (parked_tx, parked) = mpsc::channel::<()>();
     let (release_tx, release) = mpsc::channel::<()>();
     let release = std::sync::Mutex::new(release);
@@ -652,15 +638,7 @@ fn a_write_commits_while_a_publication_is_in_progress() {
 #[test]
 fn a_failed_flush_before_a_publication_fences_writes() {
     let e = env();
-    {
-        let mut tx = journal::begin(e.repo.database()).unwrap();
-        tx.set_durability(redb::Durability::None).unwrap();
-        tx.open_table(redb::TableDefinition::<&str, &[u8]>::new("test_rows"))
-            .unwrap()
-            .insert("k", b"v".as_slice())
-            .unwrap();
-        tx.commit().unwrap();
-    }
+    test_row(&e.repo, "k", redb::Durability::None);
     let head = e.repo.archive().head();
     e.repo.archive().set_hook(Some(Box::new(|at| match at {
         "flush" => Err(std::io::Error::other("the disk is full")),
@@ -677,17 +655,7 @@ fn a_failed_flush_before_a_publication_fences_writes() {
         .unwrap_err();
     assert_eq!(refused.code(), ErrorCode::ArchiveUnavailable, "{refused}");
     assert_eq!(e.repo.head().unwrap(), 0);
-    let Env {
-        root,
-        repo,
-        dir: tmp,
-        ..
-    } = e;
-    drop(repo);
-    drop(root);
-    let root = reopen(&tmp.path().join("data"));
-    let id = root.list_repositories().unwrap()[0].id;
-    let repo = root.open_repository(id).unwrap();
+    let (_tmp, _root, repo) = restart(e);
     assert_eq!(repo.archive().head().end, db_end(&repo));
     assert_doctor_clean(&repo);
 }

@@ -167,17 +167,7 @@ fn archived_outbox_rows_are_pruned_and_the_archive_still_rebuilds_the_database()
     // Writes go on; reopening (which drains the outbox beyond HEAD) and
     // consolidation accept the advanced floor.
     let c = commit(&env, vec![add(&env, "after/prune.txt", 9)]);
-    let Env {
-        root,
-        repo,
-        dir: tmp,
-        ..
-    } = env;
-    drop(repo);
-    drop(root);
-    let root = reopen(&tmp.path().join("data"));
-    let id = root.list_repositories().unwrap()[0].id;
-    let repo = root.open_repository(id).unwrap();
+    let (_tmp, _root, repo) = restart(env);
     assert_eq!(repo.head().unwrap(), c);
     assert_doctor_clean(&repo);
     let done = scribe_metadata::consolidate::consolidate(repo.archive()).unwrap();

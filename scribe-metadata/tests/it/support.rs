@@ -36,6 +36,20 @@ pub fn reopen(dir: &std::path::Path) -> DataRoot {
     root
 }
 
+/// Close `env`'s data root and open it again (startup's recovery and
+/// archive drain run), with its one repository.
+pub fn restart(env: Env) -> (tempfile::TempDir, DataRoot, Arc<Repository>) {
+    let Env {
+        root, repo, dir, ..
+    } = env;
+    drop(repo);
+    drop(root);
+    let root = reopen(&dir.path().join("data"));
+    let id = root.list_repositories().unwrap()[0].id;
+    let repo = root.open_repository(id).unwrap();
+    (dir, root, repo)
+}
+
 pub fn env() -> Env {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut root = DataRoot::create(dir.path().join("data")).expect("create data root");
