@@ -60,7 +60,9 @@ pub use compact::{
     compact, CompactContext, CompactFailpoint, CompactOptions, CompactReport, LINK_CACHE_LIMIT,
 };
 pub use error::{Result, StoreError};
-pub use import::{chunk_boundaries, is_profile_cut, ChunkBytes, ChunkSink, ImportedFile};
+pub use import::{
+    chunk_boundaries, is_profile_cut, ChunkBytes, ChunkSink, ImportedFile, ReadStamp,
+};
 pub use locator::Location;
 pub use reader::ObjectReader;
 pub use rebuild::{rebuild_locator, RebuildReport};

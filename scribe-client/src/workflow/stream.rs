@@ -274,8 +274,9 @@ pub fn freeze_and_upload(
     workspace: WorkspaceId,
     op: &OperationId,
     paths: &[PathBuf],
-    bytes: u64,
+    sizes: &[u64],
 ) -> Result<Streamed> {
+    let bytes: u64 = sizes.iter().sum();
     let mut lanes = vec![Lane::Shared(remote)];
     let wanted = if bytes >= LANE_BYTES { LANES } else { 1 };
     for _ in 1..wanted {
@@ -293,6 +294,7 @@ pub fn freeze_and_upload(
         workspace,
         op,
         paths,
+        Some(sizes),
     )
 }
 
@@ -330,9 +332,13 @@ pub fn chunk_and_upload(
         target.workspace,
         &target.op,
         paths,
+        None,
     )
 }
 
+/// `sizes` (one per path, taken just before) spare the freeze a lookup of
+/// every path ([`ObjectStore::chunk_files_into`]).
+#[allow(clippy::too_many_arguments)]
 fn stream_lanes(
     store: &ObjectStore,
     lanes: Vec<Lane<'_>>,
@@ -341,6 +347,7 @@ fn stream_lanes(
     workspace: WorkspaceId,
     op: &OperationId,
     paths: &[PathBuf],
+    sizes: Option<&[u64]>,
 ) -> Result<Streamed> {
     // The chunkers get a pool of their own. They block on the upload
     // queue when it is full; on the process's shared pool, which an
@@ -394,7 +401,7 @@ fn stream_lanes(
             queue: &shared.queue,
             failed: &failed,
         };
-        let imported = pool.install(|| store.chunk_files_into(paths, &sink));
+        let imported = pool.install(|| store.chunk_files_into(paths, sizes, &sink));
         // The uploaders finish what the queue holds.
         shared.queue.close();
         let mut objects = 0;

@@ -64,7 +64,7 @@ fn same_manifests_as_import_chunks_to_the_sink_not_the_store() {
         .collect();
     let want = plain.import_files(&paths).unwrap();
     let sink = Collect::default();
-    let got = sinked.chunk_files_into(&paths, &sink).unwrap();
+    let got = sinked.chunk_files_into(&paths, None, &sink).unwrap();
     assert_eq!(
         got.iter().map(|f| f.manifest_id).collect::<Vec<_>>(),
         want.iter().map(|f| f.manifest_id).collect::<Vec<_>>()
@@ -145,7 +145,7 @@ fn a_sink_error_stops_the_import_and_publishes_nothing() {
         n: 2,
         seen: Mutex::new(0),
     };
-    let err = store.chunk_files_into(&[&p], &sink).unwrap_err();
+    let err = store.chunk_files_into(&[&p], None, &sink).unwrap_err();
     assert!(
         matches!(&err, StoreError::SinkStopped { reason } if reason.contains("went away")),
         "{err}"
@@ -156,4 +156,58 @@ fn a_sink_error_stops_the_import_and_publishes_nothing() {
     // Nothing of the stopped import was published: the plain import
     // writes the manifest fresh.
     assert!(imported.new_bytes_stored > 40 * MIB as u64);
+}
+
+/// Sizes the caller took before only sort the files into small and large:
+/// stale ones (a large file said to be small, a small one said to be
+/// large) give the same manifests; a count that is not one per path is
+/// refused. Every file read carries the stamp of its open handle after
+/// the read, equal to the file's own size and modification time.
+#[test]
+fn given_sizes_change_nothing_but_the_lookup_and_every_file_read_is_stamped() {
+    let (t, plain) = TestStore::new(StoreOptions::default());
+    let files = [
+        ("big.bin", noise(3 * MIB + 17, 5)),
+        ("small.bin", noise(9_000, 6)),
+        ("empty.bin", Vec::new()),
+    ];
+    let paths: Vec<_> = files
+        .iter()
+        .map(|(n, d)| {
+            let p = t.path(n);
+            std::fs::write(&p, d).unwrap();
+            p
+        })
+        .collect();
+    let want = plain.import_files(&paths).unwrap();
+    let true_sizes: Vec<u64> = files.iter().map(|(_, d)| d.len() as u64).collect();
+    for sizes in [true_sizes.clone(), vec![1, 40 * MIB as u64, 0]] {
+        let sinked = scribe_objects::ObjectStore::create(
+            t.tmp.path().join(format!("sinked-{}", sizes[0])),
+            StoreOptions::default(),
+        )
+        .unwrap();
+        let got = sinked
+            .chunk_files_into(&paths, Some(&sizes), &Collect::default())
+            .unwrap();
+        assert_eq!(
+            got.iter()
+                .map(|f| (f.manifest_id, f.size))
+                .collect::<Vec<_>>(),
+            want.iter()
+                .map(|f| (f.manifest_id, f.size))
+                .collect::<Vec<_>>(),
+            "sizes {sizes:?}"
+        );
+        for (f, p) in got.iter().zip(&paths) {
+            let m = std::fs::metadata(p).unwrap();
+            let stamp = f.read_stamp.expect("a file read has a stamp");
+            assert_eq!(stamp.size, m.len(), "{}", p.display());
+            assert_eq!(stamp.modified, Some(m.modified().unwrap()));
+        }
+    }
+    let err = plain
+        .chunk_files_into(&paths, Some(&true_sizes[..2]), &Collect::default())
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Internal(_)), "{err}");
 }
