@@ -21,8 +21,8 @@ use scribe_workspace::records::fingerprint_of;
 use scribe_workspace::records::{OpenedAction, PendingLock, PendingSubmit};
 use scribe_workspace::scan::now_ms;
 use scribe_workspace::submit::{
-    abandon, archive_pending, begin_intent, finalize, leftover_intent, opened_with_bases,
-    OpenedBases,
+    abandon, archive_pending, begin_intent, finalize_planned, leftover_intent, opened_with_bases,
+    plan_finalize, FinalizePlan, OpenedBases,
 };
 
 use crate::error::{Error, Result};
@@ -63,7 +63,8 @@ pub fn submit(o: &Opened, remote: &ServerLink, a: SubmitArgs) -> Result<Submitte
             // absent one retires the candidate instead of replaying it.
             let repo = o.meta.repository_name.clone();
             if let Some(outcome) = remote.with(|c| c.operation_outcome(&repo, op))? {
-                let change = settle(o, remote, &op, &pending, outcome)?;
+                let plan = plan_finalize(&op, &pending);
+                let change = settle(o, remote, &op, &pending, outcome, plan)?;
                 return Ok(Submitted {
                     change,
                     files: ChangeSet::decode(&pending.change_set)?.entries.len(),
@@ -785,7 +786,10 @@ fn withdraw(
     .with_paths(paths))
 }
 
-/// Submit (or replay) the candidate and settle its outcome locally.
+/// Submit (or replay) the candidate and settle its outcome locally. The
+/// local half's plan ([`plan_finalize`]: the change set decoded, every
+/// baseline row) is worked out on a thread of its own while the server
+/// prepares the change, not after its answer.
 fn send(o: &Opened, remote: &ServerLink, op: &OperationId, p: &PendingSubmit) -> Result<u64> {
     let repo = o.meta.repository_name.clone();
     let req = m::Submit {
@@ -799,13 +803,19 @@ fn send(o: &Opened, remote: &ServerLink, op: &OperationId, p: &PendingSubmit) ->
         keep_locks: p.keep_locks,
         timestamp_ms: p.created_ms,
     };
-    let mut outcome = remote.with(|c| c.submit(req.clone()))?;
-    if outcome.code == ErrorCode::MissingObjects.number() {
-        upload(o, remote, op, p, &HashSet::new(), HashMap::new())?;
-        outcome = remote.with(|c| c.submit(req.clone()))?;
-    }
-    remote.context().failpoints.point("submit-after-reply");
-    settle(o, remote, op, p, outcome)
+    std::thread::scope(|s| {
+        let plan = s.spawn(|| plan_finalize(op, p));
+        let mut outcome = remote.with(|c| c.submit(req.clone()))?;
+        if outcome.code == ErrorCode::MissingObjects.number() {
+            upload(o, remote, op, p, &HashSet::new(), HashMap::new())?;
+            outcome = remote.with(|c| c.submit(req.clone()))?;
+        }
+        remote.context().failpoints.point("submit-after-reply");
+        let plan = plan
+            .join()
+            .map_err(|_| Error::new(ErrorCode::Internal, "the finalization planner panicked"))?;
+        settle(o, remote, op, p, outcome, plan)
+    })
 }
 
 /// The repository's current incarnation on the server.
@@ -821,9 +831,10 @@ fn settle(
     op: &OperationId,
     p: &PendingSubmit,
     outcome: m::Outcome,
+    plan: std::result::Result<FinalizePlan<'_>, scribe_workspace::WorkspaceError>,
 ) -> Result<u64> {
     if outcome.code == 0 {
-        let f = finalize(&o.ws, op, p, outcome.change)?;
+        let f = finalize_planned(&o.ws, op, plan?, outcome.change)?;
         if o.meta.readonly {
             for path in &f.updated {
                 let Ok(full) = scribe_workspace::guard::checked(o.ws.root(), path) else {
