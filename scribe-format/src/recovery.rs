@@ -302,6 +302,33 @@ pub fn encode_put(out: &mut Vec<u8>, name: &str, key: &[u8], value: &[u8]) -> Re
     Ok(())
 }
 
+/// Whether `rec` is exactly the put record [`encode_put`] appends for
+/// `name`, `key` and `value`: compared in place, nothing allocated (a
+/// record encoded ahead of its transaction is checked against the row it
+/// is written with).
+pub fn is_put_record(rec: &[u8], name: &str, key: &[u8], value: &[u8]) -> bool {
+    let (n, k, v) = (name.as_bytes(), key, value);
+    if rec.len() != 2 + 2 + n.len() + 4 + k.len() + 4 + v.len()
+        || n.len() > usize::from(u16::MAX)
+        || k.len() > u32::MAX as usize
+        || v.len() > u32::MAX as usize
+    {
+        return false;
+    }
+    let (head, rest) = rec.split_at(4);
+    let (name_part, rest) = rest.split_at(n.len());
+    let (klen, rest) = rest.split_at(4);
+    let (key_part, rest) = rest.split_at(k.len());
+    let (vlen, value_part) = rest.split_at(4);
+    head[..2] == [RECORD_VERSION, 2]
+        && head[2..] == (n.len() as u16).to_le_bytes()
+        && name_part == n
+        && klen == (k.len() as u32).to_le_bytes()
+        && key_part == k
+        && vlen == (v.len() as u32).to_le_bytes()
+        && value_part == v
+}
+
 /// Append a remove record to `out`.
 pub fn encode_remove(out: &mut Vec<u8>, name: &str, key: &[u8]) -> Result<()> {
     check_name(name)?;

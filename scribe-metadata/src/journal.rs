@@ -487,6 +487,25 @@ pub fn coalesce_publication<T>(
     Ok(v)
 }
 
+/// A put's recovery record, encoded away from the write transaction that
+/// writes its row ([`JTable::insert_encoded`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PutRecord(Vec<u8>);
+
+impl PutRecord {
+    /// No record (what a staged row keeps once its record was moved out).
+    pub(crate) fn empty() -> PutRecord {
+        PutRecord(Vec::new())
+    }
+
+    /// The put record of `key` → `value` in table `name`.
+    pub fn encode(name: &str, key: &[u8], value: &[u8]) -> Result<PutRecord> {
+        let mut rec = Vec::with_capacity(2 + 2 + name.len() + 4 + key.len() + 4 + value.len());
+        rj::encode_put(&mut rec, name, key, value).map_err(MetadataError::journal)?;
+        Ok(PutRecord(rec))
+    }
+}
+
 /// A table of a [`WriteTx`]: reads as the redb table, records mutations.
 pub struct JTable<'t, K: Key + Column, V: Column> {
     table: Table<'t, K, V>,
@@ -508,15 +527,38 @@ impl<K: Key + Column, V: Column> JTable<'_, K, V> {
         key: impl Borrow<K::SelfType<'k>>,
         value: impl Borrow<V::SelfType<'v>>,
     ) -> Result<Option<AccessGuard<'_, V>>> {
-        let mut rec = Vec::new();
-        rj::encode_put(
-            &mut rec,
+        let rec = PutRecord::encode(
             &self.name,
             K::as_bytes(key.borrow()).as_ref(),
             V::as_bytes(value.borrow()).as_ref(),
-        )
-        .map_err(MetadataError::journal)?;
-        self.tx.push(rec)?;
+        )?;
+        self.tx.push(rec.0)?;
+        Ok(self.table.insert(key, value)?)
+    }
+
+    /// Insert a row whose put record was encoded ahead, by the thread that
+    /// made the row ([`PutRecord`]: a streamed preparation's producer,
+    /// beside the one writer). The record is compared with this table's
+    /// name and the row in place; one that is not exactly their put is
+    /// refused and nothing is written.
+    pub fn insert_encoded<'k, 'v>(
+        &mut self,
+        key: impl Borrow<K::SelfType<'k>>,
+        value: impl Borrow<V::SelfType<'v>>,
+        rec: PutRecord,
+    ) -> Result<Option<AccessGuard<'_, V>>> {
+        if !rj::is_put_record(
+            &rec.0,
+            &self.name,
+            K::as_bytes(key.borrow()).as_ref(),
+            V::as_bytes(value.borrow()).as_ref(),
+        ) {
+            return Err(MetadataError::Gate(format!(
+                "a put record encoded ahead is not the row written to {}",
+                self.name
+            )));
+        }
+        self.tx.push(rec.0)?;
         Ok(self.table.insert(key, value)?)
     }
 

@@ -38,6 +38,7 @@ use crate::accept::{
     Submission, Tx,
 };
 use crate::error::{MetadataError, Result};
+use crate::journal::{JTable, PutRecord};
 use crate::records::{
     decode_pending, decode_u64, encode_pending, keys, CommitRecord, OperationRecord,
 };
@@ -60,9 +61,60 @@ const PUBLISH_EVERY: u64 = 16;
 /// One staging transaction's rows.
 #[derive(Default)]
 struct StageBatch {
-    rows: Vec<(u8, Vec<u8>, Vec<u8>)>,
-    witnesses: Vec<(ManifestId, Vec<u8>)>,
-    pages: Vec<(u64, Vec<u8>)>,
+    rows: Vec<(u8, StagedRow)>,
+    witnesses: Vec<StagedRow>,
+    pages: Vec<(u64, StagedRow)>,
+}
+
+/// One staged data row with its undo entry, both put records encoded by
+/// the producer that made the row ([`PutRecord`]): the writer, which sets
+/// the pace of a large preparation, only checks and writes them.
+struct StagedRow {
+    key: Vec<u8>,
+    value: Vec<u8>,
+    rec: PutRecord,
+    undo_key: Vec<u8>,
+    undo_rec: PutRecord,
+}
+
+impl StagedRow {
+    /// Row `key` → `value` of table `name` (undo tag `tag`).
+    fn new(tag: u8, name: &str, key: Vec<u8>, value: Vec<u8>) -> Result<StagedRow> {
+        let rec = PutRecord::encode(name, &key, &value)?;
+        let undo_key = keys::stage(tag, &key);
+        let undo_rec = PutRecord::encode(name_of(&tables::SUBMIT_STAGE), &undo_key, &[])?;
+        Ok(StagedRow {
+            key,
+            value,
+            rec,
+            undo_key,
+            undo_rec,
+        })
+    }
+
+    /// Write the undo entry.
+    fn undo(self, stage: &mut JTable<'_, &'static [u8], &'static [u8]>) -> Result<()> {
+        stage.insert_encoded(self.undo_key.as_slice(), [].as_slice(), self.undo_rec)?;
+        Ok(())
+    }
+}
+
+/// A table definition's name, for as long as the definition (a constant).
+fn name_of<K: redb::Key + 'static, V: redb::Value + 'static>(
+    def: &'static redb::TableDefinition<'static, K, V>,
+) -> &'static str {
+    redb::TableHandle::name(def)
+}
+
+/// The table a data row's undo tag names.
+fn table_name(tag: u8) -> Result<&'static str> {
+    Ok(match tag {
+        stage_tag::HISTORY => name_of(&tables::HISTORY),
+        stage_tag::MOVES => name_of(&tables::MOVES),
+        stage_tag::CHANGE_PATHS => name_of(&tables::CHANGE_PATHS),
+        stage_tag::FILE_LINEAGE => name_of(&tables::FILE_LINEAGE),
+        _ => return Err(MetadataError::Gate(format!("row tag {tag}"))),
+    })
 }
 
 /// Commit one staging transaction: every data row with its undo entry,
@@ -81,7 +133,7 @@ fn commit_stage(repo: &Repository, b: StageBatch, flush: bool) -> Result<()> {
         let mut lineage = wtx.open_table(tables::FILE_LINEAGE)?;
         let mut manifests = wtx.open_table(tables::ACCEPTED_MANIFESTS)?;
         let mut nodes = wtx.open_table(tables::SNAPSHOT_NODES)?;
-        for (tag, k, v) in b.rows {
+        for (tag, mut r) in b.rows {
             let t = match tag {
                 stage_tag::HISTORY => &mut history,
                 stage_tag::MOVES => &mut moves,
@@ -89,31 +141,30 @@ fn commit_stage(repo: &Repository, b: StageBatch, flush: bool) -> Result<()> {
                 stage_tag::FILE_LINEAGE => &mut lineage,
                 _ => return Err(MetadataError::Gate(format!("row tag {tag}"))),
             };
+            let rec = std::mem::replace(&mut r.rec, PutRecord::empty());
             // The previous value returned by insert detects a collision.
-            if t.insert(k.as_slice(), v.as_slice())?.is_some() {
+            if t.insert_encoded(r.key.as_slice(), r.value.as_slice(), rec)?
+                .is_some()
+            {
                 return Err(MetadataError::Gate(format!(
                     "a staged row (tag {tag}) collides with an existing row"
                 )));
             }
-            stage.insert(keys::stage(tag, &k).as_slice(), [].as_slice())?;
+            r.undo(&mut stage)?;
         }
-        for (m, v) in b.witnesses {
-            if manifests.get(m.0.as_slice())?.is_none() {
-                manifests.insert(m.0.as_slice(), v.as_slice())?;
-                stage.insert(
-                    keys::stage(stage_tag::ACCEPTED_MANIFESTS, &m.0).as_slice(),
-                    [].as_slice(),
-                )?;
+        for mut r in b.witnesses {
+            if manifests.get(r.key.as_slice())?.is_none() {
+                let rec = std::mem::replace(&mut r.rec, PutRecord::empty());
+                manifests.insert_encoded(r.key.as_slice(), r.value.as_slice(), rec)?;
+                r.undo(&mut stage)?;
             }
         }
-        for (id, page) in b.pages {
-            if nodes.insert(id, page.as_slice())?.is_some() {
+        for (id, mut r) in b.pages {
+            let rec = std::mem::replace(&mut r.rec, PutRecord::empty());
+            if nodes.insert_encoded(id, r.value.as_slice(), rec)?.is_some() {
                 return Err(MetadataError::Gate(format!("page {id} allocated twice")));
             }
-            stage.insert(
-                keys::stage(stage_tag::SNAPSHOT_NODES, &id.to_le_bytes()).as_slice(),
-                [].as_slice(),
-            )?;
+            r.undo(&mut stage)?;
         }
     }
     wtx.commit()?;
@@ -209,20 +260,32 @@ impl StreamSink<'_> {
 impl Sink for StreamSink<'_> {
     fn row(&mut self, tag: u8, key: &[u8], value: &[u8]) -> Result<()> {
         self.bytes += key.len() + value.len();
-        self.batch.rows.push((tag, key.to_vec(), value.to_vec()));
+        let row = StagedRow::new(tag, table_name(tag)?, key.to_vec(), value.to_vec())?;
+        self.batch.rows.push((tag, row));
         self.maybe_flush()
     }
 
     fn witness(&mut self, manifest: &ManifestId, value: &[u8]) -> Result<()> {
         self.bytes += 32 + value.len();
-        self.batch.witnesses.push((*manifest, value.to_vec()));
+        self.batch.witnesses.push(StagedRow::new(
+            stage_tag::ACCEPTED_MANIFESTS,
+            name_of(&tables::ACCEPTED_MANIFESTS),
+            manifest.0.to_vec(),
+            value.to_vec(),
+        )?);
         self.maybe_flush()
     }
 
     fn pages(&mut self, overlay: &mut Overlay) -> Result<()> {
         for (id, (node, page)) in std::mem::take(&mut overlay.pages) {
             self.bytes += 8 + page.len();
-            self.batch.pages.push((id, page));
+            let row = StagedRow::new(
+                stage_tag::SNAPSHOT_NODES,
+                name_of(&tables::SNAPSHOT_NODES),
+                id.to_le_bytes().to_vec(),
+                page,
+            )?;
+            self.batch.pages.push((id, row));
             self.pending_nodes.insert(id, node);
             self.maybe_flush()?;
         }

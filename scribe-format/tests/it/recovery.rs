@@ -576,6 +576,43 @@ proptest! {
         prop_assert_eq!(ArchiveHead::decode(&h.encode()).unwrap(), h);
     }
 
+    /// `is_put_record` accepts exactly `encode_put`'s bytes for the same
+    /// name, key and value, and refuses them for any other row, and any
+    /// one byte changed, dropped or added.
+    #[test]
+    fn a_put_record_matches_only_its_own_row(
+        name in "[a-z_]{1,20}".prop_filter("not reserved", |n| !RESERVED_TABLES.contains(&n.as_str())),
+        key in proptest::collection::vec(any::<u8>(), 0..40),
+        value in proptest::collection::vec(any::<u8>(), 0..40),
+        other in proptest::collection::vec(any::<u8>(), 0..40),
+        at in any::<prop::sample::Index>(),
+        flip in 1u8..,
+    ) {
+        let mut rec = Vec::new();
+        encode_put(&mut rec, &name, &key, &value).unwrap();
+        prop_assert!(is_put_record(&rec, &name, &key, &value));
+        if other != key {
+            prop_assert!(!is_put_record(&rec, &name, &other, &value));
+        }
+        if other != value {
+            prop_assert!(!is_put_record(&rec, &name, &key, &other));
+        }
+        let longer_name = format!("{name}x");
+        prop_assert!(!is_put_record(&rec, &longer_name, &key, &value));
+        let i = at.index(rec.len());
+        let mut changed = rec.clone();
+        changed[i] ^= flip;
+        prop_assert!(!is_put_record(&changed, &name, &key, &value));
+        prop_assert!(!is_put_record(&rec[..rec.len() - 1], &name, &key, &value));
+        let mut longer = rec.clone();
+        longer.push(0);
+        prop_assert!(!is_put_record(&longer, &name, &key, &value));
+        // A remove record of the same row is no put.
+        let mut remove = Vec::new();
+        encode_remove(&mut remove, &name, &key).unwrap();
+        prop_assert!(!is_put_record(&remove, &name, &key, &[]));
+    }
+
     #[test]
     fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..256)) {
         scribe_format::recovery::fuzz_decoders(&data);

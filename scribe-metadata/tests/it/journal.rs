@@ -182,6 +182,62 @@ fn an_aborted_or_dropped_transaction_exposes_neither_rows_nor_records() {
     assert_eq!(outbox(db), before);
 }
 
+/// A put record encoded ahead (a streamed preparation's producer encodes
+/// them beside the writer) is written with its row exactly as `insert`
+/// records one; a record of another row, value or table is refused and the
+/// transaction, dropped, leaves neither rows nor records.
+#[test]
+fn a_put_record_encoded_ahead_is_written_only_with_its_own_row() {
+    use scribe_metadata::journal::PutRecord;
+    let e = env();
+    let db = e.repo.database();
+    let before = outbox(db);
+    let rows = journal::dump_rows(db).unwrap();
+    for (name, key, value) in [
+        ("locks", "y", b"v".as_slice()),
+        ("locks", "x", b"w".as_slice()),
+        ("change_notes", "x", b"v".as_slice()),
+    ] {
+        let tx = journal::begin(db).unwrap();
+        {
+            let mut t = tx.open_table(scribe_metadata::tables::LOCKS).unwrap();
+            let rec = PutRecord::encode(name, key.as_bytes(), value).unwrap();
+            let r = t
+                .insert_encoded("x", b"v".as_slice(), rec)
+                .map(|old| old.is_some());
+            assert!(matches!(r, Err(MetadataError::Gate(_))), "{r:?}");
+        }
+        drop(tx);
+        assert_eq!(outbox(db), before);
+        assert_eq!(journal::dump_rows(db).unwrap(), rows);
+    }
+    let tx = journal::begin(db).unwrap();
+    {
+        let mut t = tx.open_table(scribe_metadata::tables::LOCKS).unwrap();
+        let rec = PutRecord::encode("locks", b"x", b"v").unwrap();
+        assert!(t
+            .insert_encoded("x", b"v".as_slice(), rec)
+            .unwrap()
+            .is_none());
+    }
+    tx.commit().unwrap();
+    let after = outbox(db);
+    assert_eq!(
+        after[before.len()..]
+            .iter()
+            .map(|(_, r)| r.clone())
+            .collect::<Vec<_>>(),
+        vec![
+            Record::Put {
+                name: "locks".into(),
+                key: b"x".to_vec(),
+                value: b"v".to_vec(),
+            },
+            Record::Commit,
+        ]
+    );
+}
+
 /// Replace `from` by `to` in the text file at `path`.
 fn edit(path: &Path, from: &str, to: &str) {
     let text = std::fs::read_to_string(path).unwrap();
