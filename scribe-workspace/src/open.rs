@@ -311,6 +311,8 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
     // is the one that can be added.
     let mut files: Vec<&crate::scan::ScannedFile> = found.files.iter().collect();
     files.sort_by(|a, b| a.path.cmp(&b.path));
+    // Written together after the checks (the table opened once).
+    let mut added: Vec<&str> = Vec::new();
     for file in files {
         let path = file.path.as_str();
         if base_set.contains(path) || opened_map.contains_key(path) {
@@ -361,9 +363,14 @@ pub fn add(ws: &Workspace, paths: &[String]) -> Result<OpenReport> {
             continue;
         }
         keys.insert(key, file.path.clone());
-        tx.put_opened(path, &opened_record(OpenedAction::Add, false))?;
+        added.push(path);
         report.opened.push((file.path.clone(), OpenedAction::Add));
     }
+    tx.put_opened_many(
+        added
+            .into_iter()
+            .map(|p| (p, opened_record(OpenedAction::Add, false))),
+    )?;
     // explicit file arguments that matched nothing (missing or ignored)
     for p in paths {
         if !p.is_empty()

@@ -194,17 +194,16 @@ pub fn report(ctx: &Ctx, verb: &str, r: &OpenReport) -> CliResult {
         .flat_map(|m| [m.source.as_str(), m.destination.as_str()])
         .collect();
     if !json {
-        for (p, a) in &r.opened {
-            if !halves.contains(p.as_str()) {
-                ctx.out.line(format_args!("{:<7} {p}", a.name()))?;
-            }
-        }
-        for m in &r.moved {
-            ctx.out.line(format_args!(
-                "{:<7} {} -> {}",
-                "move", m.source, m.destination
-            ))?;
-        }
+        let opened = r
+            .opened
+            .iter()
+            .filter(|(p, _)| !halves.contains(p.as_str()))
+            .map(|(p, a)| format!("{:<7} {p}", a.name()));
+        let moved = r
+            .moved
+            .iter()
+            .map(|m| format!("{:<7} {} -> {}", "move", m.source, m.destination));
+        ctx.out.lines(opened.chain(moved))?;
     }
     for u in &r.unpaired {
         ctx.out.status(format!("{}: {}", u.path, u.detail));

@@ -31,6 +31,20 @@ impl Out {
         writeln!(stdout, "{}", printable(&line)).map_err(CliError::from_stdout)
     }
 
+    /// Many lines of data on stdout, as [`Out::line`] writes each, through
+    /// one buffer: a listing of 13,000 opened files is a few writes, not
+    /// one per line.
+    pub fn lines<L: std::fmt::Display>(&self, lines: impl IntoIterator<Item = L>) -> CliResult {
+        let mut stdout = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+        let mut line = String::new();
+        for l in lines {
+            line.clear();
+            let _ = write!(line, "{l}");
+            writeln!(stdout, "{}", printable(&line)).map_err(CliError::from_stdout)?;
+        }
+        stdout.flush().map_err(CliError::from_stdout)
+    }
+
     /// Bytes on stdout as they are (completions, the man page).
     pub fn raw(&self, bytes: &[u8]) -> CliResult {
         let mut stdout = std::io::stdout().lock();
