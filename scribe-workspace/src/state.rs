@@ -928,6 +928,12 @@ macro_rules! reads {
             })
         }
 
+        /// Whether any path is opened (nothing decoded: `submit` asks
+        /// before it reads them all).
+        pub fn any_opened(&self) -> Result<bool> {
+            self.guarded(|| Ok(!self.$open(OPENED)?.is_empty()?))
+        }
+
         /// Every opened record, in path order.
         pub fn opened_all(&self) -> Result<Vec<(String, OpenedRecord)>> {
             self.guarded(|| {

@@ -510,12 +510,14 @@ mod tests {
             tx.put_pending(&op, &pending).unwrap();
             tx.commit().unwrap();
         }
+        assert!(ws.read().unwrap().any_opened().unwrap());
         let f = finalize(&ws, &op, &pending, 5).unwrap();
         assert_eq!(f.updated, vec!["a.bin"]);
         assert_eq!(f.removed, vec!["gone.bin"]);
         let r = ws.read().unwrap();
         assert_eq!(r.baseline("a.bin").unwrap().unwrap().change, 5);
         assert!(r.opened_all().unwrap().is_empty());
+        assert!(!r.any_opened().unwrap());
         assert!(r.pending_all().unwrap().is_empty());
         assert!(r.local_locks().unwrap().is_empty());
         drop(r);

@@ -12,10 +12,7 @@ pub fn run(ctx: &Ctx, message: Option<String>, keep_locks: bool, paths: Vec<Stri
     let link = o.link(&ctx.lib)?;
     let (pending, opened) = {
         let read = o.ws.read()?;
-        (
-            !read.pending_all()?.is_empty(),
-            !read.opened_all()?.is_empty(),
-        )
+        (!read.pending_all()?.is_empty(), read.any_opened()?)
     };
     let message = message.unwrap_or_default();
     if !pending && !opened {
