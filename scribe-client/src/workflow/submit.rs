@@ -984,14 +984,29 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_file_rewritten_during_the_freeze_is_refused() {
+    type Fps = Vec<(String, scribe_workspace::records::Fingerprint)>;
+    type ToImport = Vec<(String, std::path::PathBuf, bool)>;
+
+    /// A ten-byte `a.bin`, its metadata, fingerprint and import entry.
+    fn one_file() -> (
+        tempfile::TempDir,
+        std::path::PathBuf,
+        std::fs::Metadata,
+        Fps,
+        ToImport,
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.bin");
         std::fs::write(&path, b"0123456789").unwrap();
         let meta = std::fs::symlink_metadata(&path).unwrap();
         let fps = vec![("a.bin".to_string(), fingerprint_of(&meta, 1))];
         let files = vec![("a.bin".to_string(), path.clone(), false)];
+        (dir, path, meta, fps, files)
+    }
+
+    #[test]
+    fn a_file_rewritten_during_the_freeze_is_refused() {
+        let (_dir, path, _meta, fps, files) = one_file();
         // Unchanged, and the bytes read had the recorded size.
         refuse_if_changed(&files, &fps, &[imported(10)]).unwrap();
         // The read saw another size (the file grew between stat and read).
@@ -1017,12 +1032,7 @@ mod tests {
     /// is refused.
     #[test]
     fn the_freezes_stamp_decides_without_the_path() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.bin");
-        std::fs::write(&path, b"0123456789").unwrap();
-        let meta = std::fs::symlink_metadata(&path).unwrap();
-        let fps = vec![("a.bin".to_string(), fingerprint_of(&meta, 1))];
-        let files = vec![("a.bin".to_string(), path.clone(), false)];
+        let (_dir, path, meta, fps, files) = one_file();
         let stamped = |size: u64, modified: std::time::SystemTime| {
             let mut f = imported(10);
             f.read_stamp = Some(scribe_objects::ReadStamp {

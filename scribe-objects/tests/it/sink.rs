@@ -39,6 +39,18 @@ impl ChunkSink for Collect {
     }
 }
 
+/// Write each `(name, bytes)` into the test store's directory.
+fn write_all(t: &TestStore, files: &[(&str, Vec<u8>)]) -> Vec<std::path::PathBuf> {
+    files
+        .iter()
+        .map(|(n, d)| {
+            let p = t.path(n);
+            std::fs::write(&p, d).unwrap();
+            p
+        })
+        .collect()
+}
+
 #[test]
 fn same_manifests_as_import_chunks_to_the_sink_not_the_store() {
     let (t, plain) = TestStore::new(StoreOptions::default());
@@ -54,14 +66,7 @@ fn same_manifests_as_import_chunks_to_the_sink_not_the_store() {
         // The same bytes twice: the sink sees them twice.
         ("small-again.bin", small.clone()),
     ];
-    let paths: Vec<_> = files
-        .iter()
-        .map(|(n, d)| {
-            let p = t.path(n);
-            std::fs::write(&p, d).unwrap();
-            p
-        })
-        .collect();
+    let paths = write_all(&t, &files);
     let want = plain.import_files(&paths).unwrap();
     let sink = Collect::default();
     let got = sinked.chunk_files_into(&paths, None, &sink).unwrap();
@@ -171,14 +176,7 @@ fn given_sizes_change_nothing_but_the_lookup_and_every_file_read_is_stamped() {
         ("small.bin", noise(9_000, 6)),
         ("empty.bin", Vec::new()),
     ];
-    let paths: Vec<_> = files
-        .iter()
-        .map(|(n, d)| {
-            let p = t.path(n);
-            std::fs::write(&p, d).unwrap();
-            p
-        })
-        .collect();
+    let paths = write_all(&t, &files);
     let want = plain.import_files(&paths).unwrap();
     let true_sizes: Vec<u64> = files.iter().map(|(_, d)| d.len() as u64).collect();
     for sizes in [true_sizes.clone(), vec![1, 40 * MIB as u64, 0]] {
