@@ -493,11 +493,6 @@ pub fn coalesce_publication<T>(
 pub struct PutRecord(Vec<u8>);
 
 impl PutRecord {
-    /// No record (what a staged row keeps once its record was moved out).
-    pub(crate) fn empty() -> PutRecord {
-        PutRecord(Vec::new())
-    }
-
     /// The put record of `key` → `value` in table `name`.
     pub fn encode(name: &str, key: &[u8], value: &[u8]) -> Result<PutRecord> {
         let mut rec = Vec::with_capacity(2 + 2 + name.len() + 4 + key.len() + 4 + value.len());

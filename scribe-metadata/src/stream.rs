@@ -73,8 +73,13 @@ struct StagedRow {
     key: Vec<u8>,
     value: Vec<u8>,
     rec: PutRecord,
-    undo_key: Vec<u8>,
-    undo_rec: PutRecord,
+    undo: Undo,
+}
+
+/// A staged row's `submit_stage` entry and its put record.
+struct Undo {
+    key: Vec<u8>,
+    rec: PutRecord,
 }
 
 impl StagedRow {
@@ -82,19 +87,23 @@ impl StagedRow {
     fn new(tag: u8, name: &str, key: Vec<u8>, value: Vec<u8>) -> Result<StagedRow> {
         let rec = PutRecord::encode(name, &key, &value)?;
         let undo_key = keys::stage(tag, &key);
-        let undo_rec = PutRecord::encode(name_of(&tables::SUBMIT_STAGE), &undo_key, &[])?;
+        let undo = Undo {
+            rec: PutRecord::encode(name_of(&tables::SUBMIT_STAGE), &undo_key, &[])?,
+            key: undo_key,
+        };
         Ok(StagedRow {
             key,
             value,
             rec,
-            undo_key,
-            undo_rec,
+            undo,
         })
     }
+}
 
+impl Undo {
     /// Write the undo entry.
-    fn undo(self, stage: &mut JTable<'_, &'static [u8], &'static [u8]>) -> Result<()> {
-        stage.insert_encoded(self.undo_key.as_slice(), [].as_slice(), self.undo_rec)?;
+    fn write(self, stage: &mut JTable<'_, &'static [u8], &'static [u8]>) -> Result<()> {
+        stage.insert_encoded(self.key.as_slice(), [].as_slice(), self.rec)?;
         Ok(())
     }
 }
@@ -133,7 +142,7 @@ fn commit_stage(repo: &Repository, b: StageBatch, flush: bool) -> Result<()> {
         let mut lineage = wtx.open_table(tables::FILE_LINEAGE)?;
         let mut manifests = wtx.open_table(tables::ACCEPTED_MANIFESTS)?;
         let mut nodes = wtx.open_table(tables::SNAPSHOT_NODES)?;
-        for (tag, mut r) in b.rows {
+        for (tag, r) in b.rows {
             let t = match tag {
                 stage_tag::HISTORY => &mut history,
                 stage_tag::MOVES => &mut moves,
@@ -141,30 +150,30 @@ fn commit_stage(repo: &Repository, b: StageBatch, flush: bool) -> Result<()> {
                 stage_tag::FILE_LINEAGE => &mut lineage,
                 _ => return Err(MetadataError::Gate(format!("row tag {tag}"))),
             };
-            let rec = std::mem::replace(&mut r.rec, PutRecord::empty());
             // The previous value returned by insert detects a collision.
-            if t.insert_encoded(r.key.as_slice(), r.value.as_slice(), rec)?
+            if t.insert_encoded(r.key.as_slice(), r.value.as_slice(), r.rec)?
                 .is_some()
             {
                 return Err(MetadataError::Gate(format!(
                     "a staged row (tag {tag}) collides with an existing row"
                 )));
             }
-            r.undo(&mut stage)?;
+            r.undo.write(&mut stage)?;
         }
-        for mut r in b.witnesses {
+        for r in b.witnesses {
             if manifests.get(r.key.as_slice())?.is_none() {
-                let rec = std::mem::replace(&mut r.rec, PutRecord::empty());
-                manifests.insert_encoded(r.key.as_slice(), r.value.as_slice(), rec)?;
-                r.undo(&mut stage)?;
+                manifests.insert_encoded(r.key.as_slice(), r.value.as_slice(), r.rec)?;
+                r.undo.write(&mut stage)?;
             }
         }
-        for (id, mut r) in b.pages {
-            let rec = std::mem::replace(&mut r.rec, PutRecord::empty());
-            if nodes.insert_encoded(id, r.value.as_slice(), rec)?.is_some() {
+        for (id, r) in b.pages {
+            if nodes
+                .insert_encoded(id, r.value.as_slice(), r.rec)?
+                .is_some()
+            {
                 return Err(MetadataError::Gate(format!("page {id} allocated twice")));
             }
-            r.undo(&mut stage)?;
+            r.undo.write(&mut stage)?;
         }
     }
     wtx.commit()?;

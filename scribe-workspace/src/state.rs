@@ -1271,10 +1271,7 @@ impl StateWrite {
     }
 
     pub fn put_opened(&self, path: &str, rec: &OpenedRecord) -> Result<()> {
-        self.guarded(|| {
-            self.table(OPENED)?.insert(path, rec.encode().as_slice())?;
-            Ok(())
-        })
+        self.put_opened_many([(path, rec.clone())])
     }
 
     /// Many opened records with the table opened once (an `add` of a

@@ -5,12 +5,7 @@
 #       python3 xtask/import/window.py OUT.txt TID FROM TO   (one thread's functions in a time window)
 set -e
 T=$1; B=$(cd "$2" && pwd); OUT=$(realpath -m "$3"); PORT=${4:-47307}
-W=$(mktemp -d); trap 'kill $SP 2>/dev/null; wait $SP 2>/dev/null; rm -rf $W' EXIT
-$B/scribe-server init --data $W/d >/dev/null; $B/scribe-server repo create r --data $W/d >/dev/null
-$B/scribe-server serve --data $W/d --listen 127.0.0.1:$PORT --runtime-dir $W/r > $W/server.log 2>&1 &
-SP=$!
-for i in $(seq 50); do $B/scribe workspace create $W/ws --server scribe://127.0.0.1:$PORT --repo r >/dev/null 2>&1 && break; sleep 0.2; done
-cp -a $T/. $W/ws/; sync; cd $W/ws
+source "$(cd "$(dirname "$0")" && pwd)/server-workspace.sh"
 $B/scribe add . > /dev/null
 perf record -q -F 1999 --call-graph dwarf,32768 -p $SP -o $OUT 2>/dev/null &
 PP=$!

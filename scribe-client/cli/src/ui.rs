@@ -34,13 +34,10 @@ impl Out {
     /// Many lines of data on stdout, as [`Out::line`] writes each, through
     /// one buffer: a listing of 13,000 opened files is a few writes, not
     /// one per line.
-    pub fn lines<L: std::fmt::Display>(&self, lines: impl IntoIterator<Item = L>) -> CliResult {
+    pub fn lines<L: AsRef<str>>(&self, lines: impl IntoIterator<Item = L>) -> CliResult {
         let mut stdout = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
-        let mut line = String::new();
         for l in lines {
-            line.clear();
-            let _ = write!(line, "{l}");
-            writeln!(stdout, "{}", printable(&line)).map_err(CliError::from_stdout)?;
+            writeln!(stdout, "{}", printable(l.as_ref())).map_err(CliError::from_stdout)?;
         }
         stdout.flush().map_err(CliError::from_stdout)
     }

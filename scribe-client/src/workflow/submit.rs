@@ -477,14 +477,9 @@ fn refuse_if_changed(
     .with_paths(changed))
 }
 
-/// A read stamp's size and modification time as a fingerprint holds them
-/// (`scribe_workspace::records::fingerprint_of`).
+/// A read stamp's size and modification time as a fingerprint holds them.
 fn stamp_fingerprint(stamp: &scribe_objects::ReadStamp) -> (u64, u64, u32) {
-    let (s, ns) = stamp
-        .modified
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| (d.as_secs(), d.subsec_nanos()))
-        .unwrap_or((0, 0));
+    let (s, ns) = scribe_workspace::records::mtime_parts(stamp.modified);
     (stamp.size, s, ns)
 }
 

@@ -141,14 +141,18 @@ pub fn status_changed(_meta: &std::fs::Metadata) -> Option<(u64, u32)> {
     None
 }
 
-/// The fingerprint of a file's metadata observed at `recorded_ms`.
-pub fn fingerprint_of(meta: &std::fs::Metadata, recorded_ms: u64) -> Fingerprint {
-    let (mtime_s, mtime_ns) = meta
-        .modified()
-        .ok()
+/// A modification time as a fingerprint holds it: seconds and nanoseconds
+/// since the Unix epoch, `(0, 0)` when unknown or before the epoch.
+pub fn mtime_parts(modified: Option<std::time::SystemTime>) -> (u64, u32) {
+    modified
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map(|d| (d.as_secs(), d.subsec_nanos()))
-        .unwrap_or((0, 0));
+        .unwrap_or((0, 0))
+}
+
+/// The fingerprint of a file's metadata observed at `recorded_ms`.
+pub fn fingerprint_of(meta: &std::fs::Metadata, recorded_ms: u64) -> Fingerprint {
+    let (mtime_s, mtime_ns) = mtime_parts(meta.modified().ok());
     Fingerprint {
         size: meta.len(),
         mtime_s,

@@ -14,7 +14,7 @@ mod recovery;
 mod view;
 
 pub use baseline::BaselineRecord;
-pub use fingerprint::{fingerprint_of, Fingerprint};
+pub use fingerprint::{fingerprint_of, mtime_parts, Fingerprint};
 pub use journal::JournalEntry;
 pub use opened::{OpenedAction, OpenedRecord};
 pub use pending::{Integration, PendingLock, PendingSubmit};
