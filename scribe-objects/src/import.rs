@@ -529,6 +529,23 @@ fn already_imported(
     Ok(None)
 }
 
+/// The first `len` bytes of `f` (fewer if it ends sooner), read straight
+/// into a buffer of that size: one `read` when the file still has them,
+/// and nothing asked of the file past `len`.
+fn read_prefix(f: &File, len: u64) -> std::io::Result<Vec<u8>> {
+    let len = usize::try_from(len).map_err(|_| std::io::ErrorKind::OutOfMemory)?;
+    let mut data = Vec::with_capacity(len);
+    while data.len() < len {
+        match crate::platform::read_spare(f, &mut data) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(data)
+}
+
 /// Import bytes that are already in memory and at most one chunk long.
 fn import_small(
     batch: &Batch<'_>,
@@ -762,12 +779,15 @@ impl ObjectStore {
             });
         }
         if len <= MIN as u64 {
-            let mut data = Vec::with_capacity(len as usize);
-            f.read_to_end(&mut data).map_err(io_err(path))?;
-            if data.len() <= MIN {
-                return import_small(batch, std::borrow::Cow::Owned(data), sink);
-            }
-            return import_stream(batch, std::io::Cursor::new(data), path, sink, pool, None);
+            // The `len` bytes the handle reported, and no more: one `read`
+            // for an unchanged file. `File::read_to_end` would first look
+            // the size up again (`fstat`, `lseek`) and read once more to
+            // find the end: three system calls of eight per small file. A
+            // file that grew since it was opened is read up to its size at
+            // the open, a consistent prefix whose change shows in the
+            // after-read stamp ([`ReadStamp`]) its caller compares.
+            let data = read_prefix(f, len).map_err(io_err(path))?;
+            return import_small(batch, std::borrow::Cow::Owned(data), sink);
         }
         // Content index: only when some indexed content has this size is
         // the whole file hashed first (all cores) in search of a hit.
@@ -1024,6 +1044,48 @@ mod tests {
         .map(|c| c.map(|c| c.length))
         .collect::<std::result::Result<_, _>>()
         .unwrap()
+    }
+
+    /// A small file is read in one call that asks for exactly its size:
+    /// no second look for the end (which `read_to_end` makes, after an
+    /// `fstat` and an `lseek` for its size), and bytes past the size taken
+    /// at the open are not read. Counted by this thread's read calls.
+    #[test]
+    fn a_known_length_is_read_in_one_call_and_nothing_past_it() {
+        use std::io::Seek;
+        #[cfg(target_os = "linux")]
+        fn reads() -> u64 {
+            let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+            io.lines()
+                .find_map(|l| l.strip_prefix("syscr: "))
+                .unwrap()
+                .parse()
+                .unwrap()
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for len in [0usize, 1, 31, 5_000, 70_000, MIN] {
+            let bytes = noise(len + 100, len as u64 + 1);
+            let p = dir.path().join(format!("f{len}"));
+            std::fs::write(&p, &bytes).unwrap();
+            let mut f = File::open(&p).unwrap();
+            // (Reading the counter costs reads of its own: taken twice
+            // with nothing between, that cost is subtracted.)
+            #[cfg(target_os = "linux")]
+            let (idle, before) = {
+                let a = reads();
+                let b = reads();
+                (b - a, reads())
+            };
+            let got = read_prefix(&f, len as u64).unwrap();
+            #[cfg(target_os = "linux")]
+            assert_eq!(reads() - before - idle, u64::from(len > 0), "len {len}");
+            assert_eq!(got, bytes[..len], "len {len}");
+            assert_eq!(f.stream_position().unwrap(), len as u64, "nothing past len");
+            // A file shorter than the size taken: what it has, no error.
+            std::fs::write(&p, &bytes[..len / 2]).unwrap();
+            let f = File::open(&p).unwrap();
+            assert_eq!(read_prefix(&f, len as u64).unwrap(), bytes[..len / 2]);
+        }
     }
 
     /// A buffer handed over whole leaves `into_vec` without a copy; a chunk

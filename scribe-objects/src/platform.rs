@@ -1,5 +1,6 @@
 //! Positional reads, the one file-system call the store needs that differs
-//! between operating systems. Readers share one open file per pack, so
+//! between operating systems (and a read into a vector's spare room, which
+//! Unix can do without zeroing it first). Readers share one open file per pack, so
 //! reads must not move a shared cursor: Unix has `pread`, Windows
 //! `ReadFile` with an offset (`seek_read`, which does move the cursor, but
 //! every read here names its offset, so that is harmless).
@@ -38,6 +39,26 @@ pub fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Re
         }
     }
     Ok(())
+}
+
+/// Read once into `buf`'s spare capacity (at least one byte of it), its
+/// length extended by the bytes read; 0 at the end of the file. Unix reads
+/// straight into the unused room; elsewhere it is zeroed first.
+pub fn read_spare(file: &File, buf: &mut Vec<u8>) -> io::Result<usize> {
+    debug_assert!(buf.len() < buf.capacity());
+    #[cfg(unix)]
+    {
+        Ok(rustix::io::read(file, rustix::buffer::spare_capacity(buf))?)
+    }
+    #[cfg(not(unix))]
+    {
+        use std::io::Read;
+        let start = buf.len();
+        buf.resize(buf.capacity(), 0);
+        let r = (&mut &*file).read(&mut buf[start..]);
+        buf.truncate(start + *r.as_ref().unwrap_or(&0));
+        r
+    }
 }
 
 #[cfg(test)]
