@@ -483,9 +483,7 @@ fn next_group(sh: &Shared<'_>) -> Option<Vec<(ObjectId, ChunkBytes)>> {
     sh.queue.take(&mut group, &mut group_bytes, None).ok()?;
     while group.len() < GROUP_CHUNKS && group_bytes < GROUP_BYTES {
         let wait = Some(Instant::now() + GROUP_WAIT);
-        if let Err(Empty::Timeout | Empty::Closed) =
-            sh.queue.take(&mut group, &mut group_bytes, wait)
-        {
+        if sh.queue.take(&mut group, &mut group_bytes, wait).is_err() {
             break;
         }
     }
